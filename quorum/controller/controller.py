@@ -113,6 +113,7 @@ from quorum.controller.replication_control import (
     ReassignmentResult,
     ReplicationControl,
 )
+from quorum.metadata.deferred_records import DeferredRecords
 from quorum.metadata.image import ConfigResource
 from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.records import (
@@ -415,13 +416,19 @@ class QuorumController:
         """Records recreating the managers' state at `offset` (None: latest): features first
         (a log begins with `metadata.version`), then brokers, topics with their partitions,
         configs (a topic's after the topic) and producer ids."""
-        records: list[MetadataRecord] = []
-        records.extend(self.features.snapshot_records(offset))
-        records.extend(self.cluster.snapshot_records(offset))
-        records.extend(self.replication.snapshot_records(offset))
-        records.extend(self.configs.snapshot_records(offset))
-        records.extend(self.producer_ids.snapshot_records(offset))
-        return records
+        return list(self.deferred_snapshot_records(offset))
+
+    def deferred_snapshot_records(self, offset: int | None = None) -> DeferredRecords:
+        """`snapshot_records` with each PartitionRecord made only when read (a stop's
+        snapshot state is taken in one loop turn and encoded a batch a turn:
+        `deferred_records`)."""
+        return DeferredRecords(
+            self.features.snapshot_records(offset),
+            self.cluster.snapshot_records(offset),
+            self.replication.deferred_snapshot_records(offset).items(),
+            self.configs.snapshot_records(offset),
+            self.producer_ids.snapshot_records(offset),
+        )
 
     # -- Raft events -----------------------------------------------------------------------------
 

@@ -68,6 +68,7 @@ from quorum.controller.broker_liveness import BrokerLiveness
 from quorum.controller.controller_result import ControllerResult, StepContext
 from quorum.controller.partition_change_builder import Election, PartitionChangeBuilder
 from quorum.controller.placement import RandomSource, place_replicas
+from quorum.metadata.deferred_records import DeferredItem, DeferredRecords, PartitionRecordOf
 from quorum.metadata.partition_registration import PartitionRegistration
 from quorum.metadata.records import (
     LEADER_UNCHANGED,
@@ -972,14 +973,19 @@ class ReplicationControl:
     def snapshot_records(self, offset: int | None = None) -> list[MetadataRecord]:
         """Records that recreate the topics and partitions as of `offset`: per topic, by name,
         its TopicRecord and then its PartitionRecords."""
-        records: list[MetadataRecord] = []
+        return list(self.deferred_snapshot_records(offset))
+
+    def deferred_snapshot_records(self, offset: int | None = None) -> DeferredRecords:
+        """`snapshot_records` with each PartitionRecord made only when read
+        (`deferred_records`: a stop's snapshot state is taken in one loop turn)."""
+        items: list[DeferredItem] = []
         for name, topic_id in sorted(self._topic_ids.to_dict(offset).items()):
-            records.append(TopicRecord(name=name, topic_id=topic_id))
-            records.extend(
-                registration.to_record(topic_id, partition_id)
+            items.append(TopicRecord(name=name, topic_id=topic_id))
+            items.extend(
+                PartitionRecordOf(topic_id, partition_id, registration)
                 for partition_id, registration in enumerate(self._partitions_at(topic_id, offset))
             )
-        return records
+        return DeferredRecords(items)
 
     def topic_ids(self, offset: int | None) -> dict[str, UUID]:
         """Every topic's id by name, as of `offset`."""

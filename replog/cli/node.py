@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from replog.server.allocator import keep_large_buffers
+    from replog.server.bulk_threads import start_bulk_threads
     from replog.server.collector import freeze_startup_objects, install_growth_freezer
     from replog.server.known_properties import unknown_properties
     from replog.server.node import Node
@@ -50,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
     log.info("open-file limit: %s", raise_open_file_limit() or "none")
     # A node process owns its allocator: keep batch-sized buffers off mmap (allocator.py).
     keep_large_buffers()
+    # Before the loop runs, which would otherwise wait for each bulk thread's start
+    # (bulk_threads.py).
+    start_bulk_threads()
 
     async def main() -> int:
         # gRPC's aio server and the driver's queue belong to the loop they are created in.

@@ -99,7 +99,7 @@ from replog.server import collector
 from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerService
-from replog.server.bulk_threads import run_bulk
+from replog.server.bulk_threads import run_bulk, start_bulk_threads
 from replog.server.controller_calls import ControllerCalls
 from replog.server.coordinator_service import CoordinatorService
 from replog.server.group_coordinator import GroupCoordinator
@@ -493,6 +493,9 @@ class BrokerRuntime:
         log_config = LogManagerConfig.from_properties(data_plane.properties)
         log.info("broker %d: recovering the logs in %s", broker_id, list(data_plane.log_dirs))
         began_ms = self._clock()
+        # The bulk threads start off the loop before their first call (`bulk_threads`); a
+        # node process started them before its loop ran, an embedding may not have.
+        await asyncio.to_thread(start_bulk_threads)
         # Recovery reads every unflushed segment: off the event loop, which goes on replaying
         # metadata and heartbeating meanwhile, in a thread that leaves it the cores
         # (`bulk_threads`).

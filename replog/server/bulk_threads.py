@@ -23,6 +23,12 @@ Rules:
   for longer than its switch interval (5 ms) to give it up, and the file work here releases
   it at every system call, so the loop waits at most about one such slice for it; the stall
   monitor's wall time less its CPU and run-queue times is where such waits would show.
+- The threads are started before the work, off the event loop (`start_bulk_threads`: a node
+  process before its loop runs, a starting broker from a thread of the default executor): a
+  `ThreadPoolExecutor` otherwise starts a thread inside `submit` whenever none is idle, and
+  `Thread.start` waits until the new thread runs, which needs the GIL and a core, so the loop
+  calling `run_bulk` was held for as long as another thread kept either (227 ms once, with
+  6 ms of CPU: docs/benchmarks.md, "h50u, under load").
 """
 
 from __future__ import annotations
@@ -44,7 +50,12 @@ MAX_NICE = 19
 # must not queue the others' work behind it.
 BULK_THREADS = min(32, (os.cpu_count() or 1) + 4)
 
+# How long `start_bulk_threads` waits for every thread to take its first call; past it, the
+# threads not started yet start as `submit` needs them (the behaviour without a pre-start).
+START_TIMEOUT_S = 30.0
+
 _executor: ThreadPoolExecutor | None = None
+_started = False
 _lock = threading.Lock()
 
 
@@ -72,6 +83,28 @@ def _executor_for_bulk_work() -> ThreadPoolExecutor:
                 initializer=lower_this_threads_priority,
             )
         return _executor
+
+
+def start_bulk_threads() -> None:
+    """Start all `BULK_THREADS` threads now, in the calling thread, which waits for them
+    (module Rules: never on an event loop); once per process, later calls return at once.
+
+    `BULK_THREADS` calls held at a barrier until all of them run: a `ThreadPoolExecutor`
+    reuses a thread only when one is idle, so each of these calls gets a thread of its own,
+    and they all stay in the pool, idle, for the work that follows."""
+    global _started
+    executor = _executor_for_bulk_work()
+    with _lock:
+        if _started:
+            return
+        barrier = threading.Barrier(BULK_THREADS)
+        calls = [executor.submit(barrier.wait, START_TIMEOUT_S) for _ in range(BULK_THREADS)]
+        for call in calls:
+            try:
+                call.result()
+            except threading.BrokenBarrierError:
+                return  # busy threads held it past the timeout: they start on demand
+        _started = True
 
 
 async def run_bulk(func: Callable[..., T], /, *args: object, **kwargs: object) -> T:

@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -312,9 +312,10 @@ class ControllerDriver:
         end_offset = self.controller.last_committed_offset + 1
         self.snapshots.maybe_write(end_offset, now_ms, self._snapshot_state)
 
-    def _snapshot_state(self) -> tuple[list[MetadataRecord], int]:
+    def _snapshot_state(self) -> tuple[Sequence[MetadataRecord], int]:
         controller = self.controller
-        records = controller.snapshot_records(controller.last_stable_offset)
+        # Partition records made as they are encoded: a stop's state is taken in one turn.
+        records = controller.deferred_snapshot_records(controller.last_stable_offset)
         return records, controller.offset_control.last_committed_quorum_epoch
 
     def _timed_out(self, described: list[str], timeout_ms: int) -> RequestTimedOutError:

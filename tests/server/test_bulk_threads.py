@@ -123,3 +123,52 @@ async def test_work_held_in_all_but_one_thread_does_not_hold_back_the_next_call(
     finally:
         held.set()
         await asyncio.gather(*slow)
+
+
+def bulk_threads_running() -> int:
+    return sum(1 for t in threading.enumerate() if t.name.startswith("replog-bulk"))
+
+
+@pytest.mark.asyncio
+async def test_bulk_calls_start_no_thread_once_the_threads_are_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`Thread.start` waits for the new thread to run: the loop calling `run_bulk` must not be
+    the one starting bulk threads, even with every thread busy at once."""
+    monkeypatch.setattr(bulk_threads, "_executor", None)
+    monkeypatch.setattr(bulk_threads, "_started", False)
+    await asyncio.to_thread(bulk_threads.start_bulk_threads)
+    started_on_the_loop: list[str] = []
+    start = threading.Thread.start
+
+    def watched_start(thread: threading.Thread) -> None:
+        if threading.current_thread() is threading.main_thread():
+            started_on_the_loop.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", watched_start)
+    all_at_once = threading.Barrier(bulk_threads.BULK_THREADS)
+    calls = [run_bulk(all_at_once.wait, 10) for _ in range(bulk_threads.BULK_THREADS)]
+    await asyncio.wait_for(asyncio.gather(*calls), 20)
+    assert started_on_the_loop == []
+    bulk_threads.start_bulk_threads()  # once per process: a second call starts nothing
+    assert started_on_the_loop == []
+
+
+@pytest.mark.asyncio
+async def test_a_starting_broker_starts_the_bulk_threads_off_its_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started_in: list[threading.Thread] = []
+    monkeypatch.setattr(
+        broker_runtime, "start_bulk_threads", lambda: started_in.append(threading.current_thread())
+    )
+    runtime = runtime_of(
+        {1: dead_address(), 2: dead_address(), 3: dead_address()}, lambda: None, tmp_path / "l"
+    )
+    await runtime.start()
+    try:
+        await until(lambda: "logs_loaded" in runtime.start_phases, "the logs are open")
+        assert len(started_in) == 1 and started_in[0] is not threading.current_thread()
+    finally:
+        await runtime.stop(graceful=False)

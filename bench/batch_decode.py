@@ -4,8 +4,10 @@ What a Spark task does per fetch answer beside the fetch itself (`replog.spark.r
 the answer's batches are walked and checked (`answer_batches`, CRC-32C), decoded to columns
 (`replog.spark.batch_columns.decode_batches`) and made into the Arrow record batch Spark gets
 (`columns_to_record_batch`). This bench builds a realistic answer in memory and times those
-steps, the working tree's decoder against a baseline decoder loaded from git (`--base`, main by
-default) in the same process, alternating, so both see the same machine load.
+steps, the working tree's decoder and Arrow batch against the baseline's (`batch_columns.py` and
+`arrow.py` loaded from git, `--base`, main by default) in the same process, alternating, so
+both see the same machine load. The working tree's side keeps one partition's
+`ConstantColumns` over its answers, as a task does.
 
 The answer (defaults): about 8 MiB (`--answer-mib`; the source fetches 8 MiB per partition) of
 batches of `--batch-records` records, each a 100-byte random value (`--value-bytes`) and one of
@@ -42,7 +44,7 @@ import pyarrow as pa
 from replog.client.answer_batches import answer_batches
 from replog.record import build_batch
 from replog.spark import batch_columns
-from replog.spark.arrow import columns_to_record_batch
+from replog.spark.arrow import ConstantColumns, columns_to_record_batch
 from replog.spark.worker_allocator import keep_freed_memory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,27 +82,32 @@ def build_answer(args: argparse.Namespace) -> bytes:
     return b"".join(pieces)
 
 
-def load_base(commit: str) -> ModuleType:
-    """`replog/spark/batch_columns.py` as it is at `commit`, as a module of its own."""
+def load_base(commit: str, name: str = "batch_columns") -> ModuleType:
+    """`replog/spark/<name>.py` as it is at `commit`, as a module of its own."""
     source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{commit}:replog/spark/batch_columns.py"],
+        ["git", "-C", str(ROOT), "show", f"{commit}:replog/spark/{name}.py"],
         check=True,
         capture_output=True,
     ).stdout
-    path = Path(tempfile.mkdtemp()) / "base_batch_columns.py"
+    path = Path(tempfile.mkdtemp()) / f"base_{name}.py"
     path.write_bytes(source)
-    spec = importlib.util.spec_from_file_location("base_batch_columns", path)
+    spec = importlib.util.spec_from_file_location(f"base_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["base_batch_columns"] = module
+    sys.modules[f"base_{name}"] = module
     spec.loader.exec_module(module)
     return module
 
 
-def one_pass(decoder: ModuleType, data: bytes, repeat: int, arrow: bool) -> float:
+def one_pass(
+    decoder: ModuleType, data: bytes, repeat: int, arrow: bool, to_batch: ModuleType | None = None
+) -> float:
     """CPU seconds of this process for `repeat` decodes of the whole answer (walk and CRC,
     columns, Arrow batch): CPU time, not wall time, so other work on the machine that takes
-    the core away is not counted (its cache and memory traffic still is)."""
+    the core away is not counted (its cache and memory traffic still is). `to_batch`: the
+    base's `replog.spark.arrow` (one batch built alone); else the working tree's, with one
+    partition's `ConstantColumns` kept over the `repeat` answers, as a task keeps it."""
+    constants = ConstantColumns("t", 0)
     started = time.process_time()
     for _ in range(repeat):
         batches = [
@@ -111,8 +118,10 @@ def one_pass(decoder: ModuleType, data: bytes, repeat: int, arrow: bool) -> floa
             if not h.is_control
         ]
         columns = decoder.decode_batches(memoryview(data), batches, where="bench")
-        if arrow:
-            columns_to_record_batch("t", 0, columns, SCHEMA)
+        if arrow and to_batch is not None:
+            to_batch.columns_to_record_batch("t", 0, columns, SCHEMA)
+        elif arrow:
+            columns_to_record_batch("t", 0, columns, SCHEMA, constants)
     return time.process_time() - started
 
 
@@ -135,6 +144,7 @@ def main() -> None:
     keep_freed_memory()  # as a Spark worker does (replog.spark.worker_allocator)
     data = build_answer(args)
     base = load_base(args.base)
+    base_arrow = load_base(args.base, "arrow")
     batches = list(answer_batches(data, 0, 1 << 62, check_crcs=True, name="b", where="b"))
     rows = sum(h.records_count for _, h in batches)
     new_columns = batch_columns.decode_batches(memoryview(data), batches, where="bench")
@@ -148,11 +158,12 @@ def main() -> None:
         f"base {args.base}; load average {os.getloadavg()[0]:.1f}"
     )
     timed: dict[str, list[float]] = {"base": [], "new": []}
-    for decoder in (base, batch_columns):  # warm up
-        one_pass(decoder, data, 1, not args.no_arrow)
+    sides = (("base", base, base_arrow), ("new", batch_columns, None))
+    for _, decoder, to_batch in sides:  # warm up
+        one_pass(decoder, data, 1, not args.no_arrow, to_batch)
     for _ in range(args.passes):
-        for name, decoder in (("base", base), ("new", batch_columns)):
-            seconds = one_pass(decoder, data, args.repeat, not args.no_arrow)
+        for name, decoder, to_batch in sides:
+            seconds = one_pass(decoder, data, args.repeat, not args.no_arrow, to_batch)
             timed[name].append(seconds / (args.repeat * rows) * 1e9)
     ratios = [n / b for n, b in zip(timed["new"], timed["base"], strict=True)]
     what = "walk + CRC + decode" if args.no_arrow else "walk + CRC + decode + Arrow batch"

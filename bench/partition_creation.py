@@ -19,7 +19,7 @@ Everything runs on one machine: 3-node local clusters of combined broker+control
    Also per run: the longest event-loop stall of any node during the creation (from the
    `replog_event_loop_stall_seconds` histogram: the bucket the longest stall fell in), and how
    often the metadata quorum's leader changed (`replog_raft_current_epoch` on every node).
-   And the file system's floor for the replicas (`Floor`), measured before the first run and
+   And the file system's floor for the replicas (`Floor`), measured before each run and
    after the last, and each node's CPU seconds (user + system, all threads) from the first
    request until the end to end condition held, printed per 1,000 replicas created: a cost
    that, unlike the times, does not grow with what else the machine runs (system time
@@ -32,6 +32,18 @@ Everything runs on one machine: 3-node local clusters of combined broker+control
    applied its first image's replicas and was unfenced (the slowest node's time per phase is
    printed); for the cluster, when every partition had a leader in the controller's view, was
    led by a broker, had a full ISR, and the benchmark's "ready" condition held.
+
+Deletions and the floor (`replog/cli/bench/fs_settle.py`): after a large deletion this ext4
+file system (mounted `discard`) costs every `mkdir` and `open` 2-3x for tens of seconds to
+minutes, which would slow the next run's figures. So nothing is deleted between the first
+measurement and the last: every run's clusters stay until after the final floor and are
+deleted then (in `--work-dir` they are kept). What an earlier invocation left in the work
+directory (`create-*`, `restart-*`, `fs-floor-*`) is deleted first. Before each run the
+benchmark waits for the floor to settle: it reads it every `--settle-interval` seconds (15)
+until two consecutive readings agree within `--settle-tolerance` (0.2, a fraction of the
+smaller), for at most `--settle-timeout` seconds (600; 0 takes one reading), printing what it
+waits for; each run's floor and whether it settled are printed and kept in `--json`
+(`settles`), and the report names a run whose floor stood above the lowest.
 
     .venv/bin/python bench/partition_creation.py                    # 10k partitions, 3 runs
     .venv/bin/python bench/partition_creation.py --topics 10000 --per-request 900 --runs 1
@@ -69,6 +81,13 @@ from replog.cli.bench.cluster_metrics import (
     wait_replicas,
 )
 from replog.cli.bench.create_topics import create_in_requests
+from replog.cli.bench.fs_settle import (
+    Settle,
+    agree,
+    plan_steps,
+    stale_run_dirs,
+    wait_settled,
+)
 from replog.cli.bench.server_cpu import cpu_seconds
 from replog.cli.bench.start_timeline import (
     CLUSTER_PHASES,
@@ -171,7 +190,7 @@ class Cluster:
 
     def stop(self) -> tuple[float, bool]:
         """Stop the cluster: seconds taken, and whether a node had to be killed (its logs then
-        restart through recovery) after `cluster stop`'s default 30 s."""
+        restart through recovery) after `cluster stop`'s default bound (90 s)."""
         if self.client is not None:
             self.client.close()
             self.client = None
@@ -298,9 +317,13 @@ class RestartRun:
 @dataclass
 class Results:
     commit: str = ""
-    # the file system's floor for the replicas of one creation (`Floor`), measured before the
-    # first run and after the last; the lower of the two is the floor
+    # the file system's floor for the replicas of one creation (`Floor`): the settled reading
+    # before each run, then one after the last; the lowest is the floor
     floors: list[Floor] = field(default_factory=list)
+    # per run, the wait for the floor to settle before it (`fs_settle.wait_settled`): a run
+    # whose floor stands above the lowest was measured on a file system still busy (poisoned)
+    settles: list[Settle] = field(default_factory=list)
+    settle_tolerance: float = 0.2
     create: list[CreateRun] = field(default_factory=list)
     restart: list[RestartRun] = field(default_factory=list)
 
@@ -372,6 +395,36 @@ def timeline_line(run: RestartRun) -> str:
     return f"{nodes}; cluster: {cluster}"
 
 
+def settle_floor(directory: str, replicas: int, args: argparse.Namespace) -> tuple[Settle, Floor]:
+    """Wait for the file system's floor to settle (`fs_settle.wait_settled`, bounded by
+    `--settle-timeout`); the settle's readings and the last reading's `Floor`."""
+    last: list[Floor] = []
+
+    def measure() -> float:
+        last.append(measure_floor(directory, replicas))
+        return last[-1].floor_s
+
+    settle = wait_settled(
+        measure,
+        tolerance=args.settle_tolerance,
+        interval_s=args.settle_interval,
+        timeout_s=args.settle_timeout,
+        clock=time.monotonic,
+        sleep=time.sleep,
+        say=lambda line: print(f"  {line}", flush=True),
+    )
+    return settle, last[-1]
+
+
+def settle_line(settle: Settle, floor: Floor) -> str:
+    state = "settled" if settle.settled else "NOT settled (figures may be slowed by it)"
+    readings = [round(r, 2) for r in settle.readings]
+    return (
+        f"file-system floor {floor.floor_s:.2f} s, {state} after {settle.waited_s:.0f} s "
+        f"(readings {readings}; load average {os.getloadavg()[0]:.1f})"
+    )
+
+
 def spread(values: list[float]) -> str:
     return f"min {min(values):.2f} / median {statistics.median(values):.2f} / max {max(values):.2f}"
 
@@ -405,6 +458,17 @@ def report(results: Results) -> None:
                 f"{floor.cpu_s:.2f} s, and one node's {floor.rounds_per_node} round syncs, "
                 f"{floor.syncs_s:.2f} s; the lower of {len(results.floors)} measurements "
                 f"in this run: {[round(f.floor_s, 2) for f in results.floors]})"
+            )
+        lowest = min(f.floor_s for f in results.floors) if results.floors else 0.0
+        for run, settle in enumerate(results.settles):
+            busy = not agree(lowest, settle.floor_s, results.settle_tolerance)
+            # Small floors (a few hundred ms) move by more than the tolerance under load: a
+            # hint for the reader, not a verdict.
+            note = "; above the lowest beyond the tolerance: a busy file system?" if busy else ""
+            state = "settled" if settle.settled else "not settled"
+            print(
+                f"  run {run + 1} floor before it {settle.floor_s:.2f} s ({state} after "
+                f"{settle.waited_s:.0f} s){note}"
             )
         verdict = "met" if median_s < goal_s and max(stalls) < 100 + 1e-9 else "missed"
         if partitions > 10_000 and any(changes):
@@ -445,12 +509,27 @@ def main() -> None:
     )
     parser.add_argument("--json", metavar="FILE")
     parser.add_argument(
+        "--settle-tolerance",
+        type=float,
+        default=0.2,
+        help="two consecutive floor readings within this fraction count as settled",
+    )
+    parser.add_argument(
+        "--settle-interval", type=float, default=15, help="seconds between floor readings"
+    )
+    parser.add_argument(
+        "--settle-timeout",
+        type=float,
+        default=600,
+        help="at most this long waiting for the floor before each run (0: one reading)",
+    )
+    parser.add_argument(
         "--work-dir",
         metavar="DIR",
         help="put the clusters here and keep them (node logs name what held an event loop)",
     )
     args = parser.parse_args()
-    results = Results()
+    results = Results(settle_tolerance=args.settle_tolerance)
     with contextlib.suppress(Exception):
         results.commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
@@ -460,32 +539,48 @@ def main() -> None:
             os.makedirs(args.work_dir, exist_ok=True)
             tmp = args.work_dir
         else:
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="replog-bench-creation-"))
+            tmp = tempfile.mkdtemp(prefix="replog-bench-creation-")
+            stack.callback(shutil.rmtree, tmp, ignore_errors=True)  # on an error too
         replicas = args.topics * PARTITIONS_PER_TOPIC * REPLICATION_FACTOR
-        if not args.no_create:
-            results.floors.append(measure_floor(tmp, replicas))
-        for run in range(args.runs):
-            if not args.no_create:
+        ports = (args.base_port, args.kafka_base_port)
+        for step, run in plan_steps(args.runs, create=not args.no_create, restart=args.restart):
+            if step == "delete stale":
+                stale = stale_run_dirs(os.listdir(tmp))
+                if stale:
+                    deleting = time.perf_counter()
+                    for name in stale:
+                        shutil.rmtree(os.path.join(tmp, name))
+                    print(
+                        f"deleted {len(stale)} directories an earlier run left in {tmp} "
+                        f"({time.perf_counter() - deleting:.1f} s)",
+                        flush=True,
+                    )
+            elif step == "settle":
+                settle, floor = settle_floor(tmp, replicas, args)
+                results.settles.append(settle)
+                results.floors.append(floor)
+                print(f"run {run + 1}: {settle_line(settle, floor)}", flush=True)
+            elif step == "create":
                 found = create_run(
-                    os.path.join(tmp, f"create-{run}"),
-                    (args.base_port, args.kafka_base_port),
-                    args.topics,
-                    args.per_request,
+                    os.path.join(tmp, f"create-{run}"), ports, args.topics, args.per_request
                 )
                 print(f"run {run + 1}: {found}", flush=True)
                 results.create.append(found)
-            if args.restart:
+            elif step == "restart":
                 found_restart = restart_run(
-                    os.path.join(tmp, f"restart-{run}"),
-                    (args.base_port, args.kafka_base_port),
-                    args.topics,
-                    args.per_request,
+                    os.path.join(tmp, f"restart-{run}"), ports, args.topics, args.per_request
                 )
                 print(f"run {run + 1}: {found_restart}", flush=True)
                 print(f"  phases: {timeline_line(found_restart)}", flush=True)
                 results.restart.append(found_restart)
-        if not args.no_create:
-            results.floors.append(measure_floor(tmp, replicas))
+            elif step == "final floor":
+                results.floors.append(measure_floor(tmp, replicas))
+            elif step == "delete runs" and not args.work_dir:
+                # After the last measurement: the deletion's aftermath falls on whatever
+                # runs next, which waits for it ("settle").
+                deleting = time.perf_counter()
+                shutil.rmtree(tmp, ignore_errors=True)
+                print(f"deleted the runs' clusters ({time.perf_counter() - deleting:.1f} s)")
     report(results)
     if args.json:
         with open(args.json, "w") as f:

@@ -46,6 +46,8 @@ from replog.server.known_properties import unknown_properties
 from replog.server.node_config import NodeConfig
 
 POLL_INTERVAL_S = 0.05
+# How long a stop runs before `stop_nodes` says what it waits for.
+STOP_SILENT_S = 5.0
 PROBE_TIMEOUT_S = 0.5  # a node that does not answer DescribeQuorum within this "does not answer"
 LOG_TAIL_LINES = 15
 
@@ -154,12 +156,30 @@ def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
     return True
 
 
-def stop_nodes(nodes: Iterable[tuple[LocalNode, int]], timeout_s: float) -> list[str]:
-    """SIGTERM, then SIGKILL whatever still runs after `timeout_s`; one line per node."""
+def stop_nodes(
+    nodes: Iterable[tuple[LocalNode, int]],
+    timeout_s: float,
+    *,
+    say: Callable[[str], None] | None = None,
+) -> list[str]:
+    """SIGTERM, then SIGKILL whatever still runs after `timeout_s`; one line per node. With
+    `say`, a stop still waited for after `STOP_SILENT_S` is said once, with what it waits for."""
     nodes = list(nodes)
     for _, pid in nodes:
         signal_node(pid, signal.SIGTERM)
-    wait_until(lambda: not any(is_running(n, pid) for n, pid in nodes), timeout_s)
+
+    def all_stopped() -> bool:
+        return not any(is_running(n, pid) for n, pid in nodes)
+
+    silent_s = min(STOP_SILENT_S, timeout_s)
+    if not wait_until(all_stopped, silent_s) and say is not None and timeout_s > silent_s:
+        waiting = [str(n.node_id) for n, pid in nodes if is_running(n, pid)]
+        say(
+            f"waiting for node(s) {', '.join(waiting)} to stop: each broker hands its "
+            "leaderships over (its controlled shutdown, up to 30 s), then closes its logs "
+            f"and writes its metadata snapshot; SIGKILL after {timeout_s:g} s"
+        )
+    wait_until(all_stopped, timeout_s - silent_s)
     report = []
     for node, pid in nodes:
         how = "stopped"
@@ -531,7 +551,7 @@ def run_stop(args: argparse.Namespace) -> int:
     if not running:
         print(f"no node of the cluster in {cluster.directory} is running")
         return 0
-    for line in stop_nodes(running, args.timeout):
+    for line in stop_nodes(running, args.timeout, say=lambda line: print(line, file=sys.stderr)):
         print(line)
     return 0
 

@@ -196,13 +196,8 @@ class ControllerDriver:
         except NodeStoppingError as stopping_error:  # the node stopped before it ran `call`
             return ControllerAnswer(self._controller_id, error=stopping_error)
         except TimeoutError:
-            what = described[0] if described else "the request"
             return ControllerAnswer(
-                self._controller_id,
-                error=RequestTimedOutError(
-                    f"{what}: no answer from node {self.node_id} within {timeout_ms} ms; "
-                    "a write may still commit"
-                ),
+                self._controller_id, error=self._timed_out(described, timeout_ms)
             )
         finally:
             # The caller stops waiting (an answer, a timeout, or its cancellation): nobody reads
@@ -321,6 +316,22 @@ class ControllerDriver:
         controller = self.controller
         records = controller.snapshot_records(controller.last_stable_offset)
         return records, controller.offset_control.last_committed_quorum_epoch
+
+    def _timed_out(self, described: list[str], timeout_ms: int) -> RequestTimedOutError:
+        """REQUEST_TIMED_OUT naming what the write waited for: its turn on the loop (the call
+        never ran: the loop was held, or a stepped apply kept the inbox closed), or the commit
+        of the records it proposed."""
+        if not described:
+            return RequestTimedOutError(
+                f"the request: node {self.node_id}'s controller did not get to it within "
+                f"{timeout_ms} ms (it waits in the Raft loop's inbox behind the node's other "
+                "work); it may still run and commit"
+            )
+        return RequestTimedOutError(
+            f"{described[0]}: its records did not commit within {timeout_ms} ms on node "
+            f"{self.node_id} (a majority of the quorum's voters must have them); they may "
+            "still commit"
+        )
 
     def _publish(self) -> None:
         """Publish what handlers may read, after every controller call."""

@@ -205,11 +205,20 @@ log = logging.getLogger("replog.server.replica_manager")
 # worker-thread batch (one file-system sync) carries. A round of leader changes costs ~25 ms
 # here; a batch's sync is one `syncfs`, whatever its size.
 APPLY_ROUND_CHANGES = 250
+# A round stops taking changes once it has run this long: each deletion renames its log's
+# directory on the loop (4-20 ms each on a busy file system: 250 of them held a loop for 4.8 s
+# and cost the active controller the quorum's leadership), so a count alone does not bound it.
+APPLY_ROUND_BUDGET_MS = 50
 # Up to this many writes a round or a batch makes are each synced on their own (a few fsyncs of
 # small files, ~1-5 ms each here); above it one `syncfs` syncs them all.
 SYNC_EACH_MAX = 8
 # A delta of at most this many local changes, arriving with none queued, is applied at once.
 APPLY_AT_ONCE_MAX = 4
+# Replicas one tick visits in a periodic walk over all of them (the ISR shrink check every
+# replica.lag.time.max.ms / 2, producer-id expiry): 100,000 replicas in one tick held the loop
+# 50-65 ms for the ISR check alone; a slice of 2,000 is 1-2 ms, and a walk of 100,000 ends
+# within a second of loop turns, against a lag bound of 30 s.
+SWEEP_SLICE = 2_000
 
 
 class _Creation(NamedTuple):
@@ -286,6 +295,11 @@ class ReplicaManager:
         self._isr_retry_at_ms: dict[TopicPartitionKey, int] = {}
         self._next_isr_check_ms = clock() + self._isr_check_interval_ms
         self._next_producer_expiry_ms = clock() + config.producer_id_expiration_check_interval_ms
+        # The periodic walks over every replica, a slice per tick (`SWEEP_SLICE`): the
+        # partitions a walk has yet to visit (None: none under way), and the ISR walk's shrinks.
+        self._isr_sweep: list[TopicPartitionKey] | None = None
+        self._isr_shrunk: list[str] = []
+        self._expiry_sweep: list[TopicPartitionKey] | None = None
         self._fetch_sources: list[int] = []
         # One wake per consumer: with a single event shared by the fetcher and the
         # AlterPartition sender, one could clear the other's wake, and an ISR change or a
@@ -572,7 +586,10 @@ class ReplicaManager:
                 self._log_roles_taken()
                 # The round's new replicas live long: out of full collections (collector.py).
                 collector.replicas_changed(
-                    len(creations), self._replicas_deleted, len(self._partitions)
+                    len(creations),
+                    self._replicas_deleted,
+                    len(self._partitions),
+                    more_waiting=bool(len(self._changes)),
                 )
                 await yield_turn()
             except asyncio.CancelledError:
@@ -592,31 +609,49 @@ class ReplicaManager:
                 log.exception("broker %d: applying replica changes failed", self.broker_id)
 
     def _apply_round(self, limit: int) -> list[_Creation]:
-        """Take up to `limit` queued changes and apply those that need no new log; return
-        the others, their partitions held, for `_open_logs` and `_install`."""
+        """Take up to `limit` queued changes (fewer when a deletion used up the round's
+        `APPLY_ROUND_BUDGET_MS`) and apply those that need no new log; return the others,
+        their partitions held, for `_open_logs` and `_install`."""
         now_ms = self._clock()
         creations: list[_Creation] = []
         # A topic's partitions share its LogConfig: built once per topic in a round (the image
         # cannot change within it), not once per replica.
         configs: dict[str, LogConfig] = {}
-        for change in self._changes.take(limit):
-            local = change.local
-            if change.kind == DELETE:
-                self._delete_partition(local)
-                continue
-            existing = self._partitions.get(change.key)
-            if existing is not None and existing.topic_id == local.topic_id:
-                self._take_role(change, existing, now_ms)
-                continue
-            if existing is not None:
-                # Same name, another topic id: the old topic was deleted and the name reused.
-                self._drop(existing, delete_log=True)
-            self._changes.hold(change.key)
-            config = configs.get(local.topic_name)
-            if config is None:
-                config = configs[local.topic_name] = self._log_config(self.image, local.topic_name)
-            creations.append(_Creation(change, config))
+        taking = self._changes.taking(limit)
+        try:
+            for change in taking:
+                if self._apply_change(change, now_ms, configs, creations):
+                    break
+        finally:
+            taking.close()
         return creations
+
+    def _apply_change(
+        self,
+        change: ReplicaChange,
+        now_ms: int,
+        configs: dict[str, LogConfig],
+        creations: list[_Creation],
+    ) -> bool:
+        """Apply one change of a round, or add it to `creations`; whether the round's time is
+        up (`APPLY_ROUND_BUDGET_MS`, after a deletion: the change that costs file work here)."""
+        local = change.local
+        if change.kind == DELETE:
+            self._delete_partition(local)
+            return self._clock() - now_ms >= APPLY_ROUND_BUDGET_MS
+        existing = self._partitions.get(change.key)
+        if existing is not None and existing.topic_id == local.topic_id:
+            self._take_role(change, existing, now_ms)
+            return False
+        if existing is not None:
+            # Same name, another topic id: the old topic was deleted and the name reused.
+            self._drop(existing, delete_log=True)
+        self._changes.hold(change.key)
+        config = configs.get(local.topic_name)
+        if config is None:
+            config = configs[local.topic_name] = self._log_config(self.image, local.topic_name)
+        creations.append(_Creation(change, config))
+        return False
 
     def _open_logs_or_release(self, creations: list[_Creation]) -> list[_Opened]:
         """`_open_logs`; if it fails (a storage error: the broker stops), its partitions are
@@ -1656,40 +1691,19 @@ class ReplicaManager:
     def tick(self, now_ms: int) -> None:
         """ISR shrink every lag/2, producer-id expiry, AlterPartition retries, purgatory expiry,
         follower back-offs."""
-        if now_ms >= self._next_isr_check_ms:
+        if now_ms >= self._next_isr_check_ms and self._isr_sweep is None:
             self._next_isr_check_ms = now_ms + self._isr_check_interval_ms
-            # One INFO line per check, each partition's at DEBUG: thousands of lines (followers
-            # of a large CreateTopics still being created elsewhere) held the loop for seconds.
-            shrunk: list[str] = []
-            for key, partition in self._partitions.items():
-                leader_state = partition.leader_state
-                if leader_state is None:
-                    continue
-                change = leader_state.maybe_shrink_isr(
-                    leader_log_end_offset=partition.log.log_end_offset, now_ms=now_ms
-                )
-                if change is not None:
-                    log.debug(
-                        "%s: shrinking the ISR from %s to %s",
-                        partition.name,
-                        list(leader_state.isr),
-                        list(change.new_isr),
-                    )
-                    shrunk.append(partition.name)
-                    self._mark_isr_dirty(key)
-            if shrunk:
-                log.info(
-                    "broker %d: shrinking the ISR of %d partitions (a follower more than "
-                    "replica.lag.time.max.ms behind): %s",
-                    self.broker_id,
-                    len(shrunk),
-                    few_names(shrunk),
-                )
-        if now_ms >= self._next_producer_expiry_ms:
+            self._isr_sweep = list(self._partitions)
+        if self._isr_sweep is not None:
+            self._isr_sweep = self._check_isrs(_slice(self._isr_sweep), now_ms)
+        if now_ms >= self._next_producer_expiry_ms and self._expiry_sweep is None:
             self._next_producer_expiry_ms = (
                 now_ms + self.config.producer_id_expiration_check_interval_ms
             )
-            self._expire_producer_ids()
+            self._expiry_sweep = list(self._partitions)
+        if self._expiry_sweep is not None:
+            self._expire_producer_ids(_slice(self._expiry_sweep))
+            self._expiry_sweep = self._expiry_sweep or None
         for key, retry_at_ms in list(self._isr_retry_at_ms.items()):
             if retry_at_ms <= now_ms:
                 del self._isr_retry_at_ms[key]
@@ -1700,12 +1714,52 @@ class ReplicaManager:
             self._follower.refresh(now_ms)
             self.fetch_wakeup.set()  # the fetcher may send again
 
-    def _expire_producer_ids(self) -> None:
-        """Forget, in every replica's producer table (followers keep one too), a producer
+    def _check_isrs(
+        self, keys: list[TopicPartitionKey], now_ms: int
+    ) -> list[TopicPartitionKey] | None:
+        """The ISR shrink check (every lag/2) of `keys`, a slice of the walk; the walk's rest,
+        or None once it is done."""
+        for key in keys:
+            partition = self._partitions.get(key)
+            leader_state = None if partition is None else partition.leader_state
+            if partition is None or leader_state is None:
+                continue
+            change = leader_state.maybe_shrink_isr(
+                leader_log_end_offset=partition.log.log_end_offset, now_ms=now_ms
+            )
+            if change is not None:
+                log.debug(
+                    "%s: shrinking the ISR from %s to %s",
+                    partition.name,
+                    list(leader_state.isr),
+                    list(change.new_isr),
+                )
+                self._isr_shrunk.append(partition.name)
+                self._mark_isr_dirty(key)
+        if self._isr_sweep:
+            return self._isr_sweep
+        # One INFO line per check, each partition's at DEBUG: thousands of lines (followers
+        # of a large CreateTopics still being created elsewhere) held the loop for seconds.
+        shrunk, self._isr_shrunk = self._isr_shrunk, []
+        if shrunk:
+            log.info(
+                "broker %d: shrinking the ISR of %d partitions (a follower more than "
+                "replica.lag.time.max.ms behind): %s",
+                self.broker_id,
+                len(shrunk),
+                few_names(shrunk),
+            )
+        return None
+
+    def _expire_producer_ids(self, keys: list[TopicPartitionKey]) -> None:
+        """Forget, in the producer tables of `keys` (followers keep one too), a producer
         whose last batch's max timestamp is `producer.id.expiration.ms` or more behind the
         wall clock (Kafka's rule; without it the tables grow without bound)."""
         wall_now_ms = self._wall_clock()
-        for partition in self._partitions.values():
+        for key in keys:
+            partition = self._partitions.get(key)
+            if partition is None:
+                continue
             expired = partition.producer_state.remove_expired(
                 wall_now_ms, self.config.producer_id_expiration_ms
             )
@@ -1716,6 +1770,8 @@ class ReplicaManager:
 
     def next_tick_ms(self) -> int:
         """When `tick` has something to do next."""
+        if self._isr_sweep is not None or self._expiry_sweep is not None:
+            return self._clock()  # the walk's next slice, after the loop's other tasks
         candidates = [
             self._next_isr_check_ms,
             self._next_producer_expiry_ms,
@@ -1811,3 +1867,10 @@ def _refuse_internal(topic: str, partition: int, what: str) -> None:
             f"{topic}-{partition}: cannot {what} internal topic {topic!r} (only the broker "
             "writes it)"
         )
+
+
+def _slice(rest: list[TopicPartitionKey]) -> list[TopicPartitionKey]:
+    """The next `SWEEP_SLICE` keys of a walk, taken off the end of `rest` (in place)."""
+    taken = rest[-SWEEP_SLICE:]
+    del rest[-SWEEP_SLICE:]
+    return taken

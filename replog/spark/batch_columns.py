@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
@@ -376,8 +376,10 @@ def _varints_bytewise(buf: Bytes, pos: Int64s, size_max: int) -> tuple[Int64s, I
     return values, pos + length
 
 
-def _binary(buf: Bytes, buffer: pa.Buffer, starts: Int64s, lengths: Int64s) -> pa.Array:
-    """buffer[starts[i] : starts[i] + lengths[i]] as a binary array, null where length is -1.
+def _binary(buf: Bytes, buffer: pa.Buffer, starts: Int64s, lengths: Int64s | int) -> pa.Array:
+    """buffer[starts[i] : starts[i] + lengths[i]] as a binary array, null where length is -1;
+    `lengths` one int (0 or more) when every value is known to have that size, so nothing
+    needs checking.
 
     `binary` wants the values back to back, so they are copied, in one of two ways:
     - All values (nulls aside) of one size L, as keys and values often are: a numpy view of
@@ -390,25 +392,21 @@ def _binary(buf: Bytes, buffer: pa.Buffer, starts: Int64s, lengths: Int64s) -> p
     The caller has checked that every value ends before the next one starts.
     """
     count = len(starts)
+    if isinstance(lengths, int):
+        return _one_size(buf, starts, lengths)
     valid = lengths >= 0
     nulls = not valid.all()
     validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
     present = lengths[valid] if nulls else lengths
     size = int(present[0]) if len(present) else 0
     if len(present) == 0 or (present.min() == size and present.max() == size):
-        if size == 0:
-            data = pa.py_buffer(b"")
-        else:
-            cells = np.ndarray(
-                shape=(len(buf) - size + 1,), dtype=f"V{size}", buffer=buf, offset=0, strides=(1,)
-            )
-            data = pa.py_buffer(cells[starts[valid] if nulls else starts])
-        if nulls:  # a null takes no bytes
-            offsets = np.zeros(count + 1, dtype=np.int32)
-            np.cumsum(valid, out=offsets[1:])
-        else:
-            offsets = np.arange(count + 1, dtype=np.int32)
+        if not nulls:
+            return _one_size(buf, starts, size)
+        present_values = _one_size(buf, starts[valid], size)
+        offsets = np.zeros(count + 1, dtype=np.int32)  # a null takes no bytes
+        np.cumsum(valid, out=offsets[1:])
         offsets *= size
+        data = present_values.buffers()[2]
         return pa.Array.from_buffers(pa.binary(), count, [validity, pa.py_buffer(offsets), data])
     bounds = np.empty(2 * count + 1, dtype=np.int32)
     bounds[0:-1:2] = starts
@@ -427,19 +425,54 @@ def _binary(buf: Bytes, buffer: pa.Buffer, starts: Int64s, lengths: Int64s) -> p
     return pa.Array.from_buffers(pa.binary(), count, [validity, *values.buffers()[1:]])
 
 
+def _one_size(buf: Bytes, starts: Int64s, size: int) -> pa.Array:
+    """buffer[starts[i] : starts[i] + size] as a binary array, none null (`_binary`)."""
+    count = len(starts)
+    if size == 0:
+        data = pa.py_buffer(b"")
+    else:
+        cells = np.ndarray(
+            shape=(len(buf) - size + 1,), dtype=f"V{size}", buffer=buf, offset=0, strides=(1,)
+        )
+        data = pa.py_buffer(cells[starts])
+    offsets = np.arange(count + 1, dtype=np.int32)
+    offsets *= size
+    return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), data])
+
+
 @dataclass(slots=True)
 class _Fields:
-    """Per record of a call: what the columns are built from."""
+    """Per record of a call: what the columns are built from.
+
+    The table path (`_uniform_group`) leaves the key and value lengths of its rows unwritten
+    and lists them in `sized` (rows, key length, value length: one of each per layout); when
+    every row of the call is in `sized` and a column has one length in all of them, that
+    length is the column's and the array is never filled (`lengths`).
+    """
 
     timestamp_delta: Int64s
     key_start: Int64s
     key_length: Int64s
     value_start: Int64s
     value_length: Int64s
+    sized: list[tuple[slice | Int64s, int, int]] = field(default_factory=list)
 
     @staticmethod
     def empty(count: int) -> _Fields:
-        return _Fields(*(np.empty(count, dtype=np.int64) for _ in range(5)))
+        def new() -> Int64s:
+            return np.empty(count, dtype=np.int64)
+
+        return _Fields(new(), new(), new(), new(), new())
+
+    def lengths(self, all_sized: bool) -> tuple[Int64s | int, Int64s | int]:
+        """The key and value lengths for `_binary`: one int 0 or more where `all_sized` (every
+        row is in `sized`) and `sized` has one length for the column, else the array, with
+        the rows of `sized` filled in."""
+        keys = [(rows, key) for rows, key, _ in self.sized]
+        values = [(rows, value) for rows, _, value in self.sized]
+        return _lengths(self.key_length, keys, all_sized), _lengths(
+            self.value_length, values, all_sized
+        )
 
     def put(self, rows: slice | Int64s, found: _Fields) -> None:
         """Rows `rows` are `found`'s records."""
@@ -448,6 +481,20 @@ class _Fields:
         self.key_length[rows] = found.key_length
         self.value_start[rows] = found.value_start
         self.value_length[rows] = found.value_length
+
+
+def _lengths(
+    lengths: Int64s, sized: list[tuple[slice | Int64s, int]], all_sized: bool
+) -> Int64s | int:
+    """`_Fields.lengths` for one column."""
+    sizes = {size for _, size in sized}
+    if all_sized and len(sizes) == 1:
+        (size,) = sizes
+        if size >= 0:
+            return size
+    for rows, size in sized:
+        lengths[rows] = size
+    return lengths
 
 
 def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str) -> BatchColumns:
@@ -492,13 +539,14 @@ def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: s
         timestamps += fields.timestamp_delta
         timestamp_types = np.zeros(total, dtype=np.int32)
     arrow_buffer = pa.py_buffer(buffer)
+    key_lengths, value_lengths = fields.lengths(all_sized=len(rest) == 0)
     base_offsets += index
     return BatchColumns(
         offsets=base_offsets,
         timestamps=timestamps,
         timestamp_types=timestamp_types,
-        keys=_binary(buf, arrow_buffer, fields.key_start, fields.key_length),
-        values=_binary(buf, arrow_buffer, fields.value_start, fields.value_length),
+        keys=_binary(buf, arrow_buffer, fields.key_start, key_lengths),
+        values=_binary(buf, arrow_buffer, fields.value_start, value_lengths),
         headers=headers,
     )
 
@@ -738,8 +786,7 @@ def _uniform_group(
     fields.timestamp_delta[rows] = signed
     fields.key_start[rows] = positions + layout.key_at
     fields.value_start[rows] = positions + layout.value_at
-    fields.key_length[rows] = layout.key_length
-    fields.value_length[rows] = layout.value_length
+    fields.sized.append((rows, layout.key_length, layout.value_length))
     uniform[rows] = True
 
 

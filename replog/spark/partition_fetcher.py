@@ -18,15 +18,21 @@ Rules (the consumer's, with `auto.offset.reset=none`):
 - OFFSET_OUT_OF_RANGE raises `OffsetOutOfRangeError` naming the partition and offset.
 - NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH and the other retriable answers, a partition
   without a leader and an unreachable broker mark the metadata stale, wait `retry.backoff.ms`
-  and ask again (the new leader, once the metadata names it). When the caller's deadline
-  passes first, the fetch answers None; the caller words the timeout.
+  and ask again (the new leader, once the metadata names it). A fetch that failed (timed out,
+  broke, refused) also has the next metadata asked of other brokers first, as the consumer
+  has it (`ClusterMetadata.distrust`: the leader may be cut off from the cluster). When the
+  caller's deadline passes first, the fetch answers None; the caller words the timeout with
+  `last_failure`: why the latest attempt got no answer, said at WARNING once per change of
+  cause (the consumer's rule; metadata failures are said by `ClusterMetadata`), None once an
+  answer came.
 - A topic the metadata no longer has, or one with no such partition (deleted, or re-created
   with fewer partitions), raises `UnknownTopicOrPartitionError` naming it, as `OffsetLookup`
   does: the caller decides whether that is data loss.
 - Any other error is raised as the broker's typed error.
 - An answer that is not a well-formed FetchResponse raises `MalformedFetchAnswerError` naming
-  what was wrong (the consumer's parse would fail there too); one whose topic id is neither
-  empty nor 16 bytes is asked again, as the broker client's parse makes it.
+  the leader, the partition and what was wrong (the consumer's parse would fail there too);
+  one whose topic id is neither empty nor 16 bytes is asked again, as the broker client's
+  parse makes it.
 - `submit` starts the next fetch while the caller decodes the previous answer (one at a
   time: the caller only knows the next position from the answer before).
 - The Fetch goes over the leader's framed fetch connection (`framed_fetch`); where that path
@@ -49,6 +55,7 @@ import grpc
 from replog.client.call_guard import guarded
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig, consumer_config
+from replog.client.connections import rpc_error
 from replog.client.fetcher import isolation_level
 from replog.client.loop_thread import LoopThread
 from replog.client.offset_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
@@ -64,6 +71,7 @@ from replog.errors import (
     error_for_code,
 )
 from replog.replication import messages as m
+from replog.spark.errors import MalformedFetchAnswerError
 from replog.spark.fetch_answer_wire import TopicAnswer, fetch_answer_topics
 from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailable
 from replog.spark.raw_fetch import RawFetchChannels
@@ -99,6 +107,9 @@ class PartitionFetcher:
         # Leaders whose framed fetch path was unavailable: address -> (the monotonic ms from
         # which it is tried again, the leader epoch it was found at).
         self._grpc_only: dict[str, tuple[int, int]] = {}
+        # Why the latest attempt got no answer (module rules). Set on the loop, read by the
+        # task's thread when it gives up: a str swapped whole.
+        self.last_failure: str | None = None
 
     async def _open(self) -> tuple[ClusterMetadata, RawFetchChannels, FramedFetchChannels]:
         # Built on the loop: their connections belong to that loop.
@@ -125,6 +136,8 @@ class PartitionFetcher:
             return future.result(timeout=remaining_s)
         except concurrent.futures.TimeoutError:
             future.cancel()
+            if self.last_failure is None:
+                self.last_failure = f"the fetch of {self._name} in flight had no answer yet"
             return None
 
     def log_start_offset(self, timeout_ms: int) -> int:
@@ -193,7 +206,10 @@ class PartitionFetcher:
             partitions = await metadata.partitions_for(
                 topic, deadline_ms=max(deadline_ms, monotonic_ms() + 1)
             )
-        except (KafkaTimeoutError, NoBrokersAvailableError):
+        except (KafkaTimeoutError, NoBrokersAvailableError) as exc:
+            # Kept, not said: the metadata says its brokers' failures itself, once per change
+            # (and this message counts attempts, so it changes at every one).
+            self.last_failure = f"no metadata for {topic}-{partition}: {exc}"
             return None
         if not 0 <= partition < len(partitions):
             # The cached answer may predate the partition (partitions added since, or a broker
@@ -205,10 +221,15 @@ class PartitionFetcher:
             )
         state = metadata.partition(self.tp)
         if state is None or state.leader < 0:
+            self._retrying(f"{topic}-{partition} has no leader in the cluster's metadata")
             metadata.request_update()
             return None
         address = metadata.broker_address(state.leader)
         if address is None:
+            self._retrying(
+                f"the leader of {topic}-{partition}, broker {state.leader}, has no address in "
+                "the cluster's metadata"
+            )
             metadata.request_update()
             return None
         return state.leader, address, state.leader_epoch
@@ -235,11 +256,40 @@ class PartitionFetcher:
                     what="Fetch",
                     node_id=node,
                 )
-        except (grpc.aio.AioRpcError, ReplogError):
+        except (grpc.aio.AioRpcError, ReplogError) as exc:
             # As the consumer does: an unreachable or reset broker is retried (new metadata,
-            # maybe a new leader) until the deadline.
+            # maybe a new leader) until the deadline, the metadata asked of other brokers
+            # first: a leader cut off from the cluster still names itself.
+            if isinstance(exc, grpc.aio.AioRpcError):
+                exc = rpc_error(exc, address=address, what="Fetch", node_id=node)
+            self._metadata.distrust(address)
+            self._retrying(f"fetch of {self._name} from broker {node} at {address} failed: {exc}")
             return None
-        return answer_for(self.tp, fetch_answer_topics(raw), request.partitions[0].fetch_offset)
+        fetch_offset = request.partitions[0].fetch_offset
+        try:
+            topics = fetch_answer_topics(raw)
+        except MalformedFetchAnswerError as exc:
+            raise MalformedFetchAnswerError(
+                f"broker {node} at {address} answered the fetch of {self._name} at offset "
+                f"{fetch_offset} with bytes that are not a FetchResponse: {exc}"
+            ) from None
+        answer = answer_for(self.tp, topics, fetch_offset)
+        if isinstance(answer, str):
+            self._retrying(f"fetch of {self._name} from broker {node} at {address}: {answer}")
+            return None
+        self.last_failure = None
+        return answer
+
+    @property
+    def _name(self) -> str:
+        return f"{self.tp.topic}-{self.tp.partition}"
+
+    def _retrying(self, why: str) -> None:
+        """An attempt got no answer for `why`: kept, and said once per change (module
+        rules)."""
+        if why != self.last_failure:
+            log.warning("%s; asking again", why)
+        self.last_failure = why
 
     def _over_grpc(self, address: str, epoch: int) -> bool:
         """Whether a fetch from the leader at `address` (at leader `epoch`) goes over gRPC:
@@ -278,11 +328,12 @@ class PartitionFetcher:
 
 def answer_for(
     tp: TopicPartition, topics: list[TopicAnswer], fetch_offset: int
-) -> FetchAnswer | None:
-    """What a Fetch answer says for `tp` (module docstring): its records, None to ask again,
+) -> FetchAnswer | str:
+    """What a Fetch answer says for `tp` (module docstring): its records, why to ask again,
     or the broker's error raised."""
     if any(len(t.topic_id) not in (0, UUID_BYTES) for t in topics):
-        return None  # the broker client's parse refuses it (InvalidRequestError): asked again
+        # The broker client's parse refuses it (InvalidRequestError): asked again.
+        return "a topic id in the answer is neither empty nor 16 bytes"
     for result in (p for t in topics if t.topic == tp.topic for p in t.partitions):
         if result.partition != tp.partition:
             continue
@@ -295,6 +346,6 @@ def answer_for(
                 f"{tp.topic}-{tp.partition}: fetch offset {fetch_offset} is out of range"
             )
         if error.retriable:
-            return None
+            return f"{error.error_name}: {error}"
         raise error
-    return None  # the partition missing from the answer: ask again
+    return f"the answer leaves {tp.topic}-{tp.partition} out"

@@ -41,7 +41,7 @@ Rules:
 - `pollTimeoutMs` bounds each wait without progress, as Kafka's poll timeout bounds one poll:
   the timer restarts whenever the position moves and whenever Spark takes a batch (the time
   it spends with a batch is not the fetch's). When it runs out, `ReadTimeoutError` names the
-  partition, the range and the offset reached.
+  partition, the range, the offset reached and why the latest fetch attempt got no answer.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from replog.errors import OffsetOutOfRangeError, ReplogError, UnknownTopicOrPart
 from replog.record.header import (
     BatchHeader,
 )
-from replog.spark.arrow import columns_to_record_batch
+from replog.spark.arrow import ConstantColumns, columns_to_record_batch
 from replog.spark.batch_columns import decode_batches
 from replog.spark.errors import ReadTimeoutError, report_data_loss
 from replog.spark.options import SourceOptions
@@ -120,6 +120,7 @@ def _batches(
     check_crcs = fetcher.config.check_crcs
     where = f"fetch of {piece.topic}-{piece.partition}"
     pending: concurrent.futures.Future[FetchAnswer | None] | None = None
+    constants = ConstantColumns(piece.topic, piece.partition)
     while cursor.position < piece.end:
         position = cursor.position
         if monotonic_ms() >= cursor.deadline:
@@ -168,7 +169,7 @@ def _batches(
             stop = int(np.searchsorted(columns.offsets, bound))
             if stop > first:
                 yield columns_to_record_batch(
-                    piece.topic, piece.partition, columns.slice(first, stop), schema
+                    piece.topic, piece.partition, columns.slice(first, stop), schema, constants
                 )
                 # Spark's time with the batch is not the fetch's (module docstring).
                 cursor.deadline = monotonic_ms() + options.poll_timeout_ms
@@ -191,10 +192,14 @@ def _batches_to_read(
     return found, next_position
 
 
-def _timeout(piece: OffsetRange, options: SourceOptions, position: int) -> ReadTimeoutError:
+def _timeout(
+    piece: OffsetRange, options: SourceOptions, position: int, fetcher: PartitionFetcher
+) -> ReadTimeoutError:
+    why = fetcher.last_failure
     return ReadTimeoutError(
         f"reading {piece.topic}-{piece.partition} offsets [{piece.start}, {piece.end}) made no "
         f"progress within pollTimeoutMs={options.poll_timeout_ms}: reached offset {position}"
+        + ("" if why is None else f"; the latest fetch attempt: {why}")
     )
 
 
@@ -239,10 +244,10 @@ def _stalled(
         try:
             high_watermark = fetcher.high_watermark(options.poll_timeout_ms)
         except ReplogError as exc:
-            raise _timeout(piece, options, position) from exc
+            raise _timeout(piece, options, position, fetcher) from exc
         if high_watermark <= position:
             return _log_ends_before(piece, position, high_watermark, options)
-    raise _timeout(piece, options, position)
+    raise _timeout(piece, options, position, fetcher)
 
 
 def _checked_position(

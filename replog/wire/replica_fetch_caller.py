@@ -11,7 +11,8 @@ a subclass is the asyncio protocol that reads them, typed by the answer it hands
 Rules:
 - One exchange at a time: a frame answering no request awaited now (another sequence number,
   or a second answer to the one awaited) is `MalformedResponseError` naming the listener.
-- A refusal frame (`REFUSAL_BIT`) fails the exchange with its Kafka error.
+- A refusal frame (`REFUSAL_BIT`) fails the exchange with its Kafka error; one too short to
+  hold an error code is `MalformedResponseError` naming the listener.
 - Any failure (`_fail`) ends the connection: the awaited answer and every later exchange raise
   that first failure, and the socket is closed; `failed` says so to the owner, who connects
   afresh. A connection lost is `NetworkError` naming the listener and how much of an answer
@@ -23,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from typing import Generic, TypeVar
 
-from replog.errors import MalformedResponseError, NetworkError
+from replog.errors import InvalidRequestError, MalformedResponseError, NetworkError
 from replog.wire import framed_wire
 from replog.wire import replica_fetch_wire as wire
 
@@ -81,7 +82,11 @@ class ReplicaFetchCaller(asyncio.BaseProtocol, Generic[AnswerT]):
         """Hand over the payload of the frame numbered `sequence` (checked by `_answer_for`):
         the answer, or the Kafka error of a refusal."""
         if sequence & wire.REFUSAL_BIT:
-            self._fail(wire.parse_refusal(bytes(payload), self._where))
+            try:
+                refusal: Exception = wire.parse_refusal(bytes(payload), self._where)
+            except InvalidRequestError as exc:  # a refusal too short for its code
+                refusal = MalformedResponseError(f"{self._where} sent malformed bytes: {exc}")
+            self._fail(refusal)
             return
         assert self._answer is not None
         self._answer.set_result(payload)

@@ -472,6 +472,7 @@ def test_a_write_that_never_commits_times_out(tmp_path: Path) -> None:
             assert answer.error is not None
             assert answer.error.error_name == "REQUEST_TIMED_OUT"
             assert "wait for ever" in str(answer.error)
+            assert "did not commit within 30 ms" in str(answer.error)
             assert answer.controller_id == 1
 
     asyncio.run(scenario())
@@ -610,6 +611,7 @@ def test_a_write_whose_caller_is_gone_leaves_no_unretrieved_exception_at_stop(
         if gone == "timed out":
             answer = await driver.write(never_run, timeout_ms=30)
             assert answer.error is not None and answer.error.error_name == "REQUEST_TIMED_OUT"
+            assert "controller did not get to it within 30 ms" in str(answer.error)
         else:
             caller = asyncio.create_task(driver.write(never_run, timeout_ms=60_000))
             await asyncio.sleep(0.01)

@@ -139,3 +139,26 @@ def test_logging_a_freeze_never_counts_the_frozen_objects(
         freezer.replicas_changed(created=0, deleted=1000, live=0)  # thaws, logs
     assert "get_freeze_count" not in calls, calls
     assert "300 ms" in caplog.text and "after replicas were deleted" in caplog.text
+
+
+def test_a_mass_deletion_thaws_once_when_no_change_is_left(calls: list[str]) -> None:
+    """Deleting 60,000 of 60,000 replicas in rounds of 250: one full collection at the end,
+    over what is left, not one each time a quarter of the shrinking rest has gone."""
+    freezer = GrowthFreezer(freeze_after=100, thaw_fraction=0.25)
+    freezer.replicas_changed(created=60_000, deleted=0, live=60_000)
+    calls.clear()
+    live = 60_000
+    while live > 250:
+        live -= 250
+        freezer.replicas_changed(created=0, deleted=250, live=live, more_waiting=True)
+    assert calls == [] and freezer.thaws == 0
+    freezer.replicas_changed(created=0, deleted=250, live=0, more_waiting=False)
+    assert calls == ["unfreeze", "collect(2)", "freeze"] and freezer.thaws == 1
+
+
+def test_growth_still_freezes_while_a_thaw_waits(calls: list[str]) -> None:
+    freezer = GrowthFreezer(freeze_after=100, thaw_fraction=0.25)
+    freezer.replicas_changed(created=1000, deleted=0, live=1000)
+    calls.clear()
+    freezer.replicas_changed(created=100, deleted=400, live=700, more_waiting=True)
+    assert calls == ["collect(1)", "freeze"] and freezer.thaws == 0

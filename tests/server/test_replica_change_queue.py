@@ -54,6 +54,25 @@ def test_a_delete_of_an_old_topic_id_stays_ahead_of_the_new_one() -> None:
     assert [c.kind for c in queue.take(10)] == [LEADER]
 
 
+def test_a_round_stopped_early_leaves_the_rest_queued_in_order() -> None:
+    queue = ReplicaChangeQueue()
+    queue.add(changes(*((DELETE, local(p, IDS[0])) for p in range(5))))
+    queue.add(changes((LEADER, local(0, IDS[1]))))
+    taking = queue.taking(10)
+    first = [next(taking), next(taking)]
+    taking.close()
+    assert [c.local.partition_id for c in first] == [0, 1]
+    assert len(queue) == 4
+    rest = queue.take(10)
+    assert [(c.kind, c.local.partition_id) for c in rest] == [
+        (LEADER, 0),  # partition 0's next change, after its delete, in its partition's place
+        (DELETE, 2),
+        (DELETE, 3),
+        (DELETE, 4),
+    ]
+    assert queue.idle
+
+
 def test_a_held_partition_gives_nothing_until_released() -> None:
     queue = ReplicaChangeQueue()
     queue.add(changes((LEADER, local(0, IDS[0])), (LEADER, local(1, IDS[0]))))

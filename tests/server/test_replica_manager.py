@@ -1518,6 +1518,37 @@ async def test_a_started_manager_gives_its_leaders_a_new_registration_in_bounded
 
 
 @pytest.mark.asyncio
+async def test_a_started_manager_deletes_replicas_in_rounds_bounded_in_time(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deletion renames its log's directory on the loop: on a busy file system each took
+    4-20 ms, and a round of 250 held a loop for seconds. A round stops once a deletion used up
+    `APPLY_ROUND_BUDGET_MS`, the loop's other tasks running between rounds, and in the end
+    every replica and log is gone."""
+    (node, _) = nodes_with(tmp_path, clock, *[(1, 2)] * 11)
+    await node.rm.start()
+    try:
+        delete_log = node.log_manager.delete_log
+
+        def slow_delete_log(topic: str, partition: int) -> None:
+            clock.advance(30)  # a busy file system's rename
+            delete_log(topic, partition)
+
+        monkeypatch.setattr(node.log_manager, "delete_log", slow_delete_log)
+        node.rm.apply_image(replayed(node.rm.image, RemoveTopicRecord(TID)))
+        seen: list[int] = []
+        for _ in range(40):
+            seen.append(sum(node.rm.partition("t", p) is not None for p in range(11)))
+            await asyncio.sleep(0)
+        assert seen[0] == 11 and seen[-1] == 0, seen
+        steps = [a - b for a, b in itertools.pairwise(seen) if b != a]
+        assert max(steps) <= 2 and len(steps) >= 6, seen
+        assert node.log_manager.all_logs() == {}
+    finally:
+        await node.rm.stop()
+
+
+@pytest.mark.asyncio
 async def test_purgatory_is_bounded(tmp_path: Path, clock: ManualClock) -> None:
     leader, _, _ = two_nodes(tmp_path, clock, purgatory_pending_max=1)
     first = asyncio.create_task(leader.rm.produce(produce_request(batch(), acks=-1)))
@@ -1985,3 +2016,29 @@ async def test_a_leadership_a_follower_asks_for_before_its_log_exists_is_created
         assert created_before is not None and created_before <= 9, created_before
     finally:
         await node.rm.stop()
+
+
+@pytest.mark.asyncio
+async def test_the_isr_check_walks_the_replicas_a_slice_per_tick(
+    tmp_path: Path,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A broker with 100,000 replicas checked every ISR in one tick (50-65 ms of a held
+    loop): a tick now walks `SWEEP_SLICE` of them, asks to run again at once until the walk
+    is done, and the walk's shrinks are logged in one line at its end."""
+    monkeypatch.setattr(replica_manager, "SWEEP_SLICE", 2, raising=False)
+    leader, *_ = nodes_with(tmp_path, clock, *[(1, 2)] * 5)
+    clock.advance(30_001)  # no follower fetched: every ISR shrinks at its check
+    with caplog.at_level(logging.INFO, logger="replog.server.replica_manager"):
+        walked = []
+        for _ in range(3):
+            leader.rm.tick(clock())
+            walked.append(len(leader.rm.pending_isr_changes()))  # taken: this tick's
+            if len(walked) < 3:
+                assert leader.rm.next_tick_ms() == clock()  # the next slice at once
+    assert walked == [2, 2, 1]
+    assert leader.rm.next_tick_ms() == clock() + 15_000
+    (line,) = [r.getMessage() for r in caplog.records if "shrinking the ISR" in r.getMessage()]
+    assert line.startswith("broker 1: shrinking the ISR of 5 partitions")

@@ -27,6 +27,7 @@ from pathlib import Path
 from unittest.mock import patch
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,7 +46,7 @@ from replog.record import (
 )
 from replog.record.varint import encode_varint, encode_varlong
 from replog.spark import batch_columns
-from replog.spark.arrow import columns_to_record_batch, to_record_batch
+from replog.spark.arrow import ConstantColumns, columns_to_record_batch, to_record_batch
 from replog.spark.batch_columns import decode_batches
 from replog.spark.range_reader import _batches_to_read
 
@@ -395,6 +396,73 @@ def test_runs_of_one_layout_in_many_batches_are_one_group() -> None:
     assert groups == [10, 10]
     assert _rows(columns) == _oracle(data, placed)
     assert np.array_equal(columns.offsets, np.arange(5000))
+
+
+def _binary_lengths(data: bytes, placed: list) -> list:  # type: ignore[type-arg]
+    """What `_vectorised` hands `_binary` as the keys' and the values' lengths."""
+    seen = []
+    real = batch_columns._binary
+
+    def recording(buf, buffer, starts, lengths):  # type: ignore[no-untyped-def]
+        seen.append(lengths if isinstance(lengths, int) else "array")
+        return real(buf, buffer, starts, lengths)
+
+    with patch.object(batch_columns, "_binary", recording):
+        assert _rows(batch_columns._vectorised(data, placed, "test")) == _oracle(data, placed)
+    return seen
+
+
+def test_lengths_of_table_rows_are_one_int_only_when_every_row_has_them() -> None:
+    # Every record in long runs of one key and one value size: both columns of one size,
+    # known from the layouts alone (no length array filled or checked).
+    runs = [(1000, b"key-01", b"v" * 100, 1, ())]
+    data, placed = _in_answer(_batches_of_runs(runs, 500, COMPRESSION_NONE, False), b"")
+    assert _binary_lengths(data, placed) == [6, 100]
+    # Two value sizes, each in long runs: the keys one int, the values the filled array.
+    runs = [(300, b"key-01", b"v" * 100, 1, ()), (300, b"key-02", b"w" * 50, 1, ())]
+    data, placed = _in_answer(_batches_of_runs(runs, 600, COMPRESSION_NONE, False), b"")
+    assert _uniform_rows(data, placed) == 600
+    assert _binary_lengths(data, placed) == [6, "array"]
+    # Long runs and a few records read one by one, of the same sizes or not: arrays.
+    runs = [(300, b"key-01", b"v" * 100, 1, ()), (5, b"k", b"v" * 100, 1, ())]
+    data, placed = _in_answer(_batches_of_runs(runs, 305, COMPRESSION_NONE, False), b"")
+    assert _binary_lengths(data, placed) == ["array", "array"]
+    runs = [(300, b"key-01", b"v" * 100, 1, ()), (5, b"key-01", b"v" * 100, 1, (("h", b"x"),))]
+    data, placed = _in_answer(_batches_of_runs(runs, 305, COMPRESSION_NONE, False), b"")
+    assert _binary_lengths(data, placed) == ["array", "array"]
+    # A long run of null keys and tombstones (bytes after it: its last records' words lie
+    # inside the answer): length -1 is never taken as a size.
+    runs = [(300, None, None, 1, ())]
+    data, placed = _in_answer(_batches_of_runs(runs, 300, COMPRESSION_NONE, False), b"\0" * 9)
+    assert _uniform_rows(data, placed) == 300
+    assert _binary_lengths(data, placed) == ["array", "array"]
+
+
+def test_a_partitions_constant_columns_are_built_once_and_sliced() -> None:
+    runs = [(400, b"key-01", b"v" * 10, 1, ())]
+    data, placed = _in_answer(_batches_of_runs(runs, 400, COMPRESSION_NONE, False), b"")
+    columns = decode_batches(data, placed, where="test")
+    schema = to_arrow_schema(SPARK_SCHEMA, timezone="UTC")
+    constants = ConstantColumns("orders", 7)
+    built = []
+    real = pa.repeat
+
+    def counting(value, count):  # type: ignore[no-untyped-def]
+        built.append(count)
+        return real(value, count)
+
+    with patch.object(pa, "repeat", counting):
+        for first, stop in ((0, 300), (100, 200), (0, 0), (50, 350), (0, 400)):
+            rows = columns.slice(first, stop)
+            got = columns_to_record_batch("orders", 7, rows, schema, constants)
+            alone = columns_to_record_batch("orders", 7, rows, schema)
+            assert got.schema.equals(schema)
+            assert got.equals(alone)
+            assert got.column("topic").to_pylist() == ["orders"] * (stop - first)
+            assert got.column("partition").to_pylist() == [7] * (stop - first)
+    # With `constants`: built at 300 rows (topic, partition), sliced for 100, 0 and 300,
+    # built again at 400; each batch built alone builds its own.
+    assert built == [300, 300, 300, 300, 100, 100, 0, 0, 300, 300, 400, 400, 400, 400]
 
 
 def test_offset_delta_table_holds_each_delta_as_a_record_writes_it() -> None:

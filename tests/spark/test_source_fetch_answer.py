@@ -5,7 +5,7 @@ answer_for` over `fetch_answer_wire`), without a cluster.
   watermark and log start offset; an error field with code 0 is no error.
 - The error paths are those of the parsed answer the fetcher used before (the broker client's
   `fetch_response_from_wire`): OFFSET_OUT_OF_RANGE raises `OffsetOutOfRangeError` naming the
-  partition and the offset, retriable errors and a missing partition ask again (None), others
+  partition and the offset, retriable errors and a missing partition ask again (saying why), others
   raise the broker's typed error, a topic id that is neither empty nor 16 bytes asks again.
   Held for random answers by comparison with that path.
 """
@@ -49,7 +49,7 @@ def _outcome(data: bytes) -> object:
         answer = answer_for(TP, fetch_answer_topics(data), 42)
     except KafkaError as exc:
         return type(exc), str(exc)
-    if answer is None:
+    if isinstance(answer, str):  # why to ask again
         return None
     return bytes(answer.records), answer.high_watermark, answer.log_start_offset
 

@@ -2,7 +2,8 @@
 
 Without a cluster, against a scripted framed listener: the greeting names a consumer (-1),
 an answer written in pieces arrives whole, as a view of a buffer of its own; a refusal frame
-raises its Kafka error, an answer to another request `MalformedResponseError`, a closed
+raises its Kafka error, an answer to another request or a refusal too short for its code
+`MalformedResponseError`, a closed
 connection `NetworkError`, each naming the listener, and the next fetch connects afresh.
 `FramedFetchUnavailable` only where the framed path is not there (an older broker's
 UNIMPLEMENTED, no port named, the port refused); an endpoint query that fails for now is
@@ -12,37 +13,79 @@ The fetcher's fallback, on fakes and a clock the test moves: a fallback is said 
 `FRAMED_RETRY_MS` or until a new leader epoch; a transient failure is a retried fetch, never
 a fallback.
 
+A task that gets no answer says why when it gives up (`ReadTimeoutError`), each new cause
+said once at WARNING; an answer that is not a FetchResponse names the leader and partition.
+
+On a real leader's listener in one process: a consumer's connection reads committed records
+only and moves no follower progress, ISR or high watermark, nor can it fetch as a follower.
+
 On a cluster: `PartitionFetcher` reads over the framed connection and gets exactly the records
-the gRPC Fetch answers; a leader without a framed port is read over gRPC.
+the gRPC Fetch answers; a leader without a framed port is read over gRPC; a range read across
+its leader killed and restarted gets every record once; tasks that read whole, stop early or
+fail leave no connection or thread behind.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
+import os
 import socket
 import struct
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import grpc
 import pytest
 from client_cluster import ClientCluster
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import LongType, StructField, StructType
 
+from replog import Admin
 from replog.client.connections import Connections
+from replog.client.loop_thread import LoopThread
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
-from replog.errors import BrokerNotAvailableError, MalformedResponseError, NetworkError
+from replog.errors import (
+    BrokerNotAvailableError,
+    InvalidRequestError,
+    MalformedResponseError,
+    NetworkError,
+)
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.replication import messages as m
-from replog.spark import partition_fetcher
+from replog.server.broker_service import BrokerService
+from replog.server.replica_fetch_server import ReplicaFetchListener
+from replog.spark import partition_fetcher, range_reader
+from replog.spark.errors import DataLossError, MalformedFetchAnswerError, ReadTimeoutError
+from replog.spark.fetch_answer_wire import fetch_answer_topics
 from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailable
-from replog.spark.partition_fetcher import FRAMED_RETRY_MS, PartitionFetcher
+from replog.spark.options import Mode, parse_options
+from replog.spark.partition_fetcher import (
+    FRAMED_RETRY_MS,
+    FetchAnswer,
+    PartitionFetcher,
+    answer_for,
+)
+from replog.spark.planning import OffsetRange
 from replog.spark.range_reader import READ_DEFAULTS
+from replog.testing import ManualClock
+from replog.wire import broker_codec as codec
 from replog.wire import replica_fetch_wire as wire
 from replog.wire.framed_wire import GREETING_BYTES
+from tests.server.test_replica_manager import (
+    batch,
+    batch_offsets,
+    produce,
+    replicate,
+    two_nodes,
+)
 
+SCHEMA = to_arrow_schema(StructType([StructField("offset", LongType())]), timezone="UTC")
 REQUEST = m.FetchRequest((m.FetchPartition("t", 0, 7, 1024),), max_wait_ms=0)
 _HEADER = struct.Struct(">II")
 
@@ -181,6 +224,18 @@ def test_an_answer_to_another_request_is_malformed() -> None:
             await channels.fetch(address, REQUEST, timeout_ms=5000)
 
     _run(lambda sequence: [_frame(99, b"x")], body)
+
+
+def test_a_refusal_too_short_for_its_error_code_is_malformed() -> None:
+    async def body(channels: FramedFetchChannels, address: str, seen: list[Any]) -> None:
+        with pytest.raises(
+            MalformedResponseError,
+            match=r"framed fetch listener at .* sent malformed bytes: replica fetch refusal of 1 "
+            "bytes: too short",
+        ):
+            await channels.fetch(address, REQUEST, timeout_ms=5000)
+
+    _run(lambda sequence: [_frame(sequence | wire.REFUSAL_BIT, b"x")], body)
 
 
 def test_a_connection_closed_mid_answer_is_a_network_error_naming_the_listener() -> None:
@@ -407,19 +462,99 @@ TRANSIENT = {
 }
 
 
+# What each transient failure is said as.
+TRANSIENT_SAID = {
+    "grpc unavailable": "unreachable during Fetch: said so",
+    "grpc deadline": "did not answer Fetch in time: said so",
+    "not listening yet": "its replica fetch listener is not listening",
+    "reset mid-answer": "closed the connection with 10 bytes of an answer read",
+    "timeout": "sent no fetch answer on its framed fetch connection within 500 ms",
+}
+
+
 @pytest.mark.parametrize("case", TRANSIENT)
 def test_a_transient_failure_is_a_retried_fetch_not_a_fallback(
-    case: str, leader: Any, caplog: pytest.LogCaptureFixture
+    case: str, leader: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="replog.spark")
     error, script = TRANSIENT[case]
-    f = leader(() if script is None else (script,))
+    f = leader(() if script is None else (script, script))
+    distrusted: list[str] = []
+    monkeypatch.setattr(f.fetcher._metadata, "distrust", distrusted.append)
     if error is not None:
         f.endpoint.port = error
     assert f.ask() is None  # a failed fetch: the caller asks again (new metadata, backoff)
-    assert not f.fetcher._grpc_only and f.grpc.fetches == 0 and not _warnings(caplog)
+    assert f.ask() is None
+    assert not f.fetcher._grpc_only and f.grpc.fetches == 0
+    # Said once, naming the leader and why; kept for the task's timeout; the next metadata is
+    # asked of another broker first (it may be a leader cut off from the cluster).
+    said = f"fetch of t-0 from broker 1 at {f.address} failed: "
+    assert _warnings(caplog) == [f.fetcher.last_failure + "; asking again"]
+    assert f.fetcher.last_failure.startswith(said)
+    assert TRANSIENT_SAID[case] in f.fetcher.last_failure
+    assert distrusted == [f.address, f.address]
     f.endpoint.port = f.port
     assert f.ask() == b"framed" and f.grpc.fetches == 0
+    assert f.fetcher.last_failure is None
+
+
+def test_an_answer_that_is_not_a_fetch_response_names_the_leader_and_partition(
+    leader: Any,
+) -> None:
+    f = leader((lambda s: [_frame(s, b"\x0a\x05ab")],))  # topics: 5 bytes said, 2 there
+    with pytest.raises(
+        MalformedFetchAnswerError,
+        match=rf"broker 1 at {f.address} answered the fetch of t-0 at offset 0 with bytes "
+        r"that are not a FetchResponse: FetchResponse: field 1 \(topics\) at byte 0 says 5",
+    ):
+        f.ask()
+
+
+def test_a_task_that_gets_no_answer_says_what_it_waited_for(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="replog.spark")
+    serving = LoopThread("a leader that never answers")
+    # Four bytes of a header, then silence: every fetch times out.
+    server, port = serving.run(
+        _listener(lambda s: [_frame(s, b"")[:4]], []), timeout_s=10, what="listen"
+    )
+    address = f"127.0.0.1:{port}"
+    fetcher = PartitionFetcher(TP, {**FAST, "request.timeout.ms": "200"})
+
+    async def leader(deadline_ms: int) -> tuple[int, str, int]:
+        return 1, address, 1
+
+    monkeypatch.setattr(fetcher, "_leader", leader)
+    fetcher._framed = FramedFetchChannels(_Endpoint(port))  # type: ignore[arg-type]
+    monkeypatch.setattr(range_reader, "PartitionFetcher", lambda tp, settings: fetcher)
+    options = parse_options(
+        {
+            "bootstrap.servers": "127.0.0.1:1",
+            "subscribe": "t",
+            "pollTimeoutMs": "1000",
+            "kafka.request.timeout.ms": "200",
+            "kafka.fetch.max.wait.ms": "0",
+        },
+        Mode.BATCH,
+    )
+    try:
+        with pytest.raises(ReadTimeoutError) as raised:
+            list(range_reader.read_range(OffsetRange("t", 0, 0, 10), options, SCHEMA))
+    finally:
+        serving.run(_closed(server), timeout_s=10, what="stop")
+        serving.close()
+    assert str(raised.value).startswith(
+        "reading t-0 offsets [0, 10) made no progress within pollTimeoutMs=1000: reached "
+        f"offset 0; the latest fetch attempt: fetch of t-0 from broker 1 at {address} failed: "
+    )
+    assert "sent no fetch answer on its framed fetch connection within 200 ms" in str(raised.value)
+    # Several attempts, said once.
+    assert len(_warnings(caplog)) == 1
+
+
+async def _closed(server: asyncio.Server) -> None:
+    server.close()
 
 
 def _first_answer(fetcher: PartitionFetcher) -> Any:
@@ -461,3 +596,180 @@ def test_the_fetcher_reads_over_the_framed_connection_what_grpc_answers(
     assert [r.getMessage() for r in caplog.records] == ["no port here; reading from it over gRPC"]
     assert framed.high_watermark == over_grpc.high_watermark == 500
     assert bytes(framed.records) == bytes(over_grpc.records) and len(framed.records) > 500
+
+
+# --- a real leader's framed fetch listener, one process -------------------------------------
+
+
+def _greeted(
+    port: int, greeting_id: int, request: m.FetchRequest
+) -> Any:  # a coroutine: (sequence, payload) of the one frame answered
+    async def exchange() -> tuple[int, bytes]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            body = codec.fetch_request_to_proto(request).SerializeToString()
+            writer.write(wire.FORMAT.greeting(greeting_id) + _frame(1, body))
+            length, sequence = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+            return sequence, await reader.readexactly(length - 4)
+        finally:
+            writer.close()
+
+    return exchange()
+
+
+def test_a_consumer_on_a_leader_s_framed_port_reads_committed_records_and_moves_nothing(
+    tmp_path: Any,
+) -> None:
+    """The leader serves the Spark task's greeting and requests (-1) as a consumer: records
+    below the high watermark only, at both isolation levels, and no follower progress, ISR or
+    high watermark moved; a consumer's connection cannot fetch as a follower. A follower's
+    fetch on the same port moves the high watermark, so the checks can fail."""
+
+    async def scenario() -> None:
+        leader, follower, _ = two_nodes(tmp_path, ManualClock())
+        await produce(leader, batch(2))
+        await produce(leader, batch(3, tag=1))
+        await replicate(follower, leader)
+        await produce(leader, batch(1, tag=2))  # offset 5: not on the follower yet
+        await replicate(follower, leader)  # the follower has [0, 5): HW 5
+        state = leader.leader()
+        assert state.high_watermark == 5 and leader.log().log_end_offset == 6
+
+        def replication() -> tuple[Any, ...]:
+            return state.progress(2), state.isr, state.high_watermark, state.pending_isr_change
+
+        before = replication()
+        service = BrokerService(
+            1, cluster_id="c", image=lambda: leader.rm.image, replica_manager=leader.rm
+        )
+        listener = ReplicaFetchListener(1, service.replica_fetch, 1 << 20)
+        port = await listener.start("127.0.0.1", 0)
+        channels = FramedFetchChannels(_Endpoint(port))  # type: ignore[arg-type]
+        try:
+            for isolation in m.IsolationLevel:
+                for offset, batches in ((0, [(0, 1), (2, 4)]), (2, [(2, 4)]), (5, []), (6, [])):
+                    request = m.FetchRequest(
+                        (m.FetchPartition("t", 0, offset, 1 << 20, state.leader_epoch),),
+                        max_wait_ms=0,
+                        isolation_level=isolation,
+                    )
+                    raw = await channels.fetch(f"127.0.0.1:{port}", request, timeout_ms=5000)
+                    answer = answer_for(TP, fetch_answer_topics(raw), offset)
+                    assert isinstance(answer, FetchAnswer), answer
+                    assert batch_offsets(bytes(answer.records)) == batches
+                    assert answer.high_watermark == 5
+            assert replication() == before
+            # Greeted as a consumer, a fetch naming follower 2 is refused, unserved.
+            as_follower = m.FetchRequest(
+                (m.FetchPartition("t", 0, 6, 1 << 20, state.leader_epoch),),
+                replica_id=2,
+                replica_epoch=20,
+                max_wait_ms=0,
+            )
+            sequence, payload = await _greeted(port, m.CONSUMER_REPLICA_ID, as_follower)
+            assert sequence == 1 | wire.REFUSAL_BIT
+            refusal = wire.parse_refusal(payload, "broker 1")
+            assert isinstance(refusal, InvalidRequestError)
+            assert "names replica 2, the connection's greeting broker -1" in str(refusal)
+            assert replication() == before
+            # Broker 2's own connection: its fetch at offset 6 is a follower's, and moves the HW.
+            sequence, _ = await _greeted(port, 2, as_follower)
+            assert sequence == 1 and state.high_watermark == 6
+        finally:
+            channels.close()
+            listener.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_range_read_across_a_leader_killed_and_restarted_gets_every_record_once(
+    replog_cluster: ClientCluster,
+) -> None:
+    """A task reading over the framed connection while its leader is killed mid-range (its
+    connection lost, maybe mid-answer) and restarted at the same address: the fetcher asks
+    the new leader, then (once the old one is back) whoever leads, and the range comes out
+    exactly, no record dropped or repeated."""
+    topic = "framed-failover"
+    replog_cluster.create_topic(topic, 1, 3)
+    count = 3000
+    with replog_cluster.producer(acks="all", linger_ms=0, batch_size=2000) as producer:
+        for i in range(count):
+            producer.send(topic, b"v%05d" % i + b"." * 100, partition=0)
+        producer.flush()
+    options = parse_options(
+        {
+            "bootstrap.servers": replog_cluster.bootstrap,
+            "subscribe": topic,
+            "pollTimeoutMs": "60000",
+            "kafka.max.partition.fetch.bytes": "20000",  # many fetches: about 150 records each
+        },
+        Mode.BATCH,
+    )
+    with Admin(bootstrap_servers=replog_cluster.bootstrap) as admin:
+        leader = admin.describe_topics([topic])[topic].partitions[0].leader
+    offsets: list[int] = []
+    try:
+        for i, got in enumerate(
+            range_reader.read_range(OffsetRange(topic, 0, 0, count), options, SCHEMA)
+        ):
+            offsets += got.column("offset").to_pylist()
+            if i == 2:
+                replog_cluster.loopback.kill(leader)
+            elif i == 6:
+                replog_cluster.loopback.restart(leader)
+    finally:
+        if leader not in replog_cluster.loopback.running():
+            replog_cluster.loopback.restart(leader)
+        replog_cluster.wait_healthy([topic], timeout_s=60)
+    assert offsets == list(range(count))
+
+
+def _sockets() -> set[str]:
+    """This process's open sockets ("socket:[inode]")."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # an fd closed meanwhile
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:"):
+                found.add(target)
+    return found
+
+
+def test_tasks_that_finish_stop_early_or_fail_leave_no_connection_or_thread(
+    replog_cluster: ClientCluster,
+) -> None:
+    """Each task's read opens its own fetcher (metadata, gRPC and framed connections, a loop
+    thread) and closes it however the read ends: read whole, abandoned by Spark after a batch,
+    or failed (data loss here). A worker running task after task holds none of them."""
+    topic = "framed-task-ends"
+    replog_cluster.create_topic(topic, 1, 3)
+    with replog_cluster.producer(acks="all", linger_ms=0, batch_size=2000) as producer:
+        for i in range(600):
+            producer.send(topic, b"v%05d" % i + b"." * 100, partition=0)
+        producer.flush()
+    with Admin(bootstrap_servers=replog_cluster.bootstrap) as admin:
+        admin.delete_records({TopicPartition(topic, 0): 100})
+    options = parse_options(
+        {
+            "bootstrap.servers": replog_cluster.bootstrap,
+            "subscribe": topic,
+            "kafka.max.partition.fetch.bytes": "20000",
+        },
+        Mode.BATCH,
+    )
+
+    def fetch_threads() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("replog-spark-fetch")]
+
+    before = _sockets()
+    for _ in range(3):
+        whole = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
+        assert sum(b.num_rows for b in whole) == 500
+        stopped = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
+        assert next(stopped).num_rows > 0 and fetch_threads()
+        del stopped  # Spark drops the iterator: the generator is closed
+        with pytest.raises(DataLossError, match=r"offsets \[0, 100\)"):
+            list(range_reader.read_range(OffsetRange(topic, 0, 0, 600), options, SCHEMA))
+    gc.collect()
+    assert fetch_threads() == []
+    assert _sockets() <= before

@@ -3,8 +3,8 @@
 - `pollTimeoutMs` bounds each wait without progress, not the whole range: fetches that each
   take most of it, and a consumer (Spark) that holds every batch for longer than it, still
   read the whole range, and so do fetches that only move the position (control batches); a
-  partition that stops answering fails with `ReadTimeoutError` naming partition, range and
-  offset reached.
+  partition that stops answering fails with `ReadTimeoutError` naming partition, range,
+  offset reached and the fetcher's last failure.
 - Data loss, with `failOnDataLoss` true (`DataLossError` naming the offsets) and false (a
   warning, the rest read): the topic deleted while reading; OFFSET_OUT_OF_RANGE below the log
   start (read on from there) and above the log end (the rest of the range lost); a log that
@@ -53,6 +53,7 @@ class ScriptedFetcher:
         self.control_below = 0  # batches below this offset are control batches
         self.silent = False  # no answer at all: a leader that stopped answering
         self.answered_hw: int | None = None  # a fetch answer's HW other than ListOffsets' one
+        self.last_failure: str | None = None  # why the latest attempt got no answer
 
     def submit(self, position: int, deadline_ms: int) -> Any:
         return (position, deadline_ms)
@@ -63,7 +64,9 @@ class ScriptedFetcher:
         self.script(self, position)
         if self.silent:  # retried until the fetch's deadline, as the real fetcher does
             self.clock[0] = max(self.clock[0], fetch_deadline)
+            self.last_failure = "fetch of t-0 from broker 1 at b1:9092 failed: timed out"
             return None
+        self.last_failure = None
         if not self.log_start <= position <= self.log_end:
             raise OffsetOutOfRangeError(f"t-0: fetch offset {position} is out of range")
         base = position - position % 5
@@ -144,7 +147,8 @@ def test_a_partition_that_stops_answering_times_out_naming_where_it_got(
     with pytest.raises(
         ReadTimeoutError,
         match=r"t-0 offsets \[0, 50\) made no progress within pollTimeoutMs=1000: reached "
-        r"offset 25",
+        r"offset 25; the latest fetch attempt: fetch of t-0 from broker 1 at b1:9092 failed: "
+        r"timed out$",
     ):
         read(monkeypatch, stop_at_25)
 

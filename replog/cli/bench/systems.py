@@ -31,6 +31,7 @@ from replog.cli.bench.drivers import REPLICATION_FACTOR, TOPIC_CONFIGS
 from replog.cli.bench.pinning import pinned, taskset
 from replog.cli.bench.processes import PYTHON_WORKER
 from replog.cli.bench.wait_notice import WaitNotice
+from replog.cli.cluster_command import STOP_TIMEOUT_S as CLUSTER_STOP_TIMEOUT_S
 from replog.errors import BenchSystemError
 
 if TYPE_CHECKING:
@@ -53,7 +54,9 @@ KAFKA_POLL_S = 0.2  # the shortest wait between two looks at Kafka's Metadata or
 # Kafka's log.segment.delete.delay.ms (its default): a deleted partition's log is renamed
 # `<topic>-<partition>.<id>-delete` and kept open (its file and index maps) that long.
 KAFKA_FILE_DELETE_DELAY_S = 60.0
-STOP_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 30.0  # kafka.sh's wait per node before its SIGKILL
+# replog's nodes: `replog cluster stop`'s bound, above a broker's 30 s controlled shutdown.
+REPLOG_STOP_TIMEOUT_S = CLUSTER_STOP_TIMEOUT_S
 
 
 class System(Protocol):
@@ -353,7 +356,7 @@ class ReplogSystem:
         from replog.cli.cluster import stop_nodes
 
         started, self._started = self._started, []
-        stop_nodes(started, STOP_TIMEOUT_S)
+        stop_nodes(started, REPLOG_STOP_TIMEOUT_S)
 
     def describe(self) -> dict[str, str]:
         from replog import __version__

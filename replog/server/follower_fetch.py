@@ -13,7 +13,10 @@ Rules (docs/design/replication.md#follower-truncation, #truncate-on-fetch, #foll
   leader epoch given by metadata, the partition added or removed). A build refreshes the
   touched partitions and hands out the plan; it tells the fetch session what changed since the
   previous build (`FetchChanges`), so the session encodes only those. A build that finds
-  nothing changed hands out the previous build's request again, without copying the plan. A
+  nothing changed hands out the previous build's request again, without copying the plan; one
+  that finds changes lists the plan in its request but keeps no copy of it to read the answer
+  against: the live plan, with the entries the build saw kept for the partitions changed
+  since (`PlanAsBuilt`), costs what changed, not what the plan holds. A
   log start offset that retention moves (off the event loop) touches nothing: it travels with
   the partition's next change, as it only feeds the leader's low watermark
   (docs/replication.md, "Dirty-only rounds").
@@ -58,7 +61,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from replog.common import TopicPartitionKey
 from replog.errors import (
@@ -126,8 +129,9 @@ class FollowerFetchSteps:
         # Per leader broker, the entries changed (None: left) since its last build.
         self._changes: dict[int, dict[TopicPartitionKey, FetchPartition | None]] = {}
         # Per leader broker, its last build's request, the plan as it was then (what
-        # `process` reads an answer against) and that build's changes.
-        self._built: dict[int, tuple[FetchRequest, dict[TopicPartitionKey, FetchPartition]]] = {}
+        # `process` reads an answer against: the live plan seen through the entries it held
+        # at the build for the partitions changed since, not a copy) and that build's changes.
+        self._built: dict[int, tuple[FetchRequest, PlanAsBuilt]] = {}
         self._built_changes: dict[int, FetchChanges] = {}
         # The back-offs `_back_off` started, soonest end first: (end, sequence, key, partition).
         # An entry whose partition's back-off has since ended, restarted or been replaced is
@@ -211,7 +215,7 @@ class FollowerFetchSteps:
         self._built_changes[source_broker_id] = FetchChanges(
             None if previous is None else previous[0], changes
         )
-        self._built[source_broker_id] = (request, dict(plan))
+        self._built[source_broker_id] = (request, PlanAsBuilt(plan))
         return request
 
     def changes(self, source_broker_id: int) -> FetchChanges | None:
@@ -258,15 +262,24 @@ class FollowerFetchSteps:
                 )
             if was is not None and was != source:
                 self._leave(was, key)
+            if entry is not old or was != source:
+                self._before_change(source, key)
+                self._changes.setdefault(source, {})[key] = entry
             self._plans.setdefault(source, {})[key] = entry
             self._plan_of[key] = source
-            if entry is not old or was != source:
-                self._changes.setdefault(source, {})[key] = entry
 
     def _leave(self, source: int, key: TopicPartitionKey) -> None:
+        self._before_change(source, key)
         del self._plans[source][key]
         del self._plan_of[key]
         self._changes.setdefault(source, {})[key] = None
+
+    def _before_change(self, source: int, key: TopicPartitionKey) -> None:
+        """`key`'s entry in `source`'s plan is about to change: its last build keeps the entry
+        it was built with."""
+        built = self._built.get(source)
+        if built is not None:
+            built[1].keep(key)
 
     def process(
         self,
@@ -522,6 +535,43 @@ def _first_corrupt_offset(records: bytes | memoryview, default: int) -> int:
             return base_offset
         position += size
     return default
+
+
+class PlanAsBuilt(Mapping[TopicPartitionKey, FetchPartition]):
+    """A plan as it was when a request was built from it: the live plan, except for the
+    partitions changed since, whose entries at the build are kept (`keep`, called before
+    each change). Costs what changed since the build, not what the plan holds."""
+
+    __slots__ = ("_kept", "_plan")
+
+    def __init__(self, plan: dict[TopicPartitionKey, FetchPartition]) -> None:
+        self._plan = plan
+        self._kept: dict[TopicPartitionKey, FetchPartition | None] = {}
+
+    def keep(self, key: TopicPartitionKey) -> None:
+        """`key`'s entry in the plan is about to change (the first change since the build
+        counts: later ones find it kept)."""
+        if key not in self._kept:
+            self._kept[key] = self._plan.get(key)
+
+    def __getitem__(self, key: TopicPartitionKey) -> FetchPartition:
+        kept = self._kept
+        entry = kept[key] if key in kept else self._plan.get(key)
+        if entry is None:
+            raise KeyError(key)
+        return entry
+
+    def __iter__(self) -> Iterator[TopicPartitionKey]:
+        kept = self._kept
+        for key in self._plan:
+            if key not in kept:
+                yield key
+        for key, entry in kept.items():
+            if entry is not None:
+                yield key
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _truncate_on_divergence(

@@ -75,7 +75,7 @@ import enum
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
@@ -271,8 +271,13 @@ class GroupCoordinator:
         """MetadataPublisher: load the offsets partitions led here, drop the others."""
         self.apply_image(image)
 
-    def apply_image(self, image: MetadataImage) -> None:
-        """Follow the `__consumer_offsets` leaderships of `image` (also for tests)."""
+    def apply_image(
+        self, image: MetadataImage, removed_topic_ids: Collection[UUID] | None = None
+    ) -> None:
+        """Follow the `__consumer_offsets` leaderships of `image` (also for tests), and drop
+        the offsets of the topics it no longer holds: among `removed_topic_ids`, the topics
+        removed since the previous image (`ReplicaManager.follow_applied_images`), or, when
+        None, among every topic of the previous image."""
         previous, self.image = self.image, image
         if self._stopped:
             return
@@ -291,7 +296,7 @@ class GroupCoordinator:
             topics, racks = _topic_sizes(image), _replica_racks(image)
             for shard in self._shards.values():
                 shard.consumer.set_topics(topics, racks)
-        deleted = _topics_deleted(previous, image)
+        deleted = _topics_deleted(previous, image, removed_topic_ids)
         if deleted:
             self._remove_deleted_topics(deleted)
 
@@ -1275,12 +1280,21 @@ def _leader_of(topic: TopicImage, partition_id: int) -> int:
     return -1 if registration is None else registration.leader
 
 
-def _topics_deleted(previous: MetadataImage, image: MetadataImage) -> set[str]:
+def _topics_deleted(
+    previous: MetadataImage, image: MetadataImage, candidates: Collection[UUID] | None
+) -> set[str]:
     """The topic names of `previous` that `image` lacks or holds with another topic id: those
-    whose topic id is gone (a set difference in C, as this runs on every image whose topics
-    changed, ISR changes included)."""
-    before = previous.topics.by_id
-    return {before[topic_id].name for topic_id in before.keys() - image.topics.by_id.keys()}
+    whose topic id is gone. Only `candidates` are looked at, when given (the ids the deltas
+    removed): this runs on every image whose topics changed, ISR changes included, and a set
+    difference of 10,000 topic ids hashes each `UUID` in Python (3 ms each time here)."""
+    before, after = previous.topics.by_id, image.topics.by_id
+    if candidates is None:
+        candidates = before.keys()
+    return {
+        topic.name
+        for topic_id in candidates
+        if topic_id not in after and (topic := before.get(topic_id)) is not None
+    }
 
 
 def _tombstone_batches(

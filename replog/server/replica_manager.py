@@ -88,7 +88,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import NamedTuple
 from uuid import UUID
 
@@ -326,7 +326,11 @@ class ReplicaManager:
         )
         self._applier_wake = asyncio.Event()
         self._applied = asyncio.Event()
-        self._on_applied: list[Callable[[MetadataImage], None]] = []
+        self._on_applied: list[Callable[[MetadataImage, Collection[UUID] | None], None]] = []
+        # The topic ids the images since the followers' last call removed (from each delta),
+        # or None when an image came without a delta over the previous one (`apply_image`, a
+        # snapshot): then only a comparison of the whole images tells.
+        self._removed_topic_ids: set[UUID] | None = set()
         self._on_storage_error = on_storage_error
         self._strays_unchecked = False
         self._roles_taken: dict[str, list[str]] = {LEADER: [], FOLLOWER: []}
@@ -419,6 +423,9 @@ class ReplicaManager:
         steps (a first image names every replica this broker holds), acted on in the last."""
         changes = yield from publication.local_changes_in_steps(self.broker_id)
         image, manifest = publication.image, publication.manifest
+        self._note_removed_topics(
+            publication.delta.deleted_topic_ids if publication.delta.base is self.image else None
+        )
         if not changes.is_empty():
             log.info(
                 "broker %d at metadata offset %d: lead %s, follow %s, delete %s",
@@ -432,6 +439,7 @@ class ReplicaManager:
 
     def apply_image(self, image: MetadataImage) -> None:
         """Reach the state `image` describes from the last applied one (tests, harnesses)."""
+        self._note_removed_topics(None)
         self._apply(local_changes_between(self.image, image, self.broker_id), image)
 
     def _apply(self, changes: LocalChanges, image: MetadataImage) -> None:
@@ -742,15 +750,27 @@ class ReplicaManager:
             # its own.
             self._preloaded.clear()
         self._applied.set()
+        removed, self._removed_topic_ids = self._removed_topic_ids, set()
         for follower in self._on_applied:
-            follower(self.image)
+            follower(self.image, removed)
 
-    def follow_applied_images(self, follower: Callable[[MetadataImage], None]) -> None:
+    def _note_removed_topics(self, topic_ids: Collection[UUID] | None) -> None:
+        """Add the topics an image removed for the followers' next call (None: unknown)."""
+        if topic_ids is None or self._removed_topic_ids is None:
+            self._removed_topic_ids = None
+        else:
+            self._removed_topic_ids.update(topic_ids)
+
+    def follow_applied_images(
+        self, follower: Callable[[MetadataImage, Collection[UUID] | None], None]
+    ) -> None:
         """Call `follower` with the image each time every replica it describes exists in its
-        role (the group coordinator loads offsets partitions only then)."""
+        role (the group coordinator loads offsets partitions only then), and the ids of the
+        topics the images since the previous call removed (None when unknown: compare the
+        images). The first call's previous image is the empty one."""
         self._on_applied.append(follower)
         if self._changes.idle and self.image is not MetadataImage.EMPTY:
-            follower(self.image)
+            follower(self.image, ())
 
     @property
     def pending_changes(self) -> int:

@@ -5,6 +5,7 @@ that request again (no copy of the plan), with no changes for the fetch session.
 from __future__ import annotations
 
 import random
+import tracemalloc
 from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
@@ -99,3 +100,72 @@ def test_a_build_with_nothing_changed_hands_out_the_same_request() -> None:
     moved = steps.build(2, now_ms=0)
     assert moved is not first and moved is not None
     assert moved.partitions[0].fetch_offset == 5
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_plan_an_answer_is_read_against_is_the_plan_the_request_was_built_from(
+    seed: int,
+) -> None:
+    """What `process` reads an answer against stays the plan as the request was built from it
+    (the request's own entries), through the refreshes that change the plan while the fetch is
+    away; it is the live plan seen through the entries kept at the build, not a copy."""
+    rng = random.Random(seed)
+    partitions: dict[Any, Any] = {}
+    steps = FollowerFetchSteps(
+        ReplicaManagerConfig(broker_id=LOCAL),
+        partitions,
+        broker_epoch=lambda: 1,
+        on_new_deadline=lambda _ms: None,
+    )
+    built: dict[int, dict[Any, Any]] = {}
+    for _ in range(400):
+        key = ("t", rng.randrange(16))
+        what = rng.random()
+        if what < 0.1:
+            partitions.pop(key, None)
+        elif what < 0.3:
+            partitions[key] = partition(key, rng.choice(SOURCES))  # new, or another leader
+        elif what < 0.5 and key in partitions:
+            partitions[key].follower.fetch_offset += 1
+        elif what < 0.55 and key in partitions:
+            partitions[key].follower.leader_id = -1  # no leader known
+        steps.touch(key)
+        if rng.random() < 0.5:
+            steps.refresh(now_ms=0)  # a round of replica changes while fetches are away
+        else:
+            source = rng.choice(SOURCES)
+            request = steps.build(source, now_ms=0)
+            if request is not None:
+                built[source] = {(e.topic, e.partition): e for e in request.partitions}
+        for source, asked in built.items():
+            as_built = steps._built[source][1]
+            assert dict(as_built) == asked
+            assert len(as_built) == len(asked)
+            for k in {*asked, *steps._plans.get(source, {}), ("t", 99)}:
+                assert as_built.get(k) is asked.get(k)
+
+
+def test_a_build_after_one_change_does_not_copy_the_plan() -> None:
+    """A build after a change allocates the request's entries, not a copy of the plan as well
+    (a dict of 20,000 entries is about 1 MB; the request's tuple of them 160 kB)."""
+    keys = [("t", n) for n in range(20_000)]
+    partitions: dict[Any, Any] = {key: partition(key, 2) for key in keys}
+    steps = FollowerFetchSteps(
+        ReplicaManagerConfig(broker_id=LOCAL),
+        partitions,
+        broker_epoch=lambda: 1,
+        on_new_deadline=lambda _ms: None,
+    )
+    for key in keys:
+        steps.touch(key)
+    assert steps.build(2, now_ms=0) is not None
+    partitions[keys[0]].follower.fetch_offset = 7
+    steps.touch(keys[0])
+    tracemalloc.start()
+    try:
+        request = steps.build(2, now_ms=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert request is not None and request.partitions[0].fetch_offset == 7
+    assert peak < 400_000, f"a build after one change allocated {peak} bytes"

@@ -275,11 +275,7 @@ class LeaderFetchSession:
     def mark(self, key: TopicPartitionKey) -> None:
         """The leader has news for `key` (module Rules); nothing if not in the session."""
         if key in self._entries:
-            dirty = self._dirty
-            if key not in dirty:
-                dirty.add(key)
-                self._dirty_ranks.add(self._rank[key])
-                self._fresh.add(key)
+            self._make_dirty(key, self._fresh)
             waiter = self.waiter
             if waiter is not None:
                 waiter(key)
@@ -296,6 +292,13 @@ class LeaderFetchSession:
         """A round's initial read of `key` found it idle (module Rules): clean until news."""
         self._clean(key)
         self._fresh.discard(key)
+
+    def _make_dirty(self, key: TopicPartitionKey, fresh: set[TopicPartitionKey]) -> None:
+        """`key` may have news; newly dirty, it is also `fresh` (module Rules)."""
+        if key not in self._dirty:
+            self._dirty.add(key)
+            self._dirty_ranks.add(self._rank[key])
+            fresh.add(key)
 
     def _clean(self, key: TopicPartitionKey) -> None:
         if key in self._dirty:
@@ -386,14 +389,9 @@ class LeaderFetchSession:
         for entry in request.partitions:
             key = _key(entry)
             if key not in entries:
-                rank[key] = self._next_rank
-                at_rank[self._next_rank] = key
-                self._next_rank += 1
+                self._give_next_rank(key)
             entries[key] = entry
-            if key not in dirty:
-                dirty.add(key)
-                ranks.add(rank[key])
-                fresh.add(key)
+            self._make_dirty(key, fresh)
             # A sent (new or changed) entry is answered in full next: the fetcher may have
             # started that partition afresh (a consumer re-assigned it) and know nothing.
             sent.pop(key, None)
@@ -430,12 +428,18 @@ class LeaderFetchSession:
                     self._move_to_end(key)
         return FetchResponse(tuple(kept))
 
-    def _move_to_end(self, key: TopicPartitionKey) -> None:
-        old, new = self._rank[key], self._next_rank
+    def _give_next_rank(self, key: TopicPartitionKey) -> int:
+        """Put `key` at the end of the session's order; its new rank."""
+        new = self._next_rank
         self._next_rank += 1
         self._rank[key] = new
-        del self._at_rank[old]
         self._at_rank[new] = key
+        return new
+
+    def _move_to_end(self, key: TopicPartitionKey) -> None:
+        old = self._rank[key]
+        del self._at_rank[old]
+        new = self._give_next_rank(key)
         if key in self._dirty:
             self._dirty_ranks.remove(old)
             self._dirty_ranks.add(new)

@@ -32,7 +32,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Coroutine, Iterator
 from concurrent import futures
 from contextlib import contextmanager
@@ -64,6 +64,9 @@ GARBAGE = b"\x0f\xff\xff\xff\xff"
 # Where a local cluster's node serves its metrics, above its listener (the layout of
 # `replog cluster`, replog/cli/local_cluster.py; tests/test_testing.py holds them equal).
 METRICS_PORT_OFFSET = 100
+# The ports of `free_base_port`'s latest answers in this process: free when given, and maybe
+# not bound yet by the caller.
+_LATEST_HANDED_OUT: deque[frozenset[int]] = deque(maxlen=16)
 
 
 class ManualClock:
@@ -239,22 +242,40 @@ def local_cluster(
             subprocess.run([*command, "kill", *where], capture_output=True, timeout=60, check=False)
 
 
-def free_base_port(count: int, *, offsets: tuple[int, ...] = (METRICS_PORT_OFFSET,)) -> int:
+def free_base_port(
+    count: int,
+    *,
+    offsets: tuple[int, ...] = (METRICS_PORT_OFFSET,),
+    within: tuple[int, int] | None = None,
+) -> int:
     """A port p such that p..p+count-1 are all free now, and so are the `count` ports at each
     of `offsets` above it (a local cluster's metrics ports: p+100...), all below the kernel's
     ephemeral range: inside it, the first nodes' outgoing connections may take a later node's
-    port before that node binds it."""
+    port before that node binds it. `within` (low, high) narrows where p and its ports may
+    lie (a test runner's worker its own stripe, so that two workers never pick the same).
+
+    A port among this process's latest 16 answers is not handed out again: a caller that asks
+    twice before it binds (a cluster's ports, then its proxies') would otherwise be given the
+    same free ports twice."""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
         ephemeral_low = int(f.read().split()[0])
+    low, high = within if within is not None else (10_000, ephemeral_low)
+    high = min(high, ephemeral_low) - max((0, *offsets)) - count
+    if high <= low:
+        raise ReplogError(f"no room for {count} ports (and those at {offsets} above) in {within}")
     for _ in range(200):
-        base = random.randrange(10_000, ephemeral_low - max((0, *offsets)) - count)
+        base = random.randrange(low, high)
         starts = (base, *(base + offset for offset in offsets))
+        ports = frozenset(p for start in starts for p in range(start, start + count))
+        if any(ports & given for given in _LATEST_HANDED_OUT):
+            continue
         with contextlib.ExitStack() as held:
             try:
-                for port in [p for start in starts for p in range(start, start + count)]:
+                for port in ports:
                     probe = held.enter_context(socket.socket())
                     probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        _LATEST_HANDED_OUT.append(ports)
         return base
-    raise ReplogError(f"no {count} free ports (and those at {offsets} above) below {ephemeral_low}")
+    raise ReplogError(f"no {count} free ports (and those at {offsets} above) in {low}..{high}")

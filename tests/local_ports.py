@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+from collections.abc import Mapping
 
 from replog.testing import METRICS_PORT_OFFSET
 from replog.testing import free_base_port as free_ports_from
@@ -23,9 +25,26 @@ def free_port() -> int:
     return port
 
 
+# Where local clusters' ports lie: below the kernel's ephemeral range (`free_base_port`).
+CLUSTER_PORTS = (10_000, 32_768)
+
+
 def free_base_port(count: int) -> int:
     """A base port p for a local cluster of `count` nodes: p..p+count-1, its metrics ports
-    p+100.. and the Kafka ports tests give it, p+200.., all free now and below the kernel's
-    ephemeral range (`replog.testing.free_base_port`; seen once in CI: EADDRINUSE on node 3's
-    metrics port when a base was inside it)."""
-    return free_ports_from(count, offsets=(METRICS_PORT_OFFSET, KAFKA_PORT_OFFSET))
+    p+100.. and the Kafka ports tests give it, p+200.., all free now, below the kernel's
+    ephemeral range and inside this xdist worker's stripe (`worker_stripe`)."""
+    return free_ports_from(
+        count, offsets=(METRICS_PORT_OFFSET, KAFKA_PORT_OFFSET), within=worker_stripe(os.environ)
+    )
+
+
+def worker_stripe(environ: Mapping[str, str]) -> tuple[int, int]:
+    """This pytest-xdist worker's share of CLUSTER_PORTS (all of it outside xdist): workers
+    that picked ports from one range each checked them free before either bound them, and
+    once started a cluster on the other's metrics ports."""
+    low, high = CLUSTER_PORTS
+    worker, workers = environ.get("PYTEST_XDIST_WORKER"), environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not workers:
+        return low, high
+    index, size = int(worker.removeprefix("gw")), (high - low) // int(workers)
+    return low + index * size, low + (index + 1) * size

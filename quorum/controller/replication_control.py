@@ -334,6 +334,14 @@ def _isr_index_entry(
     return isr, NO_LEADER
 
 
+def _imbalanced_entry(registration: PartitionRegistration | None) -> int | None:
+    """The key of `_imbalanced_by_preferred` holding a partition: its preferred replica when
+    another (or none) leads it, else None."""
+    if registration is None or registration.replicas[:1] == (registration.leader,):
+        return None
+    return registration.replicas[0] if registration.replicas else NO_LEADER
+
+
 def _collision_key(name: str) -> str | None:
     """The name with '.' read as '_', for names that hold either; None for the others."""
     if "." in name or "_" in name:
@@ -379,7 +387,11 @@ class ReplicationControl:
             snapshot_registry
         )
         self._reassigning: TimelineHashSet[TopicIdPartition] = TimelineHashSet(snapshot_registry)
-        self._imbalanced: TimelineHashSet[TopicIdPartition] = TimelineHashSet(snapshot_registry)
+        # Partitions not led by their preferred replica, by that replica: leader balancing
+        # visits only the active brokers' own (a stopping cluster's are all imbalanced).
+        self._imbalanced_by_preferred: TimelineHashMap[int, TimelineHashSet[TopicIdPartition]] = (
+            TimelineHashMap(snapshot_registry)
+        )
 
     # == writes: topics =========================================================================
 
@@ -826,43 +838,41 @@ class ReplicationControl:
         self, max_elections: int = MAX_ELECTIONS_PER_RUN
     ) -> ControllerResult[bool]:
         """Preferred-leader elections for partitions not led by their preferred replica
-        (`auto.leader.rebalance.enable`). The response says whether partitions were left for
+        (`auto.leader.rebalance.enable`), visiting only those whose preferred replica is an
+        active broker: no other can be elected, so a run costs what it may elect however many
+        partitions wait on stopped brokers. The response says whether partitions were left for
         another run because `max_elections` was reached."""
         records: list[MetadataRecord] = []
-        for tp in sorted(self._imbalanced.live):
-            if len(records) >= max_elections:
-                return ControllerResult.of(records, True)
-            topic = self._topics.live[tp.topic_id]
-            record = PartitionChangeBuilder(
-                topic.partitions.live[tp.partition_id],
-                tp.topic_id,
-                tp.partition_id,
-                self._cluster.is_active,
-                election=Election.PREFERRED,
-            ).build()
-            if record is not None:
-                records.append(record)
+        index = self._imbalanced_by_preferred.live
+        for broker_id, _ in self._cluster.active_brokers():
+            waiting = index.get(broker_id)
+            for tp in () if waiting is None else waiting.live:
+                if len(records) >= max_elections:
+                    return ControllerResult.of(records, True)
+                record = self._periodic_election(tp, Election.PREFERRED)
+                if record is not None:
+                    records.append(record)
         return ControllerResult.of(records, False)
 
     def elect_unclean_leaders(
         self, max_elections: int = MAX_ELECTIONS_PER_RUN
     ) -> ControllerResult[bool]:
         """Unclean elections for leaderless partitions of topics that allow them (the periodic
-        check). The response says whether partitions were left for another run."""
+        check). Each topic's config is read once a run, and a partition of a topic that does
+        not allow them is passed over before its registration is read. The response says
+        whether partitions were left for another run."""
         records: list[MetadataRecord] = []
-        for tp in self._leaderless_partitions():
+        allowed: dict[UUID, bool] = {}
+        for tp in self._leaderless():
+            allows = allowed.get(tp.topic_id)
+            if allows is None:
+                name = self._topics.live[tp.topic_id].name
+                allows = allowed[tp.topic_id] = self._configs.unclean_leader_election_enabled(name)
+            if not allows:
+                continue
             if len(records) >= max_elections:
                 return ControllerResult.of(records, True)
-            topic = self._topics.live[tp.topic_id]
-            if not self._configs.unclean_leader_election_enabled(topic.name):
-                continue
-            record = PartitionChangeBuilder(
-                topic.partitions.live[tp.partition_id],
-                tp.topic_id,
-                tp.partition_id,
-                self._cluster.is_active,
-                election=Election.UNCLEAN,
-            ).build()
+            record = self._periodic_election(tp, Election.UNCLEAN)
             if record is not None:
                 records.append(record)
         return ControllerResult.of(records, False)
@@ -1063,7 +1073,7 @@ class ReplicationControl:
 
     def has_imbalanced_partitions(self) -> bool:
         """Whether some partition is not led by its preferred replica (leader balancing)."""
-        return len(self._imbalanced) > 0
+        return any(len(waiting) for waiting in self._imbalanced_by_preferred.live.values())
 
     def has_leaderless_partitions(self) -> bool:
         """Whether some partition has no leader (the periodic unclean-election check)."""
@@ -1486,6 +1496,15 @@ class ReplicationControl:
         if shared is not None:
             yield from shared.live
 
+    def _periodic_election(
+        self, tp: TopicIdPartition, election: Election
+    ) -> PartitionChangeRecord | None:
+        """The change a periodic run's `election` makes to `tp`, electing among active brokers."""
+        partition = self._topics.live[tp.topic_id].partitions.live[tp.partition_id]
+        return PartitionChangeBuilder(
+            partition, tp.topic_id, tp.partition_id, self._cluster.is_active, election=election
+        ).build()
+
     def _election_for(self, topic: str) -> Election:
         if self._configs.unclean_leader_election_enabled(topic):
             return Election.UNCLEAN
@@ -1504,9 +1523,6 @@ class ReplicationControl:
         """Every leaderless partition (live state), by its only ISR member."""
         for partitions in self._leaderless_by_member.live.values():
             yield from partitions.live
-
-    def _leaderless_partitions(self) -> list[TopicIdPartition]:
-        return sorted(self._leaderless())
 
     def _partitions_at(
         self, topic_id: UUID, offset: int | None
@@ -1571,10 +1587,12 @@ class ReplicationControl:
                 self._leaders.live[old_leader].discard(tp)
             if new_leader is not None and new_leader != NO_LEADER:
                 self._member_set(self._leaders, new_leader).add(tp)
-        if current is not None and current.replicas[:1] != (current.leader,):
-            self._imbalanced.add(tp)
-        else:
-            self._imbalanced.discard(tp)
+        old_preferred, new_preferred = _imbalanced_entry(previous), _imbalanced_entry(current)
+        if old_preferred != new_preferred:
+            if old_preferred is not None:
+                self._imbalanced_by_preferred.live[old_preferred].discard(tp)
+            if new_preferred is not None:
+                self._member_set(self._imbalanced_by_preferred, new_preferred).add(tp)
         if current is not None and current.is_reassigning:
             self._reassigning.add(tp)
         else:

@@ -396,9 +396,10 @@ def test_a_stop_snapshot_overtaken_while_it_was_encoded_is_not_written(tmp_path:
 
 def test_the_steps_of_a_write_go_at_the_loops_pace_not_the_ticks(tmp_path: Path) -> None:
     # Six topics of 200 partitions are written in steps of whole topics, 250 partitions at
-    # most (CreateTopics' steps); with the driver's ticks stopped, only the steps posted as
-    # inputs (`_pace_steps`) can finish the write: left to the ticks, a step per tick (10 ms
-    # apart at best) made steps of 250 changes four times slower than steps of 1,000.
+    # most (CreateTopics' steps); with the driver's ticks doing nothing, only the steps posted
+    # as inputs (`_pace_steps`) can finish the write: left to the ticks, a step per tick (10 ms
+    # apart at best) made steps of 250 changes four times slower than steps of 1,000. A tick
+    # may still come due meanwhile on a loaded machine; it is recorded and does nothing.
     async def scenario() -> None:
         async with lone_controller(tmp_path) as node:
             await active(node)
@@ -414,7 +415,6 @@ def test_the_steps_of_a_write_go_at_the_loops_pace_not_the_ticks(tmp_path: Path)
             )
             created = await asyncio.wait_for(node.service.CreateTopics(request, None), 5)
             assert [t.HasField("error") for t in created.topics] == [False] * 6
-            assert ticks == []
             metadata = await node.service.Metadata(pb.MetadataRequest(topics=names), None)
             assert [len(t.partitions) for t in metadata.topics] == [200] * 6
 

@@ -189,6 +189,8 @@ from replog.server.replica_change_queue import (
     LEADER,
     ReplicaChange,
     ReplicaChangeQueue,
+    StagedChanges,
+    stage_in_steps,
 )
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.storage.log import Log
@@ -422,6 +424,9 @@ class ReplicaManager:
         """SteppedMetadataPublisher: `on_metadata_update` with the local changes found in
         steps (a first image names every replica this broker holds), acted on in the last."""
         changes = yield from publication.local_changes_in_steps(self.broker_id)
+        # Queued in steps too: the step that acts on the image only links them in
+        # (`replica_change_queue`, Rules).
+        staged = yield from stage_in_steps(changes)
         image, manifest = publication.image, publication.manifest
         self._note_removed_topics(
             publication.delta.deleted_topic_ids if publication.delta.base is self.image else None
@@ -435,14 +440,17 @@ class ReplicaManager:
                 partition_names(changes.followers),
                 partition_names(changes.deletes),
             )
-        self._apply(changes, image)
+        self._apply(changes, image, staged)
 
     def apply_image(self, image: MetadataImage) -> None:
         """Reach the state `image` describes from the last applied one (tests, harnesses)."""
         self._note_removed_topics(None)
         self._apply(local_changes_between(self.image, image, self.broker_id), image)
 
-    def _apply(self, changes: LocalChanges, image: MetadataImage) -> None:
+    def _apply(
+        self, changes: LocalChanges, image: MetadataImage, staged: StagedChanges | None = None
+    ) -> None:
+        """Queue `changes` (`staged` already, when given) and reach `image`."""
         if self._stopped:
             return  # stopping: no replica is created, deleted or given a role any more
         previous = self.image
@@ -453,7 +461,10 @@ class ReplicaManager:
         if cluster_changed:
             self._eligibility = ReplicaEligibility.from_cluster(image.cluster)
         was_idle = self._changes.idle
-        self._changes.add(changes)
+        if staged is None:
+            self._changes.add(changes)
+        else:
+            self._changes.add_staged(staged)
         if image.configs is not previous.configs:
             self._refresh_log_configs(previous, image)
         if cluster_changed or image.configs is not previous.configs:

@@ -36,14 +36,3 @@ def test_each_runs_floor_is_printed_and_a_busy_one_named(capsys: pytest.CaptureF
     second = next(line for line in lines if "run 2 floor before it" in line)
     assert "8.00 s (settled after 20 s)" in first and "busy" not in first
     assert "20.00 s (not settled after 600 s)" in second and "busy file system" in second
-
-
-def test_a_stop_that_only_said_what_it_waited_for_killed_no_node():
-    waited = (
-        "waiting for node(s) 2 to stop: each broker hands its leaderships over (its controlled "
-        "shutdown, up to 30 s), then closes its logs and writes its metadata snapshot; SIGKILL "
-        "after 90 s\nstopped node 1 (pid 10)\nstopped node 2 (pid 11)\nstopped node 3 (pid 12)\n"
-    )
-    assert not bench.stop_killed_a_node(waited)
-    killed = waited.replace("stopped node 2", "killed (SIGKILL after 90 s) node 2")
-    assert bench.stop_killed_a_node(killed)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from uuid import UUID
 
+import pytest
 from metadata_helpers import bootstrapped, create_topic, delta_of, register, replayed, topic_id
 
 from quorum.metadata.image import MetadataImage, MetadataProvenance
@@ -14,11 +15,14 @@ from quorum.metadata.local_changes import (
     CLASSIFY_STEP_PARTITIONS,
     LocalChanges,
     LocalPartition,
+    _classify,
+    _TopicChange,
     local_changes,
     local_changes_between,
     local_changes_between_in_steps,
     local_changes_in_steps,
 )
+from quorum.metadata.partition_registration import PartitionRegistration
 from quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
     FenceChange,
@@ -27,6 +31,7 @@ from quorum.metadata.records import (
     PartitionChangeRecord,
     RemoveTopicRecord,
 )
+from quorum.metadata.steps import run_to_end
 
 ME = 1
 ORDERS = topic_id(1)
@@ -223,3 +228,45 @@ def test_a_large_first_image_is_classified_in_bounded_steps_with_the_whole_answe
         assert slices <= partitions // CLASSIFY_STEP_PARTITIONS
     keys = [(p.topic_name, str(p.topic_id), p.partition_id) for p in whole.leaders]
     assert keys == sorted(keys)
+
+
+def test_the_last_step_of_a_large_image_sorts_no_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lists come out sorted from topics taken in order, each topic's partitions by id:
+    fails where the last step sorts every partition found (10,000 at a restart)."""
+    rng = random.Random(5)
+    records: list[MetadataRecord] = []
+    for n in range(200):
+        assignments = [tuple(rng.sample((1, 2, 3), 3)) for _ in range(rng.randint(1, 12))]
+        name, tid = f"t{rng.randint(0, 99)}-{n}", UUID(int=rng.getrandbits(128))
+        records += create_topic(name, tid, *assignments)
+    base = bootstrapped()
+    delta = delta_of(base, *records)
+    new = delta.apply(MetadataProvenance(base.provenance.last_offset + len(records), 1))
+    expected = local_changes(delta, ME)
+    keyed = [0]
+    sort_key = LocalPartition._sort_key
+
+    def counted(self: LocalPartition) -> tuple[str, int, int]:
+        keyed[0] += 1
+        return sort_key(self)
+
+    monkeypatch.setattr(LocalPartition, "_sort_key", counted)
+    for steps in (local_changes_in_steps(delta, ME), local_changes_between_in_steps(base, new, ME)):
+        keyed[0] = 0
+        assert run_to_end(steps) == expected
+        assert keyed[0] == 0
+    for found in (expected.leaders, expected.followers):
+        keys = [(p.topic_name, str(p.topic_id), p.partition_id) for p in found]
+        assert keys == sorted(keys) and len(found) > 0
+
+
+def test_one_topic_given_twice_still_comes_out_sorted() -> None:
+    """Not made by the callers, but the lists' order holds: their partitions interleave."""
+    registration = PartitionRegistration((1,), (1,), 1, 0, 0)
+    first = _TopicChange("t", ORDERS, {}, {0: registration, 2: registration}, (2, 0))
+    second = _TopicChange("t", ORDERS, {}, {1: registration}, (1,))
+    other = _TopicChange("a", PAYMENTS, {}, {5: registration}, (5,))
+    found = run_to_end(_classify([first, other, second], ME))
+    assert ids(found.leaders) == [("a", 5), ("t", 0), ("t", 1), ("t", 2)]

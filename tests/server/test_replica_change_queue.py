@@ -17,9 +17,11 @@ from replog.server.replica_change_queue import (
     LEADER,
     ReplicaChange,
     ReplicaChangeQueue,
+    stage_in_steps,
 )
 
 IDS = [UUID(int=n) for n in range(1, 4)]
+KINDS = (DELETE, LEADER, FOLLOWER)
 
 
 def local(partition: int, topic_id: UUID, leader_epoch: int = 0) -> LocalPartition:
@@ -203,3 +205,67 @@ def test_rounds_with_holds_end_where_sequential_application_ends(
             apply(done)
             queue.release(done.key)
     assert {k: v for k, v in state.items() if v is not None} == sequential(everything)
+
+
+def test_staging_yields_every_step_and_leaves_the_queue_alone_until_added() -> None:
+    queue = ReplicaChangeQueue()
+    queue.add(changes((LEADER, local(9, IDS[0]))))
+    delta = changes(*((FOLLOWER, local(p, IDS[1])) for p in range(7)))
+    steps = stage_in_steps(delta, per_step=3)
+    assert [next(steps), next(steps)] == [None, None]  # 3, then 3 more, then the last one
+    try:
+        next(steps)
+        raise AssertionError("a step of 3 more")
+    except StopIteration as done:
+        staged = done.value
+    assert len(queue) == 1 and list(queue._waiting) == [("t", 9)]
+    queue.add_staged(staged)
+    assert len(queue) == 8
+    assert [c.key for c in queue.take(10)] == [("t", p) for p in (9, *range(7))]
+
+
+def delta_items(delta: list[tuple[int, int, int]]) -> list[tuple[str, LocalPartition]]:
+    """One change per partition (a delta holds at most one), leader epochs told apart."""
+    seen: dict[int, tuple[str, LocalPartition]] = {}
+    for index, (kind, partition, tid) in enumerate(delta):
+        seen.setdefault(partition, (KINDS[kind], local(partition, IDS[tid], index)))
+    return list(seen.values())
+
+
+def contents(queue: ReplicaChangeQueue) -> list[tuple[tuple[str, int], list[ReplicaChange]]]:
+    return [(key, list(entries)) for key, entries in queue._waiting.items()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 2), st.integers(0, 5), st.integers(0, 2)),
+            max_size=7,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(1, 4),
+    st.lists(st.integers(0, 3), max_size=4),
+)
+def test_staged_changes_queue_as_added_ones(
+    deltas: list[list[tuple[int, int, int]]], per_step: int, rounds: list[int]
+) -> None:
+    """Staging a delta and adding it leaves the queue as `add` would have: the same sequences
+    in the same partition order, the same count, whatever waits already (a first image, or
+    partitions with changes of their own waiting), with rounds taken between deltas."""
+    added, staged_queue = ReplicaChangeQueue(), ReplicaChangeQueue()
+    for index, delta in enumerate(deltas):
+        items = changes(*delta_items(delta))
+        added.add(items)
+        staged = stage_in_steps(items, per_step=per_step)
+        try:
+            while True:
+                next(staged)
+        except StopIteration as done:
+            staged_queue.add_staged(done.value)
+        assert contents(staged_queue) == contents(added)
+        assert len(staged_queue) == len(added)
+        if index < len(rounds):
+            assert staged_queue.take(rounds[index]) == added.take(rounds[index])

@@ -5,7 +5,9 @@ Runs in a Spark executor's Python worker. It fetches the partition's raw RecordB
 closed when the range is done or the task fails) and decodes each answer's batches whole into
 Arrow columns (`batch_columns`): no Python object per record. One fetch answer (up to
 `max.partition.fetch.bytes`, 8 MiB by default here) becomes one Arrow batch; the next fetch is
-already under way while Spark takes that batch.
+already under way while Spark takes that batch. A task's first fetch asks for 1 MiB and each
+next one for twice the last, up to that size (`fetch_sizes`), so its first batch is not held
+back by a whole 8 MiB answer.
 
 Rules:
 - The range [start, end) was planned below the high watermark, so every offset in it was

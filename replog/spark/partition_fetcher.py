@@ -121,11 +121,12 @@ class PartitionFetcher:
         return metadata, raw, FramedFetchChannels(metadata.connections)
 
     def submit(
-        self, position: int, deadline_ms: int
+        self, position: int, deadline_ms: int, max_bytes: int | None = None
     ) -> concurrent.futures.Future[FetchAnswer | None]:
-        """Start a fetch from `position`; its answer, or None if `deadline_ms` (monotonic)
-        passed while only retriable failures came back."""
-        return self._loop.submit(self._fetch(position, deadline_ms))
+        """Start a fetch from `position` of at most `max_bytes` (None: the configured
+        `max.partition.fetch.bytes`); its answer, or None if `deadline_ms` (monotonic) passed
+        while only retriable failures came back."""
+        return self._loop.submit(self._fetch(position, deadline_ms, max_bytes))
 
     def wait(
         self, future: concurrent.futures.Future[FetchAnswer | None], deadline_ms: int
@@ -167,9 +168,12 @@ class PartitionFetcher:
         found = await lookup.list_offsets({self.tp: timestamp}, deadline_ms=deadline_ms, what=what)
         return found[self.tp].offset
 
-    async def _fetch(self, position: int, deadline_ms: int) -> FetchAnswer | None:
+    async def _fetch(
+        self, position: int, deadline_ms: int, max_bytes: int | None
+    ) -> FetchAnswer | None:
         config = self.config
         topic, partition = self.tp
+        partition_bytes = config.max_partition_fetch_bytes if max_bytes is None else max_bytes
         while True:
             leader = await self._leader(deadline_ms)
             if leader is not None:
@@ -180,7 +184,7 @@ class PartitionFetcher:
                             topic,
                             partition,
                             position,
-                            config.max_partition_fetch_bytes,
+                            partition_bytes,
                             current_leader_epoch=epoch,
                         ),
                     ),

@@ -10,11 +10,14 @@
   start (read on from there) and above the log end (the rest of the range lost); a log that
   ends at the position for a whole poll timeout (a re-created topic).
 - The fetcher itself refuses a partition its topic no longer has.
+- Fetch sizes: a task's first fetch asks for FIRST_FETCH_BYTES, each next one twice the last,
+  up to `max.partition.fetch.bytes`; the fetcher puts the size asked into its request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -24,6 +27,7 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 
+from replog.client.config import consumer_config
 from replog.client.records import TopicPartition
 from replog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from replog.record import build_batch
@@ -47,15 +51,19 @@ class ScriptedFetcher:
     def __init__(self, clock: list[int], script: Callable[[ScriptedFetcher, int], None]) -> None:
         self.clock = clock
         self.script = script
-        self.config = SimpleNamespace(check_crcs=True, request_timeout_ms=30_000)
+        self.config = SimpleNamespace(
+            check_crcs=True, request_timeout_ms=30_000, max_partition_fetch_bytes=8 << 20
+        )
         self.log_start = 0
         self.log_end = 50  # also the high watermark
         self.control_below = 0  # batches below this offset are control batches
         self.silent = False  # no answer at all: a leader that stopped answering
         self.answered_hw: int | None = None  # a fetch answer's HW other than ListOffsets' one
         self.last_failure: str | None = None  # why the latest attempt got no answer
+        self.sizes: list[int | None] = []  # the partition bytes each fetch asked for
 
-    def submit(self, position: int, deadline_ms: int) -> Any:
+    def submit(self, position: int, deadline_ms: int, max_bytes: int | None = None) -> Any:
+        self.sizes.append(max_bytes)
         return (position, deadline_ms)
 
     def wait(self, future: Any, deadline_ms: int) -> FetchAnswer | None:
@@ -98,10 +106,11 @@ def read(
     *,
     fail_on_data_loss: bool = True,
     hold_ms: int = 0,
+    fetcher: ScriptedFetcher | None = None,
 ) -> list[int]:
     """The offsets `read_range` gives for PIECE; the consumer holds each batch `hold_ms`."""
-    clock = [0]
-    fetcher = ScriptedFetcher(clock, script)
+    clock = [0] if fetcher is None else fetcher.clock
+    fetcher = ScriptedFetcher(clock, script) if fetcher is None else fetcher
     monkeypatch.setattr(range_reader, "PartitionFetcher", lambda tp, settings: fetcher)
     monkeypatch.setattr(range_reader, "monotonic_ms", lambda: clock[0])
     monkeypatch.setattr(range_reader, "time", SimpleNamespace(sleep=lambda s: _advance(clock, s)))
@@ -279,3 +288,46 @@ def test_the_fetcher_refuses_a_partition_its_topic_no_longer_has() -> None:
     ):
         asyncio.run(fetcher._leader(deadline_ms=0))
     assert metadata.updates_requested == 1
+
+
+def test_a_task_s_fetches_start_small_and_double_up_to_the_configured_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The first answer is the task's start-up latency; later ones arrive while one is decoded.
+    fetcher = ScriptedFetcher([0], lambda fetcher, position: None)
+    assert read(monkeypatch, fetcher=fetcher) == list(range(50))
+    mib = range_reader.FIRST_FETCH_BYTES
+    assert mib == 1 << 20
+    assert fetcher.sizes == [mib, 2 * mib, 4 * mib] + [8 * mib] * 7
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected"),
+    [
+        (8 << 20, [1 << 20, 2 << 20, 4 << 20, 8 << 20, 8 << 20]),
+        (3 << 20, [1 << 20, 2 << 20, 3 << 20, 3 << 20, 3 << 20]),
+        (1 << 20, [1 << 20] * 5),
+        (1000, [1000] * 5),  # a limit below the first size: every fetch at the limit
+    ],
+)
+def test_fetch_sizes_double_from_the_first_up_to_the_limit(limit: int, expected: list[int]) -> None:
+    assert list(itertools.islice(range_reader.fetch_sizes(limit), 5)) == expected
+
+
+def test_the_fetcher_asks_for_the_size_it_is_given_else_the_configured_one() -> None:
+    asked: list[int] = []
+
+    class _Leader(PartitionFetcher):
+        async def _leader(self, deadline_ms: int) -> tuple[int, str, int] | None:
+            return 1, "b1:9092", 3
+
+        async def _ask(self, node: int, address: str, request: Any) -> FetchAnswer | None:
+            asked.append(request.partitions[0].partition_max_bytes)
+            return FetchAnswer(memoryview(b""), 0, 0)
+
+    fetcher = _Leader.__new__(_Leader)
+    fetcher.tp = TopicPartition("t", 0)
+    fetcher.config = consumer_config({"max.partition.fetch.bytes": "5000"})
+    asyncio.run(fetcher._fetch(0, deadline_ms=10**12, max_bytes=1234))
+    asyncio.run(fetcher._fetch(0, deadline_ms=10**12, max_bytes=None))
+    assert asked == [1234, 5000]

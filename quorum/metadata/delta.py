@@ -50,6 +50,7 @@ from quorum.metadata.image import (
     MetadataProvenance,
     TopicImage,
     TopicsImage,
+    copied,
     frozen_mapping,
 )
 from quorum.metadata.partition_registration import PartitionRegistration
@@ -96,7 +97,7 @@ class TopicDelta:
         return self.base.partitions.get(partition_id)
 
     def apply(self) -> TopicImage:
-        partitions = dict(self.base.partitions) if self.base is not None else {}
+        partitions = copied(self.base.partitions) if self.base is not None else {}
         partitions.update(self.partition_changes)
         return TopicImage(self.name, self.topic_id, frozen_mapping(partitions))
 
@@ -299,7 +300,7 @@ class MetadataDelta:
     def _config_keys(self, resource: ConfigResource) -> dict[str, str]:
         keys = self._configs.get(resource)
         if keys is None:
-            keys = self._configs[resource] = dict(self.base.configs.get(resource))
+            keys = self._configs[resource] = copied(self.base.configs.get(resource))
         return keys
 
     def _replay_feature_level(self, record: FeatureLevelRecord, offset: int) -> None:
@@ -348,8 +349,8 @@ class MetadataDelta:
     def _apply_topics(self, base: TopicsImage) -> TopicsImage:
         if not self._topics and not self._deleted_topic_ids:
             return base
-        by_id = dict(base.by_id)
-        by_name = dict(base.by_name)
+        by_id = copied(base.by_id)
+        by_name = copied(base.by_name)
         # Removals first: a name removed here may belong to a topic created below.
         for topic_id in self._deleted_topic_ids:
             del by_name[by_id.pop(topic_id).name]
@@ -375,7 +376,7 @@ V = TypeVar("V")
 
 def _patched(base: Mapping[K, V], changes: Mapping[K, V | None]) -> Mapping[K, V]:
     """`base` with `changes` applied: a None value removes the key."""
-    result = dict(base)
+    result = copied(base)
     for key, value in changes.items():
         if value is None:
             result.pop(key, None)

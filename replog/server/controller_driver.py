@@ -354,11 +354,11 @@ class ControllerDriver:
 
     def _pace_steps(self) -> None:
         """Run the steps a stepped write left as an input posted to the Raft driver, after the
-        inputs queued before it: the driver takes as many such inputs as fit its turn (20 ms)
-        and gives the loop's other tasks a turn between (docs/raft.md), so the steps go at the
-        loop's pace. Left to the ticks (at most one every `TIMER_RETICK_MS`, 10 ms), steps of
-        250 changes would move a fencing's or unfencing's 10,000 partitions a quarter as fast
-        as steps of 1,000 did."""
+        inputs queued before it: the driver takes as many such inputs as fit its turn
+        (`APPLY_TURN_S`) and gives the loop's other tasks a turn between (docs/raft.md), so the
+        steps go at the loop's pace. Left to the ticks (at most one every `TIMER_RETICK_MS`,
+        10 ms), steps of 250 changes would move a fencing's or unfencing's 10,000 partitions a
+        quarter as fast as steps of 1,000 did."""
         if self._steps_posted or not self.controller.steps_queued:
             return
         self._steps_posted = True

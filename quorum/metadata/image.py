@@ -43,10 +43,9 @@ def copied(items: Mapping[K, V]) -> dict[K, V]:
     each image a delta builds: the largest piece of a broker's loop turns while 100,000
     partitions were created); the proxy's `copy` copies the dict under it whole (0.2 ms)."""
     if isinstance(items, MappingProxyType):
-        whole = items.copy()  # the copy of whatever mapping the proxy is over
-        return whole if type(whole) is dict else dict(whole)
-    if isinstance(items, dict):
-        return items.copy()
+        items = items.copy()  # the copy of whatever mapping the proxy is over
+        if type(items) is dict:
+            return items
     return dict(items)
 
 

@@ -12,10 +12,8 @@ from uuid import UUID
 
 import pytest
 
-from replog.server.follower_fetch import FollowerFetchSteps
-from replog.server.replica_manager_config import ReplicaManagerConfig
+from tests.server.follower_fetch_helpers import follower_steps
 
-LOCAL = 1
 SOURCES = (2, 3)
 
 
@@ -41,12 +39,7 @@ def test_every_build_lists_the_plan_and_an_unchanged_plan_is_not_copied(seed: in
     rng = random.Random(seed)
     partitions: dict[Any, Any] = {}
     epoch = [1]
-    steps = FollowerFetchSteps(
-        ReplicaManagerConfig(broker_id=LOCAL),
-        partitions,
-        broker_epoch=lambda: epoch[0],
-        on_new_deadline=lambda _ms: None,
-    )
+    steps = follower_steps(partitions, lambda: epoch[0])
     last: dict[int, Any] = {}
     for _ in range(400):
         key = ("t", rng.randrange(16))
@@ -83,12 +76,7 @@ def test_every_build_lists_the_plan_and_an_unchanged_plan_is_not_copied(seed: in
 
 def test_a_build_with_nothing_changed_hands_out_the_same_request() -> None:
     partitions: dict[Any, Any] = {("t", 0): partition(("t", 0), 2)}
-    steps = FollowerFetchSteps(
-        ReplicaManagerConfig(broker_id=LOCAL),
-        partitions,
-        broker_epoch=lambda: 1,
-        on_new_deadline=lambda _ms: None,
-    )
+    steps = follower_steps(partitions)
     steps.touch(("t", 0))
     first = steps.build(2, now_ms=0)
     again = steps.build(2, now_ms=0)
@@ -111,12 +99,7 @@ def test_the_plan_an_answer_is_read_against_is_the_plan_the_request_was_built_fr
     away; it is the live plan seen through the entries kept at the build, not a copy."""
     rng = random.Random(seed)
     partitions: dict[Any, Any] = {}
-    steps = FollowerFetchSteps(
-        ReplicaManagerConfig(broker_id=LOCAL),
-        partitions,
-        broker_epoch=lambda: 1,
-        on_new_deadline=lambda _ms: None,
-    )
+    steps = follower_steps(partitions)
     built: dict[int, dict[Any, Any]] = {}
     for _ in range(400):
         key = ("t", rng.randrange(16))
@@ -150,12 +133,7 @@ def test_a_build_after_one_change_does_not_copy_the_plan() -> None:
     (a dict of 20,000 entries is about 1 MB; the request's tuple of them 160 kB)."""
     keys = [("t", n) for n in range(20_000)]
     partitions: dict[Any, Any] = {key: partition(key, 2) for key in keys}
-    steps = FollowerFetchSteps(
-        ReplicaManagerConfig(broker_id=LOCAL),
-        partitions,
-        broker_epoch=lambda: 1,
-        on_new_deadline=lambda _ms: None,
-    )
+    steps = follower_steps(partitions)
     for key in keys:
         steps.touch(key)
     assert steps.build(2, now_ms=0) is not None

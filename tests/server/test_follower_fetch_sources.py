@@ -9,10 +9,7 @@ from typing import Any
 
 import pytest
 
-from replog.server.follower_fetch import FollowerFetchSteps
-from replog.server.replica_manager_config import ReplicaManagerConfig
-
-LOCAL = 1
+from tests.server.follower_fetch_helpers import LOCAL, follower_steps
 
 
 def walked(partitions: dict[Any, Any]) -> list[int]:
@@ -31,12 +28,7 @@ def walked(partitions: dict[Any, Any]) -> list[int]:
 def test_the_counted_sources_equal_a_walk_over_every_partition(seed: int) -> None:
     rng = random.Random(seed)
     partitions: dict[Any, Any] = {}
-    steps = FollowerFetchSteps(
-        ReplicaManagerConfig(broker_id=LOCAL),
-        partitions,
-        broker_epoch=lambda: 1,
-        on_new_deadline=lambda _ms: None,
-    )
+    steps = follower_steps(partitions)
     for _ in range(300):
         key = ("t", rng.randrange(12))
         what = rng.random()
@@ -60,12 +52,7 @@ def test_an_untouched_change_is_not_seen_until_touched() -> None:
     """The contract the replica manager keeps: it touches a partition whenever it adds or
     removes one or gives one a role; nothing else is read."""
     partitions: dict[Any, Any] = {("t", 0): SimpleNamespace(follower=SimpleNamespace(leader_id=2))}
-    steps = FollowerFetchSteps(
-        ReplicaManagerConfig(broker_id=LOCAL),
-        partitions,
-        broker_epoch=lambda: 1,
-        on_new_deadline=lambda _ms: None,
-    )
+    steps = follower_steps(partitions)
     assert steps.fetch_sources(LOCAL) == []
     steps.touch(("t", 0))
     assert steps.fetch_sources(LOCAL) == [2]

@@ -344,6 +344,10 @@ class ClusterMetadata:
                 # It asks for less than we need: wait for it, then ask for everything.
                 with contextlib.suppress(NoBrokersAvailableError):
                     await self._wait(inflight.task, deadline_ms)
+                # It is done, but its done callback, which forgets it, may not have run yet (a
+                # caller woken in the loop turn the pass ended in): awaiting a done task does
+                # not yield, so waiting for it again would spin without the loop ever running.
+                self._pass_done(inflight.task)
                 continue
             wait_ms = self._next_pass_ms - self._clock()
             if wait_ms > 0:

@@ -295,6 +295,38 @@ async def test_a_refresh_for_other_topics_asks_for_every_topic_used(
 
 
 @pytest.mark.asyncio
+async def test_a_caller_woken_as_a_pass_for_other_topics_ends_starts_the_next_pass(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    """A caller for "events" runs in the loop turn the "orders" pass ends in, before the
+    pass's done callback: it asks again rather than waiting on the done pass forever (awaiting
+    a done task does not yield, so the loop never ran again: a CI worker grew to 4 GiB)."""
+    metadata = harness.metadata([fake.address])
+    waits = 0
+    wait = metadata._wait
+
+    async def counted_wait(task: asyncio.Task[None], deadline_ms: int) -> None:
+        nonlocal waits
+        waits += 1
+        assert waits < 100, "the refresh keeps waiting on a pass that is over"
+        await wait(task, deadline_ms)
+
+    metadata._wait = counted_wait  # type: ignore[method-assign]
+    ended = asyncio.get_running_loop().create_future()
+    # A listener runs inside the pass: the caller it wakes runs before the pass's callbacks.
+    metadata.add_listener(lambda: ended.done() or ended.set_result(None))
+
+    async def events_after_the_orders_pass() -> tuple[PartitionState, ...]:
+        await ended
+        return await metadata.partitions_for("events", deadline_ms=soon())
+
+    caller = asyncio.create_task(events_after_the_orders_pass())
+    assert len(await metadata.partitions_for("orders", deadline_ms=soon())) == 3
+    assert len(await asyncio.wait_for(caller, 5)) == 1
+    assert fake.calls == [["orders"], ["events", "orders"]]
+
+
+@pytest.mark.asyncio
 async def test_stale_metadata_is_refreshed_on_next_use(harness: Harness, fake: FakeBroker) -> None:
     metadata = harness.metadata([fake.address])
     await metadata.partitions_for("orders", deadline_ms=soon())

@@ -13,7 +13,8 @@ Rules:
 - Each per-partition answer goes to `on_isr_change_result`: an error as the `replog.errors`
   instance for its code, naming the partition; success with the committed ISR, leader epoch and
   partition epoch. The replica manager decides what an error means for the partition. At most
-  `RESULTS_PER_TURN` answers are applied per event-loop turn.
+  `RESULTS_PER_TURN` answers are applied per event-loop turn: the sender's one task applies
+  them, each request's as it comes, never the requests' own tasks at once.
 - A request-level failure retries the same changes (Kafka retries them until answered):
   NOT_CONTROLLER goes at once to the controller the answer names (else the next voter),
   at most once per voter in a row before backing off; an unreachable or timed-out controller
@@ -197,9 +198,7 @@ class AlterPartitionSender:
                     del self._unsent[key]
                 batches.append(batch)
             controller_id = self._active.target()
-            outcomes = await asyncio.gather(
-                *(self._send(controller_id, broker_epoch, batch) for batch in batches)
-            )
+            outcomes = await self._send_all(controller_id, broker_epoch, batches)
             # Answered partitions are done; the rest go back unless a newer change came.
             for batch, outcome in zip(batches, outcomes, strict=True):
                 for key, change in batch.items():
@@ -223,9 +222,29 @@ class AlterPartitionSender:
             else:
                 failures = 0
 
+    async def _send_all(
+        self, controller_id: int, broker_epoch: int, batches: list[dict[PartitionKey, IsrChange]]
+    ) -> list[_Outcome]:
+        """Send the batches together and apply each answer as it comes, in this one task, so
+        that the loop gets a turn after every `RESULTS_PER_TURN` answers applied: two requests
+        each applying their own answers, each yielding after its own hundred, applied two
+        hundred in one turn."""
+        async with asyncio.TaskGroup() as requests:
+            calls = [
+                requests.create_task(self._send(controller_id, broker_epoch, batch))
+                for batch in batches
+            ]
+            applied = 0
+            for finished in asyncio.as_completed(calls):
+                batch, outcome, response = await finished
+                if response is not None:
+                    applied = await self._apply(batch, response, outcome.answered, applied)
+        return [call.result()[1] for call in calls]
+
     async def _send(
         self, controller_id: int, broker_epoch: int, batch: dict[PartitionKey, IsrChange]
-    ) -> _Outcome:
+    ) -> tuple[dict[PartitionKey, IsrChange], _Outcome, pb.AlterPartitionResponse | None]:
+        """One request: its outcome, and the answer to apply (None when it failed whole)."""
         request = alter_partition_request(self.broker_id, broker_epoch, list(batch.values()))
         self.requests_sent += 1
         stub = self._controllers.stub(controller_id)
@@ -244,21 +263,31 @@ class AlterPartitionSender:
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 self._controllers.reconnect(controller_id)
             self._active.move_on_from(controller_id)
-            return _Outcome(failed=True)
+            return batch, _Outcome(failed=True), None
         if response.HasField("error") and response.error.code != 0:
             error = error_for_code(response.error.code, response.error.message)
             named = response.controller_id if response.controller_id >= 0 else None
             if isinstance(error, NotControllerError):
                 self._active.move_on_from(controller_id, named)
-                return _Outcome(redirect=True, failed=True)
+                return batch, _Outcome(redirect=True, failed=True), None
             log.warning(
                 "broker %d: AlterPartition refused by controller %d: %s; retrying",
                 self.broker_id,
                 controller_id,
                 error,
             )
-            return _Outcome(failed=True)
-        answered: set[PartitionKey] = set()
+            return batch, _Outcome(failed=True), None
+        return batch, _Outcome(), response
+
+    async def _apply(
+        self,
+        batch: dict[PartitionKey, IsrChange],
+        response: pb.AlterPartitionResponse,
+        answered: set[PartitionKey],
+        applied: int,
+    ) -> int:
+        """Hand each per-partition answer to the replica manager, adding its partition to
+        `answered`; `applied` answers went before this one's in the round. Returns the count."""
         for topic in response.topics:
             if len(topic.topic_id) != 16:
                 continue
@@ -275,7 +304,8 @@ class AlterPartitionSender:
                     )
                     continue
                 answered.add(key)
-                if len(answered) % RESULTS_PER_TURN == 0:
+                applied += 1
+                if applied % RESULTS_PER_TURN == 0:
                     # Each answer is checked against the partition's state when it is applied
                     # (`on_isr_change_result`), so others may run between two of them.
                     await yield_turn()
@@ -289,7 +319,7 @@ class AlterPartitionSender:
                     result.leader_epoch,
                     result.partition_epoch,
                 )
-        return _Outcome(answered=answered)
+        return applied
 
 
 class _Outcome:

@@ -366,14 +366,9 @@ async def test_an_isr_change_is_sent_at_once_while_the_fetcher_waits(
         log_manager.shutdown()
 
 
-@pytest.mark.asyncio
-async def test_many_changes_go_in_requests_of_a_bounded_size(controllers: Harness) -> None:
-    # The controller applies one request in one write on its event loop: a broker back from a
-    # restart with thousands of ISR changes must not hand it all of them at once.
-    rm = FakeLeaders()
-    alter = sender(rm, controllers.addresses)
-    count = ALTER_PARTITION_BATCH_MAX * 2 + 7
-    rm.hand_over(*(change(p) for p in range(count)))
+async def most_results_in_one_turn(alter: AlterPartitionSender, rm: FakeLeaders, count: int) -> int:
+    """Run `alter` until `rm` has `count` answers; the most it applied in one loop turn (a
+    task counting turns runs once in each)."""
     turns = itertools.count()
     turn_of_result: list[int] = []
     handed = rm.on_isr_change_result
@@ -398,15 +393,52 @@ async def test_many_changes_go_in_requests_of_a_bounded_size(controllers: Harnes
     finally:
         await alter.stop()
         counter.cancel()
+    return max(len(list(run)) for _, run in itertools.groupby(turn_of_result))
+
+
+@pytest.mark.asyncio
+async def test_many_changes_go_in_requests_of_a_bounded_size(controllers: Harness) -> None:
+    # The controller applies one request in one write on its event loop: a broker back from a
+    # restart with thousands of ISR changes must not hand it all of them at once.
+    rm = FakeLeaders()
+    alter = sender(rm, controllers.addresses)
+    count = ALTER_PARTITION_BATCH_MAX * 2 + 7
+    rm.hand_over(*(change(p) for p in range(count)))
     # The loop's other tasks run between every RESULTS_PER_TURN answers applied.
-    longest = max(len(list(run)) for _, run in itertools.groupby(turn_of_result))
-    assert longest <= RESULTS_PER_TURN
+    assert await most_results_in_one_turn(alter, rm, count) <= RESULTS_PER_TURN
     sizes = [
         sum(len(t.partitions) for t in request.topics)
         for node, request in controllers.quorum.requests
         if node == controllers.quorum.active
     ]
     assert sizes == [ALTER_PARTITION_BATCH_MAX, ALTER_PARTITION_BATCH_MAX, 7]
+
+
+class DirectStub:
+    """A controller stub that calls the fake controller on this loop, no gRPC between: two
+    requests sent together are answered in the same loop turn."""
+
+    def __init__(self, controller: FakeController) -> None:
+        self.controller = controller
+
+    async def AlterPartition(
+        self, request: pb.AlterPartitionRequest, timeout: float
+    ) -> pb.AlterPartitionResponse:
+        return await self.controller.AlterPartition(request, None)
+
+
+@pytest.mark.asyncio
+async def test_two_requests_answered_in_the_same_turn_apply_at_most_a_turns_worth(
+    controllers: Harness,
+) -> None:
+    rm = FakeLeaders()
+    alter = sender(rm, controllers.addresses)
+    stub = DirectStub(FakeController(controllers.quorum.active, controllers.quorum))
+    alter._controllers.stub = lambda controller_id: stub  # type: ignore[method-assign]
+    count = ALTER_PARTITION_BATCH_MAX * ALTER_PARTITION_IN_FLIGHT_MAX
+    rm.hand_over(*(change(p) for p in range(count)))
+    assert await most_results_in_one_turn(alter, rm, count) <= RESULTS_PER_TURN
+    assert controllers.quorum.most_concurrent == ALTER_PARTITION_IN_FLIGHT_MAX
 
 
 @pytest.mark.asyncio

@@ -136,6 +136,8 @@ CALL_OWNED_TASKS = {
     # A metadata append connection's appends waiting to commit, cancelled when it is lost.
     ("metadata_append_server.py", "_InboundConnection.data_received"),
     ("node_tasks.py", "NodeTasks.spawn"),  # the node's group itself
+    # The AlterPartition requests in flight together, in a TaskGroup the sender awaits.
+    ("alter_partition_sender.py", "AlterPartitionSender._send_all"),
     # The wire, which the node and the clients share: a produce stream's writer and reader,
     # and a replaced channel's close, each cancelled by the stream or channel that owns it.
     ("broker_client.py", "ProduceStream._open"),

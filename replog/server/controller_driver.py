@@ -37,8 +37,9 @@ Rules:
   and, when its schedule says so, writes the controller's state at its last stable offset
   (committed state only), ending after its last committed offset (control batches carry no
   metadata), through Raft's `create_snapshot`; the same state at a clean stop
-  (`state_at_stop_in_steps`, each step a posted closure: the controller is between two whole
-  items; the steps hold the stable offset's timeline snapshot, `OffsetControl.hold`).
+  (`state_at_stop_in_steps`: the first step a posted closure, the controller between two whole
+  items; the steps hold that stable offset's timeline snapshot, `OffsetControl.hold`, and the
+  later ones, a loop turn each, read only at it).
 """
 
 from __future__ import annotations
@@ -306,8 +307,8 @@ class ControllerDriver:
     def state_at_stop_in_steps(self) -> Steps[StopState | None]:
         """The controller's committed state to snapshot at a clean stop, taken in steps of
         whole topics (`SnapshotWriter.state_at_stop_in_steps`,
-        `QuorumController.snapshot_records_in_steps`); each step on the loop, like every
-        controller call."""
+        `QuorumController.snapshot_records_in_steps`), on the loop; the first between two
+        whole items (`snapshot_before_stop`)."""
         controller = self.controller
         end_offset = controller.last_committed_offset + 1
 

@@ -19,8 +19,9 @@ Rules:
   `metadata.log.max.snapshot.interval.ms` passed with some arrived; loading a snapshot counts
   as taking one. And at a clean stop, once any arrived (`snapshot_before_stop`): the node's
   broker has stopped, the snapshot is on disk before its Raft driver stops, and the next start
-  loads it and replays only what committed after it. The stop's state is taken on the loop,
-  encoded a batch a loop turn, and stored only if no snapshot at or past its end came meanwhile.
+  loads it and replays only what committed after it. The stop's state is taken a step a loop
+  turn (the first between two whole items, the rest reading only at its offset), encoded a
+  batch a loop turn, and stored only if no snapshot at or past its end came meanwhile.
 - Crashes: a snapshot file is written as `.part`, fsynced, renamed and its directory fsynced
   (`RaftStorage`), so a crash while writing one leaves at most a `.part` file, which the next
   open removes, saying so; the log still holds every record the snapshot would have held
@@ -330,42 +331,43 @@ async def snapshot_before_stop(
 ) -> SnapshotId | None:
     """Have `taker` snapshot the node's committed state, and wait until the file is on disk;
     None when nothing was due, or when that took over `timeout_s` (the stop goes on: a snapshot
-    written later, or never, leaves the log as it was). The state is taken on `raft`'s loop, a
-    step between two whole items each (100,000 partitions in one turn held the loop 155-172
-    ms of CPU); its encoding, a batch of records a turn (the whole of it held the loop 90 ms of
-    a loaded machine's CPU at 10,000 partitions), runs between the loop's other work; the
-    snapshot is stored on the loop again, unless one at or past its end came meanwhile. Steps
-    of the state left half way are closed on the loop (the controller's hold on its
-    snapshot goes with them)."""
+    written later, or never, leaves the log as it was). The state is taken in steps (100,000
+    partitions in one turn held the loop 155-172 ms of CPU), the first on `raft`'s loop between
+    two whole items, the others a loop turn each, between the loop's other work: they read only
+    at the first step's offset, whose timeline snapshot they hold, which nothing the controller
+    is in the middle of changes (a snapshot load drops it: UnknownSnapshotError, no snapshot).
+    Its encoding, a batch of records a turn (the whole of it held the loop 90 ms of a loaded
+    machine's CPU at 10,000 partitions), runs the same way; the snapshot is stored on the loop
+    again, unless one at or past its end came meanwhile. Steps left half way are closed (the
+    controller's hold goes with them)."""
     taken: list[SnapshotId | None] = []
     taking: Steps[StopState | None] | None = None
     outcome: list[StopState | None] = []
-    failed: list[UnknownSnapshotError] = []
     given_up = False
 
-    def take_step(now_ms: int) -> None:
-        # Posted, it may run after the wait for it timed out: then it takes nothing.
+    def take_step() -> None:
         nonlocal taking
-        if given_up:
-            return
-        if taking is None:
-            taking = taker.state_at_stop_in_steps()
+        assert taking is not None
         try:
             next(taking)
         except StopIteration as done:
             outcome.append(done.value)
             taking = None
-        except UnknownSnapshotError as error:  # a snapshot load dropped the state's offset
-            failed.append(error)
-            taking = None
+
+    def begin(now_ms: int) -> None:
+        # Posted, it may run after the wait for it timed out: then it takes nothing.
+        nonlocal taking
+        if not given_up:
+            taking = taker.state_at_stop_in_steps()
+            take_step()
 
     try:
         async with asyncio.timeout(timeout_s):
-            while not outcome:
-                await raft.run_persisted(take_step)
-                if failed:
-                    raise failed[0]
-            state = outcome[0]
+            await raft.run_persisted(begin)
+            while taking is not None:
+                await yield_turn()
+                take_step()
+            state = outcome[0] if outcome else None
             if state is None:
                 return None
             steps = encode_snapshot_in_steps(
@@ -391,10 +393,6 @@ async def snapshot_before_stop(
         return None
     finally:
         given_up = True
-
-        def close(now_ms: int = 0) -> None:
-            if taking is not None:
-                taking.close()
-
-        raft.post(close, on_stop=lambda error: close())
+        if taking is not None:
+            taking.close()
     return taken[0] if taken else None

@@ -15,13 +15,14 @@ from test_controller_driver import (
     active,
     create_request,
     lone_controller,
+    snapshot_before_stop_ticking,
     start_brokers,
 )
 
 from quorum.controller import controller as controller_module
 from quorum.controller.replication_control import ReplicationControl
 from quorum.metadata.steps import Steps
-from replog.server.metadata_snapshots import StopState, snapshot_before_stop
+from replog.server.metadata_snapshots import StopState
 
 
 async def create_topics(node: LoneController, *names: str, first: bool = False) -> None:
@@ -50,9 +51,12 @@ async def on_loop(node: LoneController, steps: Steps[StopState | None]) -> StopS
     return outcome[0]
 
 
+@pytest.mark.parametrize("ending", ["finished", "closed half way"])
 def test_the_stop_state_is_taken_in_steps_at_the_offset_of_the_first(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str
 ) -> None:
+    # Commits between the steps: the held snapshot stays and the state taken does not move;
+    # the hold goes with the last step, or with the steps closed half way.
     monkeypatch.setattr(controller_module, "SNAPSHOT_STEP_PARTITIONS", 6)
 
     async def scenario() -> None:
@@ -64,38 +68,18 @@ def test_the_stop_state_is_taken_in_steps_at_the_offset_of_the_first(
             registry = controller.offset_control.registry
             steps = node.driver.state_at_stop_in_steps()
             assert await on_loop(node, steps) == "more"  # topics a and b taken
-            # Commits between the steps: the held snapshot stays, the state taken does not move.
             await create_topics(node, "f")
             assert controller.last_stable_offset > offset
             assert registry.snapshot_offsets()[0] == offset
-            assert await on_loop(node, steps) == "more"  # c and d
-            assert await on_loop(node, steps) == "more"  # e
-            state = await on_loop(node, steps)  # the records after the topics
-            assert isinstance(state, StopState)
-            assert list(state.records) == expected
-            assert state.end_offset == offset + 1
-            # The hold went with the last step.
-            assert registry.snapshot_offsets() == [controller.last_stable_offset]
-
-    asyncio.run(scenario())
-
-
-def test_steps_left_half_way_give_their_hold_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(controller_module, "SNAPSHOT_STEP_PARTITIONS", 3)
-
-    async def scenario() -> None:
-        async with lone_controller(tmp_path, metadata_max_idle_interval_ms=0) as node:
-            await create_topics(node, "a", "b", "c", first=True)
-            controller = node.driver.controller
-            offset = controller.last_stable_offset
-            steps = node.driver.state_at_stop_in_steps()
-            assert await on_loop(node, steps) == "more"
-            await create_topics(node, "d")
-            registry = controller.offset_control.registry
-            assert registry.snapshot_offsets()[0] == offset
-            await node.raft.run_persisted(lambda now_ms: steps.close())
+            if ending == "finished":
+                assert await on_loop(node, steps) == "more"  # c and d
+                assert await on_loop(node, steps) == "more"  # e
+                state = await on_loop(node, steps)  # the records after the topics
+                assert isinstance(state, StopState)
+                assert list(state.records) == expected
+                assert state.end_offset == offset + 1
+            else:
+                await node.raft.run_persisted(lambda now_ms: steps.close())
             assert registry.snapshot_offsets() == [controller.last_stable_offset]
 
     asyncio.run(scenario())
@@ -122,16 +106,10 @@ def test_a_stop_takes_its_state_a_step_a_loop_turn(
             await create_topics(node, "a", "b", "c", "d", first=True)
             parts_at.clear()
 
-            async def ticker() -> None:
-                while True:
-                    ticks[0] += 1
-                    await asyncio.sleep(0)
+            def tick() -> None:
+                ticks[0] += 1
 
-            ticking = asyncio.create_task(ticker())
-            try:
-                taken = await snapshot_before_stop(node.raft, node.driver, timeout_s=10)
-            finally:
-                ticking.cancel()
+            taken = await snapshot_before_stop_ticking(node, tick)
             assert taken is not None
             assert len(parts_at) == 4 and len(set(parts_at)) == 4, parts_at
             assert node.raft.storage.snapshot_ids() == (taken,)

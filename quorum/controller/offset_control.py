@@ -20,7 +20,11 @@ Rules:
   the batch leaves behind.
 - A standby creates a snapshot at every committed batch's last offset (after replaying it).
 - When `last_stable_offset` advances, every snapshot strictly below it is deleted: nothing may
-  ever be reverted to below committed state, so their history is dead weight.
+  ever be reverted to below committed state, so their history is dead weight. Except a held
+  one (`hold`): a reader that takes a committed state in steps (a stop's snapshot, a loop turn
+  each) reads it at a fixed offset while commits go on; it stays until `release`, and the
+  snapshots between it and the stable offset are folded into it as they go. Loading a Raft
+  snapshot drops every hold (the reader's next read raises `UnknownSnapshotError`).
 - `activate(next_write_offset)` makes this the active controller's; `deactivate()` reverts all
   timeline state to `last_stable_offset`, throwing away every replayed but uncommitted write.
 - Offsets only move forward: commits must arrive in order, writes beyond the last write.
@@ -33,8 +37,10 @@ consumes them from the oldest end; a revert drops them all.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import Counter
 
 from timeline import SnapshotRegistry
+from timeline.errors import UnknownSnapshotError
 
 # The offset "before the first record": snapshots and committed offsets start here.
 EMPTY_LOG_OFFSET = -1
@@ -44,6 +50,7 @@ class OffsetControl:
     """The committed, stable and next-write offsets, and the snapshots that back them."""
 
     __slots__ = (
+        "_held",
         "_last_committed_offset",
         "_last_committed_quorum_epoch",
         "_last_stable_offset",
@@ -57,6 +64,7 @@ class OffsetControl:
         self._last_committed_quorum_epoch = -1
         self._last_stable_offset = EMPTY_LOG_OFFSET
         self._next_write_offset: int | None = None
+        self._held: Counter[int] = Counter()  # offset -> holds on its snapshot
         self.registry.get_or_create_snapshot(EMPTY_LOG_OFFSET)
         self._check()
 
@@ -162,8 +170,37 @@ class OffsetControl:
             new_stable = offsets[bisect_right(offsets, last_offset) - 1]
         if new_stable > self._last_stable_offset:
             self._last_stable_offset = new_stable
-            self.registry.delete_snapshots_up_to(new_stable)
+            self._delete_unheld_below(new_stable)
         self._check()
+
+    def hold(self, offset: int) -> None:
+        """Keep the snapshot at `offset` (the stable one, or one held already) until as many
+        `release(offset)` calls, for a reader taking that state in steps (module Rules)."""
+        if offset != self._last_stable_offset and not self._held[offset]:
+            raise UnknownSnapshotError(offset, self.registry.snapshot_offsets())
+        self._held[offset] += 1
+
+    def release(self, offset: int) -> None:
+        """Give back one `hold(offset)`; the last one deletes the snapshot if it is below the
+        stable offset. A hold a snapshot load dropped is released already."""
+        if offset not in self._held:
+            return
+        self._held[offset] -= 1
+        if not self._held[offset]:
+            del self._held[offset]
+            self._delete_unheld_below(self._last_stable_offset)
+
+    def _delete_unheld_below(self, stable: int) -> None:
+        if not self._held:
+            self.registry.delete_snapshots_up_to(stable)
+            return
+        # Newest first: each deleted one folds its deltas into the next older snapshot, which
+        # ends in the held one below it (or is dropped, below the oldest hold).
+        oldest_held = min(self._held)
+        for offset in reversed(self.registry.snapshot_offsets()):
+            if oldest_held < offset < stable and offset not in self._held:
+                self.registry.delete_snapshot(offset)
+        self.registry.delete_snapshots_up_to(oldest_held)
 
     def handle_snapshot_loaded(self, last_contained_offset: int, quorum_epoch: int) -> None:
         """A Raft snapshot holding every record up to `last_contained_offset` was replayed into
@@ -180,9 +217,11 @@ class OffsetControl:
         """Drop every snapshot and empty every structure, before replaying a Raft snapshot."""
         if self.active:
             raise RuntimeError("the active controller never loads a snapshot")
+        self._held.clear()
         self.registry.reset()
 
     def _check(self) -> None:
         # The invariant of the module docstring, asserted after every change.
         assert self.registry.has_snapshot(self._last_stable_offset), self
         assert self._last_stable_offset <= self._last_committed_offset, self
+        assert all(self.registry.has_snapshot(offset) for offset in self._held), self

@@ -102,6 +102,17 @@ class TopicDelta:
         return TopicImage(self.name, self.topic_id, frozen_mapping(partitions))
 
 
+def _count_leader(leaders: dict[int, int], leader: int, change: int) -> None:
+    """`TopicsImage.leaders` after one partition led by `leader` came (1) or went (-1)."""
+    if leader < 0:
+        return
+    count = leaders.get(leader, 0) + change
+    if count:
+        leaders[leader] = count
+    else:
+        del leaders[leader]
+
+
 class MetadataDelta:
     """Records replayed over `base`; see the module docstring for the rules."""
 
@@ -351,14 +362,26 @@ class MetadataDelta:
             return base
         by_id = copied(base.by_id)
         by_name = copied(base.by_name)
+        leaders = dict(base.leaders)  # a few brokers; kept by the changes, not recounted
         # Removals first: a name removed here may belong to a topic created below.
         for topic_id in self._deleted_topic_ids:
-            del by_name[by_id.pop(topic_id).name]
+            removed = by_id.pop(topic_id)
+            del by_name[removed.name]
+            for partition in removed.partitions.values():
+                _count_leader(leaders, partition.leader, -1)
         for topic_id, topic_delta in self._topics.items():
+            before = topic_delta.base.partitions if topic_delta.base is not None else {}
+            for partition_id, registration in topic_delta.partition_changes.items():
+                old = before.get(partition_id)
+                if old is not None:
+                    _count_leader(leaders, old.leader, -1)
+                _count_leader(leaders, registration.leader, 1)
             topic = topic_delta.apply()
             by_id[topic_id] = topic
             by_name[topic.name] = topic
-        return TopicsImage(MappingProxyType(by_id), MappingProxyType(by_name))
+        return TopicsImage(
+            MappingProxyType(by_id), MappingProxyType(by_name), MappingProxyType(leaders)
+        )
 
     def _apply_configs(self, base: ConfigsImage) -> ConfigsImage:
         if not self._configs:

@@ -103,9 +103,27 @@ class TopicsImage:
 
     by_id: Mapping[UUID, TopicImage] = field(default_factory=frozen_mapping)
     by_name: Mapping[str, TopicImage] = field(default_factory=frozen_mapping)
+    # `leaders`, when the builder knows it (`MetadataDelta.apply` does: the base's counts
+    # plus the delta's changes); else counted on first use.
+    known_leaders: Mapping[int, int] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         assert len(self.by_id) == len(self.by_name), "topic indexes disagree"
+
+    @property
+    def leaders(self) -> Mapping[int, int]:
+        """Broker id -> how many partitions it leads (brokers that lead some): a lookup for
+        "does this broker lead anything", which a broker in controlled shutdown asks at each
+        image (a walk over 100,000 partitions each time held its loop 54-61 ms of CPU)."""
+        if self.known_leaders is None:
+            counts: dict[int, int] = {}
+            for topic in self.by_id.values():
+                for partition in topic.partitions.values():
+                    if partition.leader >= 0:
+                        counts[partition.leader] = counts.get(partition.leader, 0) + 1
+            object.__setattr__(self, "known_leaders", MappingProxyType(counts))
+            assert self.known_leaders is not None
+        return self.known_leaders
 
     def partition(self, topic_id: UUID, partition_id: int) -> PartitionRegistration | None:
         topic = self.by_id.get(topic_id)
@@ -151,11 +169,7 @@ class MetadataImage:
         cluster is stopping (or this is the last broker), so its grant adds nothing."""
         if any(b != broker_id for b in self.cluster.active_broker_ids()):
             return False
-        return not any(
-            partition.leader == broker_id
-            for topic in self.topics.by_id.values()
-            for partition in topic.partitions.values()
-        )
+        return broker_id not in self.topics.leaders
 
     def is_empty(self) -> bool:
         """True when no record has changed anything (the provenance aside)."""

@@ -37,7 +37,9 @@ Rules:
   and, when its schedule says so, writes the controller's state at its last stable offset
   (committed state only), ending after its last committed offset (control batches carry no
   metadata), through Raft's `create_snapshot`; the same state at a clean stop
-  (`state_at_stop`, a posted closure: the controller is between two whole items).
+  (`state_at_stop_in_steps`: the first step a posted closure, the controller between two whole
+  items; the steps hold that stable offset's timeline snapshot, `OffsetControl.hold`, and the
+  later ones, a loop turn each, read only at it).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from quorum.metadata.snapshot_schedule import (
     METADATA_MAX_RETENTION_BYTES,
     METADATA_MAX_RETENTION_MS,
 )
-from quorum.metadata.steps import Steps
+from quorum.metadata.steps import Steps, run_to_end
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
@@ -302,11 +304,24 @@ class ControllerDriver:
 
     # --- internals --------------------------------------------------------------------------------
 
+    def state_at_stop_in_steps(self) -> Steps[StopState | None]:
+        """The controller's committed state to snapshot at a clean stop, taken in steps of
+        whole topics (`SnapshotWriter.state_at_stop_in_steps`,
+        `QuorumController.snapshot_records_in_steps`), on the loop; the first between two
+        whole items (`snapshot_before_stop`)."""
+        controller = self.controller
+        end_offset = controller.last_committed_offset + 1
+
+        def state() -> tuple[Steps[Sequence[MetadataRecord]], int]:
+            # The last stable offset: the committed state at `end_offset`'s batch boundary.
+            records = controller.snapshot_records_in_steps(controller.last_stable_offset)
+            return records, controller.offset_control.last_committed_quorum_epoch
+
+        return self.snapshots.state_at_stop_in_steps(end_offset, state)
+
     def state_at_stop(self) -> StopState | None:
-        """The controller's committed state to snapshot at a clean stop
-        (`SnapshotWriter.state_at_stop`); on the loop, like every controller call."""
-        end_offset = self.controller.last_committed_offset + 1
-        return self.snapshots.state_at_stop(end_offset, self._snapshot_state)
+        """`state_at_stop_in_steps` at once (tests)."""
+        return run_to_end(self.state_at_stop_in_steps())
 
     def _maybe_snapshot(self, now_ms: int) -> None:
         end_offset = self.controller.last_committed_offset + 1
@@ -314,7 +329,7 @@ class ControllerDriver:
 
     def _snapshot_state(self) -> tuple[Sequence[MetadataRecord], int]:
         controller = self.controller
-        # Partition records made as they are encoded: a stop's state is taken in one turn.
+        # Partition records made as they are encoded.
         records = controller.deferred_snapshot_records(controller.last_stable_offset)
         return records, controller.offset_control.last_committed_quorum_epoch
 

@@ -19,8 +19,9 @@ Rules:
   `metadata.log.max.snapshot.interval.ms` passed with some arrived; loading a snapshot counts
   as taking one. And at a clean stop, once any arrived (`snapshot_before_stop`): the node's
   broker has stopped, the snapshot is on disk before its Raft driver stops, and the next start
-  loads it and replays only what committed after it. The stop's state is taken on the loop,
-  encoded a batch a loop turn, and stored only if no snapshot at or past its end came meanwhile.
+  loads it and replays only what committed after it. The stop's state is taken a step a loop
+  turn (the first between two whole items, the rest reading only at its offset), encoded a
+  batch a loop turn, and stored only if no snapshot at or past its end came meanwhile.
 - Crashes: a snapshot file is written as `.part`, fsynced, renamed and its directory fsynced
   (`RaftStorage`), so a crash while writing one leaves at most a `.part` file, which the next
   open removes, saying so; the log still holds every record the snapshot would have held
@@ -58,6 +59,7 @@ from quorum.metadata.snapshot_schedule import (
     METADATA_MAX_RETENTION_MS,
     SnapshotSchedule,
 )
+from quorum.metadata.steps import Steps
 from quorum.raft.ready import ApplyItem, CommittedBatch, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
@@ -65,6 +67,7 @@ from replog.errors import KafkaStorageError
 from replog.server.loop_turns import yield_turn
 from replog.server.node_config import NodeConfig
 from replog.server.raft_driver import RaftDriver
+from timeline import UnknownSnapshotError
 
 log = logging.getLogger("replog.server.metadata")
 
@@ -79,6 +82,8 @@ class Published(Protocol):
 # The state to write, asked for only once a snapshot is due: its records and the quorum epoch
 # of its last offset.
 SnapshotState = Callable[[], tuple[Sequence[MetadataRecord], int]]
+# The same, its records taken in steps (a stop's: `snapshot_before_stop`).
+SteppedSnapshotState = Callable[[], tuple[Steps[Sequence[MetadataRecord]], int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,14 +146,19 @@ class SnapshotWriter:
             return None
         return self._write(end_offset, now_ms, state, "")
 
-    def state_at_stop(self, end_offset: int, state: SnapshotState) -> StopState | None:
+    def state_at_stop_in_steps(
+        self, end_offset: int, state: SteppedSnapshotState
+    ) -> Steps[StopState | None]:
         """At a clean stop: the committed state ending at `end_offset`, if any data committed
-        since the newest snapshot (`SnapshotSchedule.due_at_stop`); `snapshot_before_stop`
-        encodes it in steps and stores it with `store_at_stop`."""
+        since the newest snapshot (`SnapshotSchedule.due_at_stop`), its records taken in
+        `state`'s steps; `snapshot_before_stop` runs each on the loop, encodes the records in
+        steps and stores them with `store_at_stop`."""
         if not self.schedule.due_at_stop(end_offset):
             return None
-        records, quorum_epoch = state()
-        return StopState(self, end_offset, records, quorum_epoch, self._wall_clock())
+        taking, quorum_epoch = state()
+        timestamp_ms = self._wall_clock()
+        records = yield from taking
+        return StopState(self, end_offset, records, quorum_epoch, timestamp_ms)
 
     def store_at_stop(self, state: StopState, data: bytes, now_ms: int) -> SnapshotId | None:
         """Write `state`, encoded as `data`, unless a snapshot at or past its end was written
@@ -279,12 +289,17 @@ class BrokerMetadataSnapshots:
         end_offset = self._image().provenance.last_offset + 1
         return end_offset > self.writer.schedule.last_end_offset
 
-    def state_at_stop(self) -> StopState | None:
-        """The published image to snapshot at a clean stop (`SnapshotWriter.state_at_stop`)."""
+    def state_at_stop_in_steps(self) -> Steps[StopState | None]:
+        """The published image to snapshot at a clean stop
+        (`SnapshotWriter.state_at_stop_in_steps`), in one step: an image is immutable, and
+        its records are made as they are encoded."""
         image = self._image()
-        return self.writer.state_at_stop(
-            image.provenance.last_offset + 1, lambda: _image_state(image)
-        )
+
+        def state() -> tuple[Steps[Sequence[MetadataRecord]], int]:
+            records, quorum_epoch = _image_state(image)
+            return _at_once(records), quorum_epoch
+
+        return self.writer.state_at_stop_in_steps(image.provenance.last_offset + 1, state)
 
     def _maybe_snapshot(self, now_ms: int) -> None:
         image = self._image()
@@ -299,11 +314,16 @@ def _image_state(image: MetadataImage) -> tuple[Sequence[MetadataRecord], int]:
     return image_to_records(image), image.provenance.last_quorum_epoch
 
 
+def _at_once(records: Sequence[MetadataRecord]) -> Steps[Sequence[MetadataRecord]]:
+    return records
+    yield  # a generator of no steps
+
+
 class StopSnapshots(Protocol):
     """What writes a node's snapshot at a clean stop (`ControllerDriver`,
-    `BrokerMetadataSnapshots`), called on the Raft driver's loop."""
+    `BrokerMetadataSnapshots`), its steps each run on the Raft driver's loop."""
 
-    def state_at_stop(self) -> StopState | None: ...
+    def state_at_stop_in_steps(self) -> Steps[StopState | None]: ...
 
 
 async def snapshot_before_stop(
@@ -311,17 +331,43 @@ async def snapshot_before_stop(
 ) -> SnapshotId | None:
     """Have `taker` snapshot the node's committed state, and wait until the file is on disk;
     None when nothing was due, or when that took over `timeout_s` (the stop goes on: a snapshot
-    written later, or never, leaves the log as it was). The state is taken on `raft`'s loop
-    between two whole items; its encoding, a batch of records a turn (the whole of it held the
-    loop 90 ms of a loaded machine's CPU at 10,000 partitions), runs between the loop's other
-    work; the snapshot is stored on the loop again, unless one at or past its end came
-    meanwhile."""
-    states: list[StopState | None] = []
+    written later, or never, leaves the log as it was). The state is taken in steps (100,000
+    partitions in one turn held the loop 155-172 ms of CPU), the first on `raft`'s loop between
+    two whole items, the others a loop turn each, between the loop's other work: they read only
+    at the first step's offset, whose timeline snapshot they hold, which nothing the controller
+    is in the middle of changes (a snapshot load drops it: UnknownSnapshotError, no snapshot).
+    Its encoding, a batch of records a turn (the whole of it held the loop 90 ms of a loaded
+    machine's CPU at 10,000 partitions), runs the same way; the snapshot is stored on the loop
+    again, unless one at or past its end came meanwhile. Steps left half way are closed (the
+    controller's hold goes with them)."""
     taken: list[SnapshotId | None] = []
+    taking: Steps[StopState | None] | None = None
+    outcome: list[StopState | None] = []
+    given_up = False
+
+    def take_step() -> None:
+        nonlocal taking
+        assert taking is not None
+        try:
+            next(taking)
+        except StopIteration as done:
+            outcome.append(done.value)
+            taking = None
+
+    def begin(now_ms: int) -> None:
+        # Posted, it may run after the wait for it timed out: then it takes nothing.
+        nonlocal taking
+        if not given_up:
+            taking = taker.state_at_stop_in_steps()
+            take_step()
+
     try:
         async with asyncio.timeout(timeout_s):
-            await raft.run_persisted(lambda now_ms: states.append(taker.state_at_stop()))
-            state = states[0] if states else None
+            await raft.run_persisted(begin)
+            while taking is not None:
+                await yield_turn()
+                take_step()
+            state = outcome[0] if outcome else None
             if state is None:
                 return None
             steps = encode_snapshot_in_steps(
@@ -337,7 +383,7 @@ async def snapshot_before_stop(
             await raft.run_persisted(
                 lambda now_ms: taken.append(state.writer.store_at_stop(state, data, now_ms))
             )
-    except (TimeoutError, KafkaStorageError) as error:
+    except (TimeoutError, KafkaStorageError, UnknownSnapshotError) as error:
         log.warning(
             "node %d: no metadata snapshot at the stop (%s); the next start replays the log "
             "since the last one",
@@ -345,4 +391,8 @@ async def snapshot_before_stop(
             str(error) or f"not on disk within {timeout_s:g} s",
         )
         return None
+    finally:
+        given_up = True
+        if taking is not None:
+            taking.close()
     return taken[0] if taken else None

@@ -245,14 +245,17 @@ class Partition:
             return
         self._snapshots_pruned_below = log_start
 
-    def write_producer_snapshot_at_stop(self) -> None:
+    def write_producer_snapshot_at_stop(self) -> bool:
         """At a clean stop, snapshot the table at the LEO, so the next start loads it without
         replaying the active segment; skipped when there is nothing to replay (an empty
         active segment: its base's snapshot, if any, is as good), which keeps a stop of a
-        broker with many idle partitions from writing a file for each."""
+        broker with many idle partitions from writing a file for each. Returns whether it
+        tried to write one."""
         plog = self.log
         if not plog.closed and plog.log_end_offset > plog.active_segment.base_offset:
             self._write_snapshot_or_warn(plog.log_end_offset)
+            return True
+        return False
 
     def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> LogAppendInfo:
         """Append a produce's batches to the log and record them in the producer table."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from quorum.controller.offset_control import OffsetControl
-from timeline import TimelineHashMap, TimelineInteger
+from timeline import TimelineHashMap, TimelineInteger, UnknownSnapshotError
 
 
 def test_a_new_offset_control_holds_a_snapshot_at_minus_one() -> None:
@@ -133,3 +133,58 @@ def test_a_snapshot_load_replaces_everything() -> None:
     control.activate(100)
     with pytest.raises(RuntimeError, match="never loads a snapshot"):
         control.begin_snapshot_load()
+
+
+def test_a_held_snapshot_stays_readable_while_commits_go_on_until_released() -> None:
+    """A stop's snapshot state is taken in steps at one offset while commits go on: the held
+    snapshot keeps that state (the ones after it fold into it) until its release."""
+    control = OffsetControl()
+    value = TimelineInteger(control.registry)
+    value.set(5)
+    control.handle_commit_batch(3, quorum_epoch=1)
+    control.hold(3)
+    for offset, new in ((4, 6), (5, 7), (6, 8)):
+        value.set(new)
+        control.handle_commit_batch(offset, quorum_epoch=1)
+        assert control.registry.snapshot_offsets() == [3, offset]
+        assert (value.get(3), value.get(offset)) == (5, new)
+    control.release(3)
+    assert control.registry.snapshot_offsets() == [6]
+    control.release(3)  # one release too many: nothing held any more, nothing changes
+    assert control.registry.snapshot_offsets() == [6]
+
+
+def test_a_hold_survives_a_revert_and_counts_its_holders() -> None:
+    control = OffsetControl()
+    value = TimelineInteger(control.registry)
+    value.set(1)
+    control.handle_commit_batch(0, quorum_epoch=1)
+    control.hold(0)
+    control.hold(0)
+    control.activate(1)
+    value.set(2)
+    control.handle_schedule_append(1)
+    control.handle_commit_batch(1, quorum_epoch=1)
+    value.set(3)
+    control.handle_schedule_append(2)
+    control.deactivate()  # back to the stable offset 1; the hold below it is untouched
+    assert (value.get(0), value.get(1), value.get()) == (1, 2, 2)
+    control.release(0)
+    assert control.registry.snapshot_offsets() == [0, 1]
+    control.release(0)
+    assert control.registry.snapshot_offsets() == [1]
+
+
+def test_only_the_stable_snapshot_can_be_held_and_a_load_drops_the_holds() -> None:
+    control = OffsetControl()
+    control.handle_commit_batch(3, quorum_epoch=1)
+    with pytest.raises(UnknownSnapshotError):
+        control.hold(2)
+    control.hold(3)
+    control.begin_snapshot_load()
+    control.handle_snapshot_loaded(9, quorum_epoch=2)
+    assert control.registry.snapshot_offsets() == [9]
+    with pytest.raises(UnknownSnapshotError):
+        TimelineInteger(control.registry).get(3)
+    control.release(3)  # dropped by the load: nothing to give back
+    assert control.registry.snapshot_offsets() == [9]

@@ -920,6 +920,27 @@ def test_controlled_shutdown_moves_leaderships_and_leaves_isrs() -> None:
     assert all(1 not in rig.part("t", p).isr for p in range(3))
 
 
+def test_a_whole_cluster_in_controlled_shutdown_leaves_each_isr_in_one_change() -> None:
+    """Every broker stopping at once: the first broker's moves take the others in controlled
+    shutdown out of the ISR with it, keeping the last of them (the last-member rule), so the
+    others' moves find nothing left: a change per partition, not one per partition and
+    broker (200,000 for a 100,000-partition cluster of 3 outlasted its brokers' 30 s wait)."""
+    rig = three_partitions()
+    topic_id = rig.topic_id("t")
+    for broker_id in (1, 2):  # their controlled shutdown began; their moves are to come
+        rig.cluster.brokers[broker_id].shutting_down = True
+    records = rig.shut_down(0)
+    assert sorted(records, key=lambda r: r.partition_id) == [
+        PartitionChangeRecord(topic_id, 0, isr=(2,), leader=NO_LEADER),
+        PartitionChangeRecord(topic_id, 1, isr=(2,), leader=NO_LEADER),
+        PartitionChangeRecord(topic_id, 2, isr=(1,), leader=NO_LEADER),
+    ]
+    assert rig.shut_down(1) == ()
+    assert rig.shut_down(2) == ()
+    assert [rig.part("t", p).isr for p in range(3)] == [(2,), (2,), (1,)]
+    assert not any(rig.control.has_leaderships(b) for b in (0, 1, 2))
+
+
 def test_unregistering_a_broker_is_handled_like_fencing() -> None:
     rig = three_partitions()
     records = rig.control.handle_broker_unregistered(2)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from metadata_strategies import BROKER_POOL, valid_logs
 
 from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
+from quorum.metadata.image import MetadataImage, MetadataProvenance, TopicsImage
 from quorum.metadata.local_changes import LocalChanges, local_changes, local_changes_between
 from quorum.metadata.partition_registration import PartitionRegistration
 from quorum.metadata.record_codec import decode_record, encode_record
@@ -93,6 +93,24 @@ def test_chunks_of_deltas_give_the_image_of_one_delta(
             delta.replay(log[offset], offset)
         image = delta.apply(provenance(end - 1))
     assert image == whole
+
+
+@log_settings
+@given(log=valid_logs(), data=st.data())
+def test_the_leader_counts_deltas_keep_are_the_image_s_counted_afresh(
+    log: list[MetadataRecord], data: st.DataObject
+) -> None:
+    """`TopicsImage.leaders`, kept by each delta from its base's, is what a walk over the
+    image's partitions counts."""
+    image = MetadataImage.EMPTY
+    for start, end in pairwise(chunk_bounds(data, len(log))):
+        delta = MetadataDelta(image)
+        for offset in range(start, end):
+            delta.replay(log[offset], offset)
+        image = delta.apply(provenance(end - 1))
+        assert image.topics.known_leaders is not None  # kept, not counted
+        counted = TopicsImage(image.topics.by_id, image.topics.by_name).leaders
+        assert dict(image.topics.leaders) == dict(counted)
 
 
 @log_settings

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from types import MappingProxyType
+from typing import Any
 
 import pytest
 from metadata_helpers import (
@@ -88,6 +89,31 @@ def test_broker_registration_change_fences_unfences_and_starts_controlled_shutdo
         image = replayed(image, change)
         broker = image.cluster.brokers[1]
         assert (broker.fenced, broker.in_controlled_shutdown) == (fenced, in_controlled_shutdown)
+
+
+def test_whether_a_broker_leads_anything_is_a_lookup_not_a_walk() -> None:
+    """A broker in controlled shutdown asks at every image whether it leads anything: a walk
+    over 100,000 partitions each time held its loop 54-61 ms of CPU. The image's leader
+    counts (kept by each delta) answer without visiting a partition."""
+
+    class Unwalkable(dict[Any, Any]):
+        def values(self) -> Any:
+            raise AssertionError("the partitions were walked")
+
+    image = replayed(
+        bootstrapped(),
+        *(register(b, b) for b in (1, 2)),
+        BrokerRegistrationChangeRecord(1, 1, FenceChange.UNFENCE),
+        *create_topic("orders", ORDERS, (1, 2), (2, 1)),
+        BrokerRegistrationChangeRecord(1, 1, FenceChange.NONE, True),
+    )
+    topics = replace(image.topics, by_id=Unwalkable(image.topics.by_id))
+    image = replace(image, topics=topics)
+    assert dict(image.topics.leaders) == {1: 1, 2: 1}
+    assert not image.leaves_nothing_to_hand_over(1)
+    image = replayed(image, PartitionChangeRecord(ORDERS, 0, leader=NO_LEADER))
+    assert dict(image.topics.leaders) == {2: 1}
+    assert image.leaves_nothing_to_hand_over(1)
 
 
 def test_an_unfenced_broker_outside_controlled_shutdown_is_active() -> None:

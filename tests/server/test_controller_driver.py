@@ -304,6 +304,23 @@ async def wide_after_restart(directory: Path, *, snapshots_loaded: int) -> None:
         assert len(metadata.topics[0].partitions) == 1_200
 
 
+async def snapshot_before_stop_ticking(
+    node: LoneController, tick: Callable[[], None]
+) -> SnapshotId | None:
+    """`snapshot_before_stop` while a task calls `tick` at every loop turn."""
+
+    async def ticker() -> None:
+        while True:
+            tick()
+            await asyncio.sleep(0)
+
+    ticking = asyncio.create_task(ticker())
+    try:
+        return await snapshot_before_stop(node.raft, node.driver, timeout_s=10)
+    finally:
+        ticking.cancel()
+
+
 def test_the_stop_snapshot_is_encoded_a_batch_a_loop_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -318,17 +335,7 @@ def test_the_stop_snapshot_is_encoded_a_batch_a_loop_turn(
             expected = len(node.driver.controller.snapshot_records())
             assert expected > record_batches.SNAPSHOT_RECORDS_PER_BATCH
             seen: list[int] = []
-
-            async def ticker() -> None:
-                while True:
-                    seen.append(encoded[0])
-                    await asyncio.sleep(0)
-
-            ticking = asyncio.create_task(ticker())
-            try:
-                taken = await snapshot_before_stop(node.raft, node.driver, timeout_s=10)
-            finally:
-                ticking.cancel()
+            taken = await snapshot_before_stop_ticking(node, lambda: seen.append(encoded[0]))
             assert taken is not None
             assert encoded[0] == expected
             assert any(0 < n < expected for n in seen), sorted(set(seen))

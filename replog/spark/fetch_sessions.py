@@ -8,7 +8,8 @@ default), so a worker running task after task would open and close the same ones
 Spark's own Kafka source keeps its consumers per executor for the same reason
 (`spark.kafka.consumer.cache.capacity`, `spark.kafka.consumer.cache.timeout`); this is the same
 for the Python source: a worker keeps the session of a task that read its whole range for the
-next task with the same consumer settings.
+next task with the same consumer settings. The planning worker keeps its `Admin` the same way
+(`cluster_view`), in the same pool under a key of its own.
 
 Rules:
 - A session is kept only after a task that read its whole range with no fetch in flight
@@ -37,7 +38,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig
@@ -110,7 +111,7 @@ class FetchSession:
             await self.metadata.close()
 
 
-class SessionPool(Generic[S]):
+class SessionPool:
     """Sessions kept per key, at most `capacity`, each for `idle_timeout_s` (module
     docstring)."""
 
@@ -126,14 +127,16 @@ class SessionPool(Generic[S]):
         self._clock = clock
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._idle: list[tuple[Hashable, S, float]] = []  # (key, session, kept since), oldest first
+        self._idle: list[
+            tuple[Hashable, Session, float]
+        ] = []  # (key, session, kept since), oldest first
         self._closed = False
         self._reaper: threading.Thread | None = None
 
     def take(self, key: Hashable, open_session: Callable[[], S]) -> S:
         """A kept session for `key` (out of the pool until given back), else a new one."""
-        stale: list[S] = []
-        found: S | None = None
+        stale: list[Session] = []
+        found: Session | None = None
         with self._lock:
             self._expired(stale)
             for i, (kept_key, session, _) in enumerate(self._idle):
@@ -145,14 +148,15 @@ class SessionPool(Generic[S]):
                         stale.append(session)
                     break
         _close_all(stale)
-        return open_session() if found is None else found
+        # The key says what a session is: the one found is what `open_session` makes.
+        return open_session() if found is None else cast(S, found)
 
-    def give_back(self, key: Hashable, session: S) -> None:
+    def give_back(self, key: Hashable, session: Session) -> None:
         """Keep `session` for the next `take(key)` (module docstring); closed instead when it
         is not usable, the pool is closed or belongs to another process."""
         if os.getpid() != self.pid:
             return  # a forked child's copy of its parent's session: never touched
-        stale: list[S] = []
+        stale: list[Session] = []
         with self._lock:
             if self._closed or not session.usable:
                 stale.append(session)
@@ -179,7 +183,7 @@ class SessionPool(Generic[S]):
             self._changed.notify_all()
         _close_all(stale)
 
-    def _expired(self, into: list[S]) -> None:
+    def _expired(self, into: list[Session]) -> None:
         """Move the sessions kept longer than the idle timeout into `into` (lock held)."""
         now = self._clock()
         keep = [e for e in self._idle if now - e[2] < self.idle_timeout_s]
@@ -197,7 +201,7 @@ class SessionPool(Generic[S]):
     def _reap(self) -> None:
         """The pool's thread: closes each session when its idle timeout passes."""
         while True:
-            stale: list[S] = []
+            stale: list[Session] = []
             with self._lock:
                 self._expired(stale)
                 if not stale:
@@ -211,18 +215,18 @@ class SessionPool(Generic[S]):
             _close_all(stale)
 
 
-def _close_all(sessions: list[S]) -> None:
+def _close_all(sessions: list[Session]) -> None:
     for session in sessions:
         # One session's failure must not keep the others open.
         with contextlib.suppress(Exception):
             session.close()
 
 
-_pool: SessionPool[FetchSession] | None = None
+_pool: SessionPool | None = None
 _pool_lock = threading.Lock()
 
 
-def worker_sessions() -> SessionPool[FetchSession]:
+def worker_sessions() -> SessionPool:
     """This process's pool (module docstring): made at first use, and again in a forked child."""
     global _pool
     with _pool_lock:

@@ -99,7 +99,7 @@ class PartitionFetcher:
         self,
         tp: TopicPartition,
         settings: Mapping[str, object],
-        sessions: SessionPool[FetchSession] | None = None,
+        sessions: SessionPool | None = None,
     ) -> None:
         self.tp = tp
         self.config: ConsumerConfig = consumer_config(settings)

@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
 from replog.spark import fetch_sessions
-from replog.spark.fetch_sessions import FetchSession, SessionPool, settings_key, worker_sessions
+from replog.spark.fetch_sessions import SessionPool, settings_key, worker_sessions
 from replog.spark.partition_fetcher import PartitionFetcher
 from replog.spark.range_reader import READ_DEFAULTS
 
@@ -46,7 +47,7 @@ class _Clock:
         return self.now
 
 
-def _opener(made: list[_Session]) -> object:
+def _opener(made: list[_Session]) -> Callable[[], _Session]:
     def open_session() -> _Session:
         made.append(_Session(f"s{len(made)}"))
         return made[-1]
@@ -55,26 +56,26 @@ def _opener(made: list[_Session]) -> object:
 
 
 def test_a_session_given_back_is_taken_again_for_the_same_settings_only() -> None:
-    pool: SessionPool[_Session] = SessionPool(capacity=4, idle_timeout_s=60, clock=_Clock())
+    pool: SessionPool = SessionPool(capacity=4, idle_timeout_s=60, clock=_Clock())
     made: list[_Session] = []
-    first = pool.take("a", _opener(made))  # type: ignore[arg-type]
+    first = pool.take("a", _opener(made))
     pool.give_back("a", first)
-    assert pool.take("b", _opener(made)) is not first  # type: ignore[arg-type]
-    assert pool.take("a", _opener(made)) is first  # type: ignore[arg-type]
+    assert pool.take("b", _opener(made)) is not first
+    assert pool.take("a", _opener(made)) is first
     # Out of the pool while used: a second task with the same settings gets its own.
-    assert pool.take("a", _opener(made)) is not first  # type: ignore[arg-type]
+    assert pool.take("a", _opener(made)) is not first
     assert [s.closed for s in made] == [False, False, False]
     pool.close()
 
 
 def test_a_session_is_never_taken_after_its_idle_timeout_and_is_closed_then() -> None:
     clock = _Clock()
-    pool: SessionPool[_Session] = SessionPool(capacity=4, idle_timeout_s=60, clock=clock)
+    pool: SessionPool = SessionPool(capacity=4, idle_timeout_s=60, clock=clock)
     made: list[_Session] = []
-    first = pool.take("a", _opener(made))  # type: ignore[arg-type]
+    first = pool.take("a", _opener(made))
     pool.give_back("a", first)
     clock.now += 60
-    second = pool.take("a", _opener(made))  # type: ignore[arg-type]
+    second = pool.take("a", _opener(made))
     assert second is not first and first.closed
     pool.close()
 
@@ -91,7 +92,7 @@ def test_a_session_is_never_taken_after_its_idle_timeout_and_is_closed_then() ->
 
 
 def test_an_unusable_session_is_neither_kept_nor_taken() -> None:
-    pool: SessionPool[_Session] = SessionPool(capacity=4, idle_timeout_s=60, clock=_Clock())
+    pool: SessionPool = SessionPool(capacity=4, idle_timeout_s=60, clock=_Clock())
     made: list[_Session] = []
     broken = _Session("broken")
     broken.usable = False
@@ -106,7 +107,7 @@ def test_an_unusable_session_is_neither_kept_nor_taken() -> None:
 
 
 def test_beyond_its_capacity_the_pool_closes_the_oldest_and_a_closed_pool_keeps_nothing() -> None:
-    pool: SessionPool[_Session] = SessionPool(capacity=2, idle_timeout_s=60, clock=_Clock())
+    pool: SessionPool = SessionPool(capacity=2, idle_timeout_s=60, clock=_Clock())
     sessions = [_Session(f"s{i}") for i in range(3)]
     for i, session in enumerate(sessions):
         pool.give_back(f"k{i}", session)
@@ -124,15 +125,15 @@ def test_a_forked_child_never_uses_or_closes_its_parent_s_sessions(
     monkeypatch.setattr(fetch_sessions, "_pool", None)  # this test's own worker pool
     parent_pool = worker_sessions()
     parent_session = _Session("parent's")
-    parent_pool.give_back("a", parent_session)  # type: ignore[arg-type]
+    parent_pool.give_back("a", parent_session)
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report, then leave without running the parent's cleanups
         try:
             child_pool = worker_sessions()
             made: list[_Session] = []
-            taken = child_pool.take("a", _opener(made))  # type: ignore[arg-type]
-            parent_pool.give_back("a", taken)  # type: ignore[arg-type]  # a copy: ignored
+            taken = child_pool.take("a", _opener(made))
+            parent_pool.give_back("a", taken)  # a copy: ignored
             parent_pool.close()  # a copy of the parent's: does nothing here
             verdict = (
                 child_pool is not parent_pool
@@ -150,7 +151,7 @@ def test_a_forked_child_never_uses_or_closes_its_parent_s_sessions(
     assert said == b"ok"
     assert worker_sessions() is parent_pool and parent_pool.kept() == 1
     assert not parent_session.closed
-    assert parent_pool.take("a", _opener([])) is parent_session  # type: ignore[arg-type]
+    assert parent_pool.take("a", _opener([])) is parent_session
     parent_pool.close()
 
 
@@ -167,7 +168,7 @@ def _loop_threads(name: str = "replog-spark-fetch") -> int:
 
 
 def test_a_fetcher_gives_its_session_back_when_kept_and_the_next_asks_the_metadata_again() -> None:
-    pool: SessionPool[FetchSession] = SessionPool(capacity=4, idle_timeout_s=60)
+    pool: SessionPool = SessionPool(capacity=4, idle_timeout_s=60)
     before = _loop_threads()
     first = PartitionFetcher(TP, SETTINGS, pool)
     session = first._session

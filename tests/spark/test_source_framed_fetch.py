@@ -64,7 +64,7 @@ from replog.server.replica_fetch_server import ReplicaFetchListener
 from replog.spark import partition_fetcher, range_reader
 from replog.spark.errors import DataLossError, MalformedFetchAnswerError, ReadTimeoutError
 from replog.spark.fetch_answer_wire import fetch_answer_topics
-from replog.spark.fetch_sessions import FetchSession, SessionPool
+from replog.spark.fetch_sessions import SessionPool
 from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailable
 from replog.spark.options import Mode, parse_options
 from replog.spark.partition_fetcher import (
@@ -263,7 +263,7 @@ def test_a_kept_connection_is_used_again_unless_its_leader_epoch_changed_or_it_w
     answers = iter([lambda s: [_frame(s, b"a")]] * 4 + [lambda s: [_frame(s, b"b"), b""]] * 3)
 
     async def body(channels: FramedFetchChannels, address: str, seen: list[Any]) -> None:
-        endpoint = channels._connections
+        endpoint: Any = channels._connections  # the test's _Endpoint
         for request in (_at_epoch(1), _at_epoch(1), _at_epoch(5, partition=1)):
             assert bytes(await channels.fetch(address, request, timeout_ms=5000)) == b"a"
         assert [kind for kind, _ in seen].count("greeting") == 1 and endpoint.asked == 1
@@ -791,7 +791,7 @@ def test_a_worker_keeps_one_session_for_its_next_task_and_stopped_or_failed_task
         },
         Mode.BATCH,
     )
-    pool: SessionPool[FetchSession] = SessionPool()
+    pool: SessionPool = SessionPool()
     monkeypatch.setattr(range_reader, "worker_sessions", lambda: pool)
 
     others = set(threading.enumerate())  # sessions other tests left in the worker's own pool
@@ -804,7 +804,8 @@ def test_a_worker_keeps_one_session_for_its_next_task_and_stopped_or_failed_task
         ]
 
     def kept_connections() -> list[Any]:
-        return [r for _, s, _ in pool._idle for r in s.framed._open.values()]
+        sessions: list[Any] = [s for _, s, _ in pool._idle]
+        return [r for s in sessions for r in s.framed._open.values()]
 
     before = _sockets()
     whole = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)

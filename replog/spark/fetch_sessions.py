@@ -53,6 +53,8 @@ CLOSE_TIMEOUT_S = 5.0
 
 
 class Session(Protocol):
+    """What the pool keeps: a fetch session, or the planning worker's Admin (`cluster_view`)."""
+
     @property
     def usable(self) -> bool: ...
 

@@ -1,8 +1,14 @@
 """What the driver asks the cluster while planning: which partitions are read, and their bounds.
 
 `ClusterView` wraps one blocking `Admin`, opened on first use (the objects holding a view are
-pickled by Spark, so `__getstate__` drops the client; the copy opens its own when needed):
-- `partitions(subscription)`: the partitions a subscription reads now, sorted. `subscribe` and
+pickled by Spark, so `__getstate__` drops the client; the copy opens its own when needed).
+A batch query's planning takes its Admin from the planning worker's kept sessions
+(`fetch_sessions`; PySpark reuses that worker for the next planning) and gives it back once
+planned: opening one costs a planning about 6 ms of CPU and its first connections. A kept
+Admin's leaders may be stale after a leader change: the old leader refuses its ListOffsets
+(the leader epoch goes along) and it asks the new one after `retry.backoff.ms`, as any client.
+- `partitions(subscription)`: the partitions a subscription reads now, sorted, from one
+  metadata request (every non-internal topic and its partitions). `subscribe` and
   `assign` name topics that must exist in a batch query (an error names the missing topic or
   partition); a streaming query may subscribe before the topic exists (Spark's Kafka source
   does the same: the topic's partitions are picked up once it is created).
@@ -23,32 +29,69 @@ from replog.client.records import TopicPartition
 from replog.client.sync_admin import Admin
 from replog.common import TopicPartitionKey
 from replog.spark.errors import SourceOptionError
+from replog.spark.fetch_sessions import SessionPool, settings_key
 from replog.spark.options import Assign, Subscribe, Subscription
 from replog.spark.planning import Bounds
 
 
+class _KeptAdmin:
+    """An Admin as a kept session (`fetch_sessions`)."""
+
+    def __init__(self, settings: Mapping[str, str]) -> None:
+        self.admin = Admin(config=settings)
+        self.usable = True
+
+    def close(self) -> None:
+        self.usable = False
+        self.admin.close()
+
+
 class ClusterView:
-    def __init__(self, settings: Mapping[str, str], *, strict: bool) -> None:
+    def __init__(
+        self,
+        settings: Mapping[str, str],
+        *,
+        strict: bool,
+        sessions: SessionPool | None = None,
+    ) -> None:
         self._settings = dict(settings)
         self._strict = strict  # batch: subscribed topics and partitions must exist
-        self._admin: Admin | None = None
+        self._sessions = sessions  # where the Admin comes from and goes back to (None: its own)
+        self._admin: _KeptAdmin | None = None
 
     def __getstate__(self) -> dict[str, object]:
-        return {"_settings": self._settings, "_strict": self._strict, "_admin": None}
+        return {
+            "_settings": self._settings,
+            "_strict": self._strict,
+            "_sessions": None,
+            "_admin": None,
+        }
 
     def _client(self) -> Admin:
         if self._admin is None:
-            self._admin = Admin(config=self._settings)
-        return self._admin
+            settings, sessions = self._settings, self._sessions
+            if sessions is None:
+                self._admin = _KeptAdmin(settings)
+            else:
+                key = ("admin", settings_key(settings))
+                self._admin = sessions.take(key, lambda: _KeptAdmin(settings))
+        return self._admin.admin
 
-    def close(self) -> None:
+    def close(self, keep: bool = False) -> None:
+        """Done: with `keep` (planned without an error) the Admin goes back to the sessions it
+        came from; else it is closed."""
         if self._admin is not None:
             admin, self._admin = self._admin, None
-            admin.close()
+            if keep and self._sessions is not None:
+                self._sessions.give_back(("admin", settings_key(self._settings)), admin)
+            else:
+                admin.close()
 
     def partitions(self, subscription: Subscription) -> list[TopicPartitionKey]:
         admin = self._client()
-        existing = set(admin.list_topics())
+        # Every topic with its partitions: what list_topics asks for anyway, in one request.
+        described = admin.describe_topics()
+        existing = set(described)
         if isinstance(subscription, Subscribe):
             missing = [t for t in subscription.topics if t not in existing]
             if missing and self._strict:
@@ -67,8 +110,7 @@ class ClusterView:
             topics = sorted(t for t in existing if subscription.matches(t))
         if not topics:
             return []
-        described = admin.describe_topics(topics)
-        counts = {name: len(d.partitions) for name, d in described.items()}
+        counts = {name: len(described[name].partitions) for name in topics}
         if isinstance(subscription, Assign):
             chosen = []
             for topic, partition in subscription.partitions:

@@ -34,6 +34,11 @@ Rules:
   `RequestTimedOutError` when no answer came within the request's max wait plus `timeout_ms`
   (connecting included), the Kafka error of a refusal frame. The next fetch connects
   afresh.
+- A connection outlives a task when its worker keeps the task's session (`fetch_sessions`):
+  it is used again only if it has not failed (a leader that closed it while idle failed it)
+  and no partition it fetched has a new leader epoch since; else the next fetch asks the
+  port again and connects afresh (the leader at that address may have restarted, its port
+  with it).
 - The buffer an answer is read into is its own (never reused): the answer handed over is a
   view of it that the decoded columns may outlive.
 """
@@ -85,10 +90,12 @@ class FramedFetchChannels:
         try:
             async with asyncio.timeout(wait_ms / 1000):
                 reader = self._open.get(address)
-                if reader is None or reader.failed:
+                if reader is None or reader.failed or reader.leader_changed(request):
                     self._drop(address)
                     reader = self._open[address] = await self._connect(address)
-                return await reader.exchange(sequence, payload)
+                answer = await reader.exchange(sequence, payload)
+                reader.fetched(request)
+                return answer
         except TimeoutError:
             self._drop(address)
             raise RequestTimedOutError(
@@ -145,6 +152,22 @@ class _AnswerReader(ReplicaFetchCaller[memoryview], asyncio.BufferedProtocol):
         self._payload: np.ndarray | None = None  # None: reading a header
         self._got = 0  # bytes of the header or payload read so far
         self._frame = -1  # the sequence number of the frame being read
+        # The leader epoch each partition was last fetched at over this connection.
+        self._epochs: dict[tuple[str, int], int] = {}
+
+    def leader_changed(self, request: m.FetchRequest) -> bool:
+        """Whether `request` names a leader epoch of a partition other than the one this
+        connection last fetched it at: the leader at this address changed since (module
+        rules)."""
+        epochs = self._epochs
+        return any(
+            epochs.get((p.topic, p.partition), p.current_leader_epoch) != p.current_leader_epoch
+            for p in request.partitions
+        )
+
+    def fetched(self, request: m.FetchRequest) -> None:
+        for p in request.partitions:
+            self._epochs[(p.topic, p.partition)] = p.current_leader_epoch
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------------------
 

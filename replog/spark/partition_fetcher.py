@@ -53,11 +53,9 @@ from dataclasses import dataclass
 import grpc
 
 from replog.client.call_guard import guarded
-from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig, consumer_config
 from replog.client.connections import rpc_error
 from replog.client.fetcher import isolation_level
-from replog.client.loop_thread import LoopThread
 from replog.client.offset_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
@@ -73,8 +71,8 @@ from replog.errors import (
 from replog.replication import messages as m
 from replog.spark.errors import MalformedFetchAnswerError
 from replog.spark.fetch_answer_wire import TopicAnswer, fetch_answer_topics
-from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailable
-from replog.spark.raw_fetch import RawFetchChannels
+from replog.spark.fetch_sessions import FetchSession, SessionPool, settings_key
+from replog.spark.framed_fetch import FramedFetchUnavailable
 
 SAFETY_MARGIN_S = 5.0  # a blocking wait outlasts the coroutine's own deadline by this much
 # How long a leader whose framed fetch path was unavailable is read over gRPC before the framed
@@ -97,13 +95,31 @@ class FetchAnswer:
 class PartitionFetcher:
     """Blocking raw fetches of one partition (module docstring). Close it when done."""
 
-    def __init__(self, tp: TopicPartition, settings: Mapping[str, object]) -> None:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        settings: Mapping[str, object],
+        sessions: SessionPool | None = None,
+    ) -> None:
         self.tp = tp
         self.config: ConsumerConfig = consumer_config(settings)
-        self._loop = LoopThread(f"replog-spark-fetch-{tp.topic}-{tp.partition}")
-        self._metadata, self._raw, self._framed = self._loop.run(
-            self._open(), timeout_s=None, what="open"
+        # A session kept by this worker for the settings, else a new one (`fetch_sessions`).
+        self._sessions = sessions
+        self._key = settings_key(settings)
+        config = self.config
+        self._session = (
+            FetchSession(config)
+            if sessions is None
+            else sessions.take(self._key, lambda: FetchSession(config))
         )
+        self._session.begin_task()
+        self._loop = self._session.loop
+        self._metadata, self._raw, self._framed = (
+            self._session.metadata,
+            self._session.raw,
+            self._session.framed,
+        )
+        self._in_flight: concurrent.futures.Future[FetchAnswer | None] | None = None
         # Leaders whose framed fetch path was unavailable: address -> (the monotonic ms from
         # which it is tried again, the leader epoch it was found at).
         self._grpc_only: dict[str, tuple[int, int]] = {}
@@ -111,22 +127,14 @@ class PartitionFetcher:
         # task's thread when it gives up: a str swapped whole.
         self.last_failure: str | None = None
 
-    async def _open(self) -> tuple[ClusterMetadata, RawFetchChannels, FramedFetchChannels]:
-        # Built on the loop: their connections belong to that loop.
-        config = self.config
-        raw = RawFetchChannels(
-            request_timeout_ms=config.request_timeout_ms, client_id=config.client_id
-        )
-        metadata = ClusterMetadata.for_client(config)
-        return metadata, raw, FramedFetchChannels(metadata.connections)
-
     def submit(
         self, position: int, deadline_ms: int, max_bytes: int | None = None
     ) -> concurrent.futures.Future[FetchAnswer | None]:
         """Start a fetch from `position` of at most `max_bytes` (None: the configured
         `max.partition.fetch.bytes`); its answer, or None if `deadline_ms` (monotonic) passed
         while only retriable failures came back."""
-        return self._loop.submit(self._fetch(position, deadline_ms, max_bytes))
+        self._in_flight = self._loop.submit(self._fetch(position, deadline_ms, max_bytes))
+        return self._in_flight
 
     def wait(
         self, future: concurrent.futures.Future[FetchAnswer | None], deadline_ms: int
@@ -308,20 +316,16 @@ class PartitionFetcher:
         del self._grpc_only[address]
         return False
 
-    def close(self) -> None:
-        try:
-            self._loop.run(self._close(), timeout_s=SAFETY_MARGIN_S, what="close")
-        except ReplogError:
-            pass
-        finally:
-            self._loop.close()
-
-    async def _close(self) -> None:
-        self._framed.close()
-        try:
-            await self._raw.close()
-        finally:
-            await self._metadata.close()
+    def close(self, keep: bool = False) -> None:
+        """Done with the partition: with `keep` (a task that read its whole range) the
+        session goes back to the pool it came from, if no fetch is in flight on it; else it
+        is closed (`fetch_sessions`)."""
+        pending = self._in_flight
+        idle = pending is None or pending.done()
+        if keep and idle and self._sessions is not None:
+            self._sessions.give_back(self._key, self._session)
+        else:
+            self._session.close()
 
     def __enter__(self) -> PartitionFetcher:
         return self

@@ -1,9 +1,10 @@
 """One task's read: exactly the records of one planned offset range, as Arrow batches.
 
 Runs in a Spark executor's Python worker. It fetches the partition's raw RecordBatch bytes
-(`partition_fetcher`, opened here, never when the reader is built: readers are pickled, and
-closed when the range is done or the task fails) and decodes each answer's batches whole into
-Arrow columns (`batch_columns`): no Python object per record. One fetch answer (up to
+(`partition_fetcher`, opened here, never when the reader is built: readers are pickled; its
+connections are kept by the worker for its next task after a whole read, closed when the task
+fails or is stopped early: `fetch_sessions`) and decodes each answer's batches whole into Arrow
+columns (`batch_columns`): no Python object per record. One fetch answer (up to
 `max.partition.fetch.bytes`, 8 MiB by default here) becomes one Arrow batch; the next fetch is
 already under way while Spark takes that batch. A task's first fetch asks for 1 MiB and each
 next one for twice the last, up to that size (`fetch_sizes`), so its first batch is not held
@@ -67,6 +68,7 @@ from replog.record.header import (
 from replog.spark.arrow import ConstantColumns, columns_to_record_batch
 from replog.spark.batch_columns import decode_batches
 from replog.spark.errors import ReadTimeoutError, report_data_loss
+from replog.spark.fetch_sessions import worker_sessions
 from replog.spark.options import SourceOptions
 from replog.spark.partition_fetcher import FetchAnswer, PartitionFetcher
 from replog.spark.planning import OffsetRange
@@ -126,9 +128,15 @@ def read_range(
     keep_freed_memory()  # each answer in the pages of the last one (worker_allocator)
     tp = TopicPartition(piece.topic, piece.partition)
     settings = {**READ_DEFAULTS, **options.consumer_settings()}
-    with PartitionFetcher(tp, settings) as fetcher:
+    fetcher = PartitionFetcher(tp, settings, worker_sessions())
+    whole = False
+    try:
         cursor = _Cursor(piece.start, monotonic_ms() + options.poll_timeout_ms)
         yield from _batches(fetcher, piece, options, schema, cursor)
+        whole = True
+    finally:
+        # Kept for the worker's next task only after a whole read (`fetch_sessions`).
+        fetcher.close(keep=whole)
 
 
 def _batches(

@@ -70,6 +70,7 @@ from replog.common import TopicPartitionKey
 from replog.spark.arrow import schema_ddl
 from replog.spark.cluster_view import ClusterView
 from replog.spark.errors import log, report_data_loss
+from replog.spark.fetch_sessions import worker_sessions
 from replog.spark.offsets import describe, from_offset_dict, to_offset_dict
 from replog.spark.options import (
     ByTimestamp,
@@ -180,13 +181,16 @@ class ReplogBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
-        view = ClusterView(self.options.admin_settings(), strict=True)
+        # The planning worker keeps its Admin for the next planning (`cluster_view`).
+        view = ClusterView(self.options.admin_settings(), strict=True, sessions=worker_sessions())
+        planned = False
         try:
             start, bounds = _start_positions(
                 self.options, view, view.partitions(self.options.subscription)
             )
+            planned = True
         finally:
-            view.close()
+            view.close(keep=planned)
         end = resolve_end(self.options.ending, bounds)
         check_order(start, end)
         ranges = plan_ranges(start, end, self.options.min_partitions)

@@ -40,6 +40,7 @@ class ScriptedView:
         self.high_watermarks = list(high_watermarks)
         self.found = found
         self.reads = 0
+        self.closed_keeping: bool | None = None  # None: not closed; else close's `keep`
 
     def partitions(self, subscription: Subscription) -> list[TopicPartitionKey]:
         return [T0]
@@ -55,8 +56,8 @@ class ScriptedView:
         self.high_watermarks = [self.found + 3]
         return {T0: self.found}
 
-    def close(self) -> None:
-        pass
+    def close(self, keep: bool = False) -> None:
+        self.closed_keeping = keep
 
 
 def stream(
@@ -128,7 +129,7 @@ def test_timestamps_are_looked_up_before_the_bounds(monkeypatch: pytest.MonkeyPa
     # HW 10 until the lookup, which finds offset 12 (written meanwhile; the HW is then 15).
     options = {"bootstrap.servers": "scripted:9092", "subscribe": "t", "startingTimestamp": "7"}
     view = ScriptedView(10, found=12)
-    monkeypatch.setattr(source, "ClusterView", lambda settings, strict: view)
+    monkeypatch.setattr(source, "ClusterView", lambda settings, strict, sessions=None: view)
     batch = ReplogBatchReader(parse_options(options, Mode.BATCH), StructType())
     assert [p.piece for p in batch.partitions()] == [OffsetRange("t", 0, 12, 15)]  # type: ignore[attr-defined]
     reader = stream(monkeypatch, ScriptedView(10, found=12))

@@ -21,8 +21,9 @@ only and moves no follower progress, ISR or high watermark, nor can it fetch as 
 
 On a cluster: `PartitionFetcher` reads over the framed connection and gets exactly the records
 the gRPC Fetch answers; a leader without a framed port is read over gRPC; a range read across
-its leader killed and restarted gets every record once; tasks that read whole, stop early or
-fail leave no connection or thread behind.
+its leader killed and restarted gets every record once; a worker keeps the session of a task
+that read its whole range for its next task (the same framed connection), and tasks that
+stop early or fail close theirs.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from replog.server.replica_fetch_server import ReplicaFetchListener
 from replog.spark import partition_fetcher, range_reader
 from replog.spark.errors import DataLossError, MalformedFetchAnswerError, ReadTimeoutError
 from replog.spark.fetch_answer_wire import fetch_answer_topics
+from replog.spark.fetch_sessions import SessionPool
 from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailable
 from replog.spark.options import Mode, parse_options
 from replog.spark.partition_fetcher import (
@@ -247,6 +249,36 @@ def test_a_connection_closed_mid_answer_is_a_network_error_naming_the_listener()
 
     # The header promises 100 bytes; 10 come, then the listener closes the connection.
     _run(lambda sequence: [_frame(sequence, bytes(100))[:18], b""], body)
+
+
+def _at_epoch(epoch: int, partition: int = 0) -> m.FetchRequest:
+    return m.FetchRequest(
+        (m.FetchPartition("t", partition, 7, 1024, current_leader_epoch=epoch),), max_wait_ms=0
+    )
+
+
+def test_a_kept_connection_is_used_again_unless_its_leader_epoch_changed_or_it_was_closed() -> None:
+    # A worker keeps its connections for its next task (`fetch_sessions`): the same connection
+    # serves fetches at the same leader epoch, and other partitions of the same leader.
+    answers = iter([lambda s: [_frame(s, b"a")]] * 4 + [lambda s: [_frame(s, b"b"), b""]] * 3)
+
+    async def body(channels: FramedFetchChannels, address: str, seen: list[Any]) -> None:
+        endpoint: Any = channels._connections  # the test's _Endpoint
+        for request in (_at_epoch(1), _at_epoch(1), _at_epoch(5, partition=1)):
+            assert bytes(await channels.fetch(address, request, timeout_ms=5000)) == b"a"
+        assert [kind for kind, _ in seen].count("greeting") == 1 and endpoint.asked == 1
+        # A new leader epoch for a partition it fetched: the leader at this address changed
+        # (maybe restarted, its port with it): the port is asked again, a new connection made.
+        assert bytes(await channels.fetch(address, _at_epoch(2), timeout_ms=5000)) == b"a"
+        assert [kind for kind, _ in seen].count("greeting") == 2 and endpoint.asked == 2
+        # The listener closes the connection after its answer, while it is idle: the next
+        # fetch connects afresh instead of failing on it.
+        assert bytes(await channels.fetch(address, _at_epoch(2), timeout_ms=5000)) == b"b"
+        await asyncio.sleep(0.1)
+        assert bytes(await channels.fetch(address, _at_epoch(2), timeout_ms=5000)) == b"b"
+        assert [kind for kind, _ in seen].count("greeting") == 3 and endpoint.asked == 3
+
+    _run(lambda sequence: next(answers)(sequence), body)
 
 
 # How a leader's framed path is truly unavailable: (what the endpoint query answers, what
@@ -527,7 +559,7 @@ def test_a_task_that_gets_no_answer_says_what_it_waited_for(
 
     monkeypatch.setattr(fetcher, "_leader", leader)
     fetcher._framed = FramedFetchChannels(_Endpoint(port))  # type: ignore[arg-type]
-    monkeypatch.setattr(range_reader, "PartitionFetcher", lambda tp, settings: fetcher)
+    monkeypatch.setattr(range_reader, "PartitionFetcher", lambda tp, settings, sessions: fetcher)
     options = parse_options(
         {
             "bootstrap.servers": "127.0.0.1:1",
@@ -735,12 +767,14 @@ def _sockets() -> set[str]:
     return found
 
 
-def test_tasks_that_finish_stop_early_or_fail_leave_no_connection_or_thread(
-    replog_cluster: ClientCluster,
+def test_a_worker_keeps_one_session_for_its_next_task_and_stopped_or_failed_tasks_close_theirs(
+    replog_cluster: ClientCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each task's read opens its own fetcher (metadata, gRPC and framed connections, a loop
-    thread) and closes it however the read ends: read whole, abandoned by Spark after a batch,
-    or failed (data loss here). A worker running task after task holds none of them."""
+    """A worker running task after task (PySpark reuses its Python workers) keeps the session of
+    a task that read its whole range (metadata, gRPC and framed connections, a loop thread) and
+    the next task uses it, the same framed connection included; a task abandoned by Spark
+    after a batch, or failed (data loss here), closes its own. Closing the pool (the worker's
+    exit) leaves no connection or thread."""
     topic = "framed-task-ends"
     replog_cluster.create_topic(topic, 1, 3)
     with replog_cluster.producer(acks="all", linger_ms=0, batch_size=2000) as producer:
@@ -757,19 +791,42 @@ def test_tasks_that_finish_stop_early_or_fail_leave_no_connection_or_thread(
         },
         Mode.BATCH,
     )
+    pool: SessionPool = SessionPool()
+    monkeypatch.setattr(range_reader, "worker_sessions", lambda: pool)
+
+    others = set(threading.enumerate())  # sessions other tests left in the worker's own pool
 
     def fetch_threads() -> list[str]:
-        return [t.name for t in threading.enumerate() if t.name.startswith("replog-spark-fetch")]
+        return [
+            t.name
+            for t in threading.enumerate()
+            if t.name == "replog-spark-fetch" and t not in others
+        ]
+
+    def kept_connections() -> list[Any]:
+        sessions: list[Any] = [s for _, s, _ in pool._idle]
+        return [r for s in sessions for r in s.framed._open.values()]
 
     before = _sockets()
+    whole = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
+    assert sum(b.num_rows for b in whole) == 500
+    assert pool.kept() == 1 and len(fetch_threads()) == 1
+    (connection,) = kept_connections()
     for _ in range(3):
         whole = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
         assert sum(b.num_rows for b in whole) == 500
+        assert kept_connections() == [connection] and len(fetch_threads()) == 1
         stopped = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
-        assert next(stopped).num_rows > 0 and fetch_threads()
-        del stopped  # Spark drops the iterator: the generator is closed
+        assert next(stopped).num_rows > 0 and pool.kept() == 0  # it took the kept session
+        del stopped  # Spark drops the iterator: the generator is closed, its session too
+        assert pool.kept() == 0 and fetch_threads() == []
         with pytest.raises(DataLossError, match=r"offsets \[0, 100\)"):
             list(range_reader.read_range(OffsetRange(topic, 0, 0, 600), options, SCHEMA))
+        assert pool.kept() == 0 and fetch_threads() == []
+        whole = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
+        assert sum(b.num_rows for b in whole) == 500
+        (connection,) = kept_connections()
+    pool.close()
     gc.collect()
     assert fetch_threads() == []
     assert _sockets() <= before

@@ -12,6 +12,8 @@
 - The fetcher itself refuses a partition its topic no longer has.
 - Fetch sizes: a task's first fetch asks for FIRST_FETCH_BYTES, each next one twice the last,
   up to `max.partition.fetch.bytes`; the fetcher puts the size asked into its request.
+- A task keeps its fetcher's session for the worker's next task only after a whole read; a
+  failed or stopped task closes it.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class ScriptedFetcher:
         self.answered_hw: int | None = None  # a fetch answer's HW other than ListOffsets' one
         self.last_failure: str | None = None  # why the latest attempt got no answer
         self.sizes: list[int | None] = []  # the partition bytes each fetch asked for
+        self.closed_keeping: bool | None = None  # None: not closed; else close's `keep`
 
     def submit(self, position: int, deadline_ms: int, max_bytes: int | None = None) -> Any:
         self.sizes.append(max_bytes)
@@ -93,11 +96,8 @@ class ScriptedFetcher:
     def high_watermark(self, timeout_ms: int) -> int:
         return self.log_end
 
-    def __enter__(self) -> ScriptedFetcher:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        pass
+    def close(self, keep: bool = False) -> None:
+        self.closed_keeping = keep
 
 
 def read(
@@ -111,7 +111,7 @@ def read(
     """The offsets `read_range` gives for PIECE; the consumer holds each batch `hold_ms`."""
     clock = [0] if fetcher is None else fetcher.clock
     fetcher = ScriptedFetcher(clock, script) if fetcher is None else fetcher
-    monkeypatch.setattr(range_reader, "PartitionFetcher", lambda tp, settings: fetcher)
+    monkeypatch.setattr(range_reader, "PartitionFetcher", lambda tp, settings, sessions: fetcher)
     monkeypatch.setattr(range_reader, "monotonic_ms", lambda: clock[0])
     monkeypatch.setattr(range_reader, "time", SimpleNamespace(sleep=lambda s: _advance(clock, s)))
     options = parse_options(
@@ -331,3 +331,30 @@ def test_the_fetcher_asks_for_the_size_it_is_given_else_the_configured_one() -> 
     asyncio.run(fetcher._fetch(0, deadline_ms=10**12, max_bytes=1234))
     asyncio.run(fetcher._fetch(0, deadline_ms=10**12, max_bytes=None))
     assert asked == [1234, 5000]
+
+
+def test_a_task_keeps_its_fetcher_s_session_only_after_reading_its_whole_range(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Whole: the session goes back to the worker's pool (`fetch_sessions`) for its next task.
+    whole = ScriptedFetcher([0], lambda fetcher, position: None)
+    assert read(monkeypatch, fetcher=whole) == list(range(50))
+    assert whole.closed_keeping is True
+
+    # Failed: closed, whatever its connections went through.
+    def stop_at_25(fetcher: ScriptedFetcher, position: int) -> None:
+        fetcher.silent = position >= 25
+
+    failed = ScriptedFetcher([0], stop_at_25)
+    with pytest.raises(ReadTimeoutError):
+        read(monkeypatch, fetcher=failed)
+    assert failed.closed_keeping is False
+
+    # Stopped early by Spark (the generator closed after one batch): closed too.
+    stopped = ScriptedFetcher([0], lambda fetcher, position: None)
+    monkeypatch.setattr(range_reader, "PartitionFetcher", lambda tp, settings, sessions: stopped)
+    options = parse_options({"bootstrap.servers": "scripted:9092", "subscribe": "t"}, Mode.BATCH)
+    batches = range_reader.read_range(PIECE, options, SCHEMA)
+    assert next(batches).num_rows > 0 and stopped.closed_keeping is None
+    batches.close()
+    assert stopped.closed_keeping is False

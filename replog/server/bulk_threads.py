@@ -18,11 +18,16 @@ Rules:
 - Only work whose latency nobody waits on per request goes here: loading and creating logs,
   their producer tables, deferred syncs. Raft's log writes and flushes, which every commit
   waits for, stay on the default executor.
-- A lower priority is not a lock: a thread holding the GIL and then waiting for a core could
-  keep the loop from the GIL (priority inversion). The interpreter asks a thread holding it
-  for longer than its switch interval (5 ms) to give it up, and the file work here releases
-  it at every system call, so the loop waits at most about one such slice for it; the stall
-  monitor's wall time less its CPU and run-queue times is where such waits would show.
+- The GIL: a thread that wants it waits the interpreter's switch interval (5 ms by default)
+  before it asks the holder to let go, and the loop gives it up at each blocking system call
+  and each wait for I/O. While a bulk thread runs Python (a log's objects being made), each
+  time the loop took it back cost the loop up to 5 ms, on no CPU and in no run queue (the
+  stall monitor's wall time less its CPU and run-queue times). A node process sets
+  `GIL_SWITCH_INTERVAL_S` (`share_the_gil_promptly`, from `replog node` only: the interval is
+  process-wide, never set on an embedding application's behalf), so the loop waits about that
+  long instead; the bulk thread gives the GIL up more often, at a switch's microseconds each.
+  A lower priority is not a lock either: a bulk thread that holds the GIL while it waits for a
+  core keeps the loop waiting too (priority inversion), until it runs again and lets go.
 - The threads are started before the work, off the event loop (`start_bulk_threads`: a node
   process before its loop runs, a starting broker from a thread of the default executor): a
   `ThreadPoolExecutor` otherwise starts a thread inside `submit` whenever none is idle, and
@@ -36,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +50,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 BULK_NICE_STEP = 10
+GIL_SWITCH_INTERVAL_S = 0.0005
 MAX_NICE = 19
 # As many as the default executor had (`ThreadPoolExecutor`'s own default): several brokers
 # of one process (tests, embedding) each load or create logs and sync at once, and a slow sync
@@ -71,6 +78,12 @@ def lower_this_threads_priority(step: int = BULK_NICE_STEP) -> int | None:
     except OSError:
         return None
     return nice
+
+
+def share_the_gil_promptly() -> None:
+    """Make a thread that waits for the GIL ask for it after `GIL_SWITCH_INTERVAL_S` (module
+    Rules); process-wide, so for process entry points only."""
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
 
 
 def _executor_for_bulk_work() -> ThreadPoolExecutor:

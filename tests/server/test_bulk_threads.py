@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -172,3 +173,18 @@ async def test_a_starting_broker_starts_the_bulk_threads_off_its_loop(
         assert len(started_in) == 1 and started_in[0] is not threading.current_thread()
     finally:
         await runtime.stop(graceful=False)
+
+
+def test_a_node_process_takes_the_gil_back_within_half_a_millisecond() -> None:
+    """`replog node` sets the switch interval (process-wide, so in a process of its own here):
+    the loop waits that long, not 5 ms, each time it takes the GIL back from a bulk thread."""
+    code = (
+        "import sys\n"
+        "from replog.server.bulk_threads import GIL_SWITCH_INTERVAL_S, share_the_gil_promptly\n"
+        "before = sys.getswitchinterval()\n"
+        "share_the_gil_promptly()\n"
+        "print(before, sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after, wanted = (float(x) for x in done.stdout.split())
+    assert before == 0.005 and after == wanted <= 0.001

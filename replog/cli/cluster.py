@@ -106,10 +106,17 @@ def running_pid(node: LocalNode) -> int | None:
 
 
 def spawn(node: LocalNode, *, verbose: bool = False) -> int:
-    """Start `node` in its own session, output appended to its log; return its pid.
+    """Start `node` in its own process group, output appended to its log; return its pid.
 
     posix_spawn rather than subprocess.Popen: the node outlives this command, and a Popen
     object collected while its child runs warns (ResourceWarning).
+
+    Its own process group, so that signals to the terminal's foreground job (Ctrl-C) do not
+    reach it, and `signal_node` reaches it whole; but this command's session, not one of its
+    own: Linux's scheduler splits the cores between sessions first (autogroups), and with a
+    session per node a node's event loop waited for a core while the other nodes' bulk
+    threads, whatever their nice, held both (docs/benchmarks.md, "Autogroup experiment"). In
+    one session the loops of all the nodes come before the bulk threads of any.
     """
     argv = [sys.executable, "-m", "replog.cli.main", *(["-v"] if verbose else [])]
     argv += ["node", "--config", node.config_path]
@@ -124,7 +131,7 @@ def spawn(node: LocalNode, *, verbose: bool = False) -> int:
             (os.POSIX_SPAWN_OPEN, 1, node.log_path, os.O_WRONLY | os.O_APPEND, 0),
             (os.POSIX_SPAWN_DUP2, 1, 2),
         ],
-        setsid=True,
+        setpgroup=0,
     )
     with open(node.pid_path + ".tmp", "w", encoding="ascii") as f:
         f.write(f"{pid}\n")
@@ -142,7 +149,7 @@ def exit_status(pid: int) -> int | None:
 
 
 def signal_node(pid: int, sig: signal.Signals) -> None:
-    """Signal the node's whole process group (it leads its own session)."""
+    """Signal the node's whole process group (it leads its own)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, sig)
 

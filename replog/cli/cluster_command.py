@@ -4,7 +4,8 @@
   [--override KEY=VALUE]`:
   writes each node's `server.properties` and `DIR/cluster.json` (the nodes, their roles and
   listeners; docs/operations.md describes these files), starts
-  one `replog node` process per node in the background (its own session; output appended to
+  one `replog node` process per node in the background (its own process group in this
+  command's session, docs/operations.md; output appended to
   `node-<id>/node.log`, pid in `node-<id>/node.pid`), waits until the quorum has a leader that
   committed its epoch, every node answers and every broker is registered and unfenced (so a
   topic created right after `start` can place its replicas on all of them), and prints the

@@ -26,10 +26,10 @@ def slow_node(tmp_path: Path, node_id: int, delay: float) -> tuple[LocalNode, in
     node = LocalNode(node_id, ("broker",), {}, str(tmp_path / f"node-{node_id}"))
     Path(node.directory).mkdir()
     Path(node.config_path).write_text("", encoding="utf-8")
-    # Spawned as `cluster.spawn` does (its own session: `signal_node` signals the group), and
-    # reaped by `is_running` as a node started by this process would be.
+    # Spawned as `cluster.spawn` does (its own process group: `signal_node` signals the
+    # group), and reaped by `is_running` as a node started by this process would be.
     argv = [sys.executable, "-c", SLOW_STOP, node.config_path, str(delay)]
-    pid = os.posix_spawn(sys.executable, argv, os.environ, setsid=True)
+    pid = os.posix_spawn(sys.executable, argv, os.environ, setpgroup=0)
     deadline = time.monotonic() + 10
     while not Path(node.config_path + ".ready").exists():
         assert time.monotonic() < deadline, "the stand-in node never started"
@@ -63,3 +63,21 @@ def test_the_default_bound_is_above_a_brokers_controlled_shutdown() -> None:
     from replog.server.broker_runtime import CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT
 
     assert cluster_command.STOP_TIMEOUT_S >= CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT / 1000 + 30
+
+
+def test_a_node_leads_its_own_process_group_in_the_session_that_started_it(
+    tmp_path: Path,
+) -> None:
+    """Its own group: Ctrl-C at the terminal does not reach it, and a stop signals it whole.
+    This session: the scheduler shares the cores out between sessions first, so nodes of a
+    session each would each get a third of them, bulk threads included, whatever their nice
+    (`cluster.spawn`)."""
+    node = LocalNode(1, ("broker",), {}, str(tmp_path / "node-1"))
+    Path(node.directory).mkdir()
+    Path(node.config_path).write_text("", encoding="utf-8")  # refused: the node exits soon
+    pid = cluster.spawn(node)
+    try:
+        assert os.getpgid(pid) == pid
+        assert os.getsid(pid) == os.getsid(0)
+    finally:
+        os.waitpid(pid, 0)

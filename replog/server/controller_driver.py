@@ -60,7 +60,7 @@ from quorum.metadata.snapshot_schedule import (
     METADATA_MAX_RETENTION_BYTES,
     METADATA_MAX_RETENTION_MS,
 )
-from quorum.metadata.steps import Steps, run_to_end
+from quorum.metadata.steps import Steps
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
@@ -318,10 +318,6 @@ class ControllerDriver:
             return records, controller.offset_control.last_committed_quorum_epoch
 
         return self.snapshots.state_at_stop_in_steps(end_offset, state)
-
-    def state_at_stop(self) -> StopState | None:
-        """`state_at_stop_in_steps` at once (tests)."""
-        return run_to_end(self.state_at_stop_in_steps())
 
     def _maybe_snapshot(self, now_ms: int) -> None:
         end_offset = self.controller.last_committed_offset + 1

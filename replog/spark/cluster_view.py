@@ -57,12 +57,14 @@ class ClusterView:
         self._settings = dict(settings)
         self._strict = strict  # batch: subscribed topics and partitions must exist
         self._sessions = sessions  # where the Admin comes from and goes back to (None: its own)
+        self._key = ("admin", settings_key(settings))
         self._admin: _KeptAdmin | None = None
 
     def __getstate__(self) -> dict[str, object]:
         return {
             "_settings": self._settings,
             "_strict": self._strict,
+            "_key": self._key,
             "_sessions": None,
             "_admin": None,
         }
@@ -73,8 +75,7 @@ class ClusterView:
             if sessions is None:
                 self._admin = _KeptAdmin(settings)
             else:
-                key = ("admin", settings_key(settings))
-                self._admin = sessions.take(key, lambda: _KeptAdmin(settings))
+                self._admin = sessions.take(self._key, lambda: _KeptAdmin(settings))
         return self._admin.admin
 
     def close(self, keep: bool = False) -> None:
@@ -83,7 +84,7 @@ class ClusterView:
         if self._admin is not None:
             admin, self._admin = self._admin, None
             if keep and self._sessions is not None:
-                self._sessions.give_back(("admin", settings_key(self._settings)), admin)
+                self._sessions.give_back(self._key, admin)
             else:
                 admin.close()
 

@@ -62,6 +62,7 @@ class Session(Protocol):
 
 
 S = TypeVar("S", bound=Session)
+_Kept = tuple[Hashable, Session, float]  # (key, session, kept since: the pool's clock)
 
 
 class FetchSession:
@@ -129,9 +130,7 @@ class SessionPool:
         self._clock = clock
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._idle: list[
-            tuple[Hashable, Session, float]
-        ] = []  # (key, session, kept since), oldest first
+        self._idle: list[_Kept] = []  # oldest first
         self._closed = False
         self._reaper: threading.Thread | None = None
 

@@ -24,6 +24,7 @@ from quorum.controller.pending_response import PendingResponse
 from quorum.metadata import record_batches
 from quorum.metadata.partition_registration import PartitionRegistration
 from quorum.metadata.record_batches import encode_snapshot
+from quorum.metadata.steps import run_to_end
 from quorum.raft import RaftConfig, VoterAddress
 from quorum.raft.snapshot_id import SnapshotId
 from replog.errors import CorruptMetadataRecordError
@@ -364,7 +365,9 @@ def test_the_stop_snapshot_state_is_taken_without_making_its_partition_records(
             await create_wide(node)
             made[0] = 0
             states: list[StopState | None] = []
-            await node.raft.run_persisted(lambda now_ms: states.append(node.driver.state_at_stop()))
+            await node.raft.run_persisted(
+                lambda now_ms: states.append(run_to_end(node.driver.state_at_stop_in_steps()))
+            )
             (state,) = states
             assert state is not None
             assert made[0] == 0
@@ -386,7 +389,9 @@ def test_a_stop_snapshot_overtaken_while_it_was_encoded_is_not_written(tmp_path:
         async with lone_controller(tmp_path, metadata_max_idle_interval_ms=0) as node:
             await create_kept(node)
             states: list[StopState | None] = []
-            await node.raft.run_persisted(lambda now_ms: states.append(node.driver.state_at_stop()))
+            await node.raft.run_persisted(
+                lambda now_ms: states.append(run_to_end(node.driver.state_at_stop_in_steps()))
+            )
             (state,) = states
             assert state is not None
             node.driver.snapshots.schedule.taken(state.end_offset, node.raft.clock())

@@ -10,11 +10,20 @@ is a bug to find (docs/operations.md, "Metrics"). Lowering it (to 50 ms, say) na
 that takes the loop from the stall goal, in a benchmark's node logs.
 
 Rules:
-- The warning says where the loop was held: a sampler thread looks at the loop thread's stack
-  every `SAMPLE_EVERY_S` while the loop is late by `SAMPLE_AFTER_S` or more (a fifth and a half
-  of `warn_s` when that is lower, so that a shorter stall gets samples too), and the warning
-  names the replog call chain seen in most samples ("held in a < b < c, 7 of 9 samples").
-  A thread is the only way to see a held loop: nothing on the loop runs while it is held.
+- The warning says where the loop was held: while the loop is late by `SAMPLE_AFTER_S` or more
+  (a fifth and a half of `warn_s` when that is lower, so that a shorter stall gets samples too),
+  a sampler thread asks the loop thread every `SAMPLE_EVERY_S` for its own stack, with a
+  signal (`SAMPLE_SIGNAL`), and the warning names the replog call chain seen in most samples
+  ("held in a < b < c, 7 of 9 samples"). A thread is the only way to notice a held loop: nothing
+  on the loop runs while it is held.
+- The stack is only ever read by its own thread: Python runs a signal's handler in the main
+  thread, between two bytecodes, with that thread's frame. Reading another thread's frames
+  (`sys._current_frames` and `f_back`) can crash CPython 3.11 in `PyFrame_GetBack` (a node
+  did, at 11:53 on 2026-11-27), as it crashes other sampling profilers. So a loop that is not
+  the main thread's, or a process whose `SAMPLE_SIGNAL` already has a handler of its own, gets
+  its stalls measured and logged with no stack samples.
+- The handler is installed once per process and stays: a late signal must never meet the
+  signal's default action, which ends the process. Interrupted system calls restart.
 - It says how much of the stall the loop thread spent on a CPU: a stall of 300 ms with 40 ms on
   a CPU was a wait for a core (other processes, on a loaded machine), not work to bound.
 - It says how much of the stall the loop thread waited for a core (the kernel's run-queue
@@ -23,8 +32,6 @@ Rules:
   Python: a worker opening logs).
 - It also says how much of the stall was the garbage collector's (`gc.callbacks`), which no
   stack sample shows: it runs inside whatever allocation triggered it.
-- The sampler only reads the loop thread's frames (`sys._current_frames`); it takes the GIL
-  for microseconds per sample, and sleeps while the loop keeps time.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import asyncio
 import gc
 import logging
 import os
-import sys
+import signal
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -48,6 +55,7 @@ WARN_STALL_S = 1.0
 WARN_ENV = "REPLOG_LOOP_STALL_WARN_MS"
 SAMPLE_AFTER_S = 0.1  # the stall goal: a loop held longer is worth explaining
 SAMPLE_EVERY_S = 0.05
+SAMPLE_SIGNAL = signal.SIGPROF  # a profiler's signal: "where are you now?"
 CHAIN_FRAMES = 3  # the innermost project frames a sample names
 _ASYNCIO_DIR = os.sep + "asyncio" + os.sep
 
@@ -85,7 +93,8 @@ def _name(frame: FrameType) -> str:
 
 
 class StallSampler:
-    """Samples the loop thread's stack while the loop is late (module Rules)."""
+    """Samples the loop thread's stack while the loop is late (module Rules); `take` and the
+    samples both run on the loop thread."""
 
     def __init__(
         self,
@@ -100,22 +109,29 @@ class StallSampler:
         self._after_s = after_s
         self._every_s = every_s
         self._samples: Counter[str] = Counter()
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="loop-stall-sampler", daemon=True)
 
-    def start(self) -> None:
+    def start(self) -> bool:
+        """Start sampling; False (and no thread) where the loop thread cannot be asked
+        (module Rules)."""
+        if not _sample_signal_handled(self._thread_id):
+            return False
         self._thread.start()
+        return True
 
     def stop(self) -> None:
         self._stop.set()
 
+    def add(self, chain: str) -> None:
+        """One sample, taken by the loop thread itself (`_on_sample_signal`)."""
+        self._samples[chain] += 1
+
     def take(self) -> tuple[str, int, int]:
         """The chain seen most since the last take, its samples and all samples; resets."""
-        if not self._samples:  # the common case, each tick: no lock, no new Counter
+        if not self._samples:  # the common case, each tick: no new Counter
             return "", 0, 0
-        with self._lock:  # the sampler only adds: what was there is there still
-            samples, self._samples = self._samples, Counter()
+        samples, self._samples = self._samples, Counter()
         chain, count = samples.most_common(1)[0]
         return chain, count, samples.total()
 
@@ -123,11 +139,44 @@ class StallSampler:
         while not self._stop.wait(self._every_s):
             if monotonic_s() - self._last_tick() < self._after_s:
                 continue
-            frame = sys._current_frames().get(self._thread_id)
+            _asking.add(self)
+            signal.pthread_kill(self._thread_id, SAMPLE_SIGNAL)
+
+
+# The samplers waiting for the main thread's answer, and whether this process's handler is ours.
+_asking: set[StallSampler] = set()
+_handler_installed = False
+
+
+def _on_sample_signal(signum: int, frame: FrameType | None) -> None:
+    """The main thread names its own stack to every sampler that asked."""
+    chain: str | None = None
+    while _asking:
+        try:
+            sampler = _asking.pop()
+        except KeyError:  # emptied by a handler run inside this one (a signal meanwhile)
+            break
+        if chain is None:
             chain = call_chain(frame)
-            del frame
-            with self._lock:
-                self._samples[chain] += 1
+        sampler.add(chain)
+
+
+def _sample_signal_handled(loop_thread_id: int) -> bool:
+    """Whether the loop thread answers `SAMPLE_SIGNAL` with its stack: installs the handler
+    the first time, from the main thread, unless the signal has a handler already."""
+    global _handler_installed
+    if loop_thread_id != threading.main_thread().ident or not hasattr(signal, "pthread_kill"):
+        return False
+    if _handler_installed:
+        return True
+    if threading.get_ident() != loop_thread_id:
+        return False  # only the main thread may install a handler
+    if signal.getsignal(SAMPLE_SIGNAL) is not signal.SIG_DFL:
+        return False  # someone else's (a profiler's): leave it alone
+    signal.signal(SAMPLE_SIGNAL, _on_sample_signal)
+    signal.siginterrupt(SAMPLE_SIGNAL, False)  # blocking calls the signal meets restart
+    _handler_installed = True
+    return True
 
 
 class GarbageCollectionClock:
@@ -199,7 +248,12 @@ class LoopStallMonitor:
             after_s=self._sample_after_s,
             every_s=min(SAMPLE_EVERY_S, self._warn_s / 5),
         )
-        sampler.start()
+        if not sampler.start():
+            log.debug(
+                "event loop stalls are logged without stack samples: the loop is not the main"
+                " thread's, or %s has a handler of another",
+                SAMPLE_SIGNAL.name,
+            )
         collecting = GarbageCollectionClock()
         gc.callbacks.append(collecting)
         run_queue = ThreadRunQueueClock()  # opened on the loop thread: its own delay

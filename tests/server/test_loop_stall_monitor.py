@@ -7,7 +7,9 @@ import gc
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -64,6 +66,58 @@ async def test_a_loop_that_keeps_time_logs_nothing(caplog: pytest.LogCaptureFixt
             await task
     assert not caplog.records
     assert monitor.longest_s < loop_stall_monitor.WARN_STALL_S
+
+
+@pytest.mark.asyncio
+async def test_the_loop_thread_names_its_own_stack_no_other_thread_reads_it(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another thread reading the loop's frames can crash CPython 3.11 (module Rules)."""
+
+    def refused() -> dict[int, object]:
+        raise AssertionError("another thread's frames were read")
+
+    monkeypatch.setattr(sys, "_current_frames", refused)
+    monitor = LoopStallMonitor(lambda _: None, warn_s=0.3)
+    (warning,) = await warnings_while_held(monitor, 0.5, caplog)
+    assert "held in hold_the_loop (" in warning
+
+
+def test_a_loop_off_the_main_thread_is_measured_without_samples(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    warnings: list[str] = []
+
+    def run_loop() -> None:
+        async def held() -> None:
+            monitor = LoopStallMonitor(lambda _: None, warn_s=0.1)
+            warnings.extend(await warnings_while_held(monitor, 0.3, caplog))
+
+        asyncio.run(held())
+
+    thread = threading.Thread(target=run_loop)
+    thread.start()
+    thread.join()
+    (warning,) = warnings
+    assert "the event loop was held for" in warning and "ms of it on a CPU" in warning
+    assert "held in" not in warning
+
+
+def test_a_sample_signal_handler_of_another_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def theirs(signum: int, frame: object) -> None:
+        pass
+
+    monkeypatch.setattr(loop_stall_monitor, "_handler_installed", False)
+    before = signal.signal(loop_stall_monitor.SAMPLE_SIGNAL, theirs)
+    try:
+        main = threading.main_thread().ident
+        assert main is not None
+        assert not loop_stall_monitor._sample_signal_handled(main)
+        assert signal.getsignal(loop_stall_monitor.SAMPLE_SIGNAL) is theirs
+    finally:
+        signal.signal(loop_stall_monitor.SAMPLE_SIGNAL, before)
 
 
 def test_the_chain_names_project_frames_innermost_first() -> None:

@@ -75,6 +75,17 @@ Rules:
   plans, `server/follower_fetch.py`) says so (`FetchChanges`): the session then compares only
   those entries, so building an incremental request costs what changed, not the session's
   size. The hint counts only when it is relative to the request the session last sent.
+- A fetcher may bound how many partitions one request adds to the session (`adds_per_request`,
+  a follower's `SESSION_ADDS_PER_REQUEST`), full requests included: the others *wait*, in the
+  order they were wanted, and join in later requests, oldest first; a partition that stops
+  being wanted while it waits is dropped, unsent. A waiting partition is not in the session
+  (`holds`), so no answer may carry it, and the leader neither reads it nor records a fetch of
+  it, exactly as for a partition the fetcher has not asked for yet. A request that leaves any
+  waiting asks for an answer at once (max wait 0), so the next request follows without the
+  leader's wait. Why: a session's opening at 33,000 partitions, or tens of thousands joining
+  at once in a creation, cost one loop turn each for the request's encoding on the follower
+  (66 ms of CPU) and the session's update on the leader (37-41 ms), and the next round's
+  `take_left` again; bounded, each costs what one batch of additions does.
 - A partition whose answer carried records moves to the end of the session's order (Kafka's
   rotation): the leader fills an answer in order until its byte budget is spent, and a fixed
   order would let the first partitions starve the rest.
@@ -105,6 +116,11 @@ _EPOCH_MAX = 2**31 - 1
 # this machine when every partition has news (50-70 ms at 500 under load at a restart, the
 # largest turns left), against 0.3-1.6 s for 6,700 partitions at once.
 ROUND_PARTITIONS = 250
+# The most partitions a follower's request adds to its session (module Rules): about 2-3 ms
+# of a loaded machine's CPU for the request's encoding on the follower and again for its
+# decoding and the session's update on the leader; 33,000 joining at once held a loop for
+# 40-70 ms each. A session opening at 33,000 then takes 33 requests, each answered at once.
+SESSION_ADDS_PER_REQUEST = 1000
 
 
 def next_session_epoch(epoch: int) -> int:
@@ -129,16 +145,29 @@ class FetcherSession:
     """The fetching side of one session (a follower's or a consumer's fetcher): what the
     leader holds, and the next epoch."""
 
-    def __init__(self) -> None:
+    def __init__(self, adds_per_request: int | None = None) -> None:
+        if adds_per_request is not None and adds_per_request < 1:
+            raise ValueError(
+                f"adds_per_request {adds_per_request}: a request must add at least one partition"
+            )
+        self._adds_per_request = adds_per_request
         self._sent: dict[TopicPartitionKey, FetchPartition] = {}
+        # Wanted, not yet sent: beyond a request's `adds_per_request` (module Rules).
+        self._waiting: dict[TopicPartitionKey, FetchPartition] = {}
         self._epoch = FULL_FETCH_EPOCH
         self._last: FetchRequest | None = None  # the request `to_send` was last given
 
     def reset(self) -> None:
         """The call ended: the next request is a full one, opening a new session."""
         self._sent = {}
+        self._waiting = {}
         self._epoch = FULL_FETCH_EPOCH
         self._last = None
+
+    @property
+    def waiting(self) -> int:
+        """How many wanted partitions wait to join the session (module Rules)."""
+        return len(self._waiting)
 
     def holds(self, key: TopicPartitionKey) -> bool:
         """Whether the leader's side of the session holds `key` (as this side sent it)."""
@@ -163,24 +192,50 @@ class FetcherSession:
             and changes.since is last
         ):
             return self._send_changes(request, resend, changes)
-        wanted = {_key(entry): entry for entry in request.partitions}
+        cap = self._adds_per_request
+        waiting: dict[TopicPartitionKey, FetchPartition] = {}
         if self._epoch == FULL_FETCH_EPOCH:
-            wire = replace(request, session_epoch=FULL_FETCH_EPOCH, forgotten=())
+            partitions = request.partitions
+            if cap is not None and len(partitions) > cap:
+                waiting = {_key(entry): entry for entry in partitions[cap:]}
+                partitions = partitions[:cap]
+            wanted = {_key(entry): entry for entry in partitions}
+            wire = replace(
+                request, partitions=partitions, session_epoch=FULL_FETCH_EPOCH, forgotten=()
+            )
         else:
+            wanted = {_key(entry): entry for entry in request.partitions}
             sent = self._sent
+            room = len(wanted) if cap is None else cap
+            changed: list[FetchPartition] = []
+            for k, e in wanted.items():
+                old = sent.get(k)
+                if old is None:
+                    if not room:
+                        waiting[k] = e
+                        continue
+                    room -= 1
+                    changed.append(e)
+                # Identity first: a follower reuses an unchanged partition's entry object.
+                elif (old is not e and old != e) or (resend and k in resend):
+                    changed.append(e)
             wire = replace(
                 request,
-                # Identity first: a follower reuses an unchanged partition's entry object.
-                partitions=tuple(
-                    e
-                    for k, e in wanted.items()
-                    if ((old := sent.get(k)) is not e and old != e) or (resend and k in resend)
-                ),
+                partitions=tuple(changed),
                 forgotten=tuple(k for k in sent if k not in wanted),
                 session_epoch=self._epoch,
             )
+            for k in waiting:
+                del wanted[k]
         self._sent = wanted
+        self._waiting = waiting
         self._epoch = next_session_epoch(self._epoch)
+        return self._at_once_if_waiting(wire)
+
+    def _at_once_if_waiting(self, wire: FetchRequest) -> FetchRequest:
+        """`wire`, asking for an answer at once while partitions wait to join (module Rules)."""
+        if self._waiting and wire.max_wait_ms:
+            return replace(wire, max_wait_ms=0)
         return wire
 
     def _send_changes(
@@ -189,7 +244,7 @@ class FetcherSession:
         resend: Collection[TopicPartitionKey],
         changes: FetchChanges,
     ) -> FetchRequest:
-        sent = self._sent
+        sent, waiting = self._sent, self._waiting
         partitions: list[FetchPartition] = []
         forgotten: list[TopicPartitionKey] = []
         for key, entry in changes.entries.items():
@@ -198,6 +253,12 @@ class FetcherSession:
                 if old is not None:
                     del sent[key]
                     forgotten.append(key)
+                else:
+                    waiting.pop(key, None)
+            elif old is None:
+                # Joins behind the partitions waiting before it (module Rules); a waiting
+                # one's newer entry keeps its place.
+                waiting[key] = entry
             elif old is not entry and old != entry:
                 sent[key] = entry
                 partitions.append(entry)
@@ -206,6 +267,8 @@ class FetcherSession:
         for key in resend:
             if key not in changes.entries and (entry := sent.get(key)) is not None:
                 partitions.append(entry)
+        if waiting:
+            partitions.extend(self._admit())
         wire = replace(
             request,
             partitions=tuple(partitions),
@@ -213,7 +276,17 @@ class FetcherSession:
             session_epoch=self._epoch,
         )
         self._epoch = next_session_epoch(self._epoch)
-        return wire
+        return self._at_once_if_waiting(wire)
+
+    def _admit(self) -> list[FetchPartition]:
+        """The waiting partitions that join the session now, the oldest first, as many as one
+        request adds (module Rules)."""
+        sent, waiting = self._sent, self._waiting
+        admitted = []
+        for key in list(islice(waiting, self._adds_per_request)):
+            entry = sent[key] = waiting.pop(key)
+            admitted.append(entry)
+        return admitted
 
 
 class LeaderFetchSession:

@@ -10,7 +10,9 @@ split off once, never decoded). Later fetches reuse the connection.
 Rules (those of `broker_client.FetchStream`, which this replaces for followers):
 - One fetch at a time, as a fetcher task sends them.
 - The connection holds a KIP-227 fetch session (`replication.fetch_session`): the first
-  request of a connection is sent in full, later ones with only what changed; any answer,
+  request of a connection is sent in full, later ones with only what changed, each adding at
+  most `SESSION_ADDS_PER_REQUEST` partitions to the session (the rest join in the next
+  requests, which ask for an answer at once meanwhile); any answer,
   the first one's too (the leader reads a bounded round), has only the partitions with news,
   and is checked against the session's partitions (`BrokerClient.checked_fetch_in`).
 - An answer must come within the request's `max_wait_ms` plus the client's
@@ -34,7 +36,11 @@ import itertools
 from replog.errors import MalformedResponseError, NetworkError, RequestTimedOutError
 from replog.net_address import format_host_port, parse_host_port
 from replog.replication import messages as m
-from replog.replication.fetch_session import FetchChanges, FetcherSession
+from replog.replication.fetch_session import (
+    SESSION_ADDS_PER_REQUEST,
+    FetchChanges,
+    FetcherSession,
+)
 from replog.wire import broker_codec as codec
 from replog.wire import replica_fetch_wire as wire
 from replog.wire.broker_client import BrokerClient
@@ -50,7 +56,7 @@ class ReplicaFetchClient:
         self.client = client
         self.source_id = source_id
         self._connection: _Connection | None = None
-        self._session = FetcherSession()
+        self._session = FetcherSession(SESSION_ADDS_PER_REQUEST)
         self._sequences = itertools.count(1)
 
     async def fetch(

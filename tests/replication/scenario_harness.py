@@ -67,7 +67,11 @@ from replog.errors import (
     KafkaError,
 )
 from replog.record import BatchOptions, RecordBatch, build_batch, iter_frames, read_header
-from replog.replication.fetch_session import FetcherSession, LeaderFetchSession
+from replog.replication.fetch_session import (
+    SESSION_ADDS_PER_REQUEST,
+    FetcherSession,
+    LeaderFetchSession,
+)
 from replog.replication.leader_state import IsrChange
 from replog.replication.messages import (
     ACKS_ALL,
@@ -129,7 +133,9 @@ class _FetchConnection:
     """One follower's replica fetch connection to one leader: both sides of its fetch
     session."""
 
-    fetcher: FetcherSession = field(default_factory=FetcherSession)
+    fetcher: FetcherSession = field(
+        default_factory=lambda: FetcherSession(SESSION_ADDS_PER_REQUEST)
+    )
     leader_session: LeaderFetchSession = field(default_factory=LeaderFetchSession)
     kept_reads: RepeatReads = field(default_factory=RepeatReads)
 

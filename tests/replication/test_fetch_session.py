@@ -106,6 +106,41 @@ def test_a_reset_follower_session_starts_again_with_a_full_fetch() -> None:
     assert (again.session_epoch, keys(again), again.forgotten) == (0, [0, 1], ())
 
 
+def test_a_bounded_follower_adds_partitions_a_batch_a_request_oldest_first() -> None:
+    follower = FetcherSession(adds_per_request=2)
+    five = replace(wanting(*(entry(p) for p in range(5))), max_wait_ms=500)
+    first = follower.to_send(five)
+    # Two join; three wait, and while any waits the leader is asked to answer at once.
+    assert (keys(first), first.session_epoch, first.max_wait_ms) == ([0, 1], 0, 0)
+    assert follower.waiting == 3 and follower.holds(("t", 1)) and not follower.holds(("t", 2))
+    # Partition 3 moved while it waited and 4 stopped being wanted; 5 is new and queues
+    # behind the older ones; 0 changed and goes at once (a change is not an addition).
+    second_intent = replace(
+        wanting(entry(0, offset=1), entry(1), entry(2), entry(3, offset=8), entry(5)),
+        max_wait_ms=500,
+    )
+    told = FetchChanges(
+        five,
+        {
+            ("t", 0): entry(0, offset=1),
+            ("t", 3): entry(3, offset=8),
+            ("t", 4): None,
+            ("t", 5): entry(5),
+        },
+    )
+    second = follower.to_send(second_intent, (), told)
+    assert [(e.partition, e.fetch_offset) for e in second.partitions] == [(0, 1), (2, 0), (3, 8)]
+    assert (second.forgotten, second.max_wait_ms, follower.waiting) == ((), 0, 1)
+    third = follower.to_send(second_intent, (), FetchChanges(second_intent, {}))
+    assert (keys(third), third.max_wait_ms, follower.waiting) == ([5], 500, 0)
+    # Without a hint the same bound holds.
+    unhinted = FetcherSession(adds_per_request=2)
+    unhinted.to_send(wanting(entry(0)))
+    grown = unhinted.to_send(wanting(*(entry(p) for p in range(4))))
+    assert (keys(grown), grown.max_wait_ms, unhinted.waiting) == ([1, 2], 0, 1)
+    assert keys(unhinted.to_send(wanting(*(entry(p) for p in range(4))))) == [3]
+
+
 def test_session_epochs_count_up_and_wrap_past_zero() -> None:
     assert next_session_epoch(0) == 1
     assert next_session_epoch(41) == 42
@@ -321,6 +356,70 @@ def test_both_sides_agree_over_any_rounds(
         if call_ends:
             follower.reset()
             leader = LeaderFetchSession()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rounds=st.lists(
+        st.tuples(
+            st.sets(st.integers(0, 9)),
+            st.dictionaries(st.integers(0, 9), st.integers(1, 3), max_size=4),
+            st.booleans(),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=25,
+    ),
+    bound=st.integers(1, 4),
+)
+def test_a_bounded_follower_session_is_what_the_leader_holds(
+    rounds: list[tuple[set[int], dict[int, int], bool, bool]], bound: int
+) -> None:
+    """Whatever the fetcher wants, hinted or not: no request adds more than `bound`
+    partitions, the leader holds exactly the partitions the fetcher says it holds, with the
+    entries the fetcher wants now, the rest wait (and the request asks for an answer at once),
+    and repeating a request lets every waiting partition join within ceil(waiting / bound)."""
+    follower = FetcherSession(adds_per_request=bound)
+    leader = LeaderFetchSession()
+    offsets = dict.fromkeys(range(10), 0)
+    previous: FetchRequest | None = None
+
+    def send(intent: FetchRequest, changes: FetchChanges | None) -> FetchRequest:
+        held = {k for k in (("t", p) for p in range(10)) if follower.holds(k)}
+        sent = follower.to_send(intent, (), changes)
+        added = [e for e in sent.partitions if ("t", e.partition) not in held]
+        assert len(added) <= bound
+        seen = leader.full_request(sent)
+        wanted = {("t", e.partition): e for e in intent.partitions}
+        holding = {k: e for k, e in wanted.items() if follower.holds(k)}
+        assert {("t", e.partition): e for e in seen.partitions} == holding
+        assert follower.waiting == len(wanted) - len(holding)
+        assert sent.max_wait_ms == (0 if follower.waiting else intent.max_wait_ms)
+        return sent
+
+    for wanted, moved, hinted, call_ends in rounds:
+        for p, by in moved.items():
+            offsets[p] += by
+        intent = replace(wanting(*(entry(p, offsets[p]) for p in sorted(wanted))), max_wait_ms=9)
+        changes = None
+        if hinted and previous is not None:
+            before = {("t", e.partition): e for e in previous.partitions}
+            now = {("t", e.partition): e for e in intent.partitions}
+            changed: dict[Any, FetchPartition | None] = {
+                k: e for k, e in now.items() if before.get(k) != e
+            }
+            changed.update({k: None for k in before if k not in now})
+            changes = FetchChanges(previous, changed)
+        send(intent, changes)
+        previous = intent
+        if call_ends:
+            follower.reset()
+            leader = LeaderFetchSession()
+            previous = None
+    if previous is not None:
+        for _ in range(-(-follower.waiting // bound)):
+            send(previous, FetchChanges(previous, {}))
+        assert follower.waiting == 0
 
 
 # --- bounded rounds against the rule itself ---------------------------------------------------

@@ -30,6 +30,7 @@ from replog.pb import broker_pb2 as pb
 from replog.record import build_batch
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
+from replog.server import replica_fetch_client
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_fetch_client import ReplicaFetchClient
 from replog.server.replica_fetch_server import ReplicaFetchListener
@@ -173,6 +174,31 @@ async def test_a_first_answer_may_leave_partitions_out_as_a_bounded_round_does(
         answer = await fetches.fetch(two)
     assert [(p.partition, p.records) for p in answer.partitions] == [(0, BATCH)]
     assert [r.session_epoch for r in leader.requests] == [0]
+
+
+@pytest.mark.asyncio
+async def test_a_session_takes_a_bounded_number_of_new_partitions_per_request(
+    leader: Leader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A follower opening a session at tens of thousands of partitions encoded them all in one
+    # loop turn, and its leader decoded and took them in one (`fetch_session` Rules): each
+    # request now adds at most SESSION_ADDS_PER_REQUEST, the others wait, and a request that
+    # leaves any waiting asks for an answer at once.
+    monkeypatch.setattr(replica_fetch_client, "SESSION_ADDS_PER_REQUEST", 2)
+    five = m.FetchRequest(
+        tuple(m.FetchPartition("t", p, fetch_offset=0) for p in range(5)),
+        replica_id=2,
+        replica_epoch=7,
+        max_wait_ms=500,
+    )
+    async with fetching(leader.port) as fetches:
+        answers = [await fetches.fetch(five) for _ in range(3)]
+    sent = [
+        ([p.partition for t in r.topics for p in t.partitions], r.session_epoch, r.max_wait_ms)
+        for r in leader.requests
+    ]
+    assert sent == [([0, 1], 0, 0), ([2, 3], 1, 0), ([4], 2, 500)]
+    assert [[p.partition for p in a.partitions] for a in answers] == [[0, 1], [2, 3], [4]]
 
 
 @pytest.mark.asyncio

@@ -227,9 +227,14 @@ async def create_kept(node: LoneController) -> None:
 
 
 async def snapshot_a_kept_topic(node: LoneController) -> None:
-    """Topic "kept" (2 partitions) created on an active controller, and two snapshots taken."""
+    """Topic "kept" (2 partitions) created on an active controller, and two snapshots taken,
+    the latest holding the topic."""
     await create_kept(node)
-    await eventually(lambda: _value(node.driver.snapshots_taken), lambda n: n >= 2)
+    created_end = node.driver.controller.last_committed_offset + 1
+    await eventually(
+        lambda: _value(node.raft.storage.snapshot_ids()),
+        lambda ids: len(ids) >= 2 and ids[-1].end_offset >= created_end,
+    )
 
 
 async def kept_after_restart(node: LoneController) -> None:

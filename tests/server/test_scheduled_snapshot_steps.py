@@ -18,11 +18,11 @@ from test_controller_driver import (
     create_wide,
     eventually,
     lone_controller,
+    ticking,
 )
-from test_stop_snapshot_steps import create_topics
+from test_stop_snapshot_steps import create_topics, parts_taken_at_ticks
 
 from quorum.controller import controller as controller_module
-from quorum.controller.replication_control import ReplicationControl
 from quorum.metadata import record_batches
 from quorum.metadata.records import PartitionRecord
 from quorum.raft.snapshot_id import SnapshotId
@@ -34,19 +34,11 @@ async def snapshot_due_at_next_commit(
     """Make every commit due for a snapshot, commit with `commit`, and wait for the snapshot,
     a task calling `tick` at every loop turn meanwhile."""
 
-    async def ticker() -> None:
-        while True:
-            tick()
-            await asyncio.sleep(0)
-
-    ticking = asyncio.create_task(ticker())
-    try:
+    async with ticking(tick):
         node.driver.snapshots.schedule.max_bytes_between = 1
         await commit()  # type: ignore[misc]
         ids = await eventually(lambda: _value(node.raft.storage.snapshot_ids()), bool)
         return ids[0]
-    finally:
-        ticking.cancel()
 
 
 def test_a_scheduled_snapshot_takes_its_state_a_step_a_loop_turn(
@@ -54,17 +46,7 @@ def test_a_scheduled_snapshot_takes_its_state_a_step_a_loop_turn(
 ) -> None:
     # Five topics of 3 partitions, 3 partitions a step: each part in a loop turn of its own,
     # and the snapshot is the state at the commit that made it due.
-    monkeypatch.setattr(controller_module, "SNAPSHOT_STEP_PARTITIONS", 3)
-    ticks = [0]
-    parts_at: list[int] = []
-    real = ReplicationControl.deferred_snapshot_parts
-
-    def recorded(self: ReplicationControl, offset: int | None, *, parts_of: int):  # type: ignore[no-untyped-def]
-        for part in real(self, offset, parts_of=parts_of):
-            parts_at.append(ticks[0])
-            yield part
-
-    monkeypatch.setattr(ReplicationControl, "deferred_snapshot_parts", recorded)
+    ticks, parts_at = parts_taken_at_ticks(monkeypatch, partitions_a_step=3)
 
     def tick() -> None:
         ticks[0] += 1

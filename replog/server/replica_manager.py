@@ -91,6 +91,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 from uuid import UUID
 
@@ -438,9 +439,9 @@ class ReplicaManager:
         # (`replica_change_queue`, Rules).
         staged = yield from stage_in_steps(changes)
         image, manifest = publication.image, publication.manifest
-        self._note_removed_topics(
-            publication.delta.deleted_topic_ids if publication.delta.base is self.image else None
-        )
+        delta = publication.delta
+        from_here = delta.base is self.image
+        self._note_removed_topics(delta.deleted_topic_ids if from_here else None)
         if not changes.is_empty():
             log.info(
                 "broker %d at metadata offset %d: lead %s, follow %s, delete %s",
@@ -450,7 +451,7 @@ class ReplicaManager:
                 partition_names(changes.followers),
                 partition_names(changes.deletes),
             )
-        self._apply(changes, image, staged)
+        self._apply(changes, image, staged, delta.changed_config_resources if from_here else None)
 
     def apply_image(self, image: MetadataImage) -> None:
         """Reach the state `image` describes from the last applied one (tests, harnesses)."""
@@ -458,9 +459,14 @@ class ReplicaManager:
         self._apply(local_changes_between(self.image, image, self.broker_id), image)
 
     def _apply(
-        self, changes: LocalChanges, image: MetadataImage, staged: StagedChanges | None = None
+        self,
+        changes: LocalChanges,
+        image: MetadataImage,
+        staged: StagedChanges | None = None,
+        changed_configs: Collection[ConfigResource] | None = None,
     ) -> None:
-        """Queue `changes` (`staged` already, when given) and reach `image`."""
+        """Queue `changes` (`staged` already, when given) and reach `image`; the config
+        resources it changed from the last image are `changed_configs` (None: compare)."""
         if self._stopped:
             return  # stopping: no replica is created, deleted or given a role any more
         previous = self.image
@@ -475,9 +481,12 @@ class ReplicaManager:
             self._changes.add(changes)
         else:
             self._changes.add_staged(staged)
+        # The topics whose settings changed (None: every topic, a broker level changed).
+        reconfigured: Collection[str] | None = ()
         if image.configs is not previous.configs:
-            self._refresh_log_configs(previous, image)
-        if cluster_changed or image.configs is not previous.configs:
+            reconfigured = self._reconfigured_topics(previous, image, changed_configs)
+            self._refresh_log_configs(image, reconfigured)
+        if cluster_changed or reconfigured is None or reconfigured:
             # Every leader's eligibility and replication config, in rounds once started (a
             # broker leading 10,000 replicas walks them all when a broker is fenced): the
             # leaders not reached yet act on the previous image meanwhile, as if this one
@@ -489,10 +498,14 @@ class ReplicaManager:
             # held the loop 69-84 ms of CPU under load): a copy of the keys, or a set
             # difference when some wait.
             behind = self._leaders_to_refresh
+            if cluster_changed or reconfigured is None:
+                keys: AbstractSet[TopicPartitionKey] = self._partitions.keys()
+            else:  # only these topics' replication configs may differ
+                keys = self._replica_keys_of(image, reconfigured)
             if behind:
-                self._leaders_to_refresh = [*(self._partitions.keys() - set(behind)), *behind]
+                self._leaders_to_refresh = [*(keys - set(behind)), *behind]
             else:
-                self._leaders_to_refresh = list(self._partitions)
+                self._leaders_to_refresh = list(keys)
         small = len(changes.deletes) + len(changes.leaders) + len(changes.followers)
         if self._applier_task is not None and not (was_idle and small <= APPLY_AT_ONCE_MAX):
             self._applied.clear()
@@ -887,31 +900,60 @@ class ReplicaManager:
                 )
         return config
 
-    def _refresh_log_configs(self, previous: MetadataImage, image: MetadataImage) -> None:
-        """Give every local replica of a topic whose configs changed its new `LogConfig`.
+    def _reconfigured_topics(
+        self,
+        previous: MetadataImage,
+        image: MetadataImage,
+        changed: Collection[ConfigResource] | None,
+    ) -> Collection[str] | None:
+        """The topics whose own config resource differs between the images (`changed`: the
+        resources that did, when known); None when a dynamic broker level did (every topic's
+        settings may change)."""
+        if changed is None:
+            before, after = previous.configs.resources, image.configs.resources
+            # An unchanged resource keeps its mapping object from image to image.
+            changed = [r for r in before.keys() | after.keys() if before.get(r) is not after.get(r)]
+        if any(resource in changed for resource in self._broker_config_resources()):
+            return None
+        return {
+            resource.resource_name
+            for resource in changed
+            if resource.resource_type is ConfigResourceType.TOPIC
+        }
+
+    def _replica_keys_of(
+        self, image: MetadataImage, topics: Collection[str]
+    ) -> set[TopicPartitionKey]:
+        """The keys of this broker's replicas of `topics` (as `image` names their partitions)."""
+        keys: set[TopicPartitionKey] = set()
+        for topic in topics:
+            found = image.topics.by_name.get(topic)
+            if found is not None:
+                keys.update(
+                    key for p in found.partitions if (key := (topic, p)) in self._partitions
+                )
+        return keys
+
+    def _refresh_log_configs(self, image: MetadataImage, topics: Collection[str] | None) -> None:
+        """Give every local replica of `topics` (None: every topic) its new `LogConfig`.
 
         A topic's log settings (`segment.bytes`, `retention.ms`, `max.message.bytes`, ...)
         may change at any time, so they reach open logs too, not only a Partition being
-        created. Only topics whose config resource
-        changed are recomputed; `get_or_create_log` applies the config to the open log (and
-        does nothing when it is equal).
+        created. Only the replicas of topics whose config resource changed are visited (a
+        walk over all of them, 100,000 at a time, for each topic created with a setting);
+        `get_or_create_log` applies the config to the open log (and does nothing when it is
+        equal).
         """
-
-        def differs(resource: ConfigResource) -> bool:
-            return image.configs.get(resource) != previous.configs.get(resource)
-
-        brokers_changed = any(differs(resource) for resource in self._broker_config_resources())
-        new_configs: dict[str, LogConfig | None] = {}
-        for (topic, partition_id), partition in self._partitions.items():
-            if topic not in new_configs:
-                changed = brokers_changed or differs(
-                    ConfigResource(ConfigResourceType.TOPIC, topic)
-                )
-                new_configs[topic] = self._log_config(image, topic) if changed else None
-            config = new_configs[topic]
-            if config is not None:
-                found = self.log_manager.get_or_create_log(topic, partition_id, config)
-                assert found is partition.log, f"{partition.name}: another log is open"
+        keys = self._partitions.keys() if topics is None else self._replica_keys_of(image, topics)
+        new_configs: dict[str, LogConfig] = {}
+        for topic, partition_id in keys:
+            config = new_configs.get(topic)
+            if config is None:
+                config = new_configs[topic] = self._log_config(image, topic)
+            found = self.log_manager.get_or_create_log(topic, partition_id, config)
+            assert found is self._partitions[(topic, partition_id)].log, (
+                f"{topic}-{partition_id}: another log is open"
+            )
 
     def _log_of_topic(self, creation: _Creation) -> tuple[Log, bool]:
         """The log of a new replica, its `partition.metadata` naming the topic id and, for a

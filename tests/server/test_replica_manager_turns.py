@@ -19,16 +19,20 @@ from test_replica_manager import TID, Node, clock, cluster_image, nodes_with
 
 from quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
     FenceChange,
     PartitionChangeRecord,
 )
 from replog.server import replica_manager
+from replog.server.replica_manager import ReplicaManager
 from replog.testing import ManualClock
-from tests.metadata.metadata_helpers import create_topic, replayed
+from tests.metadata.metadata_helpers import create_topic, replayed, topic_id
 
 __all__ = ["clock"]  # the fixture
 
 PARTITIONS = 11
+UID = topic_id(2)
 STEP_MS = 3  # with the budget of 8 ms: three a turn
 
 
@@ -119,3 +123,45 @@ async def test_the_leaders_refresh_goes_in_rounds_bounded_in_time(
         await three_a_turn(lambda: sum(not leader.eligibility.is_eligible(2) for leader in leaders))
     finally:
         await node.rm.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_topics_new_settings_visit_only_that_topics_replicas(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A topic created with a setting changes the image's configs: every replica of every topic
+    # used to be walked (log settings) and listed for the leaders' refresh, 100,000 at a time.
+    # A broker level still reaches every replica.
+    node = Node(tmp_path, 1, clock)
+    node.rm.apply_image(
+        cluster_image(
+            *create_topic("t", TID, *[(1, 2)] * PARTITIONS), *create_topic("u", UID, (1, 2))
+        )
+    )
+    walked: list[list[object]] = []
+    real = ReplicaManager._refresh_leaders
+
+    def recorded(self: ReplicaManager, limit: int, budget_ms: int | None = None) -> None:
+        walked.append(sorted(self._leaders_to_refresh))
+        real(self, limit, budget_ms)
+
+    monkeypatch.setattr(ReplicaManager, "_refresh_leaders", recorded)
+    opened: list[tuple[str, int]] = []
+    get_or_create = node.log_manager.get_or_create_log
+
+    def counted(topic: str, partition: int, config: Any) -> Any:
+        opened.append((topic, partition))
+        return get_or_create(topic, partition, config)
+
+    monkeypatch.setattr(node.log_manager, "get_or_create_log", counted)
+    node.rm.apply_image(
+        replayed(node.rm.image, ConfigRecord(ConfigResourceType.TOPIC, "u", "retention.ms", "1"))
+    )
+    assert walked == [[("u", 0)]]
+    assert opened == [("u", 0)]
+    assert node.rm.partition("u", 0).log.config.retention_ms == 1  # type: ignore[union-attr]
+    walked.clear()
+    node.rm.apply_image(
+        replayed(node.rm.image, ConfigRecord(ConfigResourceType.BROKER, "", "retention.ms", "2"))
+    )
+    assert len(walked[0]) == PARTITIONS + 1

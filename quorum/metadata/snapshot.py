@@ -35,7 +35,7 @@ from quorum.metadata.steps import Steps, run_to_end
 
 # Partitions (in whole topics) one step of `image_records_in_steps` takes: a reference each,
 # a few milliseconds of CPU.
-IMAGE_STEP_PARTITIONS = 5_000
+IMAGE_STEP_PARTITIONS = 2_000
 
 
 def image_to_records(image: MetadataImage) -> list[MetadataRecord]:

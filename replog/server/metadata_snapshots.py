@@ -15,7 +15,7 @@ Rules:
   (run after `advance`) or a loop timer. `create_snapshot` and `delete_log_prefix` only queue
   log operations, which the next Ready writes.
 - In steps, scheduled or at a stop: the state is taken a step a loop turn (the first between
-  two whole items, the rest reading only at its offset), encoded a batch a loop turn, and
+  two whole items, the rest reading only at its offset), encoded 250 records a loop turn, and
   stored on the loop, only if no snapshot at or past its end came meanwhile. Whole, 100,000
   partitions' state and encoding held the loop for over a second of CPU. A scheduled one's
   later steps run in a task of the node (`RaftDriver.tasks`), one at a time: a snapshot due
@@ -180,7 +180,7 @@ class SnapshotWriter:
 
     async def _write_in_steps(self, taking: Steps[StopState], taken: list[StopState]) -> None:
         """The rest of `maybe_write`'s snapshot: its state's steps a loop turn each, its
-        encoding a batch a turn, then stored on the Raft driver's loop, unless one at or past
+        encoding 250 records a turn, then stored on the Raft driver's loop, unless one at or past
         its end came meanwhile. A snapshot load between two steps drops the state (nothing is
         written: the schedule is still due, and the next commit begins again)."""
         try:
@@ -387,7 +387,7 @@ def take_step(steps: Steps[T], outcome: list[T]) -> bool:
 
 
 async def encoded_in_steps(state: StopState) -> bytes:
-    """`state`'s records encoded as a snapshot, a batch a loop turn."""
+    """`state`'s records encoded as a snapshot, `SNAPSHOT_RECORDS_PER_STEP` a loop turn."""
     steps = encode_snapshot_in_steps(
         state.records, quorum_epoch=state.quorum_epoch, timestamp_ms=state.timestamp_ms
     )
@@ -414,7 +414,7 @@ async def snapshot_before_stop(
     two whole items, the others a loop turn each, between the loop's other work: they read only
     at the first step's offset, whose timeline snapshot they hold, which nothing the controller
     is in the middle of changes (a snapshot load drops it: UnknownSnapshotError, no snapshot).
-    Its encoding, a batch of records a turn (the whole of it held the loop 90 ms of a loaded
+    Its encoding, 250 records a turn (the whole of it held the loop 90 ms of a loaded
     machine's CPU at 10,000 partitions), runs the same way; the snapshot is stored on the loop
     again, unless one at or past its end came meanwhile. Steps left half way are closed (the
     controller's hold goes with them)."""

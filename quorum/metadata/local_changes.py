@@ -18,9 +18,9 @@ Each list is sorted by topic name, topic id, partition id, so the result is dete
 
 A broker's first image at a restart changes every partition it holds (thousands), so the
 changes can be found in steps (`local_changes_in_steps`, `local_changes_between_in_steps`) of
-about `CLASSIFY_STEP_PARTITIONS` partitions each (whole topics), for a caller on an event
-loop; the result, the generator's value, is the whole computation's, and nothing outside the
-generator changes meanwhile.
+about `CLASSIFY_STEP_PARTITIONS` partitions each (whole topics), the topics first listed
+`LIST_STEP_TOPICS` a step, for a caller on an event loop; the result, the generator's value,
+is the whole computation's, and nothing outside the generator changes meanwhile.
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ from quorum.metadata.steps import Steps, run_to_end
 
 # Partitions one step of `local_changes_in_steps` looks at: about a millisecond.
 CLASSIFY_STEP_PARTITIONS = 1_000
+# Topics one step lists before the partitions are looked at: a delta or an image of 10,000
+# topics listed in one step (a broker's first image, a controlled shutdown's moves) held the
+# loop for tens of milliseconds with the collection it set off.
+LIST_STEP_TOPICS = 2_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +109,9 @@ def local_changes_in_steps(delta: MetadataDelta, broker_id: int) -> Steps[LocalC
     for topic_id in delta.deleted_topic_ids:
         gone = delta.base.topics.by_id[topic_id]
         changes.append(_TopicChange(gone.name, topic_id, gone.partitions, {}, gone.partitions))
-    for topic in delta.topic_deltas.values():
+    for count, topic in enumerate(delta.topic_deltas.values(), start=1):
+        if count % LIST_STEP_TOPICS == 0:
+            yield
         before = topic.base.partitions if topic.base is not None else {}
         changed = topic.partition_changes
         changes.append(_TopicChange(topic.name, topic.topic_id, before, changed, changed))
@@ -132,7 +138,9 @@ def local_changes_between_in_steps(
     for topic_id, gone in before.items():
         if topic_id not in after:
             changes.append(_TopicChange(gone.name, topic_id, gone.partitions, {}, gone.partitions))
-    for topic_id, topic in after.items():
+    for count, (topic_id, topic) in enumerate(after.items(), start=1):
+        if count % LIST_STEP_TOPICS == 0:
+            yield
         old = before.get(topic_id)
         if old is topic:
             continue

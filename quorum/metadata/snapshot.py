@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from quorum.metadata.deferred_records import DeferredItem, DeferredRecords, PartitionRecordOf
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.records import (
@@ -30,34 +31,53 @@ from quorum.metadata.records import (
     ProducerIdsRecord,
     TopicRecord,
 )
+from quorum.metadata.steps import Steps, run_to_end
+
+# Partitions (in whole topics) one step of `image_records_in_steps` takes: a reference each,
+# a few milliseconds of CPU.
+IMAGE_STEP_PARTITIONS = 2_000
 
 
 def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
     """The records that rebuild `image` from the empty image."""
-    records: list[MetadataRecord] = []
+    return list(run_to_end(image_records_in_steps(image, parts_of=0)))
+
+
+def image_records_in_steps(
+    image: MetadataImage, parts_of: int = IMAGE_STEP_PARTITIONS
+) -> Steps[DeferredRecords]:
+    """`image_to_records(image)` in steps of whole topics, about `parts_of` partitions a step
+    (0: one step), each PartitionRecord made only when read (`deferred_records`): a node's
+    scheduled snapshot of 100,000 partitions, made in one loop turn, held it for hundreds of
+    milliseconds. An image is immutable, so the steps may run any time."""
+    items: list[DeferredItem] = []
     levels = image.features.levels
     if METADATA_VERSION_FEATURE in levels:
-        records.append(
-            FeatureLevelRecord(METADATA_VERSION_FEATURE, levels[METADATA_VERSION_FEATURE])
-        )
-    records.extend(
+        items.append(FeatureLevelRecord(METADATA_VERSION_FEATURE, levels[METADATA_VERSION_FEATURE]))
+    items.extend(
         FeatureLevelRecord(name, level)
         for name, level in sorted(levels.items())
         if name != METADATA_VERSION_FEATURE
     )
-    records.extend(image.cluster.brokers[b].to_record() for b in sorted(image.cluster.brokers))
+    items.extend(image.cluster.brokers[b].to_record() for b in sorted(image.cluster.brokers))
+    partitions = 0
     for name in sorted(image.topics.by_name):
         topic = image.topics.by_name[name]
-        records.append(TopicRecord(topic.name, topic.topic_id))
-        records.extend(
-            topic.partitions[p].to_record(topic.topic_id, p) for p in sorted(topic.partitions)
+        topic_id = topic.topic_id
+        items.append(TopicRecord(topic.name, topic_id))
+        items.extend(
+            PartitionRecordOf(topic_id, p, topic.partitions[p]) for p in sorted(topic.partitions)
         )
+        partitions += len(topic.partitions)
+        if parts_of and partitions >= parts_of:
+            partitions = 0
+            yield
     for resource in sorted(image.configs.resources):
         for key, value in sorted(image.configs.resources[resource].items()):
-            records.append(ConfigRecord(resource.resource_type, resource.resource_name, key, value))
+            items.append(ConfigRecord(resource.resource_type, resource.resource_name, key, value))
     if image.next_producer_id != -1:
-        records.append(ProducerIdsRecord(-1, -1, image.next_producer_id))
-    return records
+        items.append(ProducerIdsRecord(-1, -1, image.next_producer_id))
+    return DeferredRecords(items)
 
 
 def image_record_count(image: MetadataImage) -> int:

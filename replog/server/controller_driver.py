@@ -37,9 +37,10 @@ Rules:
   and, when its schedule says so, writes the controller's state at its last stable offset
   (committed state only), ending after its last committed offset (control batches carry no
   metadata), through Raft's `create_snapshot`; the same state at a clean stop
-  (`state_at_stop_in_steps`: the first step a posted closure, the controller between two whole
-  items; the steps hold that stable offset's timeline snapshot, `OffsetControl.hold`, and the
-  later ones, a loop turn each, read only at it).
+  (`state_at_stop_in_steps`: the first step a posted closure). Either way the state is taken
+  in steps, the first with the controller between two whole items (after a commit, on a tick,
+  in a posted closure); the steps hold that stable offset's timeline snapshot,
+  `OffsetControl.hold`, and the later ones, a loop turn each, read only at it.
 """
 
 from __future__ import annotations
@@ -309,24 +310,20 @@ class ControllerDriver:
         whole topics (`SnapshotWriter.state_at_stop_in_steps`,
         `QuorumController.snapshot_records_in_steps`), on the loop; the first between two
         whole items (`snapshot_before_stop`)."""
-        controller = self.controller
-        end_offset = controller.last_committed_offset + 1
-
-        def state() -> tuple[Steps[Sequence[MetadataRecord]], int]:
-            # The last stable offset: the committed state at `end_offset`'s batch boundary.
-            records = controller.snapshot_records_in_steps(controller.last_stable_offset)
-            return records, controller.offset_control.last_committed_quorum_epoch
-
-        return self.snapshots.state_at_stop_in_steps(end_offset, state)
+        end_offset = self.controller.last_committed_offset + 1
+        return self.snapshots.state_at_stop_in_steps(end_offset, self._snapshot_state)
 
     def _maybe_snapshot(self, now_ms: int) -> None:
         end_offset = self.controller.last_committed_offset + 1
         self.snapshots.maybe_write(end_offset, now_ms, self._snapshot_state)
 
-    def _snapshot_state(self) -> tuple[Sequence[MetadataRecord], int]:
+    def _snapshot_state(self) -> tuple[Steps[Sequence[MetadataRecord]], int]:
+        """The committed state to snapshot, in steps of whole topics holding its offset's
+        timeline snapshot (`QuorumController.snapshot_records_in_steps`), each partition
+        record made as it is encoded: the last stable offset, the state at the end of the
+        last committed batch."""
         controller = self.controller
-        # Partition records made as they are encoded.
-        records = controller.deferred_snapshot_records(controller.last_stable_offset)
+        records = controller.snapshot_records_in_steps(controller.last_stable_offset)
         return records, controller.offset_control.last_committed_quorum_epoch
 
     def _timed_out(self, described: list[str], timeout_ms: int) -> RequestTimedOutError:

@@ -14,14 +14,18 @@ Rules:
 - Called only on the Raft driver's loop, outside `ready()`/`advance()`: from a Raft listener
   (run after `advance`) or a loop timer. `create_snapshot` and `delete_log_prefix` only queue
   log operations, which the next Ready writes.
+- In steps, scheduled or at a stop: the state is taken a step a loop turn (the first between
+  two whole items, the rest reading only at its offset), encoded 250 records a loop turn, and
+  stored on the loop, only if no snapshot at or past its end came meanwhile. Whole, 100,000
+  partitions' state and encoding held the loop for over a second of CPU. A scheduled one's
+  later steps run in a task of the node (`RaftDriver.tasks`), one at a time: a snapshot due
+  while one is being written waits for it to end.
 - When (`SnapshotSchedule`): once `metadata.log.max.record.bytes.between.snapshots` bytes of
   committed data batches arrived since the last snapshot, or once
   `metadata.log.max.snapshot.interval.ms` passed with some arrived; loading a snapshot counts
   as taking one. And at a clean stop, once any arrived (`snapshot_before_stop`): the node's
   broker has stopped, the snapshot is on disk before its Raft driver stops, and the next start
-  loads it and replays only what committed after it. The stop's state is taken a step a loop
-  turn (the first between two whole items, the rest reading only at its offset), encoded a
-  batch a loop turn, and stored only if no snapshot at or past its end came meanwhile.
+  loads it and replays only what committed after it.
 - Crashes: a snapshot file is written as `.part`, fsynced, renamed and its directory fsynced
   (`RaftStorage`), so a crash while writing one leaves at most a `.part` file, which the next
   open removes, saying so; the log still holds every record the snapshot would have held
@@ -48,12 +52,12 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from quorum.metadata.image import MetadataImage
-from quorum.metadata.record_batches import encode_snapshot, encode_snapshot_in_steps
+from quorum.metadata.record_batches import encode_snapshot_in_steps
 from quorum.metadata.records import MetadataRecord
-from quorum.metadata.snapshot import image_to_records
+from quorum.metadata.snapshot import image_records_in_steps
 from quorum.metadata.snapshot_schedule import (
     METADATA_MAX_RETENTION_BYTES,
     METADATA_MAX_RETENTION_MS,
@@ -79,17 +83,18 @@ class Published(Protocol):
     def image(self) -> MetadataImage: ...
 
 
-# The state to write, asked for only once a snapshot is due: its records and the quorum epoch
-# of its last offset.
-SnapshotState = Callable[[], tuple[Sequence[MetadataRecord], int]]
-# The same, its records taken in steps (a stop's: `snapshot_before_stop`).
+T = TypeVar("T")
+
+# The state to write, asked for only once a snapshot is due: its records, taken in steps, and
+# the quorum epoch of its last offset.
 SteppedSnapshotState = Callable[[], tuple[Steps[Sequence[MetadataRecord]], int]]
 
 
 @dataclass(frozen=True, slots=True)
 class StopState:
-    """The committed state a clean stop snapshots, taken on the loop between two whole items
-    (`SnapshotWriter.state_at_stop`); encoded in steps, then stored (`store_at_stop`)."""
+    """The committed state a snapshot writes (a clean stop's or the schedule's), taken in steps
+    on the loop, the first between two whole items; encoded in steps, then stored
+    (`store_at_stop`)."""
 
     writer: SnapshotWriter
     end_offset: int
@@ -124,10 +129,16 @@ class SnapshotWriter:
         # How many snapshots this node wrote and loaded (logs, tests).
         self.snapshots_taken = 0
         self.snapshots_loaded = 0
+        # The task writing a scheduled snapshot's later steps (`maybe_write`) until it is
+        # stored or given up, and the data committed meanwhile, which counts towards the next.
+        self._writing: asyncio.Task[None] | None = None
+        self._bytes_while_writing = 0
 
     def committed(self, batch: CommittedBatch) -> None:
         """A batch committed (control batches carry no metadata and never count)."""
         self.schedule.committed(len(batch.batch), is_control=batch.is_control)
+        if self._writing is not None and not batch.is_control:
+            self._bytes_while_writing += len(batch.batch)
 
     def loaded(self, snapshot_id: SnapshotId, now_ms: int) -> None:
         """The state machine loaded a snapshot: as good as one taken."""
@@ -135,16 +146,66 @@ class SnapshotWriter:
         self.snapshots_loaded += 1
 
     def next_due_ms(self) -> int | None:
-        """When the interval rule makes a snapshot due (None: not by time alone)."""
+        """When a snapshot may be due by time (None: not by time alone; never while one is
+        being written), or at once when the batches committed while the last one was written
+        made one due by size: no commit may come to ask."""
+        if self._writing is not None:
+            return None
+        if self.schedule.bytes_since >= self.schedule.max_bytes_between:
+            return 0
         return self.schedule.next_due_ms()
 
-    def maybe_write(self, end_offset: int, now_ms: int, state: SnapshotState) -> SnapshotId | None:
-        """Apply the retention, then write the committed state ending at `end_offset`
-        (exclusive, a batch boundary this node applied) if a snapshot is due."""
+    @property
+    def writing(self) -> bool:
+        """A scheduled snapshot is being written (`maybe_write`)."""
+        return self._writing is not None
+
+    def maybe_write(self, end_offset: int, now_ms: int, state: SteppedSnapshotState) -> bool:
+        """Apply the retention, then, if a snapshot is due and none is being written, begin
+        writing the committed state ending at `end_offset` (exclusive, a batch boundary this
+        node applied; the caller is between two whole items): `state`'s first step now, the
+        others, the encoding and the store in a task of the node (module Rules). Whether one
+        began."""
         self.apply_retention(now_ms)
-        if not self.schedule.due(end_offset, now_ms):
-            return None
-        return self._write(end_offset, now_ms, state, "")
+        if self._writing is not None or not self.schedule.due(end_offset, now_ms):
+            return False
+        taking = self._state_in_steps(end_offset, state)
+        taken: list[StopState] = []
+        take_step(taking, taken)
+        self._bytes_while_writing = 0
+        self._writing = self._raft.tasks.spawn(
+            self._write_in_steps(taking, taken), name="a scheduled metadata snapshot"
+        )
+        return True
+
+    async def _write_in_steps(self, taking: Steps[StopState], taken: list[StopState]) -> None:
+        """The rest of `maybe_write`'s snapshot: its state's steps a loop turn each, its
+        encoding 250 records a turn, then stored on the Raft driver's loop, unless one at or past
+        its end came meanwhile. A snapshot load between two steps drops the state (nothing is
+        written: the schedule is still due, and the next commit begins again)."""
+        try:
+            while not taken:
+                await yield_turn()
+                take_step(taking, taken)
+            state = taken[0]
+            data = await encoded_in_steps(state)
+
+            def store(now_ms: int) -> None:
+                # Ended here, on the Raft driver's loop: its timers are checked next.
+                self._writing = None
+                if self._store_new(state, data, now_ms, "") is not None:
+                    self.schedule.committed(self._bytes_while_writing, is_control=False)
+
+            await self._raft.run_persisted(store)
+        except (KafkaStorageError, UnknownSnapshotError) as error:
+            log.warning(
+                "node %d: the scheduled metadata snapshot was not written (%s)",
+                self._raft.node_id,
+                error,
+            )
+        finally:
+            taking.close()
+            self._writing = None
 
     def state_at_stop_in_steps(
         self, end_offset: int, state: SteppedSnapshotState
@@ -155,6 +216,9 @@ class SnapshotWriter:
         steps and stores them with `store_at_stop`."""
         if not self.schedule.due_at_stop(end_offset):
             return None
+        return (yield from self._state_in_steps(end_offset, state))
+
+    def _state_in_steps(self, end_offset: int, state: SteppedSnapshotState) -> Steps[StopState]:
         taking, quorum_epoch = state()
         timestamp_ms = self._wall_clock()
         records = yield from taking
@@ -163,14 +227,14 @@ class SnapshotWriter:
     def store_at_stop(self, state: StopState, data: bytes, now_ms: int) -> SnapshotId | None:
         """Write `state`, encoded as `data`, unless a snapshot at or past its end was written
         or loaded while it was encoded (the loop ran other items meanwhile)."""
+        return self._store_new(state, data, now_ms, " at a clean stop")
+
+    def _store_new(
+        self, state: StopState, data: bytes, now_ms: int, when: str
+    ) -> SnapshotId | None:
         if not self.schedule.due_at_stop(state.end_offset):
             return None
-        return self._store(state.end_offset, data, now_ms, len(state.records), " at a clean stop")
-
-    def _write(self, end_offset: int, now_ms: int, state: SnapshotState, when: str) -> SnapshotId:
-        records, quorum_epoch = state()
-        data = encode_snapshot(records, quorum_epoch=quorum_epoch, timestamp_ms=self._wall_clock())
-        return self._store(end_offset, data, now_ms, len(records), when)
+        return self._store(state.end_offset, data, now_ms, len(state.records), when)
 
     def _store(
         self, end_offset: int, data: bytes, now_ms: int, records: int, when: str
@@ -291,15 +355,11 @@ class BrokerMetadataSnapshots:
 
     def state_at_stop_in_steps(self) -> Steps[StopState | None]:
         """The published image to snapshot at a clean stop
-        (`SnapshotWriter.state_at_stop_in_steps`), in one step: an image is immutable, and
-        its records are made as they are encoded."""
+        (`SnapshotWriter.state_at_stop_in_steps`)."""
         image = self._image()
-
-        def state() -> tuple[Steps[Sequence[MetadataRecord]], int]:
-            records, quorum_epoch = _image_state(image)
-            return _at_once(records), quorum_epoch
-
-        return self.writer.state_at_stop_in_steps(image.provenance.last_offset + 1, state)
+        return self.writer.state_at_stop_in_steps(
+            image.provenance.last_offset + 1, lambda: _image_state(image)
+        )
 
     def _maybe_snapshot(self, now_ms: int) -> None:
         image = self._image()
@@ -310,13 +370,31 @@ class BrokerMetadataSnapshots:
         )
 
 
-def _image_state(image: MetadataImage) -> tuple[Sequence[MetadataRecord], int]:
-    return image_to_records(image), image.provenance.last_quorum_epoch
+def _image_state(image: MetadataImage) -> tuple[Steps[Sequence[MetadataRecord]], int]:
+    """An image's records in steps of whole topics, each partition's made as it is encoded
+    (an image is immutable: the steps may run any time)."""
+    return image_records_in_steps(image), image.provenance.last_quorum_epoch
 
 
-def _at_once(records: Sequence[MetadataRecord]) -> Steps[Sequence[MetadataRecord]]:
-    return records
-    yield  # a generator of no steps
+def take_step(steps: Steps[T], outcome: list[T]) -> bool:
+    """Run one step of `steps`; True once they ended, their value appended to `outcome`."""
+    try:
+        next(steps)
+    except StopIteration as done:
+        outcome.append(done.value)
+        return True
+    return False
+
+
+async def encoded_in_steps(state: StopState) -> bytes:
+    """`state`'s records encoded as a snapshot, `SNAPSHOT_RECORDS_PER_STEP` a loop turn."""
+    steps = encode_snapshot_in_steps(
+        state.records, quorum_epoch=state.quorum_epoch, timestamp_ms=state.timestamp_ms
+    )
+    encoded: list[bytes] = []
+    while not take_step(steps, encoded):
+        await yield_turn()
+    return encoded[0]
 
 
 class StopSnapshots(Protocol):
@@ -336,7 +414,7 @@ async def snapshot_before_stop(
     two whole items, the others a loop turn each, between the loop's other work: they read only
     at the first step's offset, whose timeline snapshot they hold, which nothing the controller
     is in the middle of changes (a snapshot load drops it: UnknownSnapshotError, no snapshot).
-    Its encoding, a batch of records a turn (the whole of it held the loop 90 ms of a loaded
+    Its encoding, 250 records a turn (the whole of it held the loop 90 ms of a loaded
     machine's CPU at 10,000 partitions), runs the same way; the snapshot is stored on the loop
     again, unless one at or past its end came meanwhile. Steps left half way are closed (the
     controller's hold goes with them)."""
@@ -345,41 +423,23 @@ async def snapshot_before_stop(
     outcome: list[StopState | None] = []
     given_up = False
 
-    def take_step() -> None:
-        nonlocal taking
-        assert taking is not None
-        try:
-            next(taking)
-        except StopIteration as done:
-            outcome.append(done.value)
-            taking = None
-
     def begin(now_ms: int) -> None:
         # Posted, it may run after the wait for it timed out: then it takes nothing.
         nonlocal taking
         if not given_up:
             taking = taker.state_at_stop_in_steps()
-            take_step()
+            take_step(taking, outcome)
 
     try:
         async with asyncio.timeout(timeout_s):
             await raft.run_persisted(begin)
-            while taking is not None:
+            while taking is not None and not outcome:
                 await yield_turn()
-                take_step()
+                take_step(taking, outcome)
             state = outcome[0] if outcome else None
             if state is None:
                 return None
-            steps = encode_snapshot_in_steps(
-                state.records, quorum_epoch=state.quorum_epoch, timestamp_ms=state.timestamp_ms
-            )
-            while True:
-                try:
-                    next(steps)
-                except StopIteration as done:
-                    data: bytes = done.value
-                    break
-                await yield_turn()
+            data = await encoded_in_steps(state)
             await raft.run_persisted(
                 lambda now_ms: taken.append(state.writer.store_at_stop(state, data, now_ms))
             )

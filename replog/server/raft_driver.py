@@ -199,6 +199,9 @@ class RaftDriver:
         self.node_id = node_id
         self.config = config
         self.storage = storage
+        # The node's background tasks, for the state machine's work that outlasts a loop turn
+        # (a scheduled metadata snapshot's steps).
+        self.tasks = tasks
         self._clock = clock
         # Every listener as a stepped one: a plain listener's work is one step.
         self._listeners: list[SteppedListener] = []

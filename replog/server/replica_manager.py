@@ -5,17 +5,19 @@ follower through synchronous steps an async fetcher drives.
 Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
 - Declarative: on every metadata image the manager computes this broker's local changes (deletes
   first, then leaders, then followers) and brings each replica to the state the image describes.
-  Once started, it applies them in rounds (`APPLY_ROUND_CHANGES` a round, then the event loop
-  runs others), each partition's changes in order (`ReplicaChangeQueue`), and a replica that
-  needs its log opened or created gets it from a worker thread, in one batch per round with one
-  file-system sync (docs/storage.md, "Creating many replicas"); the new leaders' epoch
-  checkpoints a round wrote are written and synced off the loop by `DeferredSyncs`, which the
-  rounds do not wait for. Before `start` (tests, tools), `apply_image`
-  applies everything at once. Every image also refreshes ISR eligibility (registered, unfenced,
-  not shutting down) and each leader's `min.insync.replicas` (topic config, else this broker's
-  dynamic config, else the dynamic cluster default, else server.properties: Kafka's precedence),
-  once started in rounds of `APPLY_ROUND_CHANGES` leaders too; a leader not reached yet acts on
-  the previous image meanwhile (docs/replication.md, "Images in rounds").
+  Once started, it applies them in rounds (`APPLY_ROUND_CHANGES` a round, fewer once the
+  round's loop time is up, then the event loop runs others), each partition's changes in order
+  (`ReplicaChangeQueue`), and a replica that needs its log opened or created gets it from a
+  worker thread, in one batch per round with one file-system sync, and is installed on the loop
+  in turns bounded in time (`APPLY_TURN_BUDGET_MS`; docs/storage.md, "Creating many
+  replicas"); the new leaders' epoch checkpoints a round wrote are written and synced off the
+  loop by `DeferredSyncs`, which the rounds do not wait for. Before `start` (tests, tools),
+  `apply_image` applies everything at once. Every image also refreshes ISR eligibility
+  (registered, unfenced, not shutting down) and each leader's `min.insync.replicas` (topic
+  config, else this broker's dynamic config, else the dynamic cluster default, else
+  server.properties: Kafka's precedence), once started in rounds of `APPLY_ROUND_CHANGES`
+  leaders too (fewer once a round's time is up); a leader not reached yet acts on the previous
+  image meanwhile (docs/replication.md, "Images in rounds").
   Each replica's log settings follow the same precedence, key by key: a value this broker
   refuses is skipped with a warning, and the level below gives that key (`_log_config`).
 - Logs of deleted topics (Kafka's KIP-516 topic ids and stray logs): a replica's log records
@@ -89,6 +91,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 from uuid import UUID
 
@@ -211,6 +214,12 @@ APPLY_ROUND_CHANGES = 250
 # directory on the loop (4-20 ms each on a busy file system: 250 of them held a loop for 4.8 s
 # and cost the active controller the quorum's leadership), so a count alone does not bound it.
 APPLY_ROUND_BUDGET_MS = 50
+# The loop time one turn of the applier's other work may take (the event loop's clock, ms): a
+# round's role changes of existing replicas, a turn installing a round's new replicas, a round
+# of the leaders' refresh, each stopping after the change that used it up. 250 of them a turn
+# held the loop 20-55 ms of CPU on a loaded machine (creating 30,000-100,000 partitions, three
+# nodes on 2 cores), which the run-queue wait makes 1.5-3x that of wall time.
+APPLY_TURN_BUDGET_MS = 8
 # Up to this many writes a round or a batch makes are each synced on their own (a few fsyncs of
 # small files, ~1-5 ms each here); above it one `syncfs` syncs them all.
 SYNC_EACH_MAX = 8
@@ -430,9 +439,9 @@ class ReplicaManager:
         # (`replica_change_queue`, Rules).
         staged = yield from stage_in_steps(changes)
         image, manifest = publication.image, publication.manifest
-        self._note_removed_topics(
-            publication.delta.deleted_topic_ids if publication.delta.base is self.image else None
-        )
+        delta = publication.delta
+        from_here = delta.base is self.image
+        self._note_removed_topics(delta.deleted_topic_ids if from_here else None)
         if not changes.is_empty():
             log.info(
                 "broker %d at metadata offset %d: lead %s, follow %s, delete %s",
@@ -442,7 +451,7 @@ class ReplicaManager:
                 partition_names(changes.followers),
                 partition_names(changes.deletes),
             )
-        self._apply(changes, image, staged)
+        self._apply(changes, image, staged, delta.changed_config_resources if from_here else None)
 
     def apply_image(self, image: MetadataImage) -> None:
         """Reach the state `image` describes from the last applied one (tests, harnesses)."""
@@ -450,9 +459,14 @@ class ReplicaManager:
         self._apply(local_changes_between(self.image, image, self.broker_id), image)
 
     def _apply(
-        self, changes: LocalChanges, image: MetadataImage, staged: StagedChanges | None = None
+        self,
+        changes: LocalChanges,
+        image: MetadataImage,
+        staged: StagedChanges | None = None,
+        changed_configs: Collection[ConfigResource] | None = None,
     ) -> None:
-        """Queue `changes` (`staged` already, when given) and reach `image`."""
+        """Queue `changes` (`staged` already, when given) and reach `image`; the config
+        resources it changed from the last image are `changed_configs` (None: compare)."""
         if self._stopped:
             return  # stopping: no replica is created, deleted or given a role any more
         previous = self.image
@@ -467,9 +481,12 @@ class ReplicaManager:
             self._changes.add(changes)
         else:
             self._changes.add_staged(staged)
+        # The topics whose settings changed (None: every topic, a broker level changed).
+        reconfigured: Collection[str] | None = ()
         if image.configs is not previous.configs:
-            self._refresh_log_configs(previous, image)
-        if cluster_changed or image.configs is not previous.configs:
+            reconfigured = self._reconfigured_topics(previous, image, changed_configs)
+            self._refresh_log_configs(image, reconfigured)
+        if cluster_changed or reconfigured is None or reconfigured:
             # Every leader's eligibility and replication config, in rounds once started (a
             # broker leading 10,000 replicas walks them all when a broker is fenced): the
             # leaders not reached yet act on the previous image meanwhile, as if this one
@@ -477,10 +494,18 @@ class ReplicaManager:
             # Those an earlier image has not reached yet go first (the list is taken from its
             # end): restarting the walk in the same order would let a stream of images, one
             # every few rounds, leave the same leaders on an old image for ever.
+            # Built with no Python-level step per replica (a list comprehension over 100,000
+            # held the loop 69-84 ms of CPU under load): a copy of the keys, or a set
+            # difference when some wait.
             behind = self._leaders_to_refresh
-            waiting = set(behind)
-            self._leaders_to_refresh = [key for key in self._partitions if key not in waiting]
-            self._leaders_to_refresh += behind
+            if cluster_changed or reconfigured is None:
+                keys: AbstractSet[TopicPartitionKey] = self._partitions.keys()
+            else:  # only these topics' replication configs may differ
+                keys = self._replica_keys_of(image, reconfigured)
+            if behind:
+                self._leaders_to_refresh = [*(keys - set(behind)), *behind]
+            else:
+                self._leaders_to_refresh = list(keys)
         small = len(changes.deletes) + len(changes.leaders) + len(changes.followers)
         if self._applier_task is not None and not (was_idle and small <= APPLY_AT_ONCE_MAX):
             self._applied.clear()
@@ -496,16 +521,20 @@ class ReplicaManager:
 
     # --- applying local changes (docs/storage.md, "Creating many replicas") ----------------------
 
-    def _refresh_leaders(self, limit: int) -> None:
+    def _refresh_leaders(self, limit: int, budget_ms: int | None = None) -> None:
         """Give up to `limit` of the partitions `_apply` listed the current image's
-        eligibility and replication config, if they lead (module Rules)."""
+        eligibility and replication config, if they lead (module Rules); with `budget_ms`,
+        no more once that long has passed."""
         pending = self._leaders_to_refresh
         now_ms = self._clock()
         image = self.image
         # A topic's partitions share its config: read once per topic in a round, not per
         # replica.
         configs: dict[str, PartitionReplicationConfig] = {}
-        for key in pending[-limit:]:
+        for _ in range(min(limit, len(pending))):
+            if budget_ms is not None and self._clock() - now_ms >= budget_ms:
+                break
+            key = pending.pop()
             partition = self._partitions.get(key)
             leader_state = None if partition is None else partition.leader_state
             if partition is None or leader_state is None:
@@ -529,7 +558,6 @@ class ReplicaManager:
                 )
             if moved:
                 self._on_high_watermark_moved(partition)
-        del pending[-limit:]
 
     def _apply_changes_now(self) -> None:
         """Apply every queued change on this thread (no event loop applies them: tests, tools
@@ -554,7 +582,7 @@ class ReplicaManager:
                 # A round of the leaders' refresh, then one of the changes (which a restart's
                 # unfencing waits for), in turn: neither waits for all of the other.
                 self._refresh_next = False
-                self._refresh_leaders(APPLY_ROUND_CHANGES)
+                self._refresh_leaders(APPLY_ROUND_CHANGES, APPLY_TURN_BUDGET_MS)
                 await yield_turn()
                 continue
             self._refresh_next = True
@@ -580,12 +608,14 @@ class ReplicaManager:
                     except BaseException:
                         self._release(creations)
                         raise
-                    for first in range(0, len(opened), APPLY_ROUND_CHANGES):
+                    installed = 0
+                    while installed < len(opened):
                         await yield_turn()
                         with self.log_manager.collect_unsynced() as unsynced:
-                            self._install(opened[first : first + APPLY_ROUND_CHANGES])
+                            installed = self._install(opened, installed, APPLY_TURN_BUDGET_MS)
                         self._refresh_fetch_sources()
                         self._syncs.add(unsynced)
+                    await yield_turn()
                     self._log_roles_taken()
                     if waiting > APPLY_ROUND_CHANGES:
                         log.info(
@@ -597,7 +627,8 @@ class ReplicaManager:
                             len(self._changes),
                         )
                 self._log_roles_taken()
-                # The round's new replicas live long: out of full collections (collector.py).
+                # The round's new replicas live long: out of full collections (collector.py),
+                # after a young collection, in a turn of its own.
                 collector.replicas_changed(
                     len(creations),
                     self._replicas_deleted,
@@ -623,8 +654,9 @@ class ReplicaManager:
 
     def _apply_round(self, limit: int) -> list[_Creation]:
         """Take up to `limit` queued changes (fewer when a deletion used up the round's
-        `APPLY_ROUND_BUDGET_MS`) and apply those that need no new log; return the others,
-        their partitions held, for `_open_logs` and `_install`."""
+        `APPLY_ROUND_BUDGET_MS`, or role changes `APPLY_TURN_BUDGET_MS`) and apply those that
+        need no new log; return the others, their partitions held, for `_open_logs` and
+        `_install`."""
         now_ms = self._clock()
         creations: list[_Creation] = []
         # A topic's partitions share its LogConfig: built once per topic in a round (the image
@@ -647,7 +679,8 @@ class ReplicaManager:
         creations: list[_Creation],
     ) -> bool:
         """Apply one change of a round, or add it to `creations`; whether the round's time is
-        up (`APPLY_ROUND_BUDGET_MS`, after a deletion: the change that costs file work here)."""
+        up (`APPLY_ROUND_BUDGET_MS` after a deletion, the change that costs file work here;
+        `APPLY_TURN_BUDGET_MS` after a role change)."""
         local = change.local
         if change.kind == DELETE:
             self._delete_partition(local)
@@ -655,7 +688,7 @@ class ReplicaManager:
         existing = self._partitions.get(change.key)
         if existing is not None and existing.topic_id == local.topic_id:
             self._take_role(change, existing, now_ms)
-            return False
+            return self._clock() - now_ms >= APPLY_TURN_BUDGET_MS
         if existing is not None:
             # Same name, another topic id: the old topic was deleted and the name reused.
             self._drop(existing, delete_log=True)
@@ -708,10 +741,17 @@ class ReplicaManager:
             for creation, log_, replaced in opened
         ]
 
-    def _install(self, opened: list[_Opened]) -> None:
-        """Make replicas of logs `_open_logs` opened, and give each its role."""
+    def _install(self, opened: list[_Opened], first: int = 0, budget_ms: int | None = None) -> int:
+        """Make replicas of the logs `_open_logs` opened, from `opened[first]` on, and give
+        each its role; with `budget_ms`, no more once that long has passed. Where it
+        stopped (the index of the first one left)."""
         now_ms = self._clock()
-        for creation, log_, replaced, table in opened:
+        index = first
+        while index < len(opened):
+            if budget_ms is not None and index > first and self._clock() - now_ms >= budget_ms:
+                break
+            creation, log_, replaced, table = opened[index]
+            index += 1
             change = creation.change
             local = change.local
             key = change.key
@@ -729,6 +769,7 @@ class ReplicaManager:
             )
             self._partitions[key] = created
             self._take_role(change, created, now_ms)
+        return index
 
     def _take_role(self, change: ReplicaChange, partition: Partition, now_ms: int) -> None:
         # Whether and where it is fetched from may change (`follower_fetch`, dirty-only).
@@ -859,31 +900,60 @@ class ReplicaManager:
                 )
         return config
 
-    def _refresh_log_configs(self, previous: MetadataImage, image: MetadataImage) -> None:
-        """Give every local replica of a topic whose configs changed its new `LogConfig`.
+    def _reconfigured_topics(
+        self,
+        previous: MetadataImage,
+        image: MetadataImage,
+        changed: Collection[ConfigResource] | None,
+    ) -> Collection[str] | None:
+        """The topics whose own config resource differs between the images (`changed`: the
+        resources that did, when known); None when a dynamic broker level did (every topic's
+        settings may change)."""
+        if changed is None:
+            before, after = previous.configs.resources, image.configs.resources
+            # An unchanged resource keeps its mapping object from image to image.
+            changed = [r for r in before.keys() | after.keys() if before.get(r) is not after.get(r)]
+        if any(resource in changed for resource in self._broker_config_resources()):
+            return None
+        return {
+            resource.resource_name
+            for resource in changed
+            if resource.resource_type is ConfigResourceType.TOPIC
+        }
+
+    def _replica_keys_of(
+        self, image: MetadataImage, topics: Collection[str]
+    ) -> set[TopicPartitionKey]:
+        """The keys of this broker's replicas of `topics` (as `image` names their partitions)."""
+        keys: set[TopicPartitionKey] = set()
+        for topic in topics:
+            found = image.topics.by_name.get(topic)
+            if found is not None:
+                keys.update(
+                    key for p in found.partitions if (key := (topic, p)) in self._partitions
+                )
+        return keys
+
+    def _refresh_log_configs(self, image: MetadataImage, topics: Collection[str] | None) -> None:
+        """Give every local replica of `topics` (None: every topic) its new `LogConfig`.
 
         A topic's log settings (`segment.bytes`, `retention.ms`, `max.message.bytes`, ...)
         may change at any time, so they reach open logs too, not only a Partition being
-        created. Only topics whose config resource
-        changed are recomputed; `get_or_create_log` applies the config to the open log (and
-        does nothing when it is equal).
+        created. Only the replicas of topics whose config resource changed are visited (a
+        walk over all of them, 100,000 at a time, for each topic created with a setting);
+        `get_or_create_log` applies the config to the open log (and does nothing when it is
+        equal).
         """
-
-        def differs(resource: ConfigResource) -> bool:
-            return image.configs.get(resource) != previous.configs.get(resource)
-
-        brokers_changed = any(differs(resource) for resource in self._broker_config_resources())
-        new_configs: dict[str, LogConfig | None] = {}
-        for (topic, partition_id), partition in self._partitions.items():
-            if topic not in new_configs:
-                changed = brokers_changed or differs(
-                    ConfigResource(ConfigResourceType.TOPIC, topic)
-                )
-                new_configs[topic] = self._log_config(image, topic) if changed else None
-            config = new_configs[topic]
-            if config is not None:
-                found = self.log_manager.get_or_create_log(topic, partition_id, config)
-                assert found is partition.log, f"{partition.name}: another log is open"
+        keys = self._partitions.keys() if topics is None else self._replica_keys_of(image, topics)
+        new_configs: dict[str, LogConfig] = {}
+        for topic, partition_id in keys:
+            config = new_configs.get(topic)
+            if config is None:
+                config = new_configs[topic] = self._log_config(image, topic)
+            found = self.log_manager.get_or_create_log(topic, partition_id, config)
+            assert found is self._partitions[(topic, partition_id)].log, (
+                f"{topic}-{partition_id}: another log is open"
+            )
 
     def _log_of_topic(self, creation: _Creation) -> tuple[Log, bool]:
         """The log of a new replica, its `partition.metadata` naming the topic id and, for a

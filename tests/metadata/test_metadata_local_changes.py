@@ -10,6 +10,7 @@ from uuid import UUID
 import pytest
 from metadata_helpers import bootstrapped, create_topic, delta_of, register, replayed, topic_id
 
+from quorum.metadata import local_changes as local_changes_module
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.local_changes import (
     CLASSIFY_STEP_PARTITIONS,
@@ -270,3 +271,48 @@ def test_one_topic_given_twice_still_comes_out_sorted() -> None:
     other = _TopicChange("a", PAYMENTS, {}, {5: registration}, (5,))
     found = run_to_end(_classify([first, other, second], ME))
     assert ids(found.leaders) == [("a", 5), ("t", 0), ("t", 1), ("t", 2)]
+
+
+def test_the_topics_are_listed_in_bounded_steps_before_their_partitions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A delta (a controlled shutdown's moves) or an image of 10,000 topics was listed in
+    one step, 17-32 ms of CPU: at most `LIST_STEP_TOPICS` topics are listed a step, and the
+    answer is the whole computation's."""
+    monkeypatch.setattr(local_changes_module, "LIST_STEP_TOPICS", 10, raising=False)
+    listed = [0]
+
+    class Counted(_TopicChange):
+        __slots__ = ()
+
+        def __new__(cls, *args: object, **kwargs: object) -> Counted:
+            listed[0] += 1
+            return super().__new__(cls)
+
+    records: list[MetadataRecord] = []
+    for n in range(100):
+        records += create_topic(f"t{n:03d}", topic_id(100 + n), (1, 2))
+    base = bootstrapped()
+    image = replayed(base, *records)
+    moves = delta_of(
+        image, *(PartitionChangeRecord(topic_id(100 + n), 0, leader=2) for n in range(100))
+    )
+    moved = moves.apply(MetadataProvenance(image.provenance.last_offset + 100, 1))
+    expected = [local_changes(moves, ME), local_changes_between(image, moved, ME)]
+    monkeypatch.setattr(local_changes_module, "_TopicChange", Counted)
+    for steps, answer in zip(
+        (local_changes_in_steps(moves, ME), local_changes_between_in_steps(image, moved, ME)),
+        expected,
+        strict=True,
+    ):
+        per_step: list[int] = []
+        while True:
+            listed[0] = 0
+            try:
+                next(steps)
+            except StopIteration as done:
+                assert done.value == answer and len(answer.followers) == 100
+                per_step.append(listed[0])
+                break
+            per_step.append(listed[0])
+        assert sum(per_step) == 100 and max(per_step) <= 10, per_step

@@ -25,6 +25,7 @@ from quorum.metadata.snapshot import (
     delta_from_records,
     image_from_records,
     image_record_count,
+    image_records_in_steps,
     image_to_records,
 )
 
@@ -126,6 +127,34 @@ def test_a_snapshot_replays_into_an_equal_image(log: list[MetadataRecord]) -> No
     assert image_from_records(through_bytes, image.provenance) == image
     # Equal images write equal records: a snapshot is a function of the image.
     assert image_to_records(image_from_records(records, image.provenance)) == records
+
+
+@log_settings
+@given(log=valid_logs(), parts_of=st.integers(min_value=1, max_value=4))
+def test_an_images_records_taken_in_steps_are_its_records(
+    log: list[MetadataRecord], parts_of: int
+) -> None:
+    # A step ends at the topic that takes it to `parts_of` partitions or more: as many steps
+    # as such topics, each partition's record made only when read.
+    image = replay_all(log)
+    steps = image_records_in_steps(image, parts_of=parts_of)
+    taken = 0
+    while True:
+        try:
+            next(steps)
+            taken += 1
+        except StopIteration as done:
+            records = done.value
+            break
+    assert list(records) == image_to_records(image)
+    sizes = [len(image.topics.by_name[name].partitions) for name in sorted(image.topics.by_name)]
+    ends = 0
+    partitions = 0
+    for size in sizes:
+        partitions += size
+        if partitions >= parts_of:
+            ends, partitions = ends + 1, 0
+    assert taken == ends
 
 
 def observed(delta: MetadataDelta) -> tuple[object, ...]:

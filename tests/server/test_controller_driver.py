@@ -227,9 +227,14 @@ async def create_kept(node: LoneController) -> None:
 
 
 async def snapshot_a_kept_topic(node: LoneController) -> None:
-    """Topic "kept" (2 partitions) created on an active controller, and two snapshots taken."""
+    """Topic "kept" (2 partitions) created on an active controller, and two snapshots taken,
+    the latest holding the topic."""
     await create_kept(node)
-    await eventually(lambda: _value(node.driver.snapshots_taken), lambda n: n >= 2)
+    created_end = node.driver.controller.last_committed_offset + 1
+    await eventually(
+        lambda: _value(node.raft.storage.snapshot_ids()),
+        lambda ids: len(ids) >= 2 and ids[-1].end_offset >= created_end,
+    )
 
 
 async def kept_after_restart(node: LoneController) -> None:
@@ -305,21 +310,28 @@ async def wide_after_restart(directory: Path, *, snapshots_loaded: int) -> None:
         assert len(metadata.topics[0].partitions) == 1_200
 
 
-async def snapshot_before_stop_ticking(
-    node: LoneController, tick: Callable[[], None]
-) -> SnapshotId | None:
-    """`snapshot_before_stop` while a task calls `tick` at every loop turn."""
+@asynccontextmanager
+async def ticking(tick: Callable[[], None]) -> AsyncIterator[None]:
+    """A task calling `tick` at every loop turn while the block runs."""
 
     async def ticker() -> None:
         while True:
             tick()
             await asyncio.sleep(0)
 
-    ticking = asyncio.create_task(ticker())
+    task = asyncio.create_task(ticker())
     try:
-        return await snapshot_before_stop(node.raft, node.driver, timeout_s=10)
+        yield
     finally:
-        ticking.cancel()
+        task.cancel()
+
+
+async def snapshot_before_stop_ticking(
+    node: LoneController, tick: Callable[[], None]
+) -> SnapshotId | None:
+    """`snapshot_before_stop` while a task calls `tick` at every loop turn."""
+    async with ticking(tick):
+        return await snapshot_before_stop(node.raft, node.driver, timeout_s=10)
 
 
 def test_the_stop_snapshot_is_encoded_a_batch_a_loop_turn(

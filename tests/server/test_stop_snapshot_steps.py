@@ -51,6 +51,25 @@ async def on_loop(node: LoneController, steps: Steps[StopState | None]) -> StopS
     return outcome[0]
 
 
+def parts_taken_at_ticks(
+    monkeypatch: pytest.MonkeyPatch, *, partitions_a_step: int
+) -> tuple[list[int], list[int]]:
+    """A tick counter (its one item, for a ticker to raise) and the count it stood at as each
+    part of a snapshot's state was taken, `partitions_a_step` partitions a part."""
+    monkeypatch.setattr(controller_module, "SNAPSHOT_STEP_PARTITIONS", partitions_a_step)
+    ticks = [0]
+    parts_at: list[int] = []
+    real = ReplicationControl.deferred_snapshot_parts
+
+    def recorded(self: ReplicationControl, offset: int | None, *, parts_of: int):  # type: ignore[no-untyped-def]
+        for part in real(self, offset, parts_of=parts_of):
+            parts_at.append(ticks[0])
+            yield part
+
+    monkeypatch.setattr(ReplicationControl, "deferred_snapshot_parts", recorded)
+    return ticks, parts_at
+
+
 @pytest.mark.parametrize("ending", ["finished", "closed half way"])
 def test_the_stop_state_is_taken_in_steps_at_the_offset_of_the_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: str
@@ -89,17 +108,7 @@ def test_a_stop_takes_its_state_a_step_a_loop_turn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each part of the state is taken in a loop turn of its own: a ticker runs between them.
-    monkeypatch.setattr(controller_module, "SNAPSHOT_STEP_PARTITIONS", 3)
-    ticks = [0]
-    parts_at: list[int] = []
-    real = ReplicationControl.deferred_snapshot_parts
-
-    def recorded(self: ReplicationControl, offset: int | None, *, parts_of: int):  # type: ignore[no-untyped-def]
-        for part in real(self, offset, parts_of=parts_of):
-            parts_at.append(ticks[0])
-            yield part
-
-    monkeypatch.setattr(ReplicationControl, "deferred_snapshot_parts", recorded)
+    ticks, parts_at = parts_taken_at_ticks(monkeypatch, partitions_a_step=3)
 
     async def scenario() -> None:
         async with lone_controller(tmp_path, metadata_max_idle_interval_ms=0) as node:

@@ -1624,9 +1624,11 @@ class ReplicationControl:
                 self._imbalanced_by_preferred.live[old_preferred].discard(tp)
             if new_preferred is not None:
                 self._member_set(self._imbalanced_by_preferred, new_preferred).add(tp)
+        # The set holds exactly the partitions whose registration is reassigning: only one
+        # that was or is touches it.
         if current is not None and current.is_reassigning:
             self._reassigning.add(tp)
-        else:
+        elif previous is not None and previous.is_reassigning:
             self._reassigning.discard(tp)
 
     def _member_set(

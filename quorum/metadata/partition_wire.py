@@ -200,12 +200,13 @@ def _read_fields(data: bytes, kinds: tuple[int, ...]) -> list[Any] | None:
     if size is None or size[0] < 0 or size[0] + size[1] != end:
         return None
     position = size[1]
-    values: list[Any] = [None] * len(kinds)
+    count = len(kinds)
+    values: list[Any] = [None] * count
     last = 0
     while position < end:
         tag = data[position]
         field = tag >> 3
-        if tag >= 0x80 or field <= last or field >= len(kinds) or position + 1 >= end:
+        if tag >= 0x80 or field <= last or field >= count or position + 1 >= end:
             return None
         last = field
         kind = kinds[field]

@@ -9,7 +9,12 @@ from uuid import UUID
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from metadata_strategies import partition, partition_change
+from metadata_strategies import (
+    partition,
+    partition_change,
+    partition_change_records,
+    partition_records,
+)
 
 from quorum.metadata.partition_wire import (
     partition_change_record_bytes,
@@ -19,10 +24,6 @@ from quorum.metadata.partition_wire import (
 )
 from quorum.metadata.record_codec import _ENCODERS, _decode_with_protobuf, decode_record
 from quorum.metadata.records import (
-    LEADER_UNCHANGED,
-    NO_LEADER,
-    RECOVERY_STATE_UNCHANGED,
-    LeaderRecoveryState,
     PartitionChangeRecord,
     PartitionRecord,
 )
@@ -33,30 +34,8 @@ from replog.pb import metadata_pb2 as pb
 SMALL_IDS = st.lists(st.integers(0, 300), max_size=5).map(tuple)
 SMALL_INT = st.integers(0, 300)
 
-small_partition = st.builds(
-    PartitionRecord,
-    topic_id=st.uuids(),
-    partition_id=SMALL_INT,
-    replicas=SMALL_IDS,
-    isr=SMALL_IDS,
-    leader=st.just(NO_LEADER) | SMALL_INT,
-    leader_epoch=SMALL_INT,
-    partition_epoch=SMALL_INT,
-    removing_replicas=SMALL_IDS,
-    adding_replicas=SMALL_IDS,
-    leader_recovery_state=st.sampled_from(LeaderRecoveryState),
-)
-small_partition_change = st.builds(
-    PartitionChangeRecord,
-    topic_id=st.uuids(),
-    partition_id=SMALL_INT,
-    isr=st.none() | SMALL_IDS,
-    leader=st.sampled_from([LEADER_UNCHANGED, NO_LEADER]) | SMALL_INT,
-    replicas=st.none() | SMALL_IDS,
-    removing_replicas=st.none() | SMALL_IDS,
-    adding_replicas=st.none() | SMALL_IDS,
-    leader_recovery_state=st.sampled_from([RECOVERY_STATE_UNCHANGED, 0, 1]),
-)
+small_partition = partition_records(SMALL_IDS, SMALL_INT)
+small_partition_change = partition_change_records(SMALL_IDS, SMALL_INT)
 
 
 def protobuf_bytes(record: Any) -> bytes:

@@ -50,12 +50,15 @@ class TimelineHashSet(SnapshottableTable[K, bool], MutableSet[K]):
         """Add `value` to the live set."""
         if value is None:
             self._reject_none("an element")
+        live = self._live
+        if value in live:
+            return  # no change, nothing to record
         tier = self._tier
-        if tier is not None and value not in tier:
+        if tier is not None:
             if tier is _PENDING:
                 tier = self._open_tier()
-            tier[value] = self._live.get(value)
-        self._live[value] = True
+            tier.setdefault(value, None)  # absent then, unless this tier recorded it before
+        live[value] = True
 
     def discard(self, value: K) -> None:
         """Remove `value` from the live set if present."""

@@ -76,34 +76,39 @@ def place_replicas(
     leader_counts = [0] * count
 
     placements: list[tuple[int, ...]] = []
+    # Each partition visits the brokers in its rotation of the shuffled order (the rotation
+    # advances by one per partition), so the first broker met with the best key wins a tie:
+    # keys are compared without the rotation, and strictly.
+    walks: dict[int, list[int]] = {}
     for partition in range(partition_count):
-        # Ties go to the broker earliest in this partition's rotation of the shuffled order.
-        rotation = [(i - partition) % count for i in range(count)]
-        leader_keys = [(leader_counts[i], replica_counts[i], rotation[i]) for i in range(count)]
-        leader = min(range(count), key=leader_keys.__getitem__)
+        start = partition % count
+        walk = walks.get(start)
+        if walk is None:
+            walk = walks[start] = [*range(start, count), *range(start)]
+        leader = start
+        fewest_led, fewest_held = leader_counts[start], replica_counts[start]
+        for i in walk:
+            led = leader_counts[i]
+            if led < fewest_led or (led == fewest_led and replica_counts[i] < fewest_held):
+                leader, fewest_led, fewest_held = i, led, replica_counts[i]
         chosen = [leader]
         used_racks = {racks[leader]}
         leader_counts[leader] += 1
         replica_counts[leader] += 1
         for _ in range(replication_factor - 1):
-            best: tuple[bool, int, int, int] | None = None
+            best: tuple[bool, int, int] | None = None
             follower = -1
-            for i in range(count):
+            for i in walk:
                 if i in chosen:
                     continue
-                key = (
-                    rack_aware and racks[i] in used_racks,
-                    replica_counts[i],
-                    -leader_counts[i],
-                    rotation[i],
-                )
+                key = (rack_aware and racks[i] in used_racks, replica_counts[i], -leader_counts[i])
                 if best is None or key < best:
                     best, follower = key, i
             assert follower >= 0, "replication factor <= brokers leaves a candidate"
             chosen.append(follower)
             used_racks.add(racks[follower])
             replica_counts[follower] += 1
-        placements.append(tuple(order[i][0] for i in chosen))
+        placements.append(tuple([order[i][0] for i in chosen]))
     return placements
 
 

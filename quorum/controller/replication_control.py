@@ -452,6 +452,8 @@ class ReplicationControl:
         records: list[MetadataRecord] = []
         results: list[CreateTopicResult] = []
         placed = 0
+        # Nothing this step does changes which brokers are active: placement reads them once.
+        active = self._cluster.active_brokers()
         for index, topic in enumerate(topics):
             if placed >= step_partitions:
                 then = partial(
@@ -475,7 +477,7 @@ class ReplicationControl:
                 self._check_collision(topic.name, claimed_keys)
                 if config_validator is not None:
                     config_validator(topic.name, topic.configs)
-                partitions = self._new_topic_partitions(topic)
+                partitions = self._new_topic_partitions(topic, active)
                 placed += len(partitions)
                 needed = 1 + len(partitions) + len(topic.configs)
                 if len(records) + needed > MAX_RECORDS_PER_USER_OP:
@@ -494,8 +496,8 @@ class ReplicationControl:
                 claimed_keys[key] = topic.name
             records.append(TopicRecord(name=topic.name, topic_id=topic_id))
             records.extend(
-                partition.to_record(topic_id, partition_id)
-                for partition_id, partition in enumerate(partitions)
+                PartitionRecord(topic_id, partition_id, replicas, isr, isr[0])
+                for partition_id, (replicas, isr) in enumerate(partitions)
             )
             records.extend(
                 ConfigRecord(ConfigResourceType.TOPIC, topic.name, name, topic.configs[name])
@@ -506,7 +508,7 @@ class ReplicationControl:
                     topic.name,
                     topic_id=topic_id,
                     num_partitions=len(partitions),
-                    replication_factor=len(partitions[0].replicas),
+                    replication_factor=len(partitions[0][0]),
                 )
             )
         return ControllerResult.of(
@@ -1126,7 +1128,11 @@ class ReplicationControl:
             if topic_id not in claimed and topic_id not in self._topics.live:
                 return topic_id
 
-    def _new_topic_partitions(self, topic: CreatableTopic) -> list[PartitionRegistration]:
+    def _new_topic_partitions(
+        self, topic: CreatableTopic, active: Sequence[tuple[int, str | None]]
+    ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """(replicas, ISR) of each new partition of `topic`, in partition order; `active`:
+        the active brokers (`BrokerLiveness.active_brokers`), where placement puts replicas."""
         if topic.assignments:
             if topic.replication_factor != -1:
                 raise InvalidRequestError(
@@ -1138,13 +1144,13 @@ class ReplicationControl:
                     "a manual assignment was given, so the number of partitions must be -1, "
                     f"not {topic.num_partitions}"
                 )
-            by_partition: dict[int, PartitionRegistration] = {}
+            by_partition: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
             replication_factor: int | None = None
             for partition_id, assigned in topic.assignments.items():
                 replicas = tuple(assigned)
                 self._check_assignment(partition_id, replicas, replication_factor)
                 replication_factor = len(replicas)
-                by_partition[partition_id] = self._initial_registration(partition_id, replicas)
+                by_partition[partition_id] = (replicas, self._initial_isr(partition_id, replicas))
             if sorted(by_partition) != list(range(len(by_partition))):
                 raise InvalidReplicaAssignmentError(
                     f"the manual assignment names partitions {sorted(by_partition)}; they must "
@@ -1167,12 +1173,10 @@ class ReplicationControl:
             if topic.replication_factor == -1
             else topic.replication_factor
         )
-        placements = place_replicas(
-            self._cluster.active_brokers(), count, replication_factor, self._rng
-        )
+        # Placement puts replicas on active brokers only: each is its partition's whole ISR.
         return [
-            self._initial_registration(partition_id, replicas)
-            for partition_id, replicas in enumerate(placements)
+            (replicas, replicas)
+            for replicas in place_replicas(active, count, replication_factor, self._rng)
         ]
 
     def _new_partitions(self, request: CreatePartitionsTopic, budget: int) -> list[PartitionRecord]:
@@ -1202,23 +1206,20 @@ class ReplicationControl:
                     f"{additional} partition(s) are to be added, but {len(request.assignments)} "
                     "assignment(s) were given"
                 )
-            registrations = []
+            partitions = []
             for index, assigned in enumerate(request.assignments):
                 partition_id = existing + index
                 replicas = tuple(assigned)
                 self._check_assignment(partition_id, replicas, replication_factor)
-                registrations.append(self._initial_registration(partition_id, replicas))
+                partitions.append((replicas, self._initial_isr(partition_id, replicas)))
         else:
             placements = place_replicas(
                 self._cluster.active_brokers(), additional, replication_factor, self._rng
             )
-            registrations = [
-                self._initial_registration(existing + index, replicas)
-                for index, replicas in enumerate(placements)
-            ]
+            partitions = [(replicas, replicas) for replicas in placements]  # as for a new topic
         return [
-            registration.to_record(topic_id, existing + index)
-            for index, registration in enumerate(registrations)
+            PartitionRecord(topic_id, existing + index, replicas, isr, isr[0])
+            for index, (replicas, isr) in enumerate(partitions)
         ]
 
     def _check_assignment(
@@ -1244,16 +1245,16 @@ class ReplicationControl:
                 f"other partitions have {replication_factor}"
             )
 
-    def _initial_registration(
-        self, partition_id: int, replicas: tuple[int, ...]
-    ) -> PartitionRegistration:
+    def _initial_isr(self, partition_id: int, replicas: tuple[int, ...]) -> tuple[int, ...]:
+        """The ISR of a new partition manually assigned `replicas`: the active ones (its
+        leader the first of them)."""
         isr = tuple(b for b in replicas if self._cluster.is_active(b))
         if not isr:
             raise InvalidReplicaAssignmentError(
                 f"partition {partition_id}: every one of brokers {list(replicas)} is fenced or "
                 "in controlled shutdown, so none can lead"
             )
-        return PartitionRegistration(replicas=replicas, isr=isr, leader=isr[0])
+        return isr
 
     def _check_alter_partition(
         self, broker_id: int, item: AlterPartitionItem, partition: PartitionRegistration
@@ -1623,9 +1624,11 @@ class ReplicationControl:
                 self._imbalanced_by_preferred.live[old_preferred].discard(tp)
             if new_preferred is not None:
                 self._member_set(self._imbalanced_by_preferred, new_preferred).add(tp)
+        # The set holds exactly the partitions whose registration is reassigning: only one
+        # that was or is touches it.
         if current is not None and current.is_reassigning:
             self._reassigning.add(tp)
-        else:
+        elif previous is not None and previous.is_reassigning:
             self._reassigning.discard(tp)
 
     def _member_set(

@@ -22,17 +22,28 @@ Rules:
   known record are ignored, so a newer writer can add fields.
 - Encoding checks the same rules and raises `ValueError`: a record that breaks them is a bug in
   the code that built it, and must not reach the log.
+- The records written once per partition (PartitionRecord, PartitionChangeRecord) are written
+  and read by hand (`partition_wire`): the same bytes protobuf writes, and whatever is not in
+  that form is left to protobuf, so either way the result is the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, TypeVar
 from uuid import UUID
 
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from quorum.metadata.partition_wire import (
+    PARTITION_CHANGE_TAG,
+    PARTITION_TAG,
+    partition_change_record_bytes,
+    partition_record_bytes,
+    read_partition_change_record,
+    read_partition_record,
+)
 from quorum.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
@@ -75,13 +86,17 @@ class _Invalid(Exception):
 
 def encode_record(record: MetadataRecord) -> bytes:
     """The bytes of `record` as a metadata log record value. ValueError if it breaks a rule."""
-    encoder = _ENCODERS.get(type(record))
+    kind = type(record)
+    encoder = _ENCODERS.get(kind)
     if encoder is None:
         raise TypeError(f"not a metadata record: {record!r}")
     try:
         _check(record)
     except _Invalid as e:
-        raise ValueError(f"cannot encode {type(record).__name__}: {e}") from None
+        raise ValueError(f"cannot encode {kind.__name__}: {e}") from None
+    written = _BY_HAND.get(kind)
+    if written is not None:
+        return written(record)
     wrapper = pb.MetadataRecord()
     field_name, build = encoder
     getattr(wrapper, field_name).CopyFrom(build(record))
@@ -219,11 +234,35 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], Any]]] = {
 }
 
 
+# The records written by the thousand (a creation, a broker event), as bytes put together by
+# hand: the same bytes as protobuf's (`partition_wire`).
+_BY_HAND: dict[type, Callable[[Any], bytes]] = {
+    PartitionRecord: partition_record_bytes,
+    PartitionChangeRecord: partition_change_record_bytes,
+}
+# Their readers, by the value's first byte (the oneof field's tag); a reader's None means
+# "not in the form written here": protobuf decodes it.
+_READ_BY_HAND: dict[int, Callable[[bytes, Callable[[bytes], UUID]], MetadataRecord | None]] = {
+    PARTITION_TAG: read_partition_record,
+    PARTITION_CHANGE_TAG: read_partition_change_record,
+}
+
+
 # --- decoding ----------------------------------------------------------------------------------
 
 
 def decode_record(data: bytes) -> MetadataRecord:
     """The record whose bytes are `data`; CorruptMetadataRecordError naming what is wrong."""
+    if data:
+        read = _READ_BY_HAND.get(data[0])
+        if read is not None:
+            record = read(data, _topic_id)
+            if record is not None:
+                return record
+    return _decode_with_protobuf(data)
+
+
+def _decode_with_protobuf(data: bytes) -> MetadataRecord:
     wrapper = pb.MetadataRecord()
     try:
         wrapper.ParseFromString(data)
@@ -251,10 +290,28 @@ def decode_record(data: bytes) -> MetadataRecord:
     return record
 
 
+def _topic_id(value: bytes) -> UUID:
+    return _uuid("topic_id", value)
+
+
 def _uuid(field: str, value: bytes) -> UUID:
+    found = _recent_uuids.get(value)
+    if found is not None:
+        return found
     if len(value) != UUID_BYTES:
         raise _Invalid(f"{field} must be {UUID_BYTES} bytes, got {len(value)}")
-    return UUID(bytes=value)
+    if len(_recent_uuids) >= _RECENT_UUIDS_KEPT:
+        _recent_uuids.clear()
+    made = _recent_uuids[value] = UUID(bytes=value)
+    return made
+
+
+# The topic ids decoded lately, by their bytes: a topic's partition records follow its topic
+# record, and a broker event's changes come a topic's partitions at a time, so most ids were
+# just made (a UUID from bytes costs a third of the rest of a record's decoding). UUIDs are
+# immutable: sharing one changes nothing. Emptied when full: a bound, not a policy.
+_RECENT_UUIDS_KEPT = 4096
+_recent_uuids: dict[bytes, UUID] = {}
 
 
 def _enum(kind: type[_E], field: str, value: int) -> _E:
@@ -263,14 +320,6 @@ def _enum(kind: type[_E], field: str, value: int) -> _E:
     except ValueError:
         known = ", ".join(str(int(v)) for v in kind)
         raise _Invalid(f"{field} {value} is not one of {known}") from None
-
-
-def _tuple(values: Iterable[int]) -> tuple[int, ...]:
-    return tuple(values)
-
-
-def _optional_ids(m: Any, field: str) -> tuple[int, ...] | None:
-    return _tuple(getattr(m, field).broker_ids) if m.HasField(field) else None
 
 
 def _dec_register_broker(m: pb.RegisterBrokerRecord) -> RegisterBrokerRecord:
@@ -309,36 +358,42 @@ def _dec_topic(m: pb.TopicRecord) -> TopicRecord:
 
 
 def _dec_partition(m: pb.PartitionRecord) -> PartitionRecord:
+    recovery = _RECOVERY_STATE_OF.get(m.leader_recovery_state)
+    if recovery is None:
+        recovery = _enum(LeaderRecoveryState, "leader_recovery_state", m.leader_recovery_state)
     return PartitionRecord(
-        topic_id=_uuid("topic_id", m.topic_id),
-        partition_id=m.partition_id,
-        replicas=_tuple(m.replicas),
-        isr=_tuple(m.isr),
-        leader=m.leader,
-        leader_epoch=m.leader_epoch,
-        partition_epoch=m.partition_epoch,
-        removing_replicas=_tuple(m.removing_replicas),
-        adding_replicas=_tuple(m.adding_replicas),
-        leader_recovery_state=_enum(
-            LeaderRecoveryState, "leader_recovery_state", m.leader_recovery_state
-        ),
+        _uuid("topic_id", m.topic_id),
+        m.partition_id,
+        tuple(m.replicas),
+        tuple(m.isr),
+        m.leader,
+        m.leader_epoch,
+        m.partition_epoch,
+        tuple(m.removing_replicas),
+        tuple(m.adding_replicas),
+        recovery,
     )
 
 
+_RECOVERY_STATE_OF = {int(state): state for state in LeaderRecoveryState}
+
+
 def _dec_partition_change(m: pb.PartitionChangeRecord) -> PartitionChangeRecord:
+    has = m.HasField
+    recovery = RECOVERY_STATE_UNCHANGED
+    if has("leader_recovery_state"):
+        recovery = m.leader_recovery_state
+        if recovery not in _RECOVERY_STATE_OF:
+            _enum(LeaderRecoveryState, "leader_recovery_state", recovery)
     return PartitionChangeRecord(
-        topic_id=_uuid("topic_id", m.topic_id),
-        partition_id=m.partition_id,
-        isr=_optional_ids(m, "isr"),
-        leader=m.leader if m.HasField("leader") else LEADER_UNCHANGED,
-        replicas=_optional_ids(m, "replicas"),
-        removing_replicas=_optional_ids(m, "removing_replicas"),
-        adding_replicas=_optional_ids(m, "adding_replicas"),
-        leader_recovery_state=(
-            int(_enum(LeaderRecoveryState, "leader_recovery_state", m.leader_recovery_state))
-            if m.HasField("leader_recovery_state")
-            else RECOVERY_STATE_UNCHANGED
-        ),
+        _uuid("topic_id", m.topic_id),
+        m.partition_id,
+        tuple(m.isr.broker_ids) if has("isr") else None,
+        m.leader if has("leader") else LEADER_UNCHANGED,
+        tuple(m.replicas.broker_ids) if has("replicas") else None,
+        tuple(m.removing_replicas.broker_ids) if has("removing_replicas") else None,
+        tuple(m.adding_replicas.broker_ids) if has("adding_replicas") else None,
+        recovery,
     )
 
 
@@ -391,45 +446,91 @@ assert set(_DECODERS) == {field for field, _ in _ENCODERS.values()}, "encoders a
 
 def _check(record: MetadataRecord) -> None:
     """Raise _Invalid naming the first field of `record` that breaks a rule of the module."""
-    if isinstance(record, RegisterBrokerRecord):
-        _broker_id("broker_id", record.broker_id)
-        for endpoint in record.endpoints:
-            if not 0 <= endpoint.port <= PORT_MAX:
-                raise _Invalid(f"endpoint {endpoint.name!r} port {endpoint.port} not in 0..65535")
-        for feature in record.features:
-            _int16(f"feature {feature.name!r} min_supported_version", feature.min_supported_version)
-            _int16(f"feature {feature.name!r} max_supported_version", feature.max_supported_version)
-    elif isinstance(record, UnregisterBrokerRecord):
-        _broker_id("broker_id", record.broker_id)
-    elif isinstance(record, ProducerIdsRecord):
-        # A snapshot's ProducerIdsRecord names no broker (-1), as Kafka writes it.
-        if record.broker_id < -1:
-            raise _Invalid(f"broker_id {record.broker_id} is below -1")
-    elif isinstance(record, BrokerRegistrationChangeRecord):
-        _broker_id("broker_id", record.broker_id)
-        _enum(FenceChange, "fenced", int(record.fenced))
-    elif isinstance(record, PartitionRecord):
-        _partition_fields(record.partition_id, record.leader, NO_LEADER)
+    check = _CHECKS.get(type(record))
+    if check is not None:
+        check(record)
+
+
+def _check_register_broker(record: RegisterBrokerRecord) -> None:
+    _broker_id("broker_id", record.broker_id)
+    for endpoint in record.endpoints:
+        if not 0 <= endpoint.port <= PORT_MAX:
+            raise _Invalid(f"endpoint {endpoint.name!r} port {endpoint.port} not in 0..65535")
+    for feature in record.features:
+        _int16(f"feature {feature.name!r} min_supported_version", feature.min_supported_version)
+        _int16(f"feature {feature.name!r} max_supported_version", feature.max_supported_version)
+
+
+def _check_unregister_broker(record: UnregisterBrokerRecord) -> None:
+    _broker_id("broker_id", record.broker_id)
+
+
+def _check_producer_ids(record: ProducerIdsRecord) -> None:
+    # A snapshot's ProducerIdsRecord names no broker (-1), as Kafka writes it.
+    if record.broker_id < -1:
+        raise _Invalid(f"broker_id {record.broker_id} is below -1")
+
+
+def _check_broker_registration_change(record: BrokerRegistrationChangeRecord) -> None:
+    _broker_id("broker_id", record.broker_id)
+    _enum(FenceChange, "fenced", int(record.fenced))
+
+
+# Written out for the two records of every partition (a third of their decoding was checks):
+# each list's lowest id against 0, the fields named only when one breaks a rule.
+def _check_partition(record: PartitionRecord) -> None:
+    _partition_fields(record.partition_id, record.leader, NO_LEADER)
+    replicas, isr = record.replicas, record.isr
+    removing, adding = record.removing_replicas, record.adding_replicas
+    if (
+        (replicas and min(replicas) < 0)
+        or (isr and min(isr) < 0)
+        or (removing and min(removing) < 0)
+        or (adding and min(adding) < 0)
+    ):
         for field in ("replicas", "isr", "removing_replicas", "adding_replicas"):
             _broker_ids(field, getattr(record, field))
+    if record.leader_recovery_state not in _RECOVERY_STATES:
         _enum(LeaderRecoveryState, "leader_recovery_state", int(record.leader_recovery_state))
-        if record.leader_epoch < 0 or record.partition_epoch < 0:
-            raise _Invalid(
-                f"negative epoch: leader_epoch {record.leader_epoch}, "
-                f"partition_epoch {record.partition_epoch}"
-            )
-    elif isinstance(record, PartitionChangeRecord):
-        _partition_fields(record.partition_id, record.leader, LEADER_UNCHANGED)
-        for field in ("replicas", "isr", "removing_replicas", "adding_replicas"):
-            values = getattr(record, field)
-            if values is not None:
-                _broker_ids(field, values)
-        if record.leader_recovery_state != RECOVERY_STATE_UNCHANGED:
-            _enum(LeaderRecoveryState, "leader_recovery_state", record.leader_recovery_state)
-    elif isinstance(record, ConfigRecord):
-        _enum(ConfigResourceType, "resource_type", int(record.resource_type))
-    elif isinstance(record, FeatureLevelRecord) and not 0 <= record.feature_level <= INT16_MAX:
+    if record.leader_epoch < 0 or record.partition_epoch < 0:
+        raise _Invalid(
+            f"negative epoch: leader_epoch {record.leader_epoch}, "
+            f"partition_epoch {record.partition_epoch}"
+        )
+
+
+def _check_partition_change(record: PartitionChangeRecord) -> None:
+    _partition_fields(record.partition_id, record.leader, LEADER_UNCHANGED)
+    for field in ("replicas", "isr", "removing_replicas", "adding_replicas"):
+        values = getattr(record, field)
+        if values and min(values) < 0:
+            _broker_ids(field, values)
+    recovery = record.leader_recovery_state
+    if recovery != RECOVERY_STATE_UNCHANGED and recovery not in _RECOVERY_STATES:
+        _enum(LeaderRecoveryState, "leader_recovery_state", recovery)
+
+
+def _check_config(record: ConfigRecord) -> None:
+    _enum(ConfigResourceType, "resource_type", int(record.resource_type))
+
+
+def _check_feature_level(record: FeatureLevelRecord) -> None:
+    if not 0 <= record.feature_level <= INT16_MAX:
         raise _Invalid(f"feature {record.name!r} level {record.feature_level} not in 0..32767")
+
+
+_RECOVERY_STATES = frozenset(int(state) for state in LeaderRecoveryState)
+# Record type -> its rules (the kinds not named have none beyond protobuf's).
+_CHECKS: dict[type, Callable[[Any], None]] = {
+    RegisterBrokerRecord: _check_register_broker,
+    UnregisterBrokerRecord: _check_unregister_broker,
+    ProducerIdsRecord: _check_producer_ids,
+    BrokerRegistrationChangeRecord: _check_broker_registration_change,
+    PartitionRecord: _check_partition,
+    PartitionChangeRecord: _check_partition_change,
+    ConfigRecord: _check_config,
+    FeatureLevelRecord: _check_feature_level,
+}
 
 
 def _int16(field: str, value: int) -> None:

@@ -168,3 +168,66 @@ def test_with_racks_each_partition_spans_as_many_racks_as_it_can(
         assert len({rack_of[b] for b in replica_list}) == min(replication_factor, racks_present)
     _, leaders = counts(placements)
     assert spread(leaders, list(range(broker_count))) <= 1
+
+
+# -- the written-out walk against the rule as first written --------------------------------------
+
+
+def _reference_placement(
+    cluster: list[tuple[int, str | None]], partition_count: int, replication_factor: int, seed: int
+) -> list[tuple[int, ...]]:
+    """The placement rule as first written: every key holds its rotation, and min() picks."""
+    order = sorted(cluster, key=lambda broker: broker[0])
+    rng = random.Random(seed)
+    for i in range(len(order) - 1, 0, -1):  # placement's Fisher-Yates
+        j = rng.randrange(0, i + 1)
+        order[i], order[j] = order[j], order[i]
+    count = len(order)
+    racks = [rack for _, rack in order]
+    rack_aware = any(rack is not None for rack in racks)
+    replica_counts = [0] * count
+    leader_counts = [0] * count
+    placements: list[tuple[int, ...]] = []
+    for partition in range(partition_count):
+        rotation = [(i - partition) % count for i in range(count)]
+        leader = min(range(count), key=lambda i: (leader_counts[i], replica_counts[i], rotation[i]))
+        chosen = [leader]
+        used_racks = {racks[leader]}
+        leader_counts[leader] += 1
+        replica_counts[leader] += 1
+        for _ in range(replication_factor - 1):
+            follower = min(
+                (i for i in range(count) if i not in chosen),
+                key=lambda i: (
+                    rack_aware and racks[i] in used_racks,
+                    replica_counts[i],
+                    -leader_counts[i],
+                    rotation[i],
+                ),
+            )
+            chosen.append(follower)
+            used_racks.add(racks[follower])
+            replica_counts[follower] += 1
+        placements.append(tuple(order[i][0] for i in chosen))
+    return placements
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    broker_count=st.integers(1, 12),
+    rack_count=st.integers(0, 4),
+    data=st.data(),
+    partition_count=st.integers(1, 40),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_placement_is_the_rule_as_first_written(
+    broker_count: int, rack_count: int, data: st.DataObject, partition_count: int, seed: int
+) -> None:
+    replication_factor = data.draw(st.integers(1, broker_count))
+    cluster = brokers(broker_count, racks=rack_count)
+    if rack_count and data.draw(st.booleans()):
+        cluster[0] = (cluster[0][0], None)  # a broker without a rack among racked ones
+    expected = _reference_placement(cluster, partition_count, replication_factor, seed)
+    assert place_replicas(cluster, partition_count, replication_factor, random.Random(seed)) == (
+        expected
+    )

@@ -549,6 +549,50 @@ def test_a_manual_assignment_of_only_inactive_brokers_is_invalid() -> None:
     assert error_name(response.error) == "INVALID_REPLICA_ASSIGNMENT"
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    states=st.lists(st.sampled_from(["active", "fenced", "shutting down"]), min_size=3, max_size=6),
+    topics=st.lists(
+        st.tuples(st.integers(1, 12), st.integers(1, 3), st.booleans()), min_size=1, max_size=8
+    ),
+    step=st.integers(1, 20),
+    seed=st.integers(0, 1000),
+)
+def test_new_partitions_hold_their_active_replicas_as_isr_led_by_the_first(
+    states: list[str], topics: list[tuple[int, int, bool]], step: int, seed: int
+) -> None:
+    """Placed or assigned, whatever the brokers' states and the steps: ISR = the active
+    replicas in replica order, leader = ISR[0], both epochs 0, RECOVERED (module Rules)."""
+    rig = Rig(broker_ids=range(len(states)), seed=seed)
+    for broker_id, state in enumerate(states):
+        rig.cluster.brokers[broker_id].fenced = state == "fenced"
+        rig.cluster.brokers[broker_id].shutting_down = state == "shutting down"
+    requests = [
+        CreatableTopic(
+            f"t{i}",
+            assignments={p: [(p + r) % len(states) for r in range(rf)] for p in range(count)},
+        )
+        if assigned
+        else CreatableTopic(f"t{i}", count, rf)
+        for i, (count, rf, assigned) in enumerate(topics)
+    ]
+    result = rig.control.create_topics(requests, step_partitions=step)
+    records = list(result.records)
+    while result.then is not None:
+        rig.apply(result.records)
+        result = result.then(None)  # type: ignore[arg-type]
+        records.extend(result.records)
+    partitions = [r for r in records if isinstance(r, PartitionRecord)]
+    created = {r.topic_id for r in records if isinstance(r, TopicRecord)}
+    assert {r.topic_id for r in partitions} == created
+    for record in partitions:
+        isr = tuple(b for b in record.replicas if rig.cluster.is_active(b))
+        assert (record.isr, record.leader) == (isr, isr[0]), record
+        assert (record.leader_epoch, record.partition_epoch) == (0, 0)
+        assert record.leader_recovery_state == RECOVERED
+        assert not record.adding_replicas and not record.removing_replicas
+
+
 # == DeleteTopics ================================================================================
 
 

@@ -44,7 +44,6 @@ INT64 = st.integers(-(2**63), 2**63 - 1)
 # Protobuf strings are UTF-8: no lone surrogates.
 TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
 BROKER_IDS = st.lists(INT32_NON_NEGATIVE, max_size=5).map(tuple)
-OPTIONAL_BROKER_IDS = st.none() | BROKER_IDS
 
 endpoints = st.builds(Endpoint, TEXT, TEXT, st.integers(0, 65535), TEXT)
 feature_ranges = st.builds(FeatureRange, TEXT, INT16, INT16)
@@ -69,30 +68,48 @@ broker_registration_change = st.builds(
     in_controlled_shutdown=st.booleans(),
 )
 topic = st.builds(TopicRecord, TEXT, st.uuids())
-partition = st.builds(
-    PartitionRecord,
-    topic_id=st.uuids(),
-    partition_id=INT32_NON_NEGATIVE,
-    replicas=BROKER_IDS,
-    isr=BROKER_IDS,
-    leader=st.just(NO_LEADER) | INT32_NON_NEGATIVE,
-    leader_epoch=INT32_NON_NEGATIVE,
-    partition_epoch=INT32_NON_NEGATIVE,
-    removing_replicas=BROKER_IDS,
-    adding_replicas=BROKER_IDS,
-    leader_recovery_state=st.sampled_from(LeaderRecoveryState),
-)
-partition_change = st.builds(
-    PartitionChangeRecord,
-    topic_id=st.uuids(),
-    partition_id=INT32_NON_NEGATIVE,
-    isr=OPTIONAL_BROKER_IDS,
-    leader=st.sampled_from([LEADER_UNCHANGED, NO_LEADER, 0]) | INT32_NON_NEGATIVE,
-    replicas=OPTIONAL_BROKER_IDS,
-    removing_replicas=OPTIONAL_BROKER_IDS,
-    adding_replicas=OPTIONAL_BROKER_IDS,
-    leader_recovery_state=st.sampled_from([RECOVERY_STATE_UNCHANGED, 0, 1]),
-)
+
+
+def partition_records(
+    ids: st.SearchStrategy[tuple[int, ...]] = BROKER_IDS,
+    ints: st.SearchStrategy[int] = INT32_NON_NEGATIVE,
+) -> st.SearchStrategy[PartitionRecord]:
+    """PartitionRecords whose broker ids are drawn from `ids` and other integers from `ints`."""
+    return st.builds(
+        PartitionRecord,
+        topic_id=st.uuids(),
+        partition_id=ints,
+        replicas=ids,
+        isr=ids,
+        leader=st.just(NO_LEADER) | ints,
+        leader_epoch=ints,
+        partition_epoch=ints,
+        removing_replicas=ids,
+        adding_replicas=ids,
+        leader_recovery_state=st.sampled_from(LeaderRecoveryState),
+    )
+
+
+def partition_change_records(
+    ids: st.SearchStrategy[tuple[int, ...]] = BROKER_IDS,
+    ints: st.SearchStrategy[int] = INT32_NON_NEGATIVE,
+) -> st.SearchStrategy[PartitionChangeRecord]:
+    """As `partition_records`, for PartitionChangeRecords (each list None or not)."""
+    return st.builds(
+        PartitionChangeRecord,
+        topic_id=st.uuids(),
+        partition_id=ints,
+        isr=st.none() | ids,
+        leader=st.sampled_from([LEADER_UNCHANGED, NO_LEADER, 0]) | ints,
+        replicas=st.none() | ids,
+        removing_replicas=st.none() | ids,
+        adding_replicas=st.none() | ids,
+        leader_recovery_state=st.sampled_from([RECOVERY_STATE_UNCHANGED, 0, 1]),
+    )
+
+
+partition = partition_records()
+partition_change = partition_change_records()
 remove_topic = st.builds(RemoveTopicRecord, st.uuids())
 config = st.builds(ConfigRecord, st.sampled_from(ConfigResourceType), TEXT, TEXT, st.none() | TEXT)
 feature_level = st.builds(FeatureLevelRecord, TEXT, st.integers(0, 2**15 - 1))

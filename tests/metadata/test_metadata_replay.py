@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 from metadata_helpers import (
     bootstrapped,
     create_topic,
@@ -16,14 +17,17 @@ from metadata_helpers import (
     replayed,
     topic_id,
 )
+from metadata_strategies import partition, partition_change
 
 from quorum.metadata.broker_registration import BrokerRegistration
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import ConfigResource, MetadataImage, MetadataProvenance, TopicsImage
 from quorum.metadata.partition_registration import PartitionRegistration
 from quorum.metadata.records import (
+    LEADER_UNCHANGED,
     METADATA_VERSION_FEATURE,
     NO_LEADER,
+    RECOVERY_STATE_UNCHANGED,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -244,6 +248,40 @@ def test_partition_change_merges_fields_and_bumps_epochs() -> None:
     assert (p.isr, p.leader, p.leader_epoch, p.partition_epoch) == ((3,), 3, 4, 5)
     assert p.leader_recovery_state is LeaderRecoveryState.RECOVERING
     assert p.replicas == (1, 2, 3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(record=partition, change=partition_change)
+def test_a_merge_overwrites_what_the_change_carries_and_bumps_the_epochs(
+    record: PartitionRecord, change: PartitionChangeRecord
+) -> None:
+    """Every field, each way: from_record keeps them all, merge takes each one the change
+    carries, and the epochs follow Kafka's rules (module docstring of partition_registration)."""
+    before = PartitionRegistration.from_record(record)
+    assert before.to_record(record.topic_id, record.partition_id) == record
+    leader_named = change.leader != LEADER_UNCHANGED
+    recovery_named = change.leader_recovery_state != RECOVERY_STATE_UNCHANGED
+    assert before.merge(change) == replace(
+        before,
+        replicas=before.replicas if change.replicas is None else change.replicas,
+        isr=before.isr if change.isr is None else change.isr,
+        leader=change.leader if leader_named else before.leader,
+        leader_epoch=before.leader_epoch + leader_named,
+        partition_epoch=before.partition_epoch + 1,
+        removing_replicas=(
+            before.removing_replicas
+            if change.removing_replicas is None
+            else change.removing_replicas
+        ),
+        adding_replicas=(
+            before.adding_replicas if change.adding_replicas is None else change.adding_replicas
+        ),
+        leader_recovery_state=(
+            LeaderRecoveryState(change.leader_recovery_state)
+            if recovery_named
+            else before.leader_recovery_state
+        ),
+    )
 
 
 def test_partition_changes_within_one_delta_merge_in_order() -> None:

@@ -8,8 +8,9 @@ one fetch (a protobuf `FetchRequest`). The connection holds one incremental fetc
 (`fetch_session`), as a `FetchStream` call did, and its requests are served in the order
 sent, one at a time, by `serve` (`BrokerService.replica_fetch`: every rule of a `FetchStream`
 request holds, purgatory waits included). Each answer is written as soon as it is ready:
-its header, then the serialized `FetchResponse` as the codec joined it (`framed_wire.write_frame`:
-a large one is not copied again).
+its header, then the serialized `FetchResponse` in the codec's pieces, never joined
+(`framed_wire.write_frame_pieces`: the records a leader read are written as they are, copied
+only where the socket leaves part of them unsent).
 
 Rules:
 - Bytes that break the format (greeting, frame length) end the connection with a warning
@@ -20,6 +21,9 @@ Rules:
   frame carrying the Kafka error that names it, and the connection ends after it (the
   session ends with it, as a refused `FetchStream` call did). Anything else `serve` raises is
   a bug: logged with its traceback, refused as UNKNOWN_SERVER_ERROR.
+- A connection that greets as a consumer (a Spark task) gets a send buffer that holds most
+  of a large answer (CONSUMER_SEND_BUFFER_BYTES); a follower's keeps the kernel's default
+  (its answers pace its replication: not measured with another).
 - Backpressure: at most `DEPTH` requests are read ahead of the one being served (give or
   take one socket read), and while answers wait in the socket's write buffer (the follower
   does not read them) no more requests are read or served: a peer cannot make this broker
@@ -37,7 +41,9 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -59,7 +65,7 @@ from replog.server.repeat_reads import RepeatReads
 from replog.server.tolerant_service import Refused
 from replog.wire import framed_wire
 from replog.wire import replica_fetch_wire as wire
-from replog.wire.broker_codec import fetch_response_to_wire
+from replog.wire.broker_codec import fetch_response_pieces
 from replog.wire.framed_wire import listen
 
 log = logging.getLogger("replog.server.fetcher")
@@ -68,6 +74,12 @@ Serve = Callable[[pb.FetchRequest, LeaderFetchSession, RepeatReads], Awaitable[m
 # Requests read ahead of the one being served (the Broker service's FETCH_STREAM_DEPTH): a
 # follower sends its next fetch after the answer, so one is the norm.
 DEPTH = 8
+# A consumer's connection (a Spark task's: answers of up to `max.partition.fetch.bytes`, 8 MiB
+# by default) asks for a send buffer this large (Linux doubles it, up to twice
+# net.core.wmem_max): the kernel then takes most of an answer in one `send`, where the default
+# buffer (grown by the kernel up to 4 MiB) leaves about half of an 8 MiB answer to be copied
+# into the transport's buffer and sent from there over several turns of the event loop.
+CONSUMER_SEND_BUFFER_BYTES = 4 * 1024 * 1024
 # What a refusal's gRPC-style status means in Kafka's words.
 _REFUSAL_ERRORS: dict[grpc.StatusCode, type[KafkaError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
@@ -126,12 +138,15 @@ class _FollowerConnection(asyncio.Protocol):
         )
 
     def data_received(self, data: bytes) -> None:
+        greeted = self._reader.caller_id is not None
         try:
             frames = self._reader.feed(data)
         except InvalidRequestError as exc:  # this connection ends, the broker goes on
             log.warning("replica fetch connection from %s: %s; closing it", self._peer, exc)
             self.close()
             return
+        if not greeted and self._reader.caller_id == m.CONSUMER_REPLICA_ID:
+            self._consumer_send_buffer()
         if frames:
             self._requests.extend(frames)
             self._arrived.set()
@@ -180,10 +195,18 @@ class _FollowerConnection(asyncio.Protocol):
                 )
                 self._refuse(sequence, UnknownServerError(f"{type(exc).__name__}: {exc}"))
                 return
-            answer = fetch_response_to_wire(response)
+            answer = fetch_response_pieces(response)
             socket = self._socket
             if socket is not None and not socket.is_closing():
-                framed_wire.write_frame(socket, sequence, answer)
+                framed_wire.write_frame_pieces(socket, sequence, answer)
+
+    def _consumer_send_buffer(self) -> None:
+        """A consumer's connection: the larger send buffer (CONSUMER_SEND_BUFFER_BYTES). A
+        socket that refuses it still serves, at more CPU per answer."""
+        sock = None if self._socket is None else self._socket.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, CONSUMER_SEND_BUFFER_BYTES)
 
     def _refuse(self, sequence: int, error: KafkaError) -> None:
         """Answer `sequence` with `error` and end the connection (module rules)."""

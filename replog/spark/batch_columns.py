@@ -13,23 +13,28 @@ without copying them one by one:
   records of the same size (`_record_starts`).
 - A run of records of one size whose fields all sit at the same place in every record
   (fixed-size keys and values; only the timestamp and offset deltas differ, in varints of
-  the same sizes) is decoded as a table. Runs of one layout are decoded together, whichever
-  batch of the call they are in (a fetch answer's batches repeat two or three layouts: the
-  deltas' varints grow at the same records in each), so numpy's fixed cost per call is paid
-  per layout, not per run (`_uniform_runs`): the 8 bytes at one place of every record are
-  one uint64 (a gather), masked and compared with one expected word per record (the first
-  record's fixed bytes and continuation bits, and the record's own offset delta as a table
-  of encoded deltas has it), the timestamp delta read with a few shifts, and the fields
-  written into the call's arrays. In a fetch answer of 100-byte records these runs hold
-  nearly every record (docs/benchmarks.md).
+  the same sizes) is decoded as a table, with no index array: each record's head (the bytes
+  up to its value, and the byte before it) is copied by one strided copy per run into a small
+  array, the runs of one layout together (a fetch answer's batches repeat two or three
+  layouts: the deltas' varints grow at the same records in each), and every check reads that
+  array with a few numpy steps per layout (`_table_group`): a word per record masked and
+  compared with one expected word (the first record's fixed bytes and continuation bits, and
+  the record's own offset delta as a table of encoded deltas has it), the value length's
+  word, the header count bytes; the timestamp delta read with a few shifts. A run's values
+  are then copied straight into the column's data by one strided copy, its keys from the
+  heads (`_BinaryOut`). A run's layout is first taken from the first run of its record size
+  (reading a layout costs Python about 4 us); runs it does not fit send the call round again
+  with each run's own. In a fetch answer of 100-byte records these runs hold nearly every
+  record (docs/benchmarks.md).
 - The other records' varints (timestamp delta, offset delta, key length, value length,
   header count) are read for all of them together (`_one_by_one`): the 8 bytes at each
   position as one uint64 (one gather), the varint's end found with bit tricks, one shift per
   byte of the longest varint.
-- Keys and values are copied into `binary` arrays, the type Spark expects: with one numpy
-  gather when all of a column's values have one size (fixed-size keys and values), else by
-  Arrow's `filter` over a binary array whose elements alternate values and the gaps between
-  them (`_binary`); nulls (length -1) are Arrow nulls.
+- Keys and values are copied into `binary` arrays, the type Spark expects: a table run's as
+  above; the other records' with one numpy gather when all of a column's values have one
+  size, else by Arrow's `filter` over a binary array whose elements alternate values and the
+  gaps between them (`_binary`), then put in place a stretch of consecutive rows at a time;
+  nulls (length -1) are Arrow nulls.
 - Headers are rare: only records that have some are walked in Python.
 
 The answer may be bytes or a memoryview of them (the Spark fetcher hands a view of the
@@ -53,8 +58,9 @@ compare this with on random batches):
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
@@ -178,9 +184,9 @@ _STEPS = _length_steps()
 
 _RUN_MIN = 16  # records: a shorter run of equal sizes is not worth a numpy step
 _RUN_BACKOFF_MAX = 1024  # records walked one by one after a failed guess, at most
-# Records: a shorter run is read by `_one_by_one` (a layout of its own costs `_uniform_group`
-# about what reading this many records one by one does; a batch's first 64 records, whose
-# offset deltas take one byte, are such a run in every batch and share one layout).
+# Records: a shorter run is read by `_one_by_one` (a table run's strided copies cost
+# `_table_group` about what reading this many records one by one does; a batch's first 64
+# records, whose offset deltas take one byte, are such a run in every batch).
 _UNIFORM_MIN = 64
 
 
@@ -201,9 +207,10 @@ def _record_starts(
     buf: Bytes,
     spans: list[tuple[int, int]],
     batches: Sequence[tuple[int, BatchHeader]],
-) -> tuple[Int64s, list[_Run]]:
-    """Where each record (its length varint) starts: the one sequential step; and the runs of
-    records of one size found on the way (`_uniform_runs` decodes those whole).
+) -> tuple[list[Int64s | _Run], list[_Run]]:
+    """Where each record (its length varint) starts, in pieces (`_starts` joins them): the one
+    sequential step; and the runs of records of one size found on the way (`_table_group`
+    decodes those whole).
 
     One record at a time it is a table lookup. Records of one size often come in runs (fixed
     size values and keys; a timestamp delta's varint grows only at 64 ms and 8 s), so at a
@@ -212,13 +219,14 @@ def _record_starts(
     for a one-byte length also the attributes byte, 0 as producers write it, else the run is
     only shorter; read through a strided view, no gather): the guessed positions up to the
     first one whose two bytes differ are record starts (each record before it had the same
-    length, so it ended there). After a guess that
+    length, so it ended there). A guess stops where the offset delta's varint grows (record 64,
+    8192, ...), where the record size usually changes too. After a guess that
     did not pay, the next records are walked one by one (twice as many after each failure, up
     to _RUN_BACKOFF_MAX), so records of varying size cost little more than the plain walk.
     Nothing is checked here but that each region's last record ends at the region's end;
     `_vectorised` checks every length.
     """
-    pieces: list[Int64s] = []
+    pieces: list[Int64s | _Run] = []
     runs: list[_Run] = []
     rows = 0  # records in `pieces`
     singles = array("q")  # int64, handed to numpy without a conversion per element
@@ -254,6 +262,10 @@ def _record_starts(
                 step = after + size - pos
             elif walked >= walk_until and left >= _RUN_MIN and step > 1 and pos >= begin:
                 guess = min(left, (end - pos) // step)
+                index = header.records_count - left
+                grows = _DELTA_GROWS[bisect_right(_DELTA_GROWS, index)] - index
+                if grows >= _RUN_MIN:
+                    guess = min(guess, grows)
                 if guess >= _RUN_MIN:
                     # The two bytes at each guess: all inside the region (a bad length before
                     # may have sent pos below it; step > 1 keeps the last one's inside).
@@ -270,8 +282,9 @@ def _record_starts(
                             rows += len(singles)
                             singles = array("q")
                             add = singles.append
-                        pieces.append(np.arange(pos, pos + step * run, step, dtype=np.int64))
-                        runs.append(_Run(rows, run, pos, step, header.records_count - left))
+                        found = _Run(rows, run, pos, step, index)
+                        pieces.append(found)
+                        runs.append(found)
                         rows += run
                         pos += run * step
                         left -= run
@@ -287,9 +300,24 @@ def _record_starts(
             raise _NotVectorised
     if singles:
         pieces.append(np.frombuffer(singles, dtype=np.int64))
-    if not pieces:
-        return np.zeros(0, dtype=np.int64), runs
-    return (pieces[0] if len(pieces) == 1 else np.concatenate(pieces)), runs
+    return pieces, runs
+
+
+# The record indexes at which an offset delta's varint takes one more byte, and a stop.
+_DELTA_GROWS = (64, 8192, 1 << 20, 1 << 27, 1 << 63)
+
+
+def _starts(pieces: list[Int64s | _Run]) -> Int64s:
+    """The record starts `_record_starts` found, as one array."""
+    arrays = [
+        piece
+        if isinstance(piece, np.ndarray)
+        else np.arange(piece.position, piece.position + piece.step * piece.count, piece.step)
+        for piece in pieces
+    ]
+    if not arrays:
+        return np.zeros(0, dtype=np.int64)
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 _STOP_BITS = np.uint64(0x8080808080808080)  # each byte's continuation bit
@@ -440,89 +468,163 @@ def _one_size(buf: Bytes, starts: Int64s, size: int) -> pa.Array:
     return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), data])
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Fields:
-    """Per record of a call: what the columns are built from.
-
-    The table path (`_uniform_group`) leaves the key and value lengths of its rows unwritten
-    and lists them in `sized` (rows, key length, value length: one of each per layout); when
-    every row of the call is in `sized` and a column has one length in all of them, that
-    length is the column's and the array is never filled (`lengths`).
-    """
+    """The fields of the records `_one_by_one` reads (the rows outside the tables)."""
 
     timestamp_delta: Int64s
     key_start: Int64s
     key_length: Int64s
     value_start: Int64s
     value_length: Int64s
-    sized: list[tuple[slice | Int64s, int, int]] = field(default_factory=list)
 
     @staticmethod
-    def empty(count: int) -> _Fields:
-        def new() -> Int64s:
-            return np.empty(count, dtype=np.int64)
+    def empty() -> _Fields:
+        none = np.zeros(0, dtype=np.int64)
+        return _Fields(none, none, none, none, none)
 
-        return _Fields(new(), new(), new(), new(), new())
 
-    def lengths(self, all_sized: bool) -> tuple[Int64s | int, Int64s | int]:
-        """The key and value lengths for `_binary`: one int 0 or more where `all_sized` (every
-        row is in `sized`) and `sized` has one length for the column, else the array, with
-        the rows of `sized` filled in."""
-        keys = [(rows, key) for rows, key, _ in self.sized]
-        values = [(rows, value) for rows, _, value in self.sized]
-        return _lengths(self.key_length, keys, all_sized), _lengths(
-            self.value_length, values, all_sized
+class _BinaryOut:
+    """A `binary` column of a call's rows built in place: every row's length is known first
+    (one int when every row has it), then the values are written where they go, a table run's
+    with one strided copy (`put`), the other rows' from one array of theirs (`put_rest`)."""
+
+    def __init__(self, count: int, lengths: Int64s | int) -> None:
+        self.count = count
+        self.validity: pa.Buffer | None = None
+        if isinstance(lengths, int):
+            offsets = np.arange(count + 1, dtype=np.int32)
+            offsets *= lengths
+        else:
+            valid = lengths >= 0
+            if not valid.all():
+                self.validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+            offsets = np.zeros(count + 1, dtype=np.int32)
+            np.cumsum(np.maximum(lengths, 0), dtype=np.int32, out=offsets[1:])
+        self.offsets = offsets
+        self.data = np.empty(int(offsets[-1]), dtype=np.uint8)
+
+    def put(self, row: int, values: npt.NDArray[np.void]) -> None:
+        """Rows [row, row + len(values)) are `values` (elements of one size, none null)."""
+        start = int(self.offsets[row])
+        size = values.dtype.itemsize
+        self.data[start : start + len(values) * size].view(values.dtype)[...] = values
+
+    def put_rest(self, rows: Int64s, array: pa.Array) -> None:
+        """Rows `rows` (increasing) are `array`'s elements: copied a stretch of consecutive
+        rows at a time."""
+        offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=len(array) + 1)
+        if offsets[-1] == offsets[0]:
+            return  # no bytes (and Arrow may give no data buffer)
+        data = np.frombuffer(array.buffers()[2], dtype=np.uint8)
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        firsts = [0, *breaks.tolist()]
+        stops = [*breaks.tolist(), len(rows)]
+        mine = self.offsets
+        for first, stop in zip(firsts, stops, strict=True):
+            into = int(mine[rows[first]])
+            self.data[into : int(mine[rows[stop - 1] + 1])] = data[offsets[first] : offsets[stop]]
+
+    def array(self) -> pa.Array:
+        return pa.Array.from_buffers(
+            pa.binary(),
+            self.count,
+            [self.validity, pa.py_buffer(self.offsets), pa.py_buffer(self.data)],
         )
-
-    def put(self, rows: slice | Int64s, found: _Fields) -> None:
-        """Rows `rows` are `found`'s records."""
-        self.timestamp_delta[rows] = found.timestamp_delta
-        self.key_start[rows] = found.key_start
-        self.key_length[rows] = found.key_length
-        self.value_start[rows] = found.value_start
-        self.value_length[rows] = found.value_length
 
 
 def _lengths(
-    lengths: Int64s, sized: list[tuple[slice | Int64s, int]], all_sized: bool
+    total: int, rest: Int64s, rest_lengths: Int64s, tables: list[tuple[_Run, int]]
 ) -> Int64s | int:
-    """`_Fields.lengths` for one column."""
-    sizes = {size for _, size in sized}
-    if all_sized and len(sizes) == 1:
+    """One column's lengths for `_BinaryOut`: one int (0 or more) when every row is a table
+    row and all tables have that length, else per row."""
+    sizes = {size for _, size in tables}
+    if not len(rest) and len(sizes) == 1:
         (size,) = sizes
         if size >= 0:
             return size
-    for rows, size in sized:
-        lengths[rows] = size
+    lengths = np.empty(total, dtype=np.int64)
+    lengths[rest] = rest_lengths
+    for run, size in tables:
+        lengths[run.row : run.row + run.count] = size
     return lengths
 
 
-def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str) -> BatchColumns:
+def _vectorised(
+    data: Data,
+    batches: Sequence[tuple[int, BatchHeader]],
+    where: str,
+    refused: frozenset[int] | None = None,
+) -> BatchColumns:
+    """`decode_batches` without the fallback. `refused`: None on a first attempt (each run's
+    layout taken from the first run of its record size: `_table_groups`), else each run's
+    own layout, and the runs at these positions, which failed their own layout's checks, not
+    read as tables (their records go `_one_by_one`)."""
     buffer, spans = _regions(data, batches, where)
     if len(buffer) >= 1 << 31:
         raise _NotVectorised  # Arrow's binary offsets into the buffer are int32
     buf = np.frombuffer(buffer, dtype=np.uint8)
-    record_start, runs = _record_starts(buffer, buf, spans, batches)
+    pieces, runs = _record_starts(buffer, buf, spans, batches)
     counts = np.array([h.records_count for _, h in batches], dtype=np.int64)
     # Per record: its index in its batch.
     first = np.cumsum(counts) - counts
-    total = len(record_start)
+    total = int(counts.sum())
     index = np.arange(total, dtype=np.int64) - np.repeat(first, counts)
 
-    fields = _Fields.empty(total)
-    words = _unaligned_words(buf)
-    uniform = _uniform_runs(buffer, buf, words, runs, fields)
+    groups = _table_groups(buffer, buf, runs, refused)
+    tabled = [(run, layout) for layout, members in groups.items() for run in members]
+    if tabled:
+        in_tables = np.zeros(total, dtype=bool)
+        for run, _ in tabled:
+            in_tables[run.row : run.row + run.count] = True
+        rest = np.flatnonzero(~in_tables)
+    else:
+        rest = np.arange(total, dtype=np.int64)
     headers: list[tuple[Header, ...]] | None = None
-    rest = np.flatnonzero(~uniform)
-    if len(rest) == total:
-        fields, headers = _one_by_one(buffer, buf, record_start, index)
-    elif len(rest):
-        found, found_headers = _one_by_one(buffer, buf, record_start[rest], index[rest])
-        fields.put(rest, found)
-        if found_headers is not None:
-            headers = [()] * total
-            for row, record_headers in zip(rest.tolist(), found_headers, strict=True):
-                headers[row] = record_headers
+    timestamp_delta = np.empty(total, dtype=np.int64)
+    arrow_buffer = pa.py_buffer(buffer)
+    if not tabled:
+        fields, headers = _one_by_one(buffer, buf, _starts(pieces), index)
+        timestamp_delta = fields.timestamp_delta
+        keys = _binary(buf, arrow_buffer, fields.key_start, fields.key_length)
+        values = _binary(buf, arrow_buffer, fields.value_start, fields.value_length)
+    else:
+        fields = _Fields.empty()
+        if len(rest):
+            fields, found_headers = _one_by_one(buffer, buf, _starts(pieces)[rest], index[rest])
+            timestamp_delta[rest] = fields.timestamp_delta
+            if found_headers is not None:
+                headers = [()] * total
+                for row, record_headers in zip(rest.tolist(), found_headers, strict=True):
+                    headers[row] = record_headers
+        key_out = _BinaryOut(
+            total,
+            _lengths(total, rest, fields.key_length, [(r, lay.key_length) for r, lay in tabled]),
+        )
+        value_out = _BinaryOut(
+            total,
+            _lengths(
+                total, rest, fields.value_length, [(r, lay.value_length) for r, lay in tabled]
+            ),
+        )
+        failed: list[_Run] = []
+        for layout, members in groups.items():
+            failed += _table_group(
+                buffer, buf, layout, members, timestamp_delta, key_out, value_out
+            )
+        if failed:
+            # Decoded again with each run's own layout (rare: records of one size whose fields
+            # lie elsewhere than in the first run of their size), then without the runs that
+            # fail even that (their records are not all of one layout).
+            if refused is None:
+                return _vectorised(data, batches, where, frozenset())
+            return _vectorised(data, batches, where, refused | {r.position for r in failed})
+        if len(rest):
+            key_out.put_rest(rest, _binary(buf, arrow_buffer, fields.key_start, fields.key_length))
+            value_out.put_rest(
+                rest, _binary(buf, arrow_buffer, fields.value_start, fields.value_length)
+            )
+        keys, values = key_out.array(), value_out.array()
 
     base_offsets = np.repeat(np.array([h.base_offset for _, h in batches], np.int64), counts)
     append_time = np.array([h.is_log_append_time for _, h in batches], dtype=bool)
@@ -533,20 +635,18 @@ def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: s
     timestamps = np.repeat(base_times, counts)
     if append_time.any():
         per_record_append = np.repeat(append_time, counts)
-        timestamps += np.where(per_record_append, 0, fields.timestamp_delta)
+        timestamps += np.where(per_record_append, 0, timestamp_delta)
         timestamp_types = per_record_append.astype(np.int32)
     else:  # CreateTime only, as producers write: no per-record choice to make
-        timestamps += fields.timestamp_delta
+        timestamps += timestamp_delta
         timestamp_types = np.zeros(total, dtype=np.int32)
-    arrow_buffer = pa.py_buffer(buffer)
-    key_lengths, value_lengths = fields.lengths(all_sized=len(rest) == 0)
     base_offsets += index
     return BatchColumns(
         offsets=base_offsets,
         timestamps=timestamps,
         timestamp_types=timestamp_types,
-        keys=_binary(buf, arrow_buffer, fields.key_start, key_lengths),
-        values=_binary(buf, arrow_buffer, fields.value_start, value_lengths),
+        keys=keys,
+        values=values,
         headers=headers,
     )
 
@@ -625,7 +725,7 @@ def _offset_delta_words(stop: int) -> Words:
 class _Layout:
     """Where each field of a record of a run lies, from the record's start (its length varint),
     and the key and value lengths: the same for every record of the run when the run is
-    uniform. Runs of one layout, in any batch of the call, are decoded together."""
+    uniform. Runs of one layout, in any batch of the call, are checked together."""
 
     step: int
     timestamp_at: int
@@ -634,17 +734,38 @@ class _Layout:
     key_at: int
     value_length_at: int
     value_at: int
-    count_at: int
     key_length: int
     value_length: int
 
+    @property
+    def width(self) -> int:
+        """The bytes of each record's head that `_table_group` copies: from the byte before
+        the record (the header count of the record before it in a run) up to the value, in
+        whole words."""
+        return (self.value_at + 1 + 7) & ~7
 
-def _layout(buffer: Data, buf: Bytes, run: _Run) -> _Layout | None:
-    """`run`'s first record's layout, if the run can be decoded as a table: its fields are
-    valid and end at its length, it has no header, the deltas and key length fit one word
-    and the value length and the bytes after it another, every record's words lie inside the
-    buffer, and the offset-delta table holds the run's deltas. Else None (`_one_by_one`)."""
-    position, step, count = run.position, run.step, run.count
+    def fits(self, run: _Run, size: int) -> bool:
+        """Whether `run` (of this layout's step) can be read as a table of it, in a buffer of
+        `size` bytes: every record's head lies inside the buffer and the offset-delta table
+        holds the run's deltas."""
+        return (
+            run.position >= 1
+            and run.position - 1 + self.step * (run.count - 1) + self.width <= size
+            and run.index + run.count <= _DELTA_WORDS_MAX
+        )
+
+
+# A record's head (`_Layout.width`) longer than this is not read as a table: keys of more
+# than about 100 bytes (copied twice: in the head, then to the column).
+_HEAD_MAX = 128
+
+
+def _layout(buffer: Data, run: _Run) -> _Layout | None:
+    """`run`'s first record's layout, if runs of it can be decoded as tables: its fields are
+    valid and end at its length, it has no header, the deltas and key length fit one word,
+    the value length another, and its head is at most _HEAD_MAX bytes (a run must also fit,
+    `_Layout.fits`). Else None (`_one_by_one`)."""
+    position, step = run.position, run.step
     end = position + step
     try:
         size, at = _varint(buffer, position, end)
@@ -663,24 +784,10 @@ def _layout(buffer: Data, buf: Bytes, run: _Run) -> _Layout | None:
         value_length, at = _varint(buffer, at, end)
         value_at = at
         at += max(value_length, 0)
-        count_at = at
         header_count, at = _varint(buffer, at, end)
     except InvalidRecordError:
         return None
-    if (
-        key_length < -1
-        or value_length < -1
-        or header_count != 0
-        or at != end
-        or key_at > value_length_at
-        or value_at + max(value_length, 0) > count_at
-        or key_at - timestamp_at > 8  # the deltas and the key length: one word
-        or value_at - value_length_at > 8
-        or max(timestamp_at, value_length_at) + step * (count - 1) + 8 > len(buf)
-        or run.index + count > _DELTA_WORDS_MAX
-    ):
-        return None
-    return _Layout(
+    layout = _Layout(
         step,
         timestamp_at - position,
         offset_at - position,
@@ -688,68 +795,103 @@ def _layout(buffer: Data, buf: Bytes, run: _Run) -> _Layout | None:
         key_at - position,
         value_length_at - position,
         value_at - position,
-        count_at - position,
         key_length,
         value_length,
     )
+    if (
+        key_length < -1
+        or value_length < -1
+        or header_count != 0  # so the count is one byte, the record's last
+        or at != end
+        or key_at > value_length_at
+        or value_at + max(value_length, 0) != end - 1
+        or key_at - timestamp_at > 8  # the deltas and the key length: one word
+        or value_at - value_length_at > 8
+        or layout.width > _HEAD_MAX
+    ):
+        return None
+    return layout
 
 
-def _uniform_runs(
-    buffer: Data, buf: Bytes, words: Words, runs: list[_Run], fields: _Fields
-) -> npt.NDArray[np.bool_]:
-    """Which rows were decoded as tables (their fields written to `fields`): the runs of at
-    least _UNIFORM_MIN records whose records all have their first record's layout.
+def _table_groups(
+    buffer: Data, buf: Bytes, runs: list[_Run], refused: frozenset[int] | None
+) -> dict[_Layout, list[_Run]]:
+    """The runs of at least _UNIFORM_MIN records that may be read as tables, by layout: a fetch
+    answer's batches repeat a few layouts (the deltas' varints grow at the same record of
+    every batch), so the checks cost a numpy call per layout, not per run (`_table_group`).
 
-    Runs are grouped by layout (a fetch answer's batches repeat a few layouts: the deltas'
-    varints grow at the same record of every batch), and each group is checked and decoded
-    with one numpy step per field over all its records (`_uniform_group`), so the fixed cost
-    of a numpy call is paid per layout, not per run.
+    With `refused` None, a run's layout is that of the first run of its record size that has
+    one (a record's layout is read in Python: about 4 us), which `_table_group` checks on
+    every record as it would its own; else each run's own, and runs at a position in
+    `refused` are left out.
     """
     groups: dict[_Layout, list[_Run]] = {}
+    by_step: dict[int, _Layout] = {}
     for run in runs:
-        if run.count >= _UNIFORM_MIN:
-            layout = _layout(buffer, buf, run)
-            if layout is not None:
-                groups.setdefault(layout, []).append(run)
-    uniform = np.zeros(len(fields.key_start), dtype=bool)
-    for layout, members in groups.items():
-        _uniform_group(buffer, buf, words, layout, members, fields, uniform)
-    return uniform
+        if run.count < _UNIFORM_MIN:
+            continue
+        if refused is None:
+            layout = by_step.get(run.step)
+            if layout is None:
+                layout = _layout(buffer, run)
+                if layout is not None:
+                    by_step[run.step] = layout
+        elif run.position in refused:
+            continue
+        else:
+            layout = _layout(buffer, run)
+        if layout is not None and layout.fits(run, len(buf)):
+            groups.setdefault(layout, []).append(run)
+    return groups
 
 
-def _uniform_group(
+def _table_group(
     buffer: Data,
     buf: Bytes,
-    words: Words,
     layout: _Layout,
     members: list[_Run],
-    fields: _Fields,
-    uniform: npt.NDArray[np.bool_],
-) -> None:
-    """Decode the runs of `members` (all of `layout`) whose records all have that layout.
+    timestamp_delta: Int64s,
+    keys: _BinaryOut,
+    values: _BinaryOut,
+) -> list[_Run]:
+    """Check and decode the runs of `members` (all of `layout`): the runs that fail a check
+    (nothing else is written then), else none, with their rows' timestamp deltas, keys and
+    values written.
 
-    The 8 bytes at the timestamp delta of every record are one uint64 (a gather): masked, they
-    must equal the first record's continuation bits of the timestamp delta, the record's own
-    offset delta (from `_offset_delta_words`: the bytes of delta `index` as written), and the
-    first record's key length bytes. The word at the value length must hold the first
-    record's value length bytes, and the header count byte must be 0. A run with one record
-    that does not is left to `_one_by_one`, the others decoded again without it. With the
-    same layout, the checks `_one_by_one` makes per record hold for all once they hold for the
-    first (`_layout`).
+    Each record's head (`_Layout.width` bytes from the byte before it) is copied into one
+    array, a strided copy per run: a pass over the records' first bytes, after which every
+    check reads that small array instead of the answer. The 8 bytes at the timestamp delta,
+    masked, must equal the first record's continuation bits of the timestamp delta, the
+    record's own offset delta (from `_offset_delta_words`: the bytes of delta `index` as
+    written) and the first record's key length bytes; the word at the value length must hold
+    the first record's value length bytes; the byte before each record but a run's first (the
+    header count of the record before it), and the last record's, must be 0; the length's
+    bytes must be the first record's. With the same
+    layout, the checks `_one_by_one` makes per record hold for all once they hold for the
+    first (`_layout`), which must have `layout` itself. The values are copied straight from
+    the answer, one strided copy per run, the keys from the heads.
     """
-    step = layout.step
-    if len(members) == 1:
-        run = members[0]
-        positions = np.arange(run.position, run.position + step * run.count, step)
-        deltas = _offset_delta_words(run.index + run.count)[run.index : run.index + run.count]
-        rows: slice | Int64s = slice(run.row, run.row + run.count)
-    else:
-        positions = np.concatenate(
-            [np.arange(r.position, r.position + step * r.count, step) for r in members]
-        )
-        table = _offset_delta_words(max(r.index + r.count for r in members))
-        deltas = np.concatenate([table[r.index : r.index + r.count] for r in members])
-        rows = np.concatenate([np.arange(r.row, r.row + r.count) for r in members])
+    if _layout(buffer, members[0]) != layout:
+        # The checks below compare every record with the first member's first record: it must
+        # have the layout itself (taken from another run of its size, it may not).
+        return members
+    step, width = layout.step, layout.width
+    count = sum(r.count for r in members)
+    heads = np.empty(count * width + 8, dtype=np.uint8)  # + 8: a word read at a row's end
+    cells = heads[: count * width].view(f"V{width}")
+    at = 0
+    for run in members:
+        cells[at : at + run.count] = _cells(buf, run.count, width, run.position - 1, step)
+        at += run.count
+    counts = np.array([r.count for r in members], dtype=np.int64)
+    firsts = np.cumsum(counts) - counts
+    heads[firsts * width] = 0  # the byte before a run is no record's header count
+
+    def column(at: int) -> Words:
+        return np.ndarray((count,), dtype="<u8", buffer=heads, offset=at, strides=(width,))
+
+    table = _offset_delta_words(max(r.index + r.count for r in members))
+    deltas = np.concatenate([table[r.index : r.index + r.count] for r in members])
     first = members[0].position
     timestamp_at = first + layout.timestamp_at
     offset_shift = np.uint64(8 * (layout.offset_at - layout.timestamp_at))
@@ -761,33 +903,48 @@ def _uniform_group(
         first + layout.key_at,
     )
     mask |= _low_bytes(layout.key_length_at - layout.offset_at) << int(offset_shift)
-    heads = words[positions + layout.timestamp_at]
-    wanted = deltas << offset_shift
-    wanted |= np.uint64(expected)
-    ok = (heads & np.uint64(mask)) == wanted
+    words = column(1 + layout.timestamp_at)
+    deltas <<= offset_shift
+    deltas |= np.uint64(expected)
+    ok = (words & np.uint64(mask)) == deltas
     value_at = first + layout.value_length_at
     mask, expected = _word_pattern(buffer, value_at, [], value_at, first + layout.value_at)
-    value_lengths = words[positions + layout.value_length_at]
-    value_lengths &= np.uint64(mask)
-    ok &= value_lengths == np.uint64(expected)
-    ok &= buf[positions + layout.count_at] == 0
-    if not ok.all():
-        counts = np.array([r.count for r in members], dtype=np.int64)
-        good = np.logical_and.reduceat(ok, np.cumsum(counts) - counts)
-        kept = [r for r, g in zip(members, good.tolist(), strict=True) if g]
-        if kept:
-            _uniform_group(buffer, buf, words, layout, kept, fields, uniform)
-        return
-    heads &= np.uint64(_low_bytes(layout.offset_at - layout.timestamp_at))
-    unsigned = _joined_varint(heads, layout.offset_at - layout.timestamp_at)
+    ok &= (column(1 + layout.value_length_at) & np.uint64(mask)) == np.uint64(expected)
+    ok &= heads[0 : count * width : width] == 0
+    # The length varint's bytes: those of the first member's first record (the runs' own
+    # records were found equal to their first, not to another run's).
+    length_bytes = layout.timestamp_at - 1  # before the attributes byte
+    mask, expected = _word_pattern(buffer, first, [], first, first + length_bytes)
+    ok &= (column(1) & np.uint64(mask)) == np.uint64(expected)
+    last_counts = [buffer[r.position + r.count * step - 1] == 0 for r in members]
+    if not ok.all() or not all(last_counts):
+        good = np.logical_and.reduceat(ok, firsts).tolist()
+        return [r for r, g, c in zip(members, good, last_counts, strict=True) if not (g and c)]
+    stamps = words & np.uint64(_low_bytes(layout.offset_at - layout.timestamp_at))
+    unsigned = _joined_varint(stamps, layout.offset_at - layout.timestamp_at)
     signed = (unsigned >> _ONE).view(np.int64)
     unsigned &= _ONE
     signed ^= -unsigned.view(np.int64)
-    fields.timestamp_delta[rows] = signed
-    fields.key_start[rows] = positions + layout.key_at
-    fields.value_start[rows] = positions + layout.value_at
-    fields.sized.append((rows, layout.key_length, layout.value_length))
-    uniform[rows] = True
+    key_size, value_size = layout.key_length, layout.value_length
+    at = 0
+    for run in members:
+        rows = slice(run.row, run.row + run.count)
+        timestamp_delta[rows] = signed[at : at + run.count]
+        if key_size > 0:
+            keys.put(
+                run.row, _cells(heads, run.count, key_size, at * width + 1 + layout.key_at, width)
+            )
+        if value_size > 0:
+            values.put(
+                run.row, _cells(buf, run.count, value_size, run.position + layout.value_at, step)
+            )
+        at += run.count
+    return []
+
+
+def _cells(buf: Bytes, count: int, size: int, offset: int, stride: int) -> npt.NDArray[np.void]:
+    """`count` elements of `size` bytes in `buf`, the first at `offset`, `stride` apart (a view)."""
+    return np.ndarray((count,), dtype=f"V{size}", buffer=buf, offset=offset, strides=(stride,))
 
 
 def _low_bytes(count: int) -> int:

@@ -50,7 +50,7 @@ from replog.pb import broker_pb2 as pb
 from replog.pb import common_pb2
 from replog.record.batch import Buffer
 from replog.replication import messages as m
-from replog.wire.record_wire import join_records, split_records
+from replog.wire.record_wire import join_records, records_pieces, split_records
 
 NONE = -1
 
@@ -435,6 +435,13 @@ def _add_fetch_result(
 def fetch_response_to_wire(response: m.FetchResponse) -> bytes:
     """The serialized FetchResponse; records of `SPLIT_MIN_BYTES` or more are joined in by
     `record_wire` rather than copied through protobuf (module docstring)."""
+    return b"".join(fetch_response_pieces(response))  # one bytes piece: itself, not a copy
+
+
+def fetch_response_pieces(response: m.FetchResponse) -> list[Buffer]:
+    """`fetch_response_to_wire`'s bytes in pieces that joined are them: records of
+    `SPLIT_MIN_BYTES` or more are pieces of their own, not copied (for a writer that sends
+    them apart: `framed_wire.write_frame`)."""
     message = pb.FetchResponse()
     records: list[Buffer] | None = (
         [] if _records_bytes(response.partitions) >= SPLIT_MIN_BYTES else None
@@ -448,8 +455,8 @@ def fetch_response_to_wire(response: m.FetchResponse) -> bytes:
     )
     serialized: bytes = message.SerializeToString()
     if records is None:
-        return serialized
-    return join_records(serialized, FETCH_RECORDS_PATH, records)
+        return [serialized]
+    return records_pieces(serialized, FETCH_RECORDS_PATH, records)
 
 
 class FetchResponseWire:

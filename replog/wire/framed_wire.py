@@ -35,12 +35,13 @@ import asyncio
 import contextlib
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from replog.errors import InvalidRequestError
 from replog.net_address import is_wildcard
+from replog.record.batch import Buffer
 
 _GREETING = struct.Struct(">4sBi")
 _HEADER = struct.Struct(">II")  # length of the rest, sequence number
@@ -99,11 +100,26 @@ WRITE_APART_BYTES = 64 * 1024
 
 def write_frame(transport: asyncio.WriteTransport, sequence: int, payload: bytes) -> None:
     """Write one frame to `transport`, copying a large payload no more than the socket must."""
-    if len(payload) < WRITE_APART_BYTES:
-        transport.write(header(sequence, len(payload)) + payload)
-    else:
-        transport.write(header(sequence, len(payload)))
-        transport.write(payload)
+    write_frame_pieces(transport, sequence, (payload,))
+
+
+def write_frame_pieces(
+    transport: asyncio.WriteTransport, sequence: int, pieces: Sequence[Buffer]
+) -> None:
+    """Write one frame whose payload is `pieces` joined, without joining them: each piece of
+    WRITE_APART_BYTES or more is written as it is (copied only if the socket leaves part of it
+    unsent), the header and the smaller pieces between them joined into one write each."""
+    size = sum(len(piece) for piece in pieces)
+    small: list[Buffer] = [header(sequence, size)]
+    for piece in pieces:
+        if len(piece) < WRITE_APART_BYTES:
+            small.append(piece)
+            continue
+        transport.write(b"".join(small))
+        small = []
+        transport.write(piece)
+    if small:
+        transport.write(b"".join(small))
 
 
 class CoalescedWrites:

@@ -61,6 +61,12 @@ def join_records(skeleton: bytes, path: Sequence[int], records: Sequence[Buffer]
     """`skeleton` (a serialized message whose holders have no records) with `records[i]` added
     to the i-th holder along `path`, in wire order (module docstring). There must be one
     entry per holder; an empty one adds nothing."""
+    return b"".join(records_pieces(skeleton, path, records))
+
+
+def records_pieces(skeleton: bytes, path: Sequence[int], records: Sequence[Buffer]) -> list[Buffer]:
+    """What `join_records` joins, in order: views of `skeleton`, tags and lengths, and each
+    of `records` itself (not copied), for a writer that sends them apart."""
     left = list(reversed(records))
 
     def holder(view: memoryview, start: int, end: int, number: int, pieces: list[Buffer]) -> None:
@@ -75,7 +81,7 @@ def join_records(skeleton: bytes, path: Sequence[int], records: Sequence[Buffer]
     _rebuild(memoryview(skeleton), 0, len(skeleton), tuple(path), holder, pieces)
     if left:
         raise ValueError(f"{len(records)} records for {len(records) - len(left)} holders")
-    return b"".join(pieces)
+    return pieces
 
 
 def split_records(data: bytes, path: Sequence[int]) -> tuple[bytes, list[memoryview]]:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import socket
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from replog.pb import broker_pb2 as pb
 from replog.record import build_batch
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server import replica_fetch_client
+from replog.server import replica_fetch_client, replica_fetch_server
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_fetch_client import ReplicaFetchClient
 from replog.server.replica_fetch_server import ReplicaFetchListener
@@ -501,3 +502,34 @@ async def test_a_stopping_leader_ends_a_connection_whose_follower_reads_nothing(
         assert serving is not None and serving.done()
     finally:
         writer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_consumers_connection_gets_the_larger_send_buffer(leader: Leader) -> None:
+    with socket.socket() as scratch:  # what the kernel makes of the request here
+        scratch.setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDBUF, replica_fetch_server.CONSUMER_SEND_BUFFER_BYTES
+        )
+        larger = scratch.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    buffers = {}
+    writers = []
+    try:
+        for caller in (m.CONSUMER_REPLICA_ID, 2):
+            _, writer = await asyncio.open_connection("127.0.0.1", leader.port)
+            writers.append(writer)
+            writer.write(wire.FORMAT.greeting(caller))
+            await writer.drain()
+            for _ in range(100):  # until the leader read the greeting
+                served = [c for c in leader.listener._connections if c._reader.caller_id == caller]
+                if served:
+                    break
+                await asyncio.sleep(0.01)
+            (connection,) = served
+            sock = connection._socket.get_extra_info("socket")  # type: ignore[union-attr]
+            buffers[caller] = sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    finally:
+        for writer in writers:
+            writer.close()
+    assert buffers[m.CONSUMER_REPLICA_ID] == larger
+    if larger > 4 * 1024 * 1024:  # above what the kernel grows a buffer to by default
+        assert buffers[2] < larger  # a follower's: the kernel's default

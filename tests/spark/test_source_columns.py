@@ -38,6 +38,7 @@ from test_source_arrow import SPARK_SCHEMA
 from replog.client.records import ConsumerRecord
 from replog.errors import CorruptRecordError, InvalidRecordError
 from replog.record import (
+    COMPRESSION_GZIP,
     COMPRESSION_NONE,
     RecordBatch,
     available_codecs,
@@ -271,7 +272,7 @@ def test_varint_lengths_at_the_limits_decode_or_fall_back(
         decode_batches(data, placed, where="test")
 
 
-# --- runs of records of one size, decoded as tables (`_uniform_runs`) ----------------------
+# --- runs of records of one size, decoded as tables (`_table_group`) -----------------------
 
 # One run of records: how many, the key and value (None: null; every record of the run has
 # them, so all its records have one size unless the deltas' varints grow), the timestamp step
@@ -308,9 +309,21 @@ def _batches_of_runs(runs: list, per_batch: int, codec: int, append_time: bool) 
     ]
 
 
-@settings(max_examples=60, deadline=None)
+# Runs for `_BinaryOut`: keys up to past _HEAD_MAX (a head too long for a table: one by one),
+# values of any size, nulls, short runs (one by one) between long ones (tables), so a call's
+# columns are written by table runs and by stretches of other rows, in any order.
+mixed_runs = st.tuples(
+    st.sampled_from([1, 5, 63, 64, 65, 130, 300]),
+    st.none() | st.binary(max_size=12) | st.binary(min_size=100, max_size=160),
+    st.none() | st.binary(max_size=300),
+    st.sampled_from([0, 1, 3]),
+    st.sampled_from([(), (), (), (), (("h", b"1"),)]),
+)
+
+
+@settings(max_examples=120, deadline=None)
 @given(
-    st.lists(runs_of_one_size, min_size=1, max_size=5),
+    st.lists(runs_of_one_size | mixed_runs, min_size=1, max_size=6),
     st.integers(50, 700),
     st.sampled_from(sorted(available_codecs())),
     st.booleans(),
@@ -324,27 +337,68 @@ def test_runs_of_one_size_decode_as_the_record_decoder_does(
     tail: bytes,
 ) -> None:
     # Long runs of one size, broken by other sizes, null keys or values, headers, a
-    # timestamp delta whose varint grows inside a run, batch boundaries inside runs,
-    # compression and LogAppendTime: the table path and the per-record path together give
-    # the strict decoder's rows, from bytes and from a view.
+    # timestamp delta whose varint grows inside a run, batch boundaries inside runs, keys
+    # too long for a table, compression and LogAppendTime: the table path and the per-record
+    # path together give the strict decoder's rows (each row's key and value where
+    # `_BinaryOut` puts it), from bytes and from a view.
     data, placed = _in_answer(_batches_of_runs(runs, per_batch, codec, append_time), tail)
     expected = _oracle(data, placed)
     assert _rows(batch_columns._vectorised(data, placed, "test")) == expected
     assert _rows(decode_batches(memoryview(data), placed, where="test")) == expected
 
 
+def test_records_of_one_size_in_another_layout_are_tables_of_their_own() -> None:
+    # Batch 0: keys of 6 bytes and values of 100; batch 1: keys of 7 and values of 99, records
+    # of the same size. A run's layout is first taken from the first run of its size, so
+    # batch 1's runs fail its checks; the call is read again with each run's own layout, and
+    # every record is still read as a table.
+    first = _batches_of_runs([(500, b"key-01", b"v" * 100, 1, ())], 500, COMPRESSION_NONE, False)
+    second = _batches_of_runs([(500, b"key-012", b"w" * 99, 1, ())], 500, COMPRESSION_NONE, False)
+    second = [(500).to_bytes(8, "big") + raw[8:] for raw in second]  # base offset 500
+    data, placed = _in_answer(first + second, b"")
+    assert [h.size_in_bytes for _, h in placed] == [placed[0][1].size_in_bytes] * 2
+    attempts = []
+    real = batch_columns._table_groups
+
+    def recording(buffer, buf, runs, refused):  # type: ignore[no-untyped-def]
+        attempts.append(refused)
+        return real(buffer, buf, runs, refused)
+
+    with patch.object(batch_columns, "_table_groups", recording):
+        columns = batch_columns._vectorised(data, placed, "test")
+    assert attempts == [None, frozenset()]
+    assert _rows(columns) == _oracle(data, placed)
+    assert _uniform_rows(data, placed) == 1000
+    # Empty keys, then null keys: records of one size, one key length byte apart. The layout
+    # comes from the first run (which is no table itself: compressed, it starts the buffer),
+    # the second run is checked against its own first record, which must have that layout.
+    runs = [(64, b"", None, 0, ()), (64, None, None, 0, ())]
+    data, placed = _in_answer(_batches_of_runs(runs, 64, COMPRESSION_GZIP, False), b"")
+    assert _rows(batch_columns._vectorised(data, placed, "test")) == _oracle(data, placed)
+
+
 def _uniform_rows(data: bytes, placed: list) -> int:  # type: ignore[type-arg]
-    """How many records of the call `_uniform_runs` decodes (the rest go `_one_by_one`)."""
+    """How many records of the call are decoded as tables (`_table_group`; the rest go
+    `_one_by_one`), in the call's last attempt (runs that fail a table's check send the call
+    round again without them)."""
     decoded = 0
-    real = batch_columns._uniform_runs
+    real_groups, real_group = batch_columns._table_groups, batch_columns._table_group
 
-    def counting(*args):  # type: ignore[no-untyped-def]
+    def grouping(*args):  # type: ignore[no-untyped-def]
         nonlocal decoded
-        found = real(*args)
-        decoded += int(found.sum())
-        return found
+        decoded = 0  # a new attempt
+        return real_groups(*args)
 
-    with patch.object(batch_columns, "_uniform_runs", counting):
+    def counting(buffer, buf, layout, members, *rest):  # type: ignore[no-untyped-def]
+        nonlocal decoded
+        failed = real_group(buffer, buf, layout, members, *rest)
+        decoded += sum(r.count for r in members if r not in failed)
+        return failed
+
+    with (
+        patch.object(batch_columns, "_table_groups", grouping),
+        patch.object(batch_columns, "_table_group", counting),
+    ):
         batch_columns._vectorised(data, placed, "test")
     return decoded
 
@@ -366,12 +420,8 @@ def test_a_long_run_of_one_size_is_decoded_as_a_table_and_the_rest_one_by_one() 
     # `_one_by_one`, and nothing written.
     buf = np.frombuffer(data, dtype=np.uint8)
     run = batch_columns._Run(0, 200, 0, 117, 0)
-    fields = batch_columns._Fields.empty(200)
-    fields.key_length[:] = -7
-    assert batch_columns._layout(data, buf, run) is None
-    words = batch_columns._unaligned_words(buf)
-    assert not batch_columns._uniform_runs(data, buf, words, [run], fields).any()
-    assert (fields.key_length == -7).all()
+    assert batch_columns._layout(data, run) is None
+    assert batch_columns._table_groups(data, buf, [run], None) == {}
     # Headers on every record: nothing is read as a table.
     runs = [(300, b"k", b"v" * 10, 1, (("h", b"x"),))]
     data, placed = _in_answer(_batches_of_runs(runs, 300, COMPRESSION_NONE, False), b"")
@@ -385,13 +435,13 @@ def test_runs_of_one_layout_in_many_batches_are_one_group() -> None:
     runs = [(5000, b"key-01", b"v" * 100, 1, ())]
     data, placed = _in_answer(_batches_of_runs(runs, 500, COMPRESSION_NONE, False), b"")
     groups = []
-    real = batch_columns._uniform_group
+    real = batch_columns._table_group
 
-    def recording(buffer, buf, words, layout, members, fields, uniform):  # type: ignore[no-untyped-def]
+    def recording(buffer, buf, layout, members, *rest):  # type: ignore[no-untyped-def]
         groups.append(len(members))
-        real(buffer, buf, words, layout, members, fields, uniform)
+        return real(buffer, buf, layout, members, *rest)
 
-    with patch.object(batch_columns, "_uniform_group", recording):
+    with patch.object(batch_columns, "_table_group", recording):
         columns = batch_columns._vectorised(data, placed, "test")
     assert groups == [10, 10]
     assert _rows(columns) == _oracle(data, placed)
@@ -399,15 +449,16 @@ def test_runs_of_one_layout_in_many_batches_are_one_group() -> None:
 
 
 def _binary_lengths(data: bytes, placed: list) -> list:  # type: ignore[type-arg]
-    """What `_vectorised` hands `_binary` as the keys' and the values' lengths."""
+    """The keys' and the values' lengths a call with table rows builds its columns from
+    (`_BinaryOut`): one int, or "array" (per row)."""
     seen = []
-    real = batch_columns._binary
+    real = batch_columns._BinaryOut.__init__
 
-    def recording(buf, buffer, starts, lengths):  # type: ignore[no-untyped-def]
+    def recording(self, count, lengths):  # type: ignore[no-untyped-def]
         seen.append(lengths if isinstance(lengths, int) else "array")
-        return real(buf, buffer, starts, lengths)
+        real(self, count, lengths)
 
-    with patch.object(batch_columns, "_binary", recording):
+    with patch.object(batch_columns._BinaryOut, "__init__", recording):
         assert _rows(batch_columns._vectorised(data, placed, "test")) == _oracle(data, placed)
     return seen
 
@@ -500,10 +551,11 @@ def test_a_damaged_run_among_runs_of_one_layout_gives_the_record_decoders_answer
 
 def test_offset_deltas_written_longer_than_needed_are_read_one_by_one() -> None:
     # Three batches of 200 records with one timestamp. The middle one's offset deltas are all
-    # two-byte varints (0x80 | d, 0x00 below 64: valid, longer than needed): one run of one
-    # size, of the layout the other batches have from record 64 on, so the three runs are one
-    # group. The middle run's expected words do not match: it alone is read one by one (the
-    # strict rules accept it), the others still as tables.
+    # two-byte varints (0x80 | d, 0x00 below 64: valid, longer than needed): records of one
+    # size, of the layout the other batches have from record 64 on, found as two runs (a guess
+    # stops at record 64), so all runs from record 64 on are one group with the middle batch's
+    # first run. That run's expected words do not match: its 64 records alone are read one by
+    # one (the strict rules accept them), the others still as tables.
     records = _records_of_runs([(200, b"key", b"v" * 20, 0, ())])
     region = bytearray()
     for i, (timestamp, key, value, _) in enumerate(records):
@@ -521,7 +573,7 @@ def test_offset_deltas_written_longer_than_needed_are_read_one_by_one() -> None:
     raws = [build_batch(records, base_offset=200 * i) for i in range(3)]
     raws[1] = with_records_region(raws[1], bytes(region))
     answer, placed = _in_answer(raws, b"")
-    assert _uniform_rows(answer, placed) == 400
+    assert _uniform_rows(answer, placed) == 600 - 64
     assert _rows(decode_batches(answer, placed, where="test")) == _oracle(answer, placed)
 
 

@@ -23,6 +23,7 @@ from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
 from replog.server.broker_metadata import metadata_response_from_image
 from replog.wire import broker_codec as codec
+from replog.wire import framed_wire
 from tests.metadata.metadata_helpers import (
     bootstrapped,
     create_topic,
@@ -465,3 +466,40 @@ def test_topic_ids_survive_as_16_raw_bytes() -> None:
     data = codec.fetch_response_to_wire(response)
     assert pb.FetchResponse.FromString(data).topics[0].topic_id == topic_id.bytes
     assert codec.fetch_response_from_wire(data).partitions[0].topic_id == topic_id
+
+
+class _Writes:
+    """A transport that keeps what it is given to write."""
+
+    def __init__(self) -> None:
+        self.writes: list[object] = []
+
+    def write(self, data: object) -> None:
+        self.writes.append(data)
+
+
+def test_a_fetch_answer_is_written_in_pieces_its_records_never_copied() -> None:
+    records = bytes(range(256)) * 400  # 100 KiB: a piece of its own
+    response = m.FetchResponse(
+        (
+            m.FetchPartitionResult("t", 0, high_watermark=9, records=records),
+            m.FetchPartitionResult("t", 1, high_watermark=3, records=b""),
+            m.FetchPartitionResult("u", 0, high_watermark=5, records=b"x" * 10),
+        )
+    )
+    pieces = codec.fetch_response_pieces(response)
+    assert any(piece is records for piece in pieces)
+    joined = b"".join(pieces)
+    assert joined == codec.fetch_response_to_wire(response)
+    assert codec.fetch_response_from_wire(joined) == response
+    transport = _Writes()
+    framed_wire.write_frame_pieces(transport, 7, pieces)  # type: ignore[arg-type]
+    # The header and the skeleton before the records in one write, the records as they are,
+    # the rest in one more.
+    assert len(transport.writes) == 3 and transport.writes[1] is records
+    assert b"".join(transport.writes) == framed_wire.frame(7, joined)  # type: ignore[arg-type]
+    # A small answer: one piece, one write with its header.
+    small = m.FetchResponse((m.FetchPartitionResult("t", 0, high_watermark=1, records=b"abc"),))
+    transport = _Writes()
+    framed_wire.write_frame_pieces(transport, 8, codec.fetch_response_pieces(small))  # type: ignore[arg-type]
+    assert transport.writes == [framed_wire.frame(8, codec.fetch_response_to_wire(small))]

@@ -29,8 +29,8 @@ from uuid import UUID
 from quorum.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
+    RECOVERY_STATE_OF,
     RECOVERY_STATE_UNCHANGED,
-    LeaderRecoveryState,
     PartitionChangeRecord,
     PartitionRecord,
 )
@@ -128,7 +128,6 @@ _PARTITION_CHANGE_FIELDS = (
 )  # fmt: skip
 _INT32_MAX = (1 << 31) - 1
 _NEGATIVE_INT32_LOW = (1 << 64) - (1 << 31)  # the 64-bit pattern of int32's lowest value
-_RECOVERY_STATES = {int(state): state for state in LeaderRecoveryState}
 _MINUS_ONE = b"\xff" * 9 + b"\x01"
 
 
@@ -141,7 +140,7 @@ def read_partition_record(data: bytes, topic_id: Callable[[bytes], UUID]) -> Par
     if values is None or values[1] is None:
         return None
     _, raw_id, partition_id, replicas, isr, leader, leader_epoch, partition_epoch = values[:8]
-    recovery = _RECOVERY_STATES.get(values[10] or 0)
+    recovery = RECOVERY_STATE_OF.get(values[10] or 0)
     if (
         recovery is None
         or (leader is not None and leader < NO_LEADER)
@@ -177,7 +176,7 @@ def read_partition_change_record(
     if (
         (leader is not None and leader < NO_LEADER)
         or (partition_id is not None and partition_id < 0)
-        or (recovery is not None and recovery not in _RECOVERY_STATES)
+        or (recovery is not None and recovery not in RECOVERY_STATE_OF)
     ):
         return None
     return PartitionChangeRecord(

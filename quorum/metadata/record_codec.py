@@ -47,6 +47,7 @@ from quorum.metadata.partition_wire import (
 from quorum.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
+    RECOVERY_STATE_OF,
     RECOVERY_STATE_UNCHANGED,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -358,7 +359,7 @@ def _dec_topic(m: pb.TopicRecord) -> TopicRecord:
 
 
 def _dec_partition(m: pb.PartitionRecord) -> PartitionRecord:
-    recovery = _RECOVERY_STATE_OF.get(m.leader_recovery_state)
+    recovery = RECOVERY_STATE_OF.get(m.leader_recovery_state)
     if recovery is None:
         recovery = _enum(LeaderRecoveryState, "leader_recovery_state", m.leader_recovery_state)
     return PartitionRecord(
@@ -375,15 +376,12 @@ def _dec_partition(m: pb.PartitionRecord) -> PartitionRecord:
     )
 
 
-_RECOVERY_STATE_OF = {int(state): state for state in LeaderRecoveryState}
-
-
 def _dec_partition_change(m: pb.PartitionChangeRecord) -> PartitionChangeRecord:
     has = m.HasField
     recovery = RECOVERY_STATE_UNCHANGED
     if has("leader_recovery_state"):
         recovery = m.leader_recovery_state
-        if recovery not in _RECOVERY_STATE_OF:
+        if recovery not in RECOVERY_STATE_OF:
             _enum(LeaderRecoveryState, "leader_recovery_state", recovery)
     return PartitionChangeRecord(
         _uuid("topic_id", m.topic_id),
@@ -490,7 +488,7 @@ def _check_partition(record: PartitionRecord) -> None:
     ):
         for field in ("replicas", "isr", "removing_replicas", "adding_replicas"):
             _broker_ids(field, getattr(record, field))
-    if record.leader_recovery_state not in _RECOVERY_STATES:
+    if record.leader_recovery_state not in RECOVERY_STATE_OF:
         _enum(LeaderRecoveryState, "leader_recovery_state", int(record.leader_recovery_state))
     if record.leader_epoch < 0 or record.partition_epoch < 0:
         raise _Invalid(
@@ -506,7 +504,7 @@ def _check_partition_change(record: PartitionChangeRecord) -> None:
         if values and min(values) < 0:
             _broker_ids(field, values)
     recovery = record.leader_recovery_state
-    if recovery != RECOVERY_STATE_UNCHANGED and recovery not in _RECOVERY_STATES:
+    if recovery != RECOVERY_STATE_UNCHANGED and recovery not in RECOVERY_STATE_OF:
         _enum(LeaderRecoveryState, "leader_recovery_state", recovery)
 
 
@@ -519,7 +517,6 @@ def _check_feature_level(record: FeatureLevelRecord) -> None:
         raise _Invalid(f"feature {record.name!r} level {record.feature_level} not in 0..32767")
 
 
-_RECOVERY_STATES = frozenset(int(state) for state in LeaderRecoveryState)
 # Record type -> its rules (the kinds not named have none beyond protobuf's).
 _CHECKS: dict[type, Callable[[Any], None]] = {
     RegisterBrokerRecord: _check_register_broker,

@@ -35,6 +35,10 @@ class LeaderRecoveryState(IntEnum):
     RECOVERING = 1  # after an unclean election, until the new leader has recovered
 
 
+# Each state by its number, as the codecs read it (a lookup, not the enum's call and raise).
+RECOVERY_STATE_OF = {int(state): state for state in LeaderRecoveryState}
+
+
 class ConfigResourceType(IntEnum):
     """Kafka's ConfigResource.Type codes as written in ConfigRecord."""
 

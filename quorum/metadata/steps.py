@@ -22,9 +22,17 @@ Steps = Generator[None, None, T]
 
 def run_to_end(steps: Steps[T]) -> T:
     """Run every step at once; the work's result."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            result: T = done.value
-            return result
+    outcome: list[T] = []
+    while not take_step(steps, outcome):
+        pass
+    return outcome[0]
+
+
+def take_step(steps: Steps[T], outcome: list[T]) -> bool:
+    """Run one step of `steps`; True once they ended, their result appended to `outcome`."""
+    try:
+        next(steps)
+    except StopIteration as done:
+        outcome.append(done.value)
+        return True
+    return False

@@ -52,7 +52,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.record_batches import encode_snapshot_in_steps
@@ -63,7 +63,7 @@ from quorum.metadata.snapshot_schedule import (
     METADATA_MAX_RETENTION_MS,
     SnapshotSchedule,
 )
-from quorum.metadata.steps import Steps
+from quorum.metadata.steps import Steps, take_step
 from quorum.raft.ready import ApplyItem, CommittedBatch, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
@@ -82,8 +82,6 @@ class Published(Protocol):
     @property
     def image(self) -> MetadataImage: ...
 
-
-T = TypeVar("T")
 
 # The state to write, asked for only once a snapshot is due: its records, taken in steps, and
 # the quorum epoch of its last offset.
@@ -374,16 +372,6 @@ def _image_state(image: MetadataImage) -> tuple[Steps[Sequence[MetadataRecord]],
     """An image's records in steps of whole topics, each partition's made as it is encoded
     (an image is immutable: the steps may run any time)."""
     return image_records_in_steps(image), image.provenance.last_quorum_epoch
-
-
-def take_step(steps: Steps[T], outcome: list[T]) -> bool:
-    """Run one step of `steps`; True once they ended, their value appended to `outcome`."""
-    try:
-        next(steps)
-    except StopIteration as done:
-        outcome.append(done.value)
-        return True
-    return False
 
 
 async def encoded_in_steps(state: StopState) -> bytes:

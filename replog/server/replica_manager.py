@@ -481,12 +481,15 @@ class ReplicaManager:
             self._changes.add(changes)
         else:
             self._changes.add_staged(staged)
-        # The topics whose settings changed (None: every topic, a broker level changed).
-        reconfigured: Collection[str] | None = ()
+        # The replicas whose topic's settings changed (all of them when a broker level did).
+        reconfigured: AbstractSet[TopicPartitionKey] = frozenset()
         if image.configs is not previous.configs:
-            reconfigured = self._reconfigured_topics(previous, image, changed_configs)
+            topics = self._reconfigured_topics(previous, image, changed_configs)
+            reconfigured = (
+                self._partitions.keys() if topics is None else self._replica_keys_of(image, topics)
+            )
             self._refresh_log_configs(image, reconfigured)
-        if cluster_changed or reconfigured is None or reconfigured:
+        if cluster_changed or reconfigured:
             # Every leader's eligibility and replication config, in rounds once started (a
             # broker leading 10,000 replicas walks them all when a broker is fenced): the
             # leaders not reached yet act on the previous image meanwhile, as if this one
@@ -498,10 +501,9 @@ class ReplicaManager:
             # held the loop 69-84 ms of CPU under load): a copy of the keys, or a set
             # difference when some wait.
             behind = self._leaders_to_refresh
-            if cluster_changed or reconfigured is None:
-                keys: AbstractSet[TopicPartitionKey] = self._partitions.keys()
-            else:  # only these topics' replication configs may differ
-                keys = self._replica_keys_of(image, reconfigured)
+            # Without a cluster change, only the reconfigured topics' replication configs
+            # may differ.
+            keys = self._partitions.keys() if cluster_changed else reconfigured
             if behind:
                 self._leaders_to_refresh = [*(keys - set(behind)), *behind]
             else:
@@ -934,8 +936,9 @@ class ReplicaManager:
                 )
         return keys
 
-    def _refresh_log_configs(self, image: MetadataImage, topics: Collection[str] | None) -> None:
-        """Give every local replica of `topics` (None: every topic) its new `LogConfig`.
+    def _refresh_log_configs(self, image: MetadataImage, keys: Iterable[TopicPartitionKey]) -> None:
+        """Give the local replicas `keys` (those of the topics whose settings changed) their
+        new `LogConfig`.
 
         A topic's log settings (`segment.bytes`, `retention.ms`, `max.message.bytes`, ...)
         may change at any time, so they reach open logs too, not only a Partition being
@@ -944,7 +947,6 @@ class ReplicaManager:
         `get_or_create_log` applies the config to the open log (and does nothing when it is
         equal).
         """
-        keys = self._partitions.keys() if topics is None else self._replica_keys_of(image, topics)
         new_configs: dict[str, LogConfig] = {}
         for topic, partition_id in keys:
             config = new_configs.get(topic)

@@ -94,7 +94,7 @@ Rules:
   at once. Meanwhile the leader keeps serving the entry it holds, which is one the fetcher
   sent: older, never ahead of the fetcher's log, because a change that lowers the fetch
   offset (a truncation) never waits; those come from answers, a bounded round's partitions
-  at most each, and go first, within the bound. So the leader records no progress the
+  at most each, and count in the bound. So the leader records no progress the
   follower's log does not have (a stale entry's offset is at or below the follower's, or
   its leader epoch is fenced and nothing is recorded). The fetcher reads no answer to a
   partition whose change waits (`read_answer`): the leader read it at the entry it holds, not

@@ -11,8 +11,10 @@ Rules (those of `broker_client.FetchStream`, which this replaces for followers):
 - One fetch at a time, as a fetcher task sends them.
 - The connection holds a KIP-227 fetch session (`replication.fetch_session`): the first
   request of a connection is sent in full, later ones with only what changed, each adding at
-  most `SESSION_ADDS_PER_REQUEST` partitions to the session (the rest join in the next
-  requests, which ask for an answer at once meanwhile); any answer,
+  most `SESSION_ADDS_PER_REQUEST` partitions to the session and carrying at most
+  `SESSION_CHANGES_PER_REQUEST` changed entries (the rest go in the next requests, which ask
+  for an answer at once meanwhile; a partition whose change waits is not read from an
+  answer); any answer,
   the first one's too (the leader reads a bounded round), has only the partitions with news,
   and is checked against the session's partitions (`BrokerClient.checked_fetch_in`).
 - An answer must come within the request's `max_wait_ms` plus the client's
@@ -38,6 +40,7 @@ from replog.net_address import format_host_port, parse_host_port
 from replog.replication import messages as m
 from replog.replication.fetch_session import (
     SESSION_ADDS_PER_REQUEST,
+    SESSION_CHANGES_PER_REQUEST,
     FetchChanges,
     FetcherSession,
 )
@@ -56,7 +59,7 @@ class ReplicaFetchClient:
         self.client = client
         self.source_id = source_id
         self._connection: _Connection | None = None
-        self._session = FetcherSession(SESSION_ADDS_PER_REQUEST)
+        self._session = FetcherSession(SESSION_ADDS_PER_REQUEST, SESSION_CHANGES_PER_REQUEST)
         self._sequences = itertools.count(1)
 
     async def fetch(
@@ -85,7 +88,9 @@ class ReplicaFetchClient:
                 )
             # Any answer may leave out partitions of the session, the first one's too: the
             # leader reads at most a bounded round of them (`fetch_session`, bounded rounds).
-            return client.checked_fetch_in(self._session.holds, answer, RPC)
+            # A partition whose change waits was read at the entry the leader holds: not read.
+            session = self._session
+            return session.read_answer(client.checked_fetch_in(session.holds, answer, RPC))
         except TimeoutError:
             self.close()
             raise _timed_out(self._where(), wait_ms) from None

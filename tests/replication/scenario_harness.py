@@ -69,6 +69,7 @@ from replog.errors import (
 from replog.record import BatchOptions, RecordBatch, build_batch, iter_frames, read_header
 from replog.replication.fetch_session import (
     SESSION_ADDS_PER_REQUEST,
+    SESSION_CHANGES_PER_REQUEST,
     FetcherSession,
     LeaderFetchSession,
 )
@@ -134,7 +135,9 @@ class _FetchConnection:
     session."""
 
     fetcher: FetcherSession = field(
-        default_factory=lambda: FetcherSession(SESSION_ADDS_PER_REQUEST)
+        default_factory=lambda: FetcherSession(
+            SESSION_ADDS_PER_REQUEST, SESSION_CHANGES_PER_REQUEST
+        )
     )
     leader_session: LeaderFetchSession = field(default_factory=LeaderFetchSession)
     kept_reads: RepeatReads = field(default_factory=RepeatReads)
@@ -585,11 +588,12 @@ class Cluster:
             )
             served = self._services[leader_id] = (rm, service)
         stream = self._connections.setdefault((follower_id, leader_id), _FetchConnection())
-        return await served[1].replica_fetch(
+        answer = await served[1].replica_fetch(
             broker_codec.fetch_request_to_proto(stream.fetcher.to_send(request)),
             stream.leader_session,
             stream.kept_reads,
         )
+        return stream.fetcher.read_answer(answer)
 
     def _fingerprint(self) -> tuple[object, ...]:
         state: list[object] = [self.image.provenance.last_offset]

@@ -358,6 +358,17 @@ def test_both_sides_agree_over_any_rounds(
             leader = LeaderFetchSession()
 
 
+def _hint(previous: FetchRequest | None, intent: FetchRequest) -> FetchChanges | None:
+    """What a follower's plans would tell the session changed from `previous` to `intent`."""
+    if previous is None:
+        return None
+    before = {("t", e.partition): e for e in previous.partitions}
+    now = {("t", e.partition): e for e in intent.partitions}
+    changed: dict[Any, FetchPartition | None] = {k: e for k, e in now.items() if before.get(k) != e}
+    changed.update({k: None for k in before if k not in now})
+    return FetchChanges(previous, changed)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     rounds=st.lists(
@@ -401,16 +412,7 @@ def test_a_bounded_follower_session_is_what_the_leader_holds(
         for p, by in moved.items():
             offsets[p] += by
         intent = replace(wanting(*(entry(p, offsets[p]) for p in sorted(wanted))), max_wait_ms=9)
-        changes = None
-        if hinted and previous is not None:
-            before = {("t", e.partition): e for e in previous.partitions}
-            now = {("t", e.partition): e for e in intent.partitions}
-            changed: dict[Any, FetchPartition | None] = {
-                k: e for k, e in now.items() if before.get(k) != e
-            }
-            changed.update({k: None for k in before if k not in now})
-            changes = FetchChanges(previous, changed)
-        send(intent, changes)
+        send(intent, _hint(previous, intent) if hinted else None)
         previous = intent
         if call_ends:
             follower.reset()
@@ -420,6 +422,144 @@ def test_a_bounded_follower_session_is_what_the_leader_holds(
         for _ in range(-(-follower.waiting // bound)):
             send(previous, FetchChanges(previous, {}))
         assert follower.waiting == 0
+
+
+def test_a_bounded_follower_sends_changes_a_batch_a_request_oldest_first() -> None:
+    follower = FetcherSession(changes_per_request=2)
+    five = replace(wanting(*(entry(p, offset=5) for p in range(5))), max_wait_ms=500)
+    follower.to_send(five)
+    # A leader-epoch bump of every partition: two changes go, three wait (the leader keeps
+    # their old entries), and the leader is asked to answer at once.
+    bumped = replace(
+        wanting(*(replace(entry(p, 5), current_leader_epoch=2) for p in range(5))), max_wait_ms=500
+    )
+    told = FetchChanges(five, {("t", e.partition): e for e in bumped.partitions})
+    first = follower.to_send(bumped, (), told)
+    assert (keys(first), first.max_wait_ms, follower.changes_waiting) == ([0, 1], 0, 3)
+    # An answer read at an old entry is not read; one at a sent entry is.
+    answer = FetchResponse(tuple(result(p, hw=4) for p in (1, 2, 4)))
+    assert [r.partition for r in follower.read_answer(answer).partitions] == [1]
+    # 2 moves on while it waits (its newest entry keeps its place), 3 goes back to the entry
+    # the leader holds (nothing to send), 4 truncates (a lower fetch offset never waits:
+    # the leader must not record progress the log no longer has) and goes first.
+    second_intent = replace(
+        wanting(
+            *bumped.partitions[:2],
+            replace(entry(2, offset=6), current_leader_epoch=2),
+            entry(3, offset=5),
+            replace(entry(4, offset=3), current_leader_epoch=2, last_fetched_epoch=1),
+        ),
+        max_wait_ms=500,
+    )
+    told = FetchChanges(
+        bumped,
+        {
+            ("t", 2): second_intent.partitions[2],
+            ("t", 3): entry(3, offset=5),
+            ("t", 4): second_intent.partitions[4],
+        },
+    )
+    second = follower.to_send(second_intent, (), told)
+    assert [(e.partition, e.fetch_offset) for e in second.partitions] == [(4, 3), (2, 6)]
+    assert (second.max_wait_ms, follower.changes_waiting) == (500, 0)
+    # Without a hint the same bound holds, oldest first.
+    unhinted = FetcherSession(changes_per_request=2)
+    unhinted.to_send(wanting(*(entry(p) for p in range(4))))
+    moved = wanting(*(entry(p, offset=3) for p in range(4)))
+    assert (keys(unhinted.to_send(moved)), unhinted.changes_waiting) == ([0, 1], 2)
+    again = wanting(*(entry(p, offset=3 + (p == 0)) for p in range(4)))
+    assert (keys(unhinted.to_send(again)), unhinted.changes_waiting) == ([2, 3], 1)
+    assert (keys(unhinted.to_send(again)), unhinted.changes_waiting) == ([0], 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rounds=st.lists(
+        st.tuples(
+            st.sets(st.integers(0, 9)),
+            st.dictionaries(st.integers(0, 9), st.integers(-3, 3), max_size=6),
+            st.sets(st.integers(0, 9), max_size=10),
+            st.booleans(),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=25,
+    ),
+    adds=st.integers(1, 4),
+    changes=st.integers(1, 4),
+)
+def test_a_follower_bounding_changes_never_lets_the_leader_hold_an_entry_ahead(
+    rounds: list[tuple[set[int], dict[int, int], set[int], bool, bool]],
+    adds: int,
+    changes: int,
+) -> None:
+    """Whatever the fetcher wants, hinted or not, its offsets moving either way and its leader
+    epochs bumped: a request carries at most `changes` changed entries beside those that lower
+    a fetch offset; the leader holds, for each partition the fetcher says it holds, the entry
+    wanted now or one the fetcher sent before, never at a higher fetch offset; the fetcher
+    reads an answer only for the partitions the leader holds at the wanted entry; and
+    repeating a request sends every waiting change within ceil(waiting / changes)."""
+    follower = FetcherSession(adds_per_request=adds, changes_per_request=changes)
+    leader = LeaderFetchSession()
+    offsets = dict.fromkeys(range(10), 5)
+    epochs = dict.fromkeys(range(10), 1)
+    ever_sent: dict[int, list[FetchPartition]] = {p: [] for p in range(10)}
+    previous: FetchRequest | None = None
+
+    def send(intent: FetchRequest, told: FetchChanges | None) -> None:
+        before = {("t", p): e for p in range(10) if (e := leader_entry(p)) is not None}
+        sent = follower.to_send(intent, (), told)
+        for e in sent.partitions:
+            ever_sent[e.partition].append(e)
+        carried = [e for e in sent.partitions if ("t", e.partition) in before]
+        lowering = [e for e in carried if e.fetch_offset < before[("t", e.partition)].fetch_offset]
+        assert len(carried) <= max(changes, len(lowering))
+        seen = {("t", e.partition): e for e in leader.full_request(sent).partitions}
+        wanted = {("t", e.partition): e for e in intent.partitions}
+        assert seen.keys() == {k for k in wanted if follower.holds(k)}
+        stale = {k for k, e in seen.items() if e != wanted[k]}
+        for k in stale:
+            assert seen[k] in ever_sent[k[1]] and seen[k].fetch_offset <= wanted[k].fetch_offset
+        assert follower.changes_waiting == len(stale)
+        waits = follower.waiting or follower.changes_waiting
+        assert sent.max_wait_ms == (0 if waits else intent.max_wait_ms)
+        answer = FetchResponse(tuple(result(k[1]) for k in seen))
+        assert {r.partition for r in follower.read_answer(answer).partitions} == {
+            k[1] for k in seen if k not in stale
+        }
+        held_now.clear()
+        held_now.update(seen)
+
+    held_now: dict[Any, FetchPartition] = {}
+
+    def leader_entry(p: int) -> FetchPartition | None:
+        return held_now.get(("t", p))
+
+    for wanted, moved, bumped, hinted, call_ends in rounds:
+        for p, by in moved.items():
+            offsets[p] = max(0, offsets[p] + by)
+        for p in bumped:
+            epochs[p] += 1
+        intent = replace(
+            wanting(
+                *(
+                    replace(entry(p, offsets[p]), current_leader_epoch=epochs[p])
+                    for p in sorted(wanted)
+                )
+            ),
+            max_wait_ms=9,
+        )
+        send(intent, _hint(previous, intent) if hinted else None)
+        previous = intent
+        if call_ends:
+            follower.reset()
+            leader = LeaderFetchSession()
+            held_now.clear()
+            previous = None
+    if previous is not None:
+        for _ in range(max(-(-follower.changes_waiting // changes), -(-follower.waiting // adds))):
+            send(previous, FetchChanges(previous, {}))
+        assert (follower.changes_waiting, follower.waiting) == (0, 0)
 
 
 # --- bounded rounds against the rule itself ---------------------------------------------------

@@ -422,10 +422,17 @@ class FileSystem:
         """Make everything written under each of `directories` durable: one `syncfs` per file
         system (several directories on one file system share it), else one `sync`."""
         seen: set[int] = set()
+        # Sorted, a directory comes before its subdirectories. A subdirectory of one already
+        # found is on its file system (a partition's directory, which the broker made, is never
+        # a mount point): a creation batch names its log dir and each new partition's
+        # directory, and a stat of each of those was a tenth of the Python its bulk thread ran.
+        found: set[str] = set()
         for directory in sorted(directories):
-            # One stat a directory (a creation batch names hundreds). A directory renamed since
-            # its writes (a deleted partition's) is synced through the nearest parent still
-            # there: the same file system.
+            if os.path.dirname(directory) in found:
+                continue
+            found.add(directory)
+            # A directory renamed since its writes (a deleted partition's) is synced through
+            # the nearest parent still there: the same file system.
             device = _device_of(directory)
             if device is None:
                 directory = os.path.abspath(directory)

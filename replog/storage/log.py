@@ -53,7 +53,6 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, NoReturn
 
 from crc32c import crc32c
-from sortedcontainers import SortedDict
 
 from checkpoints.partition_metadata import PARTITION_METADATA
 from replog.clock import Clock, wall_clock_ms
@@ -92,6 +91,7 @@ from replog.storage.fs import LOCAL_FS, Buffer, FileSystem
 from replog.storage.log_append_info import LogAppendInfo
 from replog.storage.log_config import LogConfig
 from replog.storage.segment import INT32_MAX, LogSegment
+from replog.storage.segment_map import SegmentMap
 
 if TYPE_CHECKING:
     from replog.storage.leader_epoch_cache import LeaderEpochCache
@@ -164,7 +164,7 @@ class Log:
         self,
         directory: str,
         config: LogConfig,
-        segments: SortedDict,
+        segments: SegmentMap[LogSegment],
         leader_epoch_cache: LeaderEpochCache,
         *,
         log_start_offset: int,
@@ -177,7 +177,7 @@ class Log:
     ) -> None:
         self.directory = directory
         self.config = config
-        self._segments: SortedDict = segments  # base offset -> LogSegment
+        self._segments = segments  # base offset -> LogSegment
         # The last segment, cached: `peekitem(-1)` costs about 0.4 µs and every append and read
         # asks. Whatever changes `_segments` sets this to None first; `active_segment` refills it.
         self._active: LogSegment | None = None

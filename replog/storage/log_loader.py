@@ -42,8 +42,6 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from sortedcontainers import SortedDict
-
 from replog.clock import Clock
 from replog.errors import (
     CorruptCheckpointError,
@@ -57,6 +55,7 @@ from replog.storage.fs import FileSystem
 from replog.storage.leader_epoch_cache import LeaderEpochCache
 from replog.storage.log_config import LogConfig
 from replog.storage.segment import LogSegment
+from replog.storage.segment_map import SegmentMap
 from replog.storage.standalone_state import StandaloneState, read_state, write_state
 
 if TYPE_CHECKING:
@@ -126,7 +125,7 @@ def create_log(
     return log_class(
         directory,
         config,
-        SortedDict({0: segment}),
+        SegmentMap.of_one(0, segment),
         LeaderEpochCache(checkpoint, name=directory, entries=()),
         log_start_offset=0,
         recovery_point=0,
@@ -295,10 +294,11 @@ def _remove_leftovers(directory: str, names: list[str], fs: FileSystem) -> set[s
 
 def _open_segments(
     directory: str, names: set[str], config: LogConfig, fs: FileSystem, clock: Clock
-) -> SortedDict:
-    segments = SortedDict()
+) -> SegmentMap[LogSegment]:
+    segments: SegmentMap[LogSegment] = SegmentMap()
     now = clock()
-    for name in names:
+    # In offset order (the names' digits are zero-padded): each one is added after the last.
+    for name in sorted(names):
         stem, _, suffix = name.partition(".")
         if suffix != "log" or len(stem) != 20 or not stem.isdigit():
             continue
@@ -308,7 +308,7 @@ def _open_segments(
 
 
 def _rebuild_missing_indexes(
-    segments: SortedDict, recovered_from: int | None, names: set[str]
+    segments: SegmentMap[LogSegment], recovered_from: int | None, names: set[str]
 ) -> None:
     """Rebuild indexes whose file is gone (not among the directory's `names`), in segments
     recovery did not already rebuild."""
@@ -323,7 +323,7 @@ def _rebuild_missing_indexes(
             segment.rebuild_indexes()
 
 
-def _first_batch_has_an_epoch(segments: SortedDict) -> bool:
+def _first_batch_has_an_epoch(segments: SegmentMap[LogSegment]) -> bool:
     """Whether the log's first batch carries a leader epoch (>= 0). Only then does the epoch
     cache cover the log from its start: a standalone log may begin with batches appended
     without one (epoch -1, which the cache never records), and its first entry, made by a later
@@ -341,7 +341,7 @@ def _first_batch_has_an_epoch(segments: SortedDict) -> bool:
     return True
 
 
-def _holds_records(segments: SortedDict, log_start_offset: int) -> bool:
+def _holds_records(segments: SegmentMap[LogSegment], log_start_offset: int) -> bool:
     """Whether the segments hold records at or above the log start (those below it, which
     DeleteRecords left in the first segment, need no leader epoch: a truncation to the log
     start empties the cache of such a log, and its reopening must keep it empty)."""
@@ -364,7 +364,7 @@ def _open_epoch_cache(directory: str, fs: FileSystem) -> tuple[LeaderEpochCache,
 
 def _recover(
     directory: str,
-    segments: SortedDict,
+    segments: SegmentMap[LogSegment],
     recovery_point: int,
     on_batch: Callable[[BatchHeader], None],
     fs: FileSystem,
@@ -409,7 +409,10 @@ def _recover(
 
 
 def _verify_clean_tail(
-    directory: str, segments: SortedDict, on_batch: Callable[[BatchHeader], None], fs: FileSystem
+    directory: str,
+    segments: SegmentMap[LogSegment],
+    on_batch: Callable[[BatchHeader], None],
+    fs: FileSystem,
 ) -> None:
     """After a clean shutdown, find the active segment's end; recover it if that fails."""
     if not segments:

@@ -45,3 +45,29 @@ def test_a_directory_gone_since_its_writes_is_synced_through_its_nearest_parent(
     not_a_dir.write_bytes(b"")
     FileSystem().sync_file_systems([str(gone), str(not_a_dir)])
     assert len(synced) == 1
+
+
+def test_a_log_dirs_partition_directories_are_not_looked_up_one_by_one(
+    tmp_path: Path, synced: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A creation batch names its log dir and every new partition's directory: the log dir's
+    file system is theirs, found with one lookup, not one per partition."""
+    looked_up: list[str] = []
+    real = fs_module._device_of
+
+    def counting(directory: str) -> int | None:
+        looked_up.append(directory)
+        return real(directory)
+
+    monkeypatch.setattr(fs_module, "_device_of", counting)
+    log_dir = tmp_path / "logs"
+    dirs = [log_dir / f"t-{i}" for i in range(20)]
+    for directory in dirs:
+        directory.mkdir(parents=True)
+    FileSystem().sync_file_systems([str(d) for d in dirs] + [str(log_dir)])
+    assert looked_up == [str(log_dir)]
+    assert len(synced) == 1
+    # Without their log dir (a round's epoch files of existing logs), each is looked up.
+    looked_up.clear()
+    FileSystem().sync_file_systems([str(d) for d in dirs])
+    assert len(looked_up) == len(dirs)

@@ -176,3 +176,26 @@ def test_cpu_used_by_group_counts_each_process_once_and_never_below_zero() -> No
     ended = spark_read.cpu_used(burnt, spark_read.cpu_reading(driver, [busy.pid]))
     assert all(seconds >= 0.0 for seconds in ended.values())
     assert ended["nodes"] == 0.0
+
+
+def test_the_ceiling_yields_the_topics_rows_and_does_no_work_first() -> None:
+    import time
+
+    from pyspark.sql.datasource import InputPartition
+
+    options = {"records": "200000", "recordsize": "100", "partitions": "3"}
+    reader = spark_read.ceiling_source()(options).reader(None)
+    list(reader.read(InputPartition(0)))  # a worker's first task: its imports
+    started = time.thread_time()
+    batches = reader.read(InputPartition(1))
+    first = next(batches)
+    # Its one batch is built by numpy: about 1.4 ms of CPU (a list of keys and os.urandom for
+    # every value took 30).
+    assert time.thread_time() - started < 0.012
+    rows = [first, *batches]
+    assert sum(b.num_rows for b in rows) == len(range(1, 200_000, 3))
+    keys = first.column("key").to_pylist()
+    assert keys[:3] == [b"key-00", b"key-01", b"key-02"] and keys[250] == b"key-50"
+    assert {len(v) for v in first.column("value").to_pylist()} == {100}
+    assert first.column("topic")[0].as_py() == spark_read.TOPIC
+    assert first.column("partition")[0].as_py() == 1

@@ -20,9 +20,10 @@ action, planning included):
 
 A third source, "ceiling", is Spark's own limit for a Python data source on this machine: a
 source in this file whose tasks yield ready-made Arrow batches of the same schema and row
-shape (same key set, value size, partition split) without any I/O or decoding. replog's Python
-tasks cannot deliver rows faster than Spark takes them from Python workers, so replog / ceiling
-says how much of the remaining gap is the connector's.
+shape (same key set, value size, partition split) without any I/O or decoding (a task builds
+its one batch with numpy: 1.4 ms of CPU). replog's Python tasks cannot deliver rows faster than
+Spark takes them from Python workers, so replog / ceiling says how much of the remaining gap
+is the connector's.
 
 The fourth source, "kafka", is Spark's own Kafka source reading the same topic through the
 nodes' Kafka listeners (`replog.spark.kafka_jars` fetches its jars from Maven Central once and
@@ -40,17 +41,32 @@ JVM path's goal, >= 1.0x). Apache Kafka is never started here, so nothing but a 
 `--apache-kafka` needs it (`bench/kafka/kafka.sh fetch` gets its jars; CI never does). The JVM
 sources get a table of their own (rows/s and x Parquet, per run and min / median / max).
 
-Each run does every query once per source, alternating (replog, Parquet, ceiling, kafka, ...)
-so all see the same machine load; before the first run every query runs once untimed on every
-source (JVM JIT, Python workers, Spark's first-use costs). The table shows per run rows/s, the
-ratios and the Python source's goals (issue #56: >= 1.5M rows/s, >= 0.8x the ceiling source);
-with several runs, the medians (ratios taken within a run, then their median) and, per query,
-replog's min / median / max. Results are checked: every count must be `--records` and the
-group-by must return the 100 keys. `--without-kafka` leaves the JVM path out (its jars are not
-fetched, its columns not printed: a line says it did not run; `--apache-kafka` is refused
-with it).
+Each run does, per query, `--pairs` back-to-back pairs of replog and the ceiling (default 5;
+replog first in every other pair, so a drift in the machine's load favours neither), then
+every other source once; before the first run every query runs once untimed on every source
+(JVM JIT, Python workers, Spark's first-use costs). The table shows per run rows/s (replog's
+and the ceiling's: the medians of the run's pairs), the ratios and the Python source's goals
+(issue #56: >= 1.5M rows/s, >= 0.8x the ceiling source); with several runs, the medians
+(ratios taken within a run, then their median) and, per query, replog's min / median / max.
+Results are checked: every count must be `--records` and the group-by must return the 100
+keys. `--without-kafka` leaves the JVM path out (its jars are not fetched, its columns not
+printed: a line says it did not run; `--apache-kafka` is refused with it).
 
-    .venv/bin/python bench/spark_read.py                 # 3 runs, 2M records, ~8 minutes
+The goals' figures to trust are the pairs': per query, replog / ceiling of each pair (wall) and
+each side's seconds, as min / median / max over every pair of every run; and CPU per row (us, =
+CPU seconds per million rows, user + system from /proc, medians over the pairs) by process
+group: Spark's Python workers, its JVM, the nodes, this script; ceiling CPU / replog CPU per
+pair (the wall ratio if both were CPU-bound); and replog's own CPU per row (workers and nodes,
+replog's minus the ceiling's, per pair: what the connector's fetch, decode and serving cost).
+Why: single query runs spread over 0.3-1.1x replog / ceiling on this 2-core machine when it is
+quiet, 0.3-2.6x under load, the ceiling's own time as much as replog's (under load its pairs
+took 0.95-8.9 s for 2M rows): 3 nodes, Spark's JVM and two Python workers share 2 cores, 3
+tasks run on 2 task slots (the third alone), and any other work on the machine lands on one
+side of a ratio. By CPU the workers' figure moves 2-4% between pairs, the JVM's 10-15% (its GC
+and JIT, on both sides: half of all the CPU, so it moves ceiling CPU / replog CPU too), and the
+nodes' most, as their idle CPU (8% of a core for 3 nodes) grows with wall time.
+
+    .venv/bin/python bench/spark_read.py                 # 3 runs, 2M records, ~10 minutes
     .venv/bin/python bench/spark_read.py --quick         # 1 run, 500k records, ~3 minutes
     .venv/bin/python bench/spark_read.py --runs 5 --json out.json
     .venv/bin/python bench/spark_read.py --records 1000000 --without-kafka   # the Python source
@@ -400,8 +416,15 @@ def ceiling_source() -> type:
             part = int(partition.value)
             rows = len(range(part, self.records, self.parts))  # as the topic's split
             size = min(rows, 65_536)
-            keys = [b"key-%02d" % (i % 100) for i in range(size)]
-            values = np.frombuffer(os.urandom(size * self.record_size), dtype=np.uint8)
+            # Built by numpy, not per row: row i's key is key-(i % 100), its value a slice of
+            # 64 KiB of random bytes repeated (Spark neither compresses nor looks into them).
+            # A Python list of keys and 6.5 MB from os.urandom cost a task 35 ms of CPU before
+            # its first batch: work a source that does none must not do.
+            key_block = np.frombuffer(b"".join(b"key-%02d" % k for k in range(100)), np.uint8)
+            keys = np.resize(key_block, size * 6)
+            key_offsets = np.arange(size + 1, dtype=np.int32) * 6
+            random_block = np.frombuffer(os.urandom(65_536), dtype=np.uint8)
+            values = np.resize(random_block, size * self.record_size)
             value_offsets = np.arange(size + 1, dtype=np.int32) * self.record_size
             schema = pa.schema(
                 [
@@ -417,7 +440,9 @@ def ceiling_source() -> type:
             offsets = np.arange(size, dtype=np.int64)
             batch = pa.RecordBatch.from_arrays(
                 [
-                    pa.array(keys, pa.binary()),
+                    pa.Array.from_buffers(
+                        pa.binary(), size, [None, pa.py_buffer(key_offsets), pa.py_buffer(keys)]
+                    ),
                     pa.Array.from_buffers(
                         pa.binary(), size, [None, pa.py_buffer(value_offsets), pa.py_buffer(values)]
                     ),
@@ -518,14 +543,44 @@ def check(query: str, source: str, result: Any, data: Dataset) -> None:
 # --- results ----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Pair:
+    """One query timed on replog and on the ceiling back to back (`first` ran first):
+    seconds per source and CPU seconds per source and CPU_GROUPS group."""
+
+    first: str
+    seconds: dict[str, float]
+    cpu: dict[str, dict[str, float]]
+
+    def ratio(self) -> float:
+        """replog / ceiling in rows/s: the ceiling's seconds over replog's."""
+        return self.seconds["ceiling"] / self.seconds["replog"]
+
+    def cpu_ratio(self) -> float:
+        """ceiling CPU / replog CPU, every group."""
+        return sum(self.cpu["ceiling"].values()) / sum(self.cpu["replog"].values())
+
+    def own_cpu(self) -> float:
+        """The CPU seconds replog's read cost beyond the ceiling's in the groups where its
+        work runs (Python workers: fetch and decode; nodes: serving the fetches): the
+        connector's own cost, which the JVM's CPU (the same work for both, yet the most
+        variable group) does not blur."""
+        return sum(self.cpu["replog"][g] - self.cpu["ceiling"][g] for g in ("workers", "nodes"))
+
+
 @dataclass
 class RunResult:
     run: int
     loadavg_start: str
     seconds: dict[str, dict[str, float]] = field(default_factory=dict)  # query -> source -> s
     # query -> source -> CPU seconds of this process's tree (Spark's JVM, its Python workers)
-    # and of the cluster's nodes while the query ran (`cpu_seconds`)
+    # and of the cluster's nodes while the query ran (`cpu_used`, every group)
     cpu: dict[str, dict[str, float]] = field(default_factory=dict)
+    # query -> source -> CPU_GROUPS group -> CPU seconds (`cpu_used`); for replog and the
+    # ceiling the medians over the run's pairs, as `seconds` and `cpu` hold them
+    cpu_groups: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    # query -> its back-to-back (replog, ceiling) pairs, in the order they ran
+    pairs: dict[str, list[Pair]] = field(default_factory=dict)
 
     def rows_s(self, query: str, source: str, records: int) -> float:
         seconds = self.seconds[query].get(source)
@@ -535,35 +590,68 @@ class RunResult:
         return self.rows_s(query, source, records) / self.rows_s(query, to, records)
 
 
-def cpu_seconds(roots: Sequence[int]) -> float:
-    """CPU time (user + system) used so far by `roots` and every process below them, reaped
-    children included: Spark's JVM and its Python workers below this process, and the nodes.
-    Less swayed by other work on the machine than wall time: what a query costs, not how long
-    it waited for a core. A process that exits between two readings takes its time with it
-    unless its parent reaps it (Spark keeps its Python workers)."""
+# The process groups CPU is counted by (`cpu_reading`), and their names in the report.
+CPU_GROUP_NAMES = {"workers": "Python workers", "jvm": "JVM", "nodes": "nodes", "driver": "driver"}
+CPU_GROUPS = tuple(CPU_GROUP_NAMES)
+
+
+CpuReading = dict[int, tuple[str, float]]  # pid -> (CPU_GROUPS group, CPU seconds so far)
+
+
+def cpu_reading(driver: int, nodes: Sequence[int]) -> CpuReading:
+    """The CPU time (user + system, all threads) each process of this script's tree and each
+    node has used so far, with its group: "workers" (every process below Spark's JVM:
+    PySpark's daemons and the Python workers they fork, reading tasks and planning), "jvm"
+    (Spark's JVM), "nodes" (the cluster's nodes, and anything they started) and "driver"
+    (this script, py4j calls included, and commands it ran)."""
     parents: dict[int, int] = {}
     times: dict[int, float] = {}
+    names: dict[int, str] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                text = f.read()
         except OSError:
             continue  # gone meanwhile
-        # After the command: state, ppid, ... utime (14th field), stime, cutime, cstime.
-        parents[int(entry)] = int(fields[1])
-        times[int(entry)] = sum(int(v) for v in fields[11:15]) / tick
-    wanted = set(roots)
-    total = 0.0
-    for pid in times:
-        ancestor, seen = pid, 0
-        while ancestor not in wanted and ancestor > 1 and seen < 64:
-            ancestor, seen = parents.get(ancestor, 0), seen + 1
-        if ancestor in wanted:
-            total += times[pid]
-    return total
+        name, rest = text.split("(", 1)[1].rsplit(")", 1)
+        fields = rest.split()
+        pid = int(entry)
+        parents[pid], names[pid] = int(fields[1]), name
+        times[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    reading: CpuReading = {}
+    node_set = set(nodes)
+    for pid, seconds in times.items():
+        chain, ancestor = [pid], pid
+        while ancestor not in node_set and ancestor != driver and ancestor > 1 and len(chain) < 64:
+            ancestor = parents.get(ancestor, 0)
+            chain.append(ancestor)
+        if ancestor in node_set:
+            reading[pid] = ("nodes", seconds)
+        elif ancestor == driver:
+            below = chain[:-1]  # pid up to the driver's child
+            if below and names.get(pid) == "java":
+                reading[pid] = ("jvm", seconds)
+            elif any(names.get(p) == "java" for p in below[1:]):
+                reading[pid] = ("workers", seconds)
+            else:
+                reading[pid] = ("driver", seconds)
+    return reading
+
+
+def cpu_used(before: CpuReading, after: CpuReading) -> dict[str, float]:
+    """CPU seconds per group between two readings: each process's own time since the first
+    reading (all of it if it started since). Less swayed by other work on the machine than wall
+    time: what a query costs, not how long it waited for a core. A process that ended in
+    between is left out (never a negative figure; Spark keeps its Python workers)."""
+    used = dict.fromkeys(CPU_GROUPS, 0.0)
+    for pid, (group, seconds) in after.items():
+        earlier = before.get(pid)
+        since = seconds if earlier is None or earlier[0] != group else seconds - earlier[1]
+        used[group] += max(0.0, since)
+    return used
 
 
 def loadavg() -> str:
@@ -662,6 +750,7 @@ def report(runs: list[RunResult], records: int, sources: Sequence[str]) -> list[
     return [
         *main,
         *cpu_lines(runs, records),
+        *pair_lines(runs, records),
         "",
         *jvm_table(runs, records, sources),
         *apache_lines(runs, records, sources),
@@ -684,6 +773,56 @@ def cpu_lines(runs: list[RunResult], records: int) -> list[str]:
             f"CPU {spread([c / r for c, r in zip(ceiling, replog, strict=True)])} "
             "(min / median / max)"
         )
+    return out
+
+
+def pair_lines(runs: list[RunResult], records: int) -> list[str]:
+    """The goals' figures from the back-to-back pairs of every run in `runs` (none when no
+    pairs were timed): per query replog / ceiling per pair and each side's seconds (min /
+    median / max), then the CPU per row by process group (medians over the pairs) and ceiling
+    CPU / replog CPU per pair (min / median / max)."""
+    pairs = {q: [p for r in runs for p in r.pairs.get(q, [])] for q in QUERIES}
+    if not all(pairs.values()):
+        return []
+    count = len(pairs[QUERIES[0]])
+    out = [
+        "",
+        f"replog / ceiling per back-to-back pair (wall; {count} pairs in {len(runs)} run(s); "
+        "min / median / max):",
+    ]
+    for query in QUERIES:
+        timed = pairs[query]
+        out.append(
+            f"{query}: {spread([p.ratio() for p in timed])}; replog "
+            f"{spread([p.seconds['replog'] for p in timed], ' s')}, ceiling "
+            f"{spread([p.seconds['ceiling'] for p in timed], ' s')}"
+        )
+    out += [
+        "",
+        "CPU per row, us (= CPU s per million rows; medians over the pairs):",
+        "| query | source | " + " | ".join(CPU_GROUP_NAMES[g] for g in CPU_GROUPS) + " | all |",
+        "| --- | --- |" + " ---: |" * (len(CPU_GROUPS) + 1),
+    ]
+    for query in QUERIES:
+        for source in ("replog", "ceiling"):
+            cells = [
+                statistics.median(p.cpu[source][g] for p in pairs[query]) / records * 1e6
+                for g in CPU_GROUPS
+            ]
+            total = statistics.median(sum(p.cpu[source].values()) for p in pairs[query])
+            figures = [*cells, total / records * 1e6]
+            out.append(f"| {query} | {source} | " + " | ".join(f"{c:.3f}" for c in figures) + " |")
+    out.append(
+        "ceiling CPU / replog CPU per pair (min / median / max): "
+        + "; ".join(f"{q} {spread([p.cpu_ratio() for p in pairs[q]])}" for q in QUERIES)
+    )
+    out.append(
+        "replog's own CPU per row, us (Python workers and nodes, replog's minus the ceiling's, "
+        "per pair; min / median / max): "
+        + "; ".join(
+            f"{q} {spread([p.own_cpu() / records * 1e6 for p in pairs[q]], '')}" for q in QUERIES
+        )
+    )
     return out
 
 
@@ -750,6 +889,11 @@ def spread_lines(runs: list[RunResult], records: int) -> list[str]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, help="timed runs; medians over them (default 3)")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        help="back-to-back (replog, ceiling) pairs per query and run (default 5; 1 with --quick)",
+    )
     parser.add_argument("--records", type=int, help="records to read (default 2,000,000)")
     parser.add_argument("--record-size", type=int, default=100, help="value bytes")
     parser.add_argument("--partitions", type=int, default=3, help="topic partitions")
@@ -777,9 +921,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.runs = 1 if args.quick else 3
     if args.records is None:
         args.records = 500_000 if args.quick else 2_000_000
+    if args.pairs is None:
+        args.pairs = 1 if args.quick else 5
     if args.without_kafka and args.apache_kafka:
         parser.error("--apache-kafka times Spark's Kafka source, which --without-kafka leaves out")
-    for name in ("runs", "records", "record_size", "partitions"):
+    for name in ("runs", "pairs", "records", "record_size", "partitions"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
@@ -791,6 +937,42 @@ def sources_of(args: argparse.Namespace) -> list[str]:
         *(s for s in SOURCES if not (args.without_kafka and s in JVM_SOURCES)),
         *(APACHE_SOURCES if args.apache_kafka else ()),
     ]
+
+
+def time_query(
+    query: str,
+    run_query: Callable[[str], Any],
+    source: str,
+    nodes: Sequence[int],
+    data: Dataset,
+) -> tuple[float, dict[str, float]]:
+    """One checked run of `query` on `source`: its wall seconds and CPU seconds by group."""
+    before, started = cpu_reading(os.getpid(), nodes), time.perf_counter()
+    answer = run_query(source)
+    seconds = time.perf_counter() - started
+    after = cpu_reading(os.getpid(), nodes)
+    check(query, source, answer, data)
+    return seconds, cpu_used(before, after)
+
+
+def time_pairs(
+    query: str,
+    run_query: Callable[[str], Any],
+    count: int,
+    nodes: Sequence[int],
+    data: Dataset,
+) -> list[Pair]:
+    """`count` pairs of `query` on replog and the ceiling back to back, replog first in every
+    other pair (a drift in the machine's load then favours neither side)."""
+    pairs = []
+    for k in range(count):
+        order = ("replog", "ceiling") if k % 2 == 0 else ("ceiling", "replog")
+        seconds: dict[str, float] = {}
+        cpu: dict[str, dict[str, float]] = {}
+        for source in order:
+            seconds[source], cpu[source] = time_query(query, run_query, source, nodes, data)
+        pairs.append(Pair(order[0], seconds, cpu))
+    return pairs
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -854,16 +1036,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             for source in sources:
                 check(query, source, run_query(source), data)
         print(f"# Spark started and warmed up in {time.perf_counter() - started:.1f} s")
-        roots = [os.getpid(), *node_pids(cluster.directory)]
+        nodes = node_pids(cluster.directory)
         for run in range(1, args.runs + 1):
             result = RunResult(run, loadavg())
             for query, run_query in queries.items():
+                timed = time_pairs(query, run_query, args.pairs, nodes, data)
+                result.pairs[query] = timed
+                for source in ("replog", "ceiling"):
+                    result.seconds.setdefault(query, {})[source] = statistics.median(
+                        p.seconds[source] for p in timed
+                    )
+                    result.cpu.setdefault(query, {})[source] = statistics.median(
+                        sum(p.cpu[source].values()) for p in timed
+                    )
+                    result.cpu_groups.setdefault(query, {})[source] = {
+                        g: statistics.median(p.cpu[source][g] for p in timed) for g in CPU_GROUPS
+                    }
                 for source in sources:
-                    c0, t0 = cpu_seconds(roots), time.perf_counter()
-                    answer = run_query(source)
-                    result.seconds.setdefault(query, {})[source] = time.perf_counter() - t0
-                    result.cpu.setdefault(query, {})[source] = cpu_seconds(roots) - c0
-                    check(query, source, answer, data)
+                    if source in ("replog", "ceiling"):
+                        continue
+                    seconds, split = time_query(query, run_query, source, nodes, data)
+                    result.seconds[query][source] = seconds
+                    result.cpu[query][source] = sum(split.values())
+                    result.cpu_groups[query][source] = split
             runs.append(result)
             print(f"\nrun {run} (load average at start {result.loadavg_start}):")
             print("\n".join(report([result], args.records, sources)), flush=True)
@@ -881,6 +1076,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "loadavg": r.loadavg_start,
                             "seconds": r.seconds,
                             "cpu_seconds": r.cpu,
+                            "cpu_seconds_by_group": r.cpu_groups,
+                            "pairs": {
+                                query: [
+                                    {"first": p.first, "seconds": p.seconds, "cpu_seconds": p.cpu}
+                                    for p in pairs
+                                ]
+                                for query, pairs in r.pairs.items()
+                            },
                         }
                         for r in runs
                     ],

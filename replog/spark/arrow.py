@@ -12,8 +12,9 @@ Rules:
   columns and Arrow binary arrays, wrapped without a Python object per record.
   `to_record_batch` builds the same from `ConsumerRecord`s (one `pa.array` per column), never
   row by row: yielding tuples makes Spark convert each value, about 3x slower. A batch holds
-  one partition's records, so `topic` and `partition` are constant columns Arrow repeats;
-  a task keeps them (`ConstantColumns`) and slices them for each batch.
+  one partition's records, so `topic` and `partition` are constant columns, built by numpy
+  (`constant_array`, what `pa.repeat` gives); a task keeps them (`ConstantColumns`) and
+  slices them for each batch.
 - Timestamps are the record's milliseconds times 1000 (microseconds; multiplied by numpy in
   `columns_to_record_batch`, by Arrow in `to_record_batch`), as int64, cast to the timestamp
   type without going through `datetime`.
@@ -30,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -70,10 +72,10 @@ def _column(
     elif name == "value":
         values = [r.value for r in records]
     elif name == "topic":
-        # One partition per batch: constant columns are built by Arrow, not per row.
-        return pa.repeat(pa.scalar(topic, type=kind), count)
+        # One partition per batch: constant columns, not built per row.
+        return constant_array(topic, kind, count)
     elif name == "partition":
-        return pa.repeat(pa.scalar(partition, type=kind), count)
+        return constant_array(partition, kind, count)
     elif name == "offset":
         values = [r.offset for r in records]
     elif name == "timestamp":
@@ -93,8 +95,9 @@ def _column(
 
 class ConstantColumns:
     """The `topic` and `partition` columns of one partition's batches: built once, at the
-    longest batch's length so far, and sliced to each batch's (`pa.repeat` per batch costs
-    about 3 ns per row and column, as much as a quarter of the Arrow batch's building)."""
+    longest batch's length so far, and sliced to each batch's (building them per batch costs
+    about 3 ns per row and column with `pa.repeat`, as much as a quarter of the Arrow batch's
+    building)."""
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -106,9 +109,27 @@ class ConstantColumns:
         built = self._built.get((name, kind))
         if built is None or len(built) < count:
             value = self.topic if name == "topic" else self.partition
-            built = pa.repeat(pa.scalar(value, type=kind), count)
+            built = constant_array(value, kind, count)
             self._built[(name, kind)] = built
         return built if len(built) == count else built.slice(0, count)
+
+
+def constant_array(value: str | int, kind: pa.DataType, count: int) -> pa.Array:
+    """`count` times `value`, of type `kind`: what `pa.repeat` gives, built by numpy for the
+    types the source's constant columns have (a string, a 32- or 64-bit integer), else by
+    `pa.repeat`. Why: a task builds its two constant columns anew as its batches grow (1, 2, 4,
+    8 MiB answers), each time among the fresh pages of a new answer: there `pa.repeat` costs
+    about 3.3 ns of worker CPU per row read, numpy 1.2 (docs/benchmarks.md, "h56q")."""
+    if isinstance(value, str) and kind == pa.string():
+        data = value.encode("utf-8")
+        if len(data) * count < 1 << 31:  # int32 offsets
+            offsets = np.arange(count + 1, dtype=np.int32)
+            offsets *= len(data)
+            buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data * count)]
+            return pa.Array.from_buffers(kind, count, buffers)
+    elif isinstance(value, int) and kind in (pa.int32(), pa.int64()):
+        return pa.array(np.full(count, value, dtype=kind.to_pandas_dtype()), type=kind)
+    return pa.repeat(pa.scalar(value, type=kind), count)
 
 
 def columns_to_record_batch(

@@ -184,10 +184,12 @@ _STEPS = _length_steps()
 
 _RUN_MIN = 16  # records: a shorter run of equal sizes is not worth a numpy step
 _RUN_BACKOFF_MAX = 1024  # records walked one by one after a failed guess, at most
-# Records: a shorter run is read by `_one_by_one` (a table run's strided copies cost
-# `_table_group` about what reading this many records one by one does; a batch's first 64
-# records, whose offset deltas take one byte, are such a run in every batch).
-_UNIFORM_MIN = 64
+# Records: a shorter run is read by `_one_by_one`. As short as a run `_record_starts` finds:
+# a batch's first 64 records (one-byte offset deltas) are often two runs (records 3 ms apart:
+# the timestamp delta's varint grows at record 22), and read one by one they cost more than
+# their strided copies, and they make every row's key and value length an array to fill
+# (`_lengths`) where an answer of table rows only has one length per column.
+_UNIFORM_MIN = _RUN_MIN
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,10 @@
 """bench/spark_read.py's report for every combination of its source options: no empty or
 "-" cells, CPU per row and ceiling CPU / replog CPU beside the wall-time figures, the Kafka
 columns and table only when the JVM source ran (else one line saying it did not), replog /
-Apache Kafka only with `--apache-kafka`, and the options that contradict each other refused."""
+Apache Kafka only with `--apache-kafka`, and the options that contradict each other refused;
+the back-to-back pairs' figures (replog / ceiling per pair, CPU per row by process group,
+replog's own CPU) only when pairs were timed; CPU by group from /proc, each process counted
+once, a process that ended in between never below zero."""
 
 from __future__ import annotations
 
@@ -93,3 +96,106 @@ def test_replog_against_apache_kafka_is_the_ratio_within_each_run() -> None:
 def test_counts_below_one_are_refused(option: str) -> None:
     with pytest.raises(SystemExit):
         spark_read.parse_args([option, "0"])
+
+
+def paired_runs(count: int, pairs: int) -> list:  # type: ignore[type-arg]
+    """`count` runs of `pairs` pairs per query: pair k of run r took the ceiling 1 s and replog
+    1 + (r * pairs + k) / 10 s; CPU: replog 2 s in the workers, 1 s in the JVM, 0.5 s in the
+    nodes; the ceiling 1 s, 1 s, 0.1 s."""
+    runs = timed_runs(["replog", "parquet", "ceiling"], count)
+    for r, result in enumerate(runs):
+        for query in spark_read.QUERIES:
+            result.pairs[query] = [
+                spark_read.Pair(
+                    "replog" if k % 2 == 0 else "ceiling",
+                    {"replog": 1 + (r * pairs + k) / 10, "ceiling": 1.0},
+                    {
+                        "replog": {"workers": 2.0, "jvm": 1.0, "nodes": 0.5, "driver": 0.0},
+                        "ceiling": {"workers": 1.0, "jvm": 1.0, "nodes": 0.1, "driver": 0.0},
+                    },
+                )
+                for k in range(pairs)
+            ]
+    return runs
+
+
+def test_pairs_give_the_ratio_per_pair_and_the_cpu_per_group() -> None:
+    lines = spark_read.pair_lines(paired_runs(2, 3), RECORDS)
+    text = "\n".join(lines)
+    # Six pairs: replog took 1.0 .. 1.5 s against the ceiling's 1 s (median of 1 / 1.2 and
+    # 1 / 1.3: 0.80).
+    assert "6 pairs in 2 run(s)" in text
+    assert (
+        "count: 0.67 / 0.80 / 1.00x; replog 1.00 / 1.25 / 1.50 s, ceiling 1.00 / 1.00 / 1.00 s"
+        in lines
+    )
+    # CPU per row in us: seconds / 1M rows * 1e6.
+    assert "| count | replog | 2.000 | 1.000 | 0.500 | 0.000 | 3.500 |" in lines
+    assert "| count | ceiling | 1.000 | 1.000 | 0.100 | 0.000 | 2.100 |" in lines
+    assert "count 0.60 / 0.60 / 0.60x" in lines[-2]
+    # replog's own: (2 + 0.5) - (1 + 0.1) CPU seconds per million rows.
+    assert "count 1.40 / 1.40 / 1.40;" in lines[-1]
+    # Runs without pairs (an older JSON, or none timed) print none of this.
+    assert spark_read.pair_lines(timed_runs(["replog", "ceiling"], 2), RECORDS) == []
+
+
+def test_pairs_default_to_five_and_one_when_quick() -> None:
+    assert spark_read.parse_args([]).pairs == 5
+    assert spark_read.parse_args(["--quick"]).pairs == 1
+    with pytest.raises(SystemExit):
+        spark_read.parse_args(["--pairs", "0"])
+
+
+def test_cpu_used_by_group_counts_each_process_once_and_never_below_zero() -> None:
+    import os
+    import subprocess
+    import sys
+
+    burn = (
+        "import time\nt = time.process_time()\n"
+        "while time.process_time() - t < 0.3: pass\nprint(flush=True)\ninput()"
+    )
+    driver = os.getpid()
+    busy = subprocess.Popen(
+        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        started = spark_read.cpu_reading(driver, [busy.pid])
+        assert busy.stdout is not None
+        busy.stdout.readline()  # its 0.3 s of CPU are spent
+        burnt = spark_read.cpu_reading(driver, [busy.pid])
+        used = spark_read.cpu_used(started, burnt)
+        assert used["nodes"] >= 0.2  # the child, named as a node
+        assert used["workers"] == used["jvm"] == 0.0
+        # Not named as a node: a process the driver started, in the driver's group.
+        alone = spark_read.cpu_used({}, spark_read.cpu_reading(driver, []))
+        assert alone["driver"] >= 0.25 and alone["nodes"] == 0.0
+    finally:
+        busy.communicate(b"\n")
+    # A process that ended between two readings is left out: nothing negative.
+    ended = spark_read.cpu_used(burnt, spark_read.cpu_reading(driver, [busy.pid]))
+    assert all(seconds >= 0.0 for seconds in ended.values())
+    assert ended["nodes"] == 0.0
+
+
+def test_the_ceiling_yields_the_topics_rows_and_does_no_work_first() -> None:
+    import time
+
+    from pyspark.sql.datasource import InputPartition
+
+    options = {"records": "200000", "recordsize": "100", "partitions": "3"}
+    reader = spark_read.ceiling_source()(options).reader(None)
+    list(reader.read(InputPartition(0)))  # a worker's first task: its imports
+    started = time.thread_time()
+    batches = reader.read(InputPartition(1))
+    first = next(batches)
+    # Its one batch is built by numpy: about 1.4 ms of CPU (a list of keys and os.urandom for
+    # every value took 30).
+    assert time.thread_time() - started < 0.012
+    rows = [first, *batches]
+    assert sum(b.num_rows for b in rows) == len(range(1, 200_000, 3))
+    keys = first.column("key").to_pylist()
+    assert keys[:3] == [b"key-00", b"key-01", b"key-02"] and keys[250] == b"key-50"
+    assert {len(v) for v in first.column("value").to_pylist()} == {100}
+    assert first.column("topic")[0].as_py() == spark_read.TOPIC
+    assert first.column("partition")[0].as_py() == 1

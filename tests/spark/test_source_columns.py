@@ -46,7 +46,7 @@ from replog.record import (
     validate_batch,
 )
 from replog.record.varint import encode_varint, encode_varlong
-from replog.spark import batch_columns
+from replog.spark import arrow, batch_columns
 from replog.spark.arrow import ConstantColumns, columns_to_record_batch, to_record_batch
 from replog.spark.batch_columns import decode_batches
 from replog.spark.range_reader import _batches_to_read
@@ -410,9 +410,18 @@ def test_a_long_run_of_one_size_is_decoded_as_a_table_and_the_rest_one_by_one() 
     data, placed = _in_answer(_batches_of_runs(runs, 1000, COMPRESSION_NONE, False), b"")
     assert _uniform_rows(data, placed) == 1000
     assert _rows(decode_batches(data, placed, where="test")) == _oracle(data, placed)
-    # 3 ms apart, the timestamp delta grows at record 22: a run shorter than _UNIFORM_MIN is
-    # read one by one, the rest as a table.
+    # 3 ms apart, the timestamp delta grows at record 22: runs of 22, 42 and 936 records, each
+    # a table, so the key and value columns have one length each (the bench's records: four
+    # batches of 250 records here).
     runs = [(1000, b"key-01", b"v" * 100, 3, ())]
+    data, placed = _in_answer(_batches_of_runs(runs, 1000, COMPRESSION_NONE, False), b"")
+    assert _uniform_rows(data, placed) == 1000
+    assert _rows(decode_batches(data, placed, where="test")) == _oracle(data, placed)
+    data, placed = _in_answer(_batches_of_runs(runs, 250, COMPRESSION_NONE, False), b"")
+    assert _uniform_rows(data, placed) == 1000
+    assert _binary_lengths(data, placed) == [6, 100]
+    # A run shorter than _UNIFORM_MIN (15 records, then another size) is read one by one.
+    runs = [(15, b"key-01", b"v" * 100, 1, ()), (985, b"key-01", b"w" * 90, 1, ())]
     data, placed = _in_answer(_batches_of_runs(runs, 1000, COMPRESSION_NONE, False), b"")
     assert 1000 - 64 <= _uniform_rows(data, placed) < 1000
     assert _rows(decode_batches(data, placed, where="test")) == _oracle(data, placed)
@@ -496,13 +505,13 @@ def test_a_partitions_constant_columns_are_built_once_and_sliced() -> None:
     schema = to_arrow_schema(SPARK_SCHEMA, timezone="UTC")
     constants = ConstantColumns("orders", 7)
     built = []
-    real = pa.repeat
+    real = arrow.constant_array
 
-    def counting(value, count):  # type: ignore[no-untyped-def]
+    def counting(value, kind, count):  # type: ignore[no-untyped-def]
         built.append(count)
-        return real(value, count)
+        return real(value, kind, count)
 
-    with patch.object(pa, "repeat", counting):
+    with patch.object(arrow, "constant_array", counting):
         for first, stop in ((0, 300), (100, 200), (0, 0), (50, 350), (0, 400)):
             rows = columns.slice(first, stop)
             got = columns_to_record_batch("orders", 7, rows, schema, constants)
@@ -514,6 +523,29 @@ def test_a_partitions_constant_columns_are_built_once_and_sliced() -> None:
     # With `constants`: built at 300 rows (topic, partition), sliced for 100, 0 and 300,
     # built again at 400; each batch built alone builds its own.
     assert built == [300, 300, 300, 300, 100, 100, 0, 0, 300, 300, 400, 400, 400, 400]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("orders", pa.string()),
+        ("", pa.string()),
+        ("z\u00fcrich-\u20ac", pa.string()),
+        (7, pa.int32()),
+        (-3, pa.int64()),
+        (2, pa.int16()),  # not built by numpy: pa.repeat's own
+        ("orders", pa.large_string()),
+    ],
+)
+@pytest.mark.parametrize("count", [0, 1, 1000])
+def test_constant_columns_are_what_arrow_repeats(
+    value: object, kind: pa.DataType, count: int
+) -> None:
+    built = arrow.constant_array(value, kind, count)  # type: ignore[arg-type]
+    built.validate(full=True)
+    assert built.type == kind
+    assert built.equals(pa.repeat(pa.scalar(value, type=kind), count))
+    assert built.null_count == 0
 
 
 def test_offset_delta_table_holds_each_delta_as_a_record_writes_it() -> None:
@@ -588,3 +620,24 @@ def test_a_damaged_long_run_gives_the_record_decoders_answer(data) -> None:  # t
     answer, placed = _in_answer([damaged], b"")
     expected = _damaged_outcome(_oracle, answer, placed)
     assert _damaged_outcome(_columnar_rows, answer, placed) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(16, 63), st.sampled_from([1, 3, 7]), st.data())
+def test_a_damaged_short_run_gives_the_record_decoders_answer(count: int, apart: int, data) -> None:  # type: ignore[no-untyped-def]
+    # Runs shorter than a batch's first 64 records (records 3 or 7 ms apart: the timestamp
+    # delta's varint grows among them), read as tables since _UNIFORM_MIN is _RUN_MIN, with a
+    # byte or three overwritten: exactly the strict decoder's rows or error; undamaged, every
+    # record a table row.
+    records = _records_of_runs([(count, b"key", b"value-" * 5, apart, ())])
+    raws = [build_batch(records), draw_damaged_batch(records, data)]
+    raws[1] = count.to_bytes(8, "big") + raws[1][8:]  # base offset: outside the CRC
+    answer, placed = _in_answer(raws, b"")
+    expected = _damaged_outcome(_oracle, answer, placed)
+    assert _damaged_outcome(_columnar_rows, answer, placed) == expected
+    # Undamaged: one run (1 ms apart), or runs of 22 and 16 or more records (3 ms): all tables.
+    # (7 ms apart the first run has 10 records: none, and the walk goes on one by one.)
+    whole, whole_placed = _in_answer([raws[0], count.to_bytes(8, "big") + raws[0][8:]], b"")
+    if apart == 1 or (apart == 3 and count >= 22 + batch_columns._RUN_MIN):
+        assert _uniform_rows(whole, whole_placed) == 2 * count
+    assert _rows(decode_batches(whole, whole_placed, where="test")) == _oracle(whole, whole_placed)

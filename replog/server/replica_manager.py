@@ -89,7 +89,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
 from typing import NamedTuple
@@ -196,6 +195,7 @@ from replog.server.replica_change_queue import (
     stage_in_steps,
 )
 from replog.server.replica_manager_config import ReplicaManagerConfig
+from replog.server.weak_members import WeakMembers
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
@@ -301,7 +301,7 @@ class ReplicaManager:
         self._isr_dirty: set[TopicPartitionKey] = set()
         # The FetchStream sessions served here, told of every partition's news (dirty-only
         # rounds, `fetch_session`); a session leaves with its call (no reference is left).
-        self._fetch_sessions: weakref.WeakSet[LeaderFetchSession] = weakref.WeakSet()
+        self._fetch_sessions: WeakMembers[LeaderFetchSession] = WeakMembers()
         self._isr_sent: dict[TopicPartitionKey, IsrChange] = {}
         # Answers about many partitions arrive one partition at a time: one line per turn.
         self._isr_log = TurnSummary(log)

@@ -195,17 +195,8 @@ class MetadataDelta:
                 f"record was at offset {self._last_offset}"
             )
         self._last_offset = offset
-        if isinstance(record, RegisterBrokerRecord):
-            self._brokers[record.broker_id] = BrokerRegistration.from_record(record)
-        elif isinstance(record, UnregisterBrokerRecord):
-            self._registered(record, offset)
-            self._brokers[record.broker_id] = None
-        elif isinstance(record, BrokerRegistrationChangeRecord):
-            current = self._registered(record, offset)
-            self._brokers[record.broker_id] = current.merge(record)
-        elif isinstance(record, TopicRecord):
-            self._replay_topic(record, offset)
-        elif isinstance(record, PartitionRecord):
+        # The partition records first: all but a few of a large log's records are those.
+        if isinstance(record, PartitionRecord):
             topic = self._topic_delta(record, record.topic_id, offset)
             topic.partition_changes[record.partition_id] = PartitionRegistration.from_record(record)
         elif isinstance(record, PartitionChangeRecord):
@@ -217,6 +208,16 @@ class MetadataDelta:
                     f"{topic.name}-{record.partition_id} (topic id {record.topic_id})"
                 )
             topic.partition_changes[record.partition_id] = current_partition.merge(record)
+        elif isinstance(record, RegisterBrokerRecord):
+            self._brokers[record.broker_id] = BrokerRegistration.from_record(record)
+        elif isinstance(record, UnregisterBrokerRecord):
+            self._registered(record, offset)
+            self._brokers[record.broker_id] = None
+        elif isinstance(record, BrokerRegistrationChangeRecord):
+            current = self._registered(record, offset)
+            self._brokers[record.broker_id] = current.merge(record)
+        elif isinstance(record, TopicRecord):
+            self._replay_topic(record, offset)
         elif isinstance(record, RemoveTopicRecord):
             self._replay_remove_topic(record, offset)
         elif isinstance(record, ConfigRecord):

@@ -5,11 +5,16 @@ rules (KIP-631): each field the change carries overwrites the old value; the lea
 up by one iff the change names a leader (even the same one: a forced bump); the partition epoch
 goes up by one on every change. The controller and every broker use this one type, so they
 cannot disagree on what a record means.
+
+A `NamedTuple`, not a frozen dataclass: one is built per partition each creation or change
+replays, on every node, and a frozen dataclass's `__init__` sets its eight fields one call at a
+time (1.45 us against 0.33 us). It is immutable and compares by value like the dataclass did;
+being a tuple, it also equals a plain tuple of the same values, which nothing compares it with.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 from uuid import UUID
 
 from quorum.metadata.records import (
@@ -22,8 +27,7 @@ from quorum.metadata.records import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionRegistration:
+class PartitionRegistration(NamedTuple):
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     leader: int = NO_LEADER

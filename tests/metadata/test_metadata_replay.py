@@ -261,8 +261,7 @@ def test_a_merge_overwrites_what_the_change_carries_and_bumps_the_epochs(
     assert before.to_record(record.topic_id, record.partition_id) == record
     leader_named = change.leader != LEADER_UNCHANGED
     recovery_named = change.leader_recovery_state != RECOVERY_STATE_UNCHANGED
-    assert before.merge(change) == replace(
-        before,
+    assert before.merge(change) == before._replace(
         replicas=before.replicas if change.replicas is None else change.replicas,
         isr=before.isr if change.isr is None else change.isr,
         leader=change.leader if leader_named else before.leader,
@@ -281,6 +280,23 @@ def test_a_merge_overwrites_what_the_change_carries_and_bumps_the_epochs(
             if recovery_named
             else before.leader_recovery_state
         ),
+    )
+
+
+@given(partition, partition)
+def test_a_registration_is_immutable_and_equal_by_value(
+    first_record: PartitionRecord, second_record: PartitionRecord
+) -> None:
+    """What the frozen dataclass gave: no field can be set, and equality (and the hash) is
+    the fields'."""
+    first = PartitionRegistration.from_record(first_record)
+    second = PartitionRegistration.from_record(second_record)
+    with pytest.raises(AttributeError):
+        first.leader = 7  # type: ignore[misc]
+    copy = PartitionRegistration(*first)
+    assert copy == first and hash(copy) == hash(first)
+    assert (first == second) == all(
+        getattr(first, name) == getattr(second, name) for name in PartitionRegistration._fields
     )
 
 

@@ -1,7 +1,7 @@
 """CPU of a broker's metadata apply per 1,000 partitions, in process (issue #50).
 
-Two cases over a base image of `--base` partitions (1,000-topic steps of 10 partitions, RF 3
-over brokers 1-3): `create`, a batch of 100 new topics x 10 partitions (TopicRecord and
+Two cases over an image of `--base-partitions` partitions (1,000-topic steps of 10 partitions,
+RF 3 over brokers 1-3): `create`, a batch of 100 new topics x 10 partitions (TopicRecord and
 PartitionRecords as the controller writes them); `stop`, 1,000 "leader to none"
 PartitionChangeRecords (the ISR cut to its last member, as a whole cluster's stop writes).
 Timed with `time.thread_time`: the loader's replay and image build, the broker's local changes
@@ -10,16 +10,27 @@ and their staging for the replica-change queue (what runs on the loop per public
 on the stop's publication: its role changes, fetch-session news and fetch sources (the
 creation's log files are made off the loop, so that case stays metadata only).
 
+With `--base COMMIT` the same cases run against that commit's code too (its `replog`, `quorum`,
+`timeline` and `checkpoints` from `git archive`), each run in a fresh process per side, the
+sides alternating (which goes first swaps every run) so both see the same machine load; each
+case prints both sides' min / median / max and working tree / base per run pair.
+
     python bench/metadata_apply_cpu.py --runs 7 --replicas
+    python bench/metadata_apply_cpu.py --runs 7 --replicas --base f2d5e01
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from uuid import UUID
 
@@ -78,7 +89,7 @@ def loaded(records: list[MetadataRecord], loader: MetadataLoader | None = None) 
 
 
 def timed(
-    loader: MetadataLoader, records: list[MetadataRecord], manager: ReplicaManager | None = None
+    loader: MetadataLoader, records: Sequence[MetadataRecord], manager: ReplicaManager | None = None
 ) -> float:
     gc.collect()
     gc.disable()
@@ -124,23 +135,17 @@ def stop_records(image: MetadataImage, count: int) -> list[MetadataRecord]:
     return records
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--base", type=int, default=10_000, help="partitions already there")
-    parser.add_argument(
-        "--replicas", action="store_true", help="the stop through a real ReplicaManager too"
-    )
-    args = parser.parse_args()
+def measure(runs: int, base_partitions: int, replicas: bool) -> dict[str, list[float]]:
+    """Each case's ms per 1,000 partitions, one figure per run, in this process."""
     results: dict[str, list[float]] = {"create": [], "stop": []}
-    if args.replicas:
+    if replicas:
         results["stop + replica manager"] = []
-    for _ in range(args.runs):
-        base_topics = args.base // PER_TOPIC
+    for _ in range(runs):
+        base_topics = base_partitions // PER_TOPIC
         loader = loaded(topic_records(0, base_topics))
         results["create"].append(timed(loader, topic_records(base_topics, 100)))
         results["stop"].append(timed(loader, stop_records(loader.image, 1000)))
-    if args.replicas:
+    if replicas:
         with tempfile.TemporaryDirectory(prefix="metadata-apply-") as root:
             # 1,000 partitions whose replicas exist on broker 1, created once.
             loader = MetadataLoader()
@@ -149,7 +154,7 @@ def main() -> None:
             first = run_to_end(loader.commit_in_steps(base, len(records)))
             assert first is not None
             manager = replica_manager(Path(root), first)
-            for _ in range(args.runs):
+            for _ in range(runs):
                 image = loader.image
                 stop = stop_records(image, 1000)
                 results["stop + replica manager"].append(timed(loader, stop, manager))
@@ -162,11 +167,71 @@ def main() -> None:
                     for pid, partition in topic.partitions.items()
                 ]
                 timed(loader, back, manager)
-    for case, times in results.items():
+    return results
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
+
+
+def one_run_in(code_root: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    """One run in a fresh process whose packages come from `code_root`."""
+    command = [sys.executable, os.path.abspath(__file__), "--runs", "1", "--emit-json"]
+    command += ["--base-partitions", str(args.base_partitions)]
+    command += ["--replicas"] if args.replicas else []
+    env = dict(os.environ, PYTHONPATH=code_root)
+    done = subprocess.run(command, cwd=code_root, env=env, check=True, capture_output=True)
+    results: dict[str, list[float]] = json.loads(done.stdout.decode().splitlines()[-1])
+    return results
+
+
+def against_base(args: argparse.Namespace) -> None:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory(prefix="metadata-apply-base-") as base_root:
+        archive = subprocess.run(
+            ["git", "archive", args.base, "replog", "quorum", "timeline", "checkpoints"],
+            cwd=here,
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", base_root], input=archive, check=True)
+        work: dict[str, list[float]] = {}
+        base: dict[str, list[float]] = {}
+        for run in range(args.runs):
+            sides = [(here, work), (base_root, base)]
+            for root, into in sides if run % 2 == 0 else reversed(sides):
+                for case, times in one_run_in(root, args).items():
+                    into.setdefault(case, []).extend(times)
+    print(f"ms per 1,000 partitions, min / median / max of {args.runs} runs a side")
+    for case, times in work.items():
+        ratios = [w / b for w, b in zip(times, base[case], strict=True)]
         print(
-            f"{case}: ms per 1,000 partitions min/median/max "
-            f"{min(times):.2f} / {statistics.median(times):.2f} / {max(times):.2f}"
+            f"{case}: working tree {spread(times)}; base {args.base} {spread(base[case])};"
+            f" working tree / base per run {spread(ratios)}"
         )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument(
+        "--base-partitions", type=int, default=10_000, help="partitions already there"
+    )
+    parser.add_argument(
+        "--replicas", action="store_true", help="the stop through a real ReplicaManager too"
+    )
+    parser.add_argument("--base", metavar="COMMIT", help="also time this commit's code")
+    parser.add_argument("--emit-json", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.base:
+        against_base(args)
+        return
+    results = measure(args.runs, args.base_partitions, args.replicas)
+    if args.emit_json:
+        print(json.dumps(results))
+        return
+    for case, times in results.items():
+        print(f"{case}: ms per 1,000 partitions min/median/max {spread(times)}")
 
 
 if __name__ == "__main__":

@@ -359,9 +359,13 @@ def _isr_index_entry(
 def _imbalanced_entry(registration: PartitionRegistration | None) -> int | None:
     """The key of `_imbalanced_by_preferred` holding a partition: its preferred replica when
     another (or none) leads it, else None."""
-    if registration is None or registration.replicas[:1] == (registration.leader,):
+    if registration is None:
         return None
-    return registration.replicas[0] if registration.replicas else NO_LEADER
+    replicas = registration.replicas
+    if not replicas:
+        return NO_LEADER
+    preferred = replicas[0]
+    return None if preferred == registration.leader else preferred
 
 
 def _collision_key(name: str) -> str | None:

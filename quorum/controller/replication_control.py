@@ -54,7 +54,8 @@ every revert covers all of it):
 The partition sets hold one key object per partition for its topic's life (`_Topic.key`),
 hashed by identity: a `TopicIdPartition` hashes its UUID with a Python call, and a replay
 writes 4-5 sets a partition. Only `_index` puts keys into the sets, and only `_Topic.key`
-makes them, so no two equal keys can meet in a set.
+makes them, so no two equal keys can meet in a set. A key equals, but does not hash like, a
+plain `TopicIdPartition`: never mix the two in one set or dict.
 Nested timeline structures (one partition map per topic, one set per broker) are created on
 first use; created while snapshots exist, they read as empty at older snapshots, which is when
 their parent did not hold them yet.

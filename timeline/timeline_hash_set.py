@@ -51,26 +51,34 @@ class TimelineHashSet(SnapshottableTable[K, bool], MutableSet[K]):
         if value is None:
             self._reject_none("an element")
         live = self._live
-        if value in live:
-            return  # no change, nothing to record
         tier = self._tier
-        if tier is not None:
-            if tier is _PENDING:
-                tier = self._open_tier()
-            tier.setdefault(value, None)  # absent then, unless this tier recorded it before
+        if tier is None:
+            live[value] = True  # storing True over True changes nothing
+            return
+        if tier is _PENDING:
+            # The delta must be opened before the live size moves (it records that size).
+            if value in live:
+                return  # no change, nothing to record
+            tier = self._open_tier()
+        # Elements hash in Python (a UUID in a tuple): one insert, its effect read off the size,
+        # costs a hash less than a membership test before it.
+        size = len(live)
         live[value] = True
+        if len(live) != size:
+            tier.setdefault(value, None)  # absent then, unless this tier recorded it before
 
     def discard(self, value: K) -> None:
         """Remove `value` from the live set if present."""
         live = self._live
-        if value not in live:
-            return
         tier = self._tier
-        if tier is not None and value not in tier:
-            if tier is _PENDING:
-                tier = self._open_tier()
-            tier[value] = True
-        del live[value]
+        if tier is _PENDING:
+            if value not in live:
+                return
+            tier = self._open_tier()
+        if live.pop(value, None) is None:  # every stored value is True
+            return
+        if tier is not None:
+            tier.setdefault(value, True)  # a member then, unless this tier recorded it before
 
     # -- reads at a snapshot --------------------------------------------------------------------
 

@@ -51,6 +51,11 @@ every revert covers all of it):
   unfencing, controlled shutdown and the leaderless sweep, so that each of their steps visits
   only partitions it changes;
 - partitions being reassigned, and partitions whose leader is not their preferred replica.
+The partition sets hold one key object per partition for its topic's life (`_Topic.key`),
+hashed by identity: a `TopicIdPartition` hashes its UUID with a Python call, and a replay
+writes 4-5 sets a partition. Only `_index` puts keys into the sets, and only `_Topic.key`
+makes them, so no two equal keys can meet in a set. A key equals, but does not hash like, a
+plain `TopicIdPartition`: never mix the two in one set or dict.
 Nested timeline structures (one partition map per topic, one set per broker) are created on
 first use; created while snapshots exist, they read as empty at older snapshots, which is when
 their parent did not hold them yet.
@@ -304,15 +309,31 @@ class _OverRequestLimit(Exception):
 # -- state --------------------------------------------------------------------------------------
 
 
-class _Topic:
-    """One topic: its name, id and partitions (a timeline map of its own)."""
+class _PartitionKey(TopicIdPartition):
+    """A partition in the index sets: hashed by identity, in C (module State)."""
 
-    __slots__ = ("name", "partitions", "topic_id")
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+
+class _Topic:
+    """One topic: its name, id, partitions (a timeline map of its own) and their index keys."""
+
+    __slots__ = ("keys", "name", "partitions", "topic_id")
 
     def __init__(self, registry: SnapshotRegistry, name: str, topic_id: UUID) -> None:
         self.name = name
         self.topic_id = topic_id
         self.partitions: TimelineHashMap[int, PartitionRegistration] = TimelineHashMap(registry)
+        # Never emptied: a revert may bring back a partition whose key the sets then hold.
+        self.keys: dict[int, _PartitionKey] = {}
+
+    def key(self, partition_id: int) -> _PartitionKey:
+        """The one key of this topic's partition `partition_id` in the index sets."""
+        key = self.keys.get(partition_id)
+        if key is None:
+            key = self.keys[partition_id] = _PartitionKey(self.topic_id, partition_id)
+        return key
 
     def __repr__(self) -> str:
         return f"_Topic({self.name!r}, {self.topic_id})"
@@ -339,9 +360,13 @@ def _isr_index_entry(
 def _imbalanced_entry(registration: PartitionRegistration | None) -> int | None:
     """The key of `_imbalanced_by_preferred` holding a partition: its preferred replica when
     another (or none) leads it, else None."""
-    if registration is None or registration.replicas[:1] == (registration.leader,):
+    if registration is None:
         return None
-    return registration.replicas[0] if registration.replicas else NO_LEADER
+    replicas = registration.replicas
+    if not replicas:
+        return NO_LEADER
+    preferred = replicas[0]
+    return None if preferred == registration.leader else preferred
 
 
 def _collision_key(name: str) -> str | None:
@@ -928,21 +953,19 @@ class ReplicationControl:
                 )
             changed = previous.merge(record)
             topic.partitions[record.partition_id] = changed
-            self._index(TopicIdPartition(topic.topic_id, record.partition_id), previous, changed)
+            self._index(topic.key(record.partition_id), previous, changed)
         elif isinstance(record, PartitionRecord):
             topic = self._replay_topic(record.topic_id, record, offset)
             registration = PartitionRegistration.from_record(record)
             previous = topic.partitions.live.get(record.partition_id)
             topic.partitions[record.partition_id] = registration
-            self._index(
-                TopicIdPartition(topic.topic_id, record.partition_id), previous, registration
-            )
+            self._index(topic.key(record.partition_id), previous, registration)
         elif isinstance(record, TopicRecord):
             self._replay_topic_record(record, offset)
         elif isinstance(record, RemoveTopicRecord):
             topic = self._replay_topic(record.topic_id, record, offset)
             for partition_id, registration in topic.partitions.live.items():
-                self._index(TopicIdPartition(topic.topic_id, partition_id), registration, None)
+                self._index(topic.key(partition_id), registration, None)
             del self._topics[topic.topic_id]
             del self._topic_ids[topic.name]
             # As in Kafka, a topic's configs go with it, in the same replay.
@@ -1591,7 +1614,7 @@ class ReplicationControl:
 
     def _index(
         self,
-        tp: TopicIdPartition,
+        tp: _PartitionKey,
         previous: PartitionRegistration | None,
         current: PartitionRegistration | None,
     ) -> None:

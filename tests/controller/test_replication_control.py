@@ -1292,6 +1292,76 @@ def test_a_reverted_topic_can_be_created_again() -> None:
     assert len(rig.control.describe_topics(rig.offset, ["b"])[0].partitions) == 1
 
 
+def held_indexes(rig: Rig) -> dict[str, set[tuple[object, ...]]]:
+    """Every partition-set index as plain (index, key, topic id, partition) entries; asserts
+    that each element is the partition's one key (the sets hash keys by identity)."""
+    control = rig.control
+    held: dict[str, set[tuple[object, ...]]] = {}
+    by_broker = {
+        "isr": control._isr_members,
+        "leaderless": control._leaderless_by_member,
+        "leaders": control._leaders,
+        "imbalanced": control._imbalanced_by_preferred,
+    }
+    for name, index in by_broker.items():
+        held[name] = set()
+        for broker_id, members in index.live.items():
+            for tp in members.live:
+                assert tp is control._topics.live[tp.topic_id].key(tp.partition_id), tp
+                held[name].add((broker_id, tp.topic_id, tp.partition_id))
+    held["reassigning"] = {(None, *tp) for tp in control._reassigning.live}
+    return held
+
+
+def derived_indexes(rig: Rig) -> dict[str, set[tuple[object, ...]]]:
+    """The same indexes, derived from the partitions' registrations (module State)."""
+    derived: dict[str, set[tuple[object, ...]]] = {
+        name: set() for name in ("isr", "leaderless", "leaders", "imbalanced", "reassigning")
+    }
+    for description in rig.control.describe_topics(None):
+        for partition_id, p in enumerate(description.partitions):
+            where = (description.topic_id, partition_id)
+            members, stranded = replication_control._isr_index_entry(p)
+            derived["isr"] |= {(b, *where) for b in members}
+            if stranded is not None:
+                derived["leaderless"].add((stranded, *where))
+            if p.leader != NO_LEADER:
+                derived["leaders"].add((p.leader, *where))
+            preferred = replication_control._imbalanced_entry(p)
+            if preferred is not None:
+                derived["imbalanced"].add((preferred, *where))
+            if p.is_reassigning:
+                derived["reassigning"].add((None, *where))
+    return derived
+
+
+def test_the_indexes_follow_changes_deletion_and_its_revert() -> None:
+    """The index sets hold one key object per partition, hashed by identity: every path that
+    writes them (creation, changes, deletion, a revert of a deletion) must use it, or a later
+    removal misses the entry an earlier write made."""
+    rig = Rig(broker_ids=(0, 1, 2, 3))
+    rig.create("a", partitions=3, rf=3)
+    rig.create("b", partitions=2, rf=2)
+    rig.create("c", {0: (0,), 1: (1,)})  # c-0 is left leaderless by broker 0's fencing
+    assert rig.commit(
+        rig.control.alter_partition_reassignments([ReassignablePartition("a", 0, (3, 2, 1))])
+    )
+    rig.fence(0)
+    assert held_indexes(rig) == derived_indexes(rig)
+    before_delete = rig.offset
+    rig.commit(rig.control.delete_topics(["a", "c"]))
+    assert held_indexes(rig) == derived_indexes(rig)
+    rig.registry.revert_to_snapshot(before_delete)
+    rig.offset = before_delete
+    assert held_indexes(rig) == derived_indexes(rig)
+    rig.unfence(0)
+    rig.fence(1)
+    assert held_indexes(rig) == derived_indexes(rig)
+    rig.commit(rig.control.delete_topics(["a", "b", "c"]))
+    assert held_indexes(rig) == derived_indexes(rig)
+    assert all(not entries for entries in held_indexes(rig).values())
+
+
 def test_replaying_a_record_that_does_not_fit_is_a_replay_error() -> None:
     rig = Rig()
     unknown = UUID(int=9, version=4)

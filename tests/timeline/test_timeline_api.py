@@ -165,3 +165,35 @@ def test_structure_created_after_a_snapshot_reads_live_there() -> None:
     assert later.get(1) == "x"  # the value saved in snapshot 2 is also its value at 1
     reg.revert_to_snapshot(1)
     assert late == {} and later.get() == "x"
+
+
+def test_set_writes_record_the_state_before_them_whatever_the_tier() -> None:
+    """`add` and `discard` infer a change from the live size and record after writing; a
+    write that opens a snapshot's delta must still record the size from before it, a repeat
+    write within one snapshot must keep the oldest state, and a no-op records nothing."""
+    reg = SnapshotRegistry()
+    s: TimelineHashSet[str] = TimelineHashSet(reg)
+    s.add("a")
+    s.add("a")  # no snapshots: nothing is recorded, the element stays
+    assert s.to_set() == {"a"}
+    reg.get_or_create_snapshot(1)
+    s.discard("x")  # a no-op as the first write: no delta opened
+    s.add("a")
+    assert reg._deltas_since(1, s._serial) == []
+    s.add("b")  # opens the delta: the size then was 1
+    s.discard("b")
+    s.add("b")
+    s.discard("a")
+    s.add("a")
+    s.discard("a")
+    reg.get_or_create_snapshot(2)
+    s.discard("b")  # opens snapshot 2's delta: the size then was 1
+    s.add("c")
+    s.add("c")
+    assert (s.to_set(1), s.size(1)) == ({"a"}, 1)
+    assert (s.to_set(2), s.size(2)) == ({"b"}, 1)
+    assert s.to_set() == {"c"}
+    reg.revert_to_snapshot(2)
+    assert s.to_set() == {"b"}
+    reg.revert_to_snapshot(1)
+    assert s.to_set() == {"a"}

@@ -54,7 +54,8 @@ every revert covers all of it):
 The partition sets hold one key object per partition for its topic's life (`_Topic.key`),
 hashed by identity: a `TopicIdPartition` hashes its UUID with a Python call, and a replay
 writes 4-5 sets a partition. Only `_index` puts keys into the sets, and only `_Topic.key`
-makes them, so no two equal keys can meet in a set. A key equals, but does not hash like, a
+makes them, so no two equal keys can meet in a set (the sets are typed `_PartitionKey`: mypy
+refuses a plain `TopicIdPartition` added to one). A key equals, but does not hash like, a
 plain `TopicIdPartition`: never mix the two in one set or dict.
 Nested timeline structures (one partition map per topic, one set per broker) are created on
 first use; created while snapshots exist, they read as empty at older snapshots, which is when
@@ -404,19 +405,19 @@ class ReplicationControl:
         self._topics: TimelineHashMap[UUID, _Topic] = TimelineHashMap(snapshot_registry)
         self._topic_ids: TimelineHashMap[str, UUID] = TimelineHashMap(snapshot_registry)
         self._colliding: TimelineHashMap[str, frozenset[str]] = TimelineHashMap(snapshot_registry)
-        self._isr_members: TimelineHashMap[int, TimelineHashSet[TopicIdPartition]] = (
-            TimelineHashMap(snapshot_registry)
-        )
-        self._leaderless_by_member: TimelineHashMap[int, TimelineHashSet[TopicIdPartition]] = (
-            TimelineHashMap(snapshot_registry)
-        )
-        self._leaders: TimelineHashMap[int, TimelineHashSet[TopicIdPartition]] = TimelineHashMap(
+        self._isr_members: TimelineHashMap[int, TimelineHashSet[_PartitionKey]] = TimelineHashMap(
             snapshot_registry
         )
-        self._reassigning: TimelineHashSet[TopicIdPartition] = TimelineHashSet(snapshot_registry)
+        self._leaderless_by_member: TimelineHashMap[int, TimelineHashSet[_PartitionKey]] = (
+            TimelineHashMap(snapshot_registry)
+        )
+        self._leaders: TimelineHashMap[int, TimelineHashSet[_PartitionKey]] = TimelineHashMap(
+            snapshot_registry
+        )
+        self._reassigning: TimelineHashSet[_PartitionKey] = TimelineHashSet(snapshot_registry)
         # Partitions not led by their preferred replica, by that replica: leader balancing
         # visits only the active brokers' own (a stopping cluster's are all imbalanced).
-        self._imbalanced_by_preferred: TimelineHashMap[int, TimelineHashSet[TopicIdPartition]] = (
+        self._imbalanced_by_preferred: TimelineHashMap[int, TimelineHashSet[_PartitionKey]] = (
             TimelineHashMap(snapshot_registry)
         )
 
@@ -1655,8 +1656,8 @@ class ReplicationControl:
             self._reassigning.discard(tp)
 
     def _member_set(
-        self, index: TimelineHashMap[int, TimelineHashSet[TopicIdPartition]], broker_id: int
-    ) -> TimelineHashSet[TopicIdPartition]:
+        self, index: TimelineHashMap[int, TimelineHashSet[_PartitionKey]], broker_id: int
+    ) -> TimelineHashSet[_PartitionKey]:
         members = index.live.get(broker_id)
         if members is None:
             members = TimelineHashSet(self._registry)

@@ -117,8 +117,10 @@ class Rig:
             for i in range(partitions // TOPIC_PARTITIONS)
         ]
         for start in range(0, len(topics), 500):
-            self.active.create_topics(topics[start : start + 500], self.now_ms)
-            self.log.commit()
+            pending = self.active.create_topics(topics[start : start + 500], self.now_ms)
+            self.settle()  # CreateTopics writes in steps, one a loop turn
+            if not pending.done:
+                raise RuntimeError("CreateTopics did not finish in the rig's loop turns")
 
     @property
     def active(self) -> QuorumController:

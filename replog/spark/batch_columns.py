@@ -568,10 +568,7 @@ def _vectorised(
     buf = np.frombuffer(buffer, dtype=np.uint8)
     pieces, runs = _record_starts(buffer, buf, spans, batches)
     counts = np.array([h.records_count for _, h in batches], dtype=np.int64)
-    # Per record: its index in its batch.
-    first = np.cumsum(counts) - counts
     total = int(counts.sum())
-    index = np.arange(total, dtype=np.int64) - np.repeat(first, counts)
 
     groups = _table_groups(buffer, buf, runs, refused)
     tabled = [(run, layout) for layout, members in groups.items() for run in members]
@@ -586,14 +583,16 @@ def _vectorised(
     timestamp_delta = np.empty(total, dtype=np.int64)
     arrow_buffer = pa.py_buffer(buffer)
     if not tabled:
-        fields, headers = _one_by_one(buffer, buf, _starts(pieces), index)
+        fields, headers = _one_by_one(buffer, buf, _starts(pieces), _indexes(counts, total))
         timestamp_delta = fields.timestamp_delta
         keys = _binary(buf, arrow_buffer, fields.key_start, fields.key_length)
         values = _binary(buf, arrow_buffer, fields.value_start, fields.value_length)
     else:
         fields = _Fields.empty()
         if len(rest):
-            fields, found_headers = _one_by_one(buffer, buf, _starts(pieces)[rest], index[rest])
+            fields, found_headers = _one_by_one(
+                buffer, buf, _starts(pieces)[rest], _indexes(counts, total)[rest]
+            )
             timestamp_delta[rest] = fields.timestamp_delta
             if found_headers is not None:
                 headers = [()] * total
@@ -628,7 +627,6 @@ def _vectorised(
             )
         keys, values = key_out.array(), value_out.array()
 
-    base_offsets = np.repeat(np.array([h.base_offset for _, h in batches], np.int64), counts)
     append_time = np.array([h.is_log_append_time for _, h in batches], dtype=bool)
     base_times = np.array(
         [h.max_timestamp if h.is_log_append_time else h.base_timestamp for _, h in batches],
@@ -642,15 +640,32 @@ def _vectorised(
     else:  # CreateTime only, as producers write: no per-record choice to make
         timestamps += timestamp_delta
         timestamp_types = np.zeros(total, dtype=np.int32)
-    base_offsets += index
     return BatchColumns(
-        offsets=base_offsets,
+        offsets=_offsets(batches, counts, total),
         timestamps=timestamps,
         timestamp_types=timestamp_types,
         keys=keys,
         values=values,
         headers=headers,
     )
+
+
+def _indexes(counts: Int64s, total: int) -> Int64s:
+    """Per record of the call: its index in its batch (`counts` records per batch)."""
+    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _offsets(batches: Sequence[tuple[int, BatchHeader]], counts: Int64s, total: int) -> Int64s:
+    """Per record of the call: its offset, its batch's base offset plus its index (the offset
+    deltas were checked to be 0..n-1). One range when each batch starts where the one before
+    ended, as in a fetch answer of a log without gaps."""
+    bases = [h.base_offset for _, h in batches]
+    after = [h.base_offset + h.records_count for _, h in batches]
+    if bases and bases[1:] == after[:-1]:
+        return np.arange(bases[0], bases[0] + total, dtype=np.int64)
+    offsets = np.repeat(np.array(bases, np.int64), counts)
+    offsets += _indexes(counts, total)
+    return offsets
 
 
 def _unaligned_words(buf: Bytes) -> Words:
@@ -862,14 +877,13 @@ def _table_group(
 
     Each record's head (`_Layout.width` bytes from the byte before it) is copied into one
     array, a strided copy per run: a pass over the records' first bytes, after which every
-    check reads that small array instead of the answer. The 8 bytes at the timestamp delta,
-    masked, must equal the first record's continuation bits of the timestamp delta, the
-    record's own offset delta (from `_offset_delta_words`: the bytes of delta `index` as
-    written) and the first record's key length bytes; the word at the value length must hold
-    the first record's value length bytes; the byte before each record but a run's first (the
-    header count of the record before it), and the last record's, must be 0; the length's
-    bytes must be the first record's. With the same
-    layout, the checks `_one_by_one` makes per record hold for all once they hold for the
+    check reads that small array instead of the answer, a word of every head at a time
+    against one template (`_head_mismatches`): the length's bytes, the key and value lengths'
+    bytes, the timestamp delta's continuation bits must be the first record's, the offset
+    delta the record's own (from `_offset_delta_words`: the bytes of delta `index` as
+    written), and the byte before each record but a run's first (the header count of the
+    record before it), and the last record's, must be 0. With the same layout, the checks
+    `_one_by_one` makes per record hold for all once they hold for the
     first (`_layout`), which must have `layout` itself. The values are copied straight from
     the answer, one strided copy per run, the keys from the heads.
     """
@@ -892,36 +906,14 @@ def _table_group(
     def column(at: int) -> Words:
         return np.ndarray((count,), dtype="<u8", buffer=heads, offset=at, strides=(width,))
 
-    table = _offset_delta_words(max(r.index + r.count for r in members))
-    deltas = np.concatenate([table[r.index : r.index + r.count] for r in members])
-    first = members[0].position
-    timestamp_at = first + layout.timestamp_at
-    offset_shift = np.uint64(8 * (layout.offset_at - layout.timestamp_at))
-    mask, expected = _word_pattern(
-        buffer,
-        timestamp_at,
-        [first + layout.offset_at],
-        first + layout.key_length_at,
-        first + layout.key_at,
-    )
-    mask |= _low_bytes(layout.key_length_at - layout.offset_at) << int(offset_shift)
-    words = column(1 + layout.timestamp_at)
-    deltas <<= offset_shift
-    deltas |= np.uint64(expected)
-    ok = (words & np.uint64(mask)) == deltas
-    value_at = first + layout.value_length_at
-    mask, expected = _word_pattern(buffer, value_at, [], value_at, first + layout.value_at)
-    ok &= (column(1 + layout.value_length_at) & np.uint64(mask)) == np.uint64(expected)
-    ok &= heads[0 : count * width : width] == 0
-    # The length varint's bytes: those of the first member's first record (the runs' own
-    # records were found equal to their first, not to another run's).
-    length_bytes = layout.timestamp_at - 1  # before the attributes byte
-    mask, expected = _word_pattern(buffer, first, [], first, first + length_bytes)
-    ok &= (column(1) & np.uint64(mask)) == np.uint64(expected)
+    bad = _head_mismatches(buffer, heads, layout, members, count)
     last_counts = [buffer[r.position + r.count * step - 1] == 0 for r in members]
-    if not ok.all() or not all(last_counts):
-        good = np.logical_and.reduceat(ok, firsts).tolist()
+    if bad is not None or not all(last_counts):
+        good = [True] * len(members)
+        if bad is not None:
+            good = np.logical_not(np.logical_or.reduceat(bad != 0, firsts)).tolist()
         return [r for r, g, c in zip(members, good, last_counts, strict=True) if not (g and c)]
+    words = column(1 + layout.timestamp_at)
     stamps = words & np.uint64(_low_bytes(layout.offset_at - layout.timestamp_at))
     unsigned = _joined_varint(stamps, layout.offset_at - layout.timestamp_at)
     signed = (unsigned >> _ONE).view(np.int64)
@@ -944,6 +936,86 @@ def _table_group(
     return []
 
 
+def _head_mismatches(
+    buffer: Data, heads: Bytes, layout: _Layout, members: list[_Run], count: int
+) -> Words | None:
+    """None when every one of the `count` heads (`_table_group`) has the bytes a record of
+    `layout` must have; else per row a word, not 0 where the row's head differs.
+
+    The heads are read as whole words, each word of a head against one template word (mask
+    and expected bits, `_head_template`) and the row's own offset delta: a few numpy steps
+    per word of a head that holds checked bits, over contiguous columns of the small array,
+    into one accumulator (a differing bit anywhere stays set)."""
+    width = layout.width
+    words = width // 8
+    flat = heads[: count * width].view("<u8")
+    masks, expected = _head_template(buffer, layout, members[0].position)
+    # The row's offset delta as written (`_offset_delta_words`), at its place in the head; a
+    # delta longer than the layout's varint sets bits outside the mask, or spills into the
+    # next word (past the head: counted as a mismatch).
+    last = max(r.index + r.count for r in members)
+    table = _offset_delta_words(last)
+    word, byte = divmod(1 + layout.offset_at, 8)
+    deltas = np.concatenate([table[r.index : r.index + r.count] for r in members])
+    spill: Words | None = None
+    if byte and int(table[last - 1]) >> (64 - 8 * byte):
+        spill = deltas >> np.uint64(64 - 8 * byte)
+    deltas <<= np.uint64(8 * byte)
+    found: Words | None = None
+    part: Words | None = None
+    for k in range(words):
+        if not masks[k]:
+            continue
+        part = np.bitwise_and(flat[k::words], np.uint64(masks[k]), out=part)
+        if expected[k]:
+            part ^= np.uint64(expected[k])
+        if k == word:
+            part ^= deltas
+        elif k == word + 1 and spill is not None:
+            part ^= spill
+            spill = None
+        if found is None:
+            found, part = part, None
+        else:
+            found |= part
+    assert found is not None  # the head's first word holds the byte before the record
+    if spill is not None:
+        found |= spill
+    return found if found.any() else None
+
+
+def _head_template(buffer: Data, layout: _Layout, first: int) -> tuple[list[int], list[int]]:
+    """(masks, expected bits) per word of the heads of `layout`'s records, from the record
+    at `first`: the byte before the record 0 (the header count of the one before); the
+    length varint's bytes and the key and value lengths' bytes the first record's; the
+    timestamp delta's continuation bits set on every byte but its last; the offset delta's
+    bytes masked, 0 here (each row's own, `_head_mismatches`). The attributes byte, the
+    timestamp delta's value bits and the key are not checked (any value is valid)."""
+    mask = 0xFF
+    expected = 0
+
+    def fixed(start: int, stop: int) -> None:
+        nonlocal mask, expected
+        for at in range(start, stop):
+            mask |= 0xFF << (8 * (1 + at))
+            expected |= buffer[first + at] << (8 * (1 + at))
+
+    fixed(0, layout.timestamp_at - 1)  # the length, before the attributes byte
+    for at in range(layout.timestamp_at, layout.offset_at):
+        mask |= 0x80 << (8 * (1 + at))
+        if at < layout.offset_at - 1:
+            expected |= 0x80 << (8 * (1 + at))
+    mask |= _low_bytes(layout.key_length_at - layout.offset_at) << (8 * (1 + layout.offset_at))
+    fixed(layout.key_length_at, layout.key_at)
+    fixed(layout.value_length_at, layout.value_at)
+    every = _low_bytes(8)
+    words = layout.width // 8
+    return (
+        [(mask >> (64 * k)) & every for k in range(words)],
+        [(expected >> (64 * k)) & every for k in range(words)],
+    )
+
+
 def _cells(buf: Bytes, count: int, size: int, offset: int, stride: int) -> npt.NDArray[np.void]:
     """`count` elements of `size` bytes in `buf`, the first at `offset`, `stride` apart (a view)."""
     return np.ndarray((count,), dtype=f"V{size}", buffer=buf, offset=offset, strides=(stride,))
@@ -951,26 +1023,6 @@ def _cells(buf: Bytes, count: int, size: int, offset: int, stride: int) -> npt.N
 
 def _low_bytes(count: int) -> int:
     return (1 << (8 * count)) - 1
-
-
-def _word_pattern(
-    buffer: Data, at: int, varint_ends: list[int], fixed_at: int, fixed_end: int
-) -> tuple[int, int]:
-    """(mask, expected value) of the little-endian word at `at` of a run's records: the
-    varints between `at` and each of `varint_ends` in turn have their continuation bits
-    set on every byte but their last; bytes [fixed_at, fixed_end) are the first record's."""
-    mask = expected = 0
-    start = at
-    for stop in varint_ends:
-        for byte in range(start, stop):
-            mask |= 0x80 << (8 * (byte - at))
-            if byte < stop - 1:
-                expected |= 0x80 << (8 * (byte - at))
-        start = stop
-    for byte in range(fixed_at, fixed_end):
-        mask |= 0xFF << (8 * (byte - at))
-        expected |= buffer[byte] << (8 * (byte - at))
-    return mask, expected
 
 
 def _joined_varint(words: Words, size: int) -> Words:

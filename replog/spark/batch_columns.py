@@ -17,10 +17,10 @@ without copying them one by one:
   up to its value, and the byte before it) is copied by one strided copy per run into a small
   array, the runs of one layout together (a fetch answer's batches repeat two or three
   layouts: the deltas' varints grow at the same records in each), and every check reads that
-  array with a few numpy steps per layout (`_table_group`): a word per record masked and
-  compared with one expected word (the first record's fixed bytes and continuation bits, and
-  the record's own offset delta as a table of encoded deltas has it), the value length's
-  word, the header count bytes; the timestamp delta read with a few shifts. A run's values
+  array a word of every head at a time (`_head_mismatches`): each word masked and compared
+  with one template word (the first record's fixed bytes and continuation bits, the byte
+  before each record 0) and with the record's own offset delta as a table of encoded deltas
+  has it; the timestamp delta read with a few shifts. A run's values
   are then copied straight into the column's data by one strided copy, its keys from the
   heads (`_BinaryOut`). A run's layout is first taken from the first run of its record size
   (reading a layout costs Python about 4 us); runs it does not fit send the call round again
@@ -182,6 +182,7 @@ def _length_steps() -> list[list[int | None]]:
 _STEPS = _length_steps()
 
 
+_U2 = np.dtype("<u2")  # made once: a dtype parsed per guess costs 0.5 us
 _RUN_MIN = 16  # records: a shorter run of equal sizes is not worth a numpy step
 _RUN_BACKOFF_MAX = 1024  # records walked one by one after a failed guess, at most
 # Records: a shorter run is read by `_one_by_one`. As short as a run `_record_starts` finds:
@@ -271,9 +272,7 @@ def _record_starts(
                 if guess >= _RUN_MIN:
                     # The two bytes at each guess: all inside the region (a bad length before
                     # may have sent pos below it; step > 1 keeps the last one's inside).
-                    guessed = np.ndarray(
-                        shape=(guess,), dtype="<u2", buffer=buf, offset=pos, strides=(step,)
-                    )
+                    guessed = np.ndarray((guess,), _U2, buf, pos, (step,))
                     same = guessed == first | second << 8
                     run = int(np.argmin(same))  # the first miss, or 0 when all match
                     if same[run]:
@@ -489,11 +488,14 @@ class _Fields:
 class _BinaryOut:
     """A `binary` column of a call's rows built in place: every row's length is known first
     (one int when every row has it), then the values are written where they go, a table run's
-    with one strided copy (`put`), the other rows' from one array of theirs (`put_rest`)."""
+    with one strided copy (`put`), the other rows' from one array of theirs (`put_rest`).
+    A table run's copy is a few numpy calls per run, which a fetch answer's batches of a few
+    thousand records have two or three of: views built straight over both buffers."""
 
     def __init__(self, count: int, lengths: Int64s | int) -> None:
         self.count = count
         self.validity: pa.Buffer | None = None
+        self.size = lengths if isinstance(lengths, int) else None  # every row's, if one
         if isinstance(lengths, int):
             offsets = np.arange(count + 1, dtype=np.int32)
             offsets *= lengths
@@ -506,11 +508,13 @@ class _BinaryOut:
         self.offsets = offsets
         self.data = np.empty(int(offsets[-1]), dtype=np.uint8)
 
-    def put(self, row: int, values: npt.NDArray[np.void]) -> None:
-        """Rows [row, row + len(values)) are `values` (elements of one size, none null)."""
-        start = int(self.offsets[row])
-        size = values.dtype.itemsize
-        self.data[start : start + len(values) * size].view(values.dtype)[...] = values
+    def put(self, row: int, source: Bytes, count: int, size: int, offset: int, stride: int) -> None:
+        """Rows [row, row + count) are `count` values of `size` bytes (none null) in `source`,
+        the first at `offset`, `stride` apart."""
+        start = row * self.size if self.size is not None else int(self.offsets[row])
+        kind = _void(size)
+        values = np.ndarray((count,), kind, source, offset, (stride,))
+        np.ndarray((count,), kind, self.data, start)[...] = values
 
     def put_rest(self, rows: Int64s, array: pa.Array) -> None:
         """Rows `rows` (increasing) are `array`'s elements: copied a stretch of consecutive
@@ -572,7 +576,9 @@ def _vectorised(
 
     groups = _table_groups(buffer, buf, runs, refused)
     tabled = [(run, layout) for layout, members in groups.items() for run in members]
-    if tabled:
+    if tabled and sum(run.count for run, _ in tabled) == total:  # disjoint runs: every row
+        rest = np.zeros(0, dtype=np.int64)
+    elif tabled:
         in_tables = np.zeros(total, dtype=bool)
         for run, _ in tabled:
             in_tables[run.row : run.row + run.count] = True
@@ -894,10 +900,11 @@ def _table_group(
     step, width = layout.step, layout.width
     count = sum(r.count for r in members)
     heads = np.empty(count * width + 8, dtype=np.uint8)  # + 8: a word read at a row's end
-    cells = heads[: count * width].view(f"V{width}")
+    kind = _void(width)
     at = 0
     for run in members:
-        cells[at : at + run.count] = _cells(buf, run.count, width, run.position - 1, step)
+        source = np.ndarray((run.count,), kind, buf, run.position - 1, (step,))
+        np.ndarray((run.count,), kind, heads, at * width)[...] = source
         at += run.count
     counts = np.array([r.count for r in members], dtype=np.int64)
     firsts = np.cumsum(counts) - counts
@@ -925,13 +932,9 @@ def _table_group(
         rows = slice(run.row, run.row + run.count)
         timestamp_delta[rows] = signed[at : at + run.count]
         if key_size > 0:
-            keys.put(
-                run.row, _cells(heads, run.count, key_size, at * width + 1 + layout.key_at, width)
-            )
+            keys.put(run.row, heads, run.count, key_size, at * width + 1 + layout.key_at, width)
         if value_size > 0:
-            values.put(
-                run.row, _cells(buf, run.count, value_size, run.position + layout.value_at, step)
-            )
+            values.put(run.row, buf, run.count, value_size, run.position + layout.value_at, step)
         at += run.count
     return []
 
@@ -1016,9 +1019,15 @@ def _head_template(buffer: Data, layout: _Layout, first: int) -> tuple[list[int]
     )
 
 
-def _cells(buf: Bytes, count: int, size: int, offset: int, stride: int) -> npt.NDArray[np.void]:
-    """`count` elements of `size` bytes in `buf`, the first at `offset`, `stride` apart (a view)."""
-    return np.ndarray((count,), dtype=f"V{size}", buffer=buf, offset=offset, strides=(stride,))
+_VOIDS: dict[int, np.dtype[np.void]] = {}
+
+
+def _void(size: int) -> np.dtype[np.void]:
+    """The dtype of `size`-byte elements, made once (parsing "V100" costs 0.2 us a call)."""
+    kind = _VOIDS.get(size)
+    if kind is None:
+        kind = _VOIDS[size] = np.dtype(f"V{size}")
+    return kind
 
 
 def _low_bytes(count: int) -> int:

@@ -910,9 +910,6 @@ def _table_group(
     firsts = np.cumsum(counts) - counts
     heads[firsts * width] = 0  # the byte before a run is no record's header count
 
-    def column(at: int) -> Words:
-        return np.ndarray((count,), dtype="<u8", buffer=heads, offset=at, strides=(width,))
-
     bad = _head_mismatches(buffer, heads, layout, members, count)
     last_counts = [buffer[r.position + r.count * step - 1] == 0 for r in members]
     if bad is not None or not all(last_counts):
@@ -920,7 +917,7 @@ def _table_group(
         if bad is not None:
             good = np.logical_not(np.logical_or.reduceat(bad != 0, firsts)).tolist()
         return [r for r, g, c in zip(members, good, last_counts, strict=True) if not (g and c)]
-    words = column(1 + layout.timestamp_at)
+    words: Words = np.ndarray((count,), "<u8", heads, 1 + layout.timestamp_at, (width,))
     stamps = words & np.uint64(_low_bytes(layout.offset_at - layout.timestamp_at))
     unsigned = _joined_varint(stamps, layout.offset_at - layout.timestamp_at)
     signed = (unsigned >> _ONE).view(np.int64)

@@ -17,10 +17,10 @@ without copying them one by one:
   up to its value, and the byte before it) is copied by one strided copy per run into a small
   array, the runs of one layout together (a fetch answer's batches repeat two or three
   layouts: the deltas' varints grow at the same records in each), and every check reads that
-  array with a few numpy steps per layout (`_table_group`): a word per record masked and
-  compared with one expected word (the first record's fixed bytes and continuation bits, and
-  the record's own offset delta as a table of encoded deltas has it), the value length's
-  word, the header count bytes; the timestamp delta read with a few shifts. A run's values
+  array a word of every head at a time (`_head_mismatches`): each word masked and compared
+  with one template word (the first record's fixed bytes and continuation bits, the byte
+  before each record 0) and with the record's own offset delta as a table of encoded deltas
+  has it; the timestamp delta read with a few shifts. A run's values
   are then copied straight into the column's data by one strided copy, its keys from the
   heads (`_BinaryOut`). A run's layout is first taken from the first run of its record size
   (reading a layout costs Python about 4 us); runs it does not fit send the call round again
@@ -182,6 +182,7 @@ def _length_steps() -> list[list[int | None]]:
 _STEPS = _length_steps()
 
 
+_U2 = np.dtype("<u2")  # made once: a dtype parsed per guess costs 0.5 us
 _RUN_MIN = 16  # records: a shorter run of equal sizes is not worth a numpy step
 _RUN_BACKOFF_MAX = 1024  # records walked one by one after a failed guess, at most
 # Records: a shorter run is read by `_one_by_one`. As short as a run `_record_starts` finds:
@@ -271,9 +272,7 @@ def _record_starts(
                 if guess >= _RUN_MIN:
                     # The two bytes at each guess: all inside the region (a bad length before
                     # may have sent pos below it; step > 1 keeps the last one's inside).
-                    guessed = np.ndarray(
-                        shape=(guess,), dtype="<u2", buffer=buf, offset=pos, strides=(step,)
-                    )
+                    guessed = np.ndarray((guess,), _U2, buf, pos, (step,))
                     same = guessed == first | second << 8
                     run = int(np.argmin(same))  # the first miss, or 0 when all match
                     if same[run]:
@@ -489,11 +488,14 @@ class _Fields:
 class _BinaryOut:
     """A `binary` column of a call's rows built in place: every row's length is known first
     (one int when every row has it), then the values are written where they go, a table run's
-    with one strided copy (`put`), the other rows' from one array of theirs (`put_rest`)."""
+    with one strided copy (`put`), the other rows' from one array of theirs (`put_rest`).
+    A table run's copy is a few numpy calls per run, which a fetch answer's batches of a few
+    thousand records have two or three of: views built straight over both buffers."""
 
     def __init__(self, count: int, lengths: Int64s | int) -> None:
         self.count = count
         self.validity: pa.Buffer | None = None
+        self.size = lengths if isinstance(lengths, int) else None  # every row's, if one
         if isinstance(lengths, int):
             offsets = np.arange(count + 1, dtype=np.int32)
             offsets *= lengths
@@ -506,11 +508,13 @@ class _BinaryOut:
         self.offsets = offsets
         self.data = np.empty(int(offsets[-1]), dtype=np.uint8)
 
-    def put(self, row: int, values: npt.NDArray[np.void]) -> None:
-        """Rows [row, row + len(values)) are `values` (elements of one size, none null)."""
-        start = int(self.offsets[row])
-        size = values.dtype.itemsize
-        self.data[start : start + len(values) * size].view(values.dtype)[...] = values
+    def put(self, row: int, source: Bytes, count: int, size: int, offset: int, stride: int) -> None:
+        """Rows [row, row + count) are `count` values of `size` bytes (none null) in `source`,
+        the first at `offset`, `stride` apart."""
+        start = row * self.size if self.size is not None else int(self.offsets[row])
+        kind = _void(size)
+        values = np.ndarray((count,), kind, source, offset, (stride,))
+        np.ndarray((count,), kind, self.data, start)[...] = values
 
     def put_rest(self, rows: Int64s, array: pa.Array) -> None:
         """Rows `rows` (increasing) are `array`'s elements: copied a stretch of consecutive
@@ -568,14 +572,13 @@ def _vectorised(
     buf = np.frombuffer(buffer, dtype=np.uint8)
     pieces, runs = _record_starts(buffer, buf, spans, batches)
     counts = np.array([h.records_count for _, h in batches], dtype=np.int64)
-    # Per record: its index in its batch.
-    first = np.cumsum(counts) - counts
     total = int(counts.sum())
-    index = np.arange(total, dtype=np.int64) - np.repeat(first, counts)
 
     groups = _table_groups(buffer, buf, runs, refused)
     tabled = [(run, layout) for layout, members in groups.items() for run in members]
-    if tabled:
+    if tabled and sum(run.count for run, _ in tabled) == total:  # disjoint runs: every row
+        rest = np.zeros(0, dtype=np.int64)
+    elif tabled:
         in_tables = np.zeros(total, dtype=bool)
         for run, _ in tabled:
             in_tables[run.row : run.row + run.count] = True
@@ -586,14 +589,16 @@ def _vectorised(
     timestamp_delta = np.empty(total, dtype=np.int64)
     arrow_buffer = pa.py_buffer(buffer)
     if not tabled:
-        fields, headers = _one_by_one(buffer, buf, _starts(pieces), index)
+        fields, headers = _one_by_one(buffer, buf, _starts(pieces), _indexes(counts, total))
         timestamp_delta = fields.timestamp_delta
         keys = _binary(buf, arrow_buffer, fields.key_start, fields.key_length)
         values = _binary(buf, arrow_buffer, fields.value_start, fields.value_length)
     else:
         fields = _Fields.empty()
         if len(rest):
-            fields, found_headers = _one_by_one(buffer, buf, _starts(pieces)[rest], index[rest])
+            fields, found_headers = _one_by_one(
+                buffer, buf, _starts(pieces)[rest], _indexes(counts, total)[rest]
+            )
             timestamp_delta[rest] = fields.timestamp_delta
             if found_headers is not None:
                 headers = [()] * total
@@ -628,7 +633,6 @@ def _vectorised(
             )
         keys, values = key_out.array(), value_out.array()
 
-    base_offsets = np.repeat(np.array([h.base_offset for _, h in batches], np.int64), counts)
     append_time = np.array([h.is_log_append_time for _, h in batches], dtype=bool)
     base_times = np.array(
         [h.max_timestamp if h.is_log_append_time else h.base_timestamp for _, h in batches],
@@ -642,15 +646,32 @@ def _vectorised(
     else:  # CreateTime only, as producers write: no per-record choice to make
         timestamps += timestamp_delta
         timestamp_types = np.zeros(total, dtype=np.int32)
-    base_offsets += index
     return BatchColumns(
-        offsets=base_offsets,
+        offsets=_offsets(batches, counts, total),
         timestamps=timestamps,
         timestamp_types=timestamp_types,
         keys=keys,
         values=values,
         headers=headers,
     )
+
+
+def _indexes(counts: Int64s, total: int) -> Int64s:
+    """Per record of the call: its index in its batch (`counts` records per batch)."""
+    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _offsets(batches: Sequence[tuple[int, BatchHeader]], counts: Int64s, total: int) -> Int64s:
+    """Per record of the call: its offset, its batch's base offset plus its index (the offset
+    deltas were checked to be 0..n-1). One range when each batch starts where the one before
+    ended, as in a fetch answer of a log without gaps."""
+    bases = [h.base_offset for _, h in batches]
+    after = [h.base_offset + h.records_count for _, h in batches]
+    if bases and bases[1:] == after[:-1]:
+        return np.arange(bases[0], bases[0] + total, dtype=np.int64)
+    offsets = np.repeat(np.array(bases, np.int64), counts)
+    offsets += _indexes(counts, total)
+    return offsets
 
 
 def _unaligned_words(buf: Bytes) -> Words:
@@ -862,14 +883,13 @@ def _table_group(
 
     Each record's head (`_Layout.width` bytes from the byte before it) is copied into one
     array, a strided copy per run: a pass over the records' first bytes, after which every
-    check reads that small array instead of the answer. The 8 bytes at the timestamp delta,
-    masked, must equal the first record's continuation bits of the timestamp delta, the
-    record's own offset delta (from `_offset_delta_words`: the bytes of delta `index` as
-    written) and the first record's key length bytes; the word at the value length must hold
-    the first record's value length bytes; the byte before each record but a run's first (the
-    header count of the record before it), and the last record's, must be 0; the length's
-    bytes must be the first record's. With the same
-    layout, the checks `_one_by_one` makes per record hold for all once they hold for the
+    check reads that small array instead of the answer, a word of every head at a time
+    against one template (`_head_mismatches`): the length's bytes, the key and value lengths'
+    bytes, the timestamp delta's continuation bits must be the first record's, the offset
+    delta the record's own (from `_offset_delta_words`: the bytes of delta `index` as
+    written), and the byte before each record but a run's first (the header count of the
+    record before it), and the last record's, must be 0. With the same layout, the checks
+    `_one_by_one` makes per record hold for all once they hold for the
     first (`_layout`), which must have `layout` itself. The values are copied straight from
     the answer, one strided copy per run, the keys from the heads.
     """
@@ -880,48 +900,24 @@ def _table_group(
     step, width = layout.step, layout.width
     count = sum(r.count for r in members)
     heads = np.empty(count * width + 8, dtype=np.uint8)  # + 8: a word read at a row's end
-    cells = heads[: count * width].view(f"V{width}")
+    kind = _void(width)
     at = 0
     for run in members:
-        cells[at : at + run.count] = _cells(buf, run.count, width, run.position - 1, step)
+        source = np.ndarray((run.count,), kind, buf, run.position - 1, (step,))
+        np.ndarray((run.count,), kind, heads, at * width)[...] = source
         at += run.count
     counts = np.array([r.count for r in members], dtype=np.int64)
     firsts = np.cumsum(counts) - counts
     heads[firsts * width] = 0  # the byte before a run is no record's header count
 
-    def column(at: int) -> Words:
-        return np.ndarray((count,), dtype="<u8", buffer=heads, offset=at, strides=(width,))
-
-    table = _offset_delta_words(max(r.index + r.count for r in members))
-    deltas = np.concatenate([table[r.index : r.index + r.count] for r in members])
-    first = members[0].position
-    timestamp_at = first + layout.timestamp_at
-    offset_shift = np.uint64(8 * (layout.offset_at - layout.timestamp_at))
-    mask, expected = _word_pattern(
-        buffer,
-        timestamp_at,
-        [first + layout.offset_at],
-        first + layout.key_length_at,
-        first + layout.key_at,
-    )
-    mask |= _low_bytes(layout.key_length_at - layout.offset_at) << int(offset_shift)
-    words = column(1 + layout.timestamp_at)
-    deltas <<= offset_shift
-    deltas |= np.uint64(expected)
-    ok = (words & np.uint64(mask)) == deltas
-    value_at = first + layout.value_length_at
-    mask, expected = _word_pattern(buffer, value_at, [], value_at, first + layout.value_at)
-    ok &= (column(1 + layout.value_length_at) & np.uint64(mask)) == np.uint64(expected)
-    ok &= heads[0 : count * width : width] == 0
-    # The length varint's bytes: those of the first member's first record (the runs' own
-    # records were found equal to their first, not to another run's).
-    length_bytes = layout.timestamp_at - 1  # before the attributes byte
-    mask, expected = _word_pattern(buffer, first, [], first, first + length_bytes)
-    ok &= (column(1) & np.uint64(mask)) == np.uint64(expected)
+    bad = _head_mismatches(buffer, heads, layout, members, count)
     last_counts = [buffer[r.position + r.count * step - 1] == 0 for r in members]
-    if not ok.all() or not all(last_counts):
-        good = np.logical_and.reduceat(ok, firsts).tolist()
+    if bad is not None or not all(last_counts):
+        good = [True] * len(members)
+        if bad is not None:
+            good = np.logical_not(np.logical_or.reduceat(bad != 0, firsts)).tolist()
         return [r for r, g, c in zip(members, good, last_counts, strict=True) if not (g and c)]
+    words: Words = np.ndarray((count,), "<u8", heads, 1 + layout.timestamp_at, (width,))
     stamps = words & np.uint64(_low_bytes(layout.offset_at - layout.timestamp_at))
     unsigned = _joined_varint(stamps, layout.offset_at - layout.timestamp_at)
     signed = (unsigned >> _ONE).view(np.int64)
@@ -933,44 +929,106 @@ def _table_group(
         rows = slice(run.row, run.row + run.count)
         timestamp_delta[rows] = signed[at : at + run.count]
         if key_size > 0:
-            keys.put(
-                run.row, _cells(heads, run.count, key_size, at * width + 1 + layout.key_at, width)
-            )
+            keys.put(run.row, heads, run.count, key_size, at * width + 1 + layout.key_at, width)
         if value_size > 0:
-            values.put(
-                run.row, _cells(buf, run.count, value_size, run.position + layout.value_at, step)
-            )
+            values.put(run.row, buf, run.count, value_size, run.position + layout.value_at, step)
         at += run.count
     return []
 
 
-def _cells(buf: Bytes, count: int, size: int, offset: int, stride: int) -> npt.NDArray[np.void]:
-    """`count` elements of `size` bytes in `buf`, the first at `offset`, `stride` apart (a view)."""
-    return np.ndarray((count,), dtype=f"V{size}", buffer=buf, offset=offset, strides=(stride,))
+def _head_mismatches(
+    buffer: Data, heads: Bytes, layout: _Layout, members: list[_Run], count: int
+) -> Words | None:
+    """None when every one of the `count` heads (`_table_group`) has the bytes a record of
+    `layout` must have; else per row a word, not 0 where the row's head differs.
+
+    The heads are read as whole words, each word of a head against one template word (mask
+    and expected bits, `_head_template`) and the row's own offset delta: a few numpy steps
+    per word of a head that holds checked bits, over contiguous columns of the small array,
+    into one accumulator (a differing bit anywhere stays set)."""
+    width = layout.width
+    words = width // 8
+    flat = heads[: count * width].view("<u8")
+    masks, expected = _head_template(buffer, layout, members[0].position)
+    # The row's offset delta as written (`_offset_delta_words`), at its place in the head; a
+    # delta longer than the layout's varint sets bits outside the mask, or spills into the
+    # next word (past the head: counted as a mismatch).
+    last = max(r.index + r.count for r in members)
+    table = _offset_delta_words(last)
+    word, byte = divmod(1 + layout.offset_at, 8)
+    deltas = np.concatenate([table[r.index : r.index + r.count] for r in members])
+    spill: Words | None = None
+    if byte and int(table[last - 1]) >> (64 - 8 * byte):
+        spill = deltas >> np.uint64(64 - 8 * byte)
+    deltas <<= np.uint64(8 * byte)
+    found: Words | None = None
+    part: Words | None = None
+    for k in range(words):
+        if not masks[k]:
+            continue
+        part = np.bitwise_and(flat[k::words], np.uint64(masks[k]), out=part)
+        if expected[k]:
+            part ^= np.uint64(expected[k])
+        if k == word:
+            part ^= deltas
+        elif k == word + 1 and spill is not None:
+            part ^= spill
+            spill = None
+        if found is None:
+            found, part = part, None
+        else:
+            found |= part
+    assert found is not None  # the head's first word holds the byte before the record
+    if spill is not None:
+        found |= spill
+    return found if found.any() else None
+
+
+def _head_template(buffer: Data, layout: _Layout, first: int) -> tuple[list[int], list[int]]:
+    """(masks, expected bits) per word of the heads of `layout`'s records, from the record
+    at `first`: the byte before the record 0 (the header count of the one before); the
+    length varint's bytes and the key and value lengths' bytes the first record's; the
+    timestamp delta's continuation bits set on every byte but its last; the offset delta's
+    bytes masked, 0 here (each row's own, `_head_mismatches`). The attributes byte, the
+    timestamp delta's value bits and the key are not checked (any value is valid)."""
+    mask = 0xFF
+    expected = 0
+
+    def fixed(start: int, stop: int) -> None:
+        nonlocal mask, expected
+        for at in range(start, stop):
+            mask |= 0xFF << (8 * (1 + at))
+            expected |= buffer[first + at] << (8 * (1 + at))
+
+    fixed(0, layout.timestamp_at - 1)  # the length, before the attributes byte
+    for at in range(layout.timestamp_at, layout.offset_at):
+        mask |= 0x80 << (8 * (1 + at))
+        if at < layout.offset_at - 1:
+            expected |= 0x80 << (8 * (1 + at))
+    mask |= _low_bytes(layout.key_length_at - layout.offset_at) << (8 * (1 + layout.offset_at))
+    fixed(layout.key_length_at, layout.key_at)
+    fixed(layout.value_length_at, layout.value_at)
+    every = _low_bytes(8)
+    words = layout.width // 8
+    return (
+        [(mask >> (64 * k)) & every for k in range(words)],
+        [(expected >> (64 * k)) & every for k in range(words)],
+    )
+
+
+_VOIDS: dict[int, np.dtype[np.void]] = {}
+
+
+def _void(size: int) -> np.dtype[np.void]:
+    """The dtype of `size`-byte elements, made once (parsing "V100" costs 0.2 us a call)."""
+    kind = _VOIDS.get(size)
+    if kind is None:
+        kind = _VOIDS[size] = np.dtype(f"V{size}")
+    return kind
 
 
 def _low_bytes(count: int) -> int:
     return (1 << (8 * count)) - 1
-
-
-def _word_pattern(
-    buffer: Data, at: int, varint_ends: list[int], fixed_at: int, fixed_end: int
-) -> tuple[int, int]:
-    """(mask, expected value) of the little-endian word at `at` of a run's records: the
-    varints between `at` and each of `varint_ends` in turn have their continuation bits
-    set on every byte but their last; bytes [fixed_at, fixed_end) are the first record's."""
-    mask = expected = 0
-    start = at
-    for stop in varint_ends:
-        for byte in range(start, stop):
-            mask |= 0x80 << (8 * (byte - at))
-            if byte < stop - 1:
-                expected |= 0x80 << (8 * (byte - at))
-        start = stop
-    for byte in range(fixed_at, fixed_end):
-        mask |= 0xFF << (8 * (byte - at))
-        expected |= buffer[byte] << (8 * (byte - at))
-    return mask, expected
 
 
 def _joined_varint(words: Words, size: int) -> Words:

@@ -641,3 +641,70 @@ def test_a_damaged_short_run_gives_the_record_decoders_answer(count: int, apart:
     if apart == 1 or (apart == 3 and count >= 22 + batch_columns._RUN_MIN):
         assert _uniform_rows(whole, whole_placed) == 2 * count
     assert _rows(decode_batches(whole, whole_placed, where="test")) == _oracle(whole, whole_placed)
+
+
+def _straddling_records() -> list:  # type: ignore[type-arg]
+    # 200 records of 100-byte values 1 s apart: two-byte lengths and, from record 9 on,
+    # three-byte timestamp deltas, so a record's offset delta starts at the head's byte 7 and,
+    # from record 64 on (two bytes), ends in the head's second word (`_head_mismatches`).
+    return _records_of_runs([(200, b"key-01", b"v" * 100, 1000, ())])
+
+
+def test_offset_deltas_across_a_word_of_the_head_are_read_as_tables() -> None:
+    raws = [build_batch(_straddling_records(), base_offset=200 * i) for i in range(3)]
+    answer, placed = _in_answer(raws, b"")
+    # Records 0-8 (timestamp deltas of one and two bytes) and the walk after them are read one
+    # by one; records 64-199 of every batch, their deltas across the words, as tables.
+    assert _uniform_rows(answer, placed) >= 3 * (200 - 64)
+    assert _rows(decode_batches(answer, placed, where="test")) == _oracle(answer, placed)
+
+
+@pytest.mark.parametrize("record", [70, 199])
+@pytest.mark.parametrize("change", [0x01, 0x80, 0x81])
+def test_a_changed_offset_delta_across_a_word_gives_the_record_decoders_answer(
+    record: int, change: int
+) -> None:
+    # A bit of the second byte of one record's two-byte offset delta flipped (the byte in the
+    # head's second word): another delta, or a longer varint; exactly the strict decoder's
+    # error or rows.
+    raw = build_batch(_straddling_records())
+    region = bytearray(raw[61:])  # the records region (RECORD_BATCH_OVERHEAD)
+    at = 0
+    for _ in range(record):
+        at += 2 + (region[at] >> 1 | (region[at + 1] & 0x7F) << 6)  # a two-byte length
+    region[at + 2 + 1 + 3 + 1] ^= change  # length, attributes, timestamp, delta's first byte
+    answer = with_records_region(raw, bytes(region))
+    placed = [(0, validate_batch(answer))]
+    expected = _damaged_outcome(_oracle, answer, placed)
+    assert _damaged_outcome(_columnar_rows, answer, placed) == expected
+
+
+@pytest.mark.parametrize("apart", [1, 1000])
+def test_every_head_byte_of_a_table_row_changed_gives_the_record_decoders_answer(
+    apart: int,
+) -> None:
+    # Each byte of a record's head (the byte before it up to its value: what
+    # `_head_mismatches` reads), in a run read as a table, xor-ed with a few patterns: exactly
+    # the strict decoder's error or rows (a record whose changed byte is still valid may be
+    # read one by one). Records 1 ms apart (the bench's), and 1 s apart (offset deltas across
+    # the head's words).
+    records = _records_of_runs([(200, b"key-01", b"v" * 100, apart, ())])
+    raw = build_batch(records)
+    region = raw[61:]  # the records region (RECORD_BATCH_OVERHEAD)
+    starts = [0]
+    for _ in range(199):
+        at = starts[-1]
+        starts.append(at + 2 + (region[at] >> 1 | (region[at + 1] & 0x7F) << 6))
+    for record in (40, 100, 199):
+        for byte in range(-1, 17):
+            for change in (0x01, 0x40, 0x80, 0xFF):
+                changed = bytearray(region)
+                changed[starts[record] + byte] ^= change
+                answer = with_records_region(raw, bytes(changed))
+                placed = [(0, validate_batch(answer))]
+                expected = _damaged_outcome(_oracle, answer, placed)
+                assert _damaged_outcome(_columnar_rows, answer, placed) == expected, (
+                    record,
+                    byte,
+                    change,
+                )

@@ -231,7 +231,11 @@ class PartitionLeaderState:
         self._partition_epoch = registration.partition_epoch
         self._replicas = tuple(registration.replicas)
         self._isr = tuple(registration.isr)
-        self._committed_recovery_state = LeaderRecoveryState(registration.leader_recovery_state)
+        recovery = registration.leader_recovery_state
+        # The enum's call (a lookup by value, ~1 us) only for a plain int.
+        self._committed_recovery_state = (
+            recovery if type(recovery) is LeaderRecoveryState else LeaderRecoveryState(recovery)
+        )
         self._pending: IsrChange | None = None
         self._awaiting_metadata = False
         self._leader_epoch_start_offset = leader_log_end_offset

@@ -561,6 +561,15 @@ class PlanAsBuilt(Mapping[TopicPartitionKey, FetchPartition]):
             raise KeyError(key)
         return entry
 
+    def get(  # type: ignore[override]
+        self, key: TopicPartitionKey, default: FetchPartition | None = None
+    ) -> FetchPartition | None:
+        """`Mapping.get` without its raised and caught KeyError: one call per answered
+        partition of every fetch."""
+        kept = self._kept
+        entry = kept[key] if key in kept else self._plan.get(key)
+        return default if entry is None else entry
+
     def __iter__(self) -> Iterator[TopicPartitionKey]:
         kept = self._kept
         for key in self._plan:

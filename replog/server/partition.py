@@ -104,18 +104,21 @@ class Partition:
         self.registration: PartitionRegistration | None = None
         self.leader_state: PartitionLeaderState | None = None
         self.follower: FollowerFetchState | None = None
-        self.producer_state = ProducerStateTable(self.name)
-        # Whether the table matches the log (loaded, then kept by every append and truncation).
-        self.producer_state_loaded = False
         self._producer_expiry = producer_expiry
         self.producer_snapshots = ProducerSnapshotFiles(log.directory)
-        # The log start the snapshots below it were last deleted for (-1: never).
-        self._snapshots_pruned_below = -1
         if preloaded is not None and preloaded.matches(log):
-            # Loaded by the broker's start-up, off the event loop (`producer_state_loader`).
+            # Loaded off the event loop (`producer_state_loader`): by the broker's start-up,
+            # or, empty, with a new log (no table is made here only to be replaced).
             self.producer_state = preloaded.table
+            # Whether the table matches the log (loaded, then kept by every append and
+            # truncation).
             self.producer_state_loaded = True
+            # The log start the snapshots below it were last deleted for (-1: never).
             self._snapshots_pruned_below = log.log_start_offset
+        else:
+            self.producer_state = ProducerStateTable(self.name)
+            self.producer_state_loaded = False
+            self._snapshots_pruned_below = -1
         self.stopped = False
         # The last answer without records this leader built for a fetch of it: every fetch of
         # an idle partition has the same one while its offsets stand still, and a follower
@@ -181,15 +184,16 @@ class Partition:
                 now_ms=now_ms,
             )
             moved = leader_state.high_watermark != self.log.high_watermark
-            log.debug(
-                "%s: broker %d leads at leader epoch %d (LEO %d, HW %d, ISR %s)",
-                self.name,
-                self.local_broker_id,
-                registration.leader_epoch,
-                self.log.log_end_offset,
-                leader_state.high_watermark,
-                list(registration.isr),
-            )
+            if log.isEnabledFor(logging.DEBUG):  # not the arguments' cost per new leader
+                log.debug(
+                    "%s: broker %d leads at leader epoch %d (LEO %d, HW %d, ISR %s)",
+                    self.name,
+                    self.local_broker_id,
+                    registration.leader_epoch,
+                    self.log.log_end_offset,
+                    leader_state.high_watermark,
+                    list(registration.isr),
+                )
         else:
             moved = leader_state.update_registration(
                 registration, leader_log_end_offset=self.log.log_end_offset, now_ms=now_ms
@@ -333,16 +337,17 @@ class Partition:
             fetch_offset=self.log.log_end_offset,
             last_fetched_epoch=self._latest_epoch_or_none(),
         )
-        log.debug(
-            "%s: broker %d follows %s at leader epoch %d from offset %d "
-            "(last fetched leader epoch %d)",
-            self.name,
-            self.local_broker_id,
-            f"broker {registration.leader}" if registration.leader >= 0 else "no leader",
-            registration.leader_epoch,
-            self.follower.fetch_offset,
-            self.follower.last_fetched_epoch,
-        )
+        if log.isEnabledFor(logging.DEBUG):  # not the arguments' cost per new follower
+            log.debug(
+                "%s: broker %d follows %s at leader epoch %d from offset %d "
+                "(last fetched leader epoch %d)",
+                self.name,
+                self.local_broker_id,
+                f"broker {registration.leader}" if registration.leader >= 0 else "no leader",
+                registration.leader_epoch,
+                self.follower.fetch_offset,
+                self.follower.last_fetched_epoch,
+            )
         return True
 
     def stop(self) -> None:

@@ -306,6 +306,10 @@ class ReplicaManager:
         # `_replication_config`'s answers per topic, for the configs they were read from.
         self._replication_configs_of: ConfigsImage | None = None
         self._replication_configs: dict[str, PartitionReplicationConfig] = {}
+        self._broker_resources = (
+            ConfigResource(ConfigResourceType.BROKER, ""),
+            ConfigResource(ConfigResourceType.BROKER, str(self.broker_id)),
+        )
         # Answers about many partitions arrive one partition at a time: one line per turn.
         self._isr_log = TurnSummary(log)
         self._isr_retry_at_ms: dict[TopicPartitionKey, int] = {}
@@ -887,11 +891,9 @@ class ReplicaManager:
         return (*self._broker_config_resources(), ConfigResource(ConfigResourceType.TOPIC, topic))
 
     def _broker_config_resources(self) -> tuple[ConfigResource, ...]:
-        """The dynamic broker levels, weakest first: the cluster default, this broker's."""
-        return (
-            ConfigResource(ConfigResourceType.BROKER, ""),
-            ConfigResource(ConfigResourceType.BROKER, str(self.broker_id)),
-        )
+        """The dynamic broker levels, weakest first: the cluster default, this broker's (made
+        once: read for every new topic's log and replication configs)."""
+        return self._broker_resources
 
     def _log_config(self, image: MetadataImage, topic: str) -> LogConfig:
         """The topic's `LogConfig`: server.properties, then each level of

@@ -1,0 +1,162 @@
+"""Loop CPU per 1,000 new replicas in process (issue #50): the replica managers' install and
+take-role path, and the fetch traffic the new empty partitions cause.
+
+Three real `ReplicaManager`s (tests/replication/scenario_harness.py's `Cluster`, fetch
+sessions on: the leader answers through `BrokerService.replica_fetch`) hold `--base-topics`
+topics of 10 partitions (RF 3); then `--topics` more are created at once. Timed with
+`time.thread_time`, per 1,000 replicas created (3 per partition):
+- `install`: the three brokers' `apply_image` of the creation, less their `_open_logs` (the
+  file work, a worker thread's in a node);
+- `fetch`: replication rounds (every follower fetching once from each source, answered, the
+  ISR changes answered) until nothing moves: the leaders serving, the followers fetching and
+  processing the empty answers.
+
+    python bench/replica_creation_cpu.py --runs 5
+    python bench/replica_creation_cpu.py --runs 5 --base COMMIT
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PER_TOPIC = 10  # as metadata_apply_cpu's
+
+
+def _records(first: int, topics: int) -> list[Any]:
+    """`metadata_apply_cpu`'s topics (10 partitions, RF 3 over brokers 1-3), without its
+    brokers' records: the harness registers its own."""
+    from metadata_apply_cpu import cluster_records, topic_records
+
+    return topic_records(first, topics)[len(cluster_records()) if first == 0 else 0 :]
+
+
+async def _settle(cluster: Any) -> int:
+    rounds = 0
+    idle = 0
+    while idle < 2:
+        before = cluster._fingerprint()
+        await cluster.replicate_round()
+        rounds += 1
+        idle = idle + 1 if cluster._fingerprint() == before else 0
+    return rounds
+
+
+def one_run(base_topics: int, topics: int) -> dict[str, list[float]]:
+    _records(0, 0)  # imported from this folder first, which holds a timeline.py: then
+    # the folder leaves the path, or that module would shadow the package.
+    sys.path[:] = [p for p in sys.path if p != os.path.dirname(os.path.abspath(__file__))]
+    sys.path.insert(0, os.path.join(os.getcwd(), "tests", "replication"))
+    from scenario_harness import Cluster
+
+    with tempfile.TemporaryDirectory(prefix="replica-creation-", dir=os.environ.get("TMP")) as root:
+        cluster = Cluster(Path(root), [1, 2, 3], fetch_sessions=True)
+        opening = [0.0]
+        for broker in cluster.brokers.values():
+            manager = broker.rm
+            original = manager._open_logs
+
+            def timed_open(creations: Any, original: Any = original) -> Any:
+                started = time.thread_time()
+                try:
+                    return original(creations)
+                finally:
+                    opening[0] += time.thread_time() - started
+
+            manager._open_logs = timed_open  # type: ignore[method-assign]
+        if base_topics:
+            cluster._replay(*_records(0, base_topics))
+            cluster.publish()
+            asyncio.run(_settle(cluster))
+        cluster._replay(*_records(base_topics, topics))
+        per_thousand = 1000 / (topics * PER_TOPIC * 3)
+        gc.collect()
+        gc.disable()
+        opening[0] = 0.0
+        started = time.thread_time()
+        cluster.publish()
+        install = time.thread_time() - started - opening[0]
+        started = time.thread_time()
+        asyncio.run(_settle(cluster))
+        fetch = time.thread_time() - started
+        gc.enable()
+        for broker_id in cluster.brokers:
+            assert len(cluster.rm(broker_id).partitions()) == (base_topics + topics) * PER_TOPIC
+        return {
+            "install": [install * 1000 * per_thousand],
+            "fetch": [fetch * 1000 * per_thousand],
+        }
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
+
+
+def in_fresh_process(code_root: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    command = [sys.executable, os.path.abspath(__file__), "--runs", "1", "--emit-json"]
+    command += ["--base-topics", str(args.base_topics), "--topics", str(args.topics)]
+    env = dict(os.environ, PYTHONPATH=code_root)
+    done = subprocess.run(command, cwd=code_root, env=env, check=True, capture_output=True)
+    results: dict[str, list[float]] = json.loads(done.stdout.decode().splitlines()[-1])
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--base-topics", type=int, default=100)
+    parser.add_argument("--topics", type=int, default=100)
+    parser.add_argument("--base", metavar="COMMIT", help="also time this commit's code")
+    parser.add_argument("--emit-json", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.emit_json:
+        print(json.dumps(one_run(args.base_topics, args.topics)))
+        return
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sides: list[tuple[str, dict[str, list[float]]]] = [(here, {})]
+    with tempfile.TemporaryDirectory(prefix="replica-creation-base-") as base_root:
+        if args.base:
+            archive = subprocess.run(
+                [
+                    "git",
+                    "archive",
+                    args.base,
+                    "replog",
+                    "quorum",
+                    "timeline",
+                    "checkpoints",
+                    "tests",
+                ],
+                cwd=here,
+                check=True,
+                capture_output=True,
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", base_root], input=archive, check=True)
+            sides.append((base_root, {}))
+        for run in range(args.runs):
+            for root, into in sides if run % 2 == 0 else list(reversed(sides)):
+                for case, times in in_fresh_process(root, args).items():
+                    into.setdefault(case, []).extend(times)
+    print(f"ms of thread CPU per 1,000 replicas created, min / median / max of {args.runs} runs")
+    work = sides[0][1]
+    for case, times in work.items():
+        line = f"{case}: working tree {spread(times)}"
+        if args.base:
+            base = sides[1][1][case]
+            ratios = [w / b for w, b in zip(times, base, strict=True)]
+            line += f"; base {args.base} {spread(base)}; working tree / base {spread(ratios)}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

@@ -10,10 +10,9 @@ and their staging for the replica-change queue (what runs on the loop per public
 on the stop's publication: its role changes, fetch-session news and fetch sources (the
 creation's log files are made off the loop, so that case stays metadata only).
 
-With `--base COMMIT` the same cases run against that commit's code too (its `replog`, `quorum`,
-`timeline` and `checkpoints` from `git archive`), each run in a fresh process per side, the
-sides alternating (which goes first swaps every run) so both see the same machine load; each
-case prints both sides' min / median / max and working tree / base per run pair.
+With `--base COMMIT` the same cases run against that commit's code too, each run in a fresh
+process per side, the sides alternating (bench/base_commit.py); each case prints both sides'
+min / median / max and working tree / base per run pair.
 
     python bench/metadata_apply_cpu.py --runs 7 --replicas
     python bench/metadata_apply_cpu.py --runs 7 --replicas --base f2d5e01
@@ -24,15 +23,13 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from uuid import UUID
+
+from base_commit import against_lines, runs_against, spread
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.loader import MetadataLoader, Publication
@@ -170,47 +167,6 @@ def measure(runs: int, base_partitions: int, replicas: bool) -> dict[str, list[f
     return results
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
-
-
-def one_run_in(code_root: str, args: argparse.Namespace) -> dict[str, list[float]]:
-    """One run in a fresh process whose packages come from `code_root`."""
-    command = [sys.executable, os.path.abspath(__file__), "--runs", "1", "--emit-json"]
-    command += ["--base-partitions", str(args.base_partitions)]
-    command += ["--replicas"] if args.replicas else []
-    env = dict(os.environ, PYTHONPATH=code_root)
-    done = subprocess.run(command, cwd=code_root, env=env, check=True, capture_output=True)
-    results: dict[str, list[float]] = json.loads(done.stdout.decode().splitlines()[-1])
-    return results
-
-
-def against_base(args: argparse.Namespace) -> None:
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with tempfile.TemporaryDirectory(prefix="metadata-apply-base-") as base_root:
-        archive = subprocess.run(
-            ["git", "archive", args.base, "replog", "quorum", "timeline", "checkpoints"],
-            cwd=here,
-            check=True,
-            capture_output=True,
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", base_root], input=archive, check=True)
-        work: dict[str, list[float]] = {}
-        base: dict[str, list[float]] = {}
-        for run in range(args.runs):
-            sides = [(here, work), (base_root, base)]
-            for root, into in sides if run % 2 == 0 else reversed(sides):
-                for case, times in one_run_in(root, args).items():
-                    into.setdefault(case, []).extend(times)
-    print(f"ms per 1,000 partitions, min / median / max of {args.runs} runs a side")
-    for case, times in work.items():
-        ratios = [w / b for w, b in zip(times, base[case], strict=True)]
-        print(
-            f"{case}: working tree {spread(times)}; base {args.base} {spread(base[case])};"
-            f" working tree / base per run {spread(ratios)}"
-        )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
@@ -224,7 +180,11 @@ def main() -> None:
     parser.add_argument("--emit-json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.base:
-        against_base(args)
+        child_args = ["--base-partitions", str(args.base_partitions)]
+        child_args += ["--replicas"] if args.replicas else []
+        work, base = runs_against(__file__, child_args, args.runs, args.base)
+        print(f"ms per 1,000 partitions, min / median / max of {args.runs} runs a side")
+        print("\n".join(against_lines(work, base, args.base)))
         return
     results = measure(args.runs, args.base_partitions, args.replicas)
     if args.emit_json:

@@ -22,13 +22,13 @@ import asyncio
 import gc
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from base_commit import against_lines, runs_against
 
 PER_TOPIC = 10  # as metadata_apply_cpu's
 
@@ -98,19 +98,6 @@ def one_run(base_topics: int, topics: int) -> dict[str, list[float]]:
         }
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
-
-
-def in_fresh_process(code_root: str, args: argparse.Namespace) -> dict[str, list[float]]:
-    command = [sys.executable, os.path.abspath(__file__), "--runs", "1", "--emit-json"]
-    command += ["--base-topics", str(args.base_topics), "--topics", str(args.topics)]
-    env = dict(os.environ, PYTHONPATH=code_root)
-    done = subprocess.run(command, cwd=code_root, env=env, check=True, capture_output=True)
-    results: dict[str, list[float]] = json.loads(done.stdout.decode().splitlines()[-1])
-    return results
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -122,40 +109,11 @@ def main() -> None:
     if args.emit_json:
         print(json.dumps(one_run(args.base_topics, args.topics)))
         return
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sides: list[tuple[str, dict[str, list[float]]]] = [(here, {})]
-    with tempfile.TemporaryDirectory(prefix="replica-creation-base-") as base_root:
-        if args.base:
-            archive = subprocess.run(
-                [
-                    "git",
-                    "archive",
-                    args.base,
-                    "replog",
-                    "quorum",
-                    "timeline",
-                    "checkpoints",
-                    "tests",
-                ],
-                cwd=here,
-                check=True,
-                capture_output=True,
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", base_root], input=archive, check=True)
-            sides.append((base_root, {}))
-        for run in range(args.runs):
-            for root, into in sides if run % 2 == 0 else list(reversed(sides)):
-                for case, times in in_fresh_process(root, args).items():
-                    into.setdefault(case, []).extend(times)
+    child_args = ["--base-topics", str(args.base_topics), "--topics", str(args.topics)]
+    # The base's tests too: the runs use tests/replication/scenario_harness.py.
+    work, base = runs_against(__file__, child_args, args.runs, args.base, extra_paths=("tests",))
     print(f"ms of thread CPU per 1,000 replicas created, min / median / max of {args.runs} runs")
-    work = sides[0][1]
-    for case, times in work.items():
-        line = f"{case}: working tree {spread(times)}"
-        if args.base:
-            base = sides[1][1][case]
-            ratios = [w / b for w, b in zip(times, base, strict=True)]
-            line += f"; base {args.base} {spread(base)}; working tree / base {spread(ratios)}"
-        print(line)
+    print("\n".join(against_lines(work, base, args.base)))
 
 
 if __name__ == "__main__":

@@ -69,8 +69,9 @@ def against_lines(work: Figures, base: Figures | None, commit: str | None) -> li
     for case, times in work.items():
         line = f"{case}: working tree {spread(times)}"
         if base is not None:
-            ratios = [w / b for w, b in zip(times, base[case], strict=True)]
             line += f"; base {commit} {spread(base[case])}"
-            line += f"; working tree / base per run {spread(ratios)}"
+            if all(base[case]):  # a figure that can be 0 (a count) has no ratio
+                ratios = [w / b for w, b in zip(times, base[case], strict=True)]
+                line += f"; working tree / base per run {spread(ratios)}"
         lines.append(line)
     return lines

@@ -31,10 +31,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import itertools
 import logging
 import os
 import socket
 import struct
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +44,8 @@ from typing import Any
 import grpc
 import pytest
 from client_cluster import ClientCluster
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 
@@ -61,7 +65,7 @@ from replog.pb import broker_pb2_grpc
 from replog.replication import messages as m
 from replog.server.broker_service import BrokerService
 from replog.server.replica_fetch_server import ReplicaFetchListener
-from replog.spark import partition_fetcher, range_reader
+from replog.spark import framed_fetch, partition_fetcher, range_reader
 from replog.spark.errors import DataLossError, MalformedFetchAnswerError, ReadTimeoutError
 from replog.spark.fetch_answer_wire import fetch_answer_topics
 from replog.spark.fetch_sessions import SessionPool
@@ -249,6 +253,96 @@ def test_a_connection_closed_mid_answer_is_a_network_error_naming_the_listener()
 
     # The header promises 100 bytes; 10 come, then the listener closes the connection.
     _run(lambda sequence: [_frame(sequence, bytes(100))[:18], b""], body)
+
+
+def _low_water(channels: FramedFetchChannels, address: str) -> int:
+    """The receive low-water mark of the channels' connection to `address`."""
+    transport = channels._open[address]._socket
+    assert transport is not None
+    return int(transport.get_extra_info("socket").getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the mark is set on Linux only")
+def test_the_receive_low_water_mark_is_what_is_left_of_the_answer_at_most_the_cap() -> None:
+    low = framed_fetch.RECEIVE_LOW_WATER
+    answer = os.urandom(3 * low + 17)
+
+    async def scenario() -> None:
+        gates = [asyncio.Event() for _ in range(3)]
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                await reader.readexactly(GREETING_BYTES)
+                length, sequence = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+                await reader.readexactly(length - 4)
+                frame = _frame(sequence, answer)
+                # The header and 1,000 bytes; all but the last 100; the rest.
+                pieces = [frame[:1008], frame[1008:-100], frame[-100:]]
+                for gate, piece in zip(gates, pieces, strict=True):
+                    await gate.wait()
+                    writer.write(piece)
+                    await writer.drain()
+                await reader.read()  # until the client closes
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        address = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        channels = FramedFetchChannels(_Endpoint(server.sockets[0].getsockname()[1]))  # type: ignore[arg-type]
+
+        async def mark_becomes(value: int) -> None:
+            for _ in range(1000):
+                if address in channels._open and _low_water(channels, address) == value:
+                    return
+                await asyncio.sleep(0.002)
+            raise AssertionError(f"the mark is {_low_water(channels, address)}, not {value}")
+
+        try:
+            fetch = asyncio.create_task(channels.fetch(address, REQUEST, timeout_ms=5000))
+            await mark_becomes(1)  # connected, no answer yet
+            gates[0].set()
+            await mark_becomes(low)  # 3 MiB + 17 - 1000 left: the cap
+            gates[1].set()
+            await mark_becomes(100)  # what is left, below the cap
+            gates[2].set()
+            assert bytes(await fetch) == answer
+            assert _low_water(channels, address) == 1  # between answers
+        finally:
+            channels.close()
+            server.close()
+
+    asyncio.run(scenario())
+
+
+@given(
+    sizes=st.lists(
+        st.sampled_from([0, 1, 5000])
+        | st.integers(framed_fetch.RECEIVE_LOW_WATER - 2, framed_fetch.RECEIVE_LOW_WATER + 2)
+        | st.integers(1, 3 * framed_fetch.RECEIVE_LOW_WATER),
+        min_size=1,
+        max_size=3,
+    ),
+    cuts=st.lists(st.floats(0, 1), max_size=4),
+)
+@settings(max_examples=20, deadline=None)
+def test_answers_of_any_size_in_any_pieces_arrive_whole_and_leave_the_mark_at_one(
+    sizes: list[int], cuts: list[float]
+) -> None:
+    answers = iter([bytes([len(sizes) % 256]) * size for size in sizes])
+
+    def script(sequence: int) -> list[bytes]:
+        frame = _frame(sequence, next(answers))
+        at = sorted({0, len(frame), *(int(c * len(frame)) for c in cuts)})
+        return [frame[a:b] for a, b in itertools.pairwise(at)]
+
+    async def body(channels: FramedFetchChannels, address: str, seen: list[Any]) -> None:
+        for size in sizes:
+            answer = await channels.fetch(address, REQUEST, timeout_ms=5000)
+            assert bytes(answer) == bytes([len(sizes) % 256]) * size
+            if sys.platform == "linux":
+                assert _low_water(channels, address) == 1
+
+    _run(script, body)
 
 
 def _at_epoch(epoch: int, partition: int = 0) -> m.FetchRequest:

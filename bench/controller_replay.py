@@ -34,7 +34,7 @@ HARNESS = os.path.join(ROOT, "tests", "controller", "controller_harness.py")
 TOPICS_PER_REQUEST = 50
 PARTITIONS_PER_TOPIC = 10
 
-from base_commit import against_lines, runs_against, spread  # noqa: E402
+from base_commit import add_arguments, against_lines, runs_against, spread  # noqa: E402
 
 from quorum.controller.controller import QuorumController  # noqa: E402
 from quorum.controller.controller_config import ControllerConfig  # noqa: E402
@@ -112,8 +112,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--base", metavar="COMMIT", help="also time this commit's code")
-    parser.add_argument("--emit-json", action="store_true", help=argparse.SUPPRESS)
+    add_arguments(parser)
     args = parser.parse_args()
     if args.base:
         child_args = ["--topics", str(args.topics)]

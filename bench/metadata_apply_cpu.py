@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from uuid import UUID
 
-from base_commit import against_lines, runs_against, spread
+from base_commit import add_arguments, against_lines, runs_against, spread
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.loader import MetadataLoader, Publication
@@ -202,8 +202,7 @@ def main() -> None:
     parser.add_argument(
         "--replicas", action="store_true", help="the stop through a real ReplicaManager too"
     )
-    parser.add_argument("--base", metavar="COMMIT", help="also time this commit's code")
-    parser.add_argument("--emit-json", action="store_true", help=argparse.SUPPRESS)
+    add_arguments(parser)
     args = parser.parse_args()
     if args.base:
         child_args = ["--base-partitions", str(args.base_partitions)]

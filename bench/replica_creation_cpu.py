@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from base_commit import against_lines, runs_against
+from base_commit import add_arguments, against_lines, runs_against
 
 PER_TOPIC = 10  # as metadata_apply_cpu's
 
@@ -118,8 +118,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--base-topics", type=int, default=100)
     parser.add_argument("--topics", type=int, default=100)
-    parser.add_argument("--base", metavar="COMMIT", help="also time this commit's code")
-    parser.add_argument("--emit-json", action="store_true", help=argparse.SUPPRESS)
+    add_arguments(parser)
     args = parser.parse_args()
     if args.emit_json:
         print(json.dumps(one_run(args.base_topics, args.topics)))

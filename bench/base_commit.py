@@ -1,5 +1,6 @@
 """A bench's figures against a commit's code in the same run (`--base COMMIT` of the in-process
-CPU benches: bench/metadata_apply_cpu.py, bench/replica_creation_cpu.py).
+CPU benches: bench/metadata_apply_cpu.py, bench/replica_creation_cpu.py,
+bench/controller_replay.py).
 
 Rules: the base's packages come from `git archive` of the commit into a temporary directory;
 every run is a fresh process per side (the bench's own script with `--runs 1 --emit-json` and
@@ -10,6 +11,7 @@ its figures as its last line, JSON `{case: [ms, ...]}`.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -26,6 +28,12 @@ Figures = dict[str, list[float]]
 
 def spread(values: Sequence[float]) -> str:
     return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--base COMMIT`, and the hidden `--emit-json` a child runs with."""
+    parser.add_argument("--base", metavar="COMMIT", help="also time this commit's code")
+    parser.add_argument("--emit-json", action="store_true", help=argparse.SUPPRESS)
 
 
 def one_run_in(code_root: str, script: str, child_args: Sequence[str]) -> Figures:

@@ -5,7 +5,9 @@ RF 3 over brokers 1-3): `create`, a batch of 100 new topics x 10 partitions (Top
 PartitionRecords as the controller writes them); `stop`, 1,000 "leader to none"
 PartitionChangeRecords (the ISR cut to its last member, as a whole cluster's stop writes).
 Timed with `time.thread_time`: the loader's replay and image build, the broker's local changes
-and their staging for the replica-change queue (what runs on the loop per publication); with
+and their staging for the replica-change queue (what runs on the loop per publication);
+`create decode` and `stop decode`, the same records' decoding from committed Raft batches of
+250 (every node decodes each batch once for its controller and broker); with
 `--replicas`, also a real broker 1's `ReplicaManager` (logs under a temporary directory) acting
 on the stop's publication: its role changes, fetch-session news and fetch sources (the
 creation's log files are made off the loop, so that case stays metadata only).
@@ -29,11 +31,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from uuid import UUID
 
-from base_commit import against_lines, runs_against, spread
+from base_commit import add_arguments, against_lines, runs_against, spread
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.loader import MetadataLoader, Publication
 from quorum.metadata.log_batches import CommittedRecords
+from quorum.metadata.record_batches import decode_batch_in_steps
+from quorum.metadata.record_codec import encode_record
 from quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     NO_LEADER,
@@ -45,7 +49,8 @@ from quorum.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from quorum.metadata.steps import run_to_end
+from quorum.metadata.steps import REPLAY_STEP_RECORDS, run_to_end
+from replog.record import BatchBuilder
 from replog.server.replica_change_queue import stage_in_steps
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
@@ -105,6 +110,24 @@ def timed(
     return spent * 1000
 
 
+def decode_timed(records: Sequence[MetadataRecord]) -> float:
+    """ms to decode `records` from committed batches of `REPLAY_STEP_RECORDS` each."""
+    batches = []
+    for first in range(0, len(records), REPLAY_STEP_RECORDS):
+        builder = BatchBuilder(base_offset=first, partition_leader_epoch=1)
+        for record in records[first : first + REPLAY_STEP_RECORDS]:
+            builder.append(1_700_000_000_000, None, encode_record(record))
+        batches.append(builder.build())
+    gc.collect()
+    gc.disable()
+    started = time.thread_time()
+    for data in batches:
+        run_to_end(decode_batch_in_steps(data, where="bench", records_per_step=REPLAY_STEP_RECORDS))
+    spent = time.thread_time() - started
+    gc.enable()
+    return spent * 1000
+
+
 def replica_manager(root: Path, publication: Publication) -> ReplicaManager:
     """Broker 1's replica manager, not started (changes applied at once), at `publication`."""
     clock = ManualClock(1_700_000_000_000)
@@ -134,7 +157,8 @@ def stop_records(image: MetadataImage, count: int) -> list[MetadataRecord]:
 
 def measure(runs: int, base_partitions: int, replicas: bool) -> dict[str, list[float]]:
     """Each case's ms per 1,000 partitions, one figure per run, in this process."""
-    results: dict[str, list[float]] = {"create": [], "stop": []}
+    results: dict[str, list[float]] = {"create": [], "stop": [], "create decode": []}
+    results["stop decode"] = []
     if replicas:
         results["stop + replica manager"] = []
     for _ in range(runs):
@@ -142,6 +166,8 @@ def measure(runs: int, base_partitions: int, replicas: bool) -> dict[str, list[f
         loader = loaded(topic_records(0, base_topics))
         results["create"].append(timed(loader, topic_records(base_topics, 100)))
         results["stop"].append(timed(loader, stop_records(loader.image, 1000)))
+        results["create decode"].append(decode_timed(topic_records(base_topics, 100)))
+        results["stop decode"].append(decode_timed(stop_records(loader.image, 1000)))
     if replicas:
         with tempfile.TemporaryDirectory(prefix="metadata-apply-") as root:
             # 1,000 partitions whose replicas exist on broker 1, created once.
@@ -176,8 +202,7 @@ def main() -> None:
     parser.add_argument(
         "--replicas", action="store_true", help="the stop through a real ReplicaManager too"
     )
-    parser.add_argument("--base", metavar="COMMIT", help="also time this commit's code")
-    parser.add_argument("--emit-json", action="store_true", help=argparse.SUPPRESS)
+    add_arguments(parser)
     args = parser.parse_args()
     if args.base:
         child_args = ["--base-partitions", str(args.base_partitions)]

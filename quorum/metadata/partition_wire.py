@@ -38,6 +38,7 @@ from replog.record.varint import encode_unsigned
 
 _ONE_BYTE = tuple(bytes((n,)) for n in range(128))
 _UINT64 = (1 << 64) - 1
+_MINUS_ONE = b"\xff" * 9 + b"\x01"  # -1 (no leader) as an int32 varint: ten bytes
 
 # The MetadataRecord oneof's tags (field number << 3 | length-delimited).
 PARTITION_TAG = 0x22  # field 4
@@ -51,6 +52,8 @@ def _varint(value: int) -> bytes:
     """An int32 or a length as protobuf writes it (a negative one as its 64-bit pattern)."""
     if 0 <= value < 128:
         return _ONE_BYTE[value]
+    if value == NO_LEADER:  # every change of a whole cluster's stop: ten bytes, made once
+        return _MINUS_ONE
     return encode_unsigned(value & _UINT64)
 
 
@@ -128,7 +131,6 @@ _PARTITION_CHANGE_FIELDS = (
 )  # fmt: skip
 _INT32_MAX = (1 << 31) - 1
 _NEGATIVE_INT32_LOW = (1 << 64) - (1 << 31)  # the 64-bit pattern of int32's lowest value
-_MINUS_ONE = b"\xff" * 9 + b"\x01"
 
 
 def read_partition_record(data: bytes, topic_id: Callable[[bytes], UUID]) -> PartitionRecord | None:

@@ -60,18 +60,18 @@ def batch_records_in_steps(
     if batch.is_control:
         return ()
     records: list[MetadataRecord] = []
-    for index, record in enumerate(batch):
+    for index, value in enumerate(batch.values()):  # no `Record` each: only values are read
         if records_per_step and index and index % records_per_step == 0:
             yield
-        if record.value is None:
+        if value is None:
             raise CorruptMetadataRecordError(
-                f"{batch.where}: record at offset {record.offset} has no value"
+                f"{batch.where}: record at offset {batch.base_offset + index} has no value"
             )
         try:
-            records.append(decode_record(record.value))
+            records.append(decode_record(value))
         except CorruptMetadataRecordError as error:
             raise CorruptMetadataRecordError(
-                f"{batch.where}: record at offset {record.offset}: {error}"
+                f"{batch.where}: record at offset {batch.base_offset + index}: {error}"
             ) from None
     return tuple(records)
 

@@ -6,7 +6,11 @@ Names, fields, sentinels and api keys follow Kafka's KRaft records (KIP-631), so
 operator reading `replog dump-log` of the metadata log sees familiar shapes.
 
 Rules:
-- Immutable values (frozen dataclasses, tuples); equality is by value.
+- Immutable values (frozen dataclasses, tuples); equality is by value. The two records written
+  once per partition (`PartitionRecord`, `PartitionChangeRecord`) are `NamedTuple`s: every node
+  builds one per partition a creation or broker event writes, and a frozen dataclass's
+  `__init__` sets its fields one call at a time (1.7-2.0 us against 0.3-0.4 us). Being tuples,
+  they also equal a plain tuple of the same values, which nothing compares them with.
 - `PartitionChangeRecord` says "absent means unchanged": `None` for lists,
   `LEADER_UNCHANGED` (-2) for the leader, `RECOVERY_STATE_UNCHANGED` (-1) for the recovery state.
   Replaying one with a leader other than -2 bumps the leader epoch (even to the same broker: that
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
 from uuid import UUID
 
 NO_LEADER = -1
@@ -102,8 +107,7 @@ class TopicRecord:
     topic_id: UUID
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionRecord:
+class PartitionRecord(NamedTuple):
     topic_id: UUID
     partition_id: int
     replicas: tuple[int, ...]  # preferred order: replicas[0] is the preferred leader
@@ -116,8 +120,7 @@ class PartitionRecord:
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionChangeRecord:
+class PartitionChangeRecord(NamedTuple):
     topic_id: UUID
     partition_id: int
     isr: tuple[int, ...] | None = None

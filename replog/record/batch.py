@@ -40,7 +40,7 @@ from replog.record.header import (
     read_frame,
     validate_batch,
 )
-from replog.record.record import Record, decode_records
+from replog.record.record import Record, decode_record_values, decode_records
 
 Buffer = bytes | bytearray | memoryview
 _Value = TypeVar("_Value")
@@ -130,15 +130,7 @@ class RecordBatch:
         With LogAppendTime every record's timestamp is the batch's max_timestamp.
         """
         header = self.header
-        start = self._position + RECORD_BATCH_OVERHEAD
-        end = self._position + header.size_in_bytes
-        data = self._buffer
-        codec = header.compression_codec
-        if codec != COMPRESSION_NONE:
-            where = f"{self.where}: batch at offset {header.base_offset}"
-            blob = memoryview(data)[start:end]
-            data = decompress(codec, blob, decompressed_bytes_max, where=where)
-            start, end = 0, len(data)
+        data, start, end = self._records_region(decompressed_bytes_max)
         return decode_records(
             data,
             start,
@@ -149,6 +141,35 @@ class RecordBatch:
             log_append_time=header.max_timestamp if header.is_log_append_time else None,
             where=self.where,
         )
+
+    def values(
+        self, decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX_DEFAULT
+    ) -> Iterator[bytes | None]:
+        """The records' values alone, in order, checked as `records` checks them."""
+        header = self.header
+        data, start, end = self._records_region(decompressed_bytes_max)
+        return decode_record_values(
+            data,
+            start,
+            end,
+            records_count=header.records_count,
+            base_offset=header.base_offset,
+            where=self.where,
+        )
+
+    def _records_region(self, decompressed_bytes_max: int) -> tuple[bytes, int, int]:
+        """The bytes holding the records, and where they start and end (decompressed)."""
+        header = self.header
+        start = self._position + RECORD_BATCH_OVERHEAD
+        end = self._position + header.size_in_bytes
+        data = self._buffer
+        codec = header.compression_codec
+        if codec != COMPRESSION_NONE:
+            where = f"{self.where}: batch at offset {header.base_offset}"
+            blob = memoryview(data)[start:end]
+            data = decompress(codec, blob, decompressed_bytes_max, where=where)
+            start, end = 0, len(data)
+        return data, start, end
 
     def __iter__(self) -> Iterator[Record]:
         return self.records()

@@ -32,8 +32,9 @@ batch, and from the start of the decompressed records for a compressed one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from replog.errors import InvalidRecordError
 from replog.record.varint import (
@@ -266,6 +267,48 @@ def decode_records(
     producer or leader builds it) and nothing after them. `log_append_time`, when not None,
     replaces every record's timestamp (the batch's LogAppendTime maxTimestamp).
     """
+    return _decoded(
+        data,
+        position,
+        end,
+        records_count,
+        base_offset,
+        base_timestamp,
+        log_append_time,
+        where,
+        Record,
+    )
+
+
+def decode_record_values(
+    data: bytes, position: int, end: int, *, records_count: int, base_offset: int, where: str
+) -> Iterator[bytes | None]:
+    """`decode_records`' values alone, with the same checks: no `Record` is built (a frozen
+    dataclass's five field sets, about 0.8 us a record), for a reader of values only (every
+    node decodes every committed metadata batch, records by the thousand)."""
+    return _decoded(data, position, end, records_count, base_offset, 0, None, where, _value)
+
+
+def _value(
+    offset: int, timestamp: int, key: bytes | None, value: bytes | None, headers: object
+) -> bytes | None:
+    return value
+
+
+_Decoded = TypeVar("_Decoded")
+
+
+def _decoded(
+    data: bytes,
+    position: int,
+    end: int,
+    records_count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    where: str,
+    make: Callable[[int, int, bytes | None, bytes | None, tuple[Header, ...]], _Decoded],
+) -> Iterator[_Decoded]:
     for index in range(records_count):
         if position >= end:
             raise InvalidRecordError(
@@ -274,7 +317,7 @@ def decode_records(
             )
         try:
             record, position = _decode_one(
-                data, position, end, index, base_offset, base_timestamp, log_append_time
+                data, position, end, index, base_offset, base_timestamp, log_append_time, make
             )
         except InvalidRecordError as error:
             raise InvalidRecordError(
@@ -297,8 +340,10 @@ def _decode_one(
     base_offset: int,
     base_timestamp: int,
     log_append_time: int | None,
-) -> tuple[Record, int]:
-    """Decode the record at `position`; errors name only the byte, the caller adds the rest."""
+    make: Callable[[int, int, bytes | None, bytes | None, tuple[Header, ...]], _Decoded],
+) -> tuple[_Decoded, int]:
+    """Decode the record at `position`, given to `make`; errors name only the byte, the caller
+    adds the rest."""
     body_size, position = decode_varint(data, position, end)
     record_end = position + body_size
     if body_size < 1 or record_end > end:
@@ -329,7 +374,7 @@ def _decode_one(
         parsed_size = body_size - (record_end - position)
         raise InvalidRecordError(f"declared length {body_size}, the body parses to {parsed_size}")
     timestamp = base_timestamp + timestamp_delta if log_append_time is None else log_append_time
-    return Record(base_offset + offset_delta, timestamp, key, value, headers), position
+    return make(base_offset + offset_delta, timestamp, key, value, headers), position
 
 
 def _decode_bytes(

@@ -72,6 +72,7 @@ def test_build_then_parse(
     ]
     assert list(batch.records()) == expected
     assert list(batch) == expected
+    assert list(batch.values()) == [value for _, _, value, _ in records]
 
 
 @settings(max_examples=40, deadline=None)

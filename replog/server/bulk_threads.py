@@ -27,7 +27,10 @@ Rules:
   process-wide, never set on an embedding application's behalf), so the loop waits about that
   long instead; the bulk thread gives the GIL up more often, at a switch's microseconds each.
   A lower priority is not a lock either: a bulk thread that holds the GIL while it waits for a
-  core keeps the loop waiting too (priority inversion), until it runs again and lets go.
+  core keeps the loop waiting too (priority inversion), until it runs again and lets go. So
+  what these threads run is system calls with as little Python between them as can be: a
+  new replica's log is made as files here and built as objects on the loop
+  (`ReplicaManager._log_of_topic`, `_install`; docs/benchmarks.md, "h50a, under load").
 - The threads are started before the work, off the event loop (`start_bulk_threads`: a node
   process before its loop runs, a starting broker from a thread of the default executor): a
   `ThreadPoolExecutor` otherwise starts a thread inside `submit` whenever none is idle, and

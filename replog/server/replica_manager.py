@@ -5,19 +5,22 @@ follower through synchronous steps an async fetcher drives.
 Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
 - Declarative: on every metadata image the manager computes this broker's local changes (deletes
   first, then leaders, then followers) and brings each replica to the state the image describes.
-  Once started, it applies them in rounds (`APPLY_ROUND_CHANGES` a round, fewer once the
-  round's loop time is up, then the event loop runs others), each partition's changes in order
-  (`ReplicaChangeQueue`), and a replica that needs its log opened or created gets it from a
-  worker thread, in one batch per round with one file-system sync, and is installed on the loop
-  in turns bounded in time (`APPLY_TURN_BUDGET_MS`; docs/storage.md, "Creating many
-  replicas"); the new leaders' epoch checkpoints a round wrote are written and synced off the
+  Once started, it applies them in rounds (`APPLY_ROUND_CHANGES` a round, fewer once the round's
+  loop time is up, then the event loop runs others), each partition's changes in order
+  (`ReplicaChangeQueue`), and a replica that needs its log opened or created gets it from a worker
+  thread, in one batch per round with one file-system sync, and is installed on the loop in turns
+  bounded in time (`APPLY_TURN_BUDGET_MS`; docs/storage.md, "Creating many replicas"). A new log's
+  files are all the thread makes (system calls, little Python between them: a thread at a lower
+  priority preempted while holding the GIL keeps the loop waiting); its objects are built on the
+  loop as it is installed, from the plain data the thread returns (`LogManager.make_new_log`,
+  `add_new_log`). The new leaders' epoch checkpoints a round wrote are written and synced off the
   loop by `DeferredSyncs`, which the rounds do not wait for. Before `start` (tests, tools),
-  `apply_image` applies everything at once. Every image also refreshes ISR eligibility
-  (registered, unfenced, not shutting down) and each leader's `min.insync.replicas` (topic
-  config, else this broker's dynamic config, else the dynamic cluster default, else
-  server.properties: Kafka's precedence), once started in rounds of `APPLY_ROUND_CHANGES`
-  leaders too (fewer once a round's time is up); a leader not reached yet acts on the previous
-  image meanwhile (docs/replication.md, "Images in rounds").
+  `apply_image` applies everything at once. Every image also refreshes ISR eligibility (registered,
+  unfenced, not shutting down) and each leader's `min.insync.replicas` (topic config, else this
+  broker's dynamic config, else the dynamic cluster default, else server.properties: Kafka's
+  precedence), once started in rounds of `APPLY_ROUND_CHANGES` leaders too (fewer once a round's
+  time is up); a leader not reached yet acts on the previous image meanwhile (docs/replication.md,
+  "Images in rounds").
   Each replica's log settings follow the same precedence, key by key: a value this broker
   refuses is skipped with a warning, and the level below gives that key (`_log_config`).
 - Logs of deleted topics (Kafka's KIP-516 topic ids and stray logs): a replica's log records
@@ -198,7 +201,7 @@ from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.server.weak_members import WeakMembers
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
-from replog.storage.log_manager import LogManager
+from replog.storage.log_manager import LogManager, NewLog
 from replog.topic_names import is_internal_topic
 
 __all__ = ["ReplicaManager", "ReplicaManagerConfig"]
@@ -241,9 +244,10 @@ class _Creation(NamedTuple):
     config: LogConfig
 
 
-# What `_open_logs` hands `_install`: the change, its log, whether an older log was set aside
-# for it, and its producer table when `_open_logs` loaded one.
-_Opened = tuple[_Creation, Log, bool, PreloadedTable | None]
+# What `_open_logs` hands `_install`: the change, its log (a new one's files, its objects still
+# to build: `LogManager.add_new_log`), whether an older log was set aside for it, and its
+# producer table when `_open_logs` loaded one.
+_Opened = tuple[_Creation, Log | NewLog, bool, PreloadedTable | None]
 
 
 class ReplicaManager:
@@ -722,10 +726,10 @@ class ReplicaManager:
             self._changes.release(creation.change.key)
 
     def _open_logs(self, creations: list[_Creation]) -> list[_Opened]:
-        """Open (creating where needed) the logs of `creations`, each with its topic id
-        recorded and, for a leader, its leader epoch assigned, then make all of them durable
-        with one sync of their file systems. Runs in a worker thread: no replica uses these
-        logs until `_install`."""
+        """Open (creating where needed: their files only, `_log_of_topic`) the logs of
+        `creations`, each with its topic id recorded and, for a leader, its leader epoch
+        assigned, then make all of them durable with one sync of their file systems. Runs in
+        a worker thread: no replica uses these logs until `_install`."""
         self.log_manager.rewrite_stale_checkpoints()
         # A few logs sync each write as it goes: a file-system sync also writes back
         # everything else dirty on the disk, 0.1-0.5 s under a produce load here.
@@ -737,14 +741,14 @@ class ReplicaManager:
         unloaded = {
             creation.change.key: log_
             for creation, log_, replaced in opened
-            if not _fresh(log_) and (replaced or creation.change.key not in self._preloaded)
+            if isinstance(log_, Log)
+            and not _fresh(log_)
+            and (replaced or creation.change.key not in self._preloaded)
         }
         tables = preload_producer_tables(unloaded, self._producer_expiry())
         for creation, log_, _replaced in opened:
-            if _fresh(log_):  # nothing to read: an empty table
-                tables[creation.change.key] = PreloadedTable(
-                    log_, 0, 0, ProducerStateTable(log_.name)
-                )
+            if isinstance(log_, Log) and _fresh(log_):  # nothing to read: an empty table
+                tables[creation.change.key] = _empty_table(log_)
         return [
             (creation, log_, replaced, tables.get(creation.change.key))
             for creation, log_, replaced in opened
@@ -759,12 +763,17 @@ class ReplicaManager:
         while index < len(opened):
             if budget_ms is not None and index > first and self._clock() - now_ms >= budget_ms:
                 break
-            creation, log_, replaced, table = opened[index]
+            creation, made, replaced, table = opened[index]
             index += 1
             change = creation.change
             local = change.local
             key = change.key
             self._changes.release(key)
+            if isinstance(made, NewLog):
+                log_ = self.log_manager.add_new_log(made)
+                table = _empty_table(log_)
+            else:
+                log_ = made
             preloaded = self._preloaded.pop(key, None) if table is None else table
             created = Partition(
                 topic=local.topic_name,
@@ -972,13 +981,30 @@ class ReplicaManager:
                 f"{topic}-{partition_id}: another log is open"
             )
 
-    def _log_of_topic(self, creation: _Creation) -> tuple[Log, bool]:
+    def _log_of_topic(self, creation: _Creation) -> tuple[Log | NewLog, bool]:
         """The log of a new replica, its `partition.metadata` naming the topic id and, for a
         leader, its leader epoch assigned (what `make_leader` would write on the event loop),
         and whether an older log had to be replaced (module docstring: logs of deleted
-        topics). The file is written before the replica appends anything."""
+        topics). The file is written before the replica appends anything. A log made here
+        (no log of that name open or on disk) is its files only, as plain data, for
+        `_install` to build on the loop: this thread holds the GIL only between system
+        calls (a bulk thread at a lower priority preempted while holding it keeps the loop
+        waiting: `bulk_threads`' Rules)."""
         local = creation.change.local
         name, partition_id = local.topic_name, local.partition_id
+        leader = creation.change.kind == LEADER
+        try:
+            made = self.log_manager.make_new_log(
+                name,
+                partition_id,
+                creation.config,
+                topic_id=local.topic_id,
+                leader_epoch=local.registration.leader_epoch if leader else None,
+            )
+        except FileExistsError:  # a directory no log took: opened below
+            made = None
+        if made is not None:
+            return made, False
         found = self.log_manager.get_or_create_log(name, partition_id, creation.config)
         recorded = found.topic_id()
         replaced = recorded is not None and recorded != local.topic_id
@@ -998,7 +1024,7 @@ class ReplicaManager:
             found = self.log_manager.get_or_create_log(name, partition_id, creation.config)
         if recorded != local.topic_id:
             found.record_topic_id(local.topic_id)
-        if creation.change.kind == LEADER:
+        if leader:
             found.leader_epoch_cache.assign(local.registration.leader_epoch, found.log_end_offset)
         return found, replaced
 
@@ -1951,6 +1977,11 @@ class ReplicaManager:
                         break
             if rest:
                 await yield_turn()
+
+
+def _empty_table(plog: Log) -> PreloadedTable:
+    """The producer table of a log that holds nothing: empty, nothing to read."""
+    return PreloadedTable(plog, 0, 0, ProducerStateTable(plog.name))
 
 
 def _fresh(plog: Log) -> bool:

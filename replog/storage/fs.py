@@ -102,6 +102,20 @@ class SegmentFile:
             os.close(fd)  # opened again by the first write (module docstring)
             fd = _NOT_OPEN
         self._fd = fd
+        self._tuned_off()
+
+    @classmethod
+    def made_empty(cls, path: str) -> SegmentFile:
+        """The file at `path`, which `FileSystem.create_empty_file` made and nothing wrote to
+        since: no system call (no descriptor is held for an empty file anyway)."""
+        made = cls.__new__(cls)
+        made.path = path
+        made.size = 0
+        made._fd = _NOT_OPEN
+        made._tuned_off()
+        return made
+
+    def _tuned_off(self) -> None:
         self._written_back = -1
         self._cache_tail = -1
         self._uncached_to = 0
@@ -457,6 +471,20 @@ class FileSystem:
 
     def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
         return SegmentFile(path, create=create)
+
+    def create_empty_file(self, path: str) -> None:
+        """Create `path`, empty; FileExistsError if it exists. Not synced: as a new
+        directory's entry, the caller's sync of its directory makes it durable."""
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644))
+
+    def empty_segment_file(self, path: str) -> SegmentFile:
+        """The segment file `create_empty_file` made at `path`, without a system call (a new
+        replica's log is built on the event loop from what a worker thread made). A subclass
+        that makes segment files of its own (tests' fault injection) gets one from
+        `open_segment_file`, which opens the file."""
+        if type(self).open_segment_file is not FileSystem.open_segment_file:
+            return self.open_segment_file(path, create=False)
+        return SegmentFile.made_empty(path)
 
     def read_bytes(self, path: str) -> bytes | None:
         """The whole file, or None when it does not exist."""

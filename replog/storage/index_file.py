@@ -170,6 +170,12 @@ class IndexFile(ABC):
         self._loaded = True
         self._check_loaded(log_size)
 
+    def start_empty(self) -> None:
+        """A new segment's index: no entries and no file yet (the next flush writes it), as
+        `reset` leaves it, without replacing the columns just made."""
+        self._flushed_entries = -1
+        self._loaded = True
+
     def reset(self) -> None:
         """Forget every entry (before a rebuild); the file is cut on the next flush."""
         self._keys = array(self.file_fields[0])

@@ -95,6 +95,7 @@ from replog.storage.segment_map import SegmentMap
 
 if TYPE_CHECKING:
     from replog.storage.leader_epoch_cache import LeaderEpochCache
+    from replog.storage.log_loader import NewLogFiles
 
 log = logging.getLogger("replog.storage")
 
@@ -267,11 +268,28 @@ class Log:
         on_truncate: Callable[[Log], None] | None = None,
     ) -> Log:
         """A new, empty log in `directory`, which must not exist (a `LogManager`'s new
-        partition: `log_loader.create_log`)."""
-        from replog.storage.log_loader import create_log
+        partition: `log_loader.make_new_log_files`)."""
+        from replog.storage.log_loader import make_new_log_files
 
-        created = create_log(cls, directory, config, fs=fs, clock=clock, on_truncate=on_truncate)
-        created._known_topic_id = (None,)
+        files = make_new_log_files(directory, fs, clock())
+        return cls.from_new_files(files, config, fs=fs, clock=clock, on_truncate=on_truncate)
+
+    @classmethod
+    def from_new_files(
+        cls,
+        files: NewLogFiles,
+        config: LogConfig,
+        *,
+        fs: FileSystem = LOCAL_FS,
+        clock: Clock = wall_clock_ms,
+        on_truncate: Callable[[Log], None] | None = None,
+    ) -> Log:
+        """The new log whose files `log_loader.make_new_log_files` made, built without a
+        system call (`build_new_log`)."""
+        from replog.storage.log_loader import build_new_log
+
+        created = build_new_log(cls, files, config, fs=fs, clock=clock, on_truncate=on_truncate)
+        created._known_topic_id = (files.topic_id,)
         created.created_empty = True
         return created
 

@@ -37,11 +37,15 @@ Rules (docs/design/storage.md#log-recovery):
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+from uuid import UUID
 
+from checkpoints.leader_epoch_checkpoint import EpochEntry, render_leader_epoch_checkpoint
+from checkpoints.partition_metadata import PARTITION_METADATA, render_partition_metadata
 from replog.clock import Clock
 from replog.errors import (
     CorruptCheckpointError,
@@ -54,7 +58,7 @@ from replog.storage.checkpoint_file import LeaderEpochCheckpointFile
 from replog.storage.fs import FileSystem
 from replog.storage.leader_epoch_cache import LeaderEpochCache
 from replog.storage.log_config import LogConfig
-from replog.storage.segment import LogSegment
+from replog.storage.segment import LogSegment, segment_file_prefix
 from replog.storage.segment_map import SegmentMap
 from replog.storage.standalone_state import StandaloneState, read_state, write_state
 
@@ -101,32 +105,88 @@ def load_log(
         raise KafkaStorageError(f"{directory}: cannot open log: {exc}") from exc
 
 
-def create_log(
-    log_class: type[Log],
+_FIRST_SEGMENT_LOG = os.sep + segment_file_prefix(0) + ".log"
+_PARTITION_METADATA = os.sep + PARTITION_METADATA
+_LEADER_EPOCH_FILE = os.sep + LEADER_EPOCH_FILE
+
+
+@functools.lru_cache(maxsize=1024)
+def _partition_metadata_bytes(topic_id: UUID) -> bytes:
+    return render_partition_metadata(topic_id)
+
+
+@functools.lru_cache(maxsize=1024)
+def _first_epoch_bytes(leader_epoch: int) -> bytes:
+    return render_leader_epoch_checkpoint((EpochEntry(leader_epoch, 0),))
+
+
+class NewLogFiles(NamedTuple):
+    """What `make_new_log_files` made for a new log, as plain data: a worker thread makes the
+    files, and the log's objects are built from this where the log is to be used
+    (`build_new_log`), so the thread holds the GIL only between its system calls."""
+
+    directory: str
+    created_ms: int
+    topic_id: UUID | None  # its `partition.metadata`, if written
+    leader_epoch: int | None  # its epoch checkpoint's one entry (the epoch at offset 0), if any
+
+
+def make_new_log_files(
     directory: str,
+    fs: FileSystem,
+    now_ms: int,
+    *,
+    topic_id: UUID | None = None,
+    leader_epoch: int | None = None,
+) -> NewLogFiles:
+    """Make the files of a new, empty log of a `LogManager` in `directory`, which must not
+    exist yet: the directory, its empty first segment and, if given, its `partition.metadata`
+    and a leader-epoch checkpoint whose one entry starts `leader_epoch` at offset 0 (nothing to
+    look for, load or recover). System calls only; the small files as `write_new_file` writes
+    them (synced, or by the caller's `deferred_sync` block). FileExistsError (unwrapped) if the
+    directory exists; any other failure is a KafkaStorageError naming the file."""
+    fs.make_dir(directory)  # FileExistsError (unwrapped) if it exists: open it instead
+    files = NewLogFiles(directory, now_ms, topic_id, leader_epoch)
+    # Paths joined by hand and the small files' bytes rendered once per topic or epoch: this
+    # runs for every replica of a large creation, holding the GIL between system calls.
+    path = directory + _FIRST_SEGMENT_LOG
+    try:
+        fs.create_empty_file(path)
+        if topic_id is not None:
+            path = directory + _PARTITION_METADATA
+            fs.write_new_file(path, _partition_metadata_bytes(topic_id))
+        if leader_epoch is not None:
+            path = directory + _LEADER_EPOCH_FILE
+            fs.write_new_file(path, _first_epoch_bytes(leader_epoch))
+    except OSError as exc:
+        raise KafkaStorageError(f"{path}: cannot create log: {exc}") from exc
+    return files
+
+
+def build_new_log(
+    log_class: type[Log],
+    files: NewLogFiles,
     config: LogConfig,
     *,
     fs: FileSystem,
     clock: Clock,
     on_truncate: Callable[[Log], None] | None,
 ) -> Log:
-    """A new, empty log of a `LogManager` in `directory`, which must not exist yet: nothing to
-    look for, load or recover, so the directory is made and one empty segment opened (a new
-    replica's log costs its directory, its `.log` file and nothing else). FileExistsError if
-    the directory exists; any other failure is a KafkaStorageError naming it."""
-    fs.make_dir(directory)  # FileExistsError (unwrapped) if it exists: open it instead
-    try:
-        segment = LogSegment(directory, 0, config, fs, clock(), create=True)
-    except OSError as exc:
-        raise KafkaStorageError(f"{directory}: cannot create log: {exc}") from exc
-    segment.offset_index.reset()
-    segment.time_index.reset()
-    checkpoint = LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_FILE), fs, new=True)
+    """The log `make_new_log_files` made, without a system call (an empty segment holds no
+    descriptor, and its indexes are empty)."""
+    directory = files.directory
+    segment = LogSegment(directory, 0, config, fs, files.created_ms, create=False, made_empty=True)
+    segment.offset_index.start_empty()
+    segment.time_index.start_empty()
+    epoch = files.leader_epoch
+    checkpoint = LeaderEpochCheckpointFile(directory + _LEADER_EPOCH_FILE, fs, new=epoch is None)
     return log_class(
         directory,
         config,
         SegmentMap.of_one(0, segment),
-        LeaderEpochCache(checkpoint, name=directory, entries=()),
+        LeaderEpochCache(
+            checkpoint, name=directory, entries=() if epoch is None else ((EpochEntry(epoch, 0)),)
+        ),
         log_start_offset=0,
         recovery_point=0,
         high_watermark=0,

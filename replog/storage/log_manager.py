@@ -65,6 +65,8 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+from uuid import UUID
 
 from checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
@@ -94,6 +96,7 @@ from replog.storage.log import (
     parse_topic_partition,
 )
 from replog.storage.log_config import LONG_MAX, LogConfig
+from replog.storage.log_loader import NewLogFiles, make_new_log_files
 from replog.topic_names import CLUSTER_METADATA_TOPIC, check_topic_name
 
 log = logging.getLogger("replog.storage")
@@ -192,6 +195,15 @@ class _Task:
         return True
 
 
+class NewLog(NamedTuple):
+    """A new log's files, made by `LogManager.make_new_log` and not yet its log."""
+
+    topic: str
+    partition: int
+    log_dir: str
+    files: NewLogFiles
+
+
 class LogLoadingAborted(Exception):
     """The loading of the logs ended early: its `abort` was set (`LogManager`)."""
 
@@ -235,6 +247,9 @@ class LogManager:
         self._recovery_points_lock = threading.Lock()
         self._logs: dict[TopicPartitionKey, Log] = {}
         self._dir_of: dict[TopicPartitionKey, str] = {}
+        # Logs `make_new_log` made and `add_new_log` has not taken yet: their log dirs, which
+        # count as theirs in `_emptiest_log_dir`.
+        self._making: dict[TopicPartitionKey, str] = {}
         self._previous_broker_epochs: dict[str, int] = {}
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -419,29 +434,11 @@ class LogManager:
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The log of topic-partition, created in the log dir holding the fewest logs."""
-        check_topic_name(topic)
-        if topic == CLUSTER_METADATA_TOPIC:
-            # Its partition directory is the Raft metadata log's (the controller refuses the
-            # name; this keeps any other path from writing into that log).
-            raise InvalidTopicError(f"{topic}-{partition}: the metadata log's name, not a topic's")
-        if partition < 0:
-            raise UnknownTopicOrPartitionError(f"{topic}-{partition}: partition must be >= 0")
         with self._lock:
-            self._check_open()
-            if config is not None:
-                self._topic_configs[topic] = config
-            existing = self._logs.get((topic, partition))
+            existing = self._open_log(topic, partition, config)
             if existing is not None:
-                # A log recovered at start-up is opened with the broker defaults (its topic's
-                # config is not known yet); it takes that config as soon as the broker knows it.
-                if config is not None and existing.update_config(config):
-                    log.info("%s-%d: topic config applied", topic, partition)
                 return existing
-            log_dir = self._emptiest_log_dir()
-            # A deleted namesake's entries in this dir must not outlive its deletion into this
-            # log's life (loading applies a dir's entries only to the logs in that dir).
-            self._rewrite_stale_checkpoints(log_dir)
-            path = os.path.join(log_dir, f"{topic}-{partition}")
+            log_dir, path = self._new_log_path(topic, partition)
             try:
                 created = Log.create(
                     path,
@@ -464,11 +461,91 @@ class LogManager:
                 )
             except OSError as exc:
                 raise KafkaStorageError(f"{path}: cannot create log: {exc}") from exc
-            created.enable_async_roll_flush(self._on_roll_flush_pending)
             self._fs.fsync_dir(log_dir)
-            self._logs[(topic, partition)] = created
-            self._dir_of[(topic, partition)] = log_dir
-            return created
+            return self._add(topic, partition, log_dir, created)
+
+    def make_new_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        topic_id: UUID | None = None,
+        leader_epoch: int | None = None,
+    ) -> NewLog | None:
+        """Make the files of a new log of topic-partition (`log_loader.make_new_log_files`,
+        with its `partition.metadata` and first epoch if given) in the log dir holding the
+        fewest logs, as `get_or_create_log` would, and return them as plain data for
+        `add_new_log`, which builds the log: system calls only, for a worker thread that
+        should hold the GIL as little as possible. None, doing nothing, when the log is open
+        already (`get_or_create_log` then); FileExistsError when its directory exists, not
+        loaded (`get_or_create_log` opens it). Until `add_new_log`, the log is not this
+        manager's (a start after a stop in between loads it from its files)."""
+        with self._lock:
+            if self._open_log(topic, partition, config) is not None:
+                return None
+            log_dir, path = self._new_log_path(topic, partition)
+            try:
+                files = make_new_log_files(
+                    path, self._fs, self._clock(), topic_id=topic_id, leader_epoch=leader_epoch
+                )
+            except FileExistsError:
+                raise
+            except OSError as exc:
+                raise KafkaStorageError(f"{path}: cannot create log: {exc}") from exc
+            self._fs.fsync_dir(log_dir)
+            self._making[(topic, partition)] = log_dir
+            return NewLog(topic, partition, log_dir, files)
+
+    def add_new_log(self, new: NewLog) -> Log:
+        """The log whose files `make_new_log` made, built without a system call and managed
+        from now on."""
+        created = Log.from_new_files(
+            new.files,
+            self._config_for(new.topic),
+            fs=self._fs,
+            clock=self._clock,
+            on_truncate=self._on_truncate,
+        )
+        with self._lock:
+            self._making.pop((new.topic, new.partition), None)
+            if self._logs.get((new.topic, new.partition)) is not None:
+                raise KafkaStorageError(f"{created.name}: another log is open")
+            return self._add(new.topic, new.partition, new.log_dir, created)
+
+    def _open_log(self, topic: str, partition: int, config: LogConfig | None) -> Log | None:
+        """Check the name and take `config` as the topic's (under the lock); the open log of
+        topic-partition, with `config` applied, or None."""
+        check_topic_name(topic)
+        if topic == CLUSTER_METADATA_TOPIC:
+            # Its partition directory is the Raft metadata log's (the controller refuses the
+            # name; this keeps any other path from writing into that log).
+            raise InvalidTopicError(f"{topic}-{partition}: the metadata log's name, not a topic's")
+        if partition < 0:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition}: partition must be >= 0")
+        self._check_open()
+        if config is not None:
+            self._topic_configs[topic] = config
+        existing = self._logs.get((topic, partition))
+        # A log recovered at start-up is opened with the broker defaults (its topic's config
+        # is not known yet); it takes that config as soon as the broker knows it.
+        if existing is not None and config is not None and existing.update_config(config):
+            log.info("%s-%d: topic config applied", topic, partition)
+        return existing
+
+    def _new_log_path(self, topic: str, partition: int) -> tuple[str, str]:
+        """(log dir, directory) of a new log of topic-partition (under the lock)."""
+        log_dir = self._emptiest_log_dir()
+        # A deleted namesake's entries in this dir must not outlive its deletion into this
+        # log's life (loading applies a dir's entries only to the logs in that dir).
+        self._rewrite_stale_checkpoints(log_dir)
+        return log_dir, os.path.join(log_dir, f"{topic}-{partition}")
+
+    def _add(self, topic: str, partition: int, log_dir: str, created: Log) -> Log:
+        created.enable_async_roll_flush(self._on_roll_flush_pending)
+        self._logs[(topic, partition)] = created
+        self._dir_of[(topic, partition)] = log_dir
+        return created
 
     def _emptiest_log_dir(self) -> str:
         """The log dir holding the fewest logs (one pass over the logs only when there are
@@ -477,6 +554,8 @@ class LogManager:
             return self.log_dirs[0]
         counts = dict.fromkeys(self.log_dirs, 0)
         for d in self._dir_of.values():
+            counts[d] += 1
+        for d in self._making.values():
             counts[d] += 1
         return min(self.log_dirs, key=lambda d: counts[d])
 

@@ -91,13 +91,20 @@ class LogSegment:
         now_ms: int,
         *,
         create: bool,
+        made_empty: bool = False,
     ) -> None:
+        """`made_empty`: the `.log` file exists, empty (`FileSystem.create_empty_file`), and
+        is not opened here (`FileSystem.empty_segment_file`)."""
         self.base_offset = base_offset
         self.config = config
         self._fs = fs
         prefix = os.path.join(directory, segment_file_prefix(base_offset))
         self.log_path = prefix + ".log"
-        self.log_file = fs.open_segment_file(self.log_path, create=create)
+        self.log_file = (
+            fs.empty_segment_file(self.log_path)
+            if made_empty
+            else fs.open_segment_file(self.log_path, create=create)
+        )
         # Only the active segment is appended to, and only appends hint (see fs.py).
         self.log_file.tune_for_appends(config.page_cache_tail_bytes)
         self.offset_index = OffsetIndex(

@@ -21,6 +21,7 @@ from quorum.metadata.records import RemoveTopicRecord
 from replog.errors import KafkaStorageError
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.fs import FileSystem
+from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks, ManualClock
@@ -424,3 +425,72 @@ def test_a_power_loss_while_loading_leaves_a_load_that_is_done_again(tmp_path: P
         assert [again.get_log("t", p).leader_epoch_cache.entries() for p in range(3)] == [()] * 3
     finally:
         again.shutdown()
+
+
+def test_a_batchs_new_logs_are_made_as_files_off_the_loop_and_built_as_objects_on_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker thread (`_open_logs`) makes no log object (it would hold the GIL for it,
+    below the loop's priority: `bulk_threads`' Rules); `_install` builds them."""
+    broker = Broker(tmp_path)
+    built: list[str] = []
+    real_init = Log.__init__
+
+    def recorded(self: Log, *args: Any, **kwargs: Any) -> None:
+        built.append(phase)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(Log, "__init__", recorded)
+    real_open, real_install = broker.rm._open_logs, broker.rm._install
+    phase = "none"
+
+    def open_logs(creations: Any) -> Any:
+        nonlocal phase
+        phase = "open"
+        try:
+            return real_open(creations)
+        finally:
+            phase = "none"
+
+    def install(opened: Any, first: int = 0, budget_ms: int | None = None) -> int:
+        nonlocal phase
+        phase = "install"
+        try:
+            return real_install(opened, first, budget_ms)
+        finally:
+            phase = "none"
+
+    monkeypatch.setattr(broker.rm, "_open_logs", open_logs)
+    monkeypatch.setattr(broker.rm, "_install", install)
+    broker.rm.apply_image(many_partitions())
+    assert built == ["install"] * PARTITIONS
+    for partition in broker.rm.partitions().values():
+        assert partition.log.topic_id() == TID
+        assert partition.log.leader_epoch_cache.latest_epoch == 0
+        assert partition.producer_state_loaded
+    assert len(broker.log_manager.all_logs()) == PARTITIONS
+
+
+def test_new_log_files_never_built_load_at_the_next_start(tmp_path: Path) -> None:
+    """A stop between a batch's files and its install (the loop never took them): the next
+    start loads each as a log of its topic, at its epoch."""
+    broker = Broker(tmp_path)
+    config = LogConfig()
+    with broker.log_manager.deferred_sync():
+        made = [
+            broker.log_manager.make_new_log("t", p, config, topic_id=TID, leader_epoch=3)
+            for p in range(PARTITIONS)
+        ]
+    assert all(m is not None for m in made)
+    assert broker.log_manager.all_logs() == {}
+    broker.log_manager.shutdown()
+    again = Broker(tmp_path)
+    loaded = again.log_manager.all_logs()
+    assert len(loaded) == PARTITIONS
+    for plog in loaded.values():
+        assert plog.topic_id() == TID
+        assert plog.leader_epoch_cache.latest_epoch == 3
+        assert plog.log_end_offset == 0
+    again.rm.apply_image(many_partitions())
+    assert len(again.rm.partitions()) == PARTITIONS
+    assert not list(again.log_dir.glob("*-stray"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from storage_helpers import T0, append_batches, open_log, read_all, small_config
 
-from replog.storage.fs import SegmentFile
+from replog.storage.fs import FileSystem, SegmentFile
 from replog.testing import ManualClock
 
 
@@ -33,6 +33,37 @@ def test_an_empty_file_is_created_without_keeping_a_descriptor(tmp_path: Path) -
     assert file.holds_descriptor() and file.read(0, 3) == b"abc"
     file.close()
     assert path.read_bytes() == b"abc"
+
+
+def test_a_file_made_empty_elsewhere_is_taken_without_a_system_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`create_empty_file` (a worker thread), then `empty_segment_file` (the event loop)."""
+    path = str(tmp_path / "00000000000000000000.log")
+    fs = FileSystem()
+    fs.create_empty_file(path)
+    with pytest.raises(FileExistsError):
+        fs.create_empty_file(path)
+    with monkeypatch.context() as patched:
+        for name in ("open", "fstat", "close", "stat"):
+            patched.setattr(os, name, None)  # any call fails
+        file = fs.empty_segment_file(path)
+    assert type(file) is SegmentFile and file.size == 0 and not file.holds_descriptor()
+    assert file.append(b"abc") == 0
+    file.close()
+    assert Path(path).read_bytes() == b"abc"
+
+    class Own(SegmentFile):
+        pass
+
+    class OwnFiles(FileSystem):
+        def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
+            return Own(path, create=create)
+
+    # A file system making segment files of its own (fault injection) gets one of them.
+    other = str(tmp_path / "00000000000000000100.log")
+    OwnFiles().create_empty_file(other)
+    assert type(OwnFiles().empty_segment_file(other)) is Own
 
 
 def test_a_file_with_data_keeps_its_descriptor_and_a_truncation_opens_one(tmp_path: Path) -> None:

@@ -1024,3 +1024,27 @@ def test_a_stale_rewrite_lands_after_a_periodic_write_of_offsets_read_before_a_d
     lm.checkpoint_high_watermarks()
     assert hw_file.read_text() == "0\n1\nother 0 0\n"
     lm.shutdown()
+
+
+def test_a_new_logs_files_made_apart_are_built_into_the_log_get_or_create_would_make(
+    tmp_path: Path,
+) -> None:
+    """`make_new_log` (a worker thread: files only) then `add_new_log` (the event loop: objects
+    only): the logs spread over the log dirs as `get_or_create_log`'s, counting the ones made
+    and not added yet, and the log is the one `get_or_create_log` returns from then on."""
+    dirs = [tmp_path / "d0", tmp_path / "d1", tmp_path / "d2"]
+    lm = manager(dirs)
+    made = [lm.make_new_log("orders", p, LOG_CONFIG) for p in range(3)]
+    assert sorted(Path(m.log_dir).name for m in made if m is not None) == ["d0", "d1", "d2"]
+    assert lm.all_logs() == {}
+    plogs = [lm.add_new_log(m) for m in made if m is not None]
+    assert [lm.get_or_create_log("orders", p) for p in range(3)] == plogs
+    assert lm.make_new_log("orders", 0, LOG_CONFIG) is None  # open already
+    plog = plogs[0]
+    assert plog.log_end_offset == 0 and plog.topic_id() is None
+    assert not plog.active_segment.log_file.holds_descriptor()
+    append_batches(plog, 3)
+    assert plog.log_end_offset == 3
+    lm.shutdown()
+    again = manager(dirs)
+    assert again.get_log("orders", 0).log_end_offset == 3

@@ -589,7 +589,7 @@ class LeaderFetchSession:
             news = (result.high_watermark, result.log_start_offset)
             if (
                 full
-                or result.records
+                or result.records_size
                 or result.error is not None
                 or result.diverging_epoch is not None
                 or sent.get(key) != news
@@ -601,7 +601,7 @@ class LeaderFetchSession:
                     # A fetcher may not take an error's high watermark for the partition's;
                     # the first answer without an error carries it again.
                     sent.pop(key, None)
-            if result.records:
+            if result.records_size:
                 entry = entries.pop(key, None)
                 if entry is not None:
                     entries[key] = entry

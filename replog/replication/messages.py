@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Protocol
 from uuid import UUID
 
 from replog.common.offsets import NO_LEADER_EPOCH as NO_LEADER_EPOCH
@@ -118,10 +119,23 @@ class FetchRequest:
     # only changed partitions and, in `forgotten`, the (topic, partition)s dropped.
     session_epoch: int = NO_SESSION
     forgotten: tuple[tuple[str, int], ...] = ()
+    # Not on the wire: a partition's records of this many bytes or more are answered as a
+    # `RecordsRegion` (`FetchPartitionResult.region`), for the one writer that sends them
+    # from the file (the framed fetch listener); None: always as bytes.
+    region_min_bytes: int | None = None
 
     @property
     def is_from_follower(self) -> bool:
         return self.replica_id >= 0
+
+
+class RecordsRegion(Protocol):
+    """Records a leader left in its segment file, for the writer of its answer to send from
+    there (`replog.storage.file_region.FileRegion`): here only their size is known."""
+
+    def __len__(self) -> int: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +153,15 @@ class FetchPartitionResult:
     # To followers only, with OffsetOutOfRangeError: the leader's log end offset
     # (docs/design/replication.md#follower-out-of-range).
     log_end_offset: int = NO_OFFSET
+    # The records, left in the leader's file (`FetchRequest.region_min_bytes`); `records`
+    # is then empty.
+    region: RecordsRegion | None = None
+
+    @property
+    def records_size(self) -> int:
+        """The records' bytes, wherever they are."""
+        region = self.region
+        return len(self.records) if region is None else len(region)
 
 
 @dataclass(frozen=True, slots=True)

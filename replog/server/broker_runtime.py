@@ -75,6 +75,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
 from quorum.metadata.delta import MetadataDelta
@@ -115,7 +116,7 @@ from replog.server.node_tasks import Spawner
 from replog.server.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
 from replog.server.producer_id_manager import ProducerIdManager, allocate_from_controller
 from replog.server.raft_driver import RaftDriver
-from replog.server.replica_fetch_server import ReplicaFetchListener
+from replog.server.replica_fetch_server import REGION_MIN_BYTES, ReplicaFetchListener
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import (
@@ -255,8 +256,11 @@ class BrokerRuntime:
             replica_fetch_port=lambda: self.replica_fetch_listener.port,
         )
         # Followers' fetches (`replica_fetch_server`); the node starts it with its listeners.
+        # Its writer sends large records from their segment files (REGION_MIN_BYTES).
         self.replica_fetch_listener = ReplicaFetchListener(
-            config.broker_id, self.service.replica_fetch, self.service.request_bytes_max
+            config.broker_id,
+            partial(self.service.replica_fetch, region_min_bytes=REGION_MIN_BYTES),
+            self.service.request_bytes_max,
         )
         # The handlers of the Kafka listeners (if any `listeners` entry is one).
         self.kafka_apis = KafkaApis(

@@ -480,13 +480,19 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         )
 
     async def replica_fetch(
-        self, request: pb.FetchRequest, session: LeaderFetchSession, repeats: RepeatReads | None
+        self,
+        request: pb.FetchRequest,
+        session: LeaderFetchSession,
+        repeats: RepeatReads | None,
+        region_min_bytes: int | None = None,
     ) -> m.FetchResponse:
         """A follower's fetch from its replica fetch connection (`replica_fetch_server`), in
         the connection's `session`, answered exactly as a `FetchStream` request; a request
         `FetchStream` would fail as a whole raises `Refused`. Its max wait is its own: the
-        follower waits for it plus its request timeout."""
-        return await self._fetch(request, _no_bound, session, repeats)
+        follower waits for it plus its request timeout. With `region_min_bytes`, records of
+        that many bytes or more are answered as regions of their file
+        (`m.FetchRequest.region_min_bytes`), which the caller must send or close."""
+        return await self._fetch(request, _no_bound, session, repeats, region_min_bytes)
 
     async def ReplicaFetchEndpoint(
         self, request: pb.ReplicaFetchEndpointRequest, context: Context
@@ -508,9 +514,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         bound_ms: Callable[[int], int],
         session: LeaderFetchSession | None,
         repeats: RepeatReads | None = None,
+        region_min_bytes: int | None = None,
     ) -> m.FetchResponse:
         """`request` decoded, then answered by `fetch`."""
-        answer = self.fetch(await self._decode_fetch(request), bound_ms, session, repeats)
+        decoded = await self._decode_fetch(request)
+        if region_min_bytes is not None:
+            decoded = replace(decoded, region_min_bytes=region_min_bytes)
+        answer = self.fetch(decoded, bound_ms, session, repeats)
         return answer if isinstance(answer, m.FetchResponse) else await answer
 
     def fetch(

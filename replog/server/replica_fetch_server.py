@@ -8,9 +8,10 @@ one fetch (a protobuf `FetchRequest`). The connection holds one incremental fetc
 (`fetch_session`), as a `FetchStream` call did, and its requests are served in the order
 sent, one at a time, by `serve` (`BrokerService.replica_fetch`: every rule of a `FetchStream`
 request holds, purgatory waits included). Each answer is written as soon as it is ready:
-its header, then the serialized `FetchResponse` in the codec's pieces, never joined
-(`framed_wire.write_frame_pieces`: the records a leader read are written as they are, copied
-only where the socket leaves part of them unsent).
+its header, then the serialized `FetchResponse` in the codec's parts, never joined
+(`frame_parts`): a partition's records of REGION_MIN_BYTES or more are never read into
+memory but sent from the segment file (`sendfile`, as Kafka's `FileRecords.transferTo`; the
+node passes the threshold to `serve`), smaller ones read and written as they are.
 
 Rules:
 - Bytes that break the format (greeting, frame length) end the connection with a warning
@@ -29,7 +30,9 @@ Rules:
   does not read them) no more requests are read or served: a peer cannot make this broker
   buffer requests or answers without bound. A request frame is at most `socket.request.max.bytes`.
 - A connection that closes cancels the request being served (a parked fetch stops waiting)
-  and drops the rest.
+  and drops the rest. An answer that cannot be sent whole (the connection lost mid-answer, a
+  segment file cut back under its records) ends the connection with a warning: the caller
+  sees a lost connection and fetches again.
 - `close` (the broker stops serving data requests) stops listening and ends every
   connection at once, answers not yet read dropped (a follower that stopped reading cannot
   keep one open): followers learn at once, and fetch from the new leaders the controller
@@ -55,22 +58,32 @@ from replog.errors import (
     InvalidFetchSessionEpochError,
     InvalidRequestError,
     KafkaError,
+    KafkaStorageError,
     UnknownServerError,
 )
 from replog.net_address import format_peer
 from replog.pb import broker_pb2 as pb
+from replog.record.batch import Buffer
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
+from replog.server.frame_parts import write_frame_parts
 from replog.server.repeat_reads import RepeatReads
 from replog.server.tolerant_service import Refused
+from replog.storage.file_region import FileRegion
 from replog.wire import framed_wire
 from replog.wire import replica_fetch_wire as wire
-from replog.wire.broker_codec import fetch_response_pieces
+from replog.wire.broker_codec import fetch_response_parts, fetch_response_pieces
 from replog.wire.framed_wire import listen
 
 log = logging.getLogger("replog.server.fetcher")
 
 Serve = Callable[[pb.FetchRequest, LeaderFetchSession, RepeatReads], Awaitable[m.FetchResponse]]
+# A partition's records of this many bytes or more are sent from the segment file (`sendfile`),
+# never read into the broker's memory (`file_region`): a Spark task's 8 MiB answers, a
+# follower catching up. Below it `pread` and `send` cost less than the region's descriptor
+# and the sendfile's turns of the event loop (at least `SPLIT_MIN_BYTES`: such records are
+# parts of their own).
+REGION_MIN_BYTES = 256 * 1024
 # Requests read ahead of the one being served (the Broker service's FETCH_STREAM_DEPTH): a
 # follower sends its next fetch after the answer, so one is the norm.
 DEPTH = 8
@@ -195,10 +208,31 @@ class _FollowerConnection(asyncio.Protocol):
                 )
                 self._refuse(sequence, UnknownServerError(f"{type(exc).__name__}: {exc}"))
                 return
-            answer = fetch_response_pieces(response)
+            if any(p.region is not None for p in response.partitions):
+                if not await self._send_parts(sequence, fetch_response_parts(response)):
+                    return
+                continue
             socket = self._socket
             if socket is not None and not socket.is_closing():
-                framed_wire.write_frame_pieces(socket, sequence, answer)
+                framed_wire.write_frame_pieces(socket, sequence, fetch_response_pieces(response))
+
+    async def _send_parts(self, sequence: int, parts: list[Buffer | m.RecordsRegion]) -> bool:
+        """Write an answer with records left in their files (`frame_parts`); False when the
+        connection cannot carry another (module rules)."""
+        socket = self._socket
+        if socket is None or socket.is_closing():
+            for part in parts:
+                if isinstance(part, FileRegion):
+                    part.close()
+            return True
+        try:
+            await write_frame_parts(socket, sequence, parts)
+        except (OSError, KafkaStorageError) as exc:
+            # Part of the frame may be sent: the connection cannot carry another.
+            log.warning("replica fetch connection from %s: %s; closing it", self._peer, exc)
+            socket.abort()
+            return False
+        return True
 
     def _consumer_send_buffer(self) -> None:
         """A consumer's connection: the larger send buffer (CONSUMER_SEND_BUFFER_BYTES). A

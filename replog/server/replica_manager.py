@@ -199,6 +199,7 @@ from replog.server.replica_change_queue import (
 )
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.server.weak_members import WeakMembers
+from replog.storage.file_region import FileRegion
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager, NewLog
@@ -1367,8 +1368,9 @@ class ReplicaManager:
         if not request.is_from_follower:
             sent = self.counters.sent
             for result in response.partitions:
-                if result.records:
-                    sent(result.topic, len(result.records))
+                size = result.records_size
+                if size:
+                    sent(result.topic, size)
         return response
 
     def _read_fetch(
@@ -1438,7 +1440,7 @@ class ReplicaManager:
                 read.results.append(result)
             else:
                 read.results[index] = result
-            size = len(result.records)
+            size = result.records_size
             if size:
                 min_one_message = False
                 remaining -= size
@@ -1504,7 +1506,13 @@ class ReplicaManager:
         # Nothing to read at or past the bound (the offset is in range: checked above); most
         # partitions of a follower's request are idle, and are asked for every round.
         records = (
-            plog.read(entry.fetch_offset, max_bytes, bound, min_one_message=min_one_message)
+            plog.read_or_region(
+                entry.fetch_offset,
+                max_bytes,
+                bound,
+                min_one_message=min_one_message,
+                region_min_bytes=request.region_min_bytes,
+            )
             if entry.fetch_offset < bound
             else b""
         )
@@ -1994,10 +2002,13 @@ def _leader_answer(
     high_watermark: int,
     log_start_offset: int,
     *,
-    records: bytes = b"",
+    records: bytes | FileRegion = b"",
     diverging_epoch: EpochEndOffsetResult | None = None,
 ) -> FetchPartitionResult:
     """A leader's answer for one partition of a fetch (no transactions: LSO = HW)."""
+    region = None
+    if isinstance(records, FileRegion):
+        region, records = records, b""
     return FetchPartitionResult(
         partition.topic,
         partition.partition,
@@ -2007,6 +2018,7 @@ def _leader_answer(
         diverging_epoch=diverging_epoch,
         records=records,
         topic_id=partition.topic_id,
+        region=region,
     )
 
 

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from replog.storage import write_hints
+from replog.storage.file_region import FileRegion
 
 Buffer = bytes | bytearray | memoryview
 
@@ -240,6 +241,11 @@ class SegmentFile:
             chunks.append(chunk)
             remaining -= len(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def region(self, position: int, length: int) -> FileRegion:
+        """`length` bytes from `position`, left in the file for a writer to send
+        (`file_region`). The caller knows the file holds them."""
+        return FileRegion(self._open(), self.path, position, length)
 
     def _nothing_read(self) -> bytes:
         """A read at or past the end of a file without a descriptor: empty, or an error once

@@ -87,6 +87,7 @@ from replog.record.header import (
     validate_batch,
 )
 from replog.storage.checkpoint_file import PartitionMetadataFile
+from replog.storage.file_region import FileRegion
 from replog.storage.fs import LOCAL_FS, Buffer, FileSystem
 from replog.storage.log_append_info import LogAppendInfo
 from replog.storage.log_config import LogConfig
@@ -892,6 +893,24 @@ class Log:
         `min_one_message` (Kafka's KIP-74) even if it is larger. Empty when `start_offset` is at
         or above the bound. OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
         """
+        data = self.read_or_region(
+            start_offset, max_bytes, upper_bound_offset, min_one_message=min_one_message
+        )
+        assert isinstance(data, bytes)
+        return data
+
+    def read_or_region(
+        self,
+        start_offset: int,
+        max_bytes: int = 1048576,
+        upper_bound_offset: int | None = None,
+        *,
+        min_one_message: bool = True,
+        region_min_bytes: int | None = None,
+    ) -> bytes | FileRegion:
+        """`read`, but with `region_min_bytes` batches of that many bytes or more are left in
+        their segment file: a `FileRegion` (never an empty one) for a writer to send
+        (`file_region`)."""
         with self._lock:
             if self._closed:  # (the call only to raise, as in append_as_leader)
                 self._check_open()
@@ -905,15 +924,22 @@ class Log:
             if start_offset >= bound or max_bytes < 0:
                 return b""
             try:
-                return self._read_bounded(start_offset, max_bytes, bound, min_one_message)
+                return self._read_bounded(
+                    start_offset, max_bytes, bound, min_one_message, region_min_bytes
+                )
             except OSError as exc:
                 raise KafkaStorageError(
                     f"{self.name}: read at offset {start_offset} failed: {exc}"
                 ) from exc
 
     def _read_bounded(
-        self, start_offset: int, max_bytes: int, bound: int, min_one_message: bool
-    ) -> bytes:
+        self,
+        start_offset: int,
+        max_bytes: int,
+        bound: int,
+        min_one_message: bool,
+        region_min_bytes: int | None,
+    ) -> bytes | FileRegion:
         bound_base, bound_position = self._bound_position(bound)
         active = self._active if self._active is not None else self.active_segment
         if start_offset >= active.base_offset:
@@ -923,7 +949,11 @@ class Log:
             if active.base_offset != bound_base:  # pragma: no cover - see above
                 return b""
             result = active.read(
-                start_offset, max_bytes, bound_position, min_one_message=min_one_message
+                start_offset,
+                max_bytes,
+                bound_position,
+                min_one_message=min_one_message,
+                region_min_bytes=region_min_bytes,
             )
             return b"" if result is None else result[0]
         segments = self._segments
@@ -938,7 +968,11 @@ class Log:
                 break
             max_position = bound_position if base == bound_base else None
             result = segment.read(
-                start_offset, max_bytes, max_position, min_one_message=min_one_message
+                start_offset,
+                max_bytes,
+                max_position,
+                min_one_message=min_one_message,
+                region_min_bytes=region_min_bytes,
             )
             if result is not None:
                 return result[0]

@@ -41,6 +41,7 @@ from replog.record.header import (
     read_header,
     validate_batch,
 )
+from replog.storage.file_region import FileRegion
 from replog.storage.fs import Buffer, FileSystem
 from replog.storage.index_file import OffsetIndex, TimeIndex
 from replog.storage.log_config import LogConfig
@@ -312,22 +313,33 @@ class LogSegment:
         max_position: int | None = None,
         *,
         min_one_message: bool,
-    ) -> tuple[bytes, int] | None:
+        region_min_bytes: int | None = None,
+    ) -> tuple[bytes | FileRegion, int] | None:
         """Whole batches from the one holding `start_offset`, within `max_bytes` (the first batch
-        whole when `min_one_message`) and below byte `max_position`.
+        whole when `min_one_message`) and below byte `max_position`; left in the file as a
+        `FileRegion` when they are `region_min_bytes` or more (None: always read).
 
         Returns (data, start position), or None when `start_offset` is past this segment's end.
         """
         try:
-            return self._read(start_offset, max_bytes, max_position, min_one_message)
+            return self._read(
+                start_offset, max_bytes, max_position, min_one_message, region_min_bytes
+            )
         except CorruptIndexError as exc:
             log.warning("rebuilding indexes of %s: %s", self.log_path, exc)
             self.rebuild_indexes()
-            return self._read(start_offset, max_bytes, max_position, min_one_message)
+            return self._read(
+                start_offset, max_bytes, max_position, min_one_message, region_min_bytes
+            )
 
     def _read(
-        self, start_offset: int, max_bytes: int, max_position: int | None, min_one_message: bool
-    ) -> tuple[bytes, int] | None:
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_position: int | None,
+        min_one_message: bool,
+        region_min_bytes: int | None,
+    ) -> tuple[bytes | FileRegion, int] | None:
         found = self.translate_offset(start_offset)
         if found is None:
             return None
@@ -343,6 +355,8 @@ class LogSegment:
             end = first_end
         else:
             end = self._last_batch_end(first_end, target)
+        if region_min_bytes is not None and end - position >= region_min_bytes:
+            return self.log_file.region(position, end - position), position
         data = self.log_file.read_fully(position, end - position)
         if len(data) != end - position:
             raise CorruptRecordError(

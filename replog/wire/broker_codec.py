@@ -408,9 +408,12 @@ def _session_epoch_from_proto(message: pb.FetchRequest) -> int:
 
 
 def _add_fetch_result(
-    partitions: Any, result: m.FetchPartitionResult, records: list[Buffer] | None
+    partitions: Any,
+    result: m.FetchPartitionResult,
+    records: list[Buffer | m.RecordsRegion] | None,
 ) -> None:
-    """Add `result` to `partitions`: its records too, or (given `records`) into that list."""
+    """Add `result` to `partitions`: its records too, or (given `records`) into that list
+    (its region, if its records were left in the file)."""
     added = partitions.add(
         partition=result.partition,
         high_watermark=result.high_watermark,
@@ -421,7 +424,7 @@ def _add_fetch_result(
     if records is None:
         added.records = result.records
     else:
-        records.append(result.records)
+        records.append(result.records if result.region is None else result.region)
     if result.error is not None:
         added.error.CopyFrom(error_to_proto(result.error))
     if result.diverging_epoch is not None:
@@ -441,11 +444,26 @@ def fetch_response_to_wire(response: m.FetchResponse) -> bytes:
 def fetch_response_pieces(response: m.FetchResponse) -> list[Buffer]:
     """`fetch_response_to_wire`'s bytes in pieces that joined are them: records of
     `SPLIT_MIN_BYTES` or more are pieces of their own, not copied (for a writer that sends
-    them apart: `framed_wire.write_frame`)."""
+    them apart: `framed_wire.write_frame`). Raises ValueError for records left in a file
+    (`fetch_response_parts` is for a writer that sends those)."""
+    pieces: list[Buffer] = []
+    for part in fetch_response_parts(response):
+        if not isinstance(part, bytes | bytearray | memoryview):
+            raise ValueError(f"records left in a file ({part!r}): not bytes to write")
+        pieces.append(part)
+    return pieces
+
+
+def fetch_response_parts(response: m.FetchResponse) -> list[Buffer | m.RecordsRegion]:
+    """`fetch_response_pieces`, where records the leader left in its file
+    (`FetchPartitionResult.region`) are parts of their own, for a writer that sends them from
+    there (`replog.server.frame_parts`)."""
     message = pb.FetchResponse()
-    records: list[Buffer] | None = (
-        [] if _records_bytes(response.partitions) >= SPLIT_MIN_BYTES else None
+    partitions = response.partitions
+    split = sum(p.records_size for p in partitions) >= SPLIT_MIN_BYTES or any(
+        p.region is not None for p in partitions
     )
+    records: list[Buffer | m.RecordsRegion] | None = [] if split else None
     _add_grouped(
         message.topics,
         response.partitions,

@@ -33,7 +33,8 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
+from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError
 
@@ -49,7 +50,9 @@ _ONE_BYTE = tuple(bytes((n,)) for n in range(128))
 
 # What to do with one holder, view[start:end] (its records field number given): append its
 # pieces.
-_Holder = Callable[[memoryview, int, int, int, list[Buffer]], None]
+_Holder = Callable[[memoryview, int, int, int, list[Any]], None]
+# What a holder's records may be in `records_pieces`: a buffer, or a stand-in of that size.
+_Records = TypeVar("_Records", bound=Sized)
 
 
 def varint(value: int) -> bytes:
@@ -64,12 +67,17 @@ def join_records(skeleton: bytes, path: Sequence[int], records: Sequence[Buffer]
     return b"".join(records_pieces(skeleton, path, records))
 
 
-def records_pieces(skeleton: bytes, path: Sequence[int], records: Sequence[Buffer]) -> list[Buffer]:
+def records_pieces(
+    skeleton: bytes, path: Sequence[int], records: Sequence[_Records]
+) -> list[Buffer | _Records]:
     """What `join_records` joins, in order: views of `skeleton`, tags and lengths, and each
-    of `records` itself (not copied), for a writer that sends them apart."""
+    of `records` itself (not copied: a buffer, or anything else of that many bytes that the
+    writer sends apart)."""
     left = list(reversed(records))
 
-    def holder(view: memoryview, start: int, end: int, number: int, pieces: list[Buffer]) -> None:
+    def holder(
+        view: memoryview, start: int, end: int, number: int, pieces: list[Buffer | _Records]
+    ) -> None:
         if not left:
             raise ValueError("fewer records than holders")
         pieces.append(view[start:end])
@@ -77,7 +85,7 @@ def records_pieces(skeleton: bytes, path: Sequence[int], records: Sequence[Buffe
         if len(added):  # its records field last (module docstring)
             pieces += (varint(number << 3 | _LEN), varint(len(added)), added)
 
-    pieces: list[Buffer] = []
+    pieces: list[Buffer | _Records] = []
     _rebuild(memoryview(skeleton), 0, len(skeleton), tuple(path), holder, pieces)
     if left:
         raise ValueError(f"{len(records)} records for {len(records) - len(left)} holders")
@@ -109,7 +117,7 @@ def _rebuild(
     end: int,
     path: tuple[int, ...],
     holder: _Holder,
-    pieces: list[Buffer],
+    pieces: list[Any],
 ) -> None:
     """Append the pieces of the message view[pos:end] rebuilt along `path`, each holder by
     `holder`, every other field as it is. A path field's length is written anew, as what is

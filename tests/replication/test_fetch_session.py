@@ -220,6 +220,28 @@ def test_the_leader_answers_only_partitions_with_news_after_the_full_fetch() -> 
     assert [r.partition for r in leader.answer(fourth, again).partitions] == [2]
 
 
+class _InFile:
+    """Records a leader left in its segment file (`FetchPartitionResult.region`)."""
+
+    def __len__(self) -> int:
+        return 100
+
+    def close(self) -> None:
+        pass
+
+
+def test_records_left_in_the_leaders_file_are_news_as_records_are() -> None:
+    leader = LeaderFetchSession()
+    first = replace(wanting(entry(0), entry(1)), session_epoch=0)
+    leader.full_request(first)
+    leader.answer(first, FetchResponse((result(0), result(1))))
+    second = replace(wanting(), session_epoch=1)
+    leader.full_request(second)
+    in_file = result(0, region=_InFile())
+    assert in_file.records == b"" and in_file.records_size == 100
+    assert leader.answer(second, FetchResponse((in_file, result(1)))).partitions == (in_file,)
+
+
 def test_after_an_error_the_first_clean_answer_carries_the_high_watermark_again() -> None:
     # A fetcher does not take an error answer's high watermark for the partition's (a consumer
     # resetting after OFFSET_OUT_OF_RANGE), so it must come again once the error is gone.

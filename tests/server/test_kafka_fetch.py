@@ -60,6 +60,7 @@ from replog.kafka.protocol.framing import decode_response, encode_request
 from replog.server.broker_service import BrokerService
 from replog.server.kafka_apis import KafkaApis
 from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
+from replog.storage.file_region import FileRegion
 from replog.testing import ManualClock
 from tests.eventually import eventually
 from tests.metadata.metadata_helpers import create_topic, replayed
@@ -149,14 +150,14 @@ async def test_records_there_are_answered_at_once_as_the_bytes_the_log_read(
     await produce(node, batch(2))
     await produce(node, batch(3, tag=1))
     log = node.log()
-    reads: list[bytes] = []
-    read = log.read
+    reads: list[bytes | FileRegion] = []
+    read = log.read_or_region  # the broker's read (bytes here: no region asked for)
 
-    def reading(*args: Any, **kwargs: Any) -> bytes:
+    def reading(*args: Any, **kwargs: Any) -> bytes | FileRegion:
         reads.append(read(*args, **kwargs))
         return reads[-1]
 
-    monkeypatch.setattr(log, "read", reading)
+    monkeypatch.setattr(log, "read_or_region", reading)
     answer = now(handlers(node).fetch(request(at(0), version=version, max_wait_ms=5000), version))
     (fetched,) = partitions(answer)
     assert fetched.records is reads[-1]  # the log's bytes object itself: no copy, no decode

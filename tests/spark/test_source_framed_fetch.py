@@ -39,6 +39,7 @@ import struct
 import sys
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import grpc
@@ -79,6 +80,7 @@ from replog.spark.partition_fetcher import (
 )
 from replog.spark.planning import OffsetRange
 from replog.spark.range_reader import READ_DEFAULTS
+from replog.storage.fs import SegmentFile
 from replog.testing import ManualClock
 from replog.wire import broker_codec as codec
 from replog.wire import replica_fetch_wire as wire
@@ -743,13 +745,22 @@ def _greeted(
     return exchange()
 
 
+@pytest.mark.parametrize("region_min_bytes", [None, 1], ids=["read", "sent-from-the-file"])
 def test_a_consumer_on_a_leader_s_framed_port_reads_committed_records_and_moves_nothing(
-    tmp_path: Any,
+    tmp_path: Any, region_min_bytes: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The leader serves the Spark task's greeting and requests (-1) as a consumer: records
     below the high watermark only, at both isolation levels, and no follower progress, ISR or
     high watermark moved; a consumer's connection cannot fetch as a follower. A follower's
-    fetch on the same port moves the high watermark, so the checks can fail."""
+    fetch on the same port moves the high watermark, so the checks can fail. The same with
+    every answer's records sent from the segment file (`region_min_bytes`, as the node's
+    listener sends large ones)."""
+
+    regions: list[int] = []  # the sizes of the regions made
+    region = SegmentFile.region
+    monkeypatch.setattr(
+        SegmentFile, "region", lambda f, at, size: regions.append(size) or region(f, at, size)
+    )
 
     async def scenario() -> None:
         leader, follower, _ = two_nodes(tmp_path, ManualClock())
@@ -768,7 +779,8 @@ def test_a_consumer_on_a_leader_s_framed_port_reads_committed_records_and_moves_
         service = BrokerService(
             1, cluster_id="c", image=lambda: leader.rm.image, replica_manager=leader.rm
         )
-        listener = ReplicaFetchListener(1, service.replica_fetch, 1 << 20)
+        serve = partial(service.replica_fetch, region_min_bytes=region_min_bytes)
+        listener = ReplicaFetchListener(1, serve, 1 << 20)
         port = await listener.start("127.0.0.1", 0)
         channels = FramedFetchChannels(_Endpoint(port))  # type: ignore[arg-type]
         try:
@@ -806,6 +818,7 @@ def test_a_consumer_on_a_leader_s_framed_port_reads_committed_records_and_moves_
             listener.close()
 
     asyncio.run(scenario())
+    assert bool(regions) == (region_min_bytes is not None)
 
 
 def test_a_range_read_across_a_leader_killed_and_restarted_gets_every_record_once(

@@ -11,9 +11,14 @@ both see the same machine load. The working tree's side keeps one partition's
 
 The answer (defaults): about 8 MiB (`--answer-mib`; the source fetches 8 MiB per partition) of
 batches of `--batch-records` records, each a 100-byte random value (`--value-bytes`) and one of
-100 keys `key-00`..`key-99` (what `bench/spark_read.py` produces), timestamps growing over
-`--batch-ms` milliseconds within a batch (a producer's linger: deltas of 1 and 2 bytes), so
-record sizes change within a batch as the offset and timestamp deltas' varints grow.
+100 keys `key-00`..`key-99`, timestamps growing over `--batch-ms` milliseconds within a batch,
+so record sizes change within a batch as the offset and timestamp deltas' varints grow. The
+defaults are what a cluster answers `bench/spark_read.py`'s reads with (`bench/
+spark_fetch_path.py`'s cluster, captured): batches of 700-3,500 records, 2,000 typical, and
+records 3 ms apart (the data set's timestamps grow by 1 ms a record, round-robin over 3
+partitions), so timestamp deltas of 2 bytes from record 22 and 3 from record 2,731: heads
+of 16 bytes and more up to the value (`batch_columns._Layout`). `--batch-ms 50` (deltas of one
+byte) decodes about 15 ns a row faster than these (docs/benchmarks.md, h56g).
 `--varied` gives values of random sizes (0 to 2x `--value-bytes`) instead.
 
 Prints, per side, CPU ns per row as min / median / max of `--passes` passes (each pass decodes the
@@ -133,8 +138,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base", default="main", help="the baseline decoder's commit")
     parser.add_argument("--answer-mib", type=int, default=8)
-    parser.add_argument("--batch-records", type=int, default=1500)
-    parser.add_argument("--batch-ms", type=int, default=50)
+    parser.add_argument("--batch-records", type=int, default=2000)
+    parser.add_argument("--batch-ms", type=int, default=6000)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--varied", action="store_true", help="values of random sizes")
     parser.add_argument("--passes", type=int, default=7)

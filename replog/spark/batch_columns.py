@@ -14,7 +14,8 @@ without copying them one by one:
 - A run of records of one size whose fields all sit at the same place in every record
   (fixed-size keys and values; only the timestamp and offset deltas differ, in varints of
   the same sizes) is decoded as a table, with no index array: each record's head (the bytes
-  up to its value, and the byte before it) is copied by one strided copy per run into a small
+  up to its value, and the byte before it unless that takes a word more: then each record's
+  last byte is copied on its own) is copied by one strided copy per run into a small
   array, the runs of one layout together (a fetch answer's batches repeat two or three
   layouts: the deltas' varints grow at the same records in each), and every check reads that
   array a word of every head at a time (`_head_mismatches`): each word masked and compared
@@ -761,19 +762,28 @@ class _Layout:
     value_length: int
 
     @property
+    def lead(self) -> int:
+        """1 when each record's head starts at the byte before the record (the header count
+        of the record before it in a run), which `_head_mismatches` then checks with the rest
+        of the head; 0 when that byte would take the head one word more (the fields end at a
+        word's end, e.g. 100-byte records 3 ms apart: 16 bytes up to the value), and each
+        record's last byte is checked on its own (`_table_group`). One word fewer per head is
+        a third less to copy and check."""
+        return 1 if self.value_at % 8 else 0
+
+    @property
     def width(self) -> int:
-        """The bytes of each record's head that `_table_group` copies: from the byte before
-        the record (the header count of the record before it in a run) up to the value, in
-        whole words."""
-        return (self.value_at + 1 + 7) & ~7
+        """The bytes of each record's head that `_table_group` copies: from `lead` bytes
+        before the record up to the value, in whole words."""
+        return (self.value_at + self.lead + 7) & ~7
 
     def fits(self, run: _Run, size: int) -> bool:
         """Whether `run` (of this layout's step) can be read as a table of it, in a buffer of
         `size` bytes: every record's head lies inside the buffer and the offset-delta table
         holds the run's deltas."""
         return (
-            run.position >= 1
-            and run.position - 1 + self.step * (run.count - 1) + self.width <= size
+            run.position >= self.lead
+            and run.position - self.lead + self.step * (run.count - 1) + self.width <= size
             and run.index + run.count <= _DELTA_WORDS_MAX
         )
 
@@ -881,14 +891,15 @@ def _table_group(
     (nothing else is written then), else none, with their rows' timestamp deltas, keys and
     values written.
 
-    Each record's head (`_Layout.width` bytes from the byte before it) is copied into one
-    array, a strided copy per run: a pass over the records' first bytes, after which every
+    Each record's head (`_Layout.width` bytes from `_Layout.lead` bytes before it) is copied
+    into one array, a strided copy per run: a pass over the records' first bytes, after which every
     check reads that small array instead of the answer, a word of every head at a time
     against one template (`_head_mismatches`): the length's bytes, the key and value lengths'
     bytes, the timestamp delta's continuation bits must be the first record's, the offset
     delta the record's own (from `_offset_delta_words`: the bytes of delta `index` as
-    written), and the byte before each record but a run's first (the header count of the
-    record before it), and the last record's, must be 0. With the same layout, the checks
+    written), and each record's header count (its last byte) must be 0: read in the head of
+    the record after it (the byte before a record, `_Layout.lead`) but for a run's last, or
+    else copied alongside the heads, a byte per record. With the same layout, the checks
     `_one_by_one` makes per record hold for all once they hold for the
     first (`_layout`), which must have `layout` itself. The values are copied straight from
     the answer, one strided copy per run, the keys from the heads.
@@ -897,27 +908,38 @@ def _table_group(
         # The checks below compare every record with the first member's first record: it must
         # have the layout itself (taken from another run of its size, it may not).
         return members
-    step, width = layout.step, layout.width
+    step, width, lead = layout.step, layout.width, layout.lead
     count = sum(r.count for r in members)
     heads = np.empty(count * width + 8, dtype=np.uint8)  # + 8: a word read at a row's end
+    header_counts = None if lead else np.empty(count, dtype=np.uint8)
     kind = _void(width)
     at = 0
     for run in members:
-        source = np.ndarray((run.count,), kind, buf, run.position - 1, (step,))
+        source = np.ndarray((run.count,), kind, buf, run.position - lead, (step,))
         np.ndarray((run.count,), kind, heads, at * width)[...] = source
+        if header_counts is not None:
+            last_bytes = np.ndarray((run.count,), np.uint8, buf, run.position + step - 1, (step,))
+            header_counts[at : at + run.count] = last_bytes
         at += run.count
     counts = np.array([r.count for r in members], dtype=np.int64)
     firsts = np.cumsum(counts) - counts
-    heads[firsts * width] = 0  # the byte before a run is no record's header count
 
+    if lead:
+        heads[firsts * width] = 0  # the byte before a run is no record's header count
     bad = _head_mismatches(buffer, heads, layout, members, count)
-    last_counts = [buffer[r.position + r.count * step - 1] == 0 for r in members]
+    if header_counts is not None:
+        last_counts = [True] * len(members)
+        if header_counts.any():
+            found = header_counts.astype(np.uint64)
+            bad = found if bad is None else bad | found
+    else:
+        last_counts = [buffer[r.position + r.count * step - 1] == 0 for r in members]
     if bad is not None or not all(last_counts):
         good = [True] * len(members)
         if bad is not None:
             good = np.logical_not(np.logical_or.reduceat(bad != 0, firsts)).tolist()
         return [r for r, g, c in zip(members, good, last_counts, strict=True) if not (g and c)]
-    words: Words = np.ndarray((count,), "<u8", heads, 1 + layout.timestamp_at, (width,))
+    words: Words = np.ndarray((count,), "<u8", heads, lead + layout.timestamp_at, (width,))
     stamps = words & np.uint64(_low_bytes(layout.offset_at - layout.timestamp_at))
     unsigned = _joined_varint(stamps, layout.offset_at - layout.timestamp_at)
     signed = (unsigned >> _ONE).view(np.int64)
@@ -929,7 +951,8 @@ def _table_group(
         rows = slice(run.row, run.row + run.count)
         timestamp_delta[rows] = signed[at : at + run.count]
         if key_size > 0:
-            keys.put(run.row, heads, run.count, key_size, at * width + 1 + layout.key_at, width)
+            key_at = at * width + lead + layout.key_at
+            keys.put(run.row, heads, run.count, key_size, key_at, width)
         if value_size > 0:
             values.put(run.row, buf, run.count, value_size, run.position + layout.value_at, step)
         at += run.count
@@ -955,7 +978,7 @@ def _head_mismatches(
     # next word (past the head: counted as a mismatch).
     last = max(r.index + r.count for r in members)
     table = _offset_delta_words(last)
-    word, byte = divmod(1 + layout.offset_at, 8)
+    word, byte = divmod(layout.lead + layout.offset_at, 8)
     deltas = np.concatenate([table[r.index : r.index + r.count] for r in members])
     spill: Words | None = None
     if byte and int(table[last - 1]) >> (64 - 8 * byte):
@@ -978,7 +1001,7 @@ def _head_mismatches(
             found, part = part, None
         else:
             found |= part
-    assert found is not None  # the head's first word holds the byte before the record
+    assert found is not None  # the head's first word holds the record's length
     if spill is not None:
         found |= spill
     return found if found.any() else None
@@ -986,26 +1009,28 @@ def _head_mismatches(
 
 def _head_template(buffer: Data, layout: _Layout, first: int) -> tuple[list[int], list[int]]:
     """(masks, expected bits) per word of the heads of `layout`'s records, from the record
-    at `first`: the byte before the record 0 (the header count of the one before); the
+    at `first`: the byte before the record, if the head has it (`_Layout.lead`), 0 (the
+    header count of the one before); the
     length varint's bytes and the key and value lengths' bytes the first record's; the
     timestamp delta's continuation bits set on every byte but its last; the offset delta's
     bytes masked, 0 here (each row's own, `_head_mismatches`). The attributes byte, the
     timestamp delta's value bits and the key are not checked (any value is valid)."""
-    mask = 0xFF
+    lead = layout.lead
+    mask = 0xFF if lead else 0
     expected = 0
 
     def fixed(start: int, stop: int) -> None:
         nonlocal mask, expected
         for at in range(start, stop):
-            mask |= 0xFF << (8 * (1 + at))
-            expected |= buffer[first + at] << (8 * (1 + at))
+            mask |= 0xFF << (8 * (lead + at))
+            expected |= buffer[first + at] << (8 * (lead + at))
 
     fixed(0, layout.timestamp_at - 1)  # the length, before the attributes byte
     for at in range(layout.timestamp_at, layout.offset_at):
-        mask |= 0x80 << (8 * (1 + at))
+        mask |= 0x80 << (8 * (lead + at))
         if at < layout.offset_at - 1:
-            expected |= 0x80 << (8 * (1 + at))
-    mask |= _low_bytes(layout.key_length_at - layout.offset_at) << (8 * (1 + layout.offset_at))
+            expected |= 0x80 << (8 * (lead + at))
+    mask |= _low_bytes(layout.key_length_at - layout.offset_at) << (8 * (lead + layout.offset_at))
     fixed(layout.key_length_at, layout.key_at)
     fixed(layout.value_length_at, layout.value_at)
     every = _low_bytes(8)

@@ -679,15 +679,18 @@ def test_a_changed_offset_delta_across_a_word_gives_the_record_decoders_answer(
     assert _damaged_outcome(_columnar_rows, answer, placed) == expected
 
 
-@pytest.mark.parametrize("apart", [1, 1000])
+@pytest.mark.parametrize("apart", [1, 3, 1000])
 def test_every_head_byte_of_a_table_row_changed_gives_the_record_decoders_answer(
     apart: int,
 ) -> None:
     # Each byte of a record's head (the byte before it up to its value: what
-    # `_head_mismatches` reads), in a run read as a table, xor-ed with a few patterns: exactly
-    # the strict decoder's error or rows (a record whose changed byte is still valid may be
-    # read one by one). Records 1 ms apart (the bench's), and 1 s apart (offset deltas across
-    # the head's words).
+    # `_head_mismatches` reads), in a run read as a table, and the run's last header count,
+    # xor-ed with a few patterns: exactly the strict decoder's error or rows (a record whose
+    # changed byte is still valid may be read one by one). Records 1 ms apart, 3 ms apart
+    # (the cluster's answers to the Spark bench) and 1 s apart (offset deltas across the
+    # head's words); in each, some runs' fields end at a word's end, so their heads leave the
+    # byte before the record out and each record's header count is read on its own
+    # (`_Layout.lead`).
     records = _records_of_runs([(200, b"key-01", b"v" * 100, apart, ())])
     raw = build_batch(records)
     region = raw[61:]  # the records region (RECORD_BATCH_OVERHEAD)
@@ -695,16 +698,32 @@ def test_every_head_byte_of_a_table_row_changed_gives_the_record_decoders_answer
     for _ in range(199):
         at = starts[-1]
         starts.append(at + 2 + (region[at] >> 1 | (region[at + 1] & 0x7F) << 6))
-    for record in (40, 100, 199):
-        for byte in range(-1, 17):
-            for change in (0x01, 0x40, 0x80, 0xFF):
-                changed = bytearray(region)
-                changed[starts[record] + byte] ^= change
-                answer = with_records_region(raw, bytes(changed))
-                placed = [(0, validate_batch(answer))]
-                expected = _damaged_outcome(_oracle, answer, placed)
-                assert _damaged_outcome(_columnar_rows, answer, placed) == expected, (
-                    record,
-                    byte,
-                    change,
-                )
+    placed = [(0, validate_batch(raw))]
+    assert {lay.lead for lay in _table_layouts(raw, placed)} == {0, 1}
+    changes = [(record, byte) for record in (40, 100, 199) for byte in range(-1, 17)]
+    for record, byte in [*changes, (200, -1)]:  # (200, -1): the last record's header count
+        for change in (0x01, 0x40, 0x80, 0xFF):
+            changed = bytearray(region)
+            changed[(starts[record] if record < 200 else len(region)) + byte] ^= change
+            answer = with_records_region(raw, bytes(changed))
+            placed = [(0, validate_batch(answer))]
+            expected = _damaged_outcome(_oracle, answer, placed)
+            assert _damaged_outcome(_columnar_rows, answer, placed) == expected, (
+                record,
+                byte,
+                change,
+            )
+
+
+def _table_layouts(data: bytes, placed: list) -> list:  # type: ignore[type-arg]
+    """The layouts of the table groups `_vectorised` decodes (each attempt's)."""
+    layouts = []
+    real = batch_columns._table_group
+
+    def recording(buffer, buf, layout, members, *rest):  # type: ignore[no-untyped-def]
+        layouts.append(layout)
+        return real(buffer, buf, layout, members, *rest)
+
+    with patch.object(batch_columns, "_table_group", recording):
+        batch_columns._vectorised(data, placed, "test")
+    return layouts

@@ -80,6 +80,7 @@ class SegmentRecovery:
     reason: str | None  # None when the whole file was valid
 
 
+_SEP = os.sep
 _LAZY_INDEXES = frozenset(("offset_index", "time_index"))
 
 
@@ -102,7 +103,11 @@ class LogSegment:
         self.base_offset = base_offset
         self.config = config
         self._fs = fs
-        prefix = os.path.join(directory, segment_file_prefix(base_offset))
+        prefix = (
+            directory + _SEP + segment_file_prefix(base_offset)  # os.path.join's, in a third
+            if directory and not directory.endswith(_SEP)
+            else os.path.join(directory, segment_file_prefix(base_offset))
+        )
         self.log_path = prefix + ".log"
         self.log_file = (
             fs.empty_segment_file(self.log_path)

@@ -1107,3 +1107,22 @@ def test_a_new_logs_indexes_made_on_first_use_serve_every_path(
         reopened = again.get_log("orders", 0)
         assert reopened.log_end_offset == end and read_all(reopened) == batches
     again.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("directory", "expected"),
+    [
+        ("/data/orders-3", ("orders", 3)),
+        ("/data/orders-3/", ("orders", 3)),
+        ("/data/orders-3/.", ("orders", 3)),
+        ("/data/orders-3/x/..", ("orders", 3)),
+        ("orders-eu-12", ("orders-eu", 12)),
+        ("/data/orders-3.abc-delete", None),
+        ("/", None),
+    ],
+)
+def test_a_directory_names_its_topic_partition_by_its_last_component(
+    directory: str, expected: tuple[str, int] | None
+) -> None:
+    """The name's last component once normalised: a plain path's taken as it is."""
+    assert parse_topic_partition(directory) == expected

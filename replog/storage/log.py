@@ -112,9 +112,14 @@ _new_tuple = tuple.__new__  # builds a named tuple from its fields without a Pyt
 Unchangeable = bytes | memoryview
 
 
+_NOT_PLAIN_NAMES = ("", ".", "..")  # a path ending in a separator, `.` or `..`
+
+
 def parse_topic_partition(directory: str) -> tuple[str, int] | None:
     """(topic, partition) from a `<topic>-<partition>` directory name, or None."""
-    name = os.path.basename(os.path.normpath(directory))
+    name = directory.rpartition(os.sep)[2]  # as below, a few times faster, for a plain path
+    if name in _NOT_PLAIN_NAMES:
+        name = os.path.basename(os.path.normpath(directory))
     topic, sep, partition = name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
         return None

@@ -175,9 +175,8 @@ def build_new_log(
     """The log `make_new_log_files` made, without a system call (an empty segment holds no
     descriptor, and its indexes are empty)."""
     directory = files.directory
+    # Its indexes are made empty on first use (`LogSegment.__getattr__`).
     segment = LogSegment(directory, 0, config, fs, files.created_ms, create=False, made_empty=True)
-    segment.offset_index.start_empty()
-    segment.time_index.start_empty()
     epoch = files.leader_epoch
     checkpoint = LeaderEpochCheckpointFile(directory + _LEADER_EPOCH_FILE, fs, new=epoch is None)
     return log_class(

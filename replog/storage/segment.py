@@ -29,6 +29,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from replog.errors import CorruptIndexError, CorruptRecordError, InvalidRecordError
 from replog.record.header import (
@@ -80,6 +81,10 @@ class SegmentRecovery:
     reason: str | None  # None when the whole file was valid
 
 
+_SEP = os.sep
+_LAZY_INDEXES = frozenset(("offset_index", "time_index"))
+
+
 class LogSegment:
     """A segment of one partition's log. Not thread-safe: the owning `Log` serialises calls."""
 
@@ -99,7 +104,11 @@ class LogSegment:
         self.base_offset = base_offset
         self.config = config
         self._fs = fs
-        prefix = os.path.join(directory, segment_file_prefix(base_offset))
+        prefix = (
+            directory + _SEP + segment_file_prefix(base_offset)  # os.path.join's, in a third
+            if directory and not directory.endswith(_SEP)
+            else os.path.join(directory, segment_file_prefix(base_offset))
+        )
         self.log_path = prefix + ".log"
         self.log_file = (
             fs.empty_segment_file(self.log_path)
@@ -108,12 +117,10 @@ class LogSegment:
         )
         # Only the active segment is appended to, and only appends hint (see fs.py).
         self.log_file.tune_for_appends(config.page_cache_tail_bytes)
-        self.offset_index = OffsetIndex(
-            prefix + ".index", base_offset, config.offset_index_entries_max, fs
-        )
-        self.time_index = TimeIndex(
-            prefix + ".timeindex", base_offset, config.time_index_entries_max, fs
-        )
+        # A new empty segment's indexes (no entries, no files) are made on first use
+        # (`__getattr__`): most new replicas' logs stay empty for long, some for good.
+        if not made_empty:
+            self._make_indexes(prefix)
         self.created_ms = now_ms
         self._bytes_since_last_index_entry = 0
         self._max_timestamp_so_far: int | None = None  # lazily loaded for old segments
@@ -126,6 +133,27 @@ class LogSegment:
             self._next_offset = base_offset
             self._max_timestamp_so_far = -1
         self._indexes_loaded = False  # ensure_indexes ran (the indexes never unload)
+
+    def _make_indexes(self, prefix: str) -> None:
+        self.offset_index = OffsetIndex(
+            prefix + ".index", self.base_offset, self.config.offset_index_entries_max, self._fs
+        )
+        self.time_index = TimeIndex(
+            prefix + ".timeindex", self.base_offset, self.config.time_index_entries_max, self._fs
+        )
+
+    if not TYPE_CHECKING:  # hidden from mypy, which would then take any attribute
+
+        def __getattr__(self, name: str) -> object:
+            """Called only for an attribute not set: a `made_empty` segment's indexes, made
+            on first use as that segment's (empty: `start_empty`), whatever was appended
+            since (entries are added on reaching `index_interval_bytes` only)."""
+            if name not in _LAZY_INDEXES or "log_path" not in self.__dict__:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            self._make_indexes(self.log_path[: -len(".log")])
+            self.offset_index.start_empty()
+            self.time_index.start_empty()
+            return self.__dict__[name]
 
     # --- sizes and bounds ---------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import logging
 import os
 import threading
 import time as time_module
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -1048,3 +1049,80 @@ def test_a_new_logs_files_made_apart_are_built_into_the_log_get_or_create_would_
     lm.shutdown()
     again = manager(dirs)
     assert again.get_log("orders", 0).log_end_offset == 3
+
+
+def _append_and_read(lm: LogManager, plog: Log) -> None:
+    append_batches(plog, 30)  # past `index_interval_bytes`: index entries made
+    assert len(read_all(plog)) == 30
+    assert plog.offsets_for_times(T0) is not None
+
+
+def _roll(lm: LogManager, plog: Log) -> None:
+    plog.roll()
+    append_batches(plog, 3)
+
+
+def _truncate(lm: LogManager, plog: Log) -> None:
+    plog.truncate_to(0)
+    plog.truncate_fully_and_start_at(5)
+    append_batches(plog, 3)
+
+
+def _flush(lm: LogManager, plog: Log) -> None:
+    append_batches(plog, 3)
+    plog.flush()
+
+
+def _delete(lm: LogManager, plog: Log) -> None:
+    lm.delete_log("orders", 0)
+
+
+@pytest.mark.parametrize(
+    "use",
+    [None, _append_and_read, _roll, _truncate, _flush, _delete],
+    ids=lambda use: getattr(use, "__name__", "nothing"),
+)
+def test_a_new_logs_indexes_made_on_first_use_serve_every_path(
+    tmp_path: Path, use: Callable[[LogManager, Log], None] | None
+) -> None:
+    """`add_new_log`'s segment makes its (empty) indexes only when first used: whatever uses
+    them first (or nothing, up to the close) finds them, and the log reopens as it was left."""
+    dirs = [tmp_path / "d0"]
+    lm = manager(dirs)
+    made = lm.make_new_log("orders", 0, LOG_CONFIG)
+    assert made is not None
+    plog = lm.add_new_log(made)
+    segment = plog.active_segment
+    assert "offset_index" not in vars(segment) and "time_index" not in vars(segment)
+    assert getattr(segment, "no_such_attribute", None) is None
+    if use is not None:
+        use(lm, plog)
+    end = None if use is _delete else plog.log_end_offset
+    batches = None if use is _delete else read_all(plog)
+    lm.shutdown()
+    again = manager(dirs)
+    if end is None:
+        assert again.all_logs() == {}
+    else:
+        reopened = again.get_log("orders", 0)
+        assert reopened.log_end_offset == end and read_all(reopened) == batches
+    again.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("directory", "expected"),
+    [
+        ("/data/orders-3", ("orders", 3)),
+        ("/data/orders-3/", ("orders", 3)),
+        ("/data/orders-3/.", ("orders", 3)),
+        ("/data/orders-3/x/..", ("orders", 3)),
+        ("orders-eu-12", ("orders-eu", 12)),
+        ("/data/orders-3.abc-delete", None),
+        ("/", None),
+    ],
+)
+def test_a_directory_names_its_topic_partition_by_its_last_component(
+    directory: str, expected: tuple[str, int] | None
+) -> None:
+    """The name's last component once normalised: a plain path's taken as it is."""
+    assert parse_topic_partition(directory) == expected

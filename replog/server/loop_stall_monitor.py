@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import math
 import os
 import signal
 import threading
@@ -242,6 +243,9 @@ class LoopStallMonitor:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
+        # No tick yet, so nothing is late: the sampler must not sample this start (a thread's
+        # start waits for a core) into the first tick's chain.
+        self._tick = math.inf
         sampler = StallSampler(
             threading.get_ident(),
             lambda: self._tick,

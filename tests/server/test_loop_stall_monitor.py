@@ -18,28 +18,53 @@ import pytest
 from replog.clock import SCHEDSTAT, ThreadRunQueueClock
 from replog.errors import ConfigError
 from replog.server import loop_stall_monitor
-from replog.server.loop_stall_monitor import LoopStallMonitor, call_chain
+from replog.server.loop_stall_monitor import LoopStallMonitor, StallSampler, call_chain
+
+DEADLINE_S = 30  # only a broken monitor waits this long
 
 
-def hold_the_loop(seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        sum(range(100))
+def hold_the_loop(seconds: float, samples: int = 0) -> None:
+    """Hold the loop `seconds`, and on until `samples` stack samples were taken of it (a loaded
+    machine gives the sampler thread fewer turns), up to a deadline only a broken sampler
+    reaches."""
+    taken = 0
+    original = StallSampler.add
+
+    def counted(sampler: StallSampler, chain: str) -> None:
+        nonlocal taken
+        taken += 1
+        original(sampler, chain)
+
+    start = time.monotonic()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(StallSampler, "add", counted)
+        while time.monotonic() - start < seconds or (
+            taken < samples and time.monotonic() - start < DEADLINE_S
+        ):
+            sum(range(100))
 
 
-async def warnings_while_held(
-    monitor: LoopStallMonitor, seconds: float, caplog: pytest.LogCaptureFixture
-) -> list[str]:
-    """The warnings `monitor` logs while the loop is held for `seconds`."""
+async def warning_of_the_hold(
+    monitor: LoopStallMonitor,
+    seconds: float,
+    caplog: pytest.LogCaptureFixture,
+    samples: int = 0,
+) -> str:
+    """The warning `monitor` logs for the loop held `seconds` (`hold_the_loop`): the first
+    logged after the hold, by the tick that measured it. A loaded machine may stall the loop
+    before or after too, and those warnings are right but not this one."""
     task = asyncio.create_task(monitor.run())
     await asyncio.sleep(0.05)
     with caplog.at_level(logging.WARNING, logger="replog.server.loop_stall"):
-        hold_the_loop(seconds)
-        await asyncio.sleep(0.05)
+        hold_the_loop(seconds, samples)
+        ended = time.time()
+        async with asyncio.timeout(DEADLINE_S):
+            while not (after := [r for r in caplog.records if r.created >= ended]):
+                await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    return [r.getMessage() for r in caplog.records]
+    return after[0].getMessage()
 
 
 @pytest.mark.asyncio
@@ -48,7 +73,7 @@ async def test_a_held_loop_is_measured_and_the_warning_names_the_holder(
 ) -> None:
     stalls: list[float] = []
     monitor = LoopStallMonitor(stalls.append, warn_s=0.3)
-    (warning,) = await warnings_while_held(monitor, 0.5, caplog)
+    warning = await warning_of_the_hold(monitor, 0.5, caplog, samples=3)
     assert 0.4 <= monitor.longest_s < 1.0, stalls
     assert "the event loop was held for" in warning
     assert "held in hold_the_loop (" in warning and "test_loop_stall_monitor.py:" in warning
@@ -79,7 +104,7 @@ async def test_the_loop_thread_names_its_own_stack_no_other_thread_reads_it(
 
     monkeypatch.setattr(sys, "_current_frames", refused)
     monitor = LoopStallMonitor(lambda _: None, warn_s=0.3)
-    (warning,) = await warnings_while_held(monitor, 0.5, caplog)
+    warning = await warning_of_the_hold(monitor, 0.5, caplog, samples=3)
     assert "held in hold_the_loop (" in warning
 
 
@@ -91,7 +116,7 @@ def test_a_loop_off_the_main_thread_is_measured_without_samples(
     def run_loop() -> None:
         async def held() -> None:
             monitor = LoopStallMonitor(lambda _: None, warn_s=0.1)
-            warnings.extend(await warnings_while_held(monitor, 0.3, caplog))
+            warnings.append(await warning_of_the_hold(monitor, 0.3, caplog))
 
         asyncio.run(held())
 
@@ -174,7 +199,7 @@ async def test_a_lowered_threshold_names_a_shorter_stall_and_its_cpu_time(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     monitor = LoopStallMonitor(lambda _: None, warn_s=0.1)
-    (warning,) = await warnings_while_held(monitor, 0.2, caplog)
+    warning = await warning_of_the_hold(monitor, 0.2, caplog, samples=3)
     assert "ms of it on a CPU" in warning
     if os.path.exists(SCHEDSTAT):  # Linux: the wait for a core too, the machine's load
         assert re.search(r"ms of it on a CPU, \d+ ms waiting for one\)", warning), warning

@@ -224,6 +224,9 @@ APPLY_ROUND_BUDGET_MS = 50
 # held the loop 20-55 ms of CPU on a loaded machine (creating 30,000-100,000 partitions, three
 # nodes on 2 cores), which the run-queue wait makes 1.5-3x that of wall time.
 APPLY_TURN_BUDGET_MS = 8
+# How long the applier waits before it tries again to install new logs while the log manager's
+# lock is held by another thread (`LogManager.add_new_log`'s `wait`).
+LOG_MANAGER_BUSY_WAIT_S = 0.002
 # Up to this many writes a round or a batch makes are each synced on their own (a few fsyncs of
 # small files, ~1-5 ms each here); above it one `syncfs` syncs them all.
 SYNC_EACH_MAX = 8
@@ -363,6 +366,7 @@ class ReplicaManager:
         # eligibility and replication config (`_refresh_leaders`), taken from the end.
         self._leaders_to_refresh: list[TopicPartitionKey] = []
         self._refresh_next = True  # whether the applier's next round refreshes leaders
+        self._log_manager_busy = False  # `_install` stopped at a busy log manager lock
 
     def _on_new_deadline(self, deadline_ms: int) -> None:
         # Only a deadline before the timer's next wake needs it sooner. Fetches park hundreds
@@ -624,7 +628,13 @@ class ReplicaManager:
                         raise
                     installed = 0
                     while installed < len(opened):
-                        await yield_turn()
+                        if self._log_manager_busy:
+                            # Its task thread's pass over every log: come back shortly
+                            # rather than turn the loop over and over.
+                            self._log_manager_busy = False
+                            await asyncio.sleep(LOG_MANAGER_BUSY_WAIT_S)
+                        else:
+                            await yield_turn()
                         with self.log_manager.collect_unsynced() as unsynced:
                             installed = self._install(opened, installed, APPLY_TURN_BUDGET_MS)
                         self._refresh_fetch_sources()
@@ -765,16 +775,19 @@ class ReplicaManager:
             if budget_ms is not None and index > first and self._clock() - now_ms >= budget_ms:
                 break
             creation, made, replaced, table = opened[index]
+            if isinstance(made, NewLog):
+                log_ = self.log_manager.add_new_log(made, wait=budget_ms is None)
+                if log_ is None:  # the log manager's lock is busy: the loop must not wait
+                    self._log_manager_busy = True
+                    break
+                table = _empty_table(log_)
+            else:
+                log_ = made
             index += 1
             change = creation.change
             local = change.local
             key = change.key
             self._changes.release(key)
-            if isinstance(made, NewLog):
-                log_ = self.log_manager.add_new_log(made)
-                table = _empty_table(log_)
-            else:
-                log_ = made
             preloaded = self._preloaded.pop(key, None) if table is None else table
             created = Partition(
                 topic=local.topic_name,

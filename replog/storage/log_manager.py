@@ -438,6 +438,8 @@ class LogManager:
             existing = self._open_log(topic, partition, config)
             if existing is not None:
                 return existing
+            if (topic, partition) in self._making:
+                raise KafkaStorageError(f"{topic}-{partition}: its log is being made")
             log_dir, path = self._new_log_path(topic, partition)
             try:
                 created = Log.create(
@@ -480,11 +482,18 @@ class LogManager:
         should hold the GIL as little as possible. None, doing nothing, when the log is open
         already (`get_or_create_log` then); FileExistsError when its directory exists, not
         loaded (`get_or_create_log` opens it). Until `add_new_log`, the log is not this
-        manager's (a start after a stop in between loads it from its files)."""
+        manager's (a start after a stop in between loads it from its files). The manager's
+        lock is held only to pick the log dir, not while the files are made: `add_new_log`
+        on the event loop takes it too."""
+        key = (topic, partition)
         with self._lock:
             if self._open_log(topic, partition, config) is not None:
                 return None
+            if key in self._making:
+                raise KafkaStorageError(f"{topic}-{partition}: its log is being made already")
             log_dir, path = self._new_log_path(topic, partition)
+            self._making[key] = log_dir
+        try:
             try:
                 files = make_new_log_files(
                     path, self._fs, self._clock(), topic_id=topic_id, leader_epoch=leader_epoch
@@ -494,24 +503,34 @@ class LogManager:
             except OSError as exc:
                 raise KafkaStorageError(f"{path}: cannot create log: {exc}") from exc
             self._fs.fsync_dir(log_dir)
-            self._making[(topic, partition)] = log_dir
-            return NewLog(topic, partition, log_dir, files)
+        except BaseException:
+            with self._lock:
+                self._making.pop(key, None)
+            raise
+        return NewLog(topic, partition, log_dir, files)
 
-    def add_new_log(self, new: NewLog) -> Log:
+    def add_new_log(self, new: NewLog, *, wait: bool = True) -> Log | None:
         """The log whose files `make_new_log` made, built without a system call and managed
-        from now on."""
-        created = Log.from_new_files(
-            new.files,
-            self._config_for(new.topic),
-            fs=self._fs,
-            clock=self._clock,
-            on_truncate=self._on_truncate,
-        )
-        with self._lock:
+        from now on. With `wait` False, None at once (nothing done) while another thread
+        holds the manager's lock: its task thread holds it through a pass over every log
+        (flushes, retention, checkpoints: up to a second at 100,000 logs), which an event
+        loop must not wait for."""
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            created = Log.from_new_files(
+                new.files,
+                self._config_for(new.topic),
+                fs=self._fs,
+                clock=self._clock,
+                on_truncate=self._on_truncate,
+            )
             self._making.pop((new.topic, new.partition), None)
             if self._logs.get((new.topic, new.partition)) is not None:
                 raise KafkaStorageError(f"{created.name}: another log is open")
             return self._add(new.topic, new.partition, new.log_dir, created)
+        finally:
+            self._lock.release()
 
     def _open_log(self, topic: str, partition: int, config: LogConfig | None) -> Log | None:
         """Check the name and take `config` as the topic's (under the lock); the open log of

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -494,3 +496,51 @@ def test_new_log_files_never_built_load_at_the_next_start(tmp_path: Path) -> Non
     again.rm.apply_image(many_partitions())
     assert len(again.rm.partitions()) == PARTITIONS
     assert not list(again.log_dir.glob("*-stray"))
+
+
+@pytest.mark.asyncio
+async def test_new_logs_wait_for_a_busy_log_manager_without_holding_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The log manager's task thread holds its lock through a pass over every log (flushes,
+    # checkpoints): the install on the loop must come back for it, not block the loop on it.
+    broker = Broker(tmp_path)
+    manager = broker.log_manager
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_lock() -> None:
+        with manager._lock:
+            held.set()
+            release.wait(10)
+
+    make = manager.make_new_log
+    made = 0
+
+    def make_then_hold(*args: Any, **kwargs: Any) -> Any:
+        nonlocal made
+        result = make(*args, **kwargs)
+        made += 1
+        if made == PARTITIONS:  # every file made: another thread takes the lock now
+            threading.Thread(target=hold_the_lock, daemon=True).start()
+            held.wait(10)
+        return result
+
+    monkeypatch.setattr(manager, "make_new_log", make_then_hold)
+    await broker.rm.start()
+    try:
+        broker.rm.apply_image(many_partitions())
+        await asyncio.to_thread(held.wait, 10)
+        longest_s = 0.0
+        for _ in range(30):  # the loop goes on while the lock is held
+            before = time.monotonic()
+            await asyncio.sleep(0.01)
+            longest_s = max(longest_s, time.monotonic() - before)
+        assert longest_s < 2, f"the loop was held {longest_s:.1f} s"
+        assert broker.rm.partitions() == {}  # nothing installed without the lock
+        release.set()
+        async with asyncio.timeout(10):
+            await broker.rm.wait_applied()
+        assert len(broker.rm.partitions()) == PARTITIONS
+    finally:
+        release.set()
+        await broker.rm.stop()

@@ -36,22 +36,17 @@ async def write_frame_parts(
     from its file (module rules)."""
     try:
         size = sum(len(part) for part in parts)
-        small: list[Buffer] = [framed_wire.header(sequence, size)]
+        pieces: list[Buffer] = [framed_wire.header(sequence, size)]  # written up to a region
         for part in parts:
             if isinstance(part, FileRegion):
-                transport.write(b"".join(small))
-                small = []
+                framed_wire.write_pieces(transport, pieces)
+                pieces = []
                 await _send_region(transport, part)
             elif not isinstance(part, bytes | bytearray | memoryview):
                 raise TypeError(f"a frame part is a buffer or a FileRegion, not {part!r}")
-            elif len(part) < framed_wire.WRITE_APART_BYTES:
-                small.append(part)
             else:
-                transport.write(b"".join(small))
-                small = []
-                transport.write(part)
-        if small:
-            transport.write(b"".join(small))
+                pieces.append(part)
+        framed_wire.write_pieces(transport, pieces)
     finally:
         for part in parts:
             if isinstance(part, FileRegion):

@@ -366,7 +366,6 @@ class ReplicaManager:
         # eligibility and replication config (`_refresh_leaders`), taken from the end.
         self._leaders_to_refresh: list[TopicPartitionKey] = []
         self._refresh_next = True  # whether the applier's next round refreshes leaders
-        self._log_manager_busy = False  # `_install` stopped at a busy log manager lock
 
     def _on_new_deadline(self, deadline_ms: int) -> None:
         # Only a deadline before the timer's next wake needs it sooner. Fetches park hundreds
@@ -627,16 +626,17 @@ class ReplicaManager:
                         self._release(creations)
                         raise
                     installed = 0
+                    stuck = False
                     while installed < len(opened):
-                        if self._log_manager_busy:
-                            # Its task thread's pass over every log: come back shortly
-                            # rather than turn the loop over and over.
-                            self._log_manager_busy = False
+                        if stuck:
+                            # The log manager's lock was busy (its task thread's pass over
+                            # every log): come back shortly, not turn the loop over and over.
                             await asyncio.sleep(LOG_MANAGER_BUSY_WAIT_S)
                         else:
                             await yield_turn()
                         with self.log_manager.collect_unsynced() as unsynced:
-                            installed = self._install(opened, installed, APPLY_TURN_BUDGET_MS)
+                            done = self._install(opened, installed, APPLY_TURN_BUDGET_MS)
+                        stuck, installed = done == installed, done
                         self._refresh_fetch_sources()
                         self._syncs.add(unsynced)
                     await yield_turn()
@@ -767,7 +767,8 @@ class ReplicaManager:
 
     def _install(self, opened: list[_Opened], first: int = 0, budget_ms: int | None = None) -> int:
         """Make replicas of the logs `_open_logs` opened, from `opened[first]` on, and give
-        each its role; with `budget_ms`, no more once that long has passed. Where it
+        each its role; with `budget_ms`, no more once that long has passed, and none while
+        another thread holds the log manager's lock (`LogManager.add_new_log`). Where it
         stopped (the index of the first one left)."""
         now_ms = self._clock()
         index = first
@@ -778,7 +779,6 @@ class ReplicaManager:
             if isinstance(made, NewLog):
                 log_ = self.log_manager.add_new_log(made, wait=budget_ms is None)
                 if log_ is None:  # the log manager's lock is busy: the loop must not wait
-                    self._log_manager_busy = True
                     break
                 table = _empty_table(log_)
             else:

@@ -145,12 +145,12 @@ def make_new_log_files(
     look for, load or recover). System calls only; the small files as `write_new_file` writes
     them (synced, or by the caller's `deferred_sync` block). FileExistsError (unwrapped) if the
     directory exists; any other failure is a KafkaStorageError naming the file."""
-    fs.make_dir(directory)  # FileExistsError (unwrapped) if it exists: open it instead
-    files = NewLogFiles(directory, now_ms, topic_id, leader_epoch)
     # Paths joined by hand and the small files' bytes rendered once per topic or epoch: this
     # runs for every replica of a large creation, holding the GIL between system calls.
-    path = directory + _FIRST_SEGMENT_LOG
+    path = directory
     try:
+        fs.make_dir(directory)  # FileExistsError (unwrapped) if it exists: open it instead
+        path = directory + _FIRST_SEGMENT_LOG
         fs.create_empty_file(path)
         if topic_id is not None:
             path = directory + _PARTITION_METADATA
@@ -158,9 +158,11 @@ def make_new_log_files(
         if leader_epoch is not None:
             path = directory + _LEADER_EPOCH_FILE
             fs.write_new_file(path, _first_epoch_bytes(leader_epoch))
+    except FileExistsError:
+        raise
     except OSError as exc:
         raise KafkaStorageError(f"{path}: cannot create log: {exc}") from exc
-    return files
+    return NewLogFiles(directory, now_ms, topic_id, leader_epoch)
 
 
 def build_new_log(
@@ -184,7 +186,7 @@ def build_new_log(
         config,
         SegmentMap.of_one(0, segment),
         LeaderEpochCache(
-            checkpoint, name=directory, entries=() if epoch is None else ((EpochEntry(epoch, 0)),)
+            checkpoint, name=directory, entries=() if epoch is None else (EpochEntry(epoch, 0),)
         ),
         log_start_offset=0,
         recovery_point=0,

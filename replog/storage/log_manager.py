@@ -494,14 +494,9 @@ class LogManager:
             log_dir, path = self._new_log_path(topic, partition)
             self._making[key] = log_dir
         try:
-            try:
-                files = make_new_log_files(
-                    path, self._fs, self._clock(), topic_id=topic_id, leader_epoch=leader_epoch
-                )
-            except FileExistsError:
-                raise
-            except OSError as exc:
-                raise KafkaStorageError(f"{path}: cannot create log: {exc}") from exc
+            files = make_new_log_files(
+                path, self._fs, self._clock(), topic_id=topic_id, leader_epoch=leader_epoch
+            )
             self._fs.fsync_dir(log_dir)
         except BaseException:
             with self._lock:

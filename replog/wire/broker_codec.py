@@ -34,7 +34,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from google.protobuf.message import Message
@@ -446,12 +446,10 @@ def fetch_response_pieces(response: m.FetchResponse) -> list[Buffer]:
     `SPLIT_MIN_BYTES` or more are pieces of their own, not copied (for a writer that sends
     them apart: `framed_wire.write_frame`). Raises ValueError for records left in a file
     (`fetch_response_parts` is for a writer that sends those)."""
-    pieces: list[Buffer] = []
-    for part in fetch_response_parts(response):
-        if not isinstance(part, bytes | bytearray | memoryview):
-            raise ValueError(f"records left in a file ({part!r}): not bytes to write")
-        pieces.append(part)
-    return pieces
+    for partition in response.partitions:
+        if partition.region is not None:
+            raise ValueError(f"records left in a file ({partition.region!r}): not bytes to write")
+    return cast("list[Buffer]", fetch_response_parts(response))  # no region: buffers only
 
 
 def fetch_response_parts(response: m.FetchResponse) -> list[Buffer | m.RecordsRegion]:

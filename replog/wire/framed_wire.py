@@ -110,13 +110,20 @@ def write_frame_pieces(
     WRITE_APART_BYTES or more is written as it is (copied only if the socket leaves part of it
     unsent), the header and the smaller pieces between them joined into one write each."""
     size = sum(len(piece) for piece in pieces)
-    small: list[Buffer] = [header(sequence, size)]
+    write_pieces(transport, [header(sequence, size), *pieces])
+
+
+def write_pieces(transport: asyncio.WriteTransport, pieces: Sequence[Buffer]) -> None:
+    """Write `pieces` in order, each of WRITE_APART_BYTES or more as it is, the smaller ones
+    between them joined into one write each."""
+    small: list[Buffer] = []
     for piece in pieces:
         if len(piece) < WRITE_APART_BYTES:
             small.append(piece)
             continue
-        transport.write(b"".join(small))
-        small = []
+        if small:
+            transport.write(b"".join(small))
+            small = []
         transport.write(piece)
     if small:
         transport.write(b"".join(small))

@@ -41,7 +41,8 @@ Timeouts and retries:
 - Not retried: any other error. A request-level error raises its `replog.errors` class with
   the server's message; per-item errors are returned in the item's `error`. When the deadline
   passes, `KafkaTimeoutError` (the client-side timeout, as kafka-python's admin raises and
-  docs/client.md promises) names every address tried and what it said. A node that does
+  docs/client.md promises) names every address tried and what it last said (an attempt the
+  deadline cut short to a timeout does not replace an earlier answer). A node that does
   not serve the Controller service (gRPC UNIMPLEMENTED) is skipped; if no node serves it,
   `UnsupportedVersionError`. A gRPC failure never escapes as a bare `grpc.RpcError`.
 - Ctrl-C (KeyboardInterrupt) interrupts a call at once, cancelling the RPC in flight.
@@ -138,10 +139,11 @@ _R = TypeVar("_R", bound=_Response)
 class _Unreachable(Exception):
     """An attempt that got no answer from the Controller service at one address."""
 
-    def __init__(self, reason: str, *, permanent: bool = False) -> None:
+    def __init__(self, reason: str, *, permanent: bool = False, timed_out: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.permanent = permanent  # the node does not serve the service: skip it for this call
+        self.timed_out = timed_out  # the attempt's own time ran out (not a refusal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +264,11 @@ class _ControllerRouting:
                 try:
                     response: _R = yield _Ask(address, rpc, request, response_type, attempt_ms)
                 except _Unreachable as exc:
-                    said[address] = exc.reason
+                    # An attempt the call's deadline cut short says nothing about the node:
+                    # what it said before (e.g. "not the controller") stays the better account.
+                    cut_short = exc.timed_out and attempt_ms < self.request_timeout_s * 1000
+                    if not (cut_short and address in said):
+                        said[address] = exc.reason
                     if exc.permanent:
                         skipped.add(address)
                     self._forget_controller(address)
@@ -859,7 +865,7 @@ def _classify(address: str, rpc: str, exc: grpc.RpcError, timeout_ms: int) -> Ex
     code = exc.code()
     details = exc.details() or ""
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return _Unreachable(f"no answer within {timeout_ms / 1000:g} s")
+        return _Unreachable(f"no answer within {timeout_ms / 1000:g} s", timed_out=True)
     if code == grpc.StatusCode.UNAVAILABLE:
         lowered = details.lower()
         if "refused" in lowered:

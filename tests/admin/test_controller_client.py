@@ -668,6 +668,23 @@ def test_not_controller_until_the_deadline_is_a_timeout_naming_what_each_node_sa
     assert f"{second.address}: not the controller (no active controller known)" in text
 
 
+def test_an_attempt_the_deadline_cuts_short_keeps_what_the_node_said_before(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    # The second attempt at `first` hangs until the call's deadline: its "no answer within"
+    # a sliver of the budget would hide the redirect the node gave on the first attempt.
+    with running(1, 2) as (first, second):
+        first.script("CreateTopics", not_controller("CreateTopics", -1), HANG)
+        second.script("CreateTopics", not_controller("CreateTopics", -1))
+        client = make_client(f"{first.address},{second.address}", default_timeout_s=0.5)
+        with pytest.raises(KafkaTimeoutError) as raised:
+            client.create_topics([NewTopic("orders")])
+        assert len(first.asked("CreateTopics")) == 2
+    text = str(raised.value)
+    assert f"{first.address}: not the controller (no active controller known)" in text
+    assert "no answer within" not in text.split("within 0.5 s", 1)[1]
+
+
 def test_reads_served_by_a_standby_are_asked_of_the_active_controller_too(
     make_client: Callable[..., ControllerClient],
 ) -> None:

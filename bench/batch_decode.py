@@ -5,8 +5,9 @@ the answer's batches are walked and checked (`answer_batches`, CRC-32C), decoded
 (`replog.spark.batch_columns.decode_batches`) and made into the Arrow record batch Spark gets
 (`columns_to_record_batch`). This bench builds a realistic answer in memory and times those
 steps, the working tree's decoder and Arrow batch against the baseline's (`batch_columns.py` and
-`arrow.py` loaded from git, `--base`, main by default) in the same process, alternating, so
-both see the same machine load. The working tree's side keeps one partition's
+`arrow.py` loaded from git, `--base`, main by default; `--base numpy`: the working tree's own
+numpy decoder, its compiled one turned off) in the same process, alternating, so both see the
+same machine load. The working tree's side keeps one partition's
 `ConstantColumns` over its answers, as a task does.
 
 The answer (defaults): about 8 MiB (`--answer-mib`; the source fetches 8 MiB per partition) of
@@ -28,6 +29,7 @@ first.
     .venv/bin/python bench/batch_decode.py
     .venv/bin/python bench/batch_decode.py --varied --passes 9
     .venv/bin/python bench/batch_decode.py --base 7da4a65
+    .venv/bin/python bench/batch_decode.py --base numpy --no-arrow   # compiled / numpy
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from replog.spark.arrow import ConstantColumns, columns_to_record_batch
 from replog.spark.worker_allocator import keep_freed_memory
 
 ROOT = Path(__file__).resolve().parent.parent
+NUMPY = "numpy"  # --base: the working tree's numpy decoder, its compiled one turned off
 SCHEMA = pa.schema(
     [
         ("key", pa.binary()),
@@ -88,12 +91,16 @@ def build_answer(args: argparse.Namespace) -> bytes:
 
 
 def load_base(commit: str, name: str = "batch_columns") -> ModuleType:
-    """`replog/spark/<name>.py` as it is at `commit`, as a module of its own."""
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{commit}:replog/spark/{name}.py"],
-        check=True,
-        capture_output=True,
-    ).stdout
+    """`replog/spark/<name>.py` as it is at `commit`, as a module of its own; `numpy`: the
+    working tree's, with its compiled decoder turned off (`batch_columns.DECODER`)."""
+    if commit == NUMPY:
+        source = (ROOT / "replog" / "spark" / f"{name}.py").read_bytes()
+    else:
+        source = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{commit}:replog/spark/{name}.py"],
+            check=True,
+            capture_output=True,
+        ).stdout
     path = Path(tempfile.mkdtemp()) / f"base_{name}.py"
     path.write_bytes(source)
     spec = importlib.util.spec_from_file_location(f"base_{name}", path)
@@ -101,6 +108,9 @@ def load_base(commit: str, name: str = "batch_columns") -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[f"base_{name}"] = module
     spec.loader.exec_module(module)
+    if commit == NUMPY and name == "batch_columns":
+        module._compiled = None
+        module.DECODER = "numpy"
     return module
 
 
@@ -136,7 +146,11 @@ def spread(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--base", default="main", help="the baseline decoder's commit")
+    parser.add_argument(
+        "--base",
+        default="main",
+        help="the baseline decoder's commit, or `numpy`: the working tree's numpy decoder",
+    )
     parser.add_argument("--answer-mib", type=int, default=8)
     parser.add_argument("--batch-records", type=int, default=2000)
     parser.add_argument("--batch-ms", type=int, default=6000)
@@ -160,7 +174,8 @@ def main() -> None:
     assert new_columns.values.equals(base_columns.values)
     print(
         f"answer: {len(data) / 2**20:.1f} MiB, {len(batches)} batches, {rows:,} rows; "
-        f"base {args.base}; load average {os.getloadavg()[0]:.1f}"
+        f"base {args.base}; new decoder {batch_columns.DECODER}; "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     timed: dict[str, list[float]] = {"base": [], "new": []}
     sides = (("base", base, base_arrow), ("new", batch_columns, None))

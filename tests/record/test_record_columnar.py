@@ -5,14 +5,18 @@ strict decoder (`RecordBatch.records()`) is the oracle. Properties, over random 
 (keys, values and header values null or not, headers, any timestamps, every available codec,
 LogAppendTime, several batches in one buffer):
 - the vectorised path itself (not its fallback) gives exactly the oracle's records;
-- `decode_batches` does too;
-- on a batch whose records region was damaged (resealed, so the CRC passes), both decoders
-  agree: the same columns, or an `InvalidRecordError` with the same message.
+- the compiled decoder (`_batch_decode.c`) alone does too, declining only batches with headers;
+- `decode_batches` does too, with the compiled decoder first (as built) and without it;
+- on a batch whose records region was damaged (resealed, so the CRC passes), every decoder
+  agrees: the same columns, or an `InvalidRecordError` with the same message; the compiled
+  decoder alone gives the same columns or declines (None), and declines whatever the strict
+  decoder refuses.
 """
 
 from __future__ import annotations
 
 import random
+from unittest.mock import patch
 
 import numpy as np
 import pyarrow as pa
@@ -96,6 +100,8 @@ def test_vectorised_path_equals_the_record_decoder(specs: list, lead: int) -> No
     # The vectorised path itself, so a silent fallback cannot make this pass.
     assert _rows(batch_columns._vectorised(data, placed, "test")) == expected
     assert _rows(decode_batches(data, placed, where="test")) == expected
+    with_headers = any(row[5] for row in expected)
+    assert _compiled_rows(data, placed) == (None if with_headers else expected)
 
 
 def test_headers_column_is_none_without_headers_and_slices_keep_rows() -> None:
@@ -123,8 +129,31 @@ def _damaged_outcome(decode, data: bytes, placed: list) -> object:  # type: igno
         return ("error", str(error))
 
 
-def _columnar_rows(data: bytes, placed: list) -> list[tuple]:  # type: ignore[type-arg]
-    return _rows(decode_batches(data, placed, where="test"))
+def _compiled_rows(data: bytes | memoryview, placed: list) -> list[tuple] | None:  # type: ignore[type-arg]
+    """The compiled decoder's rows alone (no fallback): None where it declines."""
+    assert batch_columns._compiled is not None, "the compiled decoder is not built"
+    try:
+        columns = batch_columns._compiled_columns(data, placed, "test")
+    except InvalidRecordError:  # a compressed region that does not decompress
+        return None
+    return None if columns is None else _rows(columns)
+
+
+def _columnar_rows(data: bytes | memoryview, placed: list) -> list[tuple]:  # type: ignore[type-arg]
+    """`decode_batches`' rows, checked equal with the compiled decoder first and without it
+    (numpy alone), and with the compiled decoder's own answer where it gives one; its
+    `InvalidRecordError` when the batches are not valid, which the compiled decoder must
+    then have declined."""
+    compiled = _compiled_rows(data, placed)
+    with patch.object(batch_columns, "_compiled", None):
+        try:
+            rows = _rows(decode_batches(data, placed, where="test"))
+        except InvalidRecordError:
+            assert compiled is None  # it took nothing the strict decoder refuses
+            raise
+    assert compiled is None or compiled == rows
+    assert _rows(decode_batches(data, placed, where="test")) == rows
+    return rows
 
 
 def draw_damaged_batch(records: list, data) -> bytes:  # type: ignore[no-untyped-def]

@@ -18,6 +18,8 @@ and the Arrow batches it builds from decoded columns (no Spark session needed).
   answer's end or before other bytes.
 - The answer may be a memoryview (what the fetcher hands over): decoded where it lies, with
   the same columns or the same error as from bytes, headers and the strict fallback included.
+- Every comparison with the strict decoder runs both columnar decoders, the compiled one
+  (which declines records with headers) and numpy (`test_record_columnar._columnar_rows`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from record_test_support import record_lists, with_records_region
 # The oracle and the comparison helpers of the decoder's own property tests, not a copy.
 from test_record_columnar import (
     _columnar_rows,
+    _compiled_rows,
     _damaged_outcome,
     _oracle,
     _rows,
@@ -191,6 +194,9 @@ def test_uncompressed_batches_are_decoded_where_they_lie(specs: list, tail: byte
     assert batch_columns._regions(view, placed, "test")[0] is view  # a view: no copy either
     assert _rows(batch_columns._vectorised(view, placed, "test")) == expected
     assert _rows(decode_batches(view, placed, where="test")) == expected
+    with_headers = any(row[5] for row in expected)
+    for answer in (data, view):
+        assert _compiled_rows(answer, placed) == (None if with_headers else expected)
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,0 +1,297 @@
+/* The compiled decoder of replog.spark.batch_columns: validated batches' records regions to
+ * columns in one pass over the records (docs/spark.md, "How records are decoded").
+ *
+ * decode(buffer, spans, batches) -> tuple | None
+ *   buffer:  bytes-like (the fetch answer, or the decompressed regions back to back), read
+ *            through the buffer protocol, never copied.
+ *   spans:   per batch (start, end) of its records region in buffer.
+ *   batches: per batch (records_count, base_offset, base_time, log_append_time): base_time is
+ *            the batch's max_timestamp with LogAppendTime, else its base_timestamp.
+ * Returns (offsets, timestamps, key_offsets, key_data, key_validity, value_offsets,
+ * value_data, value_validity): int64 offsets and timestamps (bytearrays, writable for numpy),
+ * then per column Arrow `binary` buffers (int32 offsets, data, validity bitmap or None when
+ * no row is null), as bytes. Or None at any doubt: a broken structural rule (the same rules as
+ * record.decode_records: exactly records_count records filling each region, offset deltas
+ * 0..n-1, lengths -1 or more, varints of at most 5 (varlong 10) bytes not overflowing, every
+ * field inside its record, each body ending exactly at its length), a record with headers, or
+ * a sum past int64. The caller then decodes with the Python decoders, which name the error.
+ * Every read is bounds-checked against its record's end, which is checked against its
+ * region's end, which is checked against the buffer's length. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MIN_BODY 6  /* attributes byte and five one-byte varints */
+
+/* The zig-zag varint at buf[*at], at most max_bytes long, not reaching end; 0 if none. */
+static inline int
+read_varint(const uint8_t *buf, Py_ssize_t *at, Py_ssize_t end, int max_bytes, int64_t *out)
+{
+    Py_ssize_t p = *at;
+    if (p < end && buf[p] < 0x80) {
+        uint64_t u = buf[p];
+        *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+        *at = p + 1;
+        return 1;
+    }
+    uint64_t u = 0;
+    int shift = 0;
+    Py_ssize_t limit = (end - p > max_bytes) ? p + max_bytes : end;
+    while (p < limit) {
+        uint8_t b = buf[p++];
+        if (shift == 63 && b > 1)
+            return 0; /* a varlong's tenth byte: more than bit 63 overflows */
+        u |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) {
+            if (max_bytes == 5 && (u >> 32))
+                return 0; /* a varint overflowing 32 bits */
+            *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            *at = p;
+            return 1;
+        }
+        shift += 7;
+    }
+    return 0; /* too long, or past end */
+}
+
+typedef struct {
+    Py_ssize_t start, end;
+    int64_t count, base_offset, base_time;
+    int append;
+} Batch;
+
+typedef struct {
+    int32_t *offsets;
+    uint8_t *data;
+    uint8_t *validity;
+    int32_t size;
+    int nulls;
+} Column;
+
+/* Row `row`'s field of `length` bytes at buf[p], or a null; 0 when it leaves its record. */
+static inline int
+put_field(Column *c, Py_ssize_t row, const uint8_t *buf, Py_ssize_t *p, Py_ssize_t rend,
+          int64_t length)
+{
+    if (length < 0) {
+        if (length != -1)
+            return 0;
+        c->validity[row >> 3] &= (uint8_t)~(1u << (row & 7));
+        c->nulls = 1;
+    }
+    else {
+        if (length > rend - *p)
+            return 0;
+        memcpy(c->data + c->size, buf + *p, (size_t)length);
+        c->size += (int32_t)length;
+        *p += length;
+    }
+    c->offsets[row + 1] = c->size;
+    return 1;
+}
+
+/* 1 when every record is decoded, 0 at any doubt (module comment). */
+static int
+decode_all(const uint8_t *buf, const Batch *batches, Py_ssize_t nbatches, int64_t *offsets,
+           int64_t *timestamps, Column *keys, Column *values)
+{
+    Py_ssize_t row = 0;
+    keys->offsets[0] = 0;
+    values->offsets[0] = 0;
+    for (Py_ssize_t b = 0; b < nbatches; b++) {
+        const Batch *batch = &batches[b];
+        Py_ssize_t pos = batch->start, end = batch->end;
+        for (int64_t i = 0; i < batch->count; i++, row++) {
+            int64_t size, stamp_delta, offset_delta, length, header_count;
+            if (!read_varint(buf, &pos, end, 5, &size) || size < MIN_BODY || size > end - pos)
+                return 0;
+            Py_ssize_t rend = pos + size;
+            Py_ssize_t p = pos + 1; /* after the attributes byte */
+            if (!read_varint(buf, &p, rend, 10, &stamp_delta))
+                return 0;
+            if (!read_varint(buf, &p, rend, 5, &offset_delta) || offset_delta != i)
+                return 0;
+            if (!read_varint(buf, &p, rend, 5, &length) || !put_field(keys, row, buf, &p, rend, length))
+                return 0;
+            if (!read_varint(buf, &p, rend, 5, &length) || !put_field(values, row, buf, &p, rend, length))
+                return 0;
+            /* Headers (rare) are left to the Python decoders; a negative count is invalid. */
+            if (!read_varint(buf, &p, rend, 5, &header_count) || header_count != 0 || p != rend)
+                return 0;
+            if (__builtin_add_overflow(batch->base_offset, i, &offsets[row]))
+                return 0;
+            if (batch->append)
+                timestamps[row] = batch->base_time;
+            else if (__builtin_add_overflow(batch->base_time, stamp_delta, &timestamps[row]))
+                return 0;
+            pos = rend;
+        }
+        if (pos != end)
+            return 0; /* bytes after the declared records */
+    }
+    return 1;
+}
+
+static int
+column_alloc(Column *c, PyObject **offsets, PyObject **data, PyObject **validity,
+             Py_ssize_t rows, Py_ssize_t data_max)
+{
+    *offsets = PyBytes_FromStringAndSize(NULL, (rows + 1) * 4);
+    *data = PyBytes_FromStringAndSize(NULL, data_max);
+    *validity = PyBytes_FromStringAndSize(NULL, (rows + 7) / 8);
+    if (!*offsets || !*data || !*validity)
+        return 0;
+    c->offsets = (int32_t *)PyBytes_AS_STRING(*offsets);
+    c->data = (uint8_t *)PyBytes_AS_STRING(*data);
+    c->validity = (uint8_t *)PyBytes_AS_STRING(*validity);
+    memset(c->validity, 0xFF, (size_t)((rows + 7) / 8));
+    c->size = 0;
+    c->nulls = 0;
+    return 1;
+}
+
+/* The column's data cut to its size, and its validity dropped when no row is null. */
+static int
+column_finish(Column *c, PyObject **data, PyObject **validity)
+{
+    if (_PyBytes_Resize(data, c->size) < 0)
+        return 0;
+    if (!c->nulls) {
+        Py_DECREF(*validity);
+        Py_INCREF(Py_None);
+        *validity = Py_None;
+    }
+    return 1;
+}
+
+static int
+read_batches(PyObject *spans, PyObject *infos, Py_ssize_t length, Batch **out,
+             Py_ssize_t *nbatches, Py_ssize_t *rows, int *ok)
+{
+    PyObject *span_seq = PySequence_Fast(spans, "spans must be a sequence");
+    if (!span_seq)
+        return 0;
+    PyObject *info_seq = PySequence_Fast(infos, "batches must be a sequence");
+    if (!info_seq) {
+        Py_DECREF(span_seq);
+        return 0;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(span_seq);
+    int result = 0;
+    Batch *batches = NULL;
+    if (PySequence_Fast_GET_SIZE(info_seq) != n) {
+        PyErr_SetString(PyExc_ValueError, "spans and batches differ in length");
+        goto done;
+    }
+    batches = PyMem_Malloc(sizeof(Batch) * (size_t)(n ? n : 1));
+    if (!batches) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    *ok = 1;
+    int64_t total = 0;
+    for (Py_ssize_t b = 0; b < n; b++) {
+        Batch *batch = &batches[b];
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(span_seq, b), "nn", &batch->start,
+                              &batch->end) ||
+            !PyArg_ParseTuple(PySequence_Fast_GET_ITEM(info_seq, b), "LLLp", &batch->count,
+                              &batch->base_offset, &batch->base_time, &batch->append)) {
+            PyMem_Free(batches);
+            batches = NULL;
+            goto done;
+        }
+        /* A region outside the buffer, or more records than it can hold (each takes at least
+         * 7 bytes): not decoded here, so nothing is allocated for a wild records_count. */
+        if (batch->start < 0 || batch->start > batch->end || batch->end > length ||
+            batch->count < 0 || batch->count > (batch->end - batch->start) / (MIN_BODY + 1))
+            *ok = 0;
+        total += *ok ? batch->count : 0;
+    }
+    *out = batches;
+    *nbatches = n;
+    *rows = (Py_ssize_t)total;
+    result = 1;
+done:
+    Py_DECREF(span_seq);
+    Py_DECREF(info_seq);
+    return result;
+}
+
+static PyObject *
+decode(PyObject *module, PyObject *args)
+{
+    PyObject *source, *spans, *infos;
+    if (!PyArg_ParseTuple(args, "OOO", &source, &spans, &infos))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(source, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *offsets = NULL, *timestamps = NULL;
+    PyObject *key_offsets = NULL, *key_data = NULL, *key_validity = NULL;
+    PyObject *value_offsets = NULL, *value_data = NULL, *value_validity = NULL;
+    Batch *batches = NULL;
+    Py_ssize_t nbatches = 0, rows = 0;
+    int ok = 0;
+    if (!read_batches(spans, infos, view.len, &batches, &nbatches, &rows, &ok))
+        goto done;
+    if (!ok || view.len >= ((Py_ssize_t)1 << 31)) { /* Arrow binary offsets are int32 */
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
+    }
+    Column keys, values;
+    offsets = PyByteArray_FromStringAndSize(NULL, rows * 8);
+    timestamps = PyByteArray_FromStringAndSize(NULL, rows * 8);
+    if (!offsets || !timestamps ||
+        !column_alloc(&keys, &key_offsets, &key_data, &key_validity, rows, view.len) ||
+        !column_alloc(&values, &value_offsets, &value_data, &value_validity, rows, view.len))
+        goto done;
+    int decoded;
+    Py_BEGIN_ALLOW_THREADS
+    decoded = decode_all((const uint8_t *)view.buf, batches, nbatches,
+                         (int64_t *)PyByteArray_AS_STRING(offsets),
+                         (int64_t *)PyByteArray_AS_STRING(timestamps), &keys, &values);
+    Py_END_ALLOW_THREADS
+    if (!decoded) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
+    }
+    if (!column_finish(&keys, &key_data, &key_validity) ||
+        !column_finish(&values, &value_data, &value_validity))
+        goto done;
+    result = PyTuple_Pack(8, offsets, timestamps, key_offsets, key_data, key_validity,
+                          value_offsets, value_data, value_validity);
+done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(timestamps);
+    Py_XDECREF(key_offsets);
+    Py_XDECREF(key_data);
+    Py_XDECREF(key_validity);
+    Py_XDECREF(value_offsets);
+    Py_XDECREF(value_data);
+    Py_XDECREF(value_validity);
+    PyMem_Free(batches);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"decode", decode, METH_VARARGS,
+     "decode(buffer, spans, batches) -> columns' buffers, or None at any doubt."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_batch_decode",
+    "The compiled record decoder of replog.spark.batch_columns.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__batch_decode(void)
+{
+    return PyModule_Create(&module_def);
+}

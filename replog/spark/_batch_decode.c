@@ -4,7 +4,7 @@
  * decode(buffer, spans, batches) -> tuple | None
  *   buffer:  bytes-like (the fetch answer, or the decompressed regions back to back), read
  *            through the buffer protocol, never copied.
- *   spans:   per batch (start, end) of its records region in buffer.
+ *   spans:   per batch (start, end) of its records region in buffer, in order, apart.
  *   batches: per batch (records_count, base_offset, base_time, log_append_time): base_time is
  *            the batch's max_timestamp with LogAppendTime, else its base_timestamp.
  * Returns (offsets, timestamps, key_offsets, key_data, key_validity, value_offsets,
@@ -192,6 +192,7 @@ read_batches(PyObject *spans, PyObject *infos, Py_ssize_t length, Batch **out,
     }
     *ok = 1;
     int64_t total = 0;
+    Py_ssize_t after = 0; /* the end of the region before */
     for (Py_ssize_t b = 0; b < n; b++) {
         Batch *batch = &batches[b];
         if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(span_seq, b), "nn", &batch->start,
@@ -202,11 +203,14 @@ read_batches(PyObject *spans, PyObject *infos, Py_ssize_t length, Batch **out,
             batches = NULL;
             goto done;
         }
-        /* A region outside the buffer, or more records than it can hold (each takes at least
-         * 7 bytes): not decoded here, so nothing is allocated for a wild records_count. */
-        if (batch->start < 0 || batch->start > batch->end || batch->end > length ||
+        /* A region outside the buffer, or before the end of the one before (the regions in
+         * order and apart, the keys and values fit a buffer's length each), or more records
+         * than it can hold (each takes at least 7 bytes): not decoded here, so nothing is
+         * allocated for a wild records_count. */
+        if (batch->start < after || batch->start > batch->end || batch->end > length ||
             batch->count < 0 || batch->count > (batch->end - batch->start) / (MIN_BODY + 1))
             *ok = 0;
+        after = batch->end;
         total += *ok ? batch->count : 0;
     }
     *out = batches;
@@ -220,7 +224,7 @@ done:
 }
 
 static PyObject *
-decode(PyObject *module, PyObject *args)
+decode(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *source, *spans, *infos;
     if (!PyArg_ParseTuple(args, "OOO", &source, &spans, &infos))

@@ -66,8 +66,9 @@ compare both columnar decoders with on random and damaged batches):
   its record, every body ending exactly at its declared length, varints not longer than 5
   (varlong 10) bytes nor overflowing.
 - At any doubt (a rule broken, a varint the vectorised path does not take), the call decodes
-  its batches again with the next decoder, at last the record-by-record one, which raises `InvalidRecordError`
-  naming batch, record and byte, or, if the batch is valid after all, gives the columns.
+  its batches again with the next decoder, at last the record-by-record one, which raises
+  `InvalidRecordError` naming batch, record and byte, or, if the batch is valid after all,
+  gives the columns.
 - With LogAppendTime a record's timestamp is its batch's max_timestamp.
 """
 

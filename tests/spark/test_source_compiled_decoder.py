@@ -8,10 +8,10 @@ input.
   compiler) would run the slower numpy decoder unnoticed, so this fails rather than skips.
 - Its answers are compared with the strict decoder's on random and damaged batches in
   tests/record/test_record_columnar.py and tests/spark/test_source_columns.py; here, its
-  arguments themselves are fuzzed: random bytes, regions outside the buffer or overlapping,
-  record counts too large or negative, a region cut short. It answers columns or None (the
-  caller then decodes in Python), never crashes nor reads outside the buffer; columns only
-  where the strict decoder gives the same records.
+  arguments themselves are fuzzed: random bytes, regions outside the buffer, out of order or
+  overlapping, record counts too large or negative, a region cut short. It answers columns or
+  None (the caller then decodes in Python), never crashes nor reads outside the buffer;
+  columns only where the strict decoder gives the same records.
 """
 
 from __future__ import annotations
@@ -119,13 +119,16 @@ def test_a_real_region_with_wrong_bounds_or_count_gives_none_or_the_strict_answe
     assert offsets == [row[0] for row in _oracle(data, [(0, header)])]
 
 
-def test_a_region_past_the_buffer_is_declined_before_reading() -> None:
+def test_a_region_past_the_buffer_or_overlapping_is_declined_before_reading() -> None:
     raw = build_batch([(NOW, b"k", b"v", ())])
     header = validate_batch(raw)
     info = (1, 0, header.base_timestamp, False)
     assert _decode(raw, [(RECORD_BATCH_OVERHEAD, len(raw) + 1)], [info]) is None
     assert _decode(raw[:-1], [(RECORD_BATCH_OVERHEAD, len(raw))], [info]) is None
     assert _decode(raw, [(-1, len(raw))], [info]) is None
+    # The same region twice: its keys and values would not fit a buffer's length.
+    span = (RECORD_BATCH_OVERHEAD, len(raw))
+    assert _decode(raw, [span, span], [info, info]) is None
     assert _decode(raw, [(RECORD_BATCH_OVERHEAD, len(raw))], [(10**12, 0, 0, False)]) is None
     assert _decode(raw, [(RECORD_BATCH_OVERHEAD, len(raw))], [info]) is not None
 

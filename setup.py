@@ -5,9 +5,33 @@ the install still succeeds and `replog.spark.batch_columns` uses its numpy decod
 (`batch_columns.DECODER` says which one runs). `pip install -e .` builds the module in place.
 """
 
+from __future__ import annotations
+
+import os
+import shutil
+
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class ReplacingBuildExt(build_ext):
+    """An editable install copies the built module into the checkout: as a new file put in
+    place of the old one, so a process that has the old one loaded (a test run, a Spark
+    worker) keeps it; rewriting a loaded module's file in place can crash that process."""
+
+    def copy_file(
+        self, infile: str, outfile: str, *args: object, **kwargs: object
+    ) -> tuple[str, bool]:
+        if os.path.isdir(outfile):
+            outfile = os.path.join(outfile, os.path.basename(infile))
+        temporary = f"{outfile}.{os.getpid()}.tmp"
+        shutil.copy2(infile, temporary)
+        os.replace(temporary, outfile)
+        return outfile, True
+
 
 setup(
+    cmdclass={"build_ext": ReplacingBuildExt},
     ext_modules=[
         Extension(
             "replog.spark._batch_decode",
@@ -15,5 +39,5 @@ setup(
             extra_compile_args=["-O2"],
             optional=True,
         )
-    ]
+    ],
 )

@@ -8,13 +8,16 @@
  *   batches: per batch (records_count, base_offset, base_time, log_append_time): base_time is
  *            the batch's max_timestamp with LogAppendTime, else its base_timestamp.
  * Returns (offsets, timestamps, key_offsets, key_data, key_validity, value_offsets,
- * value_data, value_validity): int64 offsets and timestamps (bytearrays, writable for numpy),
- * then per column Arrow `binary` buffers (int32 offsets, data, validity bitmap or None when
- * no row is null), as bytes. Or None at any doubt: a broken structural rule (the same rules as
- * record.decode_records: exactly records_count records filling each region, offset deltas
- * 0..n-1, lengths -1 or more, varints of at most 5 (varlong 10) bytes not overflowing, every
- * field inside its record, each body ending exactly at its length), a record with headers, or
- * a sum past int64. The caller then decodes with the Python decoders, which name the error.
+ * value_data, value_validity, headers): int64 offsets and timestamps (bytearrays, writable
+ * for numpy), then per column Arrow `binary` buffers (int32 offsets, data, validity bitmap or
+ * None when no row is null), as bytes, then None when no record has headers, else a list of
+ * each row's headers (a tuple of (str key, bytes or None value), () for a record without;
+ * keys decoded as UTF-8 with surrogateescape, as record.decode_records does). Or None at any
+ * doubt: a broken structural rule (the same rules as record.decode_records: exactly
+ * records_count records filling each region, offset deltas 0..n-1, lengths -1 or more (0 or
+ * more for header counts and keys), varints of at most 5 (varlong 10) bytes not overflowing,
+ * every field inside its record, each body ending exactly at its length), or a sum past
+ * int64. The caller then decodes with the Python decoders, which name the error.
  * Every read is bounds-checked against its record's end, which is checked against its
  * region's end, which is checked against the buffer's length. */
 
@@ -62,6 +65,78 @@ typedef struct {
     int append;
 } Batch;
 
+/* The records with headers, found in the pass (which holds no GIL, so builds no object):
+ * each one's row, where its headers start, its record's end and its header count. */
+typedef struct {
+    Py_ssize_t row, at, end;
+    int64_t count;
+} HeaderSpan;
+
+typedef struct {
+    HeaderSpan *spans;
+    Py_ssize_t count, capacity;
+} HeaderSpans;
+
+static int
+header_spans_add(HeaderSpans *h, Py_ssize_t row, Py_ssize_t at, Py_ssize_t end, int64_t count)
+{
+    if (h->count == h->capacity) {
+        Py_ssize_t capacity = h->capacity ? 2 * h->capacity : 64;
+        HeaderSpan *grown = PyMem_RawRealloc(h->spans, sizeof(HeaderSpan) * (size_t)capacity);
+        if (!grown)
+            return 0; /* declined: the Python decoders try */
+        h->spans = grown;
+        h->capacity = capacity;
+    }
+    h->spans[h->count++] = (HeaderSpan){row, at, end, count};
+    return 1;
+}
+
+/* The `count` headers at buf[*p] inside a record ending at rend: their fields' bounds
+ * checked (a key not null, lengths inside the record), *p moved past them; 0 if not. When
+ * `out` is not NULL, also built as a tuple of (key, value) pairs (the GIL held). */
+static int
+read_headers(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t rend, int64_t count, PyObject **out)
+{
+    PyObject *found = NULL;
+    if (out && !(found = PyTuple_New((Py_ssize_t)count)))
+        return 0;
+    for (int64_t h = 0; h < count; h++) {
+        int64_t key_length, value_length;
+        if (!read_varint(buf, p, rend, 5, &key_length) || key_length < 0 ||
+            key_length > rend - *p)
+            goto fail;
+        Py_ssize_t key_at = *p;
+        *p += key_length;
+        if (!read_varint(buf, p, rend, 5, &value_length) || value_length < -1 ||
+            value_length > rend - *p)
+            goto fail;
+        Py_ssize_t value_at = *p;
+        if (value_length > 0)
+            *p += value_length;
+        if (found) {
+            PyObject *key = PyUnicode_DecodeUTF8((const char *)buf + key_at,
+                                                 (Py_ssize_t)key_length, "surrogateescape");
+            PyObject *value = value_length < 0
+                                  ? Py_NewRef(Py_None)
+                                  : PyBytes_FromStringAndSize((const char *)buf + value_at,
+                                                              (Py_ssize_t)value_length);
+            PyObject *pair = (key && value) ? PyTuple_Pack(2, key, value) : NULL;
+            Py_XDECREF(key);
+            Py_XDECREF(value);
+            if (!pair)
+                goto fail;
+            PyTuple_SET_ITEM(found, (Py_ssize_t)h, pair);
+        }
+    }
+    if (out)
+        *out = found;
+    return 1;
+fail:
+    Py_XDECREF(found);
+    return 0;
+}
+
 typedef struct {
     int32_t *offsets;
     uint8_t *data;
@@ -95,7 +170,7 @@ put_field(Column *c, Py_ssize_t row, const uint8_t *buf, Py_ssize_t *p, Py_ssize
 /* 1 when every record is decoded, 0 at any doubt (module comment). */
 static int
 decode_all(const uint8_t *buf, const Batch *batches, Py_ssize_t nbatches, int64_t *offsets,
-           int64_t *timestamps, Column *keys, Column *values)
+           int64_t *timestamps, Column *keys, Column *values, HeaderSpans *with_headers)
 {
     Py_ssize_t row = 0;
     keys->offsets[0] = 0;
@@ -117,8 +192,14 @@ decode_all(const uint8_t *buf, const Batch *batches, Py_ssize_t nbatches, int64_
                 return 0;
             if (!read_varint(buf, &p, rend, 5, &length) || !put_field(values, row, buf, &p, rend, length))
                 return 0;
-            /* Headers (rare) are left to the Python decoders; a negative count is invalid. */
-            if (!read_varint(buf, &p, rend, 5, &header_count) || header_count != 0 || p != rend)
+            if (!read_varint(buf, &p, rend, 5, &header_count) || header_count < 0)
+                return 0;
+            if (header_count) { /* rare: checked here, built once the GIL is held again */
+                if (!header_spans_add(with_headers, row, p, rend, header_count) ||
+                    !read_headers(buf, &p, rend, header_count, NULL))
+                    return 0;
+            }
+            if (p != rend)
                 return 0;
             if (__builtin_add_overflow(batch->base_offset, i, &offsets[row]))
                 return 0;
@@ -236,6 +317,8 @@ decode(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *offsets = NULL, *timestamps = NULL;
     PyObject *key_offsets = NULL, *key_data = NULL, *key_validity = NULL;
     PyObject *value_offsets = NULL, *value_data = NULL, *value_validity = NULL;
+    PyObject *headers = NULL;
+    HeaderSpans with_headers = {NULL, 0, 0};
     Batch *batches = NULL;
     Py_ssize_t nbatches = 0, rows = 0;
     int ok = 0;
@@ -257,7 +340,8 @@ decode(PyObject *Py_UNUSED(module), PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     decoded = decode_all((const uint8_t *)view.buf, batches, nbatches,
                          (int64_t *)PyByteArray_AS_STRING(offsets),
-                         (int64_t *)PyByteArray_AS_STRING(timestamps), &keys, &values);
+                         (int64_t *)PyByteArray_AS_STRING(timestamps), &keys, &values,
+                         &with_headers);
     Py_END_ALLOW_THREADS
     if (!decoded) {
         Py_INCREF(Py_None);
@@ -267,8 +351,36 @@ decode(PyObject *Py_UNUSED(module), PyObject *args)
     if (!column_finish(&keys, &key_data, &key_validity) ||
         !column_finish(&values, &value_data, &value_validity))
         goto done;
-    result = PyTuple_Pack(8, offsets, timestamps, key_offsets, key_data, key_validity,
-                          value_offsets, value_data, value_validity);
+    if (!with_headers.count) {
+        headers = Py_NewRef(Py_None);
+    }
+    else {
+        if (!(headers = PyList_New(rows)))
+            goto done;
+        PyObject *none = PyTuple_New(0);
+        if (!none)
+            goto done;
+        for (Py_ssize_t row = 0; row < rows; row++)
+            PyList_SET_ITEM(headers, row, Py_NewRef(none));
+        Py_DECREF(none);
+        const uint8_t *buf = (const uint8_t *)view.buf;
+        for (Py_ssize_t k = 0; k < with_headers.count; k++) {
+            HeaderSpan *span = &with_headers.spans[k];
+            Py_ssize_t at = span->at;
+            PyObject *found;
+            /* Read again as the pass read and checked them, now building the objects. */
+            if (!read_headers(buf, &at, span->end, span->count, &found)) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_SystemError, "checked headers read differently");
+                goto done;
+            }
+            PyObject *empty = PyList_GET_ITEM(headers, span->row);
+            PyList_SET_ITEM(headers, span->row, found);
+            Py_DECREF(empty);
+        }
+    }
+    result = PyTuple_Pack(9, offsets, timestamps, key_offsets, key_data, key_validity,
+                          value_offsets, value_data, value_validity, headers);
 done:
     Py_XDECREF(offsets);
     Py_XDECREF(timestamps);
@@ -278,6 +390,8 @@ done:
     Py_XDECREF(value_offsets);
     Py_XDECREF(value_data);
     Py_XDECREF(value_validity);
+    Py_XDECREF(headers);
+    PyMem_RawFree(with_headers.spans);
     PyMem_Free(batches);
     PyBuffer_Release(&view);
     return result;

@@ -8,11 +8,11 @@ Three decoders, tried in order:
   says whether it is there, chosen once at import): one pass over the records in C, reading
   the answer where it lies through the buffer protocol and writing the int64 offsets and
   timestamps and the Arrow `binary` buffers of keys and values (int32 offsets, data, a
-  validity bitmap where a row is null), which Arrow wraps without a copy. About 20 ns a
-  row where numpy takes about 60 (bench/batch_decode.py --base numpy). It checks every rule
-  below itself, every read inside its record, region and buffer; at any doubt (a broken
-  rule, a record with headers, a sum past int64) it answers None and the numpy decoder
-  decides.
+  validity bitmap where a row is null), which Arrow wraps without a copy; headers (rare) as
+  the other decoders give them, built after the pass. About 20 ns a row where numpy takes
+  about 60 (bench/batch_decode.py --base numpy). It checks every rule below itself, every
+  read inside its record, region and buffer; at any doubt (a broken rule, a sum past int64)
+  it answers None and the numpy decoder decides.
 - The numpy one (below), also all of an install without a compiler.
 - The record-by-record one, `record.decode_records`, when numpy doubts: it raises the typed
   `InvalidRecordError` naming batch, record and byte.
@@ -169,7 +169,7 @@ def _compiled_columns(
     data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str
 ) -> BatchColumns | None:
     """The compiled decoder's columns (`_batch_decode.c`), or None at any doubt (a broken
-    rule, a record with headers): the caller then decodes with the numpy path."""
+    rule): the caller then decodes with the numpy path."""
     assert _compiled is not None
     buffer, spans = _regions(data, batches, where)
     infos = [
@@ -198,7 +198,7 @@ def _compiled_columns(
         timestamp_types=timestamp_types,
         keys=_from_buffers(total, *found[2:5]),
         values=_from_buffers(total, *found[5:8]),
-        headers=None,
+        headers=found[8],
     )
 
 

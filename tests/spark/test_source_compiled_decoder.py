@@ -21,15 +21,17 @@ import mmap
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replog.errors import InvalidRecordError
 from replog.record import build_batch, validate_batch
 from replog.record.header import RECORD_BATCH_OVERHEAD
 from replog.spark import batch_columns
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "record"))
-from record_test_support import record_lists
+from record_test_support import record_lists, with_records_region
 from test_record_columnar import _oracle, draw_damaged_batch
 
 NOW = 1_700_000_000_000
@@ -80,7 +82,7 @@ def test_random_bytes_and_regions_give_none_or_columns(buffer: bytes, batches: l
     spans = [(start, end) for start, end, _ in batches]
     found = _decode(buffer, spans, [info for _, _, info in batches])
     if found is not None:
-        assert isinstance(found, tuple) and len(found) == 8
+        assert isinstance(found, tuple) and len(found) == 9
         for start, end, _ in batches:
             assert 0 <= start <= end <= len(buffer)
     _decode(_guarded(buffer), spans, [info for _, _, info in batches])
@@ -153,3 +155,17 @@ def test_the_compiled_columns_are_arrow_binary_without_copies() -> None:
     rows = _oracle(raw, placed)
     assert columns.values.to_pylist() == [row[4] for row in rows]
     assert columns.keys.to_pylist() == [row[3] for row in rows]
+
+
+def test_a_null_header_key_is_declined() -> None:
+    # One record: attributes, deltas 0, null key and value, one header whose key length is -1
+    # and that ends there. Read as a length of -1 bytes (a step back), the key's length byte
+    # would read again as a null value and the record would end where it should.
+    region = bytes([0x0E, 0x00, 0x00, 0x00, 0x01, 0x01, 0x02, 0x01])
+    raw = with_records_region(build_batch([(NOW, None, None, ())]), region)
+    placed = [(0, validate_batch(raw))]
+    with pytest.raises(InvalidRecordError, match="null key"):
+        _oracle(raw, placed)
+    assert batch_columns._compiled_columns(raw, placed, "test") is None
+    with pytest.raises(InvalidRecordError, match="null key"):
+        batch_columns.decode_batches(raw, placed, where="test")

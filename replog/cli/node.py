@@ -35,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from replog.server.bulk_threads import share_the_gil_promptly, start_bulk_threads
     from replog.server.collector import freeze_startup_objects, install_growth_freezer
     from replog.server.known_properties import unknown_properties
+    from replog.server.loop_collections import install_loop_collections
+    from replog.server.loop_collections import stop as stop_loop_collections
     from replog.server.node import Node
     from replog.server.node_config import NodeConfig
     from replog.server.open_files import raise_open_file_limit
@@ -66,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
         # keep them out of full collections, which otherwise stall the loop (collector.py).
         freeze_startup_objects()
         install_growth_freezer()
-        return await node.serve()
+        # No collection in a thread that may be preempted holding the GIL (loop_collections.py).
+        install_loop_collections()
+        try:
+            return await node.serve()
+        finally:
+            stop_loop_collections()
 
     return asyncio.run(main())

@@ -31,7 +31,9 @@ Rules:
   the CPUs, in a blocking system call or for the GIL (another thread of the node running
   Python: a worker opening logs).
 - It also says how much of the stall was the garbage collector's (`gc.callbacks`), which no
-  stack sample shows: it runs inside whatever allocation triggered it.
+  stack sample shows: it runs inside whatever allocation triggered it; and how much of that
+  ran in other threads, holding the GIL the loop waited for (a node runs its automatic ones on
+  its loop, loop_collections.py: what is left is an explicit `gc.collect` in another thread).
 """
 
 from __future__ import annotations
@@ -184,11 +186,15 @@ class GarbageCollectionClock:
     """Seconds the garbage collector ran (every thread waits for it), summed until `take`, and
     the oldest generation it collected meanwhile (2: a full collection, whose cost grows with
     every unfrozen object the process holds; 0 and 1: young ones, with what was allocated
-    since)."""
+    since). Also how many of those seconds were collections in threads other than the one that
+    made the clock (the loop's): such a collection holds the GIL throughout, so the loop waits
+    for it off the CPUs, and for as long as that thread waits for a core."""
 
     def __init__(self) -> None:
+        self._thread = threading.get_ident()
         self._started = 0.0
         self._seconds = 0.0
+        self._elsewhere = 0.0
         self._generation = -1
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
@@ -196,10 +202,14 @@ class GarbageCollectionClock:
             self._started = monotonic_s()
             self._generation = max(self._generation, info.get("generation", -1))
         else:
-            self._seconds += monotonic_s() - self._started
+            took = monotonic_s() - self._started
+            self._seconds += took
+            if threading.get_ident() != self._thread:
+                self._elsewhere += took
 
     def take(self) -> float:
         seconds, self._seconds = self._seconds, 0.0
+        self._elsewhere = 0.0
         self._generation = -1
         return seconds
 
@@ -207,6 +217,11 @@ class GarbageCollectionClock:
         """`take`, and the oldest generation collected (-1: none)."""
         generation = self._generation
         return self.take(), generation
+
+    def take_all(self) -> tuple[float, int, float]:
+        """`take_with_generation`, and the seconds of it in other threads."""
+        elsewhere = self._elsewhere
+        return *self.take_with_generation(), elsewhere
 
 
 def warn_stall_s(environ: Mapping[str, str]) -> float:
@@ -276,7 +291,7 @@ class LoopStallMonitor:
                 if stall > self.longest_s:
                     self.longest_s = stall
                 chain, seen, samples = sampler.take()
-                collected_s, generation = collecting.take_with_generation()
+                collected_s, generation, elsewhere_s = collecting.take_all()
                 held = f" ({cpu_s * 1000:.0f} ms of it on a CPU"
                 if queued_before is not None and queued_after is not None:
                     held += f", {(queued_after - queued_before) * 1000:.0f} ms waiting for one"
@@ -288,6 +303,8 @@ class LoopStallMonitor:
                         f"; {collected_s * 1000:.0f} ms of it collecting garbage"
                         f" (generations up to {generation})"
                     )
+                    if elsewhere_s >= 0.0005:
+                        held += f", {elsewhere_s * 1000:.0f} ms of that in other threads"
                 if stall >= self._warn_s:
                     log.warning("the event loop was held for %.0f ms%s", stall * 1000, held)
                 elif samples:

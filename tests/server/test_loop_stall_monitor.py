@@ -186,6 +186,25 @@ def test_the_collection_clock_names_the_oldest_generation_collected() -> None:
     assert clock.take_with_generation() == (0.0, -1)
 
 
+def test_the_collection_clock_tells_collections_in_other_threads_apart() -> None:
+    clock = loop_stall_monitor.GarbageCollectionClock()
+    gc.callbacks.append(clock)
+    gc.disable()  # only the collections below: none set off by another test's thread
+    try:
+        clock.take()
+        gc.collect(1)
+        _, _, own_elsewhere = clock.take_all()
+        worker = threading.Thread(target=gc.collect, args=(1,))
+        worker.start()
+        worker.join()
+        spent, generation, elsewhere = clock.take_all()
+    finally:
+        gc.enable()
+        gc.callbacks.remove(clock)
+    assert own_elsewhere == 0.0
+    assert 0 < elsewhere <= spent and generation >= 1
+
+
 def test_the_warning_threshold_comes_from_the_environment() -> None:
     assert loop_stall_monitor.warn_stall_s({}) == loop_stall_monitor.WARN_STALL_S
     assert loop_stall_monitor.warn_stall_s({"REPLOG_LOOP_STALL_WARN_MS": "50"}) == 0.05

@@ -1,0 +1,149 @@
+"""Run the cyclic garbage collector's automatic collections on the node's event loop, never in
+another of its threads.
+
+Why: CPython 3.11 collects in whichever thread's allocation crosses the young generation's
+threshold, and a collection holds the GIL from start to end. A node's bulk threads (nice +10,
+bulk_threads.py) and its default executor's threads allocate too, so they ran some of the
+young collections; preempted mid-collection on a machine with fewer cores than busy threads,
+such a thread kept the GIL, and the event loop waiting for it, until it was scheduled again:
+a 0.2 ms collection took 10-80 ms of wall, 90 % of it in the collecting thread's run queue
+(30,000 partitions created on 3 nodes sharing 2 cores, a loaded machine: 76-84 collections
+per node in bulk threads, 108-241 ms of wall on 14-16 ms of CPU).
+A collection the loop runs itself costs the loop only its CPU.
+
+So a node process turns automatic collection off (`gc.disable`) and a timer on its loop, every
+`CHECK_EVERY_S`, runs the collection CPython would have run by then, at CPython's own
+thresholds (`gc.get_threshold`; `gc.get_count` keeps counting allocations while automatic
+collection is off, and `gc.collect(n)` advances the counts as an automatic collection does):
+the oldest generation whose count is over its threshold, a full one only once the objects that
+young collections moved to the oldest generation since the last full one reach a quarter of
+those a full one found alive (CPython's rule against quadratic full collections). Those two
+figures CPython keeps to itself, so they are counted here: the young survivors from
+`gc.get_objects(1)` and the count before each generation-1 collection (a few thousand objects),
+the survivors of a full one from what it found. A freeze (collector.py) takes every object out
+of the generations, so it resets both (`frozen`). Garbage made between two checks waits at most
+one check more than it did: memory stays bounded by what a loop turn allocates.
+
+Rules:
+- `gc.disable` is process-wide: only a process entry point (`replog node`) turns this on
+  (`install_loop_collections`), on its running loop, never the library on an embedding
+  application's behalf; `stop` gives the process its automatic collections back.
+- Nothing else changes: explicit `gc.collect` calls (collector.py's freezes and thaws, the
+  log loading thread's among them) run where they ran, and the `gc.callbacks` entries
+  (collector.py, the stall monitor) see these collections as they saw automatic ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Callable
+
+CHECK_EVERY_S = 0.005
+# CPython's rule (Modules/gcmodule.c): a full collection waits until the objects moved to the
+# oldest generation since the last one reach this fraction of those it found alive.
+FULL_AFTER_FRACTION = 0.25
+
+
+class LoopCollections:
+    """Chooses and runs the collection CPython would run (module docstring); `check` runs one
+    when one is due."""
+
+    def __init__(
+        self,
+        *,
+        get_count: Callable[[], tuple[int, int, int]] = gc.get_count,
+        get_threshold: Callable[[], tuple[int, int, int]] = gc.get_threshold,
+        collect: Callable[[int], int] = gc.collect,
+        young_objects: Callable[[], int] = lambda: len(gc.get_objects(1)),
+    ) -> None:
+        self._get_count = get_count
+        self._get_threshold = get_threshold
+        self._collect = collect
+        self._young_objects = young_objects
+        # Objects young collections moved to the oldest generation since the last full one,
+        # and those the last full one found alive (module docstring).
+        self._pending = 0
+        self._long_lived = 0
+        self._freezes = 0  # `frozen` calls: a freeze during a collection voids its count
+        self.collections = [0, 0, 0]
+
+    def frozen(self) -> None:
+        """`gc.freeze` emptied the generations: nothing is pending or long-lived."""
+        self._pending = self._long_lived = 0
+        self._freezes += 1
+
+    def check(self) -> int:
+        """Run the collection that is due, if any; its generation, or -1."""
+        count = self._get_count()
+        threshold = self._get_threshold()
+        if threshold[0] == 0 or count[0] <= threshold[0]:
+            return -1
+        if count[2] > threshold[2] and self._pending > self._long_lived * FULL_AFTER_FRACTION:
+            before = self._long_lived + self._pending + self._young_objects() + count[0]
+            freezes = self._freezes
+            found = self._collect(2)
+            # A slow one is followed by a freeze (collector.py), which left nothing alive.
+            self._long_lived = max(0, before - found) if freezes == self._freezes else 0
+            self._pending = 0
+            generation = 2
+        elif count[1] > threshold[1]:
+            before = self._young_objects() + count[0]
+            freezes = self._freezes
+            survivors = max(0, before - self._collect(1))
+            if freezes == self._freezes:
+                self._pending += survivors
+            generation = 1
+        else:
+            self._collect(0)
+            generation = 0
+        self.collections[generation] += 1
+        return generation
+
+
+class _Installed:
+    def __init__(self, loop: asyncio.AbstractEventLoop, every_s: float) -> None:
+        self.collections = LoopCollections()
+        self._loop = loop
+        self._every_s = every_s
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        gc.disable()
+        self._handle = self._loop.call_later(self._every_s, self._tick)
+
+    def _tick(self) -> None:
+        self.collections.check()
+        self._handle = self._loop.call_later(self._every_s, self._tick)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        gc.enable()
+
+
+_installed: _Installed | None = None
+
+
+def install_loop_collections(every_s: float = CHECK_EVERY_S) -> LoopCollections:
+    """Collect on the running loop only, from now on (module Rules)."""
+    global _installed
+    stop()
+    _installed = _Installed(asyncio.get_running_loop(), every_s)
+    _installed.start()
+    return _installed.collections
+
+
+def frozen() -> None:
+    """collector.py froze every object: does nothing unless installed."""
+    if _installed is not None:
+        _installed.collections.frozen()
+
+
+def stop() -> None:
+    """Give the process its automatic collections back (module Rules)."""
+    global _installed
+    if _installed is not None:
+        _installed.stop()
+        _installed = None

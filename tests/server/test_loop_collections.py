@@ -1,0 +1,158 @@
+"""A node's automatic garbage collections run on its event loop, never in another thread
+(replog/server/loop_collections.py), at CPython's thresholds, and free what they always freed."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+
+import pytest
+
+from replog.server import collector, loop_collections
+from replog.server.loop_collections import LoopCollections
+
+
+class Cyclic:
+    def __init__(self) -> None:
+        self.me = self
+
+
+@pytest.fixture
+def automatic_collections() -> Iterator[None]:
+    """`gc.disable` is process-wide: whatever a test does, the process gets its automatic
+    collections back."""
+    assert gc.isenabled()
+    try:
+        yield
+    finally:
+        loop_collections.stop()
+        gc.enable()
+
+
+@pytest.mark.asyncio
+async def test_a_thread_that_allocates_leaves_its_collections_to_the_loop(
+    automatic_collections: None,
+) -> None:
+    collected_in: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collected_in.append(threading.get_ident())
+
+    def allocate() -> tuple[weakref.ref[Cyclic], list[list[int]]]:
+        garbage = weakref.ref(Cyclic())  # dead at once: the next young collection frees it
+        # Far past the young generation's threshold (kept alive, so counted until the next
+        # collection): without the loop's collections, this thread would run dozens of them.
+        kept = [[i] for i in range(50_000)]
+        return garbage, kept
+
+    loop_collections.install_loop_collections(every_s=0.001)
+    assert not gc.isenabled()
+    gc.callbacks.append(record)
+    try:
+        garbage, kept = await asyncio.to_thread(allocate)
+        for _ in range(200):  # the loop's next check collects the thread's cycle
+            if garbage() is None:
+                break
+            await asyncio.sleep(0.005)
+    finally:
+        gc.callbacks.remove(record)
+    loop_thread = threading.get_ident()
+    assert collected_in and set(collected_in) == {loop_thread}
+    assert garbage() is None and len(kept) == 50_000
+    loop_collections.stop()
+    assert gc.isenabled()
+
+
+def fake(
+    count: tuple[int, int, int],
+    found: int = 0,
+    young: int = 0,
+    during: Callable[[int], None] = lambda generation: None,
+) -> tuple[LoopCollections, list[int]]:
+    runs: list[int] = []
+
+    def collect(generation: int) -> int:
+        runs.append(generation)
+        during(generation)
+        return found
+
+    collections = LoopCollections(
+        get_count=lambda: count,
+        get_threshold=lambda: (700, 10, 10),
+        collect=collect,
+        young_objects=lambda: young,
+    )
+    return collections, runs
+
+
+def test_the_collection_chosen_is_cpythons() -> None:
+    # Under the young threshold: none; over it, the oldest generation whose count is over.
+    assert fake((700, 10, 10))[0].check() == -1
+    assert fake((701, 0, 0))[0].check() == 0
+    assert fake((701, 11, 0))[0].check() == 1
+    # A full one only once young collections moved enough objects to the oldest generation.
+    collections, runs = fake((701, 11, 11))
+    assert collections.check() == 1  # nothing moved yet
+    collections, runs = fake((1000, 11, 11), found=100, young=500)
+    collections.check()  # 1,400 objects moved, 100 found dead: 1,400 pending
+    assert collections.check() == 2
+    assert runs == [1, 2]
+
+
+def test_a_full_collection_waits_for_a_quarter_of_what_it_left_alive() -> None:
+    young = [10_000]
+    runs: list[int] = []
+
+    def collect(generation: int) -> int:
+        runs.append(generation)
+        return 0
+
+    collections = LoopCollections(
+        get_count=lambda: (1000, 11, 11),
+        get_threshold=lambda: (700, 10, 10),
+        collect=collect,
+        young_objects=lambda: young[0],
+    )
+    collections.check()  # 11,000 moved to the oldest generation
+    collections.check()  # a full one: 22,000 alive
+    young[0] = 0
+    for _ in range(7):  # 1,000 moved by each young collection: full after 5,500 and more
+        collections.check()
+    assert runs == [1, 2, 1, 1, 1, 1, 1, 1, 2]
+
+
+def test_a_freeze_leaves_nothing_pending_or_alive() -> None:
+    collections, _ = fake((1000, 11, 11), found=0, young=1000)
+    collections.check()  # 2,000 pending
+    collections.frozen()
+    assert collections.check() == 1  # nothing pending: no full collection
+
+    # A slow full collection is followed by a freeze inside it (collector.py): nothing it
+    # found alive is left in the generations.
+    def freeze_after_a_full_one(generation: int) -> None:
+        if generation == 2:
+            slow.frozen()
+
+    slow, _ = fake((1000, 11, 11), young=1000, during=freeze_after_a_full_one)
+    slow.check()
+    assert slow.check() == 2
+    assert (slow._long_lived, slow._pending) == (0, 0)
+
+
+def test_the_collectors_freezes_reach_the_loops_collections(
+    automatic_collections: None,
+) -> None:
+    resets: list[int] = []
+    installed = SimpleNamespace(collections=SimpleNamespace(frozen=lambda: resets.append(1)))
+    loop_collections._installed = installed  # type: ignore[assignment]
+    try:
+        collector.GrowthFreezer(freeze_after=1).replicas_changed(created=1, deleted=0, live=1)
+    finally:
+        loop_collections._installed = None
+        gc.unfreeze()
+    assert resets == [1]

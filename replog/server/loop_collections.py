@@ -11,8 +11,8 @@ a 0.2 ms collection took 10-80 ms of wall, 90 % of it in the collecting thread's
 per node in bulk threads, 108-241 ms of wall on 14-16 ms of CPU).
 A collection the loop runs itself costs the loop only its CPU.
 
-So a node process turns automatic collection off (`gc.disable`) and a timer on its loop, every
-`CHECK_EVERY_S`, runs the collection CPython would have run by then, at CPython's own
+So a node process turns automatic collection off (`gc.disable`) and a timer on its loop runs
+the collection CPython would have run by then, at CPython's own
 thresholds (`gc.get_threshold`; `gc.get_count` keeps counting allocations while automatic
 collection is off, and `gc.collect(n)` advances the counts as an automatic collection does):
 the oldest generation whose count is over its threshold, a full one only once the objects that
@@ -21,8 +21,12 @@ those a full one found alive (CPython's rule against quadratic full collections)
 figures CPython keeps to itself, so they are counted here: the young survivors from
 `gc.get_objects(1)` and the count before each generation-1 collection (a few thousand objects),
 the survivors of a full one from what it found. A freeze (collector.py) takes every object out
-of the generations, so it resets both (`frozen`). Garbage made between two checks waits at most
-one check more than it did: memory stays bounded by what a loop turn allocates.
+of the generations, so it resets both (`frozen`). The timer comes when the young generation should
+reach its threshold at the rate it grew since the last check, between `CHECK_EVERY_S` and
+`IDLE_CHECK_EVERY_S` (`next_check_s`): a wake-up of the loop costs it about 60 us of CPU, so
+checking every 5 ms would cost an idle node more than 1 % of a core, about half of all it
+spends idle. Garbage made between two checks waits at most one check more than it did:
+memory stays bounded by what `IDLE_CHECK_EVERY_S` of allocation, or a loop turn, makes.
 
 Rules:
 - `gc.disable` is process-wide: only a process entry point (`replog node`) turns this on
@@ -39,7 +43,8 @@ import asyncio
 import gc
 from collections.abc import Callable
 
-CHECK_EVERY_S = 0.005
+CHECK_EVERY_S = 0.005  # the shortest wait between two checks: while allocating fast
+IDLE_CHECK_EVERY_S = 0.1  # the longest: an idle node's
 # CPython's rule (Modules/gcmodule.c): a full collection waits until the objects moved to the
 # oldest generation since the last one reach this fraction of those it found alive.
 FULL_AFTER_FRACTION = 0.25
@@ -67,6 +72,16 @@ class LoopCollections:
         self._long_lived = 0
         self._freezes = 0  # `frozen` calls: a freeze during a collection voids its count
         self.collections = [0, 0, 0]
+
+    def next_check_s(self, elapsed_s: float, grown: int) -> float:
+        """When to check again, `grown` young objects having been counted in the `elapsed_s`
+        since the last check: when the young generation should cross its threshold at that
+        rate, within [`CHECK_EVERY_S`, `IDLE_CHECK_EVERY_S`]."""
+        if grown <= 0 or elapsed_s <= 0:
+            return IDLE_CHECK_EVERY_S
+        room = self._get_threshold()[0] - self._get_count()[0]
+        due_s = max(0, room) * elapsed_s / grown
+        return min(IDLE_CHECK_EVERY_S, max(CHECK_EVERY_S, due_s))
 
     def frozen(self) -> None:
         """`gc.freeze` emptied the generations: nothing is pending or long-lived."""
@@ -102,19 +117,31 @@ class LoopCollections:
 
 
 class _Installed:
-    def __init__(self, loop: asyncio.AbstractEventLoop, every_s: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, every_s: float | None) -> None:
         self.collections = LoopCollections()
         self._loop = loop
-        self._every_s = every_s
+        self._every_s = every_s  # a fixed wait between checks (tests), or None: adaptive
         self._handle: asyncio.TimerHandle | None = None
+        self._checked_at = 0.0
+        self._count_after = 0  # the young generation's count after the last check
 
     def start(self) -> None:
         gc.disable()
-        self._handle = self._loop.call_later(self._every_s, self._tick)
+        self._schedule(CHECK_EVERY_S)
+
+    def _schedule(self, delay_s: float) -> None:
+        self._checked_at = self._loop.time()
+        self._count_after = gc.get_count()[0]
+        self._handle = self._loop.call_later(delay_s, self._tick)
 
     def _tick(self) -> None:
+        grown = gc.get_count()[0] - self._count_after
+        elapsed_s = self._loop.time() - self._checked_at
         self.collections.check()
-        self._handle = self._loop.call_later(self._every_s, self._tick)
+        if self._every_s is not None:
+            self._schedule(self._every_s)
+        else:
+            self._schedule(self.collections.next_check_s(elapsed_s, grown))
 
     def stop(self) -> None:
         if self._handle is not None:
@@ -126,7 +153,7 @@ class _Installed:
 _installed: _Installed | None = None
 
 
-def install_loop_collections(every_s: float = CHECK_EVERY_S) -> LoopCollections:
+def install_loop_collections(every_s: float | None = None) -> LoopCollections:
     """Collect on the running loop only, from now on (module Rules)."""
     global _installed
     stop()

@@ -104,6 +104,39 @@ def test_the_collection_chosen_is_cpythons() -> None:
     assert runs == [1, 2]
 
 
+def test_the_next_check_comes_when_the_young_generation_should_cross_its_threshold() -> None:
+    from replog.server.loop_collections import CHECK_EVERY_S, IDLE_CHECK_EVERY_S
+
+    # 200 of 700 counted: 500 to go; 100 grew in the last 20 ms, so 100 ms more at that rate.
+    assert fake((200, 0, 0))[0].next_check_s(0.02, 100) == pytest.approx(0.1)
+    assert fake((200, 0, 0))[0].next_check_s(0.02, 200) == pytest.approx(0.05)
+    # Allocating fast: no sooner than the shortest wait; idle or freeing: the longest.
+    assert fake((200, 0, 0))[0].next_check_s(0.005, 100_000) == CHECK_EVERY_S
+    assert fake((900, 0, 0))[0].next_check_s(0.005, 10) == CHECK_EVERY_S
+    assert fake((200, 0, 0))[0].next_check_s(0.1, 0) == IDLE_CHECK_EVERY_S
+    assert fake((200, 0, 0))[0].next_check_s(0.1, -50) == IDLE_CHECK_EVERY_S
+    assert fake((200, 0, 0))[0].next_check_s(0.1, 1) == IDLE_CHECK_EVERY_S
+
+
+@pytest.mark.asyncio
+async def test_an_idle_loop_checks_rarely(automatic_collections: None) -> None:
+    # An idle node's loop wakes about 1/IDLE_CHECK_EVERY_S a second for its collections, not
+    # every CHECK_EVERY_S: each wake-up costs it CPU.
+    ticks: list[float] = []
+    loop_collections.install_loop_collections()
+    installed = loop_collections._installed
+    assert installed is not None
+    real_check = installed.collections.check
+
+    def counted() -> int:
+        ticks.append(asyncio.get_running_loop().time())
+        return real_check()
+
+    installed.collections.check = counted  # type: ignore[method-assign]
+    await asyncio.sleep(0.5)
+    assert 2 <= len(ticks) <= 12
+
+
 def test_a_full_collection_waits_for_a_quarter_of_what_it_left_alive() -> None:
     young = [10_000]
     runs: list[int] = []

@@ -197,7 +197,8 @@ class Cluster:
         )
         fetch = asyncio.ensure_future(self.fetchers[-1].round(request))
         if wake is not None:
-            await asyncio.sleep(0)  # parked
+            for _ in range(20):  # parked (a round read in steps lets turns pass)
+                await asyncio.sleep(0)
             await produce(self.leader, batch(1, tag=-1), partition=wake)
             await asyncio.sleep(0)
             if not fetch.done():
@@ -384,6 +385,61 @@ async def test_dirty_only_rounds_answer_and_record_exactly_as_walking_every_part
     read_dirty = sum(f.read for f in dirty.fetchers.values())
     # The comparison proves something only if the dirty-only rounds skipped many reads.
     assert read_dirty < read_walking * 0.7, (read_dirty, read_walking)
+
+
+def _counted_steps(monkeypatch: pytest.MonkeyPatch, step: int) -> list[int]:
+    """A session round's reads in steps of `step` partitions; the list grows by one for each
+    turn of the loop the reads let pass between two steps."""
+    monkeypatch.setattr(replica_manager, "FETCH_READ_STEP_PARTITIONS", step)
+    turns: list[int] = []
+    real_yield = replica_manager.yield_turn
+
+    async def counted_yield() -> None:
+        turns.append(1)
+        await real_yield()
+
+    monkeypatch.setattr(replica_manager, "yield_turn", counted_yield)
+    return turns
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("seed", range(4))
+async def test_rounds_read_in_steps_answer_and_record_exactly_as_walking_every_partition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    # The byte budget and the first batch rule carry from step to step; parking, kept reads and
+    # follower progress are each partition's, read within one step.
+    turns = _counted_steps(monkeypatch, 2)
+    walking = Cluster(tmp_path, keep_reads=True)
+    dirty = Cluster(tmp_path, keep_reads=True, dirty_only=True)
+    await _run_both(walking, dirty, _random_steps(random.Random(seed), 150))
+    # The comparison proves something only if rounds took several steps.
+    assert len(turns) >= 20, len(turns)
+
+
+@pytest.mark.asyncio
+async def test_a_round_in_steps_lets_the_loop_run_and_answers_at_once_after_news_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    turns = _counted_steps(monkeypatch, 3)
+    cluster = Cluster(tmp_path, keep_reads=True, dirty_only=True)
+    for _ in range(3):  # caught up, told the HW: every partition parked
+        await cluster.follower_round(2)
+    session = cluster.fetchers[2].leader_session
+    # News that changes no answer for all 8: the round reads them in 3 steps, each idle.
+    for p in range(PARTITIONS):
+        cluster.leader.rm._fetch_news(("t", p))
+    turns.clear()
+    fetch, read = await _round_started(cluster, 2, 60_000)
+    assert read == PARTITIONS and len(turns) == 1 and not fetch.done()
+    # Partition 0, read and parked in the first step, gets records: the round answers without
+    # its max wait, and the next round reads them.
+    await produce(cluster.leader, batch(2, tag=7), partition=0)
+    async with asyncio.timeout(5):
+        assert (await fetch).partitions == ()
+    assert len(turns) == 2 and session.is_dirty(("t", 0))
+    seen = await cluster.follower_round(2)
+    assert [(p, batch_offsets(records)) for _, p, *_, records in seen] == [(0, [(0, 1)])]
 
 
 @pytest.mark.asyncio

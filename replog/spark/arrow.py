@@ -95,9 +95,15 @@ def _column(
 
 class ConstantColumns:
     """The `topic` and `partition` columns of one partition's batches: built once, at the
-    longest batch's length so far, and sliced to each batch's (building them per batch costs
-    about 3 ns per row and column with `pa.repeat`, as much as a quarter of the Arrow batch's
-    building)."""
+    longest batch's length so far and an eighth more (`HEADROOM`), and sliced to each
+    batch's (building them per batch costs about 3 ns per row and column with `pa.repeat`, as
+    much as a quarter of the Arrow batch's building). Why the eighth: a task's full-size
+    answers differ by a few rows (whole batches), so a column built at exactly the longest
+    so far was built again for most answers longer than all before it (the two columns:
+    1.6 ns of a task's CPU per row read, 1.2 with the eighth, the rest their growth over a
+    task's first answers of 1, 2, 4 and 8 MiB; bench/spark_fetch_path.py's reader, h56m)."""
+
+    HEADROOM = 8  # built at count + count // HEADROOM rows
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -109,7 +115,7 @@ class ConstantColumns:
         built = self._built.get((name, kind))
         if built is None or len(built) < count:
             value = self.topic if name == "topic" else self.partition
-            built = constant_array(value, kind, count)
+            built = constant_array(value, kind, count + count // self.HEADROOM)
             self._built[(name, kind)] = built
         return built if len(built) == count else built.slice(0, count)
 

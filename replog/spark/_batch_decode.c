@@ -8,7 +8,9 @@
  *   batches: per batch (records_count, base_offset, base_time, log_append_time): base_time is
  *            the batch's max_timestamp with LogAppendTime, else its base_timestamp.
  * Returns (offsets, timestamps, key_offsets, key_data, key_validity, value_offsets,
- * value_data, value_validity, headers): int64 offsets and timestamps (bytearrays, writable
+ * value_data, value_validity, headers): int64 offsets and timestamps, the timestamps in
+ * microseconds (milliseconds times 1000 wrapped past int64 as numpy wraps it, what Spark's
+ * column holds) (bytearrays, writable
  * for numpy), then per column Arrow `binary` buffers (int32 offsets, data, validity bitmap or
  * None when no row is null), as bytes, then None when no record has headers, else a list of
  * each row's headers (a tuple of (str key, bytes or None value), () for a record without;
@@ -232,10 +234,13 @@ decode_all(const uint8_t *buf, const Batch *batches, Py_ssize_t nbatches, int64_
                 return 0;
             if (__builtin_add_overflow(batch->base_offset, i, &offsets[row]))
                 return 0;
+            int64_t millis;
             if (batch->append)
-                timestamps[row] = batch->base_time;
-            else if (__builtin_add_overflow(batch->base_time, stamp_delta, &timestamps[row]))
+                millis = batch->base_time;
+            else if (__builtin_add_overflow(batch->base_time, stamp_delta, &millis))
                 return 0;
+            /* Wrapped past int64, as numpy's multiply (the other decoders') wraps. */
+            timestamps[row] = (int64_t)((uint64_t)millis * 1000u);
             pos = rend;
         }
         if (pos != end)

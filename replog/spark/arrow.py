@@ -15,9 +15,10 @@ Rules:
   one partition's records, so `topic` and `partition` are constant columns, built by numpy
   (`constant_array`, what `pa.repeat` gives); a task keeps them (`ConstantColumns`) and
   slices them for each batch.
-- Timestamps are the record's milliseconds times 1000 (microseconds; multiplied by numpy in
-  `columns_to_record_batch`, by Arrow in `to_record_batch`), as int64, cast to the timestamp
-  type without going through `datetime`.
+- Timestamps are the record's milliseconds times 1000 (microseconds; multiplied by the
+  decoder for `columns_to_record_batch`, in C as it writes them, see `batch_columns`; by
+  Arrow in `to_record_batch`), as int64, cast to the timestamp type without going through
+  `datetime`.
 - `headers` as Spark's Kafka source has it: null for a record without headers (not an empty
   list); a header key whose bytes are not valid UTF-8 (the decoders keep such bytes as
   surrogate escapes, losslessly) gets U+FFFD for each malformed sequence, as Java's UTF-8
@@ -168,7 +169,7 @@ def _from_columns(
     if name == "offset":
         return pa.array(columns.offsets, type=kind)
     if name == "timestamp":
-        return pa.array(columns.timestamps * 1000, type=pa.int64()).cast(kind)
+        return pa.array(columns.timestamps_us, type=pa.int64()).cast(kind)
     if name == "timestampType":
         return pa.array(columns.timestamp_types, type=kind)
     if name == "headers":

@@ -163,8 +163,9 @@ fail:
 /* How far ahead the pass asks for the answer's bytes and the value column's: a fetch answer
  * (8 MiB) has left the core's cache by the time it is decoded (the socket's copy wrote it on
  * the loop thread's core); the hardware's own prefetch did not hide it (a task's decode 30.6
- * -> 25.6 ns a row with 1 KiB, bench/spark_fetch_path.py, h56m). */
-#define PREFETCH_AHEAD 1024
+ * -> 25.6 ns a row with 1 KiB, 23.7 -> 22.6 with 2 KiB rather than 1; bench/spark_fetch_path.py,
+ * h56m). */
+#define PREFETCH_AHEAD 2048
 
 typedef struct {
     int32_t *offsets;

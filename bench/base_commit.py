@@ -2,7 +2,8 @@
 CPU benches: bench/metadata_apply_cpu.py, bench/replica_creation_cpu.py,
 bench/controller_replay.py).
 
-Rules: the base's packages come from `git archive` of the commit into a temporary directory;
+Rules: the base's packages come from `git archive` of the commit into a temporary directory,
+its compiled modules built there by its setup.py (`build_extensions`);
 every run is a fresh process per side (the bench's own script with `--runs 1 --emit-json` and
 its arguments, the working directory and `PYTHONPATH` at that side's root), the sides taking
 turns, which goes first swapping every run, so both see the same machine load. A child prints
@@ -36,6 +37,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--emit-json", action="store_true", help=argparse.SUPPRESS)
 
 
+def build_extensions(commit: str, root: str) -> None:
+    """The commit's compiled modules (its setup.py's, e.g. the Spark source's record decoder),
+    built in place in `root`, as the working tree has them built: else the base would time its
+    pure-Python fallbacks."""
+    have = subprocess.run(["git", "cat-file", "-e", f"{commit}:setup.py"], cwd=HERE)
+    if have.returncode != 0:
+        return
+    archive = subprocess.run(
+        ["git", "archive", commit, "setup.py", "pyproject.toml"],
+        cwd=HERE,
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", root], input=archive, check=True)
+    subprocess.run(
+        [sys.executable, "setup.py", "build_ext", "--inplace", "-q"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+
+
 def one_run_in(code_root: str, script: str, child_args: Sequence[str]) -> Figures:
     """One run of `script` in a fresh process whose packages come from `code_root`."""
     command = [sys.executable, os.path.abspath(script), "--runs", "1", "--emit-json", *child_args]
@@ -62,6 +85,7 @@ def runs_against(
                 ["git", "archive", base, *paths], cwd=HERE, check=True, capture_output=True
             ).stdout
             subprocess.run(["tar", "-x", "-C", base_root], input=archive, check=True)
+            build_extensions(base, base_root)
             sides.append((base_root, {}))
         for run in range(runs):
             for root, into in sides if run % 2 == 0 else list(reversed(sides)):

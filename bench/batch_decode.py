@@ -41,11 +41,13 @@ import random
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pyarrow as pa
 
 from replog.client.answer_batches import answer_batches
@@ -91,8 +93,9 @@ def build_answer(args: argparse.Namespace) -> bytes:
 
 
 def load_base(commit: str, name: str = "batch_columns") -> ModuleType:
-    """`replog/spark/<name>.py` as it is at `commit`, as a module of its own; `numpy`: the
-    working tree's, with its compiled decoder turned off (`batch_columns.DECODER`)."""
+    """`replog/spark/<name>.py` as it is at `commit`, as a module of its own, with that
+    commit's compiled decoder if it has one (`base_compiled`); `numpy`: the working tree's,
+    with its compiled decoder turned off (`batch_columns.DECODER`)."""
     if commit == NUMPY:
         source = (ROOT / "replog" / "spark" / f"{name}.py").read_bytes()
     else:
@@ -111,6 +114,34 @@ def load_base(commit: str, name: str = "batch_columns") -> ModuleType:
     if commit == NUMPY and name == "batch_columns":
         module._compiled = None
         module.DECODER = "numpy"
+    elif name == "batch_columns" and module._compiled is not None:
+        # The base's own compiled decoder, not the working tree's it imported.
+        module._compiled = base_compiled(commit, path.parent)
+        module.DECODER = "numpy" if module._compiled is None else "compiled"
+    return module
+
+
+def base_compiled(commit: str, directory: Path) -> ModuleType | None:
+    """`replog/spark/_batch_decode.c` as it is at `commit`, built in `directory` and loaded
+    as a module of its own; None if the commit has none."""
+    found = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{commit}:replog/spark/_batch_decode.c"],
+        capture_output=True,
+    )
+    if found.returncode != 0:
+        return None
+    source = directory / "_batch_decode.c"
+    source.write_bytes(found.stdout)
+    built = directory / f"_batch_decode{sysconfig.get_config_var('EXT_SUFFIX')}"
+    include = sysconfig.get_paths()["include"]
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-O2", f"-I{include}", str(source), "-o", str(built)],
+        check=True,
+    )
+    spec = importlib.util.spec_from_file_location("_batch_decode", built)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
@@ -138,6 +169,13 @@ def one_pass(
         elif arrow:
             columns_to_record_batch("t", 0, columns, SCHEMA, constants)
     return time.process_time() - started
+
+
+def micros(columns: batch_columns.BatchColumns) -> np.ndarray:
+    """The columns' timestamps in microseconds: a base before h56m holds milliseconds."""
+    if hasattr(columns, "timestamps_us"):
+        return columns.timestamps_us
+    return columns.timestamps * 1000  # type: ignore[attr-defined]
 
 
 def spread(values: list[float]) -> str:
@@ -168,8 +206,9 @@ def main() -> None:
     rows = sum(h.records_count for _, h in batches)
     new_columns = batch_columns.decode_batches(memoryview(data), batches, where="bench")
     base_columns = base.decode_batches(memoryview(data), batches, where="bench")
-    for name in ("offsets", "timestamps", "timestamp_types"):
+    for name in ("offsets", "timestamp_types"):
         assert (getattr(new_columns, name) == getattr(base_columns, name)).all(), name
+    assert (micros(new_columns) == micros(base_columns)).all()
     assert new_columns.keys.equals(base_columns.keys)
     assert new_columns.values.equals(base_columns.values)
     print(

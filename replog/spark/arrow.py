@@ -15,9 +15,10 @@ Rules:
   one partition's records, so `topic` and `partition` are constant columns, built by numpy
   (`constant_array`, what `pa.repeat` gives); a task keeps them (`ConstantColumns`) and
   slices them for each batch.
-- Timestamps are the record's milliseconds times 1000 (microseconds; multiplied by numpy in
-  `columns_to_record_batch`, by Arrow in `to_record_batch`), as int64, cast to the timestamp
-  type without going through `datetime`.
+- Timestamps are the record's milliseconds times 1000 (microseconds; multiplied by the
+  decoder for `columns_to_record_batch`, in C as it writes them, see `batch_columns`; by
+  Arrow in `to_record_batch`), as int64, cast to the timestamp type without going through
+  `datetime`.
 - `headers` as Spark's Kafka source has it: null for a record without headers (not an empty
   list); a header key whose bytes are not valid UTF-8 (the decoders keep such bytes as
   surrogate escapes, losslessly) gets U+FFFD for each malformed sequence, as Java's UTF-8
@@ -95,9 +96,15 @@ def _column(
 
 class ConstantColumns:
     """The `topic` and `partition` columns of one partition's batches: built once, at the
-    longest batch's length so far, and sliced to each batch's (building them per batch costs
-    about 3 ns per row and column with `pa.repeat`, as much as a quarter of the Arrow batch's
-    building)."""
+    longest batch's length so far and an eighth more (`HEADROOM`), and sliced to each
+    batch's (building them per batch costs about 3 ns per row and column with `pa.repeat`, as
+    much as a quarter of the Arrow batch's building). Why the eighth: a task's full-size
+    answers differ by a few rows (whole batches), so a column built at exactly the longest
+    so far was built again for most answers longer than all before it (the two columns:
+    1.6 ns of a task's CPU per row read, 1.2 with the eighth, the rest their growth over a
+    task's first answers of 1, 2, 4 and 8 MiB; bench/spark_fetch_path.py's reader, h56m)."""
+
+    HEADROOM = 8  # built at count + count // HEADROOM rows
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -109,7 +116,7 @@ class ConstantColumns:
         built = self._built.get((name, kind))
         if built is None or len(built) < count:
             value = self.topic if name == "topic" else self.partition
-            built = constant_array(value, kind, count)
+            built = constant_array(value, kind, count + count // self.HEADROOM)
             self._built[(name, kind)] = built
         return built if len(built) == count else built.slice(0, count)
 
@@ -162,7 +169,7 @@ def _from_columns(
     if name == "offset":
         return pa.array(columns.offsets, type=kind)
     if name == "timestamp":
-        return pa.array(columns.timestamps * 1000, type=pa.int64()).cast(kind)
+        return pa.array(columns.timestamps_us, type=pa.int64()).cast(kind)
     if name == "timestampType":
         return pa.array(columns.timestamp_types, type=kind)
     if name == "headers":

@@ -7,7 +7,8 @@ Three decoders, tried in order:
 - The compiled one (`_batch_decode.c`, built by setup.py where a C compiler is; `DECODER`
   says whether it is there, chosen once at import): one pass over the records in C, reading
   the answer where it lies through the buffer protocol and writing the int64 offsets and
-  timestamps and the Arrow `binary` buffers of keys and values (int32 offsets, data, a
+  timestamps (in microseconds, Spark's unit: no pass of their own to convert them) and the
+  Arrow `binary` buffers of keys and values (int32 offsets, data, a
   validity bitmap where a row is null), which Arrow wraps without a copy; headers (rare) as
   the other decoders give them, built after the pass. About 20 ns a row where numpy takes
   about 60 (bench/batch_decode.py --base numpy). It checks every rule below itself, every
@@ -122,7 +123,9 @@ class BatchColumns:
     """The decoded records of some batches, in offset order, as columns."""
 
     offsets: Int64s
-    timestamps: Int64s  # milliseconds
+    # Microseconds (Spark's unit): milliseconds times 1000, wrapped past int64 as numpy's
+    # multiply wraps (every decoder alike).
+    timestamps_us: Int64s
     timestamp_types: npt.NDArray[np.int32]  # 0 CreateTime, 1 LogAppendTime
     keys: pa.Array  # binary, null where a record has no key
     values: pa.Array  # binary, null for tombstones
@@ -135,7 +138,7 @@ class BatchColumns:
         """Rows [start, stop)."""
         return BatchColumns(
             self.offsets[start:stop],
-            self.timestamps[start:stop],
+            self.timestamps_us[start:stop],
             self.timestamp_types[start:stop],
             self.keys.slice(start, stop - start),
             self.values.slice(start, stop - start),
@@ -194,7 +197,7 @@ def _compiled_columns(
         timestamp_types = np.zeros(total, dtype=np.int32)
     return BatchColumns(
         offsets=np.frombuffer(offsets, dtype=np.int64),
-        timestamps=np.frombuffer(timestamps, dtype=np.int64),
+        timestamps_us=np.frombuffer(timestamps, dtype=np.int64),
         timestamp_types=timestamp_types,
         keys=_from_buffers(total, *found[2:5]),
         values=_from_buffers(total, *found[5:8]),
@@ -736,9 +739,10 @@ def _vectorised(
     else:  # CreateTime only, as producers write: no per-record choice to make
         timestamps += timestamp_delta
         timestamp_types = np.zeros(total, dtype=np.int32)
+    timestamps *= 1000
     return BatchColumns(
         offsets=_offsets(batches, counts, total),
-        timestamps=timestamps,
+        timestamps_us=timestamps,
         timestamp_types=timestamp_types,
         keys=keys,
         values=values,
@@ -1210,7 +1214,7 @@ def _record_by_record(
             headers.append(record.headers)
     return BatchColumns(
         offsets=np.array(offsets, dtype=np.int64),
-        timestamps=np.array(timestamps, dtype=np.int64),
+        timestamps_us=np.array(timestamps, dtype=np.int64) * 1000,
         timestamp_types=np.array(types, dtype=np.int32),
         keys=pa.array(keys, type=pa.binary()),
         values=pa.array(values, type=pa.binary()),

@@ -70,8 +70,13 @@ def _oracle(data: bytes, placed: list[tuple[int, BatchHeader]]) -> list[tuple]:
     for position, header in placed:
         kind = 1 if header.is_log_append_time else 0
         for r in RecordBatch(header, data, position, "test").records():
-            rows.append((r.offset, r.timestamp, kind, r.key, r.value, r.headers))
+            rows.append((r.offset, _micros(r.timestamp), kind, r.key, r.value, r.headers))
     return rows
+
+
+def _micros(millis: int) -> int:
+    """`millis` * 1000 as the columns hold it: an int64, wrapped as numpy's multiply wraps."""
+    return (millis * 1000 + 2**63) % 2**64 - 2**63
 
 
 def _rows(columns: BatchColumns) -> list[tuple]:
@@ -82,7 +87,7 @@ def _rows(columns: BatchColumns) -> list[tuple]:
     return list(
         zip(
             columns.offsets.tolist(),
-            columns.timestamps.tolist(),
+            columns.timestamps_us.tolist(),
             columns.timestamp_types.tolist(),
             columns.keys.to_pylist(),
             columns.values.to_pylist(),

@@ -525,9 +525,9 @@ def test_a_partitions_constant_columns_are_built_once_and_sliced() -> None:
             assert got.equals(alone)
             assert got.column("topic").to_pylist() == ["orders"] * (stop - first)
             assert got.column("partition").to_pylist() == [7] * (stop - first)
-    # With `constants`: built at 300 rows (topic, partition), sliced for 100, 0 and 300,
-    # built again at 400; each batch built alone builds its own.
-    assert built == [300, 300, 300, 300, 100, 100, 0, 0, 300, 300, 400, 400, 400, 400]
+    # With `constants`: built at 300 rows and an eighth (topic, partition), sliced for 100, 0
+    # and 300, built again for 400; each batch built alone builds its own.
+    assert built == [337, 337, 337, 337, 112, 112, 0, 0, 337, 337, 450, 450, 450, 450]
 
 
 @pytest.mark.parametrize(

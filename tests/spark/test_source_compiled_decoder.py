@@ -151,7 +151,7 @@ def test_the_compiled_columns_are_arrow_binary_without_copies() -> None:
     assert columns is not None
     assert columns.keys.null_count == 25 and columns.values.null_count == 0
     assert columns.offsets.tolist() == list(range(3, 53))
-    assert columns.offsets.flags.writeable and columns.timestamps.flags.writeable
+    assert columns.offsets.flags.writeable and columns.timestamps_us.flags.writeable
     rows = _oracle(raw, placed)
     assert columns.values.to_pylist() == [row[4] for row in rows]
     assert columns.keys.to_pylist() == [row[3] for row in rows]

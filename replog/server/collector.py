@@ -67,7 +67,6 @@ from collections.abc import Callable
 
 from quorum.raft.ready import ApplyItem, CommittedBatch, LoadSnapshot
 from replog.clock import monotonic_s
-from replog.server import loop_collections
 
 log = logging.getLogger("replog.server")
 
@@ -146,14 +145,14 @@ class GrowthFreezer:
         took = self._clock() - self._full_started
         self._full_started = None
         if took >= self._freeze_after_collection_s:
-            _freeze()
+            gc.freeze()
             self.freezes_after_collection += 1
             self._unlogged.append(took)
 
     def _freeze_young(self) -> None:
         """Collect the young generations' garbage, then freeze everything (module docstring)."""
         gc.collect(1)
-        _freeze()
+        gc.freeze()
         self.freezes += 1
         self._grown = self._records = 0
 
@@ -183,7 +182,7 @@ class GrowthFreezer:
             try:
                 gc.unfreeze()
                 collected = gc.collect()
-                _freeze()
+                gc.freeze()
             finally:
                 self._thawing = False
             self.thaws += 1
@@ -196,12 +195,6 @@ class GrowthFreezer:
         elif self._grown >= self._freeze_after:
             self._freeze_young()
         self._log_collections()
-
-
-def _freeze() -> None:
-    """`gc.freeze`, and tell the loop's collections that the generations are empty."""
-    gc.freeze()
-    loop_collections.frozen()
 
 
 _installed: GrowthFreezer | None = None

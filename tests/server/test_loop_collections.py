@@ -8,11 +8,10 @@ import gc
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from types import SimpleNamespace
 
 import pytest
 
-from replog.server import collector, loop_collections
+from replog.server import loop_collections
 from replog.server.loop_collections import LoopCollections
 
 
@@ -157,35 +156,3 @@ def test_a_full_collection_waits_for_a_quarter_of_what_it_left_alive() -> None:
     for _ in range(7):  # 1,000 moved by each young collection: full after 5,500 and more
         collections.check()
     assert runs == [1, 2, 1, 1, 1, 1, 1, 1, 2]
-
-
-def test_a_freeze_leaves_nothing_pending_or_alive() -> None:
-    collections, _ = fake((1000, 11, 11), found=0, young=1000)
-    collections.check()  # 2,000 pending
-    collections.frozen()
-    assert collections.check() == 1  # nothing pending: no full collection
-
-    # A slow full collection is followed by a freeze inside it (collector.py): nothing it
-    # found alive is left in the generations.
-    def freeze_after_a_full_one(generation: int) -> None:
-        if generation == 2:
-            slow.frozen()
-
-    slow, _ = fake((1000, 11, 11), young=1000, during=freeze_after_a_full_one)
-    slow.check()
-    assert slow.check() == 2
-    assert (slow._long_lived, slow._pending) == (0, 0)
-
-
-def test_the_collectors_freezes_reach_the_loops_collections(
-    automatic_collections: None,
-) -> None:
-    resets: list[int] = []
-    installed = SimpleNamespace(collections=SimpleNamespace(frozen=lambda: resets.append(1)))
-    loop_collections._installed = installed  # type: ignore[assignment]
-    try:
-        collector.GrowthFreezer(freeze_after=1).replicas_changed(created=1, deleted=0, live=1)
-    finally:
-        loop_collections._installed = None
-        gc.unfreeze()
-    assert resets == [1]

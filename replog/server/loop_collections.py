@@ -22,9 +22,8 @@ figures CPython keeps to itself, so they are counted here: the young survivors f
 `gc.get_objects(1)` and the count before each generation-1 collection (a few thousand objects),
 the survivors of a full one from what it found. A freeze (collector.py) changes neither, as in
 CPython: the objects it hides still count as the heap a full collection is weighed against, so
-full collections stay as rare as CPython makes them (resetting both at each freeze let one run
-after every few young collections, and creating 100,000 partitions held the loop 53-183 ms in
-them, against 18-53 ms with CPython's own rule). The timer comes when the young generation should
+full collections stay as rare as CPython makes them (each one, over a node holding 100,000
+partitions, holds the loop 20-150 ms). The timer comes when the young generation should
 reach its threshold at the rate it grew since the last check, between `CHECK_EVERY_S` and
 `IDLE_CHECK_EVERY_S` (`next_check_s`): a wake-up of the loop costs it about 60 us of CPU, so
 checking every 5 ms would cost an idle node more than 1 % of a core, about half of all it

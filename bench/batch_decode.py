@@ -49,6 +49,7 @@ from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
+from base_commit import build_extensions
 
 from replog.client.answer_batches import answer_batches
 from replog.record import build_batch
@@ -114,7 +115,7 @@ def load_base(commit: str, name: str = "batch_columns") -> ModuleType:
     if commit == NUMPY and name == "batch_columns":
         module._compiled = None
         module.DECODER = "numpy"
-    elif name == "batch_columns" and module._compiled is not None:
+    elif name == "batch_columns" and getattr(module, "_compiled", None) is not None:
         # The base's own compiled decoder, not the working tree's it imported.
         module._compiled = base_compiled(commit, path.parent)
         module.DECODER = "numpy" if module._compiled is None else "compiled"
@@ -122,22 +123,19 @@ def load_base(commit: str, name: str = "batch_columns") -> ModuleType:
 
 
 def base_compiled(commit: str, directory: Path) -> ModuleType | None:
-    """`replog/spark/_batch_decode.c` as it is at `commit`, built in `directory` and loaded
-    as a module of its own; None if the commit has none."""
+    """`replog/spark/_batch_decode.c` as it is at `commit`, built in `directory` by that
+    commit's setup.py (`base_commit.build_extensions`) and loaded as a module of its own;
+    None if the commit has none."""
+    c_source = "replog/spark/_batch_decode.c"
     found = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{commit}:replog/spark/_batch_decode.c"],
-        capture_output=True,
+        ["git", "-C", str(ROOT), "archive", commit, c_source], capture_output=True
     )
     if found.returncode != 0:
         return None
-    source = directory / "_batch_decode.c"
-    source.write_bytes(found.stdout)
-    built = directory / f"_batch_decode{sysconfig.get_config_var('EXT_SUFFIX')}"
-    include = sysconfig.get_paths()["include"]
-    subprocess.run(
-        ["cc", "-shared", "-fPIC", "-O2", f"-I{include}", str(source), "-o", str(built)],
-        check=True,
-    )
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=found.stdout, check=True)
+    build_extensions(commit, str(directory))
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    built = directory / "replog" / "spark" / f"_batch_decode{suffix}"
     spec = importlib.util.spec_from_file_location("_batch_decode", built)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -107,10 +107,9 @@ class LoopCollections:
 
 
 class _Installed:
-    def __init__(self, loop: asyncio.AbstractEventLoop, every_s: float | None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.collections = LoopCollections()
         self._loop = loop
-        self._every_s = every_s  # a fixed wait between checks (tests), or None: adaptive
         self._handle: asyncio.TimerHandle | None = None
         self._checked_at = 0.0
         self._count_after = 0  # the young generation's count after the last check
@@ -128,10 +127,7 @@ class _Installed:
         grown = gc.get_count()[0] - self._count_after
         elapsed_s = self._loop.time() - self._checked_at
         self.collections.check()
-        if self._every_s is not None:
-            self._schedule(self._every_s)
-        else:
-            self._schedule(self.collections.next_check_s(elapsed_s, grown))
+        self._schedule(self.collections.next_check_s(elapsed_s, grown))
 
     def stop(self) -> None:
         if self._handle is not None:
@@ -143,11 +139,11 @@ class _Installed:
 _installed: _Installed | None = None
 
 
-def install_loop_collections(every_s: float | None = None) -> LoopCollections:
+def install_loop_collections() -> LoopCollections:
     """Collect on the running loop only, from now on (module Rules)."""
     global _installed
     stop()
-    _installed = _Installed(asyncio.get_running_loop(), every_s)
+    _installed = _Installed(asyncio.get_running_loop())
     _installed.start()
     return _installed.collections
 

@@ -30,6 +30,13 @@
 
 #define MIN_BODY 6  /* attributes byte and five one-byte varints */
 
+/* A zig-zag encoded value's signed one. */
+static inline int64_t
+unzigzag(uint64_t u)
+{
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
 /* The zig-zag varint at buf[*at], at most max_bytes long, not reaching end; 0 if none. */
 static inline int
 read_varint(const uint8_t *buf, Py_ssize_t *at, Py_ssize_t end, int max_bytes, int64_t *out)
@@ -37,7 +44,7 @@ read_varint(const uint8_t *buf, Py_ssize_t *at, Py_ssize_t end, int max_bytes, i
     Py_ssize_t p = *at;
     if (p < end && buf[p] < 0x80) {
         uint64_t u = buf[p];
-        *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+        *out = unzigzag(u);
         *at = p + 1;
         return 1;
     }
@@ -45,13 +52,13 @@ read_varint(const uint8_t *buf, Py_ssize_t *at, Py_ssize_t end, int max_bytes, i
     if (end - p >= 3) {
         uint64_t u = (uint64_t)(buf[p] & 0x7F) | (uint64_t)(buf[p + 1] & 0x7F) << 7;
         if (buf[p + 1] < 0x80) {
-            *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            *out = unzigzag(u);
             *at = p + 2;
             return 1;
         }
         if (buf[p + 2] < 0x80) {
             u |= (uint64_t)buf[p + 2] << 14;
-            *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            *out = unzigzag(u);
             *at = p + 3;
             return 1;
         }
@@ -67,7 +74,7 @@ read_varint(const uint8_t *buf, Py_ssize_t *at, Py_ssize_t end, int max_bytes, i
         if (b < 0x80) {
             if (max_bytes == 5 && (u >> 32))
                 return 0; /* a varint overflowing 32 bits */
-            *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            *out = unzigzag(u);
             *at = p;
             return 1;
         }

@@ -179,7 +179,7 @@ def _compiled_columns(
         (
             h.records_count,
             h.base_offset,
-            h.max_timestamp if h.is_log_append_time else h.base_timestamp,
+            _base_time(h),
             h.is_log_append_time,
         )
         for _, h in batches
@@ -189,12 +189,7 @@ def _compiled_columns(
         return None
     offsets, timestamps = found[0], found[1]
     total = len(offsets) // 8
-    if any(h.is_log_append_time for _, h in batches):
-        counts = [h.records_count for _, h in batches]
-        append = np.array([h.is_log_append_time for _, h in batches], dtype=np.int32)
-        timestamp_types = np.repeat(append, counts)
-    else:
-        timestamp_types = np.zeros(total, dtype=np.int32)
+    _, timestamp_types = _append_times(batches, [h.records_count for _, h in batches], total)
     return BatchColumns(
         offsets=np.frombuffer(offsets, dtype=np.int64),
         timestamps_us=np.frombuffer(timestamps, dtype=np.int64),
@@ -203,6 +198,23 @@ def _compiled_columns(
         values=_from_buffers(total, *found[5:8]),
         headers=found[8],
     )
+
+
+def _base_time(header: BatchHeader) -> int:
+    """What a batch's records' timestamp deltas add to: with LogAppendTime (the deltas then
+    ignored) its max_timestamp, else its base_timestamp."""
+    return header.max_timestamp if header.is_log_append_time else header.base_timestamp
+
+
+def _append_times(
+    batches: Sequence[tuple[int, BatchHeader]], counts: Sequence[int] | Int64s, total: int
+) -> tuple[npt.NDArray[np.bool_] | None, npt.NDArray[np.int32]]:
+    """Per record of the call: whether its batch stamps LogAppendTime (None when no batch
+    does, as producers write), and the `timestampType` column (0 CreateTime, 1 LogAppendTime)."""
+    if not any(h.is_log_append_time for _, h in batches):
+        return None, np.zeros(total, dtype=np.int32)
+    per_record = np.repeat(np.array([h.is_log_append_time for _, h in batches], bool), counts)
+    return per_record, per_record.astype(np.int32)
 
 
 def _from_buffers(count: int, offsets: bytes, data: bytes, validity: bytes | None) -> pa.Array:
@@ -726,19 +738,12 @@ def _vectorised(
             )
         keys, values = key_out.array(), value_out.array()
 
-    append_time = np.array([h.is_log_append_time for _, h in batches], dtype=bool)
-    base_times = np.array(
-        [h.max_timestamp if h.is_log_append_time else h.base_timestamp for _, h in batches],
-        np.int64,
-    )
-    timestamps = np.repeat(base_times, counts)
-    if append_time.any():
-        per_record_append = np.repeat(append_time, counts)
+    timestamps = np.repeat(np.array([_base_time(h) for _, h in batches], np.int64), counts)
+    per_record_append, timestamp_types = _append_times(batches, counts, total)
+    if per_record_append is not None:
         timestamps += np.where(per_record_append, 0, timestamp_delta)
-        timestamp_types = per_record_append.astype(np.int32)
     else:  # CreateTime only, as producers write: no per-record choice to make
         timestamps += timestamp_delta
-        timestamp_types = np.zeros(total, dtype=np.int32)
     timestamps *= 1000
     return BatchColumns(
         offsets=_offsets(batches, counts, total),

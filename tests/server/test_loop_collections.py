@@ -49,7 +49,7 @@ async def test_a_thread_that_allocates_leaves_its_collections_to_the_loop(
         kept = [[i] for i in range(50_000)]
         return garbage, kept
 
-    loop_collections.install_loop_collections(every_s=0.001)
+    loop_collections.install_loop_collections()
     assert not gc.isenabled()
     gc.callbacks.append(record)
     try:

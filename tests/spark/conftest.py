@@ -78,13 +78,14 @@ def kafka_jars_missing(spark: SparkSession) -> str | None:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     try:
         jars = [str(jar) for jar in kafka_source_jars()]
     except KafkaJarsError as e:  # the tests of format("kafka") skip or fail on it
         KAFKA_JARS_ERRORS.append(e)
         jars = []
-    session = local_session("replog-spark-tests", jars=jars)
+    scratch = str(tmp_path_factory.mktemp("spark-scratch"))
+    session = local_session("replog-spark-tests", jars=jars, scratch_dir=scratch)
     try:
         yield session
     finally:

@@ -41,9 +41,19 @@ def batch_ids(directory: Path) -> set[int]:
 def start_driver(
     cluster: ClientCluster, topic: str, out: Path, ckpt: Path, log: Path
 ) -> subprocess.Popen[bytes]:
+    scratch = log.parent / "driver-scratch"
+    scratch.mkdir(exist_ok=True)
     with log.open("ab") as sink:  # a file, not a pipe nobody reads while the driver runs
         return subprocess.Popen(
-            [sys.executable, str(DRIVER), cluster.bootstrap, topic, str(out), str(ckpt)],
+            [
+                sys.executable,
+                str(DRIVER),
+                cluster.bootstrap,
+                topic,
+                str(out),
+                str(ckpt),
+                str(scratch),
+            ],
             start_new_session=True,  # its own process group: the JVM and workers die with it
             stdout=sink,
             stderr=sink,

@@ -206,10 +206,9 @@ def test_one_answer_or_failed_fetch_announces_its_back_offs_once() -> None:
     assert deadlines == [BACKOFF_MS, 2 * BACKOFF_MS]
 
 
-def test_a_failed_fetch_leaves_its_plan_at_once_and_rejoins_in_order() -> None:
-    """The partitions of a failed fetch leave the plan in the call, not at the next refresh
-    (the plan, 33,000 partitions at 100,000, is dropped whole), and rejoin in their order."""
-    keys = [("t", n) for n in range(1000)]
+def failed_fetch(count: int) -> tuple[list[Any], dict[Any, Any], FollowerFetchSteps]:
+    """`count` partitions followed from broker 2, whose fetch of them all failed at 0."""
+    keys = [("t", n) for n in range(count)]
     partitions: dict[Any, Any] = {key: partition(key, 2) for key in keys}
     steps = steps_of(FollowerFetchSteps, partitions, [])
     for key in keys:
@@ -217,6 +216,13 @@ def test_a_failed_fetch_leaves_its_plan_at_once_and_rejoins_in_order() -> None:
     request = steps.build(2, now_ms=0)
     assert request is not None
     steps.fetch_failed(2, request, now_ms=0)
+    return keys, partitions, steps
+
+
+def test_a_failed_fetch_leaves_its_plan_at_once_and_rejoins_in_order() -> None:
+    """The partitions of a failed fetch leave the plan in the call, not at the next refresh
+    (the plan, 33,000 partitions at 100,000, is dropped whole), and rejoin in their order."""
+    keys, _, steps = failed_fetch(1000)
     assert not steps._touched  # nothing left for a refresh to do
     assert not steps._plans.get(2)
     assert steps.build(2, now_ms=1) is None
@@ -225,3 +231,24 @@ def test_a_failed_fetch_leaves_its_plan_at_once_and_rejoins_in_order() -> None:
     again = steps.build(2, now_ms=BACKOFF_MS)
     assert again is not None
     assert [(e.topic, e.partition) for e in again.partitions] == keys
+
+
+def test_stale_back_offs_are_looked_at_a_bounded_number_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A node stopping removes every replica: their back-offs, stale, are dropped a bounded
+    number per call, the timer coming back at once, and the live ones still end."""
+    monkeypatch.setattr(follower_fetch, "BACKOFF_VISITS_PER_CALL", 3)
+    keys, partitions, steps = failed_fetch(10)
+    for key in keys[:8]:  # removed: stale back-offs
+        del partitions[key]
+        steps.touch(key)
+    group = steps._backoff_ends[0][2]
+    assert steps.next_backoff_end_ms() == BACKOFF_MS  # past 3 stale ones: comes then
+    assert group.next == 3
+    ended = [steps.end_backoffs(BACKOFF_MS) for _ in range(2)]  # 3 stale; 2 stale, 1 on
+    assert group.next == 9 and ended == [False, True]
+    assert steps.next_backoff_end_ms() == BACKOFF_MS  # the last one, still on
+    assert steps.end_backoffs(BACKOFF_MS)
+    assert steps.next_backoff_end_ms() is None
+    assert all(partitions[key].follower.backoff_until_ms == 0 for key in keys[8:])

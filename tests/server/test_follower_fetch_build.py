@@ -6,32 +6,13 @@ from __future__ import annotations
 
 import random
 import tracemalloc
-from types import SimpleNamespace
 from typing import Any
-from uuid import UUID
 
 import pytest
 
-from tests.server.follower_fetch_helpers import follower_steps
+from tests.server.follower_fetch_helpers import follower_steps, partition
 
 SOURCES = (2, 3)
-
-
-def partition(key: tuple[str, int], leader: int) -> SimpleNamespace:
-    return SimpleNamespace(
-        topic=key[0],
-        partition=key[1],
-        key=key,
-        topic_id=UUID(int=1),
-        log=SimpleNamespace(log_start_offset=0),
-        follower=SimpleNamespace(
-            leader_id=leader,
-            leader_epoch=1,
-            fetch_offset=0,
-            last_fetched_epoch=-1,
-            backoff_until_ms=0,
-        ),
-    )
 
 
 @pytest.mark.parametrize("seed", range(20))

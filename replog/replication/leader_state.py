@@ -83,6 +83,7 @@ from uuid import UUID
 from quorum.metadata.image import ClusterImage, frozen_mapping
 from quorum.metadata.partition_registration import PartitionRegistration
 from quorum.metadata.records import LeaderRecoveryState
+from replog.common.frozen_init import fast_frozen_init
 from replog.errors import (
     KafkaError,
     NotEnoughReplicasAfterAppendError,
@@ -191,6 +192,7 @@ class IsrChange:
     is_expansion: bool
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class FollowerFetchUpdate:
     high_watermark_moved: bool

@@ -18,6 +18,7 @@ from enum import IntEnum
 from typing import Protocol
 from uuid import UUID
 
+from replog.common.frozen_init import fast_frozen_init
 from replog.common.offsets import NO_LEADER_EPOCH as NO_LEADER_EPOCH
 from replog.common.offsets import NO_OFFSET as NO_OFFSET
 from replog.errors import KafkaError
@@ -93,6 +94,7 @@ class ProduceResponse:
 # --- Fetch ----------------------------------------------------------------------------------
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class FetchPartition:
     topic: str
@@ -138,6 +140,7 @@ class RecordsRegion(Protocol):
     def close(self) -> None: ...
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class FetchPartitionResult:
     topic: str

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from replog.common.frozen_init import fast_frozen_init
 from replog.errors import CorruptProducerSnapshotError, KafkaError
 from replog.replication.producer_snapshot import decode_producer_snapshot
 from replog.replication.producer_state import ProducerEntry, ProducerStateTable
@@ -42,6 +43,7 @@ class ProducerExpiry:
         return self.wall_now_ms - self.expiration_ms + 1
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class PreloadedTable:
     """A table loaded before its replica existed, valid while its log is where it was."""

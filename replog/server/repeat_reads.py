@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from replog.common import TopicPartitionKey
+from replog.common.frozen_init import fast_frozen_init
 from replog.replication.leader_state import PartitionLeaderState
 from replog.replication.messages import (
     FetchPartition,
@@ -59,6 +60,7 @@ def asker_of(request: FetchRequest) -> Asker:
     return (request.replica_id, request.replica_epoch, request.isolation_level)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class EmptyRead:
     """One kept read (module Rules) and what it depended on."""

@@ -283,6 +283,16 @@ def test_a_merge_overwrites_what_the_change_carries_and_bumps_the_epochs(
     )
 
 
+@given(record=partition)
+def test_a_registration_from_a_record_is_its_fields_by_name(record: PartitionRecord) -> None:
+    """`from_record` takes the record's fields after its ids as they stand (a slice): each
+    by name, into a `PartitionRegistration`."""
+    registration = PartitionRegistration.from_record(record)
+    assert type(registration) is PartitionRegistration
+    for name in PartitionRegistration._fields:
+        assert getattr(registration, name) is getattr(record, name), name
+
+
 @given(partition, partition)
 def test_a_registration_is_immutable_and_equal_by_value(
     first_record: PartitionRecord, second_record: PartitionRecord

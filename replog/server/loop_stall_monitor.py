@@ -167,16 +167,26 @@ class StallSampler:
 # process's handler is ours.
 _sampling: set[StallSampler] = set()
 _handler_installed = False
+_in_handler = False
 
 
 def _on_sample_signal(signum: int, frame: FrameType | None) -> None:
-    """The main thread names its own stack to every sampler whose loop is late."""
-    chain: str | None = None
-    for sampler in list(_sampling):  # a copy: a sampler stopped meanwhile
-        if sampler.late():
-            if chain is None:
-                chain = call_chain(frame)
-            sampler.add(chain)
+    """The main thread names its own stack to every sampler whose loop is late. Not inside
+    itself: the timer's next signal, when this one's handler was kept from finishing (a wait
+    for a core), would name the handler."""
+    global _in_handler
+    if _in_handler:
+        return
+    _in_handler = True
+    try:
+        chain: str | None = None
+        for sampler in list(_sampling):  # a copy: a sampler stopped meanwhile
+            if sampler.late():
+                if chain is None:
+                    chain = call_chain(frame)
+                sampler.add(chain)
+    finally:
+        _in_handler = False
 
 
 def _sample_signal_handled(loop_thread_id: int) -> bool:

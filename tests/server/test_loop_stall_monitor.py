@@ -140,6 +140,23 @@ async def test_no_thread_watches_a_loop_that_keeps_time_and_its_timer_never_goes
     assert signal.getitimer(loop_stall_monitor.SAMPLE_TIMER) == (0.0, 0.0)  # disarmed
 
 
+def test_a_signal_met_inside_the_handler_names_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timer's next signal can come while a handler that was kept from a core still runs:
+    it must not name the handler's own frames."""
+    sampler = StallSampler(threading.get_ident(), lambda: 0.0, after_s=0.0)
+    chains: list[str] = []
+
+    def add_and_meet_the_next_signal(self: StallSampler, chain: str) -> None:
+        chains.append(chain)
+        if len(chains) == 1:
+            loop_stall_monitor._on_sample_signal(signal.SIGALRM, sys._getframe())
+
+    monkeypatch.setattr(StallSampler, "add", add_and_meet_the_next_signal)
+    monkeypatch.setattr(loop_stall_monitor, "_sampling", {sampler})
+    loop_stall_monitor._on_sample_signal(signal.SIGALRM, sys._getframe())
+    assert len(chains) == 1 and "_on_sample_signal" not in chains[0]
+
+
 def test_a_timer_of_another_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loop_stall_monitor, "_handler_installed", False)
     ours = signal.signal(loop_stall_monitor.SAMPLE_SIGNAL, signal.SIG_IGN)

@@ -27,7 +27,12 @@ Rules:
   process-wide, never set on an embedding application's behalf), so the loop waits about that
   long instead; the bulk thread gives the GIL up more often, at a switch's microseconds each.
   A lower priority is not a lock either: a bulk thread that holds the GIL while it waits for a
-  core keeps the loop waiting too (priority inversion), until it runs again and lets go. So
+  core keeps the loop waiting too (priority inversion), until it runs again and lets go. More
+  often the loop lets go for a bulk thread that waited the switch interval for the GIL (back
+  from a system call), and CPython 3.11 keeps the loop waiting until that thread has taken
+  it: at nice +10 on a loaded machine, until it gets a core. That is most of the stall
+  monitor's wait off the CPUs; threads at the process's priority took most of it away in
+  creations of 10,000 partitions, and took the cores from the loop again (Why, above). So
   what these threads run is system calls with as little Python between them as can be: a
   new replica's log is made as files here and built as objects on the loop
   (`ReplicaManager._log_of_topic`, `_install`; docs/benchmarks.md, "h50a, under load").

@@ -10,12 +10,18 @@ is a bug to find (docs/operations.md, "Metrics"). Lowering it (to 50 ms, say) na
 that takes the loop from the stall goal, in a benchmark's node logs.
 
 Rules:
-- The warning says where the loop was held: while the loop is late by `SAMPLE_AFTER_S` or more
-  (a fifth and a half of `warn_s` when that is lower, so that a shorter stall gets samples too),
-  a sampler thread asks the loop thread every `SAMPLE_EVERY_S` for its own stack, with a
-  signal (`SAMPLE_SIGNAL`), and the warning names the replog call chain seen in most samples
-  ("held in a < b < c, 7 of 9 samples"). A thread is the only way to notice a held loop: nothing
-  on the loop runs while it is held.
+- The warning says where the loop was held: each time the loop comes back (each tick) it
+  re-arms a timer (`ITIMER_REAL`) to go off `SAMPLE_AFTER_S` after its next tick is due (a
+  fifth and a half of `warn_s` when that is lower, so that a shorter stall gets samples too),
+  and every `SAMPLE_EVERY_S` after that; a loop that keeps time re-arms it before it goes off,
+  so it never does. A late loop gets the timer's signal (`SAMPLE_SIGNAL`), whose handler names
+  the loop thread's stack, and the warning names the replog call chain seen in most samples
+  ("held in a < b < c, 7 of 9 samples"). A timer, not a thread that watches the loop: a
+  thread that wakes needs the GIL, and CPython 3.11 hands the GIL to a thread that asks for it
+  and keeps the thread that let go (the loop) waiting until the asker runs, which on a loaded
+  machine first waits for a core. A watching thread woken every 4-6 ms made a fifth of the
+  stalls' wait off the CPUs that way. The timer's signal asks no thread for the GIL: Python
+  runs its handler on the main thread, the loop's, between two bytecodes.
 - The stack is only ever read by its own thread: Python runs a signal's handler in the main
   thread, between two bytecodes, with that thread's frame. Reading another thread's frames
   (`sys._current_frames` and `f_back`) can crash CPython 3.11 in `PyFrame_GetBack` (a node
@@ -23,13 +29,18 @@ Rules:
   the main thread's, or a process whose `SAMPLE_SIGNAL` already has a handler of its own, gets
   its stalls measured and logged with no stack samples.
 - The handler is installed once per process and stays: a late signal must never meet the
-  signal's default action, which ends the process. Interrupted system calls restart.
+  signal's default action, which ends the process. Interrupted system calls restart. The
+  timer is the process's only `ITIMER_REAL`: one already set (or a handler of another for its
+  signal) means no samples, and a stopped monitor disarms it.
 - It says how much of the stall the loop thread spent on a CPU: a stall of 300 ms with 40 ms on
   a CPU was a wait for a core (other processes, on a loaded machine), not work to bound.
 - It says how much of the stall the loop thread waited for a core (the kernel's run-queue
   delay, `ThreadRunQueueClock`): wall time neither on a CPU nor waiting for one was a wait off
-  the CPUs, in a blocking system call or for the GIL (another thread of the node running
-  Python: a worker opening logs).
+  the CPUs, in a blocking system call or for the GIL. In creations of 10,000-20,000
+  partitions (perf's scheduler events) nearly all of it was the GIL, handed to another of the
+  node's threads that asked for it (a bulk thread, the default executor's, the log manager's)
+  and then waited for a core before it ran and let go: the machine's load, through another
+  thread.
 - It also says how much of the stall was the garbage collector's (`gc.callbacks`), which no
   stack sample shows: it runs inside whatever allocation triggered it; and how much of that
   ran in other threads, holding the GIL the loop waited for (a node runs its automatic ones on
@@ -58,7 +69,8 @@ WARN_STALL_S = 1.0
 WARN_ENV = "REPLOG_LOOP_STALL_WARN_MS"
 SAMPLE_AFTER_S = 0.1  # the stall goal: a loop held longer is worth explaining
 SAMPLE_EVERY_S = 0.05
-SAMPLE_SIGNAL = signal.SIGPROF  # a profiler's signal: "where are you now?"
+SAMPLE_TIMER = signal.ITIMER_REAL  # wall time: a late loop is sampled whatever held it
+SAMPLE_SIGNAL = signal.SIGALRM  # the signal SAMPLE_TIMER sends
 CHAIN_FRAMES = 3  # the innermost project frames a sample names
 _ASYNCIO_DIR = os.sep + "asyncio" + os.sep
 
@@ -96,8 +108,8 @@ def _name(frame: FrameType) -> str:
 
 
 class StallSampler:
-    """Samples the loop thread's stack while the loop is late (module Rules); `take` and the
-    samples both run on the loop thread."""
+    """Samples the loop thread's stack while the loop is late (module Rules): the loop arms the
+    timer (`arm`) at each tick; `take` and the samples run on the loop thread."""
 
     def __init__(
         self,
@@ -112,19 +124,31 @@ class StallSampler:
         self._after_s = after_s
         self._every_s = every_s
         self._samples: Counter[str] = Counter()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="loop-stall-sampler", daemon=True)
+        self._started = False
 
     def start(self) -> bool:
-        """Start sampling; False (and no thread) where the loop thread cannot be asked
-        (module Rules)."""
+        """Start sampling; False where the loop thread cannot be sampled (module Rules)."""
         if not _sample_signal_handled(self._thread_id):
             return False
-        self._thread.start()
+        _sampling.add(self)
+        self._started = True
         return True
 
+    def arm(self, due_in_s: float) -> None:
+        """The loop's next tick is due in `due_in_s`: the timer goes off `after_s` after that,
+        unless the tick re-arms it first, then every `every_s` (module Rules)."""
+        if self._started:
+            signal.setitimer(SAMPLE_TIMER, due_in_s + self._after_s, self._every_s)
+
     def stop(self) -> None:
-        self._stop.set()
+        if self._started:
+            self._started = False
+            _sampling.discard(self)
+            signal.setitimer(SAMPLE_TIMER, 0)
+
+    def late(self) -> bool:
+        """Whether the loop is late enough for a sample."""
+        return monotonic_s() - self._last_tick() >= self._after_s
 
     def add(self, chain: str) -> None:
         """One sample, taken by the loop thread itself (`_on_sample_signal`)."""
@@ -138,44 +162,48 @@ class StallSampler:
         chain, count = samples.most_common(1)[0]
         return chain, count, samples.total()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._every_s):
-            if monotonic_s() - self._last_tick() < self._after_s:
-                continue
-            _asking.add(self)
-            signal.pthread_kill(self._thread_id, SAMPLE_SIGNAL)
 
-
-# The samplers waiting for the main thread's answer, and whether this process's handler is ours.
-_asking: set[StallSampler] = set()
+# The samplers started in this process (all on the main thread's loops), and whether this
+# process's handler is ours.
+_sampling: set[StallSampler] = set()
 _handler_installed = False
+_in_handler = False
 
 
 def _on_sample_signal(signum: int, frame: FrameType | None) -> None:
-    """The main thread names its own stack to every sampler that asked."""
-    chain: str | None = None
-    while _asking:
-        try:
-            sampler = _asking.pop()
-        except KeyError:  # emptied by a handler run inside this one (a signal meanwhile)
-            break
-        if chain is None:
-            chain = call_chain(frame)
-        sampler.add(chain)
+    """The main thread names its own stack to every sampler whose loop is late. Not inside
+    itself: the timer's next signal, when this one's handler was kept from finishing (a wait
+    for a core), would name the handler."""
+    global _in_handler
+    if _in_handler:
+        return
+    _in_handler = True
+    try:
+        chain: str | None = None
+        for sampler in list(_sampling):  # a copy: a sampler stopped meanwhile
+            if sampler.late():
+                if chain is None:
+                    chain = call_chain(frame)
+                sampler.add(chain)
+    finally:
+        _in_handler = False
 
 
 def _sample_signal_handled(loop_thread_id: int) -> bool:
     """Whether the loop thread answers `SAMPLE_SIGNAL` with its stack: installs the handler
-    the first time, from the main thread, unless the signal has a handler already."""
+    the first time, from the main thread, unless the signal has a handler already or the
+    timer is set."""
     global _handler_installed
-    if loop_thread_id != threading.main_thread().ident or not hasattr(signal, "pthread_kill"):
+    if loop_thread_id != threading.main_thread().ident or not hasattr(signal, "setitimer"):
         return False
     if _handler_installed:
         return True
     if threading.get_ident() != loop_thread_id:
         return False  # only the main thread may install a handler
     if signal.getsignal(SAMPLE_SIGNAL) is not signal.SIG_DFL:
-        return False  # someone else's (a profiler's): leave it alone
+        return False  # someone else's: leave it alone
+    if signal.getitimer(SAMPLE_TIMER) != (0.0, 0.0):
+        return False  # someone else's timer (signal.alarm, a profiler): leave it alone
     signal.signal(SAMPLE_SIGNAL, _on_sample_signal)
     signal.siginterrupt(SAMPLE_SIGNAL, False)  # blocking calls the signal meets restart
     _handler_installed = True
@@ -258,9 +286,7 @@ class LoopStallMonitor:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        # No tick yet, so nothing is late: the sampler must not sample this start (a thread's
-        # start waits for a core) into the first tick's chain.
-        self._tick = math.inf
+        self._tick = math.inf  # no tick yet, so nothing is late
         sampler = StallSampler(
             threading.get_ident(),
             lambda: self._tick,
@@ -270,8 +296,9 @@ class LoopStallMonitor:
         if not sampler.start():
             log.debug(
                 "event loop stalls are logged without stack samples: the loop is not the main"
-                " thread's, or %s has a handler of another",
+                " thread's, or %s has a handler of another, or %s is set",
                 SAMPLE_SIGNAL.name,
+                "ITIMER_REAL",
             )
         collecting = GarbageCollectionClock()
         gc.callbacks.append(collecting)
@@ -280,6 +307,7 @@ class LoopStallMonitor:
             while True:
                 asked = loop.time() + self._interval_s
                 self._tick = monotonic_s() + self._interval_s
+                sampler.arm(self._interval_s)
                 cpu_before = thread_cpu_s()
                 queued_before = run_queue()
                 await asyncio.sleep(self._interval_s)

@@ -108,6 +108,71 @@ async def test_the_loop_thread_names_its_own_stack_no_other_thread_reads_it(
     assert "held in hold_the_loop (" in warning
 
 
+@pytest.mark.asyncio
+async def test_no_thread_watches_a_loop_that_keeps_time_and_its_timer_never_goes_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A watching thread would ask for the GIL each time it woke, and the loop would wait for
+    it to get a core (module Rules): the loop re-arms a timer instead, which goes off only
+    when it is late."""
+    went_off = 0
+    original = StallSampler.late
+
+    def counted(sampler: StallSampler) -> bool:
+        nonlocal went_off
+        went_off += 1
+        return original(sampler)
+
+    monkeypatch.setattr(StallSampler, "late", counted)
+    threads = set(threading.enumerate())
+    monitor = LoopStallMonitor(lambda _: None, warn_s=0.02)
+    task = asyncio.create_task(monitor.run())
+    await asyncio.sleep(0.3)  # 30 ticks, each of which re-armed the timer
+    started = set(threading.enumerate()) - threads
+    armed = signal.getitimer(loop_stall_monitor.SAMPLE_TIMER)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not started
+    assert armed != (0.0, 0.0)
+    if monitor.longest_s < 0.01:  # a loaded machine may stall this loop too: then it may go off
+        assert went_off == 0
+    assert signal.getitimer(loop_stall_monitor.SAMPLE_TIMER) == (0.0, 0.0)  # disarmed
+
+
+def test_a_signal_met_inside_the_handler_names_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timer's next signal can come while a handler that was kept from a core still runs:
+    it must not name the handler's own frames."""
+    sampler = StallSampler(threading.get_ident(), lambda: 0.0, after_s=0.0)
+    chains: list[str] = []
+
+    def add_and_meet_the_next_signal(self: StallSampler, chain: str) -> None:
+        chains.append(chain)
+        if len(chains) == 1:
+            loop_stall_monitor._on_sample_signal(signal.SIGALRM, sys._getframe())
+
+    monkeypatch.setattr(StallSampler, "add", add_and_meet_the_next_signal)
+    monkeypatch.setattr(loop_stall_monitor, "_sampling", {sampler})
+    loop_stall_monitor._on_sample_signal(signal.SIGALRM, sys._getframe())
+    assert len(chains) == 1 and "_on_sample_signal" not in chains[0]
+
+
+def test_a_timer_of_another_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loop_stall_monitor, "_handler_installed", False)
+    ours = signal.signal(loop_stall_monitor.SAMPLE_SIGNAL, signal.SIG_IGN)
+    signal.signal(loop_stall_monitor.SAMPLE_SIGNAL, signal.SIG_DFL)
+    signal.setitimer(loop_stall_monitor.SAMPLE_TIMER, 300)  # theirs, far off
+    try:
+        main = threading.main_thread().ident
+        assert main is not None
+        assert not loop_stall_monitor._sample_signal_handled(main)
+        assert signal.getsignal(loop_stall_monitor.SAMPLE_SIGNAL) is signal.SIG_DFL
+        assert 0 < signal.getitimer(loop_stall_monitor.SAMPLE_TIMER)[0] <= 300
+    finally:
+        signal.setitimer(loop_stall_monitor.SAMPLE_TIMER, 0)
+        signal.signal(loop_stall_monitor.SAMPLE_SIGNAL, ours)
+
+
 def test_a_loop_off_the_main_thread_is_measured_without_samples(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

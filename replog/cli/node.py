@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from replog.server.known_properties import unknown_properties
     from replog.server.loop_collections import install_loop_collections
     from replog.server.loop_collections import stop as stop_loop_collections
+    from replog.server.loop_stall_monitor import sample_stalls_with_the_process_timer
     from replog.server.node import Node
     from replog.server.node_config import NodeConfig
     from replog.server.open_files import raise_open_file_limit
@@ -60,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     # The loop takes the GIL back from a bulk thread within half a millisecond (bulk_threads.py).
     share_the_gil_promptly()
     log.info("GIL switch interval: %g ms", sys.getswitchinterval() * 1000)
+    # The loop's stalls are sampled by a timer it re-arms, not a thread (loop_stall_monitor.py).
+    sample_stalls_with_the_process_timer()
 
     async def main() -> int:
         # gRPC's aio server and the driver's queue belong to the loop they are created in.

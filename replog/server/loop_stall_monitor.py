@@ -32,6 +32,10 @@ Rules:
   signal's default action, which ends the process. Interrupted system calls restart. The
   timer is the process's only `ITIMER_REAL`: one already set (or a handler of another for its
   signal) means no samples, and a stopped monitor disarms it.
+- Both are the process's, so only its entry point may hand them over
+  (`sample_stalls_with_the_process_timer`, called by `replog node`): a monitor in an
+  embedding application's process measures and logs its stalls without samples, and never
+  re-arms a timer, or meets a handler, that the application set after it started.
 - It says how much of the stall the loop thread spent on a CPU: a stall of 300 ms with 40 ms on
   a CPU was a wait for a core (other processes, on a loaded machine), not work to bound.
 - It says how much of the stall the loop thread waited for a core (the kernel's run-queue
@@ -163,10 +167,20 @@ class StallSampler:
         return chain, count, samples.total()
 
 
-# The samplers started in this process (all on the main thread's loops), and whether this
-# process's handler is ours.
+# The samplers started in this process (all on the main thread's loops), whether its entry
+# point handed the timer over, and whether this process's handler is ours.
 _sampling: set[StallSampler] = set()
+_timer_handed_over = False
 _handler_installed = False
+
+
+def sample_stalls_with_the_process_timer() -> None:
+    """Let this process's stall monitors take stack samples with `SAMPLE_TIMER` and
+    `SAMPLE_SIGNAL` (module Rules): process-wide, so for process entry points only."""
+    global _timer_handed_over
+    _timer_handed_over = True
+
+
 _in_handler = False
 
 
@@ -191,9 +205,11 @@ def _on_sample_signal(signum: int, frame: FrameType | None) -> None:
 
 def _sample_signal_handled(loop_thread_id: int) -> bool:
     """Whether the loop thread answers `SAMPLE_SIGNAL` with its stack: installs the handler
-    the first time, from the main thread, unless the signal has a handler already or the
-    timer is set."""
+    the first time, from the main thread, if the process handed the timer over and the signal
+    has no handler already and the timer is not set."""
     global _handler_installed
+    if not _timer_handed_over:
+        return False  # an embedding application's: its timer and signal are its own
     if loop_thread_id != threading.main_thread().ident or not hasattr(signal, "setitimer"):
         return False
     if _handler_installed:

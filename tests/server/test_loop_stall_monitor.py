@@ -23,6 +23,12 @@ from replog.server.loop_stall_monitor import LoopStallMonitor, StallSampler, cal
 DEADLINE_S = 30  # only a broken monitor waits this long
 
 
+@pytest.fixture(autouse=True)
+def timer_handed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests' process hands its timer to the monitors, as `replog node` does."""
+    monkeypatch.setattr(loop_stall_monitor, "_timer_handed_over", True)
+
+
 def hold_the_loop(seconds: float, samples: int = 0) -> None:
     """Hold the loop `seconds`, and on until `samples` stack samples were taken of it (a loaded
     machine gives the sampler thread fewer turns), up to a deadline only a broken sampler
@@ -155,6 +161,23 @@ def test_a_signal_met_inside_the_handler_names_nothing(monkeypatch: pytest.Monke
     monkeypatch.setattr(loop_stall_monitor, "_sampling", {sampler})
     loop_stall_monitor._on_sample_signal(signal.SIGALRM, sys._getframe())
     assert len(chains) == 1 and "_on_sample_signal" not in chains[0]
+
+
+def test_a_process_that_kept_its_timer_is_measured_without_samples(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(loop_stall_monitor, "_timer_handed_over", False)
+    monkeypatch.setattr(loop_stall_monitor, "_handler_installed", False)
+    before = signal.getsignal(loop_stall_monitor.SAMPLE_SIGNAL)
+
+    async def held() -> str:
+        monitor = LoopStallMonitor(lambda _: None, warn_s=0.1)
+        return await warning_of_the_hold(monitor, 0.3, caplog)
+
+    warning = asyncio.run(held())
+    assert "the event loop was held for" in warning and "held in" not in warning
+    assert signal.getsignal(loop_stall_monitor.SAMPLE_SIGNAL) is before
+    assert signal.getitimer(loop_stall_monitor.SAMPLE_TIMER) == (0.0, 0.0)
 
 
 def test_a_timer_of_another_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:

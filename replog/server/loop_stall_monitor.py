@@ -172,6 +172,7 @@ class StallSampler:
 _sampling: set[StallSampler] = set()
 _timer_handed_over = False
 _handler_installed = False
+_in_handler = False  # True while the handler runs: a signal met inside it names nothing
 
 
 def sample_stalls_with_the_process_timer() -> None:
@@ -179,9 +180,6 @@ def sample_stalls_with_the_process_timer() -> None:
     `SAMPLE_SIGNAL` (module Rules): process-wide, so for process entry points only."""
     global _timer_handed_over
     _timer_handed_over = True
-
-
-_in_handler = False
 
 
 def _on_sample_signal(signum: int, frame: FrameType | None) -> None:
@@ -311,7 +309,8 @@ class LoopStallMonitor:
         )
         if not sampler.start():
             log.debug(
-                "event loop stalls are logged without stack samples: the loop is not the main"
+                "event loop stalls are logged without stack samples: the process did not hand"
+                " its timer over (only `replog node` does), or the loop is not the main"
                 " thread's, or %s has a handler of another, or %s is set",
                 SAMPLE_SIGNAL.name,
                 "ITIMER_REAL",

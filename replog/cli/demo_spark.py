@@ -126,12 +126,10 @@ def start_session(work_dir: str) -> Any:
     import replog.spark
     from replog.spark.local_session import local_session
 
-    scratch_dir = os.path.join(work_dir, "spark-scratch")
-    os.makedirs(scratch_dir, exist_ok=True)
     spark = local_session(
         "replog-demo",
         java_options=[f"-Dlog4j2.configurationFile=file:{log_config}"],
-        scratch_dir=scratch_dir,
+        scratch_dir=os.path.join(work_dir, "spark-scratch"),
     )
     replog.spark.register(spark)
     return spark

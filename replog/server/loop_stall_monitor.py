@@ -128,25 +128,22 @@ class StallSampler:
         self._after_s = after_s
         self._every_s = every_s
         self._samples: Counter[str] = Counter()
-        self._started = False
 
     def start(self) -> bool:
         """Start sampling; False where the loop thread cannot be sampled (module Rules)."""
         if not _sample_signal_handled(self._thread_id):
             return False
         _sampling.add(self)
-        self._started = True
         return True
 
     def arm(self, due_in_s: float) -> None:
         """The loop's next tick is due in `due_in_s`: the timer goes off `after_s` after that,
         unless the tick re-arms it first, then every `every_s` (module Rules)."""
-        if self._started:
+        if self in _sampling:
             signal.setitimer(SAMPLE_TIMER, due_in_s + self._after_s, self._every_s)
 
     def stop(self) -> None:
-        if self._started:
-            self._started = False
+        if self in _sampling:
             _sampling.discard(self)
             signal.setitimer(SAMPLE_TIMER, 0)
 
@@ -311,9 +308,8 @@ class LoopStallMonitor:
             log.debug(
                 "event loop stalls are logged without stack samples: the process did not hand"
                 " its timer over (only `replog node` does), or the loop is not the main"
-                " thread's, or %s has a handler of another, or %s is set",
+                " thread's, or %s has a handler of another, or ITIMER_REAL is set",
                 SAMPLE_SIGNAL.name,
-                "ITIMER_REAL",
             )
         collecting = GarbageCollectionClock()
         gc.callbacks.append(collecting)

@@ -15,6 +15,7 @@ short jobs and tests, wrong for a benchmark.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ def local_session(
 ) -> Any:
     """The SparkSession `app_name` on `local[2]` (module docstring), created or reused;
     `jars` go on its class path (`spark.jars`), e.g. Spark's Kafka source (`kafka_jars`);
-    `scratch_dir` (an existing directory) takes its temporary files."""
+    `scratch_dir` (made if missing) takes its temporary files."""
     from pyspark.sql import SparkSession
 
     options = ["-Duser.timezone=UTC", *java_options]
@@ -42,6 +43,7 @@ def local_session(
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     if scratch_dir is not None:
+        os.makedirs(scratch_dir, exist_ok=True)
         options.append(f"-Djava.io.tmpdir={scratch_dir}")
         builder = builder.config("spark.local.dir", scratch_dir)
     session = (

@@ -41,8 +41,7 @@ def batch_ids(directory: Path) -> set[int]:
 def start_driver(
     cluster: ClientCluster, topic: str, out: Path, ckpt: Path, log: Path
 ) -> subprocess.Popen[bytes]:
-    scratch = log.parent / "driver-scratch"
-    scratch.mkdir(exist_ok=True)
+    scratch = log.parent / "driver-scratch"  # made by the driver's local_session
     with log.open("ab") as sink:  # a file, not a pipe nobody reads while the driver runs
         return subprocess.Popen(
             [

@@ -152,7 +152,7 @@ def test_children_forked_while_grpc_calls_run_reach_their_exec() -> None:
     # difference (it stops at the first harm, within 1,000 launches): if a grpcio release
     # fixes its handlers, it says so, and the choice can be revisited. So each run of this
     # test kills one forked child on purpose: the kernel logs it ("event_engine[...]: segfault
-    # ... in cygrpc"), the one such line a full test run leaves in `dmesg` (helper hsegv).
+    # ... in cygrpc"), the one such line a full test run leaves in `dmesg`.
     assert forks_while_calling(300, "all", **CHOICES) == (0, 0)
     died, broken = forks_while_calling(1000, "first")
     assert died + broken > 0, "grpcio's fork handlers no longer harm such children or calls"

@@ -9,32 +9,24 @@ import resource
 from pathlib import Path
 
 import pytest
-from storage_helpers import T0, append_batches, open_log, read_all, small_config
+from storage_helpers import (
+    T0,
+    append_batches,
+    descriptors_under,
+    open_log,
+    read_all,
+    small_config,
+)
 
 from replog.storage.fs import FileSystem, SegmentFile
 from replog.testing import ManualClock
 
 
-def open_descriptors(under: Path | None = None) -> int:
-    """The process's open descriptors, or only those naming a file under `under`.
-
-    The process is shared (a test worker runs many tests, and threads some of them leave behind
-    open and close descriptors of their own at any time), so the logs' descriptors are counted by
-    where they point, not as the process's total."""
+def open_descriptors() -> int:
     # Garbage of earlier tests in this process (a file region, a socket) closes its descriptor
     # when collected: collected now, not in the middle of a count.
     gc.collect()
-    if under is None:
-        return len(os.listdir("/proc/self/fd"))
-    prefix = str(under.resolve()) + os.sep
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # closed since the listing (by another thread)
-            continue
-        count += target.startswith(prefix)
-    return count
+    return len(os.listdir("/proc/self/fd"))
 
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
@@ -110,9 +102,9 @@ def test_a_closed_file_is_not_opened_again(tmp_path: Path) -> None:
 
 def test_idle_logs_hold_no_descriptors_and_written_ones_read_back(tmp_path: Path) -> None:
     logs = [open_log(tmp_path / f"t-{i}", small_config(), clock=ManualClock(T0)) for i in range(50)]
-    assert open_descriptors(tmp_path) == 0
+    assert descriptors_under(tmp_path) == 0
     append_batches(logs[7], 3)
-    assert open_descriptors(tmp_path) == 1
+    assert descriptors_under(tmp_path) == 1
     assert len(read_all(logs[7])) == 3 and read_all(logs[8]) == []
     for log in logs:
         log.close()
@@ -120,7 +112,7 @@ def test_idle_logs_hold_no_descriptors_and_written_ones_read_back(tmp_path: Path
         open_log(tmp_path / f"t-{i}", small_config(), clock=ManualClock(T0)) for i in (7, 8)
     ]
     assert len(read_all(reopened[0])) == 3
-    assert open_descriptors(tmp_path) == 1
+    assert descriptors_under(tmp_path) == 1
     for log in reopened:
         log.close()
 

@@ -9,7 +9,8 @@ Rules:
   The AlterPartition sender and `ControllerCalls` share it.
 - `ControllerCalls.call` sends one request until a controller answers it with anything but
   NOT_CONTROLLER, or `request_timeout_ms` passes (then `RequestTimedOutError`, retriable,
-  naming the request and the last failure). A NOT_CONTROLLER answer goes at once to the
+  naming the request and the last failure; an attempt timed out with the request names
+  itself only when nothing failed before it). A NOT_CONTROLLER answer goes at once to the
   controller it names, at most once per voter in a row; a failed call and further redirects
   wait a backoff growing from `retry_backoff_ms` to `retry_backoff_max_ms` first. The answer's
   own error (other than NOT_CONTROLLER) is the caller's to read.
@@ -140,10 +141,14 @@ class ControllerCalls:
                 log.info("%s: controller %d failed: %s", what, controller_id, code.name)
                 if code == grpc.StatusCode.UNAVAILABLE:
                     self._controllers.reconnect(controller_id)
-                last = NetworkError(
-                    f"controller {controller_id} at {self._addresses[controller_id]}: "
-                    f"{code.name}: {exc.details()}"
-                )
+                # An attempt given only the request's remaining time and timed out says no
+                # more than that the time ran out: an earlier failure (a redirect, a refused
+                # connection) stays the one the error names.
+                if not (code == grpc.StatusCode.DEADLINE_EXCEEDED and last is not None):
+                    last = NetworkError(
+                        f"controller {controller_id} at {self._addresses[controller_id]}: "
+                        f"{code.name}: {exc.details()}"
+                    )
                 self.active.move_on_from(controller_id)
                 failures += 1
                 await self._back_off(failures, deadline_ms)

@@ -312,6 +312,38 @@ async def test_no_active_controller_times_out_naming_the_last_failure(
 
 
 @pytest.mark.asyncio
+async def test_an_attempt_cut_short_by_the_deadline_leaves_the_earlier_failure_named() -> None:
+    """The last attempt gets only what is left of the request's time; its DEADLINE_EXCEEDED
+    would hide why the request failed (on a loaded machine the test above met it)."""
+    channel = calls({1: "127.0.0.1:1", 2: "127.0.0.1:2"}, request_timeout_ms=200)
+    attempts: list[float] = []
+
+    async def send(stub: Any, timeout_s: float) -> pb.AllocateProducerIdsResponse:
+        attempts.append(timeout_s)
+        if len(attempts) == 1:
+            return pb.AllocateProducerIdsResponse(
+                controller_id=-1, error=status(NotControllerError, "node 1 is not the controller")
+            )
+        await asyncio.sleep(timeout_s)
+        raise grpc.aio.AioRpcError(
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            grpc.aio.Metadata(),
+            grpc.aio.Metadata(),
+            details="Deadline Exceeded",
+        )
+
+    try:
+        with pytest.raises(
+            RequestTimedOutError,
+            match=r"within 200 ms \(last failure: controller 1: node 1 is not the controller\)",
+        ):
+            await channel.call("AllocateProducerIds for broker 4", send)
+        assert len(attempts) == 2
+    finally:
+        await channel.close()
+
+
+@pytest.mark.asyncio
 async def test_an_unreachable_quorum_times_out_naming_the_address() -> None:
     # Port 1 refuses at once (UNAVAILABLE); on a loaded machine the first call's channel may
     # not be up within its share of the deadline (DEADLINE_EXCEEDED): either way the error

@@ -142,7 +142,10 @@ class LogMachine(RuleBasedStateMachine):
                 latest = self.epochs[-1][0] if self.epochs else -1
                 if header.base_offset >= recovered_from and header.partition_leader_epoch > latest:
                     self.assign_epoch(header.partition_leader_epoch, header.base_offset)
-        self.epochs_truncated_from_end(self.end)  # then loading cuts the cache (step 7)
+        # Then loading cuts the cache (step 7): from the log end, or, after a clean close,
+        # past it (docs/storage.md, "Leader epochs at a clean open"): an entry starting at
+        # the log end stays, such as the first entry moved there by DeleteRecords of all.
+        self.epochs_truncated_from_end(self.end + 1 if clean else self.end)
         self.epochs_truncated_from_start(self.start)
         if clean:
             assert self.log.high_watermark == self.hw

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import compileall
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from replog.wire.grpc_engine import choose_grpc_engine
 from tests.grouped_scheduling import grouped_scheduler
+from tests.leftovers import close_leftovers
 
 choose_grpc_engine()
 
@@ -45,6 +47,13 @@ def pytest_sessionstart(session: object) -> None:
     root = Path(__file__).resolve().parent.parent
     for package in ("replog", "quorum", "timeline", "checkpoints"):
         compileall.compile_dir(root / package, quiet=1)
+
+
+@pytest.fixture(autouse=True)
+def _close_leftovers() -> Iterator[None]:
+    """Close what the test's helpers opened and it left open (`tests/leftovers.py`)."""
+    yield
+    close_leftovers()
 
 
 PROCESS_TEST_DIRS = ("cluster", "spark", "cli")

@@ -20,6 +20,7 @@ from replog.record.header import BatchHeader
 from replog.storage import Log, LogConfig
 from replog.storage.fs import FileSystem, SegmentFile
 from replog.storage.segment import LogSegment
+from tests.leftovers import close_after_test
 
 T0 = 1_700_000_000_000  # a realistic wall-clock start, in ms
 Buffer = bytes | bytearray | memoryview
@@ -102,7 +103,11 @@ def small_config(**overrides: Any) -> LogConfig:
 
 
 def open_log(directory: Path | str, config: LogConfig | None = None, **kwargs: Any) -> Log:
-    return Log.open(str(directory), config or small_config(), **kwargs)
+    """The log in `directory`; its files are released after the test if it leaves it open (as a
+    crash would leave them: tests reopen logs they did not close on purpose)."""
+    log = Log.open(str(directory), config or small_config(), **kwargs)
+    close_after_test(log.close_without_flush)
+    return log
 
 
 def read_all(log: Log, start: int | None = None, bound: int | None = None) -> list[bytes]:

@@ -5,7 +5,9 @@ thousands of tests: a CI worker reached 1,462 open descriptors this way, most of
 that the tests' brokers (`tests/server/test_replica_manager.Node`) and storage helpers opened
 and nothing closed. Helpers register a close with `close_after_test`; `tests/conftest.py`
 calls them after every test, newest first. A close that fails is ignored: what it releases is
-all it is for, and the test's outcome is decided.
+all it is for, and the test's outcome is decided. After them, a test that still holds a
+descriptor of a file in its `tmp_path` fails: counted by where descriptors point, so what other
+tests' threads open meanwhile never counts.
 """
 
 from __future__ import annotations

@@ -890,14 +890,15 @@ class LogManager:
     close = shutdown
 
     def close_after_failure(self) -> None:
-        """After a storage error: close every log (what can be flushed is), write no
-        checkpoint or marker (the next load recovers), raise nothing (the storage error is
-        what is reported). Idempotent."""
+        """After a storage error: release every log's files as a crash would leave them (no
+        flush, which a failed disk may fail or stall, no checkpoint, no marker: the next load
+        recovers). Idempotent."""
         self._stop_thread()
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._close_logs()
+                for lg in self._logs.values():
+                    lg.close_without_flush()
 
     def _stop_thread(self) -> None:
         self._stop.set()

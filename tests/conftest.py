@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import compileall
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from replog.wire.grpc_engine import choose_grpc_engine
 from tests.grouped_scheduling import grouped_scheduler
+from tests.leftovers import close_leftovers
+from tests.open_descriptors import files_open_under
 
 choose_grpc_engine()
 
@@ -45,6 +48,20 @@ def pytest_sessionstart(session: object) -> None:
     root = Path(__file__).resolve().parent.parent
     for package in ("replog", "quorum", "timeline", "checkpoints"):
         compileall.compile_dir(root / package, quiet=1)
+
+
+@pytest.fixture(autouse=True)
+def _close_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Close what the test's helpers opened and it left open (`tests/leftovers.py`); then
+    fail a test that still holds a descriptor of a file in its `tmp_path`."""
+    yield
+    close_leftovers()
+    tmp_path = request.node.funcargs.get("tmp_path")
+    if tmp_path is not None:
+        # Counted again after a garbage collection, which closes what garbage held.
+        left = files_open_under(tmp_path, collect=False) and files_open_under(tmp_path)
+        if left:
+            pytest.fail(f"{len(left)} descriptors left open under tmp_path: {sorted(left)[:5]}")
 
 
 PROCESS_TEST_DIRS = ("cluster", "spark", "cli")

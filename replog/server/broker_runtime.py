@@ -652,7 +652,11 @@ class BrokerRuntime:
         if self.replica_manager is not None:
             await self.replica_manager.stop()
         log_manager, self.log_manager = self.log_manager, None
-        if log_manager is not None and self.storage_error is None:
+        if log_manager is not None and self.storage_error is not None:
+            # No clean-shutdown marker after a failed disk; the logs' files are released all
+            # the same (an embedding application may build a new node).
+            await asyncio.to_thread(log_manager.close_after_failure)
+        elif log_manager is not None:
             # Clean shutdown: flush, checkpoints, then the marker with this broker epoch.
             try:
                 await asyncio.to_thread(log_manager.shutdown, self._broker_epoch())

@@ -113,8 +113,8 @@ class Node:
             self._wire(config)
         except BaseException:
             # Nothing runs yet. An application embedding the node (or a test) may try again
-            # in the same process: leave the metadata log closed, and the bound port to go
-            # with the unstarted server.
+            # in the same process: leave the metadata log closed and the Kafka ports free. (A
+            # failure after the gRPC port is bound leaves that port bound: `_wire`.)
             for listener in getattr(self, "kafka_listeners", ()):
                 listener.close_unstarted()
             self.storage.close()
@@ -138,6 +138,24 @@ class Node:
         self.stall_monitor = LoopStallMonitor(
             self.metrics.event_loop_stall.observe, warn_s=warn_stall_s(os.environ)
         )
+        # Kafka listeners (`listeners` entries after the first with protocol PLAINTEXT): bound
+        # now, so the broker registers their ports; they accept once its metadata caught up.
+        # Bound before the gRPC port: a failed construction releases their ports, but gRPC
+        # gives back a bound port only when a started server stops (`_close_unstarted`), so a
+        # Kafka port in use must fail the node before that one is taken.
+        self.kafka_listeners: list[KafkaListener] = []
+        if config.runs_broker:
+            kafka_config = KafkaListenerConfig.from_properties(config.properties)
+            for endpoint in config.kafka_listeners:
+                listener = KafkaListener(
+                    endpoint.name,
+                    endpoint.host or WILDCARD_BIND_HOST,
+                    endpoint.port,
+                    kafka_config,
+                    on_request=self.metrics.kafka_request,
+                )
+                self.kafka_listeners.append(listener)
+                listener.bind()
         self.server = grpc.aio.server(
             options=options, interceptors=[RequestMetricsInterceptor(self.metrics)]
         )
@@ -176,21 +194,7 @@ class Node:
         # The broker role replays the committed metadata log (the same Raft driver) into
         # images, registers with the active controller and serves the data plane (issue #6).
         self.broker: BrokerRuntime | None = None
-        # Kafka listeners (`listeners` entries after the first with protocol PLAINTEXT): bound
-        # now, so the broker registers their ports; they accept once its metadata caught up.
-        self.kafka_listeners: list[KafkaListener] = []
         if config.runs_broker:
-            kafka_config = KafkaListenerConfig.from_properties(config.properties)
-            for endpoint in config.kafka_listeners:
-                listener = KafkaListener(
-                    endpoint.name,
-                    endpoint.host or WILDCARD_BIND_HOST,
-                    endpoint.port,
-                    kafka_config,
-                    on_request=self.metrics.kafka_request,
-                )
-                self.kafka_listeners.append(listener)
-                listener.bind()
             self.broker = BrokerRuntime.for_node(
                 config,
                 self.driver,

@@ -1543,7 +1543,8 @@ class Log:
         )
 
     def close_without_flush(self) -> None:
-        """Release files as a crash would leave them (tests and fault injection only)."""
+        """Release files as a crash would leave them (tests, fault injection, and a log
+        manager's close after a storage error)."""
         with self._lock:
             for segment in self._segments.values():
                 segment.log_file.close()

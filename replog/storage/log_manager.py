@@ -227,8 +227,9 @@ class LogManager:
         `LOADED_REPORT_EVERY` logs opened, and once for the rest (a node freezes the garbage
         collector's view of what it loaded: `replog.server.collector`). `abort`, once set,
         ends the loading before its next log with `LogLoadingAborted` (a node stopping while
-        it loads 100,000 logs stops at once, not after them); the logs it opened are closed
-        and no clean-shutdown marker is written (the next load recovers)."""
+        it loads 100,000 logs stops at once, not after them). After an abort or a failed
+        load the logs it opened are closed and no clean-shutdown marker is written (the next
+        load recovers)."""
         if isinstance(config, LogConfig):
             config = LogManagerConfig(log=config)
         self.config = config or LogManagerConfig()
@@ -294,9 +295,10 @@ class LogManager:
         try:
             for log_dir in self.log_dirs:
                 self._load_dir(log_dir)
-        except LogLoadingAborted:
-            for lg in self._logs.values():
-                lg.close()
+        except BaseException:
+            # An aborted or failed load: the error is what the caller hears of, and the
+            # descriptors of the logs opened so far do not outlive it.
+            self._close_logs()
             raise
         self._report_loaded(0)
 
@@ -863,18 +865,18 @@ class LogManager:
 
     def shutdown(self, broker_epoch: int = NO_BROKER_EPOCH) -> None:
         """Clean shutdown: flush and close every log, write checkpoints, then the markers."""
-        self._stop.set()
-        self._work_wanted.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._stop_thread()
         with self._lock:
             if self._closed:
                 return
-            for lg in self._logs.values():
-                # Also syncs what rolls left to `flush_rolled_segments`: `close` flushes the
-                # whole log from its recovery point, directory included.
-                lg.close()
+            # Also syncs what rolls left to `flush_rolled_segments`: `close` flushes the
+            # whole log from its recovery point, directory included.
+            failure = self._close_logs()
+            if failure is not None:
+                # Every log's files are released all the same; no checkpoint or marker is
+                # written (the next load recovers), nor by a second call.
+                self._closed = True
+                raise failure
             for log_dir in self.log_dirs:
                 self._write_checkpoints(log_dir)
                 atomic_replace(
@@ -886,6 +888,34 @@ class LogManager:
             self._closed = True
 
     close = shutdown
+
+    def close_after_failure(self) -> None:
+        """After a storage error: release every log's files as a crash would leave them (no
+        flush, which a failed disk may fail or stall, no checkpoint, no marker: the next load
+        recovers). Idempotent."""
+        self._stop_thread()
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                for lg in self._logs.values():
+                    lg.close_without_flush()
+
+    def _stop_thread(self) -> None:
+        self._stop.set()
+        self._work_wanted.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _close_logs(self) -> KafkaStorageError | None:
+        """Close every log, each whatever the others' closes raised; the first failure."""
+        failure: KafkaStorageError | None = None
+        for lg in self._logs.values():
+            try:
+                lg.close()
+            except KafkaStorageError as exc:
+                failure = failure or exc
+        return failure
 
     def _check_open(self) -> None:
         if self._closed:

@@ -133,7 +133,10 @@ def test_a_node_whose_disk_fills_stops_and_rejoins_once_it_has_room(tmp_path: Pa
         cluster.create_topic(
             TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2", "segment.bytes": str(1 << 20)}
         )
-        with Stream(cluster.producer(linger_ms=5), TOPIC, PARTITIONS, value_size=1000) as stream:
+        with (
+            cluster.producer(linger_ms=5) as producer,
+            Stream(producer, TOPIC, PARTITIONS, value_size=1000) as stream,
+        ):
             wait_for(
                 lambda: FULL_NODE not in cluster.loopback.running(),
                 120,

@@ -33,6 +33,7 @@ from replog.errors import (
     BrokerLifecycleError,
     DuplicateBrokerRegistrationError,
     InconsistentClusterIdError,
+    KafkaStorageError,
     NotControllerError,
     StaleBrokerEpochError,
 )
@@ -43,6 +44,7 @@ from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_runtime import BrokerRuntime, DataPlaneConfig
 from replog.storage.log_manager import LogManager, LogManagerConfig
 from replog.testing import LoopTasks
+from tests.open_descriptors import descriptors_under
 
 BROKER_ID = 7
 INCARNATION = uuid.UUID(int=0x7)
@@ -573,3 +575,25 @@ async def test_the_data_plane_starts_with_every_replica_of_a_large_first_image(
     assert len(runtime.replica_manager.partitions()) == 12 * 100
     assert runtime.replica_manager.image is runtime.image
     await runtime.stop(graceful=False)
+
+
+@pytest.mark.asyncio
+async def test_a_stop_after_a_storage_error_releases_the_logs_without_a_clean_marker(
+    tmp_path: Path,
+) -> None:
+    """A failed disk stops the broker: no clean-shutdown marker (the next start recovers), but
+    the log files are closed all the same, as an embedding application lives on."""
+    log_dir = tmp_path / "logs"
+    made = LogManager([str(log_dir)], LogManagerConfig())
+    made.get_or_create_log("orders", 0).append_as_leader(build_batch([(0, None, b"v", ())]), 0)
+    made.shutdown(broker_epoch=7)
+    runtime = runtime_of(
+        {1: dead_address(), 2: dead_address(), 3: dead_address()}, lambda: None, log_dir
+    )
+    await runtime.start()
+    await until(lambda: "logs_loaded" in runtime.start_phases, "the logs are open")
+    assert descriptors_under(log_dir) == 1
+    runtime._on_storage_error(KafkaStorageError("log dir failed"))
+    await runtime.stop(graceful=False)
+    assert not (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    assert descriptors_under(log_dir) == 0

@@ -131,8 +131,7 @@ async def test_a_node_binds_before_it_builds_the_broker_and_registers_the_bound_
         with socket.socket() as other, pytest.raises(OSError):
             other.bind(("127.0.0.1", built.listener_port))
     finally:
-        await built.server.stop(None)
-        built.storage.close()
+        await built._close_unstarted()
 
 
 @pytest.mark.asyncio

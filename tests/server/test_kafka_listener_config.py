@@ -103,13 +103,15 @@ def test_the_listener_settings() -> None:
 
 @pytest.mark.asyncio
 async def test_a_kafka_listener_port_in_use_is_an_os_error_naming_it(tmp_path: Path) -> None:
+    grpc_port = free_port()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         first = free_port()
         config = node(
-            f"PLAINTEXT://127.0.0.1:0,PLAINTEXT2://127.0.0.1:{first},PLAINTEXT3://127.0.0.1:{port}",
+            f"PLAINTEXT://127.0.0.1:{grpc_port},PLAINTEXT2://127.0.0.1:{first},"
+            f"PLAINTEXT3://127.0.0.1:{port}",
             **{
                 "log.dirs": str(tmp_path / "logs"),
                 "listener.security.protocol.map": "PLAINTEXT2:PLAINTEXT,PLAINTEXT3:PLAINTEXT",
@@ -119,19 +121,19 @@ async def test_a_kafka_listener_port_in_use_is_an_os_error_naming_it(tmp_path: P
             OSError, match=rf"listeners: cannot listen on PLAINTEXT3://127.0.0.1:{port}: "
         ):
             Node(config)
-    # The listener bound before the failure let its port go with the failed start.
+    # The listeners bound before the failure let their ports go with the failed start, the
+    # gRPC port too (never bound: gRPC would keep it), so the same node can be built again.
     again = node(
-        f"PLAINTEXT://127.0.0.1:0,PLAINTEXT2://127.0.0.1:{first}",
+        f"PLAINTEXT://127.0.0.1:{grpc_port},PLAINTEXT2://127.0.0.1:{first}",
         **{
             "log.dirs": str(tmp_path / "logs"),
             "listener.security.protocol.map": "PLAINTEXT2:PLAINTEXT",
         },
     )
     built = Node(again)
+    assert built.listener_port == grpc_port
     assert [listener.port for listener in built.kafka_listeners] == [first]
-    for listener in built.kafka_listeners:
-        listener.close_unstarted()
-    built.storage.close()
+    await built._close_unstarted()
 
 
 def test_the_fetch_session_cache_settings_are_kafkas() -> None:

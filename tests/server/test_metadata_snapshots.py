@@ -199,8 +199,7 @@ async def test_only_a_node_without_a_controller_snapshots_from_its_broker(tmp_pa
     try:
         assert broker_only.controller is None and broker_only.broker_snapshots is not None
     finally:
-        await broker_only.server.stop(None)
-        broker_only.storage.close()
+        await broker_only._close_unstarted()
     port = free_port()
     combined = Node(
         broker_config(
@@ -216,8 +215,7 @@ async def test_only_a_node_without_a_controller_snapshots_from_its_broker(tmp_pa
         # The controller snapshots its own state; a second writer would race it.
         assert combined.controller is not None and combined.broker_snapshots is None
     finally:
-        await combined.server.stop(None)
-        combined.storage.close()
+        await combined._close_unstarted()
 
 
 # --- a clean stop snapshots, the next start loads it -------------------------------------------

@@ -16,6 +16,7 @@ from replog.server.producer_state_loader import ProducerExpiry
 from replog.storage import log as log_module
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
+from tests.leftovers import close_after_test
 from tests.metadata.metadata_helpers import topic_id
 
 TID = topic_id(1)
@@ -47,6 +48,7 @@ def make(
     expiry: ProducerExpiry | None = None,
 ) -> tuple[Partition, LogManager]:
     manager = LogManager(str(root), config or LogConfig())
+    close_after_test(manager.close_after_failure)
     plog = manager.get_or_create_log("t", 0)
     return (
         Partition(

@@ -27,6 +27,7 @@ from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks, ManualClock
+from tests.leftovers import close_after_test
 from tests.metadata.metadata_helpers import create_topic, replayed, topic_id
 from tests.server.test_replica_manager import (
     T0,
@@ -62,6 +63,7 @@ class Broker:
         self.log_manager = LogManager(
             str(root / "broker1"), LogConfig(), fs=fs or FileSystem(), task_clock=self.clock
         )
+        close_after_test(self.log_manager.close_after_failure)
         self.rm = ReplicaManager(
             ReplicaManagerConfig(1),
             self.log_manager,

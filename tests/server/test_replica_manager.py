@@ -76,6 +76,7 @@ from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks, ManualClock
+from tests.leftovers import close_after_test
 from tests.metadata.metadata_helpers import (
     bootstrapped,
     create_topic,
@@ -107,6 +108,7 @@ class Node:
         self.log_manager = LogManager(
             str(root / f"broker{broker_id}"), LogConfig(), task_clock=clock
         )
+        close_after_test(self.log_manager.close_after_failure)
         self.rm = ReplicaManager(
             ReplicaManagerConfig(broker_id, **config),
             self.log_manager,

@@ -7,7 +7,6 @@ Imported as a plain module (`import storage_helpers`): pytest puts this folder o
 from __future__ import annotations
 
 import errno
-import gc
 import os
 import shutil
 import struct
@@ -21,6 +20,7 @@ from replog.record.header import BatchHeader
 from replog.storage import Log, LogConfig
 from replog.storage.fs import FileSystem, SegmentFile
 from replog.storage.segment import LogSegment
+from tests.leftovers import close_after_test
 
 T0 = 1_700_000_000_000  # a realistic wall-clock start, in ms
 Buffer = bytes | bytearray | memoryview
@@ -103,7 +103,11 @@ def small_config(**overrides: Any) -> LogConfig:
 
 
 def open_log(directory: Path | str, config: LogConfig | None = None, **kwargs: Any) -> Log:
-    return Log.open(str(directory), config or small_config(), **kwargs)
+    """The log in `directory`; its files are released after the test if it leaves it open (as a
+    crash would leave them: tests reopen logs they did not close on purpose)."""
+    log = Log.open(str(directory), config or small_config(), **kwargs)
+    close_after_test(log.close_without_flush)
+    return log
 
 
 def read_all(log: Log, start: int | None = None, bound: int | None = None) -> list[bytes]:
@@ -372,23 +376,6 @@ class NoSyncFileSystem(FileSystem):
 
 
 NO_SYNC_FS = NoSyncFileSystem()
-
-
-def descriptors_under(directory: Path) -> int:
-    """How many of this process's open descriptors name a file under `directory` (Linux).
-
-    Counted by where they point, not as the process's total: a test worker runs many tests, and
-    threads some of them leave behind open and close descriptors of their own at any moment."""
-    gc.collect()  # an earlier test's garbage (a file region) closes its descriptor now
-    prefix = str(directory.resolve()) + os.sep
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # closed since the listing
-            continue
-        count += target.startswith(prefix)
-    return count
 
 
 class HintRecorder:

@@ -12,7 +12,6 @@ import pytest
 from storage_helpers import (
     T0,
     append_batches,
-    descriptors_under,
     open_log,
     read_all,
     small_config,
@@ -20,6 +19,7 @@ from storage_helpers import (
 
 from replog.storage.fs import FileSystem, SegmentFile
 from replog.testing import ManualClock
+from tests.open_descriptors import descriptors_under
 
 
 def open_descriptors() -> int:

@@ -47,6 +47,7 @@ from replog.storage.log import (
 )
 from replog.storage.log_manager import LOADED_REPORT_EVERY, LogLoadingAborted
 from replog.testing import ManualClock
+from tests.leftovers import close_after_test
 
 LOG_CONFIG = small_config(segment_bytes=1024, retention_ms=-1)
 OFFSET_CHECKPOINTS = (
@@ -74,7 +75,9 @@ class RecordingFileSystem(FileSystem):
 
 def manager(dirs: list[Path], **kwargs: object) -> LogManager:
     kwargs.setdefault("clock", ManualClock(T0))
-    return LogManager([str(d) for d in dirs], LogManagerConfig(log=LOG_CONFIG), **kwargs)  # type: ignore[arg-type]
+    made = LogManager([str(d) for d in dirs], LogManagerConfig(log=LOG_CONFIG), **kwargs)  # type: ignore[arg-type]
+    close_after_test(made.close_after_failure)
+    return made
 
 
 @pytest.fixture

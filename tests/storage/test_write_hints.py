@@ -24,10 +24,11 @@ from pathlib import Path
 
 import pytest
 from storage_helpers import HintRecorder as Recorder
-from storage_helpers import append_batches, descriptors_under, open_log, read_all, small_config
+from storage_helpers import append_batches, open_log, read_all, small_config
 
 from replog.storage import write_hints
 from replog.storage.fs import WRITEBACK_BEHIND_BYTES, SegmentFile
+from tests.open_descriptors import descriptors_under
 
 MiB = 1 << 20
 BLOCK = 4096

@@ -27,7 +27,7 @@ import pytest
 from replog.wire.grpc_engine import choose_grpc_engine
 from tests.grouped_scheduling import grouped_scheduler
 from tests.leftovers import close_leftovers
-from tests.open_descriptors import files_open_under
+from tests.open_descriptors import files_left_under, files_open_under
 
 choose_grpc_engine()
 
@@ -58,8 +58,7 @@ def _close_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
     close_leftovers()
     tmp_path = request.node.funcargs.get("tmp_path")
     if tmp_path is not None:
-        # Counted again after a garbage collection, which closes what garbage held.
-        left = files_open_under(tmp_path, collect=False) and files_open_under(tmp_path)
+        left = files_open_under(tmp_path, collect=False) and files_left_under(tmp_path)
         if left:
             pytest.fail(f"{len(left)} descriptors left open under tmp_path: {sorted(left)[:5]}")
 

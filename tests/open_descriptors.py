@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from pathlib import Path
+
+from replog.storage import write_hints
+
+# How long descriptors that are on their way to being closed may take (on a loaded machine).
+SETTLE_S = 2.0
 
 
 def files_open_under(directory: Path, *, collect: bool = True) -> list[str]:
@@ -34,3 +40,18 @@ def files_open_under(directory: Path, *, collect: bool = True) -> list[str]:
 def descriptors_under(directory: Path) -> int:
     """How many of this process's open descriptors name a file under `directory` (Linux)."""
     return len(files_open_under(directory))
+
+
+def files_left_under(directory: Path) -> list[str]:
+    """`files_open_under(directory)` once what closes descriptors on its own has run: garbage
+    collected (a file region), the write-hint thread's queue done (a queued hint holds a copy
+    of its file's descriptor), polled for up to `SETTLE_S`."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        runner = write_hints.runner
+        if isinstance(runner, write_hints.HintThread):
+            runner.wait_idle(SETTLE_S)
+        left = files_open_under(directory)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05)

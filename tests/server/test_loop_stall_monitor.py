@@ -130,11 +130,20 @@ async def test_no_thread_watches_a_loop_that_keeps_time_and_its_timer_never_goes
         return original(sampler)
 
     monkeypatch.setattr(StallSampler, "late", counted)
-    threads = set(threading.enumerate())
+    # The threads this loop's thread starts: not a count of the process's, in which threads
+    # that other tests left behind may start threads of their own at any moment.
+    started: list[threading.Thread] = []
+    start, loop_thread = threading.Thread.start, threading.get_ident()
+
+    def recorded(thread: threading.Thread) -> None:
+        if threading.get_ident() == loop_thread:
+            started.append(thread)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", recorded)
     monitor = LoopStallMonitor(lambda _: None, warn_s=0.02)
     task = asyncio.create_task(monitor.run())
     await asyncio.sleep(0.3)  # 30 ticks, each of which re-armed the timer
-    started = set(threading.enumerate()) - threads
     armed = signal.getitimer(loop_stall_monitor.SAMPLE_TIMER)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -475,9 +475,9 @@ async def test_a_second_answer_to_one_request_ends_the_connection_and_its_sessio
     try:
         async with fetching(port) as fetches:
             first = await fetches.fetch(REQUEST)
-            await asyncio.sleep(0.2)  # the duplicate arrives
             connection = fetches._connection
-            assert connection is not None and connection.failed
+            assert connection is not None
+            await eventually(lambda: connection.failed, "the duplicate arrived: failed")
             second = await fetches.fetch(REQUEST)  # on a new connection, a new session
     finally:
         await stop_serving(server, accepted)
@@ -492,15 +492,17 @@ async def test_a_stopping_leader_ends_a_connection_whose_follower_reads_nothing(
 ) -> None:
     _, writer = await unread_answers(leader, 4)
     try:
-        await asyncio.sleep(0.3)
+        await eventually(lambda: leader.listener._connections, "the connection accepted")
+        await asyncio.sleep(0.3)  # its answers fill the buffers
         connections = list(leader.listener._connections)
         assert len(connections) == 1
-        leader.listener.close()
-        await asyncio.sleep(0.1)
-        # Gone, its answers unread, and nothing of it left running.
-        assert not leader.listener._connections
         serving = connections[0]._serving
-        assert serving is not None and serving.done()
+        assert serving is not None
+        leader.listener.close()
+        # Gone, its answers unread, and nothing of it left running.
+        await eventually(
+            lambda: not leader.listener._connections and serving.done(), "the connection ended"
+        )
     finally:
         writer.close()
 

@@ -95,7 +95,8 @@ async def test_a_loop_that_keeps_time_logs_nothing(caplog: pytest.LogCaptureFixt
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-    assert not caplog.records
+    # Its own logger's: threads other tests left behind may log warnings of their own.
+    assert not [r for r in caplog.records if r.name == loop_stall_monitor.log.name]
     assert monitor.longest_s < loop_stall_monitor.WARN_STALL_S
 
 

@@ -959,7 +959,7 @@ async def test_wakeup_makes_a_waiting_poll_return_and_ends_iteration(
         started = time.monotonic()
         c.wakeup()
         assert await waiting == {}
-        assert time.monotonic() - started < 0.5
+        assert time.monotonic() - started < 5  # not the poll's 10 s; room for a loaded machine
 
         async def iterate() -> list[ConsumerRecord]:
             return [record async for record in c]

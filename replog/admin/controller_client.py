@@ -42,9 +42,10 @@ Timeouts and retries:
   the server's message; per-item errors are returned in the item's `error`. When the deadline
   passes, `KafkaTimeoutError` (the client-side timeout, as kafka-python's admin raises and
   docs/client.md promises) names every address tried and what it last said (an attempt the
-  deadline cut short to a timeout does not replace an earlier answer). A node that does
-  not serve the Controller service (gRPC UNIMPLEMENTED) is skipped; if no node serves it,
-  `UnsupportedVersionError`. A gRPC failure never escapes as a bare `grpc.RpcError`.
+  deadline cut short to a timeout does not replace an earlier answer, nor a failure to connect
+  an earlier refusal). A node that does not serve the Controller service (gRPC UNIMPLEMENTED)
+  is skipped; if no node serves it, `UnsupportedVersionError`. A gRPC failure never escapes
+  as a bare `grpc.RpcError`.
 - Ctrl-C (KeyboardInterrupt) interrupts a call at once, cancelling the RPC in flight.
 
 Thread safety: one client may be shared between threads; calls do not block each other.
@@ -106,7 +107,9 @@ MAX_RETRY_BACKOFF_S = 1.0  # Kafka: retry.backoff.max.ms
 REFUSED_TIMEOUT_S = 30.0  # Kafka: socket.connection.setup.timeout.max.ms
 # What `_classify` says of an address that refused the connection (the polling engine words a
 # refused reconnection as a failure to connect).
-_REFUSALS = ("connection refused", "cannot connect (nothing answers at this address)")
+_REFUSED = "connection refused"
+_CANNOT_CONNECT = "cannot connect (nothing answers at this address)"
+_REFUSALS = (_REFUSED, _CANNOT_CONNECT)
 
 log = logging.getLogger("replog.admin")
 
@@ -267,7 +270,10 @@ class _ControllerRouting:
                     # An attempt the call's deadline cut short says nothing about the node:
                     # what it said before (e.g. "not the controller") stays the better account.
                     cut_short = exc.timed_out and attempt_ms < self.request_timeout_s * 1000
-                    if not (cut_short and address in said):
+                    # Nor does a failure to connect where the node refused before: gRPC's
+                    # polling engine words later refusals so (from ~0.3 s of retries on).
+                    vaguer = exc.reason == _CANNOT_CONNECT and said.get(address) == _REFUSED
+                    if not (cut_short and address in said) and not vaguer:
                         said[address] = exc.reason
                     if exc.permanent:
                         skipped.add(address)
@@ -869,11 +875,11 @@ def _classify(address: str, rpc: str, exc: grpc.RpcError, timeout_ms: int) -> Ex
     if code == grpc.StatusCode.UNAVAILABLE:
         lowered = details.lower()
         if "refused" in lowered:
-            return _Unreachable("connection refused")
+            return _Unreachable(_REFUSED)
         if "failed to connect" in lowered:
             # gRPC's polling engine reports a refused reconnection as "FD Shutdown (connect()
             # timed out)" at once: what is known is that nothing could be reached there.
-            return _Unreachable("cannot connect (nothing answers at this address)")
+            return _Unreachable(_CANNOT_CONNECT)
         return _Unreachable(f"unavailable: {details}")
     if code == grpc.StatusCode.CANCELLED:
         return _Unreachable(f"cancelled: {details}")  # e.g. the node shutting down

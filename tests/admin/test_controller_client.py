@@ -759,6 +759,29 @@ def test_nobody_reachable_is_a_timeout_naming_each_address(
         assert f"{address}: connection refused" in str(raised.value)
 
 
+def test_a_refusal_is_not_hidden_by_the_vaguer_failures_to_connect_that_follow(
+    make_client: Callable[..., ControllerClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gRPC's polling engine words a refused reconnection as a failure to connect; from about
+    # 0.3 s of retries on, so a 0.4 s call's last attempts at a dead port said just that.
+    refused_once: set[str] = set()
+    classify = controller_client_module._classify
+
+    def as_grpc_words_it(address: str, *args: Any) -> Exception:
+        said = classify(address, *args)
+        if address in refused_once:
+            return controller_client_module._Unreachable(
+                "cannot connect (nothing answers at this address)"
+            )
+        refused_once.add(address)
+        return said
+
+    monkeypatch.setattr(controller_client_module, "_classify", as_grpc_words_it)
+    dead = f"127.0.0.1:{free_port()}"
+    with pytest.raises(KafkaTimeoutError, match=f"{dead} within 0.5 s: connection refused$"):
+        make_client(dead, default_timeout_s=0.5).describe_cluster()
+
+
 def test_a_node_without_the_controller_service_is_not_said_to_give_no_answer(
     make_client: Callable[..., ControllerClient],
 ) -> None:

@@ -203,7 +203,7 @@ async def test_a_missing_topic_fails_at_once(harness: Harness, fake: FakeBroker)
     started = time.monotonic()
     with pytest.raises(UnknownTopicOrPartitionError, match=r"^topic 'nope' does not exist$"):
         await metadata.partitions_for("nope", deadline_ms=soon(30_000))
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5  # not the 30 s deadline; room for a loaded machine
     assert fake.calls == [["nope"]]
 
 

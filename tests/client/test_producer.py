@@ -587,7 +587,7 @@ async def test_an_unknown_topic_fails_at_once(cluster: FakeCluster, make: Made) 
     started = time.monotonic()
     with pytest.raises(UnknownTopicOrPartitionError, match=r"^topic 'nope' does not exist$"):
         await producer.send("nope", b"v")
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 5  # not max.block.ms (30 s); room for a loaded machine
 
 
 @pytest.mark.asyncio

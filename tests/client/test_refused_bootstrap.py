@@ -38,10 +38,10 @@ def test_send_fails_once_every_bootstrap_address_refused_for_the_timeout(
         socket_connection_setup_timeout_max_ms=TIMEOUT_MS,
         max_block_ms=60_000,
     ) as producer:
-        started, started_wall = time.monotonic(), time.time()
+        started = time.monotonic()
         with pytest.raises(NoBrokersAvailableError) as raised:
             producer.send("t", b"v")
-        took = time.monotonic() - started
+        took, ended_wall = time.monotonic() - started, time.time()
     assert TIMEOUT_MS / 1000 <= took < TIMEOUT_MS / 1000 + 2.5
     message = str(raised.value)
     assert all(address in message for address in dead)
@@ -51,7 +51,9 @@ def test_send_fails_once_every_bootstrap_address_refused_for_the_timeout(
     assert sorted(address for r in warned for address in dead if address in r.getMessage()) == (
         sorted(dead)
     )  # one warning per address, however many retries
-    assert all(r.created - started_wall < 0.5 for r in warned)  # said at the first refusal
+    # Said at the first refusal, which the failure follows by the timeout (however late a
+    # loaded machine made that first attempt), not when the call gave up.
+    assert all(ended_wall - r.created > TIMEOUT_MS / 1000 / 2 for r in warned)
 
 
 @pytest.mark.asyncio

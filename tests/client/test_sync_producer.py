@@ -172,7 +172,7 @@ def test_an_unknown_topic_raises_from_send_at_once(
     started = time.monotonic()
     with pytest.raises(UnknownTopicOrPartitionError, match=r"^topic 'nope' does not exist$"):
         producer.send("nope", b"v")
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 5  # not max.block.ms (30 s); room for a loaded machine
     with pytest.raises(UnknownTopicOrPartitionError, match="the topic has 1 partition"):
         producer.send("one", b"v", partition=1)
 

@@ -730,7 +730,7 @@ async def test_a_failed_tombstone_append_is_logged_and_stop_cancels_a_waiting_on
     broker.publish(replayed(image, RemoveTopicRecord(topic_id(52))))
     await until_produced(fake, 3)
     await asyncio.wait_for(broker.coordinator.stop(), 5)
-    await asyncio.wait_for(broker.coordinator.wait_tombstones(), 1)
+    await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
 
 
 # --- offsets retention --------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from replog.wire import broker_codec as codec
 from replog.wire import framed_wire
 from replog.wire import replica_fetch_wire as wire
 from replog.wire.broker_client import BrokerClient
+from tests.eventually import eventually
 
 BATCH = build_batch([(0, b"k", b"v" * 100, ())])
 REQUEST = m.FetchRequest(
@@ -403,13 +404,13 @@ async def test_a_follower_that_does_not_read_its_answers_is_not_read_from(leader
     big_bytes = 4 << 20
     reader, writer = await unread_answers(leader, 39)
     try:
+        await eventually(lambda: leader.requests, "the first request read")
         await asyncio.sleep(0.5)
         # Answers pile up unread: the leader stops reading once they fill its write buffer.
-        assert 1 <= len(leader.requests) < 39
+        assert len(leader.requests) < 39
         read = len(leader.requests)
         await reader.readexactly(3 * big_bytes)  # answers read: it reads requests again
-        await asyncio.sleep(0.2)
-        assert len(leader.requests) > read
+        await eventually(lambda: len(leader.requests) > read, "requests read again")
     finally:
         writer.close()
 
@@ -474,9 +475,9 @@ async def test_a_second_answer_to_one_request_ends_the_connection_and_its_sessio
     try:
         async with fetching(port) as fetches:
             first = await fetches.fetch(REQUEST)
-            await asyncio.sleep(0.2)  # the duplicate arrives
             connection = fetches._connection
-            assert connection is not None and connection.failed
+            assert connection is not None
+            await eventually(lambda: connection.failed, "the duplicate arrived: failed")
             second = await fetches.fetch(REQUEST)  # on a new connection, a new session
     finally:
         await stop_serving(server, accepted)
@@ -491,15 +492,17 @@ async def test_a_stopping_leader_ends_a_connection_whose_follower_reads_nothing(
 ) -> None:
     _, writer = await unread_answers(leader, 4)
     try:
-        await asyncio.sleep(0.3)
+        await eventually(lambda: leader.listener._connections, "the connection accepted")
+        await asyncio.sleep(0.3)  # its answers fill the buffers
         connections = list(leader.listener._connections)
         assert len(connections) == 1
-        leader.listener.close()
-        await asyncio.sleep(0.1)
-        # Gone, its answers unread, and nothing of it left running.
-        assert not leader.listener._connections
         serving = connections[0]._serving
-        assert serving is not None and serving.done()
+        assert serving is not None
+        leader.listener.close()
+        # Gone, its answers unread, and nothing of it left running.
+        await eventually(
+            lambda: not leader.listener._connections and serving.done(), "the connection ended"
+        )
     finally:
         writer.close()
 

@@ -87,6 +87,9 @@ from tests.metadata.metadata_helpers import (
 )
 
 TID = topic_id(1)
+# How long a task is given to finish once what it waits for happened: a guard against a
+# hang, not a claim about speed (a loaded machine runs the task late).
+DONE_S = 10
 SOLO_TID = topic_id(2)
 T0 = 1_700_000_000_000
 
@@ -459,7 +462,7 @@ async def test_produce_acks_all_completes_when_follower_fetch_moves_hw(
     assert pending(task)
     assert follower.log().log_end_offset == 2
     await replicate(follower, leader)  # fetch offset 2: HW -> 2
-    response = await asyncio.wait_for(task, 1)
+    response = await asyncio.wait_for(task, DONE_S)
     (result,) = response.partitions
     assert result.error is None and result.base_offset == 0
     assert leader.leader().high_watermark == 2
@@ -478,7 +481,7 @@ async def test_produce_acks_all_times_out(tmp_path: Path, clock: ManualClock) ->
     await settle()
     assert pending(task)
     leader.rm.tick(clock.advance(1))
-    (result,) = (await asyncio.wait_for(task, 1)).partitions
+    (result,) = (await asyncio.wait_for(task, DONE_S)).partitions
     assert isinstance(result.error, RequestTimedOutError)
     assert result.error.error_name == "REQUEST_TIMED_OUT"
     assert "t-0" in str(result.error)
@@ -716,7 +719,7 @@ async def test_waiting_produce_fails_when_leadership_moves(
     task = asyncio.create_task(leader.rm.produce(produce_request(batch(), acks=-1)))
     await settle()
     leader.rm.apply_image(replayed(image, PartitionChangeRecord(TID, 0, leader=2, isr=(2,))))
-    (result,) = (await asyncio.wait_for(task, 1)).partitions
+    (result,) = (await asyncio.wait_for(task, DONE_S)).partitions
     assert isinstance(result.error, NotLeaderOrFollowerError)
     assert result.current_leader == LeaderIdAndEpoch(2, 1)
 
@@ -788,7 +791,7 @@ async def test_fetch_waits_in_purgatory_until_an_append(tmp_path: Path, clock: M
     await settle()
     assert pending(task)
     await produce(node, batch(2))
-    result = await asyncio.wait_for(task, 1)
+    result = await asyncio.wait_for(task, DONE_S)
     assert result.error is None and batch_offsets(result.records) == [(0, 1)]
 
 
@@ -801,7 +804,7 @@ async def test_fetch_returns_empty_after_max_wait(tmp_path: Path, clock: ManualC
     await settle()
     assert pending(task)
     node.rm.tick(clock.advance(1))
-    result = await asyncio.wait_for(task, 1)
+    result = await asyncio.wait_for(task, DONE_S)
     assert result.error is None and result.records == b"" and result.high_watermark == 0
 
 
@@ -816,7 +819,7 @@ async def test_parked_follower_fetch_is_woken_by_a_leader_append(
     await settle()
     assert pending(task)
     await produce(leader, batch(3))
-    response = await asyncio.wait_for(task, 1)
+    response = await asyncio.wait_for(task, DONE_S)
     assert batch_offsets(response.partitions[0].records) == [(0, 2)]
     follower.rm.process_follower_fetch(1, request, response, clock())
     assert follower.log().log_end_offset == 3
@@ -1420,7 +1423,7 @@ async def test_delete_records_waits_for_the_followers_log_start(
     await settle()
     assert pending(task)
     await replicate(follower, leader)  # and reports it
-    (result,) = (await asyncio.wait_for(task, 1)).partitions
+    (result,) = (await asyncio.wait_for(task, DONE_S)).partitions
     assert (result.error, result.low_watermark) == (None, 2)
 
 
@@ -1437,7 +1440,7 @@ async def test_delete_records_times_out(tmp_path: Path, clock: ManualClock) -> N
     )
     await settle()
     leader.rm.tick(clock.advance(100))
-    (result,) = (await asyncio.wait_for(task, 1)).partitions
+    (result,) = (await asyncio.wait_for(task, DONE_S)).partitions
     assert isinstance(result.error, RequestTimedOutError)
     assert result.low_watermark == 0
 
@@ -1454,8 +1457,8 @@ async def test_stop_answers_every_waiter(tmp_path: Path, clock: ManualClock) -> 
     await settle()
     assert pending(produce_task) and pending(fetch_task)
     await leader.rm.stop()
-    (produced,) = (await asyncio.wait_for(produce_task, 1)).partitions
-    fetched = await asyncio.wait_for(fetch_task, 1)
+    (produced,) = (await asyncio.wait_for(produce_task, DONE_S)).partitions
+    fetched = await asyncio.wait_for(fetch_task, DONE_S)
     assert isinstance(produced.error, NotLeaderOrFollowerError)
     assert isinstance(fetched.error, NotLeaderOrFollowerError)
 
@@ -1560,7 +1563,7 @@ async def test_purgatory_is_bounded(tmp_path: Path, clock: ManualClock) -> None:
     assert second.error is not None and second.error.error_name == "UNKNOWN_SERVER_ERROR"
     assert "full" in str(second.error) or "waiting" in str(second.error)
     leader.rm.tick(clock.advance(1000))
-    await asyncio.wait_for(first, 1)
+    await asyncio.wait_for(first, DONE_S)
 
 
 @pytest.mark.asyncio
@@ -1594,7 +1597,7 @@ async def test_delete_records_with_a_full_purgatory_deletes_nothing(
     assert again.partitions[0].error is None
     await replicate(follower, leader)
     await replicate(follower, leader)
-    (done,) = (await asyncio.wait_for(first, 1)).partitions
+    (done,) = (await asyncio.wait_for(first, DONE_S)).partitions
     assert (done.error, done.low_watermark) == (None, 1)
 
 
@@ -1683,7 +1686,7 @@ async def test_parked_consumer_fetch_past_the_hw_completes_on_a_wake(
     assert pending(task)
     await produce(leader, batch(1, tag=1))
     # docs/design/replication.md#delayed-fetch-completion F: past the bound, answered now
-    result = await asyncio.wait_for(task, 1)
+    result = await asyncio.wait_for(task, DONE_S)
     assert result.error is None and result.records == b"" and result.high_watermark == 0
 
 
@@ -1701,7 +1704,7 @@ def count_partition_reads(node: Node) -> list[int]:
 
 
 async def answered_by_partition(task: asyncio.Task[FetchResponse]) -> dict[int, Any]:
-    return {r.partition: r for r in (await asyncio.wait_for(task, 1)).partitions}
+    return {r.partition: r for r in (await asyncio.wait_for(task, DONE_S)).partitions}
 
 
 def fetch_both(offsets: tuple[int, int], **options: Any) -> FetchRequest:
@@ -1722,7 +1725,7 @@ async def test_a_woken_fetch_reads_again_only_the_partitions_that_woke_it(
     parked_p0 = (await node.rm.fetch(fetch_both((0, 0), max_wait_ms=0))).partitions[0]
     del reads[:]
     await produce(node, batch(2), partition=1)  # RF 1: the HW moves with the append
-    p0, p1 = (await asyncio.wait_for(task, 1)).partitions
+    p0, p1 = (await asyncio.wait_for(task, DONE_S)).partitions
     assert reads == [1]  # the wake on partition 1 read partition 1 only
     assert batch_offsets(p1.records) == [(0, 1)] and p1.high_watermark == 2
     assert p0 is parked_p0 and p0.records == b"" and p0.high_watermark == 0
@@ -1766,7 +1769,7 @@ async def test_a_woken_fetch_naming_a_partition_twice_reads_both_entries(
     await settle()
     assert pending(task)
     await produce(node, batch(2))
-    first, second = (await asyncio.wait_for(task, 1)).partitions
+    first, second = (await asyncio.wait_for(task, DONE_S)).partitions
     assert batch_offsets(first.records) == batch_offsets(second.records) == [(0, 1)]
 
 
@@ -1807,7 +1810,7 @@ async def test_delete_records_moves_the_log_start_in_a_parked_fetchs_answer(
     await settle()
     assert pending(task)  # offset 3 is still in range: nothing to answer yet
     await produce(node, batch(1), partition=1)
-    p0, p1 = (await asyncio.wait_for(task, 1)).partitions
+    p0, p1 = (await asyncio.wait_for(task, DONE_S)).partitions
     assert p0.log_start_offset == 2 and p0.high_watermark == 3 and p0.records == b""
     assert batch_offsets(p1.records) == [(0, 0)]
 
@@ -1824,7 +1827,7 @@ async def test_a_fetch_that_parked_with_records_below_min_bytes_reads_everything
     assert pending(task)  # one batch read, two wanted
     reads = count_partition_reads(node)
     await produce(node, batch(1, tag=1), partition=1)
-    p0, p1 = (await asyncio.wait_for(task, 1)).partitions
+    p0, p1 = (await asyncio.wait_for(task, DONE_S)).partitions
     assert reads == [0, 1]
     assert batch_offsets(p0.records) == [(0, 0)] and batch_offsets(p1.records) == [(0, 0)]
 
@@ -1850,7 +1853,7 @@ async def test_a_higher_hw_answers_the_waiting_fetch_before_the_produce(
     await settle()
     assert answered == []  # HW 0: nothing committed yet
     await replicate(follower, leader)  # its next fetch moves the HW to 2
-    await asyncio.wait_for(asyncio.gather(fetch, producing), 1)
+    await asyncio.wait_for(asyncio.gather(fetch, producing), DONE_S)
     assert answered == ["fetch", "produce"]
     assert batch_offsets(fetch.result().partitions[0].records) == [(0, 1)]
 

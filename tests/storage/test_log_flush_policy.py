@@ -157,4 +157,5 @@ def test_a_truncated_segment_that_rolls_right_away_keeps_a_correct_index(
         reopened = open_log(directory, config, clock=ManualClock(T0))
         assert read_all(reopened) == batches
         assert_every_offset_reads_its_batch(reopened, batches)
-    assert not caplog.records  # nothing needed rebuilding
+    # Nothing needed rebuilding (the storage's records: another test's thread may log too).
+    assert not [r for r in caplog.records if r.name.startswith("replog.storage")]

@@ -11,7 +11,8 @@ Everything runs on one machine: 3-node local clusters of combined broker+control
      every partition led (`replog_leader_partitions`), with no replica change left to apply
      (`replog_pending_replica_changes`), read from each node's metrics endpoint, polled at
      the creation's pace (`cluster_metrics.next_poll_s`: seldom far from the end, where each
-     poll's walk over every node's replicas would slow what it times);
+     poll's walk over every node's replicas would slow what it times, yet within a tenth of
+     the time waited so far, as a creation's pace quickens after its first replicas);
    - the phases on the way (`CreationPhases`): when each node held its replicas, every
      partition was led, and every ISR was full.
    A request retried by the client whose first attempt had committed is answered

@@ -98,10 +98,16 @@ def test_the_poll_waits_a_quarter_of_the_time_left_far_from_the_end() -> None:
     # No pace known yet, or nothing left: the poll's own interval.
     assert metrics.next_poll_s(0.5, 10.0, 0, 1000) == 0.5
     assert metrics.next_poll_s(0.5, 10.0, 1000, 0) == 0.5
-    # 1,000 replicas in 10 s and 8,000 left: 80 s to go, a scrape every 5 s at most.
-    assert metrics.next_poll_s(0.5, 10.0, 1000, 8000) == metrics.LONGEST_POLL_S
+    # 10,000 replicas in 100 s and 80,000 left: 800 s to go, a scrape every 5 s at most.
+    assert metrics.next_poll_s(0.5, 100.0, 10_000, 80_000) == metrics.LONGEST_POLL_S
+    # 1,000 in 10 s and 8,000 left: no more than a tenth of the 10 s waited.
+    assert metrics.next_poll_s(0.5, 10.0, 1000, 8000) == 1.0
     # 1,000 in 10 s and 400 left: 4 s to go, the next scrape in 1 s.
     assert metrics.next_poll_s(0.5, 10.0, 1000, 400) == 1.0
+    # A slow start (300 of 30,000 in 0.8 s) does not put the next scrape 5 s off: the pace
+    # quickens, and the end must be seen within a tenth of the time waited.
+    assert metrics.next_poll_s(0.05, 0.8, 300, 29_700) == pytest.approx(0.08)
+    assert metrics.next_poll_s(0.05, 0.3, 300, 29_700) == 0.05
     # Near the end, every interval.
     assert metrics.next_poll_s(0.5, 10.0, 1000, 10) == 0.5
 
@@ -128,6 +134,8 @@ def test_wait_replicas_shows_every_scrape_and_polls_by_the_pace(
     monkeypatch.setattr(metrics, "scrapes", lambda urls: next(pages))
     monkeypatch.setattr(metrics.time, "sleep", sleep)
     monkeypatch.setattr(metrics.time, "monotonic", lambda: clock[0])
+    # The pace alone here: the bound by the time waited has its own test (above).
+    monkeypatch.setattr(metrics, "ELAPSED_FRACTION", 1e9)
     metrics.wait_replicas(
         [],
         1000,

@@ -50,7 +50,7 @@ def files_left_under(directory: Path) -> list[str]:
     while True:
         runner = write_hints.runner
         if isinstance(runner, write_hints.HintThread):
-            runner.wait_idle(SETTLE_S)
+            runner.wait_idle(max(0.0, deadline - time.monotonic()))
         left = files_open_under(directory)
         if not left or time.monotonic() >= deadline:
             return left

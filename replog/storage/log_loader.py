@@ -242,100 +242,20 @@ def _load(
     segments: SegmentMap[LogSegment] = SegmentMap()
     try:
         _open_segments(segments, directory, names, config, fs, clock)
-        epoch_cache, epochs_trusted = _open_epoch_cache(directory, fs)
-        if (
-            epochs_trusted
-            and epoch_cache.earliest_entry is None
-            and _holds_records(segments, log_start_offset)
-        ):
-            # Gone (or never written) while the log holds records: a first entry made later
-            # would start above the log start and pass for the witness below. Rebuilt instead.
-            log.warning("%s: no leader epochs for a log with records; rebuilding them", directory)
-            epochs_trusted = False
-        # The epoch checkpoint is written whenever the log start moves, the log start's own
-        # checkpoint only now and then: after a crash the first epoch's start can be the later
-        # witness of where the log started (module Rules).
-        earliest = epoch_cache.earliest_entry if epochs_trusted else None
-        if (
-            earliest is not None
-            and earliest.start_offset > log_start_offset
-            and _first_batch_has_an_epoch(segments)
-        ):
-            log.info(
-                "%s: log start offset %d from the leader-epoch checkpoint (the log start "
-                "checkpoint says %d)",
-                directory,
-                earliest.start_offset,
-                log_start_offset,
-            )
-            log_start_offset = earliest.start_offset
-
-        def assign_newer_epoch(header: BatchHeader) -> None:
-            epoch = header.partition_leader_epoch
-            latest = epoch_cache.latest_epoch
-            if epoch >= 0 and (latest is None or epoch > latest):
-                epoch_cache.assign(epoch, header.base_offset)
-
-        recovered_from: int | None = None
-        if not had_clean_shutdown and segments:
-            recovered_from = _recover(directory, segments, recovery_point, assign_newer_epoch, fs)
-        _rebuild_missing_indexes(segments, recovered_from, names)
-        if recovered_from is None:
-            _verify_clean_tail(directory, segments, assign_newer_epoch, fs)
-
-        if segments:
-            log_end_offset = segments.peekitem(-1)[1].next_offset
-            if log_end_offset < log_start_offset:
-                log.warning(
-                    "%s: log end offset %d is below the log start offset %d (from the "
-                    "checkpoints); deleting all segments",
-                    directory,
-                    log_end_offset,
-                    log_start_offset,
-                )
-                for segment in segments.values():
-                    segment.delete()
-                segments.clear()
-                # As Kafka's LogLoader does: the epochs described data that is gone.
-                epoch_cache.clear_and_flush()
-        if not segments:
-            segment = LogSegment(directory, log_start_offset, config, fs, clock(), create=True)
-            segment.offset_index.reset()
-            segment.time_index.reset()
-            segments[log_start_offset] = segment
-        first_base = segments.peekitem(0)[0]
-        log_end_offset = segments.peekitem(-1)[1].next_offset
-        log_start_offset = max(log_start_offset, first_base)
-        recovery_point = (
-            log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
-        )
-
-        if not epochs_trusted:
-            epoch_cache.clear_and_flush()
-            for segment in segments.values():
-                for _, header in segment._walk_headers(0):
-                    assign_newer_epoch(header)
-        # After a clean shutdown the checkpoint is the cache the log closed with, and an entry
-        # starting at the log end is a leader's epoch with nothing appended yet, a state the
-        # running log was in: kept, it is not rewritten at every restart of an idle leader. After
-        # a crash (or a rebuild) Kafka's cut stands: from the log end (docs/storage.md,
-        # "Leader epochs at a clean open").
-        kept_at_end = had_clean_shutdown and recovered_from is None and epochs_trusted
-        epoch_cache.truncate_from_end(log_end_offset + 1 if kept_at_end else log_end_offset)
-        epoch_cache.truncate_from_start(log_start_offset)
-
-        return log_class(
+        return _load_opened(
+            log_class,
             directory,
-            config,
+            names,
             segments,
-            epoch_cache,
-            log_start_offset=log_start_offset,
+            config,
+            fs,
+            clock,
             recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
             high_watermark=high_watermark,
-            fs=fs,
-            clock=clock,
+            had_clean_shutdown=had_clean_shutdown,
             on_truncate=on_truncate,
-            persist_standalone_state=persist,
+            persist=persist,
         )
     except BaseException:
         # Whatever failed, the descriptors opened so far are not left behind: the caller
@@ -343,6 +263,119 @@ def _load(
         for segment in segments.values():
             segment.log_file.close()
         raise
+
+
+def _load_opened(
+    log_class: type[Log],
+    directory: str,
+    names: set[str],
+    segments: SegmentMap[LogSegment],
+    config: LogConfig,
+    fs: FileSystem,
+    clock: Clock,
+    *,
+    recovery_point: int,
+    log_start_offset: int,
+    high_watermark: int,
+    had_clean_shutdown: bool,
+    on_truncate: Callable[[Log], None] | None,
+    persist: Callable[[Log, bool], None] | None,
+) -> Log:
+    """The rest of `_load` once the directory's `segments` are open: the epoch cache,
+    recovery or the clean tail's check, and the offsets (module Rules)."""
+    epoch_cache, epochs_trusted = _open_epoch_cache(directory, fs)
+    if (
+        epochs_trusted
+        and epoch_cache.earliest_entry is None
+        and _holds_records(segments, log_start_offset)
+    ):
+        # Gone (or never written) while the log holds records: a first entry made later
+        # would start above the log start and pass for the witness below. Rebuilt instead.
+        log.warning("%s: no leader epochs for a log with records; rebuilding them", directory)
+        epochs_trusted = False
+    # The epoch checkpoint is written whenever the log start moves, the log start's own
+    # checkpoint only now and then: after a crash the first epoch's start can be the later
+    # witness of where the log started (module Rules).
+    earliest = epoch_cache.earliest_entry if epochs_trusted else None
+    if (
+        earliest is not None
+        and earliest.start_offset > log_start_offset
+        and _first_batch_has_an_epoch(segments)
+    ):
+        log.info(
+            "%s: log start offset %d from the leader-epoch checkpoint (the log start "
+            "checkpoint says %d)",
+            directory,
+            earliest.start_offset,
+            log_start_offset,
+        )
+        log_start_offset = earliest.start_offset
+
+    def assign_newer_epoch(header: BatchHeader) -> None:
+        epoch = header.partition_leader_epoch
+        latest = epoch_cache.latest_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            epoch_cache.assign(epoch, header.base_offset)
+
+    recovered_from: int | None = None
+    if not had_clean_shutdown and segments:
+        recovered_from = _recover(directory, segments, recovery_point, assign_newer_epoch, fs)
+    _rebuild_missing_indexes(segments, recovered_from, names)
+    if recovered_from is None:
+        _verify_clean_tail(directory, segments, assign_newer_epoch, fs)
+
+    if segments:
+        log_end_offset = segments.peekitem(-1)[1].next_offset
+        if log_end_offset < log_start_offset:
+            log.warning(
+                "%s: log end offset %d is below the log start offset %d (from the "
+                "checkpoints); deleting all segments",
+                directory,
+                log_end_offset,
+                log_start_offset,
+            )
+            for segment in segments.values():
+                segment.delete()
+            segments.clear()
+            # As Kafka's LogLoader does: the epochs described data that is gone.
+            epoch_cache.clear_and_flush()
+    if not segments:
+        segment = LogSegment(directory, log_start_offset, config, fs, clock(), create=True)
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        segments[log_start_offset] = segment
+    first_base = segments.peekitem(0)[0]
+    log_end_offset = segments.peekitem(-1)[1].next_offset
+    log_start_offset = max(log_start_offset, first_base)
+    recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
+
+    if not epochs_trusted:
+        epoch_cache.clear_and_flush()
+        for segment in segments.values():
+            for _, header in segment._walk_headers(0):
+                assign_newer_epoch(header)
+    # After a clean shutdown the checkpoint is the cache the log closed with, and an entry
+    # starting at the log end is a leader's epoch with nothing appended yet, a state the
+    # running log was in: kept, it is not rewritten at every restart of an idle leader. After
+    # a crash (or a rebuild) Kafka's cut stands: from the log end (docs/storage.md,
+    # "Leader epochs at a clean open").
+    kept_at_end = had_clean_shutdown and recovered_from is None and epochs_trusted
+    epoch_cache.truncate_from_end(log_end_offset + 1 if kept_at_end else log_end_offset)
+    epoch_cache.truncate_from_start(log_start_offset)
+
+    return log_class(
+        directory,
+        config,
+        segments,
+        epoch_cache,
+        log_start_offset=log_start_offset,
+        recovery_point=recovery_point,
+        high_watermark=high_watermark,
+        fs=fs,
+        clock=clock,
+        on_truncate=on_truncate,
+        persist_standalone_state=persist,
+    )
 
 
 def _remove_leftovers(directory: str, names: list[str], fs: FileSystem) -> set[str]:

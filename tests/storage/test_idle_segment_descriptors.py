@@ -9,13 +9,7 @@ import resource
 from pathlib import Path
 
 import pytest
-from storage_helpers import (
-    T0,
-    append_batches,
-    open_log,
-    read_all,
-    small_config,
-)
+from storage_helpers import T0, append_batches, open_log, read_all, small_config
 
 from replog.storage.fs import FileSystem, SegmentFile
 from replog.testing import ManualClock

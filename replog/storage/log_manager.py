@@ -676,12 +676,14 @@ class LogManager:
         dir_of = self._dir_of
         return {tp: lg for tp, lg in list(self._logs.items()) if dir_of.get(tp) == log_dir}
 
-    def _write_recovery_points(self, log_dir: str) -> None:
+    def _write_recovery_points(self, log_dir: str, *, new_zeros_wait: bool = False) -> None:
         # The offsets are read inside the lock, so that of two writers the later write holds
         # the later values (a truncation's lowered point is never overwritten by an older one).
         with self._recovery_points_lock:
             offsets = {tp: lg.recovery_point for tp, lg in self._logs_in(log_dir).items()}
-            self._write_offsets(log_dir, RECOVERY_POINT_CHECKPOINT, offsets)
+            self._write_offsets(
+                log_dir, RECOVERY_POINT_CHECKPOINT, offsets, new_zeros_wait=new_zeros_wait
+            )
 
     def _high_watermarks_in(self, log_dir: str) -> dict[TopicPartitionKey, int]:
         return {tp: lg.high_watermark for tp, lg in self._logs_in(log_dir).items()}
@@ -692,13 +694,32 @@ class LogManager:
             self._write_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT, offsets)
 
     def _write_offsets(
-        self, log_dir: str, name: str, offsets: dict[TopicPartitionKey, int]
+        self,
+        log_dir: str,
+        name: str,
+        offsets: dict[TopicPartitionKey, int],
+        *,
+        new_zeros_wait: bool = False,
     ) -> None:
         """Write a checkpoint file, unless it was last written with exactly `offsets`: the
         periodic checkpoints of a broker with 100,000 idle partitions would otherwise render
-        and replace megabytes every 5 s to say what the file says. What the last write left
+        and replace megabytes every 5 s to say what the file says. With `new_zeros_wait`
+        (the periodic tasks), also unless `offsets` only adds entries at 0 to what was
+        written: a missing entry means 0 to this manager's load and to Kafka's, so a new
+        log's entry says nothing until its offset moves, and a creation of thousands of
+        partitions re-rendered the whole file every 5 s for them (0.1 s of Python a pass at
+        100,000, holding the GIL the event loop shares). They go into the next write, and a
+        shutdown or a stale checkpoint's rewrite writes every entry. What the last write left
         is durable, or is made so by the sync of the `deferred_sync` block it ran in."""
-        if self._written.get((log_dir, name)) == offsets:
+        written = self._written.get((log_dir, name))
+        if written == offsets:
+            return
+        if (
+            new_zeros_wait
+            and written is not None
+            and written.items() <= offsets.items()  # every written entry unchanged
+            and not any(offsets[tp] for tp in offsets.keys() - written.keys())
+        ):
             return
         self._written.pop((log_dir, name), None)  # unknown while the write may fail halfway
         self._checkpoint(log_dir, name).write(offsets)
@@ -730,7 +751,7 @@ class LogManager:
     def checkpoint_recovery_points(self) -> None:
         with self._lock:
             for log_dir in self.log_dirs:
-                self._write_recovery_points(log_dir)
+                self._write_recovery_points(log_dir, new_zeros_wait=True)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write each log dir's high-watermark checkpoint (unless unchanged). The offsets are
@@ -745,7 +766,9 @@ class LogManager:
             self._high_watermarks_lock.acquire()
         try:
             for log_dir, offsets in taken:
-                self._write_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT, offsets)
+                self._write_offsets(
+                    log_dir, REPLICATION_OFFSET_CHECKPOINT, offsets, new_zeros_wait=True
+                )
         finally:
             self._high_watermarks_lock.release()
 

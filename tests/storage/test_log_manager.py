@@ -439,10 +439,54 @@ def test_unchanged_checkpoints_are_not_written_again_and_failed_writes_are(
     assert fs.take() == {REPLICATION_OFFSET_CHECKPOINT}
     hw_file = tmp_path / "d0" / REPLICATION_OFFSET_CHECKPOINT
     assert hw_file.read_text() == "0\n1\norders 0 2\n"
-    lm.get_or_create_log("orders", 1)  # a new entry
+    orders.high_watermark = 3  # a changed entry
     lm.checkpoint_high_watermarks()
     assert fs.take() == {REPLICATION_OFFSET_CHECKPOINT}
     lm.shutdown()
+
+
+def test_new_entries_at_zero_wait_for_the_next_change_and_the_shutdown_writes_them(
+    tmp_path: Path,
+) -> None:
+    """A periodic checkpoint that would only add new logs' entries at 0 (what a missing
+    entry means to the load) is not written; the next one with a change writes them all, as
+    does the shutdown."""
+    fs = RecordingFileSystem()
+    d0 = tmp_path / "d0"
+    lm = LogManager(str(d0), LogManagerConfig(log=LOG_CONFIG), fs=fs)
+    orders = lm.get_or_create_log("orders", 0)
+    append_batches(orders, 3)
+    orders.high_watermark = 2
+    lm.checkpoint_high_watermarks()
+    lm.checkpoint_recovery_points()
+    assert fs.take() == {REPLICATION_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT}
+    for partition in (1, 2):  # a creation: new logs, every offset 0
+        lm.get_or_create_log("orders", partition)
+    lm.checkpoint_high_watermarks()
+    lm.checkpoint_recovery_points()
+    assert fs.take() == set()
+    assert (d0 / REPLICATION_OFFSET_CHECKPOINT).read_text() == "0\n1\norders 0 2\n"
+    lm.get_log("orders", 2).high_watermark = 0  # unchanged: still nothing to say
+    append_batches(lm.get_log("orders", 1), 1)
+    lm.get_log("orders", 1).high_watermark = 1  # a new entry that is not 0
+    lm.checkpoint_high_watermarks()
+    assert fs.take() == {REPLICATION_OFFSET_CHECKPOINT}
+    hw = "0\n3\norders 0 2\norders 1 1\norders 2 0\n"
+    assert (d0 / REPLICATION_OFFSET_CHECKPOINT).read_text() == hw
+    lm.get_or_create_log("orders", 3)
+    lm.shutdown()
+    assert (d0 / REPLICATION_OFFSET_CHECKPOINT).read_text() == hw.replace(
+        "0\n3\n", "0\n4\n"
+    ) + "orders 3 0\n"
+    assert (d0 / RECOVERY_POINT_CHECKPOINT).read_text().startswith("0\n4\n")
+    reloaded = LogManager(str(d0), LogManagerConfig(log=LOG_CONFIG))
+    assert {p: reloaded.get_log("orders", p).high_watermark for p in range(4)} == {
+        0: 2,
+        1: 1,
+        2: 0,
+        3: 0,
+    }
+    reloaded.shutdown()
 
 
 def test_retention_runs_every_retention_check_interval(tmp_path: Path) -> None:
@@ -995,10 +1039,9 @@ def test_a_periodic_high_watermark_write_holds_no_log_creation_back(tmp_path: Pa
     writer.join()
     creating.join()
     assert created
-    lm.checkpoint_high_watermarks()
+    lm.shutdown()  # writes every entry (a periodic write leaves new ones at 0 waiting)
     hw_file = tmp_path / "d0" / REPLICATION_OFFSET_CHECKPOINT
     assert hw_file.read_text() == "0\n2\norders 0 0\norders 1 0\n"
-    lm.shutdown()
 
 
 def test_a_stale_rewrite_lands_after_a_periodic_write_of_offsets_read_before_a_deletion(
@@ -1025,9 +1068,8 @@ def test_a_stale_rewrite_lands_after_a_periodic_write_of_offsets_read_before_a_d
     creating.join()
     hw_file = tmp_path / "d0" / REPLICATION_OFFSET_CHECKPOINT
     assert hw_file.read_text() == "0\n0\n"  # rewritten before `other-0` was made
-    lm.checkpoint_high_watermarks()
-    assert hw_file.read_text() == "0\n1\nother 0 0\n"
     lm.shutdown()
+    assert hw_file.read_text() == "0\n1\nother 0 0\n"
 
 
 def test_a_new_logs_files_made_apart_are_built_into_the_log_get_or_create_would_make(

@@ -13,14 +13,17 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   files are all the thread makes (system calls, little Python between them: a thread at a lower
   priority preempted while holding the GIL keeps the loop waiting); its objects are built on the
   loop as it is installed, from the plain data the thread returns (`LogManager.make_new_log`,
-  `add_new_log`). The new leaders' epoch checkpoints a round wrote are written and synced off the
-  loop by `DeferredSyncs`, which the rounds do not wait for. Before `start` (tests, tools),
-  `apply_image` applies everything at once. Every image also refreshes ISR eligibility (registered,
-  unfenced, not shutting down) and each leader's `min.insync.replicas` (topic config, else this
-  broker's dynamic config, else the dynamic cluster default, else server.properties: Kafka's
-  precedence), once started in rounds of `APPLY_ROUND_CHANGES` leaders too (fewer once a round's
-  time is up); a leader not reached yet acts on the previous image meanwhile (docs/replication.md,
-  "Images in rounds").
+  `add_new_log`). With a file maker process (`use_file_maker`: a `replog node`'s brokers), a
+  round of more than `SYNC_EACH_MAX` creations has the child make its new logs' files instead,
+  awaited on the loop without a thread (`_open_logs_by_file_maker`; the bulk threads for good
+  once the child is gone). The new leaders' epoch checkpoints a round wrote are written and
+  synced off the loop by `DeferredSyncs`, which the rounds do not wait for. Before `start`
+  (tests, tools), `apply_image` applies everything at once. Every image also refreshes ISR
+  eligibility (registered, unfenced, not shutting down) and each leader's `min.insync.replicas`
+  (topic config, else this broker's dynamic config, else the dynamic cluster default, else
+  server.properties: Kafka's precedence), once started in rounds of `APPLY_ROUND_CHANGES` leaders
+  too (fewer once a round's time is up); a leader not reached yet acts on the previous image
+  meanwhile (docs/replication.md, "Images in rounds").
   Each replica's log settings follow the same precedence, key by key: a value this broker
   refuses is skipped with a warning, and the level below gives that key (`_log_config`).
 - Logs of deleted topics (Kafka's KIP-516 topic ids and stray logs): a replica's log records

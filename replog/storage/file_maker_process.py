@@ -144,7 +144,7 @@ class FileMakerProcess:
             try:
                 view = view[os.write(fd, view) :]
             except BlockingIOError:
-                await _ready(asyncio.get_running_loop().add_writer, fd)
+                await _ready(fd, writing=True)
             except (BrokenPipeError, ConnectionResetError):
                 raise await self._gone_error() from None
 
@@ -155,7 +155,7 @@ class FileMakerProcess:
             try:
                 chunk = os.read(fd, min(_READ_BYTES, size - len(chunks)))
             except BlockingIOError:
-                await _ready(asyncio.get_running_loop().add_reader, fd)
+                await _ready(fd, writing=False)
                 continue
             if not chunk:
                 raise await self._gone_error()
@@ -185,18 +185,21 @@ class FileMakerProcess:
             self._stdout.close()
 
 
-async def _ready(add: Callable[..., None], fd: int) -> None:
-    """Until `fd` is ready (`add` is the loop's `add_reader` or `add_writer`)."""
+async def _ready(fd: int, *, writing: bool) -> None:
+    """Until `fd` can be written (`writing`) or read, without blocking the loop."""
     loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    add(fd, ready.set_result, None)
+    ready: asyncio.Future[None] = loop.create_future()
+    if writing:
+        loop.add_writer(fd, ready.set_result, None)
+    else:
+        loop.add_reader(fd, ready.set_result, None)
     try:
         await ready
     finally:
-        if add == loop.add_reader:
-            loop.remove_reader(fd)
-        else:
+        if writing:
             loop.remove_writer(fd)
+        else:
+            loop.remove_reader(fd)
 
 
 def _status(status: int | None) -> str:

@@ -5,8 +5,9 @@
    module, the client library imports no server code, no package's modules import each other
    in a cycle (but for the type-only imports the contract lists). Every import counts,
    deferred and type-only ones included. Every package sits in a layer.
-2. Inside the engine, only `replog/storage/fs.py` touches files and only `replog/clock.py`
-   reads the clock.
+2. Inside the engine, only `replog/storage/fs.py` touches files (and the file maker child,
+   `replog/storage/file_maker_process.py`, used only over the plain `FileSystem`) and only
+   `replog/clock.py` reads the clock.
 3. Generated protobuf code and Kafka codecs are current (`proto/generate.py --check`,
    `proto/generate_kafka.py --check`).
 4. A client process loads no server module at run time (lazy exports included).
@@ -92,13 +93,19 @@ def dotted_calls(tree: ast.AST) -> set[str]:
     return calls
 
 
+# Files touched outside the seam: the file maker child is a process of its own (standard
+# library only: it cannot import fs.py), used only over the plain `FileSystem`
+# (`LogManager.plain_file_system`), so a test that swaps the seam still sees every file call.
+FILE_SEAMS = {"replog/storage/fs.py", "replog/storage/file_maker_process.py"}
+
+
 def test_only_the_fs_seam_touches_files_and_only_the_clock_module_reads_time() -> None:
     offenders = []
     for package in ENGINE_PACKAGES:
         for path in python_files(package):
             rel = path.relative_to(ROOT).as_posix()
             calls = dotted_calls(ast.parse(path.read_text()))
-            if rel != "replog/storage/fs.py" and calls & FILE_CALLS:
+            if rel not in FILE_SEAMS and calls & FILE_CALLS:
                 offenders.append(f"{rel} touches files: {sorted(calls & FILE_CALLS)}")
             if calls & CLOCK_CALLS:
                 offenders.append(f"{rel} reads the clock: {sorted(calls & CLOCK_CALLS)}")

@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from replog.server.allocator import keep_large_buffers
     from replog.server.bulk_threads import share_the_gil_promptly, start_bulk_threads
     from replog.server.collector import freeze_startup_objects, install_growth_freezer
+    from replog.server.file_maker import make_new_log_files_in_a_process
     from replog.server.known_properties import unknown_properties
     from replog.server.loop_collections import install_loop_collections
     from replog.server.loop_collections import stop as stop_loop_collections
@@ -61,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     # The loop takes the GIL back from a bulk thread within half a millisecond (bulk_threads.py).
     share_the_gil_promptly()
     log.info("GIL switch interval: %g ms", sys.getswitchinterval() * 1000)
+    # A large round's new logs' files are made by a child process at idle priority, which
+    # shares no GIL with the loop (replog/storage/file_maker_process.py).
+    make_new_log_files_in_a_process()
     # The loop's stalls are sampled by a timer it re-arms, not a thread (loop_stall_monitor.py).
     sample_stalls_with_the_process_timer()
 

@@ -103,6 +103,7 @@ from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerServic
 from replog.server.bulk_threads import run_bulk, start_bulk_threads
 from replog.server.controller_calls import ControllerCalls
 from replog.server.coordinator_service import CoordinatorService
+from replog.server.file_maker import start_file_maker
 from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.kafka_admin_apis import KafkaAdminApis
@@ -545,6 +546,12 @@ class BrokerRuntime:
             return False  # a failure said already, or stop() shuts the log manager down
         self.replica_manager = replica_manager
         log_manager = replica_manager.log_manager
+        maker = await asyncio.to_thread(start_file_maker, log_manager, broker_id)
+        if maker is not None and self._stopping:  # stop() stopped the replica manager already
+            await asyncio.to_thread(maker.close)
+            return False
+        if maker is not None:
+            replica_manager.use_file_maker(maker)  # closed when the replica manager stops
         # Started first, so that it applies the whole current image, which installing hands it,
         # in rounds with the file work off the event loop; the broker serves (and may be
         # unfenced) once every replica of that image exists.

@@ -13,14 +13,17 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   files are all the thread makes (system calls, little Python between them: a thread at a lower
   priority preempted while holding the GIL keeps the loop waiting); its objects are built on the
   loop as it is installed, from the plain data the thread returns (`LogManager.make_new_log`,
-  `add_new_log`). The new leaders' epoch checkpoints a round wrote are written and synced off the
-  loop by `DeferredSyncs`, which the rounds do not wait for. Before `start` (tests, tools),
-  `apply_image` applies everything at once. Every image also refreshes ISR eligibility (registered,
-  unfenced, not shutting down) and each leader's `min.insync.replicas` (topic config, else this
-  broker's dynamic config, else the dynamic cluster default, else server.properties: Kafka's
-  precedence), once started in rounds of `APPLY_ROUND_CHANGES` leaders too (fewer once a round's
-  time is up); a leader not reached yet acts on the previous image meanwhile (docs/replication.md,
-  "Images in rounds").
+  `add_new_log`). With a file maker process (`use_file_maker`: a `replog node`'s brokers), a
+  round of more than `SYNC_EACH_MAX` creations has the child make its new logs' files instead,
+  awaited on the loop without a thread (`_open_logs_by_file_maker`; the bulk threads for good
+  once the child is gone). The new leaders' epoch checkpoints a round wrote are written and
+  synced off the loop by `DeferredSyncs`, which the rounds do not wait for. Before `start`
+  (tests, tools), `apply_image` applies everything at once. Every image also refreshes ISR
+  eligibility (registered, unfenced, not shutting down) and each leader's `min.insync.replicas`
+  (topic config, else this broker's dynamic config, else the dynamic cluster default, else
+  server.properties: Kafka's precedence), once started in rounds of `APPLY_ROUND_CHANGES` leaders
+  too (fewer once a round's time is up); a leader not reached yet acts on the previous image
+  meanwhile (docs/replication.md, "Images in rounds").
   Each replica's log settings follow the same precedence, key by key: a value this broker
   refuses is skipped with a warning, and the level below gives that key (`_log_config`).
 - Logs of deleted topics (Kafka's KIP-516 topic ids and stray logs): a replica's log records
@@ -91,6 +94,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
@@ -199,10 +203,12 @@ from replog.server.replica_change_queue import (
 )
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.server.weak_members import WeakMembers
+from replog.storage.file_maker_process import FileMakerGone, FileMakerProcess
 from replog.storage.file_region import FileRegion
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
-from replog.storage.log_manager import LogManager, NewLog
+from replog.storage.log_loader import cannot_create_log
+from replog.storage.log_manager import LogManager, NewLog, NewLogPlace
 from replog.topic_names import is_internal_topic
 
 __all__ = ["ReplicaManager", "ReplicaManagerConfig"]
@@ -371,6 +377,9 @@ class ReplicaManager:
         # eligibility and replication config (`_refresh_leaders`), taken from the end.
         self._leaders_to_refresh: list[TopicPartitionKey] = []
         self._refresh_next = True  # whether the applier's next round refreshes leaders
+        # The child process that makes a large round's new logs' files (`use_file_maker`),
+        # or None: the bulk threads make them.
+        self._file_maker: FileMakerProcess | None = None
 
     def _on_new_deadline(self, deadline_ms: int) -> None:
         # Only a deadline before the timer's next wake needs it sooner. Fetches park hundreds
@@ -626,7 +635,10 @@ class ReplicaManager:
                 self._syncs.add(unsynced)
                 if creations:
                     try:
-                        opened = await run_bulk(self._open_logs, creations)
+                        if self._file_maker is not None and len(creations) > SYNC_EACH_MAX:
+                            opened = await self._open_logs_by_file_maker(creations)
+                        else:
+                            opened = await run_bulk(self._open_logs, creations)
                     except BaseException:
                         self._release(creations)
                         raise
@@ -727,6 +739,106 @@ class ReplicaManager:
             config = configs[local.topic_name] = self._log_config(self.image, local.topic_name)
         creations.append(_Creation(change, config))
         return False
+
+    def use_file_maker(self, maker: FileMakerProcess) -> None:
+        """Have `maker` make the files of large rounds' new logs from now on, and close it at
+        `stop` (docs/storage.md, "Creating many replicas")."""
+        self._file_maker = maker
+
+    async def _open_logs_by_file_maker(self, creations: list[_Creation]) -> list[_Opened]:
+        """`_open_logs`, with the files of the logs neither open, being made nor on disk made
+        by the file maker process, awaited on the loop: files, one sync per file system, then
+        the logs as `NewLog`s for `_install`. The other logs go to `_open_logs` in a bulk
+        thread. Once the maker is gone, the bulk threads make every round's logs."""
+        log_manager = self.log_manager
+        wanted = [
+            (c.change.local.topic_name, c.change.local.partition_id, c.config) for c in creations
+        ]
+        # No new log before a deleted namesake's checkpoint entries are gone, durably.
+        while (places := log_manager.reserve_new_logs(wanted)) is None:
+            if log_manager.has_stale_checkpoints:
+                await run_bulk(log_manager.rewrite_stale_checkpoints)
+            else:  # the manager's lock is busy: the loop must not wait for it
+                await asyncio.sleep(LOG_MANAGER_BUSY_WAIT_S)
+        pairs = list(zip(creations, places, strict=True))
+        rest = [creation for creation, place in pairs if place is None]
+        made = [
+            (creation, place, creation.change.local.topic_id, self._new_leader_epoch(creation))
+            for creation, place in pairs
+            if place is not None
+        ]
+        if not made:
+            return await run_bulk(self._open_logs, creations)
+        maker = self._file_maker
+        assert maker is not None
+        try:
+            answer = await maker.make(
+                [
+                    (
+                        place.directory,
+                        log_manager.new_log_files(place, topic_id=topic_id, leader_epoch=epoch),
+                    )
+                    for _, place, topic_id, epoch in made
+                ],
+                sorted({place.log_dir for _, place, _, _ in made}),
+            )
+        except FileMakerGone as gone:
+            log.warning(
+                "broker %d: %s; the bulk threads make new logs' files from now on",
+                self.broker_id,
+                gone,
+            )
+            self._file_maker = None
+            await asyncio.to_thread(maker.close)
+            places_made = [place for _, place, _, _ in made]
+            return await run_bulk(self._open_logs_reserved, places_made, creations)
+        except BaseException:
+            log_manager.cancel_new_logs([place for _, place, _, _ in made], wait=False)
+            raise
+        opened: list[_Opened] = []
+        given_back: list[NewLogPlace] = []
+        failure: OSError | None = None
+        for index, (creation, place, topic_id, epoch) in enumerate(made):
+            result = answer.results[index] if index < len(answer.results) else None
+            if index < len(answer.results) and result is None:
+                new = log_manager.new_log_made(place, topic_id=topic_id, leader_epoch=epoch)
+                opened.append((creation, new, False, None))
+                continue
+            given_back.append(place)
+            if result is not None and result[0] == errno.EEXIST and result[2] == place.directory:
+                rest.append(creation)  # a directory no log took: opened the old way
+            elif result is not None and failure is None:
+                failure = OSError(*result)
+        if failure is None and answer.sync_error is not None:
+            error, strerror, directory = answer.sync_error
+            failure = OSError(error, f"syncfs of {directory}: {strerror}")
+        if failure is not None:
+            await self._cancel_new_logs([place for _, place, _, _ in made])
+            if failure.filename is None:
+                raise failure  # a failed sync: as the bulk threads' `deferred_sync` raises it
+            raise cannot_create_log(failure.filename, failure)
+        if rest:
+            opened.extend(await run_bulk(self._open_logs_reserved, given_back, rest))
+        return opened
+
+    async def _cancel_new_logs(self, places: list[NewLogPlace]) -> None:
+        """`LogManager.cancel_new_logs`, never waiting for its lock on the loop."""
+        while not self.log_manager.cancel_new_logs(places, wait=False):
+            await asyncio.sleep(LOG_MANAGER_BUSY_WAIT_S)
+
+    def _open_logs_reserved(
+        self, places: list[NewLogPlace], creations: list[_Creation]
+    ) -> list[_Opened]:
+        """`_open_logs` of `creations` once the reservations `places` are given up (in a bulk
+        thread: it may wait for the log manager's lock)."""
+        self.log_manager.cancel_new_logs(places)
+        return self._open_logs(creations)
+
+    @staticmethod
+    def _new_leader_epoch(creation: _Creation) -> int | None:
+        """The epoch a new leader's log starts with; None for a follower's."""
+        local = creation.change.local
+        return local.registration.leader_epoch if creation.change.kind == LEADER else None
 
     def _open_logs_or_release(self, creations: list[_Creation]) -> list[_Opened]:
         """`_open_logs`; if it fails (a storage error: the broker stops), its partitions are
@@ -2071,6 +2183,9 @@ class ReplicaManager:
             applier.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await applier
+        maker, self._file_maker = self._file_maker, None
+        if maker is not None:
+            await asyncio.to_thread(maker.close)
         # One sync for every epoch checkpoint still waiting, rather than one each at the
         # logs' close.
         await self._syncs.drain()

@@ -131,6 +131,22 @@ class NewLogFiles(NamedTuple):
     leader_epoch: int | None  # its epoch checkpoint's one entry (the epoch at offset 0), if any
 
 
+def new_log_file_contents(
+    directory: str, *, topic_id: UUID | None = None, leader_epoch: int | None = None
+) -> list[tuple[str, bytes]]:
+    """The files `make_new_log_files` makes in a new log's `directory`, in its order, with
+    their bytes: the empty first segment, then `partition.metadata` and the leader-epoch
+    checkpoint where given (what another maker of those files, `file_maker_process`, writes)."""
+    # Paths joined by hand and the small files' bytes rendered once per topic or epoch: this
+    # runs for every replica of a large creation, holding the GIL between system calls.
+    files = [(directory + _FIRST_SEGMENT_LOG, b"")]
+    if topic_id is not None:
+        files.append((directory + _PARTITION_METADATA, _partition_metadata_bytes(topic_id)))
+    if leader_epoch is not None:
+        files.append((directory + _LEADER_EPOCH_FILE, _first_epoch_bytes(leader_epoch)))
+    return files
+
+
 def make_new_log_files(
     directory: str,
     fs: FileSystem,
@@ -142,27 +158,30 @@ def make_new_log_files(
     """Make the files of a new, empty log of a `LogManager` in `directory`, which must not
     exist yet: the directory, its empty first segment and, if given, its `partition.metadata`
     and a leader-epoch checkpoint whose one entry starts `leader_epoch` at offset 0 (nothing to
-    look for, load or recover). System calls only; the small files as `write_new_file` writes
-    them (synced, or by the caller's `deferred_sync` block). FileExistsError (unwrapped) if the
-    directory exists; any other failure is a KafkaStorageError naming the file."""
-    # Paths joined by hand and the small files' bytes rendered once per topic or epoch: this
-    # runs for every replica of a large creation, holding the GIL between system calls.
+    look for, load or recover): `new_log_file_contents`. System calls only; the small files as
+    `write_new_file` writes them (synced, or by the caller's `deferred_sync` block).
+    FileExistsError (unwrapped) if the directory exists; any other failure is a
+    KafkaStorageError naming the file (`cannot_create_log`)."""
     path = directory
     try:
         fs.make_dir(directory)  # FileExistsError (unwrapped) if it exists: open it instead
-        path = directory + _FIRST_SEGMENT_LOG
+        segment, *small = new_log_file_contents(
+            directory, topic_id=topic_id, leader_epoch=leader_epoch
+        )
+        path = segment[0]
         fs.create_empty_file(path)
-        if topic_id is not None:
-            path = directory + _PARTITION_METADATA
-            fs.write_new_file(path, _partition_metadata_bytes(topic_id))
-        if leader_epoch is not None:
-            path = directory + _LEADER_EPOCH_FILE
-            fs.write_new_file(path, _first_epoch_bytes(leader_epoch))
+        for path, data in small:
+            fs.write_new_file(path, data)
     except FileExistsError:
         raise
     except OSError as exc:
-        raise KafkaStorageError(f"{path}: cannot create log: {exc}") from exc
+        raise cannot_create_log(path, exc) from exc
     return NewLogFiles(directory, now_ms, topic_id, leader_epoch)
+
+
+def cannot_create_log(path: str, error: OSError) -> KafkaStorageError:
+    """A new log's file that could not be made, `path`, as the storage error it is."""
+    return KafkaStorageError(f"{path}: cannot create log: {error}")
 
 
 def build_new_log(

@@ -85,6 +85,7 @@ from replog.errors import (
     CorruptCheckpointError,
     InvalidTopicError,
     KafkaStorageError,
+    ReplogError,
     UnknownTopicOrPartitionError,
 )
 from replog.storage.checkpoint_file import OffsetCheckpointFile, atomic_replace
@@ -96,7 +97,7 @@ from replog.storage.log import (
     parse_topic_partition,
 )
 from replog.storage.log_config import LONG_MAX, LogConfig
-from replog.storage.log_loader import NewLogFiles, make_new_log_files
+from replog.storage.log_loader import NewLogFiles, make_new_log_files, new_log_file_contents
 from replog.topic_names import CLUSTER_METADATA_TOPIC, check_topic_name
 
 log = logging.getLogger("replog.storage")
@@ -202,6 +203,15 @@ class NewLog(NamedTuple):
     partition: int
     log_dir: str
     files: NewLogFiles
+
+
+class NewLogPlace(NamedTuple):
+    """Where a new log is to be made, reserved for it by `LogManager.reserve_new_logs`."""
+
+    topic: str
+    partition: int
+    log_dir: str
+    directory: str
 
 
 class LogLoadingAborted(Exception):
@@ -505,6 +515,78 @@ class LogManager:
                 self._making.pop(key, None)
             raise
         return NewLog(topic, partition, log_dir, files)
+
+    def reserve_new_logs(
+        self, wanted: Sequence[tuple[str, int, LogConfig]]
+    ) -> list[NewLogPlace | None] | None:
+        """The first half of `make_new_log` for many logs at once, for their files to be made
+        elsewhere (`new_log_made` then): per (topic, partition, config) a log dir and
+        directory, reserved as `make_new_log` reserves them, or None where `make_new_log`
+        would not make one (the log is open, being made, or its name refused: the caller
+        takes that log the old way). None for all, reserving nothing, while another thread
+        holds the manager's lock (an event loop must not wait: `add_new_log`) or a log dir
+        still has stale checkpoints (`rewrite_stale_checkpoints` first, off the loop)."""
+        if self._stale_checkpoints or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._stale_checkpoints:
+                return None
+            places: list[NewLogPlace | None] = []
+            for topic, partition, config in wanted:
+                key = (topic, partition)
+                try:
+                    if self._open_log(topic, partition, config) is not None:
+                        places.append(None)
+                        continue
+                except ReplogError:
+                    places.append(None)  # the old way raises it
+                    continue
+                if key in self._making:
+                    places.append(None)
+                    continue
+                log_dir, directory = self._new_log_path(topic, partition)
+                self._making[key] = log_dir
+                places.append(NewLogPlace(topic, partition, log_dir, directory))
+            return places
+        finally:
+            self._lock.release()
+
+    @property
+    def has_stale_checkpoints(self) -> bool:
+        """Whether a log dir's checkpoints still name a log no longer here."""
+        return bool(self._stale_checkpoints)
+
+    @property
+    def plain_file_system(self) -> bool:
+        """Whether its file system is the plain `FileSystem`, whose files another process
+        may make; a subclass (tests' fault injection) must see every file operation."""
+        return type(self._fs) is FileSystem
+
+    def new_log_files(
+        self, place: NewLogPlace, *, topic_id: UUID | None, leader_epoch: int | None
+    ) -> list[tuple[str, bytes]]:
+        """The files (path, bytes) `make_new_log` would make at `place`, after its directory."""
+        return new_log_file_contents(place.directory, topic_id=topic_id, leader_epoch=leader_epoch)
+
+    def new_log_made(
+        self, place: NewLogPlace, *, topic_id: UUID | None, leader_epoch: int | None
+    ) -> NewLog:
+        """The `NewLog` for `add_new_log` once `new_log_files` were made at `place` and synced,
+        as `make_new_log` returns it."""
+        files = NewLogFiles(place.directory, self._clock(), topic_id, leader_epoch)
+        return NewLog(place.topic, place.partition, place.log_dir, files)
+
+    def cancel_new_logs(self, places: Sequence[NewLogPlace], *, wait: bool = True) -> bool:
+        """Give up reservations of `reserve_new_logs`; with `wait` False, False at once (nothing
+        done) while another thread holds the manager's lock."""
+        if not self._lock.acquire(blocking=wait):
+            return False
+        try:
+            for place in places:
+                self._making.pop((place.topic, place.partition), None)
+            return True
+        finally:
+            self._lock.release()
 
     def add_new_log(self, new: NewLog, *, wait: bool = True) -> Log | None:
         """The log whose files `make_new_log` made, built without a system call and managed

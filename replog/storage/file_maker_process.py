@@ -12,7 +12,8 @@ Rules:
 - This file imports only the standard library: the child runs it as a script
   (`python -I -S <this file>`), without site packages or replog on its path, so it starts fast
   and whatever the parent's environment.
-- The child lowers its own priority first (`SCHED_IDLE`, else nice 19), then answers requests
+- The child ignores SIGINT and SIGTERM (a node's process group gets them: the node ends it),
+  lowers its own priority (`SCHED_IDLE`, else nice 19), then answers requests
   one at a time: a length-prefixed pickle on stdin, its answer likewise on stdout; it exits at
   EOF, so a node killed with SIGKILL leaves it only the request in hand.
 - A request is a round's new logs, each its directory and its files with their bytes, plus the
@@ -321,8 +322,10 @@ def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
 
 def main() -> None:
     """The child: answer requests until EOF on stdin (module Rules)."""
-    # A terminal's Ctrl-C reaches the whole process group: the node decides when this ends.
+    # A terminal's Ctrl-C, and `replog cluster stop`'s SIGTERM, reach the node's whole process
+    # group: the node decides when this ends (EOF), and a round under way is answered.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _lower_priority()
     syncfs = _load_syncfs()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer

@@ -129,6 +129,10 @@ def test_the_child_runs_at_idle_priority_and_exits_when_its_stdin_closes() -> No
         asyncio.run(started.make([], []))
         if hasattr(os, "sched_getscheduler"):
             assert os.sched_getscheduler(started.pid) == os.SCHED_IDLE
+        # `replog cluster stop` signals the node's process group: the node ends the child.
+        os.kill(started.pid, signal.SIGTERM)
+        os.kill(started.pid, signal.SIGINT)
+        asyncio.run(started.make([], []))
     finally:
         started.close()
     assert started._process.returncode == 0  # it saw EOF and returned, not killed

@@ -106,6 +106,7 @@ from replog.storage.fs import FileSystem
 NODES = 3
 PARTITIONS_PER_TOPIC = 10
 REPLICATION_FACTOR = 3
+STALL_GOAL_MS = 100  # issue #50: the longest event-loop stall of a creation, median of the runs
 
 
 @dataclass
@@ -450,7 +451,11 @@ def report(results: Results) -> None:
         print(f"  end to end s    {spread([r.end_to_end_s for r in results.create])}")
         print(f"  ratio           {spread([r.ratio for r in results.create])}")
         stalls = [r.longest_stall_s * 1000 for r in results.create]
-        print(f"  longest stall   <= {max(stalls):.0f} ms (per run: {stalls})")
+        median_stall_ms = statistics.median(stalls)
+        print(
+            f"  longest stall   <= {median_stall_ms:.0f} ms in the median run, <= "
+            f"{max(stalls):.0f} ms at most (per run: {stalls})"
+        )
         changes = [r.quorum_epoch_changes for r in results.create]
         print(f"  quorum epoch changes per run: {changes}")
         for phase in sorted({p for r in results.create for p in r.phases}):
@@ -481,10 +486,16 @@ def report(results: Results) -> None:
                 f"  run {run + 1} floor before it {settle.floor_s:.2f} s ({state} after "
                 f"{settle.waited_s:.0f} s){note}"
             )
-        verdict = "met" if median_s < goal_s and max(stalls) < 100 + 1e-9 else "missed"
+        # Issue #50's goals are medians of 3 runs: the end-to-end time's and the longest
+        # stall's (its bucket; the 100 ms bucket holds stalls up to 100 ms).
+        met = median_s < goal_s and median_stall_ms < STALL_GOAL_MS + 1e-9
+        verdict = "met" if met else "missed"
         if partitions > 10_000 and any(changes):
             verdict = "missed (quorum leader changed)"
-        print(f"  goal: < {goal_s} s end to end, stalls < 100 ms -> {verdict}")
+        print(
+            f"  goal (medians of the runs): < {goal_s} s end to end, stalls < "
+            f"{STALL_GOAL_MS} ms, no quorum leader change -> {verdict}"
+        )
     if results.restart:
         print(f"Restart of a stopped cluster holding {results.restart[0].partitions:,} partitions")
         print("  baseline: a fresh empty cluster's start, same run")

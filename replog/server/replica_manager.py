@@ -94,7 +94,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
@@ -203,7 +202,11 @@ from replog.server.replica_change_queue import (
 )
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.server.weak_members import WeakMembers
-from replog.storage.file_maker_process import FileMakerGone, FileMakerProcess
+from replog.storage.file_maker_process import (
+    FileMakerGone,
+    FileMakerProcess,
+    left_to_the_caller,
+)
 from replog.storage.file_region import FileRegion
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
@@ -769,6 +772,7 @@ class ReplicaManager:
         ]
         if not made:
             return await run_bulk(self._open_logs, creations)
+        reserved = [place for _, place, _, _ in made]
         maker = self._file_maker
         assert maker is not None
         try:
@@ -780,7 +784,7 @@ class ReplicaManager:
                     )
                     for _, place, topic_id, epoch in made
                 ],
-                sorted({place.log_dir for _, place, _, _ in made}),
+                sorted({place.log_dir for place in reserved}),
             )
         except FileMakerGone as gone:
             log.warning(
@@ -790,30 +794,33 @@ class ReplicaManager:
             )
             self._file_maker = None
             await asyncio.to_thread(maker.close)
-            places_made = [place for _, place, _, _ in made]
-            return await run_bulk(self._open_logs_reserved, places_made, creations)
+            return await run_bulk(self._open_logs_reserved, reserved, creations)
         except BaseException:
-            log_manager.cancel_new_logs([place for _, place, _, _ in made], wait=False)
+            log_manager.cancel_new_logs(reserved, wait=False)
             raise
         opened: list[_Opened] = []
         given_back: list[NewLogPlace] = []
         failure: OSError | None = None
-        for index, (creation, place, topic_id, epoch) in enumerate(made):
-            result = answer.results[index] if index < len(answer.results) else None
-            if index < len(answer.results) and result is None:
+        answered = len(answer.results)
+        for (creation, place, topic_id, epoch), result in zip(
+            made[:answered], answer.results, strict=True
+        ):
+            if result is None:
                 new = log_manager.new_log_made(place, topic_id=topic_id, leader_epoch=epoch)
                 opened.append((creation, new, False, None))
                 continue
             given_back.append(place)
-            if result is not None and result[0] == errno.EEXIST and result[2] == place.directory:
+            if left_to_the_caller(result, place.directory):
                 rest.append(creation)  # a directory no log took: opened the old way
-            elif result is not None and failure is None:
+            elif failure is None:
                 failure = OSError(*result)
+        # The logs past the child's first failure were not made.
+        given_back.extend(reserved[answered:])
         if failure is None and answer.sync_error is not None:
             error, strerror, directory = answer.sync_error
             failure = OSError(error, f"syncfs of {directory}: {strerror}")
         if failure is not None:
-            await self._cancel_new_logs([place for _, place, _, _ in made])
+            await self._cancel_new_logs(reserved)
             if failure.filename is None:
                 raise failure  # a failed sync: as the bulk threads' `deferred_sync` raises it
             raise cannot_create_log(failure.filename, failure)
@@ -1130,7 +1137,7 @@ class ReplicaManager:
                 partition_id,
                 creation.config,
                 topic_id=local.topic_id,
-                leader_epoch=local.registration.leader_epoch if leader else None,
+                leader_epoch=self._new_leader_epoch(creation),
             )
         except FileExistsError:  # a directory no log took: opened below
             made = None

@@ -246,14 +246,14 @@ def make_logs(logs: Sequence[NewLogRequest]) -> list[FileError | None]:
         except OSError as exc:
             error = (exc.errno or 0, exc.strerror or str(exc), path)
             results.append(error)
-            if not _left_to_the_caller(error, directory):
+            if not left_to_the_caller(error, directory):
                 break
         else:
             results.append(None)
     return results
 
 
-def _left_to_the_caller(error: FileError, directory: str) -> bool:
+def left_to_the_caller(error: FileError, directory: str) -> bool:
     """Whether `error` is EEXIST on the log's own directory: not a failure, a directory no log
     took, which the caller opens the old way."""
     return error[0] == errno.EEXIST and error[2] == directory
@@ -300,9 +300,8 @@ def _answer(request: bytes, syncfs: Callable[[int], int] | None) -> bytes:
     logs, sync_dirs = pickle.loads(request)
     results = make_logs(logs)
     sync_error: FileError | None = None
-    if len(results) == len(logs) and all(
-        r is None or _left_to_the_caller(r, d) for r, (d, _) in zip(results, logs, strict=True)
-    ):
+    # `make_logs` stopped early only at a failure, which is then the last result.
+    if all(r is None or left_to_the_caller(r, d) for r, (d, _) in zip(results, logs, strict=False)):
         try:
             sync_file_systems(sync_dirs, syncfs)
         except OSError as exc:

@@ -497,24 +497,36 @@ class LogManager:
         manager's (a start after a stop in between loads it from its files). The manager's
         lock is held only to pick the log dir, not while the files are made: `add_new_log`
         on the event loop takes it too."""
-        key = (topic, partition)
         with self._lock:
-            if self._open_log(topic, partition, config) is not None:
-                return None
-            if key in self._making:
-                raise KafkaStorageError(f"{topic}-{partition}: its log is being made already")
-            log_dir, path = self._new_log_path(topic, partition)
-            self._making[key] = log_dir
+            place = self._reserve_new_log(topic, partition, config)
+        if place is None:
+            return None
         try:
             files = make_new_log_files(
-                path, self._fs, self._clock(), topic_id=topic_id, leader_epoch=leader_epoch
+                place.directory,
+                self._fs,
+                self._clock(),
+                topic_id=topic_id,
+                leader_epoch=leader_epoch,
             )
-            self._fs.fsync_dir(log_dir)
+            self._fs.fsync_dir(place.log_dir)
         except BaseException:
-            with self._lock:
-                self._making.pop(key, None)
+            self.cancel_new_logs([place])
             raise
-        return NewLog(topic, partition, log_dir, files)
+        return NewLog(topic, partition, place.log_dir, files)
+
+    def _reserve_new_log(self, topic: str, partition: int, config: LogConfig) -> NewLogPlace | None:
+        """Under the lock: the place of a new log of topic-partition in the log dir holding
+        the fewest logs, marked as being made; None when the log is open already.
+        KafkaStorageError when it is being made already; `_open_log`'s errors as it raises
+        them (a refused name)."""
+        if self._open_log(topic, partition, config) is not None:
+            return None
+        if (topic, partition) in self._making:
+            raise KafkaStorageError(f"{topic}-{partition}: its log is being made already")
+        log_dir, directory = self._new_log_path(topic, partition)
+        self._making[(topic, partition)] = log_dir
+        return NewLogPlace(topic, partition, log_dir, directory)
 
     def reserve_new_logs(
         self, wanted: Sequence[tuple[str, int, LogConfig]]
@@ -526,27 +538,17 @@ class LogManager:
         takes that log the old way). None for all, reserving nothing, while another thread
         holds the manager's lock (an event loop must not wait: `add_new_log`) or a log dir
         still has stale checkpoints (`rewrite_stale_checkpoints` first, off the loop)."""
-        if self._stale_checkpoints or not self._lock.acquire(blocking=False):
+        if not self._lock.acquire(blocking=False):
             return None
         try:
             if self._stale_checkpoints:
                 return None
             places: list[NewLogPlace | None] = []
             for topic, partition, config in wanted:
-                key = (topic, partition)
                 try:
-                    if self._open_log(topic, partition, config) is not None:
-                        places.append(None)
-                        continue
-                except ReplogError:
-                    places.append(None)  # the old way raises it
-                    continue
-                if key in self._making:
+                    places.append(self._reserve_new_log(topic, partition, config))
+                except ReplogError:  # being made, or a refused name: the old way raises it
                     places.append(None)
-                    continue
-                log_dir, directory = self._new_log_path(topic, partition)
-                self._making[key] = log_dir
-                places.append(NewLogPlace(topic, partition, log_dir, directory))
             return places
         finally:
             self._lock.release()

@@ -48,13 +48,16 @@ Rules (docs/design/storage.md#clean-shutdown, #checkpoint-files, #retention):
 - A background task that fails on the disk (a KafkaStorageError or an OSError: a full disk
   under a rolled segment's index or a checkpoint) ends the background thread and is handed to
   `start`'s `on_storage_error` (the broker fail-stops, as Kafka's does once its only log dir
-  is offline), or logged as CRITICAL without one. Retrying a failed disk every poll would only
-  log a traceback every 100 ms while the broker served on.
+  is offline), or logged as CRITICAL without one. Retrying a failed disk at every pass would
+  only log a traceback every few seconds while the broker served on.
   Any other exception is a bug in one task: logged, and the tasks go on.
 
 Theory of operation: `run_due_tasks(now_ms)` runs whatever is due and returns when to call it
 next; `start()` runs it on a background thread (the broker's, and an embedding application's
-unless it calls `run_due_tasks` itself), which rolls and deletions wake at once.
+unless it calls `run_due_tasks` itself), which sleeps until then unless a roll or a deletion
+wakes it at once. It never polls: each wake of a thread in a node takes the interpreter's lock
+from the event loop and, on a loaded machine, keeps the loop waiting for a core until that
+thread has run (docs/benchmarks.md, "Partition creation and restart").
 """
 
 from __future__ import annotations
@@ -178,6 +181,21 @@ class LogManagerConfig:
             flush_ms = config.flush_scheduler_interval_ms
             config = replace(config, log=replace(config.log, flush_interval_ms=flush_ms))
         return config
+
+
+# A pass soon: the first after `start` (for what the load left: stale checkpoints, the first
+# high-watermark checkpoint), and the next after rolled segments a race left unsynced.
+SOON_MS = 100
+
+
+def _sleep_s(until_due_ms: int, cap_ms: int | None) -> float | None:
+    """How long the task thread sleeps when the next task is due in `until_due_ms` (None:
+    until woken, no task being due ever)."""
+    if cap_ms is not None:
+        until_due_ms = min(until_due_ms, cap_ms)
+    if until_due_ms >= LONG_MAX // 2:
+        return None
+    return max(0, until_due_ms) / 1000
 
 
 class _Task:
@@ -918,6 +936,9 @@ class LogManager:
                 self.checkpoint_log_start_offsets()
             high_watermarks_due = tasks["high_watermarks"].take(now)
             next_due = min(t.due_ms for t in tasks.values() if t.period_ms < LONG_MAX)
+        with self._rolled_lock:
+            if self._rolled:
+                next_due = min(next_due, now + SOON_MS)
         if high_watermarks_due:
             self.checkpoint_high_watermarks()  # takes the manager's lock only to read
         return next_due
@@ -933,24 +954,29 @@ class LogManager:
 
     def start(
         self,
-        poll_interval_ms: int = 100,
+        poll_interval_ms: int | None = None,
         *,
         on_storage_error: Callable[[KafkaStorageError], object] | None = None,
     ) -> None:
         """Run the background tasks on a daemon thread until `shutdown` or a storage error,
-        which goes to `on_storage_error`, called on that thread (module docstring)."""
+        which goes to `on_storage_error`, called on that thread (module docstring). The thread
+        sleeps until the next task is due, or a roll or a deletion wakes it; a test with a
+        task clock of its own may cap each sleep at `poll_interval_ms`."""
         if self._thread is not None:
             return
+        first_pass_ms = SOON_MS if poll_interval_ms is None else poll_interval_ms
 
         def loop() -> None:
             # A roll or a deletion wakes the thread at once (`_work_wanted`), so old segments
-            # are synced and deleted files removed promptly rather than on the next poll.
+            # are synced and deleted files removed promptly; nothing else needs it before the
+            # next task is due.
+            next_due_ms = self._task_clock() + first_pass_ms
             while not self._stop.is_set():
-                self._work_wanted.wait(poll_interval_ms / 1000)
+                self._work_wanted.wait(_sleep_s(next_due_ms - self._task_clock(), poll_interval_ms))
                 if self._stop.is_set():
                     break
                 try:
-                    self.run_due_tasks()
+                    next_due_ms = self.run_due_tasks()
                 except (KafkaStorageError, OSError) as exc:
                     error = (
                         exc

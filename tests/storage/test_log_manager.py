@@ -822,6 +822,47 @@ def test_the_background_thread_removes_a_deleted_partition_at_once(tmp_path: Pat
         lm.shutdown()
 
 
+def counted_passes(lm: LogManager) -> list[threading.Event]:
+    """One event per `run_due_tasks` pass of `lm`'s task thread, set as the pass ends; the
+    list starts with the events of the first 20 passes."""
+    passes = [threading.Event() for _ in range(20)]
+    ran = iter(passes)
+    run_due_tasks = lm.run_due_tasks
+
+    def counting(now_ms: int | None = None) -> int:
+        try:
+            return run_due_tasks(now_ms)
+        finally:
+            next(ran).set()
+
+    lm.run_due_tasks = counting  # type: ignore[method-assign]
+    return passes
+
+
+def test_the_background_thread_sleeps_until_a_task_is_due(tmp_path: Path) -> None:
+    # Every task is far off after the first pass: nothing may wake the thread before them.
+    config = LogManagerConfig(log=LOG_CONFIG, high_watermark_checkpoint_interval_ms=60_000)
+    lm = LogManager(str(tmp_path / "d0"), config, clock=ManualClock(T0))
+    passes = counted_passes(lm)
+    lm.start()
+    try:
+        assert passes[0].wait(30), "the background thread never made its first pass"
+        assert not passes[1].wait(0.5), "the background thread woke with no task due"
+    finally:
+        lm.shutdown()
+
+
+def test_the_background_thread_wakes_when_a_task_comes_due(tmp_path: Path) -> None:
+    config = LogManagerConfig(log=LOG_CONFIG, high_watermark_checkpoint_interval_ms=200)
+    lm = LogManager(str(tmp_path / "d0"), config, clock=ManualClock(T0))
+    passes = counted_passes(lm)
+    lm.start()
+    try:
+        assert passes[2].wait(30), "the background thread slept through a due task"
+    finally:
+        lm.shutdown()
+
+
 @pytest.mark.parametrize("suffix", ["-delete", "-stray"])
 def test_a_renamed_partition_name_fits_a_file_name_however_long_the_topic(suffix: str) -> None:
     topic = "t" * 249  # the longest topic name

@@ -332,6 +332,13 @@ class Log:
         return len(self._segments)
 
     @property
+    def has_no_retention_to_do(self) -> bool:
+        """Whether a retention pass would find nothing to delete because the log is one empty
+        segment (the active segment goes only when it is not empty). Read without the log's
+        lock: an append racing with it only has a pass skip a segment too new to delete."""
+        return len(self._segments) == 1 and self.active_segment.size == 0
+
+    @property
     def size_in_bytes(self) -> int:
         with self._lock:
             return sum(segment.size for segment in self._segments.values())

@@ -112,6 +112,24 @@ def test_when_every_segment_is_deletable_a_new_empty_active_segment_replaces_the
     assert read_all(log) == more
 
 
+def test_only_a_log_of_one_empty_segment_has_no_retention_to_do(tmp_path: Path) -> None:
+    # The manager's retention pass skips such logs (LogManager.run_retention): every rule
+    # at its most eager must find nothing to delete in them, and something in the others.
+    clock = ManualClock(T0 + 100 * DAY_MS)
+    eager = {"retention_ms": 0, "retention_bytes": 0}
+    fresh = open_log(tmp_path / "t-0", small_config(segment_bytes=1024, **eager), clock=clock)
+    assert fresh.has_no_retention_to_do
+    assert fresh.delete_old_segments() == 0
+    log, _ = filled_log(tmp_path / "t-1", clock, **eager)
+    assert not log.has_no_retention_to_do
+    assert log.delete_old_segments() > 0
+    assert log.has_no_retention_to_do  # what is left: the new empty active segment
+    below_start, _ = filled_log(tmp_path / "t-2", clock)
+    below_start.increment_log_start_offset(below_start.log_end_offset)
+    assert not below_start.has_no_retention_to_do
+    assert below_start.delete_old_segments() > 0
+
+
 def test_segments_below_the_log_start_go_on_the_next_pass(tmp_path: Path) -> None:
     clock = ManualClock(T0)
     log, batches = filled_log(tmp_path / "t-0", clock)

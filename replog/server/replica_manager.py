@@ -183,6 +183,7 @@ from replog.server.leader_offsets import (
 from replog.server.log_summaries import TurnSummary, few_names, partition_names
 from replog.server.loop_turns import yield_turn
 from replog.server.metrics.instruments import BrokerCounters
+from replog.server.metrics.replica_counts import LiveReplicaCounts, led_figures
 from replog.server.node_tasks import Spawner
 from replog.server.partition import Partition
 from replog.server.producer_state_loader import (
@@ -289,6 +290,9 @@ class ReplicaManager:
         self.config = config
         # Metrics (issue #9): per request and per batch, never per record.
         self.counters = counters if counters is not None else BrokerCounters()
+        # The metrics summary's replica counts, reported at every change of what they count
+        # (`_count_replicas`, `_count_leader`): a scrape reads them without a walk.
+        self.replica_counts = LiveReplicaCounts()
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self._clock = clock
@@ -590,6 +594,7 @@ class ReplicaManager:
                     leader_state.update_config(config, leader_log_end_offset=leo, now_ms=now_ms)
                     or moved
                 )
+                self._count_leader(partition)  # min.insync.replicas may have changed
             if moved:
                 self._on_high_watermark_moved(partition)
 
@@ -924,6 +929,7 @@ class ReplicaManager:
                 preloaded=None if replaced else preloaded,
             )
             self._partitions[key] = created
+            self._count_replicas()
             self._take_role(change, created, now_ms)
         return index
 
@@ -1219,6 +1225,7 @@ class ReplicaManager:
         )
         if isr_size_before is not None and partition.leader_state is not None:
             self.counters.isr_changed(isr_size_before, len(partition.leader_state.isr))
+        self._count_leader(partition)
         key = partition.key
         if moved:
             self._on_high_watermark_moved(partition)
@@ -1227,9 +1234,18 @@ class ReplicaManager:
         self._isr_sent.pop(key, None)
         self._mark_isr_dirty(key)
 
+    def _count_replicas(self) -> None:
+        self.replica_counts.set_partitions(len(self._partitions))
+
+    def _count_leader(self, partition: Partition) -> None:
+        """After a change of what `led_figures` reads of `partition` (metadata, an ISR or
+        config change): the metrics summary's counts follow."""
+        self.replica_counts.set_figures(partition.key, led_figures(partition))
+
     def _make_follower(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
         partition.make_follower(local.registration, now_ms)
         key = partition.key
+        self.replica_counts.set_figures(key, None)
         self._isr_sent.pop(key, None)
         # Waiting produces, fetches and deletions on this partition now answer
         # NOT_LEADER_OR_FOLLOWER (their re-check finds no leader state).
@@ -1246,6 +1262,8 @@ class ReplicaManager:
     def _drop(self, partition: Partition, *, delete_log: bool) -> None:
         key = partition.key
         del self._partitions[key]
+        self.replica_counts.set_figures(key, None)
+        self._count_replicas()
         self._follower.touch(key)
         self._isr_sent.pop(key, None)
         self._isr_dirty.discard(key)
@@ -2023,6 +2041,7 @@ class ReplicaManager:
                 change=change,
             )
             self.counters.isr_changed(isr_size_before, len(leader_state.isr))
+            self._count_leader(partition)
             isr_now = f"ISR is now {list(leader_state.isr)}"
             self._isr_log.add(
                 logging.INFO,

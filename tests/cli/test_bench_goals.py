@@ -689,9 +689,9 @@ def test_a_wait_for_kafkas_log_directories_names_the_replicas_missing_per_node(
 def test_kafkas_log_directories_are_listed_seldom_far_from_the_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """At 100,000 partitions a look lists 100,000 entries on each node: paced by the progress,
-    as the replog nodes' scrapes are (`next_poll_s`)."""
-    from replog.cli.bench import cluster_metrics, systems
+    """At 100,000 partitions a look lists 100,000 entries on each node: paced by the progress
+    (`paced_polls`)."""
+    from replog.cli.bench import paced_polls, systems
 
     node = tmp_path / "node-1"
     node.mkdir()
@@ -708,8 +708,8 @@ def test_kafkas_log_directories_are_listed_seldom_far_from_the_end(
 
     monkeypatch.setattr(systems.time, "sleep", sleep)
     monkeypatch.setattr(systems.time, "monotonic", lambda: clock[0])
-    # The pace alone (the bound by the time waited: tests/cli/test_bench_cluster_metrics.py).
-    monkeypatch.setattr(cluster_metrics, "ELAPSED_FRACTION", 1e9)
+    # The pace alone (the bound by the time waited: tests/cli/test_bench_paced_polls.py).
+    monkeypatch.setattr(paced_polls, "ELAPSED_FRACTION", 1e9)
     systems.wait_replica_dirs([str(node)], wanted, timeout_s=600)
     # No pace at first, none made in the first 0.2 s; then 10 in 0.4 s with 990 left: the
     # longest wait (a quarter of the 39.6 s left would be 9.9 s).

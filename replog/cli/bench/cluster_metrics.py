@@ -4,8 +4,10 @@ offline partitions, the metadata quorum's epoch, the broker's start phases and t
 stall histogram of each node (`replog/server/metrics`).
 
 A scrape names the families it reads (`?name[]=...`): the node then skips the families with a
-series per partition, whose text alone costs ~0.5 s of a node's CPU at 10,000 replicas, so
-polling a node every 50 ms while it restarts costs it little (node_state's docstring).
+series per partition, whose text alone costs ~0.5 s of a node's CPU at 10,000 replicas, and
+reads counts it keeps up to date (~60 us of CPU at 33,000 replicas, whatever their number), so
+polling a node every 50 ms while it creates partitions or restarts costs it little
+(node_state's docstring).
 """
 
 from __future__ import annotations
@@ -135,11 +137,10 @@ def wait_replicas(
     check: Callable[[], None] | None = None,
 ) -> list[Scrape]:
     """Until every replica of `partitions` partitions exists, every one is led, and no node has
-    a replica change left to apply; the last scrapes, at least `interval_s` apart
-    (`next_poll_s`). `before`: the replicas and leaders the cluster held already
-    (`settled_totals`), which the partitions come on top of. Each scrape costs every node a
-    walk over its replicas (to count leaders and under-replicated ones): `poll_interval_s` says
-    how often to ask at a scale. `on_scrape(seconds since the call, scrapes)` sees every
+    a replica change left to apply; the last scrapes, `interval_s` apart (the end is seen
+    within it: a scrape reads a few counts each node keeps, whatever its replicas).
+    `before`: the replicas and leaders the cluster held already (`settled_totals`), which the
+    partitions come on top of. `on_scrape(seconds since the call, scrapes)` sees every
     scrape (a benchmark's phase times); `notice` is told where the wait stands after each.
     Past `timeout_s`, a RuntimeError names what was missing: replicas (per node), leaders and
     the replica changes each node still had to apply. `check()` runs before each scrape and
@@ -147,7 +148,6 @@ def wait_replicas(
     replicas_before, leaders_before = before
     began = time.monotonic()
     deadline = began + timeout_s
-    first: int | None = None
     while True:
         if check is not None:
             check()
@@ -172,44 +172,7 @@ def wait_replicas(
             return now
         if time.monotonic() > deadline:
             raise RuntimeError(f"replicas not all created and led after {timeout_s:.0f} s: {state}")
-        if first is None:
-            first = replicas
-        wanted = partitions * replication_factor
-        time.sleep(
-            next_poll_s(interval_s, time.monotonic() - began, replicas - first, wanted - replicas)
-        )
-
-
-# The longest wait between two scrapes of `wait_replicas`.
-LONGEST_POLL_S = 5.0
-# And the longest as a fraction of the time waited so far: 10,000 partitions' first replicas
-# came at a twentieth of the pace of the rest, and the end, at 3.1 s, was seen at 5.8 s.
-ELAPSED_FRACTION = 0.1
-
-
-def next_poll_s(interval_s: float, elapsed_s: float, made: int, left: int) -> float:
-    """How long `wait_replicas` sleeps before its next scrape: a quarter of the time the
-    replicas still to make would take at the pace since its first scrape (`made` in
-    `elapsed_s`), and no more than `ELAPSED_FRACTION` of `elapsed_s`, between `interval_s`
-    and `LONGEST_POLL_S`; `interval_s` once none is left or no pace is known yet. Far from
-    the end the nodes are asked seldom (at 100,000 partitions a scrape walks 100,000 replicas
-    on every node, and one every 0.5 s took a tenth of a core from each node's creation), near
-    it every `interval_s`. The pace alone would see the end late whenever it quickens more
-    than fourfold, as a creation's does after its first replicas; the second bound keeps the
-    end seen within a tenth of the time waited, whatever the pace did."""
-    if left <= 0 or made <= 0 or elapsed_s <= 0:
-        return interval_s
-    by_pace = left * elapsed_s / made / 4
-    return max(interval_s, min(LONGEST_POLL_S, by_pace, elapsed_s * ELAPSED_FRACTION))
-
-
-def poll_interval_s(partitions: int) -> float:
-    """How long `wait_replicas` waits between scrapes while `partitions` partitions are being
-    created: 50 ms up to 10,000, then 5 ms per 1,000 more (0.5 s at 100,000). A node's scrape
-    walks its replicas in a thread of its own that holds the interpreter's lock: at 100,000
-    partitions, a scrape every 50 ms took 6% of a node's samples from the replica creation it
-    was timing; the end-to-end time is then known to within the interval (0.5% of the goal)."""
-    return max(0.05, partitions / 200_000)
+        time.sleep(interval_s)
 
 
 def settled_totals(urls: list[str], timeout_s: float, interval_s: float = 0.5) -> tuple[int, int]:

@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from replog.cli.bench.cluster_metrics import next_poll_s
 from replog.cli.bench.drivers import REPLICATION_FACTOR, TOPIC_CONFIGS
+from replog.cli.bench.paced_polls import next_poll_s
 from replog.cli.bench.pinning import pinned, taskset
 from replog.cli.bench.processes import PYTHON_WORKER
 from replog.cli.bench.wait_notice import WaitNotice
@@ -801,7 +801,7 @@ def wait_for_kafka_metadata(
     `notice` is told how many are led after each answer; `check()` runs before each request
     and raises to end the wait (a node that exited). Each answer lists every topic (at
     100,000 partitions, seconds of the brokers' and this process's CPU): the polls are paced by
-    the leaders' progress (`cluster_metrics.next_poll_s`)."""
+    the leaders' progress (`paced_polls`)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
@@ -865,7 +865,7 @@ def wait_replica_dirs(
     applies the partition; every node holds a replica of each at RF 3 on 3 nodes). Past
     `timeout_s`, a `BenchSystemError` names the replicas still missing on each node. A look
     lists every node's directory (100,000 entries each at 100,000 partitions): the looks are
-    paced by the progress (`cluster_metrics.next_poll_s`). `check()` runs before each look
+    paced by the progress (`paced_polls`). `check()` runs before each look
     and raises to end the wait (a node that exited)."""
     began = time.monotonic()
     deadline = began + timeout_s

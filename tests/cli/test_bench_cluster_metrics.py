@@ -11,6 +11,7 @@ import urllib.parse
 import pytest
 
 from replog.cli.bench import cluster_metrics as metrics
+from replog.cli.bench import paced_polls
 
 PAGE = """# HELP replog_partitions Partition replicas on this broker
 # TYPE replog_partitions gauge
@@ -78,11 +79,9 @@ def test_replicas_are_counted_on_top_of_what_the_cluster_held(
     assert sum(s.partitions for s in last) == 34 and sum(s.leaders for s in last) == 12
 
 
-def test_wait_replicas_shows_every_scrape_and_polls_every_interval(
+def test_wait_replicas_shows_every_scrape_and_polls_by_the_pace(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A scrape reads counts each node keeps (whatever its replicas): polled at a fixed short
-    interval, the end is seen within it."""
     clock = [0.0]
     pages = iter(
         [
@@ -102,6 +101,9 @@ def test_wait_replicas_shows_every_scrape_and_polls_every_interval(
     monkeypatch.setattr(metrics, "scrapes", lambda urls: next(pages))
     monkeypatch.setattr(metrics.time, "sleep", sleep)
     monkeypatch.setattr(metrics.time, "monotonic", lambda: clock[0])
+    # The pace alone here: the bound by the time waited has its own test
+    # (tests/cli/test_bench_paced_polls.py).
+    monkeypatch.setattr(paced_polls, "ELAPSED_FRACTION", 1e9)
     metrics.wait_replicas(
         [],
         1000,
@@ -110,9 +112,11 @@ def test_wait_replicas_shows_every_scrape_and_polls_every_interval(
         interval_s=0.05,
         on_scrape=lambda at, now: seen.append((at, sum(s.partitions for s in now))),
     )
-    assert slept == [0.05, 0.05]
+    # The first scrape knows no pace; the second: 30 replicas in 0.05 s, 2,940 left (4.9 s).
+    assert slept[0] == 0.05
+    assert slept[1] == pytest.approx(2940 * 0.05 / 30 / 4)
     assert [total for _, total in seen] == [30, 60, 3000]
-    assert [at for at, _ in seen] == pytest.approx([0, 0.05, 0.1])
+    assert [at for at, _ in seen] == pytest.approx([0, 0.05, 0.05 + slept[1]])
 
 
 def test_a_long_wait_says_where_it_stands_and_its_timeout_names_what_is_missing(

@@ -6,8 +6,7 @@ stall histogram of each node (`replog/server/metrics`).
 A scrape names the families it reads (`?name[]=...`): the node then skips the families with a
 series per partition, whose text alone costs ~0.5 s of a node's CPU at 10,000 replicas, and
 reads counts it keeps up to date (~60 us of CPU at 33,000 replicas, whatever their number), so
-polling a node every 50 ms while it creates partitions or restarts costs it little
-(node_state's docstring).
+polling a node every 50 ms while it restarts costs it little (node_state's docstring).
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from replog.cli.bench.paced_polls import next_poll_s
 from replog.cli.bench.wait_notice import WaitNotice
 from replog.cli.local_cluster import METRICS_PORT_OFFSET
 
@@ -137,17 +137,22 @@ def wait_replicas(
     check: Callable[[], None] | None = None,
 ) -> list[Scrape]:
     """Until every replica of `partitions` partitions exists, every one is led, and no node has
-    a replica change left to apply; the last scrapes, `interval_s` apart (the end is seen
-    within it: a scrape reads a few counts each node keeps, whatever its replicas).
-    `before`: the replicas and leaders the cluster held already (`settled_totals`), which the
-    partitions come on top of. `on_scrape(seconds since the call, scrapes)` sees every
-    scrape (a benchmark's phase times); `notice` is told where the wait stands after each.
+    a replica change left to apply; the last scrapes, at least `interval_s` apart, paced by
+    the creation's progress (`paced_polls.next_poll_s`): a scrape reads a few counts each node
+    keeps, but it still hands each node's interpreter lock to its endpoint's thread, which the
+    event loop then waits to get back, and costs this process a parse of every node's page,
+    while the cores are what a creation's stalls wait for. `before`: the replicas and leaders
+    the cluster held already (`settled_totals`), which the partitions come on top of.
+    `on_scrape(seconds since the call, scrapes)` sees every scrape (a benchmark's phase
+    times); `notice` is told where the wait stands after each.
     Past `timeout_s`, a RuntimeError names what was missing: replicas (per node), leaders and
     the replica changes each node still had to apply. `check()` runs before each scrape and
     raises to end the wait at once (a node that exited: its replicas would never come)."""
     replicas_before, leaders_before = before
     began = time.monotonic()
     deadline = began + timeout_s
+    wanted = partitions * replication_factor
+    first: int | None = None
     while True:
         if check is not None:
             check()
@@ -164,7 +169,7 @@ def wait_replicas(
         if notice is not None:
             notice.update(state)
         if (
-            replicas == partitions * replication_factor
+            replicas == wanted
             and leaders == partitions
             and all(s.answered for s in now)
             and not any(s.pending for s in now)
@@ -172,7 +177,11 @@ def wait_replicas(
             return now
         if time.monotonic() > deadline:
             raise RuntimeError(f"replicas not all created and led after {timeout_s:.0f} s: {state}")
-        time.sleep(interval_s)
+        if first is None:
+            first = replicas
+        time.sleep(
+            next_poll_s(interval_s, time.monotonic() - began, replicas - first, wanted - replicas)
+        )
 
 
 def settled_totals(urls: list[str], timeout_s: float, interval_s: float = 0.5) -> tuple[int, int]:

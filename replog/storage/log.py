@@ -91,6 +91,7 @@ from replog.storage.file_region import FileRegion
 from replog.storage.fs import LOCAL_FS, Buffer, FileSystem
 from replog.storage.log_append_info import LogAppendInfo
 from replog.storage.log_config import LogConfig
+from replog.storage.offset_moves import OffsetMoves
 from replog.storage.segment import INT32_MAX, LogSegment
 from replog.storage.segment_map import SegmentMap
 
@@ -200,6 +201,8 @@ class Log:
         self._log_start_offset = log_start_offset
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = max(log_start_offset, min(high_watermark, self._log_end_offset))
+        # Told of every move of the two (a LogManager's, shared by its logs: offset_moves.py).
+        self._offset_moves = OffsetMoves()
         self._last_flush_ms = clock()
         # Made by `create` in a directory that did not exist: it holds no records, no producer
         # snapshot and no epoch, so nothing of it needs reading.
@@ -324,8 +327,11 @@ class Log:
     def update_high_watermark(self, value: int) -> int:
         """Set the high watermark, clamped to [log_start_offset, log_end_offset]; returns it."""
         with self._lock:
-            self._high_watermark = max(self._log_start_offset, min(value, self._log_end_offset))
-            return self._high_watermark
+            new = max(self._log_start_offset, min(value, self._log_end_offset))
+            if new != self._high_watermark:
+                self._high_watermark = new
+                self._offset_moves.high_watermarks = True
+            return new
 
     @property
     def segment_count(self) -> int:
@@ -818,7 +824,9 @@ class Log:
                     f"{self.name}: fsync of the active segment failed: {exc}"
                 ) from exc
             # Everything before the active segment was flushed when it rolled.
-            self._recovery_point = self._log_end_offset
+            if self._recovery_point != self._log_end_offset:
+                self._recovery_point = self._log_end_offset
+                self._offset_moves.recovery_points = True
         elif (
             self._log_end_offset - self._recovery_point >= self.config.flush_interval_messages
             or now_ms - self._last_flush_ms >= self.config.flush_interval_ms
@@ -1172,6 +1180,7 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
         self._high_watermark = min(self._high_watermark, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        self._offset_moves.moved_all()
         self._bound_cache = None
         self._truncations += 1
         # Only segments below the active one can still wait for a roll flush.
@@ -1208,6 +1217,7 @@ class Log:
         self.leader_epoch_cache.clear_and_flush()
         self._log_start_offset = self._log_end_offset = new_offset
         self._high_watermark = self._recovery_point = new_offset
+        self._offset_moves.moved_all()
         self._bound_cache = None
         self._truncations += 1
         self._roll_flush_pending = 0
@@ -1253,6 +1263,7 @@ class Log:
         self._log_start_offset = value
         self._high_watermark = max(self._high_watermark, value)
         self._recovery_point = max(self._recovery_point, min(value, self._log_end_offset))
+        self._offset_moves.moved_all()
         self.leader_epoch_cache.truncate_from_start(value)
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
@@ -1341,6 +1352,16 @@ class Log:
                 if base != self._persisted_recovery_base:
                     self._persist_standalone_state(self, False)
                     self._persisted_recovery_base = base
+
+    def report_offset_moves_to(self, moves: OffsetMoves) -> None:
+        """Tell `moves` of every move of this log's high watermark or recovery point from now
+        on (offset_moves.py); a log manager's logs share one. A log joining at offsets other
+        than 0 is a move of them (a new log's entries at 0 say nothing a checkpoint needs)."""
+        self._offset_moves = moves
+        if self._high_watermark:
+            moves.high_watermarks = True
+        if self._recovery_point:
+            moves.recovery_points = True
 
     def enable_async_roll_flush(self, on_pending: Callable[[Log], None] | None = None) -> None:
         """Let rolls leave the old segments' fsync to `flush_rolled_segments` (a LogManager
@@ -1434,6 +1455,7 @@ class Log:
             if new_point <= self._recovery_point:
                 return False
             self._recovery_point = new_point
+            self._offset_moves.recovery_points = True
             if self._persist_standalone_state is not None:
                 self._persist_standalone_state(self, False)
             return True
@@ -1484,7 +1506,10 @@ class Log:
                     segment.log_file.fdatasync()
         except OSError as exc:
             raise KafkaStorageError(f"{self.name}: flush failed: {exc}") from exc
-        self._recovery_point = max(self._recovery_point, min(up_to_offset, self._log_end_offset))
+        new_point = min(up_to_offset, self._log_end_offset)
+        if new_point > self._recovery_point:
+            self._recovery_point = new_point
+            self._offset_moves.recovery_points = True
         self._last_flush_ms = self._clock()
 
     def close(self) -> None:

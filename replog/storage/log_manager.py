@@ -101,6 +101,7 @@ from replog.storage.log import (
 )
 from replog.storage.log_config import LONG_MAX, LogConfig
 from replog.storage.log_loader import NewLogFiles, make_new_log_files, new_log_file_contents
+from replog.storage.offset_moves import OffsetMoves
 from replog.topic_names import CLUSTER_METADATA_TOPIC, check_topic_name
 
 log = logging.getLogger("replog.storage")
@@ -299,6 +300,8 @@ class LogManager:
         # the offsets under the manager's lock and renders and writes them under this one
         # only (`checkpoint_high_watermarks`); taken after the manager's lock, never before.
         self._high_watermarks_lock = threading.Lock()
+        # What moved since the periodic checkpoints last read the offsets (offset_moves.py).
+        self._offset_moves = OffsetMoves()
         # Deleted partitions' renamed directories, for the background thread to remove.
         self._doomed: list[str] = []
         # Log dirs whose checkpoint files still name a log no longer here (`delete_log`,
@@ -430,6 +433,7 @@ class LogManager:
                 on_truncate=self._on_truncate,
             )
             self._logs[tp].enable_async_roll_flush(self._on_roll_flush_pending)
+            self._logs[tp].report_offset_moves_to(self._offset_moves)
             self._dir_of[tp] = log_dir
             self._report_loaded(LOADED_REPORT_EVERY)
 
@@ -661,6 +665,7 @@ class LogManager:
 
     def _add(self, topic: str, partition: int, log_dir: str, created: Log) -> Log:
         created.enable_async_roll_flush(self._on_roll_flush_pending)
+        created.report_offset_moves_to(self._offset_moves)
         self._logs[(topic, partition)] = created
         self._dir_of[(topic, partition)] = log_dir
         return created
@@ -852,9 +857,18 @@ class LogManager:
                 self._stale_checkpoints.discard(log_dir)  # once written: a failure retries
 
     def checkpoint_recovery_points(self) -> None:
+        """Write each log dir's recovery-point checkpoint (unless unchanged), walking the logs
+        only if a recovery point moved since the last pass (`OffsetMoves`)."""
         with self._lock:
-            for log_dir in self.log_dirs:
-                self._write_recovery_points(log_dir, new_zeros_wait=True)
+            if not self._offset_moves.recovery_points:
+                return
+            self._offset_moves.recovery_points = False
+            try:
+                for log_dir in self.log_dirs:
+                    self._write_recovery_points(log_dir, new_zeros_wait=True)
+            except BaseException:
+                self._offset_moves.recovery_points = True
+                raise
 
     def checkpoint_high_watermarks(self) -> None:
         """Write each log dir's high-watermark checkpoint (unless unchanged). The offsets are
@@ -863,8 +877,14 @@ class LogManager:
         would wait for it. A writer that needs the file current under the manager's lock (a
         stale checkpoint's rewrite, the shutdown) takes `_high_watermarks_lock` after it, so
         it waits for a write under way and then writes later offsets over it: no offsets read
-        before a log's deletion are written after the rewrite that drops its entry."""
+        before a log's deletion are written after the rewrite that drops its entry. Nothing is
+        read unless a high watermark moved since the last pass (`OffsetMoves`): a creation of
+        thousands of logs moves none, and the walk took 7-25 ms of the GIL every 5 s at
+        33,000 logs."""
         with self._lock:
+            if not self._offset_moves.high_watermarks:
+                return
+            self._offset_moves.high_watermarks = False
             taken = [(log_dir, self._high_watermarks_in(log_dir)) for log_dir in self.log_dirs]
             self._high_watermarks_lock.acquire()
         try:
@@ -872,6 +892,9 @@ class LogManager:
                 self._write_offsets(
                     log_dir, REPLICATION_OFFSET_CHECKPOINT, offsets, new_zeros_wait=True
                 )
+        except BaseException:
+            self._offset_moves.high_watermarks = True
+            raise
         finally:
             self._high_watermarks_lock.release()
 

@@ -145,6 +145,51 @@ def test_shutdown_writes_kafkas_checkpoint_files_and_the_marker(tmp_path: Path) 
     assert not list(d0.glob("*.tmp"))
 
 
+def test_periodic_checkpoints_read_no_log_until_an_offset_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    fill(lm)
+    for topic, partition in (("orders", 0), ("orders", 1)):
+        lm.get_log(topic, partition).flush()
+    lm.checkpoint_high_watermarks()
+    lm.checkpoint_recovery_points()
+    reads: list[str] = []
+    high_watermarks_in, write_recovery_points = lm._high_watermarks_in, lm._write_recovery_points
+    monkeypatch.setattr(
+        lm, "_high_watermarks_in", lambda d: reads.append("hw") or high_watermarks_in(d)
+    )
+    monkeypatch.setattr(
+        lm,
+        "_write_recovery_points",
+        lambda d, **kw: reads.append("rp") or write_recovery_points(d, **kw),
+    )
+    for partition in range(10):  # new logs at 0 move nothing a checkpoint needs
+        lm.get_or_create_log("events", partition)
+    orders1 = lm.get_log("orders", 1)
+    orders1.high_watermark = 4  # the same value again: no move
+    orders1.flush()  # nothing new to flush: no move
+    lm.checkpoint_high_watermarks()
+    lm.checkpoint_recovery_points()
+    assert reads == []
+    append_batches(orders1, 2)
+    orders1.high_watermark = 6
+    lm.checkpoint_high_watermarks()
+    assert reads == ["hw"]
+    assert "orders 1 6\n" in (d0 / REPLICATION_OFFSET_CHECKPOINT).read_text()
+    orders1.flush()
+    lm.checkpoint_recovery_points()
+    assert reads == ["hw", "rp"]
+    assert "orders 1 6\n" in (d0 / RECOVERY_POINT_CHECKPOINT).read_text()
+    # A truncation lowers both: its own recovery-point write at once, then both passes read.
+    lm.get_log("orders", 0).truncate_to(20)
+    lm.checkpoint_high_watermarks()
+    lm.checkpoint_recovery_points()
+    assert reads == ["hw", "rp", "rp", "hw", "rp"]
+    assert "orders 0 20\n" in (d0 / REPLICATION_OFFSET_CHECKPOINT).read_text()
+
+
 def test_reopening_restores_the_offsets_and_consumes_the_marker(
     tmp_path: Path, recovered: list[tuple[str, int]]
 ) -> None:

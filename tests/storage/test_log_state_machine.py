@@ -26,6 +26,7 @@ from storage_helpers import (
 
 from replog.record import read_header
 from replog.storage import Log
+from replog.storage.offset_moves import OffsetMoves
 from replog.testing import ManualClock
 
 CONFIG = small_config(segment_bytes=700, index_interval_bytes=90, retention_ms=-1)
@@ -37,12 +38,20 @@ class LogMachine(RuleBasedStateMachine):
         self.tmp = Path(tempfile.mkdtemp(prefix="replog-sm-"))
         self.clock = ManualClock(T0)
         self.log: Log = open_log(self.tmp / "sm-0", CONFIG, clock=self.clock, fs=NO_SYNC_FS)
+        self.watch_offset_moves()
         self.batches: list[bytes] = []  # every batch not truncated away, in offset order
         self.start = 0
         self.end = 0
         self.hw = 0
         self.epoch = 0
         self.epochs: list[tuple[int, int]] = []  # the leader-epoch cache Kafka would hold
+
+    def watch_offset_moves(self) -> None:
+        """What the log reports moving (a LogManager's periodic checkpoints skip their walk
+        while nothing moved: offset_moves.py), checked against what did move."""
+        self.moves = OffsetMoves()
+        self.log.report_offset_moves_to(self.moves)
+        self.moves_seen = (self.log.high_watermark, self.log.recovery_point)
 
     def teardown(self) -> None:
         self.log.close_without_flush()
@@ -127,6 +136,10 @@ class LogMachine(RuleBasedStateMachine):
         self.hw = min(self.hw, self.end)
         self.epochs_truncated_from_end(self.end)
 
+    @rule()
+    def flush(self) -> None:
+        self.log.flush()
+
     @rule(clean=st.booleans())
     def reopen(self, clean: bool) -> None:
         bases = [s.base_offset for s in self.log.segments()]
@@ -136,6 +149,7 @@ class LogMachine(RuleBasedStateMachine):
         else:
             self.log.close_without_flush()
         self.log = open_log(self.tmp / "sm-0", CONFIG, clock=self.clock, fs=NO_SYNC_FS)
+        self.watch_offset_moves()
         # Recovery assigns epochs newer than the cache's latest: docs/design/storage.md#log-recovery
         if not clean:
             for batch in self.batches:
@@ -182,6 +196,15 @@ class LogMachine(RuleBasedStateMachine):
         assert again == got
 
     # --- invariants ------------------------------------------------------------------------------
+
+    @invariant()
+    def every_offset_move_is_reported(self) -> None:
+        high_watermark, recovery_point = self.log.high_watermark, self.log.recovery_point
+        seen_high_watermark, seen_recovery_point = self.moves_seen
+        assert self.moves.high_watermarks or high_watermark == seen_high_watermark
+        assert self.moves.recovery_points or recovery_point == seen_recovery_point
+        self.moves.high_watermarks = self.moves.recovery_points = False
+        self.moves_seen = (high_watermark, recovery_point)
 
     @invariant()
     def matches_the_model(self) -> None:

@@ -1354,14 +1354,17 @@ class Log:
                     self._persisted_recovery_base = base
 
     def report_offset_moves_to(self, moves: OffsetMoves) -> None:
-        """Tell `moves` of every move of this log's high watermark or recovery point from now
-        on (offset_moves.py); a log manager's logs share one. A log joining at offsets other
-        than 0 is a move of them (a new log's entries at 0 say nothing a checkpoint needs)."""
+        """Tell `moves` of every move of this log's high watermark, recovery point or log start
+        offset from now on (offset_moves.py); a log manager's logs share one. A log joining at
+        offsets other than 0 is a move of them (a new log's entries at 0 say nothing a
+        checkpoint needs)."""
         self._offset_moves = moves
         if self._high_watermark:
             moves.high_watermarks = True
         if self._recovery_point:
             moves.recovery_points = True
+        if self._log_start_offset:
+            moves.log_start_offsets = True
 
     def enable_async_roll_flush(self, on_pending: Callable[[Log], None] | None = None) -> None:
         """Let rolls leave the old segments' fsync to `flush_rolled_segments` (a LogManager

@@ -1,11 +1,11 @@
-"""Whether any high watermark or recovery point of a set of logs moved since a reader last
-looked: lets a log manager's periodic checkpoints skip their walk over every log while nothing
-moved (a broker creating thousands of new, empty logs, or an idle one).
+"""Whether any high watermark, recovery point or log start offset of a set of logs moved since
+a reader last looked: lets a log manager's periodic checkpoints skip their walk over every log
+while nothing moved (a broker creating thousands of new, empty logs, or an idle one).
 
 Rules:
 - A `Log` sets the flag of what it moved, at every change of its high watermark (a truncation
-  and a log start offset's increment among them) or recovery point; the same value again is no
-  move. Setting is one attribute store: appends and fetches pay nothing more.
+  and a log start offset's increment among them), recovery point or log start offset; the same
+  value again is no move. Setting is one attribute store: appends and fetches pay nothing more.
 - A reader clears a flag before it reads the offsets it stands for, under the lock that orders
   it with its other readers, and sets it again if the write that follows fails: a move during
   the read sets it again for the next reader, so no move is ever missed, at worst read twice.
@@ -18,11 +18,10 @@ from __future__ import annotations
 class OffsetMoves:
     """What moved since the last reader cleared it (module Rules)."""
 
-    __slots__ = ("high_watermarks", "recovery_points")
+    __slots__ = ("high_watermarks", "log_start_offsets", "recovery_points")
 
     def __init__(self) -> None:
-        self.high_watermarks = True
-        self.recovery_points = True
+        self.moved_all()
 
     def moved_all(self) -> None:
-        self.high_watermarks = self.recovery_points = True
+        self.high_watermarks = self.recovery_points = self.log_start_offsets = True

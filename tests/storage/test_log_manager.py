@@ -155,8 +155,13 @@ def test_periodic_checkpoints_read_no_log_until_an_offset_moves(
         lm.get_log(topic, partition).flush()
     lm.checkpoint_high_watermarks()
     lm.checkpoint_recovery_points()
+    lm.checkpoint_log_start_offsets()
     reads: list[str] = []
     high_watermarks_in, write_recovery_points = lm._high_watermarks_in, lm._write_recovery_points
+    write_log_start_offsets = lm._write_log_start_offsets
+    monkeypatch.setattr(
+        lm, "_write_log_start_offsets", lambda d: reads.append("lso") or write_log_start_offsets(d)
+    )
     monkeypatch.setattr(
         lm, "_high_watermarks_in", lambda d: reads.append("hw") or high_watermarks_in(d)
     )
@@ -172,6 +177,7 @@ def test_periodic_checkpoints_read_no_log_until_an_offset_moves(
     orders1.flush()  # nothing new to flush: no move
     lm.checkpoint_high_watermarks()
     lm.checkpoint_recovery_points()
+    lm.checkpoint_log_start_offsets()
     assert reads == []
     append_batches(orders1, 2)
     orders1.high_watermark = 6
@@ -188,6 +194,41 @@ def test_periodic_checkpoints_read_no_log_until_an_offset_moves(
     lm.checkpoint_recovery_points()
     assert reads == ["hw", "rp", "rp", "hw", "rp"]
     assert "orders 0 20\n" in (d0 / REPLICATION_OFFSET_CHECKPOINT).read_text()
+    lm.checkpoint_log_start_offsets()  # the truncation moved no log start: read all the same
+    assert reads[-1] == "lso"
+    lm.get_log("orders", 0).increment_log_start_offset(5)
+    lm.checkpoint_log_start_offsets()
+    assert reads[-2:] == ["lso", "lso"]
+    assert "orders 0 5\n" in (d0 / LOG_START_OFFSET_CHECKPOINT).read_text()
+
+
+def test_a_retention_pass_goes_in_steps_and_passes_over_logs_closed_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replog.storage import log_manager
+
+    monkeypatch.setattr(log_manager, "RETENTION_SLICE", 2)
+    clock = ManualClock(T0)
+    config = LogManagerConfig(log=small_config(segment_bytes=1024, retention_ms=1000))
+    lm = LogManager(str(tmp_path / "d0"), config, clock=clock)
+    close_after_test(lm.close_after_failure)
+    logs = [lm.get_or_create_log("orders", partition) for partition in range(5)]
+    for lg in logs:
+        append_batches(lg, 20, timestamp=T0)
+        lg.high_watermark = lg.log_end_offset
+    clock.advance(10_000)
+    rests: list[float] = []
+
+    def rest(seconds: float) -> None:  # the third log goes while the pass rests
+        rests.append(seconds)
+        if len(rests) == 1:
+            lm.delete_log("orders", 2)
+
+    monkeypatch.setattr(log_manager.time, "sleep", rest)
+    assert lm.run_retention() > 0
+    assert rests == [log_manager.SLICE_REST_S] * 2  # 5 logs in steps of 2
+    for partition in (0, 1, 3, 4):
+        assert lm.get_log("orders", partition).log_start_offset == 20
 
 
 def test_reopening_restores_the_offsets_and_consumes_the_marker(

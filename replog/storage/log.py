@@ -201,7 +201,7 @@ class Log:
         self._log_start_offset = log_start_offset
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = max(log_start_offset, min(high_watermark, self._log_end_offset))
-        # Told of every move of the two (a LogManager's, shared by its logs: offset_moves.py).
+        # Told of every move of the three (a LogManager's, shared by its logs: offset_moves.py).
         self._offset_moves = OffsetMoves()
         self._last_flush_ms = clock()
         # Made by `create` in a directory that did not exist: it holds no records, no producer
@@ -340,9 +340,10 @@ class Log:
     @property
     def has_no_retention_to_do(self) -> bool:
         """Whether a retention pass would find nothing to delete because the log is one empty
-        segment (the active segment goes only when it is not empty). Read without the log's
-        lock: an append racing with it only has a pass skip a segment too new to delete."""
-        return len(self._segments) == 1 and self.active_segment.size == 0
+        segment (the active segment goes only when it is not empty). Under the log's lock:
+        `active_segment` may refill the cache a roll is changing."""
+        with self._lock:
+            return len(self._segments) == 1 and self.active_segment.size == 0
 
     @property
     def size_in_bytes(self) -> int:

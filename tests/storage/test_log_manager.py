@@ -218,15 +218,26 @@ def test_a_retention_pass_goes_in_steps_and_passes_over_logs_closed_meanwhile(
         lg.high_watermark = lg.log_end_offset
     clock.advance(10_000)
     rests: list[float] = []
+    lock_free: list[bool] = []
+
+    def try_the_lock() -> None:
+        taken = lm._lock.acquire(False)
+        lock_free.append(taken)
+        if taken:
+            lm._lock.release()
 
     def rest(seconds: float) -> None:  # the third log goes while the pass rests
         rests.append(seconds)
+        other = threading.Thread(target=try_the_lock)
+        other.start()
+        other.join()
         if len(rests) == 1:
             lm.delete_log("orders", 2)
 
     monkeypatch.setattr(log_manager.time, "sleep", rest)
-    assert lm.run_retention() > 0
+    lm.run_due_tasks(now_ms=10**15)  # the task thread's pass, every task due
     assert rests == [log_manager.SLICE_REST_S] * 2  # 5 logs in steps of 2
+    assert lock_free == [True, True]  # the manager's lock let go while it rests
     for partition in (0, 1, 3, 4):
         assert lm.get_log("orders", partition).log_start_offset == 20
 

@@ -51,7 +51,8 @@ class LogMachine(RuleBasedStateMachine):
         while nothing moved: offset_moves.py), checked against what did move."""
         self.moves = OffsetMoves()
         self.log.report_offset_moves_to(self.moves)
-        self.moves_seen = (self.log.high_watermark, self.log.recovery_point)
+        log = self.log
+        self.moves_seen = (log.high_watermark, log.recovery_point, log.log_start_offset)
 
     def teardown(self) -> None:
         self.log.close_without_flush()
@@ -199,12 +200,15 @@ class LogMachine(RuleBasedStateMachine):
 
     @invariant()
     def every_offset_move_is_reported(self) -> None:
-        high_watermark, recovery_point = self.log.high_watermark, self.log.recovery_point
-        seen_high_watermark, seen_recovery_point = self.moves_seen
-        assert self.moves.high_watermarks or high_watermark == seen_high_watermark
-        assert self.moves.recovery_points or recovery_point == seen_recovery_point
-        self.moves.high_watermarks = self.moves.recovery_points = False
-        self.moves_seen = (high_watermark, recovery_point)
+        log = self.log
+        now = (log.high_watermark, log.recovery_point, log.log_start_offset)
+        seen_high_watermark, seen_recovery_point, seen_start = self.moves_seen
+        assert self.moves.high_watermarks or now[0] == seen_high_watermark
+        assert self.moves.recovery_points or now[1] == seen_recovery_point
+        assert self.moves.log_start_offsets or now[2] == seen_start
+        moves = self.moves
+        moves.high_watermarks = moves.recovery_points = moves.log_start_offsets = False
+        self.moves_seen = now
 
     @invariant()
     def matches_the_model(self) -> None:

@@ -866,16 +866,10 @@ class LogManager:
     def checkpoint_recovery_points(self) -> None:
         """Write each log dir's recovery-point checkpoint (unless unchanged), walking the logs
         only if a recovery point moved since the last pass (`OffsetMoves`)."""
-        with self._lock:
-            if not self._offset_moves.recovery_points:
-                return
-            self._offset_moves.recovery_points = False
-            try:
+        with self._lock, self._offset_moves.taken("recovery_points") as moved:
+            if moved:
                 for log_dir in self.log_dirs:
                     self._write_recovery_points(log_dir, new_zeros_wait=True)
-            except BaseException:
-                self._offset_moves.recovery_points = True
-                raise
 
     def checkpoint_high_watermarks(self) -> None:
         """Write each log dir's high-watermark checkpoint (unless unchanged). The offsets are
@@ -888,36 +882,27 @@ class LogManager:
         read unless a high watermark moved since the last pass (`OffsetMoves`): a creation of
         thousands of logs moves none, and the walk took 7-25 ms of the GIL every 5 s at
         33,000 logs."""
-        with self._lock:
-            if not self._offset_moves.high_watermarks:
+        with self._offset_moves.taken("high_watermarks") as moved:
+            if not moved:
                 return
-            self._offset_moves.high_watermarks = False
-            taken = [(log_dir, self._high_watermarks_in(log_dir)) for log_dir in self.log_dirs]
-            self._high_watermarks_lock.acquire()
-        try:
-            for log_dir, offsets in taken:
-                self._write_offsets(
-                    log_dir, REPLICATION_OFFSET_CHECKPOINT, offsets, new_zeros_wait=True
-                )
-        except BaseException:
-            self._offset_moves.high_watermarks = True
-            raise
-        finally:
-            self._high_watermarks_lock.release()
+            with self._lock:
+                taken = [(d, self._high_watermarks_in(d)) for d in self.log_dirs]
+                self._high_watermarks_lock.acquire()
+            try:
+                for log_dir, offsets in taken:
+                    self._write_offsets(
+                        log_dir, REPLICATION_OFFSET_CHECKPOINT, offsets, new_zeros_wait=True
+                    )
+            finally:
+                self._high_watermarks_lock.release()
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write each log dir's log-start checkpoint (unless unchanged), walking the logs only
         if a log start offset moved since the last pass (`OffsetMoves`)."""
-        with self._lock:
-            if not self._offset_moves.log_start_offsets:
-                return
-            self._offset_moves.log_start_offsets = False
-            try:
+        with self._lock, self._offset_moves.taken("log_start_offsets") as moved:
+            if moved:
                 for log_dir in self.log_dirs:
                     self._write_log_start_offsets(log_dir)
-            except BaseException:
-                self._offset_moves.log_start_offsets = True
-                raise
 
     # --- background tasks ---------------------------------------------------------------------
 

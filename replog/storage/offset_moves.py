@@ -6,13 +6,19 @@ Rules:
 - A `Log` sets the flag of what it moved, at every change of its high watermark (a truncation
   and a log start offset's increment among them), recovery point or log start offset; the same
   value again is no move. Setting is one attribute store: appends and fetches pay nothing more.
-- A reader clears a flag before it reads the offsets it stands for, under the lock that orders
-  it with its other readers, and sets it again if the write that follows fails: a move during
-  the read sets it again for the next reader, so no move is ever missed, at worst read twice.
+- A reader takes a flag (`taken`): cleared before it reads the offsets it stands for, and set
+  again if the read or the write that follows fails. A move during the read sets it again for
+  the next reader, so no move is ever missed, at worst read twice.
 - A new flag says moved: the first reader reads everything.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+Kind = Literal["high_watermarks", "log_start_offsets", "recovery_points"]
 
 
 class OffsetMoves:
@@ -25,3 +31,16 @@ class OffsetMoves:
 
     def moved_all(self) -> None:
         self.high_watermarks = self.recovery_points = self.log_start_offsets = True
+
+    @contextmanager
+    def taken(self, kind: Kind) -> Iterator[bool]:
+        """Whether `kind` moved since the last reader took it, cleared for the block, which
+        reads and writes the offsets if so; up again if the block fails (module Rules)."""
+        moved: bool = getattr(self, kind)
+        setattr(self, kind, False)
+        try:
+            yield moved
+        except BaseException:
+            if moved:
+                setattr(self, kind, True)
+            raise

@@ -116,6 +116,16 @@ EOF
   done
 }
 
+random_cluster_id() {
+  # StorageTool logs to stdout through log4j before it prints the id: keep only the id, a
+  # Kafka Uuid (22 characters of URL-safe base64), or every tool would print a two-line ClusterId.
+  local said id
+  said="$("${JAVA[@]}" kafka.tools.StorageTool random-uuid)" || die "StorageTool random-uuid failed: $said"
+  id="$(printf '%s\n' "$said" | grep -E '^[A-Za-z0-9_-]{22}$' | tail -n 1)"
+  [[ -n "$id" ]] || die "StorageTool random-uuid printed no cluster id: $said"
+  echo "$id"
+}
+
 pid_of() { cat "$KAFKA_CLUSTER_DIR/node-$1/node.pid" 2>/dev/null || true; }
 
 alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; }
@@ -136,7 +146,7 @@ start() {
   write_configs
   java_cmd
   local cluster_id
-  cluster_id="$("${JAVA[@]}" kafka.tools.StorageTool random-uuid)"
+  cluster_id="$(random_cluster_id)"
   for i in $(seq 1 $NODES); do
     "${JAVA[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
       -c "$KAFKA_CLUSTER_DIR/node-$i/server.properties" >"$KAFKA_CLUSTER_DIR/node-$i/format.log" \

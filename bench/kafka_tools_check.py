@@ -207,34 +207,39 @@ def verifiable_consumer(
 
 def run(libs: Path, base_port: int, records: int, work: Path) -> list[Check]:
     with running_cluster(str(work / "cluster"), base_port) as grpc_bootstrap:
-        for topic in ("perf", "verifiable"):
-            create_topic(grpc_bootstrap, topic, PARTITIONS)
         bootstrap = ",".join(f"127.0.0.1:{base_port + KAFKA_PORT_OFFSET + i}" for i in range(3))
-        checks = [producer_perf(libs, bootstrap, records)]
-        checks.append(consumer_perf(libs, bootstrap, records))
-        verifiable = max(records // 10, 100)
-        checks.append(verifiable_producer(libs, bootstrap, verifiable))
-        checks.append(
-            verifiable_consumer(
-                libs,
-                bootstrap,
-                verifiable,
-                "verifiable-group",
-                "kafka-verifiable-consumer (classic group)",
-            )
+        return checks_on(libs, grpc_bootstrap, bootstrap, records)
+
+
+def checks_on(libs: Path, grpc_bootstrap: str, bootstrap: str, records: int) -> list[Check]:
+    """Every check against a running cluster (its topics `perf` and `verifiable` made here)."""
+    for topic in ("perf", "verifiable"):
+        create_topic(grpc_bootstrap, topic, PARTITIONS)
+    checks = [producer_perf(libs, bootstrap, records)]
+    checks.append(consumer_perf(libs, bootstrap, records))
+    verifiable = max(records // 10, 100)
+    checks.append(verifiable_producer(libs, bootstrap, verifiable))
+    checks.append(
+        verifiable_consumer(
+            libs,
+            bootstrap,
+            verifiable,
+            "verifiable-group",
+            "kafka-verifiable-consumer (classic group)",
         )
-        checks.append(
-            verifiable_consumer(
-                libs,
-                bootstrap,
-                verifiable,
-                "kip-848-group",
-                "kafka-verifiable-consumer --group-protocol consumer",
-                "--group-protocol",
-                "consumer",
-            )
+    )
+    checks.append(
+        verifiable_consumer(
+            libs,
+            bootstrap,
+            verifiable,
+            "kip-848-group",
+            "kafka-verifiable-consumer --group-protocol consumer",
+            "--group-protocol",
+            "consumer",
         )
-        return checks
+    )
+    return checks
 
 
 def main(argv: Sequence[str] | None = None) -> int:

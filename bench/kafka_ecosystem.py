@@ -1,0 +1,159 @@
+"""Kafka's own programs against replog: the compatibility matrix of docs/kafka-protocol.md.
+
+Fetches Apache Kafka 4.4's jars (Maven, through `bench/kafka/kafka.sh fetch`) and franz-go's
+module (the Go module proxy; its `pkg/kgo` tests built once into a binary), starts local 3-node
+replog clusters in a temporary directory, and runs:
+
+- Kafka's command-line tools, one row per operation (`bench/kafka_tools_matrix.py`);
+- Kafka's perf and verifiable producers and consumers (`bench/kafka_tools_check.py`);
+- franz-go's integration tests, on a cluster of their own (`bench/franz_go_check.py`).
+
+It prints each table in Markdown (`--markdown FILE` also writes them there) and exits 1 when
+anything failed that is not explained by a feature of the "not built" list
+(docs/not-built.md), which is named in the row.
+
+    .venv/bin/python bench/kafka_ecosystem.py [--only tools|franz-go] [--base-port 23300]
+
+Bench only: it needs Java, Maven and Go (CI never runs it). The franz-go run takes 10-20
+minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import franz_go_check
+import kafka_tools_check
+import kafka_tools_matrix
+from replog_cli import KAFKA_PORT_OFFSET, replog_cli, running_cluster
+
+
+def controller_listeners(data_dir: str) -> str:
+    """The cluster's Kafka-protocol controller listeners, as `replog cluster status --json`
+    names them ("" when it names none)."""
+    status = json.loads(replog_cli("cluster", "status", "--data-dir", data_dir, "--json"))
+    found = [
+        node.get("kafka_controller")
+        for node in status["nodes"]
+        if "controller" in node.get("roles", ())
+    ]
+    return ",".join(address for address in found if address)
+
+
+def segment_finder(data_dir: str) -> Callable[[str, int], Path]:
+    def first_segment(topic: str, node_id: int) -> Path:
+        partition_dir = Path(data_dir) / f"node-{node_id}" / "data" / f"{topic}-0"
+        return min(partition_dir.glob("*.log"))
+
+    return first_segment
+
+
+def tools_rows(libs: Path, base_port: int, records: int, work: Path) -> tuple[list[str], bool]:
+    data_dir = str(work / "tools-cluster")
+    bootstrap = ",".join(f"127.0.0.1:{base_port + KAFKA_PORT_OFFSET + i}" for i in range(3))
+    rows = ["| tool | operation | result |", "| --- | --- | --- |"]
+    all_ok = True
+    with running_cluster(data_dir, base_port) as grpc_bootstrap:
+        for check in kafka_tools_check.checks_on(libs, grpc_bootstrap, bootstrap, records):
+            tool, _, operation = check.tool.partition(" ")
+            rows.append(row(tool, operation or "run", check.ok, check.said, None))
+            all_ok &= check.ok
+            print(rows[-1], flush=True)
+        cluster = kafka_tools_matrix.Cluster(
+            libs=libs,
+            bootstrap=bootstrap,
+            controllers=controller_listeners(data_dir),
+            work=work,
+            stop_node=lambda node_id: print(
+                replog_cli("cluster", "kill", str(node_id), "--data-dir", data_dir), end=""
+            ),
+            segment_file=segment_finder(data_dir),
+        )
+        for operation in kafka_tools_matrix.operations():
+            try:
+                ok, said = operation.run(cluster)
+            except Exception as failure:  # a row that raised is a failed row, not a stop
+                ok, said = False, f"{type(failure).__name__}: {failure}"
+            rows.append(row(operation.tool, operation.operation, ok, said, operation.needs))
+            all_ok &= ok or operation.needs is not None
+            print(rows[-1], flush=True)
+    return rows, all_ok
+
+
+def franz_go_rows(base_port: int, work: Path) -> tuple[list[str], bool]:
+    source, binary = franz_go_check.fetch_and_build()
+    data_dir = str(work / "franz-go-cluster")
+    seeds = ",".join(f"127.0.0.1:{base_port + KAFKA_PORT_OFFSET + i}" for i in range(3))
+    log = work / "franz-go.log"
+    with running_cluster(data_dir, base_port, "--override", "group.initial.rebalance.delay.ms=0"):
+        results = franz_go_check.run(binary, source, seeds, log)
+    shutil.copy(log, Path(tempfile.gettempdir()) / "replog-franz-go.log")
+    rows = [f"| franz-go {franz_go_check.VERSION} test | result |", "| --- | --- |"]
+    all_ok = True
+    for result in results:
+        ok = result.outcome == "PASS"
+        verdict = result.outcome.lower() if not result.said else f"{result.outcome.lower()}: "
+        if result.said:
+            verdict += result.said
+        if result.needs is not None and not ok:
+            verdict = f"needs {result.needs} (not built): {verdict}"
+        rows.append(f"| {result.name} | {escape(verdict)} |")
+        all_ok &= ok or result.needs is not None
+    passed = sum(r.outcome == "PASS" for r in results)
+    rows.append(f"| {passed} of {len(results)} passed | |")
+    return rows, all_ok
+
+
+def row(tool: str, operation: str, ok: bool, said: str, needs: str | None) -> str:
+    if ok:
+        result = "ok" + (f": {said}" if said else "")
+    elif needs is not None:
+        result = f"needs {needs} (not built): {said}"
+    else:
+        result = f"FAIL: {said}"
+    return f"| {tool} | {escape(operation)} | {escape(result)} |"
+
+
+def escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")[:400]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=("tools", "franz-go"))
+    parser.add_argument("--base-port", type=int, default=23300)
+    parser.add_argument("--records", type=int, default=20_000, help="for the perf tools")
+    parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    args = parser.parse_args(argv)
+    for program in ("java", "go"):
+        if shutil.which(program) is None:
+            print(f"kafka_ecosystem: needs {program} on PATH", file=sys.stderr)
+            return 1
+    tables: list[list[str]] = []
+    all_ok = True
+    with tempfile.TemporaryDirectory(prefix="replog-kafka-ecosystem-") as scratch:
+        work = Path(scratch)
+        if args.only in (None, "tools"):
+            libs = kafka_tools_check.kafka_libs()
+            rows, ok = tools_rows(libs, args.base_port, args.records, work)
+            tables.append(rows)
+            all_ok &= ok
+        if args.only in (None, "franz-go"):
+            rows, ok = franz_go_rows(args.base_port + 10, work)
+            tables.append(rows)
+            all_ok &= ok
+    text = "\n\n".join("\n".join(rows) for rows in tables) + "\n"
+    print(text)
+    if args.markdown is not None:
+        args.markdown.write_text(text)
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

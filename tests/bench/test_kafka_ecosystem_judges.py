@@ -1,0 +1,64 @@
+"""The pure parts of bench/kafka_ecosystem.py: how a tool's output and franz-go's are judged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.bench.bench_script import load_bench_script
+
+franz_go = load_bench_script("franz_go_check.py", "franz_go_check")
+matrix = load_bench_script("kafka_tools_matrix.py", "kafka_tools_matrix")
+
+GO_OUTPUT = """\
+=== RUN   TestGroupETL
+=== PAUSE TestGroupETL
+=== RUN   TestTxnEtl
+    txn_test.go:40: unable to init: UNSUPPORTED_VERSION
+--- FAIL: TestTxnEtl (0.52s)
+=== RUN   TestSCRAMAuth
+    client_test.go:294: KGO_TEST_SCRAM_SEEDS or KGO_TEST_SCRAM not set, skipping SCRAM test
+--- SKIP: TestSCRAMAuth (0.00s)
+=== CONT  TestGroupETL
+--- PASS: TestGroupETL (12.01s)
+FAIL
+"""
+
+
+def test_franz_go_outcomes_reasons_and_needs() -> None:
+    names = ["TestGroupETL", "TestTxnEtl", "TestSCRAMAuth", "TestPing"]
+    results = {r.name: r for r in franz_go.judge(names, GO_OUTPUT)}
+    assert results["TestGroupETL"].outcome == "PASS"
+    assert results["TestGroupETL"].said == ""
+    assert results["TestTxnEtl"].outcome == "FAIL"
+    assert "UNSUPPORTED_VERSION" in results["TestTxnEtl"].said
+    assert results["TestTxnEtl"].needs == "transactions"
+    assert results["TestSCRAMAuth"].outcome == "SKIP"
+    assert results["TestSCRAMAuth"].needs == "SASL"
+    assert results["TestPing"].outcome == "NOT RUN"
+    assert results["TestPing"].needs is None
+
+
+def test_integration_tests_are_those_that_reach_a_broker(tmp_path: Path) -> None:
+    kgo = tmp_path / "pkg" / "kgo"
+    kgo.mkdir(parents=True)
+    (kgo / "a_test.go").write_text(
+        "package kgo\n\n"
+        "func TestUnit(t *testing.T) {\n\tif 1 != 1 {\n\t\tt.Fatal()\n\t}\n}\n\n"
+        "func TestBroker(t *testing.T) {\n\tcl, _ := newTestClient()\n\tdefer cl.Close()\n}\n\n"
+        "func helper() { tmpTopic(nil) }\n"
+    )
+    assert franz_go.integration_tests(tmp_path) == ["TestBroker"]
+
+
+def test_a_tool_that_prints_an_error_and_exits_0_fails() -> None:
+    ok, why = matrix.clean(matrix.Said(0, "TOPIC PARTITION STATUS\n", "Error: UNSUPPORTED_VERSION"))
+    assert not ok
+    assert "UNSUPPORTED_VERSION" in why
+
+
+def test_a_tool_must_print_what_is_expected() -> None:
+    assert matrix.clean(matrix.Said(0, "Created topic tools.\n", ""), r"Created topic")[0]
+    ok, why = matrix.clean(matrix.Said(0, "nothing\n", ""), r"Created topic")
+    assert not ok
+    assert "Created topic" in why
+    assert not matrix.clean(matrix.Said(1, "Created topic tools.\n", ""), r"Created topic")[0]

@@ -41,7 +41,7 @@ LEVELS: dict[str, int] = {
 OFF = "OFF"
 _OPERATIONS = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("replog.server.kafka")
 
 
 def kafka_level(level: int) -> str:

@@ -5,7 +5,10 @@ broker service:
   each answer Kafka's response, entry by entry in request order; an unreachable controller is
   every entry's error, and so is an error of the whole request;
 - what the controller cannot express is refused per entry without forwarding (a config resource
-  type other than topic or broker, a null topic config in CreateTopics);
+  type replog does not serve, alone or next to served ones; a null topic config in
+  CreateTopics);
+- BROKER_LOGGER resources are this node's loggers, described and altered here with Kafka's
+  errors, never forwarded; the legacy AlterConfigs refuses them;
 - AlterConfigs replaces a resource's configs: the keys set in the image and not given are
   deleted;
 - DescribeCluster lists brokers at the listener the client came through, fenced ones only when

@@ -459,22 +459,16 @@ async def test_a_request_of_unserved_resource_types_only_answers_each_with_its_e
         (0, INVALID_REQUEST),
     ]
     assert "config resource type 16 is not supported" in described.results[0].error_message
-    legacy = await answer(
-        apis,
-        ac.AlterConfigsRequest(
-            resources=[ac.AlterConfigsResource(resource_type=16, resource_name="m")]
-        ),
-        min(version, 2),
-    )
-    assert [r.error_code for r in legacy.responses] == [INVALID_REQUEST]
+    unserved = [ac.AlterConfigsResource(resource_type=16, resource_name="m")]
+    legacy = await answer(apis, ac.AlterConfigsRequest(resources=unserved), min(version, 2))
+    incremental_unserved = [iac.AlterConfigsResource(resource_type=16, resource_name="m")]
     incremental = await answer(
-        apis,
-        iac.IncrementalAlterConfigsRequest(
-            resources=[iac.AlterConfigsResource(resource_type=16, resource_name="m")]
-        ),
-        min(version, 1),
+        apis, iac.IncrementalAlterConfigsRequest(resources=incremental_unserved), min(version, 1)
     )
-    assert [r.error_code for r in incremental.responses] == [INVALID_REQUEST]
+    assert [r.error_code for r in (*legacy.responses, *incremental.responses)] == [
+        INVALID_REQUEST,
+        INVALID_REQUEST,
+    ]
     assert controller.sent == []
 
 

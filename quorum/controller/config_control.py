@@ -18,6 +18,8 @@ Rules (Kafka's ConfigurationControlManager):
   and the records of the valid ones are written together, in one atomic batch.
 - Operations: SET and DELETE for every key; APPEND and SUBTRACT for list keys
   (`cleanup.policy`), which add or remove items of the current value (or its default).
+  DELETE of a key not set is a no-op, an unknown key's too (Kafka's tools clear keys such as
+  the replication throttles whatever the broker knows); SET of an unknown key is refused.
 - A read-only broker key (`ConfigDefinition.dynamic` False: `replica.lag.time.max.ms`,
   `auto.leader.rebalance.enable`, ...) is read only from server.properties: setting it is
   INVALID_REQUEST naming it ("cannot update these configs dynamically", Kafka's answer, which
@@ -303,10 +305,12 @@ class ConfigControl:
                     f"{_describe(resource)}: config {op.name} appears more than once"
                 )
             seen.add(op.name)
-            definition = self._definition(resource, op.name)
             if op.op is AlterConfigOpType.DELETE:
+                # Any key, known or not: Kafka writes nothing for a key not set, and its tools
+                # clear keys this resource may not have (the replication throttles).
                 updated.pop(op.name, None)
                 continue
+            definition = self._definition(resource, op.name)
             if op.value is None:
                 raise InvalidConfigError(
                     f"{_describe(resource)}: {op.op.name} of config {op.name} needs a value"

@@ -12,9 +12,13 @@ Rules:
   changes. A controller that cannot be reached within `controller.quorum.request.timeout.ms`
   is REQUEST_TIMED_OUT for every entry; an error of the whole request (a policy violation, a
   duplicate resource) is every entry's error.
+- BROKER_LOGGER (8) resources are this node's own loggers, described and altered here
+  (`runtime_loggers`), never forwarded: Kafka's brokers answer them locally too. The legacy
+  AlterConfigs refuses them with INVALID_REQUEST, as Kafka does.
 - What the controller's protocol cannot say is refused here, per entry, without forwarding:
-  a config resource type other than TOPIC (2) or BROKER (4) is INVALID_REQUEST; a topic config
-  with a null value in CreateTopics is INVALID_CONFIG (Kafka's rule).
+  a config resource type other than TOPIC (2), BROKER (4), GROUP (32) or BROKER_LOGGER (8) is
+  INVALID_REQUEST, alone or next to served ones; a topic config with a null value in
+  CreateTopics is INVALID_CONFIG (Kafka's rule).
 - AlterConfigs (the legacy, whole-resource form) replaces the resource's dynamic configs: it
   becomes an IncrementalAlterConfigs that sets every key given (a null value deletes it) and
   deletes every other key set on the resource in this broker's metadata image.
@@ -105,6 +109,7 @@ from replog.server.broker_metadata import listener_endpoint
 from replog.server.broker_service import BrokerService
 from replog.server.controller_calls import Stub
 from replog.server.kafka_apis import KafkaCall, error_code, per_topic
+from replog.server.runtime_loggers import BROKER_LOGGER, RuntimeLoggers
 from replog.wire.broker_codec import error_from_proto
 
 CREATE_TOPICS = 19
@@ -155,6 +160,7 @@ CONFIG_SOURCES = {
     "DYNAMIC_DEFAULT_BROKER_CONFIG": 3,
     "STATIC_BROKER_CONFIG": 4,
     "DEFAULT_CONFIG": 5,
+    "DYNAMIC_BROKER_LOGGER_CONFIG": 6,
     "GROUP_CONFIG": 8,
 }
 CONFIG_TYPES = {
@@ -186,8 +192,10 @@ class KafkaAdminApis:
         forward: ForwardToController | None = None,
         broker_service: BrokerService | None = None,
         describe_producers: Callable[[str, int], Sequence[ProducerEntry]] | None = None,
+        loggers: RuntimeLoggers | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self._loggers = loggers if loggers is not None else RuntimeLoggers(broker_id)
         self._cluster_id = cluster_id
         self._image = image
         self._controller_id = controller_id
@@ -377,6 +385,11 @@ class KafkaAdminApis:
         self, request: DescribeConfigsRequest
     ) -> dcfr.DescribeConfigsResponse:
         resources = [(r.resource_type, r.resource_name) for r in request.resources]
+        local = {
+            i: self._describe_loggers(r.resource_name, r.configuration_keys)
+            for i, r in enumerate(request.resources)
+            if r.resource_type == BROKER_LOGGER
+        }
         known = [i for i, r in enumerate(resources) if _config_resource(*r) is not None]
         answer, failure = None, None
         if known:
@@ -403,6 +416,8 @@ class KafkaAdminApis:
                 if error is None
                 else []
             )
+            if index in local:
+                error, configs = local[index]
             results.append(
                 dcfr.DescribeConfigsResult(
                     error_code=error_code(error),
@@ -413,6 +428,27 @@ class KafkaAdminApis:
                 )
             )
         return dcfr.DescribeConfigsResponse(results=results)
+
+    def _describe_loggers(
+        self, resource_name: str, keys: Sequence[str] | None
+    ) -> tuple[KafkaError | None, list[dcfr.DescribeConfigsResourceResult]]:
+        """This node's loggers as Kafka describes a BROKER_LOGGER resource (source
+        DYNAMIC_BROKER_LOGGER_CONFIG, no synonyms), or the error."""
+        try:
+            loggers = self._loggers.describe(resource_name, keys)
+        except KafkaError as error:
+            return error, []
+        return None, [
+            dcfr.DescribeConfigsResourceResult(
+                name=name,
+                value=level,
+                read_only=False,
+                config_source=CONFIG_SOURCES["DYNAMIC_BROKER_LOGGER_CONFIG"],
+                is_sensitive=False,
+                synonyms=[],
+            )
+            for name, level in loggers
+        ]
 
     async def alter_configs(self, request: AlterConfigsRequest) -> acr.AlterConfigsResponse:
         """The whole-resource form (module docstring): every key given is set (a null value
@@ -447,10 +483,28 @@ class KafkaAdminApis:
             )
             for r in request.resources
         ]
-        outcome = await self._alter(changes, request.validate_only)
+        local = [i for i, (kind, _, _) in enumerate(changes) if kind == BROKER_LOGGER]
+        outcome = await self._alter(
+            [c for i, c in enumerate(changes) if i not in local], request.validate_only
+        )
+        for i in local:
+            _, name, operations = changes[i]
+            outcome.insert(i, self._alter_loggers(name, operations, request.validate_only))
         return iacr.IncrementalAlterConfigsResponse(
             responses=_per_resource(iacr.AlterConfigsResourceResponse, changes, outcome)
         )
+
+    def _alter_loggers(
+        self,
+        resource_name: str,
+        operations: Sequence[tuple[str, int, str | None]],
+        validate_only: bool,
+    ) -> KafkaError | None:
+        try:
+            self._loggers.alter(resource_name, operations, validate_only)
+        except KafkaError as error:
+            return error
+        return None
 
     async def _alter(
         self,
@@ -809,7 +863,10 @@ def transactions_unsupported(body: Message, version: int) -> Message:
 
 def _results(answer: Any, field: str, count: int, failure: KafkaError | None) -> list[Any]:
     """The controller's `count` per-entry results (request order), or `failure` for each; a
-    controller that answered another number of entries is UNKNOWN_SERVER_ERROR for each."""
+    controller that answered another number of entries is UNKNOWN_SERVER_ERROR for each. No
+    entries when none were forwarded (then there is no answer)."""
+    if count == 0:
+        return []
     if failure is not None:
         return [failure] * count
     results = list(getattr(answer, field))
@@ -870,9 +927,15 @@ def _config_resource(resource_type: int, resource_name: str) -> ConfigResource |
 
 
 def _unknown_resource_type(resource_type: int) -> KafkaError:
+    if resource_type == BROKER_LOGGER:
+        return InvalidRequestError(
+            f"config resource type BROKER_LOGGER ({BROKER_LOGGER}) is altered by "
+            "IncrementalAlterConfigs only, as Kafka's brokers refuse it in AlterConfigs"
+        )
+    served = [f"{t.name} ({int(t)})" for t in ConfigResourceType]
     return InvalidRequestError(
         f"config resource type {resource_type} is not supported: only "
-        + ", ".join(f"{t.name} ({int(t)})" for t in ConfigResourceType)
+        + ", ".join([*served, f"BROKER_LOGGER ({BROKER_LOGGER})"])
     )
 
 

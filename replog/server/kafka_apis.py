@@ -12,7 +12,8 @@ Rules:
 - Metadata is the broker's view of its image (`broker_metadata.metadata_view_from_image`, the
   same view the gRPC Broker service answers from): unfenced brokers only, a partition without a
   leader LEADER_NOT_AVAILABLE, a topic asked for and absent UNKNOWN_TOPIC_OR_PARTITION (topics
-  are never created automatically), one asked for by an unknown id UNKNOWN_TOPIC_ID.
+  are never created automatically), one asked for by an unknown id UNKNOWN_TOPIC_ID. A topic
+  with a non-zero id is asked for by that id, whatever its name ("" from Kafka's Java client).
 - Brokers are advertised with their endpoint of the listener name the client connected through
   (Kafka's rule); a broker that registered no such endpoint is left out, and a partition whose
   leader is such a broker has leader -1 and LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE.
@@ -267,7 +268,9 @@ class KafkaApis:
         else:
             names = []
             for wanted in request.topics:
-                if wanted.name is not None:
+                # A topic id names the topic whatever the name next to it (Kafka's Java admin
+                # client sends "" with an id), as Kafka reads the request.
+                if wanted.topic_id == ZERO_UUID and wanted.name is not None:
                     names.append(wanted.name)
                     continue
                 topic = image.topics.by_id.get(wanted.topic_id)

@@ -163,6 +163,27 @@ def test_set_and_delete(configs: ConfigControl) -> None:
     assert configs.resources() == []
 
 
+@pytest.mark.parametrize("resource", [TOPIC, broker_resource(1), broker_resource()])
+def test_deleting_an_unknown_key_is_a_no_op_and_setting_one_is_refused(
+    configs: ConfigControl, resource: ConfigResource
+) -> None:
+    """Kafka's tools clear keys replog may not know (`kafka-reassign-partitions --verify`
+    deletes the replication throttles): Kafka writes nothing for a delete of a key not set."""
+    known = "retention.ms" if resource is TOPIC else "log.retention.ms"
+    alter(configs, {resource: [AlterConfigOp(known, SET, "1000")]})
+    unknown = AlterConfigOp("no.such.config", DELETE)
+    result = configs.incremental_alter_configs(
+        {resource: [unknown]}, topic_exists=lambda _: True, registered_brokers=lambda: (1,)
+    )
+    assert result.response == {resource: None} and list(result.records) == []
+    outcome = alter(configs, {resource: [unknown, AlterConfigOp(known, DELETE)]})
+    assert outcome == {resource: None}
+    assert configs.describe(resource) == {}
+    refused = alter(configs, {resource: [AlterConfigOp("no.such.config", SET, "1")]})[resource]
+    assert isinstance(refused, InvalidConfigError)
+    assert "unknown config 'no.such.config'" in str(refused)
+
+
 def test_append_and_subtract_work_on_lists_only(configs: ConfigControl) -> None:
     alter(configs, {TOPIC: [AlterConfigOp("cleanup.policy", APPEND, "compact")]})
     assert configs.describe(TOPIC) == {"cleanup.policy": "delete,compact"}

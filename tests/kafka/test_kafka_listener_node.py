@@ -10,7 +10,10 @@ gRPC one, driven by kafka-python and by raw sockets:
   reads every record back through the listener, from the beginning and from an offset (Fetch);
 - Produce requests pipelined on one connection are appended and answered in the order sent, and
   OffsetForLeaderEpoch finds where the current epoch ends;
-- an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and is not created;
+- an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and is not created; a topic id next to the
+  name "" is a lookup by id;
+- the node's loggers are described and a level set through BROKER_LOGGER; a config resource
+  type not served is answered with its error, alone or next to a served one;
 - ApiVersions at a version above the served range is answered UNSUPPORTED_VERSION (v0 body);
 - garbage, a negative size, an oversize frame, an unknown API key, an unsupported version and a
   frame cut short by the client's going away each close only their own connection, with one
@@ -36,6 +39,15 @@ from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.api_versions_response import ApiVersionsResponse
+from replog.kafka.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
+from replog.kafka.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.kafka.messages.offset_for_leader_epoch_request import (
@@ -237,6 +249,58 @@ def test_an_unknown_topic_is_unknown_and_not_created(node: RunningNode) -> None:
         assert isinstance(body, MetadataResponse)
         (topic,) = body.topics
         assert (topic.name, topic.error_code, topic.partitions) == ("nope", 3, [])
+
+
+def ask(node: RunningNode, body: Any, version: int) -> Any:
+    """`body` at `version` on a connection of its own: the answer's body."""
+    header = RequestHeader(
+        request_api_key=body.API_KEY, request_api_version=version, correlation_id=11
+    )
+    with raw(node) as sock:
+        sock.sendall(encode_request(header, body))
+        _, answer = decode_response(read_frame(sock), body.API_KEY, version)
+    return answer
+
+
+def test_a_topic_id_with_an_empty_name_and_the_nodes_loggers_are_served(
+    node: RunningNode,
+) -> None:
+    """What Kafka's Java tools send: Metadata by id with the name "" (`kafka-topics --describe
+    --topic-id`), BROKER_LOGGER described and set (`kafka-configs --entity-type
+    broker-loggers`), and a config resource type not served, answered rather than closing the
+    connection."""
+    create_topic(node, "orders", 1)
+    wait_serving(node)
+    (by_name,) = ask(node, MetadataRequest(topics=[MetadataRequestTopic(name="orders")]), 12).topics
+    (by_id,) = ask(
+        node, MetadataRequest(topics=[MetadataRequestTopic(name="", topic_id=by_name.topic_id)]), 12
+    ).topics
+    assert (by_id.name, by_id.topic_id, by_id.error_code) == ("orders", by_name.topic_id, 0)
+
+    def loggers() -> dict[str, str]:
+        (result,) = ask(
+            node,
+            DescribeConfigsRequest(
+                resources=[DescribeConfigsResource(resource_type=8, resource_name="1")]
+            ),
+            4,
+        ).results
+        assert result.error_code == 0, result.error_message
+        return {c.name: c.value for c in result.configs}
+
+    assert loggers()["replog.server.kafka"] == "INFO"
+    set_debug = AlterConfigsResource(
+        resource_type=8,
+        resource_name="1",
+        configs=[AlterableConfig(name="replog.server.kafka", config_operation=0, value="DEBUG")],
+    )
+    unserved = AlterConfigsResource(resource_type=16, resource_name="metrics")
+    answered = ask(node, IncrementalAlterConfigsRequest(resources=[set_debug, unserved]), 1)
+    assert [(r.resource_type, r.error_code) for r in answered.responses] == [(8, 0), (16, 42)]
+    assert loggers()["replog.server.kafka"] == "DEBUG"
+    assert "Updated the log level of replog.server.kafka to DEBUG" in node.log_text()
+    (alone,) = ask(node, IncrementalAlterConfigsRequest(resources=[unserved]), 1).responses
+    assert alone.error_code == 42
 
 
 def test_api_versions_above_the_served_range_is_answered_unsupported(node: RunningNode) -> None:

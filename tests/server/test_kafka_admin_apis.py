@@ -5,7 +5,10 @@ broker service:
   each answer Kafka's response, entry by entry in request order; an unreachable controller is
   every entry's error, and so is an error of the whole request;
 - what the controller cannot express is refused per entry without forwarding (a config resource
-  type other than topic or broker, a null topic config in CreateTopics);
+  type replog does not serve, alone or next to served ones; a null topic config in
+  CreateTopics);
+- BROKER_LOGGER resources are this node's loggers, described and altered here with Kafka's
+  errors, never forwarded; the legacy AlterConfigs refuses them;
 - AlterConfigs replaces a resource's configs: the keys set in the image and not given are
   deleted;
 - DescribeCluster lists brokers at the listener the client came through, fenced ones only when
@@ -18,6 +21,7 @@ broker service:
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -61,6 +65,7 @@ from replog.replication.producer_state import BatchMetadata, ProducerEntry
 from replog.server.broker_service import BrokerService
 from replog.server.kafka_admin_apis import ADMIN_SERVED, KafkaAdminApis
 from replog.server.kafka_apis import SERVED, KafkaApis
+from replog.server.runtime_loggers import RuntimeLoggers
 from replog.wire.controller_codec import error_status
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
@@ -307,7 +312,7 @@ async def test_describe_configs_names_source_type_and_synonym() -> None:
     )
     body = dcf.DescribeConfigsRequest(
         resources=[
-            dcf.DescribeConfigsResource(resource_type=8, resource_name="logger"),
+            dcf.DescribeConfigsResource(resource_type=16, resource_name="metrics"),
             dcf.DescribeConfigsResource(resource_type=2, resource_name="orders"),
         ],
         include_synonyms=True,
@@ -315,8 +320,8 @@ async def test_describe_configs_names_source_type_and_synonym() -> None:
     response = await answer(admin(controller), body, 4)
     ((_, sent),) = controller.sent
     assert [(r.resource_type, r.resource_name) for r in sent.resources] == [(2, "orders")]
-    logger, orders = response.results
-    assert logger.error_code == INVALID_REQUEST and "type 8" in logger.error_message
+    metrics, orders = response.results
+    assert metrics.error_code == INVALID_REQUEST and "type 16" in metrics.error_message
     retention, segment = orders.configs
     assert (retention.name, retention.value, retention.config_source) == ("retention.ms", "1000", 1)
     assert retention.config_type == 5  # LONG
@@ -428,6 +433,204 @@ async def test_group_configs_go_to_the_controller_with_their_source_and_refusal(
         ("DescribeConfigs", 32),
         ("IncrementalAlterConfigs", 32),
     ]
+
+
+@pytest.mark.parametrize("version", [1, 4])
+@pytest.mark.asyncio
+async def test_a_request_of_unserved_resource_types_only_answers_each_with_its_error(
+    version: int,
+) -> None:
+    """Nothing to forward: each resource gets INVALID_REQUEST naming its type (the handler
+    used to fail on the missing controller answer and close the connection)."""
+    controller = Controller()
+    apis = admin(controller)
+    described = await answer(
+        apis,
+        dcf.DescribeConfigsRequest(
+            resources=[
+                dcf.DescribeConfigsResource(resource_type=16, resource_name="m"),
+                dcf.DescribeConfigsResource(resource_type=0, resource_name="x"),
+            ]
+        ),
+        version,
+    )
+    assert [(r.resource_type, r.error_code) for r in described.results] == [
+        (16, INVALID_REQUEST),
+        (0, INVALID_REQUEST),
+    ]
+    assert "config resource type 16 is not supported" in described.results[0].error_message
+    unserved = [ac.AlterConfigsResource(resource_type=16, resource_name="m")]
+    legacy = await answer(apis, ac.AlterConfigsRequest(resources=unserved), min(version, 2))
+    incremental_unserved = [iac.AlterConfigsResource(resource_type=16, resource_name="m")]
+    incremental = await answer(
+        apis, iac.IncrementalAlterConfigsRequest(resources=incremental_unserved), min(version, 1)
+    )
+    assert [r.error_code for r in (*legacy.responses, *incremental.responses)] == [
+        INVALID_REQUEST,
+        INVALID_REQUEST,
+    ]
+    assert controller.sent == []
+
+
+def logger_tree() -> RuntimeLoggers:
+    """Node 2's loggers in a hierarchy of their own: root at WARNING, `app.io` at DEBUG,
+    `app.server.calls` inheriting (`app` and `app.server` are placeholders)."""
+    manager = logging.Manager(logging.RootLogger(logging.WARNING))
+    manager.getLogger("app.io").setLevel(logging.DEBUG)
+    manager.getLogger("app.server.calls")
+    return RuntimeLoggers(2, manager)
+
+
+@pytest.mark.asyncio
+async def test_broker_logger_describes_this_nodes_loggers_and_their_levels() -> None:
+    controller = Controller()
+    apis = admin(controller, loggers=logger_tree())
+    body = dcf.DescribeConfigsRequest(
+        resources=[
+            dcf.DescribeConfigsResource(resource_type=8, resource_name="2"),
+            dcf.DescribeConfigsResource(
+                resource_type=8, resource_name="2", configuration_keys=["app.io", "nope"]
+            ),
+            dcf.DescribeConfigsResource(resource_type=8, resource_name="3"),
+            dcf.DescribeConfigsResource(resource_type=8, resource_name=""),
+        ],
+        include_synonyms=True,
+    )
+    every, some, other, empty = (await answer(apis, body, 4)).results
+    assert every.error_code == 0
+    assert [(c.name, c.value) for c in every.configs] == [
+        ("app", "WARN"),
+        ("app.io", "DEBUG"),
+        ("app.server", "WARN"),
+        ("app.server.calls", "WARN"),
+        ("root", "WARN"),
+    ]
+    assert {(c.config_source, c.read_only, c.is_sensitive) for c in every.configs} == {
+        (6, False, False)  # DYNAMIC_BROKER_LOGGER_CONFIG
+    }
+    assert all(c.synonyms == [] for c in every.configs)
+    assert [(c.name, c.value) for c in some.configs] == [("app.io", "DEBUG")]
+    assert (other.error_code, other.error_message) == (
+        INVALID_REQUEST,
+        "Unexpected broker id, expected 2 but received 3",
+    )
+    assert (empty.error_code, empty.error_message) == (
+        INVALID_REQUEST,
+        "Broker id must not be empty",
+    )
+    assert controller.sent == []
+
+
+def logger_ops(name: str, *ops: tuple[str, int, str | None]) -> iac.AlterConfigsResource:
+    return iac.AlterConfigsResource(
+        resource_type=8,
+        resource_name=name,
+        configs=[iac.AlterableConfig(name=k, config_operation=o, value=v) for k, o, v in ops],
+    )
+
+
+@pytest.mark.asyncio
+async def test_broker_logger_levels_change_at_run_time_next_to_forwarded_resources() -> None:
+    loggers = logger_tree()
+    controller = Controller(
+        IncrementalAlterConfigs=cpb.IncrementalAlterConfigsResponse(
+            results=[cpb.AlterConfigsResult(resource_type=2, resource_name="orders")]
+        )
+    )
+    apis = admin(controller, loggers=loggers)
+    topic = iac.AlterConfigsResource(
+        resource_type=2,
+        resource_name="orders",
+        configs=[iac.AlterableConfig(name="retention.ms", config_operation=0, value="5")],
+    )
+    body = iac.IncrementalAlterConfigsRequest(
+        resources=[
+            logger_ops("2", ("app.server.calls", 0, "DEBUG"), ("app", 0, "ERROR")),
+            topic,
+            logger_ops("2", ("app.io", 1, None)),
+        ]
+    )
+    response = await answer(apis, body, 1)
+    assert [(r.resource_type, r.resource_name, r.error_code) for r in response.responses] == [
+        (8, "2", 0),
+        (2, "orders", 0),
+        (8, "2", 0),
+    ]
+    ((_, sent),) = controller.sent
+    assert [r.resource_type for r in sent.resources] == [2]
+    # DELETE unsets the level: app.io now inherits from app.
+    levels = loggers.loggers()
+    assert (levels["app.server.calls"], levels["app"], levels["app.io"]) == (
+        "DEBUG",
+        "ERROR",
+        "ERROR",
+    )
+
+
+@pytest.mark.parametrize(
+    ("ops", "code", "message"),
+    [
+        ([("nope", 0, "DEBUG")], INVALID_CONFIG, "Logger nope does not exist!"),
+        (
+            [("app.io", 0, "INFO"), ("app", 0, "debug")],
+            INVALID_CONFIG,
+            "Cannot set the log level of app to debug as it is not a supported log level. "
+            "Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN",
+        ),
+        ([("app", 0, "OFF")], INVALID_CONFIG, "Valid log levels are"),
+        ([("root", 1, None)], INVALID_REQUEST, "Removing the log level of the root logger"),
+        ([("app", 2, "INFO")], INVALID_REQUEST, "APPEND operation is not allowed"),
+        ([("app", 3, "INFO")], INVALID_REQUEST, "SUBTRACT operation is not allowed"),
+        ([("app", 0, None)], INVALID_REQUEST, "Null value not supported for : app"),
+        ([("app", 0, "INFO"), ("app", 1, None)], INVALID_REQUEST, "duplicate config keys"),
+    ],
+)
+@pytest.mark.asyncio
+async def test_a_refused_broker_logger_change_changes_nothing(
+    ops: list[tuple[str, int, str | None]], code: int, message: str
+) -> None:
+    loggers = logger_tree()
+    before = loggers.loggers()
+    response = await answer(
+        admin(loggers=loggers),
+        iac.IncrementalAlterConfigsRequest(resources=[logger_ops("2", *ops)]),
+        1,
+    )
+    ((error_code, error_message),) = [(r.error_code, r.error_message) for r in response.responses]
+    assert error_code == code and message in error_message
+    assert loggers.loggers() == before
+
+
+@pytest.mark.asyncio
+async def test_broker_logger_is_refused_by_legacy_alter_configs_and_kept_by_validate_only() -> None:
+    loggers = logger_tree()
+    before = loggers.loggers()
+    apis = admin(loggers=loggers)
+    legacy = ac.AlterConfigsRequest(
+        resources=[
+            ac.AlterConfigsResource(
+                resource_type=8,
+                resource_name="2",
+                configs=[ac.AlterableConfig(name="app", value="DEBUG")],
+            )
+        ]
+    )
+    (refused,) = (await answer(apis, legacy, 2)).responses
+    assert refused.error_code == INVALID_REQUEST
+    assert "IncrementalAlterConfigs only" in refused.error_message
+    checked = iac.IncrementalAlterConfigsRequest(
+        resources=[logger_ops("2", ("app", 0, "DEBUG"))], validate_only=True
+    )
+    assert [r.error_code for r in (await answer(apis, checked, 1)).responses] == [0]
+    wrong_node = iac.IncrementalAlterConfigsRequest(
+        resources=[logger_ops("1", ("app", 0, "DEBUG"))]
+    )
+    (other,) = (await answer(apis, wrong_node, 1)).responses
+    assert (other.error_code, other.error_message) == (
+        INVALID_REQUEST,
+        "Unexpected node id. Expected 2, but received 1",
+    )
+    assert loggers.loggers() == before
 
 
 # --- cluster ----------------------------------------------------------------------------------

@@ -194,6 +194,21 @@ def test_unknown_names_and_ids_are_errors_and_ids_are_read() -> None:
     assert (unknown.name, unknown.error_code, unknown.topic_id) == (None, 100, topic_id(99))
 
 
+@pytest.mark.parametrize("name", ["", None])
+def test_an_id_next_to_an_empty_or_null_name_is_a_lookup_by_id(name: str | None) -> None:
+    """The Java admin client's describe by id sends the id with an empty name."""
+    request = MetadataRequest(
+        topics=[
+            MetadataRequestTopic(name=name, topic_id=topic_id(1)),
+            MetadataRequestTopic(name=name, topic_id=topic_id(99)),
+        ]
+    )
+    orders, unknown = metadata(request).topics
+    assert (orders.name, orders.topic_id, orders.error_code) == ("orders", topic_id(1), 0)
+    assert len(orders.partitions) == 2
+    assert (unknown.name, unknown.error_code, unknown.topic_id) == (None, 100, topic_id(99))
+
+
 def test_every_topic_forms() -> None:
     assert [t.name for t in metadata(MetadataRequest(topics=None)).topics] == ["old", "orders"]
     assert [t.name for t in metadata(MetadataRequest(topics=[]), 0).topics] == ["old", "orders"]

@@ -170,7 +170,7 @@ def one_pass(
 
 
 def micros(columns: batch_columns.BatchColumns) -> np.ndarray:
-    """The columns' timestamps in microseconds: a base before h56m holds milliseconds."""
+    """The columns' timestamps in microseconds: an older base's columns hold milliseconds."""
     if hasattr(columns, "timestamps_us"):
         return columns.timestamps_us
     return columns.timestamps * 1000  # type: ignore[attr-defined]

@@ -102,7 +102,7 @@ class ConstantColumns:
     answers differ by a few rows (whole batches), so a column built at exactly the longest
     so far was built again for most answers longer than all before it (the two columns:
     1.6 ns of a task's CPU per row read, 1.2 with the eighth, the rest their growth over a
-    task's first answers of 1, 2, 4 and 8 MiB; bench/spark_fetch_path.py's reader, h56m)."""
+    task's first answers of 1, 2, 4 and 8 MiB; bench/spark_fetch_path.py's reader)."""
 
     HEADROOM = 8  # built at count + count // HEADROOM rows
 

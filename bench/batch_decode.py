@@ -19,7 +19,7 @@ spark_fetch_path.py`'s cluster, captured): batches of 700-3,500 records, 2,000 t
 records 3 ms apart (the data set's timestamps grow by 1 ms a record, round-robin over 3
 partitions), so timestamp deltas of 2 bytes from record 22 and 3 from record 2,731: heads
 of 16 bytes and more up to the value (`batch_columns._Layout`). `--batch-ms 50` (deltas of one
-byte) decodes about 15 ns a row faster than these (docs/benchmarks.md, h56g).
+byte) decodes about 15 ns a row faster than these.
 `--varied` gives values of random sizes (0 to 2x `--value-bytes`) instead.
 
 Prints, per side, CPU ns per row as min / median / max of `--passes` passes (each pass decodes the
@@ -170,7 +170,7 @@ def one_pass(
 
 
 def micros(columns: batch_columns.BatchColumns) -> np.ndarray:
-    """The columns' timestamps in microseconds: a base before h56m holds milliseconds."""
+    """The columns' timestamps in microseconds: an older base's columns hold milliseconds."""
     if hasattr(columns, "timestamps_us"):
         return columns.timestamps_us
     return columns.timestamps * 1000  # type: ignore[attr-defined]

@@ -146,7 +146,7 @@ PRODUCER_LINGER_MS = 5.0
 # discards a warm-up the same way): without it, every paced trial of a full run had its
 # slowest 1% in one 32-306 ms stall in its first second, with no event loop silent for 15 ms;
 # likely (not proven) a new topic's first ~64 MiB per replica going into page cache the VM
-# has handed back to its host (docs/benchmarks.md, produce path).
+# has handed back to its host (docs/benchmarks.md, "Produce path").
 PACED_WARM_UP_S = 2.0
 # A paced trial's producer keeps at most this many requests unanswered per partition (Kafka's
 # and the client library's `max.in.flight.requests.per.connection`): `PacedProducer`.

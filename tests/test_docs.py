@@ -7,9 +7,10 @@ options), and a documented default must equal the code's default wherever the co
 code of `replog.errors` with its name and retriable flag, and must call every error the
 producer treats as an unknown outcome indeterminate.
 The docs live in the repo: nothing cites the team's notes outside it or their section signs,
-every `docs/design/<note>.md#<heading>` citation and every link between docs resolves,
-`docs/README.md` lists every doc, `docs/benchmarks.md` holds no earlier runs (they are in
-`docs/benchmarks-history.md`), and no comment tells how the code got there.
+every `docs/design/<note>.md#<heading>` citation, every link between docs and every benchmark
+section cited in prose resolves, `docs/README.md` lists every doc, `docs/benchmarks.md` holds no
+earlier runs (they are in `docs/benchmarks-history.md`), no comment tells how the code got there,
+and no doc but that history names the helpers, branches or sessions that did the work.
 
 Rules:
 - Key sets, defaults, methods and codes are derived from the code here, never listed by hand:
@@ -561,8 +562,86 @@ def test_the_docs_index_lists_every_doc() -> None:
 def test_benchmarks_show_current_figures_and_the_history_keeps_the_rest() -> None:
     current = (DOCS / "benchmarks.md").read_text()
     assert not re.search(r"^### Earlier", current, flags=re.MULTILINE)
+    assert len(current.splitlines()) < 800, "benchmarks.md is the current report: keep it short"
     history = (DOCS / "benchmarks-history.md").read_text()
     assert re.search(r"^### Earlier", history, flags=re.MULTILINE)
+
+
+# --- the docs read as a report -------------------------------------------------------------------
+# Docs say what is and what was measured, never who did what when: the tags of the helpers and
+# branches that did the work ("h50x", "h56p", "hpcd", "lead-iter"), the sessions that did it
+# ("the third session", "this session") and the journal's headings go to commit messages; only
+# the benchmark history keeps how the figures moved.
+
+JOURNAL_MARKS = re.compile(
+    r"\bh[0-9]{2}[a-z]{1,3}[0-9]?\b"  # a helper's tag or branch: h50x, h55a, h52rc, h50r2
+    r"|\br[0-9]{2}[a-z]{1,3}\b"  # a reviewer's tag: r55a
+    r"|\bhpcd\b|\blead-(?:iter|slice|pace|ag[0-9]?)\b"  # the other tags and branches used
+    r"|\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth) session\b"
+    r"|\bthis session\b|\bLead, 20[0-9]{2}\b|\btried, not landed\b",
+    re.IGNORECASE,
+)
+
+
+def journal_marks(text: str) -> list[str]:
+    return [
+        f"{number}: {match.group(0)!r} in {line.strip()[:100]}"
+        for number, line in enumerate(text.splitlines(), 1)
+        for match in JOURNAL_MARKS.finditer(line)
+    ]
+
+
+def test_docs_carry_no_helper_or_session_tags() -> None:
+    pages = [path for path in DOCS.glob("*.md") if path.name != "benchmarks-history.md"]
+    found = [
+        f"{path.relative_to(ROOT)}:{mark}"
+        for path in [*pages, ROOT / "README.md"]
+        for mark in journal_marks(path.read_text())
+    ]
+    assert found == [], "say what is, not who did it when:\n" + "\n".join(found)
+
+
+def test_the_tag_check_can_fail() -> None:
+    journal = (
+        "### Lead, 2026-11-28 (fifth session): bulk threads (h50x, h52rc, h50r2), `hpcd` and "
+        "`lead-iter`, review r55a (tried, not landed). This session took the loop."
+    )
+    assert len(journal_marks(journal)) == 10
+    report = (
+        "Each fetch session's epoch; a SparkSession; commit `a986829`, h264 video, 100 ms "
+        "p99s, the session timeout; `ch50x` and `h50` are not tags."
+    )
+    assert journal_marks(report) == []
+
+
+# A citation of a benchmark section in prose: `docs/benchmarks.md, "Heading"` (also with the
+# path in backticks, the heading in parentheses, no comma, or over a comment's two lines).
+BENCHMARK_CITATION = re.compile(
+    r"benchmarks(-history)?\.md`?,?[\s#]*\(?\"([^\"]{1,200})\"", re.MULTILINE
+)
+
+
+def test_every_benchmark_section_cited_in_prose_exists() -> None:
+    headings = {
+        name: [
+            re.sub(r"\s+", " ", match)
+            for match in re.findall(r"^#+ (.+)$", (DOCS / name).read_text(), re.MULTILINE)
+        ]
+        for name in ("benchmarks.md", "benchmarks-history.md")
+    }
+    broken = []
+    cited = 0
+    for path, text in repo_text_files():
+        if path.name == "test_docs.py":
+            continue
+        for match in BENCHMARK_CITATION.finditer(text):
+            cited += 1
+            page = "benchmarks-history.md" if match.group(1) else "benchmarks.md"
+            title = re.sub(r"\s+#?\s*", " ", match.group(2)).strip()  # a comment's lines
+            if not any(heading.startswith(title) for heading in headings[page]):
+                broken.append(f"{path.relative_to(ROOT)}: {page}, {title!r}")
+    assert cited > 20  # the code cites the sections; a broken pattern must not pass vacuously
+    assert broken == [], "no such heading:\n" + "\n".join(broken)
 
 
 def test_comments_say_why_not_how_the_code_got_there() -> None:

@@ -4,9 +4,9 @@ partition records made a batch at a time by whoever reads them.
 Why: a controller's snapshot at a clean stop takes its state between two whole items, in one
 turn, and encodes it a batch a turn (`snapshot_before_stop`); making the 10,000 partition
 records of a 10,000-partition state in that one turn held the loop 56-83 ms of CPU
-(docs/benchmarks.md, "h50u, under load"). Taken as (topic id, partition id, registration)
-references it costs a tuple a partition, and each record is made with the batch that encodes
-it.
+(docs/benchmarks.md, "The stalls: waits for a core"). Taken as (topic id, partition id,
+registration) references it costs a tuple a partition, and each record is made with the batch
+that encodes it.
 
 Rules:
 - A registration is immutable (a frozen dataclass of tuples), so the record made later is the

@@ -157,8 +157,9 @@ def _classify(changes: Iterable[_TopicChange], broker_id: int) -> Steps[LocalCha
     # Topics in the lists' order and each topic's partitions by id, so that the lists come out
     # sorted (module docstring) without sorting every partition in the last step: 10,000 of
     # them at a restart held the loop 2-7 ms of CPU, 73 ms with the collection it set off on a
-    # loaded machine (docs/benchmarks.md, "h50r, under load"). The same topic twice (not made
-    # by the callers here) would interleave its partitions: then the lists are sorted whole.
+    # loaded machine (docs/benchmarks.md, "The stalls: waits for a core"). The same topic twice
+    # (not made by the callers here) would interleave its partitions: then the lists are sorted
+    # whole.
     topics = sorted(changes, key=_TopicChange.sort_key)
     whole = len({topic.sort_key() for topic in topics}) < len(topics)
     looked_at = 0

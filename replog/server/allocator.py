@@ -4,7 +4,7 @@ Why: every produce, replicated fetch and follower append moves whole batches of 
 MiB through Python `bytes` and gRPC buffers. glibc serves blocks that large with `mmap` (and
 trims its heap on `free`), so each request faults in, zeroes and unmaps fresh pages: on the
 benchmark machine that system time cost a 3-node cluster about a third of its produce
-throughput and tripled its latency (docs/benchmarks-history.md, "allocator"). Raising the mmap
+throughput and tripled its latency (docs/benchmarks-history.md, "Produce path"). Raising the mmap
 threshold to its maximum and the trim threshold well above a broker's working set lets freed
 buffers be reused from the heap instead.
 

@@ -6,8 +6,9 @@ the event loop goes on serving; but on a machine with fewer cores than busy thre
 the cores from the loop instead. Three nodes on this 2-core machine each run their loop and a
 worker thread through a restart: the loops' stalls of 100-320 ms (wall) had 0-80 ms of CPU in
 them, the rest spent waiting for a core (the stall monitor's "waiting for one",
-docs/benchmarks.md, "h50u, under load"). Work that takes seconds gains nothing from a core it
-gets a few ms sooner; a Raft fetch, heartbeat or request waiting on the loop does.
+docs/benchmarks.md, "The stalls: waits for a core"). Work that takes seconds gains nothing
+from a core it gets a few ms sooner; a Raft fetch, heartbeat or request waiting on the loop
+does.
 
 Rules:
 - `run_bulk` runs a call in one of this module's threads, each of which lowers its own
@@ -35,13 +36,13 @@ Rules:
   creations of 10,000 partitions, and took the cores from the loop again (Why, above). So
   what these threads run is system calls with as little Python between them as can be: a
   new replica's log is made as files here and built as objects on the loop
-  (`ReplicaManager._log_of_topic`, `_install`; docs/benchmarks.md, "h50a, under load").
+  (`ReplicaManager._log_of_topic`, `_install`; docs/benchmarks.md, "Where a creation's CPU goes").
 - The threads are started before the work, off the event loop (`start_bulk_threads`: a node
   process before its loop runs, a starting broker from a thread of the default executor): a
   `ThreadPoolExecutor` otherwise starts a thread inside `submit` whenever none is idle, and
   `Thread.start` waits until the new thread runs, which needs the GIL and a core, so the loop
   calling `run_bulk` was held for as long as another thread kept either (227 ms once, with
-  6 ms of CPU: docs/benchmarks.md, "h50u, under load").
+  6 ms of CPU: docs/benchmarks.md, "The stalls: waits for a core").
 """
 
 from __future__ import annotations

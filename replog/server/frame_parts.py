@@ -3,7 +3,8 @@ records sent from the file with `sendfile`, the rest of the frame written around
 
 Why: the framed fetch listener's large answers (a Spark task's 8 MiB, a follower catching up)
 were read into memory (`pread`) and written from there (`send`): two copies of every byte,
-43% of a leader's CPU while serving Spark's reads (perf, docs/benchmarks.md "h56b").
+43% of a leader's CPU while serving Spark's reads (perf; docs/benchmarks.md, "Where a row's
+CPU goes").
 
 Rules:
 - The frame is the one `framed_wire.write_frame_pieces` writes for the same bytes: the

@@ -25,7 +25,7 @@ Rules:
   one step as `add` would have queued the delta then. A restart's first image names every
   replica the broker holds (10,000 at the benchmark's restart): queued by `add` in the one step
   that acts on the image, it held the loop 12-21 ms of CPU on a quiet machine and 40 ms on a
-  loaded one (docs/benchmarks.md, "h50r, under load"); staged, that step only links the
+  loaded one (docs/benchmarks.md, "The stalls: waits for a core"); staged, that step only links the
   sequences into the queue, one dict update when no partition of the delta has a change
   waiting (a first image always).
 

@@ -102,7 +102,7 @@ class ConstantColumns:
     answers differ by a few rows (whole batches), so a column built at exactly the longest
     so far was built again for most answers longer than all before it (the two columns:
     1.6 ns of a task's CPU per row read, 1.2 with the eighth, the rest their growth over a
-    task's first answers of 1, 2, 4 and 8 MiB; bench/spark_fetch_path.py's reader, h56m)."""
+    task's first answers of 1, 2, 4 and 8 MiB; bench/spark_fetch_path.py's reader)."""
 
     HEADROOM = 8  # built at count + count // HEADROOM rows
 
@@ -126,7 +126,8 @@ def constant_array(value: str | int, kind: pa.DataType, count: int) -> pa.Array:
     types the source's constant columns have (a string, a 32- or 64-bit integer), else by
     `pa.repeat`. Why: a task builds its two constant columns anew as its batches grow (1, 2, 4,
     8 MiB answers), each time among the fresh pages of a new answer: there `pa.repeat` costs
-    about 3.3 ns of worker CPU per row read, numpy 1.2 (docs/benchmarks.md, "h56q")."""
+    about 3.3 ns of worker CPU per row read, numpy 1.2 (docs/benchmarks.md, "Where a row's CPU
+    goes")."""
     if isinstance(value, str) and kind == pa.string():
         data = value.encode("utf-8")
         if len(data) * count < 1 << 31:  # int32 offsets

@@ -11,7 +11,7 @@ answer into a slice); here the socket's bytes land once, in a buffer allocated f
 answer, and the broker writes its answer after the frame's header. The fetches of 2M
 records of 100 B (batch walk and CRC included, no decoding): 0.10-0.12 us of worker CPU per
 row through gRPC, about 0.06 through this, and 0.02-0.04 us less on the brokers
-(docs/benchmarks.md, "h56p").
+(docs/benchmarks.md, "Where a row's CPU goes").
 
 Rules:
 - The connection greets the leader as a consumer (broker id -1, `CONSUMER_REPLICA_ID`) and
@@ -78,7 +78,7 @@ _HEADER = struct.Struct(">II")  # framed_wire's: length of the rest, sequence nu
 # The most an answer's read waits for before the loop wakes (module rules). Measured on 8 MiB
 # answers (bench/spark_fetch_path.py): the fetch's loop thread 0.034-0.036 us of CPU per row
 # with 1 MiB, 0.038-0.043 with 512 KiB, 2 or 4 MiB, 0.043-0.051 without (docs/benchmarks.md,
-# "h56a").
+# "Where a row's CPU goes").
 RECEIVE_LOW_WATER = 1 << 20
 _LOW_WATER_OPTION = getattr(socket, "SO_RCVLOWAT", None) if sys.platform == "linux" else None
 

@@ -5,7 +5,8 @@ socket (`os.sendfile`), so the broker never copies them into its memory (Kafka's
 Why: a leader serving a Spark task's 8 MiB fetch answer read it with `pread` (the page
 cache copied into a new `bytes`) and wrote it with `send` (that copied into the socket's
 buffers): two copies of every byte, 43% of the leader's CPU while serving (perf,
-docs/benchmarks.md "h56b"). `sendfile` hands the socket the page cache's pages instead.
+docs/benchmarks.md, "Where a row's CPU goes"). `sendfile` hands the socket the page cache's
+pages instead.
 
 Rules:
 - A region holds its own duplicate of the file's descriptor, taken when it is made: the

@@ -28,7 +28,7 @@ Rules (docs/design/storage.md#clean-shutdown, #checkpoint-files, #retention):
   `<topic>-<partition>.<id>-delete` (durable: the parent directory is fsynced); the background
   tasks then rewrite its log dir's checkpoints without its entries and remove the files. The
   rewrite is six fsyncs, which on the broker's event loop stalled every request for 60-200 ms
-  per deletion (measured: docs/benchmarks.md, produce path); until it runs, a stale entry is
+  per deletion (measured: docs/benchmarks.md, "Produce path"); until it runs, a stale entry is
   harmless, since loading applies entries only to logs it finds, but a partition of that name
   created meanwhile would inherit it after a crash, so creating a log rewrites any stale
   checkpoints first. Removing a large log takes the kernel tens to hundreds of ms,

@@ -32,7 +32,7 @@ Rules:
   device takes requests: with three replicas writing 100 MB/s each to one disk its queue fills,
   and the call then waits for room. On a broker's event loop that was a 15-62 ms stall, in all
   three nodes at once, every few seconds (stack samples in paced produce trials at 130k
-  records/s; docs/benchmarks.md, produce path). Each hint holds its own duplicate of the file
+  records/s; docs/benchmarks.md, "Produce path"). Each hint holds its own duplicate of the file
   descriptor, so a file closed (or deleted) before its hints ran is never confused with another
   file that reuses the number. A hint queued behind `PENDING_MAX` others is dropped: advice
   lost, nothing else.
@@ -43,7 +43,7 @@ MiB at a time) makes single appends in bench/append_stalls.py steadier
 then waits for the ext4 journal, which every node's metadata-log fsync commits twice a second:
 stack samples caught it blocking a node's event loop for 107-299 ms, and in 10 s paced trials
 at 90k records/s (4 with, 4 without, interleaved) the end-to-end p99 was 16.4-26.1 ms with it
-and 11.2-16.1 ms without (docs/benchmarks.md, produce path).
+and 11.2-16.1 ms without (docs/benchmarks.md, "Produce path").
 """
 
 from __future__ import annotations

@@ -1075,7 +1075,8 @@ async def test_topic_changes_walk_the_image_only_for_led_offsets_partitions(
     """The consumer groups' topic sizes walk every topic of the image: a broker leading no
     `__consumer_offsets` partition has no group to give them to and walks nothing, though
     each image whose topics changed (an ISR change's too) came with that walk, thousands of
-    them while 100,000 partitions were created (docs/benchmarks.md, "h50w, under load")."""
+    them while 100,000 partitions were created (docs/benchmarks.md, "Where a creation's CPU
+    goes")."""
     from replog.server import group_coordinator
 
     walks: list[int] = []

@@ -181,7 +181,7 @@ async def test_wait_failed_returns_on_any_failure_saying_which(failure: str) -> 
 async def test_a_broker_that_gave_up_while_loading_logs_stops_without_loading_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The h55i run: a restarted node gave up registering at 100,000 partitions, said
+    """At 100,000 partitions a restarted node gave up registering (`controller-100k`), said
     "stopping", and ran 12 more minutes loading its logs (and was elected the active
     controller meanwhile). The stop waits for the log being opened, not for the rest."""
     logs = tmp_path / "logs"

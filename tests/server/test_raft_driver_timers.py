@@ -176,7 +176,7 @@ def test_a_turn_of_applying_holds_the_loop_for_at_most_10_ms_of_steps(tmp_path: 
     """The driver's default turn is 10 ms: creating 10,000 partitions, its turns were the
     largest work on the nodes' loops (20-23 ms of CPU at 20 ms), and three nodes share two
     cores, so a due timer (a Raft fetch deadline, the stall monitor's tick) waits for a
-    multiple of that (docs/benchmarks.md, "h50s, under load: the creation's stalls"). Steps
+    multiple of that (docs/benchmarks.md, "The stalls: waits for a core"). Steps
     of at least 2 ms: at most six between two runs of another task (five fill the turn; a
     slower machine only makes them fewer)."""
 

@@ -1,6 +1,6 @@
 """A restart's first image names every replica the broker holds: the replica manager queues its
 changes in steps, so that the step acting on the image only links them into its queue
-(`replica_change_queue`, Rules; docs/benchmarks.md, "h50r, under load")."""
+(`replica_change_queue`, Rules; docs/benchmarks.md, "The stalls: waits for a core")."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ creates many files deletes them: so that one run's deletion does not slow the ne
 measured period.
 
 On an ext4 file system mounted with `discard`, the minutes after a large `rm -rf` cost every
-`mkdir` and `open(O_CREAT)` 2-3x (docs/benchmarks.md, "h50w, under load"). A benchmark that
-deletes its clusters at its end poisons the next one's figures. Rules here:
+`mkdir` and `open(O_CREAT)` 2-3x (docs/benchmarks.md, "Partition creation and restart"). A
+benchmark that deletes its clusters at its end poisons the next one's figures. Rules here:
 - nothing is deleted between the first measurement and the last (`plan_steps`): every run's
   directories are deleted after the last floor, never between runs;
 - what an earlier invocation left is deleted first, and the benchmark then waits until the

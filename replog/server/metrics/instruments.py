@@ -19,7 +19,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from replog.kafka.connection import api_name
 
 # Request and commit latencies on loopback run from ~100 µs to seconds (a timeout).
-# Fine around the 100 ms a node's loop may stall at most (docs/benchmarks.md, controller).
+# Fine around the 100 ms a node's loop may stall at most (docs/benchmarks.md, "Partition
+# creation and restart").
 STALL_BUCKETS_S = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 LATENCY_BUCKETS_S = (

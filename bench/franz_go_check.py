@@ -53,6 +53,10 @@ NEEDS = {
     "TestOAuthAuth": "SASL",
 }
 
+# Tests not run at all: without transactions TestTxnEtl waits for ever, holding the semaphore
+# it shares with TestGroupETL, so the whole binary would hang until its time-out.
+NOT_RUN = {"TestTxnEtl": "waits for ever without transactions; holds TestGroupETL's semaphore"}
+
 
 @dataclass
 class TestResult:
@@ -128,6 +132,8 @@ def run(binary: Path, source: Path, seeds: str, log: Path) -> list[TestResult]:
                 RUN_TIMEOUT,
                 "-test.run",
                 "^(" + "|".join(names) + ")$",
+                "-test.skip",
+                "^(" + "|".join(NOT_RUN) + ")$",
             ],
             cwd=source / "pkg" / "kgo",
             env=env,
@@ -155,6 +161,8 @@ def reason(name: str, outcome: str, output: str) -> str:
     """What the test said: the lines it logged between its RUN and its verdict."""
     if outcome == "PASS":
         return ""
+    if outcome == "NOT RUN" and name in NOT_RUN:
+        return f"not run by this harness: {NOT_RUN[name]}"
     start = output.find(f"=== RUN   {name}\n")
     end = output.find(f"--- {outcome}: {name} ")
     if start < 0 or end < 0:

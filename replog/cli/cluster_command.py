@@ -44,9 +44,16 @@ from replog.cli.local_cluster import (
 
 STOP_TIMEOUT_S = 90.0
 
-# The actions are `replog.cli.cluster`'s `run_<action>`, imported when one runs: that module
-# loads the node's configuration and the admin client (gRPC), which `--help` does not need.
-RUNS = "replog.cli.cluster"
+# Each action is its module's `run_<action>`, imported when it runs: `start` and `restart`
+# load the node's configuration and the admin client (gRPC), which `--help` does not need;
+# `status`, `stop` and `kill` load neither, and start in the time of a bare interpreter.
+RUNS = {
+    "start": "replog.cli.cluster",
+    "restart": "replog.cli.cluster",
+    "status": "replog.cli.cluster_status",
+    "stop": "replog.cli.cluster_stop",
+    "kill": "replog.cli.cluster_stop",
+}
 
 
 def _roles(text: str) -> tuple[str, ...]:
@@ -75,7 +82,7 @@ def register(commands: Any) -> None:
             default=DEFAULT_DATA_DIR,
             help=f"the cluster's directory (default: {DEFAULT_DATA_DIR})",
         )
-        sub.set_defaults(run=deferred(RUNS, run))
+        sub.set_defaults(run=deferred(RUNS[name], run))
         return sub
 
     start = action(

@@ -19,8 +19,10 @@ from __future__ import annotations
 import os
 import shutil
 
-from replog.cli.cluster import (
-    check_ports_free,
+from replog.cli.cluster import check_ports_free, wait_until_up
+from replog.cli.demo_command import NODE_COUNT
+from replog.cli.local_cluster import LocalCluster
+from replog.cli.node_processes import (
     exit_status,
     kill_and_wait,
     log_tails,
@@ -29,10 +31,7 @@ from replog.cli.cluster import (
     running_pid,
     spawn,
     stop_nodes,
-    wait_until_up,
 )
-from replog.cli.demo_command import NODE_COUNT
-from replog.cli.local_cluster import LocalCluster
 from replog.errors import ReplogError
 
 SERVER_PROPERTIES = {

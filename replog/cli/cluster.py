@@ -36,6 +36,7 @@ from replog.cli.local_cluster import (
     KAFKA_LISTENER,
     LocalCluster,
     LocalNode,
+    accepts_connections,
 )
 from replog.cli.node_processes import (
     POLL_INTERVAL_S,
@@ -163,6 +164,11 @@ def _wait_until_up(
         except ReplogError as exc:
             last_error = str(exc)
             waiting = f"a quorum leader ({last_error})"
+            if not any(accepts_connections(address) for address in addresses.values()):
+                waiting = (
+                    f"the nodes to listen at {', '.join(addresses.values())} (each imports "
+                    "its runtime and opens its logs first)"
+                )
         else:
             if description.high_watermark is None:
                 last_error = f"node {description.leader_id} leads but has not committed yet"

@@ -8,15 +8,19 @@
   command's session, docs/operations.md; output appended to
   `node-<id>/node.log`, pid in `node-<id>/node.pid`), waits until the quorum has a leader that
   committed its epoch, every node answers and every broker is registered and unfenced (so a
-  topic created right after `start` can place its replicas on all of them), and prints the
-  endpoints. On a directory whose cluster is stopped it starts the same nodes again, keeping
-  their data (`--fresh` deletes it and starts anew). An `--override` key no node reads (a typo:
+  topic created right after `start` can place its replicas on all of them), saying each phase
+  on stderr as it passes (and, past 5 s, what it waits for), and prints the endpoints. On a
+  directory whose cluster is stopped it starts the same nodes again, keeping their data, on
+  the ports `--base-port`/`--kafka-base-port` name (the nodes' configs rewritten) or its own;
+  `--fresh` deletes it and starts anew, once every check (settings, ports, directory) passed.
+  A port in use names the flag that moves it. An `--override` key no node reads (a typo:
   `num.partitons`) is a warning on stderr naming the closest known key, and the cluster starts
   anyway, as Kafka warns about unknown keys without refusing them.
 - `status [--json]`: per node: id, roles, pid, listener, its Kafka listener's address (KAFKA,
   `--json` key `kafka`; `-`/null when it serves none), alive (the process exists and is not a
-  zombie), whether it answers DescribeQuorum, the leader and quorum epoch it knows, and its
-  Prometheus metrics URL (METRICS; `-` for a cluster written before metrics existed).
+  zombie), whether it answers (its metrics endpoint gives its Raft gauges and its listener
+  accepts), the leader and quorum epoch it knows, and its Prometheus metrics URL (METRICS; `-`
+  for a cluster written before metrics existed).
 - `stop`: SIGTERM to every node (each resigns and closes its log), SIGKILL after `--timeout`.
 - `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running.
 
@@ -100,14 +104,16 @@ def register(commands: Any) -> None:
         "--base-port",
         type=at_least(1),
         metavar="PORT",
-        help=f"node i listens on base + i - 1 (default: {DEFAULT_BASE_PORT})",
+        help=f"node i listens on base + i - 1 (default: {DEFAULT_BASE_PORT}; a stopped "
+        "cluster moves there with its data)",
     )
     start.add_argument(
         "--kafka-base-port",
         type=at_least(1),
         metavar="PORT",
         help="node i (a broker) serves Kafka's protocol on 127.0.0.1:PORT + i - 1 (default: "
-        f"{DEFAULT_KAFKA_BASE_PORT}; a stopped cluster keeps the ports it was created with)",
+        f"{DEFAULT_KAFKA_BASE_PORT}; a stopped cluster moves there with its data, and keeps "
+        "its own without this flag)",
     )
     start.add_argument(
         "--fresh", action="store_true", help="delete a stopped cluster's data and start anew"

@@ -29,6 +29,10 @@ Rules:
   `advertised.listeners`, and `listener.security.protocol.map` mapping both listener names to
   PLAINTEXT), so `bootstrap.servers=localhost:9092` works as in Kafka's quick start. A
   cluster planned without one (`replog demo`, a `cluster.json` written before) has none.
+- A stopped cluster may move to other ports (`on_ports`, by the rules above):
+  `rewrite_addresses` rewrites only the keys of each server.properties that name ports
+  (`address_properties`: voters, listeners, advertised listeners, metrics host and port),
+  then `cluster.json`; the voters are ids in the metadata log, so the data stays valid.
 - A new cluster gets a fresh cluster id (Kafka's form: a random UUID in unpadded url-safe
   base64, 22 characters), written to `cluster.json` and as `cluster.id` to every node's
   server.properties. A `cluster.json` written before cluster ids existed has none.

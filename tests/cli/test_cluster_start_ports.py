@@ -171,3 +171,17 @@ def test_start_fresh_deletes_the_old_cluster_once_every_check_passed(
     assert fresh.cluster_id != stopped.cluster_id
     assert not (Path(stopped.nodes[0].data_path) / "kept").exists()
     assert not Path(stopped.node(2).directory).exists()
+
+
+def test_a_restart_on_a_port_in_use_names_the_start_that_moves_the_cluster(
+    stopped: LocalCluster,
+) -> None:
+    """`restart N` starts one node on its own ports: the flag that moves them is start's."""
+    grpc_2 = base_of(stopped) + 1
+    args = argparse.Namespace(data_dir=stopped.directory, node_id=2, verbose=False, timeout=5.0)
+    with listening(grpc_2), pytest.raises(ReplogError) as refused:
+        cluster_cli.run_restart(args)
+    assert str(refused.value) == (
+        f"node 2 cannot listen on 127.0.0.1:{grpc_2}: port {grpc_2} is in use (`replog cluster "
+        "stop`, then `replog cluster start --base-port PORT` moves the cluster)"
+    )

@@ -47,6 +47,24 @@ open(config + ".ready", "w").close()
 server.serve_forever()
 """
 
+# Stands in for a node without a metrics endpoint (`metrics.port=0`): DescribeQuorum on gRPC.
+FAKE_GRPC_NODE = """
+import sys
+from concurrent import futures
+import grpc
+from replog.pb import raft_pb2, raft_pb2_grpc
+config, grpc_port, leader, epoch = sys.argv[1:5]
+class Quorum(raft_pb2_grpc.RaftQuorumServicer):
+    def DescribeQuorum(self, request, context):
+        return raft_pb2.DescribeQuorumResponse(leader_id=int(leader), quorum_epoch=int(epoch))
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+raft_pb2_grpc.add_RaftQuorumServicer_to_server(Quorum(), server)
+server.add_insecure_port(f"127.0.0.1:{grpc_port}")
+server.start()
+open(config + ".ready", "w").close()
+server.wait_for_termination()
+"""
+
 PROBE = """
 import json, sys
 from replog.cli.main import main
@@ -75,7 +93,11 @@ def start_fake(node: LocalNode, pids: list[int], leader: int, epoch: int, grpc: 
     metrics_port = parse_host_port(node.metrics_address or "", "metrics")[1]
     grpc_port = parse_host_port(node.controller_address, "grpc")[1] if grpc else 0
     argv = [sys.executable, "-c", FAKE_NODE, node.config_path, str(metrics_port)]
-    argv += [str(grpc_port), str(leader), str(epoch)]
+    spawn_fake(node, pids, [*argv, str(grpc_port), str(leader), str(epoch)])
+
+
+def spawn_fake(node: LocalNode, pids: list[int], argv: list[str]) -> None:
+    """Run `argv` as `node` (its pid file names it) until it says it is ready."""
     pid = os.posix_spawn(sys.executable, argv, os.environ)
     pids.append(pid)
     Path(node.pid_path).write_text(f"{pid}\n")
@@ -130,3 +152,24 @@ def test_status_stop_and_kill_load_neither_grpc_nor_the_server(
     code, _, loaded = run_cli("cluster", *action, "--data-dir", layout.directory)
     assert code == (1 if action[0] == "kill" else 0)  # kill: "node 2 is not running"
     assert under(loaded, (*RPC, *SERVER_SIDE, *SPARK, "replog.admin")) == []
+
+
+def test_a_node_without_a_metrics_endpoint_is_asked_over_grpc(
+    layout: LocalCluster, fake_nodes: list[int]
+) -> None:
+    """Its metrics port refuses while its gRPC listener accepts (`metrics.port=0`): status asks
+    it DescribeQuorum, and only then loads gRPC."""
+    node = layout.node(1)
+    grpc_port = parse_host_port(node.controller_address, "grpc")[1]
+    argv = [sys.executable, "-c", FAKE_GRPC_NODE, node.config_path, str(grpc_port), "3", "7"]
+    spawn_fake(node, fake_nodes, argv)
+    code, output, loaded = run_cli("cluster", "status", "--json", "--data-dir", layout.directory)
+    assert code == 0
+    first = json.loads(output)["nodes"][0]
+    assert (first["alive"], first["answers"], first["leader_id"], first["quorum_epoch"]) == (
+        True,
+        True,
+        3,
+        7,
+    )
+    assert "grpc" in loaded

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -19,9 +18,8 @@ import pytest
 from replog.cli.local_cluster import LocalCluster, LocalNode
 from replog.net_address import parse_host_port
 from tests.cli.test_cli_startup import RPC, SERVER_SIDE, SPARK, under
+from tests.cli.test_cli_startup import run_in_a_fresh_interpreter as run_cli
 from tests.local_ports import free_base_port
-
-ROOT = Path(__file__).resolve().parents[2]
 
 # Stands in for a node: its config path on its command line (as `is_running` checks), the
 # Raft gauges on its metrics port, and (unless its port is 0) a listener on its gRPC port.
@@ -65,13 +63,6 @@ open(config + ".ready", "w").close()
 server.wait_for_termination()
 """
 
-PROBE = """
-import json, sys
-from replog.cli.main import main
-code = main(sys.argv[1:])
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
-"""
-
 
 @pytest.fixture
 def layout(tmp_path: Path) -> LocalCluster:
@@ -105,21 +96,6 @@ def spawn_fake(node: LocalNode, pids: list[int], argv: list[str]) -> None:
     while not Path(node.config_path + ".ready").exists():
         assert time.monotonic() < deadline, "the stand-in node never started"
         time.sleep(0.02)
-
-
-def run_cli(*argv: str) -> tuple[int, str, list[str]]:
-    """`replog ARGV` in a fresh interpreter: exit code, the command's output, loaded modules."""
-    result = subprocess.run(
-        [sys.executable, "-c", PROBE, *argv],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    *output, last = result.stdout.splitlines()
-    probe = json.loads(last)
-    return probe["code"], "\n".join(output), probe["modules"]
 
 
 def test_status_reads_each_nodes_gauges_and_loads_neither_grpc_nor_the_server(

@@ -1,9 +1,9 @@
 """The local cluster `replog demo` runs on: started, one node killed and restarted, stopped.
 
-A thin shell over `replog cluster`'s functions (`replog/cli/cluster.py`, `local_cluster.py`),
-called in this process: the same files, node processes and pid files as `replog cluster start`,
-so `replog cluster status --data-dir DIR` works on the demo's cluster while it runs (and after
-`replog demo --keep`).
+A thin shell over `replog cluster`'s functions (`replog/cli/cluster.py`, `node_processes.py`,
+`local_cluster.py`), called in this process: the same files, node processes and pid files as
+`replog cluster start`, so `replog cluster status --data-dir DIR` works on the demo's cluster
+while it runs (and after `replog demo --keep`).
 
 Rules:
 - The directory is wiped at the start, but only if it is a stopped cluster's directory (it

@@ -1,4 +1,5 @@
-"""Import time of `replog --help` and `replog topics list` against `import grpc, asyncio`.
+"""Start-up of `replog --help`, `topics list`, `cluster status` and `cluster kill` against a bare
+Python start (`python -c pass`) and `import grpc, asyncio`.
 
 Usage::
 
@@ -7,11 +8,14 @@ Usage::
     .venv/bin/python bench/cli_startup.py --vs /tmp/base   # also another checkout, same rounds
 
 What it measures: `python -X importtime -m replog ARGS`, summed as the interpreter reports it
-(the cumulative time of every top-level import, from the interpreter's own start-up on), for
-`replog --help` and for `replog topics list` against a running 1-node cluster that the script
-starts in a temporary directory on free ports (and always stops). The baseline is
-`python -X importtime -c 'import grpc, asyncio'` (what any gRPC client pays, on the same
-interpreter start-up), measured in the same rounds: the commands run in a different order
+(the cumulative time of every top-level import, from the interpreter's own start-up on), and
+the wall-clock time of the whole process, for `replog --help`, `replog topics list`, `replog
+cluster status` and `replog cluster kill 1` against a running 1-node cluster that the script
+starts in a temporary directory on free ports (and always stops; after each measured kill it
+restarts the node, unmeasured). The baselines are `python -X importtime -c pass` (a bare
+interpreter: `cluster status` and `kill` have a goal of at most `OVER_BARE_GOAL_S` of wall-clock
+time over it) and `python -X importtime -c 'import grpc, asyncio'` (what any gRPC client pays),
+measured in the same rounds: the commands run in a different order
 every round, so a busy phase of a shared machine hits them all alike, and each command's ratio
 is taken per round, then summed up (min / median / max). The CPU time (user + system) of each
 whole process is printed too: on a busy machine it swings far less than the wall-clock import
@@ -36,14 +40,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 GOAL_S = 0.25
+OVER_BARE_GOAL_S = 0.3  # `cluster status` and `kill`: wall-clock time over `python -c pass`
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "import grpc, asyncio"
+BARE = "pass"
 
 
 @dataclass
@@ -51,7 +58,9 @@ class Probe:
     label: str
     argv: list[str]  # after `python -X importtime`
     cwd: Path
+    after: list[str] | None = None  # run (unmeasured) after each measured run
     sums_us: list[int] = field(default_factory=list)
+    wall_s: list[float] = field(default_factory=list)  # the whole process, start to exit
     cpu_s: list[float] = field(default_factory=list)  # the process's user + system CPU time
     # module -> (self, cumulative) in microseconds, the minimum over the rounds
     modules: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -84,6 +93,7 @@ def children_cpu_s() -> float:
 
 def run(probe: Probe, env: dict[str, str], record: bool = True) -> None:
     cpu_before = children_cpu_s()
+    started = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-X", "importtime", *probe.argv],
         cwd=probe.cwd,
@@ -95,12 +105,16 @@ def run(probe: Probe, env: dict[str, str], record: bool = True) -> None:
     if result.returncode != 0:
         tail = [line for line in result.stderr.splitlines() if not line.startswith("import time")]
         raise SystemExit(f"{probe.label} exited {result.returncode}: {' | '.join(tail[-3:])}")
+    wall_s = time.perf_counter() - started
     cpu_s = children_cpu_s() - cpu_before
+    if probe.after is not None:
+        subprocess.run(probe.after, cwd=probe.cwd, env=env, capture_output=True, timeout=120)
     if not record:
         return
     total, modules, depth = parse_importtime(result.stderr)
     probe.sums_us.append(total)
     probe.cpu_s.append(cpu_s)
+    probe.wall_s.append(wall_s)
     for name, (own, cumulative) in modules.items():
         old = probe.modules.get(name)
         probe.modules[name] = (
@@ -146,9 +160,25 @@ def replog_module(checkout: Path) -> str:
 
 
 def probes(data_dir: str, checkouts: Sequence[tuple[str, Path]]) -> list[Probe]:
-    found = [Probe(BASELINE, ["-c", BASELINE], ROOT)]
+    found = [
+        Probe(BASELINE, ["-c", BASELINE], ROOT),
+        Probe(f"python -c {BARE}", ["-c", BARE], ROOT),
+    ]
     for name, checkout in checkouts:
         module = ["-m", replog_module(checkout)]
+        where = ["--data-dir", data_dir]
+        restart = [sys.executable, "-m", replog_module(checkout), "cluster", "restart", "1", *where]
+        found.append(
+            Probe(f"{name}replog cluster status", [*module, "cluster", "status", *where], checkout)
+        )
+        found.append(
+            Probe(
+                f"{name}replog cluster kill 1",
+                [*module, "cluster", "kill", "1", *where],
+                checkout,
+                after=restart,
+            )
+        )
         found.append(Probe(f"{name}replog --help", [*module, "--help"], checkout))
         found.append(
             Probe(
@@ -167,7 +197,23 @@ def summary(values: Sequence[float], unit: str, digits: int) -> str:
 
 
 def report(all_probes: Sequence[Probe], modules: int) -> None:
-    baseline = all_probes[0]
+    baseline, bare = all_probes[0], all_probes[1]
+    print("\nwall-clock time of the whole process (under -X importtime, the baselines too)")
+    print(
+        f"{'command':<34} {'seconds (min / median / max)':<36} "
+        f"{'over `python -c pass`':<30} ratio to it"
+    )
+    for probe in all_probes:
+        over = [s - b for s, b in zip(probe.wall_s, bare.wall_s, strict=True)]
+        ratios = [s / b for s, b in zip(probe.wall_s, bare.wall_s, strict=True)]
+        goal = ""
+        if " cluster " in probe.label:
+            met = statistics.median(over) < OVER_BARE_GOAL_S
+            goal = f"  goal +{OVER_BARE_GOAL_S} s: {'met' if met else 'NOT met'}"
+        print(
+            f"{probe.label:<34} {summary(probe.wall_s, ' s', 3):<36} "
+            f"{summary(over, ' s', 3):<30} {summary(ratios, 'x', 2)}{goal}"
+        )
     for title, unit_s in (
         ("import time (-X importtime)", lambda p: [us / 1e6 for us in p.sums_us]),
         ("CPU time of the whole process (user + system)", lambda p: p.cpu_s),
@@ -179,7 +225,7 @@ def report(all_probes: Sequence[Probe], modules: int) -> None:
             seconds = unit_s(probe)
             ratios = [s / b for s, b in zip(seconds, base, strict=True)]
             goal = ""
-            if probe is not baseline and title.startswith("import"):
+            if probe.label.endswith(("--help", "topics list")) and title.startswith("import"):
                 median = statistics.median(seconds)
                 goal = f"  goal {GOAL_S} s: {'met' if median < GOAL_S else 'NOT met'}"
             print(

@@ -199,14 +199,15 @@ def scanned_node_keys() -> dict[str, Any]:
 
 
 def local_cluster_keys() -> set[str]:
-    """The keys `replog cluster start` writes into each server.properties."""
+    """The keys `replog cluster start` writes into each server.properties (`node_properties`
+    and the port-naming ones it takes from `address_properties`)."""
     path = ROOT / "replog" / "cli" / "local_cluster.py"
     tree = ast.parse(path.read_text())
-    function = next(
-        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "node_properties"
-    )
+    writers = ("node_properties", "address_properties")
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in writers]
+    assert len(functions) == len(writers)
     keys = set()
-    for node in ast.walk(function):
+    for node in (inner for function in functions for inner in ast.walk(function)):
         if isinstance(node, ast.Dict):
             keys |= {k.value for k in node.keys if isinstance(k, ast.Constant)}
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):

@@ -1,9 +1,11 @@
-"""What `replog cluster` does (`cluster_command` builds its parser and help): start the nodes of a
-local cluster as background processes, wait until they are up, report their status, stop or
-kill them; `replog demo` and `replog bench` start their clusters with it too.
+"""What `replog cluster start` and `restart` do (`cluster_command` builds the parser and help):
+start the nodes of a local cluster as background processes and wait until they are up;
+`replog demo` and `replog bench` start their clusters with it too. `status` is
+`cluster_status`'s, `stop` and `kill` are `cluster_stop`'s: they import no gRPC.
 
-Rules: the nodes' files are `local_cluster`'s; every refusal (a port in use, a cluster already
-running, an unknown node id) is a `ReplogError` of one line.
+Rules: the nodes' files are `local_cluster`'s, their processes `node_processes`'; every refusal
+(a port in use, a cluster already running, an unknown node id) is a `ReplogError` of one line,
+and a refused `start` has deleted and written nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import json
 import os
 import shutil
 import signal
@@ -19,7 +20,6 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.quorum import (
@@ -33,190 +33,63 @@ from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
     DEFAULT_KAFKA_BASE_PORT,
     DEFAULT_NODE_COUNT,
-    LOOPBACK,
+    KAFKA_LISTENER,
     LocalCluster,
     LocalNode,
+    accepts_connections,
 )
-from replog.cli.table import print_table
+from replog.cli.node_processes import (
+    POLL_INTERVAL_S,
+    exit_status,
+    log_tails,
+    remove_pid_file,
+    running_node_ids,
+    running_pid,
+    signal_node,
+    spawn,
+    stop_nodes,
+    wait_until,
+)
+from replog.cli.start_progress import PHASES, StartProgress
 from replog.config import parse_properties
 from replog.errors import ReplogError
-from replog.net_address import format_host_port, parse_host_port
+from replog.net_address import parse_host_port
 from replog.server.broker_runtime import data_plane_config_from_node
 from replog.server.known_properties import unknown_properties
 from replog.server.node_config import NodeConfig
 
-POLL_INTERVAL_S = 0.05
-# How long a stop runs before `stop_nodes` says what it waits for.
-STOP_SILENT_S = 5.0
 PROBE_TIMEOUT_S = 0.5  # a node that does not answer DescribeQuorum within this "does not answer"
-LOG_TAIL_LINES = 15
 
 
-# --- the node processes -----------------------------------------------------------------------
+def start_flag(port_kind: str) -> str:
+    """The remedy `cluster start` offers for a port of `port_kind` ("kafka", "grpc",
+    "metrics") in use: the flag that moves it, which a stopped cluster accepts too."""
+    return f"choose another {port_flag(port_kind)}"
 
 
-def read_pid(node: LocalNode) -> int | None:
-    try:
-        with open(node.pid_path, encoding="ascii") as f:
-            return int(f.read().strip())
-    except (FileNotFoundError, ValueError):
-        return None
+def port_flag(port_kind: str) -> str:
+    """The `cluster start` flag that places ports of `port_kind` ("kafka", "grpc", "metrics")."""
+    return "--kafka-base-port" if port_kind == "kafka" else "--base-port"
 
 
-def is_running(node: LocalNode, pid: int | None) -> bool:
-    """Whether `pid` is `node`'s process and has not exited (a zombie has exited)."""
-    return pid is not None and process_runs(pid, node.config_path)
+def _moved_by_a_whole_cluster_start(port_kind: str) -> str:
+    """The remedy `cluster restart` offers: it starts a node on its own ports, which only a
+    start of the whole stopped cluster moves."""
+    flag = port_flag(port_kind)
+    return f"`replog cluster stop`, then `replog cluster start {flag} PORT` moves the cluster"
 
 
-def process_runs(pid: int, config_path: str) -> bool:
-    """Whether `pid` has not exited (a zombie has) and has `config_path` on its command line
-    (a server started with it: a pid the kernel gave to another program since is not it)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)  # reap it if it is our child (started by this command)
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: trust the pid
-        return _pid_exists(pid)
-    return state not in ("Z", "X") and config_path.encode() in argv
-
-
-def _pid_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def running_node_ids(cluster: LocalCluster) -> list[int]:
-    """The ids of `cluster`'s nodes whose process runs."""
-    return [n.node_id for n in cluster.nodes if running_pid(n) is not None]
-
-
-def running_pid(node: LocalNode) -> int | None:
-    pid = read_pid(node)
-    return pid if is_running(node, pid) else None
-
-
-def spawn(node: LocalNode, *, verbose: bool = False) -> int:
-    """Start `node` in its own process group, output appended to its log; return its pid.
-
-    posix_spawn rather than subprocess.Popen: the node outlives this command, and a Popen
-    object collected while its child runs warns (ResourceWarning).
-
-    Its own process group, so that signals to the terminal's foreground job (Ctrl-C) do not
-    reach it, and `signal_node` reaches it whole; but this command's session, not one of its
-    own: Linux's scheduler splits the cores between sessions first (autogroups), and with a
-    session per node a node's event loop waited for a core while the other nodes' bulk
-    threads, whatever their nice, held both (docs/benchmarks.md, "Autogroup experiment"). In
-    one session the loops of all the nodes come before the bulk threads of any.
-    """
-    argv = [sys.executable, "-m", "replog.cli.main", *(["-v"] if verbose else [])]
-    argv += ["node", "--config", node.config_path]
-    with open(node.log_path, "a", encoding="utf-8") as log:
-        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(argv)}\n")
-    pid = os.posix_spawn(
-        sys.executable,
-        argv,
-        os.environ,
-        file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, node.log_path, os.O_WRONLY | os.O_APPEND, 0),
-            (os.POSIX_SPAWN_DUP2, 1, 2),
-        ],
-        setpgroup=0,
-    )
-    with open(node.pid_path + ".tmp", "w", encoding="ascii") as f:
-        f.write(f"{pid}\n")
-    os.replace(node.pid_path + ".tmp", node.pid_path)
-    return pid
-
-
-def exit_status(pid: int) -> int | None:
-    """The exit code of our child `pid` if it has exited (negative: killed by that signal)."""
-    try:
-        done, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return None
-    return os.waitstatus_to_exitcode(status) if done else None
-
-
-def signal_node(pid: int, sig: signal.Signals) -> None:
-    """Signal the node's whole process group (it leads its own)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, sig)
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(POLL_INTERVAL_S)
-    return True
-
-
-def stop_nodes(
-    nodes: Iterable[tuple[LocalNode, int]],
-    timeout_s: float,
-    *,
-    say: Callable[[str], None] | None = None,
-) -> list[str]:
-    """SIGTERM, then SIGKILL whatever still runs after `timeout_s`; one line per node. With
-    `say`, a stop still waited for after `STOP_SILENT_S` is said once, with what it waits for."""
-    nodes = list(nodes)
-    for _, pid in nodes:
-        signal_node(pid, signal.SIGTERM)
-
-    def all_stopped() -> bool:
-        return not any(is_running(n, pid) for n, pid in nodes)
-
-    silent_s = min(STOP_SILENT_S, timeout_s)
-    if not wait_until(all_stopped, silent_s) and say is not None and timeout_s > silent_s:
-        waiting = [str(n.node_id) for n, pid in nodes if is_running(n, pid)]
-        say(
-            f"waiting for node(s) {', '.join(waiting)} to stop: each broker hands its "
-            "leaderships over (its controlled shutdown, up to 30 s), then closes its logs "
-            f"and writes its metadata snapshot; SIGKILL after {timeout_s:g} s"
-        )
-    wait_until(all_stopped, timeout_s - silent_s)
-    report = []
-    for node, pid in nodes:
-        how = "stopped"
-        if is_running(node, pid):
-            kill_and_wait(node, pid)
-            how = f"killed (SIGKILL after {timeout_s:g} s)"
-        remove_pid_file(node)
-        report.append(f"{how} node {node.node_id} (pid {pid})")
-    return report
-
-
-def kill_and_wait(node: LocalNode, pid: int, timeout_s: float = 5) -> None:
-    signal_node(pid, signal.SIGKILL)
-    if not wait_until(lambda: not is_running(node, pid), timeout_s):
-        raise ReplogError(
-            f"node {node.node_id} (pid {pid}) still runs {timeout_s:g} s after SIGKILL"
-        )
-
-
-def remove_pid_file(node: LocalNode) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(node.pid_path)
-
-
-def check_ports_free(nodes: Iterable[LocalNode]) -> None:
+def check_ports_free(nodes: Iterable[LocalNode], remedy: Callable[[str], str] = start_flag) -> None:
+    """Raise a `ReplogError` naming the first of the nodes' ports that cannot be listened on,
+    and `remedy(kind)` for it (kind: "kafka", "grpc" or "metrics")."""
     for node in nodes:
-        addresses = list(node.listeners.values())
+        addresses = [
+            ("kafka" if name == KAFKA_LISTENER else "grpc", address)
+            for name, address in node.listeners.items()
+        ]
         if node.metrics_address is not None:
-            addresses.append(node.metrics_address)
-        for address in addresses:
+            addresses.append(("metrics", node.metrics_address))
+        for kind, address in addresses:
             host, port = parse_host_port(address, f"node {node.node_id}", error=ReplogError)
             # The family of the host: an AF_INET socket cannot bind ::1.
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -228,20 +101,8 @@ def check_ports_free(nodes: Iterable[LocalNode]) -> None:
                     reason = "in use" if exc.errno == errno.EADDRINUSE else exc.strerror
                     raise ReplogError(
                         f"node {node.node_id} cannot listen on {address}: port {port} is "
-                        f"{reason} (choose another --base-port)"
+                        f"{reason} ({remedy(kind)})"
                     ) from None
-
-
-def log_tails(nodes: Iterable[LocalNode], lines: int = LOG_TAIL_LINES) -> str:
-    parts = []
-    for node in nodes:
-        try:
-            with open(node.log_path, encoding="utf-8", errors="replace") as f:
-                tail = f.read().splitlines()[-lines:]
-        except FileNotFoundError:
-            tail = ["(no log)"]
-        parts.append("\n".join([f"--- {node.log_path} (last lines)", *tail]))
-    return "\n".join(parts)
 
 
 def wait_until_up(
@@ -249,10 +110,13 @@ def wait_until_up(
     pids: dict[int, int],
     timeout_s: float,
     registered_after: Mapping[int, int] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> QuorumDescription:
     """Wait until the cluster is up: a leader answers DescribeQuorum with a high watermark (its
     epoch committed), every other node answers too, and the active controller's DescribeCluster
-    shows every broker registered and unfenced. Returns the leader's answer.
+    shows every broker registered and unfenced. Returns the leader's answer. With `say`, each
+    of these phases is said as it passes, and what a phase waits for once it takes long
+    (`StartProgress`).
 
     `registered_after` (broker id -> the broker epoch it had before it was restarted): such a
     broker counts only once registered with a later epoch. Until its session expires, the
@@ -268,11 +132,12 @@ def wait_until_up(
     """
     addresses = cluster.controller_addresses()
     broker_ids = broker_node_ids(cluster)
+    progress = StartProgress(say or (lambda line: None), time.monotonic())
     # One client for every poll: it connects at its first DescribeCluster, once every node
     # answers, and then goes straight to the active controller it learned.
     with ControllerClient(list(addresses.values()), node_addresses=addresses) as controllers:
         return _wait_until_up(
-            pids, addresses, broker_ids, controllers, timeout_s, registered_after or {}
+            pids, addresses, broker_ids, controllers, timeout_s, registered_after or {}, progress
         )
 
 
@@ -283,22 +148,37 @@ def _wait_until_up(
     controllers: ControllerClient,
     timeout_s: float,
     registered_after: Mapping[int, int],
+    progress: StartProgress,
 ) -> QuorumDescription:
     deadline = time.monotonic() + timeout_s
     last_error = "no node asked yet"
+    brokers = f"broker{'s' if len(broker_ids) > 1 else ''} {', '.join(map(str, broker_ids))}"
     while time.monotonic() < deadline:
         for node_id, pid in pids.items():
             code = exit_status(pid)
             if code is not None:
                 raise ReplogError(f"node {node_id} (pid {pid}) exited with code {code}")
+        passed, leader_line = 0, None
         try:
             description = describe_quorum(list(addresses.values()), addresses, PROBE_TIMEOUT_S)
         except ReplogError as exc:
             last_error = str(exc)
+            waiting = f"a quorum leader ({last_error})"
+            if not any(accepts_connections(address) for address in addresses.values()):
+                waiting = (
+                    f"the nodes to listen at {', '.join(addresses.values())} (each imports "
+                    "its runtime and opens its logs first)"
+                )
         else:
             if description.high_watermark is None:
                 last_error = f"node {description.leader_id} leads but has not committed yet"
+                waiting = f"node {description.leader_id}, elected, to commit its epoch"
             else:
+                passed = 1
+                leader_line = (
+                    f"quorum: node {description.leader_id} elected leader "
+                    f"(epoch {description.leader_epoch})"
+                )
                 answers = ask_each(addresses.values(), PROBE_TIMEOUT_S)
                 silent = [
                     f"node {node_id} ({answers[address]})"
@@ -309,11 +189,24 @@ def _wait_until_up(
                     last_error = f"node {description.leader_id} leads; no answer yet from " + (
                         ", ".join(silent)
                     )
+                    waiting = f"every node to answer (none yet from {', '.join(silent)})"
                 else:
-                    waiting = brokers_not_active(broker_ids, controllers, registered_after)
-                    if not waiting:
-                        return description
-                    last_error = waiting
+                    passed = 2
+                    not_active = brokers_not_active(broker_ids, controllers, registered_after)
+                    waiting = f"every broker to register and be unfenced ({not_active})"
+                    if not not_active:
+                        passed = 3
+                        waiting = ""
+                    else:
+                        last_error = not_active
+        lines = [
+            leader_line,
+            f"all {len(addresses)} nodes answer",
+            f"{brokers} registered and unfenced" if broker_ids else None,
+        ]
+        progress.at(passed, lines, waiting, time.monotonic())
+        if passed == len(PHASES):
+            return description
         time.sleep(POLL_INTERVAL_S * 2)
     raise ReplogError(f"the cluster was not up within {timeout_s:g} s ({last_error})")
 
@@ -375,9 +268,15 @@ def broker_node_ids(cluster: LocalCluster) -> list[int]:
 
 def run_start(args: argparse.Namespace) -> int:
     cluster = _cluster_to_start(args)
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    nodes = _count(len(cluster.nodes), "node")
+    say(f"starting {nodes} in {cluster.directory} (logs: node-<id>/node.log)...")
     pids = {node.node_id: spawn(node, verbose=args.verbose) for node in cluster.nodes}
     try:
-        leader = wait_until_up(cluster, pids, args.timeout)
+        leader = wait_until_up(cluster, pids, args.timeout, say=say)
     except ReplogError as exc:
         started = [(node, pids[node.node_id]) for node in cluster.nodes]
         stop_nodes(started, timeout_s=5)
@@ -399,12 +298,14 @@ def run_start(args: argparse.Namespace) -> int:
 
 
 def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
-    """The cluster `start` runs: the stopped one in the directory, or a new one (written)."""
+    """The cluster `start` runs: the stopped one in the directory (on new ports if asked), or a
+    new one (written). Everything is checked before anything is deleted or written: a refused
+    `start --fresh` leaves the old cluster as it was."""
     directory = os.path.realpath(args.data_dir)
     overrides = _parse_overrides(args.override)
     kafka_base_port: int | None = getattr(args, "kafka_base_port", None)
-    if LocalCluster.exists(directory):
-        existing = LocalCluster.load(directory)
+    existing = LocalCluster.load(directory) if LocalCluster.exists(directory) else None
+    if existing is not None:
         running = running_node_ids(existing)
         if running:
             raise ReplogError(
@@ -413,26 +314,7 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
                 "`replog cluster stop`"
             )
         if not args.fresh:
-            planned = LocalCluster.plan(
-                directory,
-                args.nodes or len(existing.nodes),
-                args.base_port or _base_port(existing),
-            )
-            kafka_moved = kafka_base_port is not None and any(
-                node.kafka_address != format_host_port(LOOPBACK, kafka_base_port + node.node_id - 1)
-                for node in existing.nodes
-            )
-            if planned.voters() != existing.voters() or overrides or kafka_moved:
-                raise ReplogError(
-                    f"{directory} holds a stopped {len(existing.nodes)}-node cluster "
-                    f"({existing.voters()}); start it without --nodes/--base-port/"
-                    "--kafka-base-port/--override, or pass --fresh to delete it and start a new one"
-                )
-            check_ports_free(existing.nodes)
-            return existing
-        for node in existing.nodes:
-            shutil.rmtree(node.directory, ignore_errors=True)
-        os.remove(LocalCluster.file_path(directory))
+            return _stopped_cluster_to_start(existing, args, overrides, kafka_base_port)
     cluster = LocalCluster.plan(
         directory,
         args.nodes or DEFAULT_NODE_COUNT,
@@ -440,32 +322,68 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
         roles=args.roles,
         kafka_base_port=(DEFAULT_KAFKA_BASE_PORT if kafka_base_port is None else kafka_base_port),
     )
+    replaced = set() if existing is None else {node.directory for node in existing.nodes}
     for node in cluster.nodes:
-        if os.path.exists(node.directory):
+        if os.path.exists(node.directory) and node.directory not in replaced:
             raise ReplogError(
-                f"{node.directory} exists but {LocalCluster.file_path(directory)} does not; "
-                "remove it or choose another --data-dir"
+                f"{node.directory} exists but {LocalCluster.file_path(directory)} does not "
+                "list it; remove it or choose another --data-dir"
             )
         # A bad override fails here, before anything is written or started: the node's
         # settings, and a broker's data plane settings, which the node reads at start-up too.
         config = NodeConfig.from_properties(cluster.node_properties(node, overrides))
         if config.runs_broker:
             data_plane_config_from_node(config)
+    check_ports_free(cluster.nodes)
+    _check_writable(directory)
     # Each node warns too, but in its node.log, which nobody reads after a clean start.
     for message in unknown_properties(overrides):
         print(f"replog cluster: warning: --override {message}", file=sys.stderr, flush=True)
-    check_ports_free(cluster.nodes)
+    if existing is not None:  # --fresh, and every check passed: only now is the old one deleted
+        for node in existing.nodes:
+            if os.path.exists(node.directory):
+                shutil.rmtree(node.directory)
+        os.remove(LocalCluster.file_path(directory))
     cluster.write(overrides)
     return cluster
 
 
+def _stopped_cluster_to_start(
+    existing: LocalCluster,
+    args: argparse.Namespace,
+    overrides: Mapping[str, str],
+    kafka_base_port: int | None,
+) -> LocalCluster:
+    """The stopped cluster `existing` with its data, on the ports `--base-port` and
+    `--kafka-base-port` name (its own where not given): its nodes' configs and cluster.json
+    are rewritten once every new port is known to be free."""
+    if (args.nodes and args.nodes != len(existing.nodes)) or overrides:
+        raise ReplogError(
+            f"{existing.directory} holds a stopped {len(existing.nodes)}-node cluster "
+            f"({existing.voters()}); it starts again with its own nodes and settings: start it "
+            "without --nodes/--override (--base-port and --kafka-base-port move it to other "
+            "ports, keeping its data), or pass --fresh to delete it and start a new one"
+        )
+    moved = existing.on_ports(args.base_port, kafka_base_port)
+    check_ports_free(moved.nodes)
+    if moved != existing:
+        _check_writable(existing.directory)
+        moved.rewrite_addresses()
+    return moved
+
+
+def _check_writable(directory: str) -> None:
+    """Refuse a cluster directory (or, while it does not exist, its nearest existing parent)
+    that this user cannot write in."""
+    where = directory
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise ReplogError(f"{where} is not writable: choose another --data-dir")
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _base_port(cluster: LocalCluster) -> int:
-    first = cluster.nodes[0]
-    return parse_host_port(first.controller_address, f"node {first.node_id}", error=ReplogError)[1]
 
 
 def _parse_overrides(items: Sequence[str]) -> dict[str, str]:
@@ -478,103 +396,6 @@ def _parse_overrides(items: Sequence[str]) -> dict[str, str]:
     return overrides
 
 
-def run_status(args: argparse.Namespace) -> int:
-    cluster = LocalCluster.load(args.data_dir)
-    pids = {node.node_id: read_pid(node) for node in cluster.nodes}
-    alive = {node.node_id: is_running(node, pids[node.node_id]) for node in cluster.nodes}
-    answers = ask_each(
-        [n.controller_address for n in cluster.nodes if alive[n.node_id]], PROBE_TIMEOUT_S
-    )
-    rows: list[dict[str, Any]] = []
-    for node in cluster.nodes:
-        answer = answers.get(node.controller_address) if alive[node.node_id] else None
-        response = None if isinstance(answer, NodeUnreachable) else answer
-        leader_id = -1 if response is None else response.leader_id
-        rows.append(
-            {
-                "node_id": node.node_id,
-                "roles": list(node.roles),
-                "pid": pids[node.node_id],
-                "listener": node.controller_address,
-                "kafka": node.kafka_address,
-                "alive": alive[node.node_id],
-                "answers": response is not None,
-                "leader_id": None if leader_id == -1 else leader_id,
-                "quorum_epoch": None if response is None else response.quorum_epoch,
-                "is_leader": response is not None and response.error_code == 0,
-                "metrics": node.metrics_url,
-            }
-        )
-    if args.json:
-        print(json.dumps({"data_dir": cluster.directory, "nodes": rows}, indent=2))
-        return 0
-    print(f"cluster in {cluster.directory}")
-    table = [
-        [
-            "NODE",
-            "ROLES",
-            "PID",
-            "LISTENER",
-            "KAFKA",
-            "ALIVE",
-            "ANSWERS",
-            "LEADER",
-            "EPOCH",
-            "METRICS",
-        ]
-    ]
-    for row in rows:
-        table.append(
-            [
-                str(row["node_id"]),
-                ",".join(row["roles"]),
-                _or_dash(row["pid"]),
-                row["listener"],
-                _or_dash(row["kafka"]),
-                "yes" if row["alive"] else "no",
-                "yes" if row["answers"] else "no",
-                _or_dash(row["leader_id"]),
-                _or_dash(row["quorum_epoch"]),
-                _or_dash(row["metrics"]),
-            ]
-        )
-    print_table(table)
-    return 0
-
-
-def _or_dash(value: object) -> str:
-    return "-" if value is None else str(value)
-
-
-def run_stop(args: argparse.Namespace) -> int:
-    cluster = LocalCluster.load(args.data_dir)
-    running = []
-    for node in cluster.nodes:
-        pid = running_pid(node)
-        if pid is None:
-            remove_pid_file(node)  # stale: the node died without `stop`
-        else:
-            running.append((node, pid))
-    if not running:
-        print(f"no node of the cluster in {cluster.directory} is running")
-        return 0
-    for line in stop_nodes(running, args.timeout, say=lambda line: print(line, file=sys.stderr)):
-        print(line)
-    return 0
-
-
-def run_kill(args: argparse.Namespace) -> int:
-    cluster = LocalCluster.load(args.data_dir)
-    node = cluster.node(args.node_id)
-    pid = running_pid(node)
-    if pid is None:
-        raise ReplogError(f"node {node.node_id} is not running")
-    kill_and_wait(node, pid)
-    remove_pid_file(node)
-    print(f"killed node {node.node_id} (pid {pid})")
-    return 0
-
-
 def run_restart(args: argparse.Namespace) -> int:
     cluster = LocalCluster.load(args.data_dir)
     node = cluster.node(args.node_id)
@@ -584,7 +405,7 @@ def run_restart(args: argparse.Namespace) -> int:
             f"node {node.node_id} is still running (pid {pid}); "
             f"`replog cluster kill {node.node_id}` or `replog cluster stop` it first"
         )
-    check_ports_free([node])
+    check_ports_free([node], _moved_by_a_whole_cluster_start)
     is_broker = node.node_id in broker_node_ids(cluster)
     addresses = cluster.controller_addresses()
     controllers = ControllerClient(list(addresses.values()), node_addresses=addresses)

@@ -8,15 +8,19 @@
   command's session, docs/operations.md; output appended to
   `node-<id>/node.log`, pid in `node-<id>/node.pid`), waits until the quorum has a leader that
   committed its epoch, every node answers and every broker is registered and unfenced (so a
-  topic created right after `start` can place its replicas on all of them), and prints the
-  endpoints. On a directory whose cluster is stopped it starts the same nodes again, keeping
-  their data (`--fresh` deletes it and starts anew). An `--override` key no node reads (a typo:
+  topic created right after `start` can place its replicas on all of them), saying each phase
+  on stderr as it passes (and, past 5 s, what it waits for), and prints the endpoints. On a
+  directory whose cluster is stopped it starts the same nodes again, keeping their data, on
+  the ports `--base-port`/`--kafka-base-port` name (the nodes' configs rewritten) or its own;
+  `--fresh` deletes it and starts anew, once every check (settings, ports, directory) passed.
+  A port in use names the flag that moves it. An `--override` key no node reads (a typo:
   `num.partitons`) is a warning on stderr naming the closest known key, and the cluster starts
   anyway, as Kafka warns about unknown keys without refusing them.
 - `status [--json]`: per node: id, roles, pid, listener, its Kafka listener's address (KAFKA,
   `--json` key `kafka`; `-`/null when it serves none), alive (the process exists and is not a
-  zombie), whether it answers DescribeQuorum, the leader and quorum epoch it knows, and its
-  Prometheus metrics URL (METRICS; `-` for a cluster written before metrics existed).
+  zombie), whether it answers (its metrics endpoint gives its Raft gauges and its listener
+  accepts), the leader and quorum epoch it knows, and its Prometheus metrics URL (METRICS; `-`
+  for a cluster written before metrics existed).
 - `stop`: SIGTERM to every node (each resigns and closes its log), SIGKILL after `--timeout`.
 - `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running.
 
@@ -44,9 +48,16 @@ from replog.cli.local_cluster import (
 
 STOP_TIMEOUT_S = 90.0
 
-# The actions are `replog.cli.cluster`'s `run_<action>`, imported when one runs: that module
-# loads the node's configuration and the admin client (gRPC), which `--help` does not need.
-RUNS = "replog.cli.cluster"
+# Each action is its module's `run_<action>`, imported when it runs: `start` and `restart`
+# load the node's configuration and the admin client (gRPC), which `--help` does not need;
+# `status`, `stop` and `kill` load neither, and start in the time of a bare interpreter.
+RUNS = {
+    "start": "replog.cli.cluster",
+    "restart": "replog.cli.cluster",
+    "status": "replog.cli.cluster_status",
+    "stop": "replog.cli.cluster_stop",
+    "kill": "replog.cli.cluster_stop",
+}
 
 
 def _roles(text: str) -> tuple[str, ...]:
@@ -75,7 +86,7 @@ def register(commands: Any) -> None:
             default=DEFAULT_DATA_DIR,
             help=f"the cluster's directory (default: {DEFAULT_DATA_DIR})",
         )
-        sub.set_defaults(run=deferred(RUNS, run))
+        sub.set_defaults(run=deferred(RUNS[name], run))
         return sub
 
     start = action(
@@ -93,14 +104,16 @@ def register(commands: Any) -> None:
         "--base-port",
         type=at_least(1),
         metavar="PORT",
-        help=f"node i listens on base + i - 1 (default: {DEFAULT_BASE_PORT})",
+        help=f"node i listens on base + i - 1 (default: {DEFAULT_BASE_PORT}; a stopped "
+        "cluster moves there with its data)",
     )
     start.add_argument(
         "--kafka-base-port",
         type=at_least(1),
         metavar="PORT",
         help="node i (a broker) serves Kafka's protocol on 127.0.0.1:PORT + i - 1 (default: "
-        f"{DEFAULT_KAFKA_BASE_PORT}; a stopped cluster keeps the ports it was created with)",
+        f"{DEFAULT_KAFKA_BASE_PORT}; a stopped cluster moves there with its data, and keeps "
+        "its own without this flag)",
     )
     start.add_argument(
         "--fresh", action="store_true", help="delete a stopped cluster's data and start anew"

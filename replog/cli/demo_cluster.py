@@ -1,9 +1,9 @@
 """The local cluster `replog demo` runs on: started, one node killed and restarted, stopped.
 
-A thin shell over `replog cluster`'s functions (`replog/cli/cluster.py`, `local_cluster.py`),
-called in this process: the same files, node processes and pid files as `replog cluster start`,
-so `replog cluster status --data-dir DIR` works on the demo's cluster while it runs (and after
-`replog demo --keep`).
+A thin shell over `replog cluster`'s functions (`replog/cli/cluster.py`, `node_processes.py`,
+`local_cluster.py`), called in this process: the same files, node processes and pid files as
+`replog cluster start`, so `replog cluster status --data-dir DIR` works on the demo's cluster
+while it runs (and after `replog demo --keep`).
 
 Rules:
 - The directory is wiped at the start, but only if it is a stopped cluster's directory (it
@@ -19,8 +19,10 @@ from __future__ import annotations
 import os
 import shutil
 
-from replog.cli.cluster import (
-    check_ports_free,
+from replog.cli.cluster import check_ports_free, wait_until_up
+from replog.cli.demo_command import NODE_COUNT
+from replog.cli.local_cluster import LocalCluster
+from replog.cli.node_processes import (
     exit_status,
     kill_and_wait,
     log_tails,
@@ -29,10 +31,7 @@ from replog.cli.cluster import (
     running_pid,
     spawn,
     stop_nodes,
-    wait_until_up,
 )
-from replog.cli.demo_command import NODE_COUNT
-from replog.cli.local_cluster import LocalCluster
 from replog.errors import ReplogError
 
 SERVER_PROPERTIES = {

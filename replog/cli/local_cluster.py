@@ -29,6 +29,10 @@ Rules:
   `advertised.listeners`, and `listener.security.protocol.map` mapping both listener names to
   PLAINTEXT), so `bootstrap.servers=localhost:9092` works as in Kafka's quick start. A
   cluster planned without one (`replog demo`, a `cluster.json` written before) has none.
+- A stopped cluster may move to other ports (`on_ports`, by the rules above):
+  `rewrite_addresses` rewrites only the keys of each server.properties that name ports
+  (`address_properties`: voters, listeners, advertised listeners, metrics host and port),
+  then `cluster.json`; the voters are ids in the metadata log, so the data stays valid.
 - A new cluster gets a fresh cluster id (Kafka's form: a random UUID in unpadded url-safe
   base64, 22 characters), written to `cluster.json` and as `cluster.id` to every node's
   server.properties. A `cluster.json` written before cluster ids existed has none.
@@ -251,22 +255,14 @@ class LocalCluster:
         properties = {
             "process.roles": ",".join(node.roles),
             "node.id": str(node.node_id),
-            "controller.quorum.voters": self.voters(),
-            "listeners": ",".join(f"{name}://{a}" for name, a in node.listeners.items()),
             "controller.listener.names": CONTROLLER_LISTENER,
             "log.dirs": node.data_path,
+            **self.address_properties(node),
         }
         if node.kafka_address is not None:
-            # Kafka's names: the gRPC listener stays first (replog's clients find brokers by
-            # it), the Kafka one is PLAINTEXT by name and by protocol.
-            properties["advertised.listeners"] = properties["listeners"]
             properties["listener.security.protocol.map"] = ",".join(
                 f"{name}:PLAINTEXT" for name in node.listeners
             )
-        if node.metrics_address is not None:
-            host, port = parse_host_port(node.metrics_address, f"node {node.node_id} metrics")
-            properties["metrics.host"] = host  # bare, as metrics.host is written
-            properties["metrics.port"] = str(port)
         if self.cluster_id is not None:
             properties["cluster.id"] = self.cluster_id
         # Imported here: the client tools read cluster.json without the server's settings.
@@ -280,7 +276,74 @@ class LocalCluster:
         properties.update(overrides or {})
         return properties
 
+    def address_properties(self, node: LocalNode) -> dict[str, str]:
+        """The keys of `node`'s server.properties that name this cluster's ports: the quorum's
+        voters, its listeners and its metrics endpoint."""
+        properties = {
+            "controller.quorum.voters": self.voters(),
+            "listeners": ",".join(f"{name}://{a}" for name, a in node.listeners.items()),
+        }
+        if node.kafka_address is not None:
+            # Kafka's names: the gRPC listener stays first (replog's clients find brokers by
+            # it), the Kafka one is PLAINTEXT by name and by protocol.
+            properties["advertised.listeners"] = properties["listeners"]
+        if node.metrics_address is not None:
+            host, port = parse_host_port(node.metrics_address, f"node {node.node_id} metrics")
+            properties["metrics.host"] = host  # bare, as metrics.host is written
+            properties["metrics.port"] = str(port)
+        return properties
+
+    def on_ports(self, base_port: int | None, kafka_base_port: int | None) -> LocalCluster:
+        """This cluster with its nodes on the ports a cluster planned with `base_port` and
+        `kafka_base_port` has (None: where it is now), by the same rules; nodes, roles, cluster
+        id and data stay. A node without a metrics endpoint or Kafka listener gets none."""
+        first = self.nodes[0]
+        base = base_port or parse_host_port(first.controller_address, "base", error=ReplogError)[1]
+        kafka = kafka_base_port
+        if kafka is None and first.kafka_address is not None:
+            kafka = parse_host_port(first.kafka_address, "kafka", error=ReplogError)[1]
+        planned = LocalCluster.plan(
+            self.directory, len(self.nodes), base, first.roles, kafka_base_port=kafka
+        )
+        nodes = tuple(
+            LocalNode(
+                node_id=node.node_id,
+                roles=node.roles,
+                listeners={
+                    name: address
+                    for name, address in planned.node(node.node_id).listeners.items()
+                    if name in node.listeners
+                },
+                directory=node.directory,
+                metrics_address=(
+                    None
+                    if node.metrics_address is None
+                    else planned.node(node.node_id).metrics_address
+                ),
+            )
+            for node in self.nodes
+        )
+        return LocalCluster(self.directory, nodes, self.cluster_id)
+
     # --- writing ------------------------------------------------------------------------------
+
+    def rewrite_addresses(self) -> None:
+        """Write this cluster's ports into its nodes' server.properties (`address_properties`;
+        every other line stays as it is), then its cluster.json."""
+        for node in self.nodes:
+            with open(node.config_path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+            wanted = self.address_properties(node)
+            rewritten = []
+            for line in lines:
+                key = line.split("=", 1)[0].strip()
+                if "=" in line and not line.lstrip().startswith(("#", "!")) and key in wanted:
+                    rewritten.append(f"{key}={wanted.pop(key)}")
+                else:
+                    rewritten.append(line)
+            rewritten += [f"{key}={value}" for key, value in wanted.items()]
+            _write_atomically(node.config_path, "\n".join(rewritten) + "\n")
+        self._write_cluster_file()
 
     def write(self, overrides: Mapping[str, str] | None = None) -> None:
         """Create the node directories and write every server.properties, then cluster.json."""
@@ -292,17 +355,16 @@ class LocalCluster:
             )
             with open(node.config_path, "w", encoding="utf-8") as f:
                 f.write(text)
+        self._write_cluster_file()
+
+    def _write_cluster_file(self) -> None:
         document = {
             "version": FORMAT_VERSION,
             "voters": self.voters(),
             "cluster_id": self.cluster_id,
             "nodes": [self._node_to_json(node) for node in self.nodes],
         }
-        path = self.file_path(self.directory)
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(document, f, indent=2)
-            f.write("\n")
-        os.replace(path + ".tmp", path)
+        _write_atomically(self.file_path(self.directory), json.dumps(document, indent=2) + "\n")
 
     def _node_to_json(self, node: LocalNode) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -334,6 +396,12 @@ def _check_kafka_ports(kafka_base_port: int, node_count: int, base_port: int) ->
             f"--kafka-base-port {kafka_base_port}: port {clash[0]} is also a node's gRPC or "
             f"metrics port (from --base-port {base_port}); choose ports that do not overlap"
         )
+
+
+def _write_atomically(path: str, text: str) -> None:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
 
 
 def accepts_connections(address: str) -> bool:

@@ -28,14 +28,20 @@ RPC = ("grpc", "google.protobuf", "replog.pb")
 
 def modules_loaded_by(*argv: str) -> list[str]:
     """The modules a fresh interpreter has loaded once `replog ARGV` returned."""
+    return run_in_a_fresh_interpreter(*argv)[2]
+
+
+def run_in_a_fresh_interpreter(*argv: str) -> tuple[int, str, list[str]]:
+    """`replog ARGV` in a fresh interpreter: its exit code, what it printed on stdout, and the
+    modules loaded once it returned."""
     probe = (
         "import json, sys\n"
         "from replog.cli.main import main\n"
         "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
+        "    code = main(sys.argv[1:])\n"
+        "except SystemExit as exit_:\n"
+        "    code = exit_.code if isinstance(exit_.code, int) else 1\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe, *argv],
@@ -45,8 +51,9 @@ def modules_loaded_by(*argv: str) -> list[str]:
         check=True,
         timeout=60,
     )
-    loaded: list[str] = json.loads(result.stdout.splitlines()[-1])
-    return loaded
+    *output, last = result.stdout.splitlines()
+    answer = json.loads(last)
+    return answer["code"], "\n".join(output), answer["modules"]
 
 
 def under(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:

@@ -6,6 +6,7 @@ Checked against scripted answers (no processes), so each case is exact."""
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from replog.admin.cluster_metadata import Broker, ClusterDescription
 from replog.admin.quorum import NodeUnreachable, QuorumDescription
 from replog.cli import cluster as cluster_cli
 from replog.cli.local_cluster import LocalCluster
+from replog.cli.start_progress import StartProgress
 from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
 
@@ -114,6 +116,38 @@ def test_start_names_the_brokers_that_never_become_active(
         cluster_cli.wait_until_up(layout, {1: 11, 2: 12, 3: 13}, timeout_s=0.2)
 
 
+def test_start_says_each_phase_and_what_a_slow_one_waits_for(
+    monkeypatch: pytest.MonkeyPatch, layout: LocalCluster
+) -> None:
+    """Every phase once as it passes; a phase past the silent bound (0 here) says what it
+    waits for: nodes that do not listen yet, a node that does not answer, a broker."""
+    _script(monkeypatch, layout, silent_rounds=1, brokers_waiting=["broker 3 not active yet"])
+    asked = [0]
+
+    def describe(bootstrap: list[str], addresses: object, timeout_s: float) -> QuorumDescription:
+        asked[0] += 1
+        if asked[0] <= 2:
+            raise ReplogError("no quorum node reachable at ...: connection refused")
+        return _committed_leader(bootstrap[0])
+
+    monkeypatch.setattr(cluster_cli, "describe_quorum", describe)
+    monkeypatch.setattr(cluster_cli, "accepts_connections", lambda address: False)
+    quick = functools.partial(StartProgress, silent_s=0, repeat_s=3600)
+    monkeypatch.setattr(cluster_cli, "StartProgress", quick)
+    said: list[str] = []
+    cluster_cli.wait_until_up(layout, {1: 11, 2: 12, 3: 13}, timeout_s=10, say=said.append)
+    assert [line.replace(" (0 s so far)", "") for line in said] == [
+        "waiting for the nodes to listen at 127.0.0.1:39092, 127.0.0.1:39093, 127.0.0.1:39094 "
+        "(each imports its runtime and opens its logs first)",
+        "quorum: node 1 elected leader (epoch 1)",
+        "waiting for every node to answer (none yet from node 3 (127.0.0.1:39094: connection "
+        "refused))",
+        "all 3 nodes answer",
+        "waiting for every broker to register and be unfenced (broker 3 not active yet)",
+        "brokers 1, 2, 3 registered and unfenced",
+    ]
+
+
 def _broker(broker_id: int, *, fenced: bool = False, leaving: bool = False) -> Broker:
     return Broker(broker_id, "127.0.0.1", 9092, None, fenced, leaving, broker_epoch=broker_id)
 
@@ -211,7 +245,7 @@ def test_a_restart_whose_node_exits_leaves_no_pid_file(
         return 4242
 
     monkeypatch.setattr(cluster_cli, "running_pid", lambda n: None)
-    monkeypatch.setattr(cluster_cli, "check_ports_free", lambda nodes: None)
+    monkeypatch.setattr(cluster_cli, "check_ports_free", lambda nodes, remedy: None)
     monkeypatch.setattr(cluster_cli, "spawn", spawned)
     monkeypatch.setattr(cluster_cli, "exit_status", lambda pid: 1)
     monkeypatch.setattr(cluster_cli, "POLL_INTERVAL_S", 0.001)

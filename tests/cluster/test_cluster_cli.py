@@ -26,10 +26,10 @@ from cluster_helpers import (
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.quorum import ask_each
-from replog.cli.cluster import log_tails
 from replog.cli.local_cluster import LocalCluster
+from replog.cli.node_processes import log_tails
 from replog.pb import raft_pb2 as pb
-from tests.local_ports import KAFKA_PORT_OFFSET
+from tests.local_ports import KAFKA_PORT_OFFSET, free_base_port
 
 
 def assert_refused(result: subprocess.CompletedProcess[str] | Outcome, *fragments: str) -> None:
@@ -67,6 +67,13 @@ def every_node_follows(cluster: LoopbackCluster, leader_id: int) -> bool:
 
 def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
     started = cluster.start()
+    # Each phase of the start is said on stderr as it passes (the report is stdout's).
+    phases = started.stderr.splitlines()
+    assert phases[0] == f"starting 3 nodes in {cluster.data_dir} (logs: node-<id>/node.log)..."
+    said = [line for line in phases if not line.startswith("waiting for ")]
+    assert len(said) == 4, started.stderr
+    assert said[1].startswith("quorum: node ") and " elected leader (epoch " in said[1]
+    assert said[2:] == ["all 3 nodes answer", "brokers 1, 2, 3 registered and unfenced"]
     # Every broker is unfenced when `start` returns: a topic with a replica on each node can
     # be created at once.
     created = replog_in_process(
@@ -236,6 +243,49 @@ def test_start_fresh_replaces_a_stopped_cluster(cluster: LoopbackCluster) -> Non
     assert not (cluster.data_dir / "node-2").exists()
     assert [n.node_id for n in cluster.layout.nodes] == [1]
     assert cluster.describe().leader_id == 1
+
+
+def test_a_stopped_cluster_restarts_on_new_ports_with_every_topic_and_record(
+    cluster: LoopbackCluster,
+) -> None:
+    """Its old ports taken, a stopped cluster is refused with the flag that moves it, and
+    started with that flag it keeps every topic and record: the nodes' configs are rewritten
+    (voters, listeners, metrics) and each broker registers its new endpoints."""
+    cluster.start()
+    data_dir = ("--data-dir", str(cluster.data_dir))
+    created = replog_in_process(
+        *("topics", "create", "--topic", "kept", "--partitions", "3"),
+        *("--replication-factor", "3", *data_dir),
+    )
+    assert created.returncode == 0, created.stderr
+    records = [f"record-{i}" for i in range(30)]
+    produced = replog("produce", "--topic", "kept", *data_dir, stdin="\n".join(records) + "\n")
+    assert produced.returncode == 0, produced.stderr
+    assert cluster.cli("stop").returncode == 0
+    with socket.socket() as busy:
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        busy.bind(("127.0.0.1", cluster.base_port + 1))
+        busy.listen()
+        assert_refused(
+            cluster.cli("start"),
+            f"port {cluster.base_port + 1} is in use (choose another --base-port)",
+        )
+        base = free_base_port(3)
+        moved = cluster.cli(
+            "start", "--base-port", str(base), "--kafka-base-port", str(base + KAFKA_PORT_OFFSET)
+        )
+    assert moved.returncode == 0, moved.stderr
+    assert f"bootstrap servers: 127.0.0.1:{base},127.0.0.1:{base + 1}" in moved.stdout
+    assert [n.controller_address for n in cluster.layout.nodes] == [
+        f"127.0.0.1:{base + i}" for i in range(3)
+    ]
+    listed = replog_in_process("topics", "list", *data_dir)
+    assert listed.stdout.split() == ["kept"], listed.stderr
+    consumed = replog(
+        *("consume", "--topic", "kept", "--from-beginning", "--max-messages", "30"),
+        *("--timeout-ms", "30000", *data_dir),
+    )
+    assert sorted(consumed.stdout.splitlines()) == sorted(records), consumed.stderr
 
 
 def test_start_refuses_a_port_in_use(cluster: LoopbackCluster) -> None:

@@ -150,8 +150,9 @@ class ReplogSystem:
     def start(self) -> None:
         import shutil
 
-        from replog.cli.cluster import spawn, wait_until_up
+        from replog.cli.cluster import wait_until_up
         from replog.cli.local_cluster import KAFKA_LISTENER, LocalCluster
+        from replog.cli.node_processes import spawn
 
         shutil.rmtree(self.directory, ignore_errors=True)
         # Every node gets its Kafka listener (as `cluster start --kafka-base-port`); only the
@@ -201,7 +202,7 @@ class ReplogSystem:
             print(f"{self.name}: deleting the run's topics failed: {exc}", flush=True)
 
     def kill_leader(self, topic: str) -> int:
-        from replog.cli.cluster import kill_and_wait
+        from replog.cli.node_processes import kill_and_wait
         from replog.client.sync_admin import Admin
 
         with Admin({"bootstrap.servers": self.grpc_servers}) as admin:
@@ -215,7 +216,8 @@ class ReplogSystem:
 
     def restart_killed(self) -> None:
         from replog.admin.controller_client import ControllerClient
-        from replog.cli.cluster import broker_epoch, spawn, wait_until_up
+        from replog.cli.cluster import broker_epoch, wait_until_up
+        from replog.cli.node_processes import spawn
 
         node, self._killed = self._killed, None
         if node is None or self._cluster is None:
@@ -300,7 +302,7 @@ class ReplogSystem:
     def _check_running(self) -> None:
         """A `BenchSystemError` naming the nodes (but the one `kill_leader` or
         `fail_controller` killed) that no longer run, and their logs."""
-        from replog.cli.cluster import is_running
+        from replog.cli.node_processes import is_running
 
         gone = [
             f"node {node.node_id} (pid {pid}, its log: {node.log_path})"
@@ -326,7 +328,7 @@ class ReplogSystem:
 
     def fail_controller(self, probe_topic: str) -> tuple[int, Failover]:
         from replog.cli.bench.controller_failover import over_grpc, over_kafka
-        from replog.cli.cluster import kill_and_wait
+        from replog.cli.node_processes import kill_and_wait
 
         active = self._describe_cluster().controller_id
         started = {node.node_id: (node, pid) for node, pid in self._started}
@@ -353,7 +355,7 @@ class ReplogSystem:
         return [pid for _, pid in self._started]
 
     def stop(self) -> None:
-        from replog.cli.cluster import stop_nodes
+        from replog.cli.node_processes import stop_nodes
 
         started, self._started = self._started, []
         stop_nodes(started, REPLOG_STOP_TIMEOUT_S)
@@ -570,7 +572,7 @@ class KafkaSystem:
         """A `BenchSystemError` naming the nodes (but one the harness killed) whose JVM no
         longer runs, with the end of each one's log ("Too many open files", an
         OutOfMemoryError): a wait on them would last its whole timeout."""
-        from replog.cli.cluster import process_runs
+        from replog.cli.node_processes import process_runs
 
         gone = []
         for node in range(1, NODES + 1):

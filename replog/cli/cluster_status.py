@@ -1,0 +1,201 @@
+"""`replog cluster status`: each node's pid, listeners, liveness and view of the metadata quorum.
+
+How each column is known, without gRPC (its import alone costs more than the whole command
+may) or the node's runtime:
+- alive: the node's pid file names a process that runs with its config (`node_processes`).
+- leader and quorum epoch: the node's own Raft gauges (`replog_raft_current_leader`,
+  `replog_raft_current_epoch`), read from its metrics endpoint over a plain HTTP/1.0 GET that
+  names the two families (the node then runs only its summary collector). They are the
+  state its DescribeQuorum answer is made of; -1 ("unknown") is None.
+- answers: its metrics endpoint gave those gauges and its gRPC listener accepts a connection
+  (a node starts its metrics endpoint before its gRPC server).
+- A node without a metrics endpoint (a `cluster.json` written before metrics existed, or a
+  `metrics.port=0` override: refused there while its gRPC listener accepts) is asked
+  DescribeQuorum over gRPC, which is imported only then.
+Nodes are asked in parallel, each bounded by `PROBE_TIMEOUT_S`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from replog.cli.local_cluster import LocalCluster, LocalNode, accepts_connections
+from replog.cli.node_processes import is_running, read_pid
+from replog.cli.table import print_table
+from replog.errors import ReplogError
+from replog.net_address import parse_host_port
+
+PROBE_TIMEOUT_S = 1.0
+LEADER_GAUGE = "replog_raft_current_leader"
+EPOCH_GAUGE = "replog_raft_current_epoch"
+UNKNOWN = -1
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumView:
+    """What one node knows of the metadata quorum (None: unknown)."""
+
+    leader_id: int | None
+    epoch: int | None
+
+
+class NoAnswer(Exception):
+    """A node's endpoint that gave no usable answer; `refused`: nothing listens there."""
+
+    def __init__(self, reason: str, *, refused: bool = False) -> None:
+        super().__init__(reason)
+        self.refused = refused
+
+
+def scrape_gauges(address: str, names: tuple[str, ...], timeout_s: float) -> dict[str, float]:
+    """The values of the unlabelled gauges `names` at `http://address/metrics`; raises
+    `NoAnswer` when the endpoint refuses, stays silent past `timeout_s` or answers otherwise
+    than with them."""
+    host, port = parse_host_port(address, "a metrics address", error=ReplogError)
+    query = "&".join(f"name%5B%5D={name}" for name in names)
+    request = f"GET /metrics?{query} HTTP/1.0\r\nHost: {address}\r\n\r\n".encode("ascii")
+    deadline = time.monotonic() + timeout_s
+    chunks = []
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as connection:
+            connection.sendall(request)
+            while True:  # HTTP/1.0: the server closes the connection after its answer
+                connection.settimeout(max(0.001, deadline - time.monotonic()))
+                chunk = connection.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+    except ConnectionRefusedError:
+        raise NoAnswer("connection refused", refused=True) from None
+    except TimeoutError:
+        raise NoAnswer(f"no answer within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise NoAnswer(exc.strerror or str(exc)) from None
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].split()
+    if len(status) < 2 or status[1] != b"200":
+        raise NoAnswer(f"HTTP answer {b' '.join(status[1:]).decode(errors='replace')!r}")
+    values = {}
+    for line in body.decode("utf-8", errors="replace").splitlines():
+        name, _, value = line.partition(" ")
+        if name in names:
+            try:
+                values[name] = float(value)
+            except ValueError:
+                raise NoAnswer(f"{name}: not a number: {value!r}") from None
+    missing = [name for name in names if name not in values]
+    if missing:
+        raise NoAnswer(f"no {', '.join(missing)} in its metrics")
+    return values
+
+
+def quorum_view(node: LocalNode, timeout_s: float = PROBE_TIMEOUT_S) -> QuorumView | None:
+    """What `node` says of the quorum (module docstring); None when it does not answer."""
+    if node.metrics_address is not None:
+        try:
+            gauges = scrape_gauges(node.metrics_address, (LEADER_GAUGE, EPOCH_GAUGE), timeout_s)
+        except NoAnswer as exc:
+            if not exc.refused or not accepts_connections(node.controller_address):
+                return None
+        else:
+            if not accepts_connections(node.controller_address):
+                return None
+            leader, epoch = int(gauges[LEADER_GAUGE]), int(gauges[EPOCH_GAUGE])
+            return QuorumView(None if leader == UNKNOWN else leader, epoch)
+    return _asked_over_grpc(node, timeout_s)
+
+
+def _asked_over_grpc(node: LocalNode, timeout_s: float) -> QuorumView | None:
+    # Imported here: only a node without a metrics endpoint costs the gRPC import.
+    from replog.admin.quorum import NodeUnreachable, ask_or_why
+
+    answer = ask_or_why(node.controller_address, timeout_s)
+    if isinstance(answer, NodeUnreachable):
+        return None
+    leader = None if answer.leader_id == UNKNOWN else answer.leader_id
+    return QuorumView(leader, answer.quorum_epoch)
+
+
+def quorum_views(nodes: list[LocalNode]) -> dict[int, QuorumView | None]:
+    """`quorum_view` of every node in `nodes`, asked in parallel."""
+    views: dict[int, QuorumView | None] = {}
+
+    def ask(node: LocalNode) -> None:
+        views[node.node_id] = quorum_view(node)
+
+    threads = [threading.Thread(target=ask, args=(node,), daemon=True) for node in nodes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return views
+
+
+def run_status(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.load(args.data_dir)
+    pids = {node.node_id: read_pid(node) for node in cluster.nodes}
+    alive = {node.node_id: is_running(node, pids[node.node_id]) for node in cluster.nodes}
+    views = quorum_views([node for node in cluster.nodes if alive[node.node_id]])
+    rows: list[dict[str, Any]] = []
+    for node in cluster.nodes:
+        view = views.get(node.node_id)
+        rows.append(
+            {
+                "node_id": node.node_id,
+                "roles": list(node.roles),
+                "pid": pids[node.node_id],
+                "listener": node.controller_address,
+                "kafka": node.kafka_address,
+                "alive": alive[node.node_id],
+                "answers": view is not None,
+                "leader_id": None if view is None else view.leader_id,
+                "quorum_epoch": None if view is None else view.epoch,
+                "is_leader": view is not None and view.leader_id == node.node_id,
+                "metrics": node.metrics_url,
+            }
+        )
+    if args.json:
+        print(json.dumps({"data_dir": cluster.directory, "nodes": rows}, indent=2))
+        return 0
+    print(f"cluster in {cluster.directory}")
+    table = [
+        [
+            "NODE",
+            "ROLES",
+            "PID",
+            "LISTENER",
+            "KAFKA",
+            "ALIVE",
+            "ANSWERS",
+            "LEADER",
+            "EPOCH",
+            "METRICS",
+        ]
+    ]
+    for row in rows:
+        table.append(
+            [
+                str(row["node_id"]),
+                ",".join(row["roles"]),
+                _or_dash(row["pid"]),
+                row["listener"],
+                _or_dash(row["kafka"]),
+                "yes" if row["alive"] else "no",
+                "yes" if row["answers"] else "no",
+                _or_dash(row["leader_id"]),
+                _or_dash(row["quorum_epoch"]),
+                _or_dash(row["metrics"]),
+            ]
+        )
+    print_table(table)
+    return 0
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,187 @@
+"""`replog cluster start` on a stopped cluster's directory: `--base-port` and
+`--kafka-base-port` move it to other ports, keeping its data (the nodes' server.properties are
+rewritten: the quorum's voters, the listeners, the advertised listeners and the metrics port,
+every other line kept); a port in use names the flag that moves that port; and `--fresh`
+deletes the old cluster only once everything else was checked. In-process: nothing starts."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from replog.cli import cluster as cluster_cli
+from replog.cli.local_cluster import LocalCluster
+from replog.config import parse_properties
+from replog.errors import ReplogError
+from tests.local_ports import KAFKA_PORT_OFFSET, free_base_port
+
+
+def start_args(data_dir: Path, **flags: object) -> argparse.Namespace:
+    args = argparse.Namespace(
+        data_dir=str(data_dir),
+        override=[],
+        fresh=False,
+        nodes=None,
+        base_port=None,
+        kafka_base_port=None,
+        roles=("broker", "controller"),
+    )
+    for name, value in flags.items():
+        setattr(args, name, value)
+    return args
+
+
+@pytest.fixture
+def stopped(tmp_path: Path) -> LocalCluster:
+    """A stopped 3-node cluster on free ports (its own, which a test may move it from)."""
+    base = free_base_port(3)
+    cluster = LocalCluster.plan(
+        str(tmp_path / "cluster"), 3, base, kafka_base_port=base + KAFKA_PORT_OFFSET
+    )
+    cluster.write({"num.partitions": "2"})
+    (Path(cluster.nodes[0].data_path) / "kept").write_text("data")
+    return cluster
+
+
+@contextmanager
+def listening(port: int) -> Iterator[None]:
+    with socket.socket() as busy:
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        busy.bind(("127.0.0.1", port))
+        busy.listen()
+        yield
+
+
+def base_of(cluster: LocalCluster) -> int:
+    return int(cluster.nodes[0].controller_address.rsplit(":", 1)[1])
+
+
+def properties(cluster: LocalCluster, node_id: int) -> dict[str, str]:
+    path = cluster.node(node_id).config_path
+    return parse_properties(Path(path).read_text(), source=path)
+
+
+def test_a_stopped_cluster_moves_to_new_ports_with_its_data_and_settings(
+    stopped: LocalCluster,
+) -> None:
+    base = free_base_port(3)
+    kafka = base + KAFKA_PORT_OFFSET
+    args = start_args(Path(stopped.directory), base_port=base, kafka_base_port=kafka)
+    moved = cluster_cli._cluster_to_start(args)
+    assert LocalCluster.load(stopped.directory) == moved  # cluster.json rewritten
+    assert moved.cluster_id == stopped.cluster_id
+    voters = f"1@127.0.0.1:{base},2@127.0.0.1:{base + 1},3@127.0.0.1:{base + 2}"
+    for i in (1, 2, 3):
+        written = properties(moved, i)
+        listeners = f"CONTROLLER://127.0.0.1:{base + i - 1},PLAINTEXT://127.0.0.1:{kafka + i - 1}"
+        assert written["controller.quorum.voters"] == voters
+        assert written["listeners"] == written["advertised.listeners"] == listeners
+        assert written["metrics.port"] == str(base + 100 + i - 1)
+        assert moved.node(i).metrics_url == f"http://127.0.0.1:{base + 100 + i - 1}/metrics"
+        # Everything else as it was: the override, the id, the data.
+        unchanged = ("num.partitions", "cluster.id", "node.id", "log.dirs", "process.roles")
+        assert {k: written[k] for k in unchanged} == {
+            k: stopped.node_properties(stopped.node(i), {"num.partitions": "2"})[k]
+            for k in unchanged
+        }
+    assert (Path(moved.nodes[0].data_path) / "kept").read_text() == "data"
+
+
+def test_only_the_ports_a_flag_names_move(stopped: LocalCluster) -> None:
+    old = base_of(stopped)
+    kafka = free_base_port(3) + KAFKA_PORT_OFFSET
+    args = start_args(Path(stopped.directory), kafka_base_port=kafka)
+    in_use = rf"port {old + 1} is in use \(choose another --base-port\)"
+    # gRPC ports in use: the refusal names --base-port.
+    with listening(old + 1), pytest.raises(ReplogError, match=in_use):
+        cluster_cli._cluster_to_start(args)
+    moved = cluster_cli._cluster_to_start(
+        start_args(Path(stopped.directory), kafka_base_port=kafka)
+    )
+    assert [n.controller_address for n in moved.nodes] == [
+        n.controller_address for n in stopped.nodes
+    ]
+    assert [n.kafka_address for n in moved.nodes] == [f"127.0.0.1:{kafka + i}" for i in range(3)]
+
+
+def test_a_kafka_port_in_use_names_the_flag_that_moves_it(stopped: LocalCluster) -> None:
+    base = free_base_port(3)
+    args = start_args(Path(stopped.directory), base_port=base)
+    kafka_3 = base_of(stopped) + KAFKA_PORT_OFFSET + 2
+    with listening(kafka_3), pytest.raises(ReplogError) as refused:
+        cluster_cli._cluster_to_start(args)
+    assert str(refused.value) == (
+        f"node 3 cannot listen on 127.0.0.1:{kafka_3}: port {kafka_3} is in use "
+        "(choose another --kafka-base-port)"
+    )
+    assert LocalCluster.load(stopped.directory) == stopped  # nothing rewritten
+    grpc_3 = base_of(stopped) + 2
+    assert properties(stopped, 3)["listeners"].startswith(f"CONTROLLER://127.0.0.1:{grpc_3},")
+
+
+def test_a_stopped_cluster_still_refuses_another_size_or_settings(stopped: LocalCluster) -> None:
+    for flags in ({"nodes": 1}, {"override": ["num.partitions=3"]}):
+        with pytest.raises(ReplogError, match=r"holds a stopped 3-node cluster.*--fresh"):
+            cluster_cli._cluster_to_start(start_args(Path(stopped.directory), **flags))
+    assert LocalCluster.load(stopped.directory) == stopped
+
+
+@pytest.mark.parametrize(
+    ("flags", "busy_offset", "refusal"),
+    [
+        ({"override": ["log.retention.hours=abc"]}, None, "log.retention.hours='abc'"),
+        ({}, 2, "is in use (choose another --base-port)"),
+        ({}, KAFKA_PORT_OFFSET + 1, "is in use (choose another --kafka-base-port)"),
+        ({"base_port": 65535}, None, "--base-port 65535"),
+    ],
+)
+def test_a_refused_start_fresh_deletes_nothing(
+    stopped: LocalCluster, flags: dict[str, object], busy_offset: int | None, refusal: str
+) -> None:
+    before = Path(LocalCluster.file_path(stopped.directory)).read_text()
+    base = free_base_port(3)
+    ports = {"base_port": base, "kafka_base_port": base + KAFKA_PORT_OFFSET}
+    args = start_args(Path(stopped.directory), fresh=True, **{**ports, **flags})
+    with contextlib.ExitStack() as busy:
+        if busy_offset is not None:
+            busy.enter_context(listening(base + busy_offset))
+        with pytest.raises(ReplogError) as refused:
+            cluster_cli._cluster_to_start(args)
+    assert refusal in str(refused.value)
+    assert Path(LocalCluster.file_path(stopped.directory)).read_text() == before
+    assert (Path(stopped.nodes[0].data_path) / "kept").read_text() == "data"
+    assert all(Path(node.config_path).exists() for node in stopped.nodes)
+
+
+def test_start_fresh_deletes_the_old_cluster_once_every_check_passed(
+    stopped: LocalCluster,
+) -> None:
+    base = free_base_port(1)
+    args = start_args(
+        Path(stopped.directory), fresh=True, nodes=1, base_port=base, kafka_base_port=base + 200
+    )
+    fresh = cluster_cli._cluster_to_start(args)
+    assert [n.node_id for n in fresh.nodes] == [1]
+    assert fresh.cluster_id != stopped.cluster_id
+    assert not (Path(stopped.nodes[0].data_path) / "kept").exists()
+    assert not Path(stopped.node(2).directory).exists()
+
+
+def test_a_restart_on_a_port_in_use_names_the_start_that_moves_the_cluster(
+    stopped: LocalCluster,
+) -> None:
+    """`restart N` starts one node on its own ports: the flag that moves them is start's."""
+    grpc_2 = base_of(stopped) + 1
+    args = argparse.Namespace(data_dir=stopped.directory, node_id=2, verbose=False, timeout=5.0)
+    with listening(grpc_2), pytest.raises(ReplogError) as refused:
+        cluster_cli.run_restart(args)
+    assert str(refused.value) == (
+        f"node 2 cannot listen on 127.0.0.1:{grpc_2}: port {grpc_2} is in use (`replog cluster "
+        "stop`, then `replog cluster start --base-port PORT` moves the cluster)"
+    )

@@ -142,7 +142,6 @@ from replog.errors import (
     UnsupportedAssignorError,
     UnsupportedVersionError,
 )
-from replog.topic_names import is_internal_topic
 
 if TYPE_CHECKING:
     from replog.coordinator.classic_group import ClassicGroup
@@ -847,8 +846,10 @@ class ConsumerGroupCoordinator:
         """The existing topics `member` subscribes to, by name or regex."""
         names = {n for n in member.subscribed_topic_names if n in self._topics}
         if member.subscribed_topic_regex is not None:
+            # Every topic the metadata has, internal ones included, as Kafka's coordinator
+            # matches (a client that wants them out says so in its pattern).
             pattern = re.compile(member.subscribed_topic_regex)
-            names |= {n for n in self._topics if not is_internal_topic(n) and pattern.fullmatch(n)}
+            names |= {n for n in self._topics if pattern.fullmatch(n)}
         return names
 
     def _refresh_topics(self, group: ConsumerGroup, records: list[Record]) -> bool:

@@ -826,7 +826,7 @@ class ConsumerGroupCoordinator:
         group_id = group.group_id
         names = {t.topic_id: t.name for t in self._topics.values()}
         leaving_id = "" if leaving is None else leaving.member_id
-        value = downgrade_value(group, leaving_id, names, self._now_ms)
+        value = downgrade_value(group, leaving_id, names, self._classic.wall_clock())
         for tombstone in downgrade_tombstones(group):
             self._write(records, tombstone)
         self._write(records, GroupRecord(GroupMetadataKey(group_id), value))

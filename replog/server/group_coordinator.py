@@ -386,6 +386,7 @@ class GroupCoordinator:
                 self.config.offsets_load_buffer_size,
                 self.config.classic,
                 self.config.consumer,
+                self._wall_clock,
             )
         except asyncio.CancelledError:
             raise
@@ -441,12 +442,16 @@ class GroupCoordinator:
 
     @staticmethod
     def _read_offsets(
-        plog: Log, chunk_bytes: int, classic: ClassicGroupConfig, consumer: ConsumerGroupConfig
+        plog: Log,
+        chunk_bytes: int,
+        classic: ClassicGroupConfig,
+        consumer: ConsumerGroupConfig,
+        wall_clock: Clock,
     ) -> tuple[OffsetsCache, ClassicGroupCoordinator, ConsumerGroupCoordinator, ReplayStats]:
         """Replay the log from its start to its end (on a worker thread): the committed
         offsets and both protocols' group records."""
         cache = OffsetsCache()
-        groups, consumer_groups = _group_cores(classic, consumer)
+        groups, consumer_groups = _group_cores(classic, consumer, wall_clock)
         stats = ReplayStats()
         offset = plog.log_start_offset
         end = plog.log_end_offset
@@ -1386,11 +1391,13 @@ def _group_configs(image: MetadataImage) -> dict[str, Mapping[str, str]]:
 
 
 def _group_cores(
-    classic: ClassicGroupConfig, consumer: ConsumerGroupConfig
+    classic: ClassicGroupConfig, consumer: ConsumerGroupConfig, wall_clock: Clock
 ) -> tuple[ClassicGroupCoordinator, ConsumerGroupCoordinator]:
     """The two protocols' cores of one partition: a consumer group's classic members are
-    answered by the consumer core; an Empty group of one protocol gives way to the other."""
-    groups = ClassicGroupCoordinator(classic)
+    answered by the consumer core; an Empty group of one protocol gives way to the other.
+    Their timers run on the monotonic clock each call passes; `wall_clock` stamps the group
+    records' state timestamps, as Kafka's do."""
+    groups = ClassicGroupCoordinator(classic, wall_clock=wall_clock)
     consumer_groups = ConsumerGroupCoordinator(consumer, classic=groups)
     groups.other_protocol = consumer_groups.yield_to_classic
     groups.consumer_groups = consumer_groups

@@ -842,6 +842,18 @@ class ConsumerGroupCoordinator:
             ),
         )
 
+    def subscribed_topics(self, group_id: str) -> frozenset[str]:
+        """The existing topics the members of `group_id` subscribe to, by name or regex (none
+        if the group is not here): those whose offsets an OffsetDelete keeps."""
+        group = self.groups.get(group_id)
+        return frozenset() if group is None else frozenset(self._group_subscribed(group))
+
+    def _group_subscribed(self, group: ConsumerGroup) -> set[str]:
+        names: set[str] = set()
+        for member in group.members.values():
+            names |= self._subscribed(member)
+        return names
+
     def _subscribed(self, member: ConsumerMember) -> set[str]:
         """The existing topics `member` subscribes to, by name or regex."""
         names = {n for n in member.subscribed_topic_names if n in self._topics}
@@ -855,9 +867,7 @@ class ConsumerGroupCoordinator:
     def _refresh_topics(self, group: ConsumerGroup, records: list[Record]) -> bool:
         """Write the group's subscribed topics if they changed (names, ids or partition
         counts): whether they did."""
-        names: set[str] = set()
-        for member in group.members.values():
-            names |= self._subscribed(member)
+        names = self._group_subscribed(group)
         topics = {name: self._topics[name] for name in names}
         if topics == group.topics:
             return False

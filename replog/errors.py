@@ -279,6 +279,10 @@ class ElectionNotNeededError(KafkaError, code=84): ...
 class NoReassignmentInProgressError(KafkaError, code=85): ...
 
 
+class GroupSubscribedToTopicError(KafkaError, code=86):
+    """An OffsetDelete of a partition of a topic the group's members still read."""
+
+
 class InvalidRecordError(KafkaError, code=87):
     """A batch that is well framed and CRC-valid but breaks a record-level rule."""
 

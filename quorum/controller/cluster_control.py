@@ -63,6 +63,9 @@ Rules (Kafka's ClusterControlManager and heartbeat handling, KIP-631):
   its reported metadata offset at least the offset of its own registration record.
 - A broker unheard of for `broker.session.timeout.ms` is fenced by the periodic check, one
   broker per write, the oldest expired session first.
+- Every fencing and unfencing result carries a notice saying why (`fence_notices`): session
+  timeout, controlled shutdown, the heartbeat asking to be fenced, or to be unfenced once
+  caught up; a stepped fencing's notice comes with its last step, which writes the record.
 - `replay` checks that a change or unregistration names a registered broker at its current
   broker epoch, else `MetadataReplayError` (the controller never writes such a record).
 """
@@ -90,6 +93,7 @@ from quorum.controller.controller_result import (
 from quorum.controller.feature_control import FeatureControl
 from quorum.controller.replication_hooks import ReplicationHooks
 from quorum.metadata.broker_registration import BrokerRegistration, registration_named_by
+from quorum.metadata.fence_notices import fence_notices
 from quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
     Endpoint,
@@ -491,18 +495,33 @@ class ClusterControl:
             return ControllerResult.of((), reply)
         if next_state.fenced:
             tracker.end_controlled_shutdown(broker_id)
+            if next_state is BrokerState.SHUTDOWN_NOW:
+                reason = "its controlled shutdown (heartbeat with want_shut_down)"
+            else:
+                reason = "its heartbeat asked to be fenced (want_fence)"
             # The reply waits for the last step, which fences.
             return self._evacuate(
-                broker_id, registration.broker_epoch, replication, self._fence, reply
+                broker_id,
+                registration.broker_epoch,
+                replication,
+                self._fence,
+                reply,
+                fence_reason=reason,
             )
         limit = self._max_changes
         if next_state is BrokerState.UNFENCED:
             elections = replication.handle_broker_unfenced(broker_id, max_records=limit)
+            unfence = self._change(registration, fenced=FenceChange.UNFENCE)
+            reason = (
+                "its heartbeat asked to be unfenced, caught up with the metadata log (offset "
+                f"{request.current_metadata_offset}, registered at {registration_offset})"
+            )
             # The elections left over go on without the broker waiting for them.
             return ControllerResult.of(
-                [self._change(registration, fenced=FenceChange.UNFENCE), *elections.records],
+                [unfence, *elections.records],
                 reply,
                 after=elections.then,
+                notices=fence_notices([unfence], reason),
             )
         assert next_state is BrokerState.CONTROLLED_SHUTDOWN, next_state
         records: list[MetadataRecord] = []
@@ -540,8 +559,13 @@ class ClusterControl:
         changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
         tracker.end_controlled_shutdown(broker_id)
         records: list[MetadataRecord] = list(changes)
-        records.append(self._change(registration, fenced=FenceChange.FENCE))
-        return ControllerResult.of(records, None)
+        fence = self._change(registration, fenced=FenceChange.FENCE)
+        records.append(fence)
+        reason = (
+            f"its session timed out (no heartbeat for broker.session.timeout.ms, "
+            f"{tracker.session_timeout_ms} ms)"
+        )
+        return ControllerResult.of(records, None, notices=fence_notices([fence], reason))
 
     def unregister_broker(
         self, broker_id: int, *, replication: ReplicationHooks
@@ -618,13 +642,15 @@ class ClusterControl:
         *,
         if_replaced: Callable[[BrokerRegistration], R] | None = None,
         chain: object | None = None,
+        fence_reason: str = "",
     ) -> ControllerResult[R]:
         """Move a broker (its registration at `broker_epoch`) out of every ISR and leadership,
         at most `max_partition_changes_per_step` changes a step, one step per loop turn; the
         step that moves the last ones ends with `last_records` of its registration (a fence,
         an unregistration), so it never holds while the broker is still in an ISR. If the
         registration is gone, there is nothing left to do; if another incarnation replaced it,
-        `if_replaced` answers (else `response`).
+        `if_replaced` answers (else `response`). A fencing among `last_records` is noticed
+        with `fence_reason`.
 
         While another chain (`chain` None: this is the first step) evacuates the broker, a new
         one waits for it (a step without records per loop turn), then goes on from what it
@@ -641,6 +667,7 @@ class ClusterControl:
                 response,
                 if_replaced=if_replaced,
                 chain=chain,
+                fence_reason=fence_reason,
             )
 
         if chain is None and self._evacuating.get(broker_id):
@@ -660,7 +687,9 @@ class ClusterControl:
             return ControllerResult.partial(
                 changes, rest(chain), on_drop=self._dropper(broker_id, chain)
             )
-        return ControllerResult.of([*changes, *last_records(registration)], response)
+        last = last_records(registration)
+        notices = fence_notices(last, fence_reason)
+        return ControllerResult.of([*changes, *last], response, notices=notices)
 
     def _begin_evacuation(self, broker_id: int, chain: object | None) -> object:
         """Mark the broker evacuating for `chain` (None: a new chain); the chain's token."""

@@ -114,6 +114,7 @@ from quorum.controller.replication_control import (
     ReplicationControl,
 )
 from quorum.metadata.deferred_records import DeferredItem, DeferredRecords
+from quorum.metadata.fence_notices import FenceNotice
 from quorum.metadata.image import ConfigResource
 from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.records import (
@@ -170,8 +171,12 @@ class QuorumController:
         config: ControllerConfig,
         log: MetadataLog,
         rng: RandomSource,
+        on_notice: Callable[[FenceNotice], None] | None = None,
     ) -> None:
         self.config = config
+        # Told each broker this controller fences or unfences, and why, as it appends the
+        # records (the shell logs it).
+        self._on_notice = on_notice
         self.node_id = config.node_id
         self._log = log
         self.offset_control = OffsetControl()
@@ -696,6 +701,9 @@ class QuorumController:
             return
         if result.on_batch_end is not None:
             result.on_batch_end(last_offset)
+        if self._on_notice is not None:
+            for notice in result.notices:
+                self._on_notice(notice)
         if result.then is None:
             self.purgatory.add(last_offset, _Parked(pending, result.response))
         self._queue_steps(result, pending)

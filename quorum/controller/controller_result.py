@@ -24,6 +24,8 @@ Rules:
   the controller drops the write after that step because its records were refused (the step
   may hold soft state for the steps to come, such as an evacuation mark); a renounce drops
   every step and the soft state with it, without calling it.
+- `notices` say which brokers the records fence or unfence and why (`fence_notices`): the
+  controller hands them to its shell, for the log, once the records are appended.
 - Records and response are immutable values.
 """
 
@@ -33,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, cast
 
+from quorum.metadata.fence_notices import FenceNotice
 from quorum.metadata.records import MetadataRecord
 
 R = TypeVar("R")
@@ -67,6 +70,7 @@ class ControllerResult(Generic[R]):
     then: Step[R] | None = None
     after: Step[None] | None = None
     on_drop: Callable[[], None] | None = None
+    notices: tuple[FenceNotice, ...] = ()
 
     @classmethod
     def of(
@@ -77,9 +81,12 @@ class ControllerResult(Generic[R]):
         is_atomic: bool = False,
         on_batch_end: Callable[[int], None] | None = None,
         after: Step[None] | None = None,
+        notices: Sequence[FenceNotice] = (),
     ) -> ControllerResult[R]:
         """A result from any sequence of records."""
-        return cls(tuple(records), response, is_atomic, on_batch_end, None, after, None)
+        return cls(
+            tuple(records), response, is_atomic, on_batch_end, None, after, None, tuple(notices)
+        )
 
     @classmethod
     def partial(

@@ -362,17 +362,19 @@ class Consumer:
                     f"subscribe: a topic name must be a str, not {type(name).__name__} ({name!r})"
                 )
         compiled = None
+        sent = self.config.group_protocol == "consumer"  # the coordinator matches the pattern
         if pattern is not None:
             if names:
                 raise ValueError(
                     f"subscribe(): topics ({names!r}) or a pattern ({pattern!r}), not both"
                 )
-            compiled = topic_pattern(pattern, sent=self.config.group_protocol == "consumer")
+            compiled = topic_pattern(pattern, sent=sent)
         self._before_assignment_change()
         if compiled is None:
             self._subscriptions.subscribe(names)
         else:
-            self._subscriptions.subscribe_pattern(compiled)
+            # The coordinator's match takes internal topics: the consumer names what it assigns.
+            self._subscriptions.subscribe_pattern(compiled, internal=sent)
             self._subscriptions.match(self._metadata.topics)
             self._next_pattern_refresh_ms = 0  # the cluster's topics, at the next poll
         if self._membership is not None:

@@ -10,7 +10,8 @@ Rules (Kafka's `SubscriptionState`):
 - A pattern subscription (`subscribe_pattern`, Kafka's `subscribe(Pattern)`) subscribes to the
   topics whose whole name the pattern matches (`re.fullmatch`, as Java's `Matcher.matches`),
   internal topics excepted, among those `match` is given (the metadata's topic list, each time
-  it changes); until then it reads nothing.
+  it changes); until then it reads nothing. A pattern the coordinator matches (KIP-848's
+  regex, `internal=True`) takes internal topics too, as the coordinator does.
 - A partition's `position` is the offset of the next record `poll` will return, so it only
   moves when records are handed to the user (or a seek / reset sets it): committing positions
   commits exactly what `poll` returned. None means "not known yet": the consumer asks the
@@ -75,6 +76,7 @@ class SubscriptionState:
         self.mode = Mode.NONE
         self._topics: frozenset[str] = frozenset()
         self._pattern: re.Pattern[str] | None = None
+        self._pattern_internal = False
         self._partitions: dict[TopicPartition, AssignedPartition] = {}
 
     # --- assignment ---------------------------------------------------------------------------
@@ -108,24 +110,30 @@ class SubscriptionState:
         self._pattern = None
         self._set_topics(names)
 
-    def subscribe_pattern(self, pattern: re.Pattern[str]) -> None:
-        """Subscribe to the topics `pattern` matches (module docstring): those already
-        subscribed to that it matches stay, the others wait for `match`."""
+    def subscribe_pattern(self, pattern: re.Pattern[str], *, internal: bool = False) -> None:
+        """Subscribe to the topics `pattern` matches (module docstring; `internal`: internal
+        topics too): those already subscribed to that it matches stay, the others wait for
+        `match`."""
         if self.mode is Mode.ASSIGNED:
             raise IllegalStateError(
                 "subscribe(pattern=...) after assign(): a consumer either subscribes or is "
                 "assigned partitions; call unsubscribe() first"
             )
         self._pattern = pattern
+        self._pattern_internal = internal
         self._set_topics(frozenset(t for t in self._topics if pattern.fullmatch(t)))
 
     def match(self, topics: Iterable[str]) -> bool:
         """With a pattern subscription, subscribe to the topics of `topics` it matches (the
-        cluster's, internal ones excepted); whether the subscribed topics changed."""
+        cluster's, internal ones excepted unless the pattern takes them); whether the subscribed
+        topics changed."""
         pattern = self._pattern
         if pattern is None or self.mode is not Mode.SUBSCRIBED:
             return False
-        matched = frozenset(t for t in topics if not is_internal_topic(t) and pattern.fullmatch(t))
+        internal = self._pattern_internal
+        matched = frozenset(
+            t for t in topics if (internal or not is_internal_topic(t)) and pattern.fullmatch(t)
+        )
         if matched == self._topics:
             return False
         self._set_topics(matched)

@@ -102,14 +102,15 @@ class ClassicGroup:
     # Set when a member joins during the initial (delayed) rebalance: the delay extends.
     new_member_added: bool = False
 
-    def transition_to(self, state: GroupState, now_ms: int) -> None:
+    def transition_to(self, state: GroupState, wall_ms: int) -> None:
+        """Move to `state`, stamped with the wall clock (the record's `currentStateTimestamp`)."""
         if self.state not in _VALID_PREVIOUS[state]:
             raise RuntimeError(
                 f"group {self.group_id!r}: no transition from {self.state.value} to {state.value}"
             )
         self.previous_state = self.state
         self.state = state
-        self.state_timestamp_ms = now_ms
+        self.state_timestamp_ms = wall_ms
 
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
@@ -214,14 +215,14 @@ class ClassicGroup:
         votes = Counter(member.vote(candidates) for member in self.members.values())
         return min(votes, key=lambda name: (-votes[name], name))
 
-    def init_next_generation(self, now_ms: int) -> None:
+    def init_next_generation(self, wall_ms: int) -> None:
         self.generation += 1
         if self.members:
             self.protocol_name = self.select_protocol()
-            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
+            self.transition_to(GroupState.COMPLETING_REBALANCE, wall_ms)
         else:
             self.protocol_name = None
-            self.transition_to(GroupState.EMPTY, now_ms)
+            self.transition_to(GroupState.EMPTY, wall_ms)
         self.pending_sync.clear()
 
     def maybe_elect_new_joined_leader(self) -> bool:

@@ -2,6 +2,9 @@
 
 Pure: time comes in as `now_ms`, member ids from an injected uuid source, and every call returns
 what to answer, which records to append and (through `next_deadline_ms`) when to call `tick`.
+`now_ms` runs the timers; the group record's state timestamp is the wall clock, as Kafka writes
+it, from an injected `wall_clock` (read for that field only; nothing here decides on it, so a
+record of an older replog, whose timestamp is a monotonic value, loads and works as any).
 The rules are Kafka's `GroupMetadataManager` classic handlers (docs/groups.md walks the states):
 - JoinGroup: a first join (empty member id) of v4+ gets a fresh id and MEMBER_ID_REQUIRED and
   stays pending for a session timeout; a static member (group.instance.id) joining without its
@@ -144,6 +147,11 @@ def _random_uuid() -> str:
     return str(uuid.uuid4())
 
 
+def _no_wall_clock() -> int:
+    """No wall clock given: state timestamps are -1, Kafka's "none" (its v0-v1 records)."""
+    return -1
+
+
 class ClassicMembersHost(Protocol):
     """The consumer-protocol groups of the same partition, which answer a classic member's
     requests for a consumer group with members (`ConsumerGroupCoordinator`)."""
@@ -172,9 +180,11 @@ class ClassicGroupCoordinator:
         self,
         config: ClassicGroupConfig | None = None,
         new_uuid: Callable[[], str] = _random_uuid,
+        wall_clock: Callable[[], int] = _no_wall_clock,
     ) -> None:
         self.config = config or ClassicGroupConfig()
         self._new_uuid = new_uuid
+        self.wall_clock = wall_clock  # milliseconds since the epoch: the state timestamps
         self.groups: dict[str, ClassicGroup] = {}
         # The consumer-protocol groups' say on a join for a group id this core does not hold:
         # a refusal, or the records that delete the other protocol's Empty group first.
@@ -290,7 +300,7 @@ class ClassicGroupCoordinator:
                 )
                 return result
             group = self.groups[request.group_id] = ClassicGroup(
-                request.group_id, state_timestamp_ms=self._now_ms
+                request.group_id, state_timestamp_ms=self.wall_clock()
             )
             created = True
         else:
@@ -621,7 +631,7 @@ class ClassicGroupCoordinator:
             delay = self.config.initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
             self._schedule((group.group_id, _JOIN, ""), delay, (delay, remaining))
-        group.transition_to(GroupState.PREPARING_REBALANCE, self._now_ms)
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.wall_clock())
         if not initial:
             if group.has_all_members_joined():
                 self._complete_join(group, result)
@@ -650,7 +660,7 @@ class ClassicGroupCoordinator:
             # Nobody rejoined: wait another rebalance timeout for the sessions to expire.
             self._schedule((group.group_id, _JOIN, ""), group.rebalance_timeout_ms())
             return
-        group.init_next_generation(self._now_ms)
+        group.init_next_generation(self.wall_clock())
         if group.state is GroupState.EMPTY:
             result.records.append(self._record(group))
             return
@@ -783,7 +793,7 @@ class ClassicGroupCoordinator:
                 assignments = dict(request.assignments)
                 for each in group.members.values():
                     each.assignment = assignments.get(each.member_id, b"")
-                group.transition_to(GroupState.STABLE, self._now_ms)
+                group.transition_to(GroupState.STABLE, self.wall_clock())
                 result.records.append(
                     self._record(group, _SyncUndo(group.group_id, group.generation))
                 )
@@ -969,7 +979,7 @@ class ClassicGroupCoordinator:
                     "members: only an Empty group can be deleted"
                 )
             if error is None and group is not None:
-                group.transition_to(GroupState.DEAD, self._now_ms)
+                group.transition_to(GroupState.DEAD, self.wall_clock())
                 self._drop_group(group_id)
                 result.records.append(GroupRecord(GroupMetadataKey(group_id), None))
             answers.append((group_id, error))
@@ -1151,7 +1161,7 @@ class ClassicGroupCoordinator:
             answered = self.answer_waiting(group.group_id, error)
             result.joins += answered.joins
             result.syncs += answered.syncs
-            group.transition_to(GroupState.DEAD, self._now_ms)
+            group.transition_to(GroupState.DEAD, self.wall_clock())
         self._timers.clear()
         self._heap.clear()
         self._unwritten.clear()

@@ -142,7 +142,6 @@ from replog.errors import (
     UnsupportedAssignorError,
     UnsupportedVersionError,
 )
-from replog.topic_names import is_internal_topic
 
 if TYPE_CHECKING:
     from replog.coordinator.classic_group import ClassicGroup
@@ -827,7 +826,7 @@ class ConsumerGroupCoordinator:
         group_id = group.group_id
         names = {t.topic_id: t.name for t in self._topics.values()}
         leaving_id = "" if leaving is None else leaving.member_id
-        value = downgrade_value(group, leaving_id, names, self._now_ms)
+        value = downgrade_value(group, leaving_id, names, self._classic.wall_clock())
         for tombstone in downgrade_tombstones(group):
             self._write(records, tombstone)
         self._write(records, GroupRecord(GroupMetadataKey(group_id), value))
@@ -843,20 +842,32 @@ class ConsumerGroupCoordinator:
             ),
         )
 
+    def subscribed_topics(self, group_id: str) -> frozenset[str]:
+        """The existing topics the members of `group_id` subscribe to, by name or regex (none
+        if the group is not here): those whose offsets an OffsetDelete keeps."""
+        group = self.groups.get(group_id)
+        return frozenset() if group is None else frozenset(self._group_subscribed(group))
+
+    def _group_subscribed(self, group: ConsumerGroup) -> set[str]:
+        names: set[str] = set()
+        for member in group.members.values():
+            names |= self._subscribed(member)
+        return names
+
     def _subscribed(self, member: ConsumerMember) -> set[str]:
         """The existing topics `member` subscribes to, by name or regex."""
         names = {n for n in member.subscribed_topic_names if n in self._topics}
         if member.subscribed_topic_regex is not None:
+            # Every topic the metadata has, internal ones included, as Kafka's coordinator
+            # matches (a client that wants them out says so in its pattern).
             pattern = re.compile(member.subscribed_topic_regex)
-            names |= {n for n in self._topics if not is_internal_topic(n) and pattern.fullmatch(n)}
+            names |= {n for n in self._topics if pattern.fullmatch(n)}
         return names
 
     def _refresh_topics(self, group: ConsumerGroup, records: list[Record]) -> bool:
         """Write the group's subscribed topics if they changed (names, ids or partition
         counts): whether they did."""
-        names: set[str] = set()
-        for member in group.members.values():
-            names |= self._subscribed(member)
+        names = self._group_subscribed(group)
         topics = {name: self._topics[name] for name in names}
         if topics == group.topics:
             return False

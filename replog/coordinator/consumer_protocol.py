@@ -115,6 +115,19 @@ def subscription_from_bytes(data: bytes) -> Subscription:
     )
 
 
+def subscription_topics(data: bytes) -> tuple[str, ...]:
+    """The topics of a ConsumerProtocolSubscription of any version, read as its v0 prefix (the
+    version, then the topics), as Kafka's coordinator reads them; ValueError if they do not
+    parse."""
+    try:
+        reader = _Reader(data, 0)
+        if reader.int16() < 0:
+            raise ValueError("a negative version")
+        return tuple(reader.string() for _ in range(reader.count()))
+    except (struct.error, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"a consumer subscription that does not parse ({exc})") from None
+
+
 def assignment_to_bytes(
     partitions: Iterable[TopicPartition], user_data: bytes | None = None
 ) -> bytes:

@@ -171,13 +171,14 @@ def downgrade_tombstones(group: ConsumerGroup) -> list[rec.ConsumerGroupRecord]:
 
 
 def downgrade_value(
-    group: ConsumerGroup, leaving_member_id: str, topic_names: Mapping[UUID, str], now_ms: int
+    group: ConsumerGroup, leaving_member_id: str, topic_names: Mapping[UUID, str], wall_ms: int
 ) -> GroupMetadataValue:
-    """The classic group record of `group` without its leaving member (module docstring)."""
+    """The classic group record of `group` without its leaving member (module docstring),
+    stamped `wall_ms` (the wall clock, as Kafka stamps a group's state)."""
     classic = ClassicGroup(
         group.group_id,
         state=GroupState.STABLE,
-        state_timestamp_ms=now_ms,
+        state_timestamp_ms=wall_ms,
         generation=group.group_epoch,
         protocol_type=CONSUMER_PROTOCOL_TYPE,
     )

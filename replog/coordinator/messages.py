@@ -122,3 +122,16 @@ class FetchedOffset:
 class OffsetFetchResponse:
     error: KafkaError | None = None
     partitions: tuple[FetchedOffset, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteRequest:
+    group_id: str
+    partitions: tuple[tuple[str, int], ...]  # (topic, partition), each an existing partition
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResponse:
+    error: KafkaError | None = None  # request-level: then nothing was deleted
+    # Each partition asked for: None (its offset, if any, is deleted) or why it is kept.
+    partitions: tuple[OffsetCommitPartitionResult, ...] = ()

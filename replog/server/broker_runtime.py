@@ -79,6 +79,7 @@ from functools import partial
 
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
 from quorum.metadata.delta import MetadataDelta
+from quorum.metadata.fence_notices import own_fence_notice
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.loader import LoaderManifest, MetadataPublisher, Publication
 from quorum.metadata.records import Endpoint
@@ -754,7 +755,8 @@ class _StorageGuard:
 
 
 class _LifecycleFeed:
-    """Publisher: every published offset goes into the heartbeats; the first image is noted."""
+    """Publisher: every published offset goes into the heartbeats; the first image is noted;
+    the controller fencing or unfencing this broker is logged with why (`own_fence_notice`)."""
 
     name = "broker-lifecycle"
 
@@ -767,6 +769,10 @@ class _LifecycleFeed:
     ) -> None:
         self._lifecycle.update_metadata_offset(image.provenance.last_offset)
         self._first_image.set()
+        lifecycle = self._lifecycle
+        notice = own_fence_notice(delta, lifecycle.config.broker_id, lifecycle.state)
+        if notice is not None:
+            log.info("%s (metadata offset %d)", notice.describe(), image.provenance.last_offset)
 
 
 def broker_config_from_node(

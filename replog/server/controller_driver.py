@@ -56,6 +56,7 @@ from quorum.controller.controller import QuorumController
 from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.operation import ReadOperation
 from quorum.controller.pending_response import PendingResponse
+from quorum.metadata.fence_notices import FenceNotice
 from quorum.metadata.records import NO_LEADER, MetadataRecord
 from quorum.metadata.snapshot_schedule import (
     METADATA_MAX_RETENTION_BYTES,
@@ -137,7 +138,9 @@ class ControllerDriver:
         self._session_timeout_ms = config.broker_session_timeout_ms
         self._read_snapshot = read_snapshot
         self.metadata_log = RaftMetadataLog(raft.node, raft.clock)
-        self.controller = QuorumController(config, self.metadata_log, rng or random.Random())
+        self.controller = QuorumController(
+            config, self.metadata_log, rng or random.Random(), on_notice=self._log_notice
+        )
         self.snapshots = SnapshotWriter(
             raft,
             snapshot_bytes_max=snapshot_bytes_max,
@@ -152,6 +155,10 @@ class ControllerDriver:
         self._steps_posted = False  # a `run_steps` input is queued on the Raft driver
         raft.add_stepped_listener(self._on_apply)
         raft.add_timer(self)
+
+    def _log_notice(self, notice: FenceNotice) -> None:
+        """A broker this controller fences or unfences, as it writes the record."""
+        log.info("controller %d: %s", self.node_id, notice.describe())
 
     @property
     def controller_id(self) -> int:

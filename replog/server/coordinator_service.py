@@ -77,6 +77,7 @@ class CoordinatorRequests(Protocol):
         self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
     ) -> cm.OffsetCommitResponse: ...
     def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse: ...
+    async def offset_delete(self, request: cm.OffsetDeleteRequest) -> cm.OffsetDeleteResponse: ...
     async def consumer_group_heartbeat(
         self, request: cgm.ConsumerGroupHeartbeatRequest
     ) -> cgm.ConsumerGroupHeartbeatResponse: ...
@@ -130,6 +131,9 @@ class UnavailableCoordinator:
 
     def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse:
         return cm.OffsetFetchResponse(self.error)
+
+    async def offset_delete(self, request: cm.OffsetDeleteRequest) -> cm.OffsetDeleteResponse:
+        return cm.OffsetDeleteResponse(self.error)
 
     async def consumer_group_heartbeat(
         self, request: cgm.ConsumerGroupHeartbeatRequest

@@ -53,6 +53,10 @@ Rules:
   absent from the image then (a commit is only accepted for an existing partition, so such an
   offset belongs to a deleted topic). A commit acknowledged after its topic was deleted or
   re-created (its topic id changed while it waited) is not put back into the cache.
+- OffsetDelete: `offset_deletion` decides (the group must exist, a classic group with members
+  be of the consumer protocol type, subscribed topics keep their offsets); the tombstones of
+  the others are appended with acks=all before the answer and then replayed into the cache at
+  their log offsets (a commit appended before them and acknowledged after changes nothing).
 - Offsets retention (KIP-211, groups without members only): every
   `offsets.retention.check.interval.ms` each loaded partition removes, with tombstones, the
   offsets committed `offsets.retention.minutes` or more before the wall clock
@@ -104,6 +108,12 @@ from replog.coordinator.consumer_group_coordinator import (
 from replog.coordinator.consumer_group_messages import CONSUMER_GROUP_TYPE, CONSUMER_PROTOCOL_TYPE
 from replog.coordinator.group_partition import partition_for_group
 from replog.coordinator.group_records import encode_group_key, encode_group_value
+from replog.coordinator.offset_deletion import (
+    Subscribed,
+    classic_refusal,
+    classic_subscribed,
+    partition_answers,
+)
 from replog.coordinator.offsets_cache import (
     CommittedOffset,
     OffsetsCache,
@@ -386,6 +396,7 @@ class GroupCoordinator:
                 self.config.offsets_load_buffer_size,
                 self.config.classic,
                 self.config.consumer,
+                self._wall_clock,
             )
         except asyncio.CancelledError:
             raise
@@ -441,12 +452,16 @@ class GroupCoordinator:
 
     @staticmethod
     def _read_offsets(
-        plog: Log, chunk_bytes: int, classic: ClassicGroupConfig, consumer: ConsumerGroupConfig
+        plog: Log,
+        chunk_bytes: int,
+        classic: ClassicGroupConfig,
+        consumer: ConsumerGroupConfig,
+        wall_clock: Clock,
     ) -> tuple[OffsetsCache, ClassicGroupCoordinator, ConsumerGroupCoordinator, ReplayStats]:
         """Replay the log from its start to its end (on a worker thread): the committed
         offsets and both protocols' group records."""
         cache = OffsetsCache()
-        groups, consumer_groups = _group_cores(classic, consumer)
+        groups, consumer_groups = _group_cores(classic, consumer, wall_clock)
         stats = ReplayStats()
         offset = plog.log_start_offset
         end = plog.log_end_offset
@@ -635,14 +650,7 @@ class GroupCoordinator:
         _open(shard, gate)
         entries: list[tuple[bytes, list[OffsetCommitKey]]] = [(b"", list(keys))]
         try:
-            partition = self._replicas.partition(CONSUMER_OFFSETS_TOPIC, shard.partition)
-            config = partition.log.config if partition is not None else LogConfig()
-            entries = _tombstone_entries(
-                keys,
-                self._wall_clock(),
-                min(config.max_message_bytes, config.segment_bytes),
-                config.segment_bytes,
-            )
+            entries = self._tombstone_entries(shard, keys)
             results = await self._produce(
                 shard, [records for records, _ in entries], self.config.offsets_commit_timeout_ms
             )
@@ -672,6 +680,19 @@ class GroupCoordinator:
             what,
             failure.error_name,
             failure,
+        )
+
+    def _tombstone_entries(
+        self, shard: _Shard, keys: Sequence[OffsetCommitKey]
+    ) -> list[tuple[bytes, list[OffsetCommitKey]]]:
+        """The tombstones of `keys` as produce entries within the partition's log limits."""
+        partition = self._replicas.partition(CONSUMER_OFFSETS_TOPIC, shard.partition)
+        config = partition.log.config if partition is not None else LogConfig()
+        return _tombstone_entries(
+            keys,
+            self._wall_clock(),
+            min(config.max_message_bytes, config.segment_bytes),
+            config.segment_bytes,
         )
 
     # --- classic groups -----------------------------------------------------------------------
@@ -1212,6 +1233,72 @@ class GroupCoordinator:
             for result in answer.partitions
         ]
 
+    # --- OffsetDelete -------------------------------------------------------------------------
+
+    async def offset_delete(self, request: cm.OffsetDeleteRequest) -> cm.OffsetDeleteResponse:
+        """Delete the group's committed offsets of `request`'s partitions (`offset_deletion`
+        decides which): their tombstones are appended with acks=all before the answer, so the
+        deletion survives a coordinator move; the cache drops them once they are."""
+        group_id = request.group_id
+        shard, error = self._coordinating(group_id)
+        if error is not None:
+            return cm.OffsetDeleteResponse(error)
+        assert shard is not None
+        asked: dict[str, list[int]] = {}
+        for topic, partition in request.partitions:
+            asked.setdefault(topic, []).append(partition)
+        if group_id in shard.consumer.groups:
+            subscribed: Subscribed = shard.consumer.subscribed_topics(group_id).__contains__
+        else:
+            classic = shard.groups.groups.get(group_id)
+            has_offsets = bool(shard.cache.committed(group_id))
+            refusal = classic_refusal(group_id, classic, has_offsets)
+            if refusal is not None:
+                return cm.OffsetDeleteResponse(refusal)
+            subscribed = classic_subscribed(classic)
+        answers, deletable = partition_answers(group_id, subscribed, list(asked.items()))
+        keys = [
+            key
+            for key in (OffsetCommitKey(group_id, t, p) for t, p in deletable)
+            if shard.cache.has(key) or key in shard.in_flight
+        ]
+        if keys:
+            failure = await self._delete_offsets(shard, keys)
+            if failure is not None:
+                return cm.OffsetDeleteResponse(
+                    append_error(failure, f"group {group_id!r} in {shard.name}")
+                )
+        return cm.OffsetDeleteResponse(
+            None, tuple(cm.OffsetCommitPartitionResult(t, p, e) for t, p, e in answers)
+        )
+
+    async def _delete_offsets(
+        self, shard: _Shard, keys: Sequence[OffsetCommitKey]
+    ) -> KafkaError | None:
+        """Append tombstones of `keys` with acks=all, then replay them into the cache (each at
+        its log offset: a commit appended before it and acknowledged after changes nothing);
+        the first failure, if any (the keys of a failed entry stay)."""
+        entries = self._tombstone_entries(shard, keys)
+        log.info(
+            "broker %d: %s: deleting %d committed offsets of group %r (OffsetDelete)",
+            self.broker_id,
+            shard.name,
+            len(keys),
+            keys[0].group,
+        )
+        results = await self._produce(
+            shard, [records for records, _ in entries], self.config.offsets_commit_timeout_ms
+        )
+        failure: KafkaError | None = None
+        loaded = self._shards.get(shard.partition) is shard and shard.state is ShardState.ACTIVE
+        for (_, entry_keys), (base_offset, entry_failure) in zip(entries, results, strict=True):
+            if entry_failure is not None:
+                failure = failure or entry_failure
+            elif loaded:
+                for delta, key in enumerate(entry_keys):
+                    shard.cache.replay(key, None, base_offset + delta)
+        return failure
+
     # --- OffsetFetch --------------------------------------------------------------------------
 
     def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse:
@@ -1386,11 +1473,13 @@ def _group_configs(image: MetadataImage) -> dict[str, Mapping[str, str]]:
 
 
 def _group_cores(
-    classic: ClassicGroupConfig, consumer: ConsumerGroupConfig
+    classic: ClassicGroupConfig, consumer: ConsumerGroupConfig, wall_clock: Clock
 ) -> tuple[ClassicGroupCoordinator, ConsumerGroupCoordinator]:
     """The two protocols' cores of one partition: a consumer group's classic members are
-    answered by the consumer core; an Empty group of one protocol gives way to the other."""
-    groups = ClassicGroupCoordinator(classic)
+    answered by the consumer core; an Empty group of one protocol gives way to the other.
+    Their timers run on the monotonic clock each call passes; `wall_clock` stamps the group
+    records' state timestamps, as Kafka's do."""
+    groups = ClassicGroupCoordinator(classic, wall_clock=wall_clock)
     consumer_groups = ConsumerGroupCoordinator(consumer, classic=groups)
     groups.other_protocol = consumer_groups.yield_to_classic
     groups.consumer_groups = consumer_groups

@@ -30,7 +30,7 @@ Rules:
   `ReplicaManager.delete_records` call); DescribeLogDirs through its DescribeLogDirs (this
   broker's dirs), each dir's total and usable bytes read from its file system;
   DescribeProducers asks the replica manager for the producers of partitions this broker
-  leads (`ReplicaManager.describe_producers`).
+  hosts a replica of, leader or follower, as Kafka answers (`ReplicaManager.describe_producers`).
 - The transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit) answer
   UNSUPPORTED_VERSION for every entry, as InitProducerId does for a transactional id:
   transactions are not supported, and a transactional producer fails at once.

@@ -27,6 +27,9 @@ Rules:
   (an unknown id: UNKNOWN_TOPIC_ID). A request-level error is every partition's error.
   OffsetFetch (v1-7 one group, v8+ a batch; v9+ with a member id and epoch, fenced for
   consumer-protocol groups; v10 topics by id) answers the committed offset, -1 where none.
+- OffsetDelete (v0): a partition the image does not have is UNKNOWN_TOPIC_OR_PARTITION, as
+  Kafka's KafkaApis answers it; the coordinator decides the rest (`offset_deletion`). A
+  request-level error is the response's error code, with no topics.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from replog.errors import (
     KafkaError,
     TransactionalIdAuthorizationFailedError,
     UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
 )
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
@@ -93,6 +97,12 @@ from replog.kafka.messages.offset_commit_response import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
+from replog.kafka.messages.offset_delete_request import OffsetDeleteRequest
+from replog.kafka.messages.offset_delete_response import (
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
 from replog.kafka.messages.offset_fetch_request import OffsetFetchRequest
 from replog.kafka.messages.offset_fetch_response import (
     OffsetFetchResponse,
@@ -117,6 +127,7 @@ SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
+OFFSET_DELETE = 47
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
 # ConsumerGroupDescribe v1's member type (KIP-1099): -1 unknown, 0 classic, 1 consumer.
@@ -132,6 +143,7 @@ GROUP_SERVED: Mapping[int, tuple[int, int]] = {
     DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
     CONSUMER_GROUP_DESCRIBE: (0, 1),
 }
@@ -208,6 +220,8 @@ class KafkaGroupApis:
             return await self.offset_commit(coordinator, body, version, request.header.client_id)
         if isinstance(body, OffsetFetchRequest):
             return self.offset_fetch(coordinator, body, version)
+        if isinstance(body, OffsetDeleteRequest):
+            return await self.offset_delete(coordinator, body)
         if isinstance(body, ConsumerGroupHeartbeatRequest):
             return await self.consumer_group_heartbeat(
                 coordinator, body, version, request.header.client_id, _host(request.peer)
@@ -483,6 +497,42 @@ class KafkaGroupApis:
                 )
             )
         return OffsetCommitResponse(topics=topics)
+
+    async def offset_delete(
+        self, coordinator: CoordinatorRequests, request: OffsetDeleteRequest
+    ) -> OffsetDeleteResponse:
+        """Partitions the image does not have are UNKNOWN_TOPIC_OR_PARTITION here, as Kafka's
+        KafkaApis answers them; the others go to the coordinator."""
+        topics = self._image().topics.by_name
+        existing = [
+            (t.name, p.partition_index)
+            for t in request.topics
+            for p in t.partitions
+            if t.name in topics and p.partition_index in topics[t.name].partitions
+        ]
+        answer = await coordinator.offset_delete(
+            cm.OffsetDeleteRequest(request.group_id, tuple(existing))
+        )
+        if answer.error is not None:
+            return OffsetDeleteResponse(error_code=answer.error.code)
+        errors = {(r.topic, r.partition): r.error for r in answer.partitions}
+        answered: list[OffsetDeleteResponseTopic] = []
+        for topic in request.topics:
+            partitions: list[OffsetDeleteResponsePartition] = []
+            for p in topic.partitions:
+                key = (topic.name, p.partition_index)
+                error = (
+                    errors.get(key)
+                    if key in errors
+                    else UnknownTopicOrPartitionError(f"no partition {topic.name}-{key[1]}")
+                )
+                partitions.append(
+                    OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index, error_code=_code(error)
+                    )
+                )
+            answered.append(OffsetDeleteResponseTopic(name=topic.name, partitions=partitions))
+        return OffsetDeleteResponse(topics=answered)
 
     def offset_fetch(
         self, coordinator: CoordinatorRequests, request: OffsetFetchRequest, version: int

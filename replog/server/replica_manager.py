@@ -1880,9 +1880,21 @@ class ReplicaManager:
     # --- producers ----------------------------------------------------------------------------
 
     def describe_producers(self, topic: str, partition_id: int) -> tuple[ProducerEntry, ...]:
-        """The producers a partition this broker leads knows of (Kafka's DescribeProducers),
-        by producer id; UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER otherwise."""
-        partition = self._leader_partition(topic, partition_id)
+        """The producers a replica of the partition on this broker knows of (Kafka's
+        DescribeProducers: a follower's table is the leader's as of its log end), by producer
+        id; UNKNOWN_TOPIC_OR_PARTITION, or NOT_LEADER_OR_FOLLOWER if this broker hosts no
+        replica of it."""
+        partition = self._partitions.get((topic, partition_id))
+        if partition is None:
+            where = f"{topic}-{partition_id}"
+            topic_image = self.image.topics.by_name.get(topic)
+            if topic_image is None or partition_id not in topic_image.partitions:
+                raise UnknownTopicOrPartitionError(f"{where}: unknown topic-partition")
+            replicas = topic_image.partitions[partition_id].replicas
+            raise NotLeaderOrFollowerError(
+                f"{where}: broker {self.broker_id} hosts no replica of it (replicas: "
+                f"{', '.join(map(str, replicas))})"
+            )
         partition.ensure_producer_state()
         entries = partition.producer_state.entries()
         return tuple(entries[producer_id] for producer_id in sorted(entries))

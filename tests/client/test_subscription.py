@@ -89,6 +89,13 @@ def test_a_pattern_subscribes_to_the_whole_names_it_matches() -> None:
         assigned.subscribe_pattern(re.compile("a"))
 
 
+def test_a_pattern_the_coordinator_matches_takes_internal_topics() -> None:
+    subs = SubscriptionState()
+    subs.subscribe_pattern(re.compile(r"__consumer.*|a"), internal=True)
+    assert subs.match(["a", "__consumer_offsets", "c"])
+    assert subs.subscription == {"a", "__consumer_offsets"}
+
+
 def test_topic_pattern_compiles_or_names_what_is_wrong() -> None:
     assert topic_pattern("t.*", sent=True).pattern == "t.*"
     assert topic_pattern("(?i)t", sent=True).fullmatch("T")  # inline flags travel with the text

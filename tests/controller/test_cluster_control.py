@@ -24,6 +24,7 @@ from quorum.controller.cluster_control import (
 )
 from quorum.controller.controller_result import ControllerResult
 from quorum.controller.feature_control import FeatureControl
+from quorum.metadata.fence_notices import FenceNotice
 from quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
@@ -558,3 +559,66 @@ def test_writes_need_an_active_controller(h: Harness) -> None:
     h.cluster.deactivate()
     with pytest.raises(RuntimeError, match="only on the active controller"):
         h.register(1)
+
+
+# -- fence notices ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepContextStub:
+    """What a later step of a write is told (`StepContext`)."""
+
+    now_ms: int
+    next_write_offset: int
+
+
+def test_each_fencing_and_unfencing_says_why(h: Harness) -> None:
+    result = h.register(1)
+    registered_at = h.apply(result)
+    unfenced, _ = h.heartbeat(1, registered_at)
+    assert unfenced.notices == (
+        FenceNotice(
+            1,
+            registered_at,
+            False,
+            "its heartbeat asked to be unfenced, caught up with the metadata log (offset "
+            f"{registered_at}, registered at {registered_at})",
+        ),
+    )
+    asked, _ = h.heartbeat(1, 100, want_fence=True)
+    assert asked.notices == (
+        FenceNotice(1, registered_at, True, "its heartbeat asked to be fenced (want_fence)"),
+    )
+    again, _ = h.heartbeat(1, 100, want_fence=True)
+    assert not again.notices  # already fenced: nothing written, nothing said
+    epoch2 = h.started(2)
+    shutdown, _ = h.heartbeat(2, 100, want_shut_down=True)
+    assert [(n.broker_id, n.broker_epoch, n.fenced, n.reason) for n in shutdown.notices] == [
+        (2, epoch2, True, "its controlled shutdown (heartbeat with want_shut_down)")
+    ]
+    epoch3 = h.started(3)
+    stale = h.cluster.fence_stale_broker(3, replication=h.replication)
+    assert stale.notices == (
+        FenceNotice(
+            3,
+            epoch3,
+            True,
+            f"its session timed out (no heartbeat for broker.session.timeout.ms, {TIMEOUT} ms)",
+        ),
+    )
+    assert "broker 3 fenced at broker epoch" in stale.notices[0].describe()
+
+
+def test_a_stepped_fencing_says_why_with_its_fencing_record_only(h: Harness) -> None:
+    h.cluster = ClusterControl(
+        h.registry, cluster_id=CLUSTER, features=h.features, max_partition_changes_per_step=1
+    )
+    h.cluster.activate(h.now_ms)
+    epoch = h.started(1)
+    h.replication.on_fenced[1] = (NoOpRecord(), NoOpRecord())
+    first, _ = h.heartbeat(1, 100, want_fence=True)
+    assert first.then is not None and not first.notices
+    h.replication.on_fenced[1] = ()
+    last = first.then(StepContextStub(h.now_ms, h.next_offset))
+    assert BrokerRegistrationChangeRecord(1, epoch, FenceChange.FENCE) in last.records
+    assert [n.reason for n in last.notices] == ["its heartbeat asked to be fenced (want_fence)"]

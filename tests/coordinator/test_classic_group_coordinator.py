@@ -13,11 +13,14 @@ from replog.coordinator.classic_group_coordinator import (
     ClassicGroupCoordinator,
 )
 from replog.coordinator.classic_group_messages import (
+    GroupRecord,
     GroupResult,
     HeartbeatRequest,
     JoinGroupRequest,
     SyncGroupRequest,
 )
+from replog.coordinator.group_records import GroupMetadataValue, MemberMetadata
+from replog.coordinator.offsets_records import GroupMetadataKey
 from replog.errors import (
     FencedInstanceIdError,
     IllegalGenerationError,
@@ -126,3 +129,49 @@ def test_next_deadline_is_the_earliest_timer() -> None:
     coordinator.heartbeat(HeartbeatRequest("g", "c-1", 1), 4000)
     assert coordinator.next_deadline_ms() == 14000
     assert coordinator.tick(13999) == GroupResult()
+
+
+WALL = 1_700_000_000_000  # the wall clock, far from the monotonic `now_ms` the calls pass
+
+
+def _group_values(result: GroupResult) -> list[GroupMetadataValue]:
+    return [r.value for r in result.records if isinstance(r, GroupRecord) and r.value is not None]
+
+
+def test_the_group_record_is_stamped_with_the_wall_clock_not_now_ms() -> None:
+    # Kafka's currentStateTimestamp is wall-clock milliseconds; `now_ms` (monotonic) runs the
+    # timers only.
+    wall = [WALL]
+    coordinator = ClassicGroupCoordinator(
+        ClassicGroupConfig(initial_rebalance_delay_ms=0), _counter(), lambda: wall[0]
+    )
+    coordinator.join(_join(api_version=3), 1, 5_000)
+    wall[0] += 250
+    coordinator.tick(5_000)
+    synced = coordinator.sync(
+        SyncGroupRequest("g", "c-1", 1, assignments=(("c-1", b"a"),)), 2, 5_000
+    )
+    assert [v.current_state_timestamp_ms for v in _group_values(synced)] == [WALL + 250]
+
+
+def test_a_record_stamped_with_a_monotonic_value_loads_and_is_restamped() -> None:
+    # An older replog wrote the monotonic clock there: the group loads and works, and its next
+    # state change writes the wall clock.
+    coordinator = ClassicGroupCoordinator(
+        ClassicGroupConfig(initial_rebalance_delay_ms=0), _counter(), lambda: WALL
+    )
+    member = MemberMetadata("old", None, "c", "/h", 20000, 10000, b"m", b"a")
+    coordinator.replay(
+        GroupMetadataKey("g"), GroupMetadataValue("consumer", 1, "range", "old", 12_345, (member,))
+    )
+    coordinator.loaded(0)
+    assert coordinator.heartbeat(HeartbeatRequest("g", "old", 1), 0) is None
+    coordinator.join(_join(api_version=3), 3, 100)  # a new member (c-1): a rebalance
+    coordinator.join(_join("old", api_version=3), 4, 100)
+    coordinator.tick(100)
+    synced = coordinator.sync(
+        SyncGroupRequest("g", "old", 2, assignments=(("old", b"a"), ("c-1", b"b"))), 5, 100
+    )
+    assert [(v.generation, v.current_state_timestamp_ms) for v in _group_values(synced)] == [
+        (2, WALL)
+    ]

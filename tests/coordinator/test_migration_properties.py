@@ -66,6 +66,7 @@ SUBSCRIPTION = subscription_to_bytes(Subscription(("t", "u")))
 NAMES = {topic_id: name for name, (topic_id, _) in TOPICS.items()}
 EVERY = sorted((name, p) for name, (_, count) in TOPICS.items() for p in range(count))
 FAILED = NotCoordinatorError("the append failed")
+WALL = 1_700_000_000_000  # the cores' wall clock; their `now_ms` stays far below it
 
 
 @dataclass
@@ -285,6 +286,11 @@ def _check(h: Harness) -> None:
     group = h.core.groups.get("g")
     classic = h.classic.groups.get("g")
     assert group is None or classic is None, "both cores hold the group"
+    # Every classic group record, a downgrade's included, is stamped with the wall clock.
+    stamps = {
+        r.value.current_state_timestamp_ms for r in h.log if isinstance(r, GroupRecord) and r.value
+    }
+    assert stamps <= {WALL}, stamps
     if group is not None:
         for what, parts in (
             ("assigned", [m.assigned for m in group.members.values()]),
@@ -355,7 +361,8 @@ def test_a_group_moved_between_protocols_keeps_its_invariants(
     ops: list[tuple[str, int]],
 ) -> None:
     classic = ClassicGroupCoordinator(
-        ClassicGroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=1)
+        ClassicGroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=1),
+        wall_clock=lambda: WALL,
     )
     core = new_core(classic)
     classic.other_protocol = core.yield_to_classic

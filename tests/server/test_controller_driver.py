@@ -612,6 +612,38 @@ def test_the_active_controller_publishes_its_committed_offline_partition_count(
     asyncio.run(scenario())
 
 
+def test_the_controller_logs_each_broker_it_fences_or_unfences_with_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with lone_controller(tmp_path) as node:
+            await active(node)
+            with caplog.at_level(logging.INFO, logger="replog.server.controller"):
+                epochs = await start_brokers(node, (1,))
+                beat = await node.service.BrokerHeartbeat(
+                    pb.BrokerHeartbeatRequest(
+                        broker_id=1,
+                        broker_epoch=epochs[1],
+                        current_metadata_offset=1 << 40,
+                        want_fence=True,
+                    ),
+                    None,
+                )
+                assert beat.is_fenced, beat
+            lines = [
+                r.getMessage() for r in caplog.records if "fenced at broker epoch" in r.message
+            ]
+            assert lines == [
+                f"controller 1: broker 1 unfenced at broker epoch {epochs[1]}: its heartbeat "
+                "asked to be unfenced, caught up with the metadata log (offset "
+                f"{epochs[1]}, registered at {epochs[1]})",
+                f"controller 1: broker 1 fenced at broker epoch {epochs[1]}: its heartbeat "
+                "asked to be fenced (want_fence)",
+            ]
+
+    asyncio.run(scenario())
+
+
 class Deadline:
     def __init__(self, remaining_s: float | None) -> None:
         self.remaining_s = remaining_s

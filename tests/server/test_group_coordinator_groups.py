@@ -244,3 +244,14 @@ async def test_a_failed_assignment_append_is_undone_and_the_group_rebalances(
     finally:
         await broker.coordinator.stop()
         broker.close()
+
+
+@pytest.mark.asyncio
+async def test_group_records_are_stamped_with_the_wall_clock(broker: Broker) -> None:
+    # Kafka's currentStateTimestamp is wall-clock milliseconds; the coordinator's timers keep
+    # the monotonic clock.
+    await loaded(broker, IMAGE)
+    broker.now += 12_345
+    await stable_pair(broker)
+    stamps = {value.current_state_timestamp_ms for _, value in group_records(broker) if value}
+    assert stamps == {broker.now}

@@ -19,10 +19,12 @@ from replog.coordinator import messages as cm
 from replog.errors import (
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     KafkaError,
     TransactionalIdAuthorizationFailedError,
     UnknownMemberIdError,
     UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
 )
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
@@ -37,12 +39,18 @@ from replog.kafka.messages.offset_commit_request import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
+from replog.kafka.messages.offset_delete_request import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import Message
 from replog.server.kafka_group_apis import KafkaGroupApis
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
 ORDERS_ID = topic_id(7)
+UNKNOWN = UnknownTopicOrPartitionError.code
 
 
 class FakeCoordinator:
@@ -52,6 +60,7 @@ class FakeCoordinator:
         self.listeners: list[str | None] = []
         self.joined: list[gm.JoinGroupRequest] = []
         self.heartbeats: list[cgm.ConsumerGroupHeartbeatRequest] = []
+        self.deleted: list[cm.OffsetDeleteRequest] = []
 
     def find_coordinator(
         self, group_id: str, listener_name: str | None = None
@@ -121,6 +130,20 @@ class FakeCoordinator:
             cgm.DescribedConsumerGroup(g, None, "Stable", 3, 3, "uniform", (member,))
             for g in group_ids
         ]
+
+    async def offset_delete(self, request: cm.OffsetDeleteRequest) -> cm.OffsetDeleteResponse:
+        self.deleted.append(request)
+        if request.group_id == "missing":
+            return cm.OffsetDeleteResponse(GroupIdNotFoundError("group 'missing' does not exist"))
+        return cm.OffsetDeleteResponse(
+            None,
+            tuple(
+                cm.OffsetCommitPartitionResult(
+                    t, p, GroupSubscribedToTopicError("read") if request.group_id == "sub" else None
+                )
+                for t, p in request.partitions
+            ),
+        )
 
     async def offset_commit(
         self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
@@ -306,3 +329,30 @@ def test_every_group_api_is_coordinator_not_available_without_a_coordinator() ->
     assert beat.error_code == CoordinatorNotAvailableError.code
     (described,) = handled(None, 69, 0, ConsumerGroupDescribeRequest(group_ids=["g"])).groups
     assert described.error_code == CoordinatorNotAvailableError.code
+
+
+def test_offset_delete_answers_unknown_partitions_itself_and_the_rest_by_the_coordinator() -> None:
+    fake = FakeCoordinator()
+    asked = [
+        OffsetDeleteRequestTopic(
+            name="orders",
+            partitions=[OffsetDeleteRequestPartition(partition_index=i) for i in (0, 9)],
+        ),
+        OffsetDeleteRequestTopic(
+            name="nope", partitions=[OffsetDeleteRequestPartition(partition_index=0)]
+        ),
+    ]
+    answer = handled(fake, 47, 0, OffsetDeleteRequest(group_id="g", topics=asked))
+    assert answer.error_code == 0
+    assert shown(answer) == [("orders", [(0, 0), (9, UNKNOWN)]), ("nope", [(0, UNKNOWN)])]
+    assert fake.deleted == [cm.OffsetDeleteRequest("g", (("orders", 0),))]
+    kept = handled(fake, 47, 0, OffsetDeleteRequest(group_id="sub", topics=asked))
+    assert shown(kept)[0] == ("orders", [(0, GroupSubscribedToTopicError.code), (9, UNKNOWN)])
+    refused = handled(fake, 47, 0, OffsetDeleteRequest(group_id="missing", topics=asked))
+    assert (refused.error_code, refused.topics) == (GroupIdNotFoundError.code, [])
+
+
+def shown(answer: Any) -> list[tuple[str, list[tuple[int, int]]]]:
+    return [
+        (t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics
+    ]

@@ -1166,6 +1166,29 @@ async def test_follower_high_watermark_and_log_start_follow_the_leader(
 
 
 @pytest.mark.asyncio
+async def test_describe_producers_is_answered_by_every_replica(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # Kafka answers DescribeProducers from any replica (`kafka-transactions describe-producers
+    # --broker-id <follower>`): a follower records the idempotent batches it replicates.
+    leader, follower, other = nodes_with(tmp_path, clock, (1, 2), (3,))
+    await produce(leader, batch(2, producer_id=7, producer_epoch=1, base_sequence=0))
+    await produce(leader, batch(3, tag=1, producer_id=7, producer_epoch=1, base_sequence=2))
+    await produce(leader, batch(1, tag=2, producer_id=9, producer_epoch=0, base_sequence=0))
+    await replicate(follower, leader)
+    led = leader.rm.describe_producers("t", 0)
+    assert [(p.producer_id, p.producer_epoch, p.last_sequence) for p in led] == [
+        (7, 1, 4),
+        (9, 0, 0),
+    ]
+    assert follower.rm.describe_producers("t", 0) == led
+    with pytest.raises(NotLeaderOrFollowerError, match=r"broker 3 hosts no replica of it"):
+        other.rm.describe_producers("t", 0)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        follower.rm.describe_producers("t", 5)
+
+
+@pytest.mark.asyncio
 async def test_idle_producer_ids_expire_against_the_wall_clock(
     tmp_path: Path, clock: ManualClock
 ) -> None:

@@ -115,7 +115,8 @@ def integration_tests(source: Path) -> list[str]:
 
 
 def run(binary: Path, source: Path, seeds: str, log: Path) -> list[TestResult]:
-    """Every integration test against `seeds`; the binary's whole output goes to `log`."""
+    """Every integration test against `seeds`; the test events (`go tool test2json`, which
+    tells each parallel test's output apart) go to `log`."""
     names = integration_tests(source)
     env = {
         **os.environ,
@@ -126,8 +127,13 @@ def run(binary: Path, source: Path, seeds: str, log: Path) -> list[TestResult]:
     with log.open("w") as out:
         subprocess.run(
             [
+                "go",
+                "tool",
+                "test2json",
+                "-p",
+                "kgo",
                 str(binary),
-                "-test.v",
+                "-test.v=test2json",
                 "-test.timeout",
                 RUN_TIMEOUT,
                 "-test.run",
@@ -144,32 +150,28 @@ def run(binary: Path, source: Path, seeds: str, log: Path) -> list[TestResult]:
     return judge(names, log.read_text(errors="replace"))
 
 
-def judge(names: list[str], output: str) -> list[TestResult]:
-    """Each test's outcome from `go test -v` output (`--- PASS: TestX (1.2s)`)."""
-    outcomes = {
-        name: outcome
-        for outcome, name in re.findall(r"^\s*--- (PASS|FAIL|SKIP): (\w+) ", output, re.MULTILINE)
-    }
+def judge(names: list[str], events: str) -> list[TestResult]:
+    """Each test's outcome and what it logged, from test2json's events (one JSON per line)."""
+    outcomes: dict[str, str] = {}
+    logged: dict[str, list[str]] = {}
+    for line in events.splitlines():
+        if not line.startswith("{"):
+            continue
+        event = json.loads(line)
+        test = event.get("Test")
+        if test is None or "/" in test:
+            continue
+        if event["Action"] in ("pass", "fail", "skip"):
+            outcomes[test] = event["Action"].upper()
+        elif event["Action"] == "output":
+            text = event["Output"].strip()
+            if text and not text.startswith(("=== ", "--- ", "[", "{")):
+                logged.setdefault(test, []).append(text)
     results = []
     for name in names:
         outcome = outcomes.get(name, "NOT RUN")
-        results.append(TestResult(name, outcome, reason(name, outcome, output), NEEDS.get(name)))
+        said = "" if outcome == "PASS" else " / ".join(logged.get(name, [])[:3])[:300]
+        if outcome == "NOT RUN" and name in NOT_RUN:
+            said = f"not run by this harness: {NOT_RUN[name]}"
+        results.append(TestResult(name, outcome, said, NEEDS.get(name)))
     return results
-
-
-def reason(name: str, outcome: str, output: str) -> str:
-    """What the test said: the lines it logged between its RUN and its verdict."""
-    if outcome == "PASS":
-        return ""
-    if outcome == "NOT RUN" and name in NOT_RUN:
-        return f"not run by this harness: {NOT_RUN[name]}"
-    start = output.find(f"=== RUN   {name}\n")
-    end = output.find(f"--- {outcome}: {name} ")
-    if start < 0 or end < 0:
-        return ""
-    lines = [
-        line.strip()
-        for line in output[start:end].splitlines()[1:]
-        if line.strip() and not line.startswith(("=== ", "[", "{"))
-    ]
-    return " / ".join(lines[:3])[:300]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.bench.bench_script import load_bench_script
@@ -9,28 +10,38 @@ from tests.bench.bench_script import load_bench_script
 franz_go = load_bench_script("franz_go_check.py", "franz_go_check")
 matrix = load_bench_script("kafka_tools_matrix.py", "kafka_tools_matrix")
 
-GO_OUTPUT = """\
-=== RUN   TestGroupETL
-=== PAUSE TestGroupETL
-=== RUN   TestTxnEtl
-    txn_test.go:40: unable to init: UNSUPPORTED_VERSION
---- FAIL: TestTxnEtl (0.52s)
-=== RUN   TestSCRAMAuth
-    client_test.go:294: KGO_TEST_SCRAM_SEEDS or KGO_TEST_SCRAM not set, skipping SCRAM test
---- SKIP: TestSCRAMAuth (0.00s)
-=== CONT  TestGroupETL
---- PASS: TestGroupETL (12.01s)
-FAIL
-"""
+
+def event(action: str, test: str, output: str = "") -> str:
+    fields = {"Action": action, "Package": "kgo", "Test": test}
+    if output:
+        fields["Output"] = output
+    return json.dumps(fields)
+
+
+GO_EVENTS = "\n".join(
+    [
+        event("run", "TestGroupETL"),
+        event("output", "TestGroupETL", "=== RUN   TestGroupETL\n"),
+        event("run", "TestTxnEtl"),
+        event("output", "TestTxnEtl", "    txn_test.go:40: unable to init: UNSUPPORTED_VERSION\n"),
+        event("output", "TestGroupETL", "    group_test.go:9: deleting topic abc\n"),
+        event("fail", "TestTxnEtl"),
+        event("output", "TestSCRAMAuth", "    client_test.go:294: KGO_TEST_SCRAM not set\n"),
+        event("skip", "TestSCRAMAuth"),
+        event("pass", "TestGroupETL/range"),
+        event("pass", "TestGroupETL"),
+        "FAIL",
+    ]
+)
 
 
 def test_franz_go_outcomes_reasons_and_needs() -> None:
     names = ["TestGroupETL", "TestTxnEtl", "TestSCRAMAuth", "TestPing"]
-    results = {r.name: r for r in franz_go.judge(names, GO_OUTPUT)}
+    results = {r.name: r for r in franz_go.judge(names, GO_EVENTS)}
     assert results["TestGroupETL"].outcome == "PASS"
     assert results["TestGroupETL"].said == ""
     assert results["TestTxnEtl"].outcome == "FAIL"
-    assert "UNSUPPORTED_VERSION" in results["TestTxnEtl"].said
+    assert results["TestTxnEtl"].said == "txn_test.go:40: unable to init: UNSUPPORTED_VERSION"
     assert results["TestTxnEtl"].needs == "transactions"
     assert results["TestSCRAMAuth"].outcome == "SKIP"
     assert results["TestSCRAMAuth"].needs == "SASL"

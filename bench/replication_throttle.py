@@ -19,14 +19,14 @@ moves' rates.
 
 Command: `python bench/replication_throttle.py --mb 60 --rate 5000000 --runs 3 --base-port
 27500` (ports P..P+2 and their metrics (+100) and Kafka (+200) ports; data under $TMPDIR).
-Needs Java and Kafka 4.4.0's jars in ~/.cache/replog-bench/kafka-4.4.0/libs
-(`bench/kafka/kafka.sh fetch`).
+Needs Java; Kafka 4.4.0's jars are fetched once as bench/kafka_tools_check.py fetches them.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import glob
 import json
 import os
@@ -42,27 +42,23 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH_DIR]
 sys.path.insert(0, os.path.dirname(_BENCH_DIR))
 sys.path.insert(0, _BENCH_DIR)
 
+from kafka_tools_check import kafka_libs, tool  # noqa: E402
 from replog_cli import KAFKA_PORT_OFFSET, running_cluster  # noqa: E402
 
-LIBS = os.path.expanduser("~/.cache/replog-bench/kafka-4.4.0/libs")
+LIBS = functools.cache(kafka_libs)  # Kafka's jars, fetched at the first use
 TOPIC = "throttle-bench"
 BROKERS = (1, 2, 3)
 RATE_KEYS = "leader.replication.throttled.rate,follower.replication.throttled.rate"
 REPLICA_KEYS = "leader.replication.throttled.replicas,follower.replication.throttled.replicas"
 
 
-def kafka_tool(tool: str, *args: str, timeout: float = 300) -> str:
-    """Run Kafka's `org.apache.kafka.tools.<tool>`; its output, RuntimeError if it failed."""
-    done = subprocess.run(
-        ["java", "-cp", os.path.join(LIBS, "*"), f"org.apache.kafka.tools.{tool}", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"{tool} {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
-    return done.stdout + done.stderr
+def kafka_tool(main_class: str, *args: str) -> str:
+    """Run Kafka's `org.apache.kafka.tools.<main_class>`; its output, RuntimeError if it
+    failed."""
+    status, stdout, stderr = tool(LIBS(), main_class, *args)
+    if status != 0:
+        raise RuntimeError(f"{main_class} {' '.join(args)} failed: {stderr.strip()[-2000:]}")
+    return stdout + stderr
 
 
 def log_bytes(data_dir: str, broker: int) -> int | None:
@@ -93,7 +89,7 @@ def move(
         [
             "java",
             "-cp",
-            os.path.join(LIBS, "*"),
+            os.path.join(LIBS(), "*"),
             "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
             *args,
             *throttle,
@@ -163,8 +159,6 @@ def main() -> None:
     parser.add_argument("--poll-s", type=float, default=0.1)
     parser.add_argument("--base-port", type=int, default=27500)
     args = parser.parse_args()
-    if not os.path.isdir(LIBS):
-        sys.exit(f"no Kafka jars in {LIBS}: run bench/kafka/kafka.sh fetch first")
     kafka = f"127.0.0.1:{args.base_port + KAFKA_PORT_OFFSET}"
     with tempfile.TemporaryDirectory(prefix="replication-throttle-") as root:
         data_dir = os.path.join(root, "cluster")
@@ -177,7 +171,6 @@ def main() -> None:
                 "ProducerPerformance", "--topic", TOPIC, "--num-records", str(args.mb * 1000),
                 "--record-size", "1000", "--throughput", "-1", "--producer-props",
                 f"bootstrap.servers={kafka}", "acks=1", "batch.size=262144", "linger.ms=20",
-                timeout=1800,
             )  # fmt: skip
             time.sleep(2)  # the last appends reach the file
             print(f"written: {log_bytes(data_dir, 1):,} bytes of log on broker 1")

@@ -123,17 +123,28 @@ class ReplicationQuota:
         # Topic -> its throttled partitions on this broker (ALL_PARTITIONS: `*`); topics with
         # none are absent, so an empty mapping means nothing is throttled.
         self.throttled: dict[str, frozenset[int]] = {}
+        # The last verdict of `is_exceeded`, asked once per throttled partition a fetch reads:
+        # kept while the time, the bound and the bytes recorded are the same.
+        self._verdict: tuple[int, int, int, bool] = (-1, -1, -1, False)
+        self._records = 0
 
     def is_throttled(self, topic: str, partition: int) -> bool:
         partitions = self.throttled.get(topic)
         return partitions is not None and (partitions is ALL_PARTITIONS or partition in partitions)
 
     def is_exceeded(self, now_ms: int) -> bool:
-        return self.bound != UNBOUNDED and self._rate.measure(now_ms) > self.bound
+        if self.bound == UNBOUNDED:
+            return False
+        at, bound, records, exceeded = self._verdict
+        if (at, bound, records) != (now_ms, self.bound, self._records):
+            exceeded = self._rate.measure(now_ms) > self.bound
+            self._verdict = (now_ms, self.bound, self._records, exceeded)
+        return exceeded
 
     def record(self, size: int, now_ms: int) -> None:
         """Count `size` bytes of throttled partitions sent or received at `now_ms`."""
         self._rate.record(size, now_ms)
+        self._records += 1
 
     def rate(self, now_ms: int) -> float:
         return self._rate.measure(now_ms)

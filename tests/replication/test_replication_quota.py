@@ -153,3 +153,29 @@ def test_the_rate_is_the_kept_bytes_over_at_least_one_window(
     recent = sum(size for at, size in recorded if now - at < window_ms)
     elapsed = max(now - min(at for at, _ in recorded), window_ms)
     assert measured >= recent / (max(elapsed, (window_num + 1) * window_ms) / 1000) - 1e-6
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 1500), st.integers(0, 5000), st.sampled_from([0, 100, 1000])),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_the_verdict_is_the_rate_against_the_bound_at_every_step(
+    steps: list[tuple[int, int, int]],
+) -> None:
+    # Asked again at the same time, after a record or a new bound, it still says what the
+    # rate says (it keeps its last answer only while nothing it depends on moved).
+    quota = ReplicationQuota(window_num=3, window_ms=1000)
+    now = 0
+    for gap, size, bound in steps:
+        now += gap
+        assert quota.is_exceeded(now) == (
+            quota.bound != UNBOUNDED and quota.rate(now) > quota.bound
+        )
+        quota.bound = bound
+        assert quota.is_exceeded(now) == (quota.rate(now) > bound)
+        quota.record(size, now)
+        assert quota.is_exceeded(now) == (quota.rate(now) > bound)

@@ -31,7 +31,8 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
@@ -62,10 +63,13 @@ class ConfigDefinition:
     minimum: int | None = None
     valid_values: tuple[str, ...] | None = None  # strings: one of; lists: each item one of
     dynamic: bool = True  # False: read-only, set only in server.properties (module docstring)
+    check: Callable[[str], None] | None = None  # a further check of the value's form
 
     def parse(self, value: str) -> ConfigValue:
         """The typed value of `value`; `ValueError` naming what is wrong with it."""
         kind = self.config_type
+        if self.check is not None:
+            self.check(value)
         if kind is ConfigType.BOOLEAN:
             lowered = value.strip().lower()
             if lowered not in ("true", "false"):
@@ -92,6 +96,21 @@ class ConfigDefinition:
         if self.valid_values is not None and value.strip() not in self.valid_values:
             raise ValueError(f"must be one of {', '.join(self.valid_values)}")
         return value.strip()
+
+
+_REPLICA_PAIR = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def check_throttled_replicas(value: str) -> None:
+    """`ValueError` (Kafka's `ThrottledReplicaListValidator` wording) unless `value` is `*` or
+    comma-separated `partition:broker` pairs (items trimmed; empty items allowed)."""
+    items = [item.strip() for item in value.split(",")]
+    if "".join(items) == "*" or all(_REPLICA_PAIR.fullmatch(item) for item in items):
+        return
+    raise ValueError(
+        "must be the literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    )
 
 
 def _defs(*definitions: ConfigDefinition) -> Mapping[str, ConfigDefinition]:
@@ -125,7 +144,13 @@ TOPIC_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
         "flush.messages", _L, str(INT64_MAX), "log.flush.interval.messages", minimum=1
     ),
     ConfigDefinition("flush.ms", _L, str(INT64_MAX), "log.flush.interval.ms", minimum=0),
+    ConfigDefinition(
+        "follower.replication.throttled.replicas", _LIST, "", check=check_throttled_replicas
+    ),
     ConfigDefinition("index.interval.bytes", _I, "4096", "log.index.interval.bytes", minimum=0),
+    ConfigDefinition(
+        "leader.replication.throttled.replicas", _LIST, "", check=check_throttled_replicas
+    ),
     ConfigDefinition("max.message.bytes", _I, "1048588", "message.max.bytes", minimum=0),
     ConfigDefinition(
         "message.timestamp.type",
@@ -191,6 +216,12 @@ BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
     ),
     ConfigDefinition("log.retention.check.interval.ms", _L, "300000", minimum=1, dynamic=False),
     ConfigDefinition("replica.lag.time.max.ms", _L, "30000", minimum=0, dynamic=False),
+    # Replication throttles (KIP-73): the rates are dynamic (per broker or the cluster
+    # default), the rate's window read-only (replog.replication.replication_quota).
+    ConfigDefinition("leader.replication.throttled.rate", _L, str(INT64_MAX), minimum=0),
+    ConfigDefinition("follower.replication.throttled.rate", _L, str(INT64_MAX), minimum=0),
+    ConfigDefinition("replication.quota.window.num", _I, "11", minimum=1, dynamic=False),
+    ConfigDefinition("replication.quota.window.size.seconds", _I, "1", minimum=1, dynamic=False),
     # Read-only in Kafka: the consumer-protocol groups' defaults and the bounds of their
     # per-group overrides.
     *(

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from replog.common import TopicPartitionKey
 from replog.errors import (
@@ -88,9 +88,10 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
 )
+from replog.replication.replication_quota import ReplicationQuota
 from replog.server.log_summaries import few_names
 from replog.server.metrics.instruments import BrokerCounters
-from replog.server.partition import Partition
+from replog.server.partition import FollowerFetchState, Partition
 from replog.server.replica_manager_config import ReplicaManagerConfig
 
 log = logging.getLogger("replog.server.replica_manager")
@@ -117,8 +118,12 @@ class FollowerFetchSteps:
         broker_epoch: Callable[[], int],
         on_new_deadline: Callable[[int], None],
         counters: BrokerCounters | None = None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self._config = config
+        self._quota = quota if quota is not None else ReplicationQuota()
+        # Partitions the follower throttle left out of their plans (module Rules), by key.
+        self._throttled_out: set[TopicPartitionKey] = set()
         self._partitions = partitions
         self._broker_epoch = broker_epoch
         self._on_new_deadline = on_new_deadline
@@ -197,6 +202,8 @@ class FollowerFetchSteps:
         """The next Fetch to send to `source_broker_id`; None when nothing is due."""
         # Back-offs due end here too, not only at the timer's next tick.
         self.end_backoffs(now_ms)
+        if self._throttled_out and not self._quota.is_exceeded(now_ms):
+            self.throttles_changed()  # under the bound again: they rejoin their plans
         if self._touched:
             self._refresh(now_ms)
         plan = self._plans.get(source_broker_id)
@@ -225,6 +232,17 @@ class FollowerFetchSteps:
         self._built[source_broker_id] = (request, PlanAsBuilt(plan))
         return request
 
+    def throttles_changed(self) -> None:
+        """The follower throttle's bound or throttled partitions changed: the partitions it
+        left out are looked at again at the next build."""
+        if self._throttled_out:
+            self.touch_all(self._throttled_out)
+            self._throttled_out = set()
+
+    def touch_all(self, keys: Iterable[TopicPartitionKey]) -> None:
+        for key in keys:
+            self.touch(key)
+
     def changes(self, source_broker_id: int) -> FetchChanges | None:
         """What the last request built for `source_broker_id` changed since the one built
         before it (the fetch session sends only that)."""
@@ -232,6 +250,7 @@ class FollowerFetchSteps:
 
     def _refresh(self, now_ms: int) -> None:
         touched, self._touched = self._touched, set()
+        quota = self._quota
         for key in sorted(touched):
             partition = self._partitions.get(key)
             follower = None if partition is None else partition.follower
@@ -243,6 +262,11 @@ class FollowerFetchSteps:
                 or follower.leader_id < 0
                 or now_ms < follower.backoff_until_ms
             ):
+                if was is not None:
+                    self._leave(was, key)
+                continue
+            if quota.throttled and self._follower_throttles(partition, follower, now_ms):
+                self._throttled_out.add(key)
                 if was is not None:
                     self._leave(was, key)
                 continue
@@ -274,6 +298,19 @@ class FollowerFetchSteps:
                 self._changes.setdefault(source, {})[key] = entry
             self._plans.setdefault(source, {})[key] = entry
             self._plan_of[key] = source
+
+    def _follower_throttles(
+        self, partition: Partition, follower: FollowerFetchState, now_ms: int
+    ) -> bool:
+        """Whether `partition` is left out of its next fetch (Kafka's
+        `shouldFollowerThrottle`): not caught up, named by the follower throttle, while that
+        throttle is over its bound."""
+        quota = self._quota
+        return (
+            not follower.caught_up
+            and quota.is_throttled(partition.topic, partition.partition)
+            and quota.is_exceeded(now_ms)
+        )
 
     def _leave(self, source: int, key: TopicPartitionKey) -> None:
         self._before_change(source, key)
@@ -524,6 +561,11 @@ class FollowerFetchSteps:
                 plan = self._plans.get(follower.leader_id)
                 if plan is not None and partition.key in plan:
                     plan[partition.key] = plan.pop(partition.key)
+                quota = self._quota
+                if quota.throttled and quota.is_throttled(partition.topic, partition.partition):
+                    quota.record(len(result.records), now_ms)
+            if result.records or follower.caught_up is None:
+                follower.caught_up = result.high_watermark <= plog.log_end_offset
             follower.fetch_offset = plog.log_end_offset
             plog.update_high_watermark(
                 follower_high_watermark(

@@ -75,6 +75,10 @@ class FollowerFetchState:
     fetch_offset: int  # always the log end offset once a step is over
     last_fetched_epoch: int  # leader epoch of the last batch in the log; -1 none
     backoff_until_ms: int = 0  # no fetch before this (an error, a dead leader)
+    # Whether the last answer that brought records (or the first) left the log at the
+    # leader's HW (Kafka's `PartitionFetchState.isReplicaInSync`): a caught-up replica is
+    # never left out by the follower throttle.
+    caught_up: bool | None = None  # None: no answer yet (not caught up)
 
 
 class Partition:

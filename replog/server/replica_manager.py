@@ -162,6 +162,15 @@ from replog.replication.messages import (
     ProduceResponse,
 )
 from replog.replication.producer_state import BatchMetadata, ProducerEntry, ProducerStateTable
+from replog.replication.replication_quota import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    ReplicationQuota,
+    effective_rate,
+    throttled_partitions,
+)
 from replog.server import collector
 from replog.server.bulk_threads import run_bulk
 from replog.server.deferred_syncs import DeferredSyncs
@@ -314,12 +323,17 @@ class ReplicaManager:
             clock=clock,
             on_new_deadline=self._on_new_deadline,
         )
+        # The replication throttles (`replication_quota`), set from the configs of each image.
+        window_ms = config.replication_quota_window_size_seconds * 1000
+        self.leader_quota = ReplicationQuota(config.replication_quota_window_num, window_ms)
+        self.follower_quota = ReplicationQuota(config.replication_quota_window_num, window_ms)
         self._follower = FollowerFetchSteps(
             config,
             self._partitions,
             broker_epoch=broker_epoch,
             on_new_deadline=self._on_new_deadline,
             counters=self.counters,
+            quota=self.follower_quota,
         )
         # Producer tables a starting broker loaded before its replicas existed, until the
         # first metadata image's replicas take them (`preload_producer_states`).
@@ -521,6 +535,7 @@ class ReplicaManager:
         reconfigured: AbstractSet[TopicPartitionKey] = frozenset()
         if image.configs is not previous.configs:
             topics = self._reconfigured_topics(previous, image, changed_configs)
+            self._refresh_throttles(image, topics)
             reconfigured = (
                 self._partitions.keys() if topics is None else self._replica_keys_of(image, topics)
             )
@@ -1091,6 +1106,50 @@ class ReplicaManager:
             if resource.resource_type is ConfigResourceType.TOPIC
         }
 
+    def _refresh_throttles(self, image: MetadataImage, topics: Collection[str] | None) -> None:
+        """Set the replication throttles from `image`: the rates (this broker's dynamic config,
+        else the dynamic cluster default, else server.properties: a broker level changed when
+        `topics` is None) and the throttled replicas of `topics` (every topic then)."""
+        configs = image.configs
+        if topics is None:
+            levels = [configs.get(r) for r in reversed(self._broker_config_resources())]
+            for quota, key, static in (
+                (self.leader_quota, LEADER_RATE, self.config.leader_replication_throttled_rate),
+                (
+                    self.follower_quota,
+                    FOLLOWER_RATE,
+                    self.config.follower_replication_throttled_rate,
+                ),
+            ):
+                bound, refused = effective_rate([*levels, {key: str(static)}], key)
+                for raw in refused:
+                    log.warning("ignoring %s=%r (not a long of at least 0)", key, raw)
+                quota.bound = bound
+            topics = {
+                *(
+                    r.resource_name
+                    for r in configs.resources
+                    if r.resource_type is ConfigResourceType.TOPIC
+                ),
+                *self.leader_quota.throttled,
+                *self.follower_quota.throttled,
+            }
+        for topic in topics:
+            own = configs.get(ConfigResource(ConfigResourceType.TOPIC, topic))
+            for quota, key in (
+                (self.leader_quota, LEADER_REPLICAS),
+                (self.follower_quota, FOLLOWER_REPLICAS),
+            ):
+                value = own.get(key)
+                partitions: frozenset[int] = frozenset()
+                if value:
+                    try:
+                        partitions = throttled_partitions(value, self.broker_id)
+                    except ValueError as reason:
+                        log.warning("%s: ignoring %s=%r: %s", topic, key, value, reason)
+                quota.set_throttled(topic, partitions)
+        self._follower.throttles_changed()
+
     def _replica_keys_of(
         self, image: MetadataImage, topics: Collection[str]
     ) -> set[TopicPartitionKey]:
@@ -1571,8 +1630,20 @@ class ReplicaManager:
         return self._count_sent(request, await waiting)
 
     def _count_sent(self, request: FetchRequest, response: FetchResponse) -> FetchResponse:
-        """Bytes out to consumers, per partition answered (followers' fetches are not)."""
-        if not request.is_from_follower:
+        """Bytes out to consumers, per partition answered (followers' fetches are not); to a
+        follower, the bytes of the partitions the leader throttle names count against it,
+        an in-sync replica's too (Kafka's `sizeOfThrottledPartitions`)."""
+        if request.is_from_follower:
+            quota = self.leader_quota
+            if quota.throttled:
+                size = sum(
+                    result.records_size
+                    for result in response.partitions
+                    if quota.is_throttled(result.topic, result.partition)
+                )
+                if size:
+                    quota.record(size, self._clock())
+        else:
             sent = self.counters.sent
             for result in response.partitions:
                 size = result.records_size
@@ -1762,6 +1833,11 @@ class ReplicaManager:
                 region_min_bytes=request.region_min_bytes,
             )
             if entry.fetch_offset < bound
+            and not (
+                self.leader_quota.throttled
+                and request.is_from_follower
+                and self._leader_throttles(partition, request.replica_id, now_ms)
+            )
             else b""
         )
         result = partition.empty_fetch_result
@@ -1800,6 +1876,21 @@ class ReplicaManager:
             if session is not None and initial:
                 self._park(session, request, entry)
         return result, False
+
+    def _leader_throttles(self, partition: Partition, replica_id: int, now_ms: int) -> bool:
+        """Whether a fetch by follower `replica_id` gets no records of `partition` now
+        (Kafka's `shouldLeaderThrottle`): a replica outside the ISR, of a partition the leader
+        throttle names, while that throttle is over its bound. A fetch that gets none of
+        them waits as one with nothing to read (Kafka's `DelayedFetch` counts no bytes of
+        such a partition)."""
+        leader_state = partition.leader_state
+        assert leader_state is not None
+        quota = self.leader_quota
+        return (
+            replica_id not in leader_state.isr
+            and quota.is_throttled(partition.topic, partition.partition)
+            and quota.is_exceeded(now_ms)
+        )
 
     def _unpark(self, session: LeaderFetchSession, replica_id: int, key: TopicPartitionKey) -> None:
         partition = self._partitions.get(key)

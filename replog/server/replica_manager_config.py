@@ -26,6 +26,10 @@ PROPERTY_NAMES = {
     "fetch.max.bytes": "fetch_max_bytes",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
     "producer.id.expiration.check.interval.ms": "producer_id_expiration_check_interval_ms",
+    "replication.quota.window.num": "replication_quota_window_num",
+    "replication.quota.window.size.seconds": "replication_quota_window_size_seconds",
+    "leader.replication.throttled.rate": "leader_replication_throttled_rate",
+    "follower.replication.throttled.rate": "follower_replication_throttled_rate",
 }
 
 
@@ -46,6 +50,12 @@ class ReplicaManagerConfig:
     producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms
     # producer.id.expiration.check.interval.ms
     producer_id_expiration_check_interval_ms: int = 600_000
+    replication_quota_window_num: int = 11  # replication.quota.window.num
+    replication_quota_window_size_seconds: int = 1  # replication.quota.window.size.seconds
+    # The replication throttles' bounds under the dynamic levels, bytes/s (no bound: Kafka's
+    # Long.MAX_VALUE); Kafka reads them only from the dynamic levels.
+    leader_replication_throttled_rate: int = 2**63 - 1  # leader.replication.throttled.rate
+    follower_replication_throttled_rate: int = 2**63 - 1  # follower.replication.throttled.rate
 
     def __post_init__(self) -> None:
         for name, value, minimum in (
@@ -64,6 +74,14 @@ class ReplicaManagerConfig:
                 self.producer_id_expiration_check_interval_ms,
                 1,
             ),
+            ("replication.quota.window.num", self.replication_quota_window_num, 1),
+            (
+                "replication.quota.window.size.seconds",
+                self.replication_quota_window_size_seconds,
+                1,
+            ),
+            ("leader.replication.throttled.rate", self.leader_replication_throttled_rate, 0),
+            ("follower.replication.throttled.rate", self.follower_replication_throttled_rate, 0),
         ):
             if value < minimum:
                 raise ConfigError(f"{name}={value}: must be at least {minimum}")

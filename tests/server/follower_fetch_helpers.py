@@ -39,5 +39,6 @@ def partition(key: tuple[str, int], leader: int) -> SimpleNamespace:
             fetch_offset=0,
             last_fetched_epoch=-1,
             backoff_until_ms=0,
+            caught_up=None,
         ),
     )

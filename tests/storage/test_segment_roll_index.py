@@ -154,15 +154,23 @@ def test_index_entries_follow_kafkas_interval_rule(
     config = small_config(segment_bytes=2048, index_interval_bytes=300)
     log = open_log(tmp_path / "t-0", config, clock=ManualClock(T0))
     batches = append_batches(log, 80, records=records, value_size=25)
+    assert_kafkas_indexes(log, batches, config.index_interval_bytes, sealed_entries=3)
+
+
+def assert_kafkas_indexes(
+    log: Log, batches: list[bytes], interval: int, *, sealed_entries: int
+) -> None:
+    """Every segment's indexes are those of Kafka's per-batch rule (`expected_indexes`), over
+    at least three segments, each rolled one with at least `sealed_entries` offset entries."""
     grouped = batches_by_segment(log, batches)
     assert len(grouped) >= 3
     segments = log.segments()
     for segment in segments:
-        expected = expected_indexes(grouped[segment.base_offset], config.index_interval_bytes)
+        expected = expected_indexes(grouped[segment.base_offset], interval)
         offsets, times = loaded_index_entries(segment)
         assert offsets == expected.offset_entries
         if segment is not segments[-1]:
-            assert len(expected.offset_entries) >= 3  # the rule was exercised
+            assert len(expected.offset_entries) >= sealed_entries  # the rule was exercised
         if segment is segments[-1]:
             assert times == expected.time_entries
         else:  # rolled: one final entry with the segment's max timestamp
@@ -239,15 +247,4 @@ def test_a_multi_batch_append_is_indexed_per_batch_as_kafka_does(
             log.append_as_leader(b"".join(batches), 0)
         written += stamped_batches
     assert read_all(log) == written
-    grouped = batches_by_segment(log, written)
-    assert len(grouped) >= 3
-    segments = log.segments()
-    for segment in segments:
-        expected = expected_indexes(grouped[segment.base_offset], config.index_interval_bytes)
-        offsets, times = loaded_index_entries(segment)
-        assert offsets == expected.offset_entries
-        assert len(expected.offset_entries) >= 1  # the rule was exercised
-        if segment is segments[-1]:
-            assert times == expected.time_entries
-        else:
-            assert times == with_final_time_entry(expected)
+    assert_kafkas_indexes(log, written, interval, sealed_entries=1)

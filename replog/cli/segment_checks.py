@@ -7,7 +7,10 @@
   that do not frame end the walk of that segment: nothing after them can be framed.
 - A `.index` (offset index): whole 8-byte entries; offsets (relative to the segment base, so
   never negative) strictly ascending; positions strictly ascending and inside the `.log`; given
-  the segment's batches, each position is where a batch holding the entry's offset starts.
+  the segment's batches, each position is where a batch holding the entry's offset starts
+  (Kafka's entry), or where a multi-batch append whose last offset it is starts (the form replog
+  wrote per append: its batch starts at or below its offset, and a batch before the next
+  entry's position holds that offset).
 - A `.timeindex`: whole 12-byte entries; timestamps never decreasing; offsets never
   decreasing, not below the segment base and, given the segment's batches, below its end.
 - Across segments: each segment starts where the one before it ends.
@@ -235,32 +238,56 @@ def index_problems(
     index_path: str, entries: Iterator[IndexEntry], batches: SegmentBatches, *, offset_index: bool
 ) -> list[Problem]:
     """The first bad entry of an index, else (for an offset index, given a clean walk of its
-    segment) the first entry that points where no batch holding its offset starts."""
+    segment) the first entry that points where no batch starts, or at a batch that cannot
+    lead a lookup to its offset (`offset_entry_problem`)."""
     checked = list(entries)
     problem = first_index_problem(index_path, iter(checked))
     if problem is not None:
         return [problem]
     if not offset_index or batches.problems:
         return []
-    for entry in checked:
-        batch = batches.starts.get(entry.second)
-        if batch is None:
-            return [
-                Problem(
-                    index_path,
-                    entry.position,
-                    entry.first,
-                    f"points at byte {entry.second} of the .log, where no batch starts",
-                )
-            ]
-        if not batch[0] <= entry.first <= batch[1]:
-            return [
-                Problem(
-                    index_path,
-                    entry.position,
-                    entry.first,
-                    f"points at byte {entry.second} of the .log, whose batch holds offsets "
-                    f"{batch[0]} to {batch[1]}",
-                )
-            ]
+    positions = list(batches.starts)  # in file order
+    order = {position: index for index, position in enumerate(positions)}
+    for number, entry in enumerate(checked):
+        upto = checked[number + 1].second if number + 1 < len(checked) else None
+        what = offset_entry_problem(entry.first, entry.second, upto, batches, positions, order)
+        if what is not None:
+            return [Problem(index_path, entry.position, entry.first, what)]
     return []
+
+
+def offset_entry_problem(
+    offset: int,
+    position: int,
+    upto: int | None,
+    batches: SegmentBatches,
+    positions: list[int],
+    order: dict[int, int],
+) -> str | None:
+    """What is wrong with the offset-index entry (`offset`, `position`), None if nothing.
+
+    Kafka's entry points at the batch holding its offset. replog also wrote entries per
+    append, naming a multi-batch append's last offset at its first byte: a lookup from there
+    still finds every offset, so such an entry is good when its batch starts at or below its
+    offset and the offset is held by a batch before `upto`, the next entry's byte (None: the
+    end of the `.log`).
+    """
+    batch = batches.starts.get(position)
+    if batch is None:
+        return f"points at byte {position} of the .log, where no batch starts"
+    if not batch[0] <= offset:
+        return (
+            f"points at byte {position} of the .log, whose batch holds offsets "
+            f"{batch[0]} to {batch[1]}"
+        )
+    for later in positions[order[position] :]:
+        if upto is not None and later >= upto:
+            break
+        base, last = batches.starts[later]
+        if base <= offset <= last:
+            return None
+    until = "the end of the .log" if upto is None else f"byte {upto} (the next entry's)"
+    return (
+        f"points at byte {position} of the .log, but no batch from there to {until} holds its "
+        "offset"
+    )

@@ -4,11 +4,12 @@ DIR is a log dir (one of a node's `log.dirs`: every partition directory in it is
 the metadata log's too) or one partition directory. For each segment: every batch's CRC-32C
 and framing, offsets ascending and contiguous from the segment's base offset (and from the
 segment before it), and the entries of its `.index` (offsets and positions ascending, each
-pointing at the start of a batch holding its offset) and `.timeindex` (timestamps and
-offsets never decreasing, inside the segment). Each problem is one
-line naming the file, the byte position and the offset where known, and what is wrong; a
-summary line ends the output. `--json` prints one document instead (`problems`, each with
-`file`, `position`, `offset`, `problem`; `clean`; counts).
+pointing at the start of the batch holding its offset, or of a multi-batch append whose last
+offset it is, as older replog versions indexed) and `.timeindex` (timestamps and offsets
+never decreasing, inside the segment). Each problem is one line naming the file, the byte
+position and the offset where known, and what is wrong; a summary line ends the output.
+`--json` prints one document instead (`problems`, each with `file`, `position`, `offset`,
+`problem`; `clean`; counts).
 
 Exit code 0 only when nothing is wrong, 1 otherwise. Nothing is written: run it on a stopped
 node (a running one may be appending to its last segment). A batch damaged below the recovery

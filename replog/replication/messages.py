@@ -30,6 +30,9 @@ NO_SESSION = -1  # FetchRequest.session_epoch of a fetch outside any session
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the local log's first offset
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: the last offset in tiered storage
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023: the first offset not yet tiered
 
 ACKS_NONE = 0
 ACKS_LEADER = 1

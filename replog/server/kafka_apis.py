@@ -46,7 +46,9 @@ Rules:
   READ_COMMITTED (no transactions yet).
 - OffsetForLeaderEpoch (v2-4, consumers only) goes through the Broker service's core
   (`BrokerService.offsets_for_leader_epoch`) the same way, answered at once.
-- ListOffsets (v1-7: earliest, latest, by timestamp, max timestamp) goes through the Broker
+- ListOffsets (v1-11: earliest, latest, by timestamp, max timestamp; from v8 earliest local,
+  from v9 latest tiered, from v11 earliest pending upload, answered as with no tiered storage;
+  v10's timeout matters only to a remote lookup, never made here) goes through the Broker
   service's ListOffsets core (`BrokerService.list_offsets`, which its gRPC method answers
   with): the same refusals and answers, with no protobuf in between, and answered at once.
 - `handle` gives the answer itself for the requests answered at once (ApiVersions, Metadata,
@@ -143,7 +145,7 @@ INIT_PRODUCER_ID = 22
 SERVED: Mapping[int, tuple[int, int]] = {
     PRODUCE: (3, 12),
     FETCH: (4, 18),
-    LIST_OFFSETS: (1, 7),
+    LIST_OFFSETS: (1, 11),
     METADATA: (0, 13),
     API_VERSIONS: (0, 4),
     INIT_PRODUCER_ID: (0, 5),

@@ -8,8 +8,11 @@ Rules (docs/design/replication.md#end-offset-for-an-epoch, #read-bounds, #low-wa
 - ListOffsets: consumers see only committed data (bound = HW), replicas up to the LEO.
   -2 (earliest) is the log start offset, -1 (latest) the bound with the leader's epoch, -3 the
   first record with the largest timestamp below the bound (Kafka 3.8's answer); a time is the
-  first offset at or after it below the bound, else no offset. Any other negative is
-  INVALID_REQUEST. Each answer carries the leader epoch of its offset.
+  first offset at or after it below the bound, else no offset. With no tiered storage (Kafka's
+  `UnifiedLog.fetchOffsetByTimestamp` with remote storage off): -4 (earliest local) is the log
+  start offset too, as -2; -5 (latest tiered) and -6 (earliest pending upload) are no offset
+  and no epoch, without an error. Any other negative is INVALID_REQUEST. Each answer carries
+  the leader epoch of its offset.
 - While a new leader's HW is still below the start offset of its leader epoch (its followers
   have not fetched since the election; the HW it inherited can be far behind what the old
   leader had acknowledged), a consumer's -1 and a time or -3 that finds nothing below the HW
@@ -35,7 +38,10 @@ from replog.errors import (
 from replog.replication.fetch_rules import check_current_leader_epoch
 from replog.replication.leader_state import PartitionLeaderState
 from replog.replication.messages import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     NO_LEADER_EPOCH,
@@ -81,7 +87,8 @@ def list_offset(
             )
 
     timestamp = entry.timestamp
-    if timestamp == EARLIEST_TIMESTAMP:
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        # No tiered storage: the whole log is local, and starts at the log start offset.
         offset = plog.log_start_offset
         return ListOffsetsPartitionResult(
             entry.topic, entry.partition, offset=offset, leader_epoch=epoch_of(offset)
@@ -104,10 +111,14 @@ def list_offset(
             offset=best_offset,
             leader_epoch=epoch_of(best_offset),
         )
+    if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+        # Nothing is tiered, nor waits to be: Kafka's answer without remote storage.
+        return ListOffsetsPartitionResult(entry.topic, entry.partition)
     if timestamp < 0:
         raise InvalidRequestError(
             f"{partition.name}: ListOffsets timestamp {timestamp} is not a time nor one of -1 "
-            "(latest), -2 (earliest), -3 (max timestamp)"
+            "(latest), -2 (earliest), -3 (max timestamp), -4 (earliest local), -5 (latest "
+            "tiered), -6 (earliest pending upload)"
         )
     found = plog.offsets_for_times(timestamp)
     if found is None or found[0] >= bound:

@@ -745,7 +745,20 @@ class Log:
                     group_bytes, group_max_ts, last_offset, now_ms, self._roll_jitter_ms
                 ):
                     segment = self._roll(headers[index].base_offset)
-                segment.append(parts, last_offset, group_max_ts, group_max_offset, last_offset + 1)
+                # The segment indexes batch by batch, as Kafka's does (None: one batch).
+                if end - index == 1:
+                    batches = None
+                else:
+                    batches = headers if end - index == len(headers) else headers[index:end]
+                segment.append(
+                    parts,
+                    last_offset,
+                    group_max_ts,
+                    group_max_offset,
+                    last_offset + 1,
+                    None,
+                    batches,
+                )
                 self._log_end_offset = last_offset + 1
                 if group_max_ts > max_timestamp:
                     max_timestamp, offset_of_max = group_max_ts, group_max_offset

@@ -7,14 +7,18 @@ Rules:
 - The broker path never decodes records: segments frame batches by their headers only. Full
   validation (CRC-32C) happens on the way in (the log validates appends) and in `recover`.
 - Indexes are sparse: once more than `index.interval.bytes` were appended since the last entry,
-  the next append gets one, pointing at its start (Kafka's rule).
+  the next batch gets one, (its last offset, its start), also inside an append of several
+  batches (Kafka's `LogSegment.append`); the time index's largest timestamp so far is per batch
+  too. An index replog wrote with entries per append instead may name a multi-batch append's
+  last offset at its first byte: lookups take both (either entry is at or before the batch
+  holding its offset, all a lookup needs).
 - Indexes load lazily on first use (an append, a read below the end, a lookup by time; finding
   the end of a segment no longer than `index.interval.bytes` reads none); one that fails its
   sanity check is rebuilt from the `.log`.
 
 Theory of operation: the hot reads (`translate_offset`, `read`) look up the offset index. When
-the batch sought starts the append indexed next (the usual case: most appends are one batch),
-one header read finds it; otherwise they walk batch headers forward from the entry below,
+the batch sought is the one indexed next (the usual case for a reader going on where it
+stopped), one header read finds it; otherwise they walk batch headers forward from the entry below,
 reading the file through a small window so a walk over many small batches costs a few system
 calls, not one per batch. A header reached through an index entry must match the entry, else
 the index is corrupt and is rebuilt. `read` finds where its whole batches end before reading
@@ -290,10 +294,10 @@ class LogSegment:
         """(position, header) of the first batch whose last offset is >= `offset`, or None."""
         if not self._indexes_loaded:  # (a call saved per read)
             self.ensure_indexes()
-        # First try the append the index lists next at or after `offset` (an entry's key is its
-        # append's last offset): when that append starts with the batch holding `offset`, one
-        # header read finds it. That is the usual case for a reader going on where its last
-        # read ended, since most appends are one batch; otherwise walk from the entry below.
+        # First try the batch the index lists next at or after `offset` (an entry's key is its
+        # batch's last offset): when that batch holds `offset`, one header read finds it. That
+        # is the usual case for a reader going on where its last read ended; otherwise walk
+        # from the entry below.
         ceiling = self.offset_index.ceiling_entry(offset)
         if ceiling is not None and ceiling[1] >= start_position:
             position = ceiling[1]
@@ -308,8 +312,9 @@ class LogSegment:
                     return position, header
         indexed_offset, indexed_position = self.offset_index.lookup(offset)
         position = max(start_position, indexed_position)
-        # The first header must be a batch the entry can point at (an entry's key is the last
-        # offset of the append starting there); a later header follows from framing.
+        # The first header must be a batch the entry can point at (an entry's key is at or
+        # past that batch's base offset: its last offset, or in an older index the last offset
+        # of the append starting there); a later header follows from framing.
         first_at_most = indexed_offset if position == indexed_position > 0 else None
         first = True
         for batch_position, header in self._walk_headers(position, None, _LOOKUP_WINDOW_BYTES):
@@ -472,12 +477,14 @@ class LogSegment:
         offset_of_max_timestamp: int,
         next_offset: int,
         verify: Callable[[], None] | None = None,
+        batches: Sequence[BatchHeader] | None = None,
     ) -> None:
         """Write validated, stamped batches and index them. The log checked everything else.
 
         `data` is one buffer or a list of buffers written back to back (see `SegmentFile`).
-        `verify`, if given, runs after the write and before anything records it; if it raises,
-        the bytes are cut off again and the segment is as before.
+        `batches`: the headers of the batches written, in order, when there are several
+        (None: one batch). `verify`, if given, runs after the write and before anything
+        records it; if it raises, the bytes are cut off again and the segment is as before.
         """
         assert 0 <= last_offset - self.base_offset <= INT32_MAX, (self.log_path, last_offset)
         if not self._indexes_loaded:
@@ -501,6 +508,12 @@ class LogSegment:
         max_so_far = self._max_timestamp_so_far
         if max_so_far is None:
             max_so_far = self.max_timestamp_so_far  # loads it
+        if batches is not None:
+            max_so_far = self._index_batches(batches, position, written, max_so_far)
+            if max_timestamp > max_so_far:  # in batches it did not look at
+                self._max_timestamp_so_far = max_timestamp
+                self._offset_of_max_timestamp_so_far = offset_of_max_timestamp
+            return
         if max_timestamp > max_so_far:
             self._max_timestamp_so_far = max_so_far = max_timestamp
             self._offset_of_max_timestamp_so_far = offset_of_max_timestamp
@@ -509,6 +522,41 @@ class LogSegment:
             self.time_index.maybe_append(max_so_far, self._offset_of_max_timestamp_so_far)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += written
+
+    def _index_batches(
+        self, batches: Sequence[BatchHeader], position: int, written: int, max_so_far: int
+    ) -> int:
+        """Kafka's `LogSegment.append` for the `written` bytes of several batches from byte
+        `position`: the interval rule per batch, an entry being (that batch's last offset, its
+        own position) and a time entry the largest timestamp up to that batch. Returns the
+        largest timestamp so far as of the last batch looked at (the caller adds the rest)."""
+        interval = self.config.index_interval_bytes
+        since = self._bytes_since_last_index_entry
+        # The bytes since the last entry only grow until an entry: if they are still within the
+        # interval before the last batch, no batch gets one (a caught-up follower's appends are
+        # mostly smaller than the interval).
+        if since + written - (batches[-1][1] + LOG_OVERHEAD) <= interval:
+            self._bytes_since_last_index_entry = since + written
+            return max_so_far
+        offset_of_max = self._offset_of_max_timestamp_so_far
+        # Fields by index (base_offset 0, batch_length 1, last_offset_delta 6, max_timestamp
+        # 8): one iteration per batch, and a named tuple's attribute costs more than a
+        # subscript.
+        for header in batches:
+            batch_max = header[8]
+            if batch_max > max_so_far:
+                max_so_far, offset_of_max = batch_max, header[0] + header[6]
+            if since > interval:
+                self.offset_index.append(header[0] + header[6], position)
+                self.time_index.maybe_append(max_so_far, offset_of_max)
+                since = 0
+            size = header[1] + LOG_OVERHEAD
+            position += size
+            since += size
+        self._bytes_since_last_index_entry = since
+        self._max_timestamp_so_far = max_so_far
+        self._offset_of_max_timestamp_so_far = offset_of_max
+        return max_so_far
 
     # --- recovery and rebuilding --------------------------------------------------------------
 

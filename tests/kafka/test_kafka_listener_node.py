@@ -8,8 +8,9 @@ gRPC one, driven by kafka-python and by raw sockets:
   listener, and replog's own consumer reads the records back over gRPC, in order, once each;
   kafka-python's consumer finds the earliest, latest and by-timestamp offsets (ListOffsets) and
   reads every record back through the listener, from the beginning and from an offset (Fetch);
-- Produce requests pipelined on one connection are appended and answered in the order sent, and
-  OffsetForLeaderEpoch finds where the current epoch ends;
+- Produce requests pipelined on one connection are appended and answered in the order sent,
+  OffsetForLeaderEpoch finds where the current epoch ends, and ListOffsets v8-v11 answers the
+  tiered-storage timestamps (-4, -5, -6) as Kafka does without tiered storage;
 - an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and is not created; a topic id next to the
   name "" is a lookup by id;
 - the node's loggers are described and a level set through BROKER_LOGGER; a config resource
@@ -48,6 +49,12 @@ from replog.kafka.messages.incremental_alter_configs_request import (
     AlterConfigsResource,
     IncrementalAlterConfigsRequest,
 )
+from replog.kafka.messages.list_offsets_request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from replog.kafka.messages.list_offsets_response import ListOffsetsResponse
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.kafka.messages.offset_for_leader_epoch_request import (
@@ -487,6 +494,36 @@ def test_pipelined_produce_requests_are_appended_and_answered_in_the_order_sent(
     assert isinstance(answer, OffsetForLeaderEpochResponse)
     (result,) = answer.topics[0].partitions
     assert (result.error_code, result.leader_epoch, result.end_offset) == (0, epoch, 30)
+    # ListOffsets' tiered-storage timestamps at the first version with each, and the newest:
+    # as Kafka without tiered storage, the log start (-4) and no offset, no error (-5, -6).
+    for timestamp, version, expected in [
+        (-4, 8, (0, 0, epoch)),
+        (-5, 9, (0, -1, -1)),
+        (-6, 11, (0, -1, -1)),
+        (-4, 11, (0, 0, epoch)),
+        (-1, 11, (0, 30, epoch)),
+    ]:
+        assert list_offset(node, "piped", timestamp, version) == expected, (timestamp, version)
+
+
+def list_offset(node: RunningNode, topic: str, timestamp: int, version: int) -> tuple[int, ...]:
+    """(error code, offset, leader epoch) of partition 0 of `topic` at `timestamp`."""
+    header = RequestHeader(request_api_key=2, request_api_version=version, correlation_id=4)
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[
+            ListOffsetsTopic(
+                name=topic,
+                partitions=[ListOffsetsPartition(partition_index=0, timestamp=timestamp)],
+            )
+        ],
+    )
+    with raw(node) as sock:
+        sock.sendall(encode_request(header, request))
+        _, answer = decode_response(read_frame(sock), 2, version)
+    assert isinstance(answer, ListOffsetsResponse)
+    (partition,) = answer.topics[0].partitions
+    return (partition.error_code, partition.offset, partition.leader_epoch)
 
 
 def metadata(node: RunningNode, *topics: str) -> MetadataResponse:

@@ -118,7 +118,7 @@ def test_api_versions_advertises_exactly_the_handler_table() -> None:
     assert SERVED == {
         0: (3, 12),
         1: (4, 18),
-        2: (1, 7),
+        2: (1, 11),
         3: (0, 13),
         18: (0, 4),
         22: (0, 5),

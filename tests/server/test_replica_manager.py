@@ -35,6 +35,7 @@ from replog.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
     InvalidRecordError,
+    InvalidRequestError,
     InvalidRequiredAcksError,
     KafkaError,
     NotEnoughReplicasError,
@@ -51,7 +52,10 @@ from replog.errors import (
 )
 from replog.record import build_batch, iter_frames, read_header
 from replog.replication.messages import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     DeleteRecordsPartition,
@@ -1321,6 +1325,40 @@ async def test_list_offsets(tmp_path: Path, clock: ManualClock) -> None:
         .error,
         UnknownTopicOrPartitionError,
     )
+
+
+@pytest.mark.asyncio
+async def test_list_offsets_of_tiered_storage_are_answered_as_kafka_without_it(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """-4 (earliest local, KIP-405) is the log start offset, the whole log being local; -5
+    (latest tiered, KIP-1005) and -6 (earliest pending upload, KIP-1023) are no offset, no
+    epoch and no error: Kafka's `UnifiedLog.fetchOffsetByTimestamp` with remote storage off."""
+    node = solo_node(tmp_path, clock)
+    for tag in range(4):
+        await produce(node, batch(1, tag=tag))
+
+    def ask(timestamp: int, replica_id: int = -1) -> Any:
+        request = ListOffsetsRequest((ListOffsetsPartition("t", 0, timestamp),), replica_id)
+        return node.rm.list_offsets(request).partitions[0]
+
+    for replica_id in (-1, 1):
+        local = ask(EARLIEST_LOCAL_TIMESTAMP, replica_id)
+        assert (local.error, local.offset, local.leader_epoch, local.timestamp) == (None, 0, 0, -1)
+        for timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+            none = ask(timestamp, replica_id)
+            assert (none.error, none.offset, none.leader_epoch, none.timestamp) == (
+                None,
+                -1,
+                -1,
+                -1,
+            )
+    deleted = await node.rm.delete_records(
+        DeleteRecordsRequest((DeleteRecordsPartition("t", 0, 2),))
+    )
+    assert deleted.partitions[0].error is None
+    assert ask(EARLIEST_LOCAL_TIMESTAMP).offset == ask(EARLIEST_TIMESTAMP).offset == 2
+    assert isinstance(ask(-7).error, InvalidRequestError)
 
 
 @pytest.mark.asyncio

@@ -172,11 +172,12 @@ class ExpectedIndexes:
 
 
 def expected_indexes(segment_batches: Sequence[bytes], interval: int) -> ExpectedIndexes:
-    """The index entries Kafka writes for a segment filled by one-batch appends, in order.
+    """The index entries Kafka writes for a segment's batches, in order, however many batches
+    each append brought (Kafka's `LogSegment.append` applies the rule per batch).
 
     The counter of bytes since the last entry is compared with the interval (strictly greater)
-    before the append's own bytes count, so the first append never gets an entry; an entry is
-    (last offset of the append, byte position where it starts). A time entry is written at the
+    before the batch's own bytes count, so the first batch never gets an entry; an entry is
+    (the batch's last offset, byte position where it starts). A time entry is written at the
     same moments when the segment's max timestamp grew past the last time entry.
     """
     offset_entries: list[tuple[int, int]] = []

@@ -21,6 +21,7 @@ from storage_helpers import (
     open_log,
     read_all,
     small_config,
+    stamped,
     with_final_time_entry,
 )
 
@@ -153,15 +154,23 @@ def test_index_entries_follow_kafkas_interval_rule(
     config = small_config(segment_bytes=2048, index_interval_bytes=300)
     log = open_log(tmp_path / "t-0", config, clock=ManualClock(T0))
     batches = append_batches(log, 80, records=records, value_size=25)
+    assert_kafkas_indexes(log, batches, config.index_interval_bytes, sealed_entries=3)
+
+
+def assert_kafkas_indexes(
+    log: Log, batches: list[bytes], interval: int, *, sealed_entries: int
+) -> None:
+    """Every segment's indexes are those of Kafka's per-batch rule (`expected_indexes`), over
+    at least three segments, each rolled one with at least `sealed_entries` offset entries."""
     grouped = batches_by_segment(log, batches)
     assert len(grouped) >= 3
     segments = log.segments()
     for segment in segments:
-        expected = expected_indexes(grouped[segment.base_offset], config.index_interval_bytes)
+        expected = expected_indexes(grouped[segment.base_offset], interval)
         offsets, times = loaded_index_entries(segment)
         assert offsets == expected.offset_entries
         if segment is not segments[-1]:
-            assert len(expected.offset_entries) >= 3  # the rule was exercised
+            assert len(expected.offset_entries) >= sealed_entries  # the rule was exercised
         if segment is segments[-1]:
             assert times == expected.time_entries
         else:  # rolled: one final entry with the segment's max timestamp
@@ -200,3 +209,42 @@ def test_index_files_hold_big_endian_relative_entries_after_close(tmp_path: Path
     for segment, group in zip(reopened.segments(), grouped.values(), strict=True):
         offsets, _ = loaded_index_entries(segment)
         assert offsets == expected_indexes(group, config.index_interval_bytes).offset_entries
+
+
+@pytest.mark.parametrize(
+    ("as_follower", "interval"), [(False, 300), (True, 300), (True, 0), (True, 700)]
+)
+def test_a_multi_batch_append_is_indexed_per_batch_as_kafka_does(
+    tmp_path: Path, as_follower: bool, interval: int
+) -> None:
+    """Kafka's `LogSegment.append` walks the appended batches: the interval rule, the entry (that
+    batch's last offset, its own position) and the time index's largest timestamp so far are
+    per batch, whatever batches arrived together."""
+    config = small_config(segment_bytes=2048, index_interval_bytes=interval)
+    log = open_log(tmp_path / "t-0", config, clock=ManualClock(T0))
+    rng = random.Random(interval)
+    written: list[bytes] = []
+    while len(written) < 90:
+        count = rng.choice([2, 3, 5, 9])
+        # Timestamps go back and forth, so the largest one so far differs per batch.
+        batches = [
+            make_batch(
+                rng.choice([1, 3]),
+                value_size=25,
+                timestamp=T0 + rng.randrange(0, 1000),
+                tag=len(written) + i,
+            )
+            for i in range(count)
+        ]
+        offset = log.log_end_offset
+        stamped_batches = []
+        for batch in batches:
+            stamped_batches.append(stamped(batch, offset, 0))
+            offset += read_header(batch).records_count
+        if as_follower:
+            log.append_as_follower(b"".join(stamped_batches))
+        else:
+            log.append_as_leader(b"".join(batches), 0)
+        written += stamped_batches
+    assert read_all(log) == written
+    assert_kafkas_indexes(log, written, interval, sealed_entries=1)

@@ -139,7 +139,10 @@ def groups(*args: str) -> Callable[[Cluster], Said]:
     )
 
 
-def offsets_at(time_spec: str, expected: str) -> Callable[[Cluster], tuple[bool, str]]:
+def offsets_at(time_spec: str, expected: str | None) -> Callable[[Cluster], tuple[bool, str]]:
+    """GetOffsetShell at `time_spec`: `expected` in its output, or (None) no offset printed,
+    Kafka's answer (-1) for an offset that does not exist."""
+
     def check(cluster: Cluster) -> tuple[bool, str]:
         said = run_tool(
             cluster,
@@ -151,7 +154,13 @@ def offsets_at(time_spec: str, expected: str) -> Callable[[Cluster], tuple[bool,
             "--time",
             time_spec,
         )
-        return clean(said, expected)
+        if expected is not None:
+            return clean(said, expected)
+        ok, why = clean(said)
+        printed = [line for line in said.out.splitlines() if line.startswith(f"{TOPIC}:")]
+        if ok and printed:
+            return False, f"printed offsets: {first_lines(said.out)}"
+        return ok, "nothing printed" if ok else why
 
     return check
 
@@ -382,8 +391,13 @@ def operations() -> list[Operation]:
         ),
         Operation(
             "kafka-get-offsets",
-            "--time -5 (earliest pending upload: none, prints nothing)",
-            offsets_at("-5", r"^$"),
+            "--time -5 (latest tiered: none without tiered storage, prints nothing)",
+            offsets_at("-5", None),
+        ),
+        Operation(
+            "kafka-get-offsets",
+            "--time -6 (earliest pending upload: none, prints nothing)",
+            offsets_at("-6", None),
         ),
         Operation(
             "kafka-configs",

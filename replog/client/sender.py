@@ -68,7 +68,9 @@ Rules:
   batches into the timeout.
 - `close` stops taking new work, sends what is queued (every batch is ready at once) and
   waits for the answers up to its timeout; then it fails whatever is left with
-  ClientClosedError and cancels the requests on the wire. From then on an append (a blocking
+  ClientClosedError and cancels the requests on the wire. The error says which it was: a
+  batch sent at least once is "not acknowledged (may have been written)"
+  (`maybe_written=True`), one never sent is "never sent". From then on an append (a blocking
   send that raced the close) raises ClientClosedError (`RecordAccumulator.abort_queued`).
 - The sender's loop, every task it starts (requests, metadata refreshes, the producer id) and
   the producer's own (sends waiting for metadata or memory, topic limit describes) run in one
@@ -185,11 +187,16 @@ def _ignore_topic(topic: str) -> None:
     return None
 
 
-def _closed_error(batch: ProducerBatch, outcome: str, when: str) -> ClientClosedError:
+def _closed_error(batch: ProducerBatch, when: str) -> ClientClosedError:
+    """The error of a batch a closing producer gives up on (module docstring): one that was
+    sent may have been written, one never sent was not."""
     tp = batch.topic_partition
+    sent = batch.attempts > 0
+    outcome = "not acknowledged (may have been written)" if sent else "never sent"
     return ClientClosedError(
         f"{tp.topic}-{tp.partition}: {batch.record_count} record(s) {outcome}: the producer was "
-        f"closed {when}"
+        f"closed {when}",
+        maybe_written=sent,
     )
 
 
@@ -377,7 +384,7 @@ class Sender:
         for batch in self._acc.abort_queued(self._refusal):
             self._fail(
                 batch,
-                error or _closed_error(batch, "not sent", "before they could be delivered"),
+                error or _closed_error(batch, "before they could be delivered"),
             )
         for task in list(self._request_tasks):
             task.cancel()
@@ -396,7 +403,7 @@ class Sender:
         await self._tasks.close()
         # Anything still incomplete had no answer: it fails now rather than hang a waiter.
         for batch in self._acc.incomplete():
-            self._fail(batch, _closed_error(batch, "not confirmed", "while they were on the wire"))
+            self._fail(batch, _closed_error(batch, "while they were on the wire"))
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -703,9 +710,7 @@ class Sender:
             for batch in batches:
                 self._on_wire.discard(batch)
                 batch.in_flight = False
-                self._fail(
-                    batch, _closed_error(batch, "not confirmed", "while they were on the wire")
-                )
+                self._fail(batch, _closed_error(batch, "while they were on the wire"))
             self._unmute(batches)
             raise
         self._requests[node] -= 1

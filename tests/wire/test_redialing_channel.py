@@ -87,6 +87,21 @@ async def test_a_call_in_flight_survives_the_channel_being_replaced(
         await channel.close()
 
 
+@pytest.mark.asyncio
+async def test_close_closes_a_replaced_channel_at_once_with_its_calls(
+    slow_server: SlowServer,
+) -> None:
+    channel = RedialingChannel(slow_server.address, unary_stub, [])
+    call = asyncio.ensure_future(channel.call(lambda stub: stub, b"ping", timeout_s=60))
+    await asyncio.wait_for(slow_server.arrived.wait(), 5)
+    channel.reconnect()  # the call keeps its channel, closing in the background
+    await channel.close()
+    # Ended with the channel (gRPC's aio call raises CancelledError for a call cancelled under
+    # it), not left to run for its 60 s.
+    done, _ = await asyncio.wait({call}, timeout=5)
+    assert done == {call} and call.cancelled()
+
+
 @pytest_asyncio.fixture
 async def garbage_server() -> AsyncIterator[str]:
     """A server whose every method of GroupCoordinator answers bytes no message parses from."""

@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from types import TracebackType
 
+from replog.clock import wall_clock_ms
+
 FIRST_NOTICE_MS = 5_000
 NOTICE_EVERY_MS = 10_000
 
@@ -28,7 +30,8 @@ NOTICE_EVERY_MS = 10_000
 def wall_time_of(deadline_ms: int, now_ms: int) -> str:
     """The local wall-clock time (`HH:MM:SS`) at which monotonic `deadline_ms` falls, `now_ms`
     being the same clock's now."""
-    return time.strftime("%H:%M:%S", time.localtime(time.time() + (deadline_ms - now_ms) / 1000))
+    wall_ms = wall_clock_ms() + deadline_ms - now_ms
+    return time.strftime("%H:%M:%S", time.localtime(wall_ms / 1000))
 
 
 def waited_text(waited_ms: int) -> str:

@@ -7,10 +7,14 @@ cause and the time the retries end. The intervals are shortened here (5 s and 10
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import re
 import socket
+import sys
 from collections.abc import Iterator
+from unittest import mock
 
 import grpc
 import pytest
@@ -18,6 +22,7 @@ from producer_fakes import FakeCluster
 from test_producer import Made, cluster, make, until  # noqa: F401 - fixtures
 
 from replog.aio import Producer as AsyncProducer
+from replog.cli.main import main
 from replog.client import cluster_metadata, wait_notice
 from replog.errors import KafkaTimeoutError, NotEnoughReplicasError
 
@@ -87,7 +92,7 @@ def silent_address() -> Iterator[str]:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(16)
-        yield "127.0.0.1:%d" % listener.getsockname()[1]
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
 
 
 @pytest.mark.asyncio
@@ -137,3 +142,30 @@ def test_grpcs_wordings_of_a_failed_connection_come_out_in_a_few_words(
 ) -> None:
     failed = _Failed(grpc.StatusCode.UNAVAILABLE, details)
     assert cluster_metadata._short_cause(failed) == cause
+
+
+def test_replog_produce_says_what_it_waits_for_until_it_gives_up(
+    cluster: FakeCluster,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The command's stderr, as a user sees it (its own logging set up, not pytest's)."""
+    monkeypatch.setattr(logging.root, "handlers", [])
+    too_few = NotEnoughReplicasError("one-0: the ISR [0] has 1 replicas, fewer than 2")
+    cluster.refuse("one", 0, too_few, times=1_000_000)
+    stderr = io.StringIO()
+    stdin = io.TextIOWrapper(io.BytesIO(b"v\n"))
+    try:
+        with mock.patch.object(sys, "stdin", stdin), contextlib.redirect_stderr(stderr):
+            code = main(
+                ["produce", "--topic", "one", "--bootstrap-server", cluster.bootstrap,
+                 "--producer-property", "delivery.timeout.ms=1500", "request.timeout.ms=1000"]
+            )  # fmt: skip
+    finally:
+        for handler in logging.root.handlers:
+            handler.close()
+    assert code == 1
+    lines = stderr.getvalue().splitlines()
+    waiting = [line for line in lines if "WARNING replog.client: Producer waiting " in line]
+    assert len(waiting) >= 2, lines
+    assert all("one-0's records not acknowledged yet" in line for line in waiting)
+    assert lines[-1].startswith("replog produce: 1 record(s) to topic one failed; first: ")

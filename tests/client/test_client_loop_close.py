@@ -17,32 +17,20 @@ from typing import Any
 import grpc
 
 from replog.client.loop_thread import ClientLoop, LoopThread
+from tests.wire.echo_server import start_echo_server, unary_stub
 
-SERVICE = "test.Slow"
 
-
-async def serve() -> tuple[grpc.aio.Server, str]:
-    """A server whose Echo answers "slow" never, anything else at once."""
-
-    async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        if request == b"slow":
-            await asyncio.sleep(3600)
-        return request
-
-    server = grpc.aio.server()
-    handler = grpc.unary_unary_rpc_method_handler(echo)
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE, {"Echo": handler}),)
-    )
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    return server, f"127.0.0.1:{port}"
+async def never_answering_slow(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    """Echo: "slow" is never answered, anything else at once."""
+    if request == b"slow":
+        await asyncio.sleep(3600)
+    return request
 
 
 async def call_and_leave(address: str, left: list[object]) -> None:
     """Calls that wait on the server, left outstanding: they and their channel go to `left`."""
     channel = grpc.aio.insecure_channel(address)
-    calls = [channel.unary_unary(f"/{SERVICE}/Echo")(b"slow") for _ in range(3)]
+    calls = [unary_stub(channel)(b"slow") for _ in range(3)]
     left.extend([channel, *calls])
     await asyncio.sleep(0.05)  # the calls wait on the server now
 
@@ -51,14 +39,16 @@ def test_completions_for_a_closed_client_loop_leave_the_live_loops_alone() -> No
     server_thread, live = LoopThread("test-server"), LoopThread("test-live")
     errors: list[Any] = []
     try:
-        server, address = server_thread.run(serve(), timeout_s=10, what="serve")
+        server, address = server_thread.run(
+            start_echo_server(never_answering_slow), timeout_s=10, what="serve"
+        )
         for loop in (live.loop, server_thread.loop):
             loop.set_exception_handler(lambda _loop, context: errors.append(context["message"]))
 
         async def ping() -> None:
             async with grpc.aio.insecure_channel(address) as channel:
                 for _ in range(3):
-                    assert await channel.unary_unary(f"/{SERVICE}/Echo")(b"ping") == b"ping"
+                    assert await unary_stub(channel)(b"ping") == b"ping"
 
         for _ in range(3):
             closed = ClientLoop()

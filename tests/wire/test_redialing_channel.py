@@ -12,17 +12,12 @@ from typing import Any
 import grpc
 import pytest
 import pytest_asyncio
+from echo_server import start_echo_server, unary_stub
 
 from replog.errors import MalformedResponseError
 from replog.pb import coordinator_pb2
 from replog.wire.coordinator_client import CoordinatorClient
 from replog.wire.redialing_channel import RedialingChannel
-
-SERVICE = "test.Slow"
-
-
-def unary_stub(channel: grpc.aio.Channel) -> Callable[..., Any]:
-    return channel.unary_unary(f"/{SERVICE}/Echo")
 
 
 @dataclass
@@ -42,15 +37,8 @@ async def slow_server() -> AsyncIterator[SlowServer]:
         await slow.release.wait()
         return request
 
-    server = grpc.aio.server()
-    handler = grpc.unary_unary_rpc_method_handler(echo)
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE, {"Echo": handler}),)
-    )
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    server, slow.address = await start_echo_server(echo)
     try:
-        slow.address = f"127.0.0.1:{port}"
         yield slow
     finally:
         await server.stop(None)

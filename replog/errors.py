@@ -455,7 +455,14 @@ class NoBrokersAvailableError(ReplogError):
 
 
 class ClientClosedError(ReplogError):
-    """A call on a Producer, Consumer or Admin after `close()` (or while it closes)."""
+    """A call on a Producer, Consumer or Admin after `close()` (or while it closes).
+
+    For a record a closing producer gave up on, `maybe_written` says whether it had been sent
+    (its answer lost or not come yet: it may be in the log) or never left the producer."""
+
+    def __init__(self, *args: object, maybe_written: bool = False) -> None:
+        super().__init__(*args)
+        self.maybe_written = maybe_written
 
 
 class IllegalStateError(ReplogError):

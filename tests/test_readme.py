@@ -4,6 +4,8 @@
   tests/test_main_job.py runs (default arguments) as a subprocess; the ports and directory the
   README names are the demo's defaults.
 - Command 2 is the test command, and `.ci/run` runs exactly it.
+- The five-minute tour stops its cluster only after the last block that uses it (kcat,
+  confluent-kafka, Spark and replog's client all talk to the running cluster).
 """
 
 from __future__ import annotations
@@ -66,3 +68,29 @@ def test_the_main_job_test_runs_the_readme_command() -> None:
 def test_ci_runs_the_readme_test_command() -> None:
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert readme_commands()[1] in ci_lines
+
+
+def tour_blocks() -> list[str]:
+    """The code blocks of the five-minute tour, in order."""
+    text = (ROOT / "README.md").read_text()
+    tour = text.split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```(?:sh|python)\n(.+?)\n```", tour, re.S)
+
+
+# What talks to the cluster: a Kafka or gRPC listener, a replog command other than the one
+# that starts it again, a client of any kind.
+USES_THE_CLUSTER = re.compile(
+    r"localhost:9092|127\.0\.0\.1:\d+|bootstrap|kcat |^replog (?!cluster start)|Producer|Consumer",
+    re.M,
+)
+
+
+def test_no_tour_block_after_the_stop_uses_the_cluster() -> None:
+    blocks = tour_blocks()
+    stops = [i for i, block in enumerate(blocks) if "replog cluster stop" in block]
+    assert stops, "the tour stops its cluster"
+    stop = stops[-1]
+    after = blocks[stop].split("replog cluster stop", 1)[1]
+    for block in [after, *blocks[stop + 1 :]]:
+        assert not USES_THE_CLUSTER.search(block), block
+    assert any(USES_THE_CLUSTER.search(block) for block in blocks[:stop])

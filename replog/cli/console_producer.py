@@ -16,7 +16,8 @@ Rules:
   `--sync` waits for each record before reading the next line.
 - At EOF it waits for every send (flush) and prints nothing when all succeeded (exit 0).
   While it waits, the client's WARNINGs go to stderr (`replog.cli.main` sets up logging): a
-  bootstrap address refusing connections, a produce error being retried.
+  bootstrap address refusing connections, a produce error being retried, and for a wait past
+  5 s, every 10 s, what it waits for (a leader, an answer, metadata) and until when.
 - A send that fails (the broker's error, or no metadata for the topic within max.block.ms)
   makes one stderr line naming the topic, how many records failed and the first error, and exit
   code 1; reading stops at the first failure. With `--property ignore.error=true` the line is

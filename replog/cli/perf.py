@@ -45,8 +45,11 @@ Rules (as Kafka's tools measure, unless said otherwise):
 - Where the clients connect: `--bootstrap-server host:port,...`, else `bootstrap.servers` from
   the props or config file, else the brokers of the local cluster in `--data-dir` (default
   `./.replog/cluster`, from its `cluster.json`). `--bootstrap-server` wins over the props.
-- Ctrl-C stops the run: the totals of what completed so far are printed, then the command
-  exits with code 130. A bad config is one line naming the key (`ConfigError`).
+- Ctrl-C stops the run: the producer is closed at once, the totals of what was acknowledged
+  are printed, then one stderr line accounts for every record of `--num-records`: acknowledged,
+  failed (if any), not acknowledged (sent, its answer not come: it may have been written),
+  never sent (`not_acknowledged` and `never_sent` in `--output json`); exit code 130. A bad
+  config is one line naming the key (`ConfigError`).
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ from typing import Any, Protocol, TextIO
 from replog.cli.arguments import add_command, at_least
 from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.cli.console_consumer import cluster_topics, existing_topic
-from replog.errors import ReplogError
+from replog.errors import ClientClosedError, ReplogError
 from replog.record.varint import INT64_MAX
 
 MB = 1024 * 1024
@@ -165,6 +168,10 @@ class ProduceSummary(_Rates):
     max_ms: float
     percentiles_ms: tuple[float, ...]  # of PERCENTILES
     first_error: str | None = None
+    # Records the producer gave up on when it was closed early (Ctrl-C): sent, so they may
+    # have been written; and never sent (not handed to the producer, or never left it).
+    not_acknowledged: int = 0
+    never_sent: int = 0
 
 
 class ProduceStats:
@@ -182,9 +189,13 @@ class ProduceStats:
         self._sampling = max(1, math.ceil(num_records / max_samples))
         self._samples = array("d")
         self.start = now
+        self.num_records = num_records
+        self.handed = 0  # records handed to the producer's send
         self.count = 0
         self.failed = 0
         self.first_error: str | None = None
+        self.closed_sent = 0  # given up on by the closing producer after it sent them
+        self.closed_unsent = 0  # given up on by the closing producer before it sent them
         self._bytes = 0
         self._total_ms = 0.0
         self._max_ms = 0.0
@@ -195,7 +206,7 @@ class ProduceStats:
     @property
     def completed(self) -> int:
         with self._lock:
-            return self.count + self.failed
+            return self.count + self.failed + self.closed_sent + self.closed_unsent
 
     def delivered(self, sent_at: float, size: int, now: float) -> None:
         latency_ms = (now - sent_at) * 1000.0
@@ -215,8 +226,14 @@ class ProduceStats:
 
     def error(self, exc: BaseException) -> None:
         with self._lock:
-            self.failed += 1
             self._completions += 1
+            if isinstance(exc, ClientClosedError):  # the run was stopped: no failure
+                if exc.maybe_written:
+                    self.closed_sent += 1
+                else:
+                    self.closed_unsent += 1
+                return
+            self.failed += 1
             if self.first_error is None:
                 self.first_error = f"{type(exc).__name__}: {exc}"
 
@@ -233,9 +250,15 @@ class ProduceStats:
         return Window(int(count), int(size), elapsed, total_ms / count, max_ms)
 
     def summary(self, now: float) -> ProduceSummary:
+        """The totals; every record handed to the producer without an outcome yet counts as
+        not acknowledged (it may have been written), every one not handed as never sent."""
         with self._lock:
             samples = sorted(self._samples)
+            settled = self.count + self.failed + self.closed_sent + self.closed_unsent
+            unsettled = max(self.handed - settled, 0)
             return ProduceSummary(
+                not_acknowledged=self.closed_sent + unsettled,
+                never_sent=self.closed_unsent + max(self.num_records - self.handed, 0),
                 count=self.count,
                 failed=self.failed,
                 bytes=self._bytes,
@@ -279,11 +302,23 @@ def total_line(summary: ProduceSummary) -> str:
     )
 
 
+def interrupted_line(summary: ProduceSummary) -> str:
+    """What became of every record of a run stopped early (module docstring)."""
+    failed = f", {summary.failed} failed" if summary.failed else ""
+    return (
+        f"replog perf produce: stopped early: {summary.count} records acknowledged{failed}, "
+        f"{summary.not_acknowledged} not acknowledged (may have been written), "
+        f"{summary.never_sent} never sent"
+    )
+
+
 def produce_json(summary: ProduceSummary, windows: Sequence[Window]) -> dict[str, Any]:
     p50, p95, p99, p999 = summary.percentiles_ms
     return {
         "records": summary.count,
         "failed": summary.failed,
+        "not_acknowledged": summary.not_acknowledged,
+        "never_sent": summary.never_sent,
         "first_error": summary.first_error,
         "bytes": summary.bytes,
         "elapsed_ms": round(summary.elapsed_s * 1000, 3),
@@ -577,6 +612,7 @@ def run_produce(args: argparse.Namespace) -> int:
                     time.sleep(delay)
                 value = values[0] if len(values) == 1 else choose(values)
                 _send(producer, args.topic, value, stats, clock)
+                stats.handed += 1
             producer.flush()
         except KeyboardInterrupt:
             interrupted = True
@@ -594,6 +630,7 @@ def run_produce(args: argparse.Namespace) -> int:
             f"records failed; first: {summary.first_error}"
         )
     if interrupted:
+        console.warn(interrupted_line(summary))
         raise KeyboardInterrupt
     return 1 if summary.failed else 0
 

@@ -62,8 +62,11 @@ When it asks:
   gives up (its deadline, cancellation) does not cancel the shared refresh, nor does its
   deadline bound the refresh's calls (`request.timeout.ms` does).
 
-Connection failures are logged once per change of an address's state (reachable ->
-unreachable and back), not once per attempt.
+Connection failures are logged at WARNING once per change of an address's state (reachable ->
+unreachable and back), not once per attempt, in a few words for gRPC's varied wording
+("connection refused", "no answer (connection timed out)", "host name not found"). A
+`partitions_for` still waiting after 5 s says so (`wait_notice`), then every 10 s: the topic,
+the last cause (naming the addresses tried) and the time it retries until.
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from replog.client.connections import Connections
+from replog.client.wait_notice import WaitNotice, waited_text, wall_time_of
 from replog.clock import Clock, monotonic_ms
 from replog.common import TopicPartition
 from replog.errors import (
@@ -276,14 +280,60 @@ class ClusterMetadata:
     # --- asking ----------------------------------------------------------------------------------
 
     async def partitions_for(
-        self, topic: str, *, deadline_ms: int, wait_for_seen_topic: bool = False
+        self,
+        topic: str,
+        *,
+        deadline_ms: int,
+        wait_for_seen_topic: bool = False,
+        deadline_name: str = "",
     ) -> tuple[PartitionState, ...]:
         """The partitions of `topic`, refreshing first if unknown or stale (module docstring).
 
         `wait_for_seen_topic` (a producer's send): an answer calling a topic seen before
-        unknown is retried until the deadline instead of raised."""
+        unknown is retried until the deadline instead of raised. `deadline_name` names the
+        setting the deadline comes from ("max.block.ms=60000") in the wait's notices."""
         check_topic_name(topic)
         self._wanted.add(topic)
+        known = self._topics.get(topic)
+        if known is not None and not self.needs_refresh():
+            return known
+        causes: list[ReplogError] = []  # the last cause of a failed attempt
+        notice = WaitNotice(
+            lambda waited_ms: self._wait_text(topic, waited_ms, deadline_ms, deadline_name, causes),
+            log,
+        )
+        with notice:
+            return await self._partitions_for(topic, deadline_ms, wait_for_seen_topic, causes)
+
+    def _wait_text(
+        self,
+        topic: str,
+        waited_ms: int,
+        deadline_ms: int,
+        deadline_name: str,
+        causes: list[ReplogError],
+    ) -> str:
+        """What a `partitions_for` that has waited `waited_ms` waits for (module docstring)."""
+        now_ms = self._clock()
+        until_ms = deadline_ms
+        if self._refused_since_ms is not None:
+            until_ms = min(until_ms, self._refused_since_ms + self.connection_setup_timeout_ms)
+            deadline_name = (
+                f"socket.connection.setup.timeout.max.ms={self.connection_setup_timeout_ms}"
+            )
+        if causes:
+            cause = str(causes[-1])
+        else:
+            cause = "no answer yet from " + ", ".join(self._addresses_to_try())
+        named = f" ({deadline_name})" if deadline_name else ""
+        return (
+            f"waiting {waited_text(waited_ms)} for metadata of topic {topic!r}: {cause}; "
+            f"retrying until {wall_time_of(until_ms, now_ms)}{named}"
+        )
+
+    async def _partitions_for(
+        self, topic: str, deadline_ms: int, wait_for_seen_topic: bool, causes: list[ReplogError]
+    ) -> tuple[PartitionState, ...]:
         last_cause: ReplogError | None = None
         while True:
             known = self._topics.get(topic)
@@ -300,6 +350,7 @@ class ClusterMetadata:
                 if refused is not None:
                     raise refused from None
                 last_cause = self._last_failure or exc
+                causes.append(last_cause)
             else:
                 error = self._topic_errors.get(topic)
                 if isinstance(error, UnknownTopicOrPartitionError) and not (
@@ -308,6 +359,7 @@ class ClusterMetadata:
                     raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
                 if error is not None:
                     last_cause = error
+                    causes.append(error)
                     if not error.retriable:
                         raise error
                 found = self._topics.get(topic)
@@ -515,7 +567,14 @@ class ClusterMetadata:
                     f"; retrying for up to socket.connection.setup.timeout.max.ms="
                     f"{self.connection_setup_timeout_ms} ms"
                 )
-            log.warning("broker at %s unreachable for metadata: %s%s", address, cause, retrying)
+            # A new cause within a spell is for DEBUG: the waiter's notices name the latest.
+            log.log(
+                logging.WARNING if state.failures == 0 else logging.DEBUG,
+                "broker at %s unreachable for metadata: %s%s",
+                address,
+                cause,
+                retrying,
+            )
         state.failures += 1
         state.cause = cause
         if self._last_good == address:
@@ -601,14 +660,36 @@ class ClusterMetadata:
         return tuple(kept)
 
 
+# How gRPC words a failed connection (`AioRpcError.details()` of UNAVAILABLE, lower-cased),
+# and the few words a user is told instead: gRPC's wording varies from attempt to attempt for
+# one cause (a host that does not answer is a connect timeout, a SETTINGS frame that never
+# came, a handshaker shut down ...).
+_CONNECT_FAILURES = (
+    (("refused",), REFUSED),
+    (("resolving", "dns resolution", "lookup failed"), "host name not found"),
+    (
+        ("timed out", "timeout occurred", "settings frame", "handshaker shutdown", "deadline"),
+        "no answer (connection timed out)",
+    ),
+    (("reset by peer", "socket closed", "connection reset"), "connection reset"),
+)
+
+
 def _short_cause(exc: grpc.aio.AioRpcError) -> str:
     """A few words for why an address gave no answer ("connection refused")."""
     code = exc.code()
     details = exc.details() or ""
-    if code == grpc.StatusCode.UNAVAILABLE and "refused" in details.lower():
-        return REFUSED
+    if code == grpc.StatusCode.UNAVAILABLE:
+        lowered = details.lower()
+        for patterns, cause in _CONNECT_FAILURES:
+            if any(pattern in lowered for pattern in patterns):
+                return cause
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return "no answer in time"
     if code == grpc.StatusCode.UNIMPLEMENTED:
-        return "does not serve the Broker service"
+        return (
+            f"does not serve the Broker service ({details})"
+            if details
+            else ("does not serve the Broker service")
+        )
     return f"{code.name}: {details}" if details else code.name

@@ -22,6 +22,13 @@ Rules:
 - A client never closed is closed that way when the interpreter exits (an `atexit` hook that
   holds the thread weakly and is removed by `close`): otherwise the daemon thread is frozen with
   its tasks pending, and Python prints "Task was destroyed but it is pending!" for each.
+- Once closed, the loop drops what gRPC still hands it (`ClientLoop`): gRPC's asyncio layer
+  shares one completion queue among every loop of the process, and any live loop it wakes
+  passes each completion to its call's loop with `call_soon_threadsafe`. The completions of
+  calls cancelled at the close (a closed channel's) may come after the loop closed; asyncio
+  would raise "RuntimeError: Event loop is closed" in the live loop, which prints a traceback
+  and leaves that loop's own completions queued until the next one comes. Nobody waits on a
+  closed loop, so dropping them loses nothing. Any other callback still raises as asyncio does.
 """
 
 from __future__ import annotations
@@ -30,13 +37,14 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import contextvars
 import logging
 import os
 import queue
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 from replog.clock import monotonic_ms
 from replog.errors import ClientClosedError, IllegalStateError, KafkaTimeoutError
@@ -44,6 +52,7 @@ from replog.errors import ClientClosedError, IllegalStateError, KafkaTimeoutErro
 log = logging.getLogger("replog.client")
 
 T = TypeVar("T")
+_Ts = TypeVarTuple("_Ts")
 
 WAIT_SLICE_S = 0.1  # how soon a waiting thread notices Ctrl-C
 
@@ -59,12 +68,30 @@ def checked_wait(what: str, name: str, value: object) -> float | None:
     return None if value == float("inf") else value
 
 
+GRPC_CYTHON_MODULE = "grpc._cython.cygrpc"  # where gRPC's completion dispatchers live
+
+
+class ClientLoop(asyncio.SelectorEventLoop):
+    """The loop of a `LoopThread`: once closed, it drops gRPC's completions (module
+    docstring)."""
+
+    def call_soon_threadsafe(
+        self,
+        callback: Callable[[*_Ts], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        if self.is_closed() and getattr(callback, "__module__", None) == GRPC_CYTHON_MODULE:
+            return asyncio.Handle(callback, args, self, context)  # never run
+        return super().call_soon_threadsafe(callback, *args, context=context)
+
+
 class LoopThread:
     """A daemon thread running a private asyncio loop for one blocking client."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.loop: asyncio.AbstractEventLoop = asyncio.new_event_loop()
+        self.loop: asyncio.AbstractEventLoop = ClientLoop()
         self._closed = False
         self._close_lock = threading.Lock()
         # `call_in_waiter`: the work, and a future set when there is some (what `run` waits on).

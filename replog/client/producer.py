@@ -614,7 +614,10 @@ class Producer:
             self._metadata.request_update()
         try:
             states = await self._metadata.partitions_for(
-                topic, deadline_ms=deadline_ms, wait_for_seen_topic=True
+                topic,
+                deadline_ms=deadline_ms,
+                wait_for_seen_topic=True,
+                deadline_name=f"max.block.ms={self.config.max_block_ms}",
             )
         except KafkaTimeoutError as exc:
             raise KafkaTimeoutError(

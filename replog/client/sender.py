@@ -38,6 +38,10 @@ Rules:
 - Records waiting for a leader (the metadata names none for their partition) are not silent
   either: once they have waited `NO_LEADER_WARN_MS` (3 s; an election takes less), a WARNING
   names the partition, once until it delivers again.
+- A wait that lasts is said while it lasts (`wait_notice`): once records have waited 5 s
+  without an answer, a WARNING every 10 s names the partition of the oldest, what it waits
+  for (a leader, and since when; else its attempts and last error), how many records wait
+  and in how many partitions, and until when they are retried (delivery.timeout.ms).
 - MESSAGE_TOO_LARGE for a batch of several records sent alone: the batch is split
   (`RecordAccumulator.split_and_reenqueue`: pieces sized to the topic's `max.message.bytes`
   when the producer knows it, else halves) and the pieces are sent at once, in order, not
@@ -64,7 +68,9 @@ Rules:
   batches into the timeout.
 - `close` stops taking new work, sends what is queued (every batch is ready at once) and
   waits for the answers up to its timeout; then it fails whatever is left with
-  ClientClosedError and cancels the requests on the wire. From then on an append (a blocking
+  ClientClosedError and cancels the requests on the wire. The error says which it was: a
+  batch sent at least once is "not acknowledged (may have been written)"
+  (`maybe_written=True`), one never sent is "never sent". From then on an append (a blocking
   send that raced the close) raises ClientClosedError (`RecordAccumulator.abort_queued`).
 - The sender's loop, every task it starts (requests, metadata refreshes, the producer id) and
   the producer's own (sends waiting for metadata or memory, topic limit describes) run in one
@@ -86,6 +92,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from replog.client import wait_notice
 from replog.client.accumulator import ProducerBatch, RecordAccumulator
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ProducerConfig
@@ -180,12 +187,21 @@ def _ignore_topic(topic: str) -> None:
     return None
 
 
-def _closed_error(batch: ProducerBatch, outcome: str, when: str) -> ClientClosedError:
+def _closed_error(batch: ProducerBatch, when: str) -> ClientClosedError:
+    """The error of a batch a closing producer gives up on (module docstring): one that was
+    sent may have been written, one never sent was not."""
     tp = batch.topic_partition
+    sent = batch.attempts > 0
+    outcome = "not acknowledged (may have been written)" if sent else "never sent"
     return ClientClosedError(
         f"{tp.topic}-{tp.partition}: {batch.record_count} record(s) {outcome}: the producer was "
-        f"closed {when}"
+        f"closed {when}",
+        maybe_written=sent,
     )
+
+
+def _created(batch: ProducerBatch) -> int:
+    return batch.created_ms
 
 
 def _partitions_text(batches: Iterable[ProducerBatch]) -> str:
@@ -242,6 +258,8 @@ class Sender:
         self._warned: set[tuple[TopicPartition, str]] = set()
         # partitions with queued records and no leader, since when (module docstring)
         self._leaderless: dict[TopicPartition, int] = {}
+        # when to look for records waiting long enough to say so (module docstring)
+        self._notice_at_ms: int | None = None
         # Called with a topic whose batch the broker refused as too large (the producer asks
         # for the topic's max.message.bytes again).
         self.on_too_large: Callable[[str], None] = _ignore_topic
@@ -366,7 +384,7 @@ class Sender:
         for batch in self._acc.abort_queued(self._refusal):
             self._fail(
                 batch,
-                error or _closed_error(batch, "not sent", "before they could be delivered"),
+                error or _closed_error(batch, "before they could be delivered"),
             )
         for task in list(self._request_tasks):
             task.cancel()
@@ -385,7 +403,7 @@ class Sender:
         await self._tasks.close()
         # Anything still incomplete had no answer: it fails now rather than hang a waiter.
         for batch in self._acc.incomplete():
-            self._fail(batch, _closed_error(batch, "not confirmed", "while they were on the wire"))
+            self._fail(batch, _closed_error(batch, "while they were on the wire"))
 
     # --- the loop -------------------------------------------------------------------------------
 
@@ -447,7 +465,72 @@ class Sender:
             next_ms = (
                 result.next_ready_ms if next_ms is None else min(next_ms, result.next_ready_ms)
             )
+        notice_at = self._notice_waits(now_ms)
+        if notice_at is not None:
+            next_ms = notice_at if next_ms is None else min(next_ms, notice_at)
         return next_ms
+
+    def _notice_waits(self, now_ms: int) -> int | None:
+        """Say what records waiting `FIRST_NOTICE_MS` and more wait for, then again every
+        `NOTICE_EVERY_MS` while they wait (module docstring); returns when to look again
+        (None: no record waits)."""
+        if not self._acc.has_incomplete():
+            self._notice_at_ms = None
+            return None
+        first_ms = wait_notice.FIRST_NOTICE_MS
+        if self._notice_at_ms is None:
+            self._notice_at_ms = now_ms + first_ms
+        if now_ms < self._notice_at_ms:
+            return self._notice_at_ms
+        oldest: dict[TopicPartition, ProducerBatch] = {}
+        records = 0
+        for batch in self._acc.incomplete():
+            if batch.done or now_ms - batch.created_ms < first_ms:
+                continue
+            records += batch.record_count
+            seen = oldest.get(batch.topic_partition)
+            if seen is None or batch.created_ms < seen.created_ms:
+                oldest[batch.topic_partition] = batch
+        if not oldest:
+            self._notice_at_ms = now_ms + first_ms
+            return self._notice_at_ms
+        log.warning("%s", self._wait_text(sorted(oldest.values(), key=_created), records, now_ms))
+        self._notice_at_ms = now_ms + wait_notice.NOTICE_EVERY_MS
+        return self._notice_at_ms
+
+    def _wait_text(self, oldest: list[ProducerBatch], records: int, now_ms: int) -> str:
+        """The notice for records that wait (`oldest`: each partition's oldest waiting batch,
+        the oldest first; `records`: how many wait in all)."""
+        batch = oldest[0]
+        tp = batch.topic_partition
+        name = f"{tp.topic}-{tp.partition}"
+        waited = wait_notice.waited_text(now_ms - batch.created_ms)
+        since_ms = self._leaderless.get(tp)
+        if since_ms is not None and not batch.in_flight:
+            cause = f"; last metadata error: {self._metadata_error}" if self._metadata_error else ""
+            what = (
+                f"Producer waiting {waited} for a leader of {name} (no leader known since "
+                f"{wait_notice.wall_time_of(since_ms, now_ms)}{cause})"
+            )
+        else:
+            last = (
+                f"last error: {_describe(batch.last_error)}"
+                if batch.last_error is not None
+                else self._why_waiting(batch)
+            )
+            what = (
+                f"Producer waiting {waited}: {name}'s records not acknowledged yet "
+                f"({batch.attempts} attempt(s)); {last}"
+            )
+        others = ""
+        if len(oldest) > 1:
+            others = f"; {len(oldest) - 1} more partition(s) wait too"
+        timeout_ms = self._config.delivery_timeout_ms
+        until = wait_notice.wall_time_of(batch.created_ms + timeout_ms, now_ms)
+        return (
+            f"{what}; {records} record(s) waiting{others}; retrying until {until} "
+            f"(delivery.timeout.ms={timeout_ms})"
+        )
 
     def _warn_leaderless(self, partitions: set[TopicPartition], now_ms: int) -> int | None:
         """Warn once about each partition whose records have waited NO_LEADER_WARN_MS for a
@@ -627,9 +710,7 @@ class Sender:
             for batch in batches:
                 self._on_wire.discard(batch)
                 batch.in_flight = False
-                self._fail(
-                    batch, _closed_error(batch, "not confirmed", "while they were on the wire")
-                )
+                self._fail(batch, _closed_error(batch, "while they were on the wire"))
             self._unmute(batches)
             raise
         self._requests[node] -= 1

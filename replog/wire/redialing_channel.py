@@ -13,7 +13,12 @@ Rules:
   it finish or end at their own deadlines. Closing it at once would cancel those calls, and
   callers nobody cancelled would see `asyncio.CancelledError` and take it for their own
   shutdown.
-- `close()` closes the current channel at once and abandons the background closes.
+- `close()` closes the current channel and every replaced one still closing, at once (their
+  calls in flight are cancelled). A replaced channel left open would be closed by the
+  garbage collector after the client's event loop has closed; gRPC then hands the
+  completions of its cancelled calls to that closed loop through whichever other loop of
+  the process it wakes, which fails there ("RuntimeError: Event loop is closed", a
+  traceback in `replog demo`'s output) and leaves that loop's own completions waiting.
 - An answer that does not parse as the method's message is `MalformedResponseError` naming
   the peer's address and the RPC (gRPC's aio stubs hand back None for it; its blocking stubs
   fail the call INTERNAL "Exception deserializing response!", taken the same way): the peer
@@ -70,7 +75,7 @@ class RedialingChannel(Generic[StubT]):
         self._options = list(options)
         self._channel: grpc.aio.Channel | None = None
         self._stub: StubT | None = None
-        self._closing: set[asyncio.Task[None]] = set()
+        self._closing: dict[asyncio.Task[None], grpc.aio.Channel] = {}  # replaced, closing
         # Counts channels dropped: a stream call opened at another generation lives on a
         # channel that is closing (`open_stream`).
         self.generation = 0
@@ -141,16 +146,21 @@ class RedialingChannel(Generic[StubT]):
         self.generation += 1
         if channel is not None:
             task = asyncio.get_running_loop().create_task(channel.close(REPLACED_CHANNEL_GRACE_S))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            self._closing[task] = channel
+            task.add_done_callback(self._forget_closing)
+
+    def _forget_closing(self, task: asyncio.Task[None]) -> None:
+        self._closing.pop(task, None)
 
     async def close(self) -> None:
+        """Close the channel and the replaced ones still closing, at once (module docstring)."""
         channel, self._channel, self._stub = self._channel, None, None
         self.generation += 1
-        if channel is not None:
-            await channel.close()
-        for task in list(self._closing):
-            task.cancel()
+        closing, self._closing = self._closing, {}
+        for task in closing:
+            task.cancel()  # its grace period ends: the channel closes below
+        for replaced in [*closing.values(), *([channel] if channel is not None else [])]:
+            await replaced.close()
 
 
 class _QuietDecoding:

@@ -26,7 +26,7 @@ from replog.cli import client_connection, perf
 from replog.cli import local_cluster as local_cluster_module
 from replog.cli.local_cluster import LocalCluster
 from replog.cli.main import build_parser
-from replog.errors import ConfigError, NotEnoughReplicasError, ReplogError
+from replog.errors import ClientClosedError, ConfigError, NotEnoughReplicasError, ReplogError
 
 TOTAL_LINE = re.compile(
     r"^(\d+) records sent, (\d+\.\d{6}) records/sec \((\d+\.\d\d) MB/sec\), (\d+\.\d\d) ms avg "
@@ -535,8 +535,52 @@ def test_produce_ctrl_c_prints_what_completed_and_exits_130(
     )  # fmt: skip
     assert outcome.returncode == 130
     assert outcome.stdout.startswith("0 records sent, ")  # delivery only comes with flush
-    assert outcome.stderr == "replog perf: interrupted\n"
+    assert outcome.stderr == (
+        "replog perf produce: stopped early: 0 records acknowledged, 7 not acknowledged (may "
+        "have been written), 13 never sent\nreplog perf: interrupted\n"
+    )  # the 7 handed to the producer have no outcome: they may have been written
     assert made[0].closed_with == [0]  # no waiting for the rest
+
+
+def test_produce_ctrl_c_accounts_for_every_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record the closing producer gave up on after sending it may have been written: it
+    is not acknowledged, not "not sent"; one it never sent, and one never handed to it, are
+    never sent."""
+
+    class Closing(FakeProducer):
+        def send(self, topic: str, value: bytes | None = None) -> FakeFuture:
+            if len(self.sent) == 3:
+                self.flush()  # the first 3 are acknowledged, one failed on the way
+            return super().send(topic, value)
+
+        def close(self, timeout: float | None = None) -> None:
+            super().close(timeout)
+            for number, future in enumerate(self.pending):
+                error = ClientClosedError("closed", maybe_written=number < 2)
+                for errback in future.errbacks:
+                    errback(error)  # 2 on the wire, 2 queued
+            self.pending.clear()
+
+    made: list[FakeProducer] = []
+    monkeypatch.setattr(
+        perf,
+        "new_producer",
+        lambda config: made.append(Closing(config, fail_every=3, interrupt_at=7)) or made[-1],
+    )
+    outcome = run(
+        "produce", "--topic", "t", "--num-records", "20", "--record-size", "10",
+        "--bootstrap-server", "h:1",
+    )  # fmt: skip
+    assert outcome.returncode == 130
+    assert outcome.stdout.startswith("2 records sent, ")
+    lines = outcome.stderr.splitlines()
+    assert lines == [
+        "replog perf produce: 1 of 3 records failed; first: NotEnoughReplicasError: t-0: not "
+        "enough in-sync replicas",
+        "replog perf produce: stopped early: 2 records acknowledged, 1 failed, 2 not "
+        "acknowledged (may have been written), 15 never sent",
+        "replog perf: interrupted",
+    ]
 
 
 def test_produce_window_lines_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:

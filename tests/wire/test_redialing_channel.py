@@ -12,17 +12,12 @@ from typing import Any
 import grpc
 import pytest
 import pytest_asyncio
+from echo_server import start_echo_server, unary_stub
 
 from replog.errors import MalformedResponseError
 from replog.pb import coordinator_pb2
 from replog.wire.coordinator_client import CoordinatorClient
 from replog.wire.redialing_channel import RedialingChannel
-
-SERVICE = "test.Slow"
-
-
-def unary_stub(channel: grpc.aio.Channel) -> Callable[..., Any]:
-    return channel.unary_unary(f"/{SERVICE}/Echo")
 
 
 @dataclass
@@ -42,15 +37,8 @@ async def slow_server() -> AsyncIterator[SlowServer]:
         await slow.release.wait()
         return request
 
-    server = grpc.aio.server()
-    handler = grpc.unary_unary_rpc_method_handler(echo)
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(SERVICE, {"Echo": handler}),)
-    )
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    server, slow.address = await start_echo_server(echo)
     try:
-        slow.address = f"127.0.0.1:{port}"
         yield slow
     finally:
         await server.stop(None)
@@ -85,6 +73,21 @@ async def test_a_call_in_flight_survives_the_channel_being_replaced(
         assert await asyncio.wait_for(call, 5) == b"ping"
     finally:
         await channel.close()
+
+
+@pytest.mark.asyncio
+async def test_close_closes_a_replaced_channel_at_once_with_its_calls(
+    slow_server: SlowServer,
+) -> None:
+    channel = RedialingChannel(slow_server.address, unary_stub, [])
+    call = asyncio.ensure_future(channel.call(lambda stub: stub, b"ping", timeout_s=60))
+    await asyncio.wait_for(slow_server.arrived.wait(), 5)
+    channel.reconnect()  # the call keeps its channel, closing in the background
+    await channel.close()
+    # Ended with the channel (gRPC's aio call raises CancelledError for a call cancelled under
+    # it), not left to run for its 60 s.
+    done, _ = await asyncio.wait({call}, timeout=5)
+    assert done == {call} and call.cancelled()
 
 
 @pytest_asyncio.fixture

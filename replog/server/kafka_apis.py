@@ -130,6 +130,7 @@ from replog.replication.fetch_session_cache import (
 )
 from replog.server.broker_metadata import listener_endpoint, metadata_view_from_image
 from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
+from replog.server.kafka_features import FEATURES_VERSION, with_features
 from replog.server.tolerant_service import Refused
 from replog.topic_names import is_internal_topic
 from replog.wire import broker_codec
@@ -207,6 +208,7 @@ class KafkaApis:
                 for key, (low, high) in sorted(self._served.items())
             ]
         )
+        self._with_features: tuple[MetadataImage, ApiVersionsResponse] | None = None
         self._cluster_id = cluster_id
         self._image = image
         self._controller_id = controller_id
@@ -255,7 +257,17 @@ class KafkaApis:
             and _SOFTWARE.fullmatch(request.client_software_version)
         ):
             return ApiVersionsResponse(error_code=InvalidRequestError.code)
-        return self._api_versions
+        if version < FEATURES_VERSION:
+            return self._api_versions
+        image = self._image()
+        cached = self._with_features
+        if cached is None or cached[0] is not image:
+            # One answer per image: every client asks on every connection.
+            answer = with_features(
+                self._api_versions, image.features.levels, image.provenance.last_offset
+            )
+            self._with_features = cached = (image, answer)
+        return cached[1]
 
     # --- Metadata ------------------------------------------------------------------------------
 

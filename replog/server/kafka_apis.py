@@ -252,10 +252,7 @@ class KafkaApis:
     # --- ApiVersions ---------------------------------------------------------------------------
 
     def api_versions(self, request: ApiVersionsRequest, version: int) -> ApiVersionsResponse:
-        if version >= 3 and not (
-            _SOFTWARE.fullmatch(request.client_software_name)
-            and _SOFTWARE.fullmatch(request.client_software_version)
-        ):
+        if bad_client_software(request, version):
             return ApiVersionsResponse(error_code=InvalidRequestError.code)
         if version < FEATURES_VERSION:
             return self._api_versions
@@ -532,6 +529,14 @@ class KafkaApis:
             producer_id=answer.producer_id,
             producer_epoch=answer.producer_epoch,
         )
+
+
+def bad_client_software(request: ApiVersionsRequest, version: int) -> bool:
+    """Whether an ApiVersions request v3+ names its client software in a form Kafka refuses."""
+    return version >= 3 and not (
+        _SOFTWARE.fullmatch(request.client_software_name)
+        and _SOFTWARE.fullmatch(request.client_software_version)
+    )
 
 
 def fetch_session_cache(

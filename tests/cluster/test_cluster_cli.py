@@ -29,7 +29,7 @@ from replog.admin.quorum import ask_each
 from replog.cli.local_cluster import LocalCluster
 from replog.cli.node_processes import log_tails
 from replog.pb import raft_pb2 as pb
-from tests.local_ports import KAFKA_PORT_OFFSET, free_base_port
+from tests.local_ports import KAFKA_CONTROLLER_PORT_OFFSET, KAFKA_PORT_OFFSET, free_base_port
 
 
 def assert_refused(result: subprocess.CompletedProcess[str] | Outcome, *fragments: str) -> None:
@@ -102,7 +102,11 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
         assert "process.roles=broker,controller\n" in config
         assert f"node.id={node_id}\n" in config
         kafka_port = port + KAFKA_PORT_OFFSET  # LoopbackCluster.start's --kafka-base-port
-        listeners = f"CONTROLLER://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{kafka_port}"
+        controller_port = port + KAFKA_CONTROLLER_PORT_OFFSET
+        listeners = (
+            f"CONTROLLER://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{kafka_port},"
+            f"CONTROLLER_KAFKA://127.0.0.1:{controller_port}"
+        )
         assert f"listeners={listeners}\n" in config
         assert f"log.dirs={cluster.data_dir / f'node-{node_id}' / 'data'}\n" in config
     assert f"bootstrap servers: {','.join(f'127.0.0.1:{p}' for p in ports)}" in started.stdout

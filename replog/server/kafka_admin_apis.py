@@ -159,6 +159,7 @@ ADMIN_SERVED: Mapping[int, tuple[int, int]] = {
 }
 # DescribeCluster's endpoint types (KIP-919).
 ENDPOINT_TYPE_BROKERS = 1
+ENDPOINT_TYPE_CONTROLLERS = 2
 UNSUPPORTED_ENDPOINT_TYPE = 115
 # DescribeConfigs' ConfigSource and ConfigType codes, as on Kafka's wire.
 CONFIG_SOURCES = {
@@ -552,15 +553,7 @@ class KafkaAdminApis:
         self, request: DescribeClusterRequest, listener_name: str
     ) -> dcr.DescribeClusterResponse:
         if request.endpoint_type != ENDPOINT_TYPE_BROKERS:
-            return dcr.DescribeClusterResponse(
-                error_code=UNSUPPORTED_ENDPOINT_TYPE,
-                error_message=(
-                    f"endpoint type {request.endpoint_type}: a broker describes its brokers "
-                    f"(type {ENDPOINT_TYPE_BROKERS}) only; ask a controller for controllers"
-                ),
-                endpoint_type=request.endpoint_type,
-                cluster_id=self._cluster_id,
-            )
+            return other_endpoint_type(request, self._cluster_id, "broker", "controller")
         image = self._image()
         brokers = []
         for broker_id in sorted(image.cluster.brokers):
@@ -836,6 +829,22 @@ class KafkaAdminApis:
         if self._broker_service is None:
             raise RequestRefusedError(f"broker {self.broker_id} serves no {api} (no data plane)")
         return self._broker_service
+
+
+def other_endpoint_type(
+    request: DescribeClusterRequest, cluster_id: str, served: str, other: str
+) -> dcr.DescribeClusterResponse:
+    """UNSUPPORTED_ENDPOINT_TYPE: a `served` ("broker") describes its own kind only."""
+    served_type = ENDPOINT_TYPE_BROKERS if served == "broker" else ENDPOINT_TYPE_CONTROLLERS
+    return dcr.DescribeClusterResponse(
+        error_code=UNSUPPORTED_ENDPOINT_TYPE,
+        error_message=(
+            f"endpoint type {request.endpoint_type}: a {served} describes its {served}s "
+            f"(type {served_type}) only; ask a {other} for {other}s"
+        ),
+        endpoint_type=request.endpoint_type,
+        cluster_id=cluster_id,
+    )
 
 
 def transactions_unsupported(body: Message, version: int) -> Message:

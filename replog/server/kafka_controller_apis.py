@@ -31,14 +31,14 @@ from replog.kafka.messages.describe_cluster_request import DescribeClusterReques
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
 from replog.server.kafka_admin_apis import (
     DESCRIBE_CLUSTER,
+    ENDPOINT_TYPE_CONTROLLERS,
     UNREGISTER_BROKER,
-    UNSUPPORTED_ENDPOINT_TYPE,
+    other_endpoint_type,
 )
 from replog.server.kafka_apis import API_VERSIONS, bad_client_software, error_code
 from replog.server.kafka_features import FEATURES_VERSION, with_features
 from replog.server.kafka_quorum_apis import QUORUM_SERVED, KafkaQuorumApis
 
-ENDPOINT_TYPE_CONTROLLERS = 2
 CONTROLLER_SERVED: Mapping[int, tuple[int, int]] = {
     API_VERSIONS: (0, 4),
     DESCRIBE_CLUSTER: (0, 2),
@@ -111,16 +111,7 @@ class KafkaControllerApis:
         self, request: DescribeClusterRequest
     ) -> dcr.DescribeClusterResponse:
         if request.endpoint_type != ENDPOINT_TYPE_CONTROLLERS:
-            return dcr.DescribeClusterResponse(
-                error_code=UNSUPPORTED_ENDPOINT_TYPE,
-                error_message=(
-                    f"endpoint type {request.endpoint_type}: a controller describes its "
-                    f"controllers (type {ENDPOINT_TYPE_CONTROLLERS}) only; ask a broker for "
-                    "brokers"
-                ),
-                endpoint_type=request.endpoint_type,
-                cluster_id=self._cluster_id,
-            )
+            return other_endpoint_type(request, self._cluster_id, "controller", "broker")
         controllers = await self._controller_listeners()
         return dcr.DescribeClusterResponse(
             endpoint_type=ENDPOINT_TYPE_CONTROLLERS,

@@ -46,9 +46,15 @@ KAFKA_GIT_FILES = (
 )
 UPSTREAM_DIR = "clients/src/main/resources/common/message"
 # Specs newer than that commit, from a released kafka-clients jar (bench/kafka/kafka.sh fetches
-# Kafka 4.4.0's): ConsumerGroupDescribe v0-1 (KIP-1099's member type).
+# Kafka 4.4.0's): ConsumerGroupDescribe v0-1 (KIP-1099's member type); UnregisterBroker
+# (kafka-python has no spec of it).
 KAFKA_JAR_VERSION = "4.4.0"
-KAFKA_JAR_FILES = ("ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse")
+KAFKA_JAR_FILES = (
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "UnregisterBrokerRequest",
+    "UnregisterBrokerResponse",
+)
 
 FIXED = {
     "bool": ("?", 1),

@@ -9,11 +9,13 @@ from collections.abc import Mapping
 from replog.testing import METRICS_PORT_OFFSET
 from replog.testing import free_base_port as free_ports_from
 
-__all__ = ["KAFKA_PORT_OFFSET", "free_base_port", "free_port"]
+__all__ = ["KAFKA_CONTROLLER_PORT_OFFSET", "KAFKA_PORT_OFFSET", "free_base_port", "free_port"]
 
 # Tests start local clusters with Kafka listeners here (`--kafka-base-port base + 200`), never
-# on the default 9092, which concurrent test runs would share.
+# on the default 9092, which concurrent test runs would share; their controllers' Kafka
+# listeners are 100 above those (`local_cluster.KAFKA_CONTROLLER_PORT_OFFSET`).
 KAFKA_PORT_OFFSET = 200
+KAFKA_CONTROLLER_PORT_OFFSET = KAFKA_PORT_OFFSET + 100
 
 
 def free_port() -> int:
@@ -31,10 +33,12 @@ CLUSTER_PORTS = (10_000, 32_768)
 
 def free_base_port(count: int) -> int:
     """A base port p for a local cluster of `count` nodes: p..p+count-1, its metrics ports
-    p+100.. and the Kafka ports tests give it, p+200.., all free now, below the kernel's
-    ephemeral range and inside this xdist worker's stripe (`worker_stripe`)."""
+    p+100.. and the Kafka ports tests give it, p+200.. (controllers' p+300..), all free now,
+    below the kernel's ephemeral range and inside this xdist worker's stripe (`worker_stripe`)."""
     return free_ports_from(
-        count, offsets=(METRICS_PORT_OFFSET, KAFKA_PORT_OFFSET), within=worker_stripe(os.environ)
+        count,
+        offsets=(METRICS_PORT_OFFSET, KAFKA_PORT_OFFSET, KAFKA_CONTROLLER_PORT_OFFSET),
+        within=worker_stripe(os.environ),
     )
 
 

@@ -1,5 +1,5 @@
-"""The reads the controller service answers: DescribeCluster, Metadata, ListPartitionReassignments
-and DescribeConfigs, as `ReadOperation`s over the committed state.
+"""The reads the controller service answers: DescribeCluster, Metadata, ListPartitionReassignments,
+DescribeConfigs and the finalized features, as `ReadOperation`s over the committed state.
 
 The shell runs them with `QuorumController.read`, on the controller's single thread, and only
 translates what they return into protobuf; every choice of what a reader sees is made here.
@@ -116,6 +116,19 @@ def describe_cluster() -> ReadOperation[ClusterDescription]:
         registrations = ctx.cluster.registrations(ctx.offset)
         brokers = tuple(BrokerView.of(registrations[b]) for b in sorted(registrations))
         return ClusterDescription(ctx.cluster.cluster_id, brokers, ctx.offset)
+
+    return read
+
+
+@dataclass(frozen=True, slots=True)
+class FinalizedFeatures:
+    levels: dict[str, int]  # finalized feature -> level; a removed feature is absent
+    offset: int  # the committed offset this was read at
+
+
+def finalized_features() -> ReadOperation[FinalizedFeatures]:
+    def read(ctx: ReadContext) -> FinalizedFeatures:
+        return FinalizedFeatures(ctx.features.finalized_levels(ctx.offset), ctx.offset)
 
     return read
 

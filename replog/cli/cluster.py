@@ -33,6 +33,7 @@ from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
     DEFAULT_KAFKA_BASE_PORT,
     DEFAULT_NODE_COUNT,
+    KAFKA_CONTROLLER_LISTENER,
     KAFKA_LISTENER,
     LocalCluster,
     LocalNode,
@@ -84,7 +85,7 @@ def check_ports_free(nodes: Iterable[LocalNode], remedy: Callable[[str], str] = 
     and `remedy(kind)` for it (kind: "kafka", "grpc" or "metrics")."""
     for node in nodes:
         addresses = [
-            ("kafka" if name == KAFKA_LISTENER else "grpc", address)
+            ("kafka" if name in (KAFKA_LISTENER, KAFKA_CONTROLLER_LISTENER) else "grpc", address)
             for name, address in node.listeners.items()
         ]
         if node.metrics_address is not None:
@@ -294,6 +295,9 @@ def run_start(args: argparse.Namespace) -> int:
     kafka = [node.kafka_address for node in cluster.nodes if node.kafka_address is not None]
     if kafka:
         print(f"Kafka bootstrap servers: {','.join(kafka)}")
+    controllers = [n.kafka_controller_address for n in cluster.nodes if n.kafka_controller_address]
+    if controllers:
+        print(f"Kafka bootstrap controllers: {','.join(controllers)}")
     return 0
 
 

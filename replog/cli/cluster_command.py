@@ -17,18 +17,19 @@
   `num.partitons`) is a warning on stderr naming the closest known key, and the cluster starts
   anyway, as Kafka warns about unknown keys without refusing them.
 - `status [--json]`: per node: id, roles, pid, listener, its Kafka listener's address (KAFKA,
-  `--json` key `kafka`; `-`/null when it serves none), alive (the process exists and is not a
-  zombie), whether it answers (its metrics endpoint gives its Raft gauges and its listener
-  accepts), the leader and quorum epoch it knows, and its Prometheus metrics URL (METRICS; `-`
-  for a cluster written before metrics existed).
+  `--json` key `kafka`; `-`/null when it serves none), its controller's Kafka listener, for
+  `--bootstrap-controller` (KAFKA CONTROLLER, key "kafka_controller"), alive (the process exists
+  and is not a zombie), whether it answers (its metrics endpoint gives its Raft gauges and its
+  listener accepts), the leader and quorum epoch it knows, and its Prometheus metrics URL
+  (METRICS; `-` for a cluster written before metrics existed).
 - `stop`: SIGTERM to every node (each resigns and closes its log), SIGKILL after `--timeout`.
 - `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running.
 
 Defaults: 3 nodes, `./.replog/cluster`, base port 19092 (node i listens on base + i - 1 and
 serves metrics on base + 100 + i - 1), Kafka base port 9092 (node i, a broker, serves Kafka's
-protocol on 127.0.0.1:9092 + i - 1). A node's one gRPC listener serves every role it has;
-`start` and `status` show it with the roles it serves ("127.0.0.1:19092 (gRPC:
-broker+controller)"), not by its `server.properties` name.
+protocol on 127.0.0.1:9092 + i - 1; a controller on 127.0.0.1:9192 + i - 1). A node's one
+gRPC listener serves every role it has; `start` and `status` show it with the roles it serves
+("127.0.0.1:19092 (gRPC: broker+controller)"), not by its `server.properties` name.
 Every refusal (a port in use, a cluster already running, an unknown node id) is one line.
 """
 
@@ -111,7 +112,8 @@ def register(commands: Any) -> None:
         "--kafka-base-port",
         type=at_least(1),
         metavar="PORT",
-        help="node i (a broker) serves Kafka's protocol on 127.0.0.1:PORT + i - 1 (default: "
+        help="node i (a broker) serves Kafka's protocol on 127.0.0.1:PORT + i - 1, and as a "
+        "controller on PORT + 100 + i - 1 (default: "
         f"{DEFAULT_KAFKA_BASE_PORT}; a stopped cluster moves there with its data, and keeps "
         "its own without this flag)",
     )

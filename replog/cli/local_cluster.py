@@ -29,10 +29,16 @@ Rules:
   `advertised.listeners`, and `listener.security.protocol.map` mapping both listener names to
   PLAINTEXT), so `bootstrap.servers=localhost:9092` works as in Kafka's quick start. A
   cluster planned without one (`replog demo`, a `cluster.json` written before) has none.
-- A stopped cluster may move to other ports (`on_ports`, by the rules above):
-  `rewrite_addresses` rewrites only the keys of each server.properties that name ports
-  (`address_properties`: voters, listeners, advertised listeners, metrics host and port),
-  then `cluster.json`; the voters are ids in the metadata log, so the data stays valid.
+  Every controller also serves Kafka's protocol as a controller (`--bootstrap-controller`):
+  node i's `CONTROLLER_KAFKA` listener is `127.0.0.1:<K + 100 + i - 1>`, named in
+  `controller.listener.names` after `CONTROLLER` (Kafka's way of marking controller
+  listeners), so a broker never registers it.
+- A stopped cluster may move to other ports (`on_ports`, by the rules above; both Kafka
+  listeners move with K): `rewrite_addresses` rewrites only the keys of each
+  server.properties that name ports (`address_properties`: voters, listeners, advertised
+  listeners, metrics host and port), then `cluster.json`; the voters are ids in the metadata
+  log, so the data stays valid. A move keeps each node's listener names, so
+  `controller.listener.names` stays as written.
 - A new cluster gets a fresh cluster id (Kafka's form: a random UUID in unpadded url-safe
   base64, 22 characters), written to `cluster.json` and as `cluster.id` to every node's
   server.properties. A `cluster.json` written before cluster ids existed has none.
@@ -74,6 +80,10 @@ LOOPBACK = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
 CONTROLLER_LISTENER = "CONTROLLER"
 KAFKA_LISTENER = "PLAINTEXT"  # the listener name Kafka's clients and docs expect
+# A controller's Kafka-protocol listener (`--bootstrap-controller`), named in
+# `controller.listener.names` after the gRPC one.
+KAFKA_CONTROLLER_LISTENER = "CONTROLLER_KAFKA"
+KAFKA_CONTROLLER_PORT_OFFSET = 100  # node i's: Kafka base port + 100 + i - 1
 DEFAULT_KAFKA_BASE_PORT = 9092
 PROBE_TIMEOUT_S = 0.5  # a TCP connect on loopback: refused or accepted at once
 FORMAT_VERSION = 1
@@ -105,6 +115,11 @@ class LocalNode:
     def kafka_address(self) -> str | None:
         """host:port of its Kafka listener (None: it serves none)."""
         return self.listeners.get(KAFKA_LISTENER)
+
+    @property
+    def kafka_controller_address(self) -> str | None:
+        """host:port of its controller's Kafka listener (None: it serves none)."""
+        return self.listeners.get(KAFKA_CONTROLLER_LISTENER)
 
     @property
     def listener_summary(self) -> str:
@@ -165,15 +180,22 @@ class LocalCluster:
                 f"--base-port {base_port}: ports {base_port}..{last} (listeners, then metrics "
                 f"from {base_port + METRICS_PORT_OFFSET}) are not all in [1, 65535]"
             )
-        if "broker" not in roles:
-            kafka_base_port = None
+        controller_base_port = None
         if kafka_base_port is not None:
             _check_kafka_ports(kafka_base_port, node_count, base_port)
+            if "controller" in roles:
+                controller_base_port = kafka_base_port + KAFKA_CONTROLLER_PORT_OFFSET
+            if "broker" not in roles:
+                kafka_base_port = None
 
         def listeners(i: int) -> dict[str, str]:
             found = {CONTROLLER_LISTENER: format_host_port(LOOPBACK, base_port + i - 1)}
             if kafka_base_port is not None:
                 found[KAFKA_LISTENER] = format_host_port(LOOPBACK, kafka_base_port + i - 1)
+            if controller_base_port is not None:
+                found[KAFKA_CONTROLLER_LISTENER] = format_host_port(
+                    LOOPBACK, controller_base_port + i - 1
+                )
             return found
 
         nodes = tuple(
@@ -255,11 +277,15 @@ class LocalCluster:
         properties = {
             "process.roles": ",".join(node.roles),
             "node.id": str(node.node_id),
-            "controller.listener.names": CONTROLLER_LISTENER,
+            "controller.listener.names": ",".join(
+                name
+                for name in (CONTROLLER_LISTENER, KAFKA_CONTROLLER_LISTENER)
+                if name in node.listeners
+            ),
             "log.dirs": node.data_path,
             **self.address_properties(node),
         }
-        if node.kafka_address is not None:
+        if node.kafka_address is not None or node.kafka_controller_address is not None:
             properties["listener.security.protocol.map"] = ",".join(
                 f"{name}:PLAINTEXT" for name in node.listeners
             )
@@ -278,14 +304,15 @@ class LocalCluster:
 
     def address_properties(self, node: LocalNode) -> dict[str, str]:
         """The keys of `node`'s server.properties that name this cluster's ports: the quorum's
-        voters, its listeners and its metrics endpoint."""
+        voters, its listeners (gRPC, a broker's and a controller's Kafka ones) and its metrics
+        endpoint."""
         properties = {
             "controller.quorum.voters": self.voters(),
             "listeners": ",".join(f"{name}://{a}" for name, a in node.listeners.items()),
         }
-        if node.kafka_address is not None:
+        if node.kafka_address is not None or node.kafka_controller_address is not None:
             # Kafka's names: the gRPC listener stays first (replog's clients find brokers by
-            # it), the Kafka one is PLAINTEXT by name and by protocol.
+            # it), the Kafka ones are PLAINTEXT by protocol.
             properties["advertised.listeners"] = properties["listeners"]
         if node.metrics_address is not None:
             host, port = parse_host_port(node.metrics_address, f"node {node.node_id} metrics")
@@ -296,12 +323,17 @@ class LocalCluster:
     def on_ports(self, base_port: int | None, kafka_base_port: int | None) -> LocalCluster:
         """This cluster with its nodes on the ports a cluster planned with `base_port` and
         `kafka_base_port` has (None: where it is now), by the same rules; nodes, roles, cluster
-        id and data stay. A node without a metrics endpoint or Kafka listener gets none."""
+        id and data stay. A node without a metrics endpoint or either Kafka listener (a broker's,
+        a controller's at K + 100) gets none."""
         first = self.nodes[0]
         base = base_port or parse_host_port(first.controller_address, "base", error=ReplogError)[1]
         kafka = kafka_base_port
         if kafka is None and first.kafka_address is not None:
             kafka = parse_host_port(first.kafka_address, "kafka", error=ReplogError)[1]
+        elif kafka is None and first.kafka_controller_address is not None:  # controllers only
+            address = first.kafka_controller_address
+            kafka = parse_host_port(address, "kafka", error=ReplogError)[1]
+            kafka -= KAFKA_CONTROLLER_PORT_OFFSET
         planned = LocalCluster.plan(
             self.directory, len(self.nodes), base, first.roles, kafka_base_port=kafka
         )
@@ -379,12 +411,20 @@ class LocalCluster:
 
 
 def _check_kafka_ports(kafka_base_port: int, node_count: int, base_port: int) -> None:
-    """Refuse Kafka ports out of range or among the gRPC and metrics ports."""
-    kafka = range(kafka_base_port, kafka_base_port + node_count)
-    if not 1 <= kafka_base_port <= 65536 - node_count:
+    """Refuse Kafka ports (brokers' and controllers') out of range or among the gRPC and
+    metrics ports."""
+    kafka = [
+        *range(kafka_base_port, kafka_base_port + node_count),
+        *range(
+            kafka_base_port + KAFKA_CONTROLLER_PORT_OFFSET,
+            kafka_base_port + KAFKA_CONTROLLER_PORT_OFFSET + node_count,
+        ),
+    ]
+    if not 1 <= kafka_base_port <= 65536 - node_count - KAFKA_CONTROLLER_PORT_OFFSET:
         raise ReplogError(
-            f"--kafka-base-port {kafka_base_port}: ports {kafka.start}..{kafka.stop - 1} are "
-            "not all in [1, 65535]"
+            f"--kafka-base-port {kafka_base_port}: ports {kafka[0]}..{kafka[-1]} (brokers, then "
+            f"controllers from {kafka_base_port + KAFKA_CONTROLLER_PORT_OFFSET}) are not all in "
+            "[1, 65535]"
         )
     others = [
         *range(base_port, base_port + node_count),

@@ -610,6 +610,22 @@ class IncrementalAlterConfigsResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[AlterConfigsResult]
     def __init__(self, controller_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., results: _Optional[_Iterable[_Union[AlterConfigsResult, _Mapping]]] = ...) -> None: ...
 
+class UnregisterBrokerRequest(_message.Message):
+    __slots__ = ("broker_id", "timeout_ms")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    timeout_ms: int
+    def __init__(self, broker_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class UnregisterBrokerResponse(_message.Message):
+    __slots__ = ("controller_id", "error")
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    controller_id: int
+    error: _common_pb2.ErrorStatus
+    def __init__(self, controller_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ...) -> None: ...
+
 class AllocateProducerIdsRequest(_message.Message):
     __slots__ = ("broker_id", "broker_epoch")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]

@@ -107,6 +107,11 @@ class ControllerStub:
                 request_serializer=replog_dot_pb_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
                 _registered_method=True)
+        self.UnregisterBroker = channel.unary_unary(
+                '/replog.pb.Controller/UnregisterBroker',
+                request_serializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -199,6 +204,12 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UnregisterBroker(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -271,6 +282,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.AllocateProducerIds,
                     request_deserializer=replog_dot_pb_dot_controller__pb2.AllocateProducerIdsRequest.FromString,
                     response_serializer=replog_dot_pb_dot_controller__pb2.AllocateProducerIdsResponse.SerializeToString,
+            ),
+            'UnregisterBroker': grpc.unary_unary_rpc_method_handler(
+                    servicer.UnregisterBroker,
+                    request_deserializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -654,6 +670,33 @@ class Controller:
             '/replog.pb.Controller/AllocateProducerIds',
             replog_dot_pb_dot_controller__pb2.AllocateProducerIdsRequest.SerializeToString,
             replog_dot_pb_dot_controller__pb2.AllocateProducerIdsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UnregisterBroker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.Controller/UnregisterBroker',
+            replog_dot_pb_dot_controller__pb2.UnregisterBrokerRequest.SerializeToString,
+            replog_dot_pb_dot_controller__pb2.UnregisterBrokerResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -163,6 +163,20 @@ class FetchEndpointResponse(_message.Message):
     port: int
     def __init__(self, port: _Optional[int] = ...) -> None: ...
 
+class KafkaControllerEndpointRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class KafkaControllerEndpointResponse(_message.Message):
+    __slots__ = ("listener_name", "host", "port")
+    LISTENER_NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    listener_name: str
+    host: str
+    port: int
+    def __init__(self, listener_name: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
 class DescribeQuorumRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

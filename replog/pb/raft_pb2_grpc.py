@@ -66,6 +66,11 @@ class RaftQuorumStub:
                 request_serializer=replog_dot_pb_dot_raft__pb2.DescribeQuorumRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_raft__pb2.DescribeQuorumResponse.FromString,
                 _registered_method=True)
+        self.KafkaControllerEndpoint = channel.unary_unary(
+                '/replog.pb.RaftQuorum/KafkaControllerEndpoint',
+                request_serializer=replog_dot_pb_dot_raft__pb2.KafkaControllerEndpointRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_raft__pb2.KafkaControllerEndpointResponse.FromString,
+                _registered_method=True)
 
 
 class RaftQuorumServicer:
@@ -111,6 +116,12 @@ class RaftQuorumServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def KafkaControllerEndpoint(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RaftQuorumServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -143,6 +154,11 @@ def add_RaftQuorumServicer_to_server(servicer, server):
                     servicer.DescribeQuorum,
                     request_deserializer=replog_dot_pb_dot_raft__pb2.DescribeQuorumRequest.FromString,
                     response_serializer=replog_dot_pb_dot_raft__pb2.DescribeQuorumResponse.SerializeToString,
+            ),
+            'KafkaControllerEndpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.KafkaControllerEndpoint,
+                    request_deserializer=replog_dot_pb_dot_raft__pb2.KafkaControllerEndpointRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_raft__pb2.KafkaControllerEndpointResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -309,6 +325,33 @@ class RaftQuorum:
             '/replog.pb.RaftQuorum/DescribeQuorum',
             replog_dot_pb_dot_raft__pb2.DescribeQuorumRequest.SerializeToString,
             replog_dot_pb_dot_raft__pb2.DescribeQuorumResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def KafkaControllerEndpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.RaftQuorum/KafkaControllerEndpoint',
+            replog_dot_pb_dot_raft__pb2.KafkaControllerEndpointRequest.SerializeToString,
+            replog_dot_pb_dot_raft__pb2.KafkaControllerEndpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

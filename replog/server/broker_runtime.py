@@ -110,6 +110,7 @@ from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.kafka_admin_apis import KafkaAdminApis
 from replog.server.kafka_apis import KafkaApis, fetch_session_cache
 from replog.server.kafka_group_apis import KafkaGroupApis
+from replog.server.kafka_quorum_apis import KafkaQuorumApis
 from replog.server.loop_turns import yield_turn
 from replog.server.metadata_publisher import BrokerMetadataListener
 from replog.server.metrics.instruments import BrokerCounters
@@ -193,6 +194,7 @@ class BrokerRuntime:
         incarnation_id: uuid.UUID | None = None,
         controlled_shutdown_timeout_ms: int = CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT,
         data_plane: DataPlaneConfig | None = None,
+        quorum_apis: KafkaQuorumApis | None = None,
     ) -> None:
         self._spawner = tasks  # its background tasks' owner (node_tasks)
         self.config = config
@@ -294,6 +296,7 @@ class BrokerRuntime:
                     lambda: self.group_coordinator,
                     lambda: self.metadata.image,
                 ),
+                *([] if quorum_apis is None else [quorum_apis]),
             ],
         )
         self._serving_clients = asyncio.Event()  # what `wait_serving_clients` waits for
@@ -327,11 +330,13 @@ class BrokerRuntime:
         tasks: Spawner,
         bound_port: int | None = None,
         kafka_ports: Mapping[str, int] | None = None,
+        quorum_apis: KafkaQuorumApis | None = None,
     ) -> BrokerRuntime:
         """The broker role of `node`, listening to its Raft driver (call before `run`).
         `bound_port` is the port the node's listener bound: it replaces port 0 (an ephemeral
         port) in the endpoints the broker registers (`broker_config_from_node`);
-        `kafka_ports` the ports its Kafka listeners bound, by listener name."""
+        `kafka_ports` the ports its Kafka listeners bound, by listener name; `quorum_apis`
+        answers DescribeQuorum on them."""
         config, addresses = broker_config_from_node(
             node, bound_port=bound_port, kafka_ports=kafka_ports
         )
@@ -345,6 +350,7 @@ class BrokerRuntime:
             tasks=tasks,
             clock=raft_driver.clock,
             data_plane=data_plane_config_from_node(node),
+            quorum_apis=quorum_apis,
         )
         raft_driver.add_stepped_listener(runtime.listener_steps)
         return runtime

@@ -303,6 +303,18 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             codec.producer_ids_to_proto,
         )
 
+    async def UnregisterBroker(
+        self, request: pb.UnregisterBrokerRequest, context: Context
+    ) -> pb.UnregisterBrokerResponse:
+        broker_id = request.broker_id
+        answer = await self._driver.write(
+            lambda c, now: c.unregister_broker(broker_id, now),
+            self._timeout_ms(request.timeout_ms, context),
+        )
+        return _respond(
+            pb.UnregisterBrokerResponse, answer, lambda _: pb.UnregisterBrokerResponse()
+        )
+
 
 def add_controller_service(service: ControllerService, server: Any, *, node_id: int) -> None:
     """Register `service` on a grpc.aio server, guarded (module docstring)."""

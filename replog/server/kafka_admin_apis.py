@@ -5,9 +5,9 @@ translated into the call replog's own admin tools make, its answer into Kafka's 
 Rules:
 - Controller requests (CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
   AlterConfigs, IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
-  ListPartitionReassignments) are forwarded to the active controller's gRPC `Controller`
-  service through the broker's `ControllerCalls` (redirects followed, as Kafka's brokers
-  forward admin requests, KIP-590): the controller validates and decides exactly as for
+  ListPartitionReassignments, UnregisterBroker) are forwarded to the active controller's gRPC
+  `Controller` service through the broker's `ControllerCalls` (redirects followed, as Kafka's
+  brokers forward admin requests, KIP-590): the controller validates and decides exactly as for
   `replog topics`, `replog configs` and the other admin commands. Here only the encoding
   changes. A controller that cannot be reached within `controller.quorum.request.timeout.ms`
   is REQUEST_TIMED_OUT for every entry; an error of the whole request (a policy violation, a
@@ -22,6 +22,9 @@ Rules:
 - AlterConfigs (the legacy, whole-resource form) replaces the resource's dynamic configs: it
   becomes an IncrementalAlterConfigs that sets every key given (a null value deletes it) and
   deletes every other key set on the resource in this broker's metadata image.
+- UnregisterBroker removes the broker's registration whatever its state, as Kafka's controller
+  does (an unknown id is BROKER_ID_NOT_REGISTERED): meant for a broker that is shut down; a
+  running one registers again at its next heartbeat.
 - DescribeCluster is answered from this broker's metadata image as Metadata is (brokers at
   their endpoint of the listener the client came through; fenced ones only when asked, v2).
   Controller endpoints (endpoint type 2) are UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker
@@ -77,6 +80,7 @@ from replog.kafka.messages import end_txn_response as etr
 from replog.kafka.messages import incremental_alter_configs_response as iacr
 from replog.kafka.messages import list_partition_reassignments_response as lprr
 from replog.kafka.messages import txn_offset_commit_response as tocr
+from replog.kafka.messages import unregister_broker_response as ubr
 from replog.kafka.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from replog.kafka.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from replog.kafka.messages.alter_configs_request import AlterConfigsRequest
@@ -100,6 +104,7 @@ from replog.kafka.messages.list_partition_reassignments_request import (
     ListPartitionReassignmentsRequest,
 )
 from replog.kafka.messages.txn_offset_commit_request import TxnOffsetCommitRequest
+from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.pb import broker_pb2 as bpb
 from replog.pb import common_pb2
@@ -129,6 +134,7 @@ ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
+UNREGISTER_BROKER = 64
 # This module's handler table: API key -> (min, max) version handled.
 ADMIN_SERVED: Mapping[int, tuple[int, int]] = {
     CREATE_TOPICS: (2, 7),
@@ -149,9 +155,11 @@ ADMIN_SERVED: Mapping[int, tuple[int, int]] = {
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
     DESCRIBE_CLUSTER: (0, 2),
     DESCRIBE_PRODUCERS: (0, 0),
+    UNREGISTER_BROKER: (0, 0),
 }
 # DescribeCluster's endpoint types (KIP-919).
 ENDPOINT_TYPE_BROKERS = 1
+ENDPOINT_TYPE_CONTROLLERS = 2
 UNSUPPORTED_ENDPOINT_TYPE = 115
 # DescribeConfigs' ConfigSource and ConfigType codes, as on Kafka's wire.
 CONFIG_SOURCES = {
@@ -235,6 +243,8 @@ class KafkaAdminApis:
             return await self.list_partition_reassignments(body)
         if isinstance(body, DescribeProducersRequest):
             return self.describe_producers(body)
+        if isinstance(body, UnregisterBrokerRequest):
+            return await self.unregister_broker(body)
         return transactions_unsupported(body, version)
 
     # --- forwarding to the controller ----------------------------------------------------------
@@ -543,15 +553,7 @@ class KafkaAdminApis:
         self, request: DescribeClusterRequest, listener_name: str
     ) -> dcr.DescribeClusterResponse:
         if request.endpoint_type != ENDPOINT_TYPE_BROKERS:
-            return dcr.DescribeClusterResponse(
-                error_code=UNSUPPORTED_ENDPOINT_TYPE,
-                error_message=(
-                    f"endpoint type {request.endpoint_type}: a broker describes its brokers "
-                    f"(type {ENDPOINT_TYPE_BROKERS}) only; ask a controller for controllers"
-                ),
-                endpoint_type=request.endpoint_type,
-                cluster_id=self._cluster_id,
-            )
+            return other_endpoint_type(request, self._cluster_id, "broker", "controller")
         image = self._image()
         brokers = []
         for broker_id in sorted(image.cluster.brokers):
@@ -575,6 +577,16 @@ class KafkaAdminApis:
             cluster_id=self._cluster_id,
             controller_id=controller if controller in listed else min(listed, default=-1),
             brokers=brokers,
+        )
+
+    async def unregister_broker(
+        self, request: UnregisterBrokerRequest
+    ) -> ubr.UnregisterBrokerResponse:
+        _, failure = await self._forward(
+            "UnregisterBroker", cpb.UnregisterBrokerRequest(broker_id=request.broker_id)
+        )
+        return ubr.UnregisterBrokerResponse(
+            error_code=error_code(failure), error_message=_message(failure)
         )
 
     async def elect_leaders(
@@ -817,6 +829,22 @@ class KafkaAdminApis:
         if self._broker_service is None:
             raise RequestRefusedError(f"broker {self.broker_id} serves no {api} (no data plane)")
         return self._broker_service
+
+
+def other_endpoint_type(
+    request: DescribeClusterRequest, cluster_id: str, served: str, other: str
+) -> dcr.DescribeClusterResponse:
+    """UNSUPPORTED_ENDPOINT_TYPE: a `served` ("broker") describes its own kind only."""
+    served_type = ENDPOINT_TYPE_BROKERS if served == "broker" else ENDPOINT_TYPE_CONTROLLERS
+    return dcr.DescribeClusterResponse(
+        error_code=UNSUPPORTED_ENDPOINT_TYPE,
+        error_message=(
+            f"endpoint type {request.endpoint_type}: a {served} describes its {served}s "
+            f"(type {served_type}) only; ask a {other} for {other}s"
+        ),
+        endpoint_type=request.endpoint_type,
+        cluster_id=cluster_id,
+    )
 
 
 def transactions_unsupported(body: Message, version: int) -> Message:

@@ -130,6 +130,7 @@ from replog.replication.fetch_session_cache import (
 )
 from replog.server.broker_metadata import listener_endpoint, metadata_view_from_image
 from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
+from replog.server.kafka_features import FEATURES_VERSION, with_features
 from replog.server.tolerant_service import Refused
 from replog.topic_names import is_internal_topic
 from replog.wire import broker_codec
@@ -207,6 +208,7 @@ class KafkaApis:
                 for key, (low, high) in sorted(self._served.items())
             ]
         )
+        self._with_features: tuple[MetadataImage, ApiVersionsResponse] | None = None
         self._cluster_id = cluster_id
         self._image = image
         self._controller_id = controller_id
@@ -250,12 +252,19 @@ class KafkaApis:
     # --- ApiVersions ---------------------------------------------------------------------------
 
     def api_versions(self, request: ApiVersionsRequest, version: int) -> ApiVersionsResponse:
-        if version >= 3 and not (
-            _SOFTWARE.fullmatch(request.client_software_name)
-            and _SOFTWARE.fullmatch(request.client_software_version)
-        ):
+        if bad_client_software(request, version):
             return ApiVersionsResponse(error_code=InvalidRequestError.code)
-        return self._api_versions
+        if version < FEATURES_VERSION:
+            return self._api_versions
+        image = self._image()
+        cached = self._with_features
+        if cached is None or cached[0] is not image:
+            # One answer per image: every client asks on every connection.
+            answer = with_features(
+                self._api_versions, image.features.levels, image.provenance.last_offset
+            )
+            self._with_features = cached = (image, answer)
+        return cached[1]
 
     # --- Metadata ------------------------------------------------------------------------------
 
@@ -520,6 +529,14 @@ class KafkaApis:
             producer_id=answer.producer_id,
             producer_epoch=answer.producer_epoch,
         )
+
+
+def bad_client_software(request: ApiVersionsRequest, version: int) -> bool:
+    """Whether an ApiVersions request v3+ names its client software in a form Kafka refuses."""
+    return version >= 3 and not (
+        _SOFTWARE.fullmatch(request.client_software_name)
+        and _SOFTWARE.fullmatch(request.client_software_version)
+    )
 
 
 def fetch_session_cache(

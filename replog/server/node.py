@@ -24,7 +24,10 @@ same rules (`MetadataLogAppends`), where the Raft Fetch listener listens. A node
 partition logs live in `log.dirs`, next to the metadata log's directory. A broker also serves
 Kafka's own protocol on each later PLAINTEXT `listeners` entry (`kafka_listener`), bound with
 the gRPC listener and accepting once the broker serves clients (metadata caught up, logs
-recovered); none is configured by default.
+recovered); none is configured by default. A controller serves Kafka's protocol on the
+`listeners` entry `controller.listener.names` names after the first (`kafka_controller_apis`:
+what `--bootstrap-controller` tools send), from the moment its gRPC server runs. Every Kafka
+listener answers DescribeQuorum (`kafka_quorum_apis`).
 
 Metadata snapshots: every node snapshots its own committed metadata and keeps its metadata log
 within `metadata.max.retention.bytes` (`metadata_snapshots`). A controller snapshots its state
@@ -58,15 +61,23 @@ import signal
 
 import grpc
 
+from quorum.metadata.records import Endpoint
 from replog.errors import KafkaStorageError
 from replog.net_address import format_host_port
 from replog.server import collector
 from replog.server.broker_runtime import BrokerRuntime, data_plane_config_from_node
 from replog.server.broker_service import add_broker_service
 from replog.server.controller_driver import ControllerDriver
-from replog.server.controller_service import ControllerService, add_controller_service
+from replog.server.controller_endpoints import ControllerEndpoints
+from replog.server.controller_service import (
+    REQUEST_TIMEOUT_MS_DEFAULT,
+    ControllerService,
+    add_controller_service,
+)
 from replog.server.coordinator_service import add_coordinator_service
+from replog.server.kafka_controller_apis import KafkaControllerApis
 from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
+from replog.server.kafka_quorum_apis import KafkaQuorumApis, describe_from_leader
 from replog.server.loop_stall_monitor import LoopStallMonitor, warn_stall_s
 from replog.server.metadata_append_server import MetadataAppendListener
 from replog.server.metadata_snapshots import BrokerMetadataSnapshots, snapshot_before_stop
@@ -115,7 +126,7 @@ class Node:
             # Nothing runs yet. An application embedding the node (or a test) may try again
             # in the same process: leave the metadata log closed and the Kafka ports free. (A
             # failure after the gRPC port is bound leaves that port bound: `_wire`.)
-            for listener in getattr(self, "kafka_listeners", ()):
+            for listener in (*getattr(self, "kafka_listeners", ()), *self._controller_listeners()):
                 listener.close_unstarted()
             self.storage.close()
             raise
@@ -156,6 +167,19 @@ class Node:
                 )
                 self.kafka_listeners.append(listener)
                 listener.bind()
+        # A controller's Kafka listener (`--bootstrap-controller`), bound now for the same
+        # reason; it accepts once the gRPC server runs.
+        self.controller_listener: KafkaListener | None = None
+        controller_endpoint = config.kafka_controller_listener
+        if controller_endpoint is not None and config.controller is not None:
+            self.controller_listener = KafkaListener(
+                controller_endpoint.name,
+                controller_endpoint.host or WILDCARD_BIND_HOST,
+                controller_endpoint.port,
+                KafkaListenerConfig.from_properties(config.properties),
+                on_request=self.metrics.kafka_request,
+            )
+            self.controller_listener.bind()
         self.server = grpc.aio.server(
             options=options, interceptors=[RequestMetricsInterceptor(self.metrics)]
         )
@@ -166,7 +190,18 @@ class Node:
             self.listener_port = self.server.add_insecure_port(config.listener)
         except RuntimeError as exc:  # gRPC's only word for a failed bind (a port in use)
             raise OSError(f"listeners: cannot listen on {config.listener}: {exc}") from None
-        raft_quorum = RaftQuorumService(self.driver.transport, voters=config.raft.voters)
+        raft_quorum = RaftQuorumService(
+            self.driver.transport,
+            voters=config.raft.voters,
+            kafka_controller_listener=self._bound_controller_endpoint(),
+        )
+        # DescribeQuorum on every Kafka listener, and the controllers' Kafka listeners.
+        self.controller_endpoints = ControllerEndpoints(config.raft.voters)
+        quorum_apis = KafkaQuorumApis(
+            describe_from_leader(config.raft.voters, lambda: self.driver.node.leader_id),
+            controller_listeners=self.controller_endpoints.lookup,
+            grpc_listener_name=config.advertised_listeners[0].name,
+        )
         self.controller: ControllerDriver | None = None
         if config.controller is not None:
             self.controller = ControllerDriver(
@@ -182,6 +217,13 @@ class Node:
                 ControllerService(self.controller, voters=config.raft.voters),
                 self.server,
                 node_id=config.node_id,
+            )
+            self.controller_apis = KafkaControllerApis(
+                cluster_id=config.cluster_id,
+                controller=self.controller,
+                controller_listeners=self.controller_endpoints.lookup,
+                quorum=quorum_apis,
+                request_timeout_ms=REQUEST_TIMEOUT_MS_DEFAULT,
             )
         metadata_log = MetadataLogService(
             self.driver,
@@ -201,6 +243,7 @@ class Node:
                 tasks=self.tasks,
                 bound_port=self.listener_port,
                 kafka_ports={listener.name: listener.port for listener in self.kafka_listeners},
+                quorum_apis=quorum_apis,
             )
             self.broker.counters = self.metrics.broker
             add_broker_service(self.broker.service, self.server)
@@ -224,6 +267,17 @@ class Node:
             self.metrics_endpoint = MetricsEndpoint(
                 self.metrics.registry, config.metrics_host, config.metrics_port
             )
+
+    def _controller_listeners(self) -> tuple[KafkaListener, ...]:
+        listener = getattr(self, "controller_listener", None)
+        return () if listener is None else (listener,)
+
+    def _bound_controller_endpoint(self) -> Endpoint | None:
+        """The controller's Kafka listener as configured, with the port it bound."""
+        endpoint = self.config.kafka_controller_listener
+        if endpoint is None or self.controller_listener is None:
+            return None
+        return Endpoint(endpoint.name, endpoint.host, self.controller_listener.port)
 
     def _read_state(self, replicas: bool) -> NodeState:
         return read_node_state(
@@ -286,6 +340,8 @@ class Node:
                 ) from exc
         await self.server.start()
         self._grpc_started = True
+        if self.controller_listener is not None:
+            await self.controller_listener.start(self.controller_apis)
         roles = ",".join(sorted(self.config.roles))
         log.info(
             "replog node %d (%s) serving on %s",
@@ -308,7 +364,7 @@ class Node:
         metrics endpoint and the metadata log."""
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()
-        for listener in self.kafka_listeners:
+        for listener in (*self.kafka_listeners, *self._controller_listeners()):
             listener.close_unstarted()
         if self.broker is not None:
             self.broker.replica_fetch_listener.close()
@@ -352,7 +408,7 @@ class Node:
     async def _stop_roles(self, run: asyncio.Task[None]) -> int:
         """Stop what runs, in the order what ended the run asks for; the exit code."""
         # Kafka clients first: nothing new reaches a broker that is stopping.
-        for listener in self.kafka_listeners:
+        for listener in (*self.kafka_listeners, *self._controller_listeners()):
             await listener.stop()
         if run.done():
             if self.broker is not None:

@@ -1,32 +1,34 @@
 """The configuration of one replog node process, from Kafka's property names.
 
-Required: `process.roles` (`controller`, `broker` or both), `node.id`, `cluster.id` (Kafka
-keeps it in meta.properties; `replog cluster start` writes it here),
-`controller.quorum.voters` (`id@host:port,...`), `listeners` (`NAME://host:port,...`; the node
-serves gRPC on the first; an IPv6 host in brackets, `[::1]:9093`, kept bare in `listener_host`;
-a broker serves Kafka's protocol on each later PLAINTEXT entry, `kafka_listener_endpoints`),
-`log.dirs` (comma list). Optional: `metadata.log.dir` (default: the first log dir; empty is
-refused), every `controller.quorum.*` timer (`quorum.raft.config`), the controller's
-settings (`CONTROLLER_PROPERTIES`: `broker.session.timeout.ms`, `num.partitions`, ...), the
-broker configs the controller uses as static defaults (`min.insync.replicas`,
-`unclean.leader.election.enable`, every key of `config_definitions.BROKER_CONFIGS`), the
-snapshot schedule (`metadata.log.max.record.bytes.between.snapshots`,
-`metadata.log.max.snapshot.interval.ms`) and `broker.heartbeat.interval.ms`.
+Required: `process.roles` (`controller`, `broker` or both), `node.id`, `cluster.id` (Kafka keeps it
+in meta.properties; `replog cluster start` writes it here), `controller.quorum.voters`
+(`id@host:port,...`), `listeners` (`NAME://host:port,...`; the node serves gRPC on the first; an
+IPv6 host in brackets, `[::1]:9093`, kept bare in `listener_host`; a broker serves Kafka's protocol
+on each later PLAINTEXT entry, `kafka_listener_endpoints`; a controller serves it on the later entry
+named in `controller.listener.names`, the controller listener Kafka's `--bootstrap-controller` tools
+reach), `log.dirs` (comma list). Optional: `metadata.log.dir` (default: the first log dir; empty is
+refused), every `controller.quorum.*` timer (`quorum.raft.config`), the controller's settings
+(`CONTROLLER_PROPERTIES`: `broker.session.timeout.ms`, `num.partitions`, ...), the broker configs
+the controller uses as static defaults (`min.insync.replicas`, `unclean.leader.election.enable`,
+every key of `config_definitions.BROKER_CONFIGS`), the snapshot schedule
+(`metadata.log.max.record.bytes.between.snapshots`, `metadata.log.max.snapshot.interval.ms`) and
+`broker.heartbeat.interval.ms`.
 
 Listener hosts, Kafka's rules (`SocketServer`, `KafkaConfig.effectiveAdvertisedBrokerListeners`,
 `ListenerInfo.withWildcardHostnamesResolved`):
 - An empty host (`PLAINTEXT://:9092`) binds every interface: `listener_host` is then `0.0.0.0`,
-  which gRPC binds as its dual-stack wildcard (IPv4 and IPv6, as Java's wildcard; IPv4 alone
-  on a machine without IPv6); so does the Raft Fetch listener (`raft_fetch_server`).
+  which gRPC binds as its dual-stack wildcard (IPv4 and IPv6, as Java's wildcard; IPv4 alone on a
+  machine without IPv6); so does the Raft Fetch listener (`raft_fetch_server`).
 - The endpoints a broker registers, `advertised_listeners`, are `advertised.listeners`, else
-  `listeners` (every entry: one port serves every role here, so no controller listener is
-  left out as Kafka does). An empty host there is kept empty and advertised as the machine's
-  canonical host name (`net_address.local_canonical_host_name`), resolved when the broker
-  starts.
-- A broker refuses to start advertising an unspecified address (`0.0.0.0`, `::`): no client
-  can dial it. That holds for `listeners=PLAINTEXT://0.0.0.0:9092` without
-  `advertised.listeners` too, as in Kafka (whose check compares with "0.0.0.0" only; `::` is
-  the same mistake). A controller-only node registers nothing and may listen on `0.0.0.0`.
+  `listeners`: every entry but a controller's Kafka listener (named in `controller.listener.names`
+  after the first entry), as Kafka leaves controller listeners out; the first entry (gRPC) serves
+  every role. A node without the controller role may not list a controller listener (Kafka's rule),
+  and a node serves at most one. An empty host there is kept empty and advertised as the machine's
+  canonical host name (`net_address.local_canonical_host_name`), resolved when the broker starts.
+- A broker refuses to start advertising an unspecified address (`0.0.0.0`, `::`): no client can dial
+  it. That holds for `listeners=PLAINTEXT://0.0.0.0:9092` without `advertised.listeners` too, as in
+  Kafka (whose check compares with "0.0.0.0" only; `::` is the same mistake). A controller-only node
+  registers nothing and may listen on `0.0.0.0`.
 
 Metrics (replog's own, issue #9): `metrics.port` (default 0: no endpoint) serves Prometheus
 metrics at `http://<metrics.host>:<metrics.port>/metrics`; `metrics.host` defaults to
@@ -86,8 +88,8 @@ METRICS_HOST_DEFAULT = "127.0.0.1"
 WILDCARD_BIND_HOST = "0.0.0.0"  # gRPC binds it dual-stack: every interface, both families
 SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 # The keys read here, besides the Raft and controller settings (`known_properties` joins them
-# with every other reader's). `controller.listener.names` is accepted for Kafka's sake: replog
-# serves every service on the first listener.
+# with every other reader's). `controller.listener.names` names the controller's Kafka-protocol
+# listener (module docstring); replog serves every gRPC service on the first listener.
 NODE_PROPERTIES = frozenset(
     {
         "process.roles",
@@ -165,8 +167,11 @@ class NodeConfig:
     # resolved when the broker starts. `advertised_listeners_key` names the key they came from.
     advertised_listeners: tuple[Endpoint, ...] = ()
     advertised_listeners_key: str = "listeners"
-    # The `listeners` entries served with Kafka's protocol (`kafka_listener_endpoints`).
+    # The `listeners` entries a broker serves with Kafka's protocol (`kafka_listener_endpoints`).
     kafka_listeners: tuple[Endpoint, ...] = ()
+    # The one a controller serves with Kafka's protocol: a `listeners` entry after the first
+    # named in `controller.listener.names` (None: none).
+    kafka_controller_listener: Endpoint | None = None
 
     @property
     def is_controller(self) -> bool:
@@ -206,11 +211,21 @@ class NodeConfig:
         advertised = listener_endpoints(properties.get(advertised_key, ""), advertised_key)
         if not advertised:
             advertised_key, advertised = "listeners", listeners
+        controller_names = controller_listener_names(properties)
+        kafka_listeners, kafka_controller_listener = split_controller_listener(
+            kafka_listener_endpoints(
+                listeners, properties.get("listener.security.protocol.map", ""), controller_names
+            ),
+            controller_names,
+            roles,
+        )
+        if kafka_controller_listener is not None:
+            # A controller listener is no broker endpoint (Kafka's brokers never register one).
+            advertised = tuple(
+                e for i, e in enumerate(advertised) if i == 0 or e.name not in controller_names
+            )
         if "broker" in roles:
             _refuse_unspecified(advertised, advertised_key)
-        kafka_listeners = kafka_listener_endpoints(
-            listeners, properties.get("listener.security.protocol.map", "")
-        )
         log_dirs = tuple(d.strip() for d in required("log.dirs").split(",") if d.strip())
         if not log_dirs:
             raise ConfigError("log.dirs: names no directory")
@@ -312,6 +327,7 @@ class NodeConfig:
             advertised_listeners=advertised,
             advertised_listeners_key=advertised_key,
             kafka_listeners=kafka_listeners,
+            kafka_controller_listener=kafka_controller_listener,
         )
 
 
@@ -386,12 +402,16 @@ def listener_endpoints(text: str, key: str) -> tuple[Endpoint, ...]:
 
 
 def kafka_listener_endpoints(
-    listeners: tuple[Endpoint, ...], protocol_map: str
+    listeners: tuple[Endpoint, ...],
+    protocol_map: str,
+    controller_names: frozenset[str] = frozenset(),
 ) -> tuple[Endpoint, ...]:
-    """The `listeners` entries a broker serves with Kafka's protocol: every entry after the
-    first (the first is the node's gRPC listener) whose security protocol is PLAINTEXT, by
+    """The `listeners` entries served with Kafka's protocol: every entry after the first (the
+    first is the node's gRPC listener) whose security protocol is PLAINTEXT, by
     `listener.security.protocol.map` (`NAME:PROTOCOL,...`) or, for a name it does not map, by
-    being named PLAINTEXT. Two such entries may not share a port, nor use the gRPC port."""
+    being named PLAINTEXT; and every entry after the first named in `controller_names`
+    (`controller.listener.names`), which must be PLAINTEXT too. Two such entries may not share a
+    port, nor use the gRPC port."""
     key = "listener.security.protocol.map"
     mapped: dict[str, str] = {}
     for entry in (e.strip() for e in protocol_map.split(",")):
@@ -404,11 +424,17 @@ def kafka_listener_endpoints(
                 f"{', '.join(sorted(SECURITY_PROTOCOLS))}"
             )
         mapped[name] = protocol
-    served = tuple(
-        endpoint
-        for endpoint in listeners[1:]
-        if mapped.get(endpoint.name, endpoint.name) == "PLAINTEXT"
-    )
+    served = []
+    for endpoint in listeners[1:]:
+        protocol = mapped.get(endpoint.name, endpoint.name)
+        if endpoint.name in controller_names and protocol not in ("PLAINTEXT", endpoint.name):
+            raise ConfigError(
+                f"listeners entry '{endpoint.name}://"
+                f"{format_host_port(endpoint.host, endpoint.port)}': a controller listener is "
+                f"served in PLAINTEXT only ({key} maps it to {protocol})"
+            )
+        if protocol == "PLAINTEXT" or endpoint.name in controller_names:
+            served.append(endpoint)
     taken = {listeners[0].port} if listeners and listeners[0].port else set()
     for endpoint in served:
         if endpoint.port and endpoint.port in taken:
@@ -418,7 +444,35 @@ def kafka_listener_endpoints(
                 "already another listener's; each Kafka listener needs its own port"
             )
         taken.add(endpoint.port)
-    return served
+    return tuple(served)
+
+
+def controller_listener_names(properties: Mapping[str, str]) -> frozenset[str]:
+    """`controller.listener.names` as a set of names."""
+    text = properties.get("controller.listener.names", "")
+    return frozenset(name.strip() for name in text.split(",") if name.strip())
+
+
+def split_controller_listener(
+    served: tuple[Endpoint, ...], controller_names: frozenset[str], roles: frozenset[str]
+) -> tuple[tuple[Endpoint, ...], Endpoint | None]:
+    """The Kafka listeners a broker serves, and the one a controller serves (None: none)."""
+    controllers = [e for e in served if e.name in controller_names]
+    if len(controllers) > 1:
+        names = ", ".join(e.name for e in controllers)
+        raise ConfigError(
+            f"listeners: {names} are all named in controller.listener.names; a node serves one "
+            "controller listener with Kafka's protocol"
+        )
+    if controllers and "controller" not in roles:
+        raise ConfigError(
+            f"listeners entry '{controllers[0].name}://"
+            f"{format_host_port(controllers[0].host, controllers[0].port)}' is named in "
+            "controller.listener.names, but this node has no controller role "
+            "(process.roles); leave it out of listeners, as Kafka requires of a broker"
+        )
+    brokers = tuple(e for e in served if e.name not in controller_names)
+    return brokers, (controllers[0] if controllers else None)
 
 
 def _refuse_unspecified(endpoints: tuple[Endpoint, ...], key: str) -> None:

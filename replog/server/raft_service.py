@@ -3,7 +3,8 @@
 Thin: each method turns the protobuf request into the core's message and waits for the answer
 through `RaftTransport`, or calls the driver; no protocol decision is made here.
 DescribeQuorum answers also carry where each voter listens (`nodes`, KIP-853), so that a tool
-told "the leader is node 2" by a follower can ask node 2.
+told "the leader is node 2" by a follower can ask node 2. KafkaControllerEndpoint says where
+this node serves Kafka's protocol as a controller (`controller_endpoints`; port 0: nowhere).
 
 `MetadataLog.Append` writes raw values only on a node whose log has no controller (Raft tests,
 benchmarks), by the rules of `MetadataLogAppends`, which the metadata append listener shares;
@@ -21,12 +22,14 @@ from typing import Any, TypeAlias
 
 import grpc
 
+from quorum.metadata.records import Endpoint
 from quorum.raft.config import VoterAddress
 from quorum.raft.messages import DescribeQuorumRequest
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.errors import KafkaError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
+from replog.server.controller_endpoints import endpoint_answer
 from replog.server.metadata_log_appends import MetadataLogAppends
 from replog.server.raft_codec import (
     begin_quorum_epoch_request_from_proto,
@@ -50,9 +53,11 @@ class RaftQuorumService(raft_pb2_grpc.RaftQuorumServicer):
         transport: RaftTransport,
         clock: Clock = monotonic_ms,
         voters: Iterable[VoterAddress] = (),
+        kafka_controller_listener: Endpoint | None = None,
     ) -> None:
         self._transport = transport
         self._nodes = voter_endpoints(voters)
+        self._kafka_controller = endpoint_answer(kafka_controller_listener)
         self._clock = clock  # the driver's: the core's timestamps are on it
 
     async def Vote(self, request: pb.VoteRequest, context: Context) -> object:
@@ -79,6 +84,11 @@ class RaftQuorumService(raft_pb2_grpc.RaftQuorumServicer):
         if port is None:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "not listening for Fetch yet")
         return pb.FetchEndpointResponse(port=port)
+
+    async def KafkaControllerEndpoint(
+        self, request: pb.KafkaControllerEndpointRequest, context: Context
+    ) -> pb.KafkaControllerEndpointResponse:
+        return self._kafka_controller
 
     async def FetchSnapshot(self, request: pb.FetchSnapshotRequest, context: Context) -> object:
         return await self._transport.handle(

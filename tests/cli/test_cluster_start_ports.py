@@ -1,8 +1,9 @@
 """`replog cluster start` on a stopped cluster's directory: `--base-port` and
 `--kafka-base-port` move it to other ports, keeping its data (the nodes' server.properties are
 rewritten: the quorum's voters, the listeners, the advertised listeners and the metrics port,
-every other line kept); a port in use names the flag that moves that port; and `--fresh`
-deletes the old cluster only once everything else was checked. In-process: nothing starts."""
+every other line kept; `--kafka-base-port` moves a broker's and a controller's Kafka listener
+together); a port in use names the flag that moves that port; and `--fresh` deletes the old
+cluster only once everything else was checked. In-process: nothing starts."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from replog.cli import cluster as cluster_cli
 from replog.cli.local_cluster import LocalCluster
 from replog.config import parse_properties
 from replog.errors import ReplogError
-from tests.local_ports import KAFKA_PORT_OFFSET, free_base_port
+from tests.local_ports import KAFKA_CONTROLLER_PORT_OFFSET, KAFKA_PORT_OFFSET, free_base_port
 
 
 def start_args(data_dir: Path, **flags: object) -> argparse.Namespace:
@@ -79,9 +80,14 @@ def test_a_stopped_cluster_moves_to_new_ports_with_its_data_and_settings(
     voters = f"1@127.0.0.1:{base},2@127.0.0.1:{base + 1},3@127.0.0.1:{base + 2}"
     for i in (1, 2, 3):
         written = properties(moved, i)
-        listeners = f"CONTROLLER://127.0.0.1:{base + i - 1},PLAINTEXT://127.0.0.1:{kafka + i - 1}"
+        listeners = (
+            f"CONTROLLER://127.0.0.1:{base + i - 1},PLAINTEXT://127.0.0.1:{kafka + i - 1},"
+            f"CONTROLLER_KAFKA://127.0.0.1:{kafka + 100 + i - 1}"
+        )
         assert written["controller.quorum.voters"] == voters
         assert written["listeners"] == written["advertised.listeners"] == listeners
+        assert written["controller.listener.names"] == "CONTROLLER,CONTROLLER_KAFKA"
+        assert moved.node(i).kafka_controller_address == f"127.0.0.1:{kafka + 100 + i - 1}"
         assert written["metrics.port"] == str(base + 100 + i - 1)
         assert moved.node(i).metrics_url == f"http://127.0.0.1:{base + 100 + i - 1}/metrics"
         # Everything else as it was: the override, the id, the data.
@@ -108,21 +114,72 @@ def test_only_the_ports_a_flag_names_move(stopped: LocalCluster) -> None:
         n.controller_address for n in stopped.nodes
     ]
     assert [n.kafka_address for n in moved.nodes] == [f"127.0.0.1:{kafka + i}" for i in range(3)]
+    assert [n.kafka_controller_address for n in moved.nodes] == [
+        f"127.0.0.1:{kafka + 100 + i}" for i in range(3)
+    ]
 
 
-def test_a_kafka_port_in_use_names_the_flag_that_moves_it(stopped: LocalCluster) -> None:
+def test_a_moved_base_port_leaves_the_controllers_kafka_listeners(stopped: LocalCluster) -> None:
+    base = free_base_port(3)
+    moved = cluster_cli._cluster_to_start(start_args(Path(stopped.directory), base_port=base))
+    assert [n.kafka_controller_address for n in moved.nodes] == [
+        n.kafka_controller_address for n in stopped.nodes
+    ]
+    assert properties(moved, 2)["listeners"] == (
+        f"CONTROLLER://127.0.0.1:{base + 1},PLAINTEXT://{stopped.node(2).kafka_address},"
+        f"CONTROLLER_KAFKA://{stopped.node(2).kafka_controller_address}"
+    )
+
+
+def test_a_controller_only_cluster_keeps_its_kafka_listeners_when_it_moves(
+    tmp_path: Path,
+) -> None:
+    """Its nodes serve Kafka's protocol only as controllers (K + 100 + i - 1): a move of
+    either port keeps those listeners, where the Kafka base port is derived from them."""
+    old = free_base_port(3)
+    quorum = LocalCluster.plan(
+        str(tmp_path / "quorum"), 3, old, ("controller",), kafka_base_port=old + KAFKA_PORT_OFFSET
+    )
+    quorum.write()
+    controllers = [n.kafka_controller_address for n in quorum.nodes]
+    assert controllers == [f"127.0.0.1:{old + KAFKA_CONTROLLER_PORT_OFFSET + i}" for i in range(3)]
+    base = free_base_port(3)
+    moved = cluster_cli._cluster_to_start(start_args(tmp_path / "quorum", base_port=base))
+    assert [n.kafka_controller_address for n in moved.nodes] == controllers
+    assert [n.kafka_address for n in moved.nodes] == [None, None, None]
+    kafka = free_base_port(3) + KAFKA_PORT_OFFSET
+    moved = cluster_cli._cluster_to_start(start_args(tmp_path / "quorum", kafka_base_port=kafka))
+    assert [n.kafka_controller_address for n in moved.nodes] == [
+        f"127.0.0.1:{kafka + 100 + i}" for i in range(3)
+    ]
+    written = properties(moved, 1)
+    assert written["listeners"] == (
+        f"CONTROLLER://127.0.0.1:{base},CONTROLLER_KAFKA://127.0.0.1:{kafka + 100}"
+    )
+    assert written["controller.listener.names"] == "CONTROLLER,CONTROLLER_KAFKA"
+
+
+@pytest.mark.parametrize(
+    ("node_id", "offset"),
+    [(3, KAFKA_PORT_OFFSET), (2, KAFKA_CONTROLLER_PORT_OFFSET)],
+    ids=["broker", "controller"],
+)
+def test_a_kafka_port_in_use_names_the_flag_that_moves_it(
+    stopped: LocalCluster, node_id: int, offset: int
+) -> None:
+    """A broker's Kafka port or a controller's: both move with --kafka-base-port."""
     base = free_base_port(3)
     args = start_args(Path(stopped.directory), base_port=base)
-    kafka_3 = base_of(stopped) + KAFKA_PORT_OFFSET + 2
-    with listening(kafka_3), pytest.raises(ReplogError) as refused:
+    busy = base_of(stopped) + offset + node_id - 1
+    with listening(busy), pytest.raises(ReplogError) as refused:
         cluster_cli._cluster_to_start(args)
     assert str(refused.value) == (
-        f"node 3 cannot listen on 127.0.0.1:{kafka_3}: port {kafka_3} is in use "
+        f"node {node_id} cannot listen on 127.0.0.1:{busy}: port {busy} is in use "
         "(choose another --kafka-base-port)"
     )
     assert LocalCluster.load(stopped.directory) == stopped  # nothing rewritten
-    grpc_3 = base_of(stopped) + 2
-    assert properties(stopped, 3)["listeners"].startswith(f"CONTROLLER://127.0.0.1:{grpc_3},")
+    grpc = base_of(stopped) + node_id - 1
+    assert properties(stopped, node_id)["listeners"].startswith(f"CONTROLLER://127.0.0.1:{grpc},")
 
 
 def test_a_stopped_cluster_still_refuses_another_size_or_settings(stopped: LocalCluster) -> None:

@@ -1,7 +1,9 @@
 """A local cluster's listeners: `server.properties` names replog's gRPC listener `CONTROLLER`
 (Kafka's `PLAINTEXT` is left for a Kafka-protocol listener), and `cluster start` shows each
 listener by what it serves, so a combined node is not labelled `CONTROLLER://` although clients
-connect there."""
+connect there. With a Kafka base port K, every broker serves Kafka's protocol on K + i - 1
+(`PLAINTEXT`) and every controller on K + 100 + i - 1 (`CONTROLLER_KAFKA`, named in
+`controller.listener.names`), which `cluster status` names (`kafka_controller`)."""
 
 from __future__ import annotations
 
@@ -42,24 +44,35 @@ def test_a_kafka_base_port_gives_every_broker_a_plaintext_listener(tmp_path: Pat
     cluster = LocalCluster.plan(str(tmp_path / "c"), 2, 29092, kafka_base_port=29392)
     cluster.write()
     loaded = LocalCluster.load(str(tmp_path / "c"))
-    for node, (grpc, kafka) in zip(loaded.nodes, ((29092, 29392), (29093, 29393)), strict=True):
+    ports = ((29092, 29392, 29492), (29093, 29393, 29493))
+    for node, (grpc, kafka, controller) in zip(loaded.nodes, ports, strict=True):
         assert node.kafka_address == f"127.0.0.1:{kafka}"
+        assert node.kafka_controller_address == f"127.0.0.1:{controller}"
         assert f"PLAINTEXT://127.0.0.1:{kafka}" in node.listener_summary
+        assert f"CONTROLLER_KAFKA://127.0.0.1:{controller}" in node.listener_summary
         properties = parse_properties(Path(node.config_path).read_text())
-        listeners = f"CONTROLLER://127.0.0.1:{grpc},PLAINTEXT://127.0.0.1:{kafka}"
+        listeners = (
+            f"CONTROLLER://127.0.0.1:{grpc},PLAINTEXT://127.0.0.1:{kafka},"
+            f"CONTROLLER_KAFKA://127.0.0.1:{controller}"
+        )
         assert properties["listeners"] == properties["advertised.listeners"] == listeners
+        assert properties["controller.listener.names"] == "CONTROLLER,CONTROLLER_KAFKA"
         assert (
             properties["listener.security.protocol.map"]
-            == "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+            == "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,CONTROLLER_KAFKA:PLAINTEXT"
         )
         config = NodeConfig.from_properties(properties)
         assert config.listener == f"127.0.0.1:{grpc}"
         assert [(e.name, e.port) for e in config.kafka_listeners] == [("PLAINTEXT", kafka)]
+        assert config.kafka_controller_listener is not None
+        assert config.kafka_controller_listener.port == controller
+        assert [e.name for e in config.advertised_listeners] == ["CONTROLLER", "PLAINTEXT"]
     status = replog_in_process("cluster", "status", "--json", "--data-dir", str(tmp_path / "c"))
-    assert [n["kafka"] for n in json.loads(status.stdout)["nodes"]] == [
-        "127.0.0.1:29392",
-        "127.0.0.1:29393",
-    ]
+    rows = json.loads(status.stdout)["nodes"]
+    assert [n["kafka"] for n in rows] == ["127.0.0.1:29392", "127.0.0.1:29393"]
+    assert [n["kafka_controller"] for n in rows] == ["127.0.0.1:29492", "127.0.0.1:29493"]
+    table = replog_in_process("cluster", "status", "--data-dir", str(tmp_path / "c")).stdout
+    assert "KAFKA CONTROLLER" in table and "127.0.0.1:29492" in table
 
 
 def test_a_controller_only_cluster_or_one_without_a_kafka_port_serves_no_kafka(
@@ -69,7 +82,13 @@ def test_a_controller_only_cluster_or_one_without_a_kafka_port_serves_no_kafka(
     plain = LocalCluster.plan(str(tmp_path / "p"), 1, 29092)
     for cluster in (quorum, plain):
         assert cluster.nodes[0].kafka_address is None
-        assert "advertised.listeners" not in cluster.node_properties(cluster.nodes[0])
+    # A controller-only node serves Kafka's protocol as a controller only.
+    assert quorum.nodes[0].kafka_controller_address == "127.0.0.1:9192"
+    config = NodeConfig.from_properties(quorum.node_properties(quorum.nodes[0]))
+    assert config.kafka_listeners == ()
+    assert config.kafka_controller_listener is not None
+    assert plain.nodes[0].kafka_controller_address is None
+    assert "advertised.listeners" not in plain.node_properties(plain.nodes[0])
 
 
 @pytest.mark.parametrize(
@@ -77,7 +96,8 @@ def test_a_controller_only_cluster_or_one_without_a_kafka_port_serves_no_kafka(
     [
         (29093, "port 29093 is also a node's gRPC or metrics port"),
         (29191, "port 29192 is also a node's gRPC or metrics port"),
-        (65535, "ports 65535..65536 are not all in"),
+        (65535, "ports 65535..65636 (brokers, then controllers from 65635) are not all in"),
+        (28992, "port 29092 is also a node's gRPC or metrics port"),
     ],
 )
 def test_kafka_ports_that_clash_or_overflow_are_refused(

@@ -26,10 +26,10 @@ from cluster_helpers import (
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.quorum import ask_each
-from replog.cli.local_cluster import LocalCluster
+from replog.cli.local_cluster import LocalCluster, accepts_connections
 from replog.cli.node_processes import log_tails
 from replog.pb import raft_pb2 as pb
-from tests.local_ports import KAFKA_PORT_OFFSET, free_base_port
+from tests.local_ports import KAFKA_CONTROLLER_PORT_OFFSET, KAFKA_PORT_OFFSET, free_base_port
 
 
 def assert_refused(result: subprocess.CompletedProcess[str] | Outcome, *fragments: str) -> None:
@@ -102,7 +102,11 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
         assert "process.roles=broker,controller\n" in config
         assert f"node.id={node_id}\n" in config
         kafka_port = port + KAFKA_PORT_OFFSET  # LoopbackCluster.start's --kafka-base-port
-        listeners = f"CONTROLLER://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{kafka_port}"
+        controller_port = port + KAFKA_CONTROLLER_PORT_OFFSET
+        listeners = (
+            f"CONTROLLER://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{kafka_port},"
+            f"CONTROLLER_KAFKA://127.0.0.1:{controller_port}"
+        )
         assert f"listeners={listeners}\n" in config
         assert f"log.dirs={cluster.data_dir / f'node-{node_id}' / 'data'}\n" in config
     assert f"bootstrap servers: {','.join(f'127.0.0.1:{p}' for p in ports)}" in started.stdout
@@ -250,7 +254,8 @@ def test_a_stopped_cluster_restarts_on_new_ports_with_every_topic_and_record(
 ) -> None:
     """Its old ports taken, a stopped cluster is refused with the flag that moves it, and
     started with that flag it keeps every topic and record: the nodes' configs are rewritten
-    (voters, listeners, metrics) and each broker registers its new endpoints."""
+    (voters, listeners, metrics), each broker registers its new endpoints, and each
+    controller serves Kafka's protocol on its new `CONTROLLER_KAFKA` port."""
     cluster.start()
     data_dir = ("--data-dir", str(cluster.data_dir))
     created = replog_in_process(
@@ -279,6 +284,12 @@ def test_a_stopped_cluster_restarts_on_new_ports_with_every_topic_and_record(
     assert [n.controller_address for n in cluster.layout.nodes] == [
         f"127.0.0.1:{base + i}" for i in range(3)
     ]
+    # The controllers' Kafka listeners moved with --kafka-base-port, and the nodes serve there.
+    controllers = [f"127.0.0.1:{base + KAFKA_CONTROLLER_PORT_OFFSET + i}" for i in range(3)]
+    assert f"Kafka bootstrap controllers: {','.join(controllers)}" in moved.stdout
+    status = json.loads(cluster.cli("status", "--json").stdout)["nodes"]
+    assert [row["kafka_controller"] for row in status] == controllers
+    assert all(accepts_connections(address) for address in controllers)
     listed = replog_in_process("topics", "list", *data_dir)
     assert listed.stdout.split() == ["kept"], listed.stderr
     consumed = replog(

@@ -1,8 +1,11 @@
 """A 2-node local cluster started by `replog cluster start --kafka-base-port`, administered by
 Kafka's own admin clients through its Kafka listeners (one module-scoped cluster):
 
-- `cluster status --json` names each node's Kafka address (key `kafka`), and each node's
-  server.properties declares it as Kafka does;
+- `cluster status --json` names each node's Kafka address (key `kafka`) and its controller's
+  (`kafka_controller`), and each node's server.properties declares them as Kafka does;
+- every Kafka listener, a broker's or a controller's, answers DescribeQuorum as the leader
+  describes the quorum; a controller's lists the controllers (DescribeCluster type 2) and the
+  finalized features; UnregisterBroker of an unknown id is BROKER_ID_NOT_REGISTERED;
 - confluent-kafka's AdminClient (librdkafka), bootstrapped at one node, creates topics (with a
   config, and one refused), describes the cluster and a topic's configs, alters configs
   incrementally and as a whole, adds partitions, deletes records and topics; every change is
@@ -14,6 +17,8 @@ Kafka's own admin clients through its Kafka listeners (one module-scoped cluster
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,8 +39,17 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # no __all__ 
 )
 
 from replog.admin.controller_client import ControllerClient
+from replog.kafka.messages.api_versions_request import ApiVersionsRequest
+from replog.kafka.messages.describe_cluster_request import DescribeClusterRequest
+from replog.kafka.messages.describe_quorum_request import DescribeQuorumRequest
+from replog.kafka.messages.describe_quorum_request import PartitionData as DescribeQuorumPartition
+from replog.kafka.messages.describe_quorum_request import TopicData as DescribeQuorumTopic
+from replog.kafka.messages.request_header import RequestHeader
+from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
+from replog.kafka.protocol.codec import Message
+from replog.kafka.protocol.framing import decode_response, encode_request
 from tests.eventually import wait_until
-from tests.local_ports import KAFKA_PORT_OFFSET, free_base_port
+from tests.local_ports import KAFKA_CONTROLLER_PORT_OFFSET, KAFKA_PORT_OFFSET, free_base_port
 
 NODES = 2
 TIMEOUT_S = 30
@@ -72,22 +86,108 @@ def topics(admin: AdminClient) -> dict[str, int]:
     return {name: len(t.partitions) for name, t in listed.items() if not name.startswith("__")}
 
 
-def test_status_names_each_nodes_kafka_listener(cluster: LoopbackCluster) -> None:
+def controller_addresses(cluster: LoopbackCluster) -> list[str]:
+    base = cluster.base_port + KAFKA_CONTROLLER_PORT_OFFSET
+    return [f"127.0.0.1:{base + i}" for i in range(NODES)]
+
+
+def kafka_call(address: str, body: Message, version: int) -> Any:
+    """One request on a fresh connection to a Kafka listener, and its decoded answer."""
+    host, port = address.rsplit(":", 1)
+    header = RequestHeader(
+        request_api_key=body.API_KEY,
+        request_api_version=version,
+        correlation_id=1,
+        client_id="test",
+    )
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+        sock.sendall(encode_request(header, body))
+        stream = sock.makefile("rb")
+        (size,) = struct.unpack(">i", stream.read(4))
+        _, answer = decode_response(stream.read(size), body.API_KEY, version)
+    return answer
+
+
+def test_status_names_each_nodes_kafka_listeners(cluster: LoopbackCluster) -> None:
     status = cluster.ask("status", "--json")
     assert status.returncode == 0, status.stderr
     rows = json.loads(status.stdout)["nodes"]
     assert [row["kafka"] for row in rows] == kafka_addresses(cluster)
+    assert [row["kafka_controller"] for row in rows] == controller_addresses(cluster)
     properties = Path(cluster.layout.node(NODES).config_path).read_text()
     grpc = cluster.base_port + NODES - 1
     kafka_port = cluster.base_port + KAFKA_PORT_OFFSET + NODES - 1
-    listeners = f"CONTROLLER://127.0.0.1:{grpc},PLAINTEXT://127.0.0.1:{kafka_port}"
+    controller_port = cluster.base_port + KAFKA_CONTROLLER_PORT_OFFSET + NODES - 1
+    listeners = (
+        f"CONTROLLER://127.0.0.1:{grpc},PLAINTEXT://127.0.0.1:{kafka_port},"
+        f"CONTROLLER_KAFKA://127.0.0.1:{controller_port}"
+    )
     assert f"\nlisteners={listeners}\n" in properties
     assert f"\nadvertised.listeners={listeners}\n" in properties
-    assert "\nlistener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n" in (
-        properties
-    )
+    assert "\ncontroller.listener.names=CONTROLLER,CONTROLLER_KAFKA\n" in properties
+    assert (
+        "\nlistener.security.protocol.map="
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,CONTROLLER_KAFKA:PLAINTEXT\n"
+    ) in properties
     table = cluster.ask("status")
     assert "KAFKA" in table.stdout and kafka_addresses(cluster)[0] in table.stdout
+    assert controller_addresses(cluster)[0] in table.stdout
+
+
+def quorum_request() -> DescribeQuorumRequest:
+    return DescribeQuorumRequest(
+        topics=[
+            DescribeQuorumTopic(
+                topic_name="__cluster_metadata", partitions=[DescribeQuorumPartition()]
+            )
+        ]
+    )
+
+
+def test_describe_quorum_through_brokers_and_controllers(cluster: LoopbackCluster) -> None:
+    leader = cluster.ask("status", "--json")
+    for address in (*kafka_addresses(cluster), *controller_addresses(cluster)):
+        answer = kafka_call(address, quorum_request(), 2)
+        assert answer.error_code == 0, answer.error_message
+        (partition,) = answer.topics[0].partitions
+        voters = [r.replica_id for r in partition.current_voters]
+        assert voters[0] == partition.leader_id and sorted(voters) == [1, 2], leader.stdout
+        assert partition.high_watermark > 0 and partition.observers == []
+        assert all(r.log_end_offset >= 0 for r in partition.current_voters)
+        # Each voter is named at its controller's Kafka listener.
+        assert [
+            (n.node_id, [(x.name, f"{x.host}:{x.port}") for x in n.listeners]) for n in answer.nodes
+        ] == [
+            (i + 1, [("CONTROLLER_KAFKA", controller_addresses(cluster)[i])]) for i in range(NODES)
+        ]
+
+
+def test_a_controller_lists_the_controllers_and_its_features(cluster: LoopbackCluster) -> None:
+    for address in controller_addresses(cluster):
+        described = kafka_call(address, DescribeClusterRequest(endpoint_type=2), 1)
+        assert described.error_code == 0, described.error_message
+        assert [f"{b.host}:{b.port}" for b in described.brokers] == controller_addresses(cluster)
+        assert described.controller_id in (1, 2)
+        request = ApiVersionsRequest(client_software_name="test", client_software_version="1")
+        versions = kafka_call(address, request, 3)
+        assert {k.api_key for k in versions.api_keys} == {18, 55, 60, 64}
+        assert [(f.name, f.max_version_level) for f in versions.finalized_features] == [
+            ("metadata.version", 7)
+        ]
+        assert versions.finalized_features_epoch > 0
+    broker = kafka_call(kafka_addresses(cluster)[0], request, 3)
+    assert [(f.name, f.max_version_level) for f in broker.finalized_features] == [
+        ("metadata.version", 7)
+    ]
+
+
+def test_unregistering_an_unknown_broker_is_refused(cluster: LoopbackCluster) -> None:
+    for address in (kafka_addresses(cluster)[0], controller_addresses(cluster)[0]):
+        answer = kafka_call(address, UnregisterBrokerRequest(broker_id=9), 0)
+        assert answer.error_code in (102, 41), answer.error_message  # or NOT_CONTROLLER
+    by_broker = kafka_call(kafka_addresses(cluster)[0], UnregisterBrokerRequest(broker_id=9), 0)
+    assert by_broker.error_code == 102  # BROKER_ID_NOT_REGISTERED: forwarded to the active one
+    assert "broker 9" in by_broker.error_message
 
 
 def test_confluent_admin_client_manages_topics_and_configs(cluster: LoopbackCluster) -> None:

@@ -1,5 +1,6 @@
 """The controller service's reads (`quorum.controller.reads`): committed state only, unfenced
-brokers for clients, offline replicas, leaderless partitions, configs with their sources."""
+brokers for clients, offline replicas, leaderless partitions, configs with their sources, the
+finalized features."""
 
 from __future__ import annotations
 
@@ -58,6 +59,13 @@ def test_metadata_is_committed_state_only(cluster: Cluster) -> None:
     assert all(p.error is None and p.offline_replicas == () for p in orders.partitions)
     # A standby serves the same committed view.
     assert cluster.controller(2).read(reads.metadata(["orders"])).topics == view.topics
+
+
+def test_the_finalized_features_are_read_at_the_committed_offset(cluster: Cluster) -> None:
+    features = cluster.active.read(reads.finalized_features())
+    assert features.levels == {"metadata.version": 7}
+    assert features.offset == cluster.log.committed_offset
+    assert cluster.controller(2).read(reads.finalized_features()) == features
 
 
 def test_an_unknown_topic_is_named(cluster: Cluster) -> None:

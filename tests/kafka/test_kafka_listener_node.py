@@ -75,6 +75,7 @@ from replog.record import build_batch
 from replog.server.kafka_admin_apis import ADMIN_SERVED
 from replog.server.kafka_apis import SERVED
 from replog.server.kafka_group_apis import GROUP_SERVED
+from replog.server.kafka_quorum_apis import QUORUM_SERVED
 from tests.eventually import wait_until
 from tests.kafka.kafka_node import RunningNode, running_node
 
@@ -314,9 +315,10 @@ def test_api_versions_above_the_served_range_is_answered_unsupported(node: Runni
     wait_serving(node)
     served = api_versions(node, version=4, correlation_id=2)
     assert served.error_code == 0
-    # Every handler table the broker wires, the core's and the admin one.
+    # Every handler table the broker wires: the core's, the admin, group and quorum ones.
+    tables = {**SERVED, **ADMIN_SERVED, **GROUP_SERVED, **QUORUM_SERVED}
     assert {(k.api_key, k.min_version, k.max_version) for k in served.api_keys} == {
-        (key, low, high) for key, (low, high) in {**SERVED, **ADMIN_SERVED, **GROUP_SERVED}.items()
+        (key, low, high) for key, (low, high) in tables.items()
     }
     assert (19, 2, 7) in {(k.api_key, k.min_version, k.max_version) for k in served.api_keys}
     # v5: the header is a flexible one; the answer is a v0 body under header v0.

@@ -205,6 +205,28 @@ def test_writes_answer_after_commit_and_reads_see_them(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_unregister_broker_removes_a_registration_and_refuses_an_unknown_id(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with lone_controller(tmp_path) as node:
+            await active(node)
+            await start_brokers(node, (1, 2))
+            done = await node.service.UnregisterBroker(
+                pb.UnregisterBrokerRequest(broker_id=2), None
+            )
+            assert not done.HasField("error") and done.controller_id == 1, done
+            cluster = await node.service.DescribeCluster(pb.DescribeClusterRequest(), None)
+            assert [b.broker_id for b in cluster.brokers] == [1]
+            unknown = await node.service.UnregisterBroker(
+                pb.UnregisterBrokerRequest(broker_id=2), None
+            )
+            assert unknown.error.error_name == "BROKER_ID_NOT_REGISTERED"
+            assert "broker 2" in unknown.error.message
+
+    asyncio.run(scenario())
+
+
 def test_no_op_records_move_the_committed_offset(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with lone_controller(tmp_path, metadata_max_idle_interval_ms=20) as node:

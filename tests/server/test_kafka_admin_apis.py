@@ -31,6 +31,7 @@ import pytest
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import ConfigRecord, ConfigResourceType, Endpoint, RegisterBrokerRecord
 from replog.errors import (
+    BrokerIdNotRegisteredError,
     InvalidConfigError,
     NotLeaderOrFollowerError,
     PolicyViolationError,
@@ -57,6 +58,7 @@ from replog.kafka.messages import list_partition_reassignments_request as lpr
 from replog.kafka.messages import txn_offset_commit_request as toc
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.request_header import RequestHeader
+from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.pb import broker_pb2 as bpb
 from replog.pb import common_pb2
@@ -654,6 +656,25 @@ async def test_describe_cluster_lists_brokers_at_the_clients_listener() -> None:
     assert len((await answer(apis, dc.DescribeClusterRequest(), 0)).brokers) == 2
     controllers = await answer(apis, dc.DescribeClusterRequest(endpoint_type=2), 1)
     assert controllers.error_code == 115 and controllers.brokers == []
+
+
+@pytest.mark.asyncio
+async def test_unregister_broker_is_forwarded_and_answers_the_controllers_error() -> None:
+    controller = Controller(UnregisterBroker=cpb.UnregisterBrokerResponse(controller_id=1))
+    done = await answer(admin(controller), UnregisterBrokerRequest(broker_id=3), 0)
+    assert (done.error_code, done.error_message) == (0, None)
+    assert controller.sent == [("UnregisterBroker", cpb.UnregisterBrokerRequest(broker_id=3))]
+    unknown = Controller(
+        UnregisterBroker=cpb.UnregisterBrokerResponse(
+            error=failed(BrokerIdNotRegisteredError("broker 9 is not registered"))
+        )
+    )
+    refused = await answer(admin(unknown), UnregisterBrokerRequest(broker_id=9), 0)
+    assert refused.error_code == BrokerIdNotRegisteredError.code == 102
+    assert "broker 9" in refused.error_message
+    gone = Controller(UnregisterBroker=RequestTimedOutError("no controller within 5 s"))
+    late = await answer(admin(gone), UnregisterBrokerRequest(broker_id=3), 0)
+    assert late.error_code == RequestTimedOutError.code
 
 
 @pytest.mark.asyncio

@@ -1,7 +1,8 @@
 """The Kafka listener's handlers (`kafka_apis`) on metadata images built from records:
 
 - ApiVersions advertises exactly the handler table; v3+ with a bad client software name is
-  INVALID_REQUEST with no APIs, as Kafka answers;
+  INVALID_REQUEST with no APIs, as Kafka answers; v3+ carries the supported features and the
+  image's finalized ones at its last offset;
 - Fetch keeps KIP-227 sessions (a full fetch opens one, incremental fetches are answered with
   only the partitions with news, forgotten partitions are no longer read, an epoch out of turn
   or an unknown id is refused, epoch -1 closes), names topics by id from v13 (an unknown id is
@@ -144,6 +145,24 @@ def test_api_versions_v3_checks_the_client_software_name(
     assert answer.error_code == code
     assert bool(answer.api_keys) == (code == 0)
     assert apis().api_versions(request, 2).error_code == 0  # not checked before v3
+
+
+def test_api_versions_v3_carries_the_supported_and_finalized_features() -> None:
+    current = image()
+    request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    answer = apis().api_versions(request, 3)
+    assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features] == [
+        ("metadata.version", 1, 7)
+    ]
+    assert [
+        (f.name, f.min_version_level, f.max_version_level) for f in answer.finalized_features
+    ] == [("metadata.version", 7, 7)]
+    assert answer.finalized_features_epoch == current.provenance.last_offset > 0
+    assert answer.api_keys == apis().api_versions(ApiVersionsRequest(), 2).api_keys
+    # Before v3 the fields do not exist; an image with nothing finalized has no epoch.
+    assert not apis().api_versions(ApiVersionsRequest(), 2).finalized_features
+    empty = KafkaApis(2, cluster_id="c1", image=lambda: MetadataImage.EMPTY)
+    assert empty.api_versions(request, 3).finalized_features_epoch == -1
 
 
 def test_brokers_are_advertised_at_the_listener_the_client_connected_through() -> None:

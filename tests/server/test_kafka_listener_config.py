@@ -3,6 +3,8 @@
 - none by default: the first entry is always the gRPC listener, so existing configs change
   nothing; each later entry whose security protocol is PLAINTEXT (its name, or
   `listener.security.protocol.map`) is one; SSL and SASL entries are not served;
+- a later entry named in `controller.listener.names` is the controller's Kafka listener (one
+  at most, PLAINTEXT, on a controller only), never registered as a broker endpoint;
 - a Kafka listener may not share a port with the gRPC listener or another Kafka listener;
 - port 0 is registered as the port that listener bound, not the gRPC one;
 - `queued.max.requests`, `connections.max.idle.ms`, `socket.request.max.bytes` must be positive;
@@ -76,6 +78,39 @@ def test_a_kafka_listener_needs_its_own_port(listeners: str) -> None:
     extra = {"listener.security.protocol.map": "X:PLAINTEXT"}
     with pytest.raises(ConfigError, match=r"each Kafka listener needs its own port"):
         node(listeners, **extra)
+
+
+def test_the_later_entry_named_in_controller_listener_names_is_the_controllers() -> None:
+    names = {"controller.listener.names": "CONTROLLER,CONTROLLER_KAFKA"}
+    listeners = "CONTROLLER://h:9093,PLAINTEXT://h:9092,CONTROLLER_KAFKA://h:9192"
+    config = node(listeners, **names, **{"process.roles": "broker,controller", "node.id": "1"})
+    assert config.kafka_controller_listener == Endpoint("CONTROLLER_KAFKA", "h", 9192)
+    assert [e.name for e in config.kafka_listeners] == ["PLAINTEXT"]
+    # Not registered as a broker endpoint, whether advertised.listeners is set or not.
+    assert [e.name for e in config.advertised_listeners] == ["CONTROLLER", "PLAINTEXT"]
+    advertised = {"advertised.listeners": listeners}
+    both = {**names, **advertised, "process.roles": "broker,controller", "node.id": "1"}
+    assert [e.name for e in node(listeners, **both).advertised_listeners] == [
+        "CONTROLLER",
+        "PLAINTEXT",
+    ]
+    # The first entry stays the gRPC listener even when its name is a controller's.
+    assert node("CONTROLLER://h:9093", **names).kafka_controller_listener is None
+    with pytest.raises(ConfigError, match=r"no controller role \(process.roles\)"):
+        node(listeners, **names)
+    with pytest.raises(ConfigError, match=r"one controller listener"):
+        node(
+            "CONTROLLER://h:1,A://h:2,B://h:3",
+            **{"controller.listener.names": "CONTROLLER,A,B", "process.roles": "controller"},
+            **{"node.id": "1", "controller.quorum.voters": "1@h:1"},
+        )
+    with pytest.raises(ConfigError, match=r"PLAINTEXT only"):
+        node(
+            "CONTROLLER://h:1,A://h:2",
+            **{"controller.listener.names": "CONTROLLER,A", "process.roles": "controller"},
+            **{"node.id": "1", "controller.quorum.voters": "1@h:1"},
+            **{"listener.security.protocol.map": "A:SSL"},
+        )
 
 
 def test_port_0_is_registered_as_the_port_the_kafka_listener_bound() -> None:

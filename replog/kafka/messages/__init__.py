@@ -110,6 +110,8 @@ from replog.kafka.messages.sync_group_request import SyncGroupRequest
 from replog.kafka.messages.sync_group_response import SyncGroupResponse
 from replog.kafka.messages.txn_offset_commit_request import TxnOffsetCommitRequest
 from replog.kafka.messages.txn_offset_commit_response import TxnOffsetCommitResponse
+from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
+from replog.kafka.messages.unregister_broker_response import UnregisterBrokerResponse
 from replog.kafka.messages.update_features_request import UpdateFeaturesRequest
 from replog.kafka.messages.update_features_response import UpdateFeaturesResponse
 from replog.kafka.messages.write_txn_markers_request import WriteTxnMarkersRequest
@@ -164,6 +166,7 @@ REQUESTS: dict[int, type[Message]] = {
     57: UpdateFeaturesRequest,
     60: DescribeClusterRequest,
     61: DescribeProducersRequest,
+    64: UnregisterBrokerRequest,
     65: DescribeTransactionsRequest,
     66: ListTransactionsRequest,
     68: ConsumerGroupHeartbeatRequest,
@@ -220,6 +223,7 @@ RESPONSES: dict[int, type[Message]] = {
     57: UpdateFeaturesResponse,
     60: DescribeClusterResponse,
     61: DescribeProducersResponse,
+    64: UnregisterBrokerResponse,
     65: DescribeTransactionsResponse,
     66: ListTransactionsResponse,
     68: ConsumerGroupHeartbeatResponse,
@@ -334,6 +338,8 @@ __all__ = [
     'SyncGroupResponse',
     'TxnOffsetCommitRequest',
     'TxnOffsetCommitResponse',
+    'UnregisterBrokerRequest',
+    'UnregisterBrokerResponse',
     'UpdateFeaturesRequest',
     'UpdateFeaturesResponse',
     'WriteTxnMarkersRequest',

@@ -1,0 +1,89 @@
+"""Where each voter serves Kafka's protocol as a controller: what DescribeCluster names as the
+controllers (endpoint type 2) and DescribeQuorum v2 as the voters' listeners.
+
+Each voter knows only its own controller listener (a `listeners` entry named in
+`controller.listener.names`); this node asks the others over gRPC
+(`RaftQuorum.KafkaControllerEndpoint`, at the address `controller.quorum.voters` gives), as a
+Raft peer asks for the Fetch port.
+
+Rules:
+- Voters are asked in parallel, each once at most `timeout_s`; an answer is kept (a node's
+  listeners change only with a restart, and then its voters' addresses with them), a failure
+  is not: the voter is asked again next time, and is left out meanwhile.
+- A voter that serves no controller listener answers port 0: it is left out (kept as such).
+- An empty or wildcard host is the host this node reached the voter's gRPC listener at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+
+import grpc
+
+from quorum.metadata.records import Endpoint
+from quorum.raft.config import VoterAddress
+from replog.net_address import format_host_port, is_wildcard
+from replog.pb import raft_pb2 as pb
+from replog.pb import raft_pb2_grpc
+
+ASK_TIMEOUT_S = 1.0
+# One voter's answer: its endpoint as configured (port 0: none).
+Ask = Callable[[VoterAddress, float], Awaitable[pb.KafkaControllerEndpointResponse]]
+
+
+def endpoint_answer(listener: Endpoint | None) -> pb.KafkaControllerEndpointResponse:
+    """What a node answers about its own controller listener (the gRPC servicer's part)."""
+    if listener is None:
+        return pb.KafkaControllerEndpointResponse()
+    host = "" if is_wildcard(listener.host) else listener.host
+    return pb.KafkaControllerEndpointResponse(
+        listener_name=listener.name, host=host, port=listener.port
+    )
+
+
+async def ask_voter(voter: VoterAddress, timeout_s: float) -> pb.KafkaControllerEndpointResponse:
+    """`RaftQuorum.KafkaControllerEndpoint` of `voter`, on a channel of its own."""
+    address = format_host_port(voter.host, voter.port)
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = raft_pb2_grpc.RaftQuorumStub(channel)  # type: ignore[no-untyped-call]
+        answer: pb.KafkaControllerEndpointResponse = await stub.KafkaControllerEndpoint(
+            pb.KafkaControllerEndpointRequest(), timeout=timeout_s
+        )
+    return answer
+
+
+class ControllerEndpoints:
+    """The voters' Kafka controller listeners, asked for and remembered (module docstring)."""
+
+    def __init__(
+        self,
+        voters: Iterable[VoterAddress],
+        *,
+        ask: Ask = ask_voter,
+        timeout_s: float = ASK_TIMEOUT_S,
+    ) -> None:
+        self._voters = sorted(voters, key=lambda v: v.node_id)
+        self._ask = ask
+        self._timeout_s = timeout_s
+        self._known: dict[int, Endpoint | None] = {}
+
+    async def lookup(self) -> dict[int, Endpoint]:
+        """Voter id -> its controller listener, for the voters that serve one and answered."""
+        missing = [v for v in self._voters if v.node_id not in self._known]
+        if missing:
+            answers = await asyncio.gather(
+                *(self._ask(v, self._timeout_s) for v in missing), return_exceptions=True
+            )
+            for voter, answer in zip(missing, answers, strict=True):
+                if isinstance(answer, pb.KafkaControllerEndpointResponse):
+                    self._known[voter.node_id] = _endpoint(voter, answer)
+                elif not isinstance(answer, grpc.RpcError | asyncio.TimeoutError | OSError):
+                    raise answer
+        return {i: e for i, e in self._known.items() if e is not None}
+
+
+def _endpoint(voter: VoterAddress, answer: pb.KafkaControllerEndpointResponse) -> Endpoint | None:
+    if not answer.port:
+        return None
+    return Endpoint(answer.listener_name, answer.host or voter.host, answer.port)

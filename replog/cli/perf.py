@@ -48,7 +48,7 @@ Rules (as Kafka's tools measure, unless said otherwise):
 - Ctrl-C stops the run: the producer is closed at once, the totals of what was acknowledged
   are printed, then one stderr line accounts for every record of `--num-records`: acknowledged,
   failed (if any), not acknowledged (sent, its answer not come: it may have been written),
-  never sent (`not_acknowledged` and `never_sent` in `--output json`); exit code 130. A bad
+  never sent (keys "not_acknowledged" and "never_sent" in `--output json`); exit code 130. A bad
   config is one line naming the key (`ConfigError`).
 """
 

@@ -110,16 +110,7 @@ def topics(*args: str) -> Callable[[Cluster], Said]:
 
 
 def topic_id(cluster: Cluster, topic: str) -> str:
-    said = run_tool(
-        cluster,
-        "TopicCommand",
-        "--bootstrap-server",
-        cluster.bootstrap,
-        "--describe",
-        "--topic",
-        topic,
-    )
-    found = re.search(r"TopicId:\s*(\S+)", said.out)
+    found = re.search(r"TopicId:\s*(\S+)", topics("--describe", "--topic", topic)(cluster).out)
     return found.group(1) if found else "none"
 
 
@@ -612,15 +603,7 @@ def operations() -> list[Operation]:
 
 
 def describe_producers_on_follower(cluster: Cluster) -> tuple[bool, str]:
-    said = run_tool(
-        cluster,
-        "TopicCommand",
-        "--bootstrap-server",
-        cluster.bootstrap,
-        "--describe",
-        "--topic",
-        TOPIC,
-    )
+    said = topics("--describe", "--topic", TOPIC)(cluster)
     found = re.search(r"Partition: 0\s+Leader: (\d+)\s+Replicas: ([\d,]+)", said.out)
     if found is None:
         return False, f"could not read partition 0's replicas: {first_lines(said.text)}"

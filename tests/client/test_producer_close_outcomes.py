@@ -1,8 +1,7 @@
 """A producer closed at once (Ctrl-C in `replog produce` or `replog perf produce`) says of each
 record it gives up on whether it may have been written: a batch it had sent (its answer lost
 or not come) is "not acknowledged (may have been written)", one it never sent is "never
-sent" (`ClientClosedError.maybe_written`). Both used to be counted as not sent, though the
-first ones were in the log."""
+sent" (`ClientClosedError.maybe_written`): the first may well be in the log."""
 
 from __future__ import annotations
 

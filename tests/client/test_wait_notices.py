@@ -1,7 +1,6 @@
 """A producer wait that lasts says what it waits for while it lasts (`replog.client.wait_notice`):
-records whose leader is down or not elected (the quorum lost) used to be retried for
-delivery.timeout.ms (2 min) after one warning at the start, and a bootstrap address that never
-answers used to be retried for max.block.ms with nothing after its first failure. Now a
+records whose leader is down or not elected (the quorum lost) are retried for
+delivery.timeout.ms (2 min), and a bootstrap address that never answers for max.block.ms: a
 WARNING comes after a few seconds and then at intervals, naming the partition or topic, the
 cause and the time the retries end. The intervals are shortened here (5 s and 10 s in use)."""
 

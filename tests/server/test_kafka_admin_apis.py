@@ -442,8 +442,8 @@ async def test_group_configs_go_to_the_controller_with_their_source_and_refusal(
 async def test_a_request_of_unserved_resource_types_only_answers_each_with_its_error(
     version: int,
 ) -> None:
-    """Nothing to forward: each resource gets INVALID_REQUEST naming its type (the handler
-    used to fail on the missing controller answer and close the connection)."""
+    """Nothing to forward: each resource gets INVALID_REQUEST naming its type, and the
+    connection stays open (no controller answer is read when nothing was forwarded)."""
     controller = Controller()
     apis = admin(controller)
     described = await answer(

@@ -172,6 +172,6 @@ def judge(names: list[str], events: str) -> list[TestResult]:
         outcome = outcomes.get(name, "NOT RUN")
         said = "" if outcome == "PASS" else " / ".join(logged.get(name, [])[:3])[:300]
         if outcome == "NOT RUN" and name in NOT_RUN:
-            said = f"not run by this harness: {NOT_RUN[name]}"
+            said = f"skipped by this harness: {NOT_RUN[name]}"
         results.append(TestResult(name, outcome, said, NEEDS.get(name)))
     return results

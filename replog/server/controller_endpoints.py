@@ -7,10 +7,14 @@ Each voter knows only its own controller listener (a `listeners` entry named in
 Raft peer asks for the Fetch port.
 
 Rules:
-- Voters are asked in parallel, each once at most `timeout_s`; an answer is kept (a node's
-  listeners change only with a restart, and then its voters' addresses with them), a failure
-  is not: the voter is asked again next time, and is left out meanwhile.
-- A voter that serves no controller listener answers port 0: it is left out (kept as such).
+- Voters are asked in parallel, each once at most `timeout_s`; an answer is kept for
+  `max_age_s` (by the injected monotonic clock), then asked again: a node restarted with an
+  edited `listeners` keeps its gRPC address, so only asking again finds its new listener.
+- A voter that does not answer is asked again next time and listed meanwhile at its last
+  known listener (Kafka lists every controller it knows of, up or not); one never heard from
+  is left out, as nothing tells where it serves Kafka's protocol.
+- A voter that serves no controller listener answers port 0: it is left out, and that answer
+  is not kept (it may restart with one).
 - An empty or wildcard host is the host this node reached the voter's gRPC listener at.
 """
 
@@ -23,11 +27,14 @@ import grpc
 
 from quorum.metadata.records import Endpoint
 from quorum.raft.config import VoterAddress
+from replog.clock import monotonic_s
 from replog.net_address import format_host_port, is_wildcard
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
 
 ASK_TIMEOUT_S = 1.0
+# How long an answer is believed: a restarted voter's new listener shows after at most this.
+MAX_AGE_S = 30.0
 # One voter's answer: its endpoint as configured (port 0: none).
 Ask = Callable[[VoterAddress, float], Awaitable[pb.KafkaControllerEndpointResponse]]
 
@@ -62,25 +69,40 @@ class ControllerEndpoints:
         *,
         ask: Ask = ask_voter,
         timeout_s: float = ASK_TIMEOUT_S,
+        max_age_s: float = MAX_AGE_S,
+        clock: Callable[[], float] = monotonic_s,
     ) -> None:
         self._voters = sorted(voters, key=lambda v: v.node_id)
         self._ask = ask
         self._timeout_s = timeout_s
-        self._known: dict[int, Endpoint | None] = {}
+        self._max_age_s = max_age_s
+        self._clock = clock
+        # Voter id -> (its controller listener, when it said so); only listeners are kept.
+        self._known: dict[int, tuple[Endpoint, float]] = {}
 
     async def lookup(self) -> dict[int, Endpoint]:
-        """Voter id -> its controller listener, for the voters that serve one and answered."""
-        missing = [v for v in self._voters if v.node_id not in self._known]
-        if missing:
+        """Voter id -> its controller listener, for the voters that serve one and answered
+        (now, or last time for one that does not answer now)."""
+        now = self._clock()
+        due = [v for v in self._voters if not self._fresh(v.node_id, now)]
+        if due:
             answers = await asyncio.gather(
-                *(self._ask(v, self._timeout_s) for v in missing), return_exceptions=True
+                *(self._ask(v, self._timeout_s) for v in due), return_exceptions=True
             )
-            for voter, answer in zip(missing, answers, strict=True):
+            for voter, answer in zip(due, answers, strict=True):
                 if isinstance(answer, pb.KafkaControllerEndpointResponse):
-                    self._known[voter.node_id] = _endpoint(voter, answer)
+                    endpoint = _endpoint(voter, answer)
+                    if endpoint is None:
+                        self._known.pop(voter.node_id, None)
+                    else:
+                        self._known[voter.node_id] = (endpoint, now)
                 elif not isinstance(answer, grpc.RpcError | asyncio.TimeoutError | OSError):
                     raise answer
-        return {i: e for i, e in self._known.items() if e is not None}
+        return {i: e for i, (e, _) in sorted(self._known.items())}
+
+    def _fresh(self, node_id: int, now: float) -> bool:
+        known = self._known.get(node_id)
+        return known is not None and now - known[1] < self._max_age_s
 
 
 def _endpoint(voter: VoterAddress, answer: pb.KafkaControllerEndpointResponse) -> Endpoint | None:

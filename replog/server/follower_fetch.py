@@ -564,6 +564,7 @@ class FollowerFetchSteps:
                 quota = self._quota
                 if quota.throttled and quota.is_throttled(partition.topic, partition.partition):
                     quota.record(len(result.records), now_ms)
+            # As Kafka's fetch state lag: an empty answer leaves it (only its lag metric moves).
             if result.records or follower.caught_up is None:
                 follower.caught_up = result.high_watermark <= plog.log_end_offset
             follower.fetch_offset = plog.log_end_offset
@@ -582,8 +583,13 @@ class FollowerFetchSteps:
             raise error  # as if found here (`process`)
         if isinstance(error, OffsetOutOfRangeError):
             if _follow_out_of_range(partition, result):
-                assert partition.follower is not None
-                partition.follower.backoff_until_ms = 0
+                follower = partition.follower
+                assert follower is not None
+                follower.backoff_until_ms = 0
+                # Kafka's reset sets the lag from the leader's end; unknown, the next answer
+                # sets it (`FollowerFetchState.caught_up`).
+                leader_end = result.log_end_offset
+                follower.caught_up = None if leader_end < 0 else leader_end <= follower.fetch_offset
             else:
                 self._back_off(partition, now_ms)
             return

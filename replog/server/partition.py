@@ -76,8 +76,9 @@ class FollowerFetchState:
     last_fetched_epoch: int  # leader epoch of the last batch in the log; -1 none
     backoff_until_ms: int = 0  # no fetch before this (an error, a dead leader)
     # Whether the last answer that brought records (or the first) left the log at the
-    # leader's HW (Kafka's `PartitionFetchState.isReplicaInSync`): a caught-up replica is
-    # never left out by the follower throttle.
+    # leader's HW, or an OFFSET_OUT_OF_RANGE reset left it at the leader's LEO (Kafka's
+    # `PartitionFetchState.isReplicaInSync`, whose lag an empty answer leaves alone): a
+    # caught-up replica is never left out by the follower throttle.
     caught_up: bool | None = None  # None: no answer yet (not caught up)
 
 

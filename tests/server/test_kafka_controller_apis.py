@@ -6,8 +6,9 @@
   active controller; brokers (type 1, v0) are UNSUPPORTED_ENDPOINT_TYPE;
 - UnregisterBroker is a controller write; its error (BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER)
   is the answer's;
-- the controller endpoints are asked of each voter once, a failed voter again next time, and
-  one serving none is left out (`controller_endpoints`).
+- the controller endpoints are asked of each voter once per answer age, a failed or
+  listener-less voter again next time; a voter that does not answer keeps its last known
+  listener, one serving none is left out (`controller_endpoints`).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ class Unreachable(grpc.RpcError):  # type: ignore[misc]  # grpc ships no type hi
 
 
 @pytest.mark.asyncio
-async def test_controller_endpoints_are_asked_once_and_failures_again() -> None:
+async def test_controller_endpoints_ask_failed_and_listenerless_voters_again() -> None:
     asked: list[int] = []
     down = {3}
 
@@ -161,7 +162,7 @@ async def test_controller_endpoints_are_asked_once_and_failures_again() -> None:
         return endpoint_answer(Endpoint("CONTROLLER_KAFKA", "", 9190 + voter.node_id))
 
     voters = [VoterAddress(i, f"v{i}", 19090 + i) for i in (1, 2, 3)]
-    endpoints = ControllerEndpoints(voters, ask=ask)
+    endpoints = ControllerEndpoints(voters, ask=ask, clock=lambda: 0.0)
     # An empty (wildcard) host is where the voter's gRPC listener was reached.
     assert await endpoints.lookup() == {1: Endpoint("CONTROLLER_KAFKA", "v1", 9191)}
     down.clear()
@@ -169,6 +170,49 @@ async def test_controller_endpoints_are_asked_once_and_failures_again() -> None:
         1: Endpoint("CONTROLLER_KAFKA", "v1", 9191),
         3: Endpoint("CONTROLLER_KAFKA", "v3", 9193),
     }
-    assert asked == [1, 2, 3, 3]
+    # Voter 2 serves none: asked every time, as it may be restarted with one.
+    assert asked == [1, 2, 3, 2, 3]
     assert endpoint_answer(Endpoint("X", "0.0.0.0", 1)).host == ""
     assert endpoint_answer(Endpoint("X", "h", 1)).host == "h"
+
+
+@pytest.mark.asyncio
+async def test_controller_endpoints_are_asked_again_once_old_and_kept_while_unanswered() -> None:
+    now = [0.0]
+    ports: dict[int, int | None] = {1: 9191, 2: 9192}  # None: serves no controller listener
+    down: set[int] = set()
+    asked: list[int] = []
+
+    async def ask(voter: VoterAddress, timeout_s: float) -> pb.KafkaControllerEndpointResponse:
+        asked.append(voter.node_id)
+        if voter.node_id in down:
+            raise Unreachable()
+        port = ports[voter.node_id]
+        return endpoint_answer(None if port is None else Endpoint("CONTROLLER_KAFKA", "", port))
+
+    voters = [VoterAddress(i, f"v{i}", 19090 + i) for i in (1, 2)]
+    endpoints = ControllerEndpoints(voters, ask=ask, clock=lambda: now[0], max_age_s=30.0)
+    v1 = Endpoint("CONTROLLER_KAFKA", "v1", 9191)
+    assert await endpoints.lookup() == {1: v1, 2: Endpoint("CONTROLLER_KAFKA", "v2", 9192)}
+    # Voter 2 restarts with a new controller listener port: seen once its answer is old.
+    ports[2] = 9292
+    now[0] = 29.0
+    assert (await endpoints.lookup())[2].port == 9192
+    assert asked == [1, 2]
+    now[0] = 30.0
+    moved = {1: v1, 2: Endpoint("CONTROLLER_KAFKA", "v2", 9292)}
+    assert await endpoints.lookup() == moved
+    assert asked == [1, 2, 1, 2]
+    # A voter that does not answer stays listed at its last known listener, and is asked
+    # again next time.
+    down.add(2)
+    now[0] = 60.0
+    assert await endpoints.lookup() == moved
+    assert await endpoints.lookup() == moved
+    assert asked == [1, 2, 1, 2, 1, 2, 2]
+    # Restarted serving none: left out, and asked again next time.
+    down.clear()
+    ports[2] = None
+    assert await endpoints.lookup() == {1: v1}
+    assert await endpoints.lookup() == {1: v1}
+    assert asked[-2:] == [2, 2]

@@ -1,7 +1,9 @@
 """Replication throttles on two hand-wired brokers (`ReplicaManager`, `FollowerFetchSteps`): the
 leader leaves a throttled partition's records out of a fetch by a replica outside the ISR while
 its bound is exceeded, the follower leaves out a throttled partition it has not caught up on
-while its own is, and both honour only what the configs name (Kafka's KIP-73 rules)."""
+while its own is, and both honour only what the configs name (Kafka's KIP-73 rules). Whether
+the follower caught up follows Kafka's fetch state lag: set by an answer that brings records
+(or the first), and by an OFFSET_OUT_OF_RANGE reset from the leader's log end offset."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import pytest
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import ConfigRecord, ConfigResourceType, PartitionRecord, TopicRecord
-from replog.replication.messages import FetchRequest
+from replog.errors import OffsetOutOfRangeError
+from replog.replication.messages import FetchPartitionResult, FetchRequest, FetchResponse
 from replog.testing import ManualClock
 from tests.metadata.metadata_helpers import replayed
 from tests.server.test_replica_manager import (
@@ -66,17 +69,26 @@ async def fetched(follower: Node, leader: Node) -> int:
     return sum(r.records_size for r in response.partitions)
 
 
+async def throttled_replica(
+    tmp_path: Path, clock: ManualClock, side: str, broker: int
+) -> tuple[Node, Node, MetadataImage, int]:
+    """`moving_replica` with `side`'s throttle ("leader" or "follower") at one batch a second
+    on `broker`, naming it for partition 0."""
+    leader, follower, image, size = await moving_replica(tmp_path, clock)
+    image = replayed(
+        image,
+        broker_config(str(broker), f"{side}.replication.throttled.rate", str(size)),
+        topic_config(f"{side}.replication.throttled.replicas", f"0:{broker}"),
+    )
+    apply(image, leader, follower)
+    return leader, follower, image, size
+
+
 @pytest.mark.asyncio
 async def test_the_leader_sends_a_throttled_replica_nothing_while_over_its_rate(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    leader, follower, image, size = await moving_replica(tmp_path, clock)
-    image = replayed(
-        image,
-        broker_config("1", "leader.replication.throttled.rate", str(size)),
-        topic_config("leader.replication.throttled.replicas", "0:1"),
-    )
-    apply(image, leader, follower)
+    leader, follower, image, size = await throttled_replica(tmp_path, clock, "leader", 1)
     assert await fetched(follower, leader) == size  # 0 B/s so far: under the bound
     assert leader.rm.leader_quota.rate(clock()) == size  # one batch in the first window
     clock.advance(500)
@@ -138,13 +150,7 @@ async def test_an_in_sync_replica_is_never_throttled_but_counts_against_the_rate
 async def test_the_follower_leaves_out_a_throttled_partition_while_over_its_rate(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    leader, follower, image, size = await moving_replica(tmp_path, clock)
-    image = replayed(
-        image,
-        broker_config("2", "follower.replication.throttled.rate", str(size)),
-        topic_config("follower.replication.throttled.replicas", "0:2"),
-    )
-    apply(image, leader, follower)
+    leader, follower, image, size = await throttled_replica(tmp_path, clock, "follower", 2)
     assert await fetched(follower, leader) == size
     clock.advance(500)
     assert await fetched(follower, leader) == size  # at the bound, not over it
@@ -175,3 +181,30 @@ async def test_a_caught_up_follower_is_never_left_out(tmp_path: Path, clock: Man
     await produce(leader, batch(3, tag=9))
     assert await fetched(follower, leader) == size  # 0 B/s allowed, yet it was caught up
     assert follower.rm.follower_quota.is_exceeded(clock())
+
+
+@pytest.mark.asyncio
+async def test_a_follower_reset_to_the_leaders_end_is_caught_up(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    leader, follower, _, size = await throttled_replica(tmp_path, clock, "follower", 2)
+    assert await fetched(follower, leader) == size  # 3 of 18 records: not caught up
+    # The leader's log now starts at its end (DeleteRecords, retention): the follower restarts
+    # its log there, at the leader's end, which Kafka's reset counts as lag 0.
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    leader_end = BATCHES * 3
+    out_of_range = FetchPartitionResult(
+        "t",
+        0,
+        OffsetOutOfRangeError("t-0: offset 3 is below the log start"),
+        high_watermark=leader_end,
+        log_start_offset=leader_end,
+        log_end_offset=leader_end,
+    )
+    follower.rm.process_follower_fetch(1, request, FetchResponse((out_of_range,)), clock())
+    assert follower.log().log_end_offset == leader_end
+    follower.rm.follower_quota.record(10 * size, clock())  # other throttled partitions' bytes
+    assert follower.rm.follower_quota.is_exceeded(clock())
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert isinstance(request, FetchRequest) and len(request.partitions) == 1

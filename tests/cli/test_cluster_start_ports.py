@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import os
+import shutil
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -242,3 +246,39 @@ def test_a_restart_on_a_port_in_use_names_the_start_that_moves_the_cluster(
         f"node 2 cannot listen on 127.0.0.1:{grpc_2}: port {grpc_2} is in use (`replog cluster "
         "stop`, then `replog cluster start --base-port PORT` moves the cluster)"
     )
+
+
+def test_a_start_fresh_that_cannot_delete_a_node_leaves_no_cluster_listing_it(
+    stopped: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cluster.json goes first: a node directory that cannot be deleted (EBUSY) is a one-line
+    refusal naming it, and the next `start` refuses the leftover instead of running a cluster
+    whose node 1 is gone."""
+    stuck = stopped.node(2).directory
+    rmtree = shutil.rmtree
+
+    def rmtree_or_busy(path: str, *args: Any, **kwargs: Any) -> None:
+        if path == stuck:  # as rmtree raises it on the directory itself
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), path)
+        rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree_or_busy)
+    base = free_base_port(3)
+    fresh = start_args(
+        Path(stopped.directory), fresh=True, base_port=base, kafka_base_port=base + 200
+    )
+    with pytest.raises(ReplogError) as refused:
+        cluster_cli._cluster_to_start(fresh)
+    assert str(refused.value) == (
+        f"--fresh: cannot delete {stuck} (Device or resource busy); "
+        f"{LocalCluster.file_path(stopped.directory)} is deleted already, so the next start "
+        "refuses what is left of it: remove it, then start again"
+    )
+    assert not LocalCluster.exists(stopped.directory)
+    assert not Path(stopped.node(1).directory).exists()
+    monkeypatch.undo()
+    for again in (start_args(Path(stopped.directory)), fresh):
+        with pytest.raises(ReplogError, match=r"node-2 exists but .*cluster.json does not list"):
+            cluster_cli._cluster_to_start(again)
+    assert Path(stuck, "server.properties").exists()  # refused: nothing written or deleted
+    assert not LocalCluster.exists(stopped.directory)

@@ -385,7 +385,8 @@ def _stopped_cluster_to_start(
 ) -> LocalCluster:
     """The stopped cluster `existing` with its data, on the ports `--base-port` and
     `--kafka-base-port` name (its own where not given): its nodes' configs and cluster.json
-    are rewritten once every new port is known to be free."""
+    are rewritten once every new port is known to be free, as they are when a move failed
+    partway (`LocalCluster.rewrite_pending`)."""
     if (args.nodes and args.nodes != len(existing.nodes)) or overrides:
         raise ReplogError(
             f"{existing.directory} holds a stopped {len(existing.nodes)}-node cluster "
@@ -395,7 +396,9 @@ def _stopped_cluster_to_start(
         )
     moved = existing.on_ports(args.base_port, kafka_base_port)
     check_ports_free(moved.nodes)
-    if moved != existing:
+    # A move that failed partway (`rewrite_pending`) is finished: its cluster.json names the
+    # new ports, some nodes' files may still name the old.
+    if moved != existing or existing.rewrite_pending:
         _check_writable(existing.directory)
         moved.rewrite_addresses()
     return moved

@@ -282,3 +282,49 @@ def test_a_start_fresh_that_cannot_delete_a_node_leaves_no_cluster_listing_it(
             cluster_cli._cluster_to_start(again)
     assert Path(stuck, "server.properties").exists()  # refused: nothing written or deleted
     assert not LocalCluster.exists(stopped.directory)
+
+
+def test_a_move_that_failed_partway_is_finished_by_the_next_start(
+    stopped: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Node 2's server.properties cannot be written (ENOSPC) after node 1's was: the refusal
+    names it, and a plain `start` afterwards puts every node on the ports cluster.json names,
+    where before node 1 alone had moved and the nodes never found each other."""
+    full = stopped.node(2).config_path
+    replace = os.replace
+
+    def replace_or_full(source: str, target: str) -> None:
+        if target == full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), source)
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace_or_full)
+    base = free_base_port(3)
+    with pytest.raises(ReplogError) as refused:
+        cluster_cli._cluster_to_start(start_args(Path(stopped.directory), base_port=base))
+    assert str(refused.value) == (
+        f"cannot write {full}: No space left on device; the move to other ports is unfinished "
+        f"({LocalCluster.file_path(stopped.directory)} names them, not every node's "
+        "server.properties yet): `replog cluster start` finishes it"
+    )
+    assert not Path(full + ".tmp").exists()
+    assert properties(stopped, 1)["listeners"].startswith(f"CONTROLLER://127.0.0.1:{base},")
+    assert properties(stopped, 2) == stopped.node_properties(
+        stopped.node(2), {"num.partitions": "2"}
+    )
+    monkeypatch.undo()
+    started = cluster_cli._cluster_to_start(start_args(Path(stopped.directory)))
+    assert base_of(started) == base
+    for node in started.nodes:
+        written = properties(started, node.node_id)
+        assert {k: written[k] for k in started.address_properties(node)} == (
+            started.address_properties(node)
+        )
+    assert LocalCluster.load(stopped.directory) == started
+    assert not LocalCluster.load(stopped.directory).rewrite_pending
+    # With no move pending, a start leaves the files alone, hand edits included.
+    edited = Path(started.node(3).config_path)
+    edited.write_text(edited.read_text().replace("metrics.host=127.0.0.1", "metrics.host=::1"))
+    before = edited.read_text()
+    cluster_cli._cluster_to_start(start_args(Path(stopped.directory)))
+    assert edited.read_text() == before

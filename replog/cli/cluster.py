@@ -344,12 +344,37 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
     for message in unknown_properties(overrides):
         print(f"replog cluster: warning: --override {message}", file=sys.stderr, flush=True)
     if existing is not None:  # --fresh, and every check passed: only now is the old one deleted
-        for node in existing.nodes:
-            if os.path.exists(node.directory):
-                shutil.rmtree(node.directory)
-        os.remove(LocalCluster.file_path(directory))
+        _delete(existing)
     cluster.write(overrides)
     return cluster
+
+
+def _delete(cluster: LocalCluster) -> None:
+    """Delete a stopped cluster: its cluster.json first, so a deletion that fails partway
+    leaves no cluster listing a half-deleted node (a leftover node directory is in the way of
+    the next `start`, which names it), then its node directories. An `OSError` is a
+    `ReplogError` naming the path and the cause."""
+    cluster_file = LocalCluster.file_path(cluster.directory)
+    try:
+        os.remove(cluster_file)
+    except OSError as exc:
+        raise ReplogError(
+            f"--fresh: cannot delete {cluster_file}: {exc.strerror or exc}; nothing was deleted"
+        ) from None
+    for node in cluster.nodes:
+        try:
+            if os.path.exists(node.directory):
+                shutil.rmtree(node.directory)
+        except OSError as exc:
+            # rmtree names the entry it failed on relative to its directory, when it has one.
+            cause = exc.strerror or str(exc)
+            if exc.filename and exc.filename != node.directory:
+                cause = f"{exc.filename}: {cause}"
+            raise ReplogError(
+                f"--fresh: cannot delete {node.directory} ({cause}); {cluster_file} is deleted "
+                "already, so the next start refuses what is left of it: remove it, then start "
+                "again"
+            ) from None
 
 
 def _stopped_cluster_to_start(
@@ -360,7 +385,8 @@ def _stopped_cluster_to_start(
 ) -> LocalCluster:
     """The stopped cluster `existing` with its data, on the ports `--base-port` and
     `--kafka-base-port` name (its own where not given): its nodes' configs and cluster.json
-    are rewritten once every new port is known to be free."""
+    are rewritten once every new port is known to be free, as they are when a move failed
+    partway (`LocalCluster.rewrite_pending`)."""
     if (args.nodes and args.nodes != len(existing.nodes)) or overrides:
         raise ReplogError(
             f"{existing.directory} holds a stopped {len(existing.nodes)}-node cluster "
@@ -370,7 +396,9 @@ def _stopped_cluster_to_start(
         )
     moved = existing.on_ports(args.base_port, kafka_base_port)
     check_ports_free(moved.nodes)
-    if moved != existing:
+    # A move that failed partway (`rewrite_pending`) is finished: its cluster.json names the
+    # new ports, some nodes' files may still name the old.
+    if moved != existing or existing.rewrite_pending:
         _check_writable(existing.directory)
         moved.rewrite_addresses()
     return moved

@@ -7,8 +7,10 @@ may) or the node's runtime:
   `replog_raft_current_epoch`), read from its metrics endpoint over a plain HTTP/1.0 GET that
   names the two families (the node then runs only its summary collector). They are the
   state its DescribeQuorum answer is made of; -1 ("unknown") is None.
-- answers: its metrics endpoint gave those gauges and its gRPC listener accepts a connection
-  (a node starts its metrics endpoint before its gRPC server).
+- answers: its metrics endpoint gave those gauges, each a whole number, and its gRPC listener
+  accepts a connection (a node starts its metrics endpoint before its gRPC server). A node
+  whose asking fails otherwise (a `ReplogError`) does not answer either; the error is said on
+  stderr.
 - A node without a metrics endpoint (a `cluster.json` written before metrics existed, or a
   `metrics.port=0` override: refused there while its gRPC listener accepts) is asked
   DescribeQuorum over gRPC, which is imported only then.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -53,10 +56,11 @@ class NoAnswer(Exception):
         self.refused = refused
 
 
-def scrape_gauges(address: str, names: tuple[str, ...], timeout_s: float) -> dict[str, float]:
-    """The values of the unlabelled gauges `names` at `http://address/metrics`; raises
-    `NoAnswer` when the endpoint refuses, stays silent past `timeout_s` or answers otherwise
-    than with them."""
+def scrape_gauges(address: str, names: tuple[str, ...], timeout_s: float) -> dict[str, int]:
+    """The values of the unlabelled whole-number gauges `names` at `http://address/metrics`;
+    raises `NoAnswer` when the endpoint refuses, stays silent past `timeout_s` or answers
+    otherwise than with them, each a whole number (`NaN`, `+Inf` or `2.5` is no leader id or
+    epoch)."""
     host, port = parse_host_port(address, "a metrics address", error=ReplogError)
     query = "&".join(f"name%5B%5D={name}" for name in names)
     request = f"GET /metrics?{query} HTTP/1.0\r\nHost: {address}\r\n\r\n".encode("ascii")
@@ -86,9 +90,12 @@ def scrape_gauges(address: str, names: tuple[str, ...], timeout_s: float) -> dic
         name, _, value = line.partition(" ")
         if name in names:
             try:
-                values[name] = float(value)
+                number = float(value)
             except ValueError:
                 raise NoAnswer(f"{name}: not a number: {value!r}") from None
+            if not number.is_integer():  # NaN and the infinities are not either
+                raise NoAnswer(f"{name}: not a whole number: {value!r}")
+            values[name] = int(number)
     missing = [name for name in names if name not in values]
     if missing:
         raise NoAnswer(f"no {', '.join(missing)} in its metrics")
@@ -106,7 +113,7 @@ def quorum_view(node: LocalNode, timeout_s: float = PROBE_TIMEOUT_S) -> QuorumVi
         else:
             if not accepts_connections(node.controller_address):
                 return None
-            leader, epoch = int(gauges[LEADER_GAUGE]), int(gauges[EPOCH_GAUGE])
+            leader, epoch = gauges[LEADER_GAUGE], gauges[EPOCH_GAUGE]
             return QuorumView(None if leader == UNKNOWN else leader, epoch)
     return _asked_over_grpc(node, timeout_s)
 
@@ -123,11 +130,17 @@ def _asked_over_grpc(node: LocalNode, timeout_s: float) -> QuorumView | None:
 
 
 def quorum_views(nodes: list[LocalNode]) -> dict[int, QuorumView | None]:
-    """`quorum_view` of every node in `nodes`, asked in parallel."""
+    """`quorum_view` of every node in `nodes`, asked in parallel. A node whose asking raised a
+    `ReplogError` does not answer, and the error goes to stderr (uncaught in its thread, it
+    would be a traceback under "Exception in thread", and the node missing)."""
     views: dict[int, QuorumView | None] = {}
 
     def ask(node: LocalNode) -> None:
-        views[node.node_id] = quorum_view(node)
+        try:
+            views[node.node_id] = quorum_view(node)
+        except ReplogError as exc:
+            views[node.node_id] = None
+            print(f"replog cluster status: node {node.node_id}: {exc}", file=sys.stderr)
 
     threads = [threading.Thread(target=ask, args=(node,), daemon=True) for node in nodes]
     for thread in threads:

@@ -36,9 +36,13 @@ Rules:
 - A stopped cluster may move to other ports (`on_ports`, by the rules above; both Kafka
   listeners move with K): `rewrite_addresses` rewrites only the keys of each
   server.properties that name ports (`address_properties`: voters, listeners, advertised
-  listeners, metrics host and port), then `cluster.json`; the voters are ids in the metadata
-  log, so the data stays valid. A move keeps each node's listener names, so
-  `controller.listener.names` stays as written.
+  listeners, metrics host and port); the voters are ids in the metadata log, so the data
+  stays valid. A move keeps each node's listener names, so `controller.listener.names` stays
+  as written. `cluster.json` names the new ports first, with `"rewrite_pending": true` until
+  every node's file is rewritten: a move that fails partway is finished by the next start
+  (`rewrite_pending`), never left with some nodes on the old ports and some on the new.
+  Rewriting sets the same keys to the same values, so doing it again is harmless; a start
+  without a pending move leaves the files as they are (hand edits included).
 - A new cluster gets a fresh cluster id (Kafka's form: a random UUID in unpadded url-safe
   base64, 22 characters), written to `cluster.json` and as `cluster.id` to every node's
   server.properties. A `cluster.json` written before cluster ids existed has none.
@@ -59,12 +63,13 @@ Rules:
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from replog.config import render_properties
@@ -159,6 +164,9 @@ class LocalCluster:
     directory: str
     nodes: tuple[LocalNode, ...]
     cluster_id: str | None = None
+    # A move to other ports began and did not finish (module docstring): not part of where
+    # the cluster is, so not of equality either.
+    rewrite_pending: bool = field(default=False, compare=False)
 
     @classmethod
     def plan(
@@ -242,7 +250,12 @@ class LocalCluster:
         if not nodes:
             raise ReplogError(f"{path}: lists no nodes")
         cluster_id = document.get("cluster_id")
-        return cls(directory, nodes, None if cluster_id is None else str(cluster_id))
+        return cls(
+            directory,
+            nodes,
+            None if cluster_id is None else str(cluster_id),
+            rewrite_pending=document.get("rewrite_pending") is True,
+        )
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -361,21 +374,37 @@ class LocalCluster:
 
     def rewrite_addresses(self) -> None:
         """Write this cluster's ports into its nodes' server.properties (`address_properties`;
-        every other line stays as it is), then its cluster.json."""
-        for node in self.nodes:
-            with open(node.config_path, encoding="utf-8") as f:
-                lines = f.read().splitlines()
-            wanted = self.address_properties(node)
-            rewritten = []
-            for line in lines:
-                key = line.split("=", 1)[0].strip()
-                if "=" in line and not line.lstrip().startswith(("#", "!")) and key in wanted:
-                    rewritten.append(f"{key}={wanted.pop(key)}")
-                else:
-                    rewritten.append(line)
-            rewritten += [f"{key}={value}" for key, value in wanted.items()]
-            _write_atomically(node.config_path, "\n".join(rewritten) + "\n")
+        every other line stays as it is): cluster.json first, marked `rewrite_pending`, then
+        each node's file, then cluster.json unmarked (module docstring). A file that cannot be
+        read or written is a `ReplogError` naming it."""
+        self._write_cluster_file(rewrite_pending=True)
+        try:
+            for node in self.nodes:
+                self._rewrite_node_addresses(node)
+        except ReplogError as exc:
+            raise ReplogError(
+                f"{exc}; the move to other ports is unfinished ({self.file_path(self.directory)} "
+                "names them, not every node's server.properties yet): `replog cluster start` "
+                "finishes it"
+            ) from None
         self._write_cluster_file()
+
+    def _rewrite_node_addresses(self, node: LocalNode) -> None:
+        try:
+            with open(node.config_path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise ReplogError(f"cannot read {node.config_path}: {exc.strerror or exc}") from None
+        wanted = self.address_properties(node)
+        rewritten = []
+        for line in text.splitlines():
+            key = line.split("=", 1)[0].strip()
+            if "=" in line and not line.lstrip().startswith(("#", "!")) and key in wanted:
+                rewritten.append(f"{key}={wanted.pop(key)}")
+            else:
+                rewritten.append(line)
+        rewritten += [f"{key}={value}" for key, value in wanted.items()]
+        _write_atomically(node.config_path, "\n".join(rewritten) + "\n")
 
     def write(self, overrides: Mapping[str, str] | None = None) -> None:
         """Create the node directories and write every server.properties, then cluster.json."""
@@ -389,13 +418,15 @@ class LocalCluster:
                 f.write(text)
         self._write_cluster_file()
 
-    def _write_cluster_file(self) -> None:
-        document = {
+    def _write_cluster_file(self, rewrite_pending: bool = False) -> None:
+        document: dict[str, Any] = {
             "version": FORMAT_VERSION,
             "voters": self.voters(),
             "cluster_id": self.cluster_id,
             "nodes": [self._node_to_json(node) for node in self.nodes],
         }
+        if rewrite_pending:
+            document["rewrite_pending"] = True
         _write_atomically(self.file_path(self.directory), json.dumps(document, indent=2) + "\n")
 
     def _node_to_json(self, node: LocalNode) -> dict[str, Any]:
@@ -439,9 +470,16 @@ def _check_kafka_ports(kafka_base_port: int, node_count: int, base_port: int) ->
 
 
 def _write_atomically(path: str, text: str) -> None:
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+    """Replace `path` by `text` whole; an `OSError` is a `ReplogError` naming `path`, and
+    leaves `path` as it was."""
+    try:
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(path + ".tmp")
+        raise ReplogError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def accepts_connections(address: str) -> bool:

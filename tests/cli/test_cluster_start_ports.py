@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import os
+import shutil
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -242,3 +246,85 @@ def test_a_restart_on_a_port_in_use_names_the_start_that_moves_the_cluster(
         f"node 2 cannot listen on 127.0.0.1:{grpc_2}: port {grpc_2} is in use (`replog cluster "
         "stop`, then `replog cluster start --base-port PORT` moves the cluster)"
     )
+
+
+def test_a_start_fresh_that_cannot_delete_a_node_leaves_no_cluster_listing_it(
+    stopped: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cluster.json goes first: a node directory that cannot be deleted (EBUSY) is a one-line
+    refusal naming it, and the next `start` refuses the leftover instead of running a cluster
+    whose node 1 is gone."""
+    stuck = stopped.node(2).directory
+    rmtree = shutil.rmtree
+
+    def rmtree_or_busy(path: str, *args: Any, **kwargs: Any) -> None:
+        if path == stuck:  # as rmtree raises it on the directory itself
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), path)
+        rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree_or_busy)
+    base = free_base_port(3)
+    fresh = start_args(
+        Path(stopped.directory), fresh=True, base_port=base, kafka_base_port=base + 200
+    )
+    with pytest.raises(ReplogError) as refused:
+        cluster_cli._cluster_to_start(fresh)
+    assert str(refused.value) == (
+        f"--fresh: cannot delete {stuck} (Device or resource busy); "
+        f"{LocalCluster.file_path(stopped.directory)} is deleted already, so the next start "
+        "refuses what is left of it: remove it, then start again"
+    )
+    assert not LocalCluster.exists(stopped.directory)
+    assert not Path(stopped.node(1).directory).exists()
+    monkeypatch.undo()
+    for again in (start_args(Path(stopped.directory)), fresh):
+        with pytest.raises(ReplogError, match=r"node-2 exists but .*cluster.json does not list"):
+            cluster_cli._cluster_to_start(again)
+    assert Path(stuck, "server.properties").exists()  # refused: nothing written or deleted
+    assert not LocalCluster.exists(stopped.directory)
+
+
+def test_a_move_that_failed_partway_is_finished_by_the_next_start(
+    stopped: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Node 2's server.properties cannot be written (ENOSPC) after node 1's was: the refusal
+    names it, and a plain `start` afterwards puts every node on the ports cluster.json names,
+    where before node 1 alone had moved and the nodes never found each other."""
+    full = stopped.node(2).config_path
+    replace = os.replace
+
+    def replace_or_full(source: str, target: str) -> None:
+        if target == full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), source)
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace_or_full)
+    base = free_base_port(3)
+    with pytest.raises(ReplogError) as refused:
+        cluster_cli._cluster_to_start(start_args(Path(stopped.directory), base_port=base))
+    assert str(refused.value) == (
+        f"cannot write {full}: No space left on device; the move to other ports is unfinished "
+        f"({LocalCluster.file_path(stopped.directory)} names them, not every node's "
+        "server.properties yet): `replog cluster start` finishes it"
+    )
+    assert not Path(full + ".tmp").exists()
+    assert properties(stopped, 1)["listeners"].startswith(f"CONTROLLER://127.0.0.1:{base},")
+    assert properties(stopped, 2) == stopped.node_properties(
+        stopped.node(2), {"num.partitions": "2"}
+    )
+    monkeypatch.undo()
+    started = cluster_cli._cluster_to_start(start_args(Path(stopped.directory)))
+    assert base_of(started) == base
+    for node in started.nodes:
+        written = properties(started, node.node_id)
+        assert {k: written[k] for k in started.address_properties(node)} == (
+            started.address_properties(node)
+        )
+    assert LocalCluster.load(stopped.directory) == started
+    assert not LocalCluster.load(stopped.directory).rewrite_pending
+    # With no move pending, a start leaves the files alone, hand edits included.
+    edited = Path(started.node(3).config_path)
+    edited.write_text(edited.read_text().replace("metrics.host=127.0.0.1", "metrics.host=::1"))
+    before = edited.read_text()
+    cluster_cli._cluster_to_start(start_args(Path(stopped.directory)))
+    assert edited.read_text() == before

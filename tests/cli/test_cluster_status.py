@@ -2,20 +2,28 @@
 cost 1.3-12 s of start-up), and status still tells the truth: a node's leader and epoch are the
 Raft gauges it serves on its metrics endpoint, and it answers only if its gRPC listener accepts
 too. Checked against stand-in nodes (a process named by the node's config that serves the
-gauges), in a fresh interpreter whose loaded modules are listed."""
+gauges), in a fresh interpreter whose loaded modules are listed; what makes a node "not
+answering" (a gauge that is no whole number, a `ReplogError` while asking it) in-process."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from replog.cli import cluster_status
+from replog.cli.cluster_status import EPOCH_GAUGE, LEADER_GAUGE, QuorumView, quorum_view
 from replog.cli.local_cluster import LocalCluster, LocalNode
+from replog.errors import ReplogError
 from replog.net_address import parse_host_port
 from tests.cli.test_cli_startup import RPC, SERVER_SIDE, SPARK, under
 from tests.cli.test_cli_startup import run_in_a_fresh_interpreter as run_cli
@@ -149,3 +157,62 @@ def test_a_node_without_a_metrics_endpoint_is_asked_over_grpc(
         7,
     )
     assert "grpc" in loaded
+
+
+@contextmanager
+def serving_gauges(node: LocalNode, leader: str, epoch: str) -> Iterator[None]:
+    """`node`'s metrics endpoint serving the two Raft gauges as given, and its gRPC listener
+    accepting, in this process."""
+
+    class Gauges(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = f"{LEADER_GAUGE} {leader}\n{EPOCH_GAUGE} {epoch}\n".encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    metrics = parse_host_port(node.metrics_address or "", "metrics")
+    grpc = parse_host_port(node.controller_address, "grpc")
+    with (
+        socket.create_server(grpc),
+        http.server.HTTPServer(metrics, Gauges) as server,
+    ):
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            server.shutdown()
+            thread.join()
+
+
+@pytest.mark.parametrize("leader", ["NaN", "+Inf", "-Inf", "1e999", "2.5", "two"])
+def test_a_gauge_that_is_no_whole_number_is_no_answer(layout: LocalCluster, leader: str) -> None:
+    """Not a traceback from `int()`: the node shows as not answering."""
+    node = layout.node(1)
+    with serving_gauges(node, leader, "5.0"):
+        assert quorum_view(node) is None
+    with serving_gauges(node, "2.0", "5.0"):
+        assert quorum_view(node) == QuorumView(2, 5)
+
+
+def test_a_replog_error_asking_a_node_shows_it_as_not_answering(
+    layout: LocalCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def view(node: LocalNode, timeout_s: float = 1.0) -> QuorumView:
+        if node.node_id == 2:
+            raise ReplogError("a metrics address '127.0.0.1:x': bad port")
+        return QuorumView(1, 3)
+
+    monkeypatch.setattr(cluster_status, "quorum_view", view)
+    assert cluster_status.quorum_views(list(layout.nodes)) == {
+        1: QuorumView(1, 3),
+        2: None,
+        3: QuorumView(1, 3),
+    }
+    err = capsys.readouterr().err
+    assert "Exception in thread" not in err
+    assert "replog cluster status: node 2: a metrics address '127.0.0.1:x': bad port" in err

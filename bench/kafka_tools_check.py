@@ -59,13 +59,21 @@ def kafka_libs() -> Path:
     return Path(cache) / "libs"
 
 
-def tool(libs: Path, main_class: str, *args: str) -> tuple[int, str, str]:
-    """Run one of Kafka's tools; its exit status, stdout and stderr (SLF4J noise dropped)."""
+def tool(
+    libs: Path,
+    main_class: str,
+    *args: str,
+    stdin: str | None = None,
+    timeout_s: float = TOOL_TIMEOUT_S,
+) -> tuple[int, str, str]:
+    """Run one of Kafka's tools (`stdin` its input); its exit status, stdout and stderr (SLF4J
+    noise dropped). Raises subprocess.TimeoutExpired after `timeout_s`."""
     done = subprocess.run(
         ["java", "-Xmx256m", "-cp", f"{libs}/*", f"org.apache.kafka.tools.{main_class}", *args],
         capture_output=True,
         text=True,
-        timeout=TOOL_TIMEOUT_S,
+        input=stdin,
+        timeout=timeout_s,
     )
     stderr = "\n".join(line for line in done.stderr.splitlines() if "SLF4J" not in line)
     return done.returncode, done.stdout, stderr

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_tools_check import tool
+
 TOOL_TIMEOUT_S = 120
 TOPIC = "tools"
 GROUP = "tools-group"
@@ -51,27 +53,16 @@ class Said:
 
 
 def run_tool(cluster: Cluster, main_class: str, *args: str, stdin: str | None = None) -> Said:
-    """One of Kafka's tools; its exit status and output (SLF4J's start-up noise dropped)."""
+    """One of Kafka's tools (`kafka_tools_check.tool`); a tool still running after
+    TOOL_TIMEOUT_S is killed and says so (a tool retrying a refused request never exits)."""
     try:
-        done = subprocess.run(
-            [
-                "java",
-                "-Xmx256m",
-                "-cp",
-                f"{cluster.libs}/*",
-                f"org.apache.kafka.tools.{main_class}",
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            input=stdin,
-            timeout=TOOL_TIMEOUT_S,
+        status, out, err = tool(
+            cluster.libs, main_class, *args, stdin=stdin, timeout_s=TOOL_TIMEOUT_S
         )
     except subprocess.TimeoutExpired as expired:
-        out = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout
-        return Said(-1, out or "", f"still running after {TOOL_TIMEOUT_S} s: killed")
-    err = "\n".join(line for line in done.stderr.splitlines() if "SLF4J" not in line)
-    return Said(done.returncode, done.stdout, err)
+        said = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout
+        return Said(-1, said or "", f"still running after {TOOL_TIMEOUT_S} s: killed")
+    return Said(status, out, err)
 
 
 ERROR_WORDS = re.compile(r"\b(Error|ERROR|Exception|exception)\b")

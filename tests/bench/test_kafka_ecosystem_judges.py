@@ -8,6 +8,9 @@ from pathlib import Path
 from tests.bench.bench_script import load_bench_script
 
 franz_go = load_bench_script("franz_go_check.py", "franz_go_check")
+# The matrix runs tools through kafka_tools_check, which starts clusters with replog_cli.
+load_bench_script("replog_cli.py", "replog_cli")
+load_bench_script("kafka_tools_check.py", "kafka_tools_check")
 matrix = load_bench_script("kafka_tools_matrix.py", "kafka_tools_matrix")
 
 

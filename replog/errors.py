@@ -586,6 +586,13 @@ class InvalidFrameSizeError(KafkaConnectionError):
     InvalidReceiveException): nothing after it can be framed, so the connection closes."""
 
 
+class NotAKafkaListenerError(ReplogError):
+    """The address a client was given answered, and not as a Kafka listener: a gRPC (HTTP/2)
+    server such as a replog node's internal listener, an HTTP server such as its metrics
+    endpoint, or a peer that closed without answering ApiVersions. Retrying cannot help, so
+    it is not retriable; the message names the address and what answered."""
+
+
 class RequestRefusedError(ReplogError):
     """A request a Kafka listener's handler refuses as a whole, where the gRPC service would
     abort the call with a status (acks=0 produce that failed, a partition named twice, a

@@ -142,6 +142,10 @@ CALL_OWNED_TASKS = {
     # and a replaced channel's close, each cancelled by the stream or channel that owns it.
     ("broker_client.py", "ProduceStream._open"),
     ("redialing_channel.py", "RedialingChannel.reconnect"),
+    # A Kafka client connection's HTTP/1 probe of a silent peer, awaited or cancelled by the
+    # handshake; a dial shared by the callers that wait for it, cancelled by the pool's close.
+    ("kafka_connection.py", "KafkaConnection._handshake"),
+    ("kafka_connection.py", "KafkaConnections.get"),
 }
 
 

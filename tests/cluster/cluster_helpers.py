@@ -103,11 +103,15 @@ def replog_in_process(*args: str, stdin: str = "") -> Outcome:
 
 @contextlib.contextmanager
 def node_processes(
-    tmp_path: Path, properties: Mapping[int, Mapping[str, str]]
+    tmp_path: Path,
+    properties: Mapping[int, Mapping[str, str]],
+    run_in: Callable[[int, list[str]], list[str]] = lambda node_id, argv: argv,
 ) -> Iterator[dict[int, Path]]:
     """One `replog node` process per node id, each configured by its properties (`log.dirs`
     is set to its directory's `data`), its output in its directory's `node.log`; yields node id
-    -> directory, and SIGKILLs every process on the way out."""
+    -> directory, and SIGKILLs every process on the way out. `run_in(node_id, argv)`: the
+    command line that runs `argv` where that node runs (by default, here), with `argv`'s
+    process as the one started."""
     processes = []
     directories = {}
     try:
@@ -120,7 +124,17 @@ def node_processes(
             with (directory / "node.log").open("w") as log:
                 processes.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
+                        run_in(
+                            node_id,
+                            [
+                                sys.executable,
+                                "-m",
+                                "replog.cli.main",
+                                "node",
+                                "--config",
+                                str(config),
+                            ],
+                        ),
                         stdout=log,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,

@@ -273,11 +273,14 @@ class Node:
         return () if listener is None else (listener,)
 
     def _bound_controller_endpoint(self) -> Endpoint | None:
-        """The controller's Kafka listener as configured, with the port it bound."""
-        endpoint = self.config.kafka_controller_listener
+        """The controller's Kafka listener as advertised, port 0 there replaced by the port
+        it bound (Kafka's `withEphemeralPortsCorrected`)."""
+        endpoint = self.config.advertised_kafka_controller_listener
         if endpoint is None or self.controller_listener is None:
             return None
-        return Endpoint(endpoint.name, endpoint.host, self.controller_listener.port)
+        return Endpoint(
+            endpoint.name, endpoint.host, endpoint.port or self.controller_listener.port
+        )
 
     def _read_state(self, replicas: bool) -> NodeState:
         return read_node_state(

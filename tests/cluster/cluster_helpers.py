@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import IO, Any, Self
 from unittest import mock
 
 import grpc
@@ -147,6 +149,29 @@ def node_processes(
                 os.killpg(process.pid, signal.SIGKILL)
         for process in processes:
             process.wait(timeout=10)
+
+
+class JsonLines:
+    """The JSON lines a process writes to `stream` (one object a line), read on a thread of
+    their own as they come: `new()` gives those not taken yet, without waiting."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._stream = stream
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self._stream:
+            self._lines.put(json.loads(line))
+
+    def new(self) -> list[dict[str, Any]]:
+        taken = []
+        while True:
+            try:
+                taken.append(self._lines.get_nowait())
+            except queue.Empty:
+                return taken
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:

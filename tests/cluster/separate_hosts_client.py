@@ -7,7 +7,8 @@ reach the nodes only through their Kafka listeners, over the namespaces' bridge.
     python separate_hosts_client.py in-sync BOOTSTRAP TOPIC REPLICAS
 
 - create: the topic, with every node a replica of each partition and `min.insync.replicas=2`,
-  asked again until the cluster takes it (its brokers registered and unfenced) or 60 s passed.
+  once a Kafka listener accepts connections, asked again until the cluster takes it (its
+  brokers registered and unfenced) or 60 s passed.
 - produce: keyed records (value `record-<n>`) with acks=all and idempotence, RATE a second,
   until stdin closes; a line `{"acked": N, "failed": M, "by_partition": {"<partition>": N}}`
   every 0.2 s, then, once every record
@@ -25,6 +26,7 @@ own client takes over by changing the import line below.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 import time
@@ -49,8 +51,12 @@ WAIT_S = 60
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = Admin({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + WAIT_S
+    while not any(_accepts(address) for address in bootstrap.split(",")):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no Kafka listener of {bootstrap} accepts connections")
+        time.sleep(0.2)
+    admin = Admin({"bootstrap.servers": bootstrap})
     try:
         while True:
             try:
@@ -58,12 +64,23 @@ def create(bootstrap: str, topic: str, partitions: int) -> None:
                     [NewTopic(topic, partitions, 3, configs={"min.insync.replicas": "2"})]
                 )
                 return
-            except Exception:  # not every broker is up yet, or no controller leader
+            except Exception as error:  # not every broker is up yet, or no controller leader
+                if "already exists" in str(error).lower():  # an earlier try's, answer lost
+                    return
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
     finally:
         admin.close()
+
+
+def _accepts(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def in_sync(bootstrap: str, topic: str, replicas: int) -> None:

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import queue
 import subprocess
 import sys
-import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_helpers import node_processes, wait_for
+from cluster_helpers import JsonLines, node_processes, wait_for
 from network_namespaces import BridgedHosts, bridged_hosts
 
 from replog.cli.local_cluster import new_cluster_id
@@ -87,7 +85,9 @@ def client(hosts: BridgedHosts, *args: str) -> str:
         timeout=WAIT_S + 30,
         check=False,
     )
-    assert done.returncode == 0, f"client {args[0]}: {done.stdout}{done.stderr}"
+    # librdkafka logs every refused connect while the nodes start: the end says what failed.
+    said = "\n".join(done.stderr.splitlines()[-20:])
+    assert done.returncode == 0, f"client {args[0]}: exit {done.returncode}: {done.stdout}{said}"
     return done.stdout
 
 
@@ -108,19 +108,12 @@ class Producing:
                 text=True,
             )
         self.log = log
-        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.latest: dict[str, Any] = {"acked": 0, "failed": 0, "by_partition": {}}
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
         assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(json.loads(line))
+        self.lines = JsonLines(self.process.stdout)
+        self.latest: dict[str, Any] = {"acked": 0, "failed": 0, "by_partition": {}}
 
     def progress(self) -> dict[str, Any]:
-        while not self.lines.empty():
-            self.latest = self.lines.get()
+        self.latest = ([self.latest, *self.lines.new()])[-1]
         assert self.process.poll() is None, f"the producer exited: {self.log.read_text()}"
         return self.latest
 
@@ -135,16 +128,14 @@ class Producing:
         assert self.process.stdin is not None
         self.process.stdin.close()
         assert self.process.wait(timeout=WAIT_S) == 0, self.log.read_text()
-        self.reader.join(timeout=10)
-        while not self.lines.empty():
-            self.latest = self.lines.get()
-        return self.latest
+        self.lines.reader.join(timeout=10)
+        return ([self.latest, *self.lines.new()])[-1]
 
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=10)
-        self.reader.join(timeout=10)
+        self.lines.reader.join(timeout=10)
         if self.process.stdout is not None:
             self.process.stdout.close()
 

@@ -6,15 +6,17 @@ import os
 import socket
 from collections.abc import Mapping
 
+from replog.cli.local_cluster import DERIVED_KAFKA_PORT_OFFSET
 from replog.testing import METRICS_PORT_OFFSET
 from replog.testing import free_base_port as free_ports_from
 
 __all__ = ["KAFKA_CONTROLLER_PORT_OFFSET", "KAFKA_PORT_OFFSET", "free_base_port", "free_port"]
 
-# Tests start local clusters with Kafka listeners here (`--kafka-base-port base + 200`), never
-# on the default 9092, which concurrent test runs would share; their controllers' Kafka
-# listeners are 100 above those (`local_cluster.KAFKA_CONTROLLER_PORT_OFFSET`).
-KAFKA_PORT_OFFSET = 200
+# Tests start local clusters with Kafka listeners here, never on the default 9092, which
+# concurrent test runs would share: base + 200, where `cluster start --base-port` alone puts
+# them (`local_cluster.kafka_base_port_for`); their controllers' Kafka listeners are 100 above
+# those (`local_cluster.KAFKA_CONTROLLER_PORT_OFFSET`).
+KAFKA_PORT_OFFSET = DERIVED_KAFKA_PORT_OFFSET
 KAFKA_CONTROLLER_PORT_OFFSET = KAFKA_PORT_OFFSET + 100
 
 

@@ -31,13 +31,13 @@ from replog.admin.quorum import (
 )
 from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
-    DEFAULT_KAFKA_BASE_PORT,
     DEFAULT_NODE_COUNT,
     KAFKA_CONTROLLER_LISTENER,
     KAFKA_LISTENER,
     LocalCluster,
     LocalNode,
     accepts_connections,
+    kafka_base_port_for,
 )
 from replog.cli.node_processes import (
     POLL_INTERVAL_S,
@@ -291,13 +291,15 @@ def run_start(args: argparse.Namespace) -> int:
         metrics = "" if node.metrics_url is None else f"  metrics {node.metrics_url}"
         listeners = node.listener_summary
         print(f"  node {node.node_id}  {roles}  {listeners}  pid {pids[node.node_id]}{metrics}")
-    print(f"bootstrap servers: {','.join(cluster.controller_addresses().values())}")
-    kafka = [node.kafka_address for node in cluster.nodes if node.kafka_address is not None]
-    if kafka:
-        print(f"Kafka bootstrap servers: {','.join(kafka)}")
+    # Clients' addresses first, in Kafka's config names; the gRPC listeners are the nodes' own.
+    bootstrap = cluster.bootstrap_servers()
+    if bootstrap is not None:
+        print(f"bootstrap.servers: {bootstrap}")
     controllers = [n.kafka_controller_address for n in cluster.nodes if n.kafka_controller_address]
     if controllers:
-        print(f"Kafka bootstrap controllers: {','.join(controllers)}")
+        print(f"bootstrap.controllers: {','.join(controllers)}")
+    internal = ",".join(cluster.controller_addresses().values())
+    print(f"internal gRPC listeners (between the nodes, not for clients): {internal}")
     return 0
 
 
@@ -319,13 +321,24 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
             )
         if not args.fresh:
             return _stopped_cluster_to_start(existing, args, overrides, kafka_base_port)
-    cluster = LocalCluster.plan(
-        directory,
-        args.nodes or DEFAULT_NODE_COUNT,
-        args.base_port or DEFAULT_BASE_PORT,
-        roles=args.roles,
-        kafka_base_port=(DEFAULT_KAFKA_BASE_PORT if kafka_base_port is None else kafka_base_port),
-    )
+    kafka = kafka_base_port_for(args.base_port, kafka_base_port)
+    try:
+        cluster = LocalCluster.plan(
+            directory,
+            args.nodes or DEFAULT_NODE_COUNT,
+            args.base_port or DEFAULT_BASE_PORT,
+            roles=args.roles,
+            kafka_base_port=kafka,
+        )
+    except ReplogError as exc:
+        derived = kafka_base_port is None and args.base_port is not None
+        if derived and str(exc).startswith("--kafka-base-port"):
+            raise ReplogError(
+                f"{exc} (without --kafka-base-port, a new cluster's Kafka base port is "
+                f"--base-port {args.base_port} + {kafka - args.base_port}: give "
+                "--kafka-base-port)"
+            ) from None
+        raise
     replaced = set() if existing is None else {node.directory for node in existing.nodes}
     for node in cluster.nodes:
         if os.path.exists(node.directory) and node.directory not in replaced:

@@ -15,21 +15,27 @@
   `--fresh` deletes it and starts anew, once every check (settings, ports, directory) passed.
   A port in use names the flag that moves it. An `--override` key no node reads (a typo:
   `num.partitons`) is a warning on stderr naming the closest known key, and the cluster starts
-  anyway, as Kafka warns about unknown keys without refusing them.
-- `status [--json]`: per node: id, roles, pid, listener, its Kafka listener's address (KAFKA,
-  `--json` key `kafka`; `-`/null when it serves none), its controller's Kafka listener, for
-  `--bootstrap-controller` (KAFKA CONTROLLER, key "kafka_controller"), alive (the process exists
-  and is not a zombie), whether it answers (its metrics endpoint gives its Raft gauges and its
-  listener accepts), the leader and quorum epoch it knows, and its Prometheus metrics URL
-  (METRICS; `-` for a cluster written before metrics existed).
+  anyway, as Kafka warns about unknown keys without refusing them. It ends with the clients'
+  `bootstrap.servers` (the Kafka listeners), the tools' `bootstrap.controllers`, and the
+  internal gRPC listeners, which only the nodes use.
+- `status [--json]`: first the clients' `bootstrap.servers` line (the Kafka listeners; `--json`
+  key `bootstrap_servers`, null when no broker serves one); then per node: id, roles, pid, its
+  Kafka listener's address (KAFKA, key `kafka`; `-`/null when it serves none), its
+  controller's Kafka listener, for `--bootstrap-controller` (KAFKA CONTROLLER, key
+  "kafka_controller"), its internal gRPC listener (INTERNAL (gRPC), key `listener`), alive (the
+  process exists and is not a zombie), whether it answers (its metrics endpoint gives its Raft
+  gauges and its listener accepts), the leader and quorum epoch it knows, and its Prometheus
+  metrics URL (METRICS; `-` for a cluster written before metrics existed).
 - `stop`: SIGTERM to every node (each resigns and closes its log), SIGKILL after `--timeout`.
 - `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running.
 
-Defaults: 3 nodes, `./.replog/cluster`, base port 19092 (node i listens on base + i - 1 and
-serves metrics on base + 100 + i - 1), Kafka base port 9092 (node i, a broker, serves Kafka's
-protocol on 127.0.0.1:9092 + i - 1; a controller on 127.0.0.1:9192 + i - 1). A node's one
-gRPC listener serves every role it has; `start` and `status` show it with the roles it serves
-("127.0.0.1:19092 (gRPC: broker+controller)"), not by its `server.properties` name.
+Defaults: 3 nodes, `./.replog/cluster`, base port 19092 (node i's internal gRPC listener is
+base + i - 1, its metrics base + 100 + i - 1), Kafka base port 9092 (node i, a broker, serves
+Kafka's protocol, for clients, on 127.0.0.1:9092 + i - 1; a controller on 127.0.0.1:9192 + i -
+1); `--base-port P` alone puts a new cluster's Kafka listeners at P + 200 + i - 1
+(`local_cluster.kafka_base_port_for`). A node's one gRPC listener serves every role it has
+between the nodes; `start` shows it with the roles it serves ("127.0.0.1:19092 (internal
+gRPC: broker+controller)"), not by its `server.properties` name.
 Every refusal (a port in use, a cluster already running, an unknown node id) is one line.
 """
 
@@ -45,6 +51,7 @@ from replog.cli.local_cluster import (
     DEFAULT_KAFKA_BASE_PORT,
     DEFAULT_NODE_COUNT,
     DEFAULT_ROLES,
+    DERIVED_KAFKA_PORT_OFFSET,
 )
 
 STOP_TIMEOUT_S = 90.0
@@ -105,17 +112,20 @@ def register(commands: Any) -> None:
         "--base-port",
         type=at_least(1),
         metavar="PORT",
-        help=f"node i listens on base + i - 1 (default: {DEFAULT_BASE_PORT}; a stopped "
-        "cluster moves there with its data)",
+        help=f"node i's internal gRPC listener is base + i - 1, its metrics base + 100 + i - 1 "
+        f"(default: {DEFAULT_BASE_PORT}); without --kafka-base-port a new cluster's Kafka "
+        f"listeners follow, at base + {DERIVED_KAFKA_PORT_OFFSET} + i - 1; a stopped cluster "
+        "moves there with its data",
     )
     start.add_argument(
         "--kafka-base-port",
         type=at_least(1),
         metavar="PORT",
-        help="node i (a broker) serves Kafka's protocol on 127.0.0.1:PORT + i - 1, and as a "
-        "controller on PORT + 100 + i - 1 (default: "
-        f"{DEFAULT_KAFKA_BASE_PORT}; a stopped cluster moves there with its data, and keeps "
-        "its own without this flag)",
+        help="node i (a broker) serves Kafka's protocol, for clients, on 127.0.0.1:PORT + i - 1, "
+        "and as a controller on PORT + 100 + i - 1 (default: "
+        f"{DEFAULT_KAFKA_BASE_PORT}, or --base-port + {DERIVED_KAFKA_PORT_OFFSET} when "
+        "--base-port is given, so clusters on different base ports never share a Kafka port; "
+        "a stopped cluster moves there with its data, and keeps its own without this flag)",
     )
     start.add_argument(
         "--fresh", action="store_true", help="delete a stopped cluster's data and start anew"

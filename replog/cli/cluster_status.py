@@ -15,6 +15,10 @@ may) or the node's runtime:
   `metrics.port=0` override: refused there while its gRPC listener accepts) is asked
   DescribeQuorum over gRPC, which is imported only then.
 Nodes are asked in parallel, each bounded by `PROBE_TIMEOUT_S`.
+
+What it shows clients first: one `bootstrap.servers` line, the brokers' Kafka listeners
+(`--json`: `bootstrap_servers`, null when none serves one). The gRPC listener is the nodes'
+own, shown as INTERNAL (gRPC) (`--json`: `listener`, as it always was).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ PROBE_TIMEOUT_S = 1.0
 LEADER_GAUGE = "replog_raft_current_leader"
 EPOCH_GAUGE = "replog_raft_current_epoch"
 UNKNOWN = -1
+NO_BOOTSTRAP = "- (no broker serves Kafka's protocol)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,18 +179,21 @@ def run_status(args: argparse.Namespace) -> int:
                 "metrics": node.metrics_url,
             }
         )
+    bootstrap = cluster.bootstrap_servers()
     if args.json:
-        print(json.dumps({"data_dir": cluster.directory, "nodes": rows}, indent=2))
+        document = {"data_dir": cluster.directory, "bootstrap_servers": bootstrap, "nodes": rows}
+        print(json.dumps(document, indent=2))
         return 0
     print(f"cluster in {cluster.directory}")
+    print(f"bootstrap.servers: {bootstrap or NO_BOOTSTRAP}")
     table = [
         [
             "NODE",
             "ROLES",
             "PID",
-            "LISTENER",
             "KAFKA",
             "KAFKA CONTROLLER",
+            "INTERNAL (gRPC)",
             "ALIVE",
             "ANSWERS",
             "LEADER",
@@ -199,9 +207,9 @@ def run_status(args: argparse.Namespace) -> int:
                 str(row["node_id"]),
                 ",".join(row["roles"]),
                 _or_dash(row["pid"]),
-                row["listener"],
                 _or_dash(row["kafka"]),
                 _or_dash(row["kafka_controller"]),
+                row["listener"],
                 "yes" if row["alive"] else "no",
                 "yes" if row["answers"] else "no",
                 _or_dash(row["leader_id"]),

@@ -23,7 +23,8 @@ Rules:
   Prometheus metrics endpoint `http://127.0.0.1:<base port + 100 + i - 1>/metrics`
   (`metrics.port` in its server.properties). A `cluster.json` written before metrics existed
   names none, and its nodes serve none.
-- With a Kafka base port K (`cluster start --kafka-base-port`, default 9092) every broker also
+- With a Kafka base port K (`cluster start --kafka-base-port`; without it a new cluster's K is
+  9092, or base port + 200 when `--base-port` is given: `kafka_base_port_for`) every broker also
   serves Kafka's protocol: node i's `PLAINTEXT` listener is `127.0.0.1:<K + i - 1>`, written to
   its server.properties as Kafka names it (a `PLAINTEXT://` entry in `listeners` and in
   `advertised.listeners`, and `listener.security.protocol.map` mapping both listener names to
@@ -49,8 +50,9 @@ Rules:
 - Roles are per node and drive what its `server.properties` says. By default every node is
   combined: a controller (a voter) and a broker, both served on the node's one listener (the
   broker data plane's `Broker` service included), named `CONTROLLER` in `server.properties`
-  (`PLAINTEXT` is left for a Kafka-protocol listener); `cluster start` and `cluster status`
-  show it by what it serves (`listener_summary`).
+  (`PLAINTEXT` is left for a Kafka-protocol listener); `cluster start` shows it as internal,
+  with what it serves (`listener_summary`), and `cluster status` under INTERNAL (gRPC): clients
+  use the Kafka listeners (`bootstrap_servers`).
 - A cluster with fewer brokers than Kafka's `offsets.topic.replication.factor` default (3)
   gets `offsets.topic.replication.factor=<brokers>`, so `__consumer_offsets` can be created
   and consumer groups can commit offsets (an override given to `start` still wins).
@@ -90,6 +92,9 @@ KAFKA_LISTENER = "PLAINTEXT"  # the listener name Kafka's clients and docs expec
 KAFKA_CONTROLLER_LISTENER = "CONTROLLER_KAFKA"
 KAFKA_CONTROLLER_PORT_OFFSET = 100  # node i's: Kafka base port + 100 + i - 1
 DEFAULT_KAFKA_BASE_PORT = 9092
+# A new cluster given a base port P and no Kafka base port: its Kafka listeners at P + 200, its
+# controllers' at P + 300 (`kafka_base_port_for`).
+DERIVED_KAFKA_PORT_OFFSET = 200
 PROBE_TIMEOUT_S = 0.5  # a TCP connect on loopback: refused or accepted at once
 FORMAT_VERSION = 1
 
@@ -128,14 +133,14 @@ class LocalNode:
 
     @property
     def listener_summary(self) -> str:
-        """How `cluster start` and `cluster status` show the node's listeners: each address
-        with what it serves (the `CONTROLLER` listener of `server.properties` is replog's gRPC
-        listener, which serves the broker role's clients too on a combined node)."""
+        """How `cluster start` shows the node's listeners: each address with what it serves
+        (the `CONTROLLER` listener of `server.properties` is replog's internal gRPC listener,
+        which the nodes use between them for every role the node has)."""
         shown = []
         for name, address in self.listeners.items():
             if name == CONTROLLER_LISTENER:
                 served = "+".join(role for role in ("broker", "controller") if role in self.roles)
-                shown.append(f"{address} (gRPC: {served})")
+                shown.append(f"{address} (internal gRPC: {served})")
             else:
                 shown.append(f"{name}://{address}")
         return ", ".join(shown)
@@ -265,6 +270,12 @@ class LocalCluster:
                 return node
         known = ", ".join(str(n.node_id) for n in self.nodes)
         raise ReplogError(f"no node {node_id} in the cluster in {self.directory} (nodes: {known})")
+
+    def bootstrap_servers(self) -> str | None:
+        """`bootstrap.servers` for clients: every broker's Kafka listener (None: none serves
+        one)."""
+        kafka = [node.kafka_address for node in self.nodes if node.kafka_address is not None]
+        return ",".join(kafka) if kafka else None
 
     def controller_addresses(self) -> dict[int, str]:
         """host:port of every controller, by node id."""
@@ -439,6 +450,18 @@ class LocalCluster:
         if node.metrics_url is not None:
             document["metrics"] = node.metrics_url
         return document
+
+
+def kafka_base_port_for(base_port: int | None, kafka_base_port: int | None) -> int:
+    """The Kafka base port of a new cluster: `kafka_base_port` if given; else, with a base port
+    P given, P + 200, above the gRPC (P..) and metrics (P + 100..) ports, its controllers' Kafka
+    listeners at P + 300.., none of them overlapping another for up to 100 nodes, so clusters
+    given different base ports never share a Kafka port; else 9092, Kafka's own."""
+    if kafka_base_port is not None:
+        return kafka_base_port
+    if base_port is not None:
+        return base_port + DERIVED_KAFKA_PORT_OFFSET
+    return DEFAULT_KAFKA_BASE_PORT
 
 
 def _check_kafka_ports(kafka_base_port: int, node_count: int, base_port: int) -> None:

@@ -24,9 +24,10 @@ same rules (`MetadataLogAppends`), where the Raft Fetch listener listens. A node
 partition logs live in `log.dirs`, next to the metadata log's directory. A broker also serves
 Kafka's own protocol on each later PLAINTEXT `listeners` entry (`kafka_listener`), bound with
 the gRPC listener and accepting once the broker serves clients (metadata caught up, logs
-recovered); none is configured by default. A controller serves Kafka's protocol on the
-`listeners` entry `controller.listener.names` names after the first (`kafka_controller_apis`:
-what `--bootstrap-controller` tools send), from the moment its gRPC server runs. Every Kafka
+recovered) and the controller unfenced it; none is configured by default. A controller serves
+Kafka's protocol on the `listeners` entry `controller.listener.names` names after the first
+(`kafka_controller_apis`: what `--bootstrap-controller` tools send), from the moment its gRPC
+server runs. Every Kafka
 listener answers DescribeQuorum (`kafka_quorum_apis`).
 
 Metadata snapshots: every node snapshots its own committed metadata and keeps its metadata log
@@ -62,7 +63,7 @@ import signal
 import grpc
 
 from quorum.metadata.records import Endpoint
-from replog.errors import KafkaStorageError
+from replog.errors import BrokerLifecycleError, KafkaStorageError
 from replog.net_address import format_host_port
 from replog.server import collector
 from replog.server.broker_runtime import BrokerRuntime, data_plane_config_from_node
@@ -273,11 +274,14 @@ class Node:
         return () if listener is None else (listener,)
 
     def _bound_controller_endpoint(self) -> Endpoint | None:
-        """The controller's Kafka listener as configured, with the port it bound."""
-        endpoint = self.config.kafka_controller_listener
+        """The controller's Kafka listener as advertised, port 0 there replaced by the port
+        it bound (Kafka's `withEphemeralPortsCorrected`)."""
+        endpoint = self.config.advertised_kafka_controller_listener
         if endpoint is None or self.controller_listener is None:
             return None
-        return Endpoint(endpoint.name, endpoint.host, self.controller_listener.port)
+        return Endpoint(
+            endpoint.name, endpoint.host, endpoint.port or self.controller_listener.port
+        )
 
     def _read_state(self, replicas: bool) -> NodeState:
         return read_node_state(
@@ -352,8 +356,15 @@ class Node:
 
     async def _serve_kafka(self, broker: BrokerRuntime) -> None:
         """The Kafka listeners accept once the broker serves clients (caught up with the
-        metadata log, logs recovered: Kafka's broker serves no client before)."""
+        metadata log, logs recovered) and the controller unfenced it, as Kafka's broker enables
+        request processing only then (`BrokerServer.startup`): before, its image lists no
+        unfenced broker, itself included, so a Metadata answer would name no broker and no
+        controller, and librdkafka's admin client waits out its whole timeout on one."""
         await broker.wait_serving_clients()
+        try:
+            await broker.wait_until_running()
+        except BrokerLifecycleError:
+            return  # it shut down first: the broker role says why (`_until_broker_failed`)
         for listener in self.kafka_listeners:
             await listener.start(broker.kafka_apis)
 

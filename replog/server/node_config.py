@@ -25,6 +25,10 @@ Listener hosts, Kafka's rules (`SocketServer`, `KafkaConfig.effectiveAdvertisedB
   every role. A node without the controller role may not list a controller listener (Kafka's rule),
   and a node serves at most one. An empty host there is kept empty and advertised as the machine's
   canonical host name (`net_address.local_canonical_host_name`), resolved when the broker starts.
+- What a controller announces as its Kafka listener (DescribeCluster of controllers, DescribeQuorum
+  v2), `advertised_kafka_controller_listener`, is the `advertised.listeners` entry of that
+  listener's name, else the listener itself (Kafka's `effectiveAdvertisedControllerListeners`): a
+  controller bound to a private address is announced by a name its tools reach.
 - A broker refuses to start advertising an unspecified address (`0.0.0.0`, `::`): no client can dial
   it. That holds for `listeners=PLAINTEXT://0.0.0.0:9092` without `advertised.listeners` too, as in
   Kafka (whose check compares with "0.0.0.0" only; `::` is the same mistake). A controller-only node
@@ -172,6 +176,8 @@ class NodeConfig:
     # The one a controller serves with Kafka's protocol: a `listeners` entry after the first
     # named in `controller.listener.names` (None: none).
     kafka_controller_listener: Endpoint | None = None
+    # Where tools are sent for it: the `advertised.listeners` entry of its name, else itself.
+    advertised_kafka_controller_listener: Endpoint | None = None
 
     @property
     def is_controller(self) -> bool:
@@ -219,7 +225,12 @@ class NodeConfig:
             controller_names,
             roles,
         )
+        advertised_controller_listener = kafka_controller_listener
         if kafka_controller_listener is not None:
+            advertised_controller_listener = next(
+                (e for e in advertised[1:] if e.name == kafka_controller_listener.name),
+                kafka_controller_listener,
+            )
             # A controller listener is no broker endpoint (Kafka's brokers never register one).
             advertised = tuple(
                 e for i, e in enumerate(advertised) if i == 0 or e.name not in controller_names
@@ -328,6 +339,7 @@ class NodeConfig:
             advertised_listeners_key=advertised_key,
             kafka_listeners=kafka_listeners,
             kafka_controller_listener=kafka_controller_listener,
+            advertised_kafka_controller_listener=advertised_controller_listener,
         )
 
 

@@ -3,7 +3,10 @@
 rewritten: the quorum's voters, the listeners, the advertised listeners and the metrics port,
 every other line kept; `--kafka-base-port` moves a broker's and a controller's Kafka listener
 together); a port in use names the flag that moves that port; and `--fresh` deletes the old
-cluster only once everything else was checked. In-process: nothing starts."""
+cluster only once everything else was checked. A new cluster given `--base-port P` alone takes
+its Kafka listeners from it (P + 200, its controllers' P + 300), so two clusters on different
+base ports never meet on 9092, which stays the default without flags. In-process: nothing
+starts."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from typing import Any
 import pytest
 
 from replog.cli import cluster as cluster_cli
-from replog.cli.local_cluster import LocalCluster
+from replog.cli.local_cluster import DEFAULT_KAFKA_BASE_PORT, LocalCluster, kafka_base_port_for
 from replog.config import parse_properties
 from replog.errors import ReplogError
 from tests.local_ports import KAFKA_CONTROLLER_PORT_OFFSET, KAFKA_PORT_OFFSET, free_base_port
@@ -184,6 +187,41 @@ def test_a_kafka_port_in_use_names_the_flag_that_moves_it(
     assert LocalCluster.load(stopped.directory) == stopped  # nothing rewritten
     grpc = base_of(stopped) + node_id - 1
     assert properties(stopped, node_id)["listeners"].startswith(f"CONTROLLER://127.0.0.1:{grpc},")
+
+
+def test_new_clusters_given_only_base_ports_take_their_kafka_ports_from_them(
+    tmp_path: Path,
+) -> None:
+    clusters = []
+    for name in ("a", "b"):
+        base = free_base_port(3)
+        started = cluster_cli._cluster_to_start(start_args(tmp_path / name, base_port=base))
+        kafka = [f"127.0.0.1:{base + KAFKA_PORT_OFFSET + i}" for i in range(3)]
+        controllers = [f"127.0.0.1:{base + KAFKA_CONTROLLER_PORT_OFFSET + i}" for i in range(3)]
+        assert [n.kafka_address for n in started.nodes] == kafka
+        assert [n.kafka_controller_address for n in started.nodes] == controllers
+        assert properties(started, 1)["listeners"] == (
+            f"CONTROLLER://127.0.0.1:{base},PLAINTEXT://{kafka[0]},CONTROLLER_KAFKA://{controllers[0]}"
+        )
+        clusters.append(started)
+    ports = [
+        {address for n in cluster.nodes for address in n.listeners.values()} for cluster in clusters
+    ]
+    assert not ports[0] & ports[1]
+    # Without flags Kafka's own port stays; a Kafka base port given always wins.
+    assert kafka_base_port_for(None, None) == DEFAULT_KAFKA_BASE_PORT == 9092
+    assert kafka_base_port_for(30000, 40000) == kafka_base_port_for(None, 40000) == 40000
+
+
+def test_a_derived_kafka_port_out_of_range_says_where_it_came_from(tmp_path: Path) -> None:
+    with pytest.raises(ReplogError) as refused:
+        cluster_cli._cluster_to_start(start_args(tmp_path / "c", base_port=65300))
+    assert str(refused.value) == (
+        "--kafka-base-port 65500: ports 65500..65602 (brokers, then controllers from 65600) are "
+        "not all in [1, 65535] (without --kafka-base-port, a new cluster's Kafka base port is "
+        "--base-port 65300 + 200: give --kafka-base-port)"
+    )
+    assert not (tmp_path / "c").exists()
 
 
 def test_a_stopped_cluster_still_refuses_another_size_or_settings(stopped: LocalCluster) -> None:

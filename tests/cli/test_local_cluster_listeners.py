@@ -1,9 +1,10 @@
 """A local cluster's listeners: `server.properties` names replog's gRPC listener `CONTROLLER`
 (Kafka's `PLAINTEXT` is left for a Kafka-protocol listener), and `cluster start` shows each
-listener by what it serves, so a combined node is not labelled `CONTROLLER://` although clients
-connect there. With a Kafka base port K, every broker serves Kafka's protocol on K + i - 1
-(`PLAINTEXT`) and every controller on K + 100 + i - 1 (`CONTROLLER_KAFKA`, named in
-`controller.listener.names`), which `cluster status` names (`kafka_controller`)."""
+listener by what it serves, the gRPC one as internal. With a Kafka base port K, every broker
+serves Kafka's protocol on K + i - 1 (`PLAINTEXT`) and every controller on K + 100 + i - 1
+(`CONTROLLER_KAFKA`, named in `controller.listener.names`), which `cluster status` names
+(`kafka_controller`); status leads with the clients' one bootstrap line, the brokers' Kafka
+listeners (`bootstrap_servers`), and shows the gRPC listeners as INTERNAL."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def test_listeners_are_shown_for_what_they_serve(
     cluster.write()
     loaded = LocalCluster.load(str(tmp_path / "c"))
     for node, port in zip(loaded.nodes, (29092, 29093), strict=True):
-        assert node.listener_summary == f"127.0.0.1:{port} (gRPC: {served})"
+        assert node.listener_summary == f"127.0.0.1:{port} (internal gRPC: {served})"
         assert "CONTROLLER://" not in node.listener_summary
         properties = parse_properties(Path(node.config_path).read_text())
         assert properties["listeners"] == f"CONTROLLER://127.0.0.1:{port}"
@@ -68,10 +69,19 @@ def test_a_kafka_base_port_gives_every_broker_a_plaintext_listener(tmp_path: Pat
         assert config.kafka_controller_listener.port == controller
         assert [e.name for e in config.advertised_listeners] == ["CONTROLLER", "PLAINTEXT"]
     status = replog_in_process("cluster", "status", "--json", "--data-dir", str(tmp_path / "c"))
-    rows = json.loads(status.stdout)["nodes"]
+    document = json.loads(status.stdout)
+    assert document["bootstrap_servers"] == "127.0.0.1:29392,127.0.0.1:29393"
+    rows = document["nodes"]
     assert [n["kafka"] for n in rows] == ["127.0.0.1:29392", "127.0.0.1:29393"]
     assert [n["kafka_controller"] for n in rows] == ["127.0.0.1:29492", "127.0.0.1:29493"]
+    assert [n["listener"] for n in rows] == ["127.0.0.1:29092", "127.0.0.1:29093"]
     table = replog_in_process("cluster", "status", "--data-dir", str(tmp_path / "c")).stdout
+    lines = table.splitlines()
+    # One line for clients, before the table; the gRPC listeners are labelled internal.
+    assert lines[1] == "bootstrap.servers: 127.0.0.1:29392,127.0.0.1:29393"
+    assert sum("bootstrap" in line for line in lines) == 1
+    header = lines[2].split("  ")
+    assert "INTERNAL (gRPC)" in header and "LISTENER" not in header
     assert "KAFKA CONTROLLER" in table and "127.0.0.1:29492" in table
 
 
@@ -89,6 +99,12 @@ def test_a_controller_only_cluster_or_one_without_a_kafka_port_serves_no_kafka(
     assert config.kafka_controller_listener is not None
     assert plain.nodes[0].kafka_controller_address is None
     assert "advertised.listeners" not in plain.node_properties(plain.nodes[0])
+    for cluster in (quorum, plain):
+        cluster.write()
+        status = replog_in_process("cluster", "status", "--json", "--data-dir", cluster.directory)
+        assert json.loads(status.stdout)["bootstrap_servers"] is None
+        table = replog_in_process("cluster", "status", "--data-dir", cluster.directory).stdout
+        assert table.splitlines()[1] == "bootstrap.servers: - (no broker serves Kafka's protocol)"
 
 
 @pytest.mark.parametrize(

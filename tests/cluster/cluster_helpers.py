@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import IO, Any, Self
 from unittest import mock
 
 import grpc
@@ -103,11 +105,15 @@ def replog_in_process(*args: str, stdin: str = "") -> Outcome:
 
 @contextlib.contextmanager
 def node_processes(
-    tmp_path: Path, properties: Mapping[int, Mapping[str, str]]
+    tmp_path: Path,
+    properties: Mapping[int, Mapping[str, str]],
+    run_in: Callable[[int, list[str]], list[str]] = lambda node_id, argv: argv,
 ) -> Iterator[dict[int, Path]]:
     """One `replog node` process per node id, each configured by its properties (`log.dirs`
     is set to its directory's `data`), its output in its directory's `node.log`; yields node id
-    -> directory, and SIGKILLs every process on the way out."""
+    -> directory, and SIGKILLs every process on the way out. `run_in(node_id, argv)`: the
+    command line that runs `argv` where that node runs (by default, here), with `argv`'s
+    process as the one started."""
     processes = []
     directories = {}
     try:
@@ -120,7 +126,17 @@ def node_processes(
             with (directory / "node.log").open("w") as log:
                 processes.append(
                     subprocess.Popen(
-                        [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
+                        run_in(
+                            node_id,
+                            [
+                                sys.executable,
+                                "-m",
+                                "replog.cli.main",
+                                "node",
+                                "--config",
+                                str(config),
+                            ],
+                        ),
                         stdout=log,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,
@@ -133,6 +149,29 @@ def node_processes(
                 os.killpg(process.pid, signal.SIGKILL)
         for process in processes:
             process.wait(timeout=10)
+
+
+class JsonLines:
+    """The JSON lines a process writes to `stream` (one object a line), read on a thread of
+    their own as they come: `new()` gives those not taken yet, without waiting."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._stream = stream
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self._stream:
+            self._lines.put(json.loads(line))
+
+    def new(self) -> list[dict[str, Any]]:
+        taken = []
+        while True:
+            try:
+                taken.append(self._lines.get_nowait())
+            except queue.Empty:
+                return taken
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:

@@ -94,10 +94,8 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
     ports = [cluster.base_port + i for i in range(3)]
     assert f"leader: node {leader.leader_id}" in started.stdout
     for node_id, port in zip((1, 2, 3), ports, strict=True):
-        assert (
-            f"node {node_id}  broker,controller  127.0.0.1:{port} (gRPC: broker+controller)"
-            in started.stdout
-        )
+        grpc = f"127.0.0.1:{port} (internal gRPC: broker+controller)"
+        assert f"node {node_id}  broker,controller  {grpc}" in started.stdout
         config = (cluster.data_dir / f"node-{node_id}" / "server.properties").read_text()
         assert "process.roles=broker,controller\n" in config
         assert f"node.id={node_id}\n" in config
@@ -109,12 +107,23 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
         )
         assert f"listeners={listeners}\n" in config
         assert f"log.dirs={cluster.data_dir / f'node-{node_id}' / 'data'}\n" in config
-    assert f"bootstrap servers: {','.join(f'127.0.0.1:{p}' for p in ports)}" in started.stdout
+    # It ends with the clients' addresses, the Kafka listeners; the gRPC ones are internal.
+    closing = started.stdout.splitlines()[-3:]
+    assert closing == [
+        f"bootstrap.servers: {','.join(f'127.0.0.1:{p + KAFKA_PORT_OFFSET}' for p in ports)}",
+        "bootstrap.controllers: "
+        + ",".join(f"127.0.0.1:{p + KAFKA_CONTROLLER_PORT_OFFSET}" for p in ports),
+        "internal gRPC listeners (between the nodes, not for clients): "
+        + ",".join(f"127.0.0.1:{p}" for p in ports),
+    ]
 
     # status, from a shell: every node alive and answering, all agreeing on the leader.
     shell_status = cluster.cli("status", "--json")
     assert shell_status.returncode == 0, shell_status.stderr
-    nodes = {n["node_id"]: n for n in json.loads(shell_status.stdout)["nodes"]}
+    status_document = json.loads(shell_status.stdout)
+    kafka_ports = ",".join(f"127.0.0.1:{p + KAFKA_PORT_OFFSET}" for p in ports)
+    assert status_document["bootstrap_servers"] == kafka_ports
+    nodes = {n["node_id"]: n for n in status_document["nodes"]}
     assert sorted(nodes) == [1, 2, 3]
     for node_id, node in nodes.items():
         assert node["roles"] == ["broker", "controller"]
@@ -280,13 +289,17 @@ def test_a_stopped_cluster_restarts_on_new_ports_with_every_topic_and_record(
             "start", "--base-port", str(base), "--kafka-base-port", str(base + KAFKA_PORT_OFFSET)
         )
     assert moved.returncode == 0, moved.stderr
-    assert f"bootstrap servers: 127.0.0.1:{base},127.0.0.1:{base + 1}" in moved.stdout
+    assert f"internal gRPC listeners (between the nodes, not for clients): 127.0.0.1:{base}," in (
+        moved.stdout
+    )
+    kafka = ",".join(f"127.0.0.1:{base + KAFKA_PORT_OFFSET + i}" for i in range(3))
+    assert f"bootstrap.servers: {kafka}\n" in moved.stdout
     assert [n.controller_address for n in cluster.layout.nodes] == [
         f"127.0.0.1:{base + i}" for i in range(3)
     ]
     # The controllers' Kafka listeners moved with --kafka-base-port, and the nodes serve there.
     controllers = [f"127.0.0.1:{base + KAFKA_CONTROLLER_PORT_OFFSET + i}" for i in range(3)]
-    assert f"Kafka bootstrap controllers: {','.join(controllers)}" in moved.stdout
+    assert f"bootstrap.controllers: {','.join(controllers)}" in moved.stdout
     status = json.loads(cluster.cli("status", "--json").stdout)["nodes"]
     assert [row["kafka_controller"] for row in status] == controllers
     assert all(accepts_connections(address) for address in controllers)

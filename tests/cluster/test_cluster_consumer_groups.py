@@ -16,11 +16,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -35,6 +33,7 @@ from replog.admin.controller_results import NewTopic
 from replog.cli.main import main
 from replog.client.records import TopicPartition
 from replog.errors import CommitFailedError, KafkaError
+from tests.cluster.cluster_helpers import JsonLines
 from tests.kafka.kafka_node import RunningNode, running_node
 from tests.local_ports import free_port
 
@@ -90,23 +89,13 @@ class Member:
             stderr=subprocess.DEVNULL,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        assert self.process.stdout is not None
+        self.lines = JsonLines(self.process.stdout)
         self.assigned: list[str] = []
         self.events: list[dict[str, Any]] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.put(json.loads(line))
 
     def update(self) -> None:
-        while True:
-            try:
-                event = self.lines.get_nowait()
-            except queue.Empty:
-                return
+        for event in self.lines.new():
             self.events.append(event)
             if "assigned" in event:
                 self.assigned = event["assigned"]
@@ -115,7 +104,7 @@ class Member:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
         self.process.wait()
-        self.reader.join(5)
+        self.lines.reader.join(5)
         if self.process.stdout is not None:
             self.process.stdout.close()
 

@@ -11,7 +11,8 @@ the node binds first, then registers the port it bound wherever an advertised en
   `listeners`.
 - A controller cannot listen on port 0 (voters dial the port `controller.quorum.voters`
   names): a `ConfigError` when the config is read. The Raft Fetch port may be 0 (peers learn it
-  over gRPC, `FetchEndpoint`), as it is by default.
+  over gRPC, `FetchEndpoint`), as it is by default. A controller announces its Kafka listener
+  as `advertised.listeners` names it (else as `listeners` does), port 0 as the port it bound.
 The end-to-end check (a client producing through a broker bound on port 0) is
 tests/cluster/test_cluster_ephemeral_port.py.
 """
@@ -193,3 +194,44 @@ def test_the_raft_fetch_port_may_be_0() -> None:
         }
     )
     assert config.raft.fetch_port == 0  # any free port; peers ask for it (FetchEndpoint)
+
+
+@pytest.mark.parametrize(
+    ("advertised", "announced"),
+    [
+        ("CONTROLLER_KAFKA://ctl1.example:9300", ("ctl1.example", 9300)),
+        ("CONTROLLER_KAFKA://ctl1.example:0", ("ctl1.example", None)),  # None: the bound port
+        ("", ("127.0.0.1", None)),
+    ],
+)
+@pytest.mark.asyncio
+async def test_a_controller_announces_its_kafka_listener_as_advertised(
+    tmp_path: Path, advertised: str, announced: tuple[str, int | None]
+) -> None:
+    """Kafka's `effectiveAdvertisedControllerListeners`: the `advertised.listeners` entry of the
+    controller listener's name, else the listener, with port 0 as the port it bound."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        grpc_port = probe.getsockname()[1]
+    grpc = f"CONTROLLER://127.0.0.1:{grpc_port}"
+    config = NodeConfig.from_properties(
+        {
+            "process.roles": "controller",
+            "node.id": "1",
+            "cluster.id": "c",
+            "controller.quorum.voters": f"1@127.0.0.1:{grpc_port}",
+            "listeners": f"{grpc},CONTROLLER_KAFKA://127.0.0.1:0",
+            "controller.listener.names": "CONTROLLER,CONTROLLER_KAFKA",
+            "log.dirs": str(tmp_path / "logs"),
+            **({"advertised.listeners": f"{grpc},{advertised}"} if advertised else {}),
+        }
+    )
+    built = Node(config)
+    try:
+        assert built.controller_listener is not None
+        host, port = announced
+        assert built._bound_controller_endpoint() == Endpoint(
+            "CONTROLLER_KAFKA", host, port or built.controller_listener.port
+        )
+    finally:
+        await built._close_unstarted()

@@ -11,18 +11,22 @@
 - the fetch session cache takes Kafka's `max.incremental.fetch.session.cache.slots` and
   `min.incremental.fetch.session.eviction.ms` (0 or more);
 - a Kafka listener port in use is an OSError naming the listener, and a failed start lets go of
-  the Kafka ports it bound already.
+  the Kafka ports it bound already;
+- the Kafka listeners accept once the broker serves clients and the controller unfenced it
+  (never, if its lifecycle gave up first).
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from quorum.metadata.records import Endpoint
-from replog.errors import ConfigError
+from replog.errors import BrokerLifecycleError, ConfigError
 from replog.server.broker_runtime import broker_config_from_node, data_plane_config_from_node
 from replog.server.kafka_listener import KafkaListenerConfig
 from replog.server.known_properties import unknown_properties
@@ -185,3 +189,48 @@ def test_the_fetch_session_cache_settings_are_kafkas() -> None:
     for key in keys:
         with pytest.raises(ConfigError, match=f"{key}=-1: must be 0 or more"):
             data_plane_config_from_node(node(listeners, **{key: "-1"}))
+
+
+class _Broker:
+    """Stands in for the broker role: it serves clients at once, and is unfenced (or gives up,
+    as a lifecycle that shut down does) when the test says."""
+
+    def __init__(self) -> None:
+        self.kafka_apis = object()
+        self.decided = asyncio.Event()
+        self.gave_up = False
+
+    async def wait_serving_clients(self) -> None:
+        pass
+
+    async def wait_until_running(self) -> None:
+        await self.decided.wait()
+        if self.gave_up:
+            raise BrokerLifecycleError("the broker lifecycle shut down")
+
+
+class _Listener:
+    def __init__(self) -> None:
+        self.served: object | None = None
+
+    async def start(self, apis: object) -> None:
+        self.served = apis
+
+
+@pytest.mark.parametrize("gave_up", [False, True])
+@pytest.mark.asyncio
+async def test_the_kafka_listeners_accept_once_the_controller_unfenced_the_broker(
+    gave_up: bool,
+) -> None:
+    """As Kafka's broker enables request processing: before, a Metadata answer would list no
+    broker (the image has none unfenced, not even this one) and no controller."""
+    listener, broker = _Listener(), _Broker()
+    node = SimpleNamespace(kafka_listeners=[listener])
+    serving = asyncio.ensure_future(Node._serve_kafka(node, broker))  # type: ignore[arg-type]
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert listener.served is None and not serving.done()  # serving clients, still fenced
+    broker.gave_up = gave_up
+    broker.decided.set()
+    await serving
+    assert listener.served is (None if gave_up else broker.kafka_apis)

@@ -120,7 +120,12 @@ from replog.server.offsets_topic_creator import OffsetsTopicCreator, create_via_
 from replog.server.producer_id_manager import ProducerIdManager, allocate_from_controller
 from replog.server.raft_driver import RaftDriver
 from replog.server.replica_fetch_server import REGION_MIN_BYTES, ReplicaFetchListener
-from replog.server.replica_fetcher import ReplicaFetcherManager
+from replog.server.replica_fetch_service import ReplicaFetchService
+from replog.server.replica_fetcher import (
+    TRANSPORT_GRPC,
+    TRANSPORTS,
+    ReplicaFetcherManager,
+)
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import (
     LogLoadingAborted,
@@ -154,6 +159,7 @@ BROKER_PROPERTIES = frozenset(
         "initial.broker.registration.timeout.ms",
         "replica.socket.timeout.ms",
         "replica.fetch.port",
+        "replica.fetch.transport",
         "socket.request.max.bytes",
         "max.incremental.fetch.session.cache.slots",
         "min.incremental.fetch.session.eviction.ms",
@@ -171,6 +177,8 @@ class DataPlaneConfig:
     # Where followers' replica fetch connections are served (on the listener's host; 0: any
     # free port, which followers learn through ReplicaFetchEndpoint).
     replica_fetch_port: int = 0
+    # How this broker's followers fetch from leaders (replica.fetch.transport).
+    replica_fetch_transport: str = TRANSPORT_GRPC
     request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT
     group_coordinator: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
     # The Kafka listeners' fetch session cache (docs/kafka-protocol.md, "Fetch sessions").
@@ -265,6 +273,10 @@ class BrokerRuntime:
             config.broker_id,
             partial(self.service.replica_fetch, region_min_bytes=REGION_MIN_BYTES),
             self.service.request_bytes_max,
+        )
+        # Followers' fetch streams (`replica_fetch_service`); the node registers it.
+        self.replica_fetch_service = ReplicaFetchService(
+            config.broker_id, self.service.replica_fetch, self.service.request_bytes_max
         )
         # The handlers of the Kafka listeners (if any `listeners` entry is one).
         self.kafka_apis = KafkaApis(
@@ -580,6 +592,7 @@ class BrokerRuntime:
             request_timeout_ms=data_plane.replica_socket_timeout_ms,
             on_storage_error=self._on_storage_error,
             tasks=self._spawner,
+            transport=data_plane.replica_fetch_transport,
         )
         self.fetchers.start()
         self.alter_partition = AlterPartitionSender(
@@ -656,6 +669,7 @@ class BrokerRuntime:
     async def _stop_data_plane(self) -> None:
         self.service.attach(None)
         self.replica_fetch_listener.close()
+        self.replica_fetch_service.stop()
         self.coordinator_service.attach(None)
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
@@ -829,6 +843,7 @@ def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
             properties, "replica.socket.timeout.ms", REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
         ),
         replica_fetch_port=port_setting(properties, "replica.fetch.port", 0),
+        replica_fetch_transport=replica_fetch_transport(properties),
         request_bytes_max=positive_setting(
             properties, "socket.request.max.bytes", REQUEST_BYTES_MAX_DEFAULT
         ),
@@ -840,6 +855,20 @@ def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
             properties, "min.incremental.fetch.session.eviction.ms", EVICTION_MS_DEFAULT
         ),
     )
+
+
+def replica_fetch_transport(properties: Mapping[str, str]) -> str:
+    """`replica.fetch.transport`: `grpc` (unset) or `framed`; a ConfigError naming the value
+    otherwise."""
+    text = properties.get("replica.fetch.transport")
+    if text is None:
+        return TRANSPORT_GRPC
+    value = text.strip().lower()
+    if value not in TRANSPORTS:
+        raise ConfigError(
+            f"replica.fetch.transport={text!r}: must be one of {', '.join(TRANSPORTS)}"
+        )
+    return value
 
 
 def _advertised_endpoints(

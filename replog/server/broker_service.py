@@ -109,6 +109,7 @@ from replog.server.broker_metadata import metadata_response_from_image
 from replog.server.log_dirs import LogView, describe_log_dirs
 from replog.server.loop_turns import yield_turn
 from replog.server.repeat_reads import RepeatReads
+from replog.server.stream_requests import STOPPING, StreamRequests
 from replog.server.tolerant_service import (
     Context,
     Refused,
@@ -140,54 +141,6 @@ FETCH_STREAM_DEPTH = 8
 # Fetch entries decoded between two turns of the loop's other tasks (`_decode_fetch`): a few
 # milliseconds.
 FETCH_DECODE_STEP_PARTITIONS = 500
-
-
-# Put into an open stream call's queue when the broker stops serving (`attach`).
-_STOPPING: Any = object()
-
-
-class _StreamRequests:
-    """The request side of one ProduceStream or FetchStream call: a task reads `requests`
-    ahead of the answers, at most `depth` of them not yet `release`d, and queues `admit(r)`
-    for each request r, then None when they end. `stop` (the broker stops serving) queues
-    _STOPPING, which ends the call even while it waits for its next request; the queue is what
-    the call reads, rather than `requests` itself, for that. A get that finds an item does not
-    suspend: the cost per request is a put and an uncontended semaphore."""
-
-    def __init__(
-        self, requests: AsyncIterator[Any], depth: int, admit: Callable[[Any], Any]
-    ) -> None:
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._slots = asyncio.Semaphore(depth)
-        self._reader = asyncio.create_task(self._take(requests, admit))
-
-    async def _take(self, requests: AsyncIterator[Any], admit: Callable[[Any], Any]) -> None:
-        try:
-            async for request in requests:
-                await self._slots.acquire()
-                self.queue.put_nowait(admit(request))
-        finally:
-            self.queue.put_nowait(None)
-
-    def release(self) -> None:
-        """One request's turn is over: the reader may read one more ahead."""
-        self._slots.release()
-
-    def stop(self) -> None:
-        self.queue.put_nowait(_STOPPING)
-
-    async def ended(self) -> None:
-        """After the None: a failure reading the requests is the call's."""
-        await self._reader
-
-    def close(self) -> None:
-        """Stop the reader; a failure it ended with is retrieved (the call's status already
-        says what ended it), so asyncio does not log it as never retrieved."""
-        if self._reader.done():
-            if not self._reader.cancelled():
-                self._reader.exception()
-        else:
-            self._reader.cancel()
 
 
 class _NotServed(Exception):
@@ -287,7 +240,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._producer_ids = producer_ids
         # The open ProduceStream and FetchStream calls, told to end when the broker stops
         # serving (`attach(None)`).
-        self._open_streams: set[_StreamRequests] = set()
+        self._open_streams: set[StreamRequests] = set()
         self._stopped_serving = False  # attach(None) was called: a new stream ends at once
 
     def attach(self, replica_manager: BrokerRequests | None) -> None:
@@ -340,7 +293,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         started = stream.queue
         try:
             while (answer := await started.get()) is not None:
-                if answer is _STOPPING:
+                if answer is STOPPING:
                     await self._abort_stopping(context, "ProduceRequest")
                 try:
                     response = await answer
@@ -355,7 +308,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             self._close_stream(stream)
             while not started.empty():
                 pending = started.get_nowait()
-                if pending is None or pending is _STOPPING:
+                if pending is None or pending is STOPPING:
                     continue
                 if pending.done():
                     # Retrieved, so asyncio does not log it as never retrieved: the call's
@@ -437,7 +390,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         )
         try:
             while (request := await stream.queue.get()) is not None:
-                if request is _STOPPING:
+                if request is STOPPING:
                     await self._abort_stopping(context, "FetchRequest")
                 stream.release()
                 yield await self._serve(
@@ -456,16 +409,16 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         what: str,
         depth: int,
         admit: Callable[[Any], Any],
-    ) -> _StreamRequests:
-        """A stream call's requests (`_StreamRequests`), registered to be told when the broker
+    ) -> StreamRequests:
+        """A stream call's requests (`StreamRequests`), registered to be told when the broker
         stops serving; a call opened after that ends at once."""
         if self._stopped_serving:
             await self._abort_stopping(context, what)
-        stream = _StreamRequests(requests, depth, admit)
+        stream = StreamRequests(requests, depth, admit)
         self._open_streams.add(stream)
         return stream
 
-    def _close_stream(self, stream: _StreamRequests) -> None:
+    def _close_stream(self, stream: StreamRequests) -> None:
         self._open_streams.discard(stream)
         stream.close()
 

@@ -95,6 +95,7 @@ from replog.server.raft_service import (
     add_raft_services,
 )
 from replog.server.raft_storage import RaftStorage
+from replog.server.replica_fetch_service import add_replica_fetch_service
 
 log = logging.getLogger("replog.server")
 
@@ -248,6 +249,7 @@ class Node:
             )
             self.broker.counters = self.metrics.broker
             add_broker_service(self.broker.service, self.server)
+            add_replica_fetch_service(self.broker.replica_fetch_service, self.server)
             add_coordinator_service(self.broker.coordinator_service, self.server)
         # Without a controller the broker snapshots the metadata (a controller does it itself).
         # Built after the broker: its Raft listener must follow the broker's.

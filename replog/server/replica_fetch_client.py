@@ -57,6 +57,7 @@ class ReplicaFetchClient:
 
     def __init__(self, client: BrokerClient, source_id: int) -> None:
         self.client = client
+        self.address = client.address
         self.source_id = source_id
         self._connection: _Connection | None = None
         self._session = FetcherSession(SESSION_ADDS_PER_REQUEST, SESSION_CHANGES_PER_REQUEST)
@@ -121,6 +122,15 @@ class ReplicaFetchClient:
         if connection is not None:
             connection.close()
         self._session.reset()
+
+    def failed(self) -> None:
+        """After a failed fetch: the next one asks for the port and connects afresh."""
+        self.close()
+        self.client.reconnect()
+
+    async def aclose(self) -> None:
+        self.close()
+        await self.client.close()
 
 
 def _timed_out(where: str, wait_ms: int) -> RequestTimedOutError:

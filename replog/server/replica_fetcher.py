@@ -66,6 +66,7 @@ from replog.replication.fetch_session import FetchChanges
 from replog.replication.messages import FetchRequest, FetchResponse
 from replog.server.node_tasks import Spawner
 from replog.server.replica_fetch_client import ReplicaFetchClient
+from replog.server.replica_fetch_stream import ReplicaFetchStream
 from replog.wire.broker_client import BrokerClient
 
 log = logging.getLogger("replog.server.fetcher")
@@ -73,7 +74,23 @@ log = logging.getLogger("replog.server.fetcher")
 # Kafka's replica.socket.timeout.ms.
 REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 IDLE_POLL_MS_DEFAULT = 100
+# replica.fetch.transport's values: how followers reach leaders.
+TRANSPORT_GRPC = "grpc"
+TRANSPORT_FRAMED = "framed"
+TRANSPORTS = (TRANSPORT_GRPC, TRANSPORT_FRAMED)
 SOURCES_POLL_MS = 1000
+
+
+class LeaderFetches(Protocol):
+    """One leader's fetches over a transport (`ReplicaFetchStream`, `ReplicaFetchClient`)."""
+
+    @property
+    def address(self) -> str: ...
+    async def fetch(
+        self, request: FetchRequest, *, changes: FetchChanges | None = None
+    ) -> FetchResponse: ...
+    def failed(self) -> None: ...
+    async def aclose(self) -> None: ...
 
 
 class FollowerFetching(Protocol):
@@ -113,7 +130,11 @@ class ReplicaFetcherManager:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         idle_poll_ms: int = IDLE_POLL_MS_DEFAULT,
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
+        transport: str = TRANSPORT_GRPC,
     ) -> None:
+        if transport not in TRANSPORTS:
+            raise ValueError(f"replica.fetch.transport {transport!r}: not one of {TRANSPORTS}")
+        self._transport = transport
         self._spawner = tasks  # its background tasks' owner (node_tasks)
         self._rm = replica_manager
         self._addresses = addresses
@@ -176,8 +197,7 @@ class ReplicaFetcherManager:
     # --- one fetcher task --------------------------------------------------------------------
 
     async def _fetch_from(self, source: int) -> None:
-        client: BrokerClient | None = None
-        fetches: ReplicaFetchClient | None = None
+        fetches: LeaderFetches | None = None
         try:
             while not self._failed:
                 self._rm.fetch_wakeup.clear()
@@ -195,13 +215,10 @@ class ReplicaFetcherManager:
                     self._failed_fetch(source, request)
                     await asyncio.sleep(self._idle_poll_ms / 1000)
                     continue
-                if client is None or fetches is None or client.address != address:
+                if fetches is None or fetches.address != address:
                     if fetches is not None:
-                        fetches.close()
-                    if client is not None:
-                        await client.close()
-                    client = BrokerClient(address, request_timeout_ms=self._request_timeout_ms)
-                    fetches = ReplicaFetchClient(client, source)
+                        await fetches.aclose()
+                    fetches = self._connect(address, source)
                 try:
                     response = await fetches.fetch(
                         request, changes=self._rm.follower_fetch_changes(source)
@@ -210,9 +227,9 @@ class ReplicaFetcherManager:
                     # KafkaError: the leader unreachable or gone (NetworkError), its refusal
                     # (the Kafka error it named), an answer that is not one
                     # (MalformedResponseError), or none in time (RequestTimedOutError).
-                    # AioRpcError: the question for its replica fetch port failed.
+                    # AioRpcError: the question for a framed connection's port failed.
                     self._request_failed(source, address, request, exc)
-                    client.reconnect()
+                    fetches.failed()
                     await asyncio.sleep(self._idle_poll_ms / 1000)
                     continue
                 self.fetches += 1
@@ -220,9 +237,14 @@ class ReplicaFetcherManager:
                     await asyncio.sleep(self._idle_poll_ms / 1000)
         finally:
             if fetches is not None:
-                fetches.close()
-            if client is not None:
-                await client.close()
+                await fetches.aclose()
+
+    def _connect(self, address: str, source: int) -> LeaderFetches:
+        """The fetches to broker `source` at `address` over this broker's transport."""
+        if self._transport == TRANSPORT_FRAMED:
+            client = BrokerClient(address, request_timeout_ms=self._request_timeout_ms)
+            return ReplicaFetchClient(client, source)
+        return ReplicaFetchStream(address, source, request_timeout_ms=self._request_timeout_ms)
 
     def _process(self, source: int, request: FetchRequest, response: FetchResponse) -> bool:
         try:

@@ -125,7 +125,7 @@ async def test_a_task_started_while_the_node_does_not_run_is_refused() -> None:
 # Where the server starts a task that is not the node's: each belongs to the call or the
 # connection that starts it, which awaits or cancels it before it ends (node_tasks Rules).
 CALL_OWNED_TASKS = {
-    ("broker_service.py", "_StreamRequests.__init__"),  # a stream call's request reader
+    ("stream_requests.py", "StreamRequests.__init__"),  # a stream call's request reader
     ("broker_service.py", "BrokerService.ProduceStream"),  # a stream call's requests, in order
     ("broker_lifecycle_driver.py", "BrokerLifecycleDriver._wait_for"),  # first of two events
     ("broker_runtime.py", "BrokerRuntime.wait_failed"),  # the first of three events

@@ -8,15 +8,16 @@ partition tests (tests/cluster/test_cluster_network_partitions.py) and the link 
 The cluster (`start_proxied_cluster`): each node *advertises* its proxy's address
 (`advertised.listeners`, written into its server.properties before `replog cluster start`), so
 clients that bootstrap from the proxies, and the other brokers' replica fetchers, which look
-leaders up by the same address, reach it only through the proxy. With `partitionable=True`
-each node's `controller.quorum.voters` also names the other voters by their proxies (its own
-entry stays its real listener, which the node checks against `listeners`), so Raft and the
-brokers' heartbeats to the active controller go through them too; Raft Fetch and the
-followers' replica fetches, which have listeners of their own whose ports a peer learns from
-the node and dials at the host it reached the node at, go through a second and a third proxy
-per node (`raft_fetch_proxies`, `replica_fetch_proxies`). Those proxies listen on PROXY_HOST
-with the node's own port numbers, which is what makes the learned port land on them. (Without
-`partitionable`, replica fetches reach the nodes directly: only clients go through proxies.)
+leaders up by the same address and fetch over its ReplicaFetch gRPC stream (the default
+`replica.fetch.transport`), reach it only through the proxy. With `partitionable=True` each
+node's `controller.quorum.voters` also names the other voters by their proxies (its own entry
+stays its real listener, which the node checks against `listeners`), so Raft and the brokers'
+heartbeats to the active controller go through them too; Raft Fetch and the framed replica
+fetch listener (`replica.fetch.port`: followers with `replica.fetch.transport=framed`, Spark
+tasks), which have listeners of their own whose ports a peer learns from the node and dials at
+the host it reached the node at, go through a second and a third proxy per node
+(`raft_fetch_proxies`, `replica_fetch_proxies`). Those proxies listen on PROXY_HOST with the
+node's own port numbers, which is what makes the learned port land on them.
 Each proxy learns which node a connection comes from (tests/cluster/socket_owner.py):
 `partition`, `isolate`, `cut_links` (any pairs: D3's ring) and `heal` then cut node-to-node
 links pair by pair. The test process's own connections (its clients, its admin calls) are not
@@ -78,7 +79,7 @@ class ProxiedCluster:
     proxies: dict[int, TcpProxy]  # node id -> the proxy in front of its listener
     # node id -> the proxy in front of its Raft Fetch listener (partitionable clusters only)
     raft_fetch_proxies: dict[int, TcpProxy] = field(default_factory=dict)
-    # node id -> the proxy in front of its replica fetch listener (partitionable clusters only)
+    # node id -> the proxy in front of its framed replica fetch listener (partitionable only)
     replica_fetch_proxies: dict[int, TcpProxy] = field(default_factory=dict)
     _pids: dict[int, int] = field(default_factory=dict)  # source_of's: node id -> process id
 
@@ -87,8 +88,8 @@ class ProxiedCluster:
         return [*self.data_fronts(node_id), *self._extra(self.raft_fetch_proxies, node_id)]
 
     def data_fronts(self, node_id: int) -> list[TcpProxy]:
-        """The proxies in front of `node_id`'s listener and its replica fetch listener: where
-        its followers fetch, and its gRPC services answer."""
+        """The proxies in front of `node_id`'s listener and its framed replica fetch listener:
+        where its followers fetch, and its gRPC services answer."""
         return [self.proxies[node_id], *self._extra(self.replica_fetch_proxies, node_id)]
 
     @staticmethod

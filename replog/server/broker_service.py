@@ -34,9 +34,10 @@ Rules:
   `FetchStream`).
 - `FetchStream` answers Fetch requests sent one after another on one call, in order, each
   exactly as `Fetch` would; a request `Fetch` would fail as a whole ends the stream with that
-  status. A follower's fetcher keeps one per leader: a stream message costs this process about
-  half of what a unary call does (measured: 170-200 against 400-430 us of CPU for a 256 KiB
-  answer), and a follower fetches several times per produced batch.
+  status. A consumer keeps one per leader: a stream message costs this process about half of
+  what a unary call does (measured: 170-200 against 400-430 us of CPU for a 256 KiB answer).
+  Followers fetch over the ReplicaFetch service (`replica_fetch_service`), served by
+  `replica_fetch` with the same rules.
 - Waiting requests (acks=all produce, fetch long polls, DeleteRecords) wait at most their own
   timeout and end a little before the caller's gRPC deadline, so the caller gets Kafka's
   answer rather than DEADLINE_EXCEEDED.
@@ -226,10 +227,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
         producer_ids: ProducerIds | None = None,
         metadata_ready: Callable[[], bool] = lambda: True,
-        replica_fetch_port: Callable[[], int | None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
-        self._replica_fetch_port = replica_fetch_port
         self._metadata_ready = metadata_ready
         self._cluster_id = cluster_id
         self._image = image
@@ -433,33 +432,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         )
 
     async def replica_fetch(
-        self,
-        request: pb.FetchRequest,
-        session: LeaderFetchSession,
-        repeats: RepeatReads | None,
-        region_min_bytes: int | None = None,
+        self, request: pb.FetchRequest, session: LeaderFetchSession, repeats: RepeatReads | None
     ) -> m.FetchResponse:
-        """A follower's fetch from its replica fetch connection (`replica_fetch_server`), in
-        the connection's `session`, answered exactly as a `FetchStream` request; a request
+        """A follower's fetch from its ReplicaFetch stream (`replica_fetch_service`), in the
+        stream's `session`, answered exactly as a `FetchStream` request; a request
         `FetchStream` would fail as a whole raises `Refused`. Its max wait is its own: the
-        follower waits for it plus its request timeout. With `region_min_bytes`, records of
-        that many bytes or more are answered as regions of their file
-        (`m.FetchRequest.region_min_bytes`), which the caller must send or close."""
-        return await self._fetch(request, _no_bound, session, repeats, region_min_bytes)
-
-    async def ReplicaFetchEndpoint(
-        self, request: pb.ReplicaFetchEndpointRequest, context: Context
-    ) -> pb.ReplicaFetchEndpointResponse:
-        async def serve() -> pb.ReplicaFetchEndpointResponse:
-            port = self._replica_fetch_port()
-            if port is None:
-                raise Refused(
-                    grpc.StatusCode.UNAVAILABLE,
-                    "its replica fetch listener (replica.fetch.port) is not listening yet",
-                )
-            return pb.ReplicaFetchEndpointResponse(port=port)
-
-        return await self._serve(request, context, serve)
+        follower waits for it plus its request timeout."""
+        return await self._fetch(request, _no_bound, session, repeats)
 
     async def _fetch(
         self,
@@ -467,12 +446,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         bound_ms: Callable[[int], int],
         session: LeaderFetchSession | None,
         repeats: RepeatReads | None = None,
-        region_min_bytes: int | None = None,
     ) -> m.FetchResponse:
         """`request` decoded, then answered by `fetch`."""
         decoded = await self._decode_fetch(request)
-        if region_min_bytes is not None:
-            decoded = replace(decoded, region_min_bytes=region_min_bytes)
         answer = self.fetch(decoded, bound_ms, session, repeats)
         return answer if isinstance(answer, m.FetchResponse) else await answer
 
@@ -800,7 +776,6 @@ _METHODS: dict[str, tuple[Any, Any]] = {
     "Metadata": (controller_pb.MetadataRequest, controller_pb.MetadataResponse),
     "InitProducerId": (pb.InitProducerIdRequest, pb.InitProducerIdResponse),
     "DescribeLogDirs": (pb.DescribeLogDirsRequest, pb.DescribeLogDirsResponse),
-    "ReplicaFetchEndpoint": (pb.ReplicaFetchEndpointRequest, pb.ReplicaFetchEndpointResponse),
 }
 
 

@@ -263,16 +263,10 @@ class BrokerClient:
             all_answered=all_answered,
         )
 
-    async def replica_fetch_endpoint(self) -> int:
-        """The port the broker listens on for replica fetch connections (on its host)."""
-        port = await self.named_replica_fetch_port()
-        if port is None:
-            raise self._malformed("ReplicaFetchEndpoint", "port 0")
-        return port
-
     async def named_replica_fetch_port(self) -> int | None:
-        """`replica_fetch_endpoint`, or None where the answer names no port (0: the field
-        unset)."""
+        """The port a broker names for framed fetch connections (on its host), or None where
+        the answer names none (0: the field unset). Brokers no longer serve it: the call fails
+        UNIMPLEMENTED, which the Spark source reads as no framed path."""
         request = broker_pb2.ReplicaFetchEndpointRequest()
         answer = await self._call("ReplicaFetchEndpoint", request, None)
         if answer.port == 0:

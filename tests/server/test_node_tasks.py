@@ -131,8 +131,6 @@ CALL_OWNED_TASKS = {
     ("broker_runtime.py", "BrokerRuntime.wait_failed"),  # the first of three events
     ("group_coordinator.py", "GroupCoordinator._group_call"),  # awaited by the request
     ("kafka_listener.py", "_Connection._spawn"),  # a request's handler, cancelled on close
-    # A replica fetch connection's server of its requests in order, cancelled when it is lost.
-    ("replica_fetch_server.py", "_FollowerConnection.connection_made"),
     # A metadata append connection's appends waiting to commit, cancelled when it is lost.
     ("metadata_append_server.py", "_InboundConnection.data_received"),
     ("node_tasks.py", "NodeTasks.spawn"),  # the node's group itself

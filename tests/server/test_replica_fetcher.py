@@ -1,7 +1,5 @@
-"""ReplicaFetcherManager against fake leaders (grpc.aio servers with the ReplicaFetch service,
-and replica fetch listeners with Broker services naming their ports, on 127.0.0.1:0) and a
-fake replica manager, on the default transport (the gRPC stream) unless a test names framed
-TCP: one task per source,
+"""ReplicaFetcherManager against fake leaders (grpc.aio servers with the ReplicaFetch service
+on 127.0.0.1:0) and a fake replica manager: one task per source,
 answers go to process_follower_fetch with the record bytes untouched, a dead or hung peer
 or an answer that is not one goes to follower_fetch_failed with one warning naming leader,
 address and cause and a new channel, tasks follow fetch_sources(), a storage error stops the
@@ -10,10 +8,8 @@ fetchers, stop() ends everything."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,18 +22,14 @@ import pytest_asyncio
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint, RegisterBrokerRecord
-from replog.errors import ConfigError, KafkaStorageError, NotLeaderOrFollowerError
+from replog.errors import KafkaStorageError, NotLeaderOrFollowerError
 from replog.pb import broker_pb2 as pb
-from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
 from replog.record.batch import iter_batches
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server.broker_runtime import replica_fetch_transport
 from replog.server.broker_service import BrokerService, add_broker_service
-from replog.server.known_properties import unknown_properties
 from replog.server.repeat_reads import RepeatReads
-from replog.server.replica_fetch_server import ReplicaFetchListener
 from replog.server.replica_fetch_service import SERVICE_NAME as REPLICA_FETCH_SERVICE
 from replog.server.replica_fetch_service import ReplicaFetchService, add_replica_fetch_service
 from replog.server.replica_fetcher import ReplicaFetcherManager
@@ -46,10 +38,9 @@ from replog.server.tolerant_service import Refused
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks
 from replog.wire import broker_codec as codec
-from replog.wire import framed_wire
 from replog.wire.broker_client import BrokerClient
 from replog.wire.redialing_channel import RedialingChannel
-from tests.client.fake_broker import GARBAGE, record_redials
+from tests.client.fake_broker import GARBAGE
 from tests.eventually import eventually
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
@@ -99,25 +90,16 @@ class FakeFollower:
         self.failed.append((source_broker_id, request))
 
 
-class FakeLeader(broker_pb2_grpc.BrokerServicer):
-    """A leader answering every fetch with BATCH, on its ReplicaFetch service and its replica
-    fetch listener (and the gRPC `ReplicaFetchEndpoint` naming the listener's port; `port`:
-    another one). `hang`: never answers; `end_connections`: ends each stream or connection at
-    its second request."""
+class FakeLeader:
+    """A leader answering every fetch with BATCH on its ReplicaFetch service. `hang`: never
+    answers; `end_connections`: ends each stream at its second request."""
 
     def __init__(self, hang: bool = False, end_connections: bool = False) -> None:
         self.hang = hang
         self.end_connections = end_connections
         self.requests: list[pb.FetchRequest] = []
-        self.sessions: list[LeaderFetchSession] = []  # one per stream or connection, in order
-        self.listener = ReplicaFetchListener(1, self.serve, 1 << 20)
+        self.sessions: list[LeaderFetchSession] = []  # one per stream, in order
         self.stream_service = ReplicaFetchService(1, self.serve, 1 << 20)
-        self.port: int | None = None
-
-    async def ReplicaFetchEndpoint(
-        self, request: pb.ReplicaFetchEndpointRequest, context: Any
-    ) -> pb.ReplicaFetchEndpointResponse:
-        return pb.ReplicaFetchEndpointResponse(port=self.port or self.listener.port)
 
     async def serve(
         self, request: pb.FetchRequest, session: LeaderFetchSession, repeats: RepeatReads
@@ -125,11 +107,7 @@ class FakeLeader(broker_pb2_grpc.BrokerServicer):
         if not any(s is session for s in self.sessions):
             self.sessions.append(session)
         elif self.end_connections:
-            if not self.listener._connections:  # a gRPC stream: ended with a status
-                raise Refused(grpc.StatusCode.UNAVAILABLE, "ending the stream")
-            for connection in list(self.listener._connections):
-                connection.close()
-            await asyncio.sleep(3600)
+            raise Refused(grpc.StatusCode.UNAVAILABLE, "ending the stream")
         self.requests.append(request)
         if self.hang:
             await asyncio.sleep(3600)
@@ -149,11 +127,8 @@ class Leaders:
 
 
 async def serving(servicer: FakeLeader) -> tuple[Any, str]:
-    """A started grpc.aio server for `servicer` on a free port, and its address; its replica
-    fetch listener listening."""
-    await servicer.listener.start("127.0.0.1", 0)
+    """A started grpc.aio server for `servicer` on a free port, and its address."""
     server = grpc.aio.server()
-    broker_pb2_grpc.add_BrokerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     add_replica_fetch_service(servicer.stream_service, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
@@ -161,7 +136,6 @@ async def serving(servicer: FakeLeader) -> tuple[Any, str]:
 
 
 async def stopped(server: Any, servicer: FakeLeader) -> None:
-    servicer.listener.close()
     await server.stop(grace=None)
 
 
@@ -180,21 +154,6 @@ async def leaders() -> AsyncIterator[Leaders]:
     finally:
         for server, servicer in servers:
             await stopped(server, servicer)
-
-
-async def answering_garbage() -> asyncio.Server:
-    """A listener that greets nobody and answers every frame with GARBAGE."""
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readexactly(framed_wire.GREETING_BYTES)
-        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-            while True:
-                length, sequence = struct.unpack(">II", await reader.readexactly(8))
-                await reader.readexactly(length - 4)
-                writer.write(framed_wire.frame(sequence, GARBAGE))
-        writer.close()
-
-    return await asyncio.start_server(answer, "127.0.0.1", 0)
 
 
 def _log_bytes(log: Any) -> bytes:
@@ -250,23 +209,14 @@ def fetcher_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(
-    ("transport", "said"),
-    [
-        ("grpc", "NetworkError: broker 1 at 127.0.0.1:1: ReplicaFetch.Fetch failed: UNAVAILABLE"),
-        ("framed", "UNAVAILABLE"),  # the question for the port, over gRPC
-    ],
-)
 async def test_a_dead_peer_is_a_failed_fetch_and_the_task_keeps_trying(
-    caplog: pytest.LogCaptureFixture, transport: str, said: str
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Kafka's fetcher warns on every failed fetch ("Error in response for fetch request"),
     a dead leader's included; the manager's back-off paces them."""
     caplog.set_level(logging.WARNING, "replog.server.fetcher")
     rm = FakeFollower(sources=[1])
-    fetchers = ReplicaFetcherManager(
-        rm, {1: "127.0.0.1:1"}.get, idle_poll_ms=10, tasks=LoopTasks(), transport=transport
-    )
+    fetchers = ReplicaFetcherManager(rm, {1: "127.0.0.1:1"}.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
     try:
         await eventually(lambda: len(rm.failed) >= 2, "two failed fetches")
@@ -276,6 +226,7 @@ async def test_a_dead_peer_is_a_failed_fetch_and_the_task_keeps_trying(
         await fetchers.stop()
     warnings = fetcher_warnings(caplog)
     assert len(warnings) == len(rm.failed)
+    said = "NetworkError: broker 1 at 127.0.0.1:1: ReplicaFetch.Fetch failed: UNAVAILABLE"
     assert f"fetch from leader broker 1 at 127.0.0.1:1 failed: {said}" in warnings[0]
 
 
@@ -297,42 +248,6 @@ async def test_a_leader_with_no_known_address_is_a_failed_fetch_with_one_warning
     assert warnings[0].startswith("fetch from leader broker 1 failed: it has no known address")
 
 
-@pytest.mark.asyncio
-async def test_a_framed_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_failure(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A leader answering garbage on its replica fetch listener: each fetch fails as a whole
-    (the manager backs its partitions off), with one warning naming the leader, its address
-    and what was wrong, and the channel dropped as Kafka's BrokerBlockingSender closes the
-    connection."""
-    caplog.set_level(logging.WARNING, "replog.server.fetcher")
-    redialled = record_redials(monkeypatch)
-    garbage = await answering_garbage()
-    leader = FakeLeader()
-    leader.port = garbage.sockets[0].getsockname()[1]
-    server, address = await serving(leader)
-    rm = FakeFollower(sources=[1])
-    fetchers = ReplicaFetcherManager(
-        rm, {1: address}.get, idle_poll_ms=10, tasks=LoopTasks(), transport="framed"
-    )
-    fetchers.start()
-    try:
-        await eventually(lambda: len(rm.failed) >= 2, "two failed fetches")
-    finally:
-        await fetchers.stop()
-        await stopped(server, leader)
-        garbage.close()
-    assert rm.processed == []
-    warnings = fetcher_warnings(caplog)
-    assert len(warnings) == len(rm.failed) == fetchers.failures
-    assert warnings[0].startswith(
-        f"fetch from leader broker 1 at {address} failed: MalformedResponseError: "
-        f"broker at {address} answered ReplicaFetch with bytes that do not parse"
-    )
-    assert warnings[0].endswith("; backing off its 1 partition(s)")
-    assert redialled == [address] * len(rm.failed)
-
-
 async def grpc_answering_garbage() -> tuple[Any, str]:
     """A grpc.aio server whose ReplicaFetch.Fetch answers every request with GARBAGE."""
 
@@ -351,12 +266,13 @@ async def grpc_answering_garbage() -> tuple[Any, str]:
 
 
 @pytest.mark.asyncio
-async def test_a_stream_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_failure(
+async def test_an_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_failure(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same on the default transport: a leader whose stream answers garbage fails each
-    fetch as a whole, one warning each naming the leader and what was wrong, and the next
-    fetch dials a new channel (Kafka's BrokerBlockingSender closes the connection)."""
+    """A leader whose stream answers garbage: each fetch fails as a whole (the manager backs
+    its partitions off), one warning each naming the leader, its address and what was wrong,
+    and the next fetch dials a new channel (Kafka's BrokerBlockingSender closes the
+    connection)."""
     caplog.set_level(logging.WARNING, "replog.server.fetcher")
     redialled: list[str] = []
     reconnect = RedialingChannel.reconnect
@@ -387,7 +303,7 @@ async def test_a_stream_answer_that_is_not_one_is_one_warning_and_a_new_channel_
 
 
 @pytest.mark.asyncio
-async def test_every_fetch_from_a_source_goes_on_one_connection(leaders: Leaders) -> None:
+async def test_every_fetch_from_a_source_goes_on_one_stream(leaders: Leaders) -> None:
     rm = FakeFollower(sources=[1])
     fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
@@ -408,35 +324,27 @@ async def test_every_fetch_from_a_source_goes_on_one_connection(leaders: Leaders
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("transport", ["grpc", "framed"])
-async def test_a_connection_the_leader_ends_is_a_failed_fetch_and_the_next_opens_another(
-    caplog: pytest.LogCaptureFixture, transport: str
+async def test_a_stream_the_leader_ends_is_a_failed_fetch_and_the_next_opens_another(
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, "replog.server.fetcher")
     servicer = FakeLeader(end_connections=True)
     server, address = await serving(servicer)
-    port = servicer.listener.port
     rm = FakeFollower(sources=[1])
-    fetchers = ReplicaFetcherManager(
-        rm, {1: address}.get, idle_poll_ms=10, tasks=LoopTasks(), transport=transport
-    )
+    fetchers = ReplicaFetcherManager(rm, {1: address}.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
     try:
         await eventually(lambda: len(rm.failed) >= 2, "two ended connections")
     finally:
         await fetchers.stop()
         await stopped(server, servicer)
-    # Each connection: one answer processed, then its end is a failed fetch; a new one (and
+    # Each stream: one answer processed, then its end is a failed fetch; a new one (and
     # a new session, starting with a full fetch) follows.
     assert len(servicer.sessions) >= 2 and len(rm.processed) >= 2
     assert all(r.session_epoch == 0 for r in servicer.requests)
     warnings = fetcher_warnings(caplog)
     assert len(warnings) == len(rm.failed)
-    ended = {
-        "grpc": f"NetworkError: broker 1 at {address}: ReplicaFetch.Fetch failed: UNAVAILABLE",
-        "framed": f"NetworkError: broker 1's replica fetch listener at 127.0.0.1:{port} closed "
-        "the connection",
-    }[transport]
+    ended = f"NetworkError: broker 1 at {address}: ReplicaFetch.Fetch failed: UNAVAILABLE"
     assert all(ended in w for w in warnings), warnings
 
 
@@ -534,7 +442,6 @@ class Broker:
     log_manager: LogManager
     replica_manager: ReplicaManager
     service: BrokerService
-    listener: ReplicaFetchListener
     fetchers: ReplicaFetcherManager | None = None
 
 
@@ -570,10 +477,7 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
                 cluster_id="c1",
                 image=lambda rm=replica_manager: rm.image,
                 replica_manager=replica_manager,
-                replica_fetch_port=lambda b=broker_id: brokers[b].listener.port,
             )
-            listener = ReplicaFetchListener(broker_id, service.replica_fetch, 1 << 24)
-            await listener.start("127.0.0.1", 0)
             server = grpc.aio.server()
             add_broker_service(service, server)
             add_replica_fetch_service(
@@ -588,7 +492,6 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
                 log_manager,
                 replica_manager,
                 service,
-                listener,
             )
         image = three_broker_image({b.broker_id: b.address for b in brokers.values()})
 
@@ -691,24 +594,5 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
             if broker.fetchers is not None:
                 await broker.fetchers.stop()
             await broker.replica_manager.stop()
-            broker.listener.close()
             await broker.server.stop(grace=None)
             broker.log_manager.shutdown()
-
-
-# --- replica.fetch.transport -------------------------------------------------------------------
-
-
-def test_the_transport_is_grpc_unless_the_broker_says_framed() -> None:
-    assert unknown_properties({"replica.fetch.transport": "framed"}) == []
-    assert replica_fetch_transport({}) == "grpc"
-    assert replica_fetch_transport({"replica.fetch.transport": " Framed "}) == "framed"
-    assert replica_fetch_transport({"replica.fetch.transport": "grpc"}) == "grpc"
-    with pytest.raises(
-        ConfigError, match=r"replica\.fetch\.transport='quic': must be one of grpc, framed"
-    ):
-        replica_fetch_transport({"replica.fetch.transport": "quic"})
-    with pytest.raises(ValueError, match=r"replica\.fetch\.transport 'quic'"):
-        ReplicaFetcherManager(
-            FakeFollower(), lambda broker_id: None, tasks=LoopTasks(), transport="quic"
-        )

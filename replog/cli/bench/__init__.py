@@ -11,8 +11,7 @@ the HTML report with its PNG plots is written beside them, in a new directory un
 JSON files in DIR.
 
 Systems: `replog` (replog's own Python client, over gRPC), `replog-kafka` (confluent-kafka
-through replog's Kafka listener; `replog-kafka-framed` the same with followers fetching over
-framed TCP, `replica.fetch.transport=framed`), `kafka` (confluent-kafka against Apache Kafka 4.x),
+through replog's Kafka listener), `kafka` (confluent-kafka against Apache Kafka 4.x),
 `jetstream` (NATS JetStream, through a compiled Go driver built by bench/jetstream/build.sh),
 `etcd` (3 etcd members, for metadata runs only). A workload with `clients` (a clients run)
 drives the `replog` system's cluster through each of those clients in turn, run by run.
@@ -88,13 +87,7 @@ def base_port_of(ports: list[int], index: int) -> int:
 CONTROLLER_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka")
 METADATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "etcd", "jetstream")
 CLIENTS_SYSTEMS: tuple[str, ...] = ("replog",)
-DATA_SYSTEMS: tuple[str, ...] = (
-    "replog",
-    "replog-kafka",
-    "replog-kafka-framed",
-    "kafka",
-    "jetstream",
-)
+DATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "jetstream")
 
 
 def check_systems(workload: Any, systems: list[str], source: str) -> None:

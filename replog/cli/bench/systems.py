@@ -5,8 +5,6 @@ topics, names the driver and bootstrap servers clients use, and stops.
   directory), driven by replog's own client over gRPC.
 - `replog-kafka`: the same kind of cluster, driven by confluent-kafka through each broker's Kafka
   listener (`PLAINTEXT`, as `replog cluster start --kafka-base-port` makes it).
-- `replog-kafka-framed`: `replog-kafka` with its followers fetching over framed TCP
-  (`replica.fetch.transport=framed`) instead of the default gRPC stream.
 - `kafka`: Apache Kafka 4.x in KRaft mode, started and stopped by `bench/kafka/kafka.sh` (which
   fetches its jars with Maven once), driven by confluent-kafka.
 - `jetstream`: NATS JetStream (`replog.cli.bench.jetstream`), driven by a compiled Go driver.
@@ -41,13 +39,7 @@ if TYPE_CHECKING:
     from replog.cli.bench.controller_failover import Failover
     from replog.cli.local_cluster import LocalCluster, LocalNode
 
-SYSTEMS = ("replog", "replog-kafka", "replog-kafka-framed", "kafka", "jetstream", "etcd")
-# The server.properties each replog system's nodes get beyond `replog cluster start`'s.
-REPLOG_OVERRIDES: dict[str, dict[str, str]] = {
-    "replog": {},
-    "replog-kafka": {},
-    "replog-kafka-framed": {"replica.fetch.transport": "framed"},
-}
+SYSTEMS = ("replog", "replog-kafka", "kafka", "jetstream", "etcd")
 NODES = 3
 START_TIMEOUT_S = 60.0
 KAFKA_START_TIMEOUT_S = 600.0  # the first start fetches Kafka's jars with Maven
@@ -120,7 +112,7 @@ def make_system(
     """`base_port`: the first of the ports the system's nodes listen on (each system takes
     base_port .. base_port + 299)."""
     directory = os.path.join(work_dir, name)
-    if name in REPLOG_OVERRIDES:
+    if name in ("replog", "replog-kafka"):
         return ReplogSystem(name, directory, base_port, server_cpus)
     if name == "kafka":
         return KafkaSystem(directory, base_port, kafka_script, server_cpus)
@@ -168,7 +160,7 @@ class ReplogSystem:
         cluster = self._cluster = LocalCluster.plan(
             self.directory, NODES, self.base_port, kafka_base_port=self.base_port + 200
         )
-        cluster.write(REPLOG_OVERRIDES[self.name])
+        cluster.write()
         with pinned(self.server_cpus):
             pids = {node.node_id: spawn(node) for node in cluster.nodes}
         self._started = [(node, pids[node.node_id]) for node in cluster.nodes]

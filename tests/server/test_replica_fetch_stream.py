@@ -44,7 +44,7 @@ from replog.testing import LoopTasks
 from replog.wire import broker_codec as codec
 from tests.client.fake_broker import GARBAGE
 from tests.metadata.metadata_helpers import create_topic, replayed, topic_id
-from tests.server.test_replica_fetcher import three_broker_image
+from tests.server.test_replica_fetcher import raw_leader, three_broker_image
 
 TOPIC_ID = topic_id(5)
 FOLLOWER = 2
@@ -275,13 +275,7 @@ async def fake_leader(answer: Answer) -> tuple[Any, str]:
         async for raw in requests:
             yield await answer(pb.FetchRequest.FromString(raw), context)
 
-    def register(server: Any) -> None:
-        handler = grpc.stream_stream_rpc_method_handler(answer_each)
-        server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE_NAME, {"Fetch": handler}),)
-        )
-
-    return await grpc_server(register)
+    return await raw_leader(answer_each)
 
 
 def answer_naming(topic: str, partition: int, high_watermark: int = 0) -> bytes:
@@ -339,13 +333,7 @@ async def test_a_stream_ended_without_an_error_is_a_network_error() -> None:
             return
         yield b""  # an async generator that answers nothing
 
-    def register(server: Any) -> None:
-        handler = grpc.stream_stream_rpc_method_handler(answer_nothing)
-        server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE_NAME, {"Fetch": handler}),)
-        )
-
-    server, address = await grpc_server(register)
+    server, address = await raw_leader(answer_nothing)
     follower = stream_to(address)
     try:
         with pytest.raises(

@@ -248,13 +248,9 @@ async def test_a_leader_with_no_known_address_is_a_failed_fetch_with_one_warning
     assert warnings[0].startswith("fetch from leader broker 1 failed: it has no known address")
 
 
-async def grpc_answering_garbage() -> tuple[Any, str]:
-    """A grpc.aio server whose ReplicaFetch.Fetch answers every request with GARBAGE."""
-
-    async def fetch(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-        async for _ in requests:
-            yield GARBAGE
-
+async def raw_leader(fetch: Any) -> tuple[Any, str]:
+    """A started grpc.aio server whose ReplicaFetch.Fetch is the stream handler `fetch` (raw
+    bytes both ways), and its address."""
     server = grpc.aio.server()
     handler = grpc.stream_stream_rpc_method_handler(fetch)
     server.add_generic_rpc_handlers(
@@ -263,6 +259,11 @@ async def grpc_answering_garbage() -> tuple[Any, str]:
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     return server, f"127.0.0.1:{port}"
+
+
+async def answer_garbage(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+    async for _ in requests:
+        yield GARBAGE
 
 
 @pytest.mark.asyncio
@@ -282,7 +283,7 @@ async def test_an_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_fa
         reconnect(channel)
 
     monkeypatch.setattr(RedialingChannel, "reconnect", recording)
-    server, address = await grpc_answering_garbage()
+    server, address = await raw_leader(answer_garbage)
     rm = FakeFollower(sources=[1])
     fetchers = ReplicaFetcherManager(rm, {1: address}.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()

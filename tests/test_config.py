@@ -34,17 +34,20 @@ def test_positive_setting_names_the_key_it_refuses(text: str, message: str) -> N
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("-1", "replica.fetch.port=-1: must be 0 or more"),
-        ("65536", "replica.fetch.port=65536: must be a port, 0 to 65535"),
+        ("-1", "controller.quorum.fetch.port=-1: must be 0 or more"),
+        ("65536", "controller.quorum.fetch.port=65536: must be a port, 0 to 65535"),
     ],
 )
 def test_port_setting_takes_0_to_65535_and_names_the_key_it_refuses(
     text: str, message: str
 ) -> None:
-    assert port_setting({"replica.fetch.port": "65535"}, "replica.fetch.port", 0) == 65535
-    assert port_setting({}, "replica.fetch.port", 0) == 0
+    assert (
+        port_setting({"controller.quorum.fetch.port": "65535"}, "controller.quorum.fetch.port", 0)
+        == 65535
+    )
+    assert port_setting({}, "controller.quorum.fetch.port", 0) == 0
     with pytest.raises(ConfigError, match=re.escape(message)):
-        port_setting({"replica.fetch.port": text}, "replica.fetch.port", 0)
+        port_setting({"controller.quorum.fetch.port": text}, "controller.quorum.fetch.port", 0)
 
 
 def test_integer_settings_maps_dotted_keys_to_fields_and_leaves_unset_ones_out() -> None:

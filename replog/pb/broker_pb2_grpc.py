@@ -122,8 +122,8 @@ class BrokerServicer:
 
     def FetchStream(self, request_iterator, context):
         """Fetch requests sent one after another on one call, each answered in order, as Fetch
-        would answer it: a follower's fetcher keeps one such stream per leader, which saves the
-        cost of a call per fetch. A request the broker refuses as a whole ends the stream with
+        would answer it: a consumer keeps one such stream per leader, which saves the cost of a
+        call per fetch (followers fetch over ReplicaFetch, replica_fetch.proto). A request the broker refuses as a whole ends the stream with
         the status Fetch would fail with.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -131,8 +131,9 @@ class BrokerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReplicaFetchEndpoint(self, request, context):
-        """Where this broker listens for its followers' replica fetch connections (a framed TCP
-        protocol, not gRPC: replog/wire/replica_fetch_wire.py); asked once per connection.
+        """Where a broker listened for framed fetch connections (replog/wire/replica_fetch_wire.py).
+        Not served any more (UNIMPLEMENTED): followers fetch over ReplicaFetch
+        (replica_fetch.proto), and the Spark source reads UNIMPLEMENTED as "no framed path".
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

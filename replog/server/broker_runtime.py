@@ -75,7 +75,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
 from quorum.metadata.delta import MetadataDelta
@@ -87,7 +86,7 @@ from quorum.metadata.steps import Steps, run_to_end
 from quorum.raft.ready import ApplyItem
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
-from replog.config import non_negative_setting, port_setting, positive_setting
+from replog.config import non_negative_setting, positive_setting
 from replog.errors import (
     BrokerLifecycleError,
     BrokerNotAvailableError,
@@ -119,7 +118,7 @@ from replog.server.node_tasks import Spawner
 from replog.server.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
 from replog.server.producer_id_manager import ProducerIdManager, allocate_from_controller
 from replog.server.raft_driver import RaftDriver
-from replog.server.replica_fetch_server import REGION_MIN_BYTES, ReplicaFetchListener
+from replog.server.replica_fetch_service import ReplicaFetchService
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import (
@@ -153,7 +152,6 @@ BROKER_PROPERTIES = frozenset(
         "broker.session.timeout.ms",
         "initial.broker.registration.timeout.ms",
         "replica.socket.timeout.ms",
-        "replica.fetch.port",
         "socket.request.max.bytes",
         "max.incremental.fetch.session.cache.slots",
         "min.incremental.fetch.session.eviction.ms",
@@ -168,9 +166,6 @@ class DataPlaneConfig:
     log_dirs: tuple[str, ...]
     properties: Mapping[str, str]
     replica_socket_timeout_ms: int = REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
-    # Where followers' replica fetch connections are served (on the listener's host; 0: any
-    # free port, which followers learn through ReplicaFetchEndpoint).
-    replica_fetch_port: int = 0
     request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT
     group_coordinator: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
     # The Kafka listeners' fetch session cache (docs/kafka-protocol.md, "Fetch sessions").
@@ -257,14 +252,10 @@ class BrokerRuntime:
             on_storage_error=self._on_storage_error,
             producer_ids=self.producer_ids,
             metadata_ready=lambda: self.lifecycle.caught_up and self._first_image.is_set(),
-            replica_fetch_port=lambda: self.replica_fetch_listener.port,
         )
-        # Followers' fetches (`replica_fetch_server`); the node starts it with its listeners.
-        # Its writer sends large records from their segment files (REGION_MIN_BYTES).
-        self.replica_fetch_listener = ReplicaFetchListener(
-            config.broker_id,
-            partial(self.service.replica_fetch, region_min_bytes=REGION_MIN_BYTES),
-            self.service.request_bytes_max,
+        # Followers' fetch streams (`replica_fetch_service`); the node registers it.
+        self.replica_fetch_service = ReplicaFetchService(
+            config.broker_id, self.service.replica_fetch, self.service.request_bytes_max
         )
         # The handlers of the Kafka listeners (if any `listeners` entry is one).
         self.kafka_apis = KafkaApis(
@@ -655,7 +646,7 @@ class BrokerRuntime:
 
     async def _stop_data_plane(self) -> None:
         self.service.attach(None)
-        self.replica_fetch_listener.close()
+        self.replica_fetch_service.stop()
         self.coordinator_service.attach(None)
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
@@ -828,7 +819,6 @@ def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
         replica_socket_timeout_ms=positive_setting(
             properties, "replica.socket.timeout.ms", REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
         ),
-        replica_fetch_port=port_setting(properties, "replica.fetch.port", 0),
         request_bytes_max=positive_setting(
             properties, "socket.request.max.bytes", REQUEST_BYTES_MAX_DEFAULT
         ),

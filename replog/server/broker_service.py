@@ -34,9 +34,10 @@ Rules:
   `FetchStream`).
 - `FetchStream` answers Fetch requests sent one after another on one call, in order, each
   exactly as `Fetch` would; a request `Fetch` would fail as a whole ends the stream with that
-  status. A follower's fetcher keeps one per leader: a stream message costs this process about
-  half of what a unary call does (measured: 170-200 against 400-430 us of CPU for a 256 KiB
-  answer), and a follower fetches several times per produced batch.
+  status. A consumer keeps one per leader: a stream message costs this process about half of
+  what a unary call does (measured: 170-200 against 400-430 us of CPU for a 256 KiB answer).
+  Followers fetch over the ReplicaFetch service (`replica_fetch_service`), served by
+  `replica_fetch` with the same rules.
 - Waiting requests (acks=all produce, fetch long polls, DeleteRecords) wait at most their own
   timeout and end a little before the caller's gRPC deadline, so the caller gets Kafka's
   answer rather than DEADLINE_EXCEEDED.
@@ -109,6 +110,7 @@ from replog.server.broker_metadata import metadata_response_from_image
 from replog.server.log_dirs import LogView, describe_log_dirs
 from replog.server.loop_turns import yield_turn
 from replog.server.repeat_reads import RepeatReads
+from replog.server.stream_requests import STOPPING, StreamRequests
 from replog.server.tolerant_service import (
     Context,
     Refused,
@@ -140,54 +142,6 @@ FETCH_STREAM_DEPTH = 8
 # Fetch entries decoded between two turns of the loop's other tasks (`_decode_fetch`): a few
 # milliseconds.
 FETCH_DECODE_STEP_PARTITIONS = 500
-
-
-# Put into an open stream call's queue when the broker stops serving (`attach`).
-_STOPPING: Any = object()
-
-
-class _StreamRequests:
-    """The request side of one ProduceStream or FetchStream call: a task reads `requests`
-    ahead of the answers, at most `depth` of them not yet `release`d, and queues `admit(r)`
-    for each request r, then None when they end. `stop` (the broker stops serving) queues
-    _STOPPING, which ends the call even while it waits for its next request; the queue is what
-    the call reads, rather than `requests` itself, for that. A get that finds an item does not
-    suspend: the cost per request is a put and an uncontended semaphore."""
-
-    def __init__(
-        self, requests: AsyncIterator[Any], depth: int, admit: Callable[[Any], Any]
-    ) -> None:
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._slots = asyncio.Semaphore(depth)
-        self._reader = asyncio.create_task(self._take(requests, admit))
-
-    async def _take(self, requests: AsyncIterator[Any], admit: Callable[[Any], Any]) -> None:
-        try:
-            async for request in requests:
-                await self._slots.acquire()
-                self.queue.put_nowait(admit(request))
-        finally:
-            self.queue.put_nowait(None)
-
-    def release(self) -> None:
-        """One request's turn is over: the reader may read one more ahead."""
-        self._slots.release()
-
-    def stop(self) -> None:
-        self.queue.put_nowait(_STOPPING)
-
-    async def ended(self) -> None:
-        """After the None: a failure reading the requests is the call's."""
-        await self._reader
-
-    def close(self) -> None:
-        """Stop the reader; a failure it ended with is retrieved (the call's status already
-        says what ended it), so asyncio does not log it as never retrieved."""
-        if self._reader.done():
-            if not self._reader.cancelled():
-                self._reader.exception()
-        else:
-            self._reader.cancel()
 
 
 class _NotServed(Exception):
@@ -273,10 +227,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
         producer_ids: ProducerIds | None = None,
         metadata_ready: Callable[[], bool] = lambda: True,
-        replica_fetch_port: Callable[[], int | None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
-        self._replica_fetch_port = replica_fetch_port
         self._metadata_ready = metadata_ready
         self._cluster_id = cluster_id
         self._image = image
@@ -287,7 +239,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._producer_ids = producer_ids
         # The open ProduceStream and FetchStream calls, told to end when the broker stops
         # serving (`attach(None)`).
-        self._open_streams: set[_StreamRequests] = set()
+        self._open_streams: set[StreamRequests] = set()
         self._stopped_serving = False  # attach(None) was called: a new stream ends at once
 
     def attach(self, replica_manager: BrokerRequests | None) -> None:
@@ -340,7 +292,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         started = stream.queue
         try:
             while (answer := await started.get()) is not None:
-                if answer is _STOPPING:
+                if answer is STOPPING:
                     await self._abort_stopping(context, "ProduceRequest")
                 try:
                     response = await answer
@@ -355,7 +307,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             self._close_stream(stream)
             while not started.empty():
                 pending = started.get_nowait()
-                if pending is None or pending is _STOPPING:
+                if pending is None or pending is STOPPING:
                     continue
                 if pending.done():
                     # Retrieved, so asyncio does not log it as never retrieved: the call's
@@ -437,7 +389,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         )
         try:
             while (request := await stream.queue.get()) is not None:
-                if request is _STOPPING:
+                if request is STOPPING:
                     await self._abort_stopping(context, "FetchRequest")
                 stream.release()
                 yield await self._serve(
@@ -456,16 +408,16 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         what: str,
         depth: int,
         admit: Callable[[Any], Any],
-    ) -> _StreamRequests:
-        """A stream call's requests (`_StreamRequests`), registered to be told when the broker
+    ) -> StreamRequests:
+        """A stream call's requests (`StreamRequests`), registered to be told when the broker
         stops serving; a call opened after that ends at once."""
         if self._stopped_serving:
             await self._abort_stopping(context, what)
-        stream = _StreamRequests(requests, depth, admit)
+        stream = StreamRequests(requests, depth, admit)
         self._open_streams.add(stream)
         return stream
 
-    def _close_stream(self, stream: _StreamRequests) -> None:
+    def _close_stream(self, stream: StreamRequests) -> None:
         self._open_streams.discard(stream)
         stream.close()
 
@@ -480,33 +432,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         )
 
     async def replica_fetch(
-        self,
-        request: pb.FetchRequest,
-        session: LeaderFetchSession,
-        repeats: RepeatReads | None,
-        region_min_bytes: int | None = None,
+        self, request: pb.FetchRequest, session: LeaderFetchSession, repeats: RepeatReads | None
     ) -> m.FetchResponse:
-        """A follower's fetch from its replica fetch connection (`replica_fetch_server`), in
-        the connection's `session`, answered exactly as a `FetchStream` request; a request
+        """A follower's fetch from its ReplicaFetch stream (`replica_fetch_service`), in the
+        stream's `session`, answered exactly as a `FetchStream` request; a request
         `FetchStream` would fail as a whole raises `Refused`. Its max wait is its own: the
-        follower waits for it plus its request timeout. With `region_min_bytes`, records of
-        that many bytes or more are answered as regions of their file
-        (`m.FetchRequest.region_min_bytes`), which the caller must send or close."""
-        return await self._fetch(request, _no_bound, session, repeats, region_min_bytes)
-
-    async def ReplicaFetchEndpoint(
-        self, request: pb.ReplicaFetchEndpointRequest, context: Context
-    ) -> pb.ReplicaFetchEndpointResponse:
-        async def serve() -> pb.ReplicaFetchEndpointResponse:
-            port = self._replica_fetch_port()
-            if port is None:
-                raise Refused(
-                    grpc.StatusCode.UNAVAILABLE,
-                    "its replica fetch listener (replica.fetch.port) is not listening yet",
-                )
-            return pb.ReplicaFetchEndpointResponse(port=port)
-
-        return await self._serve(request, context, serve)
+        follower waits for it plus its request timeout."""
+        return await self._fetch(request, _no_bound, session, repeats)
 
     async def _fetch(
         self,
@@ -514,12 +446,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         bound_ms: Callable[[int], int],
         session: LeaderFetchSession | None,
         repeats: RepeatReads | None = None,
-        region_min_bytes: int | None = None,
     ) -> m.FetchResponse:
         """`request` decoded, then answered by `fetch`."""
         decoded = await self._decode_fetch(request)
-        if region_min_bytes is not None:
-            decoded = replace(decoded, region_min_bytes=region_min_bytes)
         answer = self.fetch(decoded, bound_ms, session, repeats)
         return answer if isinstance(answer, m.FetchResponse) else await answer
 
@@ -847,7 +776,6 @@ _METHODS: dict[str, tuple[Any, Any]] = {
     "Metadata": (controller_pb.MetadataRequest, controller_pb.MetadataResponse),
     "InitProducerId": (pb.InitProducerIdRequest, pb.InitProducerIdResponse),
     "DescribeLogDirs": (pb.DescribeLogDirsRequest, pb.DescribeLogDirsResponse),
-    "ReplicaFetchEndpoint": (pb.ReplicaFetchEndpointRequest, pb.ReplicaFetchEndpointResponse),
 }
 
 

@@ -95,6 +95,7 @@ from replog.server.raft_service import (
     add_raft_services,
 )
 from replog.server.raft_storage import RaftStorage
+from replog.server.replica_fetch_service import add_replica_fetch_service
 
 log = logging.getLogger("replog.server")
 
@@ -248,6 +249,7 @@ class Node:
             )
             self.broker.counters = self.metrics.broker
             add_broker_service(self.broker.service, self.server)
+            add_replica_fetch_service(self.broker.replica_fetch_service, self.server)
             add_coordinator_service(self.broker.coordinator_service, self.server)
         # Without a controller the broker snapshots the metadata (a controller does it itself).
         # Built after the broker: its Raft listener must follow the broker's.
@@ -332,16 +334,6 @@ class Node:
                     "controller.quorum.append.port: cannot listen on "
                     f"{format_host_port(host, port)}: {exc}"
                 ) from exc
-        if self.broker is not None and self.broker.data_plane is not None:
-            # Before the gRPC server too: followers ask for the port through it.
-            host = self.config.listener_host
-            port = self.broker.data_plane.replica_fetch_port
-            try:
-                await self.broker.replica_fetch_listener.start(host, port)
-            except OSError as exc:
-                raise OSError(
-                    f"replica.fetch.port: cannot listen on {format_host_port(host, port)}: {exc}"
-                ) from exc
         await self.server.start()
         self._grpc_started = True
         if self.controller_listener is not None:
@@ -377,8 +369,6 @@ class Node:
             self.metrics_endpoint.stop()
         for listener in (*self.kafka_listeners, *self._controller_listeners()):
             listener.close_unstarted()
-        if self.broker is not None:
-            self.broker.replica_fetch_listener.close()
         self.append_listener.close()
         await self.driver.transport.close()
         if not self._grpc_started:
@@ -456,7 +446,7 @@ class Node:
                     await run
         code = 1 if self.tasks.failed else 0
         if self.broker is not None:
-            self.broker.replica_fetch_listener.close()  # a broker whose data plane never ran
+            self.broker.replica_fetch_service.stop()  # a broker whose data plane never ran
         # Appends waiting on the framed listener end with their connections (as gRPC calls
         # cancelled): the core stopped, none of them commits now.
         self.append_listener.close()

@@ -3,39 +3,36 @@ broker follows there (Kafka's `ReplicaFetcherManager` with `num.replica.fetchers
 
 Theory of operation: the replica manager decides everything (what to fetch, from which
 offset, what a response means, when to back off); this module only moves its requests to the
-leaders, over replica fetch connections (`replica_fetch_client`: framed TCP, not gRPC, since an
-acks=all produce waits on these fetches). The manager task keeps one fetcher task per broker in
-`fetch_sources()`, starting and cancelling tasks as that set changes (it re-reads it whenever
-the replica manager's `fetch_wakeup` is set, and once a second). Each fetcher task loops:
+leaders, over one ReplicaFetch gRPC stream per leader (`replica_fetch_stream`). The manager
+task keeps one fetcher task per broker in `fetch_sources()`, starting and cancelling tasks as
+that set changes (it re-reads it whenever the replica manager's `fetch_wakeup` is set, and once
+a second). Each fetcher task loops:
 
     request = build_follower_fetch(source, now)     None: idle until fetch_wakeup or idle_poll_ms
-    answer  = the next fetch on the source's replica fetch connection
+    answer  = the next fetch on the source's ReplicaFetch stream
     process_follower_fetch(source, request, answer, now)   or, on any failure,
     follower_fetch_failed(source, request, now)            (the manager backs the partitions off)
 
 Rules:
 - The source's address comes from `addresses(broker_id)` (its registered endpoint in the
   current image) at every request, so a broker that re-registered elsewhere is followed there.
-  Its replica fetch port is asked of that endpoint's gRPC service once per connection
-  (`ReplicaFetchEndpoint`: `replica.fetch.port` may be 0, any free port).
-- One gRPC channel (for that question) and one replica fetch connection per source, which
-  carries every fetch: a connection is dialled when needed, and any failed fetch closes it and
-  replaces the channel, so the next attempt dials afresh (below). An answer is waited for the
-  request's `max_wait_ms` plus `request_timeout_ms` (`replica.socket.timeout.ms`), connecting
-  included, so a long poll is never cut short and a hung leader is noticed.
-- The connection holds an incremental fetch session (KIP-227, `replication.fetch_session`):
+- One gRPC channel and one stream per source, which carries every fetch: the stream is opened
+  when needed, and any failed fetch ends it and replaces the channel, so the next attempt
+  dials afresh (below). An answer is waited for the request's `max_wait_ms` plus
+  `request_timeout_ms` (`replica.socket.timeout.ms`), so a long poll is never cut short and a
+  hung leader is noticed.
+- The stream holds an incremental fetch session (KIP-227, `replication.fetch_session`):
   after its first request only changed partitions travel, and the answer holds only partitions
   with news (the replica manager builds whole requests, telling the client what changed since
-  the previous one, so that only that is compared and encoded; the client does the rest). A
-  failed or replaced connection ends the session; the next one starts with a full fetch.
+  the previous one, so that only that is compared and encoded; the stream does the rest). A
+  failed or replaced stream ends the session; the next one starts with a full fetch.
 - Record bytes go from the response into the log append untouched (the codec never decodes
   them).
 - A fetch that failed as a whole (no address, a leader unreachable or refusing the fetch, an
   answer that is not one: `MalformedResponseError`) is Kafka's
   `AbstractFetcherThread.processFetchRequest` catch: one WARNING per failure naming the
-  leader, its address and what was wrong ("Error in response for fetch request": a leader
-  that cannot be reached is named with the replica fetch address this broker waits to connect
-  to), then `follower_fetch_failed`, where the replica manager backs every partition of the
+  leader, its address and what was wrong ("Error in response for fetch request"), then
+  `follower_fetch_failed`, where the replica manager backs every partition of the
   request off for `replica.fetch.backoff.ms` (Kafka's `delayPartitions(..., fetchBackOffMs)`),
   so a leader that keeps failing costs one request and one warning per back-off, not per
   poll. The channel is dropped as well, as Kafka's
@@ -46,7 +43,7 @@ Rules:
 - A `KafkaStorageError` out of the replica manager goes to `on_storage_error` (the node
   stops) and ends every fetcher; any other exception is a bug: logged with its traceback, and
   treated as a failed fetch so that replication goes on for the others.
-- `stop()` cancels every task and closes every connection and channel; a cancelled fetch is
+- `stop()` cancels every task and closes every stream and channel; a cancelled fetch is
   simply dropped (nothing was appended from it).
 """
 
@@ -58,15 +55,12 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-import grpc
-
 from replog.clock import Clock, monotonic_ms
 from replog.errors import KafkaError, KafkaStorageError
 from replog.replication.fetch_session import FetchChanges
 from replog.replication.messages import FetchRequest, FetchResponse
 from replog.server.node_tasks import Spawner
-from replog.server.replica_fetch_client import ReplicaFetchClient
-from replog.wire.broker_client import BrokerClient
+from replog.server.replica_fetch_stream import ReplicaFetchStream
 
 log = logging.getLogger("replog.server.fetcher")
 
@@ -176,8 +170,7 @@ class ReplicaFetcherManager:
     # --- one fetcher task --------------------------------------------------------------------
 
     async def _fetch_from(self, source: int) -> None:
-        client: BrokerClient | None = None
-        fetches: ReplicaFetchClient | None = None
+        fetches: ReplicaFetchStream | None = None
         try:
             while not self._failed:
                 self._rm.fetch_wakeup.clear()
@@ -195,24 +188,22 @@ class ReplicaFetcherManager:
                     self._failed_fetch(source, request)
                     await asyncio.sleep(self._idle_poll_ms / 1000)
                     continue
-                if client is None or fetches is None or client.address != address:
+                if fetches is None or fetches.address != address:
                     if fetches is not None:
-                        fetches.close()
-                    if client is not None:
-                        await client.close()
-                    client = BrokerClient(address, request_timeout_ms=self._request_timeout_ms)
-                    fetches = ReplicaFetchClient(client, source)
+                        await fetches.aclose()
+                    fetches = ReplicaFetchStream(
+                        address, source, request_timeout_ms=self._request_timeout_ms
+                    )
                 try:
                     response = await fetches.fetch(
                         request, changes=self._rm.follower_fetch_changes(source)
                     )
-                except (grpc.aio.AioRpcError, KafkaError) as exc:
-                    # KafkaError: the leader unreachable or gone (NetworkError), its refusal
-                    # (the Kafka error it named), an answer that is not one
-                    # (MalformedResponseError), or none in time (RequestTimedOutError).
-                    # AioRpcError: the question for its replica fetch port failed.
+                except KafkaError as exc:
+                    # The leader unreachable or gone (NetworkError), its refusal (the Kafka
+                    # error of its status), an answer that is not one (MalformedResponseError),
+                    # or none in time (RequestTimedOutError).
                     self._request_failed(source, address, request, exc)
-                    client.reconnect()
+                    fetches.failed()
                     await asyncio.sleep(self._idle_poll_ms / 1000)
                     continue
                 self.fetches += 1
@@ -220,9 +211,7 @@ class ReplicaFetcherManager:
                     await asyncio.sleep(self._idle_poll_ms / 1000)
         finally:
             if fetches is not None:
-                fetches.close()
-            if client is not None:
-                await client.close()
+                await fetches.aclose()
 
     def _process(self, source: int, request: FetchRequest, response: FetchResponse) -> bool:
         try:
@@ -266,9 +255,6 @@ class ReplicaFetcherManager:
 
 
 def _cause(exc: BaseException) -> str:
-    """What was wrong, in a few words: a failed call's status and details ("UNAVAILABLE:
-    failed to connect"), or a typed error's own message (a malformed answer names the RPC)."""
-    if isinstance(exc, grpc.aio.AioRpcError):
-        details = exc.details()
-        return f"{exc.code().name}: {details}" if details else exc.code().name
+    """What was wrong, in a few words: a typed error's own message (it names the leader, and a
+    failed call's status and details)."""
     return f"{type(exc).__name__}: {exc}"

@@ -55,6 +55,7 @@ from replog.replication import messages as m
 from replog.replication.fetch_session import FetchChanges, FetcherSession
 from replog.wire import broker_codec as codec
 from replog.wire.redialing_channel import RedialingChannel
+from replog.wire.session_answers import checked_session_answer, offset_problem
 
 REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 CHANNEL_OPTIONS = [
@@ -200,31 +201,16 @@ class BrokerClient:
     def checked_fetch_in(
         self, holds: Callable[[tuple[str, int]], bool], answer: Any, rpc: str
     ) -> m.FetchResponse:
-        """An incremental session answer, checked as `_check_results` checks one that need not
-        answer every partition, against the session's partitions (`holds`): at the cost of the
-        partitions it carries."""
+        """An incremental session answer, checked against the session's partitions (`holds`:
+        `session_answers.checked_session_answer`)."""
         response = self._decoded(rpc, codec.fetch_response_from_wire, answer)
-        seen: set[tuple[str, int]] = set()
-        for result in response.partitions:
-            key = (result.topic, result.partition)
-            if key in seen:
-                raise self._malformed(rpc, f"partition {_tp(key)} twice")
-            if not holds(key):
-                raise self._malformed(rpc, f"a partition it did not ask for: {_tp(key)}")
-            seen.add(key)
-            self._check_offsets(rpc, result, ("high_watermark", "log_start_offset"))
-        return response
+        return checked_session_answer(response, holds, lambda what: self._malformed(rpc, what))
 
     def _check_offsets(self, rpc: str, result: _Result, offsets: tuple[str, ...]) -> None:
         """None of the named `offsets` of a result without error is below -1."""
-        if result.error is None:
-            for name in offsets:
-                value = getattr(result, name)
-                if value < m.NO_OFFSET:
-                    key = (result.topic, result.partition)
-                    raise self._malformed(
-                        rpc, f"{name} {value} for {_tp(key)} beside no error (never below -1)"
-                    )
+        problem = offset_problem(result, offsets)
+        if problem is not None:
+            raise self._malformed(rpc, problem)
 
     async def produce(
         self, request: m.ProduceRequest, *, timeout_ms: int | None = None
@@ -277,16 +263,10 @@ class BrokerClient:
             all_answered=all_answered,
         )
 
-    async def replica_fetch_endpoint(self) -> int:
-        """The port the broker listens on for replica fetch connections (on its host)."""
-        port = await self.named_replica_fetch_port()
-        if port is None:
-            raise self._malformed("ReplicaFetchEndpoint", "port 0")
-        return port
-
     async def named_replica_fetch_port(self) -> int | None:
-        """`replica_fetch_endpoint`, or None where the answer names no port (0: the field
-        unset)."""
+        """The port a broker names for framed fetch connections (on its host), or None where
+        the answer names none (0: the field unset). Brokers no longer serve it: the call fails
+        UNIMPLEMENTED, which the Spark source reads as no framed path."""
         request = broker_pb2.ReplicaFetchEndpointRequest()
         answer = await self._call("ReplicaFetchEndpoint", request, None)
         if answer.port == 0:

@@ -455,7 +455,7 @@ def fetch_response_pieces(response: m.FetchResponse) -> list[Buffer]:
 def fetch_response_parts(response: m.FetchResponse) -> list[Buffer | m.RecordsRegion]:
     """`fetch_response_pieces`, where records the leader left in its file
     (`FetchPartitionResult.region`) are parts of their own, for a writer that sends them from
-    there (`replog.server.frame_parts`)."""
+    there with `sendfile`."""
     message = pb.FetchResponse()
     partitions = response.partitions
     split = sum(p.records_size for p in partitions) >= SPLIT_MIN_BYTES or any(

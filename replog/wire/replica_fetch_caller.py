@@ -1,10 +1,10 @@
 """The caller's side of one replica fetch connection (`replica_fetch_wire`): the greeting, one
 request at a time written as a frame, its answer (or the connection's failure) awaited.
 
-Shared by a follower's fetches (`server.replica_fetch_client`) and a Spark task's
-(`spark.framed_fetch`). They differ only in how an answer's bytes come off the socket (a
-follower's through `FrameFormat.reader`, a task's read straight into a buffer of its own), so
-a subclass is the asyncio protocol that reads them, typed by the answer it hands over
+Used by a Spark task's fetches (`spark.framed_fetch`; replog's brokers serve no such
+listener, their followers fetch over gRPC). How an answer's bytes come off the socket is the
+subclass's (a task reads them straight into a buffer of its own): it is the asyncio protocol
+that reads them, typed by the answer it hands over
 (`bytes` or a `memoryview`), and calls `_answer_for` when a frame's header arrives and
 `_deliver` when its payload is whole.
 

@@ -1,11 +1,8 @@
-"""The replica fetch connection's format: `framed_wire` with its own magic, and refusals.
+"""The framed fetch connection's format: `framed_wire` with its own magic, and refusals.
 
-Why not gRPC: an acks=all produce waits for the followers' next fetches (the leader answers a
-parked fetch with the new batch; the follower's next fetch carries its new log end offset and
-moves the high watermark). Through Python gRPC's bidirectional stream each of those hops cost
-about 1.6 ms of scheduling across grpc's poller thread and the event loop, most of a produce's
-time on the broker (docs/benchmarks.md). Kafka's followers also fetch over a framed binary
-protocol on one TCP connection per leader.
+Used by the Spark source's framed fetches (`spark.framed_fetch`), which read over gRPC where a
+broker names no framed fetch listener; replog's brokers name none (their followers fetch over
+the `ReplicaFetch` gRPC service, docs/replication.md).
 
 Format: `framed_wire`'s greeting with the magic `RLRP`, version 1 and the follower's broker id,
 then frames:

@@ -8,15 +8,15 @@ partition tests (tests/cluster/test_cluster_network_partitions.py) and the link 
 The cluster (`start_proxied_cluster`): each node *advertises* its proxy's address
 (`advertised.listeners`, written into its server.properties before `replog cluster start`), so
 clients that bootstrap from the proxies, and the other brokers' replica fetchers, which look
-leaders up by the same address, reach it only through the proxy. With `partitionable=True`
-each node's `controller.quorum.voters` also names the other voters by their proxies (its own
-entry stays its real listener, which the node checks against `listeners`), so Raft and the
-brokers' heartbeats to the active controller go through them too; Raft Fetch and the
-followers' replica fetches, which have listeners of their own whose ports a peer learns from
-the node and dials at the host it reached the node at, go through a second and a third proxy
-per node (`raft_fetch_proxies`, `replica_fetch_proxies`). Those proxies listen on PROXY_HOST
-with the node's own port numbers, which is what makes the learned port land on them. (Without
-`partitionable`, replica fetches reach the nodes directly: only clients go through proxies.)
+leaders up by the same address and fetch over its ReplicaFetch gRPC stream, reach it only
+through the proxy. With `partitionable=True` each
+node's `controller.quorum.voters` also names the other voters by their proxies (its own entry
+stays its real listener, which the node checks against `listeners`), so Raft and the brokers'
+heartbeats to the active controller go through them too; Raft Fetch, which has a listener of
+its own whose port a peer learns from the node and dials at the host it reached the node at,
+goes through a second proxy per node (`raft_fetch_proxies`). Those proxies listen on
+PROXY_HOST with the node's own port numbers, which is what makes the learned port land on
+them.
 Each proxy learns which node a connection comes from (tests/cluster/socket_owner.py):
 `partition`, `isolate`, `cut_links` (any pairs: D3's ring) and `heal` then cut node-to-node
 links pair by pair. The test process's own connections (its clients, its admin calls) are not
@@ -78,8 +78,6 @@ class ProxiedCluster:
     proxies: dict[int, TcpProxy]  # node id -> the proxy in front of its listener
     # node id -> the proxy in front of its Raft Fetch listener (partitionable clusters only)
     raft_fetch_proxies: dict[int, TcpProxy] = field(default_factory=dict)
-    # node id -> the proxy in front of its replica fetch listener (partitionable clusters only)
-    replica_fetch_proxies: dict[int, TcpProxy] = field(default_factory=dict)
     _pids: dict[int, int] = field(default_factory=dict)  # source_of's: node id -> process id
 
     def fronts(self, node_id: int) -> list[TcpProxy]:
@@ -87,9 +85,9 @@ class ProxiedCluster:
         return [*self.data_fronts(node_id), *self._extra(self.raft_fetch_proxies, node_id)]
 
     def data_fronts(self, node_id: int) -> list[TcpProxy]:
-        """The proxies in front of `node_id`'s listener and its replica fetch listener: where
-        its followers fetch, and its gRPC services answer."""
-        return [self.proxies[node_id], *self._extra(self.replica_fetch_proxies, node_id)]
+        """The proxy in front of `node_id`'s listener: where its followers fetch, and its gRPC
+        services answer."""
+        return [self.proxies[node_id]]
 
     @staticmethod
     def _extra(proxies: dict[int, TcpProxy], node_id: int) -> list[TcpProxy]:
@@ -100,7 +98,6 @@ class ProxiedCluster:
         return [
             *self.proxies.values(),
             *self.raft_fetch_proxies.values(),
-            *self.replica_fetch_proxies.values(),
         ]
 
     @property
@@ -267,7 +264,6 @@ def start_proxied_cluster(
     loopback = LoopbackCluster(data_dir, base_port, nodes)
     proxied = ProxiedCluster(ClientCluster(loopback), {})
     fetch_base = free_base_port(nodes) if partitionable else 0
-    replica_base = free_base_port(nodes) if partitionable else 0
     for index, node in enumerate(layout.nodes):
         if not partitionable:
             proxy = proxied.proxies[node.node_id] = TcpProxy(f"node-{node.node_id}")
@@ -286,12 +282,7 @@ def start_proxied_cluster(
         )
         front.forward_to(node.controller_address)
         fetch.forward_to(f"{host}:{fetch_port}")
-        replica_port = replica_base + index
-        replica = proxied.replica_fetch_proxies[node.node_id] = TcpProxy(
-            f"node-{node.node_id}-replica-fetch", port=replica_port, host=PROXY_HOST
-        )
-        replica.forward_to(f"{host}:{replica_port}")
-        for proxy in (front, fetch, replica):
+        for proxy in (front, fetch):
             proxy.source_of = proxied.source_of
         voters = ",".join(
             f"{n.node_id}@{n.controller_address if n is node else proxy_address(n)}"
@@ -301,7 +292,6 @@ def start_proxied_cluster(
             f"advertised.listeners=PLAINTEXT://{front.address}",
             f"controller.quorum.voters={voters}",
             f"controller.quorum.fetch.port={fetch_port}",
-            f"replica.fetch.port={replica_port}",
         ]
         _set_properties(Path(node.config_path), lines)
     try:

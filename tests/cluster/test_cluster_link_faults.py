@@ -115,7 +115,7 @@ async def test_followers_reject_batches_spoilt_on_the_wire_and_fetch_them_again(
     topic = "d8"
     leader, followers = await place_away_from_the_quorum_leader(network, topic)
     seed = int(os.environ.get("CORRUPTION_SEED", random.randrange(1 << 32)))
-    proxy = network.replica_fetch_proxies[leader]  # where the followers' fetches are answered
+    proxy = network.proxies[leader]  # where the followers' fetch streams are answered
     try:
         async with Brokers(network.loopback) as brokers:
             with traffic(network, topic, 1) as (stream, tail):

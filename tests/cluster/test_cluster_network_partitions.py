@@ -327,7 +327,7 @@ async def test_a_one_way_cut_shrinks_the_isr_and_late_answers_do_no_harm(
         with traffic(network, topic, 1) as (stream, tail):
             await in_thread(stream.wait_acks, ACKS, 30, "before the cut")
             assert (await brokers.partition(topic)).leader == leader
-            proxy = network.replica_fetch_proxies[leader]  # the follower's fetches' answers
+            proxy = network.proxies[leader]  # the follower's fetch stream's answers
             held_before = proxy.held_bytes
             cut_at = time.monotonic()
             network.cut_answers(leader, to=follower)

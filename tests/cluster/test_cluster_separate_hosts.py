@@ -35,7 +35,7 @@ NODES = {1: "192.0.2.1", 2: "192.0.2.2", 3: "192.0.2.3"}
 CLIENT_ADDRESS = "192.0.2.10"
 # The same ports on every host, as on separate machines; none of them a default (9092, 19092).
 KAFKA_PORT, KAFKA_CONTROLLER_PORT = 29092, 29093
-GRPC_PORT, RAFT_FETCH_PORT, APPEND_PORT, REPLICA_FETCH_PORT, METRICS_PORT = range(39092, 39097)
+GRPC_PORT, RAFT_FETCH_PORT, APPEND_PORT, METRICS_PORT = range(39092, 39096)
 TOPIC, PARTITIONS = "orders", 3
 RATE = 200  # records a second, for as long as the test runs
 WAIT_S = 60
@@ -62,7 +62,6 @@ def node_properties(node_id: int, cluster_id: str) -> dict[str, str]:
         "CONTROLLER_KAFKA:PLAINTEXT",
         "controller.quorum.fetch.port": str(RAFT_FETCH_PORT),
         "controller.quorum.append.port": str(APPEND_PORT),
-        "replica.fetch.port": str(REPLICA_FETCH_PORT),
         "metrics.host": address,
         "metrics.port": str(METRICS_PORT),
         # A cut-off node is fenced, and a silent follower leaves the ISR, within seconds.

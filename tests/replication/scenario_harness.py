@@ -12,10 +12,10 @@ The harness plays everything else, step by step and deterministically:
   unclean) with Kafka's KRaft rules of docs/design/replication.md#leader-election, without ELR;
 - the network: `deliver_fetch` moves one follower Fetch to its leader and the answer back, and
   can drop the request or the answer; `isolate` cuts a broker off the data plane. With
-  `fetch_sessions`, each follower fetches from each leader as the real fetcher does: over a
-  replica fetch connection's incremental fetch session, served by the leader's
+  `fetch_sessions`, each follower fetches from each leader as the real fetcher does: in a
+  replica fetch stream's incremental fetch session, served by the leader's
   `BrokerService.replica_fetch` (idle entries answered from kept reads, `repeat_reads`); a
-  failed or dropped exchange, or a crash of either side, ends the connection and its session
+  failed or dropped exchange, or a crash of either side, ends the stream and its session
   on both sides;
 - the clock: one `ManualClock` for every broker and log manager; nothing moves unless a test
   advances it (`advance` also runs every broker's `tick`);
@@ -131,7 +131,7 @@ class Broker:
 
 @dataclass
 class _FetchConnection:
-    """One follower's replica fetch connection to one leader: both sides of its fetch
+    """One follower's replica fetch stream to one leader: both sides of its fetch
     session."""
 
     fetcher: FetcherSession = field(

@@ -88,29 +88,6 @@ async def test_a_fetch_port_in_use_also_releases_the_metrics_endpoint(
 
 
 @pytest.mark.asyncio
-async def test_a_replica_fetch_port_in_use_closes_the_raft_fetch_listener_too(
-    tmp_path: Path, storage_events: list[str], taken_port: int
-) -> None:
-    raft_fetch_port, append_port = free_port(), free_port()
-    config = combined_node(
-        tmp_path,
-        **{
-            "controller.quorum.fetch.port": str(raft_fetch_port),
-            "controller.quorum.append.port": str(append_port),
-            "replica.fetch.port": str(taken_port),
-        },
-    )
-    built = Node(config)
-    refused = rf"replica\.fetch\.port: cannot listen on 127\.0\.0\.1:{taken_port}"
-    with pytest.raises(OSError, match=refused):
-        await built.serve()
-    assert storage_events == ["opened", "closed"]
-    assert_free(raft_fetch_port)
-    assert_free(append_port)
-    assert_free(built.listener_port)
-
-
-@pytest.mark.asyncio
 async def test_a_metadata_append_port_in_use_is_named_and_the_fetch_listener_closed(
     tmp_path: Path, storage_events: list[str], taken_port: int
 ) -> None:

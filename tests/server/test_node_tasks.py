@@ -125,14 +125,12 @@ async def test_a_task_started_while_the_node_does_not_run_is_refused() -> None:
 # Where the server starts a task that is not the node's: each belongs to the call or the
 # connection that starts it, which awaits or cancels it before it ends (node_tasks Rules).
 CALL_OWNED_TASKS = {
-    ("broker_service.py", "_StreamRequests.__init__"),  # a stream call's request reader
+    ("stream_requests.py", "StreamRequests.__init__"),  # a stream call's request reader
     ("broker_service.py", "BrokerService.ProduceStream"),  # a stream call's requests, in order
     ("broker_lifecycle_driver.py", "BrokerLifecycleDriver._wait_for"),  # first of two events
     ("broker_runtime.py", "BrokerRuntime.wait_failed"),  # the first of three events
     ("group_coordinator.py", "GroupCoordinator._group_call"),  # awaited by the request
     ("kafka_listener.py", "_Connection._spawn"),  # a request's handler, cancelled on close
-    # A replica fetch connection's server of its requests in order, cancelled when it is lost.
-    ("replica_fetch_server.py", "_FollowerConnection.connection_made"),
     # A metadata append connection's appends waiting to commit, cancelled when it is lost.
     ("metadata_append_server.py", "_InboundConnection.data_received"),
     ("node_tasks.py", "NodeTasks.spawn"),  # the node's group itself

@@ -106,7 +106,7 @@ class Fetcher:
         self.restart()
 
     def restart(self) -> None:
-        """A new replica fetch connection: a new session on both sides."""
+        """A new ReplicaFetch stream: a new session on both sides."""
         self.session = FetcherSession()
         self.shadow = FetcherSession()  # the same requests, told no changes
         self.leader_session = CountedSession()

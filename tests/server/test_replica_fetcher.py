@@ -1,5 +1,5 @@
-"""ReplicaFetcherManager against fake leaders (replica fetch listeners, and grpc.aio Broker
-servers naming their ports, on 127.0.0.1:0) and a fake replica manager: one task per source,
+"""ReplicaFetcherManager against fake leaders (grpc.aio servers with the ReplicaFetch service
+on 127.0.0.1:0) and a fake replica manager: one task per source,
 answers go to process_follower_fetch with the record bytes untouched, a dead or hung peer
 or an answer that is not one goes to follower_fetch_failed with one warning naming leader,
 address and cause and a new channel, tasks follow fetch_sources(), a storage error stops the
@@ -8,10 +8,8 @@ fetchers, stop() ends everything."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,22 +24,23 @@ from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint, RegisterBrokerRecord
 from replog.errors import KafkaStorageError, NotLeaderOrFollowerError
 from replog.pb import broker_pb2 as pb
-from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
 from replog.record.batch import iter_batches
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
 from replog.server.broker_service import BrokerService, add_broker_service
 from replog.server.repeat_reads import RepeatReads
-from replog.server.replica_fetch_server import ReplicaFetchListener
+from replog.server.replica_fetch_service import SERVICE_NAME as REPLICA_FETCH_SERVICE
+from replog.server.replica_fetch_service import ReplicaFetchService, add_replica_fetch_service
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.server.tolerant_service import Refused
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks
 from replog.wire import broker_codec as codec
-from replog.wire import framed_wire
 from replog.wire.broker_client import BrokerClient
-from tests.client.fake_broker import GARBAGE, record_redials
+from replog.wire.redialing_channel import RedialingChannel
+from tests.client.fake_broker import GARBAGE
 from tests.eventually import eventually
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
@@ -91,23 +90,16 @@ class FakeFollower:
         self.failed.append((source_broker_id, request))
 
 
-class FakeLeader(broker_pb2_grpc.BrokerServicer):
-    """A leader's replica fetch listener answering every fetch with BATCH, and the gRPC
-    `ReplicaFetchEndpoint` naming its port (`port`: another one). `hang`: never answers;
-    `end_connections`: closes each connection at its second request."""
+class FakeLeader:
+    """A leader answering every fetch with BATCH on its ReplicaFetch service. `hang`: never
+    answers; `end_connections`: ends each stream at its second request."""
 
     def __init__(self, hang: bool = False, end_connections: bool = False) -> None:
         self.hang = hang
         self.end_connections = end_connections
         self.requests: list[pb.FetchRequest] = []
-        self.sessions: list[LeaderFetchSession] = []  # one per connection, in order
-        self.listener = ReplicaFetchListener(1, self.serve, 1 << 20)
-        self.port: int | None = None
-
-    async def ReplicaFetchEndpoint(
-        self, request: pb.ReplicaFetchEndpointRequest, context: Any
-    ) -> pb.ReplicaFetchEndpointResponse:
-        return pb.ReplicaFetchEndpointResponse(port=self.port or self.listener.port)
+        self.sessions: list[LeaderFetchSession] = []  # one per stream, in order
+        self.stream_service = ReplicaFetchService(1, self.serve, 1 << 20)
 
     async def serve(
         self, request: pb.FetchRequest, session: LeaderFetchSession, repeats: RepeatReads
@@ -115,9 +107,7 @@ class FakeLeader(broker_pb2_grpc.BrokerServicer):
         if not any(s is session for s in self.sessions):
             self.sessions.append(session)
         elif self.end_connections:
-            for connection in list(self.listener._connections):
-                connection.close()
-            await asyncio.sleep(3600)
+            raise Refused(grpc.StatusCode.UNAVAILABLE, "ending the stream")
         self.requests.append(request)
         if self.hang:
             await asyncio.sleep(3600)
@@ -137,18 +127,15 @@ class Leaders:
 
 
 async def serving(servicer: FakeLeader) -> tuple[Any, str]:
-    """A started grpc.aio server for `servicer` on a free port, and its address; its replica
-    fetch listener listening."""
-    await servicer.listener.start("127.0.0.1", 0)
+    """A started grpc.aio server for `servicer` on a free port, and its address."""
     server = grpc.aio.server()
-    broker_pb2_grpc.add_BrokerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    add_replica_fetch_service(servicer.stream_service, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     return server, f"127.0.0.1:{port}"
 
 
 async def stopped(server: Any, servicer: FakeLeader) -> None:
-    servicer.listener.close()
     await server.stop(grace=None)
 
 
@@ -167,21 +154,6 @@ async def leaders() -> AsyncIterator[Leaders]:
     finally:
         for server, servicer in servers:
             await stopped(server, servicer)
-
-
-async def answering_garbage() -> asyncio.Server:
-    """A listener that greets nobody and answers every frame with GARBAGE."""
-
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readexactly(framed_wire.GREETING_BYTES)
-        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-            while True:
-                length, sequence = struct.unpack(">II", await reader.readexactly(8))
-                await reader.readexactly(length - 4)
-                writer.write(framed_wire.frame(sequence, GARBAGE))
-        writer.close()
-
-    return await asyncio.start_server(answer, "127.0.0.1", 0)
 
 
 def _log_bytes(log: Any) -> bytes:
@@ -254,7 +226,8 @@ async def test_a_dead_peer_is_a_failed_fetch_and_the_task_keeps_trying(
         await fetchers.stop()
     warnings = fetcher_warnings(caplog)
     assert len(warnings) == len(rm.failed)
-    assert "fetch from leader broker 1 at 127.0.0.1:1 failed: UNAVAILABLE" in warnings[0]
+    said = "NetworkError: broker 1 at 127.0.0.1:1: ReplicaFetch.Fetch failed: UNAVAILABLE"
+    assert f"fetch from leader broker 1 at 127.0.0.1:1 failed: {said}" in warnings[0]
 
 
 @pytest.mark.asyncio
@@ -275,19 +248,42 @@ async def test_a_leader_with_no_known_address_is_a_failed_fetch_with_one_warning
     assert warnings[0].startswith("fetch from leader broker 1 failed: it has no known address")
 
 
+async def raw_leader(fetch: Any) -> tuple[Any, str]:
+    """A started grpc.aio server whose ReplicaFetch.Fetch is the stream handler `fetch` (raw
+    bytes both ways), and its address."""
+    server = grpc.aio.server()
+    handler = grpc.stream_stream_rpc_method_handler(fetch)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(REPLICA_FETCH_SERVICE, {"Fetch": handler}),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, f"127.0.0.1:{port}"
+
+
+async def answer_garbage(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+    async for _ in requests:
+        yield GARBAGE
+
+
 @pytest.mark.asyncio
 async def test_an_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_failure(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A leader answering garbage: each fetch fails as a whole (the manager backs its
-    partitions off), with one warning naming the leader, its address and what was wrong, and
-    the channel dropped as Kafka's BrokerBlockingSender closes the connection."""
+    """A leader whose stream answers garbage: each fetch fails as a whole (the manager backs
+    its partitions off), one warning each naming the leader, its address and what was wrong,
+    and the next fetch dials a new channel (Kafka's BrokerBlockingSender closes the
+    connection)."""
     caplog.set_level(logging.WARNING, "replog.server.fetcher")
-    redialled = record_redials(monkeypatch)
-    garbage = await answering_garbage()
-    leader = FakeLeader()
-    leader.port = garbage.sockets[0].getsockname()[1]
-    server, address = await serving(leader)
+    redialled: list[str] = []
+    reconnect = RedialingChannel.reconnect
+
+    def recording(channel: RedialingChannel[Any]) -> None:
+        redialled.append(channel.address)
+        reconnect(channel)
+
+    monkeypatch.setattr(RedialingChannel, "reconnect", recording)
+    server, address = await raw_leader(answer_garbage)
     rm = FakeFollower(sources=[1])
     fetchers = ReplicaFetcherManager(rm, {1: address}.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
@@ -295,21 +291,20 @@ async def test_an_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_fa
         await eventually(lambda: len(rm.failed) >= 2, "two failed fetches")
     finally:
         await fetchers.stop()
-        await stopped(server, leader)
-        garbage.close()
+        await server.stop(grace=None)
     assert rm.processed == []
     warnings = fetcher_warnings(caplog)
     assert len(warnings) == len(rm.failed) == fetchers.failures
     assert warnings[0].startswith(
         f"fetch from leader broker 1 at {address} failed: MalformedResponseError: "
-        f"broker at {address} answered ReplicaFetch with bytes that do not parse"
+        f"broker 1 at {address} answered ReplicaFetch.Fetch with bytes that are no FetchResponse"
     )
     assert warnings[0].endswith("; backing off its 1 partition(s)")
     assert redialled == [address] * len(rm.failed)
 
 
 @pytest.mark.asyncio
-async def test_every_fetch_from_a_source_goes_on_one_connection(leaders: Leaders) -> None:
+async def test_every_fetch_from_a_source_goes_on_one_stream(leaders: Leaders) -> None:
     rm = FakeFollower(sources=[1])
     fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
@@ -330,13 +325,12 @@ async def test_every_fetch_from_a_source_goes_on_one_connection(leaders: Leaders
 
 
 @pytest.mark.asyncio
-async def test_a_connection_the_leader_ends_is_a_failed_fetch_and_the_next_opens_another(
+async def test_a_stream_the_leader_ends_is_a_failed_fetch_and_the_next_opens_another(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, "replog.server.fetcher")
     servicer = FakeLeader(end_connections=True)
     server, address = await serving(servicer)
-    port = servicer.listener.port
     rm = FakeFollower(sources=[1])
     fetchers = ReplicaFetcherManager(rm, {1: address}.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
@@ -345,15 +339,13 @@ async def test_a_connection_the_leader_ends_is_a_failed_fetch_and_the_next_opens
     finally:
         await fetchers.stop()
         await stopped(server, servicer)
-    # Each connection: one answer processed, then its end is a failed fetch; a new one (and
+    # Each stream: one answer processed, then its end is a failed fetch; a new one (and
     # a new session, starting with a full fetch) follows.
     assert len(servicer.sessions) >= 2 and len(rm.processed) >= 2
     assert all(r.session_epoch == 0 for r in servicer.requests)
     warnings = fetcher_warnings(caplog)
     assert len(warnings) == len(rm.failed)
-    ended = (
-        f"NetworkError: broker 1's replica fetch listener at 127.0.0.1:{port} closed the connection"
-    )
+    ended = f"NetworkError: broker 1 at {address}: ReplicaFetch.Fetch failed: UNAVAILABLE"
     assert all(ended in w for w in warnings), warnings
 
 
@@ -451,7 +443,6 @@ class Broker:
     log_manager: LogManager
     replica_manager: ReplicaManager
     service: BrokerService
-    listener: ReplicaFetchListener
     fetchers: ReplicaFetcherManager | None = None
 
 
@@ -487,12 +478,12 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
                 cluster_id="c1",
                 image=lambda rm=replica_manager: rm.image,
                 replica_manager=replica_manager,
-                replica_fetch_port=lambda b=broker_id: brokers[b].listener.port,
             )
-            listener = ReplicaFetchListener(broker_id, service.replica_fetch, 1 << 24)
-            await listener.start("127.0.0.1", 0)
             server = grpc.aio.server()
             add_broker_service(service, server)
+            add_replica_fetch_service(
+                ReplicaFetchService(broker_id, service.replica_fetch, 1 << 24), server
+            )
             port = server.add_insecure_port("127.0.0.1:0")
             await server.start()
             brokers[broker_id] = Broker(
@@ -502,7 +493,6 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
                 log_manager,
                 replica_manager,
                 service,
-                listener,
             )
         image = three_broker_image({b.broker_id: b.address for b in brokers.values()})
 
@@ -605,6 +595,5 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
             if broker.fetchers is not None:
                 await broker.fetchers.stop()
             await broker.replica_manager.stop()
-            broker.listener.close()
             await broker.server.stop(grace=None)
             broker.log_manager.shutdown()

@@ -16,14 +16,10 @@ a fallback.
 A task that gets no answer says why when it gives up (`ReadTimeoutError`), each new cause
 said once at WARNING; an answer that is not a FetchResponse names the leader and partition.
 
-On a real leader's listener in one process: a consumer's connection reads committed records
-only and moves no follower progress, ISR or high watermark, nor can it fetch as a follower.
-
-On a cluster: `PartitionFetcher` reads over the framed connection and gets exactly the records
-the gRPC Fetch answers; a leader without a framed port is read over gRPC; a range read across
-its leader killed and restarted gets every record once; a worker keeps the session of a task
-that read its whole range for its next task (the same framed connection), and tasks that
-stop early or fail close theirs.
+On a cluster (whose brokers serve no framed fetch listener: followers fetch over
+ReplicaFetch): `PartitionFetcher` reads over gRPC, said once; a range read across its leader
+killed and restarted gets every record once; a worker keeps the session of a task that read
+its whole range for its next task, and tasks that stop early or fail close theirs.
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ import struct
 import sys
 import threading
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import grpc
@@ -57,41 +52,25 @@ from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
 from replog.errors import (
     BrokerNotAvailableError,
-    InvalidRequestError,
     MalformedResponseError,
     NetworkError,
 )
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.replication import messages as m
-from replog.server.broker_service import BrokerService
-from replog.server.replica_fetch_server import ReplicaFetchListener
 from replog.spark import framed_fetch, partition_fetcher, range_reader
 from replog.spark.errors import DataLossError, MalformedFetchAnswerError, ReadTimeoutError
-from replog.spark.fetch_answer_wire import fetch_answer_topics
 from replog.spark.fetch_sessions import SessionPool
 from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailable
 from replog.spark.options import Mode, parse_options
 from replog.spark.partition_fetcher import (
     FRAMED_RETRY_MS,
-    FetchAnswer,
     PartitionFetcher,
-    answer_for,
 )
 from replog.spark.planning import OffsetRange
 from replog.spark.range_reader import READ_DEFAULTS
-from replog.storage.fs import SegmentFile
-from replog.testing import ManualClock
-from replog.wire import broker_codec as codec
 from replog.wire import replica_fetch_wire as wire
 from replog.wire.framed_wire import GREETING_BYTES
-from tests.server.test_replica_manager import (
-    batch,
-    batch_offsets,
-    produce,
-    replicate,
-    two_nodes,
-)
 
 SCHEMA = to_arrow_schema(StructType([StructField("offset", LongType())]), timezone="UTC")
 REQUEST = m.FetchRequest((m.FetchPartition("t", 0, 7, 1024),), max_wait_ms=0)
@@ -692,11 +671,13 @@ def _first_answer(fetcher: PartitionFetcher) -> Any:
     return answer
 
 
-def test_the_fetcher_reads_over_the_framed_connection_what_grpc_answers(
+def test_a_replog_broker_without_a_framed_path_is_read_over_grpc(
     replog_cluster: ClientCluster,
-    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """replog's brokers serve no framed fetch listener (followers fetch over ReplicaFetch):
+    their ReplicaFetchEndpoint is UNIMPLEMENTED, so the fetcher reads over gRPC, says so
+    once, and gets every record."""
     topic = "framed-fetch"
     replog_cluster.create_topic(topic, 1, 3)
     with replog_cluster.producer(acks="all") as producer:
@@ -705,127 +686,22 @@ def test_the_fetcher_reads_over_the_framed_connection_what_grpc_answers(
         producer.flush()
     settings = {**READ_DEFAULTS, "bootstrap.servers": replog_cluster.bootstrap}
     tp = TopicPartition(topic, 0)
-    with PartitionFetcher(tp, settings) as fetcher:
-        framed = _first_answer(fetcher)
-        assert fetcher._framed._open and not fetcher._grpc_only  # it went the framed way
-
-    # The same fetch with the framed port unavailable: over gRPC, the same records.
-    async def no_port(self: Any, address: str) -> Any:
-        raise FramedFetchUnavailable("no port here")
-
-    monkeypatch.setattr(FramedFetchChannels, "_connect", no_port)
     with (
         caplog.at_level(logging.WARNING, logger="replog.spark"),
         PartitionFetcher(tp, settings) as fetcher,
     ):
         over_grpc = _first_answer(fetcher)
         assert fetcher._grpc_only and not fetcher._framed._open
-    # The fallback is said, naming why: it costs the read CPU per record.
-    assert [r.getMessage() for r in caplog.records] == ["no port here; reading from it over gRPC"]
-    assert framed.high_watermark == over_grpc.high_watermark == 500
-    assert bytes(framed.records) == bytes(over_grpc.records) and len(framed.records) > 500
-
-
-# --- a real leader's framed fetch listener, one process -------------------------------------
-
-
-def _greeted(
-    port: int, greeting_id: int, request: m.FetchRequest
-) -> Any:  # a coroutine: (sequence, payload) of the one frame answered
-    async def exchange() -> tuple[int, bytes]:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            body = codec.fetch_request_to_proto(request).SerializeToString()
-            writer.write(wire.FORMAT.greeting(greeting_id) + _frame(1, body))
-            length, sequence = _HEADER.unpack(await reader.readexactly(_HEADER.size))
-            return sequence, await reader.readexactly(length - 4)
-        finally:
-            writer.close()
-
-    return exchange()
-
-
-@pytest.mark.parametrize("region_min_bytes", [None, 1], ids=["read", "sent-from-the-file"])
-def test_a_consumer_on_a_leader_s_framed_port_reads_committed_records_and_moves_nothing(
-    tmp_path: Any, region_min_bytes: int | None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The leader serves the Spark task's greeting and requests (-1) as a consumer: records
-    below the high watermark only, at both isolation levels, and no follower progress, ISR or
-    high watermark moved; a consumer's connection cannot fetch as a follower. A follower's
-    fetch on the same port moves the high watermark, so the checks can fail. The same with
-    every answer's records sent from the segment file (`region_min_bytes`, as the node's
-    listener sends large ones)."""
-
-    regions: list[int] = []  # the sizes of the regions made
-    region = SegmentFile.region
-    monkeypatch.setattr(
-        SegmentFile, "region", lambda f, at, size: regions.append(size) or region(f, at, size)
-    )
-
-    async def scenario() -> None:
-        leader, follower, _ = two_nodes(tmp_path, ManualClock())
-        await produce(leader, batch(2))
-        await produce(leader, batch(3, tag=1))
-        await replicate(follower, leader)
-        await produce(leader, batch(1, tag=2))  # offset 5: not on the follower yet
-        await replicate(follower, leader)  # the follower has [0, 5): HW 5
-        state = leader.leader()
-        assert state.high_watermark == 5 and leader.log().log_end_offset == 6
-
-        def replication() -> tuple[Any, ...]:
-            return state.progress(2), state.isr, state.high_watermark, state.pending_isr_change
-
-        before = replication()
-        service = BrokerService(
-            1, cluster_id="c", image=lambda: leader.rm.image, replica_manager=leader.rm
-        )
-        serve = partial(service.replica_fetch, region_min_bytes=region_min_bytes)
-        listener = ReplicaFetchListener(1, serve, 1 << 20)
-        port = await listener.start("127.0.0.1", 0)
-        channels = FramedFetchChannels(_Endpoint(port))  # type: ignore[arg-type]
-        try:
-            for isolation in m.IsolationLevel:
-                for offset, batches in ((0, [(0, 1), (2, 4)]), (2, [(2, 4)]), (5, []), (6, [])):
-                    request = m.FetchRequest(
-                        (m.FetchPartition("t", 0, offset, 1 << 20, state.leader_epoch),),
-                        max_wait_ms=0,
-                        isolation_level=isolation,
-                    )
-                    raw = await channels.fetch(f"127.0.0.1:{port}", request, timeout_ms=5000)
-                    answer = answer_for(TP, fetch_answer_topics(raw), offset)
-                    assert isinstance(answer, FetchAnswer), answer
-                    assert batch_offsets(bytes(answer.records)) == batches
-                    assert answer.high_watermark == 5
-            assert replication() == before
-            # Greeted as a consumer, a fetch naming follower 2 is refused, unserved.
-            as_follower = m.FetchRequest(
-                (m.FetchPartition("t", 0, 6, 1 << 20, state.leader_epoch),),
-                replica_id=2,
-                replica_epoch=20,
-                max_wait_ms=0,
-            )
-            sequence, payload = await _greeted(port, m.CONSUMER_REPLICA_ID, as_follower)
-            assert sequence == 1 | wire.REFUSAL_BIT
-            refusal = wire.parse_refusal(payload, "broker 1")
-            assert isinstance(refusal, InvalidRequestError)
-            assert "names replica 2, the connection's greeting broker -1" in str(refusal)
-            assert replication() == before
-            # Broker 2's own connection: its fetch at offset 6 is a follower's, and moves the HW.
-            sequence, _ = await _greeted(port, 2, as_follower)
-            assert sequence == 1 and state.high_watermark == 6
-        finally:
-            channels.close()
-            listener.close()
-
-    asyncio.run(scenario())
-    assert bool(regions) == (region_min_bytes is not None)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "ReplicaFetchEndpoint is UNIMPLEMENTED" in said and said.endswith("over gRPC")
+    assert over_grpc.high_watermark == 500 and len(over_grpc.records) > 500
 
 
 def test_a_range_read_across_a_leader_killed_and_restarted_gets_every_record_once(
     replog_cluster: ClientCluster,
 ) -> None:
-    """A task reading over the framed connection while its leader is killed mid-range (its
-    connection lost, maybe mid-answer) and restarted at the same address: the fetcher asks
+    """A task reading while its leader is killed mid-range (its connection lost, maybe
+    mid-answer) and restarted at the same address: the fetcher asks
     the new leader, then (once the old one is back) whoever leads, and the range comes out
     exactly, no record dropped or repeated."""
     topic = "framed-failover"
@@ -878,8 +754,8 @@ def test_a_worker_keeps_one_session_for_its_next_task_and_stopped_or_failed_task
     replog_cluster: ClientCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker running task after task (PySpark reuses its Python workers) keeps the session of
-    a task that read its whole range (metadata, gRPC and framed connections, a loop thread) and
-    the next task uses it, the same framed connection included; a task abandoned by Spark
+    a task that read its whole range (metadata and gRPC connections, a loop thread) and the
+    next task uses it; a task abandoned by Spark
     after a batch, or failed (data loss here), closes its own. Closing the pool (the worker's
     exit) leaves no connection or thread."""
     topic = "framed-task-ends"
@@ -910,19 +786,18 @@ def test_a_worker_keeps_one_session_for_its_next_task_and_stopped_or_failed_task
             if t.name == "replog-spark-fetch" and t not in others
         ]
 
-    def kept_connections() -> list[Any]:
-        sessions: list[Any] = [s for _, s, _ in pool._idle]
-        return [r for s in sessions for r in s.framed._open.values()]
+    def kept_sessions() -> list[Any]:
+        return [s for _, s, _ in pool._idle]
 
     before = _sockets()
     whole = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
     assert sum(b.num_rows for b in whole) == 500
     assert pool.kept() == 1 and len(fetch_threads()) == 1
-    (connection,) = kept_connections()
+    (session,) = kept_sessions()
     for _ in range(3):
         whole = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
         assert sum(b.num_rows for b in whole) == 500
-        assert kept_connections() == [connection] and len(fetch_threads()) == 1
+        assert kept_sessions() == [session] and len(fetch_threads()) == 1
         stopped = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
         assert next(stopped).num_rows > 0 and pool.kept() == 0  # it took the kept session
         del stopped  # Spark drops the iterator: the generator is closed, its session too
@@ -932,7 +807,7 @@ def test_a_worker_keeps_one_session_for_its_next_task_and_stopped_or_failed_task
         assert pool.kept() == 0 and fetch_threads() == []
         whole = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
         assert sum(b.num_rows for b in whole) == 500
-        (connection,) = kept_connections()
+        (session,) = kept_sessions()
     pool.close()
     gc.collect()
     assert fetch_threads() == []

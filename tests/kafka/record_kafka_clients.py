@@ -15,7 +15,9 @@ scenario (deleted first if an earlier run left it):
   configs, delete records, list / describe groups and their offsets, list offsets, list
   reassignments, elect leaders, describe the quorum, delete groups, delete topics;
 - `confluent-kafka-consumer-group`: librdkafka produces RECORDS records and a consumer of the
-  consumer group protocol (KIP-848: ConsumerGroupHeartbeat) reads and commits them.
+  consumer group protocol (KIP-848: ConsumerGroupHeartbeat) reads and commits them;
+- `aiokafka-bench-driver`: `replog bench`'s aiokafka driver produces RECORDS records (one per
+  request) and reads them back from its assigned partitions.
 """
 
 from __future__ import annotations
@@ -164,10 +166,38 @@ def confluent_consumer_group(bootstrap: str, topic: str) -> None:
         raise RuntimeError(f"confluent-kafka read {len(got)} records back, not {RECORDS}")
 
 
+def aiokafka_bench_driver(bootstrap: str, topic: str) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    from replog.cli.bench.drivers import make_driver
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3)])
+    admin.close()
+    time.sleep(1)
+    driver = make_driver("aiokafka", bootstrap)
+    outcomes: list[str | None] = []
+    producer = driver.producer({})
+    for i, value in enumerate(values()):
+        producer.send(topic, b"k%d" % (i % PARTITIONS), value, outcomes.append)
+        producer.flush(30)  # one record per request: the same requests every run
+    producer.close()
+    consumer = driver.consumer([(topic, p) for p in range(PARTITIONS)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < RECORDS and time.monotonic() < deadline:
+        got += consumer.poll(1.0)
+    consumer.close()
+    if outcomes != [None] * RECORDS or sorted(got) != values():
+        raise RuntimeError(f"aiokafka: {outcomes.count(None)} delivered, {len(got)} read back")
+
+
 SCENARIOS: dict[str, tuple[str, Callable[[str, str], None]]] = {
     "kafka-python-produce-consume": ("kafka-python", kafka_python_produce_consume),
     "kafka-python-admin": ("kafka-python", kafka_python_admin),
     "confluent-kafka-consumer-group": ("confluent-kafka", confluent_consumer_group),
+    "aiokafka-bench-driver": ("aiokafka", aiokafka_bench_driver),
 }
 
 

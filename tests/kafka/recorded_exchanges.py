@@ -17,8 +17,9 @@ arrived; `connection` numbers the client's connections in the order they opened.
 
 Rules: both sides rewrite broker addresses in responses with `rewrite_addresses` (any struct
 with `host` and `port` fields whose address the mapping names: Metadata's and DescribeCluster's
-brokers, FindCoordinator's coordinators), so that a client that bootstrapped from the proxy or
-the replay server stays on it. Nothing else in a response is changed.
+brokers, FindCoordinator's coordinators, Produce's and Fetch's new leaders), so that a client
+that bootstrapped from the proxy or the replay server stays on it. Nothing else in a response
+is changed.
 """
 
 from __future__ import annotations
@@ -170,8 +171,9 @@ def rewrite_addresses(
     return framing.encode_response(key, version, header.correlation_id, body, framed=False)
 
 
-# Metadata, FindCoordinator, DescribeCluster: the responses that name brokers clients dial.
-ADDRESS_KEYS = frozenset({3, 10, 60})
+# The responses that name brokers clients dial: Metadata, FindCoordinator, DescribeCluster,
+# and Produce and Fetch (a new leader's address with NOT_LEADER_OR_FOLLOWER, KIP-951).
+ADDRESS_KEYS = frozenset({0, 1, 3, 10, 60})
 
 
 def _walk(value: Any, visit: Callable[[Any], None]) -> None:

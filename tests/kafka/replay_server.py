@@ -11,17 +11,21 @@ Rules:
 - One listener per broker of the recording, on a free loopback port; every broker address in a
   response is rewritten to its listener, so the client follows Metadata and FindCoordinator to
   the right stand-in.
-- A request is answered with an exchange recorded with the same API key and version: the first
-  unused one, looked for among those that match on what matters (below) at the same broker,
-  then those that match at any broker (a client picks its bootstrap broker at random), then any
-  at the same broker, then any at all (the client asked for something the recording does not
-  have at that point: a partition fetched at another offset, a retry). When every candidate was
-  used, the last one in the same order of preference answers again (metadata refreshes,
-  heartbeats and fetches that a slower or faster run repeats more often); a Fetch answered
+- A request is answered with an exchange recorded with the same API key and version, looked
+  for among those whose request matches on what matters (below), then among those of the same
+  shape (the same partitions, at other offsets or epochs), then among any: in each, the first
+  unused one at the same broker, else the first unused one anywhere (a client picks its
+  bootstrap broker at random), else the last one that answered already (metadata refreshes,
+  heartbeats and fetches that a slower or faster run repeats more often). A Fetch answered
   again waits its `max_wait_ms` (at most 0.5 s) first, as Kafka's purgatory would, so that a
-  consumer does not spin on it. A request whose key and version were never recorded is a miss
-  (`misses` names it) and its connection is closed: the test fails on what the client asked
-  that Kafka never answered.
+  consumer does not spin on it. A request answered by an exchange Kafka never answered (the
+  client closed first) is not answered either, and nothing more is read from its connection
+  (Kafka reads a connection's next request only once it answered the one before), except a
+  Fetch: that was a long poll that had found no record yet, and gets, after its `max_wait_ms`
+  (at most 0.5 s), the answer Kafka gives one that finds none (`nothing_new`). `inexact` lists the
+  requests answered without a match on what matters, to tell why a client saw what it saw. A
+  request whose key and version were never recorded is a miss (`misses` names it) and its
+  connection is closed: the test fails on what the client asked that Kafka never answered.
 - What matters in a request: its decoded body, without the fields that vary from run to run and
   do not change Kafka's answer: the header's correlation id and client id, the records of a
   Produce request (their timestamps and CRCs differ each run; the partitions and their order do
@@ -38,6 +42,12 @@ import asyncio
 import contextlib
 from typing import Any
 
+from replog.kafka.messages.fetch_request import FetchRequest
+from replog.kafka.messages.fetch_response import (
+    FetchableTopicResponse,
+    FetchResponse,
+    PartitionData,
+)
 from replog.kafka.protocol import framing
 from replog.kafka.protocol.codec import Struct
 from tests.kafka.recorded_exchanges import (
@@ -57,52 +67,108 @@ FETCH_KEY = 1
 MAX_REPEAT_WAIT_S = 0.5
 # Request fields left out of the comparison (module docstring).
 VARYING_FIELDS = frozenset({"records", "client_software_name", "client_software_version"})
+# The fields that name a partition (kept in a request's shape): Fetch's and Produce's, and the
+# lists of partition indexes of ListOffsets, OffsetFetch, OffsetCommit and their kin.
+PARTITION_FIELDS = frozenset({"partition", "partition_index", "index", "partition_indexes"})
 
 
 def what_matters(frame: bytes) -> Any:
     """The request's body as nested tuples, without VARYING_FIELDS (module docstring)."""
-    return _plain(framing.decode_request(frame)[1])
+    return _plain(framing.decode_request(frame)[1], shape=False)
 
 
-def _plain(value: Any) -> Any:
+def its_shape(frame: bytes) -> Any:
+    """What the request is about: `what_matters` without its numbers other than partition
+    indexes (a Fetch of the same partitions at other offsets has the same shape)."""
+    return _plain(framing.decode_request(frame)[1], shape=True)
+
+
+def _plain(value: Any, *, shape: bool, name: str = "") -> Any:
     if isinstance(value, list | tuple):
-        return tuple(_plain(v) for v in value)
+        return tuple(_plain(v, shape=shape, name=name) for v in value)
     if isinstance(value, Struct):
         return tuple(
-            (name, _plain(getattr(value, name)))
-            for name in type(value).__slots__
-            if name not in VARYING_FIELDS
+            (field, _plain(getattr(value, field), shape=shape, name=field))
+            for field in type(value).__slots__
+            if field not in VARYING_FIELDS
         )
     if isinstance(value, memoryview):
         return bytes(value)
+    if shape and isinstance(value, int) and name not in PARTITION_FIELDS:
+        return None
     return value
+
+
+def nothing_new(request: FetchRequest) -> FetchResponse:
+    """Kafka's answer to a long-poll Fetch that found no record in `max_wait_ms`: each partition
+    without records, its high watermark at the offset asked for (a higher one would have been
+    answered at once, with records)."""
+    return FetchResponse(
+        session_id=request.session_id,
+        responses=[
+            FetchableTopicResponse(
+                topic=t.topic,
+                topic_id=t.topic_id,
+                partitions=[
+                    PartitionData(
+                        partition_index=p.partition,
+                        high_watermark=p.fetch_offset,
+                        last_stable_offset=p.fetch_offset,
+                        log_start_offset=-1,
+                        records=b"",
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ],
+    )
 
 
 class _Pool:
     """The exchanges recorded with one API key and version, in recorded order."""
 
     def __init__(self) -> None:
-        self.exchanges: list[tuple[Exchange, Any]] = []
+        self.exchanges: list[tuple[Exchange, Any, Any]] = []  # exchange, what matters, shape
         self.used: list[bool] = []
 
     def add(self, exchange: Exchange) -> None:
-        self.exchanges.append((exchange, what_matters(exchange.request)))
+        request = exchange.request
+        self.exchanges.append((exchange, what_matters(request), its_shape(request)))
         self.used.append(False)
 
-    def pick(self, broker: str, wanted: Any) -> tuple[Exchange, bool]:
-        """The exchange to answer with (module docstring) and whether it was used before."""
-        here = [i for i, (e, _) in enumerate(self.exchanges) if e.broker == broker]
+    def pick(self, broker: str, frame: bytes) -> tuple[Exchange, bool, bool]:
+        """The exchange to answer with (module docstring), whether it was used before, and
+        whether its request matched on what matters."""
+        wanted, shape = what_matters(frame), its_shape(frame)
         anywhere = list(range(len(self.exchanges)))
+        here = [i for i in anywhere if self.exchanges[i][0].broker == broker]
         matching = [i for i in anywhere if self.exchanges[i][1] == wanted]
+        shaped = [i for i in anywhere if self.exchanges[i][2] == shape]
         matching_here = [i for i in matching if i in here]
-        for candidates in (matching_here, matching, here, anywhere):
-            unused = [i for i in candidates if not self.used[i]]
-            if unused:
-                self.used[unused[0]] = True
-                return self.exchanges[unused[0]][0], False
-        for candidates in (matching_here, matching, here, anywhere):
-            if candidates:
-                return self.exchanges[candidates[-1]][0], True
+        shaped_here = [i for i in shaped if i in here]
+        # (candidates, whether one used before may answer again), in order of preference
+        steps = (
+            (matching_here, False),
+            (matching, False),
+            (matching_here, True),
+            (matching, True),
+            (shaped_here, False),
+            (shaped, False),
+            (shaped_here, True),
+            (shaped, True),
+            (here, False),
+            (anywhere, False),
+            (here, True),
+            (anywhere, True),
+        )
+        for candidates, again in steps:
+            usable = [i for i in candidates if again or not self.used[i]]
+            if usable:
+                i = usable[-1] if again else usable[0]
+                repeated = self.used[i]
+                self.used[i] = True
+                return self.exchanges[i][0], repeated, i in matching
         raise AssertionError("a pool holds at least one exchange")
 
 
@@ -112,11 +178,12 @@ class ReplayServer:
     def __init__(self, recording: Recording) -> None:
         self.recording = recording
         self.misses: list[str] = []
+        self.inexact: list[str] = []  # requests answered with another request's answer
         self.answered: list[Exchange] = []  # in the order they were sent, repeats included
+        self.held: list[Exchange] = []  # requests left unanswered, as Kafka left them
         self._pools: dict[tuple[int, int], _Pool] = {}
         for exchange in sorted(recording.exchanges, key=lambda e: e.seq):
-            if exchange.response is not None:
-                self._pools.setdefault((exchange.key, exchange.version), _Pool()).add(exchange)
+            self._pools.setdefault((exchange.key, exchange.version), _Pool()).add(exchange)
         self._thread = LoopThread(f"kafka-replay-{recording.scenario}")
         self._servers: list[asyncio.Server] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -190,9 +257,19 @@ class ReplayServer:
         if pool is None:
             self.misses.append(f"{body.NAME} v{version} at {broker}: never recorded")
             return None
-        exchange, repeated = pool.pick(broker, what_matters(frame))
+        exchange, repeated, matched = pool.pick(broker, frame)
+        if not matched:
+            self.inexact.append(f"{body.NAME} v{version} at {broker}: {body}"[:2000])
         if repeated and key == FETCH_KEY:
             await asyncio.sleep(min(getattr(body, "max_wait_ms", 0) / 1000, MAX_REPEAT_WAIT_S))
+        if exchange.response is None:
+            self.held.append(exchange)
+            if not isinstance(body, FetchRequest):  # as Kafka left it, until the client closes
+                await asyncio.Event().wait()
+            await asyncio.sleep(min(body.max_wait_ms / 1000, MAX_REPEAT_WAIT_S))
+            return framing.encode_response(
+                key, version, correlation_id, nothing_new(body), framed=False
+            )
         self.answered.append(exchange)
         assert exchange.response is not None
         response = rewrite_addresses(key, version, exchange.response, self._mapping)

@@ -41,6 +41,7 @@ T = TypeVar("T")
 
 RECORDED = Path(__file__).resolve().parent / "recorded"
 _CORRELATION = struct.Struct(">i")
+MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 Address = tuple[str, int]
 
 
@@ -214,13 +215,18 @@ class LoopThread:
 
 
 async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
-    """One frame without its size prefix; None at a clean end of stream."""
+    """One frame without its size prefix; None at the end of the stream, or where the peer
+    does not speak Kafka's protocol (a size no Kafka frame has: an HTTP/2 preface reads as
+    1.3 GB)."""
     try:
         prefix = await reader.readexactly(4)
     except asyncio.IncompleteReadError:
         return None
+    size = framing.frame_size(prefix)
+    if not 0 <= size <= MAX_FRAME_BYTES:
+        return None
     try:
-        return await reader.readexactly(framing.frame_size(prefix))
+        return await reader.readexactly(size)
     except asyncio.IncompleteReadError:
         return None
 

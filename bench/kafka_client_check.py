@@ -26,8 +26,9 @@ is a FAIL row naming why, and the script exits 1 if any row failed.
 
 `--record DIR` puts a recording proxy (tests/kafka/recording_proxy.py) between replog's client
 and Kafka and writes each check's exchanges to DIR/replog-<check>.json (the replay tests read
-tests/kafka/recorded/). `--reuse` runs against the cluster kafka.sh already runs in
-`--data-dir` (and leaves it running); `--keep` leaves a cluster it started running.
+tests/kafka/recorded/); the leader kill's producer still talks to Kafka straight. `--reuse`
+runs against the cluster kafka.sh already runs in `--data-dir` (and leaves it running);
+`--keep` leaves a cluster it started running.
 
 Bench only: it needs Java 17+ and the Kafka jars (kafka.sh fetches them with Maven once).
 """
@@ -296,7 +297,9 @@ def check_produce_idempotent_through_leader_kill(ctx: Context) -> str:
     leader = ctx.view.leader(topic, 0)
     values = [b"produce-%06d" % i for i in range(RECORDS)]
     futures: list[Any] = []
-    config = {"bootstrap.servers": ctx.bootstrap, **PRODUCER_TIMEOUTS, "linger.ms": 5}
+    # Straight to Kafka even with --record: a proxy cannot refuse connections the instant a
+    # broker dies as the broker's own port does, and its replay would not be a leader kill.
+    config = {"bootstrap.servers": ctx.view.bootstrap, **PRODUCER_TIMEOUTS, "linger.ms": 5}
     with replog.Producer(config) as producer:
 
         def send(upto: int) -> None:

@@ -11,6 +11,12 @@ Rules:
 - One listener per broker, on a free loopback port; a broker that a response names and that
   has no listener yet gets one before the response is passed on, so a client that follows
   Metadata or FindCoordinator never leaves the proxy.
+- A broker that is down is not listened for: once Kafka ends a connection (or a new one cannot
+  reach the broker), the proxy checks the broker and, if it refuses connections, closes that
+  listener and reopens it on the same port when the broker is back, so that the client meets
+  a refused connection as it would without the proxy. (A connection that came in before the
+  proxy noticed is reset: a clean close before any answer reads as a peer that is no Kafka
+  listener.)
 - Requests are forwarded as received and each response is matched to its request by the
   correlation id, per connection (Kafka answers in order, but the match does not rely on it).
 - `take` hands the exchanges recorded since the last `take` (or the start) as one scenario;
@@ -22,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
+import struct
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
@@ -41,6 +49,19 @@ from tests.kafka.recorded_exchanges import (
     rewrite_addresses,
 )
 
+# SO_LINGER on, 0 s: close() sends RST instead of FIN.
+RESET_ON_CLOSE = struct.pack("ii", 1, 0)
+DOWN_POLL_S = 0.1
+
+
+async def _reachable(broker: Address) -> bool:
+    try:
+        _, writer = await asyncio.open_connection(*broker)
+    except OSError:
+        return False
+    writer.close()
+    return True
+
 
 class RecordingProxy:
     """Listeners in front of Kafka's brokers, recording (module docstring)."""
@@ -54,6 +75,7 @@ class RecordingProxy:
         self._seq = itertools.count()
         self._connections = itertools.count()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._down: set[Address] = set()  # brokers not listened for until they are back
         self._seeds = [parse_address(b) for b in brokers]
         for broker in self._seeds:
             self._thread.run(self._listen(broker))
@@ -88,12 +110,31 @@ class RecordingProxy:
     async def _listen(self, broker: Address) -> None:
         if broker in self._mapping:
             return
-        server = await asyncio.start_server(
-            lambda r, w: self._spawn(self._serve(broker, r, w)), "127.0.0.1", 0
-        )
-        self._servers[broker] = server
+        server = await self._open(broker, 0)
         host, port = server.sockets[0].getsockname()[:2]
         self._mapping[broker] = (host, port)
+
+    async def _open(self, broker: Address, port: int) -> asyncio.Server:
+        server = await asyncio.start_server(
+            lambda r, w: self._spawn(self._serve(broker, r, w)), "127.0.0.1", port
+        )
+        self._servers[broker] = server
+        return server
+
+    async def _check_up(self, broker: Address) -> None:
+        """After Kafka closed a connection: if the broker is down, stop listening for it until
+        it is back (module docstring)."""
+        if broker in self._down or await _reachable(broker):
+            return
+        self._down.add(broker)
+        self._servers[broker].close()
+        self._spawn(self._reopen_when_up(broker))
+
+    async def _reopen_when_up(self, broker: Address) -> None:
+        while not await _reachable(broker):
+            await asyncio.sleep(DOWN_POLL_S)
+        await self._open(broker, self._mapping[broker][1])
+        self._down.discard(broker)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -107,7 +148,13 @@ class RecordingProxy:
         try:
             kafka_r, kafka_w = await asyncio.open_connection(*broker)
         except OSError:
+            # The broker went down before the proxy noticed: reset this one connection (a clean
+            # close before any answer reads as a peer that is no Kafka listener), then refuse.
+            sock = client_w.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, RESET_ON_CLOSE)
             client_w.close()
+            await self._check_up(broker)
             return
         pending: dict[int, Exchange] = {}
         upstream = asyncio.ensure_future(
@@ -115,6 +162,8 @@ class RecordingProxy:
         )
         try:
             await self._responses(kafka_r, client_w, pending)
+            if not client_r.at_eof():  # Kafka, not the client, ended it
+                await self._check_up(broker)
         finally:
             upstream.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -13,10 +13,11 @@ Rules:
   the right stand-in.
 - A request is answered with an exchange recorded with the same API key and version, looked
   for among those whose request matches on what matters (below), then among those of the same
-  shape (the same partitions, at other offsets or epochs), then among any: in each, the first
-  unused one at the same broker, else the first unused one anywhere (a client picks its
-  bootstrap broker at random), else the last one that answered already (metadata refreshes,
-  heartbeats and fetches that a slower or faster run repeats more often). A Fetch answered
+  shape (the same partitions, at other offsets or epochs), then among any: in each, answered
+  ones before unanswered ones, and of those the first unused one at the same broker, else the
+  first unused one anywhere (a client picks its bootstrap broker at random), else the last one
+  that answered already (metadata refreshes, heartbeats and fetches that a slower or faster
+  run repeats more often). A Fetch answered
   again waits its `max_wait_ms` (at most 0.5 s) first, as Kafka's purgatory would, so that a
   consumer does not spin on it. A request answered by an exchange Kafka never answered (the
   client closed first) is not answered either, and nothing more is read from its connection
@@ -63,7 +64,6 @@ from tests.kafka.recorded_exchanges import (
     with_correlation_id,
 )
 
-FETCH_KEY = 1
 MAX_REPEAT_WAIT_S = 0.5
 # Request fields left out of the comparison (module docstring).
 VARYING_FIELDS = frozenset({"records", "client_software_name", "client_software_version"})
@@ -141,7 +141,10 @@ class _Pool:
         """The exchange to answer with (module docstring), whether it was used before, and
         whether its request matched on what matters."""
         wanted, shape = what_matters(frame), its_shape(frame)
-        anywhere = list(range(len(self.exchanges)))
+        every = range(len(self.exchanges))
+        # Answered exchanges first: one Kafka left unanswered (the client closed first) only
+        # when no answered one is like the request.
+        anywhere = sorted(every, key=lambda i: self.exchanges[i][0].response is None)
         here = [i for i in anywhere if self.exchanges[i][0].broker == broker]
         matching = [i for i in anywhere if self.exchanges[i][1] == wanted]
         shaped = [i for i in anywhere if self.exchanges[i][2] == shape]
@@ -165,7 +168,8 @@ class _Pool:
         for candidates, again in steps:
             usable = [i for i in candidates if again or not self.used[i]]
             if usable:
-                i = usable[-1] if again else usable[0]
+                answered = [j for j in usable if self.exchanges[j][0].response is not None]
+                i = (answered or usable)[-1] if again else usable[0]
                 repeated = self.used[i]
                 self.used[i] = True
                 return self.exchanges[i][0], repeated, i in matching
@@ -260,17 +264,17 @@ class ReplayServer:
         exchange, repeated, matched = pool.pick(broker, frame)
         if not matched:
             self.inexact.append(f"{body.NAME} v{version} at {broker}: {body}"[:2000])
-        if repeated and key == FETCH_KEY:
-            await asyncio.sleep(min(getattr(body, "max_wait_ms", 0) / 1000, MAX_REPEAT_WAIT_S))
+        fetch = body if isinstance(body, FetchRequest) else None
+        if fetch is not None and (repeated or exchange.response is None):
+            await asyncio.sleep(min(fetch.max_wait_ms / 1000, MAX_REPEAT_WAIT_S))
         if exchange.response is None:
             self.held.append(exchange)
-            if not isinstance(body, FetchRequest):  # as Kafka left it, until the client closes
+            if fetch is None:  # as Kafka left it, until the client or the server closes
                 await asyncio.Event().wait()
-            await asyncio.sleep(min(body.max_wait_ms / 1000, MAX_REPEAT_WAIT_S))
+                return None
             return framing.encode_response(
-                key, version, correlation_id, nothing_new(body), framed=False
+                key, version, correlation_id, nothing_new(fetch), framed=False
             )
         self.answered.append(exchange)
-        assert exchange.response is not None
         response = rewrite_addresses(key, version, exchange.response, self._mapping)
         return with_correlation_id(response, correlation_id)

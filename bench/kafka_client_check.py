@@ -621,12 +621,25 @@ def check_admin_configs(ctx: Context) -> str:
         if topic_entries.get("min.insync.replicas") != "2" or "log.dirs" not in broker_entries:
             raise AssertionError("describe_configs lacks min.insync.replicas=2 or log.dirs")
         admin.incremental_alter_configs({resource: {"retention.ms": "3600000"}})
-        set_at_kafka = ctx.view.config(topic, "retention.ms")
+        _kafka_shows(ctx, topic, "retention.ms", "3600000")
         admin.incremental_alter_configs({resource: {"retention.ms": None}})
-        reset_at_kafka = ctx.view.config(topic, "retention.ms")
-    if set_at_kafka != "3600000" or reset_at_kafka != "604800000":
-        raise AssertionError(f"Kafka's retention.ms: {set_at_kafka} then {reset_at_kafka}")
+        _kafka_shows(ctx, topic, "retention.ms", "604800000")  # Kafka's default
     return f"{len(topic_entries)} topic and {len(broker_entries)} broker configs; set and reset"
+
+
+def _kafka_shows(ctx: Context, topic: str, name: str, value: str) -> None:
+    """Wait until Kafka describes the topic's config so (a change reaches each broker through
+    the metadata log, a moment after the controller took it)."""
+    seen: list[str | None] = []
+
+    def shows() -> bool:
+        seen[:] = [ctx.view.config(topic, name)]
+        return seen[0] == value
+
+    try:
+        KafkaView.wait_for(shows, f"Kafka's {name} of {topic} to be {value}", 30)
+    except RuntimeError:
+        raise AssertionError(f"Kafka's {name} of {topic} is {seen[0]}, not {value}") from None
 
 
 def check_admin_list_offsets_and_delete_records(ctx: Context) -> str:

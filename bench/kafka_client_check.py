@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import subprocess
 import sys
@@ -137,6 +138,58 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _led_at(address: str, topic: str) -> int:
+    """How many of `topic`'s partitions have a leader in the Metadata of the broker at
+    `address` alone (one Metadata v12 request on a socket of its own; 0 if it does not answer)."""
+    import socket
+
+    from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+    from replog.kafka.messages.metadata_response import MetadataResponse
+    from replog.kafka.messages.request_header import RequestHeader
+    from replog.kafka.protocol import framing
+
+    version = 12
+    header = RequestHeader(
+        request_api_key=MetadataRequest.API_KEY,
+        request_api_version=version,
+        correlation_id=1,
+        client_id="kafka-client-check",
+    )
+    request = MetadataRequest(topics=[MetadataRequestTopic(name=topic)])
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(framing.encode_request(header, request))
+            size = framing.frame_size(_receive(sock, 4))
+            _, answer = framing.decode_response(
+                _receive(sock, size), MetadataRequest.API_KEY, version
+            )
+    except OSError:
+        return 0
+    assert isinstance(answer, MetadataResponse)
+    return sum(
+        1
+        for t in answer.topics
+        if t.name == topic and t.error_code == 0
+        for p in t.partitions
+        if p.error_code == 0 and p.leader_id >= 0
+    )
+
+
+def _leads_all(address: str, topic: str, partitions: int) -> bool:
+    return _led_at(address, topic) == partitions
+
+
+def _receive(sock: Any, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return data
+
+
 class KafkaView:
     """Kafka's own view of the cluster, through confluent-kafka: sets checks up and checks
     what replog's client did."""
@@ -159,6 +212,11 @@ class KafkaView:
         for future in self.admin.create_topics([topic]).values():
             future.result(60)
         self.wait_for(lambda: len(self.partitions(name)) == partitions, f"topic {name}'s leaders")
+        for address in self.bootstrap.split(","):  # each broker, as any may be asked first
+            self.wait_for(
+                functools.partial(_leads_all, address, name, partitions),
+                f"{address} to know topic {name}'s leaders",
+            )
 
     def delete_topic(self, name: str) -> None:
         if name in self.topics():

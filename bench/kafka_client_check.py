@@ -487,14 +487,17 @@ def check_consume_aio(ctx: Context) -> str:
 
 
 def _group_members(ctx: Context, protocol: str, members: int) -> str:
-    """`members` blocking consumers of one group, each in a thread, read the topic between
-    them, each record once, and commit; Kafka then has the group's offsets at the end."""
+    """`members` blocking consumers of one group, each in a thread, join; once each owns
+    partitions the topic is written, and they read it between them, each record once, and
+    commit (written only then, so that no rebalance falls in the reading: a record read again
+    after one would be Kafka's at-least-once, not an error)."""
     import replog
 
-    topic = f"kc-group-{protocol}"
-    group = f"kc-group-{protocol}"
-    values = _filled_topic(ctx, topic)
+    topic = group = f"kc-group-{protocol}"
+    values = [b"%s-%05d" % (topic.encode(), i) for i in range(GROUP_RECORDS)]
+    ctx.view.create_topic(topic, PARTITIONS)
     got: list[list[bytes]] = [[] for _ in range(members)]
+    owned: list[set[Any]] = [set() for _ in range(members)]
     errors: list[BaseException] = []
     stop = threading.Event()
 
@@ -507,6 +510,7 @@ def _group_members(ctx: Context, protocol: str, members: int) -> str:
                 while not stop.is_set() and time.monotonic() < deadline:
                     for records in consumer.poll(timeout_ms=500).values():
                         got[i].extend(r.value or b"" for r in records)
+                    owned[i] = set(consumer.assignment())
                     consumer.commit()
                     if sum(map(len, got)) >= len(values):
                         stop.set()
@@ -518,6 +522,12 @@ def _group_members(ctx: Context, protocol: str, members: int) -> str:
     threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(members)]
     for thread in threads:
         thread.start()
+    KafkaView.wait_for(
+        lambda: bool(errors) or (all(owned) and sum(map(len, owned)) == PARTITIONS),
+        f"the {members} members to own the topic's {PARTITIONS} partitions between them",
+    )
+    if not errors:
+        ctx.view.produce(topic, values, PARTITIONS)
     for thread in threads:
         thread.join(150)
     if errors:
@@ -528,7 +538,8 @@ def _group_members(ctx: Context, protocol: str, members: int) -> str:
             f"the members read {len(everything)} records ({len(set(everything))} distinct), "
             f"not the {len(values)} of the topic once"
         )
-    return f"{members} member(s) read {[len(g) for g in got]} records, each once"
+    shares = [sorted(tp.partition for tp in o) for o in owned]
+    return f"{members} members owned partitions {shares}, read {[len(g) for g in got]}, each once"
 
 
 def check_group_classic(ctx: Context) -> str:

@@ -357,6 +357,8 @@ def _failover_text(failover: dict[str, Any] | None) -> str:
 
 def versions() -> dict[str, str]:
     """The versions and commit every result records."""
+    import contextlib
+    import importlib.metadata
     import subprocess
 
     import confluent_kafka
@@ -369,6 +371,9 @@ def versions() -> dict[str, str]:
             f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
         ),
     }
+    for client in ("kafka-python", "aiokafka"):  # the clients runs' other clients
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[client] = importlib.metadata.version(client)
     checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     try:
         commit = subprocess.run(

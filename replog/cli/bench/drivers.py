@@ -5,6 +5,10 @@
   Apache Kafka and replog's Kafka listener alike, so those two compare with the same client.
 - `kafka-python`: the pure-Python Kafka client, over Kafka's protocol (a clients run's third
   client on replog's cluster; it reports no produce request count: 0).
+- `aiokafka`: the asyncio Kafka client, over Kafka's protocol, on an event loop of its own in a
+  daemon thread: the run's thread hands it records in batches (one wake-up of the loop per
+  batch, not per record) and waits only while RECORDS_IN_HAND records are still waiting to be
+  appended to its own buffer. It reports no produce request count either: 0.
 - `etcd`: admin only (a metadata run against etcd): each CreateTopics-sized request is one
   etcd write over gRPC, a Put of one key per topic (a Txn of them for several topics), the
   value `ETCD_BYTES_PER_PARTITION` bytes per partition and one more share for the topic,
@@ -20,6 +24,9 @@ buffer is full (that time counts in the record's latency, as in Kafka's perf too
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -77,6 +84,8 @@ class Driver:
             return _ReplogProducer(settings)
         if self.name == "kafka-python":
             return _KafkaPythonProducer(settings)
+        if self.name == "aiokafka":
+            return _AioKafkaProducer(settings)
         return _ConfluentProducer(settings)
 
     def consumer(self, partitions: Sequence[tuple[str, int]]) -> BenchConsumer:
@@ -84,6 +93,8 @@ class Driver:
             return _ReplogConsumer(self.bootstrap_servers, partitions)
         if self.name == "kafka-python":
             return _KafkaPythonConsumer(self.bootstrap_servers, partitions)
+        if self.name == "aiokafka":
+            return _AioKafkaConsumer(self.bootstrap_servers, partitions)
         return _ConfluentConsumer(self.bootstrap_servers, partitions)
 
     def admin(self) -> BenchAdmin:
@@ -345,6 +356,155 @@ class _KafkaPythonConsumer:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+# --- aiokafka ------------------------------------------------------------------------------------
+
+RECORDS_IN_HAND = 10_000  # records handed to aiokafka's loop and not yet in its own buffer
+
+
+def aiokafka_settings(config: Mapping[str, str]) -> dict[str, Any]:
+    """kafka-python's keyword arguments (`kafka_python_settings`) under aiokafka's names where
+    they differ (`batch.size` is its `max_batch_size`)."""
+    settings = kafka_python_settings(config)
+    if "batch_size" in settings:
+        settings["max_batch_size"] = settings.pop("batch_size")
+    return settings
+
+
+class _AioLoop:
+    """An event loop in a daemon thread, for aiokafka's producer or consumer."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Any, timeout_s: float | None = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+class _AioKafkaProducer:
+    def __init__(self, config: dict[str, str]) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        self._settings = aiokafka_settings(config)
+        self._aio = _AioLoop("aiokafka-producer")
+
+        async def started() -> AIOKafkaProducer:
+            producer = AIOKafkaProducer(**self._settings)  # TypeError: a setting it lacks
+            await producer.start()
+            return producer
+
+        self._producer = self._aio.run(started(), 60)
+        self._in_hand: collections.deque[tuple[str, bytes | None, bytes, DeliveryCallback]] = (
+            collections.deque()
+        )
+        self._room = threading.Condition()
+        self._draining = False
+
+    def send(self, topic: str, key: bytes | None, value: bytes, done: DeliveryCallback) -> None:
+        with self._room:
+            while len(self._in_hand) >= RECORDS_IN_HAND:
+                self._room.wait(0.1)
+            self._in_hand.append((topic, key, value, done))
+            if self._draining:
+                return
+            self._draining = True
+        self._aio.loop.call_soon_threadsafe(self._start_draining)
+
+    def _start_draining(self) -> None:
+        self._aio.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        """On the loop: append each record in hand to aiokafka's buffer (`send` waits there
+        while that buffer is full), in the order handed."""
+        while True:
+            with self._room:
+                if not self._in_hand:
+                    self._draining = False
+                    return
+                topic, key, value, done = self._in_hand.popleft()
+                self._room.notify()
+            try:
+                delivery = await self._producer.send(topic, value, key=key)
+            except Exception as exc:  # reported as this record's outcome
+                done(f"{type(exc).__name__}: {exc}")
+                continue
+            delivery.add_done_callback(_delivery_callback(done))
+
+    def service(self) -> None:
+        pass  # callbacks run on aiokafka's loop thread
+
+    def flush(self, timeout_s: float) -> None:
+        async def flushed() -> None:
+            while self._draining:
+                await asyncio.sleep(0.001)
+            await self._producer.flush()
+
+        self._aio.run(flushed(), timeout_s)
+
+    def requests(self) -> int:
+        return 0  # not read from aiokafka (module docstring)
+
+    def close(self) -> None:
+        try:
+            self.flush(5)
+            self._aio.run(self._producer.stop(), 10)
+        finally:
+            self._aio.close()
+
+
+def _delivery_callback(done: DeliveryCallback) -> Callable[[Any], None]:
+    def delivered(future: Any) -> None:
+        if future.cancelled():
+            done("cancelled")
+            return
+        exc = future.exception()
+        done(None if exc is None else f"{type(exc).__name__}: {exc}")
+
+    return delivered
+
+
+class _AioKafkaConsumer:
+    def __init__(self, bootstrap_servers: str, partitions: Sequence[tuple[str, int]]) -> None:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        self._aio = _AioLoop("aiokafka-consumer")
+
+        async def started() -> AIOKafkaConsumer:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap_servers.split(","),
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+            )
+            await consumer.start()
+            consumer.assign([TopicPartition(topic, p) for topic, p in partitions])
+            return consumer
+
+        self._consumer = self._aio.run(started(), 60)
+
+    def poll(self, timeout_s: float) -> list[bytes]:
+        async def polled() -> list[bytes]:
+            batches = await self._consumer.getmany(
+                timeout_ms=int(timeout_s * 1000), max_records=CONSUME_BATCH
+            )
+            return [r.value for records in batches.values() for r in records if r.value is not None]
+
+        values: list[bytes] = self._aio.run(polled())
+        return values
+
+    def close(self) -> None:
+        try:
+            self._aio.run(self._consumer.stop(), 10)
+        finally:
+            self._aio.close()
 
 
 # --- etcd -----------------------------------------------------------------------------------------

@@ -191,11 +191,22 @@ GOALS = (
             ("", lambda w: not w.get("producerConfig")),
             (", same producer settings", lambda w: bool(w.get("producerConfig"))),
         )
-        for side, figure in (
-            ("Producer", _at("produce", "records_per_s")),
-            ("Consumer", _at("catch_up", "records_per_s")),
+        for side, figure, client, target in (
+            (side, figure, client, target)
+            for side, figure, targets in (
+                (
+                    "Producer",
+                    _at("produce", "records_per_s"),
+                    (("kafka-python", 3.0), ("confluent-kafka", 0.5), ("aiokafka", 1.0)),
+                ),
+                (
+                    "Consumer",
+                    _at("catch_up", "records_per_s"),
+                    (("kafka-python", 3.0), ("confluent-kafka", 0.5)),
+                ),
+            )
+            for client, target in targets
         )
-        for client, target in (("kafka-python", 3.0), ("confluent-kafka", 0.5))
     ),
 )
 

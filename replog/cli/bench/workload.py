@@ -101,7 +101,8 @@ KNOWN_KEYS = frozenset(
 CONTROLLER_KEYS = frozenset(
     {"name", "createPartitions", "partitionsPerTopic", "topicsPerRequest", "failoverPartitions"}
 )
-CLIENTS = ("replog", "confluent-kafka", "kafka-python")  # the drivers with producers and consumers
+# The drivers with producers and consumers.
+CLIENTS = ("replog", "confluent-kafka", "kafka-python", "aiokafka")
 MAX_RECORDS_PER_REQUEST = 10_000  # Kafka's max.records.per.user.op; replog's metadata batch
 RECORDS_PER_TOPIC = 2  # beside its partitions' records: the topic's own and its config's
 DEFAULT_TOPICS_PER_REQUEST = 100  # a controller run's

@@ -19,7 +19,7 @@
   `bootstrap.servers` (the Kafka listeners), the tools' `bootstrap.controllers`, and the
   internal gRPC listeners, which only the nodes use.
 - `status [--json]`: first the clients' `bootstrap.servers` line (the Kafka listeners; `--json`
-  key `bootstrap_servers`, null when no broker serves one); then per node: id, roles, pid, its
+  key "bootstrap_servers", null when no broker serves one); then per node: id, roles, pid, its
   Kafka listener's address (KAFKA, key `kafka`; `-`/null when it serves none), its
   controller's Kafka listener, for `--bootstrap-controller` (KAFKA CONTROLLER, key
   "kafka_controller"), its internal gRPC listener (INTERNAL (gRPC), key `listener`), alive (the

@@ -25,7 +25,9 @@ Rules (Kafka's NetworkClient where it has one):
   outcome of a produce is unknown).
 - A request sent with `expect_response=False` (Produce with acks=0) takes no slot.
 - Frames are read into one buffer per response (`BufferedProtocol`): a large Fetch answer is
-  received straight into its own bytearray and its records are views of it, never copied.
+  received straight into a buffer of its own (a bytearray, or what the `allocate` given
+  makes: the Spark source's fetches use numpy's, not zeroed, since every byte of it is
+  received) and its records are views of it, never copied.
   While such a frame comes in, the socket's receive low-water mark (`SO_RCVLOWAT`, Linux) is
   what is left of it, at most `RECEIVE_LOW_WATER`, and 1 between frames: the loop wakes about
   once per MiB of a large answer instead of for every few hundred KiB the kernel has, and
@@ -43,7 +45,7 @@ import socket
 import struct
 import sys
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,9 +97,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
     """One connection to the Kafka listener at `address` (module docstring). Build it with
     `await KafkaConnection.open(...)`."""
 
-    def __init__(self, address: str, client_id: str) -> None:
+    def __init__(
+        self, address: str, client_id: str, allocate: Callable[[int], Any] = bytearray
+    ) -> None:
         self.address = address
         self.client_id = client_id
+        self._allocate = allocate  # a large frame's own buffer: writable, `len` bytes
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._transport: asyncio.Transport | None = None
         self._pending: deque[_Pending] = deque()
@@ -111,7 +116,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._scratch_view = memoryview(self._scratch)
         self._start = 0  # first unparsed byte in scratch
         self._end = 0  # end of the bytes received in scratch
-        self._frame: bytearray | None = None  # the large frame being received
+        self._frame: Any = None  # the large frame being received (`allocate`'s), or None
         self._frame_filled = 0
         self._first_bytes = b""  # what the peer sent first (diagnosis)
         # The socket whose receive low-water mark follows a large frame (None: left alone), and
@@ -128,11 +133,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         *,
         client_id: str,
         setup_timeout_ms: int,
+        allocate: Callable[[int], Any] = bytearray,
     ) -> KafkaConnection:
         """A connection whose ApiVersions handshake is done (module docstring)."""
         host, port = parse_host_port(address, "broker address")
         loop = asyncio.get_running_loop()
-        connection = cls(address, client_id)
+        connection = cls(address, client_id, allocate)
         try:
             async with asyncio.timeout(setup_timeout_ms / 1000):
                 await loop.create_connection(lambda: connection, host, port)
@@ -411,7 +417,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._deliver(memoryview(bytes(self._scratch_view[body_start : self._start])))
                 continue
             if size >= _OWN_BUFFER_BYTES or size + 4 > _SCRATCH_BYTES:
-                frame = bytearray(size)
+                frame = self._allocate(size)
                 frame[:have] = self._scratch_view[self._start + 4 : self._end]
                 self._frame, self._frame_filled = frame, have
                 self._start = self._end = 0
@@ -467,9 +473,16 @@ class KafkaConnections:
     after one closed. Lanes keep a coordinator's heartbeats from queueing behind a long-poll
     fetch on the same broker (Kafka's client uses a second connection to the coordinator)."""
 
-    def __init__(self, *, client_id: str, setup_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        *,
+        client_id: str,
+        setup_timeout_ms: int,
+        allocate: Callable[[int], Any] = bytearray,
+    ) -> None:
         self.client_id = client_id
         self.setup_timeout_ms = setup_timeout_ms
+        self._allocate = allocate  # each connection's large frames' buffers (module docstring)
         self._open: dict[tuple[str, str], KafkaConnection] = {}
         self._dialing: dict[tuple[str, str], asyncio.Future[KafkaConnection]] = {}
         self._closed = False
@@ -490,7 +503,10 @@ class KafkaConnections:
         if dialing is None:
             dialing = self._dialing[key] = asyncio.ensure_future(
                 KafkaConnection.open(
-                    address, client_id=self.client_id, setup_timeout_ms=self.setup_timeout_ms
+                    address,
+                    client_id=self.client_id,
+                    setup_timeout_ms=self.setup_timeout_ms,
+                    allocate=self._allocate,
                 )
             )
             dialing.add_done_callback(lambda done: self._dialled(key, done))

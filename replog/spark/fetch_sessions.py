@@ -44,7 +44,6 @@ from replog.client.config import ConsumerConfig
 from replog.client.loop_thread import LoopThread
 from replog.errors import ReplogError
 from replog.spark.leader_fetch import LeaderFetches
-from replog.wire.kafka_connection import KafkaConnections
 
 CAPACITY = 4  # sessions a worker keeps (one per set of consumer settings it reads with)
 IDLE_TIMEOUT_S = 60.0  # PySpark ends a Python worker idle this long, too
@@ -80,10 +79,8 @@ class FetchSession:
     async def _open(self) -> tuple[ClusterMetadata, LeaderFetches]:
         # Built on the loop: their connections belong to that loop.
         config = self.config
-        connections = KafkaConnections(
-            client_id=config.client_id, setup_timeout_ms=SETUP_TIMEOUT_MS
-        )
-        return ClusterMetadata.for_client(config), LeaderFetches(connections)
+        fetches = LeaderFetches(client_id=config.client_id, setup_timeout_ms=SETUP_TIMEOUT_MS)
+        return ClusterMetadata.for_client(config), fetches
 
     @property
     def usable(self) -> bool:

@@ -19,7 +19,12 @@ def test_every_client_bootstraps_from_the_kafka_listeners(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spawned: list[Any] = []
-    monkeypatch.setattr(node_processes, "spawn", lambda node: spawned.append(node) or 1)
+
+    def spawn(node: Any) -> int:
+        spawned.append(node)
+        return 1
+
+    monkeypatch.setattr(node_processes, "spawn", spawn)
     monkeypatch.setattr(cluster, "wait_until_up", lambda layout, pids, timeout_s: None)
     system = systems.ReplogSystem(name, str(tmp_path / name), 24000)
     system.start()

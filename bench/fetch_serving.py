@@ -61,7 +61,8 @@ class Side:
         self.code_root = code_root
         self.directory = directory
         self.base_port = base_port
-        self.bootstrap = ",".join(f"127.0.0.1:{base_port + i}" for i in range(NODES))
+        # The brokers' Kafka listeners (base port + 200): every client's way in.
+        self.bootstrap = ",".join(f"127.0.0.1:{base_port + 200 + i}" for i in range(NODES))
         self.rows_per_pass = 0
         self.node_us: list[float] = []
         self.node_raw_us: list[float] = []

@@ -180,7 +180,8 @@ class Cluster:
         self.data_dir = os.path.join(self.directory, "cluster")
         self.base_port = base_port
         self.kafka_base_port = kafka_base_port
-        self.bootstrap = ",".join(f"127.0.0.1:{base_port + i}" for i in range(3))
+        # The brokers' Kafka listeners: every client's way in.
+        self.bootstrap = ",".join(f"127.0.0.1:{kafka_base_port + i}" for i in range(3))
 
     def start(self) -> None:
         replog(

@@ -59,8 +59,8 @@ def tools_rows(libs: Path, base_port: int, records: int, work: Path) -> tuple[li
     bootstrap = ",".join(f"127.0.0.1:{base_port + KAFKA_PORT_OFFSET + i}" for i in range(3))
     rows = ["| tool | operation | result |", "| --- | --- | --- |"]
     all_ok = True
-    with running_cluster(data_dir, base_port) as grpc_bootstrap:
-        for check in kafka_tools_check.checks_on(libs, grpc_bootstrap, bootstrap, records):
+    with running_cluster(data_dir, base_port) as cluster_bootstrap:
+        for check in kafka_tools_check.checks_on(libs, cluster_bootstrap, bootstrap, records):
             tool, _, operation = check.tool.partition(" ")
             rows.append(row(tool, operation or "run", check.ok, check.said, None))
             all_ok &= check.ok

@@ -313,12 +313,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         with tempfile.TemporaryDirectory(prefix="replog-bench-requests-") as work:
             data_dir = args.data_dir or str(Path(work) / "cluster")
-            with running_cluster(data_dir, args.base_port, "--fresh") as grpc:
+            with running_cluster(data_dir, args.base_port, "--fresh") as boot:
                 setup = {
                     "kafka": kafka,
                     "base_port": args.base_port,
                     "pids": node_pids(data_dir),
-                    "create_topic": lambda topic, partitions: create_topic(grpc, topic, partitions),
+                    "create_topic": lambda topic, partitions: create_topic(boot, topic, partitions),
                 }
                 trials = _runs(shapes, args, setup)
     print()

@@ -429,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             checkouts.append((f"replog-{name}", os.path.abspath(args.compare_checkout)))
         for index, (name, checkout) in enumerate(checkouts):
             data_dir = os.path.join(args.data_dir or work, f"cluster-{index}")
-            grpc = stack.enter_context(
+            bootstrap = stack.enter_context(
                 running_cluster(
                     data_dir,
                     args.base_port + 10 * index,
@@ -438,8 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     checkout=checkout,
                 )
             )
-            bootstrap = ",".join(f"127.0.0.1:{kafka_base + 10 * index + i}" for i in range(3))
-            create_topic(grpc, topic, 1)
+            create_topic(bootstrap, topic, 1)
             produce(bootstrap, topic)
             node, address = leader(bootstrap, topic)
             systems.insert(index, System(name, address, _pid(node_pids(data_dir), node)))

@@ -214,15 +214,15 @@ def verifiable_consumer(
 
 
 def run(libs: Path, base_port: int, records: int, work: Path) -> list[Check]:
-    with running_cluster(str(work / "cluster"), base_port) as grpc_bootstrap:
+    with running_cluster(str(work / "cluster"), base_port) as cluster_bootstrap:
         bootstrap = ",".join(f"127.0.0.1:{base_port + KAFKA_PORT_OFFSET + i}" for i in range(3))
-        return checks_on(libs, grpc_bootstrap, bootstrap, records)
+        return checks_on(libs, cluster_bootstrap, bootstrap, records)
 
 
-def checks_on(libs: Path, grpc_bootstrap: str, bootstrap: str, records: int) -> list[Check]:
+def checks_on(libs: Path, cluster_bootstrap: str, bootstrap: str, records: int) -> list[Check]:
     """Every check against a running cluster (its topics `perf` and `verifiable` made here)."""
     for topic in ("perf", "verifiable"):
-        create_topic(grpc_bootstrap, topic, PARTITIONS)
+        create_topic(cluster_bootstrap, topic, PARTITIONS)
     checks = [producer_perf(libs, bootstrap, records)]
     checks.append(consumer_perf(libs, bootstrap, records))
     verifiable = max(records // 10, 100)

@@ -46,9 +46,11 @@ def running_cluster(
     kafka_base_port: int | None = None,
     checkout: str | None = None,
 ) -> Iterator[str]:
-    """A 3-node cluster in `data_dir` (gRPC from `base_port`, Kafka's protocol from
-    `kafka_base_port`, by default KAFKA_PORT_OFFSET above; the code of `checkout` if given),
-    stopped on exit; yields its gRPC bootstrap address."""
+    """A 3-node cluster in `data_dir` (its internal listeners from `base_port`, its Kafka
+    listeners from `kafka_base_port`, by default KAFKA_PORT_OFFSET above; the code of
+    `checkout` if given), stopped on exit; yields its bootstrap servers, the Kafka listeners
+    every client and `replog` command uses."""
+    kafka = base_port + KAFKA_PORT_OFFSET if kafka_base_port is None else kafka_base_port
     replog_cli(
         "cluster",
         "start",
@@ -57,12 +59,12 @@ def running_cluster(
         "--base-port",
         str(base_port),
         "--kafka-base-port",
-        str(base_port + KAFKA_PORT_OFFSET if kafka_base_port is None else kafka_base_port),
+        str(kafka),
         *start_args,
         checkout=checkout,
     )
     try:
-        yield f"127.0.0.1:{base_port}"
+        yield ",".join(f"127.0.0.1:{kafka + i}" for i in range(3))
     finally:
         replog_cli("cluster", "stop", "--data-dir", data_dir, checkout=checkout)
 

@@ -15,7 +15,8 @@ counted. Per row read (ns = CPU ns per row):
 - parts, timed with `time.thread_time` around the functions that do them (names looked up
   at run time, so either side's code is timed where it has them; a part a side lacks is left
   out): `recv` (asyncio's read-ready callback: `recv_into` and the protocol's callbacks),
-  `parse` (`fetch_answer_topics`), `walk+crc` (`_batches_to_read`: the batch walk and checks),
+  `parse` (`decode_response` of each answer: its fields decoded, the records left as views of
+  the answer's buffer), `walk+crc` (`_batches_to_read`: the batch walk and checks),
   of it `crc` (`compute_crc` / `crc32c` calls), `decode` (`decode_batches`), `arrow`
   (`columns_to_record_batch`); `loop other` = loop thread minus `recv` and `parse` (epoll,
   the loop's Python, requests), `task other` = task thread minus its parts;
@@ -94,7 +95,8 @@ def install(timer: Timer) -> None:
     import asyncio.selector_events as selector_events
 
     from replog.record import header
-    from replog.spark import partition_fetcher, range_reader
+    from replog.spark import range_reader
+    from replog.wire import kafka_connection
 
     transport: Any = getattr(selector_events, "_SelectorSocketTransport")  # noqa: B009 (private)
     original = transport._read_ready__get_buffer
@@ -102,17 +104,22 @@ def install(timer: Timer) -> None:
 
     def read_ready(self: Any) -> None:
         started = clock()
-        protocol = self._protocol
-        before = getattr(protocol, "_got", 0)
         try:
             original(self)
         finally:
             ns["recv"] += clock() - started
             calls["recv"] += 1
-            timer.recv_bytes += max(0, getattr(protocol, "_got", 0) - before)
 
     transport._read_ready__get_buffer = read_ready
-    timer.wrap(partition_fetcher, "fetch_answer_topics", "parse")
+    connection: Any = kafka_connection.KafkaConnection
+    updated = connection.buffer_updated
+
+    def buffer_updated(self: Any, nbytes: int) -> None:
+        timer.recv_bytes += nbytes
+        updated(self, nbytes)
+
+    connection.buffer_updated = buffer_updated
+    timer.wrap(kafka_connection, "decode_response", "parse")
     timer.wrap(range_reader, "_batches_to_read", "walk+crc")
     # Every CRC-32C of a read is a call of the header module's `crc32c` (`compute_crc` and the
     # inlined check in `validate_batch`).

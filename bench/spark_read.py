@@ -212,10 +212,9 @@ class Cluster:
         self.directory = directory
         self.base_port = base_port
         self.kafka_base_port = base_port + KAFKA_BASE_PORT - BASE_PORT
-        self.bootstrap = ",".join(f"127.0.0.1:{base_port + i}" for i in range(NODES))
-        self.kafka_bootstrap = ",".join(
-            f"127.0.0.1:{self.kafka_base_port + i}" for i in range(NODES)
-        )
+        # The brokers' Kafka listeners: every client's bootstrap, replog's source and Spark's
+        # Kafka source alike.
+        self.bootstrap = ",".join(f"127.0.0.1:{self.kafka_base_port + i}" for i in range(NODES))
 
     def start(self) -> None:
         result = replog_cli(
@@ -500,7 +499,7 @@ def query_functions(
                 .load()
             )
         if source in JVM_SOURCES:
-            servers = apache_kafka if source in APACHE_SOURCES else cluster.kafka_bootstrap
+            servers = apache_kafka if source in APACHE_SOURCES else cluster.bootstrap
             kafka = (
                 spark.read.format("kafka")
                 .option("kafka.bootstrap.servers", servers)

@@ -4,9 +4,9 @@ differ, so the test neither touches `./.replog` nor collides with other clusters
 
 What it proves: the whole job (a 3-node cluster, a keyed acks=all idempotent stream through a
 leader's SIGKILL and restart, the exactly-once verification, the Spark aggregation, the stop)
-exits 0 with the lines that say every check held, the failure really happened (a node was
-killed and restarted, partitions were seen under-replicated and then not), and no node
-process is left afterwards.
+exits 0 with the lines that say every check held, its clients bootstrap from the brokers'
+Kafka listeners, the failure really happened (a node was killed and restarted, partitions
+were seen under-replicated and then not), and no node process is left afterwards.
 
 How it can fail: a non-zero exit (any check of the demo failing: a lost, duplicated or
 reordered event, Spark disagreeing with the verification, a node not rejoining the ISRs), a
@@ -57,9 +57,10 @@ def test_the_readme_main_job_holds_every_check(tmp_path: Path) -> None:
     assert replog.exists(), f"{replog}: the README's command runs the installed `replog`"
     data_dir = tmp_path / "demo"
     command = [str(replog), "demo", "--data-dir", str(data_dir), "--base-port"]
+    base_port = free_base_port(NODES)
     try:
         result = subprocess.run(
-            [*command, str(free_base_port(NODES))],
+            [*command, str(base_port)],
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,
@@ -77,6 +78,9 @@ def test_the_readme_main_job_holds_every_check(tmp_path: Path) -> None:
 
     for number in range(1, 9):
         assert f"[{number}/8] " in out, f"step {number} missing:\n{out}"
+    # The clients and Spark bootstrap from the brokers' Kafka listeners (base port + 200..).
+    kafka = ",".join(f"127.0.0.1:{base_port + 200 + i}" for i in range(NODES))
+    assert f"; bootstrap {kafka}\n" in out, out
     assert "creating topic 'events': 3 partitions, replication factor 3, min.insync.replicas=2" in (
         out
     )

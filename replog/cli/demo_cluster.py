@@ -11,6 +11,10 @@ Rules:
   it did not make, nor a running cluster.
 - Brokers are fenced 3 s after their last heartbeat (Kafka: 9 s), so the killed leader leaves
   the ISRs and its partitions get a new leader within seconds.
+- Every broker has a Kafka listener at base port + 200 + i - 1 (its controller's at 100
+  above), as `replog cluster start --base-port` places them (`kafka_base_port_for`): the
+  demo's clients and Spark bootstrap from those (`bootstrap`), as every client does; the base
+  port's own listeners are the cluster's internal ones.
 - `stop` stops every node that runs, whatever state the demo is in; it is safe to call twice.
 """
 
@@ -21,7 +25,7 @@ import shutil
 
 from replog.cli.cluster import check_ports_free, wait_until_up
 from replog.cli.demo_command import NODE_COUNT
-from replog.cli.local_cluster import LocalCluster
+from replog.cli.local_cluster import KAFKA_LISTENER, LocalCluster, kafka_base_port_for
 from replog.cli.node_processes import (
     exit_status,
     kill_and_wait,
@@ -50,13 +54,19 @@ class DemoCluster:
 
     @property
     def bootstrap(self) -> str:
+        """The brokers' Kafka listeners, what the demo's clients connect to."""
         assert self.layout is not None
-        return ",".join(self.layout.controller_addresses().values())
+        return ",".join(node.listeners[KAFKA_LISTENER] for node in self.layout.nodes)
 
     def prepare(self) -> None:
         """Wipe the directory (module rules) and write the new cluster's files."""
         _wipe(self.directory)
-        layout = LocalCluster.plan(self.directory, NODE_COUNT, self.base_port)
+        layout = LocalCluster.plan(
+            self.directory,
+            NODE_COUNT,
+            self.base_port,
+            kafka_base_port=kafka_base_port_for(self.base_port, None),
+        )
         check_ports_free(layout.nodes)
         layout.write(SERVER_PROPERTIES)
         self.layout = layout

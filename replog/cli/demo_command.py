@@ -46,7 +46,7 @@ DEFAULT_RATE = 1_000
 
 def _port(text: str) -> int:
     value = int(text)
-    if not 1 <= value <= 65536 - NODE_COUNT:
+    if not 1 <= value <= 65536 - NODE_COUNT - 300:  # the Kafka controller ports: PORT + 300..
         raise argparse.ArgumentTypeError(f"{text}: not a port for {NODE_COUNT} nodes")
     return value
 
@@ -82,7 +82,10 @@ def register(commands: Any) -> None:
         type=_port,
         default=DEFAULT_BASE_PORT,
         metavar="PORT",
-        help=f"node i listens on PORT + i - 1 (default: {DEFAULT_BASE_PORT})",
+        help=(
+            f"node i's internal listener is PORT + i - 1, its Kafka listener (what the demo's "
+            f"clients use) PORT + 200 + i - 1 (default: {DEFAULT_BASE_PORT})"
+        ),
     )
     parser.add_argument(
         "--keep",

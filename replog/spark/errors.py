@@ -9,8 +9,6 @@
   `failOnDataLoss=false` logs the same message as a warning and lets the caller go on.
 - `ReadTimeoutError`: a task made no progress on its planned range for `pollTimeoutMs`;
   names the partition, the range and how far it got.
-- `MalformedFetchAnswerError`: a Fetch answer's bytes are not a FetchResponse protobuf would
-  parse (`fetch_answer_wire`); names the message, the field and the byte position.
 
 All derive from `replog.errors.ReplogError` like every other replog error.
 """
@@ -42,7 +40,3 @@ def report_data_loss(message: str, fail_on_data_loss: bool, *, instead: str = "s
 
 class ReadTimeoutError(ReplogError):
     """A task made no progress on its range in time (module docstring)."""
-
-
-class MalformedFetchAnswerError(ReplogError):
-    """A Fetch answer's bytes are not a well-formed FetchResponse (module docstring)."""

@@ -1,7 +1,7 @@
 """A Python worker's fetch sessions, kept from one Spark task for the next.
 
-A task's fetches need a loop thread, the cluster's metadata, a gRPC channel to the leader (its
-framed port is asked there) and the leader's framed fetch connection (`partition_fetcher`).
+A task's fetches need a loop thread, the cluster's metadata and a connection to the leader's
+Kafka listener (`partition_fetcher`).
 Opening them costs a task about 4 ms of worker CPU and 7-9 ms before its first answer, and
 closing them 1-2 ms more; PySpark reuses its Python workers (`spark.python.worker.reuse`, on by
 default), so a worker running task after task would open and close the same ones each time.
@@ -20,9 +20,8 @@ Rules:
   never hands out one older than that.
 - A taken session is used by one task at a time (it is out of the pool while used); its
   metadata is asked again before its first fetch (`FetchSession.begin_task`), so a task finds
-  the partition's current leader as a fresh session would. Inside it, a framed connection
-  that failed or that the leader closed is never used again, nor one to a leader address
-  whose leader epoch for the partition changed since it last fetched it (`framed_fetch`).
+  the partition's current leader as a fresh session would. Inside it, a connection that
+  failed or that the leader closed is never used again (`leader_fetch`).
 - The pool belongs to the process that made it: a child forked from a worker (PySpark's
   daemon forks its workers) never uses or closes its parent's sessions (their loop threads do
   not exist in the child, their sockets are the parent's); it makes its own pool.
@@ -44,12 +43,14 @@ from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig
 from replog.client.loop_thread import LoopThread
 from replog.errors import ReplogError
-from replog.spark.framed_fetch import FramedFetchChannels
-from replog.spark.raw_fetch import RawFetchChannels
+from replog.spark.leader_fetch import LeaderFetches
 
 CAPACITY = 4  # sessions a worker keeps (one per set of consumer settings it reads with)
 IDLE_TIMEOUT_S = 60.0  # PySpark ends a Python worker idle this long, too
 CLOSE_TIMEOUT_S = 5.0
+# How long a connection to a leader may take to open, its ApiVersions answer included (Kafka's
+# socket.connection.setup.timeout.ms default).
+SETUP_TIMEOUT_MS = 10_000
 
 
 class Session(Protocol):
@@ -67,25 +68,19 @@ _Kept = tuple[Hashable, Session, float]  # (key, session, kept since: the pool's
 
 class FetchSession:
     """One worker's clients for fetching with one set of consumer settings (module docstring):
-    a loop thread, and on it the cluster metadata, gRPC fetch channels and framed fetch
-    connections."""
+    a loop thread, and on it the cluster metadata and the fetches' Kafka connections."""
 
     def __init__(self, config: ConsumerConfig) -> None:
         self.config = config
         self.loop = LoopThread("replog-spark-fetch")
-        self.metadata, self.raw, self.framed = self.loop.run(
-            self._open(), timeout_s=None, what="open"
-        )
+        self.metadata, self.fetches = self.loop.run(self._open(), timeout_s=None, what="open")
         self._tasks = 0
 
-    async def _open(self) -> tuple[ClusterMetadata, RawFetchChannels, FramedFetchChannels]:
+    async def _open(self) -> tuple[ClusterMetadata, LeaderFetches]:
         # Built on the loop: their connections belong to that loop.
         config = self.config
-        raw = RawFetchChannels(
-            request_timeout_ms=config.request_timeout_ms, client_id=config.client_id
-        )
-        metadata = ClusterMetadata.for_client(config)
-        return metadata, raw, FramedFetchChannels(metadata.connections)
+        fetches = LeaderFetches(client_id=config.client_id, setup_timeout_ms=SETUP_TIMEOUT_MS)
+        return ClusterMetadata.for_client(config), fetches
 
     @property
     def usable(self) -> bool:
@@ -107,9 +102,8 @@ class FetchSession:
             self.loop.close()
 
     async def _close(self) -> None:
-        self.framed.close()
         try:
-            await self.raw.close()
+            await self.fetches.close()
         finally:
             await self.metadata.close()
 

@@ -6,11 +6,8 @@ fetch path (`replog.client.fetcher`) cut down to one partition and one request a
 the same client parts: `ClusterMetadata` to find the leader, `OffsetLookup` for the log start
 offset and the high watermark, all on a private `LoopThread`. The consumer is not changed.
 
-The Fetch itself goes over the leader's framed fetch connection (`FramedFetchChannels`) or
-gRPC (`RawFetchChannels`), both of which answer the serialized FetchResponse, and the answer is
-read where it lies (`fetch_answer_wire`): the records handed to the decoder are a view of the
-bytes received, not the two copies that parsing the message and reading
-its `records` field make (a fifth of a worker's CPU on 8 MiB answers; figures there).
+The Fetch itself is a consumer's Fetch on the leader's Kafka listener (`leader_fetch`), and
+the records handed to the decoder are a view of the buffer the answer was received into.
 
 Rules (the consumer's, with `auto.offset.reset=none`):
 - A Fetch goes to the partition's current leader with its known leader epoch, as a consumer
@@ -29,17 +26,10 @@ Rules (the consumer's, with `auto.offset.reset=none`):
   with fewer partitions), raises `UnknownTopicOrPartitionError` naming it, as `OffsetLookup`
   does: the caller decides whether that is data loss.
 - Any other error is raised as the broker's typed error.
-- An answer that is not a well-formed FetchResponse raises `MalformedFetchAnswerError` naming
-  the leader, the partition and what was wrong (the consumer's parse would fail there too);
-  one whose topic id is neither empty nor 16 bytes is asked again, as the broker client's
-  parse makes it.
+- An answer whose bytes do not decode as a FetchResponse (`MalformedResponseError`) is a
+  failed fetch like a lost connection: retried, the connection opened afresh.
 - `submit` starts the next fetch while the caller decodes the previous answer (one at a
   time: the caller only knows the next position from the answer before).
-- The Fetch goes over the leader's framed fetch connection (`framed_fetch`); where that path
-  is truly unavailable (`FramedFetchUnavailable`: an older broker, no port named, the port
-  refusing connections) it goes over gRPC, with a WARNING, for `FRAMED_RETRY_MS` or until
-  the leader epoch changes, then the framed path is tried again. Any other failure of the
-  framed path is a failed fetch, retried as above: never a fallback.
 """
 
 from __future__ import annotations
@@ -50,34 +40,25 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import grpc
-
-from replog.client.call_guard import guarded
 from replog.client.config import ConsumerConfig, consumer_config
-from replog.client.connections import rpc_error
-from replog.client.fetcher import isolation_level
 from replog.client.offset_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
-from replog.common.ids import UUID_BYTES
 from replog.errors import (
     KafkaTimeoutError,
+    MalformedResponseError,
     NoBrokersAvailableError,
     OffsetOutOfRangeError,
     ReplogError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from replog.replication import messages as m
-from replog.spark.errors import MalformedFetchAnswerError
-from replog.spark.fetch_answer_wire import TopicAnswer, fetch_answer_topics
+from replog.kafka.messages.fetch_response import FetchResponse
 from replog.spark.fetch_sessions import FetchSession, SessionPool, settings_key
-from replog.spark.framed_fetch import FramedFetchUnavailable
+from replog.spark.leader_fetch import PartitionFetch
 
 SAFETY_MARGIN_S = 5.0  # a blocking wait outlasts the coroutine's own deadline by this much
-# How long a leader whose framed fetch path was unavailable is read over gRPC before the framed
-# path is tried again (sooner at a new leader epoch).
-FRAMED_RETRY_MS = 10_000
+READ_COMMITTED = 1  # Fetch's isolation_level for read_committed (0: read_uncommitted)
 
 log = logging.getLogger("replog.spark")
 
@@ -87,7 +68,7 @@ class FetchAnswer:
     """A leader's answer for one partition: its batches' bytes (possibly ending with a partial
     batch) and what it said about the log."""
 
-    records: memoryview  # a view of the serialized answer (module docstring)
+    records: memoryview  # a view of the buffer the answer was received into (module docstring)
     high_watermark: int  # -1: not said
     log_start_offset: int  # -1: not said
 
@@ -114,15 +95,8 @@ class PartitionFetcher:
         )
         self._session.begin_task()
         self._loop = self._session.loop
-        self._metadata, self._raw, self._framed = (
-            self._session.metadata,
-            self._session.raw,
-            self._session.framed,
-        )
+        self._metadata, self._fetches = self._session.metadata, self._session.fetches
         self._in_flight: concurrent.futures.Future[FetchAnswer | None] | None = None
-        # Leaders whose framed fetch path was unavailable: address -> (the monotonic ms from
-        # which it is tried again, the leader epoch it was found at).
-        self._grpc_only: dict[str, tuple[int, int]] = {}
         # Why the latest attempt got no answer (module rules). Set on the loop, read by the
         # task's thread when it gives up: a str swapped whole.
         self.last_failure: str | None = None
@@ -182,26 +156,23 @@ class PartitionFetcher:
         config = self.config
         topic, partition = self.tp
         partition_bytes = config.max_partition_fetch_bytes if max_bytes is None else max_bytes
+        isolation = READ_COMMITTED if config.isolation_level == "read_committed" else 0
         while True:
             leader = await self._leader(deadline_ms)
             if leader is not None:
                 node, address, epoch = leader
-                request = m.FetchRequest(
-                    (
-                        m.FetchPartition(
-                            topic,
-                            partition,
-                            position,
-                            partition_bytes,
-                            current_leader_epoch=epoch,
-                        ),
-                    ),
+                ask = PartitionFetch(
+                    topic,
+                    partition,
+                    position,
+                    partition_bytes,
+                    current_leader_epoch=epoch,
                     max_wait_ms=max(0, min(config.fetch_max_wait_ms, deadline_ms - monotonic_ms())),
                     min_bytes=config.fetch_min_bytes,
                     max_bytes=config.fetch_max_bytes,
-                    isolation_level=isolation_level(config.isolation_level),
+                    isolation_level=isolation,
                 )
-                answer = await self._ask(node, address, request)
+                answer = await self._ask(node, address, ask)
                 if answer is not None:
                     return answer
                 self._metadata.request_update()
@@ -246,46 +217,22 @@ class PartitionFetcher:
             return None
         return state.leader, address, state.leader_epoch
 
-    async def _ask(self, node: int, address: str, request: m.FetchRequest) -> FetchAnswer | None:
+    async def _ask(self, node: int, address: str, ask: PartitionFetch) -> FetchAnswer | None:
         """The answer, None after a retriable failure; raises the rest."""
-        timeout_ms = self.config.request_timeout_ms
-        epoch = request.partitions[0].current_leader_epoch
-        raw: bytes | memoryview
         try:
-            over_grpc = self._over_grpc(address, epoch)
-            if not over_grpc:
-                try:
-                    raw = await self._framed.fetch(address, request, timeout_ms=timeout_ms)
-                except FramedFetchUnavailable as unavailable:
-                    # Said once per fallback: reads go on over gRPC, at more CPU per record.
-                    log.warning("%s; reading from it over gRPC", unavailable)
-                    self._grpc_only[address] = (monotonic_ms() + FRAMED_RETRY_MS, epoch)
-                    over_grpc = True
-            if over_grpc:
-                raw = await guarded(
-                    self._raw.fetch(address, request, timeout_ms=timeout_ms),
-                    address=address,
-                    what="Fetch",
-                    node_id=node,
-                )
-        except (grpc.aio.AioRpcError, ReplogError) as exc:
+            response = await self._fetches.fetch(
+                address, ask, timeout_ms=self.config.request_timeout_ms
+            )
+        except ReplogError as exc:
+            if not exc.retriable and not isinstance(exc, MalformedResponseError):
+                raise  # a leader address that is no Kafka listener, a version not served
             # As the consumer does: an unreachable or reset broker is retried (new metadata,
             # maybe a new leader) until the deadline, the metadata asked of other brokers
             # first: a leader cut off from the cluster still names itself.
-            if isinstance(exc, grpc.aio.AioRpcError):
-                exc = rpc_error(exc, address=address, what="Fetch", node_id=node)
             self._metadata.distrust(address)
             self._retrying(f"fetch of {self._name} from broker {node} at {address} failed: {exc}")
             return None
-        fetch_offset = request.partitions[0].fetch_offset
-        try:
-            topics = fetch_answer_topics(raw)
-        except MalformedFetchAnswerError as exc:
-            raise MalformedFetchAnswerError(
-                f"broker {node} at {address} answered the fetch of {self._name} at offset "
-                f"{fetch_offset} with bytes that are not a FetchResponse: {exc}"
-            ) from None
-        answer = answer_for(self.tp, topics, fetch_offset)
+        answer = answer_for(self.tp, response, ask.fetch_offset)
         if isinstance(answer, str):
             self._retrying(f"fetch of {self._name} from broker {node} at {address}: {answer}")
             return None
@@ -302,19 +249,6 @@ class PartitionFetcher:
         if why != self.last_failure:
             log.warning("%s; asking again", why)
         self.last_failure = why
-
-    def _over_grpc(self, address: str, epoch: int) -> bool:
-        """Whether a fetch from the leader at `address` (at leader `epoch`) goes over gRPC:
-        its framed path was unavailable less than `FRAMED_RETRY_MS` ago, at this epoch. A
-        port opened since, or a broker upgraded, is found again (module rules)."""
-        fallback = self._grpc_only.get(address)
-        if fallback is None:
-            return False
-        retry_at_ms, fallback_epoch = fallback
-        if monotonic_ms() < retry_at_ms and epoch == fallback_epoch:
-            return True
-        del self._grpc_only[address]
-        return False
 
     def close(self, keep: bool = False) -> None:
         """Done with the partition: with `keep` (a task that read its whole range) the
@@ -334,26 +268,32 @@ class PartitionFetcher:
         self.close()
 
 
-def answer_for(
-    tp: TopicPartition, topics: list[TopicAnswer], fetch_offset: int
-) -> FetchAnswer | str:
+def answer_for(tp: TopicPartition, response: FetchResponse, fetch_offset: int) -> FetchAnswer | str:
     """What a Fetch answer says for `tp` (module docstring): its records, why to ask again,
     or the broker's error raised."""
-    if any(len(t.topic_id) not in (0, UUID_BYTES) for t in topics):
-        # The broker client's parse refuses it (InvalidRequestError): asked again.
-        return "a topic id in the answer is neither empty nor 16 bytes"
-    for result in (p for t in topics if t.topic == tp.topic for p in t.partitions):
-        if result.partition != tp.partition:
+    for result in (p for t in response.responses if t.topic == tp.topic for p in t.partitions):
+        if result.partition_index != tp.partition:
             continue
-        status = result.error
-        if status is None or status.code == 0:
-            return FetchAnswer(result.records, result.high_watermark, result.log_start_offset)
-        error = error_for_code(status.code, status.message)
+        code = result.error_code
+        if code == 0:
+            records = result.records
+            return FetchAnswer(
+                _EMPTY if records is None else memoryview(records),
+                result.high_watermark,
+                result.log_start_offset,
+            )
+        error = error_for_code(code)
         if isinstance(error, OffsetOutOfRangeError):
             raise OffsetOutOfRangeError(
                 f"{tp.topic}-{tp.partition}: fetch offset {fetch_offset} is out of range"
             )
         if error.retriable:
-            return f"{error.error_name}: {error}"
-        raise error
+            return f"the leader answered {error.error_name}"
+        raise type(error)(
+            f"{tp.topic}-{tp.partition}: the leader answered the fetch at offset {fetch_offset} "
+            f"with {error.error_name}"
+        )
     return f"the answer leaves {tp.topic}-{tp.partition} out"
+
+
+_EMPTY = memoryview(b"")

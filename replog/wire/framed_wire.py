@@ -3,7 +3,7 @@
 Nodes speak it where a request is on the commit path and Python gRPC's per-message cost
 (0.5-1 ms of scheduling across grpc's poller thread and the event loop per hop) would dominate:
 a plain asyncio socket hands the bytes to a callback on the loop directly. Each protocol on it
-(`raft_fetch_wire`, `replica_fetch_wire`, `metadata_append_wire`) is a `FrameFormat`: its own
+(`raft_fetch_wire`, `metadata_append_wire`) is a `FrameFormat`: its own
 magic, version and limit, so a connection that reaches the wrong listener is refused by name.
 `FramedListener` is what their listeners share (listen, hold the connections, close them);
 `CoalescedWrites` sends the frames of one event-loop turn in one socket write.

@@ -25,7 +25,15 @@ Rules (Kafka's NetworkClient where it has one):
   outcome of a produce is unknown).
 - A request sent with `expect_response=False` (Produce with acks=0) takes no slot.
 - Frames are read into one buffer per response (`BufferedProtocol`): a large Fetch answer is
-  received straight into its own bytearray and its records are views of it, never copied.
+  received straight into a buffer of its own (a bytearray, or what the `allocate` given
+  makes: the Spark source's fetches use numpy's, not zeroed, since every byte of it is
+  received) and its records are views of it, never copied.
+  While such a frame comes in, the socket's receive low-water mark (`SO_RCVLOWAT`, Linux) is
+  what is left of it, at most `RECEIVE_LOW_WATER`, and 1 between frames: the loop wakes about
+  once per MiB of a large answer instead of for every few hundred KiB the kernel has, and
+  never waits for bytes the frame does not have (the kernel also wakes a reader whose buffer
+  is full, or whose connection closed or failed). A failed `setsockopt` turns it off for the
+  connection.
 """
 
 from __future__ import annotations
@@ -33,9 +41,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
 import struct
+import sys
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +77,10 @@ _PROBE_BUDGET_S = 0.8
 _SIZE = struct.Struct(">i")
 _SCRATCH_BYTES = 256 * 1024
 _OWN_BUFFER_BYTES = 64 * 1024  # a frame at least this large is received into its own buffer
+# The most a large frame's read waits for before the loop wakes (module rules). Measured on 8 MiB
+# Fetch answers (bench/spark_fetch_path.py): 1 MiB cost the loop thread least.
+RECEIVE_LOW_WATER = 1 << 20
+_LOW_WATER_OPTION = getattr(socket, "SO_RCVLOWAT", None) if sys.platform == "linux" else None
 _UNSUPPORTED_VERSION = 35
 _HTTP2_SETTINGS = 0x04
 
@@ -83,9 +97,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
     """One connection to the Kafka listener at `address` (module docstring). Build it with
     `await KafkaConnection.open(...)`."""
 
-    def __init__(self, address: str, client_id: str) -> None:
+    def __init__(
+        self, address: str, client_id: str, allocate: Callable[[int], Any] = bytearray
+    ) -> None:
         self.address = address
         self.client_id = client_id
+        self._allocate = allocate  # a large frame's own buffer: writable, `len` bytes
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._transport: asyncio.Transport | None = None
         self._pending: deque[_Pending] = deque()
@@ -99,9 +116,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._scratch_view = memoryview(self._scratch)
         self._start = 0  # first unparsed byte in scratch
         self._end = 0  # end of the bytes received in scratch
-        self._frame: bytearray | None = None  # the large frame being received
+        self._frame: Any = None  # the large frame being received (`allocate`'s), or None
         self._frame_filled = 0
         self._first_bytes = b""  # what the peer sent first (diagnosis)
+        # The socket whose receive low-water mark follows a large frame (None: left alone), and
+        # the mark set on it (module rules).
+        self._socket_for_mark: socket.socket | None = None
+        self._low_water = 1
 
     # --- opening -------------------------------------------------------------------------
 
@@ -112,11 +133,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         *,
         client_id: str,
         setup_timeout_ms: int,
+        allocate: Callable[[int], Any] = bytearray,
     ) -> KafkaConnection:
         """A connection whose ApiVersions handshake is done (module docstring)."""
         host, port = parse_host_port(address, "broker address")
         loop = asyncio.get_running_loop()
-        connection = cls(address, client_id)
+        connection = cls(address, client_id, allocate)
         try:
             async with asyncio.timeout(setup_timeout_ms / 1000):
                 await loop.create_connection(lambda: connection, host, port)
@@ -333,6 +355,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        if _LOW_WATER_OPTION is not None:
+            self._socket_for_mark = transport.get_extra_info("socket")
 
     def connection_lost(self, exc: Exception | None) -> None:
         cause = f": {_os_cause(exc)}" if isinstance(exc, OSError) else ""
@@ -359,9 +383,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._frame is not None:
             self._frame_filled += nbytes
-            if self._frame_filled == len(self._frame):
+            left = len(self._frame) - self._frame_filled
+            if left == 0:
+                self._mark(1)  # the next frame's size: any byte is worth waking for
                 frame, self._frame = self._frame, None
                 self._deliver(memoryview(frame))
+            elif left < self._low_water:
+                self._mark(left)
             return
         if not self._first_bytes:
             self._first_bytes = bytes(self._scratch_view[self._end : self._end + min(nbytes, 64)])
@@ -389,13 +417,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._deliver(memoryview(bytes(self._scratch_view[body_start : self._start])))
                 continue
             if size >= _OWN_BUFFER_BYTES or size + 4 > _SCRATCH_BYTES:
-                frame = bytearray(size)
+                frame = self._allocate(size)
                 frame[:have] = self._scratch_view[self._start + 4 : self._end]
                 self._frame, self._frame_filled = frame, have
                 self._start = self._end = 0
+                self._mark(min(size - have, RECEIVE_LOW_WATER))
             return
         if self._start == self._end:
             self._start = self._end = 0
+
+    def _mark(self, low_water: int) -> None:
+        """Set the socket's receive low-water mark (module rules)."""
+        sock, option = self._socket_for_mark, _LOW_WATER_OPTION
+        if sock is None or option is None or low_water == self._low_water:
+            return
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, option, low_water)
+        except OSError:
+            self._socket_for_mark = None  # not on this socket: the default mark from now on
+            return
+        self._low_water = low_water
 
     def _deliver(self, frame: memoryview) -> None:
         if not self._pending:
@@ -432,9 +473,16 @@ class KafkaConnections:
     after one closed. Lanes keep a coordinator's heartbeats from queueing behind a long-poll
     fetch on the same broker (Kafka's client uses a second connection to the coordinator)."""
 
-    def __init__(self, *, client_id: str, setup_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        *,
+        client_id: str,
+        setup_timeout_ms: int,
+        allocate: Callable[[int], Any] = bytearray,
+    ) -> None:
         self.client_id = client_id
         self.setup_timeout_ms = setup_timeout_ms
+        self._allocate = allocate  # each connection's large frames' buffers (module docstring)
         self._open: dict[tuple[str, str], KafkaConnection] = {}
         self._dialing: dict[tuple[str, str], asyncio.Future[KafkaConnection]] = {}
         self._closed = False
@@ -455,7 +503,10 @@ class KafkaConnections:
         if dialing is None:
             dialing = self._dialing[key] = asyncio.ensure_future(
                 KafkaConnection.open(
-                    address, client_id=self.client_id, setup_timeout_ms=self.setup_timeout_ms
+                    address,
+                    client_id=self.client_id,
+                    setup_timeout_ms=self.setup_timeout_ms,
+                    allocate=self._allocate,
                 )
             )
             dialing.add_done_callback(lambda done: self._dialled(key, done))

@@ -202,3 +202,10 @@ def test_the_ceiling_yields_the_topics_rows_and_does_no_work_first() -> None:
     assert {len(v) for v in first.column("value").to_pylist()} == {100}
     assert first.column("topic")[0].as_py() == spark_read.TOPIC
     assert first.column("partition")[0].as_py() == 1
+
+
+def test_the_cluster_s_bootstrap_is_its_kafka_listeners() -> None:
+    """replog's source and Spark's Kafka source both read the bench cluster through the
+    brokers' Kafka listeners (base port + 200 + i - 1)."""
+    cluster = spark_read.Cluster("/nonexistent", 47000)
+    assert cluster.bootstrap == "127.0.0.1:47200,127.0.0.1:47201,127.0.0.1:47202"

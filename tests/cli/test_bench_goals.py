@@ -427,7 +427,7 @@ def test_replogs_creation_is_timed_from_its_first_request_not_from_its_settling(
         time.sleep(0.5)  # two scrapes 0.5 s apart at least, more while changes are applied
         return (9, 3)
 
-    def answered(names: list[str], partitions: int, per_request: int) -> float:
+    def answered(servers: str, names: list[str], partitions: int, per_request: int) -> float:
         time.sleep(0.05)
         return 0.05
 
@@ -440,7 +440,7 @@ def test_replogs_creation_is_timed_from_its_first_request_not_from_its_settling(
     monkeypatch.setattr(cluster_metrics, "settled_totals", settled)
     monkeypatch.setattr(cluster_metrics, "wait_replicas", led)
     replog = systems.ReplogSystem("replog", str(tmp_path), 24000)
-    monkeypatch.setattr(replog, "_create_over_grpc", answered)
+    monkeypatch.setattr(systems, "kafka_create", answered)
     answered_s, led_s = replog.create_led(["idle"], 1000, 1)
     assert waited == [(1000, (9, 3))]
     assert answered_s == 0.05 and 0.15 <= led_s < 0.5
@@ -591,7 +591,7 @@ def test_a_wait_on_replogs_nodes_ends_at_once_when_one_of_them_exited(
     )
     monkeypatch.setattr(systems, "create_timeout_s", lambda count: 3.0)
     replog = systems.ReplogSystem("replog", str(tmp_path), 24000)
-    monkeypatch.setattr(replog, "_create_over_grpc", lambda names, partitions, each: 0.05)
+    monkeypatch.setattr(systems, "kafka_create", lambda servers, names, partitions, each: 0.05)
     nodes = LocalCluster.plan(str(tmp_path), 3, 24000).nodes
     servers = [_server(n.config_path, exited=n.node_id == 3) for n in nodes]
     replog._started = [(n, p.pid) for n, p in zip(nodes, servers, strict=True)]

@@ -35,7 +35,7 @@ def test_help_names_every_step_and_option() -> None:
     for text in ("--records", "--rate", "--data-dir", "--base-port", "--keep", "SIGKILL", "Spark"):
         assert text in out
     assert "(default: .replog/demo)" in " ".join(out.split())
-    assert "19292" in out
+    assert "19292" in out and "its Kafka listener (what the demo" in " ".join(out.split())
 
 
 def test_without_java_the_demo_stops_before_starting_anything(
@@ -91,3 +91,20 @@ def test_the_storage_demo_runs_under_its_new_name(tmp_path: Path) -> None:
     assert "[2/6] killed the writer with SIGKILL" in out
     assert "OK: every acknowledged record survived the crash exactly once, in order" in out
     assert os.path.isdir(tmp_path / "storage" / "demo-events-0")
+
+
+def test_the_demo_s_clients_bootstrap_from_the_brokers_kafka_listeners(tmp_path: Path) -> None:
+    """Every broker of the demo's cluster has a Kafka listener at base port + 200 + i - 1, and
+    that is what its clients and Spark are given (not the internal listeners on the base
+    port)."""
+    from replog.cli.demo_cluster import DemoCluster
+    from replog.cli.local_cluster import KAFKA_LISTENER
+    from tests.local_ports import free_base_port
+
+    base = free_base_port(3)
+    cluster = DemoCluster(str(tmp_path / "demo"), base)
+    cluster.prepare()  # plans and writes the nodes' files; starts nothing
+    assert cluster.layout is not None
+    kafka = [f"127.0.0.1:{base + 200 + i}" for i in range(3)]
+    assert [node.listeners[KAFKA_LISTENER] for node in cluster.layout.nodes] == kafka
+    assert cluster.bootstrap == ",".join(kafka)

@@ -77,7 +77,7 @@ def bootstrap_without(cluster: ClientCluster, node_id: int) -> str:
     (SIGSTOP): it accepts connections but never answers, and a new client that asks it first
     for metadata may wait out a connection or request timeout there before trying the next
     (12.9 s in one trial, where the other nodes answered at once)."""
-    return ",".join(a for n, a in sorted(cluster.addresses.items()) if n != node_id)
+    return ",".join(a for n, a in sorted(cluster.kafka_addresses.items()) if n != node_id)
 
 
 def rows(df: DataFrame) -> list[tuple[Any, ...]]:

@@ -321,8 +321,8 @@ def test_the_fetcher_asks_for_the_size_it_is_given_else_the_configured_one() -> 
         async def _leader(self, deadline_ms: int) -> tuple[int, str, int] | None:
             return 1, "b1:9092", 3
 
-        async def _ask(self, node: int, address: str, request: Any) -> FetchAnswer | None:
-            asked.append(request.partitions[0].partition_max_bytes)
+        async def _ask(self, node: int, address: str, ask: Any) -> FetchAnswer | None:
+            asked.append(ask.partition_max_bytes)
             return FetchAnswer(memoryview(b""), 0, 0)
 
     fetcher = _Leader.__new__(_Leader)

@@ -1,5 +1,5 @@
-"""Hypothesis strategies for the Broker's protobuf messages, shared by the tests of the code that
-reads them by hand (`replog.wire.record_wire`, `replog.spark.fetch_answer_wire`)."""
+"""Hypothesis strategies for the Broker's protobuf messages, for the tests of the code that
+reads them by hand (`replog.wire.record_wire`)."""
 
 from __future__ import annotations
 

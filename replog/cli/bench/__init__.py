@@ -10,8 +10,8 @@ the HTML report with its PNG plots is written beside them, in a new directory un
 `--output` (named by the time and the workload). `--report DIR` remakes a report from the
 JSON files in DIR.
 
-Systems: `replog` (replog's own Python client, over gRPC), `replog-kafka` (confluent-kafka
-through replog's Kafka listener), `kafka` (confluent-kafka against Apache Kafka 4.x),
+Systems: `replog` (replog's own Python client) and `replog-kafka` (confluent-kafka), both
+through replog's Kafka listeners, `kafka` (confluent-kafka against Apache Kafka 4.x),
 `jetstream` (NATS JetStream, through a compiled Go driver built by bench/jetstream/build.sh),
 `etcd` (3 etcd members, for metadata runs only). A workload with `clients` (a clients run)
 drives the `replog` system's cluster through each of those clients in turn, run by run.

@@ -1,6 +1,7 @@
 """Benchmark drivers: the client libraries a run produces and consumes through.
 
-- `replog`: replog's own Python client (`replog.Producer`, `replog.Consumer`), over gRPC.
+- `replog`: replog's own Python client (`replog.Producer`, `replog.Consumer`), over Kafka's
+  protocol like the others.
 - `confluent-kafka`: Confluent's Python client (librdkafka, C), over Kafka's protocol; it drives
   Apache Kafka and replog's Kafka listener alike, so those two compare with the same client.
 - `kafka-python`: the pure-Python Kafka client, over Kafka's protocol (a clients run's third

@@ -2,9 +2,10 @@
 topics, names the driver and bootstrap servers clients use, and stops.
 
 - `replog`: a local replog cluster (as `replog cluster start` makes, in the bench's work
-  directory), driven by replog's own client over gRPC.
-- `replog-kafka`: the same kind of cluster, driven by confluent-kafka through each broker's Kafka
-  listener (`PLAINTEXT`, as `replog cluster start --kafka-base-port` makes it).
+  directory), driven by replog's own client through each broker's Kafka listener (`PLAINTEXT`,
+  as `replog cluster start --kafka-base-port` makes it), as every client reaches it.
+- `replog-kafka`: the same kind of cluster, driven by confluent-kafka through the same
+  listeners.
 - `kafka`: Apache Kafka 4.x in KRaft mode, started and stopped by `bench/kafka/kafka.sh` (which
   fetches its jars with Maven once), driven by confluent-kafka.
 - `jetstream`: NATS JetStream (`replog.cli.bench.jetstream`), driven by a compiled Go driver.
@@ -141,8 +142,7 @@ class ReplogSystem:
         self.server_cpus = server_cpus
         self.directory = directory
         self.base_port = base_port
-        self.bootstrap_servers = ""
-        self.grpc_servers = ""  # the admin client's (topics are created over gRPC)
+        self.bootstrap_servers = ""  # the brokers' Kafka listeners, every client's way in
         self._started: list[tuple[LocalNode, int]] = []
         self._cluster: LocalCluster | None = None
         self._killed: LocalNode | None = None
@@ -155,8 +155,8 @@ class ReplogSystem:
         from replog.cli.node_processes import spawn
 
         shutil.rmtree(self.directory, ignore_errors=True)
-        # Every node gets its Kafka listener (as `cluster start --kafka-base-port`); only the
-        # replog-kafka system's clients use it.
+        # Every node gets its Kafka listener (as `cluster start --kafka-base-port`): the clients'
+        # way in.
         cluster = self._cluster = LocalCluster.plan(
             self.directory, NODES, self.base_port, kafka_base_port=self.base_port + 200
         )
@@ -171,16 +171,12 @@ class ReplogSystem:
             raise BenchSystemError(
                 f"{self.name}: the replog cluster in {self.directory} did not start: {exc}"
             ) from None
-        self.grpc_servers = ",".join(cluster.controller_addresses().values())
-        if self.driver == "replog":
-            self.bootstrap_servers = self.grpc_servers
-        else:
-            self.bootstrap_servers = ",".join(n.listeners[KAFKA_LISTENER] for n in cluster.nodes)
+        self.bootstrap_servers = ",".join(n.listeners[KAFKA_LISTENER] for n in cluster.nodes)
 
     def create_topics(self, names: Sequence[str], partitions: int) -> None:
         from replog.client.sync_admin import Admin, NewTopic
 
-        with Admin({"bootstrap.servers": self.grpc_servers}) as admin:
+        with Admin({"bootstrap.servers": self.bootstrap_servers}) as admin:
             admin.create_topics(
                 [NewTopic(n, partitions, REPLICATION_FACTOR, TOPIC_CONFIGS) for n in names]
             )
@@ -196,7 +192,7 @@ class ReplogSystem:
         from replog.client.sync_admin import Admin
 
         try:
-            with Admin({"bootstrap.servers": self.grpc_servers}) as admin:
+            with Admin({"bootstrap.servers": self.bootstrap_servers}) as admin:
                 admin.delete_topics(list(names))
         except Exception as exc:
             print(f"{self.name}: deleting the run's topics failed: {exc}", flush=True)
@@ -205,7 +201,7 @@ class ReplogSystem:
         from replog.cli.node_processes import kill_and_wait
         from replog.client.sync_admin import Admin
 
-        with Admin({"bootstrap.servers": self.grpc_servers}) as admin:
+        with Admin({"bootstrap.servers": self.bootstrap_servers}) as admin:
             leader = admin.describe_topics([topic])[topic].partitions[0].leader
         for node, pid in self._started:
             if node.node_id == leader:
@@ -223,8 +219,10 @@ class ReplogSystem:
         if node is None or self._cluster is None:
             return
         # The controller lists the killed broker's last registration as active until its
-        # session expires: the node is back only once registered again, at a later epoch.
-        with contextlib.closing(ControllerClient(self.grpc_servers.split(","))) as controllers:
+        # session expires: the node is back only once registered again, at a later epoch (asked
+        # of the controllers as `replog cluster start` asks them).
+        controller_addresses = list(self._cluster.controller_addresses().values())
+        with contextlib.closing(ControllerClient(controller_addresses)) as controllers:
             epoch_before = broker_epoch(controllers, node.node_id)
         with pinned(self.server_cpus):
             pid = spawn(node)
@@ -243,32 +241,24 @@ class ReplogSystem:
             ) from None
 
     def _describe_cluster(self) -> ClusterDescription:
-        """The active controller's DescribeCluster answer."""
-        from replog.admin.controller_client import ControllerClient
+        """The cluster's DescribeCluster answer (its active controller), asked of a broker."""
+        from replog.client.sync_admin import Admin
 
-        client = ControllerClient(self.grpc_servers.split(","), default_timeout_s=30)
-        try:
-            return client.describe_cluster()
-        finally:
-            client.close()
+        with Admin({"bootstrap.servers": self.bootstrap_servers}) as admin:
+            return admin.describe_cluster(timeout_ms=30_000)
 
     def servers_for(self, driver: str) -> str:
         """The bootstrap servers `driver` (a name of drivers.CLIENTS) reaches this cluster at:
-        the gRPC listeners for replog's client, the Kafka listeners for the others."""
-        from replog.cli.local_cluster import KAFKA_LISTENER
-
-        if driver == "replog":
-            return self.grpc_servers
-        assert self._cluster is not None
-        return ",".join(n.listeners[KAFKA_LISTENER] for n in self._cluster.nodes)
+        the Kafka listeners, whatever the client."""
+        return self.bootstrap_servers
 
     def create_led(
         self, names: Sequence[str], partitions: int, per_request: int
     ) -> tuple[float, float]:
-        """Through replog's Controller service (`ControllerClient`, answered once the
-        controller committed), or for the replog-kafka system through its Kafka listeners
-        (`kafka_create`, as Kafka's); then until the nodes' metrics (`cluster_metrics`) show
-        every replica created and every partition led, with no replica change left to apply."""
+        """Through the Kafka listeners (`kafka_create`, as Kafka's: a broker forwards each
+        CreateTopics to the active controller, answered once it committed); then until the
+        nodes' metrics (`cluster_metrics`) show every replica created and every partition led,
+        with no replica change left to apply."""
         from replog.cli.bench.cluster_metrics import metrics_urls, settled_totals, wait_replicas
 
         urls = metrics_urls(self.base_port, NODES)
@@ -277,10 +267,7 @@ class ReplogSystem:
         except RuntimeError as exc:
             raise BenchSystemError(f"{self.name}: before creating {names[0]}: {exc}") from None
         began = time.perf_counter()
-        if self.driver == "replog":
-            answered_s = self._create_over_grpc(names, partitions, per_request)
-        else:
-            answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
+        answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
         count = len(names) * partitions
         try:
             wait_replicas(
@@ -312,22 +299,8 @@ class ReplogSystem:
         if gone:
             raise BenchSystemError(f"{self.name}: {', '.join(gone)} exited")
 
-    def _create_over_grpc(self, names: Sequence[str], partitions: int, per_request: int) -> float:
-        from replog.admin.controller_client import ControllerClient
-        from replog.admin.controller_results import NewTopic
-        from replog.cli.bench.create_topics import create_in_requests
-
-        topics = [NewTopic(n, partitions, REPLICATION_FACTOR, TOPIC_CONFIGS) for n in names]
-        client = ControllerClient(self.grpc_servers.split(","), default_timeout_s=120)
-        try:
-            began = time.perf_counter()
-            create_in_requests(client, topics, per_request, timeout_s=CREATE_TIMEOUT_S)
-            return time.perf_counter() - began
-        finally:
-            client.close()
-
     def fail_controller(self, probe_topic: str) -> tuple[int, Failover]:
-        from replog.cli.bench.controller_failover import over_grpc, over_kafka
+        from replog.cli.bench.controller_failover import over_kafka
         from replog.cli.node_processes import kill_and_wait
 
         active = self._describe_cluster().controller_id
@@ -341,9 +314,6 @@ class ReplogSystem:
 
         self._killed = node
         assert self._cluster is not None
-        if self.driver == "replog":
-            addresses = self._cluster.controller_addresses()
-            return active, over_grpc(addresses, active, kill, probe_topic)
         from replog.cli.local_cluster import KAFKA_LISTENER
 
         survivors = [

@@ -329,9 +329,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # --- closing -------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Close the connection; outstanding requests fail with NetworkError."""
-        self._fail(NetworkError(f"the connection to {self.address} was closed by this client"))
+    def close(self, cause: ReplogError | None = None) -> None:
+        """Close the connection; outstanding requests fail with `cause` (default a
+        NetworkError saying this client closed it)."""
+        self._fail(
+            cause or NetworkError(f"the connection to {self.address} was closed by this client")
+        )
 
     async def wait_closed(self) -> None:
         await asyncio.shield(self._closed)

@@ -681,6 +681,15 @@ class ClusterMetadata:
         return tuple(kept)
 
 
+# How the resolver says a host name has no address (`socket.gaierror`, lower-cased).
+_NAME_NOT_FOUND = (
+    "name or service not known",
+    "nodename nor servname",
+    "no address associated",
+    "temporary failure in name resolution",
+)
+
+
 def _short_cause(exc: ReplogError) -> str:
     """A few words for why an address gave no answer ("connection refused")."""
     text = str(exc)
@@ -692,7 +701,7 @@ def _short_cause(exc: ReplogError) -> str:
             return REFUSED
         if "within" in lowered and "socket.connection.setup.timeout.ms" in lowered:
             return "no answer (connection timed out)"
-        if "name or service not known" in lowered or "nodename nor servname" in lowered:
+        if any(words in lowered for words in _NAME_NOT_FOUND):
             return "host name not found"
         if "reset" in lowered:
             return "connection reset"

@@ -76,7 +76,6 @@ class Connections:
     ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
-        self._metadata = client_id_metadata(client_id)
         self.kafka = KafkaConnections(client_id=client_id, setup_timeout_ms=setup_timeout_ms)
         self._brokers: dict[str, KafkaBrokerClient] = {}
         self._produce_streams: dict[str, ProduceStream] = {}

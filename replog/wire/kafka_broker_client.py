@@ -31,6 +31,7 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from itertools import groupby
@@ -40,6 +41,7 @@ from replog.errors import (
     ClientClosedError,
     KafkaError,
     MalformedResponseError,
+    RequestTimedOutError,
     error_for_code,
 )
 from replog.kafka.messages.delete_records_request import (
@@ -155,8 +157,23 @@ class KafkaBrokerClient:
     def malformed(self, api: str, what: str) -> MalformedResponseError:
         return MalformedResponseError(f"broker at {self.address} answered {api} with {what}")
 
-    async def connection(self, lane: str = DEFAULT_LANE) -> KafkaConnection:
-        return await self.connections.get(self.address, lane)
+    async def connection(
+        self, lane: str = DEFAULT_LANE, wait_ms: int | None = None
+    ) -> KafkaConnection:
+        """The open connection on `lane`, dialled if needed. A caller waits for the dial (which
+        `socket.connection.setup.timeout.ms` bounds) at most `wait_ms`, as Kafka's client
+        bounds the ApiVersions exchange of a new connection by the request's timeout; the dial
+        goes on for the next caller."""
+        if wait_ms is None:
+            return await self.connections.get(self.address, lane)
+        try:
+            async with asyncio.timeout(wait_ms / 1000):
+                return await self.connections.get(self.address, lane)
+        except TimeoutError:
+            raise RequestTimedOutError(
+                f"{self.address} did not finish the connection's setup (connect and "
+                f"ApiVersions) within {wait_ms} ms"
+            ) from None
 
     async def _call(
         self,
@@ -168,8 +185,8 @@ class KafkaBrokerClient:
         max_version: int | None = None,
         min_version: int = 0,
     ) -> tuple[Any, int]:
-        connection = await self.connection(lane)
         wait_ms = (self.request_timeout_ms if timeout_ms is None else timeout_ms) + extra_ms
+        connection = await self.connection(lane, wait_ms)
         return await connection.call(
             request, timeout_ms=wait_ms, min_version=min_version, max_version=max_version
         )

@@ -1,6 +1,6 @@
 """What the consumer's and the producer's in-process fake clusters (`consumer_fakes`,
 `producer_fakes`) share: node n at `node{n}:9092`, installing a cluster in place of the
-client's `Connections`, gRPC UNAVAILABLE failures, and waking a waiter on its own loop."""
+client's `Connections`, lost-connection failures, and waking a waiter on its own loop."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-import grpc
 import pytest
 
 from replog.client import cluster_metadata as cluster_metadata_module
+from replog.errors import NetworkError
 
 
 class FakeNodes:
@@ -37,10 +37,9 @@ class FakeNodes:
         monkeypatch.setattr(cluster_metadata_module, "Connections", lambda **_: self.connections())
 
 
-def unavailable(details: str) -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(
-        grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details
-    )
+def unavailable(details: str) -> NetworkError:
+    """What a client's connection to a broker that is gone raises."""
+    return NetworkError(details)
 
 
 def call_on(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:

@@ -238,12 +238,14 @@ class FakeKafkaBroker:
     raw body bytes (sent after a correct response header: a body that does not decode), or
     callables of (request, version). ApiVersions is answered with every API and version
     replog's codecs define; a request with no scripted answer closes its connection.
-    `calls` counts the requests per API name, `requests` keeps (name, request, version)."""
+    `calls` counts the requests per API name, `requests` keeps (name, request, version),
+    `connections` counts the connections accepted."""
 
     def __init__(self) -> None:
         self._answers: dict[str, list[KafkaAnswer]] = {}
         self.calls: Counter[str] = Counter()
         self.requests: list[tuple[str, Message, int]] = []
+        self.connections = 0  # connections accepted
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
@@ -310,6 +312,7 @@ class FakeKafkaBroker:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.connections += 1
         try:
             while True:
                 size = int.from_bytes(await reader.readexactly(4), "big")

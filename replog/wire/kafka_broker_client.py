@@ -42,6 +42,7 @@ from replog.errors import (
     KafkaError,
     MalformedResponseError,
     RequestTimedOutError,
+    UnknownServerError,
     error_for_code,
 )
 from replog.kafka.messages.delete_records_request import (
@@ -117,7 +118,16 @@ class _Result(Protocol):
 
 
 def _error(code: int, message: str | None = None) -> KafkaError | None:
-    return None if code == 0 else error_for_code(code, message or "")
+    """The error an answer's code stands for; a code this client does not know is an
+    UnknownServerError naming it, as in Kafka."""
+    if code == 0:
+        return None
+    error = error_for_code(code, message or "")
+    if type(error) is UnknownServerError and code != UnknownServerError.code:
+        return UnknownServerError(
+            f"unknown error code {code}" + (f": {message}" if message else "")
+        )
+    return error
 
 
 def _leader(leader_id: int, leader_epoch: int) -> m.LeaderIdAndEpoch | None:
@@ -606,9 +616,6 @@ class FetchStream:
         if answer.error_code != 0:
             self.close()
             raise error_for_code(answer.error_code, f"broker at {client.address} refused Fetch")
-        if answer.session_id == 0:
-            session.reset()  # no session was made (or kept): every fetch is a full one
-        self._session_id = answer.session_id
         response = client.fetch_response(answer)
         try:
             self._check(response)
@@ -616,6 +623,9 @@ class FetchStream:
             self.close()
             connection.close()
             raise
+        if answer.session_id == 0:
+            session.reset()  # no session was made (or kept): every fetch is a full one
+        self._session_id = answer.session_id
         return response
 
     def _check(self, response: m.FetchResponse) -> None:

@@ -158,7 +158,11 @@ def cluster_broker() -> Iterator[FakeKafkaBroker]:
 def test_producer_fails_the_batch_with_the_malformed_answer(
     cluster: FakeKafkaBroker, kind: str, what: str, idempotence: bool
 ) -> None:
-    answers = {"garbage": GARBAGE, "left out": ProduceResponse(), "not asked for": produced(0, 3)}
+    answers: dict[str, Any] = {
+        "garbage": GARBAGE,
+        "left out": ProduceResponse(),
+        "not asked for": produced(0, 3),
+    }
     cluster.answer("Produce", answers[kind])
     with Producer(
         bootstrap_servers=cluster.address, enable_idempotence=idempotence, **PRODUCER

@@ -158,12 +158,35 @@ async def test_an_http_server_is_named_within_two_seconds() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_peer_that_closes_at_once_is_no_kafka_listener() -> None:
+async def test_a_peer_that_closes_having_sent_nothing_is_a_retriable_network_error() -> None:
+    # A broker starting or stopping, or a proxy in front of a dead one, closes so: the client
+    # retries it, where a peer that sends bytes that are not Kafka's is named and given up.
     listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
     try:
-        with pytest.raises(NotAKafkaListenerError, match="closed the connection without answering"):
+        with pytest.raises(NetworkError) as raised:
             await open_(f"127.0.0.1:{port}")
+        assert raised.value.retriable
+        assert "closed the connection before answering ApiVersions" in str(raised.value)
+    finally:
+        listener.close()
+
+
+@pytest.mark.asyncio
+async def test_a_peer_that_sends_other_bytes_and_closes_is_no_kafka_listener() -> None:
+    async def greet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"SSH-2.0-OpenSSH\r\n")
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(greet, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(NotAKafkaListenerError) as raised:
+            await open_(f"127.0.0.1:{port}")
+        # "SSH-" read as a frame size: refused, never a buffer of that size.
+        assert "bytes that are not Kafka's" in str(raised.value)
+        assert "announced a 1397966893-byte frame before ApiVersions" in str(raised.value)
     finally:
         listener.close()
 

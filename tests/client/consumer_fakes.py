@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from fake_nodes import FakeNodes, call_on, unavailable
+from fake_nodes import FakeNodes, call_on, grpc_unavailable, unavailable
 
 from replog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from replog.clock import monotonic_ms
@@ -330,10 +330,11 @@ class FakeCluster(FakeNodes):
     def connections(self) -> FakeConnections:
         return FakeConnections(self)
 
-    def check_up(self, address: str, call: str = "") -> int:
+    def check_up(self, address: str, call: str = "", *, coordinator: bool = False) -> int:
         node = self.node_of(address)
         if node in self.down:
-            raise unavailable(f"failed to connect to {address}: Connection refused")
+            failed = grpc_unavailable if coordinator else unavailable
+            raise failed(f"failed to connect to {address}: Connection refused")
         if call and self.cut_off and self.cut_off[0] == call:
             self.cut_off.popleft()
             raise asyncio.CancelledError()
@@ -544,7 +545,7 @@ class FakeCoordinator:
     address: str
 
     def _check(self, queue: deque[Exception], call: str) -> None:
-        node = self.cluster.check_up(self.address, call)
+        node = self.cluster.check_up(self.address, call, coordinator=True)
         if queue:
             raise queue.popleft()
         if node != self.cluster.coordinator_node:
@@ -553,7 +554,7 @@ class FakeCoordinator:
     async def find_coordinator(
         self, group_id: str, *, timeout_ms: int | None = None
     ) -> tuple[int, str]:
-        self.cluster.check_up(self.address)
+        self.cluster.check_up(self.address, coordinator=True)
         self.cluster.calls.append("FindCoordinator")
         if self.cluster.find_errors:
             raise self.cluster.find_errors.popleft()

@@ -1,6 +1,7 @@
 """What the consumer's and the producer's in-process fake clusters (`consumer_fakes`,
 `producer_fakes`) share: node n at `node{n}:9092`, installing a cluster in place of the
-client's `Connections`, lost-connection failures, and waking a waiter on its own loop."""
+client's `Connections`, lost-connection failures (a Kafka connection's, a coordinator call's),
+and waking a waiter on its own loop."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import grpc
 import pytest
 
 from replog.client import cluster_metadata as cluster_metadata_module
@@ -38,8 +40,15 @@ class FakeNodes:
 
 
 def unavailable(details: str) -> NetworkError:
-    """What a client's connection to a broker that is gone raises."""
+    """What a client's Kafka connection to a broker that is gone raises."""
     return NetworkError(details)
+
+
+def grpc_unavailable(details: str) -> grpc.aio.AioRpcError:
+    """What a coordinator call (gRPC) to a broker that is gone raises."""
+    return grpc.aio.AioRpcError(
+        grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details
+    )
 
 
 def call_on(loop: asyncio.AbstractEventLoop, fn: Callable[[], None]) -> None:

@@ -1,25 +1,35 @@
 """`replog.testing`, the test doubles shipped for users' tests and the project's own: the
-manual clock, the fake broker, and a real local cluster for the length of a `with` block."""
+manual clock, the fake brokers (gRPC and Kafka's protocol), and a real local cluster for the
+length of a `with` block."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import grpc
 import pytest
 
-from replog import Admin, Consumer, NewTopic, Producer, TopicPartition
+from replog import Consumer, NewTopic, Producer, TopicPartition
+from replog.admin.controller_client import ControllerClient
 from replog.cli.local_cluster import METRICS_PORT_OFFSET
+from replog.errors import MalformedResponseError, NetworkError
+from replog.kafka.messages.init_producer_id_request import InitProducerIdRequest
+from replog.kafka.messages.init_producer_id_response import InitProducerIdResponse
+from replog.kafka.messages.metadata_request import MetadataRequest
 from replog.pb import broker_pb2
 from replog.testing import (
     GARBAGE,
+    LOCAL_KAFKA_PORT_OFFSETS,
     ManualClock,
     local_cluster,
     running_fake_broker,
+    running_fake_kafka_broker,
 )
 from replog.testing import (
     METRICS_PORT_OFFSET as TESTING_METRICS_OFFSET,
 )
+from replog.wire.kafka_connection import KafkaConnection
 
 
 def test_a_manual_clock_moves_only_when_told_or_by_its_tick() -> None:
@@ -46,10 +56,31 @@ def test_the_fake_broker_answers_what_the_test_scripts() -> None:
         assert broker.calls["InitProducerId"] == 2
 
 
+def test_the_fake_kafka_broker_answers_what_the_test_scripts() -> None:
+    async def exchange(address: str) -> None:
+        connection = await KafkaConnection.open(address, client_id="t", setup_timeout_ms=2000)
+        answer, _ = await connection.call(InitProducerIdRequest(), timeout_ms=2000)
+        assert isinstance(answer, InitProducerIdResponse) and answer.producer_id == 42
+        with pytest.raises(MalformedResponseError):
+            await connection.call(InitProducerIdRequest(), timeout_ms=2000)
+        again = await KafkaConnection.open(address, client_id="t", setup_timeout_ms=2000)
+        with pytest.raises(NetworkError):  # nothing scripted: the connection closes
+            await again.call(MetadataRequest(), timeout_ms=2000)
+
+    with running_fake_kafka_broker() as broker:
+        broker.answer("InitProducerId", InitProducerIdResponse(producer_id=42), b"\xff")
+        asyncio.run(exchange(broker.address))
+        assert broker.calls["InitProducerId"] == 2
+        assert broker.calls["Metadata"] == 1
+        assert [api for api, _, _ in broker.requests].count("ApiVersions") == 2
+
+
 def test_a_local_cluster_serves_clients_for_the_block_and_stops_after_it(tmp_path: Path) -> None:
     assert TESTING_METRICS_OFFSET == METRICS_PORT_OFFSET  # the layout `replog cluster` writes
     with local_cluster(tmp_path / "cluster") as servers:
-        with Admin(bootstrap_servers=servers) as admin:
+        host, port = servers.rsplit(":", 1)
+        controller = f"{host}:{int(port) - LOCAL_KAFKA_PORT_OFFSETS[0]}"
+        with ControllerClient([controller]) as admin:
             admin.create_topics([NewTopic("events", 1, 1)])
         with Producer(bootstrap_servers=servers) as producer:
             producer.send("events", b"hello").get(timeout=30)
@@ -57,5 +88,5 @@ def test_a_local_cluster_serves_clients_for_the_block_and_stops_after_it(tmp_pat
             consumer.assign([TopicPartition("events", 0)])
             records = consumer.poll(10_000).get(TopicPartition("events", 0), [])
             assert [r.value for r in records] == [b"hello"]
-    with grpc.insecure_channel(servers) as channel, pytest.raises(grpc.FutureTimeoutError):
+    with grpc.insecure_channel(controller) as channel, pytest.raises(grpc.FutureTimeoutError):
         grpc.channel_ready_future(channel).result(timeout=1)  # stopped with the block

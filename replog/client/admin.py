@@ -515,9 +515,9 @@ class Admin:
             answer = await self._connections.broker(address).metadata(
                 sorted(expected), timeout_ms=timeout_ms
             )
-        except grpc.aio.AioRpcError:
+        except (grpc.aio.AioRpcError, ReplogError):
             return True  # not answering: nothing to wait for there
-        by_name = {t.name: t for t in answer.topics if t.error.code == 0}
+        by_name = {t.name: t for t in answer.topics if t.error_code == 0}
         return all(
             (topic := by_name.get(name)) is not None
             and (count is None or len(topic.partitions) == count)

@@ -1,6 +1,7 @@
 """`ClusterMetadata`: a client's view of the cluster (brokers, partitions, leaders), kept fresh.
 
-Asked through the `Broker.Metadata` RPC of any broker; it lives on the client's event loop.
+Asked with Kafka's Metadata request of any broker's Kafka listener; it lives on the client's
+event loop.
 
 Where it asks, in order, until one broker answers (one "pass"): the broker that answered
 last, then the brokers the cluster advertised in its last answer, then `bootstrap.servers`;
@@ -63,8 +64,13 @@ When it asks:
   deadline bound the refresh's calls (`request.timeout.ms` does).
 
 Connection failures are logged at WARNING once per change of an address's state (reachable ->
-unreachable and back), not once per attempt, in a few words for gRPC's varied wording
-("connection refused", "no answer (connection timed out)", "host name not found"). A
+unreachable and back), not once per attempt, in a few words ("connection refused", "no answer
+(connection timed out)", "host name not found").
+
+Not a Kafka listener: an address that answers as something else (a gRPC listener, an HTTP
+server: `NotAKafkaListenerError`) is no broker to retry. While no broker has answered, a pass
+in which every address asked was one raises that error itself, naming what answered, instead
+of retrying until the caller's deadline. A
 `partitions_for` still waiting after 5 s says so (`wait_notice`), then every 10 s: the topic,
 the last cause (naming the addresses tried) and the time it retries until.
 """
@@ -78,8 +84,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import grpc
-
 from replog.client.connections import Connections
 from replog.client.wait_notice import WaitNotice, waited_text, wall_time_of
 from replog.clock import Clock, monotonic_ms
@@ -89,13 +93,18 @@ from replog.errors import (
     KafkaError,
     KafkaTimeoutError,
     MalformedResponseError,
+    NetworkError,
     NoBrokersAvailableError,
+    NotAKafkaListenerError,
     ReplogError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
     error_for_code,
 )
+from replog.kafka.messages.metadata_response import MetadataResponse
+from replog.kafka.protocol.codec import ZERO_UUID
 from replog.net_address import format_host_port
-from replog.pb import controller_pb2 as pb
 from replog.topic_names import check_topic_name
 
 if TYPE_CHECKING:
@@ -200,7 +209,9 @@ class ClusterMetadata:
         `Connections` (`self.connections`) with the config's client id and request timeout;
         they are its own, so `close` closes them too."""
         connections = Connections(
-            request_timeout_ms=config.request_timeout_ms, client_id=config.client_id
+            request_timeout_ms=config.request_timeout_ms,
+            client_id=config.client_id,
+            setup_timeout_ms=config.socket_connection_setup_timeout_ms,
         )
         metadata = cls(
             config.bootstrap_servers,
@@ -507,6 +518,7 @@ class ClusterMetadata:
         version = self._version
         started_ms = self._clock()
         tried: list[str] = []
+        not_kafka: list[NotAKafkaListenerError] = []
         for address in self._addresses_to_try():
             remaining_ms = deadline_ms - self._clock()
             if remaining_ms <= 0:
@@ -517,8 +529,9 @@ class ClusterMetadata:
                     sorted(topics) if topics is not None else None,
                     timeout_ms=min(self.request_timeout_ms, remaining_ms),
                 )
-            except grpc.aio.AioRpcError as exc:
-                self._address_failed(address, _short_cause(exc))
+            except NotAKafkaListenerError as exc:
+                not_kafka.append(exc)
+                self._address_failed(address, str(exc))
                 continue
             except MalformedResponseError as exc:  # not a replog broker: try the others
                 # Kafka's NetworkClient closes a connection whose bytes are no response: the
@@ -526,8 +539,13 @@ class ClusterMetadata:
                 self._connections.redial(address)
                 self._address_failed(address, str(exc))
                 continue
-            if answer.error.code != 0:
-                error = error_for_code(answer.error.code, answer.error.message)
+            except ClientClosedError:
+                raise
+            except ReplogError as exc:
+                self._address_failed(address, _short_cause(exc))
+                continue
+            if answer.error_code != 0:
+                error = error_for_code(answer.error_code)
                 self._address_failed(address, f"{error.error_name}: {error}")
                 continue
             self._address_answered(address, version)
@@ -539,6 +557,8 @@ class ClusterMetadata:
         )
         self._next_pass_ms = self._clock() + backoff_ms
         self._note_refusals(tried, started_ms)
+        if not_kafka and len(not_kafka) == len(tried) and self._updated_ms is None:
+            raise NotAKafkaListenerError("; ".join(str(exc) for exc in not_kafka))
         failure = NoBrokersAvailableError(self._failure_text(tried))
         self._last_failure = failure
         raise failure
@@ -591,22 +611,22 @@ class ClusterMetadata:
             self._distrusted.discard(address)
         self._last_good = address  # first among its rank (`_addresses_to_try`)
 
-    def _apply(
-        self, answer: pb.MetadataResponse, topics: frozenset[str] | None, version: int
-    ) -> None:
+    def _apply(self, answer: MetadataResponse, topics: frozenset[str] | None, version: int) -> None:
         """Take a pass's answer (`topics` as asked; the pass started at `version`)."""
         self.cluster_id = answer.cluster_id or None
         self.controller_id = max(answer.controller_id, -1)
-        self._brokers = {b.broker_id: format_host_port(b.host, b.port) for b in answer.brokers}
-        self._racks = {b.broker_id: b.rack for b in answer.brokers if b.HasField("rack")}
+        self._brokers = {b.node_id: format_host_port(b.host, b.port) for b in answer.brokers}
+        self._racks = {b.node_id: b.rack for b in answer.brokers if b.rack is not None}
         if topics is None:  # an answer about every topic: the ones it omits are gone
             self._topics.clear()
             self._topic_errors.clear()
         for topic in answer.topics:
             name = topic.name
-            if topic.error.code != 0:
+            if name is None:
+                continue  # an answer about a topic id, which this client never asks
+            if topic.error_code != 0:
                 self._topics.pop(name, None)
-                self._topic_errors[name] = error_for_code(topic.error.code, topic.error.message)
+                self._topic_errors[name] = error_for_code(topic.error_code)
                 continue
             self._topic_errors.pop(name, None)
             states = tuple(
@@ -615,13 +635,14 @@ class ClusterMetadata:
                     partition=p.partition_index,
                     leader=p.leader_id if p.leader_id >= 0 else NO_LEADER,
                     leader_epoch=p.leader_epoch,
-                    replicas=tuple(p.replicas),
-                    isr=tuple(p.isr),
+                    replicas=tuple(p.replica_nodes),
+                    isr=tuple(p.isr_nodes),
                     offline_replicas=tuple(p.offline_replicas),
                 )
                 for p in sorted(topic.partitions, key=lambda p: p.partition_index)
             )
-            self._topics[name] = self._never_older(name, topic.topic_id, states)
+            topic_id = b"" if topic.topic_id == ZERO_UUID else topic.topic_id.bytes
+            self._topics[name] = self._never_older(name, topic_id, states)
         self._by_tp = {s.topic_partition: s for states in self._topics.values() for s in states}
         self._updated_ms = self._clock()
         self._stale = version != self._version
@@ -660,36 +681,30 @@ class ClusterMetadata:
         return tuple(kept)
 
 
-# How gRPC words a failed connection (`AioRpcError.details()` of UNAVAILABLE, lower-cased),
-# and the few words a user is told instead: gRPC's wording varies from attempt to attempt for
-# one cause (a host that does not answer is a connect timeout, a SETTINGS frame that never
-# came, a handshaker shut down ...).
-_CONNECT_FAILURES = (
-    (("refused",), REFUSED),
-    (("resolving", "dns resolution", "lookup failed"), "host name not found"),
-    (
-        ("timed out", "timeout occurred", "settings frame", "handshaker shutdown", "deadline"),
-        "no answer (connection timed out)",
-    ),
-    (("reset by peer", "socket closed", "connection reset"), "connection reset"),
+# How the resolver says a host name has no address (`socket.gaierror`, lower-cased).
+_NAME_NOT_FOUND = (
+    "name or service not known",
+    "nodename nor servname",
+    "no address associated",
+    "temporary failure in name resolution",
 )
 
 
-def _short_cause(exc: grpc.aio.AioRpcError) -> str:
+def _short_cause(exc: ReplogError) -> str:
     """A few words for why an address gave no answer ("connection refused")."""
-    code = exc.code()
-    details = exc.details() or ""
-    if code == grpc.StatusCode.UNAVAILABLE:
-        lowered = details.lower()
-        for patterns, cause in _CONNECT_FAILURES:
-            if any(pattern in lowered for pattern in patterns):
-                return cause
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+    text = str(exc)
+    lowered = text.lower()
+    if isinstance(exc, RequestTimedOutError):
         return "no answer in time"
-    if code == grpc.StatusCode.UNIMPLEMENTED:
-        return (
-            f"does not serve the Broker service ({details})"
-            if details
-            else ("does not serve the Broker service")
-        )
-    return f"{code.name}: {details}" if details else code.name
+    if isinstance(exc, NetworkError):
+        if "refused" in lowered:
+            return REFUSED
+        if "within" in lowered and "socket.connection.setup.timeout.ms" in lowered:
+            return "no answer (connection timed out)"
+        if any(words in lowered for words in _NAME_NOT_FOUND):
+            return "host name not found"
+        if "reset" in lowered:
+            return "connection reset"
+    if isinstance(exc, UnsupportedVersionError):
+        return text
+    return f"{type(exc).__name__}: {text}"

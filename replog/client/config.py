@@ -292,6 +292,9 @@ class _CommonConfig:
     # How long every bootstrap address may refuse connections before a call that waits for
     # the cluster fails with that cause (Kafka's name and default).
     socket_connection_setup_timeout_max_ms: int = _setting(30_000, _integer(0, INT64_MAX))
+    # How long one connection may take to open and answer ApiVersions (Kafka's name and
+    # default): a dead address fails after it, naming the address.
+    socket_connection_setup_timeout_ms: int = _setting(10_000, _integer(1, INT64_MAX))
     # dotted names of the settings the user gave (not a setting itself)
     user_keys: frozenset[str] = field(default=frozenset(), compare=False)
 

@@ -1,25 +1,23 @@
 """A client's connections to brokers, and what a failed gRPC call means in Kafka's errors.
 
-`Connections` belongs to one Producer, Consumer or Admin and lives on its event loop: one
-`BrokerClient` (the `Broker` service) and one `CoordinatorClient` (the `GroupCoordinator`
-service) per address, created on first use and closed together by `close`; and for a
-producer one `ProduceStream` per broker address, the one call its requests to that broker are
-pipelined on (in order, as a Kafka producer's on its one connection per broker), and a
-channel to the `Controller` service for `topic_configs` (a combined node serves it on the
-broker's address; a broker-only node answers UNIMPLEMENTED).
+`Connections` belongs to one Producer, Consumer or Admin and lives on its event loop. The data
+path speaks Kafka's protocol to the brokers' Kafka listeners: one `KafkaBrokerClient` per
+address over the client's `KafkaConnections` (a connection per broker and lane, dialled on
+first use, each within `socket.connection.setup.timeout.ms`), and for a producer one
+`ProduceStream` per broker address, the one connection its requests to that broker are
+pipelined on (in order, as a Kafka producer's). Group coordinator calls go through a
+`CoordinatorClient` per address.
 
-`rpc_error` turns a `grpc.aio.AioRpcError` into the `replog.errors` class a Kafka client would
-see for the same failure, so that no bare gRPC error leaves the client API:
-- UNAVAILABLE, CANCELLED, ABORTED -> NetworkError (retriable; the connection is gone, or the
-  broker aborted an acks=0 produce the way Kafka closes the connection)
+`rpc_error` turns a `grpc.aio.AioRpcError` of a coordinator call into the `replog.errors` class
+a Kafka client would see for the same failure, so that no bare gRPC error leaves the client API:
+- UNAVAILABLE, CANCELLED, ABORTED -> NetworkError (retriable; the connection is gone)
 - INTERNAL with gRPC's own "Internal error from Core" -> NetworkError too: an operation on
-  the call failed inside gRPC (a write racing the end of a stream, a connection cut
-  mid-stream), so whatever status the broker sent is lost and the outcome is unknown, as
-  after a lost connection. The broker's own INTERNAL names the broker and the failure.
+  the call failed inside gRPC, so whatever status the broker sent is lost and the outcome is
+  unknown, as after a lost connection. The broker's own INTERNAL names the broker and the
+  failure.
 - DEADLINE_EXCEEDED -> RequestTimedOutError (retriable)
 - INVALID_ARGUMENT -> InvalidRequestError
-- RESOURCE_EXHAUSTED -> RecordBatchTooLargeError (Kafka's RECORD_LIST_TOO_LARGE: a request
-  larger than the broker's socket.request.max.bytes or gRPC's message limit)
+- RESOURCE_EXHAUSTED -> RecordBatchTooLargeError
 - UNIMPLEMENTED -> UnsupportedVersionError (the node does not serve that service)
 - anything else -> UnknownServerError
 The message always names the broker (its id when known) and its address, the operation, and
@@ -42,11 +40,10 @@ from replog.errors import (
     RequestTimedOutError,
     UnknownServerError,
     UnsupportedVersionError,
-    error_for_code,
 )
-from replog.pb import controller_pb2, controller_pb2_grpc
-from replog.wire.broker_client import CHANNEL_OPTIONS, BrokerClient, ProduceStream
-from replog.wire.redialing_channel import GRPC_CORE_INTERNAL, RedialingChannel
+from replog.wire.kafka_broker_client import KafkaBrokerClient, ProduceStream
+from replog.wire.kafka_connection import KafkaConnections
+from replog.wire.redialing_channel import GRPC_CORE_INTERNAL
 
 if TYPE_CHECKING:
     # Written concurrently by another part of issue #7; typed once it exists.
@@ -55,7 +52,6 @@ if TYPE_CHECKING:
     )
 
 CLIENT_ID_HEADER = "x-client-id"
-TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type TOPIC
 
 
 def client_id_metadata(client_id: str) -> tuple[tuple[str, str], ...]:
@@ -65,41 +61,49 @@ def client_id_metadata(client_id: str) -> tuple[tuple[str, str], ...]:
     return ((CLIENT_ID_HEADER, client_id),) if client_id and printable else ()
 
 
+SETUP_TIMEOUT_MS_DEFAULT = 10_000  # socket.connection.setup.timeout.ms
+
+
 class Connections:
     """The broker and coordinator clients of one client, one per address (module docstring)."""
 
-    def __init__(self, *, request_timeout_ms: int, client_id: str) -> None:
+    def __init__(
+        self,
+        *,
+        request_timeout_ms: int,
+        client_id: str,
+        setup_timeout_ms: int = SETUP_TIMEOUT_MS_DEFAULT,
+    ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
-        self._metadata = client_id_metadata(client_id)
-        self._brokers: dict[str, BrokerClient] = {}
+        self.kafka = KafkaConnections(client_id=client_id, setup_timeout_ms=setup_timeout_ms)
+        self._brokers: dict[str, KafkaBrokerClient] = {}
         self._produce_streams: dict[str, ProduceStream] = {}
         self._coordinators: dict[str, CoordinatorClient] = {}
-        self._controllers: dict[str, RedialingChannel[controller_pb2_grpc.ControllerStub]] = {}
         self._closed = False
 
-    def broker(self, address: str) -> BrokerClient:
-        """The client of the `Broker` service at `address` (cached)."""
+    def broker(self, address: str) -> KafkaBrokerClient:
+        """The client of the broker whose Kafka listener is at `address` (cached)."""
         self._check_open()
         client = self._brokers.get(address)
         if client is None:
-            client = self._brokers[address] = BrokerClient(
-                address, request_timeout_ms=self.request_timeout_ms, metadata=self._metadata
+            client = self._brokers[address] = KafkaBrokerClient(
+                address, self.kafka, request_timeout_ms=self.request_timeout_ms
             )
         return client
 
     def produce_stream(self, address: str) -> ProduceStream:
-        """The `ProduceStream` to the broker at `address` (cached; it reopens its call itself
-        after a failure)."""
+        """The `ProduceStream` to the broker at `address` (cached; it dials again itself after
+        its connection failed)."""
         stream = self._produce_streams.get(address)
         if stream is None:
             stream = self._produce_streams[address] = self.broker(address).produce_stream()
         return stream
 
     def redial(self, address: str) -> None:
-        """Drop the channel to the broker at `address`, so the next call dials afresh (what
-        Kafka's client does with a connection whose bytes were no answer); nothing to drop
-        once the client is closed."""
+        """Close the connections to the broker at `address`, so the next call dials afresh
+        (what Kafka's client does with a connection whose bytes were no answer); nothing to
+        close once the client is closed."""
         client = None if self._closed else self._brokers.get(address)
         if client is not None:
             client.reconnect()
@@ -120,65 +124,26 @@ class Connections:
     async def topic_configs(
         self, address: str, topics: list[str], keys: list[str], *, timeout_ms: int
     ) -> dict[str, dict[str, str | None] | KafkaError]:
-        """The configs `keys` of each of `topics` (or the topic's error), asked of the
-        `Controller` service's DescribeConfigs at `address`. Raises `grpc.aio.AioRpcError`
-        for a failed call (UNIMPLEMENTED where no controller listens), MalformedResponseError
-        for an answer that does not parse, and the answer's own error."""
-        self._check_open()
-        channel = self._controllers.get(address)
-        if channel is None:
-            channel = self._controllers[address] = RedialingChannel(
-                address,
-                controller_pb2_grpc.ControllerStub,
-                CHANNEL_OPTIONS,
-                peer="controller",
-                service=controller_pb2.DESCRIPTOR.services_by_name["Controller"],
-            )
-        request = controller_pb2.DescribeConfigsRequest(
-            resources=[
-                controller_pb2.ConfigResourceKeys(
-                    resource_type=TOPIC_RESOURCE, resource_name=topic, configuration_keys=keys
-                )
-                for topic in topics
-            ]
-        )
-        answer = await channel.call_rpc(
-            "DescribeConfigs", request, timeout_ms / 1000, self._metadata
-        )
-        if answer.error.code != 0:
-            raise error_for_code(answer.error.code, answer.error.message)
-        configs: dict[str, dict[str, str | None] | KafkaError] = {}
-        for result in answer.results:
-            if result.error.code != 0:
-                configs[result.resource_name] = error_for_code(
-                    result.error.code, result.error.message
-                )
-            else:
-                configs[result.resource_name] = {
-                    entry.name: entry.value if entry.HasField("value") else None
-                    for entry in result.configs
-                }
-        return configs
+        """The configs `keys` of each of `topics` (or the topic's error), asked of the broker
+        at `address` (DescribeConfigs). Raises `replog.errors` for a failed call."""
+        return await self.broker(address).topic_configs(topics, keys, timeout_ms=timeout_ms)
 
     def _check_open(self) -> None:
         if self._closed:
             raise ClientClosedError("the client is closed: its connections are released")
 
     async def close(self) -> None:
-        """Close every channel; later `broker`/`coordinator` calls raise ClientClosedError."""
+        """Close every connection; later `broker`/`coordinator` calls raise
+        ClientClosedError."""
         self._closed = True
         streams, self._produce_streams = self._produce_streams, {}
         for stream in streams.values():
             stream.close()
-        brokers, self._brokers = self._brokers, {}
+        self._brokers = {}
         coordinators, self._coordinators = self._coordinators, {}
-        for broker in brokers.values():
-            await broker.close()
+        await self.kafka.close()
         for coordinator in coordinators.values():
             await coordinator.close()
-        controllers, self._controllers = self._controllers, {}
-        for controller in controllers.values():
-            await controller.close()
 
 
 def rpc_error(

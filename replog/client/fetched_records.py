@@ -106,7 +106,7 @@ class CompletedFetch:
 
 def decode_fetched(
     tp: TopicPartition,
-    data: bytes,
+    data: bytes | memoryview,
     *,
     position: int,
     high_watermark: int,
@@ -116,6 +116,10 @@ def decode_fetched(
     value_deserializer: Deserializer = None,
 ) -> CompletedFetch:
     """The records of `data` (a fetch answer's bytes) at or after `position`, below the HW."""
+    if not isinstance(data, bytes):
+        # A view of the answer's buffer: one copy of the partition's bytes here, so that the
+        # records' keys and values are bytes of their own (slices of it).
+        data = bytes(data)
     topic, partition = tp
     where = f"fetch of {topic}-{partition}"
     records: list[ConsumerRecord] = []

@@ -16,9 +16,8 @@ metadata update at once, as Kafka's consumer does when it sees one, so the new l
 known by the time the buffer drains; an empty answer is asked again
 at once, and the leader waits `fetch.max.wait.ms` for data): the partition meets it again when
 fetched at its position, where the rules below apply. A leader's fetches go one after another
-on one `FetchStream` call (`broker_client.FetchStream`), as a follower's do: a round trip on
-an open stream costs both sides half the CPU of a unary call (docs/benchmarks.md, "Produce
-path"). A failed fetch ends its call; the next opens another.
+on the broker's fetch connection (`kafka_broker_client.FetchStream`), as a Kafka consumer's
+do. A failed fetch ends its session; the next starts another.
 A broker's stream is closed once it leads none of the assigned partitions.
 
 Each call holds an incremental fetch session (KIP-227, `replication.fetch_session`), as Kafka's
@@ -74,12 +73,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import grpc
-
 from replog.client.call_guard import guarded
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig
-from replog.client.connections import Connections, rpc_error
+from replog.client.connections import Connections
 from replog.client.fetched_records import CompletedFetch, decode_fetched
 from replog.client.records import ConsumerRecord, TopicPartition
 from replog.client.subscription import NONE, SubscriptionState
@@ -92,7 +89,7 @@ from replog.errors import (
     ReplogError,
 )
 from replog.replication import messages as m
-from replog.wire.broker_client import FetchStream
+from replog.wire.kafka_broker_client import FetchStream
 
 log = logging.getLogger("replog.client.consumer")
 
@@ -264,15 +261,9 @@ class Fetcher:
             response = await guarded(
                 self._stream(node, address).fetch(request, resend=resend),
                 address=address,
-                what="FetchStream",
+                what="Fetch",
                 node_id=node,
             )
-        except grpc.aio.AioRpcError as exc:
-            error = rpc_error(exc, address=address, what="FetchStream", node_id=node)
-            self._log_once(node, f"fetch from broker {node} failed: {error}")
-            self._back_off(node)
-            self._metadata.distrust(address)  # it may be a leader cut off from the cluster
-            return
         except MalformedResponseError as exc:
             # Not retriable (asking again gets the same answer): `poll` raises it, as Kafka's
             # consumer raises a fetch error it cannot retry; the next poll asks again after
@@ -283,10 +274,10 @@ class Fetcher:
             self._connections.redial(address)
             self._metadata.request_update()
             return
-        except ReplogError as exc:  # a call cut off by a connection reset, ...
+        except ReplogError as exc:  # a lost connection, no answer in time, ...
             self._log_once(node, f"fetch from broker {node} failed: {exc}")
             self._back_off(node)
-            self._metadata.distrust(address)
+            self._metadata.distrust(address)  # it may be a leader cut off from the cluster
             return
         self._logged.pop(node, None)
         offsets = {(p.topic, p.partition): p.fetch_offset for p in request.partitions}

@@ -20,11 +20,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
-import grpc
-
 from replog.client.call_guard import guarded
 from replog.client.cluster_metadata import ClusterMetadata
-from replog.client.connections import Connections, rpc_error
+from replog.client.connections import Connections
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
 from replog.errors import (
@@ -33,7 +31,9 @@ from replog.errors import (
     LeaderNotAvailableError,
     NetworkError,
     NoBrokersAvailableError,
+    NotAKafkaListenerError,
     ReplogError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
 from replog.replication import messages as m
@@ -175,10 +175,8 @@ class OffsetLookup:
                 what="ListOffsets",
                 node_id=node,
             )
-        except grpc.aio.AioRpcError as exc:
-            return rpc_error(exc, address=address, what=what, node_id=node)
-        except NetworkError as exc:
-            return exc
+        except (NetworkError, RequestTimedOutError, NotAKafkaListenerError) as exc:
+            return type(exc)(f"broker {node} at {address}: {what}: {exc}")
 
 
 def describe_partitions(

@@ -9,10 +9,10 @@ Rules:
   (e.g. one batch too large) is resent batch by batch, each alone, so that one batch's fault
   does not fail its neighbours (without idempotence, not after an error that leaves it
   unknown whether the entry was written: it fails as it is). At most
-  `max.in.flight.requests.per.connection` requests per broker are outstanding, all on the
-  broker's one `ProduceStream` call (`Connections.produce_stream`), which the broker appends
-  in the order sent, as Kafka's broker reads one connection's requests in order. A failed
-  call fails every request on it, each batch settled by the call's error below.
+  `max.in.flight.requests.per.connection` requests per broker are outstanding, all pipelined
+  on the broker's one produce connection (`Connections.produce_stream`), which the broker
+  appends in the order sent, as Kafka's broker reads one connection's requests in order. A
+  failed connection fails every request on it, each batch settled by the error below.
 - With `max.in.flight.requests.per.connection=1` a partition is muted in the accumulator from
   the moment one of its requests leaves until its answer is settled (Kafka's
   `guaranteeMessageOrder`): the in-flight limit counts per broker, so without it a batch
@@ -24,11 +24,12 @@ Rules:
   `retry.backoff.ms` doubling per attempt up to `retry.backoff.max.ms` (with +-20% jitter,
   KIP-580), as long as `retries` attempts are not used up and `delivery.timeout.ms` since the
   batch was created has not passed. Another error fails the batch with the broker's typed
-  error (whose message names the partition); a failed call is turned into the typed error of
-  `connections.rpc_error`, naming the broker, its address and the partitions. An answer that
-  is not one (`MalformedResponseError` from BrokerClient) fails every batch of the request at
-  once with it, naming the partitions too: retrying would get the same answer. Like a lost
-  connection it also drops the channel to that broker and marks the metadata stale (Kafka's
+  error (whose message names the partition); a failed request's error (NetworkError,
+  RequestTimedOutError, ...) is re-raised naming the broker, its address and the partitions.
+  An answer that is not one (`MalformedResponseError` from KafkaBrokerClient) fails every
+  batch of the request at once with it, naming the partitions too: retrying would get the
+  same answer. Like a lost connection it also drops the connection to that broker and marks
+  the metadata stale (Kafka's
   NetworkClient closes a connection whose bytes are no response, and a disconnect requests a
   metadata update: the address may now belong to something else).
 - A retry is not silent: the first retry of each (partition, error class) is logged at
@@ -90,13 +91,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import grpc
-
 from replog.client import wait_notice
 from replog.client.accumulator import ProducerBatch, RecordAccumulator
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ProducerConfig
-from replog.client.connections import Connections, rpc_error
+from replog.client.connections import Connections
 from replog.client.idempotence import MAX_PENDING_PER_PARTITION, Idempotence
 from replog.client.task_owner import TaskOwner
 from replog.clock import monotonic_ms
@@ -113,6 +112,7 @@ from replog.errors import (
     MalformedResponseError,
     MessageSizeTooLargeError,
     NetworkError,
+    NotAKafkaListenerError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
     ReplogError,
@@ -120,6 +120,7 @@ from replog.errors import (
     UnknownLeaderEpochError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
 )
 from replog.replication import messages as m
 
@@ -677,17 +678,14 @@ class Sender:
             response = await self._connections.produce_stream(address).produce(
                 request, timeout_ms=transport_ms
             )
-        except (NetworkError, RequestTimedOutError) as exc:
-            # The stream's own: no answer in time, or the channel under it was replaced.
+        except (NetworkError, RequestTimedOutError, UnsupportedVersionError) as exc:
+            # No answer in time, a lost connection, or a broker that does not serve Produce.
             call_error = type(exc)(
                 f"broker {node} at {address}: Produce to {_partitions_text(batches)}: {exc}"
             )
-        except grpc.aio.AioRpcError as exc:
-            call_error = rpc_error(
-                exc,
-                address=address,
-                what=f"Produce to {_partitions_text(batches)}",
-                node_id=node,
+        except NotAKafkaListenerError as exc:
+            call_error = UnknownServerError(
+                f"broker {node} at {address}: Produce to {_partitions_text(batches)}: {exc}"
             )
         except MalformedResponseError as exc:
             # The answer is not one (BrokerClient checked it): nothing in it can be trusted,
@@ -972,8 +970,8 @@ class Sender:
                     producer_id, epoch = await self._connections.broker(address).init_producer_id(
                         timeout_ms=self._config.request_timeout_ms
                     )
-                except grpc.aio.AioRpcError as exc:
-                    self._pid_error = rpc_error(exc, address=address, what="InitProducerId")
+                except NotAKafkaListenerError as exc:
+                    self._pid_error = exc
                 except KafkaError as exc:
                     self._pid_error = exc
                     if isinstance(exc, MalformedResponseError):

@@ -2,13 +2,12 @@
 to it up front instead of being refused whole (the sender splits a refused batch either way).
 
 Rules:
-- Asked with DescribeConfigs (the topic's `max.message.bytes` only) of the `Controller`
-  service at the addresses the metadata knows, in the order a metadata refresh asks them
-  (the broker that answered last first, those that failed last): a combined replog node
-  serves it on its broker's address. An address
-  that does not serve it (a broker-only node: UNIMPLEMENTED), does not answer or answers
-  nonsense is skipped; when none answers the limit stays unknown (batches keep batch.size),
-  said at DEBUG only: the split still delivers every record.
+- Asked with DescribeConfigs (the topic's `max.message.bytes` only) of the brokers' Kafka
+  listeners at the addresses the metadata knows, in the order a metadata refresh asks them
+  (the broker that answered last first, those that failed last). An address that does not
+  serve it, does not answer or answers nonsense is skipped; when none answers the limit
+  stays unknown (batches keep batch.size), said at DEBUG only: the split still delivers
+  every record.
 - Per topic, cached, and handed to the accumulator (`set_limit`). A topic is described when
   the producer first sends to it (that send waits for the answer, up to request.timeout.ms
   and its own deadline), again after the broker refused one of its batches as too large
@@ -24,8 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-
-import grpc
 
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.task_owner import TaskOwner
@@ -128,8 +125,6 @@ class TopicLimits:
                 return await connections.topic_configs(
                     address, topics, [MAX_MESSAGE_BYTES], timeout_ms=self._request_timeout_ms
                 )
-            except grpc.aio.AioRpcError as exc:
-                causes.append(f"{address}: {exc.code().name}")
             except ReplogError as exc:
                 causes.append(f"{address}: {type(exc).__name__}: {exc}")
         log.debug(

@@ -13,8 +13,10 @@ Rules (Kafka's NetworkClient where it has one):
   (`NotAKafkaListenerError`, not retriable): an HTTP/2 server (a gRPC listener, replog's
   internal one among them) greets every connection with a SETTINGS frame; an HTTP/1 server
   (a metrics endpoint) answers a plain `GET` probed on a second connection when the
-  ApiVersions answer is late by `PROBE_AFTER_MS`; a peer that closes without answering
-  ApiVersions or answers bytes that are no ApiVersions response is not one either.
+  ApiVersions answer is late by `PROBE_AFTER_MS`; a peer that sends bytes that are no
+  ApiVersions response is not one either. A peer that closes having sent nothing is a
+  NetworkError (retriable): a broker starting or stopping, or a proxy in front of one that is
+  down, does that too.
 - Each request goes out at the highest version both sides serve within the caller's bounds;
   none is an UnsupportedVersionError naming the API, the broker's range and ours.
 - Responses come in request order (Kafka's guarantee); one whose correlation id is not the
@@ -82,6 +84,7 @@ _OWN_BUFFER_BYTES = 64 * 1024  # a frame at least this large is received into it
 RECEIVE_LOW_WATER = 1 << 20
 _LOW_WATER_OPTION = getattr(socket, "SO_RCVLOWAT", None) if sys.platform == "linux" else None
 _UNSUPPORTED_VERSION = 35
+_HANDSHAKE_FRAME_MAX = 1 << 20  # an ApiVersions answer is a few KiB
 _HTTP2_SETTINGS = 0x04
 
 
@@ -207,6 +210,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
     def _not_kafka(self, exc: ReplogError) -> ReplogError:
+        """What a failed handshake means (module docstring)."""
         first = self._first_bytes
         if _http2_settings(first):
             return NotAKafkaListenerError(
@@ -221,10 +225,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 "Kafka listener"
             )
         if isinstance(exc, NetworkError):
+            if not first:
+                # Nothing came: a broker starting or stopping, or a proxy in front of one that
+                # is down, closes so too; retriable, as Kafka's client takes any disconnect.
+                return NetworkError(
+                    f"{self.address} closed the connection before answering ApiVersions (a "
+                    "broker starting or stopping, or a proxy in front of one that is down)"
+                )
             return NotAKafkaListenerError(
-                f"{self.address} closed the connection without answering ApiVersions"
-                + (f" (it sent {first[:16]!r})" if first else "")
-                + ": not a Kafka listener, or a broker that refused this client"
+                f"{self.address} closed the connection without answering ApiVersions (it "
+                f"sent {first[:16]!r}): not a Kafka listener"
             )
         return NotAKafkaListenerError(
             f"{self.address} answered ApiVersions with bytes that are not Kafka's ({exc})"
@@ -329,9 +339,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # --- closing -------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Close the connection; outstanding requests fail with NetworkError."""
-        self._fail(NetworkError(f"the connection to {self.address} was closed by this client"))
+    def close(self, cause: ReplogError | None = None) -> None:
+        """Close the connection; outstanding requests fail with `cause` (default a
+        NetworkError saying this client closed it)."""
+        self._fail(
+            cause or NetworkError(f"the connection to {self.address} was closed by this client")
+        )
 
     async def wait_closed(self) -> None:
         await asyncio.shield(self._closed)
@@ -405,6 +418,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._fail(NetworkError(f"{self.address} answered HTTP/2"))
                 return
             size = _SIZE.unpack_from(self._scratch, self._start)[0]
+            if not self.api_versions and size > _HANDSHAKE_FRAME_MAX:
+                # Before the handshake, no buffer is sized by a peer not known to be Kafka's.
+                self._fail(
+                    MalformedResponseError(
+                        f"{self.address} announced a {size}-byte frame before ApiVersions"
+                    )
+                )
+                return
             if size < 4:
                 self._fail(
                     MalformedResponseError(f"{self.address} sent a response frame of {size} bytes")

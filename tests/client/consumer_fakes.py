@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from fake_nodes import FakeNodes, call_on, unavailable
+from fake_nodes import FakeNodes, call_on, grpc_unavailable, unavailable
 
 from replog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from replog.clock import monotonic_ms
@@ -48,8 +48,13 @@ from replog.errors import (
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
-from replog.pb import common_pb2
-from replog.pb import controller_pb2 as pb
+from replog.kafka.messages.metadata_response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from replog.kafka.protocol.codec import ZERO_UUID
 from replog.record import build_batch, iter_batches, read_header
 from replog.replication import messages as m
 from replog.replication.fetch_session import FetcherSession, LeaderFetchSession
@@ -325,10 +330,11 @@ class FakeCluster(FakeNodes):
     def connections(self) -> FakeConnections:
         return FakeConnections(self)
 
-    def check_up(self, address: str, call: str = "") -> int:
+    def check_up(self, address: str, call: str = "", *, coordinator: bool = False) -> int:
         node = self.node_of(address)
         if node in self.down:
-            raise unavailable(f"failed to connect to {address}: Connection refused")
+            failed = grpc_unavailable if coordinator else unavailable
+            raise failed(f"failed to connect to {address}: Connection refused")
         if call and self.cut_off and self.cut_off[0] == call:
             self.cut_off.popleft()
             raise asyncio.CancelledError()
@@ -395,30 +401,31 @@ class FakeBroker:
 
     async def metadata(
         self, topics: Sequence[str] | None = None, *, timeout_ms: int | None = None
-    ) -> pb.MetadataResponse:
+    ) -> MetadataResponse:
         cluster = self.cluster
         view = cluster.stale_views.get(cluster.check_up(self.address), {})
         cluster.calls.append("Metadata")
-        answer = pb.MetadataResponse(controller_id=0, cluster_id="fake")
+        answer = MetadataResponse(controller_id=0, cluster_id="fake")
         for node in range(cluster.nodes):
-            answer.brokers.append(pb.BrokerEndpoint(broker_id=node, host=f"node{node}", port=9092))
+            answer.brokers.append(
+                MetadataResponseBroker(node_id=node, host=f"node{node}", port=9092)
+            )
         for name in topics or sorted(cluster.topics):
             found = cluster.topics.get(name)
             if found is None:
-                error = common_pb2.ErrorStatus(code=3, error_name="UNKNOWN_TOPIC_OR_PARTITION")
-                answer.topics.append(pb.TopicMetadata(name=name, error=error))
+                answer.topics.append(MetadataResponseTopic(name=name, error_code=3))
                 continue
             answer.topics.append(
-                pb.TopicMetadata(
+                MetadataResponseTopic(
                     name=name,
-                    topic_id=fake_topic_id(name).bytes if cluster.topic_ids else b"",
+                    topic_id=fake_topic_id(name) if cluster.topic_ids else ZERO_UUID,
                     partitions=[
-                        pb.PartitionMetadata(
+                        MetadataResponsePartition(
                             partition_index=i,
                             leader_id=view.get((name, i), (p.leader, p.epoch))[0],
                             leader_epoch=view.get((name, i), (p.leader, p.epoch))[1],
-                            replicas=[p.leader],
-                            isr=[p.leader],
+                            replica_nodes=[p.leader],
+                            isr_nodes=[p.leader],
                         )
                         for i, p in enumerate(found)
                     ],
@@ -538,7 +545,7 @@ class FakeCoordinator:
     address: str
 
     def _check(self, queue: deque[Exception], call: str) -> None:
-        node = self.cluster.check_up(self.address, call)
+        node = self.cluster.check_up(self.address, call, coordinator=True)
         if queue:
             raise queue.popleft()
         if node != self.cluster.coordinator_node:
@@ -547,7 +554,7 @@ class FakeCoordinator:
     async def find_coordinator(
         self, group_id: str, *, timeout_ms: int | None = None
     ) -> tuple[int, str]:
-        self.cluster.check_up(self.address)
+        self.cluster.check_up(self.address, coordinator=True)
         self.cluster.calls.append("FindCoordinator")
         if self.cluster.find_errors:
             raise self.cluster.find_errors.popleft()

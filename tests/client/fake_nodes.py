@@ -1,6 +1,7 @@
 """What the consumer's and the producer's in-process fake clusters (`consumer_fakes`,
 `producer_fakes`) share: node n at `node{n}:9092`, installing a cluster in place of the
-client's `Connections`, gRPC UNAVAILABLE failures, and waking a waiter on its own loop."""
+client's `Connections`, lost-connection failures (a Kafka connection's, a coordinator call's),
+and waking a waiter on its own loop."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import grpc
 import pytest
 
 from replog.client import cluster_metadata as cluster_metadata_module
+from replog.errors import NetworkError
 
 
 class FakeNodes:
@@ -37,7 +39,13 @@ class FakeNodes:
         monkeypatch.setattr(cluster_metadata_module, "Connections", lambda **_: self.connections())
 
 
-def unavailable(details: str) -> grpc.aio.AioRpcError:
+def unavailable(details: str) -> NetworkError:
+    """What a client's Kafka connection to a broker that is gone raises."""
+    return NetworkError(details)
+
+
+def grpc_unavailable(details: str) -> grpc.aio.AioRpcError:
+    """What a coordinator call (gRPC) to a broker that is gone raises."""
     return grpc.aio.AioRpcError(
         grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details
     )

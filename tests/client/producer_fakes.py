@@ -33,7 +33,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
 from fake_nodes import FakeNodes, call_on, unavailable
 
 from replog.errors import (
@@ -43,9 +42,14 @@ from replog.errors import (
     NotLeaderOrFollowerError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
 )
-from replog.pb import common_pb2
-from replog.pb import controller_pb2 as pb
+from replog.kafka.messages.metadata_response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 from replog.record import RecordBatch, iter_frames, read_header, stamp_batch
 from replog.replication import messages as m
 from replog.replication.producer_state import ProducerStateTable
@@ -309,7 +313,7 @@ class FakeCluster(FakeNodes):
             return m.ProduceResponse(tuple(r for r in results if r.error is not None))
         return m.ProduceResponse(tuple(results))
 
-    async def metadata(self, address: str, topics: Sequence[str] | None) -> pb.MetadataResponse:
+    async def metadata(self, address: str, topics: Sequence[str] | None) -> MetadataResponse:
         node = self.check_up(address)
         self.metadata_calls += 1
         self.metadata_nodes.append(node)
@@ -318,32 +322,29 @@ class FakeCluster(FakeNodes):
         for name in list(topics or ()) or sorted(self.topics):
             logs = self.topics.get(name)
             if logs is None:
-                error = common_pb2.ErrorStatus(
-                    code=3, error_name="UNKNOWN_TOPIC_OR_PARTITION", message=f"no topic {name!r}"
-                )
-                answered.append(pb.TopicMetadata(name=name, error=error))
+                answered.append(MetadataResponseTopic(name=name, error_code=3))
                 continue
             answered.append(
-                pb.TopicMetadata(
+                MetadataResponseTopic(
                     name=name,
                     partitions=[
-                        pb.PartitionMetadata(
+                        MetadataResponsePartition(
                             partition_index=p,
                             leader_id=node if (name, p) in believed else log.leader,
                             leader_epoch=believed.get((name, p), log.epoch),
-                            replicas=list(range(self.nodes)),
-                            isr=list(range(self.nodes)),
+                            replica_nodes=list(range(self.nodes)),
+                            isr_nodes=list(range(self.nodes)),
                         )
                         for p, log in enumerate(logs)
                     ],
                 )
             )
         brokers = [
-            pb.BrokerEndpoint(broker_id=n, host=f"node{n}", port=9092)
+            MetadataResponseBroker(node_id=n, host=f"node{n}", port=9092)
             for n in range(self.nodes)
             if n not in self.down
         ]
-        return pb.MetadataResponse(
+        return MetadataResponse(
             controller_id=0, cluster_id="fake", brokers=brokers, topics=answered
         )
 
@@ -373,9 +374,7 @@ class FakeConnections:
     ) -> dict[str, dict[str, str | None] | KafkaError]:
         self.cluster.check_up(address)
         if not self.cluster.serves_configs:
-            raise grpc.aio.AioRpcError(
-                grpc.StatusCode.UNIMPLEMENTED, grpc.aio.Metadata(), grpc.aio.Metadata()
-            )
+            raise UnsupportedVersionError(f"the broker at {address} does not serve DescribeConfigs")
         self.cluster.config_calls += 1
         answer: dict[str, dict[str, str | None] | KafkaError] = {}
         for topic in topics:
@@ -403,7 +402,7 @@ class FakeBroker:
 
     async def metadata(
         self, topics: Sequence[str] | None = None, *, timeout_ms: int | None = None
-    ) -> pb.MetadataResponse:
+    ) -> MetadataResponse:
         return await self.cluster.metadata(self.address, topics)
 
     async def init_producer_id(self, *, timeout_ms: int | None = None) -> tuple[int, int]:

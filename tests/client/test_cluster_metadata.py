@@ -1,4 +1,4 @@
-"""ClusterMetadata against tiny in-process fake brokers (the `Broker` gRPC service's Metadata).
+"""ClusterMetadata against tiny in-process fake brokers (Kafka listeners that answer Metadata).
 
 Covered: the bootstrap failure names every address and its cause, a missing topic fails at once,
 concurrent callers share one refresh, stale and aged metadata is refreshed on use (and the cache
@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
-import grpc
 import pytest
 import pytest_asyncio
 
@@ -32,12 +32,67 @@ from replog.errors import (
     NoBrokersAvailableError,
     UnknownTopicOrPartitionError,
 )
-from replog.pb import broker_pb2_grpc, common_pb2
-from replog.pb import controller_pb2 as pb
+from replog.kafka.messages.api_versions_request import ApiVersionsRequest
+from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from replog.kafka.messages.metadata_request import MetadataRequest
+from replog.kafka.messages.metadata_response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from replog.kafka.protocol.codec import ZERO_UUID
+from replog.kafka.protocol.framing import decode_request, encode_response
+
+
+class KafkaServer:
+    """A Kafka listener on the test's loop that answers Metadata with `handler`; `stop` closes
+    it and every connection (the broker is gone)."""
+
+    def __init__(self, handler: Callable[[MetadataRequest], Awaitable[MetadataResponse]]) -> None:
+        self._handler = handler
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                header, request = decode_request(await reader.readexactly(size))
+                key, version = header.request_api_key, header.request_api_version
+                if isinstance(request, ApiVersionsRequest):
+                    answer: Any = ApiVersionsResponse(
+                        api_keys=[
+                            ApiVersion(api_key=3, min_version=0, max_version=12),
+                            ApiVersion(api_key=18, min_version=0, max_version=3),
+                        ]
+                    )
+                else:
+                    assert isinstance(request, MetadataRequest)
+                    answer = await self._handler(request)
+                writer.write(encode_response(key, version, header.correlation_id, answer))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def stop(self, grace: object = None) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        await self._server.wait_closed()
 
 
 @dataclass
-class FakeBroker(broker_pb2_grpc.BrokerServicer):
+class FakeBroker:
     """Answers Metadata from `topics` (name -> partition count; partition p led by node
     (p + leader_shift) % 3 at `leader_epoch`)."""
 
@@ -53,49 +108,48 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
     server: Any = None
     address: str = ""
 
-    async def Metadata(self, request: pb.MetadataRequest, context: Any) -> pb.MetadataResponse:
-        self.calls.append(list(request.topics))
+    async def metadata(self, request: MetadataRequest) -> MetadataResponse:
+        asked = [t.name or "" for t in request.topics or ()]
+        self.calls.append(asked)
         self.arrived.set()
         if self.gate is not None:
             await self.gate.wait()
-        names = list(request.topics) or sorted(self.topics)
+        names = asked or sorted(self.topics)
         topics = []
         for name in names:
             count = self.topics.get(name)
             if count is None:
-                error = common_pb2.ErrorStatus(
-                    code=3, error_name="UNKNOWN_TOPIC_OR_PARTITION", message=f"no topic {name!r}"
-                )
-                topics.append(pb.TopicMetadata(name=name, error=error))
+                topics.append(MetadataResponseTopic(name=name, error_code=3))
                 continue
             partitions = [
-                pb.PartitionMetadata(
+                MetadataResponsePartition(
                     partition_index=p,
                     leader_id=(p + self.leader_shift) % 3,
                     leader_epoch=self.leader_epoch,
-                    replicas=[0, 1, 2],
-                    isr=[0, 1, 2],
+                    replica_nodes=[0, 1, 2],
+                    isr_nodes=[0, 1, 2],
                 )
                 for p in reversed(range(count))  # out of order on purpose
             ]
+            topic_id = UUID(bytes=self.topic_id) if self.topic_id else ZERO_UUID
             topics.append(
-                pb.TopicMetadata(name=name, topic_id=self.topic_id, partitions=partitions)
+                MetadataResponseTopic(name=name, topic_id=topic_id, partitions=partitions)
             )
         brokers = [
-            pb.BrokerEndpoint(broker_id=i, host=a.rsplit(":", 1)[0], port=int(a.rsplit(":", 1)[1]))
+            MetadataResponseBroker(
+                node_id=i, host=a.rsplit(":", 1)[0], port=int(a.rsplit(":", 1)[1])
+            )
             for i, a in self.advertised
         ]
-        return pb.MetadataResponse(
+        return MetadataResponse(
             controller_id=7, cluster_id="fake-cluster", brokers=brokers, topics=topics
         )
 
 
 async def start_fake(broker_id: int, topics: dict[str, int]) -> FakeBroker:
     fake = FakeBroker(broker_id, topics)
-    server = grpc.aio.server()
-    broker_pb2_grpc.add_BrokerServicer_to_server(fake, server)  # type: ignore[no-untyped-call]
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    server = KafkaServer(fake.metadata)
+    port = await server.start()
     fake.server = server
     fake.address = f"127.0.0.1:{port}"
     fake.advertised = [(broker_id, fake.address)]

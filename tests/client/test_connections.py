@@ -1,5 +1,6 @@
-"""Connections: one client per address, closed together; rpc_error turns every gRPC failure into
-the typed error a Kafka client would see, naming the broker, its address and the cause."""
+"""Connections: one client per address over the client's Kafka connections, closed together;
+rpc_error turns every gRPC failure of a coordinator call into the typed error a Kafka client
+would see, naming the broker, its address and the cause."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from replog.errors import (
     UnknownServerError,
     UnsupportedVersionError,
 )
-from replog.wire.broker_client import BrokerClient
+from replog.wire.kafka_broker_client import KafkaBrokerClient
 
 
 def failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
@@ -98,12 +99,12 @@ async def test_one_client_per_address_and_close_releases_them() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_client_id_gRPC_cannot_carry_is_not_sent() -> None:
-    connections = Connections(request_timeout_ms=1000, client_id="café\n")
+async def test_the_client_id_and_setup_timeout_are_the_kafka_connections() -> None:
+    connections = Connections(request_timeout_ms=1000, client_id="café\n", setup_timeout_ms=777)
     client = connections.broker("127.0.0.1:1")
-    assert client._metadata == ()
-    named = Connections(request_timeout_ms=1000, client_id="app-1").broker("127.0.0.1:1")
-    assert named._metadata == (("x-client-id", "app-1"),)
+    assert client.connections is connections.kafka
+    assert connections.kafka.client_id == "café\n"  # Kafka's header carries any string
+    assert connections.kafka.setup_timeout_ms == 777
     await connections.close()
 
 
@@ -112,7 +113,9 @@ async def test_redial_drops_only_a_known_channel_and_is_quiet_once_closed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     dropped: list[str] = []
-    monkeypatch.setattr(BrokerClient, "reconnect", lambda client: dropped.append(client.address))
+    monkeypatch.setattr(
+        KafkaBrokerClient, "reconnect", lambda client: dropped.append(client.address)
+    )
     connections = Connections(request_timeout_ms=1234, client_id="app-1")
     known = connections.broker("127.0.0.1:1")
     connections.redial("127.0.0.1:1")

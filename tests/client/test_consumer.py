@@ -17,6 +17,7 @@ import random
 import time
 from collections.abc import AsyncIterator
 from typing import Any
+from uuid import UUID
 
 import consumer_fakes
 import pytest
@@ -353,13 +354,13 @@ async def test_a_partition_of_a_re_created_topic_does_not_get_the_old_topics_pos
     # The topic is deleted and created again with one partition (a new id); when the new
     # topic gets a second partition, that partition starts afresh, not at the old t-1's
     # position (kept for a metadata blip, it belongs to the old topic).
-    ids = {"t": b"x" * 16}
+    ids = {"t": UUID(bytes=b"x" * 16)}
     answer_metadata = consumer_fakes.FakeBroker.metadata
 
     async def with_topic_ids(self: Any, topics: Any = None, *, timeout_ms: Any = None) -> Any:
         answer = await answer_metadata(self, topics, timeout_ms=timeout_ms)
         for topic in answer.topics:
-            if topic.name in ids and not topic.error.code:
+            if topic.name in ids and not topic.error_code:
                 topic.topic_id = ids[topic.name]
         return answer
 
@@ -369,7 +370,7 @@ async def test_a_partition_of_a_re_created_topic_does_not_get_the_old_topics_pos
     async with consumer(cluster, "t", auto_offset_reset="earliest", metadata_max_age_ms=50) as c:
         assert len(await poll_until(c, 10)) == 10
         cluster.topics["t"] = [FakePartition(leader=0)]
-        ids["t"] = b"y" * 16
+        ids["t"] = UUID(bytes=b"y" * 16)
         await poll_until_assigned(c, {T0})
         cluster.topics["t"].append(FakePartition(leader=1))
         cluster.append("t", 1, [b"new%d" % i for i in range(12)])

@@ -5,18 +5,14 @@ Against `fake_broker` (a real gRPC server answering any bytes): per Broker RPC, 
 not parse as its response message, and parsed messages with impossible contents (a partition
 not asked for, one left out or named twice, a negative offset or producer id beside no error,
 a topic id that is not 16 bytes, an error code nobody knows); first through `BrokerClient`,
-then through the public clients (Producer, Consumer, Admin) that use it, which also drop that
-broker's channel and mark their metadata stale, as Kafka's client does after a connection it
-had to close (a malformed InitProducerId answer is fatal to the idempotent producer, as any
-InitProducerId error Kafka does not retry). Last, answers that look odd but are legitimate
-(a partition's error beside offsets of none, no records, only a control batch, a first batch
-beyond the byte limit) must pass the same checks.
+and that a partition's error beside offsets of none is an answer. The public clients, which
+speak Kafka's protocol, are checked the same way in test_malformed_kafka_answers.py; here, a
+consumer raises a malformed answer from one leader while another keeps delivering.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -24,24 +20,18 @@ import fake_broker
 import grpc
 import pytest
 import pytest_asyncio
-from fake_broker import GARBAGE, FakeBroker, record_redials
+from fake_broker import GARBAGE, FakeBroker
 
-from replog import Admin, Consumer, Producer, TopicPartition
+from replog import TopicPartition
 from replog.errors import (
-    CorruptRecordError,
-    KafkaTimeoutError,
     MalformedResponseError,
     NotLeaderOrFollowerError,
-    ReplogError,
     UnknownServerError,
 )
 from replog.pb import broker_pb2 as bpb
 from replog.pb import common_pb2
-from replog.pb import controller_pb2 as cpb
-from replog.record.builder import build_batch
 from replog.replication import messages as m
 from replog.wire.broker_client import BrokerClient
-from tests.eventually import wait_until
 
 # --- BrokerClient ---------------------------------------------------------------------------------
 
@@ -263,268 +253,6 @@ async def test_a_failed_call_still_raises_the_grpc_error(
     assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
-# --- the clients ----------------------------------------------------------------------------------
-
-T0 = TopicPartition("t", 0)
-# Small bounds: a malformed answer wrongly retried ends as a KafkaTimeoutError within
-# seconds, not a wait of the default two minutes.
-PRODUCER: dict[str, Any] = {
-    "delivery_timeout_ms": 3000,
-    "request_timeout_ms": 2000,
-    "max_block_ms": 3000,
-}
-
-
-@pytest.fixture
-def cluster(broker: FakeBroker) -> FakeBroker:
-    """The fake as a one-broker cluster leading t-0 (Metadata answered properly)."""
-    broker.answer("Metadata", broker.metadata("t"))
-    broker.answer("InitProducerId", bpb.InitProducerIdResponse(producer_id=1, producer_epoch=0))
-    return broker
-
-
-@pytest.fixture
-def cluster_broker() -> Iterator[FakeBroker]:
-    """A second fake, answering as a one-broker cluster leading t-0."""
-    with fake_broker.running() as fake:
-        fake.answer("Metadata", fake.metadata("t"))
-        yield fake
-
-
-@pytest.mark.parametrize("idempotence", [False, True])
-@pytest.mark.parametrize("kind", ["garbage", "left out", "not asked for"])
-def test_producer_fails_the_batch_with_the_malformed_answer(
-    cluster: FakeBroker, kind: str, idempotence: bool
-) -> None:
-    answers = {
-        "garbage": GARBAGE,
-        "left out": bpb.ProduceResponse(),
-        "not asked for": answer_with("Produce", 0, 3),
-    }
-    cluster.answer("ProduceStream", answers[kind])
-    with Producer(
-        bootstrap_servers=cluster.address, enable_idempotence=idempotence, **PRODUCER
-    ) as p:
-        future = p.send("t", b"v", partition=0)
-        with pytest.raises(MalformedResponseError) as caught:
-            future.get(timeout=30)
-    check_names(caught.value, cluster, "Produce", "t-0")
-
-
-def test_producer_fails_at_once_on_a_malformed_init_producer_id_answer(
-    cluster: FakeBroker,
-) -> None:
-    """Fatal, as Kafka's TransactionManager makes an unexpected InitProducerId error: the
-    send fails with the typed error long before delivery.timeout.ms (10 minutes here)."""
-    cluster.answer("InitProducerId", GARBAGE)
-    settings = {**PRODUCER, "delivery_timeout_ms": 600_000}
-    p = Producer(bootstrap_servers=cluster.address, **settings)
-    try:
-        future = p.send("t", b"v", partition=0)
-        with pytest.raises(MalformedResponseError) as caught:
-            future.get(timeout=30)
-    finally:
-        p.close(timeout=0)
-    check_names(caught.value, cluster, "InitProducerId", "do not parse")
-
-
-def test_producer_send_names_a_malformed_metadata_answer(broker: FakeBroker) -> None:
-    """A bootstrap address that is not a replog broker fails like an unreachable one: the
-    metadata wait ends at max.block.ms, naming what that address answered."""
-    broker.answer("Metadata", GARBAGE)
-    with (
-        Producer(bootstrap_servers=broker.address, enable_idempotence=False, **PRODUCER) as p,
-        pytest.raises(KafkaTimeoutError) as caught,
-    ):
-        p.send("t", b"v")
-    check_names(caught.value, broker, "Metadata", "do not parse")
-
-
-def test_a_bootstrap_address_that_answers_garbage_is_passed_over(
-    broker: FakeBroker, cluster_broker: FakeBroker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Kafka's client tries the next bootstrap server when one fails; a peer that is not a
-    replog broker is such a failure, not the end of the client."""
-    broker.answer("Metadata", GARBAGE)
-    cluster_broker.answer("ProduceStream", answer_with("Produce", 0))
-    servers = f"{broker.address},{cluster_broker.address}"
-    redialled = record_redials(monkeypatch)
-    with Producer(bootstrap_servers=servers, enable_idempotence=False, **PRODUCER) as p:
-        metadata = p.send("t", b"v", partition=0).get(timeout=30)
-    assert (metadata.topic, metadata.partition, metadata.offset) == ("t", 0, 0)
-    assert broker.address in redialled  # its channel dropped, as Kafka closes the connection
-
-
-# --- after a malformed answer: the broker is treated like a failed connection -------------------
-# Kafka's NetworkClient closes a connection whose bytes are no response (Selector: "Unexpected
-# error from ...; closing connection"), and every disconnect requests a metadata update
-# (DefaultMetadataUpdater.handleServerDisconnect: "The disconnect may be the result of stale
-# metadata, so request an update").
-
-
-def test_a_malformed_produce_answer_drops_the_channel_and_refreshes_metadata(
-    cluster: FakeBroker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    redialled = record_redials(monkeypatch)
-    cluster.answer("ProduceStream", GARBAGE, answer_with("Produce", 0))
-    with Producer(bootstrap_servers=cluster.address, enable_idempotence=False, **PRODUCER) as p:
-        assert p.partitions_for("t")  # the first metadata, before the bad answer
-        asked = cluster.calls["Metadata"]  # read first: the refresh may come at once
-        with pytest.raises(MalformedResponseError):
-            p.send("t", b"v", partition=0).get(timeout=30)
-        assert redialled == [cluster.address]
-        assert p.send("t", b"w", partition=0).get(timeout=30).offset == 0
-        wait_until(lambda: cluster.calls["Metadata"] > asked, "a metadata refresh")
-
-
-def test_a_malformed_fetch_answer_drops_the_channel_and_refreshes_metadata(
-    cluster: FakeBroker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    redialled = record_redials(monkeypatch)
-    cluster.answer("FetchStream", GARBAGE)
-    consumer = Consumer(bootstrap_servers=cluster.address, request_timeout_ms=2000)
-    try:
-        consumer.assign([T0])
-        consumer.seek(T0, 0)
-        with pytest.raises(MalformedResponseError):  # polls until it comes
-            for _ in range(5):
-                consumer.poll(timeout_ms=1000)
-        assert cluster.address in redialled
-        asked = cluster.calls["Metadata"]
-
-        def refreshed() -> bool:  # polls drive the consumer; a poll may return at once
-            with contextlib.suppress(MalformedResponseError):
-                consumer.poll(timeout_ms=100)
-            return cluster.calls["Metadata"] > asked
-
-        wait_until(refreshed, "a metadata refresh after the bad answers")
-    finally:
-        consumer.close()
-
-
-def test_consumer_fetches_on_one_stream_until_an_answer_fails(cluster: FakeBroker) -> None:
-    """A leader's fetches share one FetchStream call; after a bad answer the call is gone and
-    the next fetch opens another."""
-    empty = answer_with("Fetch", 0, high_watermark=0)
-    cluster.answer("FetchStream", empty, empty, empty, GARBAGE, empty)
-    consumer = Consumer(bootstrap_servers=cluster.address, request_timeout_ms=2000)
-    try:
-        consumer.assign([T0])
-        consumer.seek(T0, 0)
-        failed = False
-
-        def fetched_after_the_failure() -> bool:
-            nonlocal failed
-            try:
-                consumer.poll(timeout_ms=100)
-            except MalformedResponseError:
-                failed = True
-            return failed and cluster.calls["FetchStream"] >= 6
-
-        wait_until(fetched_after_the_failure, "fetches after the bad answer")
-        assert cluster.streams["FetchStream"] == 2
-    finally:
-        consumer.close()
-
-
-def poll_t0_until_error(cluster: FakeBroker, polls: int = 5) -> ReplogError:
-    """What a consumer of t-0 from offset 0 raises within `polls` polls."""
-    consumer = Consumer(bootstrap_servers=cluster.address, request_timeout_ms=2000)
-    try:
-        consumer.assign([T0])
-        consumer.seek(T0, 0)
-        for _ in range(polls):
-            try:
-                consumer.poll(timeout_ms=1000)
-            except ReplogError as exc:
-                return exc
-    finally:
-        consumer.close()
-    raise AssertionError(f"{polls} polls raised nothing")
-
-
-@pytest.mark.parametrize("kind", ["garbage", "not asked for", "negative offset"])
-def test_consumer_poll_raises_a_malformed_fetch_answer(cluster: FakeBroker, kind: str) -> None:
-    answers = {
-        "garbage": (GARBAGE, "do not parse"),
-        "not asked for": impossible("Fetch", "not asked for"),
-        "negative offset": impossible("Fetch", "negative offset"),
-    }
-    answer, what = answers[kind]
-    cluster.answer("FetchStream", answer)
-    error = poll_t0_until_error(cluster)
-    assert isinstance(error, MalformedResponseError), repr(error)
-    check_names(error, cluster, "FetchStream", what)
-
-
-def test_consumer_poll_raises_an_unknown_fetch_error_code(cluster: FakeBroker) -> None:
-    cluster.answer("FetchStream", answer_with("Fetch", 0, error=UNKNOWN_CODE))
-    error = poll_t0_until_error(cluster)
-    assert type(error) is UnknownServerError
-    check_names(error, cluster, "FetchStream", "unknown error code 999")
-
-
-def test_consumer_position_names_a_malformed_list_offsets_answer(cluster: FakeBroker) -> None:
-    cluster.answer("ListOffsets", GARBAGE)
-    consumer = Consumer(
-        bootstrap_servers=cluster.address, request_timeout_ms=2000, default_api_timeout_ms=3000
-    )
-    try:
-        consumer.assign([T0])
-        with pytest.raises(MalformedResponseError) as caught:
-            consumer.poll(timeout_ms=2000)
-    finally:
-        consumer.close()
-    check_names(caught.value, cluster, "ListOffsets", "do not parse")
-
-
-@pytest.mark.parametrize(
-    ("rpc", "kind"),
-    [
-        ("ListOffsets", "garbage"),
-        ("ListOffsets", "left out"),
-        ("DeleteRecords", "garbage"),
-        ("DeleteRecords", "negative offset"),
-    ],
-)
-def test_admin_names_a_malformed_answer(cluster: FakeBroker, rpc: str, kind: str) -> None:
-    if kind == "garbage":
-        answer, what = GARBAGE, "do not parse"
-    else:
-        answer, what = impossible(rpc, kind)
-    cluster.answer(rpc, answer)
-    with (
-        Admin(
-            bootstrap_servers=cluster.address, request_timeout_ms=2000, default_api_timeout_ms=3000
-        ) as admin,
-        pytest.raises(MalformedResponseError) as caught,
-    ):
-        if rpc == "ListOffsets":
-            admin.list_offsets({T0: -1}, timeout_ms=3000)
-        else:
-            admin.delete_records({T0: 1}, timeout_ms=3000)
-    check_names(caught.value, cluster, rpc, what)
-
-
-def test_the_fake_answers_a_metadata_request_like_a_broker(broker: FakeBroker) -> None:
-    """The cluster fixture's Metadata answer is what the clients expect (guards the fake)."""
-    answer = broker.metadata("t", partitions=2)
-    assert isinstance(answer, cpb.MetadataResponse)
-    assert [p.leader_id for p in answer.topics[0].partitions] == [0, 0]
-
-
-@pytest.mark.parametrize("kind", ["zeros", "a cut batch"])
-def test_consumer_poll_raises_records_that_are_not_batches(cluster: FakeBroker, kind: str) -> None:
-    """Record bytes without a whole batch at the position (a broker answers the first batch
-    whole, KIP-74): fetching again would get them again."""
-    whole = build_batch([(0, None, b"v" * 100, [])])
-    records = b"\x00" * 70 if kind == "zeros" else whole[: len(whole) // 2]
-    cluster.answer("FetchStream", answer_with("Fetch", 0, high_watermark=10, records=records))
-    error = poll_t0_until_error(cluster)
-    assert isinstance(error, CorruptRecordError), repr(error)
-    check_names(error, cluster, "fetch of t-0 at offset 0", "hold no whole record batch")
-
-
 # --- answers that are legitimate stay so ---------------------------------------------------------
 
 NOT_LEADER = common_pb2.ErrorStatus(
@@ -548,53 +276,8 @@ async def test_a_partition_error_beside_offsets_of_none_is_an_answer(
     assert type(result.error) is NotLeaderOrFollowerError
 
 
-def poll_t0(cluster: FakeBroker, polls: int = 3, **config: Any) -> tuple[list[Any], int]:
-    """The records a consumer of t-0 from offset 0 gets in `polls` polls, and its position."""
-    consumer = Consumer(bootstrap_servers=cluster.address, request_timeout_ms=2000, **config)
-    try:
-        consumer.assign([T0])
-        consumer.seek(T0, 0)
-        records: list[Any] = []
-        for _ in range(polls):
-            records += consumer.poll(timeout_ms=300).get(T0, [])
-        return records, consumer.position(T0)
-    finally:
-        consumer.close()
-
-
-def test_consumer_takes_an_answer_without_records(cluster: FakeBroker) -> None:
-    cluster.answer("FetchStream", answer_with("Fetch", 0, high_watermark=0))
-    assert poll_t0(cluster) == ([], 0)
-
-
-def test_consumer_passes_over_a_control_batch(cluster: FakeBroker) -> None:
-    """A control batch holds no records for the consumer, but it is a whole batch: the position
-    moves past it, no CorruptRecordError."""
-    control = build_batch([(0, b"\x00\x00\x00\x00", b"", [])], is_control=True)
-    cluster.answer(
-        "FetchStream",
-        answer_with("Fetch", 0, high_watermark=1, records=control),
-        answer_with("Fetch", 0, high_watermark=1),  # at offset 1: nothing more
-    )
-    assert poll_t0(cluster) == ([], 1)
-
-
-def test_consumer_takes_a_first_batch_beyond_its_byte_limit(cluster: FakeBroker) -> None:
-    """KIP-74: the broker answers the first batch whole even when it is larger than
-    max.partition.fetch.bytes."""
-    batch = build_batch([(0, None, b"v" * 4096, [])])
-    cluster.answer(
-        "FetchStream",
-        answer_with("Fetch", 0, high_watermark=1, records=batch),
-        answer_with("Fetch", 0, high_watermark=1),
-    )
-    records, position = poll_t0(cluster, max_partition_fetch_bytes=1024)
-    assert [(r.offset, r.value) for r in records] == [(0, b"v" * 4096)]
-    assert position == 1
-
-
 def test_a_malformed_fetch_answer_is_raised_while_another_leader_keeps_delivering(
-    cluster: FakeBroker, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A broker-level error must not wait for a poll that hands out nothing: with a partition
     # on another leader always delivering, it was never raised and its partition never read.

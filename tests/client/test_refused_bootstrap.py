@@ -2,19 +2,24 @@
 first attempt, so it is logged at WARNING at once (once, not per retry), and a call that
 waits for the cluster fails once the refusals have lasted
 `socket.connection.setup.timeout.max.ms`, with a typed error naming the addresses and
-"connection refused", instead of waiting out max.block.ms (60 s)."""
+"connection refused", instead of waiting out max.block.ms (60 s). An address that answers, but
+not as a Kafka listener (a node's gRPC port), is named within 2 s; the new
+`socket.connection.setup.timeout.ms` is read as Kafka's."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from concurrent import futures
 
+import grpc
 import pytest
 
 from replog import Consumer, Producer
 from replog.aio import Producer as AsyncProducer
 from replog.client.config import consumer_config, producer_config
-from replog.errors import ConfigError, NoBrokersAvailableError
+from replog.errors import ConfigError, NoBrokersAvailableError, NotAKafkaListenerError
 from tests.local_ports import free_port
 
 TIMEOUT_MS = 1000
@@ -81,3 +86,47 @@ def test_the_setting_has_kafkas_name_and_default() -> None:
         producer_config({"socket.connection.setup.timeout.max.ms": -1})
     with Consumer(bootstrap_servers=f"127.0.0.1:{free_port()}") as consumer:
         assert consumer.config.socket_connection_setup_timeout_max_ms == 30_000
+
+
+@pytest.fixture
+def grpc_address() -> Iterator[str]:
+    """A gRPC server's address (as a replog node's internal listener is)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.stop(None).wait()
+
+
+def test_a_producer_pointed_at_a_grpc_port_says_so_within_two_seconds(grpc_address: str) -> None:
+    started = time.monotonic()
+    with (
+        Producer(bootstrap_servers=grpc_address) as producer,
+        pytest.raises(NotAKafkaListenerError) as raised,
+    ):
+        producer.send("t", b"v").get(timeout=30)
+    assert time.monotonic() - started < 2.0
+    assert f"{grpc_address} answered HTTP/2" in str(raised.value)
+
+
+def test_a_consumer_pointed_at_a_grpc_port_says_so_within_two_seconds(grpc_address: str) -> None:
+    started = time.monotonic()
+    with (
+        Consumer(bootstrap_servers=grpc_address) as consumer,
+        pytest.raises(NotAKafkaListenerError) as raised,
+    ):
+        consumer.partitions_for_topic("t")
+    assert time.monotonic() - started < 2.0
+    assert f"{grpc_address} answered HTTP/2" in str(raised.value)
+
+
+def test_the_connection_setup_timeout_is_kafkas_config() -> None:
+    assert producer_config().socket_connection_setup_timeout_ms == 10_000
+    given = consumer_config({"socket.connection.setup.timeout.ms": "700"})
+    assert given.socket_connection_setup_timeout_ms == 700
+    with pytest.raises(ConfigError):
+        producer_config({"socket.connection.setup.timeout.ms": 0})
+    with Producer(bootstrap_servers="127.0.0.1:1", socket_connection_setup_timeout_ms=700) as p:
+        assert p._aio._metadata.connections.kafka.setup_timeout_ms == 700

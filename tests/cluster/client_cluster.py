@@ -1,23 +1,25 @@
 """A running local cluster for the client library's tests (issue #7), shared by a test module.
 
 `start_client_cluster` starts a real multi-process cluster through the CLI (`replog cluster
-start`) and waits until every broker is unfenced; `ClientCluster.create_topic` creates a topic
-through the controller and waits until every broker's metadata shows a leader for each of its
-partitions, so a client that starts right after sees the topic; `ClientCluster.wait_healthy`
-waits until every broker is unfenced and the partitions of the topics named are led with full
-ISRs and not being reassigned (after faults). `stop` kills every process (also after a failed
-test). Tests drive the cluster only through the public client API, the CLI and signals.
+start`) and waits until every broker is unfenced; clients bootstrap from the brokers' Kafka
+listeners (`bootstrap`), the controller is asked on the nodes' gRPC addresses (`addresses`).
+`ClientCluster.create_topic` creates a topic through the controller and waits until every
+broker's metadata shows a leader for each of its partitions, so a client that starts right
+after sees the topic; `ClientCluster.wait_healthy` waits until every broker is unfenced and
+the partitions of the topics named are led with full ISRs and not being reassigned (after
+faults). `stop` kills every process (also after a failed test). Tests drive the cluster only
+through the public client API, the CLI and signals.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
 from cluster_helpers import LoopbackCluster, wait_for
 
 from replog import Consumer, Producer
@@ -25,8 +27,9 @@ from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
 from replog.client.records import ConsumerRecord, TopicPartition
 from replog.errors import ReplogError, TopicAlreadyExistsError
-from replog.pb import broker_pb2_grpc
-from replog.pb import controller_pb2 as pb
+from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from replog.kafka.messages.metadata_response import MetadataResponse
+from replog.wire.kafka_connection import KafkaConnection
 from tests.local_ports import free_base_port
 
 
@@ -39,9 +42,18 @@ class ClientCluster:
         return self.loopback.addresses
 
     @property
+    def kafka_addresses(self) -> dict[int, str]:
+        """Each broker's Kafka listener, what clients connect to."""
+        return {
+            node.node_id: node.kafka_address
+            for node in self.loopback.layout.nodes
+            if node.kafka_address is not None
+        }
+
+    @property
     def bootstrap(self) -> str:
-        """The `bootstrap.servers` value naming every node."""
-        return ",".join(self.addresses.values())
+        """The `bootstrap.servers` value naming every broker's Kafka listener."""
+        return ",".join(self.kafka_addresses.values())
 
     def admin(self) -> ControllerClient:
         addresses = self.addresses
@@ -111,14 +123,12 @@ class ClientCluster:
         """Until every node's broker metadata names a leader for each partition of `topic`."""
 
         def ready() -> bool:
-            for address in self.addresses.values():
+            for address in self.kafka_addresses.values():
                 try:
-                    with grpc.insecure_channel(address) as channel:
-                        stub = broker_pb2_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
-                        answer = stub.Metadata(pb.MetadataRequest(topics=[topic]), timeout=2)
-                except grpc.RpcError:
+                    answer = asyncio.run(kafka_metadata(address, topic))
+                except ReplogError:
                     return False
-                found = [t for t in answer.topics if t.name == topic and not t.error.code]
+                found = [t for t in answer.topics if t.name == topic and not t.error_code]
                 if not found or len(found[0].partitions) != partitions:
                     return False
                 if any(p.leader_id < 0 for p in found[0].partitions):
@@ -129,6 +139,18 @@ class ClientCluster:
 
     def stop(self) -> None:
         self.loopback.kill_everything()
+
+
+async def kafka_metadata(address: str, topic: str) -> MetadataResponse:
+    """The Metadata answer of the Kafka listener at `address` about `topic`."""
+    connection = await KafkaConnection.open(address, client_id="tests", setup_timeout_ms=2000)
+    try:
+        request = MetadataRequest(topics=[MetadataRequestTopic(name=topic)])
+        answer, _ = await connection.call(request, timeout_ms=2000)
+    finally:
+        connection.close()
+    assert isinstance(answer, MetadataResponse)
+    return answer
 
 
 # `cluster start` arguments for tests whose consumers join a group alone: their first join need

@@ -5,18 +5,18 @@ Shared by the client fault tests (tests/cluster/test_cluster_client_faults.py), 
 partition tests (tests/cluster/test_cluster_network_partitions.py) and the link fault tests
 (tests/cluster/test_cluster_link_faults.py).
 
-The cluster (`start_proxied_cluster`): each node *advertises* its proxy's address
-(`advertised.listeners`, written into its server.properties before `replog cluster start`), so
-clients that bootstrap from the proxies, and the other brokers' replica fetchers, which look
-leaders up by the same address and fetch over its ReplicaFetch gRPC stream, reach it only
-through the proxy. With `partitionable=True` each
-node's `controller.quorum.voters` also names the other voters by their proxies (its own entry
-stays its real listener, which the node checks against `listeners`), so Raft and the brokers'
-heartbeats to the active controller go through them too; Raft Fetch, which has a listener of
-its own whose port a peer learns from the node and dials at the host it reached the node at,
-goes through a second proxy per node (`raft_fetch_proxies`). Those proxies listen on
-PROXY_HOST with the node's own port numbers, which is what makes the learned port land on
-them.
+The cluster (`start_proxied_cluster`): each node *advertises* the address of the proxy in front
+of its Kafka listener (`advertised.listeners`, written into its server.properties before
+`replog cluster start`), so clients, which bootstrap from those proxies (`bootstrap`), reach
+it only through the proxy. With `partitionable=True` each node's internal (gRPC) listener is
+behind a proxy too, and its `controller.quorum.voters` names the other voters by their proxies
+(its own entry stays its real listener, which the node checks against `listeners`), so Raft,
+the brokers' heartbeats to the active controller and the followers' ReplicaFetch streams go
+through them; Raft Fetch, which has a listener of its own whose port a peer learns from the
+node and dials at the host it reached the node at, goes through a second proxy per node
+(`raft_fetch_proxies`). Those proxies listen on PROXY_HOST with the node's own port numbers,
+which is what makes the learned port land on them. (Without `partitionable`, the nodes reach
+each other directly: only clients go through proxies.)
 Each proxy learns which node a connection comes from (tests/cluster/socket_owner.py):
 `partition`, `isolate`, `cut_links` (any pairs: D3's ring) and `heal` then cut node-to-node
 links pair by pair. The test process's own connections (its clients, its admin calls) are not
@@ -48,9 +48,14 @@ from socket_owner import connecting_inode, owner
 from tcp_proxy import TEST_PROCESS, TcpProxy
 
 from replog import Consumer, Producer, TopicPartition
-from replog.cli.local_cluster import LocalCluster, LocalNode
+from replog.cli.local_cluster import (
+    CONTROLLER_LISTENER,
+    KAFKA_LISTENER,
+    LocalCluster,
+    LocalNode,
+)
 from replog.errors import ReplogError
-from tests.local_ports import free_base_port
+from tests.local_ports import KAFKA_PORT_OFFSET, free_base_port
 
 NODES = 3
 # Written into every node's server.properties: a killed broker is fenced (out of the ISRs, its
@@ -75,7 +80,11 @@ OUTSTANDING = 500  # sends not yet acknowledged, at most (bounds the stream's me
 @dataclass
 class ProxiedCluster:
     cluster: ClientCluster
-    proxies: dict[int, TcpProxy]  # node id -> the proxy in front of its listener
+    # node id -> the proxy in front of its internal (gRPC) listener in a partitionable
+    # cluster, else the one in front of its Kafka listener (the clients')
+    proxies: dict[int, TcpProxy]
+    # node id -> the proxy in front of its Kafka listener, where clients connect
+    kafka_proxies: dict[int, TcpProxy] = field(default_factory=dict)
     # node id -> the proxy in front of its Raft Fetch listener (partitionable clusters only)
     raft_fetch_proxies: dict[int, TcpProxy] = field(default_factory=dict)
     _pids: dict[int, int] = field(default_factory=dict)  # source_of's: node id -> process id
@@ -85,9 +94,13 @@ class ProxiedCluster:
         return [*self.data_fronts(node_id), *self._extra(self.raft_fetch_proxies, node_id)]
 
     def data_fronts(self, node_id: int) -> list[TcpProxy]:
-        """The proxy in front of `node_id`'s listener: where its followers fetch, and its gRPC
-        services answer."""
-        return [self.proxies[node_id]]
+        """The proxies in front of `node_id`'s listeners: where its followers fetch and its gRPC
+        services answer (partitionable clusters), and where its clients connect."""
+        return [self.proxies[node_id], *self._extra(self._clients_only(), node_id)]
+
+    def _clients_only(self) -> dict[int, TcpProxy]:
+        """The Kafka listeners' proxies where they are not `proxies` themselves."""
+        return {n: p for n, p in self.kafka_proxies.items() if p is not self.proxies.get(n)}
 
     @staticmethod
     def _extra(proxies: dict[int, TcpProxy], node_id: int) -> list[TcpProxy]:
@@ -97,6 +110,7 @@ class ProxiedCluster:
     def all_proxies(self) -> list[TcpProxy]:
         return [
             *self.proxies.values(),
+            *self._clients_only().values(),
             *self.raft_fetch_proxies.values(),
         ]
 
@@ -106,8 +120,8 @@ class ProxiedCluster:
 
     @property
     def bootstrap(self) -> str:
-        """What the clients start from: the proxies (their only way in)."""
-        return ",".join(p.address for p in self.proxies.values())
+        """What the clients start from: the Kafka listeners' proxies (their only way in)."""
+        return ",".join(p.address for p in self.kafka_proxies.values())
 
     def producer(self, **config: object) -> Producer:
         return Producer(bootstrap_servers=self.bootstrap, **config)
@@ -171,7 +185,7 @@ class ProxiedCluster:
     def cut_clients_from(self, node_id: int) -> None:
         """Cut this process's own connections (its clients) to `node_id`; the nodes' links
         stay up. `heal` ends it."""
-        self.proxies[node_id].block([TEST_PROCESS])
+        self.kafka_proxies[node_id].block([TEST_PROCESS])
 
     def cut_answers(self, node_id: int, to: int) -> None:
         """A one-way cut: what `node_id` sends to node `to` on the connections `to` opened
@@ -259,17 +273,21 @@ def start_proxied_cluster(
     `properties` are added to SERVER_PROPERTIES; `partitionable` routes node-to-node traffic
     through the proxies too."""
     base_port = free_base_port(nodes)
-    layout = LocalCluster.plan(str(data_dir), nodes, base_port)
+    layout = LocalCluster.plan(
+        str(data_dir), nodes, base_port, kafka_base_port=base_port + KAFKA_PORT_OFFSET
+    )
     layout.write({**SERVER_PROPERTIES, **(properties or {})})
     loopback = LoopbackCluster(data_dir, base_port, nodes)
     proxied = ProxiedCluster(ClientCluster(loopback), {})
     fetch_base = free_base_port(nodes) if partitionable else 0
     for index, node in enumerate(layout.nodes):
+        kafka_address = node.kafka_address
+        assert kafka_address is not None
         if not partitionable:
             proxy = proxied.proxies[node.node_id] = TcpProxy(f"node-{node.node_id}")
-            proxy.forward_to(node.controller_address)
-            lines = [f"advertised.listeners=PLAINTEXT://{proxy.address}"]
-            _set_properties(Path(node.config_path), lines)
+            proxied.kafka_proxies[node.node_id] = proxy
+            proxy.forward_to(kafka_address)
+            _set_properties(Path(node.config_path), [advertised(node, proxy.address)])
             continue
         # Both proxies on PROXY_HOST with the node's port numbers (module docstring).
         host, port = node.controller_address.rsplit(":", 1)
@@ -282,14 +300,18 @@ def start_proxied_cluster(
         )
         front.forward_to(node.controller_address)
         fetch.forward_to(f"{host}:{fetch_port}")
-        for proxy in (front, fetch):
+        kafka = proxied.kafka_proxies[node.node_id] = TcpProxy(
+            f"node-{node.node_id}-kafka", port=int(kafka_address.rsplit(":", 1)[1]), host=PROXY_HOST
+        )
+        kafka.forward_to(kafka_address)
+        for proxy in (front, fetch, kafka):
             proxy.source_of = proxied.source_of
         voters = ",".join(
             f"{n.node_id}@{n.controller_address if n is node else proxy_address(n)}"
             for n in layout.nodes
         )
         lines = [
-            f"advertised.listeners=PLAINTEXT://{front.address}",
+            advertised(node, kafka.address, front.address),
             f"controller.quorum.voters={voters}",
             f"controller.quorum.fetch.port={fetch_port}",
         ]
@@ -302,6 +324,17 @@ def start_proxied_cluster(
         stop(proxied)
         raise
     return proxied
+
+
+def advertised(node: LocalNode, kafka_address: str, internal_address: str | None = None) -> str:
+    """The `advertised.listeners` line of `node` naming `kafka_address` for its Kafka
+    listener (PLAINTEXT), `internal_address` (if given) for its internal gRPC listener, and
+    its other listeners as they are."""
+    chosen = {KAFKA_LISTENER: kafka_address}
+    if internal_address is not None:
+        chosen[CONTROLLER_LISTENER] = internal_address
+    entries = [f"{name}://{chosen.get(name, address)}" for name, address in node.listeners.items()]
+    return "advertised.listeners=" + ",".join(entries)
 
 
 def proxy_address(node: LocalNode) -> str:

@@ -1,9 +1,10 @@
 """Real node processes configured entirely on the IPv6 loopback (`::1`), as Kafka users write it:
-`listeners=CONTROLLER://[::1]:port`, `controller.quorum.voters=1@[::1]:port`,
-`metrics.host=::1`, clients bootstrapped from `[::1]:port`.
+`listeners=CONTROLLER://[::1]:port,PLAINTEXT://[::1]:kafka_port`,
+`controller.quorum.voters=1@[::1]:port`, `metrics.host=::1`, clients bootstrapped from the
+Kafka listener `[::1]:kafka_port`.
 
 - one combined node starts, elects itself, registers its broker (advertised on ::1), and a
-  Producer and a Consumer bootstrapped from `[::1]:port` round-trip records through it (the
+  Producer and a Consumer bootstrapped from its Kafka listener round-trip records through it (the
   client dials the broker address the metadata gives: the bare host registered, bracketed);
 - two combined nodes elect a leader and the follower catches up over its Raft Fetch connection
   to the leader's ::1 Fetch listener, and a topic replicated on both round-trips records.
@@ -41,10 +42,17 @@ def _free_ipv6_ports(count: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def ipv6_nodes(tmp_path: Path, count: int) -> Iterator[tuple[dict[int, str], dict[int, int]]]:
-    """`count` combined nodes on ::1: node id -> `[::1]:port`, and node id -> metrics port."""
-    ports = _free_ipv6_ports(2 * count)
-    listen, metrics = dict(enumerate(ports[:count], 1)), dict(enumerate(ports[count:], 1))
+def ipv6_nodes(
+    tmp_path: Path, count: int
+) -> Iterator[tuple[dict[int, str], dict[int, int], dict[int, str]]]:
+    """`count` combined nodes on ::1: node id -> `[::1]:port`, node id -> metrics port, and
+    node id -> its Kafka listener `[::1]:port`."""
+    ports = _free_ipv6_ports(3 * count)
+    listen, metrics = (
+        dict(enumerate(ports[:count], 1)),
+        dict(enumerate(ports[count : 2 * count], 1)),
+    )
+    kafka = dict(enumerate(ports[2 * count :], 1))
     voters = ",".join(f"{n}@[::1]:{port}" for n, port in listen.items())
     properties = {
         node_id: {
@@ -52,7 +60,7 @@ def ipv6_nodes(tmp_path: Path, count: int) -> Iterator[tuple[dict[int, str], dic
             "node.id": str(node_id),
             "cluster.id": "ipv6-test",
             "controller.quorum.voters": voters,
-            "listeners": f"CONTROLLER://[::1]:{port}",
+            "listeners": f"CONTROLLER://[::1]:{port},PLAINTEXT://[::1]:{kafka[node_id]}",
             "controller.listener.names": "CONTROLLER",
             "offsets.topic.replication.factor": str(count),
             "metrics.host": "::1",
@@ -61,7 +69,8 @@ def ipv6_nodes(tmp_path: Path, count: int) -> Iterator[tuple[dict[int, str], dic
         for node_id, port in listen.items()
     }
     with node_processes(tmp_path, properties):
-        yield {n: f"[::1]:{port}" for n, port in listen.items()}, metrics
+        kafka_addresses = {n: f"[::1]:{port}" for n, port in kafka.items()}
+        yield {n: f"[::1]:{port}" for n, port in listen.items()}, metrics, kafka_addresses
 
 
 def _leader(addresses: dict[int, str], timeout_s: float = 30) -> QuorumDescription:
@@ -99,18 +108,18 @@ def _create_topic(addresses: dict[int, str], name: str, replicas: int) -> None:
 
 @needs_ipv6
 def test_one_combined_node_on_ipv6_elects_itself_and_serves_clients(tmp_path: Path) -> None:
-    with ipv6_nodes(tmp_path, 1) as (addresses, metrics):
+    with ipv6_nodes(tmp_path, 1) as (addresses, metrics, kafka):
         leader = _leader(addresses)
         assert (leader.leader_id, leader.answered_by) == (1, addresses[1])
         _create_topic(addresses, "v6", 1)
-        produce_and_read_back(addresses[1], "v6", [b"v6-%d" % i for i in range(5)])
+        produce_and_read_back(kafka[1], "v6", [b"v6-%d" % i for i in range(5)])
         with urllib.request.urlopen(f"http://[::1]:{metrics[1]}/metrics", timeout=5) as answer:
             assert answer.status == 200
 
 
 @needs_ipv6
 def test_two_nodes_on_ipv6_replicate_over_their_fetch_connections(tmp_path: Path) -> None:
-    with ipv6_nodes(tmp_path, 2) as (addresses, _):
+    with ipv6_nodes(tmp_path, 2) as (addresses, _, kafka):
         _leader(addresses)
 
         def follower_caught_up() -> bool:
@@ -121,5 +130,5 @@ def test_two_nodes_on_ipv6_replicate_over_their_fetch_connections(tmp_path: Path
         wait_for(follower_caught_up, 30, "the follower caught up over Raft Fetch")
         _create_topic(addresses, "v6-replicated", 2)
         produce_and_read_back(
-            ",".join(addresses.values()), "v6-replicated", [b"v6-%d" % i for i in range(5)]
+            ",".join(kafka.values()), "v6-replicated", [b"v6-%d" % i for i in range(5)]
         )

@@ -1,8 +1,9 @@
 """A client's connections to brokers, and what a failed gRPC call means in Kafka's errors.
 
 `Connections` belongs to one Producer, Consumer or Admin and lives on its event loop: one
-`BrokerClient` (the `Broker` service) and one `CoordinatorClient` (the `GroupCoordinator`
-service) per address, created on first use and closed together by `close`; and for a
+`BrokerClient` (the `Broker` service) and one `KafkaCoordinatorClient` (the group
+coordinator's calls on the broker's Kafka listener, over the client's `KafkaConnections`) per
+address, created on first use and closed together by `close`; and for a
 producer one `ProduceStream` per broker address, the one call its requests to that broker are
 pipelined on (in order, as a Kafka producer's on its one connection per broker), and a
 channel to the `Controller` service for `topic_configs` (a combined node serves it on the
@@ -46,13 +47,11 @@ from replog.errors import (
 )
 from replog.pb import controller_pb2, controller_pb2_grpc
 from replog.wire.broker_client import CHANNEL_OPTIONS, BrokerClient, ProduceStream
+from replog.wire.kafka_connection import KafkaConnections
 from replog.wire.redialing_channel import GRPC_CORE_INTERNAL, RedialingChannel
 
 if TYPE_CHECKING:
-    # Written concurrently by another part of issue #7; typed once it exists.
-    from replog.wire.coordinator_client import (  # type: ignore[import-not-found, unused-ignore]
-        CoordinatorClient,
-    )
+    from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
 CLIENT_ID_HEADER = "x-client-id"
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type TOPIC
@@ -68,13 +67,16 @@ def client_id_metadata(client_id: str) -> tuple[tuple[str, str], ...]:
 class Connections:
     """The broker and coordinator clients of one client, one per address (module docstring)."""
 
-    def __init__(self, *, request_timeout_ms: int, client_id: str) -> None:
+    def __init__(
+        self, *, request_timeout_ms: int, client_id: str, setup_timeout_ms: int = 10_000
+    ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
+        self.kafka = KafkaConnections(client_id=client_id, setup_timeout_ms=setup_timeout_ms)
         self._metadata = client_id_metadata(client_id)
         self._brokers: dict[str, BrokerClient] = {}
         self._produce_streams: dict[str, ProduceStream] = {}
-        self._coordinators: dict[str, CoordinatorClient] = {}
+        self._coordinators: dict[str, KafkaCoordinatorClient] = {}
         self._controllers: dict[str, RedialingChannel[controller_pb2_grpc.ControllerStub]] = {}
         self._closed = False
 
@@ -104,16 +106,16 @@ class Connections:
         if client is not None:
             client.reconnect()
 
-    def coordinator(self, address: str) -> CoordinatorClient:
-        """The client of the `GroupCoordinator` service at `address` (cached)."""
+    def coordinator(self, address: str) -> KafkaCoordinatorClient:
+        """The group coordinator client of the Kafka listener at `address` (cached)."""
         self._check_open()
         client = self._coordinators.get(address)
         if client is None:
             # Imported here: the consumer is the only user, and producers need not load it.
-            from replog.wire.coordinator_client import CoordinatorClient
+            from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
-            client = self._coordinators[address] = CoordinatorClient(
-                address, request_timeout_ms=self.request_timeout_ms
+            client = self._coordinators[address] = KafkaCoordinatorClient(
+                address, request_timeout_ms=self.request_timeout_ms, connections=self.kafka
             )
         return client
 
@@ -176,6 +178,7 @@ class Connections:
             await broker.close()
         for coordinator in coordinators.values():
             await coordinator.close()
+        await self.kafka.close()
         controllers, self._controllers = self._controllers, {}
         for controller in controllers.values():
             await controller.close()

@@ -9,7 +9,8 @@
   Kafka's "/") and left; a group that does not exist is described as Dead; deleting a group
   with members is refused, without members it is deleted;
 - the consumer protocol (KIP-848): a member joins with its own id and gets the topic's
-  partitions by topic id, is described with its assignment, and leaves;
+  partitions by topic id, is described with its assignment, commits with its member epoch
+  (a wrong epoch is STALE_MEMBER_EPOCH), and leaves;
 - two consumers committing the same partitions of a group from outside its membership: the
   second commit's answer names the first committer (replog's OffsetCommit tags);
 - pointed at the node's gRPC listener it fails at once naming it; at a closed port with a
@@ -37,6 +38,7 @@ from replog.errors import (
     NetworkError,
     NonEmptyGroupError,
     NotAKafkaListenerError,
+    StaleMemberEpochError,
     UnknownTopicOrPartitionError,
 )
 from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
@@ -249,6 +251,22 @@ async def test_the_consumer_protocol_heartbeat_assigns_by_topic_id(node: Running
         assert member.member_type == cgm.CONSUMER_MEMBER
         listed = {g.group_id: g for g in await client.list_groups()}
         assert listed[group].group_type == "consumer"
+        # A member commits with its epoch (OffsetCommit v9+ carries it); another is fenced.
+        errors, _ = await client.offset_commit(
+            group,
+            {tp(0): OffsetAndMetadata(4)},
+            generation_id=answer.member_epoch,
+            member_id=member_id,
+        )
+        assert errors == {tp(0): None}
+        errors, _ = await client.offset_commit(
+            group,
+            {tp(0): OffsetAndMetadata(5)},
+            generation_id=answer.member_epoch + 1,
+            member_id=member_id,
+        )
+        assert isinstance(errors[tp(0)], StaleMemberEpochError)
+        assert await client.offset_fetch(group, [tp(0)]) == {tp(0): OffsetAndMetadata(4)}
 
         left = await client.consumer_group_heartbeat(
             cgm.ConsumerGroupHeartbeatRequest(group, member_id, -1)

@@ -30,7 +30,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from replog.common import OffsetAndMetadata, TopicPartition
 from replog.coordinator import classic_group_messages as gm
@@ -181,14 +181,16 @@ class KafkaCoordinatorClient:
             )
         return answer, version
 
-    def _error(self, code: int, message: str | None = None, about: str = "") -> KafkaError | None:
-        """The error an answer's `code` stands for, naming this coordinator and `about`."""
+    def _error(
+        self, code: int, message: str | None = None, about: str = "", who: str = "coordinator"
+    ) -> KafkaError | None:
+        """The error an answer's `code` stands for, naming this `who` and `about`."""
         if code == 0:
             return None
         name = error_for_code(code).error_name
         said = f": {message}" if message and message != name else ""
         where = f" for {about}" if about else ""
-        return error_for_code(code, f"{name} from the coordinator at {self.address}{where}{said}")
+        return error_for_code(code, f"{name} from the {who} at {self.address}{where}{said}")
 
     async def find_coordinator(
         self, group_id: str, *, timeout_ms: int | None = None
@@ -228,21 +230,12 @@ class KafkaCoordinatorClient:
                 answer.host,
                 answer.port,
             )
-        error = self._error_of_find(code, message, group_id)
+        error = self._error(
+            code, message, about=f"FindCoordinator of group '{group_id}'", who="broker"
+        )
         if error is not None:
             raise error
         return node_id, format_host_port(host, port)
-
-    def _error_of_find(self, code: int, message: str | None, group_id: str) -> KafkaError | None:
-        if code == 0:
-            return None
-        name = error_for_code(code).error_name
-        said = f": {message}" if message and message != name else ""
-        return error_for_code(
-            code,
-            f"{name} from the broker at {self.address} for FindCoordinator of group "
-            f"'{group_id}'{said}",
-        )
 
     async def offset_commit(
         self,
@@ -356,7 +349,6 @@ class KafkaCoordinatorClient:
             build, OffsetFetchResponse, timeout_ms, max_version=BY_NAME_MAX_VERSION
         )
         what = f"group '{group_id}'"
-        fetched: list[tuple[str, int, int, int, str | None, int]] = []
         if version >= OFFSET_FETCH_GROUPS_VERSION:
             groups = [g for g in answer.groups if g.group_id == group_id]
             if len(groups) != 1:
@@ -366,42 +358,25 @@ class KafkaCoordinatorClient:
                 )
             (group,) = groups
             request_error = self._error(group.error_code, about=what)
-            for t in group.topics:
-                fetched.extend(
-                    (
-                        t.name,
-                        p.partition_index,
-                        p.committed_offset,
-                        p.committed_leader_epoch,
-                        p.metadata,
-                        p.error_code,
-                    )
-                    for p in t.partitions
-                )
+            topics: Sequence[Any] = group.topics  # OffsetFetchResponseTopics
         else:
             request_error = self._error(answer.error_code, about=what)
-            for v1 in answer.topics:
-                fetched.extend(
-                    (
-                        v1.name,
-                        p.partition_index,
-                        p.committed_offset,
-                        p.committed_leader_epoch,
-                        p.metadata,
-                        p.error_code,
-                    )
-                    for p in v1.partitions
-                )
+            topics = answer.topics  # OffsetFetchResponseTopic: the same fields
         if request_error is not None:
             raise request_error
         committed: dict[TopicPartition, OffsetAndMetadata | None] = {}
-        for topic, partition, offset, epoch, metadata, code in fetched:
-            error = self._error(code, about=f"{what}, partition {topic}-{partition}")
-            if error is not None:
-                raise error
-            committed[TopicPartition(topic, partition)] = (
-                None if offset < 0 else OffsetAndMetadata(offset, metadata or "", epoch)
-            )
+        for t in topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                error = self._error(
+                    p.error_code, about=f"{what}, partition {t.name}-{tp.partition}"
+                )
+                if error is not None:
+                    raise error
+                offset, epoch = p.committed_offset, p.committed_leader_epoch
+                committed[tp] = (
+                    None if offset < 0 else OffsetAndMetadata(offset, p.metadata or "", epoch)
+                )
         if partitions is not None:
             return {tp: committed.get(tp) for tp in partitions}
         return committed

@@ -11,6 +11,8 @@
 - LeaveGroup v0-2 names its one member in `member_id`;
 - a connection the broker drops is a NetworkError, an unanswered request a
   RequestTimedOutError; the next call dials again;
+- a commit is answered while a JoinGroup waits for the rebalance (membership calls go on a
+  connection of their own);
 - `GroupOffsets` forgets a coordinator whose connection drops and finds the group's new one
   through the bootstrap broker.
 """
@@ -38,6 +40,7 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.kafka.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
+from replog.kafka.messages.join_group_response import JoinGroupResponse
 from replog.kafka.messages.leave_group_response import LeaveGroupResponse
 from replog.kafka.messages.offset_commit_response import (
     OffsetCommitResponse,
@@ -54,7 +57,7 @@ from replog.kafka.messages.offset_fetch_response import (
 )
 from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
-FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, LEAVE_GROUP = 10, 8, 9, 13
+FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, LEAVE_GROUP = 10, 8, 9, 11, 13
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)
 
 
@@ -335,3 +338,33 @@ async def test_group_offsets_forgets_a_coordinator_whose_connection_drops() -> N
                 await connections.close()
     assert [key for key, _, _ in old.seen] == [OFFSET_COMMIT]
     assert [key for key, _, _ in new.seen] == [OFFSET_COMMIT]
+
+
+@pytest.mark.asyncio
+async def test_a_commit_is_answered_while_a_join_group_is_parked() -> None:
+    """The membership calls have a connection of their own: a broker answers one connection's
+    requests in order, so a commit behind a JoinGroup parked until the rebalance ends would
+    wait for it."""
+    rebalanced = asyncio.Event()
+
+    async def parked(request: Any, version: int) -> JoinGroupResponse:
+        await rebalanced.wait()
+        return JoinGroupResponse(member_id=request.member_id, generation_id=1)
+
+    async with (
+        ScriptedKafka({JOIN_GROUP: parked, OFFSET_COMMIT: commit_answer(0)}) as broker,
+        KafkaCoordinatorClient(broker.address) as client,
+    ):
+        join = asyncio.create_task(
+            client.join_group(
+                gm.JoinGroupRequest("g", "m-1", "consumer", (("range", b""),), 10_000),
+                timeout_ms=10_000,
+            )
+        )
+        while not broker.seen:  # the JoinGroup is sent, and waits
+            await asyncio.sleep(0.01)
+        errors, _ = await client.offset_commit("g", {A0: OffsetAndMetadata(1)}, timeout_ms=2_000)
+        assert errors == {A0: None}
+        assert not join.done()
+        rebalanced.set()
+        assert (await join).generation_id == 1

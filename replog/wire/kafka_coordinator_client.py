@@ -6,9 +6,10 @@ describe and delete groups, in `replog.coordinator`'s types (the interface the g
 Rules:
 - Requests go over `KafkaConnections` (the client's pool, or one of its own): the membership
   calls (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat) on lane
-  `MEMBERSHIP_LANE`, every other call on `COORDINATOR_LANE`, so that a commit never waits
-  behind a JoinGroup parked until the group's rebalance ends (a broker answers one
-  connection's requests in order), nor a heartbeat behind a long-poll fetch.
+  `MEMBERSHIP_LANE`, every other call on the client's default connection to the broker
+  (`COORDINATOR_LANE`, which no long poll holds), so that a commit never waits behind a
+  JoinGroup parked until the group's rebalance ends (a broker answers one connection's
+  requests in order), nor a heartbeat behind a long-poll fetch.
 - Versions: each API at the highest both sides serve up to the newest that names topics by
   name (OffsetCommit v9 and OffsetFetch v9; v10 names them by id). DescribeGroups stops at v5,
   which describes a missing group as state "Dead" (v6 answers GROUP_ID_NOT_FOUND).
@@ -93,7 +94,7 @@ from replog.kafka.messages.sync_group_response import SyncGroupResponse
 from replog.kafka.protocol.codec import Message
 from replog.net_address import format_host_port
 from replog.wire import shared_commit_tags
-from replog.wire.kafka_connection import KafkaConnection, KafkaConnections
+from replog.wire.kafka_connection import KafkaConnections
 
 M = TypeVar("M", bound=Message)
 
@@ -115,7 +116,7 @@ class _Grouped(Protocol):
 G = TypeVar("G", bound=_Grouped)
 
 MEMBERSHIP_LANE = "group"
-COORDINATOR_LANE = "coordinator"
+COORDINATOR_LANE = ""  # the client's default connection to the broker (metadata, offsets)
 REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 SETUP_TIMEOUT_MS_DEFAULT = 10_000  # Kafka's socket.connection.setup.timeout.ms
 GROUP_KEY_TYPE = 0
@@ -671,11 +672,6 @@ class KafkaCoordinatorClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
-
-    @property
-    def connection(self) -> KafkaConnection | None:
-        """The open connection of the non-membership calls, if any (tests)."""
-        return self._connections.cached(self.address, COORDINATOR_LANE)
 
 
 def _request_level(error: KafkaError) -> bool:

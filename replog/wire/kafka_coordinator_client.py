@@ -288,13 +288,16 @@ class KafkaCoordinatorClient:
                 results[tp] = self._error(
                     p.error_code, about=f"{what}, partition {tp.topic}-{tp.partition}"
                 )
-        # v2-7 have no request-level error: when every partition carries the same
-        # coordinator error (the group's), it is the request's, and raised as before.
-        errors = {type(e) for e in results.values()}
-        if results and len(errors) == 1 and None not in errors:
-            first = next(iter(results.values()))
-            if first is not None and _request_level(first):
-                raise first
+        # OffsetCommit has no request-level error: a broker answers one (NOT_COORDINATOR, ...)
+        # on every partition. Such an error is about the group, and raised as such.
+        answered = list(results.values())
+        first = answered[0] if answered else None
+        if (
+            first is not None
+            and _request_level(first)
+            and all(type(e) is type(first) for e in answered)
+        ):
+            raise first
         shared = shared_commit_tags.shared_from_tags(answer.unknown_tagged_fields, self.address)
         return {
             tp: results[tp]

@@ -6,7 +6,7 @@ address over the client's `KafkaConnections` (a connection per broker and lane, 
 first use, each within `socket.connection.setup.timeout.ms`), and for a producer one
 `ProduceStream` per broker address, the one connection its requests to that broker are
 pipelined on (in order, as a Kafka producer's). Group coordinator calls go through a
-`CoordinatorClient` per address.
+`KafkaCoordinatorClient` per address, on the same connections.
 
 `rpc_error` turns a `grpc.aio.AioRpcError` of a coordinator call into the `replog.errors` class
 a Kafka client would see for the same failure, so that no bare gRPC error leaves the client API:
@@ -46,10 +46,7 @@ from replog.wire.kafka_connection import KafkaConnections
 from replog.wire.redialing_channel import GRPC_CORE_INTERNAL
 
 if TYPE_CHECKING:
-    # Written concurrently by another part of issue #7; typed once it exists.
-    from replog.wire.coordinator_client import (  # type: ignore[import-not-found, unused-ignore]
-        CoordinatorClient,
-    )
+    from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
 CLIENT_ID_HEADER = "x-client-id"
 
@@ -79,7 +76,7 @@ class Connections:
         self.kafka = KafkaConnections(client_id=client_id, setup_timeout_ms=setup_timeout_ms)
         self._brokers: dict[str, KafkaBrokerClient] = {}
         self._produce_streams: dict[str, ProduceStream] = {}
-        self._coordinators: dict[str, CoordinatorClient] = {}
+        self._coordinators: dict[str, KafkaCoordinatorClient] = {}
         self._closed = False
 
     def broker(self, address: str) -> KafkaBrokerClient:
@@ -108,16 +105,16 @@ class Connections:
         if client is not None:
             client.reconnect()
 
-    def coordinator(self, address: str) -> CoordinatorClient:
-        """The client of the `GroupCoordinator` service at `address` (cached)."""
+    def coordinator(self, address: str) -> KafkaCoordinatorClient:
+        """The group coordinator client of the Kafka listener at `address` (cached)."""
         self._check_open()
         client = self._coordinators.get(address)
         if client is None:
             # Imported here: the consumer is the only user, and producers need not load it.
-            from replog.wire.coordinator_client import CoordinatorClient
+            from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
-            client = self._coordinators[address] = CoordinatorClient(
-                address, request_timeout_ms=self.request_timeout_ms
+            client = self._coordinators[address] = KafkaCoordinatorClient(
+                address, request_timeout_ms=self.request_timeout_ms, connections=self.kafka
             )
         return client
 

@@ -3,17 +3,17 @@ classic protocol's `GroupMember` (`replog/coordinator/group_member.py`) or the c
 protocol's `ConsumerProtocolMember` (`consumer_protocol_member.py`, KIP-848), where the rules
 are; `group.protocol` chooses.
 
-A subscribed consumer with a `group.id` joins the group through the gRPC `GroupCoordinator`
-service of the group's coordinator (found as `GroupOffsets` finds it). One background task
-(in the consumer's `TaskOwner`) sends what the core asks for, one request at a time: with the
-classic protocol JoinGroup, SyncGroup, Heartbeat every `heartbeat.interval.ms`, LeaveGroup
-when `max.poll.interval.ms` passes without a poll; with the consumer protocol
+A subscribed consumer with a `group.id` joins the group through the Kafka listener of the
+group's coordinator (found as `GroupOffsets` finds it; `KafkaCoordinatorClient`). One
+background task (in the consumer's `TaskOwner`) sends what the core asks for, one request at a
+time: with the classic protocol JoinGroup, SyncGroup, Heartbeat every `heartbeat.interval.ms`,
+LeaveGroup when `max.poll.interval.ms` passes without a poll; with the consumer protocol
 ConsumerGroupHeartbeat at the coordinator's interval (and at once to acknowledge a reconciled
-assignment), a leaving one (epoch -1 or -2) instead of LeaveGroup. The consumer's `poll`
-calls `poll_started` (liveness) and `run_callbacks`, which runs the listener's callbacks in
-poll (Kafka's place for them) and changes the consumer's assignment around them: partitions
-leave the assignment after `on_partitions_revoked`/`on_partitions_lost` ran (so the callback
-can still commit their positions) and join it before `on_partitions_assigned` runs (so it can
+assignment), a leaving one (epoch -1 or -2) instead of LeaveGroup. The consumer's `poll` calls
+`poll_started` (liveness) and `run_callbacks`, which runs the listener's callbacks in poll
+(Kafka's place for them) and changes the consumer's assignment around them: partitions leave
+the assignment after `on_partitions_revoked`/`on_partitions_lost` ran (so the callback can
+still commit their positions) and join it before `on_partitions_assigned` runs (so it can
 seek).
 
 Rules:
@@ -22,11 +22,12 @@ Rules:
   (without it, lost partitions go to `on_partitions_revoked`, as Kafka's default does). Each
   gets a set of TopicPartition; a method may be a coroutine function (asyncio). An exception
   from a callback is raised from that poll once the assignment change is applied.
-- JoinGroup and SyncGroup may wait for the other members: their gRPC deadline is the rebalance
+- JoinGroup and SyncGroup may wait for the other members: their timeout is the rebalance
   timeout (`max.poll.interval.ms`) plus `request.timeout.ms`.
-- A transport error or a coordinator answer (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-  COORDINATOR_LOAD_IN_PROGRESS) forgets the coordinator; the core retries after
-  `retry.backoff.ms`.
+- A lost or refused connection, an unanswered request or a coordinator answer
+  (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS) forgets the
+  coordinator; the core retries after `retry.backoff.ms`. An error that retrying cannot mend
+  (an invalid group id, an address that is not a Kafka listener) is raised from `poll`.
 """
 
 from __future__ import annotations
@@ -38,8 +39,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
-
-import grpc
 
 from replog.client.group_offsets import GroupOffsets
 from replog.client.records import TopicPartition
@@ -235,7 +234,7 @@ class GroupMembership:
             if outgoing is not None:
                 try:
                     await self._send(outgoing, deadline_ms)
-                except (ReplogError, grpc.aio.AioRpcError, TimeoutError) as exc:
+                except (ReplogError, TimeoutError) as exc:
                     log.warning("group '%s': LeaveGroup failed: %s", self.group_id, exc)
 
     async def _stop_task(self) -> None:
@@ -271,7 +270,7 @@ class GroupMembership:
             )
             try:
                 answer = await self._send(outgoing, self._clock() + timeout_ms)
-            except (ReplogError, grpc.aio.AioRpcError, TimeoutError) as exc:
+            except (ReplogError, TimeoutError) as exc:
                 if isinstance(exc, ReplogError) and not exc.retriable:
                     core.fatal = exc  # poll raises it (an invalid group id, ...)
                     self._on_change()

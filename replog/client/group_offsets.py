@@ -1,14 +1,17 @@
 """A consumer group's committed offsets: find the group's coordinator, commit, fetch, auto-commit.
 
 Committed offsets live in the replicated `__consumer_offsets` topic; the broker leading the
-group's partition of it is the group's coordinator (`GroupCoordinator` service). This module is
+group's partition of it is the group's coordinator (reached on its Kafka listener,
+`KafkaCoordinatorClient`). This module is
 the client side: `GroupOffsets` commits and fetches through whichever broker coordinates the
 group, and `AutoCommitter` implements `enable.auto.commit`.
 
 Rules (Kafka's `ConsumerCoordinator`):
 - The coordinator is found with FindCoordinator on any broker (the ones the metadata knows
   first, then the bootstrap addresses) and remembered until it answers NOT_COORDINATOR or
-  COORDINATOR_NOT_AVAILABLE or cannot be reached; then it is looked up again.
+  COORDINATOR_NOT_AVAILABLE, cannot be reached, loses the connection or leaves a request
+  unanswered (Kafka's `markCoordinatorUnknown`); then it is looked up again. An address that
+  is not a Kafka listener fails the call at once, naming what answered.
 - Retriable answers (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
   timeouts, an unreachable broker) are retried with backoff (`retry.backoff.ms` doubling up
   to `retry.backoff.max.ms`) until the caller's deadline; then `KafkaTimeoutError` names the
@@ -40,10 +43,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
-import grpc
-
 from replog.client.call_guard import guarded
-from replog.client.connections import rpc_error
 from replog.client.offset_lookup import describe_partitions
 from replog.client.records import OffsetAndMetadata, TopicPartition
 from replog.client.task_owner import TaskOwner
@@ -57,8 +57,9 @@ from replog.errors import (
     NetworkError,
     NotCoordinatorError,
     ReplogError,
+    RequestTimedOutError,
 )
-from replog.wire.coordinator_client import CoordinatorClient
+from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
 log = logging.getLogger("replog.client.consumer")
 
@@ -74,7 +75,7 @@ class GroupOffsets:
         self,
         group_id: str,
         *,
-        coordinator_for: Callable[[str], CoordinatorClient],
+        coordinator_for: Callable[[str], KafkaCoordinatorClient],
         brokers: Callable[[], Sequence[str]],
         request_timeout_ms: int,
         retry_backoff_ms: int,
@@ -122,7 +123,7 @@ class GroupOffsets:
             return
         what = f"commit of offsets for {describe_partitions(pending)} in group '{self.group_id}'"
 
-        async def attempt(client: CoordinatorClient, timeout_ms: int) -> None:
+        async def attempt(client: KafkaCoordinatorClient, timeout_ms: int) -> None:
             generation, member_id, instance_id = self.identity()
             answers, shared = await client.offset_commit(
                 self.group_id,
@@ -183,7 +184,7 @@ class GroupOffsets:
         )
 
         async def attempt(
-            client: CoordinatorClient, timeout_ms: int
+            client: KafkaCoordinatorClient, timeout_ms: int
         ) -> dict[TopicPartition, OffsetAndMetadata | None]:
             answer = await client.offset_fetch(self.group_id, wanted, timeout_ms=timeout_ms)
             return {tp: answer.get(tp) for tp in wanted}
@@ -203,7 +204,7 @@ class GroupOffsets:
         deadline_ms: int,
         budget: str,
         rpc: str,
-        attempt: Callable[[CoordinatorClient, int], Awaitable[T]],
+        attempt: Callable[[KafkaCoordinatorClient, int], Awaitable[T]],
     ) -> T:
         backoff_ms = self._retry_backoff_ms
         last: ReplogError | None = None
@@ -221,10 +222,12 @@ class GroupOffsets:
                 return await guarded(
                     attempt(self._coordinator_for(address), timeout_ms), address=address, what=rpc
                 )
-            except grpc.aio.AioRpcError as exc:
-                self.forget_coordinator()
-                last = rpc_error(exc, address=address, what=f"{rpc} for group '{self.group_id}'")
-            except (NotCoordinatorError, CoordinatorNotAvailableError) as exc:
+            except (
+                NotCoordinatorError,
+                CoordinatorNotAvailableError,
+                NetworkError,
+                RequestTimedOutError,
+            ) as exc:
                 self.forget_coordinator()
                 last = exc
             except ReplogError as exc:
@@ -235,7 +238,7 @@ class GroupOffsets:
             await asyncio.sleep(max(0, min(backoff_ms, deadline_ms - self._clock())) / 1000)
             backoff_ms = min(backoff_ms * 2, self._retry_backoff_max_ms)
 
-    async def coordinator_client(self, deadline_ms: int) -> CoordinatorClient:
+    async def coordinator_client(self, deadline_ms: int) -> KafkaCoordinatorClient:
         """The client of the group's coordinator, found first if it is not known."""
         _, address = await self._find_coordinator(deadline_ms)
         return self._coordinator_for(address)
@@ -255,10 +258,7 @@ class GroupOffsets:
                     address=address,
                     what="FindCoordinator",
                 )
-            except grpc.aio.AioRpcError as exc:
-                errors.append(str(rpc_error(exc, address=address, what="FindCoordinator")))
-                continue
-            except NetworkError as exc:
+            except (NetworkError, RequestTimedOutError) as exc:
                 errors.append(str(exc))
                 continue
             self._coordinator = found

@@ -24,7 +24,10 @@ Rules:
   ListGroups v5 names each group's type ("classic" or "consumer") and filters by it.
 - OffsetCommit (v2-10) is fenced by the group's generation and member (and instance id, v7+),
   or for a consumer-protocol group by the member epoch (v9+ carries it); v10 names topics by id
-  (an unknown id: UNKNOWN_TOPIC_ID). A request-level error is every partition's error.
+  (an unknown id: UNKNOWN_TOPIC_ID). A request-level error is every partition's error. The
+  committer is the header's client id, the peer's host and the instance replog's tag names
+  (v8+, `wire.shared_commit_tags`); the other consumers committing the same partitions are
+  answered in replog's tag.
   OffsetFetch (v1-7 one group, v8+ a batch; v9+ with a member id and epoch, fenced for
   consumer-protocol groups; v10 topics by id) answers the committed offset, -1 where none.
 - OffsetDelete (v0): a partition the image does not have is UNKNOWN_TOPIC_OR_PARTITION, as
@@ -116,6 +119,7 @@ from replog.kafka.messages.sync_group_request import SyncGroupRequest
 from replog.kafka.messages.sync_group_response import SyncGroupResponse
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.server.coordinator_service import CoordinatorRequests, UnavailableCoordinator
+from replog.wire import shared_commit_tags
 
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
@@ -217,7 +221,9 @@ class KafkaGroupApis:
                 ]
             )
         if isinstance(body, OffsetCommitRequest):
-            return await self.offset_commit(coordinator, body, version, request.header.client_id)
+            return await self.offset_commit(
+                coordinator, body, version, request.header.client_id, _host(request.peer)
+            )
         if isinstance(body, OffsetFetchRequest):
             return self.offset_fetch(coordinator, body, version)
         if isinstance(body, OffsetDeleteRequest):
@@ -442,6 +448,7 @@ class KafkaGroupApis:
         request: OffsetCommitRequest,
         version: int,
         client_id: str | None,
+        client_host: str = "",
     ) -> OffsetCommitResponse:
         by_id = version >= TOPIC_ID_VERSION
         names = self._topic_names([t.topic_id for t in request.topics] if by_id else [])
@@ -468,7 +475,9 @@ class KafkaGroupApis:
                 tuple(entries),
                 request.generation_id_or_member_epoch,
                 request.member_id,
-                cm.Committer(client_id=client_id or ""),
+                shared_commit_tags.committer_from_tags(
+                    request.unknown_tagged_fields, client_id or "", client_host
+                ),
                 request.group_instance_id,
                 version,
             )
@@ -496,7 +505,9 @@ class KafkaGroupApis:
                     name=topic.name, topic_id=topic.topic_id, partitions=partitions
                 )
             )
-        return OffsetCommitResponse(topics=topics)
+        response = OffsetCommitResponse(topics=topics)
+        response.unknown_tagged_fields = shared_commit_tags.shared_tags(answer.shared)
+        return response
 
     async def offset_delete(
         self, coordinator: CoordinatorRequests, request: OffsetDeleteRequest

@@ -42,6 +42,7 @@ from replog.coordinator.consumer_group_coordinator import (
 from replog.errors import (
     FencedLeaderEpochError,
     KafkaError,
+    NetworkError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
@@ -541,11 +542,19 @@ class FakeBroker:
 
 @dataclass
 class FakeCoordinator:
+    """`KafkaCoordinatorClient`'s calls: a stopped node is a NetworkError naming its address, as
+    a refused connection to a Kafka listener is."""
+
     cluster: FakeCluster
     address: str
 
+    def _up(self, call: str = "") -> int:
+        if self.cluster.node_of(self.address) in self.cluster.down:
+            raise NetworkError(f"cannot connect to {self.address}: connection refused")
+        return self.cluster.check_up(self.address, call)
+
     def _check(self, queue: deque[Exception], call: str) -> None:
-        node = self.cluster.check_up(self.address, call, coordinator=True)
+        node = self._up(call)
         if queue:
             raise queue.popleft()
         if node != self.cluster.coordinator_node:
@@ -554,7 +563,7 @@ class FakeCoordinator:
     async def find_coordinator(
         self, group_id: str, *, timeout_ms: int | None = None
     ) -> tuple[int, str]:
-        self.cluster.check_up(self.address, coordinator=True)
+        self._up()
         self.cluster.calls.append("FindCoordinator")
         if self.cluster.find_errors:
             raise self.cluster.find_errors.popleft()

@@ -209,7 +209,7 @@ async def test_a_dead_cluster_times_out_naming_the_unreachable_brokers() -> None
     cluster.down.update({0, 1, 2})
     with pytest.raises(KafkaTimeoutError) as raised:
         await offsets_of(cluster).fetch([A], deadline_ms=soon(100))
-    assert "node0:9092" in str(raised.value) and "unreachable" in str(raised.value)
+    assert "cannot connect to node0:9092: connection refused" in str(raised.value)
 
 
 @pytest.mark.asyncio

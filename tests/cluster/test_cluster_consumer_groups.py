@@ -76,7 +76,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
 
 
 def bootstrap(node: RunningNode) -> str:
-    return f"127.0.0.1:{node.grpc_port}"
+    """What replog's clients and CLI are given: the node's Kafka listener."""
+    return node.kafka_address
 
 
 class Member:

@@ -22,7 +22,7 @@ from client_cluster import ClientCluster, client_cluster
 from replog import Consumer
 from replog.client.records import TopicPartition
 from replog.errors import ReplogError
-from replog.wire.coordinator_client import CoordinatorClient
+from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
 pytestmark = pytest.mark.slow
 
@@ -76,8 +76,10 @@ def read(
 
 
 async def coordinator_of(cluster: ClientCluster, asked: int) -> int:
-    """The group's coordinator, as broker `asked` names it."""
-    client = CoordinatorClient(cluster.addresses[asked])
+    """The group's coordinator, as broker `asked` names it on its Kafka listener."""
+    (address,) = [n.kafka_address for n in cluster.loopback.layout.nodes if n.node_id == asked]
+    assert address is not None
+    client = KafkaCoordinatorClient(address)
     try:
         node_id, _address = await client.find_coordinator(GROUP)
         return node_id

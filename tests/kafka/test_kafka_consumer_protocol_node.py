@@ -205,7 +205,7 @@ def test_a_regex_subscription_is_matched_by_the_coordinator_beside_replogs_patte
     create("rx-a", "other")
     theirs = Consumer(config(node, "regex-group", "librdkafka"))
     ours = ReplogConsumer(
-        bootstrap_servers=f"127.0.0.1:{node.grpc_port}",
+        bootstrap_servers=node.kafka_address,
         group_id="regex-group",
         group_protocol="consumer",
         client_id="replog",

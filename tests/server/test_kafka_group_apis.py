@@ -3,7 +3,9 @@ and the coordinator's: FindCoordinator one key (v0-3) or a batch (v4+) for the c
 listener, LeaveGroup one member (v0-2) or a batch (v3+), DescribeGroups' missing group (Dead
 before v6, GROUP_ID_NOT_FOUND from v6), ListGroups' type filter, OffsetCommit v10's topic ids,
 ConsumerGroupHeartbeat and ConsumerGroupDescribe field for field (topic names from the image),
-and COORDINATOR_NOT_AVAILABLE before the broker has a coordinator."""
+OffsetCommit's committer (header client id, peer host, replog's instance tag) and the other
+committers answered in replog's tag, and COORDINATOR_NOT_AVAILABLE before the broker has a
+coordinator."""
 
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ from replog.kafka.messages.offset_delete_request import (
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import Message
 from replog.server.kafka_group_apis import KafkaGroupApis
+from replog.wire import shared_commit_tags
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
 ORDERS_ID = topic_id(7)
@@ -152,7 +155,10 @@ class FakeCoordinator:
         return cm.OffsetCommitResponse(
             None,
             tuple(cm.OffsetCommitPartitionResult(e.topic, e.partition) for e in request.entries),
+            self.shared,
         )
+
+    shared: tuple[cm.SharedCommit, ...] = ()
 
 
 def handled(
@@ -318,6 +324,25 @@ def test_offset_commit_v10_names_topics_by_id() -> None:
         (ORDERS_ID, [0]),
         (unknown, [UnknownTopicIdError.code]),
     ]
+
+
+def test_offset_commit_names_the_committer_and_answers_other_committers_in_replogs_tags() -> None:
+    fake = FakeCoordinator()
+    fake.shared = (cm.SharedCommit(cm.Committer("other", "i-2", "10.0.0.3"), (("orders", 0),), 9),)
+    request = OffsetCommitRequest(
+        group_id="g",
+        topics=[
+            OffsetCommitRequestTopic(
+                name="orders",
+                partitions=[OffsetCommitRequestPartition(partition_index=0, committed_offset=5)],
+            )
+        ],
+    )
+    request.unknown_tagged_fields = shared_commit_tags.committer_tags(cm.Committer("", "i-1"))
+    answer = handled(fake, 8, 9, request, peer="10.0.0.9:5000")
+    (committed,) = fake.committed
+    assert committed.committer == cm.Committer("cl", "i-1", "10.0.0.9")
+    assert shared_commit_tags.shared_from_tags(answer.unknown_tagged_fields, "b") == fake.shared
 
 
 def test_every_group_api_is_coordinator_not_available_without_a_coordinator() -> None:

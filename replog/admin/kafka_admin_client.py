@@ -62,6 +62,7 @@ from replog.admin.controller_results import (
 from replog.clock import monotonic_ms
 from replog.common import TopicPartition
 from replog.errors import (
+    KafkaError,
     KafkaTimeoutError,
     NetworkError,
     NoBrokersAvailableError,
@@ -89,6 +90,7 @@ REFUSED_TIMEOUT_S = 30.0  # Kafka: socket.connection.setup.timeout.max.ms
 SETUP_TIMEOUT_MS = 10_000  # Kafka: socket.connection.setup.timeout.ms
 CLIENT_ID = "replog-admin"
 METADATA_TOPIC = "__cluster_metadata"
+BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2  # DescribeCluster's endpoint types (KIP-919)
 _REFUSED = "connection refused"
 
 T = TypeVar("T")
@@ -110,7 +112,11 @@ class AsyncKafkaAdminClient:
         max_retry_backoff_s: float = MAX_RETRY_BACKOFF_S,
         refused_timeout_s: float = REFUSED_TIMEOUT_S,
         setup_timeout_ms: int = SETUP_TIMEOUT_MS,
+        controllers: bool = False,
     ) -> None:
+        """`controllers`: the bootstrap addresses are controllers' Kafka listeners
+        (`bootstrap.controllers`), whose DescribeCluster lists controllers."""
+        self.controllers = controllers
         self.bootstrap: tuple[str, ...] = parse_bootstrap(bootstrap).addresses
         self.default_timeout_s = default_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -179,7 +185,12 @@ class AsyncKafkaAdminClient:
 
     async def describe_cluster(self, *, timeout_s: float | None = None) -> ClusterDescription:
         answer = await self._call(
-            lambda wait_ms: DescribeClusterRequest(include_fenced_brokers=True), timeout_s
+            lambda wait_ms: DescribeClusterRequest(
+                endpoint_type=CONTROLLER_ENDPOINTS if self.controllers else BROKER_ENDPOINTS,
+                include_fenced_brokers=not self.controllers,
+            ),
+            timeout_s,
+            min_version=1 if self.controllers else 0,
         )
         found = answers.error(answer.error_code, answer.error_message)  # type: ignore[attr-defined]
         if found is not None:
@@ -299,6 +310,43 @@ class AsyncKafkaAdminClient:
         assert isinstance(answer, DescribeQuorumResponse)
         assert self._answered is not None
         return answer, self._answered
+
+    # --- one broker: what only a partition's leader answers, or one broker's own view ---------
+
+    async def metadata_at(
+        self, address: str, topics: Sequence[str], *, timeout_ms: int
+    ) -> ClusterMetadata:
+        """Metadata of `topics` as the broker at `address` sees it: one attempt; a failure to
+        get an answer raises NetworkError or RequestTimedOutError."""
+        answer = await self._once(address, answers.metadata_request(topics), timeout_ms)
+        return answers.cluster_metadata(answer)  # type: ignore[arg-type]
+
+    async def delete_records_at(
+        self, address: str, before: Mapping[TopicPartition, int], *, timeout_ms: int
+    ) -> dict[TopicPartition, int | KafkaError]:
+        """DeleteRecords at the leader at `address`: per partition its new low watermark, or
+        its error. One attempt, as `metadata_at`."""
+        request = answers.delete_records_request(before, _server_wait_ms(timeout_ms))
+        answer = await self._once(address, request, timeout_ms)
+        return answers.records_deleted(answer)  # type: ignore[arg-type]
+
+    async def _once(self, address: str, request: Message, timeout_ms: int) -> Message:
+        if self._closed:
+            raise ReplogError("the admin client is closed")
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                connection = await self._connections.get(address)
+        except TimeoutError:
+            self._connections.drop(address)
+            raise RequestTimedOutError(
+                f"no connection to {address} within {timeout_ms} ms"
+            ) from None
+        try:
+            response, _ = await connection.call(request, timeout_ms=timeout_ms)
+        except (NetworkError, RequestTimedOutError):
+            self._connections.drop(address)
+            raise
+        return response
 
     # --- running a call -----------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from replog.errors import KafkaError, UnknownServerError, error_for_code
 from replog.kafka.messages import alter_partition_reassignments_request as apr
 from replog.kafka.messages import create_partitions_request as cp
 from replog.kafka.messages import create_topics_request as ct
+from replog.kafka.messages import delete_records_request as drq
 from replog.kafka.messages import delete_topics_request as dt
 from replog.kafka.messages import describe_configs_request as dc
 from replog.kafka.messages import describe_quorum_response as dqr
@@ -57,6 +58,7 @@ from replog.kafka.messages.alter_partition_reassignments_response import (
 )
 from replog.kafka.messages.create_partitions_response import CreatePartitionsResponse
 from replog.kafka.messages.create_topics_response import CreateTopicsResponse
+from replog.kafka.messages.delete_records_response import DeleteRecordsResponse
 from replog.kafka.messages.delete_topics_response import DeleteTopicsResponse
 from replog.kafka.messages.describe_cluster_response import DescribeClusterResponse
 from replog.kafka.messages.describe_configs_response import DescribeConfigsResponse
@@ -419,6 +421,35 @@ def reassignment_results(response: AlterPartitionReassignmentsResponse) -> list[
         for t in response.responses
         for p in t.partitions
     ]
+
+
+# --- records --------------------------------------------------------------------------------
+
+
+def delete_records_request(
+    before: Mapping[TopicPartition, int], timeout_ms: int
+) -> drq.DeleteRecordsRequest:
+    by_topic: dict[str, list[drq.DeleteRecordsPartition]] = {}
+    for (topic, partition), offset in before.items():
+        by_topic.setdefault(topic, []).append(
+            drq.DeleteRecordsPartition(partition_index=partition, offset=offset)
+        )
+    return drq.DeleteRecordsRequest(
+        topics=[drq.DeleteRecordsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+        timeout_ms=timeout_ms,
+    )
+
+
+def records_deleted(response: DeleteRecordsResponse) -> dict[TopicPartition, int | KafkaError]:
+    """Per partition: its new low watermark, or its error."""
+    found: dict[TopicPartition, int | KafkaError] = {}
+    for t in response.topics:
+        for p in t.partitions:
+            failed = error(p.error_code)
+            found[TopicPartition(t.name, p.partition_index)] = (
+                p.low_watermark if failed is None else failed
+            )
+    return found
 
 
 # --- the metadata quorum --------------------------------------------------------------------

@@ -49,7 +49,7 @@ from replog.cli.topics import MIN_ISR, min_isr_warning
 from replog.errors import ReplogError, UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
-    from replog.admin.controller_client import ControllerClient
+    from replog.admin.kafka_admin_client import KafkaAdminClient
     from replog.admin.controller_results import (
         AlterConfigOp,
         ConfigEntry,
@@ -260,7 +260,7 @@ def _usage_error(args: argparse.Namespace, message: str) -> NoReturn:
     parser.error(message)  # exits with code 2
 
 
-def _every_resource(client: ControllerClient, entity_type: str) -> list[ConfigResource]:
+def _every_resource(client: KafkaAdminClient, entity_type: str) -> list[ConfigResource]:
     from replog.admin.controller_results import ConfigResource
 
     if entity_type == "topics":
@@ -326,7 +326,7 @@ def run_alter(args: argparse.Namespace) -> int:
 
 
 def _min_isr_warning(
-    client: ControllerClient, resource: ConfigResource, added: Mapping[str, str]
+    client: KafkaAdminClient, resource: ConfigResource, added: Mapping[str, str]
 ) -> str | None:
     """`topics.min_isr_warning` for a topic's min.insync.replicas just set, against its
     replication factor."""

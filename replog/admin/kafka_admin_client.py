@@ -446,30 +446,32 @@ def _partitions_of(answer: Any) -> list[TopicPartition]:
 def _retry_reason(response: Message) -> str | None:
     """Why `response` is to be asked again elsewhere: NOT_CONTROLLER or NOT_LEADER_OR_FOLLOWER
     for the whole request, or for every item; None when it is the answer."""
-    codes = _error_codes(response)
+    errors = _errors(response)
     retriable = {NotControllerError.code, NotLeaderOrFollowerError.code}
-    if codes and all(code in retriable for code in codes):
-        error = answers.error(codes[0])
+    if errors and all(code in retriable for code, _ in errors):
+        error = answers.error(*errors[0])
         return f"{type(error).__name__}: {error}" if error is not None else None
     return None
 
 
-def _error_codes(message: Any) -> list[int]:
-    """The request-level error code if set, else every item's (one level of nesting deep)."""
+def _errors(message: Any) -> list[tuple[int, str | None]]:
+    """The request-level error if set, else every item's (two levels deep): (code, message)."""
     whole = getattr(message, "error_code", 0)
     if whole:
-        return [whole]
-    codes: list[int] = []
-    for slot in type(message).__slots__:
-        value = getattr(message, slot, None)
-        if isinstance(value, list):
-            for item in value:
-                if hasattr(item, "error_code"):
-                    codes.append(item.error_code)
-                else:
-                    for inner in _lists(item):
-                        codes.extend(i.error_code for i in inner if hasattr(i, "error_code"))
-    return codes
+        return [(whole, getattr(message, "error_message", None))]
+    found: list[tuple[int, str | None]] = []
+    for items in _lists(message):
+        for item in items:
+            if hasattr(item, "error_code"):
+                found.append((item.error_code, getattr(item, "error_message", None)))
+            else:
+                found.extend(
+                    (inner.error_code, getattr(inner, "error_message", None))
+                    for inners in _lists(item)
+                    for inner in inners
+                    if hasattr(inner, "error_code")
+                )
+    return found
 
 
 def _lists(item: Any) -> list[list[Any]]:

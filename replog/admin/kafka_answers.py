@@ -8,6 +8,8 @@ Rules:
 - An error code of 0 is None, any other the `replog.errors` exception for it carrying the
   broker's message (`error_for_code`); -1 ("none", "unknown") is None, as in `controller_errors`.
 - The all-zero topic id means "none" (Kafka's `Uuid.ZERO_UUID`).
+- A Metadata answer says how current it is in replog's tagged field (`staleness_tag`), when
+  the answering node is a controller; without it the answer is taken as current.
 - Requests name each topic once, in the order given; results keep the answer's order.
 """
 
@@ -43,6 +45,7 @@ from replog.admin.controller_results import (
 )
 from replog.common import TopicPartition
 from replog.errors import KafkaError, UnknownServerError, error_for_code
+from replog.kafka import staleness_tag
 from replog.kafka.messages import alter_partition_reassignments_request as apr
 from replog.kafka.messages import create_partitions_request as cp
 from replog.kafka.messages import create_topics_request as ct
@@ -236,12 +239,28 @@ def cluster_metadata(
     brokers = tuple(
         Broker(b.node_id, b.host, b.port, b.rack, False, False, -1) for b in response.brokers
     )
+    staleness = staleness_tag.decode(response.unknown_tagged_fields)
+    if staleness is None:
+        return ClusterMetadata(
+            response.cluster_id or "",
+            known(response.controller_id),
+            brokers,
+            tuple(topics),
+            -1,  # not on Kafka's wire
+        )
     return ClusterMetadata(
         response.cluster_id or "",
-        known(response.controller_id),
+        # Kafka's rule names some live broker as controller: with no quorum leader known to
+        # the answering node, there is no active controller.
+        known(response.controller_id) if staleness.leader_known else None,
         brokers,
         tuple(topics),
-        -1,  # not on Kafka's wire
+        -1,
+        staleness.stale,
+        staleness.age_ms,
+        staleness.quorum_contact_time_ms,
+        staleness.unreachable_brokers,
+        staleness.node_id,
     )
 
 

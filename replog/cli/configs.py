@@ -49,13 +49,13 @@ from replog.cli.topics import MIN_ISR, min_isr_warning
 from replog.errors import ReplogError, UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
-    from replog.admin.kafka_admin_client import KafkaAdminClient
     from replog.admin.controller_results import (
         AlterConfigOp,
         ConfigEntry,
         ConfigResource,
         ResourceConfigs,
     )
+    from replog.admin.kafka_admin_client import KafkaAdminClient
 
 # --entity-type -> the name of its `ConfigResourceType`. The admin client's types, the
 # generated messages behind them and the controller's config definitions are imported by the

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from replog.cli.arguments import positive_seconds
 from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
+from replog.errors import ReplogError
 
 if TYPE_CHECKING:
     # Imported where a command connects, not by building its parser: the admin client and
@@ -29,9 +30,7 @@ DEFAULT_TIMEOUT_S = 10.0  # long enough for a controller election, short enough 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"  # Kafka's default listener
 
 
-def add_connection_arguments(
-    parser: argparse.ArgumentParser, *, controllers: bool = False
-) -> None:
+def add_connection_arguments(parser: argparse.ArgumentParser, *, controllers: bool = False) -> None:
     """`--bootstrap-server` (and with `controllers`, `--bootstrap-controller`), `--data-dir`
     and `--timeout`."""
     where = parser.add_mutually_exclusive_group() if controllers else parser
@@ -65,18 +64,24 @@ def add_connection_arguments(
 def bootstrap(args: argparse.Namespace) -> list[str]:
     """The Kafka listeners to ask, in turn (module docstring)."""
     from replog.admin.bootstrap import parse_bootstrap
-    from replog.cli.local_cluster import accepts_connections
 
     for option in ("bootstrap_server", "bootstrap_controller"):
         named = getattr(args, option, None)
         if named is not None:
             flag = "--" + option.replace("_", "-")
             return list(parse_bootstrap(named, what=flag).addresses)
-    directory = args.data_dir or DEFAULT_DATA_DIR
-    if args.data_dir is None and not LocalCluster.exists(directory):
-        if not accepts_connections(DEFAULT_BOOTSTRAP):
-            from replog.errors import ReplogError
+    return default_bootstrap(args.data_dir)
 
+
+def default_bootstrap(data_dir: str | None) -> list[str]:
+    """The Kafka listeners of the local cluster in `data_dir` (default `./.replog/cluster`),
+    or with no `data_dir` and no local cluster 127.0.0.1:9092, checked to accept a TCP
+    connection (module docstring)."""
+    from replog.cli.local_cluster import accepts_connections
+
+    directory = data_dir or DEFAULT_DATA_DIR
+    if data_dir is None and not LocalCluster.exists(directory):
+        if not accepts_connections(DEFAULT_BOOTSTRAP):
             raise ReplogError(
                 f"nothing answers at {DEFAULT_BOOTSTRAP} (the default) and there is no local "
                 f"cluster in {directory}: pass --bootstrap-server, or start one with "
@@ -89,8 +94,6 @@ def bootstrap(args: argparse.Namespace) -> list[str]:
         n.kafka_controller_address for n in cluster.nodes if n.kafka_controller_address
     ]
     if not addresses:
-        from replog.errors import ReplogError
-
         raise ReplogError(
             f"the local cluster in {cluster.directory} has no Kafka listeners; pass "
             "--bootstrap-server"

@@ -59,8 +59,8 @@ if TYPE_CHECKING:
     # The admin client (gRPC, the generated messages) loads when a subcommand connects, not
     # by `--help`.
     from replog.admin.cluster_metadata import ClusterMetadata
-    from replog.admin.kafka_admin_client import KafkaAdminClient
     from replog.admin.controller_results import OngoingReassignment
+    from replog.admin.kafka_admin_client import KafkaAdminClient
 
 Assignment = dict[tuple[str, int], tuple[int, ...]]
 

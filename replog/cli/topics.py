@@ -186,9 +186,7 @@ def run_describe(args: argparse.Namespace) -> int:
         # partitions).
         args.usage.error("--topics-with-overrides cannot be combined with a partition filter")
     with connect(args) as client:
-        metadata = client.metadata(
-            [args.topic] if args.topic else None, with_reassignments=True
-        )
+        metadata = client.metadata([args.topic] if args.topic else None, with_reassignments=True)
         topics = _found_topics(metadata.topics, args)
         configs = {} if filtering else _topic_configs(client, topics)
         min_isr = (

@@ -44,7 +44,12 @@ from replog.admin.controller_results import (
     ResourceConfigs,
 )
 from replog.common import TopicPartition
-from replog.errors import KafkaError, UnknownServerError, error_for_code
+from replog.errors import (
+    KafkaError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
 from replog.kafka import staleness_tag
 from replog.kafka.messages import alter_partition_reassignments_request as apr
 from replog.kafka.messages import create_partitions_request as cp
@@ -105,6 +110,11 @@ def error(code: int, message: str | None = None) -> KafkaError | None:
         text = f"error code {code}"
         found = UnknownServerError(f"{text}: {message}" if message else text)
     return found
+
+
+def _name(code: int) -> str:
+    """Kafka's name of an error code (Metadata's errors come without a message)."""
+    return error_for_code(code).error_name
 
 
 def topic_id(value: UUID) -> UUID | None:
@@ -230,11 +240,24 @@ def cluster_metadata(
                     tuple(p.offline_replicas),
                     move.adding_replicas if move else (),
                     move.removing_replicas if move else (),
-                    error(p.error_code),
+                    error(
+                        p.error_code,
+                        f"partition {t.name}-{p.partition_index}: {_name(p.error_code)}",
+                    ),
                 )
             )
         topics.append(
-            TopicInfo(t.name or "", topic_id(t.topic_id), tuple(partitions), error(t.error_code))
+            TopicInfo(
+                t.name or "",
+                topic_id(t.topic_id),
+                tuple(partitions),
+                error(
+                    t.error_code,
+                    f"topic {t.name!r} does not exist"
+                    if t.error_code == UnknownTopicOrPartitionError.code
+                    else f"topic {t.name!r}: {_name(t.error_code)}",
+                ),
+            )
         )
     brokers = tuple(
         Broker(b.node_id, b.host, b.port, b.rack, False, False, -1) for b in response.brokers

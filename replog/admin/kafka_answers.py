@@ -556,4 +556,5 @@ def quorum_description(response: dqr.DescribeQuorumResponse, address: str) -> Qu
             for n in response.nodes
             if n.listeners
         },
+        voter_listeners={n.node_id: n.listeners[0].name for n in response.nodes if n.listeners},
     )

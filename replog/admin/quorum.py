@@ -144,8 +144,10 @@ class QuorumDescription:
     observers: tuple[int, ...]
     replicas: tuple[ReplicaRow, ...]  # the leader, the other voters, the observers
     answered_by: str
-    # Where each voter listens, as the answering node's controller.quorum.voters says.
+    # Where each voter listens, as the answering node's controller.quorum.voters says, or as
+    # Kafka's DescribeQuorum names its listener (by listener name, `voter_listeners`).
     voter_addresses: Mapping[int, str] = field(default_factory=dict)
+    voter_listeners: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
     def from_answer(cls, answer: pb.DescribeQuorumResponse, address: str) -> QuorumDescription:
@@ -201,7 +203,12 @@ class QuorumDescription:
 
         def describe(ids: Sequence[int]) -> list[dict[str, Any]]:
             return [
-                {"id": i, "endpoints": [f"CONTROLLER://{addresses[i]}"] if i in addresses else []}
+                {
+                    "id": i,
+                    "endpoints": [f"{self.voter_listeners.get(i, 'CONTROLLER')}://{addresses[i]}"]
+                    if i in addresses
+                    else [],
+                }
                 for i in ids
             ]
 

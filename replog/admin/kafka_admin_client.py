@@ -3,7 +3,7 @@ of the Python Admin client, made with Kafka's admin APIs on the brokers' Kafka l
 
 The asyncio client serves the Admin client; the blocking one runs it on an event loop of its
 own in a daemon thread, for the CLI. Both take and return the dataclasses of `cluster_metadata`
-and `controller_results` (`kafka_answers` translates).
+and `controller_results` (`kafka_cluster_answers` and `kafka_answers` translate).
 
 Where requests go:
 - Any Kafka listener answers every admin API (a broker forwards the controller's requests to the
@@ -38,27 +38,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
-from replog.admin import kafka_answers as answers
+from replog.admin import kafka_cluster_answers as cluster_answers
 from replog.admin.bootstrap import parse_bootstrap
 from replog.admin.cluster_metadata import ClusterDescription, ClusterMetadata
-from replog.admin.controller_results import (
-    AlterConfigOp,
-    ConfigResource,
-    ConfigsAltered,
-    CreatedTopic,
-    DeletedTopic,
-    ElectionResult,
-    ElectionType,
-    NewPartitions,
-    NewTopic,
-    OngoingReassignment,
-    PartitionsCreated,
-    ReassignmentResult,
-    ResourceConfigs,
-)
 from replog.clock import monotonic_ms
 from replog.common import TopicPartition
 from replog.errors import (
@@ -88,8 +73,29 @@ RETRY_BACKOFF_S = 0.1  # Kafka: retry.backoff.ms
 MAX_RETRY_BACKOFF_S = 1.0  # Kafka: retry.backoff.max.ms
 REFUSED_TIMEOUT_S = 30.0  # Kafka: socket.connection.setup.timeout.max.ms
 SETUP_TIMEOUT_MS = 10_000  # Kafka: socket.connection.setup.timeout.ms
+
+if TYPE_CHECKING:
+    # The requests and results of changes (`kafka_answers`) load with the call that makes one:
+    # a command that only reads the cluster loads none of them.
+    from replog.admin.controller_results import (
+        AlterConfigOp,
+        ConfigResource,
+        ConfigsAltered,
+        CreatedTopic,
+        DeletedTopic,
+        ElectionResult,
+        ElectionType,
+        NewPartitions,
+        NewTopic,
+        OngoingReassignment,
+        PartitionsCreated,
+        ReassignmentResult,
+        ResourceConfigs,
+    )
+
 CLIENT_ID = "replog-admin"
 METADATA_TOPIC = "__cluster_metadata"
+PREFERRED_ELECTION = 0  # ElectLeaders' election type; v0 knows no other
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2  # DescribeCluster's endpoint types (KIP-919)
 _REFUSED = "connection refused"
 
@@ -147,6 +153,8 @@ class AsyncKafkaAdminClient:
         validate_only: bool = False,
         timeout_s: float | None = None,
     ) -> list[CreatedTopic]:
+        from replog.admin import kafka_answers as answers
+
         answer = await self._call(
             lambda wait_ms: answers.create_topics_request(topics, validate_only, wait_ms),
             timeout_s,
@@ -160,6 +168,8 @@ class AsyncKafkaAdminClient:
         topic_ids: Sequence[UUID] = (),
         timeout_s: float | None = None,
     ) -> list[DeletedTopic]:
+        from replog.admin import kafka_answers as answers
+
         # Topic ids need v6; names alone go at any version the broker serves.
         answer = await self._call(
             lambda wait_ms: answers.delete_topics_request(names, topic_ids, wait_ms),
@@ -175,6 +185,8 @@ class AsyncKafkaAdminClient:
         validate_only: bool = False,
         timeout_s: float | None = None,
     ) -> list[PartitionsCreated]:
+        from replog.admin import kafka_answers as answers
+
         answer = await self._call(
             lambda wait_ms: answers.create_partitions_request(increases, validate_only, wait_ms),
             timeout_s,
@@ -192,10 +204,10 @@ class AsyncKafkaAdminClient:
             timeout_s,
             min_version=1 if self.controllers else 0,
         )
-        found = answers.error(answer.error_code, answer.error_message)  # type: ignore[attr-defined]
+        found = cluster_answers.error(answer.error_code, answer.error_message)  # type: ignore[attr-defined]
         if found is not None:
             raise found
-        return answers.cluster_description(answer)  # type: ignore[arg-type]
+        return cluster_answers.cluster_description(answer)  # type: ignore[arg-type]
 
     async def metadata(
         self,
@@ -209,7 +221,7 @@ class AsyncKafkaAdminClient:
         ListPartitionReassignments more)."""
         deadline_ms = self._deadline_ms(timeout_s)
         answer = await self._call(
-            lambda wait_ms: answers.metadata_request(topics), self._left_s(deadline_ms)
+            lambda wait_ms: cluster_answers.metadata_request(topics), self._left_s(deadline_ms)
         )
         self._brokers = tuple(format_host_port(b.host, b.port) for b in answer.brokers)  # type: ignore[attr-defined]
         moving: list[OngoingReassignment] = []
@@ -217,7 +229,7 @@ class AsyncKafkaAdminClient:
             moving = await self.list_partition_reassignments(
                 None if not topics else _partitions_of(answer), timeout_s=self._left_s(deadline_ms)
             )
-        return answers.cluster_metadata(answer, moving)  # type: ignore[arg-type]
+        return cluster_answers.cluster_metadata(answer, moving)  # type: ignore[arg-type]
 
     # --- configs ------------------------------------------------------------------------------
 
@@ -229,6 +241,8 @@ class AsyncKafkaAdminClient:
         timeout_s: float | None = None,
     ) -> list[ResourceConfigs]:
         """Every config of each resource, or only `keys` when given."""
+        from replog.admin import kafka_answers as answers
+
         answer = await self._call(
             lambda wait_ms: answers.describe_configs_request(resources, keys), timeout_s
         )
@@ -241,6 +255,8 @@ class AsyncKafkaAdminClient:
         validate_only: bool = False,
         timeout_s: float | None = None,
     ) -> list[ConfigsAltered]:
+        from replog.admin import kafka_answers as answers
+
         answer = await self._call(
             lambda wait_ms: answers.incremental_alter_configs_request(changes, validate_only),
             timeout_s,
@@ -257,11 +273,13 @@ class AsyncKafkaAdminClient:
         timeout_s: float | None = None,
     ) -> list[ElectionResult]:
         """Elect leaders of `partitions` (None: every eligible partition)."""
+        from replog.admin import kafka_answers as answers
+
         chosen = None if partitions is None else list(partitions)
         answer = await self._call(
             lambda wait_ms: answers.elect_leaders_request(int(election_type), chosen, wait_ms),
             timeout_s,
-            min_version=1 if election_type != ElectionType.PREFERRED else 0,
+            min_version=1 if int(election_type) != PREFERRED_ELECTION else 0,  # unclean: v1+
         )
         return answers.election_results(answer)  # type: ignore[arg-type]
 
@@ -272,12 +290,14 @@ class AsyncKafkaAdminClient:
         timeout_s: float | None = None,
     ) -> list[OngoingReassignment]:
         """The ongoing reassignments of `partitions` (None: of every partition)."""
+        from replog.admin import kafka_answers as answers
+
         chosen = None if partitions is None else list(partitions)
         answer = await self._call(
             lambda wait_ms: answers.list_partition_reassignments_request(chosen, wait_ms),
             timeout_s,
         )
-        found = answers.error(answer.error_code, answer.error_message)  # type: ignore[attr-defined]
+        found = cluster_answers.error(answer.error_code, answer.error_message)  # type: ignore[attr-defined]
         if found is not None:
             raise found
         return answers.ongoing_reassignments(answer)  # type: ignore[arg-type]
@@ -289,6 +309,8 @@ class AsyncKafkaAdminClient:
         timeout_s: float | None = None,
     ) -> list[ReassignmentResult]:
         """Move each partition to the replicas given; None cancels its ongoing reassignment."""
+        from replog.admin import kafka_answers as answers
+
         answer = await self._call(
             lambda wait_ms: answers.alter_partition_reassignments_request(reassignments, wait_ms),
             timeout_s,
@@ -318,14 +340,16 @@ class AsyncKafkaAdminClient:
     ) -> ClusterMetadata:
         """Metadata of `topics` as the broker at `address` sees it: one attempt; a failure to
         get an answer raises NetworkError or RequestTimedOutError."""
-        answer = await self._once(address, answers.metadata_request(topics), timeout_ms)
-        return answers.cluster_metadata(answer)  # type: ignore[arg-type]
+        answer = await self._once(address, cluster_answers.metadata_request(topics), timeout_ms)
+        return cluster_answers.cluster_metadata(answer)  # type: ignore[arg-type]
 
     async def delete_records_at(
         self, address: str, before: Mapping[TopicPartition, int], *, timeout_ms: int
     ) -> dict[TopicPartition, int | KafkaError]:
         """DeleteRecords at the leader at `address`: per partition its new low watermark, or
         its error. One attempt, as `metadata_at`."""
+        from replog.admin import kafka_answers as answers
+
         request = answers.delete_records_request(before, _server_wait_ms(timeout_ms))
         answer = await self._once(address, request, timeout_ms)
         return answers.records_deleted(answer)  # type: ignore[arg-type]
@@ -449,7 +473,7 @@ def _retry_reason(response: Message) -> str | None:
     errors = _errors(response)
     retriable = {NotControllerError.code, NotLeaderOrFollowerError.code}
     if errors and all(code in retriable for code, _ in errors):
-        error = answers.error(*errors[0])
+        error = cluster_answers.error(*errors[0])
         return f"{type(error).__name__}: {error}" if error is not None else None
     return None
 

@@ -51,7 +51,7 @@ def register(commands: Any) -> None:
 def run_describe(args: argparse.Namespace) -> int:
     # The admin client and the generated messages are loaded when the command runs, not by
     # `--help`.
-    from replog.admin.kafka_answers import quorum_description
+    from replog.admin.kafka_cluster_answers import quorum_description
 
     with connect(args) as client:
         description = quorum_description(*client.describe_quorum())

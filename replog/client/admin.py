@@ -41,7 +41,7 @@ import logging
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from replog.admin import kafka_answers
+from replog.admin import kafka_cluster_answers
 from replog.admin.cluster_metadata import ClusterDescription, ClusterMetadata
 from replog.admin.controller_results import (
     AlterConfigOp,
@@ -404,7 +404,7 @@ class Admin:
             if "connection refused" in str(exc) and "answered" not in str(exc):
                 raise NoBrokersAvailableError(f"describe_quorum: {exc}") from None
             raise
-        return kafka_answers.quorum_description(answer, address)
+        return kafka_cluster_answers.quorum_description(answer, address)
 
     # --- helpers ---------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from replog.admin.controller_results import (
     NewTopic,
 )
 from replog.admin.kafka_admin_client import KafkaAdminClient
-from replog.admin.kafka_answers import quorum_description
+from replog.admin.kafka_cluster_answers import quorum_description
 from replog.common import TopicPartition
 from replog.errors import (
     KafkaTimeoutError,

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
@@ -57,6 +57,7 @@ from replog.errors import (
     RequestTimedOutError,
 )
 from replog.kafka.messages.describe_cluster_request import DescribeClusterRequest
+from replog.kafka.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from replog.kafka.messages.describe_quorum_request import (
     DescribeQuorumRequest,
     PartitionData,
@@ -65,6 +66,7 @@ from replog.kafka.messages.describe_quorum_request import (
 from replog.kafka.messages.describe_quorum_response import DescribeQuorumResponse
 from replog.kafka.protocol.codec import Message
 from replog.net_address import format_host_port
+from replog.replication import messages as m
 from replog.wire.kafka_connection import KafkaConnections
 
 DEFAULT_TIMEOUT_S = 30.0  # a whole call, retries included (Kafka: default.api.timeout.ms 60 s)
@@ -354,6 +356,15 @@ class AsyncKafkaAdminClient:
         answer = await self._once(address, request, timeout_ms)
         return answers.records_deleted(answer)  # type: ignore[arg-type]
 
+    async def describe_log_dirs_at(
+        self, address: str, topics: Collection[str] = (), *, timeout_ms: int
+    ) -> m.DescribeLogDirsResponse:
+        """The log dirs of the broker at `address` and the replicas in them (only `topics`'
+        when given: Kafka's request names partitions, so every topic is asked for and the
+        answer filtered). One attempt, as `metadata_at`."""
+        answer = await self._once(address, DescribeLogDirsRequest(topics=None), timeout_ms)
+        return cluster_answers.log_dirs(answer, topics)  # type: ignore[arg-type]
+
     async def _once(self, address: str, request: Message, timeout_ms: int) -> Message:
         if self._closed:
             raise ReplogError("the admin client is closed")
@@ -583,3 +594,6 @@ class KafkaAdminClient:
 
     def describe_quorum(self, **kwargs: Any) -> tuple[DescribeQuorumResponse, str]:
         return self._run(self._async.describe_quorum(**kwargs))
+
+    def describe_log_dirs_at(self, *args: Any, **kwargs: Any) -> m.DescribeLogDirsResponse:
+        return self._run(self._async.describe_log_dirs_at(*args, **kwargs))

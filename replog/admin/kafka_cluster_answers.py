@@ -1,5 +1,5 @@
 """Kafka's answers about the cluster read into the admin dataclasses: Metadata, DescribeCluster,
-DescribeQuorum, and the error codes every answer carries.
+DescribeQuorum, DescribeLogDirs, and the error codes every answer carries.
 
 `kafka_admin_client` reads these; what a change answers (topics created, configs, elections,
 reassignments) is `kafka_answers`, apart, so that a command that only reads the cluster
@@ -16,7 +16,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
@@ -35,12 +35,14 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
     error_for_code,
 )
-from replog.kafka import staleness_tag
+from replog.kafka import replica_offsets_tag, staleness_tag
 from replog.kafka.messages import describe_quorum_response as dqr
 from replog.kafka.messages import metadata_request as mr
 from replog.kafka.messages.describe_cluster_response import DescribeClusterResponse
+from replog.kafka.messages.describe_log_dirs_response import DescribeLogDirsResponse
 from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.net_address import format_host_port
+from replog.replication import messages as m
 
 if TYPE_CHECKING:
     from replog.admin.controller_results import OngoingReassignment
@@ -223,3 +225,36 @@ def quorum_description(response: dqr.DescribeQuorumResponse, address: str) -> Qu
         },
         voter_listeners={n.node_id: n.listeners[0].name for n in response.nodes if n.listeners},
     )
+
+
+# --- log dirs -------------------------------------------------------------------------------
+
+
+def log_dirs(
+    response: DescribeLogDirsResponse, topics: Collection[str] = ()
+) -> m.DescribeLogDirsResponse:
+    """One broker's answer: its dirs and their replicas (only `topics`' when given), with the
+    offsets of replog's tag (-1 when a broker did not add it)."""
+    dirs = []
+    for result in response.results:
+        replicas = []
+        for topic in result.topics:
+            if topics and topic.name not in topics:
+                continue
+            for p in topic.partitions:
+                offsets = replica_offsets_tag.decode(p.unknown_tagged_fields)
+                start, end, high = offsets if offsets is not None else (-1, -1, -1)
+                replicas.append(
+                    m.ReplicaLogInfo(
+                        topic.name,
+                        p.partition_index,
+                        p.partition_size,
+                        p.offset_lag,
+                        p.is_future_key,
+                        start,
+                        end,
+                        high,
+                    )
+                )
+        dirs.append(m.LogDirDescription(result.log_dir, error(result.error_code), tuple(replicas)))
+    return m.DescribeLogDirsResponse(tuple(dirs))

@@ -33,6 +33,7 @@ from replog.admin.kafka_admin_client import KafkaAdminClient
 from replog.admin.kafka_cluster_answers import quorum_description
 from replog.common import TopicPartition
 from replog.errors import (
+    KafkaStorageError,
     KafkaTimeoutError,
     NoBrokersAvailableError,
     NotAKafkaListenerError,
@@ -42,13 +43,15 @@ from replog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from replog.kafka import staleness_tag
+from replog.kafka import replica_offsets_tag, staleness_tag
 from replog.kafka.messages import create_topics_response as ctr
 from replog.kafka.messages import delete_records_response as drr
 from replog.kafka.messages import describe_configs_response as dcr
+from replog.kafka.messages import describe_log_dirs_response as dld
 from replog.kafka.messages import describe_quorum_response as dqr
 from replog.kafka.messages import list_partition_reassignments_response as lpr
 from replog.kafka.messages import metadata_response as mr
+from replog.kafka.replica_offsets_tag import ReplicaOffsets
 from tests.local_ports import free_port
 
 
@@ -406,3 +409,36 @@ def test_a_whole_request_error_raises_and_delete_records_reads_each_partition(
         (0, 7),
         (1, 99),
     ]
+
+
+def test_log_dirs_carry_replogs_offsets_and_keep_the_topics_asked_for(
+    two: list[FakeKafkaListener],
+) -> None:
+    broker, _ = two
+    tagged = dld.DescribeLogDirsPartition(partition_index=0, partition_size=100)
+    tagged.unknown_tagged_fields = (replica_offsets_tag.encode(ReplicaOffsets(1, 9, 8)),)
+    untagged = dld.DescribeLogDirsPartition(partition_index=0, partition_size=5)
+    broker.script(
+        "DescribeLogDirs",
+        dld.DescribeLogDirsResponse(
+            results=[
+                dld.DescribeLogDirsResult(
+                    log_dir="/d",
+                    topics=[
+                        dld.DescribeLogDirsTopic(name="t", partitions=[tagged]),
+                        dld.DescribeLogDirsTopic(name="u", partitions=[untagged]),
+                    ],
+                ),
+                dld.DescribeLogDirsResult(log_dir="/e", error_code=KafkaStorageError.code),
+            ]
+        ),
+    )
+    with KafkaAdminClient(broker.address) as client:
+        every = client.describe_log_dirs_at(broker.address, timeout_ms=5_000)
+        only_t = client.describe_log_dirs_at(broker.address, ["t"], timeout_ms=5_000)
+    d, e = every.log_dirs
+    assert [(r.topic, r.size, r.log_start_offset, r.log_end_offset, r.high_watermark)
+            for r in d.replicas] == [("t", 100, 1, 9, 8), ("u", 5, -1, -1, -1)]  # fmt: skip
+    assert isinstance(e.error, KafkaStorageError) and e.replicas == ()
+    assert [r.topic for r in only_t.log_dirs[0].replicas] == ["t"]
+    assert all(request.topics is None for request in broker.asked("DescribeLogDirs"))

@@ -43,6 +43,14 @@ from uuid import UUID
 
 from replog.admin import kafka_cluster_answers as cluster_answers
 from replog.admin.bootstrap import parse_bootstrap
+from replog.admin.call_budget import (
+    DEFAULT_TIMEOUT_S,
+    MAX_RETRY_BACKOFF_S,
+    REFUSED_TIMEOUT_S,
+    REQUEST_TIMEOUT_S,
+    RETRY_BACKOFF_S,
+    server_wait_ms,
+)
 from replog.admin.cluster_metadata import ClusterDescription, ClusterMetadata
 from replog.clock import monotonic_ms
 from replog.common import TopicPartition
@@ -69,11 +77,6 @@ from replog.net_address import format_host_port
 from replog.replication import messages as m
 from replog.wire.kafka_connection import KafkaConnections
 
-DEFAULT_TIMEOUT_S = 30.0  # a whole call, retries included (Kafka: default.api.timeout.ms 60 s)
-REQUEST_TIMEOUT_S = 10.0  # one attempt
-RETRY_BACKOFF_S = 0.1  # Kafka: retry.backoff.ms
-MAX_RETRY_BACKOFF_S = 1.0  # Kafka: retry.backoff.max.ms
-REFUSED_TIMEOUT_S = 30.0  # Kafka: socket.connection.setup.timeout.max.ms
 SETUP_TIMEOUT_MS = 10_000  # Kafka: socket.connection.setup.timeout.ms
 
 if TYPE_CHECKING:
@@ -220,17 +223,21 @@ class AsyncKafkaAdminClient:
     ) -> ClusterMetadata:
         """The brokers and the topics named (None or empty: every topic); with
         `with_reassignments`, each partition's replicas being added and removed too (one
-        ListPartitionReassignments more)."""
+        ListPartitionReassignments more, skipped when the answer says no controller is active:
+        none could answer it)."""
         deadline_ms = self._deadline_ms(timeout_s)
         answer = await self._call(
             lambda wait_ms: cluster_answers.metadata_request(topics), self._left_s(deadline_ms)
         )
         self._brokers = tuple(format_host_port(b.host, b.port) for b in answer.brokers)  # type: ignore[attr-defined]
-        moving: list[OngoingReassignment] = []
-        if with_reassignments and answer.topics:  # type: ignore[attr-defined]
-            moving = await self.list_partition_reassignments(
-                None if not topics else _partitions_of(answer), timeout_s=self._left_s(deadline_ms)
-            )
+        found = cluster_answers.cluster_metadata(answer)  # type: ignore[arg-type]
+        # Without an active controller nothing can say which reassignments are in progress;
+        # the answer itself says it may be stale.
+        if not with_reassignments or not found.topics or found.controller_id is None or found.stale:
+            return found
+        moving = await self.list_partition_reassignments(
+            None if not topics else _partitions_of(answer), timeout_s=self._left_s(deadline_ms)
+        )
         return cluster_answers.cluster_metadata(answer, moving)  # type: ignore[arg-type]
 
     # --- configs ------------------------------------------------------------------------------
@@ -352,9 +359,9 @@ class AsyncKafkaAdminClient:
         its error. One attempt, as `metadata_at`."""
         from replog.admin import kafka_answers as answers
 
-        request = answers.delete_records_request(before, _server_wait_ms(timeout_ms))
+        request = answers.delete_records_request(before, server_wait_ms(timeout_ms))
         answer = await self._once(address, request, timeout_ms)
-        return answers.records_deleted(answer)  # type: ignore[arg-type]
+        return answers.records_deleted(answer, before)  # type: ignore[arg-type]
 
     async def describe_log_dirs_at(
         self, address: str, topics: Collection[str] = (), *, timeout_ms: int
@@ -422,7 +429,7 @@ class AsyncKafkaAdminClient:
                 if remaining_ms <= 0:
                     break
                 attempt_ms = min(int(self.request_timeout_s * 1000), remaining_ms)
-                request = build(_server_wait_ms(attempt_ms))
+                request = build(server_wait_ms(attempt_ms))
                 name = request.NAME.removesuffix("Request")
                 try:
                     async with asyncio.timeout(attempt_ms / 1000):
@@ -512,11 +519,6 @@ def _errors(message: Any) -> list[tuple[int, str | None]]:
 def _lists(item: Any) -> list[list[Any]]:
     slots = getattr(type(item), "__slots__", ())
     return [v for s in slots if isinstance(v := getattr(item, s, None), list)]
-
-
-def _server_wait_ms(attempt_ms: int) -> int:
-    """How long the controller may wait within an attempt: room is left for its answer."""
-    return max(1, attempt_ms - min(500, attempt_ms // 10))
 
 
 def _summary(said: Mapping[str, str]) -> str:

@@ -348,13 +348,18 @@ def delete_records_request(
     )
 
 
-def records_deleted(response: DeleteRecordsResponse) -> dict[TopicPartition, int | KafkaError]:
-    """Per partition: its new low watermark, or its error."""
+def records_deleted(
+    response: DeleteRecordsResponse, before: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int | KafkaError]:
+    """Per partition: its new low watermark, or its error, naming the offset asked for (Kafka's
+    answer carries a code only)."""
     found: dict[TopicPartition, int | KafkaError] = {}
     for t in response.topics:
         for p in t.partitions:
-            failed = error(p.error_code)
-            found[TopicPartition(t.name, p.partition_index)] = (
-                p.low_watermark if failed is None else failed
-            )
+            tp = TopicPartition(t.name, p.partition_index)
+            asked = before.get(tp)
+            failed = error(p.error_code, None if asked is None else f"offset {asked}")
+            if failed is not None and asked is not None:
+                failed = type(failed)(f"offset {asked}: {failed.error_name}")
+            found[tp] = p.low_watermark if failed is None else failed
     return found

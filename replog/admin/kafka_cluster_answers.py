@@ -181,49 +181,27 @@ def quorum_partition(response: dqr.DescribeQuorumResponse) -> dqr.PartitionData:
 
 def quorum_description(response: dqr.DescribeQuorumResponse, address: str) -> QuorumDescription:
     """The answer as `QuorumDescription` (lags computed as Kafka's tool does); the voters'
-    addresses are their first listeners (v2 and up)."""
-    from replog.admin.quorum import QuorumDescription, ReplicaRow
+    addresses and listener names are their first listeners (v2 and up)."""
+    from replog.admin.quorum import QuorumDescription
 
     partition = quorum_partition(response)
-    leader_end = next(
-        (
-            known(r.log_end_offset)
-            for r in partition.current_voters
-            if r.replica_id == partition.leader_id
-        ),
-        None,
-    )
 
-    def row(replica: dqr.ReplicaState, status: str) -> ReplicaRow:
-        end = known(replica.log_end_offset)
-        lag = None if end is None or leader_end is None else max(0, leader_end - end)
-        return ReplicaRow(
-            replica.replica_id,
-            end,
-            lag,
-            known(replica.last_fetch_timestamp),
-            known(replica.last_caught_up_timestamp),
-            status,
-        )
+    def replicas(states: Sequence[dqr.ReplicaState]) -> list[tuple[int, int, int, int]]:
+        return [
+            (r.replica_id, r.log_end_offset, r.last_fetch_timestamp, r.last_caught_up_timestamp)
+            for r in states
+        ]
 
-    voters = partition.current_voters
-    leader = [row(r, "Leader") for r in voters if r.replica_id == partition.leader_id]
-    followers = [row(r, "Follower") for r in voters if r.replica_id != partition.leader_id]
-    observers = [row(r, "Observer") for r in partition.observers]
-    return QuorumDescription(
-        leader_id=partition.leader_id,
-        leader_epoch=partition.leader_epoch,
-        high_watermark=known(partition.high_watermark),
-        voters=tuple(r.replica_id for r in voters),
-        observers=tuple(r.replica_id for r in partition.observers),
-        replicas=(*leader, *followers, *observers),
-        answered_by=address,
-        voter_addresses={
-            n.node_id: format_host_port(n.listeners[0].host, n.listeners[0].port)
-            for n in response.nodes
-            if n.listeners
-        },
-        voter_listeners={n.node_id: n.listeners[0].name for n in response.nodes if n.listeners},
+    listed = [(n.node_id, n.listeners[0]) for n in response.nodes if n.listeners]
+    return QuorumDescription.of(
+        partition.leader_id,
+        partition.leader_epoch,
+        partition.high_watermark,
+        replicas(partition.current_voters),
+        replicas(partition.observers),
+        address,
+        {node: format_host_port(listener.host, listener.port) for node, listener in listed},
+        {node: listener.name for node, listener in listed},
     )
 
 

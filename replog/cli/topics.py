@@ -36,7 +36,7 @@ Requests go to the cluster's Kafka listeners (Kafka's admin APIs: a broker forwa
 the active controller), from `--bootstrap-server HOST:PORT,...`, tried in turn, else the Kafka
 listeners of the local cluster in `--data-dir`, giving up after `--timeout` seconds. `describe`
 reads the replicas being added and removed with ListPartitionReassignments, as kafka-topics.sh
-does. When the answering node's metadata may be stale (the metadata quorum lost its majority),
+does (not when no controller is active: none could answer). When the answering node's metadata may be stale (the metadata quorum lost its majority),
 `describe` still prints what it last committed, with a warning on stderr that says how old it
 is ("metadata stale: the quorum has not been reached for 42 s (node 1 last heard from the
 quorum's leader at ...)"); `--json` carries "stale" and "metadata_age_ms" always. Leaders and

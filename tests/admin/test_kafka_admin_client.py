@@ -118,9 +118,9 @@ def test_a_listener_that_never_answers_is_given_up_at_the_deadline_naming_it(
         with pytest.raises(KafkaTimeoutError) as raised:
             client.metadata()
     assert time.monotonic() - started < 3
-    assert str(raised.value) == f"Metadata: no answer within 0.5 s: {hung.address}: " + (
-        f"{hung.address} did not answer Metadata within 500 ms"
-    )
+    text = str(raised.value)
+    assert text.startswith(f"Metadata: no answer within 0.5 s: {hung.address}: "), text
+    assert f"{hung.address} did not answer Metadata within " in text
 
 
 def test_refusals_for_the_refused_timeout_are_no_brokers_available() -> None:
@@ -403,7 +403,9 @@ def test_a_whole_request_error_raises_and_delete_records_reads_each_partition(
             )
         )
     assert found[TopicPartition("t", 0)] == 7
-    assert type(found[TopicPartition("t", 1)]).__name__ == "OffsetOutOfRangeError"
+    assert repr(found[TopicPartition("t", 1)]) == (
+        "OffsetOutOfRangeError('offset 99: OFFSET_OUT_OF_RANGE')"  # the offset asked for
+    )
     (request,) = broker.asked("DeleteRecords")
     assert [(p.partition_index, p.offset) for p in request.topics[0].partitions] == [
         (0, 7),

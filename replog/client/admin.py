@@ -153,7 +153,7 @@ class Admin:
     ) -> list[CreatedTopic]:
         """Create topics (name, partitions, replication factor, configs, assignments)."""
         deadline_ms = self._deadline(timeout_ms)
-        results = await self._controller_call(
+        results = await self._admin_call(
             AsyncKafkaAdminClient.create_topics,
             deadline_ms,
             [_new_topic(t) for t in _entries(new_topics, "create_topics", "NewTopic")],
@@ -170,7 +170,7 @@ class Admin:
         self, names: Iterable[str], *, timeout_ms: int | None = None
     ) -> list[DeletedTopic]:
         deadline_ms = self._deadline(timeout_ms)
-        results = await self._controller_call(
+        results = await self._admin_call(
             AsyncKafkaAdminClient.delete_topics, deadline_ms, list(_names(names, "delete_topics"))
         )
         _raise_failed(results, lambda r: f"topic {r.name!r}")
@@ -186,7 +186,7 @@ class Admin:
         """Grow topics: `{topic: total partition count}` or `{topic: NewPartitions(...)}`."""
         deadline_ms = self._deadline(timeout_ms)
         increases = [_new_partitions(topic, value) for topic, value in new_partitions.items()]
-        results = await self._controller_call(
+        results = await self._admin_call(
             AsyncKafkaAdminClient.create_partitions,
             deadline_ms,
             increases,
@@ -203,7 +203,7 @@ class Admin:
     ) -> list[str]:
         """The names of every topic, sorted (internal ones such as __consumer_offsets only
         with `include_internal`)."""
-        metadata = await self._controller_call(
+        metadata = await self._admin_call(
             AsyncKafkaAdminClient.metadata, self._deadline(timeout_ms), None
         )
         return sorted(
@@ -220,7 +220,7 @@ class Admin:
         """Each topic's partitions: leader, replicas, isr and the offline / under-replicated
         flags (None: every topic; internal ones only with `include_internal`)."""
         wanted = None if names is None else list(_names(names, "describe_topics"))
-        metadata = await self._controller_call(
+        metadata = await self._admin_call(
             AsyncKafkaAdminClient.metadata,
             self._deadline(timeout_ms),
             wanted,
@@ -235,7 +235,7 @@ class Admin:
 
     async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """The cluster id, the active controller and the registered brokers."""
-        return await self._controller_call(
+        return await self._admin_call(
             AsyncKafkaAdminClient.describe_cluster, self._deadline(timeout_ms)
         )
 
@@ -249,7 +249,7 @@ class Admin:
         timeout_ms: int | None = None,
     ) -> dict[ConfigResource, ResourceConfigs]:
         """Every config of each resource (only `keys` when given), with its source."""
-        results = await self._controller_call(
+        results = await self._admin_call(
             AsyncKafkaAdminClient.describe_configs,
             self._deadline(timeout_ms),
             list(resources),
@@ -268,7 +268,7 @@ class Admin:
         """Change configs: per resource, AlterConfigOps or `{name: value}` (None: delete the
         override, back to the default)."""
         ops = {resource: _ops(value) for resource, value in changes.items()}
-        results = await self._controller_call(
+        results = await self._admin_call(
             AsyncKafkaAdminClient.incremental_alter_configs,
             self._deadline(timeout_ms),
             ops,
@@ -291,7 +291,7 @@ class Admin:
         its `error` instead of raising (module docstring)."""
         kind = _election_type(election_type)
         tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
-        results = await self._controller_call(
+        results = await self._admin_call(
             AsyncKafkaAdminClient.elect_leaders, self._deadline(timeout_ms), kind, tps
         )
         _raise_failed(
@@ -308,7 +308,7 @@ class Admin:
     ) -> list[ReassignmentResult]:
         """Move each partition to the replicas given (None: cancel its reassignment)."""
         moves = {TopicPartition(*tp): r for tp, r in reassignments.items()}
-        results = await self._controller_call(
+        results = await self._admin_call(
             AsyncKafkaAdminClient.alter_partition_reassignments, self._deadline(timeout_ms), moves
         )
         _raise_failed(results, lambda r: _tp_text(r.topic_partition))
@@ -322,7 +322,7 @@ class Admin:
     ) -> dict[TopicPartition, OngoingReassignment]:
         """The reassignments in progress (of `partitions`; None: of every partition)."""
         tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
-        results = await self._controller_call(
+        results = await self._admin_call(
             AsyncKafkaAdminClient.list_partition_reassignments, self._deadline(timeout_ms), tps
         )
         return {r.topic_partition: r for r in results}
@@ -397,7 +397,7 @@ class Admin:
         replica's progress (`replog.admin.quorum.QuorumDescription`)."""
         deadline_ms = self._deadline(timeout_ms)
         try:
-            answer, address = await self._controller_call(
+            answer, address = await self._admin_call(
                 AsyncKafkaAdminClient.describe_quorum, deadline_ms
             )
         except KafkaTimeoutError as exc:
@@ -423,7 +423,7 @@ class Admin:
     def _deadline(self, timeout_ms: int | None) -> int:
         return self._clock() + self._budget_ms(timeout_ms)
 
-    def _controller_client(self) -> AsyncKafkaAdminClient:
+    def _admin_client(self) -> AsyncKafkaAdminClient:
         self._check_open()
         if self._kafka is None:
             c = self.config
@@ -439,7 +439,7 @@ class Admin:
             )
         return self._kafka
 
-    async def _controller_call(
+    async def _admin_call(
         self,
         method: Callable[..., Coroutine[Any, Any, T]],
         deadline_ms: int,
@@ -447,7 +447,7 @@ class Admin:
         **kwargs: Any,
     ) -> T:
         """`AsyncKafkaAdminClient.<method>(*args, **kwargs)` within the deadline."""
-        client = self._controller_client()
+        client = self._admin_client()
         timeout_s = max(deadline_ms - self._clock(), 0) / 1000
         try:
             return await method(client, *args, timeout_s=timeout_s, **kwargs)
@@ -461,7 +461,7 @@ class Admin:
     ) -> None:
         """Until every live broker's metadata shows each topic with `expected` partitions, all
         led (module docstring); gives up quietly at the deadline: the change itself is done."""
-        client = self._controller_client()
+        client = self._admin_client()
         cap_ms = min(deadline_ms, self._clock() + self.config.request_timeout_ms)
         try:
             cluster = await client.metadata(
@@ -487,7 +487,7 @@ class Admin:
         self, address: str, expected: Mapping[str, int | None], timeout_ms: int
     ) -> bool:
         try:
-            answer = await self._controller_client().metadata_at(
+            answer = await self._admin_client().metadata_at(
                 address, sorted(expected), timeout_ms=timeout_ms
             )
         except ReplogError:
@@ -521,7 +521,7 @@ class Admin:
         while pending:
             groups: dict[str, dict[TopicPartition, int]] = {}
             try:
-                cluster = await self._controller_call(
+                cluster = await self._admin_call(
                     AsyncKafkaAdminClient.metadata,
                     deadline_ms,
                     sorted({tp.topic for tp in pending}),
@@ -571,7 +571,7 @@ class Admin:
         self, address: str, parts: dict[TopicPartition, int], deadline_ms: int
     ) -> dict[TopicPartition, int | KafkaError]:
         wait_ms = max(1, min(self.config.request_timeout_ms, deadline_ms - self._clock()))
-        return await self._controller_client().delete_records_at(address, parts, timeout_ms=wait_ms)
+        return await self._admin_client().delete_records_at(address, parts, timeout_ms=wait_ms)
 
 
 def _leader_of(cluster: ClusterMetadata, tp: TopicPartition) -> str:

@@ -70,13 +70,14 @@ def bootstrap(args: argparse.Namespace) -> list[str]:
         if named is not None:
             flag = "--" + option.replace("_", "-")
             return list(parse_bootstrap(named, what=flag).addresses)
-    return default_bootstrap(args.data_dir)
+    return default_bootstrap(args.data_dir, controllers=hasattr(args, "bootstrap_controller"))
 
 
-def default_bootstrap(data_dir: str | None) -> list[str]:
-    """The Kafka listeners of the local cluster in `data_dir` (default `./.replog/cluster`),
-    or with no `data_dir` and no local cluster 127.0.0.1:9092, checked to accept a TCP
-    connection (module docstring)."""
+def default_bootstrap(data_dir: str | None, *, controllers: bool = False) -> list[str]:
+    """The brokers' Kafka listeners of the local cluster in `data_dir` (default
+    `./.replog/cluster`; with `controllers`, its controllers' when it has no broker), or with
+    no `data_dir` and no local cluster 127.0.0.1:9092, checked to accept a TCP connection
+    (module docstring)."""
     from replog.cli.local_cluster import accepts_connections
 
     directory = data_dir or DEFAULT_DATA_DIR
@@ -89,14 +90,16 @@ def default_bootstrap(data_dir: str | None) -> list[str]:
             )
         return [DEFAULT_BOOTSTRAP]
     cluster = LocalCluster.load(directory)
-    # A quorum of controllers only (`--roles controller`) answers on its controllers' ones.
-    addresses = [n.kafka_address for n in cluster.nodes if n.kafka_address] or [
-        n.kafka_controller_address for n in cluster.nodes if n.kafka_controller_address
-    ]
+    addresses = [n.kafka_address for n in cluster.nodes if n.kafka_address]
+    if not addresses and controllers:
+        # A quorum of controllers only (`--roles controller`) answers on its controllers'.
+        addresses = [
+            n.kafka_controller_address for n in cluster.nodes if n.kafka_controller_address
+        ]
     if not addresses:
         raise ReplogError(
-            f"the local cluster in {cluster.directory} has no Kafka listeners; pass "
-            "--bootstrap-server"
+            f"the local cluster in {cluster.directory} has no brokers with a Kafka listener; "
+            "pass --bootstrap-server"
         )
     cluster.require_answering(addresses, "Kafka listener")
     return addresses

@@ -19,9 +19,9 @@ stderr, and the exit code is 1. `--json` prints `{"partitions": [{"topic", "part
 
 The requests go to the partitions' leaders through the client library's Admin (Kafka's
 DeleteRecords at the Kafka listeners: `--bootstrap-server`, else the local cluster's in
-`--data-dir`; `--command-config`: Admin client properties). Each partition is its own request, all sent at once, so that every
-partition's own outcome is reported and `--timeout` bounds the whole command (as Kafka's tool
-has one future per partition under one timeout).
+`--data-dir`; `--command-config`: Admin client properties). Each partition is its own request, all
+sent at once, so that every partition's own outcome is reported and `--timeout` bounds the whole
+command (as Kafka's tool has one future per partition under one timeout).
 """
 
 from __future__ import annotations

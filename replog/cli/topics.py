@@ -32,19 +32,19 @@
   `kafka-topics.sh` refuses it: deleting `__consumer_offsets` loses every group's committed
   offsets.
 
-Requests go to the cluster's Kafka listeners (Kafka's admin APIs: a broker forwards a change to
-the active controller), from `--bootstrap-server HOST:PORT,...`, tried in turn, else the Kafka
+Requests go to the cluster's Kafka listeners (Kafka's admin APIs: a broker forwards a change to the
+active controller), from `--bootstrap-server HOST:PORT,...`, tried in turn, else the Kafka
 listeners of the local cluster in `--data-dir`, giving up after `--timeout` seconds. `describe`
-reads the replicas being added and removed with ListPartitionReassignments, as kafka-topics.sh
-does (not when no controller is active: none could answer). When the answering node's metadata may be stale (the metadata quorum lost its majority),
-`describe` still prints what it last committed, with a warning on stderr that says how old it
-is ("metadata stale: the quorum has not been reached for 42 s (node 1 last heard from the
-quorum's leader at ...)"); `--json` carries "stale" and "metadata_age_ms" always. Leaders and
-ISRs are then as last committed (a dead leader is fenced only by an active controller), so
-`--unavailable-partitions` also counts a partition whose leader the answering node has not
-heard from within `broker.session.timeout.ms`. A refusal (the topic exists, an invalid
-replication factor or config, no broker reachable) is one line on stderr naming the cause,
-exit code 1.
+reads the replicas being added and removed with ListPartitionReassignments, as kafka-topics.sh does
+(not when no controller is active: none could answer). When the answering node's metadata may be
+stale (the metadata quorum lost its majority), `describe` still prints what it last committed, with
+a warning on stderr that says how old it is ("metadata stale: the quorum has not been reached for
+42 s (node 1 last heard from the quorum's leader at ...)"); `--json` carries "stale" and
+"metadata_age_ms" always. Leaders and ISRs are then as last committed (a dead leader is fenced only
+by an active controller), so `--unavailable-partitions` also counts a partition whose leader the
+answering node has not heard from within `broker.session.timeout.ms`. A refusal (the topic exists,
+an invalid replication factor or config, no broker reachable) is one line on stderr naming the
+cause, exit code 1.
 """
 
 from __future__ import annotations

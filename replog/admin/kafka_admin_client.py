@@ -63,18 +63,36 @@ from replog.errors import (
     NotLeaderOrFollowerError,
     ReplogError,
     RequestTimedOutError,
+    UnknownServerError,
 )
+from replog.kafka.messages.alter_partition_reassignments_response import (
+    AlterPartitionReassignmentsResponse,
+)
+from replog.kafka.messages.create_partitions_response import CreatePartitionsResponse
+from replog.kafka.messages.create_topics_response import CreateTopicsResponse
+from replog.kafka.messages.delete_records_response import DeleteRecordsResponse
+from replog.kafka.messages.delete_topics_response import DeleteTopicsResponse
 from replog.kafka.messages.describe_cluster_request import DescribeClusterRequest
+from replog.kafka.messages.describe_cluster_response import DescribeClusterResponse
+from replog.kafka.messages.describe_configs_response import DescribeConfigsResponse
 from replog.kafka.messages.describe_log_dirs_request import DescribeLogDirsRequest
+from replog.kafka.messages.describe_log_dirs_response import DescribeLogDirsResponse
 from replog.kafka.messages.describe_quorum_request import (
     DescribeQuorumRequest,
     PartitionData,
     TopicData,
 )
 from replog.kafka.messages.describe_quorum_response import DescribeQuorumResponse
+from replog.kafka.messages.elect_leaders_response import ElectLeadersResponse
+from replog.kafka.messages.incremental_alter_configs_response import (
+    IncrementalAlterConfigsResponse,
+)
+from replog.kafka.messages.list_partition_reassignments_response import (
+    ListPartitionReassignmentsResponse,
+)
+from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.kafka.protocol.codec import Message
 from replog.net_address import format_host_port
-from replog.replication import messages as m
 from replog.wire.kafka_connection import KafkaConnections
 
 SETUP_TIMEOUT_MS = 10_000  # Kafka: socket.connection.setup.timeout.ms
@@ -97,6 +115,7 @@ if TYPE_CHECKING:
         ReassignmentResult,
         ResourceConfigs,
     )
+    from replog.replication import messages as m
 
 CLIENT_ID = "replog-admin"
 METADATA_TOPIC = "__cluster_metadata"
@@ -105,7 +124,7 @@ BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2  # DescribeCluster's endpoint type
 _REFUSED = "connection refused"
 
 T = TypeVar("T")
-R = TypeVar("R", bound=Message)
+A = TypeVar("A", bound=Message)  # the answer a call expects
 
 
 class AsyncKafkaAdminClient:
@@ -161,10 +180,11 @@ class AsyncKafkaAdminClient:
         from replog.admin import kafka_answers as answers
 
         answer = await self._call(
+            CreateTopicsResponse,
             lambda wait_ms: answers.create_topics_request(topics, validate_only, wait_ms),
             timeout_s,
         )
-        return answers.created_topics(answer)  # type: ignore[arg-type]
+        return answers.created_topics(answer)
 
     async def delete_topics(
         self,
@@ -177,11 +197,12 @@ class AsyncKafkaAdminClient:
 
         # Topic ids need v6; names alone go at any version the broker serves.
         answer = await self._call(
+            DeleteTopicsResponse,
             lambda wait_ms: answers.delete_topics_request(names, topic_ids, wait_ms),
             timeout_s,
             min_version=6 if topic_ids else 0,
         )
-        return answers.deleted_topics(answer)  # type: ignore[arg-type]
+        return answers.deleted_topics(answer)
 
     async def create_partitions(
         self,
@@ -193,15 +214,17 @@ class AsyncKafkaAdminClient:
         from replog.admin import kafka_answers as answers
 
         answer = await self._call(
+            CreatePartitionsResponse,
             lambda wait_ms: answers.create_partitions_request(increases, validate_only, wait_ms),
             timeout_s,
         )
-        return answers.partitions_created(answer)  # type: ignore[arg-type]
+        return answers.partitions_created(answer)
 
     # --- the cluster --------------------------------------------------------------------------
 
     async def describe_cluster(self, *, timeout_s: float | None = None) -> ClusterDescription:
         answer = await self._call(
+            DescribeClusterResponse,
             lambda wait_ms: DescribeClusterRequest(
                 endpoint_type=CONTROLLER_ENDPOINTS if self.controllers else BROKER_ENDPOINTS,
                 include_fenced_brokers=not self.controllers,
@@ -209,10 +232,10 @@ class AsyncKafkaAdminClient:
             timeout_s,
             min_version=1 if self.controllers else 0,
         )
-        found = cluster_answers.error(answer.error_code, answer.error_message)  # type: ignore[attr-defined]
+        found = cluster_answers.error(answer.error_code, answer.error_message)
         if found is not None:
             raise found
-        return cluster_answers.cluster_description(answer)  # type: ignore[arg-type]
+        return cluster_answers.cluster_description(answer)
 
     async def metadata(
         self,
@@ -227,10 +250,12 @@ class AsyncKafkaAdminClient:
         none could answer it)."""
         deadline_ms = self._deadline_ms(timeout_s)
         answer = await self._call(
-            lambda wait_ms: cluster_answers.metadata_request(topics), self._left_s(deadline_ms)
+            MetadataResponse,
+            lambda wait_ms: cluster_answers.metadata_request(topics),
+            self._left_s(deadline_ms),
         )
-        self._brokers = tuple(format_host_port(b.host, b.port) for b in answer.brokers)  # type: ignore[attr-defined]
-        found = cluster_answers.cluster_metadata(answer)  # type: ignore[arg-type]
+        self._brokers = tuple(format_host_port(b.host, b.port) for b in answer.brokers)
+        found = cluster_answers.cluster_metadata(answer)
         # Without an active controller nothing can say which reassignments are in progress;
         # the answer itself says it may be stale.
         if not with_reassignments or not found.topics or found.controller_id is None or found.stale:
@@ -238,7 +263,7 @@ class AsyncKafkaAdminClient:
         moving = await self.list_partition_reassignments(
             None if not topics else _partitions_of(answer), timeout_s=self._left_s(deadline_ms)
         )
-        return cluster_answers.cluster_metadata(answer, moving)  # type: ignore[arg-type]
+        return cluster_answers.cluster_metadata(answer, moving)
 
     # --- configs ------------------------------------------------------------------------------
 
@@ -253,9 +278,11 @@ class AsyncKafkaAdminClient:
         from replog.admin import kafka_answers as answers
 
         answer = await self._call(
-            lambda wait_ms: answers.describe_configs_request(resources, keys), timeout_s
+            DescribeConfigsResponse,
+            lambda wait_ms: answers.describe_configs_request(resources, keys),
+            timeout_s,
         )
-        return answers.resource_configs(answer)  # type: ignore[arg-type]
+        return answers.resource_configs(answer)
 
     async def incremental_alter_configs(
         self,
@@ -267,10 +294,11 @@ class AsyncKafkaAdminClient:
         from replog.admin import kafka_answers as answers
 
         answer = await self._call(
+            IncrementalAlterConfigsResponse,
             lambda wait_ms: answers.incremental_alter_configs_request(changes, validate_only),
             timeout_s,
         )
-        return answers.configs_altered(answer)  # type: ignore[arg-type]
+        return answers.configs_altered(answer)
 
     # --- elections and reassignments ----------------------------------------------------------
 
@@ -286,11 +314,12 @@ class AsyncKafkaAdminClient:
 
         chosen = None if partitions is None else list(partitions)
         answer = await self._call(
+            ElectLeadersResponse,
             lambda wait_ms: answers.elect_leaders_request(int(election_type), chosen, wait_ms),
             timeout_s,
             min_version=1 if int(election_type) != PREFERRED_ELECTION else 0,  # unclean: v1+
         )
-        return answers.election_results(answer)  # type: ignore[arg-type]
+        return answers.election_results(answer)
 
     async def list_partition_reassignments(
         self,
@@ -303,13 +332,14 @@ class AsyncKafkaAdminClient:
 
         chosen = None if partitions is None else list(partitions)
         answer = await self._call(
+            ListPartitionReassignmentsResponse,
             lambda wait_ms: answers.list_partition_reassignments_request(chosen, wait_ms),
             timeout_s,
         )
-        found = cluster_answers.error(answer.error_code, answer.error_message)  # type: ignore[attr-defined]
+        found = cluster_answers.error(answer.error_code, answer.error_message)
         if found is not None:
             raise found
-        return answers.ongoing_reassignments(answer)  # type: ignore[arg-type]
+        return answers.ongoing_reassignments(answer)
 
     async def alter_partition_reassignments(
         self,
@@ -321,10 +351,11 @@ class AsyncKafkaAdminClient:
         from replog.admin import kafka_answers as answers
 
         answer = await self._call(
+            AlterPartitionReassignmentsResponse,
             lambda wait_ms: answers.alter_partition_reassignments_request(reassignments, wait_ms),
             timeout_s,
         )
-        return answers.reassignment_results(answer)  # type: ignore[arg-type]
+        return answers.reassignment_results(answer)
 
     # --- the metadata quorum ------------------------------------------------------------------
 
@@ -337,8 +368,7 @@ class AsyncKafkaAdminClient:
         request = DescribeQuorumRequest(
             topics=[TopicData(topic_name=METADATA_TOPIC, partitions=[PartitionData()])]
         )
-        answer = await self._call(lambda wait_ms: request, timeout_s)
-        assert isinstance(answer, DescribeQuorumResponse)
+        answer = await self._call(DescribeQuorumResponse, lambda wait_ms: request, timeout_s)
         assert self._answered is not None
         return answer, self._answered
 
@@ -349,8 +379,10 @@ class AsyncKafkaAdminClient:
     ) -> ClusterMetadata:
         """Metadata of `topics` as the broker at `address` sees it: one attempt; a failure to
         get an answer raises NetworkError or RequestTimedOutError."""
-        answer = await self._once(address, cluster_answers.metadata_request(topics), timeout_ms)
-        return cluster_answers.cluster_metadata(answer)  # type: ignore[arg-type]
+        answer = await self._once(
+            MetadataResponse, address, cluster_answers.metadata_request(topics), timeout_ms
+        )
+        return cluster_answers.cluster_metadata(answer)
 
     async def delete_records_at(
         self, address: str, before: Mapping[TopicPartition, int], *, timeout_ms: int
@@ -360,8 +392,8 @@ class AsyncKafkaAdminClient:
         from replog.admin import kafka_answers as answers
 
         request = answers.delete_records_request(before, server_wait_ms(timeout_ms))
-        answer = await self._once(address, request, timeout_ms)
-        return answers.records_deleted(answer, before)  # type: ignore[arg-type]
+        answer = await self._once(DeleteRecordsResponse, address, request, timeout_ms)
+        return answers.records_deleted(answer, before)
 
     async def describe_log_dirs_at(
         self, address: str, topics: Collection[str] = (), *, timeout_ms: int
@@ -369,10 +401,14 @@ class AsyncKafkaAdminClient:
         """The log dirs of the broker at `address` and the replicas in them (only `topics`'
         when given: Kafka's request names partitions, so every topic is asked for and the
         answer filtered). One attempt, as `metadata_at`."""
-        answer = await self._once(address, DescribeLogDirsRequest(topics=None), timeout_ms)
-        return cluster_answers.log_dirs(answer, topics)  # type: ignore[arg-type]
+        answer = await self._once(
+            DescribeLogDirsResponse, address, DescribeLogDirsRequest(topics=None), timeout_ms
+        )
+        return cluster_answers.log_dirs(answer, topics)
 
-    async def _once(self, address: str, request: Message, timeout_ms: int) -> Message:
+    async def _once(
+        self, answer_type: type[A], address: str, request: Message, timeout_ms: int
+    ) -> A:
         if self._closed:
             raise ReplogError("the admin client is closed")
         try:
@@ -388,7 +424,7 @@ class AsyncKafkaAdminClient:
         except (NetworkError, RequestTimedOutError):
             self._connections.drop(address)
             raise
-        return response
+        return _expected(answer_type, response, address)
 
     # --- running a call -----------------------------------------------------------------------
 
@@ -407,11 +443,12 @@ class AsyncKafkaAdminClient:
 
     async def _call(
         self,
+        answer_type: type[A],
         build: Callable[[int], Message],
         timeout_s: float | None,
         *,
         min_version: int = 0,
-    ) -> Message:
+    ) -> A:
         """The answer to `build(server_wait_ms)` from the first listener that gives one that is
         not to be retried (module docstring)."""
         if self._closed:
@@ -449,7 +486,7 @@ class AsyncKafkaAdminClient:
                 retry = _retry_reason(response)
                 if retry is None:
                     self._answered = address
-                    return response
+                    return _expected(answer_type, response, address)
                 said[address] = retry
             now_ms = monotonic_ms()
             if (
@@ -474,6 +511,15 @@ class AsyncKafkaAdminClient:
                 )
             await asyncio.sleep(pause_s)
             backoff_s = min(backoff_s * 2, self.max_retry_backoff_s)
+
+
+def _expected(answer_type: type[A], response: Message, address: str) -> A:
+    """`response`, if it is the answer the request expects (another type is a bug)."""
+    if not isinstance(response, answer_type):
+        raise UnknownServerError(
+            f"{address} answered {answer_type.NAME} with a {type(response).__name__}"
+        )
+    return response
 
 
 def _partitions_of(answer: Any) -> list[TopicPartition]:

@@ -42,11 +42,11 @@ from replog.kafka.messages.describe_cluster_response import DescribeClusterRespo
 from replog.kafka.messages.describe_log_dirs_response import DescribeLogDirsResponse
 from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.net_address import format_host_port
-from replog.replication import messages as m
 
 if TYPE_CHECKING:
     from replog.admin.controller_results import OngoingReassignment
     from replog.admin.quorum import QuorumDescription
+    from replog.replication import messages as m
 
 ZERO_UUID = UUID(int=0)
 
@@ -213,6 +213,8 @@ def log_dirs(
 ) -> m.DescribeLogDirsResponse:
     """One broker's answer: its dirs and their replicas (only `topics`' when given), with the
     offsets of replog's tag (-1 when a broker did not add it)."""
+    from replog.replication import messages as m
+
     dirs = []
     for result in response.results:
         replicas = []

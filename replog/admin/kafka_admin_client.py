@@ -393,7 +393,7 @@ class AsyncKafkaAdminClient:
 
         request = answers.delete_records_request(before, server_wait_ms(timeout_ms))
         answer = await self._once(DeleteRecordsResponse, address, request, timeout_ms)
-        return answers.records_deleted(answer, before)
+        return answers.records_deleted(answer, before, address)
 
     async def describe_log_dirs_at(
         self, address: str, topics: Collection[str] = (), *, timeout_ms: int

@@ -35,7 +35,7 @@ from replog.admin.controller_results import (
 )
 from replog.admin.kafka_cluster_answers import ZERO_UUID, error, topic_id
 from replog.common import TopicPartition
-from replog.errors import KafkaError, UnknownServerError
+from replog.errors import KafkaError, MalformedResponseError, UnknownServerError
 from replog.kafka.messages import alter_partition_reassignments_request as apr
 from replog.kafka.messages import create_partitions_request as cp
 from replog.kafka.messages import create_topics_request as ct
@@ -349,17 +349,34 @@ def delete_records_request(
 
 
 def records_deleted(
-    response: DeleteRecordsResponse, before: Mapping[TopicPartition, int]
+    response: DeleteRecordsResponse, before: Mapping[TopicPartition, int], address: str
 ) -> dict[TopicPartition, int | KafkaError]:
     """Per partition: its new low watermark, or its error, naming the offset asked for (Kafka's
-    answer carries a code only)."""
+    answer carries a code only). An answer that cannot be (a partition not asked for, named
+    twice or left out, a low watermark below 0 beside no error) is MalformedResponseError
+    naming the broker."""
+
+    def malformed(what: str) -> MalformedResponseError:
+        return MalformedResponseError(f"broker at {address} answered DeleteRecords with {what}")
+
     found: dict[TopicPartition, int | KafkaError] = {}
     for t in response.topics:
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
-            asked = before.get(tp)
-            failed = error(p.error_code, None if asked is None else f"offset {asked}")
-            if failed is not None and asked is not None:
-                failed = type(failed)(f"offset {asked}: {failed.error_name}")
-            found[tp] = p.low_watermark if failed is None else failed
+            if tp not in before:
+                raise malformed(f"a partition it did not ask for: {tp.topic}-{tp.partition}")
+            if tp in found:
+                raise malformed(f"partition {tp.topic}-{tp.partition} twice")
+            failed = error(p.error_code)
+            if failed is not None:
+                found[tp] = type(failed)(f"offset {before[tp]}: {failed.error_name}")
+            elif p.low_watermark < 0:
+                raise malformed(
+                    f"low_watermark {p.low_watermark} for {tp.topic}-{tp.partition} beside no error"
+                )
+            else:
+                found[tp] = p.low_watermark
+    missing = [tp for tp in before if tp not in found]
+    if missing:
+        raise malformed("no result for " + ", ".join(f"{t}-{p}" for t, p in missing))
     return found

@@ -35,6 +35,7 @@ from replog.common import TopicPartition
 from replog.errors import (
     KafkaStorageError,
     KafkaTimeoutError,
+    MalformedResponseError,
     NoBrokersAvailableError,
     NotAKafkaListenerError,
     NotControllerError,
@@ -444,3 +445,44 @@ def test_log_dirs_carry_replogs_offsets_and_keep_the_topics_asked_for(
     assert isinstance(e.error, KafkaStorageError) and e.replicas == ()
     assert [r.topic for r in only_t.log_dirs[0].replicas] == ["t"]
     assert all(request.topics is None for request in broker.asked("DescribeLogDirs"))
+
+
+@pytest.mark.parametrize(
+    ("results", "what"),
+    [
+        ([(0, 3, 0), (0, 3, 0)], "partition t-0 twice"),
+        ([(0, 3, 0), (9, 3, 0)], "a partition it did not ask for: t-9"),
+        ([(0, -5, 0)], "low_watermark -5 for t-0 beside no error"),
+        ([], "no result for t-0"),
+    ],
+)
+def test_a_delete_records_answer_that_cannot_be_is_malformed(
+    two: list[FakeKafkaListener], results: list[tuple[int, int, int]], what: str
+) -> None:
+    broker, _ = two
+    broker.script(
+        "DeleteRecords",
+        drr.DeleteRecordsResponse(
+            topics=[
+                drr.DeleteRecordsTopicResult(
+                    name="t",
+                    partitions=[
+                        drr.DeleteRecordsPartitionResult(
+                            partition_index=p, low_watermark=low, error_code=code
+                        )
+                        for p, low, code in results
+                    ],
+                )
+            ]
+        ),
+    )
+    with (
+        KafkaAdminClient(broker.address) as client,
+        pytest.raises(MalformedResponseError) as raised,
+    ):
+        client._run(
+            client._async.delete_records_at(
+                broker.address, {TopicPartition("t", 0): 3}, timeout_ms=5_000
+            )
+        )
+    assert str(raised.value) == f"broker at {broker.address} answered DeleteRecords with {what}"

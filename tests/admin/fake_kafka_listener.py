@@ -16,6 +16,8 @@ for the tests in it, and `tests/cli/conftest.py` adds it for the CLI tests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import struct
 import threading
 from collections.abc import Iterator
@@ -137,3 +139,22 @@ def listening(count: int = 1) -> Iterator[list[FakeKafkaListener]]:
     finally:
         for listener in listeners:
             listener.stop()
+
+
+@contextmanager
+def http2_server() -> Iterator[str]:
+    """The address of a server that greets a connection as an HTTP/2 server (a gRPC port) does:
+    with an empty SETTINGS frame on stream 0."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def greet() -> None:
+            with contextlib.suppress(OSError):
+                peer, _ = server.accept()
+                with peer:
+                    peer.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+                    peer.recv(1024)
+
+        threading.Thread(target=greet, daemon=True).start()
+        yield f"127.0.0.1:{server.getsockname()[1]}"

@@ -12,14 +12,12 @@ how it fails, and how Kafka's answers become the admin dataclasses.
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from fake_kafka_listener import HANG, FakeKafkaListener, listening
+from fake_kafka_listener import HANG, FakeKafkaListener, http2_server, listening
 
 from replog.admin.controller_results import (
     AlterConfigOp,
@@ -134,22 +132,10 @@ def test_refusals_for_the_refused_timeout_are_no_brokers_available() -> None:
 
 
 def test_a_grpc_port_is_named_at_once() -> None:
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        address = f"127.0.0.1:{server.getsockname()[1]}"
-
-        def greet() -> None:
-            peer, _ = server.accept()
-            with peer:
-                peer.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # HTTP/2 SETTINGS
-                peer.recv(1024)
-
-        threading.Thread(target=greet, daemon=True).start()
-        with KafkaAdminClient(address, default_timeout_s=30) as client:
-            started = time.monotonic()
-            with pytest.raises(NotAKafkaListenerError, match="answered HTTP/2"):
-                client.metadata()
+    with http2_server() as address, KafkaAdminClient(address, default_timeout_s=30) as client:
+        started = time.monotonic()
+        with pytest.raises(NotAKafkaListenerError, match="answered HTTP/2"):
+            client.metadata()
     assert time.monotonic() - started < 3
 
 
@@ -373,6 +359,17 @@ def test_describe_quorum_retries_no_leader_and_reads_the_leaders_answer(
     ]
 
 
+def records_deleted(*results: tuple[int, int, int]) -> drr.DeleteRecordsResponse:
+    """A DeleteRecords answer for topic t: (partition, low watermark, error code) each."""
+    partitions = [
+        drr.DeleteRecordsPartitionResult(partition_index=p, low_watermark=low, error_code=code)
+        for p, low, code in results
+    ]
+    return drr.DeleteRecordsResponse(
+        topics=[drr.DeleteRecordsTopicResult(name="t", partitions=partitions)]
+    )
+
+
 def test_a_whole_request_error_raises_and_delete_records_reads_each_partition(
     two: list[FakeKafkaListener],
 ) -> None:
@@ -381,20 +378,7 @@ def test_a_whole_request_error_raises_and_delete_records_reads_each_partition(
         "DescribeQuorum",
         dqr.DescribeQuorumResponse(error_code=PolicyViolationError.code, error_message="no"),
     )
-    broker.script(
-        "DeleteRecords",
-        drr.DeleteRecordsResponse(
-            topics=[
-                drr.DeleteRecordsTopicResult(
-                    name="t",
-                    partitions=[
-                        drr.DeleteRecordsPartitionResult(partition_index=0, low_watermark=7),
-                        drr.DeleteRecordsPartitionResult(partition_index=1, error_code=1),
-                    ],
-                )
-            ]
-        ),
-    )
+    broker.script("DeleteRecords", records_deleted((0, 7, 0), (1, 0, 1)))
     with KafkaAdminClient(broker.address) as client:
         with pytest.raises(PolicyViolationError, match="no"):
             quorum_description(*client.describe_quorum())
@@ -460,22 +444,7 @@ def test_a_delete_records_answer_that_cannot_be_is_malformed(
     two: list[FakeKafkaListener], results: list[tuple[int, int, int]], what: str
 ) -> None:
     broker, _ = two
-    broker.script(
-        "DeleteRecords",
-        drr.DeleteRecordsResponse(
-            topics=[
-                drr.DeleteRecordsTopicResult(
-                    name="t",
-                    partitions=[
-                        drr.DeleteRecordsPartitionResult(
-                            partition_index=p, low_watermark=low, error_code=code
-                        )
-                        for p, low, code in results
-                    ],
-                )
-            ]
-        ),
-    )
+    broker.script("DeleteRecords", records_deleted(*results))
     with (
         KafkaAdminClient(broker.address) as client,
         pytest.raises(MalformedResponseError) as raised,

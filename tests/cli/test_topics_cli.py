@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from cli_runner import Outcome, replog
 from fake_controller import interrupt_main_when
-from fake_kafka_listener import HANG, FakeKafkaListener, listening
+from fake_kafka_listener import HANG, FakeKafkaListener, http2_server, listening
 
 from replog.admin.cluster_metadata import PartitionInfo
 from replog.cli.local_cluster import LocalCluster, LocalNode
@@ -736,24 +736,9 @@ def test_no_broker_reachable_is_one_line_naming_the_addresses() -> None:
     )
 
 
-def test_a_listener_that_is_not_kafkas_is_named_at_once(controller: FakeKafkaListener) -> None:
+def test_a_listener_that_is_not_kafkas_is_named_at_once() -> None:
     """A gRPC port (an HTTP/2 server's first bytes) is refused at once, not waited out."""
-    import socket
-    import threading
-
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        address = f"127.0.0.1:{server.getsockname()[1]}"
-
-        def greet() -> None:
-            peer, _ = server.accept()
-            with peer:
-                # An HTTP/2 server preface: an empty SETTINGS frame on stream 0.
-                peer.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-                peer.recv(1024)
-
-        threading.Thread(target=greet, daemon=True).start()
+    with http2_server() as address:
         started = time.monotonic()
         outcome = replog("topics", "list", "--bootstrap-server", address, "--timeout", "30")
     assert_refused(outcome, f"{address} answered HTTP/2", "not a Kafka listener")

@@ -99,7 +99,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientCluster]
 
 
 def describe(cluster: ClientCluster, *args: str) -> Outcome:
-    return replog("log-dirs", "describe", "--bootstrap-server", cluster.bootstrap, *args)
+    """`log-dirs describe` at the brokers' Kafka listeners, named by the bootstrap list."""
+    kafka = ",".join(n.kafka_address or "" for n in cluster.loopback.layout.nodes)
+    return replog("log-dirs", "describe", "--bootstrap-server", kafka, *args)
 
 
 def replicas(doc: dict[str, Any]) -> dict[tuple[int, str], dict[str, Any]]:

@@ -30,7 +30,9 @@ Unknown topics raise UnknownTopicOrPartitionError ("topic 'x' does not exist"). 
 
 After `create_topics` and `create_partitions` succeed, the call also waits (within its timeout)
 until every live broker's metadata shows the new partitions with leaders, so a producer or
-consumer started right after finds them; a broker that does not answer is not waited for.
+consumer started right after finds them, and after `delete_topics` until none shows the topics
+(a broker's Metadata answers from its own copy of the metadata log); a broker that does not
+answer is not waited for.
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ __all__ = ["Admin", "AlterConfigOp", "ConfigResource", "NewPartitions", "NewTopi
 log = logging.getLogger("replog.client")
 
 T = TypeVar("T")
-PROPAGATION_POLL_S = 0.05  # how often to look whether brokers have learnt of a new topic
+PROPAGATION_POLL_S = 0.05  # how often to look whether brokers have learnt of a change
+GONE = 0  # `_await_brokers`: a topic deleted (no topic has 0 partitions)
 
 
 class Admin:
@@ -174,6 +177,7 @@ class Admin:
             AsyncKafkaAdminClient.delete_topics, deadline_ms, list(_names(names, "delete_topics"))
         )
         _raise_failed(results, lambda r: f"topic {r.name!r}")
+        await self._await_brokers({r.name: GONE for r in results}, deadline_ms, "delete_topics")
         return results
 
     async def create_partitions(
@@ -460,7 +464,8 @@ class Admin:
         self, expected: Mapping[str, int | None], deadline_ms: int, what: str
     ) -> None:
         """Until every live broker's metadata shows each topic with `expected` partitions, all
-        led (module docstring); gives up quietly at the deadline: the change itself is done."""
+        led (None: any count; `GONE`: the topic no longer there) (module docstring); gives up
+        quietly at the deadline: the change itself is done."""
         client = self._admin_client()
         cap_ms = min(deadline_ms, self._clock() + self.config.request_timeout_ms)
         try:
@@ -494,7 +499,9 @@ class Admin:
             return True  # not answering: nothing to wait for there
         by_name = {t.name: t for t in answer.topics if t.error is None}
         return all(
-            (topic := by_name.get(name)) is not None
+            name not in by_name
+            if count == GONE
+            else (topic := by_name.get(name)) is not None
             and (count is None or len(topic.partitions) == count)
             and all(p.leader is not None for p in topic.partitions)
             for name, count in expected.items()

@@ -19,6 +19,7 @@ from replog.client.records import TopicPartition
 from replog.errors import NoBrokersAvailableError, UnknownTopicOrPartitionError
 from replog.kafka.messages import create_topics_response as ctr
 from replog.kafka.messages import delete_records_response as drr
+from replog.kafka.messages import delete_topics_response as dtr
 from replog.kafka.messages import describe_quorum_response as dqr
 from replog.kafka.messages import metadata_response as mr
 from replog.kafka.messages.metadata_request import MetadataRequest
@@ -31,14 +32,16 @@ def brokers() -> Iterator[list[FakeKafkaListener]]:
         yield listeners
 
 
-def cluster(one: FakeKafkaListener, two: FakeKafkaListener, *, led: bool = True) -> Any:
+def cluster(
+    one: FakeKafkaListener, two: FakeKafkaListener, *, led: bool = True, deleted: bool = False
+) -> Any:
     """Brokers 1 and 2 at the fakes' addresses; topic t with partition 0 led by 1 and 1 by 2
-    (no leaders with `led` false); any other name is unknown."""
+    (no leaders with `led` false; unknown with `deleted`); any other name is unknown."""
 
     def answer(request: MetadataRequest) -> mr.MetadataResponse:
         topics = []
         for name in [t.name for t in request.topics] if request.topics else ["t"]:
-            if name != "t":
+            if name != "t" or deleted:
                 topics.append(mr.MetadataResponseTopic(name=name, error_code=3))
                 continue
             partitions = [
@@ -149,3 +152,19 @@ def test_describe_quorum_of_a_refused_bootstrap_is_no_brokers_available() -> Non
         pytest.raises(NoBrokersAvailableError, match=dead),
     ):
         admin.describe_quorum(timeout_ms=800)
+
+
+def test_delete_topics_waits_until_no_broker_shows_the_topic(
+    brokers: list[FakeKafkaListener],
+) -> None:
+    one, two = brokers
+    one.script("DeleteTopics", dtr.DeleteTopicsResponse(
+        responses=[dtr.DeletableTopicResult(name="t")]
+    ))  # fmt: skip
+    shown, gone = cluster(one, two), cluster(one, two, deleted=True)
+    one.script("Metadata", gone)
+    two.script("Metadata", shown, shown, gone)  # broker 2 learns of it on its third answer
+    with replog.Admin(bootstrap_servers=one.address) as admin:
+        admin.delete_topics(["t"], timeout_ms=20_000)
+    assert len(two.asked("Metadata")) == 3  # asked until it no longer showed the topic
+    assert len(one.asked("Metadata")) == 2  # the brokers, then its own view: done at once

@@ -138,6 +138,9 @@ class ClusterMetadata:
     quorum_contact_time_ms: int | None = None
     unreachable_brokers: frozenset[int] = frozenset()
     answering_node_id: int | None = None
+    # Why the replicas being added and removed could not be read (no controller answered
+    # ListPartitionReassignments): they are then left empty. None: read, or not asked for.
+    reassignments_unknown: str | None = None
 
     @classmethod
     def from_pb(cls, m: pb.MetadataResponse) -> ClusterMetadata:

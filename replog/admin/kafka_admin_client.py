@@ -36,6 +36,7 @@ one may be shared between threads.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -247,7 +248,8 @@ class AsyncKafkaAdminClient:
         """The brokers and the topics named (None or empty: every topic); with
         `with_reassignments`, each partition's replicas being added and removed too (one
         ListPartitionReassignments more, skipped when the answer says no controller is active:
-        none could answer it)."""
+        none could answer it; when it fails, the metadata comes back without them, saying why
+        in `reassignments_unknown`)."""
         deadline_ms = self._deadline_ms(timeout_s)
         answer = await self._call(
             MetadataResponse,
@@ -260,9 +262,14 @@ class AsyncKafkaAdminClient:
         # the answer itself says it may be stale.
         if not with_reassignments or not found.topics or found.controller_id is None or found.stale:
             return found
-        moving = await self.list_partition_reassignments(
-            None if not topics else _partitions_of(answer), timeout_s=self._left_s(deadline_ms)
-        )
+        try:
+            moving = await self.list_partition_reassignments(
+                None if not topics else _partitions_of(answer), timeout_s=self._left_s(deadline_ms)
+            )
+        except (KafkaError, KafkaTimeoutError) as exc:
+            # The metadata is still worth having (a controller lost in the meantime): it says
+            # what it could not read.
+            return dataclasses.replace(found, reassignments_unknown=f"{type(exc).__name__}: {exc}")
         return cluster_answers.cluster_metadata(answer, moving)
 
     # --- configs ------------------------------------------------------------------------------

@@ -197,6 +197,12 @@ def run_describe(args: argparse.Namespace) -> int:
     warning = staleness_warning(metadata, wall_clock_ms())
     if warning is not None:
         print(f"replog topics: warning: {warning}", file=sys.stderr)
+    if metadata.reassignments_unknown is not None:
+        print(
+            "replog topics: warning: the reassignments in progress could not be read "
+            f"({metadata.reassignments_unknown}); adding and removing replicas are not shown",
+            file=sys.stderr,
+        )
     # With the quorum lost, no controller fences a dead broker: a leader the answering node
     # has not heard from within the session timeout counts as not live (as a controller
     # would have fenced it by now).

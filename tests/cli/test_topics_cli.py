@@ -29,6 +29,7 @@ from replog.cli.topics import is_at_min_isr, is_under_min_isr
 from replog.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -273,6 +274,24 @@ def test_describe_of_stale_metadata_says_how_old_and_counts_silent_leaders_unava
     assert all(line in unavailable.stdout.splitlines() for line in led_by_2)
     # No controller could say which reassignments are in progress: none is asked.
     assert controller.asked("ListPartitionReassignments") == []
+
+
+def test_describe_says_when_the_reassignments_cannot_be_read(
+    controller: FakeKafkaListener,
+) -> None:
+    """A controller lost before any node says the metadata is stale: the broker cannot forward
+    ListPartitionReassignments; the topics are still described, and the gap is said."""
+    timed_out = lpr.ListPartitionReassignmentsResponse(
+        error_code=RequestTimedOutError.code, error_message="no controller answered"
+    )
+    controller.script("ListPartitionReassignments", timed_out)
+    outcome = replog("topics", "describe", "--bootstrap-server", controller.address)
+    assert (outcome.returncode, outcome.stdout) == (0, STALE_GOLDEN)
+    assert outcome.stderr == (
+        "replog topics: warning: the reassignments in progress could not be read "
+        "(RequestTimedOutError: no controller answered); adding and removing replicas are not "
+        "shown\n"
+    )
 
 
 def test_describing_a_missing_topic_is_refused_unless_if_exists(

@@ -30,9 +30,11 @@ Unknown topics raise UnknownTopicOrPartitionError ("topic 'x' does not exist"). 
 
 After `create_topics` and `create_partitions` succeed, the call also waits (within its timeout)
 until every live broker's metadata shows the new partitions with leaders, so a producer or
-consumer started right after finds them, and after `delete_topics` until none shows the topics
-(a broker's Metadata answers from its own copy of the metadata log); a broker that does not
-answer is not waited for.
+consumer started right after finds them; after `delete_topics` until none shows the topics;
+after a preferred `elect_leaders` until each shows the elected partitions led by their
+preferred replica (a broker's Metadata answers from its own copy of the metadata log, so
+that a description read right after says what the change did); a broker that does not answer
+is not waited for.
 """
 
 from __future__ import annotations
@@ -91,7 +93,6 @@ log = logging.getLogger("replog.client")
 
 T = TypeVar("T")
 PROPAGATION_POLL_S = 0.05  # how often to look whether brokers have learnt of a change
-GONE = 0  # `_await_brokers`: a topic deleted (no topic has 0 partitions)
 
 
 class Admin:
@@ -164,9 +165,8 @@ class Admin:
         )
         _raise_failed(results, lambda r: f"topic {r.name!r}")
         if not validate_only:
-            await self._await_brokers(
-                {r.name: r.num_partitions for r in results}, deadline_ms, "create_topics"
-            )
+            counts = {r.name: r.num_partitions for r in results}
+            await self._await_brokers(counts, _showing(counts), deadline_ms, "create_topics")
         return results
 
     async def delete_topics(
@@ -177,7 +177,8 @@ class Admin:
             AsyncKafkaAdminClient.delete_topics, deadline_ms, list(_names(names, "delete_topics"))
         )
         _raise_failed(results, lambda r: f"topic {r.name!r}")
-        await self._await_brokers({r.name: GONE for r in results}, deadline_ms, "delete_topics")
+        names = [r.name for r in results]
+        await self._await_brokers(names, _without(names), deadline_ms, "delete_topics")
         return results
 
     async def create_partitions(
@@ -199,7 +200,7 @@ class Admin:
         _raise_failed(results, lambda r: f"topic {r.topic!r}")
         if not validate_only:
             counts: dict[str, int | None] = {i.topic: i.total_count for i in increases}
-            await self._await_brokers(counts, deadline_ms, "create_partitions")
+            await self._await_brokers(counts, _showing(counts), deadline_ms, "create_partitions")
         return results
 
     async def list_topics(
@@ -295,13 +296,19 @@ class Admin:
         its `error` instead of raising (module docstring)."""
         kind = _election_type(election_type)
         tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        deadline_ms = self._deadline(timeout_ms)
         results = await self._admin_call(
-            AsyncKafkaAdminClient.elect_leaders, self._deadline(timeout_ms), kind, tps
+            AsyncKafkaAdminClient.elect_leaders, deadline_ms, kind, tps
         )
         _raise_failed(
             [r for r in results if not isinstance(r.error, ElectionNotNeededError)],
             lambda r: _tp_text(r.topic_partition),
         )
+        elected = [r.topic_partition for r in results if r.error is None]
+        if kind is ElectionType.PREFERRED and elected:
+            await self._await_brokers(
+                {tp.topic for tp in elected}, _preferred(elected), deadline_ms, "elect_leaders"
+            )
         return results
 
     async def alter_partition_reassignments(
@@ -461,17 +468,19 @@ class Admin:
             raise
 
     async def _await_brokers(
-        self, expected: Mapping[str, int | None], deadline_ms: int, what: str
+        self,
+        topics: Iterable[str],
+        sees: Callable[[ClusterMetadata], bool],
+        deadline_ms: int,
+        what: str,
     ) -> None:
-        """Until every live broker's metadata shows each topic with `expected` partitions, all
-        led (None: any count; `GONE`: the topic no longer there) (module docstring); gives up
-        quietly at the deadline: the change itself is done."""
+        """Until every live broker's Metadata of `topics` is one that `sees` accepts (module
+        docstring); gives up quietly at the deadline: the change itself is done."""
+        names = sorted(set(topics))
         client = self._admin_client()
         cap_ms = min(deadline_ms, self._clock() + self.config.request_timeout_ms)
         try:
-            cluster = await client.metadata(
-                sorted(expected), timeout_s=max(cap_ms - self._clock(), 0) / 1000
-            )
+            cluster = await client.metadata(names, timeout_s=max(cap_ms - self._clock(), 0) / 1000)
         except ReplogError:
             return
         pending = {b.broker_id: format_host_port(b.host, b.port) for b in cluster.brokers}
@@ -482,30 +491,24 @@ class Admin:
                 return
             timeout_ms = min(self.config.request_timeout_ms, remaining_ms)
             seen = await asyncio.gather(
-                *(self._broker_sees(a, expected, timeout_ms) for a in pending.values())
+                *(self._broker_sees(a, names, sees, timeout_ms) for a in pending.values())
             )
             pending = {b: a for (b, a), ok in zip(pending.items(), seen, strict=True) if not ok}
             if pending:
                 await asyncio.sleep(min(PROPAGATION_POLL_S, remaining_ms / 1000))
 
     async def _broker_sees(
-        self, address: str, expected: Mapping[str, int | None], timeout_ms: int
+        self,
+        address: str,
+        topics: Sequence[str],
+        sees: Callable[[ClusterMetadata], bool],
+        timeout_ms: int,
     ) -> bool:
         try:
-            answer = await self._admin_client().metadata_at(
-                address, sorted(expected), timeout_ms=timeout_ms
-            )
+            answer = await self._admin_client().metadata_at(address, topics, timeout_ms=timeout_ms)
         except ReplogError:
             return True  # not answering: nothing to wait for there
-        by_name = {t.name: t for t in answer.topics if t.error is None}
-        return all(
-            name not in by_name
-            if count == GONE
-            else (topic := by_name.get(name)) is not None
-            and (count is None or len(topic.partitions) == count)
-            and all(p.leader is not None for p in topic.partitions)
-            for name, count in expected.items()
-        )
+        return sees(answer)
 
     async def _at_leaders(
         self,
@@ -579,6 +582,43 @@ class Admin:
     ) -> dict[TopicPartition, int | KafkaError]:
         wait_ms = max(1, min(self.config.request_timeout_ms, deadline_ms - self._clock()))
         return await self._admin_client().delete_records_at(address, parts, timeout_ms=wait_ms)
+
+
+def _showing(counts: Mapping[str, int | None]) -> Callable[[ClusterMetadata], bool]:
+    """A broker's Metadata shows each topic with its partition count (None: any), all led."""
+
+    def sees(answer: ClusterMetadata) -> bool:
+        by_name = {t.name: t for t in answer.topics if t.error is None}
+        return all(
+            (topic := by_name.get(name)) is not None
+            and (count is None or len(topic.partitions) == count)
+            and all(p.leader is not None for p in topic.partitions)
+            for name, count in counts.items()
+        )
+
+    return sees
+
+
+def _without(names: Iterable[str]) -> Callable[[ClusterMetadata], bool]:
+    """A broker's Metadata shows none of the topics `names`."""
+    gone = set(names)
+    return lambda answer: not any(t.name in gone and t.error is None for t in answer.topics)
+
+
+def _preferred(elected: Iterable[TopicPartition]) -> Callable[[ClusterMetadata], bool]:
+    """A broker's Metadata shows each partition led by its preferred (first) replica."""
+    wanted = set(elected)
+
+    def sees(answer: ClusterMetadata) -> bool:
+        led = {
+            TopicPartition(t.name, p.partition)
+            for t in answer.topics
+            for p in t.partitions
+            if p.replicas and p.leader == p.replicas[0]
+        }
+        return wanted <= led
+
+    return sees
 
 
 def _leader_of(cluster: ClusterMetadata, tp: TopicPartition) -> str:

@@ -21,6 +21,7 @@ from replog.kafka.messages import create_topics_response as ctr
 from replog.kafka.messages import delete_records_response as drr
 from replog.kafka.messages import delete_topics_response as dtr
 from replog.kafka.messages import describe_quorum_response as dqr
+from replog.kafka.messages import elect_leaders_response as elr
 from replog.kafka.messages import metadata_response as mr
 from replog.kafka.messages.metadata_request import MetadataRequest
 from tests.local_ports import free_port
@@ -168,3 +169,31 @@ def test_delete_topics_waits_until_no_broker_shows_the_topic(
         admin.delete_topics(["t"], timeout_ms=20_000)
     assert len(two.asked("Metadata")) == 3  # asked until it no longer showed the topic
     assert len(one.asked("Metadata")) == 2  # the brokers, then its own view: done at once
+
+
+def test_a_preferred_election_waits_until_every_broker_shows_the_preferred_leader(
+    brokers: list[FakeKafkaListener],
+) -> None:
+    one, two = brokers
+
+    def led_by(leader: int) -> mr.MetadataResponse:
+        partition = mr.MetadataResponsePartition(
+            partition_index=0, leader_id=leader, replica_nodes=[2, 1], isr_nodes=[1, 2]
+        )
+        return mr.MetadataResponse(
+            brokers=[
+                mr.MetadataResponseBroker(node_id=i, host="127.0.0.1", port=node.port)
+                for i, node in ((1, one), (2, two))
+            ],
+            topics=[mr.MetadataResponseTopic(name="t", partitions=[partition])],
+        )
+
+    one.script("ElectLeaders", elr.ElectLeadersResponse(replica_election_results=[
+        elr.ReplicaElectionResult(topic="t", partition_result=[elr.PartitionResult()])
+    ]))  # fmt: skip
+    one.script("Metadata", led_by(2))
+    two.script("Metadata", led_by(1), led_by(1), led_by(2))  # learns of it on its third answer
+    with replog.Admin(bootstrap_servers=one.address) as admin:
+        (result,) = admin.elect_leaders("preferred", [TopicPartition("t", 0)], timeout_ms=20_000)
+    assert result.error is None
+    assert len(two.asked("Metadata")) == 3

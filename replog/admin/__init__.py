@@ -1,5 +1,10 @@
-"""Clients for replog's admin RPCs, used by the `replog` command and the Python Admin client.
+"""Clients for replog's admin calls, used by the `replog` command and the Python Admin client.
 
+- `kafka_admin_client`: `KafkaAdminClient` (blocking, for the CLI) and `AsyncKafkaAdminClient`
+  (for the Admin client): Kafka's admin APIs on the brokers' Kafka listeners, the way every
+  client reaches a cluster.
+- `kafka_cluster_answers`, `kafka_answers`: Kafka's requests and answers read into this
+  package's dataclasses (what reads the cluster apart from what changes it).
 - `bootstrap`: the `--bootstrap-server` list (`host:port,...`, entries may be `id@host:port`).
 - `cluster_metadata`: what the Controller service says of the cluster (brokers, topics,
   partitions), apart, so that a command that only reads it loads no other result type.
@@ -7,10 +12,12 @@
   elections and reassignments (dataclasses, Kafka's wire enums).
 - `controller_errors`: answers' error codes turned into `replog.errors` exceptions, -1 read as
   None.
-- `controller_client`: `ControllerClient` (blocking, for the CLI) and `AsyncControllerClient`
-  (`grpc.aio`, for the Admin client), which find the active controller and call it with
-  timeouts and retries, one routing core for both.
+- `controller_client`: `ControllerClient` and `AsyncControllerClient`, clients of the internal
+  gRPC Controller service (local cluster management, `replog cluster`), which find the active
+  controller and call it with timeouts and retries.
+- `quorum`: the Raft quorum's DescribeQuorum over gRPC, for `replog cluster` and the
+  brokers' Kafka DescribeQuorum handler.
 
-Rules: nothing here imports the controller's core (`quorum/`) or the CLI; the wire contract
-(`proto/replog/pb/controller.proto`) is the only thing shared with the server.
+Rules: nothing here imports the controller's core (`quorum/`) or the CLI; the wire contracts
+(Kafka's messages, `proto/replog/pb/*.proto`) are the only things shared with the server.
 """

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from replog.errors import ConfigError
 from replog.net_address import format_host_port, parse_host_port
-from replog.pb.common_pb2 import NodeEndpoint
+
+if TYPE_CHECKING:
+    from replog.pb.common_pb2 import NodeEndpoint
 
 
 @dataclass(frozen=True, slots=True)

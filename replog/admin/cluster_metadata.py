@@ -1,8 +1,9 @@
 """What the Controller service says of the cluster: its brokers, topics and partitions.
 
-`ControllerClient.metadata` returns a `ClusterMetadata` (brokers, topics with their
+The admin clients' `metadata` returns a `ClusterMetadata` (brokers, topics with their
 partitions' leaders, replicas and ISRs, and how current the answering node's view is);
-`describe_cluster` a `ClusterDescription`. Plain dataclasses built from the wire (`from_pb`),
+`describe_cluster` a `ClusterDescription`. Plain dataclasses built from the wire (`from_pb` for
+the gRPC Controller service's answers, `kafka_answers` for Kafka's),
 with -1 read as None (a leader of -1 is `leader=None`) and topic ids as `uuid.UUID`.
 
 Rules: kept apart from the other results (`controller_results`): `replog topics list` and
@@ -13,12 +14,16 @@ good part of an admin command's start-up).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from replog.admin.controller_errors import error_from_status, known
 from replog.common.ids import topic_id_from_bytes
 from replog.errors import KafkaError
-from replog.pb import controller_pb2 as pb
+
+if TYPE_CHECKING:
+    # Only read by `from_pb`: what Kafka's answers build loads no protobuf.
+    from replog.pb import controller_pb2 as pb
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +138,9 @@ class ClusterMetadata:
     quorum_contact_time_ms: int | None = None
     unreachable_brokers: frozenset[int] = frozenset()
     answering_node_id: int | None = None
+    # Why the replicas being added and removed could not be read (no controller answered
+    # ListPartitionReassignments): they are then left empty. None: read, or not asked for.
+    reassignments_unknown: str | None = None
 
     @classmethod
     def from_pb(cls, m: pb.MetadataResponse) -> ClusterMetadata:

@@ -67,6 +67,14 @@ from uuid import UUID
 import grpc
 
 from replog.admin.bootstrap import endpoint_addresses, parse_bootstrap
+from replog.admin.call_budget import (
+    DEFAULT_TIMEOUT_S,
+    MAX_RETRY_BACKOFF_S,
+    REFUSED_TIMEOUT_S,
+    REQUEST_TIMEOUT_S,
+    RETRY_BACKOFF_S,
+    server_wait_ms,
+)
 from replog.admin.cluster_metadata import ClusterDescription, ClusterMetadata
 from replog.admin.controller_errors import error_from_status
 from replog.clock import monotonic_ms
@@ -100,11 +108,6 @@ if TYPE_CHECKING:
         ResourceConfigs,
     )
 
-DEFAULT_TIMEOUT_S = 30.0  # a whole call, retries included (Kafka: default.api.timeout.ms 60 s)
-REQUEST_TIMEOUT_S = 10.0  # one attempt
-RETRY_BACKOFF_S = 0.1  # Kafka: retry.backoff.ms
-MAX_RETRY_BACKOFF_S = 1.0  # Kafka: retry.backoff.max.ms
-REFUSED_TIMEOUT_S = 30.0  # Kafka: socket.connection.setup.timeout.max.ms
 # What `_classify` says of an address that refused the connection (the polling engine words a
 # refused reconnection as a failure to connect).
 _REFUSED = "connection refused"
@@ -263,7 +266,7 @@ class _ControllerRouting:
                     break
                 attempt_ms = min(int(self.request_timeout_s * 1000), remaining_ms)
                 if "timeout_ms" in request.DESCRIPTOR.fields_by_name:
-                    request.timeout_ms = _server_wait_ms(attempt_ms)
+                    request.timeout_ms = server_wait_ms(attempt_ms)
                 try:
                     response: _R = yield _Ask(address, rpc, request, response_type, attempt_ms)
                 except _Unreachable as exc:
@@ -859,11 +862,6 @@ def _is_not_controller(response: _Response) -> bool:
         for item in value
     ]
     return bool(codes) and all(code == NotControllerError.code for code in codes)
-
-
-def _server_wait_ms(attempt_ms: int) -> int:
-    """How long the controller may wait within an attempt: room is left for its answer."""
-    return max(1, attempt_ms - min(500, attempt_ms // 10))
 
 
 def _classify(address: str, rpc: str, exc: grpc.RpcError, timeout_ms: int) -> Exception:

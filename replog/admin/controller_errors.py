@@ -14,10 +14,13 @@ without loading the others.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from replog.errors import KafkaError, UnknownServerError, error_for_code
-from replog.pb import common_pb2
+
+if TYPE_CHECKING:
+    # Only read, never built here: a command that reads Kafka's answers loads no protobuf.
+    from replog.pb import common_pb2
 
 NONE = -1  # "none", "unknown" or "default" on the wire
 

@@ -123,6 +123,11 @@ def _failure_reason(exc: grpc.RpcError, timeout_s: float) -> str:
 # --- the quorum as the leader describes it ----------------------------------------------------
 
 
+# A replica as DescribeQuorum answers carry it: (replica id, log end offset, last fetch ms, last
+# caught-up ms), -1 where not known in this epoch.
+WireReplica = tuple[int, int, int, int]
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaRow:
     node_id: int
@@ -144,40 +149,60 @@ class QuorumDescription:
     observers: tuple[int, ...]
     replicas: tuple[ReplicaRow, ...]  # the leader, the other voters, the observers
     answered_by: str
-    # Where each voter listens, as the answering node's controller.quorum.voters says.
+    # Where each voter listens, as the answering node's controller.quorum.voters says, or as
+    # Kafka's DescribeQuorum names its listener (by listener name, `voter_listeners`).
     voter_addresses: Mapping[int, str] = field(default_factory=dict)
+    voter_listeners: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
     def from_answer(cls, answer: pb.DescribeQuorumResponse, address: str) -> QuorumDescription:
-        leader_end = next(
-            (_known(r.log_end_offset) for r in answer.voters if r.replica_id == answer.leader_id),
-            None,
+        def replica(r: pb.ReplicaState) -> WireReplica:
+            return (r.replica_id, r.log_end_offset, r.last_fetch_ms, r.last_caught_up_ms)
+
+        return cls.of(
+            answer.leader_id,
+            answer.quorum_epoch,
+            answer.high_watermark,
+            [replica(r) for r in answer.voters],
+            [replica(r) for r in answer.observers],
+            address,
+            admin_bootstrap.endpoint_addresses(answer.nodes),
         )
 
-        def row(replica: pb.ReplicaState, status: str) -> ReplicaRow:
-            end = _known(replica.log_end_offset)
-            lag = None if end is None or leader_end is None else max(0, leader_end - end)
-            return ReplicaRow(
-                replica.replica_id,
-                end,
-                lag,
-                _known(replica.last_fetch_ms),
-                _known(replica.last_caught_up_ms),
-                status,
-            )
+    @classmethod
+    def of(
+        cls,
+        leader_id: int,
+        leader_epoch: int,
+        high_watermark: int,
+        voters: Sequence[WireReplica],
+        observers: Sequence[WireReplica],
+        answered_by: str,
+        voter_addresses: Mapping[int, str],
+        voter_listeners: Mapping[int, str] | None = None,
+    ) -> QuorumDescription:
+        """The leader's answer, as either protocol carries it: replicas as (id, log end
+        offset, last fetch, last caught up), -1 for "not known in this epoch"."""
+        leader_end = next((_known(r[1]) for r in voters if r[0] == leader_id), None)
 
-        leader = [row(r, "Leader") for r in answer.voters if r.replica_id == answer.leader_id]
-        followers = [row(r, "Follower") for r in answer.voters if r.replica_id != answer.leader_id]
-        observers = [row(r, "Observer") for r in answer.observers]
+        def row(replica: WireReplica, status: str) -> ReplicaRow:
+            replica_id, end_offset, fetch_ms, caught_up_ms = replica
+            end = _known(end_offset)
+            lag = None if end is None or leader_end is None else max(0, leader_end - end)
+            return ReplicaRow(replica_id, end, lag, _known(fetch_ms), _known(caught_up_ms), status)
+
+        leader = [row(r, "Leader") for r in voters if r[0] == leader_id]
+        followers = [row(r, "Follower") for r in voters if r[0] != leader_id]
         return cls(
-            leader_id=answer.leader_id,
-            leader_epoch=answer.quorum_epoch,
-            high_watermark=_known(answer.high_watermark),
-            voters=tuple(r.replica_id for r in answer.voters),
-            observers=tuple(r.replica_id for r in answer.observers),
-            replicas=(*leader, *followers, *observers),
-            answered_by=address,
-            voter_addresses=admin_bootstrap.endpoint_addresses(answer.nodes),
+            leader_id=leader_id,
+            leader_epoch=leader_epoch,
+            high_watermark=_known(high_watermark),
+            voters=tuple(sorted(r[0] for r in voters)),  # Kafka's answer lists the leader first
+            observers=tuple(r[0] for r in observers),
+            replicas=(*leader, *followers, *(row(r, "Observer") for r in observers)),
+            answered_by=answered_by,
+            voter_addresses=voter_addresses,
+            voter_listeners=voter_listeners or {},
         )
 
     @property
@@ -201,7 +226,12 @@ class QuorumDescription:
 
         def describe(ids: Sequence[int]) -> list[dict[str, Any]]:
             return [
-                {"id": i, "endpoints": [f"CONTROLLER://{addresses[i]}"] if i in addresses else []}
+                {
+                    "id": i,
+                    "endpoints": [f"{self.voter_listeners.get(i, 'CONTROLLER')}://{addresses[i]}"]
+                    if i in addresses
+                    else [],
+                }
                 for i in ids
             ]
 

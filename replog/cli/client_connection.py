@@ -1,11 +1,12 @@
 """Where a command's clients (`replog perf`, `produce`, `consume`, ...) connect, and their config.
 
-- Brokers: `--bootstrap-server host:port,...`, else `bootstrap.servers` from the command's
-  props or config file, else the brokers of the local cluster in `--data-dir` (default
-  `./.replog/cluster`, from its `cluster.json`). `--bootstrap-server` wins over the props.
-  Local brokers are tried with a TCP connect first (`LocalCluster.require_answering`): when
-  none accepts one, the command stops at once saying the cluster does not run, instead of
-  retrying for `max.block.ms` (60 s), as it must for an address the user named.
+- Brokers' Kafka listeners: `--bootstrap-server host:port,...`, else `bootstrap.servers` from
+  the command's props or config file, else the Kafka listeners of the local cluster in
+  `--data-dir` (default `./.replog/cluster`, from its `cluster.json`), else (no local cluster)
+  `127.0.0.1:9092`, Kafka's default. `--bootstrap-server` wins over the props. Addresses the
+  user did not name are tried with a TCP connect first: when none accepts one, the command
+  stops at once saying the cluster does not run, instead of retrying for `max.block.ms`
+  (60 s), as it must for an address the user named.
 - Config: the command's defaults < its config file < its `KEY=VALUE` props < what the command
   forces; a malformed or repeated key, or an unreadable file, is a one-line `ReplogError`.
 """
@@ -16,7 +17,7 @@ import argparse
 from collections.abc import Mapping, Sequence
 
 from replog.cli.arguments import parse_key_values
-from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
+from replog.cli.local_cluster import DEFAULT_DATA_DIR
 from replog.config import parse_properties
 from replog.errors import ReplogError
 
@@ -26,13 +27,13 @@ def add_client_connection_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap-server",
         metavar="HOST:PORT,...",
-        help="brokers to start from (default: bootstrap.servers from the props, else the "
-        "local cluster's brokers)",
+        help="Kafka listeners of brokers to start from (default: bootstrap.servers from the "
+        "props, else the local cluster's, else 127.0.0.1:9092)",
     )
     parser.add_argument(
         "--data-dir",
         metavar="DIR",
-        help=f"the local cluster whose brokers to use (default: {DEFAULT_DATA_DIR})",
+        help=f"the local cluster whose Kafka listeners to use (default: {DEFAULT_DATA_DIR})",
     )
 
 
@@ -53,19 +54,11 @@ def read_config_file(path: str | None, option: str) -> dict[str, str]:
 
 
 def local_bootstrap(data_dir: str | None) -> str:
-    """The brokers of the local cluster in `data_dir` as a bootstrap.servers value."""
-    cluster = LocalCluster.load(data_dir or DEFAULT_DATA_DIR)
-    addresses = [
-        node.listeners.get("BROKER") or next(iter(node.listeners.values()))
-        for node in cluster.nodes
-        if "broker" in node.roles and node.listeners
-    ]
-    if not addresses:
-        raise ReplogError(
-            f"the local cluster in {cluster.directory} has no brokers; pass --bootstrap-server"
-        )
-    cluster.require_answering(addresses, "broker")
-    return ",".join(addresses)
+    """The Kafka listeners of the local cluster in `data_dir` (else, with no `data_dir` and no
+    local cluster, 127.0.0.1:9092) as a bootstrap.servers value (module docstring)."""
+    from replog.cli.controller_connection import default_bootstrap
+
+    return ",".join(default_bootstrap(data_dir))
 
 
 def keys_named(config: Mapping[str, object], dotted: str) -> list[str]:

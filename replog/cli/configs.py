@@ -49,13 +49,13 @@ from replog.cli.topics import MIN_ISR, min_isr_warning
 from replog.errors import ReplogError, UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
-    from replog.admin.controller_client import ControllerClient
     from replog.admin.controller_results import (
         AlterConfigOp,
         ConfigEntry,
         ConfigResource,
         ResourceConfigs,
     )
+    from replog.admin.kafka_admin_client import KafkaAdminClient
 
 # --entity-type -> the name of its `ConfigResourceType`. The admin client's types, the
 # generated messages behind them and the controller's config definitions are imported by the
@@ -260,7 +260,7 @@ def _usage_error(args: argparse.Namespace, message: str) -> NoReturn:
     parser.error(message)  # exits with code 2
 
 
-def _every_resource(client: ControllerClient, entity_type: str) -> list[ConfigResource]:
+def _every_resource(client: KafkaAdminClient, entity_type: str) -> list[ConfigResource]:
     from replog.admin.controller_results import ConfigResource
 
     if entity_type == "topics":
@@ -326,7 +326,7 @@ def run_alter(args: argparse.Namespace) -> int:
 
 
 def _min_isr_warning(
-    client: ControllerClient, resource: ConfigResource, added: Mapping[str, str]
+    client: KafkaAdminClient, resource: ConfigResource, added: Mapping[str, str]
 ) -> str | None:
     """`topics.min_isr_warning` for a topic's min.insync.replicas just set, against its
     replication factor."""

@@ -1,12 +1,15 @@
-"""Where an admin command (`replog topics`, ...) finds the controllers, and its client for them.
+"""Where an admin command (`replog topics`, `configs`, `reassign`, `elect-leaders`, `quorum
+describe`) reaches the cluster, and its admin client: Kafka's admin APIs on Kafka listeners.
 
-The same convention as `replog quorum describe`: `--bootstrap-server host:port,...` (entries may
-be `id@host:port`), tried in turn; without it, the controllers of the local cluster in
-`--data-dir` (default `./.replog/cluster`, read from its `cluster.json`). When both are given,
-the bootstrap list is asked and the local cluster's node ids still name addresses, so a
-redirect to "node 3" can be followed. The local cluster's controllers alone are tried with a TCP
-connect first: none accepting one is a one-line error at once ("is it running?"), not a wait
-of `--timeout` for an election that cannot happen.
+As Kafka's tools: `--bootstrap-server host:port,...` names brokers' Kafka listeners, tried in
+turn (any of them answers every admin request: a broker forwards a change to the active
+controller); a command that also takes `--bootstrap-controller` may name controllers' Kafka
+listeners instead. Without either, the local cluster in `--data-dir` (default
+`./.replog/cluster`, its `cluster.json`) gives its brokers' (or controllers') Kafka listeners;
+(a quorum of controllers only: its controllers'); without a local cluster,
+`127.0.0.1:9092`, Kafka's default. Addresses the user did not name are
+tried with a TCP connect first: none accepting one is a one-line error at once ("is it
+running?"), not a wait of `--timeout`.
 """
 
 from __future__ import annotations
@@ -16,63 +19,96 @@ from typing import TYPE_CHECKING
 
 from replog.cli.arguments import positive_seconds
 from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
+from replog.errors import ReplogError
 
 if TYPE_CHECKING:
-    # Imported where a command connects, not by building its parser: gRPC and the generated
-    # messages are most of what `--help` would otherwise load.
-    from replog.admin.controller_client import ControllerClient
+    # Imported where a command connects, not by building its parser: the admin client and
+    # the generated messages are most of what `--help` would otherwise load.
+    from replog.admin.kafka_admin_client import KafkaAdminClient
 
 DEFAULT_TIMEOUT_S = 10.0  # long enough for a controller election, short enough at a terminal
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"  # Kafka's default listener
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+def add_connection_arguments(parser: argparse.ArgumentParser, *, controllers: bool = False) -> None:
+    """`--bootstrap-server` (and with `controllers`, `--bootstrap-controller`), `--data-dir`
+    and `--timeout`."""
+    where = parser.add_mutually_exclusive_group() if controllers else parser
+    where.add_argument(
         "--bootstrap-server",
         metavar="HOST:PORT,...",
-        help="controllers to ask, in turn (default: the local cluster's controllers)",
+        help="Kafka listeners of brokers to ask, in turn (default: the local cluster's, else "
+        f"{DEFAULT_BOOTSTRAP})",
     )
+    if controllers:
+        where.add_argument(
+            "--bootstrap-controller",
+            metavar="HOST:PORT,...",
+            help="Kafka listeners of controllers to ask instead, in turn",
+        )
     parser.add_argument(
         "--data-dir",
         metavar="DIR",
-        help=f"the local cluster whose controllers to ask (default: {DEFAULT_DATA_DIR})",
+        help=f"the local cluster whose Kafka listeners to ask (default: {DEFAULT_DATA_DIR})",
     )
     parser.add_argument(
         "--timeout",
         type=positive_seconds,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
-        help="give up when no active controller answers within this time "
-        f"(default: {DEFAULT_TIMEOUT_S:g})",
+        help=f"give up when the cluster does not answer within this time (default: "
+        f"{DEFAULT_TIMEOUT_S:g})",
     )
 
 
-def bootstrap_and_addresses(args: argparse.Namespace) -> tuple[list[str], dict[int, str]]:
-    """The addresses to try in turn and the node ids known to listen at some of them: from
-    `--bootstrap-server`, else (and also with `--data-dir`) from the local cluster's files."""
+def bootstrap(args: argparse.Namespace) -> list[str]:
+    """The Kafka listeners to ask, in turn (module docstring)."""
     from replog.admin.bootstrap import parse_bootstrap
 
-    addresses: dict[int, str] = {}
-    if args.data_dir is not None or args.bootstrap_server is None:
-        cluster = LocalCluster.load(args.data_dir or DEFAULT_DATA_DIR)
-        addresses = cluster.controller_addresses()
-        if args.bootstrap_server is None:
-            cluster.require_answering(list(addresses.values()), "controller")
-    bootstrap: list[str] = list(addresses.values())
-    if args.bootstrap_server is not None:
-        parsed = parse_bootstrap(args.bootstrap_server, what="--bootstrap-server")
-        bootstrap = list(parsed.addresses)
-        addresses.update(parsed.node_addresses)
-    return bootstrap, addresses
+    for option in ("bootstrap_server", "bootstrap_controller"):
+        named = getattr(args, option, None)
+        if named is not None:
+            flag = "--" + option.replace("_", "-")
+            return list(parse_bootstrap(named, what=flag).addresses)
+    return default_bootstrap(args.data_dir, controllers=hasattr(args, "bootstrap_controller"))
 
 
-def connect(args: argparse.Namespace) -> ControllerClient:
-    """A client for the controllers the arguments name (see the module docstring)."""
-    from replog.admin.controller_client import ControllerClient
+def default_bootstrap(data_dir: str | None, *, controllers: bool = False) -> list[str]:
+    """The brokers' Kafka listeners of the local cluster in `data_dir` (default
+    `./.replog/cluster`; with `controllers`, its controllers' when it has no broker), or with
+    no `data_dir` and no local cluster 127.0.0.1:9092, checked to accept a TCP connection
+    (module docstring)."""
+    from replog.cli.local_cluster import accepts_connections
 
-    bootstrap, addresses = bootstrap_and_addresses(args)
-    return ControllerClient(
-        bootstrap,
-        node_addresses=addresses,
-        default_timeout_s=args.timeout,
-        request_timeout_s=args.timeout,
+    directory = data_dir or DEFAULT_DATA_DIR
+    if data_dir is None and not LocalCluster.exists(directory):
+        if not accepts_connections(DEFAULT_BOOTSTRAP):
+            raise ReplogError(
+                f"nothing answers at {DEFAULT_BOOTSTRAP} (the default) and there is no local "
+                f"cluster in {directory}: pass --bootstrap-server, or start one with "
+                "`replog cluster start`"
+            )
+        return [DEFAULT_BOOTSTRAP]
+    cluster = LocalCluster.load(directory)
+    addresses = [n.kafka_address for n in cluster.nodes if n.kafka_address]
+    if not addresses and controllers:
+        # A quorum of controllers only (`--roles controller`) answers on its controllers'.
+        addresses = [
+            n.kafka_controller_address for n in cluster.nodes if n.kafka_controller_address
+        ]
+    if not addresses:
+        raise ReplogError(
+            f"the local cluster in {cluster.directory} has no brokers with a Kafka listener; "
+            "pass --bootstrap-server"
+        )
+    cluster.require_answering(addresses, "Kafka listener")
+    return addresses
+
+
+def connect(args: argparse.Namespace) -> KafkaAdminClient:
+    """An admin client of the Kafka listeners the arguments name (module docstring)."""
+    from replog.admin.kafka_admin_client import KafkaAdminClient
+
+    return KafkaAdminClient(
+        bootstrap(args), default_timeout_s=args.timeout, request_timeout_s=args.timeout
     )

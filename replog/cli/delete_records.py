@@ -17,11 +17,11 @@ OFFSET_OUT_OF_RANGE, no leader within the timeout) is `partition: t-1	error: <ca
 stderr, and the exit code is 1. `--json` prints `{"partitions": [{"topic", "partition",
 "low_watermark", "error"}]}` instead (exit code as above).
 
-The requests go to the partitions' leaders through the client library's Admin (brokers at
-`--bootstrap-server`, else the local cluster's in `--data-dir`; `--command-config`: Admin
-client properties). Each partition is its own request, all sent at once, so that every
-partition's own outcome is reported and `--timeout` bounds the whole command (as Kafka's tool
-has one future per partition under one timeout).
+The requests go to the partitions' leaders through the client library's Admin (Kafka's
+DeleteRecords at the Kafka listeners: `--bootstrap-server`, else the local cluster's in
+`--data-dir`; `--command-config`: Admin client properties). Each partition is its own request, all
+sent at once, so that every partition's own outcome is reported and `--timeout` bounds the whole
+command (as Kafka's tool has one future per partition under one timeout).
 """
 
 from __future__ import annotations

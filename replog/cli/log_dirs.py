@@ -19,14 +19,16 @@ two lines):
      "logStartOffset":0,"logEndOffset":10,"highWatermark":10}]}]}]}
 
 Rules:
-- Brokers come from the cluster (the admin client's describe_cluster, through the usual
-  bootstrap: `--bootstrap-server`, else the local cluster in `--data-dir`); by default every
+- Brokers come from the cluster (DescribeCluster, through the usual bootstrap: Kafka listeners
+  at `--bootstrap-server`, else the local cluster's in `--data-dir`); by default every
   unfenced broker. `--broker-list` may name any registered broker (fenced ones too); an id the
   cluster does not know is an error naming it and the known ones (Kafka's check).
-- Each broker is asked for itself. `size` is the bytes of the replica's segment files;
-  `offsetLag` is Kafka's max(0, HW - LEO), 0 in practice; `logStartOffset`, `logEndOffset` and
-  `highWatermark` (the table's LOG-START, LOG-END and HW) are replog's additions, so the
-  replicas' progress can be compared.
+- Each broker is asked for itself (Kafka's DescribeLogDirs at its Kafka listener). `size` is
+  the bytes of the replica's segment files; `offsetLag` is Kafka's max(0, HW - LEO), 0 in
+  practice; `logStartOffset`, `logEndOffset` and `highWatermark` (the table's LOG-START,
+  LOG-END and HW) are replog's additions, carried in replog's tagged field of the answer
+  (`replog.kafka.replica_offsets_tag`; -1 from a broker without it), so the replicas'
+  progress can be compared.
 - `--topic-list a,b` keeps only those topics' replicas (every topic, internal ones included, by
   default). Brokers are listed in id order; partitions as each broker lists them.
 - A broker that does not answer (down, or still recovering its logs) is one stderr line naming
@@ -48,6 +50,7 @@ from replog.errors import ReplogError
 from replog.net_address import format_host_port
 
 if TYPE_CHECKING:
+    from replog.admin.kafka_admin_client import KafkaAdminClient
     from replog.replication.messages import DescribeLogDirsResponse
 
 QUERYING = "Querying brokers for log directories information"
@@ -161,37 +164,17 @@ def received_line(broker_ids: Sequence[int]) -> str:
 # --- the shell -----------------------------------------------------------------------------------
 
 
-def cluster_brokers(config: Mapping[str, object]) -> tuple[dict[int, str], set[int]]:
-    """Every registered broker's id -> host:port, and the ids of the unfenced ones."""
-    from replog.client.sync_admin import Admin
-
-    with Admin(dict(config)) as admin:
-        cluster = admin.describe_cluster()
+def cluster_brokers(admin: KafkaAdminClient) -> tuple[dict[int, str], set[int]]:
+    """Every registered broker's id -> its Kafka listener, and the ids of the unfenced ones."""
+    cluster = admin.describe_cluster()
     addresses = {b.broker_id: format_host_port(b.host, b.port) for b in cluster.brokers}
     return addresses, {b.broker_id for b in cluster.brokers if not b.fenced}
 
 
-def ask_broker(address: str, topics: Sequence[str]) -> DescribeLogDirsResponse:
-    import grpc
-
-    from replog.pb import broker_pb2 as pb
-    from replog.pb import broker_pb2_grpc
-    from replog.replication.messages import DescribeLogDirsRequest
-    from replog.wire import broker_codec as codec
-
-    request = codec.describe_log_dirs_request_to_proto(DescribeLogDirsRequest(tuple(topics)))
-    with grpc.insecure_channel(address) as channel:
-        stub = broker_pb2_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
-        answer: pb.DescribeLogDirsResponse = stub.DescribeLogDirs(
-            request, timeout=REQUEST_TIMEOUT_S
-        )
-    return codec.describe_log_dirs_response_from_proto(answer)
-
-
 def run_describe(args: argparse.Namespace) -> int:
-    # gRPC, the Broker service's messages and the client are loaded when the command runs
-    # (here and in `ask_broker`, `cluster_brokers`), not by `--help`.
-    import grpc
+    # The admin client and the generated messages are loaded when the command runs, not by
+    # `--help`.
+    from replog.admin.kafka_admin_client import KafkaAdminClient
 
     config = client_config(
         args,
@@ -201,21 +184,25 @@ def run_describe(args: argparse.Namespace) -> int:
     )
     if not args.json:
         print(QUERYING, flush=True)
-    brokers = chosen_brokers(*cluster_brokers(config), args.broker_list)
-    answers: dict[int, DescribeLogDirsResponse] = {}
-    failed = 0
-    for broker_id, address in brokers.items():
-        try:
-            answers[broker_id] = ask_broker(address, args.topic_list or ())
-        except grpc.RpcError as error:
-            failed += 1
-            code = error.code() if isinstance(error, grpc.Call) else None
-            details = error.details() if isinstance(error, grpc.Call) else str(error)
-            name = code.name if code is not None else "error"
-            print(
-                f"replog log-dirs: broker {broker_id} at {address}: {name}: {details}",
-                file=sys.stderr,
-            )
+    bootstrap = str(config["bootstrap.servers"])
+    with KafkaAdminClient(
+        bootstrap, client_id=str(config["client.id"]), request_timeout_s=REQUEST_TIMEOUT_S
+    ) as admin:
+        brokers = chosen_brokers(*cluster_brokers(admin), args.broker_list)
+        answers: dict[int, DescribeLogDirsResponse] = {}
+        failed = 0
+        for broker_id, address in brokers.items():
+            try:
+                answers[broker_id] = admin.describe_log_dirs_at(
+                    address, args.topic_list or (), timeout_ms=int(REQUEST_TIMEOUT_S * 1000)
+                )
+            except ReplogError as error:
+                failed += 1
+                print(
+                    f"replog log-dirs: broker {broker_id} at {address}: "
+                    f"{type(error).__name__}: {error}",
+                    file=sys.stderr,
+                )
     if args.json:
         print(json.dumps(document(answers), separators=(",", ":")))
     else:

@@ -42,9 +42,10 @@ Rules (as Kafka's tools measure, unless said otherwise):
   split at `--payload-delimiter` (default newline) and each record takes one entry at random.
 - A progress bar goes to stderr when stderr is a terminal and the run has lasted 2 s
   (`--progress` forces it on, also when stderr is not a terminal; `--no-progress` off).
-- Where the clients connect: `--bootstrap-server host:port,...`, else `bootstrap.servers` from
-  the props or config file, else the brokers of the local cluster in `--data-dir` (default
-  `./.replog/cluster`, from its `cluster.json`). `--bootstrap-server` wins over the props.
+- Where the clients connect: Kafka listeners, `--bootstrap-server host:port,...`, else
+  `bootstrap.servers` from the props or config file, else the Kafka listeners of the local
+  cluster in `--data-dir` (default `./.replog/cluster`, from its `cluster.json`), else
+  `127.0.0.1:9092`. `--bootstrap-server` wins over the props.
 - Ctrl-C stops the run: the producer is closed at once, the totals of what was acknowledged
   are printed, then one stderr line accounts for every record of `--num-records`: acknowledged,
   failed (if any), not acknowledged (sent, its answer not come: it may have been written),

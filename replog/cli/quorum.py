@@ -10,11 +10,10 @@ Like `kafka-metadata-quorum.sh describe`:
   Observer). -1 stands for "not known in this epoch" (the replica has not fetched yet).
 - `--json`: the same as one JSON document (null for unknown).
 
-Where it asks: the `--bootstrap-server` list (`host:port,...`; an entry may be written
-`id@host:port`, as in `controller.quorum.voters`, to say which node listens there), tried in
-turn as Kafka's clients do; by default the nodes of the local cluster in `--data-dir`. Only the
-leader describes the quorum: another node answers with the leader's id, and the command asks
-the leader next, at the address the local cluster or the `id@` entries give for that id.
+Where it asks, as `kafka-metadata-quorum.sh`: Kafka's DescribeQuorum, which every Kafka listener
+answers (a broker's with `--bootstrap-server`, a controller's with `--bootstrap-controller`),
+tried in turn; by default the Kafka listeners of the local cluster in `--data-dir`. The node
+asked gets the description from the quorum's leader itself.
 """
 
 from __future__ import annotations
@@ -26,19 +25,10 @@ from dataclasses import asdict
 from typing import Any
 
 from replog.cli.arguments import add_command
-from replog.cli.controller_connection import bootstrap_and_addresses
-from replog.cli.local_cluster import DEFAULT_DATA_DIR
+from replog.cli.controller_connection import add_connection_arguments, connect
 from replog.cli.table import print_table
 
 UNKNOWN = "-1"  # what Kafka's tool prints for a value not known (the wire's -1)
-
-
-def parse_bootstrap(text: str) -> tuple[list[str], dict[int, str]]:
-    """`host:port,...` (or `id@host:port` entries) -> (addresses in order, ids it names)."""
-    from replog.admin import bootstrap as admin_bootstrap
-
-    parsed = admin_bootstrap.parse_bootstrap(text, what="--bootstrap-server")
-    return list(parsed.addresses), dict(parsed.node_addresses)
 
 
 def register(commands: Any) -> None:
@@ -55,24 +45,16 @@ def register(commands: Any) -> None:
     view.add_argument("--status", action="store_true", help="the quorum's status (default)")
     view.add_argument("--replication", action="store_true", help="one row per replica")
     describe.add_argument("--json", action="store_true", help="print JSON")
-    describe.add_argument(
-        "--bootstrap-server",
-        metavar="HOST:PORT,...",
-        help="quorum nodes to ask, in turn (default: the local cluster's nodes)",
-    )
-    describe.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help=f"the local cluster whose nodes to ask (default: {DEFAULT_DATA_DIR})",
-    )
+    add_connection_arguments(describe, controllers=True)
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    # gRPC and the Raft messages are loaded when the command runs, not by `--help`.
-    from replog.admin.quorum import describe_quorum
+    # The admin client and the generated messages are loaded when the command runs, not by
+    # `--help`.
+    from replog.admin.kafka_cluster_answers import quorum_description
 
-    bootstrap, addresses = bootstrap_and_addresses(args)
-    description = describe_quorum(bootstrap, addresses)
+    with connect(args) as client:
+        description = quorum_description(*client.describe_quorum())
     if args.replication:
         rows = [asdict(r) for r in description.replicas]
         if args.json:
@@ -80,7 +62,7 @@ def run_describe(args: argparse.Namespace) -> int:
         else:
             print_replication_table(rows)
     else:
-        status = description.status({**description.voter_addresses, **addresses})
+        status = description.status(description.voter_addresses)
         if args.json:
             print(json.dumps(status, indent=2))
         else:

@@ -59,8 +59,8 @@ if TYPE_CHECKING:
     # The admin client (gRPC, the generated messages) loads when a subcommand connects, not
     # by `--help`.
     from replog.admin.cluster_metadata import ClusterMetadata
-    from replog.admin.controller_client import ControllerClient
     from replog.admin.controller_results import OngoingReassignment
+    from replog.admin.kafka_admin_client import KafkaAdminClient
 
 Assignment = dict[tuple[str, int], tuple[int, ...]]
 
@@ -194,7 +194,7 @@ def _load_reassignment(args: argparse.Namespace) -> list[PartitionReplicas]:
     return entries
 
 
-def _metadata_of(client: ControllerClient, topics: Iterable[str]) -> ClusterMetadata:
+def _metadata_of(client: KafkaAdminClient, topics: Iterable[str]) -> ClusterMetadata:
     return client.metadata(sorted(set(topics)))
 
 

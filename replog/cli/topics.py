@@ -32,19 +32,19 @@
   `kafka-topics.sh` refuses it: deleting `__consumer_offsets` loses every group's committed
   offsets.
 
-Changes go to the active controller, found from `--bootstrap-server HOST:PORT,...` (entries may
-be `id@host:port`), tried in turn, else from the controllers of the local cluster in
-`--data-dir`, giving up after `--timeout` seconds. Reads (`list`, `describe`) are answered by
-any controller at its committed offset, the active one when it answers: with no active
-controller (the metadata quorum lost its majority) `describe` still prints what the answering
-node last committed, with a warning on stderr that the metadata is stale and how old it is
-("metadata stale: the quorum has not been reached for 42 s (node 1 last heard from the
-quorum's leader at ...)"); `--json` carries "stale" and "metadata_age_ms" always. Leaders and
-ISRs are then as last committed (a dead leader is fenced only by an active controller), so
-`--unavailable-partitions` also counts a partition whose leader the answering node has not
-heard from within `broker.session.timeout.ms`. A refusal (the topic exists, an invalid
-replication factor or config, no controller reachable) is one line on stderr naming the cause,
-exit code 1.
+Requests go to the cluster's Kafka listeners (Kafka's admin APIs: a broker forwards a change to the
+active controller), from `--bootstrap-server HOST:PORT,...`, tried in turn, else the Kafka
+listeners of the local cluster in `--data-dir`, giving up after `--timeout` seconds. `describe`
+reads the replicas being added and removed with ListPartitionReassignments, as kafka-topics.sh does
+(not when no controller is active: none could answer). When the answering node's metadata may be
+stale (the metadata quorum lost its majority), `describe` still prints what it last committed, with
+a warning on stderr that says how old it is ("metadata stale: the quorum has not been reached for
+42 s (node 1 last heard from the quorum's leader at ...)"); `--json` carries "stale" and
+"metadata_age_ms" always. Leaders and ISRs are then as last committed (a dead leader is fenced only
+by an active controller), so `--unavailable-partitions` also counts a partition whose leader the
+answering node has not heard from within `broker.session.timeout.ms`. A refusal (the topic exists,
+an invalid replication factor or config, no broker reachable) is one line on stderr naming the
+cause, exit code 1.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ from replog.topic_names import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from replog.admin.cluster_metadata import ClusterMetadata, PartitionInfo, TopicInfo
-    from replog.admin.controller_client import ControllerClient
+    from replog.admin.kafka_admin_client import KafkaAdminClient
 
 # --- create, list, delete ---------------------------------------------------------------------
 
@@ -186,7 +186,7 @@ def run_describe(args: argparse.Namespace) -> int:
         # partitions).
         args.usage.error("--topics-with-overrides cannot be combined with a partition filter")
     with connect(args) as client:
-        metadata = client.metadata([args.topic] if args.topic else None)
+        metadata = client.metadata([args.topic] if args.topic else None, with_reassignments=True)
         topics = _found_topics(metadata.topics, args)
         configs = {} if filtering else _topic_configs(client, topics)
         min_isr = (
@@ -197,6 +197,12 @@ def run_describe(args: argparse.Namespace) -> int:
     warning = staleness_warning(metadata, wall_clock_ms())
     if warning is not None:
         print(f"replog topics: warning: {warning}", file=sys.stderr)
+    if metadata.reassignments_unknown is not None:
+        print(
+            "replog topics: warning: the reassignments in progress could not be read "
+            f"({metadata.reassignments_unknown}); adding and removing replicas are not shown",
+            file=sys.stderr,
+        )
     # With the quorum lost, no controller fences a dead broker: a leader the answering node
     # has not heard from within the session timeout counts as not live (as a controller
     # would have fenced it by now).
@@ -290,7 +296,7 @@ def _found_topics(topics: Sequence[TopicInfo], args: argparse.Namespace) -> list
 
 
 def _topic_configs(
-    client: ControllerClient, topics: Sequence[TopicInfo]
+    client: KafkaAdminClient, topics: Sequence[TopicInfo]
 ) -> dict[str, dict[str, str | None]]:
     """Each topic's settings that are not at their default, by topic name."""
     from replog.admin.controller_results import ConfigResource
@@ -302,7 +308,7 @@ def _topic_configs(
     return {r.resource.name: r.overrides() for r in results if r.error is None}
 
 
-def _min_isr(client: ControllerClient, topics: Sequence[TopicInfo]) -> dict[str, int]:
+def _min_isr(client: KafkaAdminClient, topics: Sequence[TopicInfo]) -> dict[str, int]:
     """Each topic's effective min.insync.replicas (its own, else the brokers'), by name."""
     from replog.admin.controller_results import ConfigResource
 

@@ -7,16 +7,15 @@ private event loop and has the same methods.
         await admin.create_topics([NewTopic("orders", 6, 3)])
 
 Where requests go:
-- Controller operations (topics, partitions, configs, elections, reassignments, cluster and
-  topic descriptions) go to the active controller through `AsyncControllerClient` (on
-  `grpc.aio`, like every other call of the client). The controllers are found at
-  `bootstrap.controllers` (KIP-919) when set, else at `bootstrap.servers` (replog nodes in
-  combined mode serve both services); broker ids then name controller addresses too, so a
-  standby's NOT_CONTROLLER can be followed even when the bootstrap list names one node.
-- `delete_records` and `list_offsets` go to each partition's leader (`ClusterMetadata` finds
-  it), one request per leader, retried on retriable answers until the deadline.
-- `describe_quorum` asks the metadata quorum (Raft `DescribeQuorum`), as
-  `replog quorum describe` does.
+- Every call is one of Kafka's admin APIs on the brokers' Kafka listeners
+  (`AsyncKafkaAdminClient`): `bootstrap.servers`, or with `bootstrap.controllers` (KIP-919)
+  the controllers' Kafka listeners, which serve describe_cluster and describe_quorum. Topics,
+  partitions, configs, elections and reassignments go to any broker, which forwards them to
+  the active controller.
+- `delete_records` goes to each partition's leader (Metadata finds it), one request per
+  leader, and `list_offsets` through the client's `OffsetLookup`; both retry retriable answers
+  until the deadline.
+- `describe_quorum` is Kafka's DescribeQuorum, as `replog quorum describe` asks it.
 
 Timeouts: every method takes `timeout_ms` (None: `default.api.timeout.ms`, 60 s) bounding the
 whole call, retries included; each attempt is bounded by `request.timeout.ms`.
@@ -27,27 +26,27 @@ the item (topic, partition, config resource). The request went out whole, so the
 may have been applied. One exception, as Kafka's tools treat it: an election that was not
 needed (the preferred leader already leads) is a success, reported in the result's `error`.
 Unknown topics raise UnknownTopicOrPartitionError ("topic 'x' does not exist"). A call after
-`close()` raises ClientClosedError; a gRPC failure never escapes as a bare grpc error.
+`close()` raises ClientClosedError.
 
 After `create_topics` and `create_partitions` succeed, the call also waits (within its timeout)
 until every live broker's metadata shows the new partitions with leaders, so a producer or
-consumer started right after finds them; a broker that does not answer is not waited for.
+consumer started right after finds them; after `delete_topics` until none shows the topics;
+after a preferred `elect_leaders` until each shows the elected partitions led by their
+preferred replica (a broker's Metadata answers from its own copy of the metadata log, so
+that a description read right after says what the change did); a broker that does not answer
+is not waited for.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import grpc
-
-from replog.admin import quorum
-from replog.admin.cluster_metadata import ClusterDescription
-from replog.admin.controller_client import AsyncControllerClient
+from replog.admin import kafka_cluster_answers
+from replog.admin.cluster_metadata import ClusterDescription, ClusterMetadata
 from replog.admin.controller_results import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -64,10 +63,11 @@ from replog.admin.controller_results import (
     ReassignmentResult,
     ResourceConfigs,
 )
+from replog.admin.kafka_admin_client import AsyncKafkaAdminClient
+from replog.admin.quorum import QuorumDescription
 from replog.client.admin_results import OffsetSpec, TopicDescription
-from replog.client.cluster_metadata import ClusterMetadata
+from replog.client.cluster_metadata import ClusterMetadata as ClientMetadata
 from replog.client.config import AdminConfig, admin_config
-from replog.client.connections import rpc_error
 from replog.client.event_loop_binding import EventLoopBinding
 from replog.client.offset_lookup import OffsetLookup
 from replog.client.records import OffsetAndTimestamp, TopicPartition
@@ -83,6 +83,7 @@ from replog.errors import (
     ReplogError,
     UnknownTopicOrPartitionError,
 )
+from replog.net_address import format_host_port
 from replog.replication import messages as m
 from replog.topic_names import INTERNAL_TOPICS
 
@@ -91,7 +92,7 @@ __all__ = ["Admin", "AlterConfigOp", "ConfigResource", "NewPartitions", "NewTopi
 log = logging.getLogger("replog.client")
 
 T = TypeVar("T")
-PROPAGATION_POLL_S = 0.05  # how often to look whether brokers have learnt of a new topic
+PROPAGATION_POLL_S = 0.05  # how often to look whether brokers have learnt of a change
 
 
 class Admin:
@@ -110,7 +111,7 @@ class Admin:
         self.config = admin_config(config, **kwargs)
         self._clock = clock
         c = self.config
-        self._metadata = ClusterMetadata.for_client(c, clock)
+        self._metadata = ClientMetadata.for_client(c, clock)
         self._connections = self._metadata.connections
         self._offsets = OffsetLookup(
             self._metadata,
@@ -120,7 +121,7 @@ class Admin:
             retry_backoff_max_ms=c.retry_backoff_max_ms,
             clock=clock,
         )
-        self._controller: AsyncControllerClient | None = None
+        self._kafka: AsyncKafkaAdminClient | None = None
         self._closed = False
         self._home = EventLoopBinding("asyncio Admin", "replog.Admin")
 
@@ -134,9 +135,9 @@ class Admin:
             self._closed = True  # nothing of it can run any more (event_loop_binding)
             return
         self._closed = True
-        controller, self._controller = self._controller, None
-        if controller is not None:
-            await controller.close()
+        kafka, self._kafka = self._kafka, None
+        if kafka is not None:
+            await kafka.close()
         await self._metadata.close()  # and the connections it made
 
     async def __aenter__(self) -> Admin:
@@ -156,27 +157,28 @@ class Admin:
     ) -> list[CreatedTopic]:
         """Create topics (name, partitions, replication factor, configs, assignments)."""
         deadline_ms = self._deadline(timeout_ms)
-        results = await self._controller_call(
-            AsyncControllerClient.create_topics,
+        results = await self._admin_call(
+            AsyncKafkaAdminClient.create_topics,
             deadline_ms,
             [_new_topic(t) for t in _entries(new_topics, "create_topics", "NewTopic")],
             validate_only=validate_only,
         )
         _raise_failed(results, lambda r: f"topic {r.name!r}")
         if not validate_only:
-            await self._await_brokers(
-                {r.name: r.num_partitions for r in results}, deadline_ms, "create_topics"
-            )
+            counts = {r.name: r.num_partitions for r in results}
+            await self._await_brokers(counts, _showing(counts), deadline_ms, "create_topics")
         return results
 
     async def delete_topics(
         self, names: Iterable[str], *, timeout_ms: int | None = None
     ) -> list[DeletedTopic]:
         deadline_ms = self._deadline(timeout_ms)
-        results = await self._controller_call(
-            AsyncControllerClient.delete_topics, deadline_ms, list(_names(names, "delete_topics"))
+        results = await self._admin_call(
+            AsyncKafkaAdminClient.delete_topics, deadline_ms, list(_names(names, "delete_topics"))
         )
         _raise_failed(results, lambda r: f"topic {r.name!r}")
+        names = [r.name for r in results]
+        await self._await_brokers(names, _without(names), deadline_ms, "delete_topics")
         return results
 
     async def create_partitions(
@@ -189,8 +191,8 @@ class Admin:
         """Grow topics: `{topic: total partition count}` or `{topic: NewPartitions(...)}`."""
         deadline_ms = self._deadline(timeout_ms)
         increases = [_new_partitions(topic, value) for topic, value in new_partitions.items()]
-        results = await self._controller_call(
-            AsyncControllerClient.create_partitions,
+        results = await self._admin_call(
+            AsyncKafkaAdminClient.create_partitions,
             deadline_ms,
             increases,
             validate_only=validate_only,
@@ -198,7 +200,7 @@ class Admin:
         _raise_failed(results, lambda r: f"topic {r.topic!r}")
         if not validate_only:
             counts: dict[str, int | None] = {i.topic: i.total_count for i in increases}
-            await self._await_brokers(counts, deadline_ms, "create_partitions")
+            await self._await_brokers(counts, _showing(counts), deadline_ms, "create_partitions")
         return results
 
     async def list_topics(
@@ -206,8 +208,8 @@ class Admin:
     ) -> list[str]:
         """The names of every topic, sorted (internal ones such as __consumer_offsets only
         with `include_internal`)."""
-        metadata = await self._controller_call(
-            AsyncControllerClient.metadata, self._deadline(timeout_ms), None
+        metadata = await self._admin_call(
+            AsyncKafkaAdminClient.metadata, self._deadline(timeout_ms), None
         )
         return sorted(
             t.name for t in metadata.topics if include_internal or t.name not in INTERNAL_TOPICS
@@ -223,8 +225,11 @@ class Admin:
         """Each topic's partitions: leader, replicas, isr and the offline / under-replicated
         flags (None: every topic; internal ones only with `include_internal`)."""
         wanted = None if names is None else list(_names(names, "describe_topics"))
-        metadata = await self._controller_call(
-            AsyncControllerClient.metadata, self._deadline(timeout_ms), wanted
+        metadata = await self._admin_call(
+            AsyncKafkaAdminClient.metadata,
+            self._deadline(timeout_ms),
+            wanted,
+            with_reassignments=True,
         )
         _raise_failed(metadata.topics, lambda t: f"topic {t.name!r}")
         return {
@@ -235,8 +240,8 @@ class Admin:
 
     async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """The cluster id, the active controller and the registered brokers."""
-        return await self._controller_call(
-            AsyncControllerClient.describe_cluster, self._deadline(timeout_ms)
+        return await self._admin_call(
+            AsyncKafkaAdminClient.describe_cluster, self._deadline(timeout_ms)
         )
 
     # --- configs ---------------------------------------------------------------------------------
@@ -249,8 +254,8 @@ class Admin:
         timeout_ms: int | None = None,
     ) -> dict[ConfigResource, ResourceConfigs]:
         """Every config of each resource (only `keys` when given), with its source."""
-        results = await self._controller_call(
-            AsyncControllerClient.describe_configs,
+        results = await self._admin_call(
+            AsyncKafkaAdminClient.describe_configs,
             self._deadline(timeout_ms),
             list(resources),
             keys=list(keys),
@@ -268,8 +273,8 @@ class Admin:
         """Change configs: per resource, AlterConfigOps or `{name: value}` (None: delete the
         override, back to the default)."""
         ops = {resource: _ops(value) for resource, value in changes.items()}
-        results = await self._controller_call(
-            AsyncControllerClient.incremental_alter_configs,
+        results = await self._admin_call(
+            AsyncKafkaAdminClient.incremental_alter_configs,
             self._deadline(timeout_ms),
             ops,
             validate_only=validate_only,
@@ -291,13 +296,19 @@ class Admin:
         its `error` instead of raising (module docstring)."""
         kind = _election_type(election_type)
         tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
-        results = await self._controller_call(
-            AsyncControllerClient.elect_leaders, self._deadline(timeout_ms), kind, tps
+        deadline_ms = self._deadline(timeout_ms)
+        results = await self._admin_call(
+            AsyncKafkaAdminClient.elect_leaders, deadline_ms, kind, tps
         )
         _raise_failed(
             [r for r in results if not isinstance(r.error, ElectionNotNeededError)],
             lambda r: _tp_text(r.topic_partition),
         )
+        elected = [r.topic_partition for r in results if r.error is None]
+        if kind is ElectionType.PREFERRED and elected:
+            await self._await_brokers(
+                {tp.topic for tp in elected}, _preferred(elected), deadline_ms, "elect_leaders"
+            )
         return results
 
     async def alter_partition_reassignments(
@@ -308,8 +319,8 @@ class Admin:
     ) -> list[ReassignmentResult]:
         """Move each partition to the replicas given (None: cancel its reassignment)."""
         moves = {TopicPartition(*tp): r for tp, r in reassignments.items()}
-        results = await self._controller_call(
-            AsyncControllerClient.alter_partition_reassignments, self._deadline(timeout_ms), moves
+        results = await self._admin_call(
+            AsyncKafkaAdminClient.alter_partition_reassignments, self._deadline(timeout_ms), moves
         )
         _raise_failed(results, lambda r: _tp_text(r.topic_partition))
         return results
@@ -322,8 +333,8 @@ class Admin:
     ) -> dict[TopicPartition, OngoingReassignment]:
         """The reassignments in progress (of `partitions`; None: of every partition)."""
         tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
-        results = await self._controller_call(
-            AsyncControllerClient.list_partition_reassignments, self._deadline(timeout_ms), tps
+        results = await self._admin_call(
+            AsyncKafkaAdminClient.list_partition_reassignments, self._deadline(timeout_ms), tps
         )
         return {r.topic_partition: r for r in results}
 
@@ -392,29 +403,19 @@ class Admin:
 
     # --- the metadata quorum ---------------------------------------------------------------------
 
-    async def describe_quorum(self, *, timeout_ms: int | None = None) -> quorum.QuorumDescription:
+    async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumDescription:
         """The metadata quorum: leader, epoch, high watermark, voters and observers, and each
         replica's progress (`replog.admin.quorum.QuorumDescription`)."""
-        self._check_open()
         deadline_ms = self._deadline(timeout_ms)
-        bootstrap, addresses = await self._controller_addresses(deadline_ms)
-        remaining_s = max(deadline_ms - self._clock(), 1) / 1000
-        attempt_s = min(self.config.request_timeout_ms / 1000, remaining_s)
         try:
-            async with asyncio.timeout(remaining_s):
-                return await quorum.describe_quorum_async(bootstrap, addresses, attempt_s)
-        except TimeoutError:
-            raise KafkaTimeoutError(
-                f"describe_quorum did not finish within {int(remaining_s * 1000)} ms"
-            ) from None
-        except ReplogError as exc:
-            if type(exc) is not ReplogError:
-                raise
-            # The quorum client says what happened in plain words; type it for callers.
-            text = str(exc)
-            if text.startswith("no quorum node reachable"):
-                raise NoBrokersAvailableError(f"describe_quorum: {text}") from None
-            raise LeaderNotAvailableError(f"describe_quorum: {text}") from None
+            answer, address = await self._admin_call(
+                AsyncKafkaAdminClient.describe_quorum, deadline_ms
+            )
+        except KafkaTimeoutError as exc:
+            if "connection refused" in str(exc) and "answered" not in str(exc):
+                raise NoBrokersAvailableError(f"describe_quorum: {exc}") from None
+            raise
+        return kafka_cluster_answers.quorum_description(answer, address)
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -433,51 +434,31 @@ class Admin:
     def _deadline(self, timeout_ms: int | None) -> int:
         return self._clock() + self._budget_ms(timeout_ms)
 
-    async def _controller_addresses(self, deadline_ms: int) -> tuple[list[str], dict[int, str]]:
-        """Where the controllers are: the bootstrap list to ask and the node ids known."""
-        if self.config.bootstrap_controllers:
-            from replog.admin.bootstrap import parse_bootstrap
-
-            parsed = parse_bootstrap(
-                self.config.bootstrap_controllers, what="bootstrap.controllers"
-            )
-            return list(parsed.addresses), dict(parsed.node_addresses)
-        if not self._metadata.brokers():
-            # Combined nodes: a broker's id is its controller's id. Best effort, and short: a
-            # quarter of what is left at most, so a hung node cannot eat the call's time.
-            now = self._clock()
-            cap_ms = now + min(self.config.request_timeout_ms, max(deadline_ms - now, 0) // 4)
-            with contextlib.suppress(ReplogError):
-                await self._metadata.refresh(deadline_ms=cap_ms)
-        return list(self.config.bootstrap_servers), self._metadata.brokers()
-
-    async def _controller_client(self, deadline_ms: int) -> AsyncControllerClient:
+    def _admin_client(self) -> AsyncKafkaAdminClient:
         self._check_open()
-        if self._controller is None:
-            bootstrap, addresses = await self._controller_addresses(deadline_ms)
-            self._check_open()
-            if self._controller is None:
-                c = self.config
-                self._controller = AsyncControllerClient(
-                    bootstrap,
-                    node_addresses=addresses,
-                    default_timeout_s=c.default_api_timeout_ms / 1000,
-                    request_timeout_s=c.request_timeout_ms / 1000,
-                    retry_backoff_s=c.retry_backoff_ms / 1000,
-                    max_retry_backoff_s=max(c.retry_backoff_max_ms, c.retry_backoff_ms) / 1000,
-                    refused_timeout_s=c.socket_connection_setup_timeout_max_ms / 1000,
-                )
-        return self._controller
+        if self._kafka is None:
+            c = self.config
+            self._kafka = AsyncKafkaAdminClient(
+                list(c.bootstrap_controllers or c.bootstrap_servers),
+                client_id=c.client_id,
+                default_timeout_s=c.default_api_timeout_ms / 1000,
+                request_timeout_s=c.request_timeout_ms / 1000,
+                retry_backoff_s=c.retry_backoff_ms / 1000,
+                max_retry_backoff_s=max(c.retry_backoff_max_ms, c.retry_backoff_ms) / 1000,
+                refused_timeout_s=c.socket_connection_setup_timeout_max_ms / 1000,
+                controllers=bool(c.bootstrap_controllers),
+            )
+        return self._kafka
 
-    async def _controller_call(
+    async def _admin_call(
         self,
         method: Callable[..., Coroutine[Any, Any, T]],
         deadline_ms: int,
         *args: Any,
         **kwargs: Any,
     ) -> T:
-        """`AsyncControllerClient.<method>(*args, **kwargs)` within the deadline."""
-        client = await self._controller_client(deadline_ms)
+        """`AsyncKafkaAdminClient.<method>(*args, **kwargs)` within the deadline."""
+        client = self._admin_client()
         timeout_s = max(deadline_ms - self._clock(), 0) / 1000
         try:
             return await method(client, *args, timeout_s=timeout_s, **kwargs)
@@ -487,14 +468,22 @@ class Admin:
             raise
 
     async def _await_brokers(
-        self, expected: Mapping[str, int | None], deadline_ms: int, what: str
+        self,
+        topics: Iterable[str],
+        sees: Callable[[ClusterMetadata], bool],
+        deadline_ms: int,
+        what: str,
     ) -> None:
-        """Until every live broker's metadata shows each topic with `expected` partitions, all
-        led (module docstring); gives up quietly at the deadline: the change itself is done."""
+        """Until every live broker's Metadata of `topics` is one that `sees` accepts (module
+        docstring); gives up quietly at the deadline: the change itself is done."""
+        names = sorted(set(topics))
+        client = self._admin_client()
         cap_ms = min(deadline_ms, self._clock() + self.config.request_timeout_ms)
-        with contextlib.suppress(ReplogError):
-            await self._metadata.refresh(deadline_ms=cap_ms)
-        pending = self._metadata.brokers()
+        try:
+            cluster = await client.metadata(names, timeout_s=max(cap_ms - self._clock(), 0) / 1000)
+        except ReplogError:
+            return
+        pending = {b.broker_id: format_host_port(b.host, b.port) for b in cluster.brokers}
         while pending:
             remaining_ms = deadline_ms - self._clock()
             if remaining_ms <= 0:
@@ -502,28 +491,24 @@ class Admin:
                 return
             timeout_ms = min(self.config.request_timeout_ms, remaining_ms)
             seen = await asyncio.gather(
-                *(self._broker_sees(a, expected, timeout_ms) for a in pending.values())
+                *(self._broker_sees(a, names, sees, timeout_ms) for a in pending.values())
             )
             pending = {b: a for (b, a), ok in zip(pending.items(), seen, strict=True) if not ok}
             if pending:
                 await asyncio.sleep(min(PROPAGATION_POLL_S, remaining_ms / 1000))
 
     async def _broker_sees(
-        self, address: str, expected: Mapping[str, int | None], timeout_ms: int
+        self,
+        address: str,
+        topics: Sequence[str],
+        sees: Callable[[ClusterMetadata], bool],
+        timeout_ms: int,
     ) -> bool:
         try:
-            answer = await self._connections.broker(address).metadata(
-                sorted(expected), timeout_ms=timeout_ms
-            )
-        except (grpc.aio.AioRpcError, ReplogError):
+            answer = await self._admin_client().metadata_at(address, topics, timeout_ms=timeout_ms)
+        except ReplogError:
             return True  # not answering: nothing to wait for there
-        by_name = {t.name: t for t in answer.topics if t.error_code == 0}
-        return all(
-            (topic := by_name.get(name)) is not None
-            and (count is None or len(topic.partitions) == count)
-            and all(p.leader_id >= 0 for p in topic.partitions)
-            for name, count in expected.items()
-        )
+        return sees(answer)
 
     async def _at_leaders(
         self,
@@ -531,32 +516,38 @@ class Admin:
         deadline_ms: int,
         what: str,
         ask: Callable[
-            [int, str, dict[TopicPartition, int], int],
+            [str, dict[TopicPartition, int], int],
             Any,
         ],
     ) -> dict[TopicPartition, int]:
-        """`ask(leader, address, {tp: arg}, deadline_ms)` for the partitions each leader leads,
-        concurrently; retriable failures mark the metadata stale and are retried with backoff
-        until the deadline. `ask` returns {tp: result int | KafkaError} or raises ReplogError."""
+        """`ask(address, {tp: arg}, deadline_ms)` at the leader of the partitions it leads,
+        concurrently; retriable failures are retried with fresh metadata and backoff until the
+        deadline. `ask` returns {tp: result int | KafkaError} or raises ReplogError."""
         self._check_open()
         started_ms = self._clock()
         done: dict[TopicPartition, int] = {}
         backoff_ms = self.config.retry_backoff_ms
         last: ReplogError | None = None
         while pending:
-            groups: dict[tuple[int, str], dict[TopicPartition, int]] = {}
-            for tp, arg in pending.items():
+            groups: dict[str, dict[TopicPartition, int]] = {}
+            try:
+                cluster = await self._admin_call(
+                    AsyncKafkaAdminClient.metadata,
+                    deadline_ms,
+                    sorted({tp.topic for tp in pending}),
+                )
+            except (KafkaTimeoutError, NoBrokersAvailableError) as exc:
+                last = exc
+                cluster = None
+            for tp, arg in pending.items() if cluster is not None else ():
                 try:
-                    leader = await self._leader_of(tp, deadline_ms)
-                except (KafkaTimeoutError, NoBrokersAvailableError, LeaderNotAvailableError) as e:
-                    last = e
+                    address = _leader_of(cluster, tp)  # type: ignore[arg-type]
+                except LeaderNotAvailableError as exc:
+                    last = exc
                     continue
-                groups.setdefault(leader, {})[tp] = arg
+                groups.setdefault(address, {})[tp] = arg
             answers = await asyncio.gather(
-                *(
-                    ask(node, address, parts, deadline_ms)
-                    for (node, address), parts in groups.items()
-                ),
+                *(ask(address, parts, deadline_ms) for address, parts in groups.items()),
                 return_exceptions=True,
             )
             for answer in answers:
@@ -564,14 +555,12 @@ class Admin:
                     if not isinstance(answer, ReplogError) or not answer.retriable:
                         raise answer
                     last = answer
-                    self._metadata.request_update()
                     continue
                 for tp, result in answer.items():
                     if isinstance(result, KafkaError):
                         if not result.retriable:
                             raise _naming(result, _tp_text(tp))
                         last = result
-                        self._metadata.request_update()
                     else:
                         done[tp] = result
                         pending.pop(tp, None)
@@ -588,38 +577,69 @@ class Admin:
             backoff_ms = min(backoff_ms * 2, max(self.config.retry_backoff_max_ms, backoff_ms))
         return done
 
-    async def _leader_of(self, tp: TopicPartition, deadline_ms: int) -> tuple[int, str]:
-        partitions = await self._metadata.partitions_for(tp.topic, deadline_ms=deadline_ms)
-        if not 0 <= tp.partition < len(partitions):
-            raise UnknownTopicOrPartitionError(
-                f"partition {_tp_text(tp)} does not exist: topic {tp.topic!r} has "
-                f"{len(partitions)} partitions"
-            )
-        state = self._metadata.partition(tp)
-        address = self._metadata.broker_address(state.leader) if state is not None else None
-        if state is None or address is None:
-            self._metadata.request_update()
-            raise LeaderNotAvailableError(f"no leader known for {_tp_text(tp)}")
-        return state.leader, address
-
     async def _delete_at(
-        self, node: int, address: str, parts: dict[TopicPartition, int], deadline_ms: int
+        self, address: str, parts: dict[TopicPartition, int], deadline_ms: int
     ) -> dict[TopicPartition, int | KafkaError]:
         wait_ms = max(1, min(self.config.request_timeout_ms, deadline_ms - self._clock()))
-        request = m.DeleteRecordsRequest(
-            tuple(m.DeleteRecordsPartition(tp.topic, tp.partition, o) for tp, o in parts.items()),
-            timeout_ms=wait_ms,
+        return await self._admin_client().delete_records_at(address, parts, timeout_ms=wait_ms)
+
+
+def _showing(counts: Mapping[str, int | None]) -> Callable[[ClusterMetadata], bool]:
+    """A broker's Metadata shows each topic with its partition count (None: any), all led."""
+
+    def sees(answer: ClusterMetadata) -> bool:
+        by_name = {t.name: t for t in answer.topics if t.error is None}
+        return all(
+            (topic := by_name.get(name)) is not None
+            and (count is None or len(topic.partitions) == count)
+            and all(p.leader is not None for p in topic.partitions)
+            for name, count in counts.items()
         )
-        try:
-            answer = await self._connections.broker(address).delete_records(request)
-        except grpc.aio.AioRpcError as exc:
-            raise rpc_error(exc, address=address, what="DeleteRecords", node_id=node) from None
-        return {
-            TopicPartition(r.topic, r.partition): r.error
-            if r.error is not None
-            else r.low_watermark
-            for r in answer.partitions
+
+    return sees
+
+
+def _without(names: Iterable[str]) -> Callable[[ClusterMetadata], bool]:
+    """A broker's Metadata shows none of the topics `names`."""
+    gone = set(names)
+    return lambda answer: not any(t.name in gone and t.error is None for t in answer.topics)
+
+
+def _preferred(elected: Iterable[TopicPartition]) -> Callable[[ClusterMetadata], bool]:
+    """A broker's Metadata shows each partition led by its preferred (first) replica."""
+    wanted = set(elected)
+
+    def sees(answer: ClusterMetadata) -> bool:
+        led = {
+            TopicPartition(t.name, p.partition)
+            for t in answer.topics
+            for p in t.partitions
+            if p.replicas and p.leader == p.replicas[0]
         }
+        return wanted <= led
+
+    return sees
+
+
+def _leader_of(cluster: ClusterMetadata, tp: TopicPartition) -> str:
+    """The Kafka address of `tp`'s leader in `cluster`; an unknown topic or partition raises
+    UnknownTopicOrPartitionError, no leader (yet) LeaderNotAvailableError (retriable)."""
+    topic = next((t for t in cluster.topics if t.name == tp.topic), None)
+    if topic is None or isinstance(topic.error, UnknownTopicOrPartitionError):
+        raise UnknownTopicOrPartitionError(f"topic {tp.topic!r} does not exist")
+    if not 0 <= tp.partition < len(topic.partitions):
+        raise UnknownTopicOrPartitionError(
+            f"partition {_tp_text(tp)} does not exist: topic {tp.topic!r} has "
+            f"{len(topic.partitions)} partitions"
+        )
+    leader = topic.partitions[tp.partition].leader
+    address = next(
+        (format_host_port(b.host, b.port) for b in cluster.brokers if b.broker_id == leader),
+        None,
+    )
+    if address is None:
+        raise LeaderNotAvailableError(f"no leader known for {_tp_text(tp)}")
+    return address
 
 
 # --- argument and result shaping ------------------------------------------------------------------

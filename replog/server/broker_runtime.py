@@ -107,7 +107,7 @@ from replog.server.file_maker import start_file_maker
 from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.kafka_admin_apis import KafkaAdminApis
-from replog.server.kafka_apis import KafkaApis, fetch_session_cache
+from replog.server.kafka_apis import KafkaApis, MetadataStalenessOf, fetch_session_cache
 from replog.server.kafka_group_apis import KafkaGroupApis
 from replog.server.kafka_quorum_apis import KafkaQuorumApis
 from replog.server.loop_turns import yield_turn
@@ -190,6 +190,7 @@ class BrokerRuntime:
         controlled_shutdown_timeout_ms: int = CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT,
         data_plane: DataPlaneConfig | None = None,
         quorum_apis: KafkaQuorumApis | None = None,
+        metadata_staleness: MetadataStalenessOf | None = None,
     ) -> None:
         self._spawner = tasks  # its background tasks' owner (node_tasks)
         self.config = config
@@ -263,6 +264,7 @@ class BrokerRuntime:
             cluster_id=config.cluster_id,
             image=lambda: self.metadata.image,
             controller_id=lambda: -1 if self._raft_leader is None else self._raft_leader,
+            metadata_staleness=metadata_staleness,
             broker_service=self.service,
             producer_ids=self.producer_ids,
             fetch_sessions=(
@@ -322,12 +324,14 @@ class BrokerRuntime:
         bound_port: int | None = None,
         kafka_ports: Mapping[str, int] | None = None,
         quorum_apis: KafkaQuorumApis | None = None,
+        metadata_staleness: MetadataStalenessOf | None = None,
     ) -> BrokerRuntime:
         """The broker role of `node`, listening to its Raft driver (call before `run`).
         `bound_port` is the port the node's listener bound: it replaces port 0 (an ephemeral
         port) in the endpoints the broker registers (`broker_config_from_node`);
         `kafka_ports` the ports its Kafka listeners bound, by listener name; `quorum_apis`
-        answers DescribeQuorum on them."""
+        answers DescribeQuorum on them; `metadata_staleness` (a combined node's controller)
+        says in Metadata answers how current they are."""
         config, addresses = broker_config_from_node(
             node, bound_port=bound_port, kafka_ports=kafka_ports
         )
@@ -342,6 +346,7 @@ class BrokerRuntime:
             clock=raft_driver.clock,
             data_plane=data_plane_config_from_node(node),
             quorum_apis=quorum_apis,
+            metadata_staleness=metadata_staleness,
         )
         raft_driver.add_stepped_listener(runtime.listener_steps)
         return runtime

@@ -31,7 +31,8 @@ Rules:
   answers: clients ask controllers directly for those.
 - DeleteRecords goes through the gRPC Broker service's DeleteRecords (its refusals, the same
   `ReplicaManager.delete_records` call); DescribeLogDirs through its DescribeLogDirs (this
-  broker's dirs), each dir's total and usable bytes read from its file system;
+  broker's dirs), each dir's total and usable bytes read from its file system, each replica
+  with replog's tag of its log start, log end and high watermark (`replica_offsets_tag`, v2+);
   DescribeProducers asks the replica manager for the producers of partitions this broker
   hosts a replica of, leader or follower, as Kafka answers (`ReplicaManager.describe_producers`).
 - The transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit) answer
@@ -62,6 +63,7 @@ from replog.errors import (
     UnknownServerError,
     UnsupportedVersionError,
 )
+from replog.kafka import replica_offsets_tag
 from replog.kafka.connection import KafkaRequest, Served
 from replog.kafka.messages import add_offsets_to_txn_response as aotr
 from replog.kafka.messages import add_partitions_to_txn_response as aptr
@@ -106,6 +108,7 @@ from replog.kafka.messages.list_partition_reassignments_request import (
 from replog.kafka.messages.txn_offset_commit_request import TxnOffsetCommitRequest
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
 from replog.kafka.protocol.codec import ZERO_UUID, Message
+from replog.kafka.replica_offsets_tag import ReplicaOffsets
 from replog.pb import broker_pb2 as bpb
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
@@ -767,12 +770,7 @@ class KafkaAdminApis:
                         dldr.DescribeLogDirsTopic(
                             name=topic.name,
                             partitions=[
-                                dldr.DescribeLogDirsPartition(
-                                    partition_index=p.partition,
-                                    partition_size=p.size,
-                                    offset_lag=p.offset_lag,
-                                    is_future_key=p.is_future,
-                                )
+                                _log_dir_partition(p)
                                 for p in topic.partitions
                                 if wanted is None or p.partition in wanted[topic.name]
                             ],
@@ -1018,3 +1016,16 @@ def _disk_usage(path: str) -> tuple[int, int]:
     except OSError:
         return -1, -1
     return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
+
+
+def _log_dir_partition(p: bpb.DescribeLogDirsPartition) -> dldr.DescribeLogDirsPartition:
+    """A replica of the Broker service's answer in Kafka's form, with replog's offsets tag."""
+    partition = dldr.DescribeLogDirsPartition(
+        partition_index=p.partition,
+        partition_size=p.size,
+        offset_lag=p.offset_lag,
+        is_future_key=p.is_future,
+    )
+    offsets = ReplicaOffsets(p.log_start_offset, p.log_end_offset, p.high_watermark)
+    partition.unknown_tagged_fields = (replica_offsets_tag.encode(offsets),)
+    return partition

@@ -19,7 +19,9 @@ Rules:
   leader is such a broker has leader -1 and LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE.
 - `controller_id` is the active controller when it is a broker listed in the answer, else the
   lowest listed broker (a KRaft broker names some live broker: clients send their admin
-  requests there), -1 with none.
+  requests there), -1 with none. On a node that is also a controller, v9+ answers carry
+  replog's tagged field saying how current the metadata is (`replog.kafka.staleness_tag`):
+  whether the quorum is lost, since when, and which brokers the node has not heard from.
 - Metadata v0: an empty topic list means every topic; v1+: null means every topic, empty none.
 - Produce (v3-12, topics by name) goes through the Broker service's Produce core
   (`BrokerService.produce`, which its gRPC methods answer with) with no protobuf in between:
@@ -67,7 +69,7 @@ from __future__ import annotations
 import contextlib
 import random
 import re
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import replace
 from functools import partial
 from typing import NoReturn, Protocol, TypeVar
@@ -84,6 +86,7 @@ from replog.errors import (
     RequestRefusedError,
     UnknownTopicIdError,
 )
+from replog.kafka import staleness_tag
 from replog.kafka.connection import Answer, KafkaRequest, Served
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
@@ -131,6 +134,7 @@ from replog.replication.fetch_session_cache import (
 from replog.server.broker_metadata import listener_endpoint, metadata_view_from_image
 from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
 from replog.server.kafka_features import FEATURES_VERSION, with_features
+from replog.server.metadata_staleness import Staleness
 from replog.server.tolerant_service import Refused
 from replog.topic_names import is_internal_topic
 from replog.wire import broker_codec
@@ -153,6 +157,10 @@ SERVED: Mapping[int, tuple[int, int]] = {
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
 }
 LISTENER_NOT_FOUND = 72
+FLEXIBLE_METADATA = 9  # Metadata's first version with tagged fields
+# A controller's view of how stale its metadata is, given the brokers of the answer, with the
+# wall-clock time of its last contact with the quorum's leader (-1: none) (ControllerDriver).
+MetadataStalenessOf = Callable[[Iterable[int]], tuple[Staleness, int]]
 T = TypeVar("T")
 R = TypeVar("R")
 # Fetch names topics by id from this version on (KIP-516).
@@ -185,6 +193,7 @@ class KafkaApis:
         cluster_id: str,
         image: Callable[[], MetadataImage],
         controller_id: Callable[[], int] = lambda: -1,
+        metadata_staleness: MetadataStalenessOf | None = None,
         broker_service: BrokerService | None = None,
         producer_ids: ProducerIds | None = None,
         fetch_sessions: FetchSessionCache | None = None,
@@ -212,6 +221,7 @@ class KafkaApis:
         self._cluster_id = cluster_id
         self._image = image
         self._controller_id = controller_id
+        self._metadata_staleness = metadata_staleness
         self._broker_service = broker_service
         self._producer_ids = producer_ids
         self._clock = clock
@@ -311,15 +321,30 @@ class KafkaApis:
             MetadataResponseTopic(error_code=UnknownTopicIdError.code, name=None, topic_id=topic_id)
             for topic_id in unknown_ids
         ]
-        controller = self._controller_id()
+        leader = controller = self._controller_id()
         if controller not in endpoints:
             controller = min(endpoints, default=-1)
-        return MetadataResponse(
+        response = MetadataResponse(
             brokers=brokers,
             cluster_id=self._cluster_id,
             controller_id=controller,
             topics=topics,
         )
+        if self._metadata_staleness is not None and version >= FLEXIBLE_METADATA:
+            staleness, contact_ms = self._metadata_staleness(endpoints)
+            response.unknown_tagged_fields = (
+                staleness_tag.encode(
+                    staleness_tag.MetadataStaleness(
+                        staleness.stale,
+                        leader >= 0,
+                        staleness.age_ms,
+                        None if contact_ms < 0 else contact_ms,
+                        self.broker_id,
+                        staleness.unreachable,
+                    )
+                ),
+            )
+        return response
 
     # --- Produce -------------------------------------------------------------------------------
 

@@ -246,6 +246,9 @@ class Node:
                 bound_port=self.listener_port,
                 kafka_ports={listener.name: listener.port for listener in self.kafka_listeners},
                 quorum_apis=quorum_apis,
+                metadata_staleness=(
+                    None if self.controller is None else self.controller.metadata_staleness
+                ),
             )
             self.broker.counters = self.metrics.broker
             add_broker_service(self.broker.service, self.server)

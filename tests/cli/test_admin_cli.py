@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from cli_runner import Outcome, replog
-from fake_controller import FakeController, running, status
+from fake_kafka_listener import FakeKafkaListener, listening
 
 from replog.admin.controller_results import OngoingReassignment
 from replog.cli import reassign
@@ -33,7 +33,21 @@ from replog.errors import (
     ReplogError,
     UnknownTopicOrPartitionError,
 )
-from replog.pb import controller_pb2 as pb
+from replog.kafka.messages import alter_partition_reassignments_response as apr
+from replog.kafka.messages import describe_cluster_response as dcl
+from replog.kafka.messages import describe_configs_response as dcr
+from replog.kafka.messages import elect_leaders_response as elr
+from replog.kafka.messages import incremental_alter_configs_response as iacr
+from replog.kafka.messages import list_partition_reassignments_response as lpr
+from replog.kafka.messages import metadata_response as mr
+from replog.kafka.messages.alter_partition_reassignments_request import (
+    AlterPartitionReassignmentsRequest,
+)
+from replog.kafka.messages.describe_configs_request import DescribeConfigsRequest
+from replog.kafka.messages.incremental_alter_configs_request import (
+    IncrementalAlterConfigsRequest,
+)
+from replog.kafka.messages.metadata_request import MetadataRequest
 
 
 @pytest.fixture(autouse=True)
@@ -42,15 +56,14 @@ def no_debug(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def controller() -> Iterator[FakeController]:
-    with running(1) as (node,):
-        node.controller_id = 1
+def controller() -> Iterator[FakeKafkaListener]:
+    with listening() as (node,):
         node.script("Metadata", metadata)
         node.script("DescribeCluster", cluster)
         yield node
 
 
-def at(node: FakeController, *args: str) -> Outcome:
+def at(node: FakeKafkaListener, *args: str) -> Outcome:
     return replog(*args, "--bootstrap-server", node.address)
 
 
@@ -59,24 +72,28 @@ def at(node: FakeController, *args: str) -> Outcome:
 REPLICAS = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
 
 
-def metadata(request: pb.MetadataRequest) -> pb.MetadataResponse:
+def metadata(request: MetadataRequest) -> mr.MetadataResponse:
     topics = []
-    for name in list(request.topics) or ["t"]:
+    for name in [t.name for t in request.topics] if request.topics else ["t"]:
         if name == "t":
             partitions = [
-                pb.PartitionMetadata(partition_index=p, leader_id=r[0], replicas=r, isr=r)
+                mr.MetadataResponsePartition(
+                    partition_index=p, leader_id=r[0], replica_nodes=r, isr_nodes=r
+                )
                 for p, r in REPLICAS.items()
             ]
-            topics.append(pb.TopicMetadata(name="t", partitions=partitions))
+            topics.append(mr.MetadataResponseTopic(name="t", partitions=partitions))
         else:
-            error = status(UnknownTopicOrPartitionError.code, f"unknown topic {name!r}")
-            topics.append(pb.TopicMetadata(name=name, error=error))
-    return pb.MetadataResponse(controller_id=1, topics=topics)
+            code = UnknownTopicOrPartitionError.code
+            topics.append(mr.MetadataResponseTopic(name=name, error_code=code))
+    return mr.MetadataResponse(controller_id=1, topics=topics)
 
 
-def cluster(request: pb.DescribeClusterRequest) -> pb.DescribeClusterResponse:
-    brokers = [pb.BrokerEndpoint(broker_id=i, host="127.0.0.1", port=9000 + i) for i in (1, 2, 3)]
-    return pb.DescribeClusterResponse(controller_id=1, brokers=brokers)
+def cluster(request: object) -> dcl.DescribeClusterResponse:
+    brokers = [
+        dcl.DescribeClusterBroker(broker_id=i, host="127.0.0.1", port=9000 + i) for i in (1, 2, 3)
+    ]
+    return dcl.DescribeClusterResponse(controller_id=1, cluster_id="c", brokers=brokers)
 
 
 def write(tmp_path: Path, name: str, document: Any) -> str:
@@ -98,7 +115,7 @@ def one_line_refusal(outcome: Outcome, command: str, *fragments: str) -> str:
 # --- configs ------------------------------------------------------------------------------------
 
 
-def described(request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:
+def described(request: DescribeConfigsRequest) -> dcr.DescribeConfigsResponse:
     """Topic t: retention.ms set on it, retention.bytes from the brokers' static config,
     cleanup.policy at its default. Broker 2: a dynamic min.insync.replicas and a sensitive
     key; brokers 1 and 3 inherit min.insync.replicas from the cluster default, which sets
@@ -107,51 +124,63 @@ def described(request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:
     for resource in request.resources:
         name = resource.resource_name
         if resource.resource_type == 2 and name != "t":
-            error = status(UnknownTopicOrPartitionError.code, f"topic {name!r} is unknown")
             results.append(
-                pb.DescribeConfigsResult(resource_type=2, resource_name=name, error=error)
+                dcr.DescribeConfigsResult(
+                    resource_type=2,
+                    resource_name=name,
+                    error_code=UnknownTopicOrPartitionError.code,
+                    error_message=f"topic {name!r} is unknown",
+                )
             )
             continue
         if resource.resource_type == 32:  # group g: its own session, the broker's interval
             entries = [
-                pb.ConfigEntry(name="consumer.heartbeat.interval.ms", value="5000",
-                               source="STATIC_BROKER_CONFIG"),
-                pb.ConfigEntry(name="consumer.session.timeout.ms", value="50000",
-                               source="GROUP_CONFIG"),
+                entry(name="consumer.heartbeat.interval.ms", value="5000",
+                               config_source=4),
+                entry(name="consumer.session.timeout.ms", value="50000",
+                               config_source=8),
             ]  # fmt: skip
         elif resource.resource_type == 2:
             entries = [
-                pb.ConfigEntry(name="cleanup.policy", value="delete", is_default=True,
-                               source="DEFAULT_CONFIG"),
-                pb.ConfigEntry(name="retention.bytes", value="1024",
-                               source="STATIC_BROKER_CONFIG"),
-                pb.ConfigEntry(name="retention.ms", value="1000", source="TOPIC_CONFIG"),
+                entry(name="cleanup.policy", value="delete",
+                               config_source=5),
+                entry(name="retention.bytes", value="1024",
+                               config_source=4),
+                entry(name="retention.ms", value="1000", config_source=1),
             ]  # fmt: skip
         elif name == "":
             entries = [
-                pb.ConfigEntry(name="log.retention.ms", value="5",
-                               source="DYNAMIC_DEFAULT_BROKER_CONFIG"),
+                entry(name="log.retention.ms", value="5",
+                               config_source=3),
             ]  # fmt: skip
         elif name == "2":
             entries = [
-                pb.ConfigEntry(name="min.insync.replicas", value="2",
-                               source="DYNAMIC_BROKER_CONFIG"),
-                pb.ConfigEntry(name="secret", is_sensitive=True, source="DYNAMIC_BROKER_CONFIG"),
+                entry(name="min.insync.replicas", value="2",
+                               config_source=2),
+                entry(name="secret", is_sensitive=True, config_source=2),
             ]  # fmt: skip
         else:
             entries = [
-                pb.ConfigEntry(name="min.insync.replicas", value="2",
-                               source="DYNAMIC_DEFAULT_BROKER_CONFIG"),
+                entry(name="min.insync.replicas", value="2",
+                               config_source=3),
             ]  # fmt: skip
         results.append(
-            pb.DescribeConfigsResult(
+            dcr.DescribeConfigsResult(
                 resource_type=resource.resource_type, resource_name=name, configs=entries
             )
         )
-    return pb.DescribeConfigsResponse(controller_id=1, results=results)
+    return dcr.DescribeConfigsResponse(results=results)
 
 
-def test_configs_describe_prints_kafka_configs_lines(controller: FakeController) -> None:
+def entry(
+    name: str, config_source: int, value: str | None = None, is_sensitive: bool = False
+) -> dcr.DescribeConfigsResourceResult:
+    return dcr.DescribeConfigsResourceResult(
+        name=name, value=value, config_source=config_source, is_sensitive=is_sensitive
+    )
+
+
+def test_configs_describe_prints_kafka_configs_lines(controller: FakeKafkaListener) -> None:
     controller.script("DescribeConfigs", described)
     dynamic = at(controller, "configs", "describe", "--entity-type", "topics", "--entity-name", "t")
     assert (dynamic.returncode, dynamic.stderr) == (0, "")
@@ -173,7 +202,7 @@ def test_configs_describe_prints_kafka_configs_lines(controller: FakeController)
     assert [(r.resource_type, r.resource_name) for r in request.resources] == [(2, "t")]
 
 
-def test_configs_describe_brokers(controller: FakeController) -> None:
+def test_configs_describe_brokers(controller: FakeKafkaListener) -> None:
     controller.script("DescribeConfigs", described)
     every_broker = at(controller, "configs", "describe", "--entity-type", "brokers")
     assert every_broker.returncode == 0, every_broker.stderr
@@ -210,7 +239,7 @@ def test_configs_describe_brokers(controller: FakeController) -> None:
     }  # fmt: skip
 
 
-def test_configs_describe_and_alter_a_group(controller: FakeController) -> None:
+def test_configs_describe_and_alter_a_group(controller: FakeKafkaListener) -> None:
     """KIP-848's group configs: kafka-configs.sh's `--entity-type groups --entity-name G`."""
     controller.script("DescribeConfigs", described)
     controller.script("IncrementalAlterConfigs", altered)
@@ -244,7 +273,7 @@ def test_configs_describe_and_alter_a_group(controller: FakeController) -> None:
     assert default.returncode == 2
 
 
-def test_configs_describe_refusals(controller: FakeController) -> None:
+def test_configs_describe_refusals(controller: FakeKafkaListener) -> None:
     controller.script("DescribeConfigs", described)
     missing = at(controller, "configs", "describe", "--entity-type", "topics", "--entity-name", "x")
     one_line_refusal(missing, "configs", "topic 'x' does not exist")
@@ -256,27 +285,24 @@ def test_configs_describe_refusals(controller: FakeController) -> None:
     assert at(controller, "configs", "describe", "--entity-type", "users").returncode == 2
 
 
-def altered(request: pb.IncrementalAlterConfigsRequest) -> pb.IncrementalAlterConfigsResponse:
+def altered(request: IncrementalAlterConfigsRequest) -> iacr.IncrementalAlterConfigsResponse:
     results = []
     for resource in request.resources:
         bad = [c.name for c in resource.configs if c.name.startswith("bogus")]
-        error = (
-            status(InvalidConfigError.code, f"topic {resource.resource_name!r}: unknown config "
-                   f"{bad[0]!r}")
-            if bad
-            else None
-        )  # fmt: skip
         results.append(
-            pb.AlterConfigsResult(
+            iacr.AlterConfigsResourceResponse(
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
-                error=error,
+                error_code=InvalidConfigError.code if bad else 0,
+                error_message=(
+                    f"topic {resource.resource_name!r}: unknown config {bad[0]!r}" if bad else None
+                ),
             )
         )
-    return pb.IncrementalAlterConfigsResponse(controller_id=1, results=results)
+    return iacr.IncrementalAlterConfigsResponse(responses=results)
 
 
-def test_configs_alter_sends_one_incremental_request(controller: FakeController) -> None:
+def test_configs_alter_sends_one_incremental_request(controller: FakeKafkaListener) -> None:
     controller.script("IncrementalAlterConfigs", altered)
     done = at(controller, "configs", "alter", "--entity-type", "topics", "--entity-name", "t",
               "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]",
@@ -285,8 +311,7 @@ def test_configs_alter_sends_one_incremental_request(controller: FakeController)
     (request,) = controller.asked("IncrementalAlterConfigs")
     (resource,) = request.resources
     assert (resource.resource_type, resource.resource_name) == (2, "t")
-    assert [(c.name, c.operation, c.value if c.HasField("value") else None)
-            for c in resource.configs] == [
+    assert [(c.name, c.config_operation, c.value) for c in resource.configs] == [
         ("retention.ms", 0, "1000"),
         ("cleanup.policy", 0, "compact,delete"),
         ("segment.ms", 1, None),
@@ -301,7 +326,7 @@ def test_configs_alter_sends_one_incremental_request(controller: FakeController)
 
 
 def test_configs_alter_warns_of_a_topic_min_isr_above_its_replication_factor(
-    controller: FakeController,
+    controller: FakeKafkaListener,
 ) -> None:
     """As `topics create` warns (topic t has 2 replicas); the change is made either way."""
     controller.script("IncrementalAlterConfigs", altered)
@@ -321,7 +346,7 @@ def test_configs_alter_warns_of_a_topic_min_isr_above_its_replication_factor(
     assert [(o.returncode, o.stderr) for o in (at_factor, broker)] == [(0, ""), (0, "")]
 
 
-def test_configs_alter_refusals(controller: FakeController) -> None:
+def test_configs_alter_refusals(controller: FakeKafkaListener) -> None:
     controller.script("IncrementalAlterConfigs", altered)
     base = ("configs", "alter", "--entity-type", "topics", "--entity-name", "t")
     bogus = at(controller, *base, "--add-config", "bogus.key=1")
@@ -380,7 +405,7 @@ def test_reassignment_states_and_lines() -> None:
             reassign.parse_broker_list(bad)
 
 
-def test_reassign_generate(controller: FakeController, tmp_path: Path) -> None:
+def test_reassign_generate(controller: FakeKafkaListener, tmp_path: Path) -> None:
     move = write(tmp_path, "move.json", {"version": 1, "topics": [{"topic": "t"}]})
     done = at(controller, "reassign", "generate", "--topics-to-move-json-file", move,
               "--broker-list", "1,2,3")  # fmt: skip
@@ -408,21 +433,35 @@ def test_reassign_generate(controller: FakeController, tmp_path: Path) -> None:
 
 
 def reassignments_answer(failing: Mapping[int, tuple[int, str]]) -> Any:
-    def answer(request: pb.AlterPartitionReassignmentsRequest) -> Any:
-        results = []
+    def answer(request: AlterPartitionReassignmentsRequest) -> Any:
+        topics = []
         for topic in request.topics:
+            results = []
             for p in topic.partitions:
                 code, message = failing.get(p.partition_index, (0, ""))
                 results.append(
-                    pb.ReassignablePartitionResult(
-                        topic=topic.name,
+                    apr.ReassignablePartitionResponse(
                         partition_index=p.partition_index,
-                        error=status(code, message) if code else None,
+                        error_code=code,
+                        error_message=message or None,
                     )
                 )
-        return pb.AlterPartitionReassignmentsResponse(controller_id=1, results=results)
+            topics.append(apr.ReassignableTopicResponse(name=topic.name, partitions=results))
+        return apr.AlterPartitionReassignmentsResponse(responses=topics)
 
     return answer
+
+
+def ongoing(*moves: tuple[int, list[int], list[int], list[int]]) -> Any:
+    """A ListPartitionReassignments answer: (partition of t, replicas, adding, removing)."""
+    partitions = [
+        lpr.OngoingPartitionReassignment(
+            partition_index=p, replicas=r, adding_replicas=a, removing_replicas=d
+        )
+        for p, r, a, d in moves
+    ]
+    topics = [lpr.OngoingTopicReassignment(name="t", partitions=partitions)] if moves else []
+    return lpr.ListPartitionReassignmentsResponse(topics=topics)
 
 
 PLAN = {
@@ -434,7 +473,7 @@ PLAN = {
 }
 
 
-def test_reassign_execute(controller: FakeController, tmp_path: Path) -> None:
+def test_reassign_execute(controller: FakeKafkaListener, tmp_path: Path) -> None:
     plan = write(tmp_path, "plan.json", PLAN)
     controller.script("AlterPartitionReassignments", reassignments_answer({}))
     done = at(controller, "reassign", "execute", "--reassignment-json-file", plan)
@@ -447,8 +486,10 @@ def test_reassign_execute(controller: FakeController, tmp_path: Path) -> None:
         "Successfully started partition reassignments for t-0,t-1\n"
     )
     (request,) = controller.asked("AlterPartitionReassignments")
-    assert [(p.partition_index, list(p.replicas.broker_ids)) for p in request.topics[0].partitions
-            ] == [(0, [2, 3]), (1, [2, 3])]  # fmt: skip
+    assert [(p.partition_index, p.replicas) for p in request.topics[0].partitions] == [
+        (0, [2, 3]),
+        (1, [2, 3]),
+    ]
 
     invalid = (61, "cannot reassign t-1: broker 9 is not registered")  # INVALID_REPLICA_ASSIGNMENT
     controller.script("AlterPartitionReassignments", reassignments_answer({1: invalid}))
@@ -457,14 +498,8 @@ def test_reassign_execute(controller: FakeController, tmp_path: Path) -> None:
     one_line_refusal(half, "reassign", "cannot reassign t-1: broker 9 is not registered")
 
 
-def test_reassign_execute_refusals(controller: FakeController, tmp_path: Path) -> None:
-    controller.script(
-        "ListPartitionReassignments",
-        pb.ListPartitionReassignmentsResponse(
-            controller_id=1,
-            reassignments=[pb.OngoingReassignment(topic="t", partition_index=2, replicas=[3, 1])],
-        ),
-    )
+def test_reassign_execute_refusals(controller: FakeKafkaListener, tmp_path: Path) -> None:
+    controller.script("ListPartitionReassignments", ongoing((2, [3, 1], [], [])))
     plan = write(tmp_path, "plan.json", PLAN)
     busy = at(controller, "reassign", "execute", "--reassignment-json-file", plan)
     one_line_refusal(busy, "reassign", "a partition reassignment is in progress", "--additional")
@@ -483,7 +518,7 @@ def test_reassign_execute_refusals(controller: FakeController, tmp_path: Path) -
     one_line_refusal(bad_json, "reassign", "broken.json: not valid JSON")
 
 
-def test_reassign_verify_cancel_and_list(controller: FakeController, tmp_path: Path) -> None:
+def test_reassign_verify_cancel_and_list(controller: FakeKafkaListener, tmp_path: Path) -> None:
     plan = write(
         tmp_path,
         "plan.json",
@@ -496,16 +531,7 @@ def test_reassign_verify_cancel_and_list(controller: FakeController, tmp_path: P
             ],
         },
     )
-    ongoing = pb.ListPartitionReassignmentsResponse(
-        controller_id=1,
-        reassignments=[
-            pb.OngoingReassignment(
-                topic="t", partition_index=1, replicas=[2, 3, 1], adding_replicas=[1],
-                removing_replicas=[2],
-            )
-        ],
-    )  # fmt: skip
-    controller.script("ListPartitionReassignments", ongoing)
+    controller.script("ListPartitionReassignments", ongoing((1, [2, 3, 1], [1], [2])))
     verify = at(controller, "reassign", "verify", "--reassignment-json-file", plan)
     assert verify.returncode == 1  # not all complete
     assert verify.stdout == (
@@ -516,7 +542,7 @@ def test_reassign_verify_cancel_and_list(controller: FakeController, tmp_path: P
         "1,2.\n"
     )
     (asked,) = controller.asked("ListPartitionReassignments")
-    assert [(p.topic, p.partition) for p in asked.partitions] == [("t", 0), ("t", 1), ("t", 2)]
+    assert [(t.name, t.partition_indexes) for t in asked.topics] == [("t", [0, 1, 2])]
     as_json = at(controller, "reassign", "verify", "--reassignment-json-file", plan, "--json")
     states = [(p["partition"], p["state"]) for p in json.loads(as_json.stdout)["partitions"]]
     assert states == [(0, "completed"), (1, "in progress"), (2, "different")]
@@ -537,9 +563,7 @@ def test_reassign_verify_cancel_and_list(controller: FakeController, tmp_path: P
              "removing_replicas": [2]}
         ]
     }  # fmt: skip
-    controller.script(
-        "ListPartitionReassignments", pb.ListPartitionReassignmentsResponse(controller_id=1)
-    )
+    controller.script("ListPartitionReassignments", ongoing())
     assert at(controller, "reassign", "list").stdout == "No partition reassignments found.\n"
 
     none = (NoReassignmentInProgressError.code, "no reassignment is in progress")
@@ -548,7 +572,7 @@ def test_reassign_verify_cancel_and_list(controller: FakeController, tmp_path: P
     assert (cancel.returncode, cancel.stderr) == (0, "")
     assert cancel.stdout == "Successfully cancelled partition reassignment for: t-1\n"
     (request,) = controller.asked("AlterPartitionReassignments")
-    assert all(not p.HasField("replicas") for p in request.topics[0].partitions)  # = cancel
+    assert all(p.replicas is None for p in request.topics[0].partitions)  # = cancel
     controller.script("AlterPartitionReassignments", reassignments_answer({0: none, 1: none,
                                                                           2: none}))  # fmt: skip
     idle = at(controller, "reassign", "cancel", "--reassignment-json-file", plan)
@@ -558,19 +582,20 @@ def test_reassign_verify_cancel_and_list(controller: FakeController, tmp_path: P
 # --- elect-leaders ------------------------------------------------------------------------------
 
 
-def elections(results: Mapping[tuple[str, int], tuple[int, str]]) -> pb.ElectLeadersResponse:
-    return pb.ElectLeadersResponse(
-        controller_id=1,
-        results=[
-            pb.PartitionElectionResult(
-                topic=t, partition_index=p, error=status(code, message) if code else None
-            )
-            for (t, p), (code, message) in results.items()
-        ],
+def elections(results: Mapping[tuple[str, int], tuple[int, str]]) -> elr.ElectLeadersResponse:
+    by_topic: dict[str, list[elr.PartitionResult]] = {}
+    for (topic, p), (code, message) in results.items():
+        by_topic.setdefault(topic, []).append(
+            elr.PartitionResult(partition_id=p, error_code=code, error_message=message or None)
+        )
+    return elr.ElectLeadersResponse(
+        replica_election_results=[
+            elr.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()
+        ]
     )
 
 
-def test_elect_leaders_prints_kafkas_lines(controller: FakeController, tmp_path: Path) -> None:
+def test_elect_leaders_prints_kafkas_lines(controller: FakeKafkaListener, tmp_path: Path) -> None:
     not_needed = (ElectionNotNeededError.code, "the preferred replica leads")
     failed = (PreferredLeaderNotAvailableError.code, "t-2: replica 3 is not in the ISR")
     controller.script(
@@ -588,7 +613,7 @@ def test_elect_leaders_prints_kafkas_lines(controller: FakeController, tmp_path:
         "t-2: replica 3 is not in the ISR"
     )
     (request,) = controller.asked("ElectLeaders")
-    assert (request.election_type, list(request.partitions)) == (0, [])  # all partitions
+    assert (request.election_type, request.topic_partitions) == (0, None)  # all partitions
 
     controller.script("ElectLeaders", elections({("t", 0): (0, "")}))
     one = at(controller, "elect-leaders", "--election-type", "UNCLEAN", "--topic", "t",
@@ -599,15 +624,14 @@ def test_elect_leaders_prints_kafkas_lines(controller: FakeController, tmp_path:
     }
     request = controller.asked("ElectLeaders")[1]
     assert request.election_type == 1
-    assert [(p.topic, p.partition) for p in request.partitions] == [("t", 0)]
+    assert [(t.topic, t.partitions) for t in request.topic_partitions] == [("t", [0])]
 
     listed = write(tmp_path, "e.json", {"partitions": [{"topic": "t", "partition": 0}]})
     from_file = at(controller, "elect-leaders", "--election-type", "preferred",
                    "--path-to-json-file", listed)  # fmt: skip
     assert from_file.returncode == 0
-    assert [(p.topic, p.partition) for p in controller.asked("ElectLeaders")[2].partitions] == [
-        ("t", 0)
-    ]
+    asked = controller.asked("ElectLeaders")[2].topic_partitions
+    assert [(t.topic, t.partitions) for t in asked] == [("t", [0])]
 
 
 @pytest.mark.parametrize(
@@ -619,7 +643,9 @@ def test_elect_leaders_prints_kafkas_lines(controller: FakeController, tmp_path:
         ["--all-topic-partitions", "--path-to-json-file", "f"],
     ],
 )
-def test_elect_leaders_usage_mistakes_exit_2(controller: FakeController, args: list[str]) -> None:
+def test_elect_leaders_usage_mistakes_exit_2(
+    controller: FakeKafkaListener, args: list[str]
+) -> None:
     outcome = at(controller, "elect-leaders", "--election-type", "preferred", *args)
     assert outcome.returncode == 2 and "Traceback" not in outcome.stderr
     assert controller.asked("ElectLeaders") == []

@@ -86,23 +86,25 @@ def test_every_commands_help_loads_neither_grpc_nor_the_server(command: str) -> 
 
 
 def test_topics_list_loads_only_the_metadata_it_reads() -> None:
-    """`replog topics list` loads the Controller's messages and what its Metadata answer is
-    read into, not the results of the other admin RPCs, nor the generated stubs (the client
-    builds the one call it makes), nor another service's messages, nor the client library
-    (each is start-up time for nothing). A refused address: the command gets as far as its
-    call, then fails fast."""
+    """`replog topics list` loads the Kafka connection and what its Metadata answer is read
+    into, not the results of the other admin calls (`kafka_answers`, `controller_results`),
+    nor gRPC or protobuf, nor the client library (each is start-up time for nothing). A
+    refused address: the command gets as far as its call, then fails fast."""
     loaded = modules_loaded_by(
         "topics", "list", "--bootstrap-server", f"127.0.0.1:{free_port()}", "--timeout", "0.5"
     )
-    assert {"grpc", "replog.pb.controller_pb2", "replog.admin.cluster_metadata"} <= set(loaded)
+    assert {
+        "replog.wire.kafka_connection",
+        "replog.admin.kafka_cluster_answers",
+        "replog.admin.cluster_metadata",
+    } <= set(loaded)
     unused = (
+        "replog.admin.kafka_answers",
         "replog.admin.controller_results",  # topic changes, configs, elections, reassignments
         "replog.admin.quorum",
-        "replog.pb.controller_pb2_grpc",
-        "replog.pb.broker_pb2",
-        "replog.pb.raft_pb2",
-        "replog.pb.coordinator_pb2",
-        "replog.pb.metadata_pb2",
+        "grpc",
+        "google.protobuf",
+        "replog.pb",
         "replog.client",
         "replog.record",
     )

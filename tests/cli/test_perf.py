@@ -53,8 +53,9 @@ def run(*argv: str) -> Outcome:
 
 @pytest.fixture
 def local_cluster(tmp_path: Path) -> str:
-    """A written (not started) 3-node local cluster; its directory."""
-    LocalCluster.plan(str(tmp_path / "cluster"), 3, 29092).write()
+    """A written (not started) 3-node local cluster, its Kafka listeners at 29292-29294; its
+    directory."""
+    LocalCluster.plan(str(tmp_path / "cluster"), 3, 29092, kafka_base_port=29292).write()
     return str(tmp_path / "cluster")
 
 
@@ -161,8 +162,9 @@ def test_bootstrap_comes_from_the_local_cluster_by_default(
         local_cluster_module, "accepts_connections", lambda a: probed.append(a) or a.endswith("3")
     )
     config = producer_config(produce_args("--data-dir", local_cluster))
-    assert config["bootstrap.servers"] == "127.0.0.1:29092,127.0.0.1:29093,127.0.0.1:29094"
-    assert probed == ["127.0.0.1:29092", "127.0.0.1:29093"]  # one broker that answers will do
+    # The brokers' Kafka listeners, not their gRPC ones (29092-29094).
+    assert config["bootstrap.servers"] == "127.0.0.1:29292,127.0.0.1:29293,127.0.0.1:29294"
+    assert probed == ["127.0.0.1:29292", "127.0.0.1:29293"]  # one broker that answers will do
 
 
 def test_a_local_cluster_whose_brokers_do_not_answer_is_one_clear_error_at_once(
@@ -174,8 +176,10 @@ def test_a_local_cluster_whose_brokers_do_not_answer_is_one_clear_error_at_once(
         listening.listen()
         assert local_cluster_module.accepts_connections(f"127.0.0.1:{listening.getsockname()[1]}")
     started = time.monotonic()
-    with pytest.raises(ReplogError, match=r"no broker of the local cluster in .* answers at "):
-        producer_config(produce_args("--data-dir", local_cluster))  # nothing listens on 2909x
+    with pytest.raises(
+        ReplogError, match=r"no Kafka listener of the local cluster in .* answers at "
+    ):
+        producer_config(produce_args("--data-dir", local_cluster))  # nothing listens on 2929x
     assert time.monotonic() - started < 5
 
 
@@ -218,8 +222,10 @@ def test_props_override_the_config_file_and_defaults(tmp_path: Path) -> None:
 def test_no_local_cluster_and_no_bootstrap_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ReplogError, match=r"no cluster in .*cluster\.json not found"):
         producer_config(produce_args("--data-dir", str(tmp_path / "none")))
-    LocalCluster.plan(str(tmp_path / "c"), 3, 29092, roles=("controller",)).write()
-    with pytest.raises(ReplogError, match="has no brokers; pass --bootstrap-server"):
+    LocalCluster.plan(
+        str(tmp_path / "c"), 3, 29092, roles=("controller",), kafka_base_port=29292
+    ).write()
+    with pytest.raises(ReplogError, match="has no brokers with a Kafka listener; pass --boot"):
         producer_config(produce_args("--data-dir", str(tmp_path / "c")))
 
 

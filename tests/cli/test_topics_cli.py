@@ -1,4 +1,4 @@
-"""`replog topics` as an operator uses it, against scripted in-process fake controllers.
+"""`replog topics` as an operator uses it, against scripted in-process fake Kafka listeners.
 
 The commands run in-process through the same `main` as the `replog` script (one also runs as
 a real process). Output is compared with kafka-topics.sh's layout; a refusal is one line on
@@ -20,14 +20,8 @@ from typing import Any
 
 import pytest
 from cli_runner import Outcome, replog
-from fake_controller import (
-    HANG,
-    FakeController,
-    interrupt_main_when,
-    not_controller,
-    running,
-    status,
-)
+from fake_controller import interrupt_main_when
+from fake_kafka_listener import HANG, FakeKafkaListener, http2_server, listening
 
 from replog.admin.cluster_metadata import PartitionInfo
 from replog.cli.local_cluster import LocalCluster, LocalNode
@@ -35,10 +29,19 @@ from replog.cli.topics import is_at_min_isr, is_under_min_isr
 from replog.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from replog.pb import controller_pb2 as pb
+from replog.kafka import staleness_tag
+from replog.kafka.messages import create_partitions_response as cpr
+from replog.kafka.messages import create_topics_response as ctr
+from replog.kafka.messages import delete_topics_response as dtr
+from replog.kafka.messages import describe_configs_response as dcr
+from replog.kafka.messages import list_partition_reassignments_response as lpr
+from replog.kafka.messages import metadata_response as mr
+from replog.kafka.messages.describe_configs_request import DescribeConfigsRequest
+from replog.kafka.messages.metadata_request import MetadataRequest
 from tests.local_ports import free_port
 
 ORDERS_ID = uuid.UUID("5d2a6f1e-8c3b-4a7d-9e0f-112233445566")  # XSpvHow7Sn2eDxEiM0RVZg
@@ -63,98 +66,100 @@ def no_debug(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def controller() -> Iterator[FakeController]:
-    """The active controller (node 1), answering the cluster `cluster_metadata` describes."""
-    with running(1) as (node,):
-        node.controller_id = 1
+def controller() -> Iterator[FakeKafkaListener]:
+    """A broker's Kafka listener, answering the cluster `cluster_metadata` describes."""
+    with listening() as (node,):
         node.script("Metadata", cluster_metadata)
         node.script("DescribeConfigs", topic_configs)
+        node.script("ListPartitionReassignments", reassignments)
         yield node
 
 
 def partition(
-    index: int,
-    leader: int,
-    replicas: list[int],
-    isr: list[int],
-    adding: tuple[int, ...] = (),
-    removing: tuple[int, ...] = (),
-) -> pb.PartitionMetadata:
-    return pb.PartitionMetadata(
+    index: int, leader: int, replicas: list[int], isr: list[int]
+) -> mr.MetadataResponsePartition:
+    return mr.MetadataResponsePartition(
         partition_index=index,
         leader_id=leader,
         leader_epoch=4,
-        partition_epoch=9,
-        replicas=replicas,
-        isr=isr,
-        adding_replicas=adding,
-        removing_replicas=removing,
+        replica_nodes=replicas,
+        isr_nodes=isr,
         offline_replicas=[3] if 3 in replicas else [],
-        error=status(5, f"no leader for partition {index}") if leader == -1 else None,
+        error_code=5 if leader == -1 else 0,
     )
 
 
 TOPICS = {
-    "orders": pb.TopicMetadata(
+    "orders": mr.MetadataResponseTopic(
         name="orders",
-        topic_id=ORDERS_ID.bytes,
+        topic_id=ORDERS_ID,
         partitions=[
             partition(2, -1, [3, 1, 2], [3]),  # no leader; out of order on purpose
             partition(0, 1, [1, 2, 3], [1, 2, 3]),
             partition(1, 2, [2, 3, 1], [2, 1]),  # under-replicated
         ],
     ),
-    "audit": pb.TopicMetadata(
+    "audit": mr.MetadataResponseTopic(
         name="audit",
-        topic_id=AUDIT_ID.bytes,
+        topic_id=AUDIT_ID,
         # Moving from [3, 1] to [3, 4]; its leader, broker 3, is fenced (not in `brokers`).
-        partitions=[partition(0, 3, [3, 1, 4], [3, 1, 4], adding=(4,), removing=(1,))],
+        partitions=[partition(0, 3, [3, 1, 4], [3, 1, 4])],
     ),
 }
 
 
-def cluster_metadata(request: pb.MetadataRequest) -> pb.MetadataResponse:
+def cluster_metadata(request: MetadataRequest) -> mr.MetadataResponse:
     """Brokers 1, 2 and 4 alive (3 fenced); the topics asked for, or all of them."""
-    names = list(request.topics) or list(TOPICS)
-    return pb.MetadataResponse(
+    names = [t.name for t in request.topics] if request.topics else list(TOPICS)
+    return mr.MetadataResponse(
         controller_id=1,
         cluster_id="test-cluster",
         brokers=[
-            pb.BrokerEndpoint(broker_id=i, host="127.0.0.1", port=9000 + i) for i in (1, 2, 4)
+            mr.MetadataResponseBroker(node_id=i, host="127.0.0.1", port=9000 + i) for i in (1, 2, 4)
         ],
         topics=[
             TOPICS[name]
             if name in TOPICS
-            else pb.TopicMetadata(
-                name=name,
-                error=status(UnknownTopicOrPartitionError.code, f"unknown topic {name!r}"),
-            )
+            else mr.MetadataResponseTopic(name=name, error_code=UnknownTopicOrPartitionError.code)
             for name in names
         ],
     )
 
 
-def topic_configs(request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:
+def reassignments(request: object) -> lpr.ListPartitionReassignmentsResponse:
+    """audit-0 moving from [3, 1] to [3, 4]."""
+    moving = lpr.OngoingPartitionReassignment(
+        partition_index=0, replicas=[3, 1, 4], adding_replicas=[4], removing_replicas=[1]
+    )
+    return lpr.ListPartitionReassignmentsResponse(
+        topics=[lpr.OngoingTopicReassignment(name="audit", partitions=[moving])]
+    )
+
+
+TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5  # DescribeConfigs' sources
+
+
+def topic_configs(request: DescribeConfigsRequest) -> dcr.DescribeConfigsResponse:
     overrides = {"orders": {"retention.ms": "86400000", "cleanup.policy": "compact"}}
     results = []
     for resource in request.resources:
         entries = [
-            pb.ConfigEntry(name=k, value=v, source="TOPIC_CONFIG")
+            dcr.DescribeConfigsResourceResult(name=k, value=v, config_source=TOPIC_CONFIG)
             for k, v in overrides.get(resource.resource_name, {}).items()
         ]
         entries.append(
-            pb.ConfigEntry(
-                name="segment.bytes", value="1073741824", is_default=True, source="DEFAULT_CONFIG"
+            dcr.DescribeConfigsResourceResult(
+                name="segment.bytes", value="1073741824", config_source=DEFAULT_CONFIG
             )
         )
         results.append(
-            pb.DescribeConfigsResult(
+            dcr.DescribeConfigsResult(
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
                 configs=entries,
             )
         )
-    return pb.DescribeConfigsResponse(controller_id=1, results=results)
+    return dcr.DescribeConfigsResponse(results=results)
 
 
 # --- describe -----------------------------------------------------------------------------------
@@ -172,13 +177,13 @@ DESCRIBE_GOLDEN = (
 )
 
 
-def test_describe_prints_kafka_topics_layout(controller: FakeController) -> None:
+def test_describe_prints_kafka_topics_layout(controller: FakeKafkaListener) -> None:
     outcome = replog("topics", "describe", "--bootstrap-server", controller.address)
     assert outcome.returncode == 0, outcome.stderr
     assert outcome.stdout == DESCRIBE_GOLDEN
     assert outcome.stderr == ""
     (metadata,) = controller.asked("Metadata")
-    assert list(metadata.topics) == []  # every topic
+    assert metadata.topics is None  # every topic
     (configs,) = controller.asked("DescribeConfigs")
     assert [(r.resource_type, r.resource_name) for r in configs.resources] == [
         (2, "audit"),
@@ -186,54 +191,70 @@ def test_describe_prints_kafka_topics_layout(controller: FakeController) -> None
     ]
 
 
-def test_describe_one_topic(controller: FakeController) -> None:
+def test_describe_one_topic(controller: FakeKafkaListener) -> None:
     outcome = replog(
         "topics", "describe", "--topic", "orders", "--bootstrap-server", controller.address
     )
     assert outcome.returncode == 0, outcome.stderr
     assert outcome.stdout == DESCRIBE_GOLDEN[DESCRIBE_GOLDEN.index("Topic: orders") :]
-    assert list(controller.asked("Metadata")[0].topics) == ["orders"]
+    assert [t.name for t in controller.asked("Metadata")[0].topics] == ["orders"]
+
+
+# Without an active controller no reassignment can be listed: audit-0's moving replicas are
+# not known, and its replication factor counts them all.
+STALE_GOLDEN = DESCRIBE_GOLDEN.replace(
+    "PartitionCount: 1\tReplicationFactor: 2", "PartitionCount: 1\tReplicationFactor: 3"
+).replace("\tAdding Replicas: 4\tRemoving Replicas: 1", "")
+
+
+def with_staleness(
+    stale: bool, leader_known: bool, age_ms: int = 0, contact_ms: int | None = None,
+    unreachable: frozenset[int] = frozenset(),
+) -> Any:  # fmt: skip
+    """`cluster_metadata` with replog's staleness tag, as a controller's listener answers."""
+
+    def answer(request: MetadataRequest) -> mr.MetadataResponse:
+        response = cluster_metadata(request)
+        staleness = staleness_tag.MetadataStaleness(
+            stale, leader_known, age_ms, contact_ms, 1, unreachable
+        )
+        response.unknown_tagged_fields = (staleness_tag.encode(staleness),)
+        return response
+
+    return answer
 
 
 def test_describe_without_an_active_controller_warns_that_it_may_be_stale(
-    controller: FakeController,
+    controller: FakeKafkaListener,
 ) -> None:
     # With two of three nodes killed the answer may still show the dead node as leader: the
-    # CLI must say that no controller could have fenced it, and not exit 0.
-    def leaderless(request: pb.MetadataRequest) -> pb.MetadataResponse:
-        answer = cluster_metadata(request)
-        answer.controller_id = -1
-        return answer
-
-    controller.script("Metadata", leaderless)
+    # CLI must say that no controller could have fenced it. Kafka's Metadata names some live
+    # broker as controller whatever happens: replog's tag says whether a leader is known.
+    controller.script("Metadata", with_staleness(stale=False, leader_known=False))
     outcome = replog("topics", "describe", "--bootstrap-server", controller.address)
     assert outcome.returncode == 0, outcome.stderr
-    assert outcome.stdout == DESCRIBE_GOLDEN  # still shown: it is all there is
+    assert outcome.stdout == STALE_GOLDEN  # still shown: it is all there is
     assert outcome.stderr.startswith("replog topics: warning: no active controller")
     assert "leaders and ISRs may be stale" in outcome.stderr
+    controller.script("Metadata", with_staleness(stale=False, leader_known=True))
+    assert replog("topics", "describe", "--bootstrap-server", controller.address).stderr == ""
 
 
 def test_describe_of_stale_metadata_says_how_old_and_counts_silent_leaders_unavailable(
-    controller: FakeController,
+    controller: FakeKafkaListener,
 ) -> None:
     """The answering node campaigns (the quorum is lost): its age and last contact are said,
     and leaders it has not heard from count as unavailable (the real cluster's check is in
     tests/cluster/test_cluster_topics_cli.py)."""
-
-    def stale(request: pb.MetadataRequest) -> pb.MetadataResponse:
-        answer = cluster_metadata(request)
-        answer.controller_id = -1
-        answer.stale = True
-        answer.metadata_age_ms = 42_300
-        answer.quorum_contact_time_ms = 1_764_064_800_000  # 2025-11-25T10:00:00Z
-        answer.answering_node_id = 1
-        answer.unreachable_broker_ids.extend([2])
-        return answer
-
+    stale = with_staleness(
+        stale=True, leader_known=False, age_ms=42_300,
+        contact_ms=1_764_064_800_000,  # 2025-11-25T10:00:00Z
+        unreachable=frozenset({2}),
+    )  # fmt: skip
     controller.script("Metadata", stale)
     outcome = replog("topics", "describe", "--bootstrap-server", controller.address)
     assert outcome.returncode == 0, outcome.stderr
-    assert outcome.stdout == DESCRIBE_GOLDEN
+    assert outcome.stdout == STALE_GOLDEN
     assert outcome.stderr == (
         "replog topics: warning: metadata stale: the quorum has not been reached for 42 s "
         "(node 1 last heard from the quorum's leader at 2025-11-25T10:00:00.000Z); leaders and "
@@ -248,15 +269,37 @@ def test_describe_of_stale_metadata_says_how_old_and_counts_silent_leaders_unava
     unavailable = replog(
         "topics", "describe", "--unavailable-partitions", "--bootstrap-server", controller.address
     )
-    led_by_2 = [line for line in DESCRIBE_GOLDEN.splitlines() if "\tLeader: 2\t" in line]
+    led_by_2 = [line for line in STALE_GOLDEN.splitlines() if "\tLeader: 2\t" in line]
     assert led_by_2
     assert all(line in unavailable.stdout.splitlines() for line in led_by_2)
+    # No controller could say which reassignments are in progress: none is asked.
+    assert controller.asked("ListPartitionReassignments") == []
 
 
-def test_describing_a_missing_topic_is_refused_unless_if_exists(controller: FakeController) -> None:
+def test_describe_says_when_the_reassignments_cannot_be_read(
+    controller: FakeKafkaListener,
+) -> None:
+    """A controller lost before any node says the metadata is stale: the broker cannot forward
+    ListPartitionReassignments; the topics are still described, and the gap is said."""
+    timed_out = lpr.ListPartitionReassignmentsResponse(
+        error_code=RequestTimedOutError.code, error_message="no controller answered"
+    )
+    controller.script("ListPartitionReassignments", timed_out)
+    outcome = replog("topics", "describe", "--bootstrap-server", controller.address)
+    assert (outcome.returncode, outcome.stdout) == (0, STALE_GOLDEN)
+    assert outcome.stderr == (
+        "replog topics: warning: the reassignments in progress could not be read "
+        "(RequestTimedOutError: no controller answered); adding and removing replicas are not "
+        "shown\n"
+    )
+
+
+def test_describing_a_missing_topic_is_refused_unless_if_exists(
+    controller: FakeKafkaListener,
+) -> None:
     args = ("topics", "describe", "--topic", "nope", "--bootstrap-server", controller.address)
     line = assert_refused(replog(*args))
-    assert line == "replog topics: unknown topic 'nope'"  # the server's message
+    assert line == "replog topics: topic 'nope' does not exist"
     quiet = replog(*args, "--if-exists")
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
 
@@ -273,7 +316,7 @@ def test_describing_a_missing_topic_is_refused_unless_if_exists(controller: Fake
     ],
 )
 def test_describe_filters_print_only_the_matching_partitions(
-    controller: FakeController, flags: list[str], lines: list[str]
+    controller: FakeKafkaListener, flags: list[str], lines: list[str]
 ) -> None:
     outcome = replog("topics", "describe", *flags, "--bootstrap-server", controller.address)
     assert outcome.returncode == 0, outcome.stderr
@@ -283,7 +326,7 @@ def test_describe_filters_print_only_the_matching_partitions(
     assert controller.asked("DescribeConfigs") == []  # no topic lines, no configs needed
 
 
-def test_describe_json(controller: FakeController) -> None:
+def test_describe_json(controller: FakeKafkaListener) -> None:
     outcome = replog("topics", "describe", "--json", "--bootstrap-server", controller.address)
     assert outcome.returncode == 0, outcome.stderr
     document = json.loads(outcome.stdout)
@@ -321,21 +364,23 @@ def test_describe_json(controller: FakeController) -> None:
     ]
 
 
-def min_isr_configs(request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:
+def min_isr_configs(request: DescribeConfigsRequest) -> dcr.DescribeConfigsResponse:
     """orders: min.insync.replicas 2 (a topic override); audit: 3 (from the brokers)."""
-    values = {"orders": ("2", "TOPIC_CONFIG"), "audit": ("3", "STATIC_BROKER_CONFIG")}
+    values = {"orders": ("2", TOPIC_CONFIG), "audit": ("3", STATIC_BROKER_CONFIG)}
     results = []
     for resource in request.resources:
         value, source = values[resource.resource_name]
-        entry = pb.ConfigEntry(name="min.insync.replicas", value=value, source=source)
+        entry = dcr.DescribeConfigsResourceResult(
+            name="min.insync.replicas", value=value, config_source=source
+        )
         results.append(
-            pb.DescribeConfigsResult(
+            dcr.DescribeConfigsResult(
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
                 configs=[entry],
             )
         )
-    return pb.DescribeConfigsResponse(controller_id=1, results=results)
+    return dcr.DescribeConfigsResponse(results=results)
 
 
 @pytest.mark.parametrize(
@@ -351,7 +396,7 @@ def min_isr_configs(request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsRes
     ],
 )
 def test_describe_min_isr_filters(
-    controller: FakeController, flags: list[str], lines: list[str]
+    controller: FakeKafkaListener, flags: list[str], lines: list[str]
 ) -> None:
     controller.script("DescribeConfigs", min_isr_configs)
     outcome = replog("topics", "describe", *flags, "--bootstrap-server", controller.address)
@@ -363,7 +408,7 @@ def test_describe_min_isr_filters(
     assert [list(r.configuration_keys) for r in asked.resources] == [["min.insync.replicas"]] * 2
 
 
-def test_describe_topics_with_overrides(controller: FakeController) -> None:
+def test_describe_topics_with_overrides(controller: FakeKafkaListener) -> None:
     outcome = replog(
         "topics", "describe", "--topics-with-overrides", "--bootstrap-server", controller.address
     )
@@ -377,16 +422,18 @@ def test_describe_topics_with_overrides(controller: FakeController) -> None:
     assert mixed.returncode == 2 and "cannot be combined" in mixed.stderr
 
 
-def with_internal(request: pb.MetadataRequest) -> pb.MetadataResponse:
+def with_internal(request: MetadataRequest) -> mr.MetadataResponse:
     answer = cluster_metadata(request)
     if not request.topics:
         answer.topics.append(
-            pb.TopicMetadata(name="__consumer_offsets", partitions=[partition(0, 1, [1], [1])])
+            mr.MetadataResponseTopic(
+                name="__consumer_offsets", is_internal=True, partitions=[partition(0, 1, [1], [1])]
+            )
         )
     return answer
 
 
-def test_exclude_internal(controller: FakeController) -> None:
+def test_exclude_internal(controller: FakeKafkaListener) -> None:
     controller.script("Metadata", with_internal)
     listed = replog("topics", "list", "--bootstrap-server", controller.address)
     assert listed.stdout.split() == ["__consumer_offsets", "audit", "orders"]
@@ -406,19 +453,21 @@ def test_exclude_internal(controller: FakeController) -> None:
 # --- list, create, delete -----------------------------------------------------------------------
 
 
-def test_list(controller: FakeController) -> None:
+def test_list(controller: FakeKafkaListener) -> None:
     text = replog("topics", "list", "--bootstrap-server", controller.address)
     assert (text.returncode, text.stdout, text.stderr) == (0, "audit\norders\n", "")
     as_json = replog("topics", "list", "--json", "--bootstrap-server", controller.address)
     assert json.loads(as_json.stdout) == {"topics": ["audit", "orders"]}
 
 
-def created(name: str, code: int = 0, message: str = "") -> pb.CreateTopicsResponse:
-    result = pb.CreatableTopicResult(name=name, error=status(code, message) if code else None)
-    return pb.CreateTopicsResponse(controller_id=1, topics=[result])
+def created(name: str, code: int = 0, message: str = "") -> ctr.CreateTopicsResponse:
+    result = ctr.CreatableTopicResult(
+        name=name, error_code=code, error_message=message or None, replication_factor=-1
+    )
+    return ctr.CreateTopicsResponse(topics=[result])
 
 
-def test_create(controller: FakeController) -> None:
+def test_create(controller: FakeKafkaListener) -> None:
     controller.script("CreateTopics", created("orders"))
     outcome = replog(
         "topics", "create", "--topic", "orders", "--partitions", "3",
@@ -433,7 +482,10 @@ def test_create(controller: FakeController) -> None:
     (request,) = controller.asked("CreateTopics")
     (topic,) = request.topics
     assert (topic.name, topic.num_partitions, topic.replication_factor) == ("orders", 3, 2)
-    assert dict(topic.configs) == {"retention.ms": "1000", "cleanup.policy": "compact,delete"}
+    assert {c.name: c.value for c in topic.configs} == {
+        "retention.ms": "1000",
+        "cleanup.policy": "compact,delete",
+    }
     assert not request.validate_only and request.timeout_ms > 0
 
     replog("topics", "create", "--topic", "orders", "--bootstrap-server", controller.address)
@@ -441,7 +493,7 @@ def test_create(controller: FakeController) -> None:
     assert (defaults.topics[0].num_partitions, defaults.topics[0].replication_factor) == (-1, -1)
 
 
-def test_create_refusals(controller: FakeController) -> None:
+def test_create_refusals(controller: FakeKafkaListener) -> None:
     base = ("topics", "create", "--topic", "orders", "--bootstrap-server", controller.address)
     controller.script(
         "CreateTopics",
@@ -464,7 +516,9 @@ def test_create_refusals(controller: FakeController) -> None:
     assert len(controller.asked("CreateTopics")) == sent  # refused before asking anyone
 
 
-def test_create_warns_of_a_min_isr_above_the_replication_factor(controller: FakeController) -> None:
+def test_create_warns_of_a_min_isr_above_the_replication_factor(
+    controller: FakeKafkaListener,
+) -> None:
     """Accepted, as Kafka accepts it, but said: the leader caps it at the replica count, so
     acks=all then needs every replica (saying nothing would leave the user to find out)."""
     base = ("topics", "create", "--topic", "orders", "--bootstrap-server", controller.address)
@@ -477,8 +531,8 @@ def test_create_warns_of_a_min_isr_above_the_replication_factor(controller: Fake
         "in sync"
     ]
     # Without --replication-factor: the factor the controller chose, from its answer.
-    chosen = pb.CreateTopicsResponse(
-        controller_id=1, topics=[pb.CreatableTopicResult(name="orders", replication_factor=2)]
+    chosen = ctr.CreateTopicsResponse(
+        topics=[ctr.CreatableTopicResult(name="orders", replication_factor=2)]
     )
     controller.script("CreateTopics", chosen)
     defaulted = replog(*base, "--config", "min.insync.replicas=3")
@@ -489,13 +543,13 @@ def test_create_warns_of_a_min_isr_above_the_replication_factor(controller: Fake
 
 
 def partitions_created(name: str, code: int = 0, message: str = "") -> Any:
-    result = pb.CreatePartitionsTopicResult(
-        name=name, error=status(code, message) if code else None
+    result = cpr.CreatePartitionsTopicResult(
+        name=name, error_code=code, error_message=message or None
     )
-    return pb.CreatePartitionsResponse(controller_id=1, results=[result])
+    return cpr.CreatePartitionsResponse(results=[result])
 
 
-def test_alter_adds_partitions(controller: FakeController) -> None:
+def test_alter_adds_partitions(controller: FakeKafkaListener) -> None:
     controller.script("CreatePartitions", partitions_created("orders"))
     outcome = replog(
         "topics", "alter", "--topic", "orders", "--partitions", "6",
@@ -508,11 +562,11 @@ def test_alter_adds_partitions(controller: FakeController) -> None:
     )
     (request,) = controller.asked("CreatePartitions")
     (topic,) = request.topics
-    assert (topic.name, topic.count, list(topic.assignments)) == ("orders", 6, [])
+    assert (topic.name, topic.count, topic.assignments) == ("orders", 6, None)
     assert not request.validate_only
 
 
-def test_alter_refusals(controller: FakeController) -> None:
+def test_alter_refusals(controller: FakeKafkaListener) -> None:
     base = ("topics", "alter", "--partitions", "2", "--bootstrap-server", controller.address)
     controller.script(
         "CreatePartitions",
@@ -548,12 +602,12 @@ def test_usage_mistakes_exit_2(args: list[str]) -> None:
     assert "usage: replog topics" in outcome.stderr
 
 
-def test_delete(controller: FakeController) -> None:
+def test_delete(controller: FakeKafkaListener) -> None:
     base = ("topics", "delete", "--topic", "orders", "--bootstrap-server", controller.address)
     controller.script(
         "DeleteTopics",
-        pb.DeleteTopicsResponse(
-            controller_id=1, topics=[pb.DeletableTopicResult(name="orders", topic_id=b"\1" * 16)]
+        dtr.DeleteTopicsResponse(
+            responses=[dtr.DeletableTopicResult(name="orders", topic_id=uuid.UUID(int=1))]
         ),
     )
     outcome = replog(*base)
@@ -562,18 +616,21 @@ def test_delete(controller: FakeController) -> None:
         "Deleted topic orders.\n",
         "",
     )
-    assert list(controller.asked("DeleteTopics")[0].topic_names) == ["orders"]
+    (asked,) = controller.asked("DeleteTopics")
+    assert [t.name for t in asked.topics] == ["orders"]  # v6: by name in `topics`
 
-    missing = pb.DeletableTopicResult(
-        name="orders", error=status(UnknownTopicOrPartitionError.code, "unknown topic 'orders'")
+    missing = dtr.DeletableTopicResult(
+        name="orders",
+        error_code=UnknownTopicOrPartitionError.code,
+        error_message="unknown topic 'orders'",
     )
-    controller.script("DeleteTopics", pb.DeleteTopicsResponse(controller_id=1, topics=[missing]))
+    controller.script("DeleteTopics", dtr.DeleteTopicsResponse(responses=[missing]))
     assert_refused(replog(*base), "unknown topic 'orders'")
     quiet = replog(*base, "--if-exists")
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
 
 
-def test_deleting_an_internal_topic_is_refused_before_asking(controller: FakeController) -> None:
+def test_deleting_an_internal_topic_is_refused_before_asking(controller: FakeKafkaListener) -> None:
     outcome = replog(
         "topics",
         "delete",
@@ -589,56 +646,78 @@ def test_deleting_an_internal_topic_is_refused_before_asking(controller: FakeCon
 # --- where the commands ask ---------------------------------------------------------------------
 
 
-def write_cluster_file(directory: Path, *nodes: FakeController) -> None:
+def write_cluster_file(directory: Path, *kafka_addresses: str) -> None:
+    """A local cluster whose node i's Kafka listener is the i-th address (its gRPC listener
+    is never asked)."""
     LocalCluster(
         str(directory),
         tuple(
             LocalNode(
-                n.node_id,
-                ("controller",),
-                {"CONTROLLER": n.address},
-                str(directory / f"node-{n.node_id}"),
+                i,
+                ("broker", "controller"),
+                {"CONTROLLER": f"127.0.0.1:{free_port()}", "PLAINTEXT": address},
+                str(directory / f"node-{i}"),
             )
-            for n in nodes
+            for i, address in enumerate(kafka_addresses, 1)
         ),
     ).write()
 
 
-def test_the_local_cluster_is_the_default_and_its_node_ids_are_followed(
+def test_the_local_clusters_kafka_listeners_are_the_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with running(1, 2) as (standby, active):
-        standby.script("CreateTopics", not_controller("CreateTopics", 2))
-        active.script("CreateTopics", created("orders"))
-        write_cluster_file(tmp_path / "elsewhere", standby, active)
+    dead = f"127.0.0.1:{free_port()}"
+    with listening(2) as (one, two):
+        for node in (one, two):
+            node.script("Metadata", cluster_metadata)
+            node.script("CreateTopics", created("orders"))
+        write_cluster_file(tmp_path / "elsewhere", dead, two.address)
         outcome = replog(
             "topics", "create", "--topic", "orders", "--data-dir", str(tmp_path / "elsewhere")
         )
         assert outcome.returncode == 0, outcome.stderr
-        assert len(standby.asked()) == 1 and len(active.asked()) == 1
+        assert len(two.asked("CreateTopics")) == 1  # the dead node's listener is passed over
 
         # Without flags: ./.replog/cluster, as `replog quorum describe` does.
-        write_cluster_file(tmp_path / ".replog" / "cluster", standby, active)
+        write_cluster_file(tmp_path / ".replog" / "cluster", one.address, two.address)
         monkeypatch.chdir(tmp_path)
         assert replog("topics", "list").returncode == 0
-        assert len(standby.asked("Metadata")) + len(active.asked("Metadata")) == 1
+        assert len(one.asked("Metadata")) == 1
 
-        # --bootstrap-server with --data-dir: the list is asked, the ids come from the cluster.
+        # --bootstrap-server wins over --data-dir.
         outcome = replog(
-            "topics", "create", "--topic", "orders", "--bootstrap-server", standby.address,
+            "topics", "list", "--bootstrap-server", two.address,
             "--data-dir", str(tmp_path / "elsewhere"),
         )  # fmt: skip
         assert outcome.returncode == 0, outcome.stderr
-        assert len(active.asked("CreateTopics")) == 2
+        assert len(two.asked("Metadata")) == 1 and len(one.asked("Metadata")) == 1
 
 
-def test_no_local_cluster_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_local_cluster_the_default_is_kafkas_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """127.0.0.1:9092 (here moved to a port of the test's: the machine's 9092 is not ours),
+    and one line at once when nothing answers there."""
     monkeypatch.chdir(tmp_path)
-    assert_refused(replog("topics", "list"), "no cluster in", "replog cluster start")
+    dead = f"127.0.0.1:{free_port()}"
+    monkeypatch.setattr("replog.cli.controller_connection.DEFAULT_BOOTSTRAP", dead)
+    assert assert_refused(replog("topics", "list")) == (
+        f"replog topics: nothing answers at {dead} (the default) and there is no local cluster "
+        "in .replog/cluster: pass --bootstrap-server, or start one with `replog cluster start`"
+    )
+    with listening() as (default,):
+        default.script("Metadata", cluster_metadata)
+        monkeypatch.setattr("replog.cli.controller_connection.DEFAULT_BOOTSTRAP", default.address)
+        listed = replog("topics", "list")
+        assert (listed.returncode, listed.stdout) == (0, "audit\norders\n"), listed.stderr
     assert_refused(
         replog("topics", "list", "--bootstrap-server", "localhost"),
         "--bootstrap-server: 'localhost'",
     )
+    assert_refused(
+        replog("topics", "list", "--data-dir", str(tmp_path / "none")),
+        "no cluster in", "replog cluster start",
+    )  # fmt: skip
 
 
 def test_a_stopped_local_cluster_is_one_line_at_once(
@@ -646,40 +725,46 @@ def test_a_stopped_local_cluster_is_one_line_at_once(
 ) -> None:
     """`topics list` on a stopped local cluster names the addresses at once instead of retrying
     for --timeout (10 s); a --bootstrap-server the user names still is retried."""
-    with running(1) as (gone,):
-        write_cluster_file(tmp_path / ".replog" / "cluster", gone)
+    gone = f"127.0.0.1:{free_port()}"
+    write_cluster_file(tmp_path / ".replog" / "cluster", gone)
     monkeypatch.chdir(tmp_path)
     started = time.monotonic()
     outcome = replog("topics", "list", "--timeout", "30")
     assert_refused(
-        outcome, "no controller of the local cluster in", f"answers at {gone.address}",
+        outcome, "no Kafka listener of the local cluster in", f"answers at {gone}",
         "is it running? (`replog cluster start`)",
     )  # fmt: skip
     assert time.monotonic() - started < 5
     assert (
-        "no controller of"
-        not in replog(
-            "topics", "list", "--bootstrap-server", gone.address, "--timeout", "0.3"
-        ).stderr
+        "of the local cluster"
+        not in replog("topics", "list", "--bootstrap-server", gone, "--timeout", "0.3").stderr
     )
 
 
-def test_no_controller_reachable_is_one_line_naming_the_addresses() -> None:
+def test_no_broker_reachable_is_one_line_naming_the_addresses() -> None:
     dead = f"127.0.0.1:{free_port()}"
     outcome = replog("topics", "list", "--bootstrap-server", dead, "--timeout", "0.3")
     assert assert_refused(outcome) == (
-        f"replog topics: Metadata: no answer from {dead} within 0.3 s: connection refused"
+        f"replog topics: Metadata: no answer within 0.3 s: {dead}: connection refused"
     )
-    # The user named no controller: the addresses given are, each with what it said.
     other = f"127.0.0.1:{free_port()}"
     both = replog("topics", "list", "--bootstrap-server", f"{dead},{other}", "--timeout", "0.3")
-    assert assert_refused(both).startswith(
-        f"replog topics: Metadata: no answer from {dead}, {other} within 0.3 s: "
-        f"{dead}: connection refused; {other}: "
+    assert assert_refused(both) == (
+        f"replog topics: Metadata: no answer within 0.3 s: {dead}: connection refused; "
+        f"{other}: connection refused"
     )
 
 
-def test_ctrl_c_exits_130(controller: FakeController) -> None:
+def test_a_listener_that_is_not_kafkas_is_named_at_once() -> None:
+    """A gRPC port (an HTTP/2 server's first bytes) is refused at once, not waited out."""
+    with http2_server() as address:
+        started = time.monotonic()
+        outcome = replog("topics", "list", "--bootstrap-server", address, "--timeout", "30")
+    assert_refused(outcome, f"{address} answered HTTP/2", "not a Kafka listener")
+    assert time.monotonic() - started < 5
+
+
+def test_ctrl_c_exits_130(controller: FakeKafkaListener) -> None:
     controller.script("DeleteTopics", HANG)
     with interrupt_main_when(lambda: bool(controller.asked("DeleteTopics"))):
         outcome = replog(
@@ -725,7 +810,7 @@ def test_every_command_has_help(command: list[str], flags: list[str]) -> None:
         assert flag in outcome.stdout
 
 
-def test_the_replog_command_as_a_process(controller: FakeController) -> None:
+def test_the_replog_command_as_a_process(controller: FakeKafkaListener) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     env.pop("REPLOG_DEBUG", None)
     run = [sys.executable, "-m", "replog.cli.main", "topics"]
@@ -739,7 +824,7 @@ def test_the_replog_command_as_a_process(controller: FakeController) -> None:
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )  # fmt: skip
     assert missing.returncode == 1
-    assert missing.stderr == "replog topics: unknown topic 'nope'\n"
+    assert missing.stderr == "replog topics: topic 'nope' does not exist\n"
 
 
 def test_a_min_isr_above_the_replication_factor_counts_as_the_factor() -> None:

@@ -135,7 +135,7 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
         assert node["is_leader"] is (node_id == leader.leader_id)
     assert "ALIVE  ANSWERS" in cluster.ask("status").stdout
 
-    # quorum describe, asked at the local cluster's nodes.
+    # quorum describe, asked at the local cluster's Kafka listeners (DescribeQuorum).
     data_dir = ("--data-dir", str(cluster.data_dir))
     text = replog("quorum", "describe", "--status", *data_dir)
     assert text.returncode == 0, text.stderr
@@ -146,7 +146,10 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
     assert as_json["leader_id"] == leader.leader_id
     assert as_json["high_watermark"] >= 1
     assert [v["id"] for v in as_json["current_voters"]] == [1, 2, 3]
-    assert as_json["current_voters"][0]["endpoints"] == [f"CONTROLLER://127.0.0.1:{ports[0]}"]
+    controllers = [port + KAFKA_CONTROLLER_PORT_OFFSET for port in ports]
+    assert as_json["current_voters"][0]["endpoints"] == [
+        f"CONTROLLER_KAFKA://127.0.0.1:{controllers[0]}"
+    ]
     table = replog_in_process("quorum", "describe", "--replication", *data_dir).stdout
     rows = [line.split() for line in table.splitlines()]
     assert rows[0] == REPLICATION_HEADER
@@ -158,25 +161,21 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
     # Timestamps are wall-clock milliseconds (after 2020), not a process's monotonic clock.
     assert all(r["last_fetch_timestamp"] > 1_577_836_800_000 for r in replicas)
 
-    # Asked at one follower only, it follows the follower's answer to the leader, whose
-    # address comes from an id@host:port entry, the local cluster's cluster.json, or (one
-    # address alone, as Kafka's tools are used) the voters the follower's answer lists.
+    # Asked at one follower only, a broker's or a controller's Kafka listener: the node asks
+    # the leader itself, as a Kafka broker forwards DescribeQuorum.
     follower = next(i for i in (1, 2, 3) if i != leader.leader_id)
-    one = f"127.0.0.1:{ports[follower - 1]}"
-    leader_at = f"{leader.leader_id}@127.0.0.1:{ports[leader.leader_id - 1]}"
+    one = f"127.0.0.1:{ports[follower - 1] + KAFKA_PORT_OFFSET}"
     for where in (
-        ("--bootstrap-server", f"{one},{leader_at}"),
-        ("--bootstrap-server", one, *data_dir),
         ("--bootstrap-server", one),
+        ("--bootstrap-controller", f"127.0.0.1:{controllers[follower - 1]}"),
     ):
         followed = replog_in_process("quorum", "describe", "--json", *where)
         described = json.loads(followed.stdout)
         assert described["leader_id"] == leader.leader_id, followed.stderr
         assert [v["endpoints"] for v in described["current_voters"]] == [
-            [f"CONTROLLER://127.0.0.1:{port}"] for port in ports
+            [f"CONTROLLER_KAFKA://127.0.0.1:{port}"] for port in controllers
         ]
-    # The same for a write: the standby's NOT_CONTROLLER names the controller by id, and its
-    # DescribeCluster says where that node listens.
+    # The same for a write: a follower's Kafka listener forwards it to the active controller.
     created = replog_in_process(
         "topics", "create", "--topic", "via-standby", "--bootstrap-server", one
     )
@@ -361,7 +360,13 @@ def test_unknown_and_stopped_nodes_are_refused(cluster: LoopbackCluster) -> None
 @pytest.mark.parametrize(
     ("bootstrap", "fragments"),
     [
-        ("{a},{b}", ("no quorum node reachable at {a}, {b}: connection refused",)),
+        (
+            "{a},{b}",
+            (
+                "DescribeQuorum: no answer within 0.5 s: {a}: connection refused; {b}: "
+                "connection refused",
+            ),
+        ),
         ("localhost", ("--bootstrap-server: 'localhost': expected host:port",)),
         ("x@{a}", ("--bootstrap-server: 'x@{a}'",)),
     ],
@@ -371,6 +376,6 @@ def test_quorum_describe_names_what_it_tried(
 ) -> None:
     a, b = (f"127.0.0.1:{cluster.base_port + i}" for i in range(2))
     result = replog_in_process(
-        "quorum", "describe", "--bootstrap-server", bootstrap.format(a=a, b=b)
+        "quorum", "describe", "--bootstrap-server", bootstrap.format(a=a, b=b), "--timeout", "0.5"
     )
     assert_refused(result, *(f.format(a=a, b=b) for f in fragments))

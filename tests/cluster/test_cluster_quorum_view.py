@@ -7,8 +7,9 @@ from dataclasses import asdict
 import pytest
 from cluster_helpers import REPLICATION_HEADER
 
+from replog.admin.bootstrap import parse_bootstrap
 from replog.admin.quorum import QuorumDescription
-from replog.cli.quorum import parse_bootstrap, print_replication_table
+from replog.cli.quorum import print_replication_table
 from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
 from replog.server.raft_service import _on_wall_clock
@@ -73,13 +74,11 @@ def test_the_node_reports_wall_clock_timestamps_and_itself_as_caught_up() -> Non
 
 
 def test_bootstrap_servers() -> None:
-    assert parse_bootstrap("a:1, 2@b:2,[::1]:3") == (
-        ["a:1", "b:2", "[::1]:3"],
-        {2: "b:2"},
-    )
+    parsed = parse_bootstrap("a:1, 2@b:2,[::1]:3", what="--bootstrap-server")
+    assert (parsed.addresses, parsed.node_addresses) == (("a:1", "b:2", "[::1]:3"), {2: "b:2"})
     for bad in ("", "a", "a:x", "x@a:1", ":1", "a:1,"):
         with pytest.raises(ReplogError, match="--bootstrap-server"):
-            parse_bootstrap(bad)
+            parse_bootstrap(bad, what="--bootstrap-server")
 
 
 def test_unknown_is_minus_one_in_the_table(capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,8 @@ broker service:
 - AlterConfigs replaces a resource's configs: the keys set in the image and not given are
   deleted;
 - DescribeCluster lists brokers at the listener the client came through, fenced ones only when
-  asked; DeleteRecords and DescribeLogDirs go through the Broker service; DescribeProducers
+  asked; DeleteRecords and DescribeLogDirs go through the Broker service (each replica with
+  replog's offsets tag); DescribeProducers
   answers the replica manager's producers or its error;
 - the transaction APIs answer UNSUPPORTED_VERSION for every entry;
 - ApiVersions advertises the core table and this module's, and every response built here
@@ -38,6 +39,7 @@ from replog.errors import (
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
+from replog.kafka import replica_offsets_tag
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages import add_offsets_to_txn_request as aot
 from replog.kafka.messages import add_partitions_to_txn_request as apt
@@ -770,7 +772,13 @@ class Service:
                         bpb.DescribeLogDirsTopic(
                             name="orders",
                             partitions=[
-                                bpb.DescribeLogDirsPartition(partition=0, size=10),
+                                bpb.DescribeLogDirsPartition(
+                                    partition=0,
+                                    size=10,
+                                    log_start_offset=2,
+                                    log_end_offset=9,
+                                    high_watermark=8,
+                                ),
                                 bpb.DescribeLogDirsPartition(partition=1, size=20),
                             ],
                         )
@@ -813,6 +821,9 @@ async def test_delete_records_and_describe_log_dirs_go_through_the_broker_servic
         (0, 10)
     ]
     assert log_dir.total_bytes > 0 and log_dir.usable_bytes >= 0
+    # replog's offsets, in a tagged field that Kafka's clients skip (it encodes at v2+).
+    (zero,) = log_dir.topics[0].partitions
+    assert replica_offsets_tag.decode(zero.unknown_tagged_fields) == (2, 9, 8)
 
 
 @pytest.mark.asyncio

@@ -16,13 +16,16 @@
   leaves out brokers without one (their partitions: leader -1, LISTENER_NOT_FOUND from v6,
   LEADER_NOT_AVAILABLE before), leaves out fenced brokers, answers UNKNOWN_TOPIC_OR_PARTITION
   for an absent name and UNKNOWN_TOPIC_ID for an absent id, reads topics named by id, and takes
-  Kafka's "every topic" forms (v0 empty list, v1+ null).
+  Kafka's "every topic" forms (v0 empty list, v1+ null); on a controller, v9+ answers carry
+  replog's staleness tag (whether the quorum is lost, since when, brokers not heard from,
+  whether a quorum leader is known), which still encodes and decodes as Kafka's message.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterable
 
 import pytest
 
@@ -34,6 +37,7 @@ from replog.errors import (
     NotLeaderOrFollowerError,
     RequestRefusedError,
 )
+from replog.kafka import staleness_tag
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
@@ -69,6 +73,7 @@ from replog.server.kafka_apis import (
     _produce_partition,
     fetch_session_cache,
 )
+from replog.server.metadata_staleness import Staleness
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
 
@@ -238,6 +243,36 @@ def test_every_topic_forms() -> None:
 def test_the_controller_id_is_a_listed_broker(raft_leader: int, named_controller: int) -> None:
     answer = apis(raft_leader).metadata(named(), 12, "PLAINTEXT")
     assert answer.controller_id == named_controller
+
+
+@pytest.mark.parametrize("raft_leader", [2, -1])
+def test_a_controllers_answer_says_how_current_it_is(raft_leader: int) -> None:
+    asked: list[list[int]] = []
+
+    def staleness(brokers: Iterable[int]) -> tuple[Staleness, int]:
+        asked.append(sorted(brokers))
+        return Staleness(61_000, True, True, frozenset({1})), 1_700_000_000_000
+
+    current = image()
+    handlers = KafkaApis(
+        2,
+        cluster_id="c1",
+        image=lambda: current,
+        controller_id=lambda: raft_leader,
+        metadata_staleness=staleness,
+    )
+    answer = handlers.metadata(named(), 12, "PLAINTEXT")
+    frame = bytearray()
+    answer.write(frame, 12)
+    decoded = MetadataResponse.decode(memoryview(bytes(frame)), 12)
+    assert decoded.controller_id == answer.controller_id
+    assert staleness_tag.decode(decoded.unknown_tagged_fields) == staleness_tag.MetadataStaleness(
+        True, raft_leader >= 0, 61_000, 1_700_000_000_000, 2, frozenset({1})
+    )
+    assert asked == [[1, 2]]
+    # Before v9 there are no tagged fields; without a controller, no tag.
+    assert handlers.metadata(named(), 8, "PLAINTEXT").unknown_tagged_fields == ()
+    assert apis(raft_leader).metadata(named(), 12, "PLAINTEXT").unknown_tagged_fields == ()
 
 
 class FetchLog:

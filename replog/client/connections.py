@@ -1,4 +1,4 @@
-"""A client's connections to brokers, and what a failed gRPC call means in Kafka's errors.
+"""A client's connections to brokers, over Kafka's protocol.
 
 `Connections` belongs to one Producer, Consumer or Admin and lives on its event loop. The data
 path speaks Kafka's protocol to the brokers' Kafka listeners: one `KafkaBrokerClient` per
@@ -7,56 +7,21 @@ first use, each within `socket.connection.setup.timeout.ms`), and for a producer
 `ProduceStream` per broker address, the one connection its requests to that broker are
 pipelined on (in order, as a Kafka producer's). Group coordinator calls go through a
 `KafkaCoordinatorClient` per address, on the same connections.
-
-`rpc_error` turns a `grpc.aio.AioRpcError` of a coordinator call into the `replog.errors` class
-a Kafka client would see for the same failure, so that no bare gRPC error leaves the client API:
-- UNAVAILABLE, CANCELLED, ABORTED -> NetworkError (retriable; the connection is gone)
-- INTERNAL with gRPC's own "Internal error from Core" -> NetworkError too: an operation on
-  the call failed inside gRPC, so whatever status the broker sent is lost and the outcome is
-  unknown, as after a lost connection. The broker's own INTERNAL names the broker and the
-  failure.
-- DEADLINE_EXCEEDED -> RequestTimedOutError (retriable)
-- INVALID_ARGUMENT -> InvalidRequestError
-- RESOURCE_EXHAUSTED -> RecordBatchTooLargeError
-- UNIMPLEMENTED -> UnsupportedVersionError (the node does not serve that service)
-- anything else -> UnknownServerError
-The message always names the broker (its id when known) and its address, the operation, and
-the server's own details.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import grpc
-
 from replog.errors import (
     ClientClosedError,
-    InvalidRequestError,
     KafkaError,
-    NetworkError,
-    RecordBatchTooLargeError,
-    ReplogError,
-    RequestTimedOutError,
-    UnknownServerError,
-    UnsupportedVersionError,
 )
 from replog.wire.kafka_broker_client import KafkaBrokerClient, ProduceStream
 from replog.wire.kafka_connection import KafkaConnections
-from replog.wire.redialing_channel import GRPC_CORE_INTERNAL
 
 if TYPE_CHECKING:
     from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
-
-CLIENT_ID_HEADER = "x-client-id"
-
-
-def client_id_metadata(client_id: str) -> tuple[tuple[str, str], ...]:
-    """The gRPC metadata that names `client_id`; none for an id gRPC cannot carry (metadata
-    values must be printable ASCII: another client id is simply not sent)."""
-    printable = client_id.isascii() and client_id.isprintable()
-    return ((CLIENT_ID_HEADER, client_id),) if client_id and printable else ()
-
 
 SETUP_TIMEOUT_MS_DEFAULT = 10_000  # socket.connection.setup.timeout.ms
 
@@ -141,30 +106,3 @@ class Connections:
         await self.kafka.close()
         for coordinator in coordinators.values():
             await coordinator.close()
-
-
-def rpc_error(
-    exc: grpc.aio.AioRpcError, *, address: str, what: str, node_id: int | None = None
-) -> ReplogError:
-    """The `replog.errors` exception a failed call stands for (module docstring)."""
-    who = f"broker {node_id} at {address}" if node_id is not None else f"broker at {address}"
-    code = exc.code()
-    details = exc.details() or code.name
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-        return NetworkError(f"{who} unreachable during {what}: {details}")
-    if code == grpc.StatusCode.INTERNAL and details == GRPC_CORE_INTERNAL:
-        return NetworkError(
-            f"{who}: the {what} call broke inside gRPC before a status from the broker "
-            f"arrived (INTERNAL: {details}); the outcome is unknown"
-        )
-    if code == grpc.StatusCode.ABORTED:
-        return NetworkError(f"{who} aborted {what}: {details}")
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return RequestTimedOutError(f"{who} did not answer {what} in time: {details}")
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return InvalidRequestError(f"{who} refused {what} as invalid: {details}")
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return RecordBatchTooLargeError(f"{who} refused {what} as too large: {details}")
-    if code == grpc.StatusCode.UNIMPLEMENTED:
-        return UnsupportedVersionError(f"{who} does not support {what}: {details}")
-    return UnknownServerError(f"{who} failed {what}: {code.name}: {details}")

@@ -140,13 +140,18 @@ async def reset_offsets(
     request_timeout_ms: int,
 ) -> dict[Partition, int]:
     """The new offsets of the chosen partitions (`topics` None: `--all-topics`), committed when
-    `execute`; refused while the group has members."""
+    `execute`; refused while the group has members. `coordinator`: the group's coordinator
+    (node id, Kafka listener)."""
     from replog.client.admin import Admin
     from replog.client.admin_results import OffsetSpec
     from replog.common import OffsetAndMetadata, TopicPartition
-    from replog.wire.coordinator_client import CoordinatorClient
+    from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
-    async with CoordinatorClient(coordinator[1], request_timeout_ms=request_timeout_ms) as client:
+    async with KafkaCoordinatorClient(
+        coordinator[1],
+        request_timeout_ms=request_timeout_ms,
+        client_id=str(config.get("client.id", "replog-consumer-groups")),
+    ) as client:
         group = await client.describe_group(group_id)
         if group.state not in INACTIVE_STATES or group.members:
             raise ReplogError(

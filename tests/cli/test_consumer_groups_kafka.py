@@ -5,7 +5,8 @@
   refuses the connection is skipped for the next) and asks it DescribeGroups and OffsetFetch,
   printing Kafka's table and JSON as before;
 - `--delete` sends DeleteGroups to the coordinator, a group's error ending with exit code 1;
-- `--reset-offsets` is refused while the coordinator describes the group with members;
+- `--reset-offsets` is refused while the coordinator describes the group with members (a
+  consumer-protocol group's through ConsumerGroupDescribe);
 - a gRPC listener or a metrics endpoint given as `--bootstrap-server` stops the command with
   NotAKafkaListenerError naming what answered.
 """
@@ -25,6 +26,8 @@ import grpc
 import pytest
 
 from replog.cli.main import main
+from replog.kafka.messages import consumer_group_describe_response as cgd
+from replog.kafka.messages.consumer_group_describe_response import ConsumerGroupDescribeResponse
 from replog.kafka.messages.delete_groups_response import (
     DeletableGroupResult,
     DeleteGroupsResponse,
@@ -43,6 +46,7 @@ from tests.local_ports import free_port
 from tests.wire.kafka_group_fake import Script, ScriptedKafka
 
 FIND_COORDINATOR, OFFSET_FETCH, DESCRIBE_GROUPS, DELETE_GROUPS = 10, 9, 15, 42
+CONSUMER_GROUP_DESCRIBE = 69
 NON_EMPTY_GROUP = 68
 
 
@@ -182,19 +186,44 @@ def test_delete_asks_the_coordinator_and_reports_each_groups_error(
     assert asked == [FIND_COORDINATOR, DELETE_GROUPS] * 2
 
 
-def test_reset_offsets_is_refused_while_the_coordinator_describes_members(
-    capsys: pytest.CaptureFixture[str],
+def described_modern(request: Any, version: int) -> ConsumerGroupDescribeResponse:
+    assert request.group_ids == ["g"]
+    member = cgd.Member(member_id="m1", member_epoch=3, client_id="c1", client_host="/h")
+    return ConsumerGroupDescribeResponse(
+        groups=[
+            cgd.DescribedGroup(
+                group_id="g", group_state="Stable", group_epoch=3, assignment_epoch=3,
+                assignor_name="uniform", members=[member],
+            )
+        ]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("answers", "asked"),
+    [
+        ({DESCRIBE_GROUPS: described("Stable", MEMBER)}, [DESCRIBE_GROUPS]),
+        # DescribeGroups describes a group of KIP-848's consumer protocol as Dead.
+        (
+            {DESCRIBE_GROUPS: described("Dead"), CONSUMER_GROUP_DESCRIBE: described_modern},
+            [DESCRIBE_GROUPS, CONSUMER_GROUP_DESCRIBE],
+        ),
+    ],
+    ids=["classic", "consumer-protocol"],
+)
+def test_reset_offsets_is_refused_while_the_group_has_members(
+    capsys: pytest.CaptureFixture[str], answers: Mapping[int, Script], asked: list[int]
 ) -> None:
-    with scripted({DESCRIBE_GROUPS: described("Stable", MEMBER)}) as kafka:
+    with scripted(answers) as kafka:
         code, _, err = groups_cli(
             capsys, "--bootstrap-server", kafka.address, "--reset-offsets", "--group", "g",
             "--all-topics", "--to-earliest", "--execute",
         )  # fmt: skip
-        asked = [api for api, _, _ in kafka.seen]
+        sent = [api for api, _, _ in kafka.seen]
     assert code == 1
     assert "Assignments can only be reset if the group 'g' is inactive" in err
     assert "current state is Stable" in err
-    assert asked == [FIND_COORDINATOR, DESCRIBE_GROUPS]  # nothing committed
+    assert sent == [FIND_COORDINATOR, *asked]  # neither OffsetFetch nor OffsetCommit
 
 
 @contextmanager

@@ -38,6 +38,11 @@ with `--dry-run` (the default) and written with `--execute`; refused while the g
 members.
 
 Rules:
+- `--bootstrap-server` names brokers' Kafka listeners; every group call is one of Kafka's
+  group APIs: FindCoordinator to the first bootstrap server that answers, the group's calls
+  to the coordinator's Kafka listener it names. A port that is no Kafka listener
+  (a gRPC listener, a metrics endpoint) ends the command at once with NotAKafkaListenerError
+  naming what answered; only a bootstrap server that is unreachable or silent is skipped.
 - `--list` asks every unfenced broker for the groups it coordinates (a group lives on the
   leader of its `__consumer_offsets` partition); a broker that does not answer is one stderr
   line naming it, the others are still listed, and the exit code is 1.
@@ -60,10 +65,14 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from replog.cli.arguments import add_documented_command
-from replog.cli.client_connection import add_client_connection_arguments, client_config
+from replog.cli.client_connection import (
+    add_client_connection_arguments,
+    client_config,
+    keys_named,
+)
 from replog.cli.reset_offsets import (
     HEADER as RESET_HEADER,
 )
@@ -76,7 +85,16 @@ from replog.cli.reset_offsets import (
 )
 from replog.cli.table import print_table
 from replog.coordinator.consumer_group_messages import CLASSIC_MEMBER, CONSUMER_MEMBER
-from replog.errors import GroupIdNotFoundError, KafkaError, ReplogError
+from replog.errors import (
+    GroupIdNotFoundError,
+    KafkaError,
+    NetworkError,
+    ReplogError,
+    RequestTimedOutError,
+)
+
+if TYPE_CHECKING:
+    from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
 REQUEST_TIMEOUT_MS = 10_000
 HEADER = (
@@ -165,17 +183,27 @@ async def _brokers(config: Mapping[str, object]) -> list[tuple[int, str]]:
 
 async def list_groups(config: Mapping[str, object]) -> tuple[list[Any], list[str]]:
     """Every group of every unfenced broker, by id, and a line per broker that failed."""
-    from replog.wire.coordinator_client import CoordinatorClient
-
     groups: list[Any] = []
     failures: list[str] = []
     for broker_id, address in await _brokers(config):
-        async with CoordinatorClient(address, request_timeout_ms=REQUEST_TIMEOUT_MS) as client:
+        async with _client(config, address) as client:
             try:
                 groups += await client.list_groups()
             except ReplogError as error:
                 failures.append(f"broker {broker_id} at {address}: {error}")
     return sorted(groups, key=lambda g: g.group_id), failures
+
+
+def _client(config: Mapping[str, object], address: str) -> KafkaCoordinatorClient:
+    """A coordinator client on the Kafka listener at `address`, named by the command's
+    `client.id`."""
+    from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
+
+    return KafkaCoordinatorClient(
+        address,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+        client_id=str(config.get("client.id", "replog-consumer-groups")),
+    )
 
 
 @dataclass(frozen=True)
@@ -188,13 +216,19 @@ class Described:
 
 
 async def _coordinator(config: Mapping[str, object], group_id: str) -> tuple[int, str]:
-    from replog.wire.coordinator_client import CoordinatorClient
+    """(node id, Kafka listener) of the group's coordinator, as the first bootstrap server that
+    answers FindCoordinator says; one that is no Kafka listener stops the command at once."""
+    from replog.admin.bootstrap import parse_bootstrap
 
-    brokers = await _brokers(config)
-    if not brokers:
-        raise ReplogError("the cluster has no unfenced broker to ask")
-    async with CoordinatorClient(brokers[0][1], request_timeout_ms=REQUEST_TIMEOUT_MS) as any_:
-        return await any_.find_coordinator(group_id)
+    key = keys_named(config, "bootstrap.servers")[0]
+    failures: list[str] = []
+    for address in parse_bootstrap(str(config[key]), what=key).addresses:
+        async with _client(config, address) as any_:
+            try:
+                return await any_.find_coordinator(group_id)
+            except (NetworkError, RequestTimedOutError) as error:
+                failures.append(str(error))
+    raise NetworkError("no bootstrap server answered FindCoordinator: " + "; ".join(failures))
 
 
 async def describe(config: Mapping[str, object], group_id: str) -> Described:
@@ -203,10 +237,9 @@ async def describe(config: Mapping[str, object], group_id: str) -> Described:
     from replog.client.admin_results import OffsetSpec
     from replog.common import TopicPartition
     from replog.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, assigned_partitions
-    from replog.wire.coordinator_client import CoordinatorClient
 
     coordinator = await _coordinator(config, group_id)
-    async with CoordinatorClient(coordinator[1], request_timeout_ms=REQUEST_TIMEOUT_MS) as client:
+    async with _client(config, coordinator[1]) as client:
         group = await client.describe_group(group_id)
         modern = None
         if group.state == "Dead":
@@ -294,10 +327,8 @@ def _partitions(named: Any) -> list[tuple[str, int]]:
 async def delete(
     config: Mapping[str, object], group_id: str
 ) -> list[tuple[str, KafkaError | None]]:
-    from replog.wire.coordinator_client import CoordinatorClient
-
     _, address = await _coordinator(config, group_id)
-    async with CoordinatorClient(address, request_timeout_ms=REQUEST_TIMEOUT_MS) as client:
+    async with _client(config, address) as client:
         return await client.delete_groups([group_id])
 
 

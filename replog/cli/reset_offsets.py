@@ -10,7 +10,9 @@ of {"group", "topic", "partition", "newOffset"}); `--execute` commits them, `--d
 default, with a line on stderr saying so, as Kafka's) only shows them.
 
 Rules (Kafka's `ConsumerGroupCommand`):
-- Refused while the group has members (state other than Empty, or a group not known at all):
+- Refused while the group has members (state other than Empty, or a group not known at all;
+  a consumer-protocol group's state and members are ConsumerGroupDescribe's, as DescribeGroups
+  calls such a group Dead):
   "Assignments can only be reset if the group 'G' is inactive, but the current state is
   Stable." (exit code 1); members would overwrite the offsets with their positions.
 - `--topic T` takes every partition of T, `--topic T:0,2` those partitions; `--all-topics`
@@ -32,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from replog.errors import ReplogError
+from replog.errors import GroupIdNotFoundError, ReplogError
 
 if TYPE_CHECKING:
     from replog.client.admin import Admin
@@ -140,18 +142,32 @@ async def reset_offsets(
     request_timeout_ms: int,
 ) -> dict[Partition, int]:
     """The new offsets of the chosen partitions (`topics` None: `--all-topics`), committed when
-    `execute`; refused while the group has members."""
+    `execute`; refused while the group has members. `coordinator`: the group's coordinator
+    (node id, Kafka listener)."""
     from replog.client.admin import Admin
     from replog.client.admin_results import OffsetSpec
     from replog.common import OffsetAndMetadata, TopicPartition
-    from replog.wire.coordinator_client import CoordinatorClient
+    from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
-    async with CoordinatorClient(coordinator[1], request_timeout_ms=request_timeout_ms) as client:
+    async with KafkaCoordinatorClient(
+        coordinator[1],
+        request_timeout_ms=request_timeout_ms,
+        client_id=str(config.get("client.id", "replog-consumer-groups")),
+    ) as client:
         group = await client.describe_group(group_id)
-        if group.state not in INACTIVE_STATES or group.members:
+        state, members = group.state, len(group.members)
+        if state == "Dead":
+            # DescribeGroups describes a group of KIP-848's consumer protocol as Dead.
+            try:
+                modern = await client.describe_consumer_group(group_id)
+            except GroupIdNotFoundError:
+                pass  # no such group either: nothing to refuse
+            else:
+                state, members = modern.state, len(modern.members)
+        if state not in INACTIVE_STATES or members:
             raise ReplogError(
                 f"Assignments can only be reset if the group '{group_id}' is inactive, but the "
-                f"current state is {group.state}."
+                f"current state is {state}."
             )
         fetched = await client.offset_fetch(group_id, None)
         committed = {

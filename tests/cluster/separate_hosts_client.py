@@ -19,8 +19,7 @@ reach the nodes only through their Kafka listeners, over the namespaces' bridge.
   replicas; prints what it saw last, `{"<partition>": {"leader": id, "isr": [ids]}, ...}`,
   and exits 1 if an ISR is short.
 
-The client is confluent-kafka's for now, behind replog's API (`confluent_as_replog`); replog's
-own client takes over by changing the import line below.
+The client is replog's own (Admin, Producer, Consumer), on the nodes' Kafka listeners.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ import threading
 import time
 from collections import Counter
 
-from confluent_as_replog import Admin, Consumer, NewTopic, Producer, TopicPartition
+from replog import Admin, Consumer, NewTopic, Producer, TopicPartition
 
 PRODUCER = {
     "acks": "all",

@@ -391,13 +391,3 @@ class DescribeLogDirsResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResult]
     def __init__(self, results: _Optional[_Iterable[_Union[DescribeLogDirsResult, _Mapping]]] = ...) -> None: ...
-
-class ReplicaFetchEndpointRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
-
-class ReplicaFetchEndpointResponse(_message.Message):
-    __slots__ = ("port",)
-    PORT_FIELD_NUMBER: _ClassVar[int]
-    port: int
-    def __init__(self, port: _Optional[int] = ...) -> None: ...

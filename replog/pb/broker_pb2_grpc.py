@@ -55,11 +55,6 @@ class BrokerStub:
                 request_serializer=replog_dot_pb_dot_broker__pb2.FetchRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_broker__pb2.FetchResponse.FromString,
                 _registered_method=True)
-        self.ReplicaFetchEndpoint = channel.unary_unary(
-                '/replog.pb.broker.Broker/ReplicaFetchEndpoint',
-                request_serializer=replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointRequest.SerializeToString,
-                response_deserializer=replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointResponse.FromString,
-                _registered_method=True)
         self.ListOffsets = channel.unary_unary(
                 '/replog.pb.broker.Broker/ListOffsets',
                 request_serializer=replog_dot_pb_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
@@ -123,17 +118,9 @@ class BrokerServicer:
     def FetchStream(self, request_iterator, context):
         """Fetch requests sent one after another on one call, each answered in order, as Fetch
         would answer it: a consumer keeps one such stream per leader, which saves the cost of a
-        call per fetch (followers fetch over ReplicaFetch, replica_fetch.proto). A request the broker refuses as a whole ends the stream with
-        the status Fetch would fail with.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def ReplicaFetchEndpoint(self, request, context):
-        """Where a broker listened for framed fetch connections (replog/wire/replica_fetch_wire.py).
-        Not served any more (UNIMPLEMENTED): followers fetch over ReplicaFetch
-        (replica_fetch.proto), and the Spark source reads UNIMPLEMENTED as "no framed path".
+        call per fetch (followers fetch over ReplicaFetch,
+        replica_fetch.proto). A request the broker refuses as a whole ends the stream with the
+        status Fetch would fail with.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -200,11 +187,6 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.FetchStream,
                     request_deserializer=replog_dot_pb_dot_broker__pb2.FetchRequest.FromString,
                     response_serializer=replog_dot_pb_dot_broker__pb2.FetchResponse.SerializeToString,
-            ),
-            'ReplicaFetchEndpoint': grpc.unary_unary_rpc_method_handler(
-                    servicer.ReplicaFetchEndpoint,
-                    request_deserializer=replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointRequest.FromString,
-                    response_serializer=replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointResponse.SerializeToString,
             ),
             'ListOffsets': grpc.unary_unary_rpc_method_handler(
                     servicer.ListOffsets,
@@ -345,33 +327,6 @@ class Broker:
             '/replog.pb.broker.Broker/FetchStream',
             replog_dot_pb_dot_broker__pb2.FetchRequest.SerializeToString,
             replog_dot_pb_dot_broker__pb2.FetchResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ReplicaFetchEndpoint(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/replog.pb.broker.Broker/ReplicaFetchEndpoint',
-            replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointRequest.SerializeToString,
-            replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

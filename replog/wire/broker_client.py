@@ -263,18 +263,6 @@ class BrokerClient:
             all_answered=all_answered,
         )
 
-    async def named_replica_fetch_port(self) -> int | None:
-        """The port a broker names for framed fetch connections (on its host), or None where
-        the answer names none (0: the field unset). Brokers no longer serve it: the call fails
-        UNIMPLEMENTED, which the Spark source reads as no framed path."""
-        request = broker_pb2.ReplicaFetchEndpointRequest()
-        answer = await self._call("ReplicaFetchEndpoint", request, None)
-        if answer.port == 0:
-            return None
-        if not 0 < answer.port <= 65535:
-            raise self._malformed("ReplicaFetchEndpoint", f"port {answer.port}")
-        return int(answer.port)
-
     def fetch_stream(self, *, sessions: bool = False) -> FetchStream:
         """Fetches on one `FetchStream` call (`FetchStream`), what followers' and consumers'
         fetchers use (with `sessions`: incremental fetch sessions, KIP-227)."""

@@ -5,9 +5,9 @@ test embeds one: real node processes, a real client.
   then registers the port it bound (Kafka's `withEphemeralPortsCorrected`), so the Metadata a
   client gets from either node names it at that port, never at port 0, and the node's start-up
   line names the same port.
-- A Producer and a Consumer bootstrapped from the fixed-port node round-trip records through a
-  partition whose only replica is the port-0 broker: they reach it only by dialing the port the
-  metadata gave.
+- A Producer and a Consumer bootstrapped from the fixed-port node's Kafka listener round-trip
+  records through a partition whose only replica is the port-0 broker, whose Kafka listener is
+  on port 0 too: they reach it only by dialing the port the metadata gave.
 Before: the broker registered port 0 and clients were told to dial it.
 """
 
@@ -34,14 +34,23 @@ EPHEMERAL_BROKER = 2
 
 
 @contextlib.contextmanager
-def two_nodes(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """Node 1 (controller and broker) on a fixed port, node 2 (broker) on port 0: node 1's
-    `host:port`, and node 2's log file."""
-    port = free_port()
+def two_nodes(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
+    """Node 1 (controller and broker) on fixed ports, node 2 (broker) on port 0 for both its
+    gRPC listener and its Kafka one: node 1's gRPC `host:port`, node 1's Kafka listener (the
+    clients' bootstrap), and node 2's log file."""
+    port, kafka_port = free_port(), free_port()
     voters = f"1@127.0.0.1:{port}"
     roles_and_listeners = {
-        1: ("broker,controller", f"CONTROLLER://127.0.0.1:{port}"),
-        EPHEMERAL_BROKER: ("broker", "PLAINTEXT://127.0.0.1:0"),
+        1: (
+            "broker,controller",
+            f"CONTROLLER://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{kafka_port}",
+            "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        ),
+        EPHEMERAL_BROKER: (
+            "broker",
+            "INTERNAL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+            "INTERNAL:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        ),
     }
     properties = {
         node_id: {
@@ -50,13 +59,18 @@ def two_nodes(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             "cluster.id": "ephemeral-port-test",
             "controller.quorum.voters": voters,
             "listeners": listeners,
+            "listener.security.protocol.map": protocol_map,
             "controller.listener.names": "CONTROLLER",
             "offsets.topic.replication.factor": "1",
         }
-        for node_id, (roles, listeners) in roles_and_listeners.items()
+        for node_id, (roles, listeners, protocol_map) in roles_and_listeners.items()
     }
     with node_processes(tmp_path, properties) as directories:
-        yield f"127.0.0.1:{port}", directories[EPHEMERAL_BROKER] / "node.log"
+        yield (
+            f"127.0.0.1:{port}",
+            f"127.0.0.1:{kafka_port}",
+            directories[EPHEMERAL_BROKER] / "node.log",
+        )
 
 
 def _metadata(address: str) -> controller_pb.MetadataResponse | None:
@@ -98,9 +112,9 @@ def _wait_registered(
 def test_a_broker_on_port_0_registers_its_bound_port_and_serves_clients_there(
     tmp_path: Path,
 ) -> None:
-    with two_nodes(tmp_path) as (bootstrap, ephemeral_log):
+    with two_nodes(tmp_path) as (internal, bootstrap, ephemeral_log):
         endpoint = _wait_registered(
-            bootstrap, EPHEMERAL_BROKER, 60, f"broker {EPHEMERAL_BROKER} in node 1's Metadata"
+            internal, EPHEMERAL_BROKER, 60, f"broker {EPHEMERAL_BROKER} in node 1's Metadata"
         )
         assert endpoint.host == "127.0.0.1"
         assert endpoint.port != 0, "the broker registered port 0: clients cannot dial it"
@@ -115,6 +129,8 @@ def test_a_broker_on_port_0_registers_its_bound_port_and_serves_clients_there(
         )
         assert itself.port == endpoint.port
 
+        # The clients dial Kafka listeners: node 2's, on port 0 too, reached only at the port
+        # it registered in its place.
         topic = "on-the-ephemeral-broker"
         with Admin(bootstrap_servers=bootstrap, request_timeout_ms=30_000) as admin:
             admin.create_topics([NewTopic(topic, assignments={0: [EPHEMERAL_BROKER]})])

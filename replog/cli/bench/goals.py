@@ -202,7 +202,7 @@ GOALS = (
                 (
                     "Consumer",
                     _at("catch_up", "records_per_s"),
-                    (("kafka-python", 3.0), ("confluent-kafka", 0.5)),
+                    (("kafka-python", 3.0), ("confluent-kafka", 1.0)),
                 ),
             )
             for client, target in targets

@@ -91,7 +91,7 @@ def _leader(addresses: dict[int, str], timeout_s: float = 30) -> QuorumDescripti
 
 
 def _create_topic(addresses: dict[int, str], name: str, replicas: int) -> None:
-    """Create `name` once `replicas` brokers are unfenced (until then the controller refuses
+    """Create `name` through the Kafka listeners `addresses` once `replicas` brokers are unfenced (until then the controller refuses
     the replication factor); `Admin.create_topics` returns only when every broker knows the
     partition's leader, so a produce right after finds it."""
     with Admin(bootstrap_servers=",".join(addresses.values()), request_timeout_ms=30_000) as admin:
@@ -111,7 +111,7 @@ def test_one_combined_node_on_ipv6_elects_itself_and_serves_clients(tmp_path: Pa
     with ipv6_nodes(tmp_path, 1) as (addresses, metrics, kafka):
         leader = _leader(addresses)
         assert (leader.leader_id, leader.answered_by) == (1, addresses[1])
-        _create_topic(addresses, "v6", 1)
+        _create_topic(kafka, "v6", 1)
         produce_and_read_back(kafka[1], "v6", [b"v6-%d" % i for i in range(5)])
         with urllib.request.urlopen(f"http://[::1]:{metrics[1]}/metrics", timeout=5) as answer:
             assert answer.status == 200
@@ -128,7 +128,7 @@ def test_two_nodes_on_ipv6_replicate_over_their_fetch_connections(tmp_path: Path
             return len(ends) == 2 and len(set(ends.values())) == 1 and None not in ends.values()
 
         wait_for(follower_caught_up, 30, "the follower caught up over Raft Fetch")
-        _create_topic(addresses, "v6-replicated", 2)
+        _create_topic(kafka, "v6-replicated", 2)
         produce_and_read_back(
             ",".join(kafka.values()), "v6-replicated", [b"v6-%d" % i for i in range(5)]
         )

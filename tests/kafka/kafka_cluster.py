@@ -68,13 +68,9 @@ class KafkaCluster:
 
     @property
     def bootstrap(self) -> str:
-        """Kafka's `bootstrap.servers`: every node's Kafka listener."""
+        """`bootstrap.servers` of every client, replog's own included: every node's Kafka
+        listener (the gRPC ports are the nodes' internal listener and the admin's)."""
         return ",".join(f"127.0.0.1:{n.kafka_port}" for n in self.nodes.values())
-
-    @property
-    def grpc_bootstrap(self) -> str:
-        """replog's own clients' `bootstrap_servers`."""
-        return ",".join(f"127.0.0.1:{n.grpc_port}" for n in self.nodes.values())
 
     def alive(self) -> list[KafkaNode]:
         return [n for n in self.nodes.values() if n.process and n.process.poll() is None]

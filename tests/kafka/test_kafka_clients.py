@@ -51,7 +51,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     try:
         running.start()
         running.create_topic(FROM_REPLOG)
-        producer = Producer(bootstrap_servers=running.grpc_bootstrap, acks="all")
+        producer = Producer(bootstrap_servers=running.bootstrap, acks="all")
         try:
             for i in range(COUNT):
                 producer.send(
@@ -78,7 +78,7 @@ def expected(start: int = 0) -> list[tuple[bytes, bytes, int]]:
 
 def read_with_replog(cluster: KafkaCluster, topic: str, partitions: int = 1) -> list[Any]:
     """Every record of `topic` (up to its end offsets), read with replog's own consumer."""
-    consumer = Consumer(bootstrap_servers=cluster.grpc_bootstrap)
+    consumer = Consumer(bootstrap_servers=cluster.bootstrap)
     try:
         assigned = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(assigned)

@@ -3,8 +3,8 @@ confluent-kafka (librdkafka, `group.protocol=consumer`, ConsumerGroupHeartbeat v
 
 - two consumers of one group split a topic's partitions disjointly (the coordinator's `uniform`
   assignor) and commit with their member epochs (OffsetCommit v9+); the admin client and
-  `replog consumer-groups --describe` (ConsumerGroupDescribe over gRPC) describe the group; one
-  consumer closes (it leaves with epoch -1) and the other takes every partition;
+  `replog consumer-groups --describe` (ConsumerGroupDescribe at the Kafka listener) describe
+  the group; one consumer closes (it leaves with epoch -1) and the other takes every partition;
 - a member killed with kill -9 (a consumer in a child process) has its partitions moved to the
   other once `group.consumer.session.timeout.ms` (3 s here) passes;
 - librdkafka's regex subscription and replog's `subscribe(pattern=...)` share a group, the
@@ -102,7 +102,7 @@ def test_two_members_split_and_one_takes_all_when_the_other_leaves(
         group = described.result(30)
         assert sorted(m.client_id for m in group.members) == ["c1", "c2"]
 
-        tool = ["consumer-groups", "--bootstrap-server", f"127.0.0.1:{node.grpc_port}", "--json"]
+        tool = ["consumer-groups", "--bootstrap-server", node.kafka_address, "--json"]
         assert main([*tool, "--list"]) == 0
         listed = json.loads(capsys.readouterr().out)
         assert [(g["group"], g["state"]) for g in listed] == [("split-group", "Stable")]

@@ -134,8 +134,7 @@ def test_two_confluent_consumers_split_the_partitions_and_resume_from_commits(
         assert str(group.state).endswith("STABLE")
         assert sorted(m.client_id for m in group.members) == ["c1", "c2"]
 
-        grpc_address = f"127.0.0.1:{node.grpc_port}"
-        tool = ["consumer-groups", "--bootstrap-server", grpc_address, "--json"]
+        tool = ["consumer-groups", "--bootstrap-server", node.kafka_address, "--json"]
         assert main([*tool, "--list"]) == 0
         assert [g["group"] for g in json.loads(capsys.readouterr().out)] == ["readers"]
         assert main([*tool, "--describe", "--group", "readers"]) == 0
@@ -264,8 +263,7 @@ def test_kafkajs_group_splits_the_partitions_and_commits(
     values = sorted(value for records in result["read"].values() for _, _, value in records)
     assert values == sorted(f"kafkajs-{i}" for i in range(KAFKAJS_RECORDS))
 
-    grpc_address = f"127.0.0.1:{node.grpc_port}"
-    tool = ["consumer-groups", "--bootstrap-server", grpc_address, "--json"]
+    tool = ["consumer-groups", "--bootstrap-server", node.kafka_address, "--json"]
     assert main([*tool, "--describe", "--group", "kafkajs"]) == 0
     rows = json.loads(capsys.readouterr().out)
     each = KAFKAJS_RECORDS // KAFKAJS_PARTITIONS

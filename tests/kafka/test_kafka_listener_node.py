@@ -205,7 +205,7 @@ def test_kafka_python_produces_and_replogs_consumer_reads_the_records(node: Runn
             producer.close(timeout=10)
     from replog import Consumer, TopicPartition
 
-    consumer = Consumer(bootstrap_servers=f"127.0.0.1:{node.grpc_port}")
+    consumer = Consumer(bootstrap_servers=node.kafka_address)
     try:
         partition = TopicPartition("events", 0)
         consumer.assign([partition])

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import threading
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -126,6 +127,8 @@ _REFUSED = "connection refused"
 
 T = TypeVar("T")
 A = TypeVar("A", bound=Message)  # the answer a call expects
+
+log = logging.getLogger("replog.admin")
 
 
 class AsyncKafkaAdminClient:
@@ -487,7 +490,18 @@ class AsyncKafkaAdminClient:
                     continue
                 except (NetworkError, RequestTimedOutError) as exc:
                     self._connections.drop(address)
-                    said[address] = _REFUSED if _REFUSED in str(exc) else str(exc)
+                    cause = _REFUSED if _REFUSED in str(exc) else str(exc)
+                    if cause == _REFUSED and said.get(address) != _REFUSED and not answered:
+                        # Said at once: the call may wait refused_timeout_s before it fails.
+                        log.warning(
+                            "broker at %s unreachable for %s: %s; retrying for up to "
+                            "socket.connection.setup.timeout.max.ms=%d ms",
+                            address,
+                            name,
+                            cause,
+                            int(self.refused_timeout_s * 1000),
+                        )
+                    said[address] = cause
                     continue
                 answered = True
                 retry = _retry_reason(response)

@@ -14,11 +14,13 @@ through the public client API, the CLI and signals.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from cluster_helpers import LoopbackCluster, wait_for
 
@@ -31,6 +33,8 @@ from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequ
 from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.wire.kafka_connection import KafkaConnection
 from tests.local_ports import free_base_port
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -125,7 +129,7 @@ class ClientCluster:
         def ready() -> bool:
             for address in self.kafka_addresses.values():
                 try:
-                    answer = asyncio.run(kafka_metadata(address, topic))
+                    answer = run_blocking(kafka_metadata(address, topic))
                 except ReplogError:
                     return False
                 found = [t for t in answer.topics if t.name == topic and not t.error_code]
@@ -139,6 +143,17 @@ class ClientCluster:
 
     def stop(self) -> None:
         self.loopback.kill_everything()
+
+
+def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(coroutine)`, also from code an async test calls synchronously (a loop
+    already runs in this thread): then on a thread of its own, the caller blocked meanwhile."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 async def kafka_metadata(address: str, topic: str) -> MetadataResponse:

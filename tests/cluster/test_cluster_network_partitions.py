@@ -285,7 +285,7 @@ async def test_a_client_cut_off_from_a_leader_neither_loses_nor_duplicates(
         await in_thread(stream.wait_acks, ACKS, 30, "before the cut")
         leader = network.leaders(topic)[0]
         assert leader is not None
-        proxy = network.proxies[leader]
+        proxy = network.kafka_proxies[leader]  # where the clients reach it (cut_clients_from)
         held_before, retried_before = proxy.held_bytes, stream.producer.metrics()["batches_retried"]
         network.cut_clients_from(leader)
         await asyncio.sleep(CLIENT_CUT_S)  # the length of the cut is the fault itself

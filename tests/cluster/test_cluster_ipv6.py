@@ -92,8 +92,9 @@ def _leader(addresses: dict[int, str], timeout_s: float = 30) -> QuorumDescripti
 
 def _create_topic(addresses: dict[int, str], name: str, replicas: int) -> None:
     """Create `name` through the Kafka listeners `addresses` once `replicas` brokers are
-    unfenced (until then the controller refuses the replication factor); `Admin.create_topics` returns only when every broker knows the
-    partition's leader, so a produce right after finds it."""
+    unfenced (until then the controller refuses the replication factor); `Admin.create_topics`
+    returns only when every broker knows the partition's leader, so a produce right after finds
+    it."""
     with Admin(bootstrap_servers=",".join(addresses.values()), request_timeout_ms=30_000) as admin:
 
         def created() -> bool:

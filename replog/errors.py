@@ -20,6 +20,7 @@ Rules:
 - Every message names the thing it is about: file and line, topic-partition, offset.
 - `error_for_code(code, message)` turns a wire code back into its class, so clients raise the
   same types the broker raised; a code outside the table becomes `UnknownServerError`.
+  `answer_error` does that for a code read from an answer, its text naming the code.
 """
 
 from __future__ import annotations
@@ -66,6 +67,27 @@ def error_for_code(code: int, message: str = "") -> KafkaError:
     """The exception instance for a wire error code; unknown codes become UnknownServerError."""
     cls = _BY_CODE.get(code, UnknownServerError)
     return cls(message or cls.error_name)
+
+
+def answer_error(code: int, message: str | None = None, about: str = "") -> KafkaError | None:
+    """The error an answer's `code` stands for, None for 0 (no error).
+
+    The peer's `message` alone when it gave one and the caller names nothing more, as Kafka's
+    clients carry a broker's message; otherwise the code (Kafka's name of it) with `about`,
+    what was asked and of whom ("from the coordinator at h:9092 for group 'g'"), then the
+    message. A code outside Kafka's table is an `UnknownServerError` whose text always names
+    the code ("unknown error code N"), as the type cannot.
+    """
+    if code == 0:
+        return None
+    cls = _BY_CODE.get(code)
+    if cls is not None and message and not about:
+        return cls(message)
+    name = cls.error_name if cls is not None else f"unknown error code {code}"
+    text = f"{name} {about}" if about else name
+    if message and message != name:
+        text = f"{text}: {message}"
+    return (cls or UnknownServerError)(text)
 
 
 def _class_name(error_name: str) -> str:

@@ -148,6 +148,27 @@ def test_error_for_code_round_trips() -> None:
     assert isinstance(errors.error_for_code(12345), errors.UnknownServerError)
 
 
+def test_answer_error_names_the_code_what_was_asked_and_the_peers_message() -> None:
+    assert errors.answer_error(0, "ignored") is None
+    found = errors.answer_error(
+        errors.NotCoordinatorError.code, "moved", "from the coordinator at h:1 for group 'g'"
+    )
+    assert type(found) is errors.NotCoordinatorError
+    assert str(found) == "NOT_COORDINATOR from the coordinator at h:1 for group 'g': moved"
+    # The peer's message alone when the caller names nothing more; Kafka's name when neither
+    # says anything, or the peer said only the name again.
+    assert str(errors.answer_error(errors.NotCoordinatorError.code, "moved")) == "moved"
+    assert str(errors.answer_error(errors.NotCoordinatorError.code)) == "NOT_COORDINATOR"
+    named = errors.answer_error(errors.NotCoordinatorError.code, "NOT_COORDINATOR", "for g")
+    assert str(named) == "NOT_COORDINATOR for g"
+    # A code outside Kafka's table stays UnknownServerError, its number named.
+    unknown = errors.answer_error(9999, "what", "for Fetch")
+    assert type(unknown) is errors.UnknownServerError
+    assert str(unknown) == "unknown error code 9999 for Fetch: what"
+    assert str(errors.answer_error(9999, "what")) == "unknown error code 9999: what"
+    assert str(errors.answer_error(-1)) == "UNKNOWN_SERVER_ERROR"
+
+
 def test_local_storage_errors_keep_a_wire_code() -> None:
     assert errors.UnexpectedAppendOffsetError.code == -1
     assert errors.LogClosedError.code == errors.KafkaStorageError.code

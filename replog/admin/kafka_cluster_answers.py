@@ -7,7 +7,7 @@ reassignments) is `kafka_answers`, apart, so that a command that only reads the 
 
 Rules:
 - An error code of 0 is None, any other the `replog.errors` exception for it carrying the
-  broker's message (`error_for_code`); -1 ("none", "unknown") is None, as in `controller_errors`.
+  broker's message (`answer_error`); -1 ("none", "unknown") is None, as in `controller_errors`.
   Metadata's errors come without a message: the topic or partition is named instead.
 - The all-zero topic id means "none" (Kafka's `Uuid.ZERO_UUID`).
 - A Metadata answer says how current it is in replog's tagged field (`staleness_tag`), when
@@ -33,6 +33,7 @@ from replog.errors import (
     KafkaError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
+    answer_error,
     error_for_code,
 )
 from replog.kafka import replica_offsets_tag, staleness_tag
@@ -53,13 +54,7 @@ ZERO_UUID = UUID(int=0)
 
 def error(code: int, message: str | None = None) -> KafkaError | None:
     """The exception a Kafka error code stands for (None for 0), with the broker's message."""
-    if code == 0:
-        return None
-    found = error_for_code(code, message or "")
-    if type(found) is UnknownServerError and code != UnknownServerError.code:
-        text = f"error code {code}"
-        found = UnknownServerError(f"{text}: {message}" if message else text)
-    return found
+    return answer_error(code, message)
 
 
 def _name(code: int) -> str:

@@ -42,7 +42,7 @@ from replog.errors import (
     KafkaError,
     MalformedResponseError,
     RequestTimedOutError,
-    UnknownServerError,
+    answer_error,
     error_for_code,
 )
 from replog.kafka.messages.delete_records_request import (
@@ -118,16 +118,8 @@ class _Result(Protocol):
 
 
 def _error(code: int, message: str | None = None) -> KafkaError | None:
-    """The error an answer's code stands for; a code this client does not know is an
-    UnknownServerError naming it, as in Kafka."""
-    if code == 0:
-        return None
-    error = error_for_code(code, message or "")
-    if type(error) is UnknownServerError and code != UnknownServerError.code:
-        return UnknownServerError(
-            f"unknown error code {code}" + (f": {message}" if message else "")
-        )
-    return error
+    """The error an answer's code stands for (`answer_error`)."""
+    return answer_error(code, message)
 
 
 def _leader(leader_id: int, leader_epoch: int) -> m.LeaderIdAndEpoch | None:

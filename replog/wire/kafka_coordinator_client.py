@@ -46,7 +46,7 @@ from replog.errors import (
     NotCoordinatorError,
     UnknownServerError,
     UnsupportedVersionError,
-    error_for_code,
+    answer_error,
 )
 from replog.kafka.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from replog.kafka.messages.consumer_group_describe_response import (
@@ -186,12 +186,8 @@ class KafkaCoordinatorClient:
         self, code: int, message: str | None = None, about: str = "", who: str = "coordinator"
     ) -> KafkaError | None:
         """The error an answer's `code` stands for, naming this `who` and `about`."""
-        if code == 0:
-            return None
-        name = error_for_code(code).error_name
-        said = f": {message}" if message and message != name else ""
         where = f" for {about}" if about else ""
-        return error_for_code(code, f"{name} from the {who} at {self.address}{where}{said}")
+        return answer_error(code, message, f"from the {who} at {self.address}{where}")
 
     async def find_coordinator(
         self, group_id: str, *, timeout_ms: int | None = None

@@ -16,7 +16,8 @@
   gRPC Controller service (local cluster management, `replog cluster`), which find the active
   controller and call it with timeouts and retries.
 - `quorum`: the Raft quorum's DescribeQuorum over gRPC, for `replog cluster` and the
-  brokers' Kafka DescribeQuorum handler.
+  brokers' Kafka DescribeQuorum handler; `quorum_description`, the leader's answer as Kafka's
+  tools read it, apart and without grpc, for the Admin client.
 
 Rules: nothing here imports the controller's core (`quorum/`) or the CLI; the wire contracts
 (Kafka's messages, `proto/replog/pb/*.proto`) are the only things shared with the server.

@@ -46,7 +46,7 @@ from replog.net_address import format_host_port
 
 if TYPE_CHECKING:
     from replog.admin.controller_results import OngoingReassignment
-    from replog.admin.quorum import QuorumDescription
+    from replog.admin.quorum_description import QuorumDescription
     from replog.replication import messages as m
 
 ZERO_UUID = UUID(int=0)
@@ -177,7 +177,7 @@ def quorum_partition(response: dqr.DescribeQuorumResponse) -> dqr.PartitionData:
 def quorum_description(response: dqr.DescribeQuorumResponse, address: str) -> QuorumDescription:
     """The answer as `QuorumDescription` (lags computed as Kafka's tool does); the voters'
     addresses and listener names are their first listeners (v2 and up)."""
-    from replog.admin.quorum import QuorumDescription
+    from replog.admin.quorum_description import QuorumDescription
 
     partition = quorum_partition(response)
 

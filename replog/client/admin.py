@@ -64,7 +64,7 @@ from replog.admin.controller_results import (
     ResourceConfigs,
 )
 from replog.admin.kafka_admin_client import AsyncKafkaAdminClient
-from replog.admin.quorum import QuorumDescription
+from replog.admin.quorum_description import QuorumDescription
 from replog.client.admin_results import OffsetSpec, TopicDescription
 from replog.client.cluster_metadata import ClusterMetadata as ClientMetadata
 from replog.client.config import AdminConfig, admin_config
@@ -405,7 +405,7 @@ class Admin:
 
     async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumDescription:
         """The metadata quorum: leader, epoch, high watermark, voters and observers, and each
-        replica's progress (`replog.admin.quorum.QuorumDescription`)."""
+        replica's progress (`replog.admin.quorum_description.QuorumDescription`)."""
         deadline_ms = self._deadline(timeout_ms)
         try:
             answer, address = await self._admin_call(

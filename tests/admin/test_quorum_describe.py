@@ -1,4 +1,5 @@
-"""`describe_quorum` and `describe_quorum_async` walk to the leader the same way.
+"""`describe_quorum` (the CLI's blocking walk) and a controller's `describe_from_leader` (the
+asyncio walk behind Kafka's DescribeQuorum) walk to the leader the same way.
 
 Two in-process fakes of the RaftQuorum service: a follower that names the leader (with the
 address it listens on) and the leader, which describes the quorum. Both walks follow the
@@ -15,16 +16,14 @@ from concurrent import futures
 import grpc
 import pytest
 
+from quorum.raft.config import VoterAddress
 from replog.admin import quorum as quorum_module
-from replog.admin.quorum import (
-    NONE,
-    QuorumDescription,
-    describe_quorum,
-    describe_quorum_async,
-)
+from replog.admin.quorum import describe_quorum
+from replog.admin.quorum_description import NONE, QuorumDescription
 from replog.errors import NotLeaderOrFollowerError, ReplogError
 from replog.pb import common_pb2, raft_pb2_grpc
 from replog.pb import raft_pb2 as pb
+from replog.server.kafka_quorum_apis import describe_from_leader
 
 LEADER_ID = 2
 
@@ -83,6 +82,12 @@ def quorum() -> Iterator[tuple[str, str, FakeQuorumNode]]:
             server.stop(None)
 
 
+def voters(follower: str, leader: str) -> list[VoterAddress]:
+    """The follower as voter 1 (asked first: the leader this node knows), the leader as 2."""
+    hosts_ports = [(1, follower.rsplit(":", 1)), (LEADER_ID, leader.rsplit(":", 1))]
+    return [VoterAddress(node_id, host, int(port)) for node_id, (host, port) in hosts_ports]
+
+
 def assert_described(description: QuorumDescription, leader_address: str) -> None:
     assert description.answered_by == leader_address
     assert (description.leader_id, description.leader_epoch) == (LEADER_ID, 3)
@@ -101,7 +106,7 @@ def test_the_blocking_walk_follows_a_follower_to_the_leader(
 
 
 @pytest.mark.asyncio
-async def test_the_asyncio_walk_follows_a_follower_to_the_leader_on_grpc_aio(
+async def test_a_controllers_asyncio_walk_follows_a_follower_to_the_leader_on_grpc_aio(
     quorum: tuple[str, str, FakeQuorumNode], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     follower, leader, _ = quorum
@@ -110,7 +115,8 @@ async def test_the_asyncio_walk_follows_a_follower_to_the_leader_on_grpc_aio(
         raise AssertionError("the asyncio walk asked through the blocking channel")
 
     monkeypatch.setattr(quorum_module, "ask_describe_quorum", blocking)
-    assert_described(await describe_quorum_async([follower], {}, 2.0), leader)
+    answer = await describe_from_leader(voters(follower, leader), lambda: 1)()
+    assert_described(QuorumDescription.from_answer(answer, leader), leader)
 
 
 @pytest.mark.asyncio
@@ -125,6 +131,6 @@ async def test_both_walks_name_what_each_address_said_when_no_leader_answers(
     with pytest.raises(ReplogError) as blocking:
         await asyncio.to_thread(describe_quorum, [follower, leader], {}, 2.0)
     with pytest.raises(ReplogError) as aio:
-        await describe_quorum_async([follower, leader], {}, 2.0)
+        await describe_from_leader(voters(follower, leader), lambda: 1)()
     assert str(blocking.value) == str(aio.value) == expected
     assert leader_fake.calls == 2  # once per walk: the follower's answer led there first

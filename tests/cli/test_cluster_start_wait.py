@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from replog.admin.cluster_metadata import Broker, ClusterDescription
-from replog.admin.quorum import NodeUnreachable, QuorumDescription
+from replog.admin.quorum import NodeUnreachable
+from replog.admin.quorum_description import QuorumDescription
 from replog.cli import cluster as cluster_cli
 from replog.cli.local_cluster import LocalCluster
 from replog.cli.start_progress import StartProgress

@@ -26,7 +26,8 @@ from unittest import mock
 
 import grpc
 
-from replog.admin.quorum import QuorumDescription, ask_each, describe_quorum
+from replog.admin.quorum import ask_each, describe_quorum
+from replog.admin.quorum_description import QuorumDescription
 from replog.cli.local_cluster import LocalCluster
 from replog.cli.main import main
 from replog.errors import ReplogError

@@ -26,7 +26,8 @@ from cluster_helpers import node_processes, wait_for
 
 from replog import Admin
 from replog.admin.controller_results import NewTopic
-from replog.admin.quorum import QuorumDescription, describe_quorum
+from replog.admin.quorum import describe_quorum
+from replog.admin.quorum_description import QuorumDescription
 from replog.errors import InvalidReplicationFactorError, ReplogError
 from tests.ipv6_loopback import needs_ipv6
 

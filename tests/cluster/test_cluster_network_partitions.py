@@ -71,7 +71,7 @@ from fault_traffic import (
 from proxied_cluster import NODES, ProxiedCluster
 from replication_helpers import ACKS_ALL, ACKS_LEADER, Brokers, error_code, in_thread, one_record
 
-from replog.admin.quorum import QuorumDescription
+from replog.admin.quorum_description import QuorumDescription
 
 pytestmark = pytest.mark.slow
 

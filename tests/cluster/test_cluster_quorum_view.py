@@ -8,7 +8,7 @@ import pytest
 from cluster_helpers import REPLICATION_HEADER
 
 from replog.admin.bootstrap import parse_bootstrap
-from replog.admin.quorum import QuorumDescription
+from replog.admin.quorum_description import QuorumDescription
 from replog.cli.quorum import print_replication_table
 from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb

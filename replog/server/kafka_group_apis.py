@@ -399,7 +399,10 @@ class KafkaGroupApis:
             groups.append(
                 DescribedGroup(
                     error_code=_code(error),
-                    error_message=_message(error),
+                    # The message is a field from v6 on; before, the code alone.
+                    error_message=_message(error)
+                    if version >= DESCRIBE_NOT_FOUND_VERSION
+                    else None,
                     group_id=group.group_id,
                     group_state=group.state,
                     protocol_type=group.protocol_type,

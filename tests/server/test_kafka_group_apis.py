@@ -48,6 +48,7 @@ from replog.kafka.messages.offset_delete_request import (
 )
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import Message
+from replog.kafka.protocol.framing import encode_response
 from replog.server.kafka_group_apis import KafkaGroupApis
 from replog.wire import shared_commit_tags
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
@@ -354,6 +355,13 @@ def test_every_group_api_is_coordinator_not_available_without_a_coordinator() ->
     assert beat.error_code == CoordinatorNotAvailableError.code
     (described,) = handled(None, 69, 0, ConsumerGroupDescribeRequest(group_ids=["g"])).groups
     assert described.error_code == CoordinatorNotAvailableError.code
+    # DescribeGroups carries a message from v6 on; before, the code alone (else unwritable).
+    for version, message in ((5, False), (6, True)):
+        answer = handled(None, 15, version, DescribeGroupsRequest(groups=["g"]))
+        (group,) = answer.groups
+        assert group.error_code == CoordinatorNotAvailableError.code
+        assert (group.error_message is not None) is message
+        assert encode_response(15, version, 1, answer)
 
 
 def test_offset_delete_answers_unknown_partitions_itself_and_the_rest_by_the_coordinator() -> None:

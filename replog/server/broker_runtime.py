@@ -10,7 +10,7 @@ It wires the broker side of the metadata plane and the data plane together:
     BrokerService (gRPC Broker) --> ReplicaManager <--> LogManager (log.dirs)
     ReplicaFetcherManager --Fetch--> partition leaders;  AlterPartitionSender --> controller
     BrokerService.InitProducerId --> ProducerIdManager --AllocateProducerIds--> controller
-    CoordinatorService (gRPC GroupCoordinator) --> GroupCoordinator --> ReplicaManager
+    KafkaGroupApis (Kafka listeners) --> GroupCoordinator --> ReplicaManager
                                                    '--CreateTopics __consumer_offsets--> controller
 
 Rules:
@@ -35,8 +35,9 @@ Rules:
   service starts serving data requests (it answers UNAVAILABLE before; Metadata always;
   InitProducerId COORDINATOR_LOAD_IN_PROGRESS until the first block arrived); last the group
   coordinator follows the images the replica manager has applied (it follows the
-  `__consumer_offsets` leaderships the replica manager took) and the GroupCoordinator service
-  serves from it (COORDINATOR_NOT_AVAILABLE before, and again once the data plane stops).
+  `__consumer_offsets` leaderships the replica manager took) and the Kafka listeners' group
+  handlers serve from it (COORDINATOR_NOT_AVAILABLE before, and again once the data plane
+  stops).
 - `stop(graceful=True)`: controlled shutdown first (the controller moves leaderships away while
   this broker still replicates), bounded by `controlled_shutdown_timeout_ms`; then the data
   plane stops (service detached, fetchers, sender, replica manager) and the log manager shuts
@@ -102,7 +103,6 @@ from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerService
 from replog.server.bulk_threads import run_bulk, start_bulk_threads
 from replog.server.controller_calls import ControllerCalls
-from replog.server.coordinator_service import CoordinatorService
 from replog.server.file_maker import start_file_maker
 from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
@@ -293,9 +293,6 @@ class BrokerRuntime:
             ],
         )
         self._serving_clients = asyncio.Event()  # what `wait_serving_clients` waits for
-        # The GroupCoordinator service; it answers COORDINATOR_NOT_AVAILABLE until the data
-        # plane runs and the group coordinator is attached.
-        self.coordinator_service = CoordinatorService(config.broker_id)
         self.group_coordinator: GroupCoordinator | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
@@ -647,14 +644,14 @@ class BrokerRuntime:
         # be led here already.
         replica_manager.follow_applied_images(coordinator.apply_image)
         coordinator.start()  # offsets retention; `_stop_data_plane` stops it
-        self.coordinator_service.attach(coordinator)
 
     async def _stop_data_plane(self) -> None:
         self.service.attach(None)
         self.replica_fetch_service.stop()
-        self.coordinator_service.attach(None)
-        if self.group_coordinator is not None:
-            await self.group_coordinator.stop()
+        # The group handlers answer COORDINATOR_NOT_AVAILABLE from here on.
+        coordinator, self.group_coordinator = self.group_coordinator, None
+        if coordinator is not None:
+            await coordinator.stop()
         if self.fetchers is not None:
             await self.fetchers.stop()
         if self.alter_partition is not None:

@@ -118,7 +118,7 @@ from replog.kafka.messages.offset_fetch_response import (
 from replog.kafka.messages.sync_group_request import SyncGroupRequest
 from replog.kafka.messages.sync_group_response import SyncGroupResponse
 from replog.kafka.protocol.codec import ZERO_UUID, Message
-from replog.server.coordinator_service import CoordinatorRequests, UnavailableCoordinator
+from replog.server.coordinator_requests import CoordinatorRequests, UnavailableCoordinator
 from replog.wire import shared_commit_tags
 
 OFFSET_COMMIT = 8

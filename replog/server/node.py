@@ -20,7 +20,7 @@ listens for metadata append connections (`controller.quorum.append.port`,
 `metadata_append_server`): `MetadataLog.Append` from other processes over framed TCP, by the
 same rules (`MetadataLogAppends`), where the Raft Fetch listener listens. A node with the
 `broker` role serves the `Broker` service (the data plane, `BrokerRuntime`) and the
-`GroupCoordinator` service (committed offsets of consumer groups) on the same listener;
+`ReplicaFetch` service (followers' fetches) on the same listener;
 partition logs live in `log.dirs`, next to the metadata log's directory. A broker also serves
 Kafka's own protocol on each later PLAINTEXT `listeners` entry (`kafka_listener`), bound with
 the gRPC listener and accepting once the broker serves clients (metadata caught up, logs
@@ -75,7 +75,6 @@ from replog.server.controller_service import (
     ControllerService,
     add_controller_service,
 )
-from replog.server.coordinator_service import add_coordinator_service
 from replog.server.kafka_controller_apis import KafkaControllerApis
 from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.server.kafka_quorum_apis import KafkaQuorumApis, describe_from_leader
@@ -253,7 +252,6 @@ class Node:
             self.broker.counters = self.metrics.broker
             add_broker_service(self.broker.service, self.server)
             add_replica_fetch_service(self.broker.replica_fetch_service, self.server)
-            add_coordinator_service(self.broker.coordinator_service, self.server)
         # Without a controller the broker snapshots the metadata (a controller does it itself).
         # Built after the broker: its Raft listener must follow the broker's.
         self.broker_snapshots: BrokerMetadataSnapshots | None = None

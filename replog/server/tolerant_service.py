@@ -13,7 +13,7 @@
 - `add_guarded_service`: registers a servicer that does not guard its own calls (`RaftQuorum`,
   `MetadataLog`, `Controller`) tolerantly, every method of its protobuf service descriptor
   run through `serve_guarded`: garbage fails with INVALID_ARGUMENT naming it, as on the
-  `Broker` and `GroupCoordinator` services, which guard their calls themselves.
+  `Broker` and `ReplicaFetch` services, which guard their calls themselves.
 - `serve_guarded`: runs one call; `Undecodable` or `Oversize` bytes and a `Refused` abort with
   their status, any other exception is logged and aborts INTERNAL naming it; never a crashed
   process. `refuse_undecodable` and `abort_for` are its two halves, for a stream that checks

@@ -1,8 +1,9 @@
-"""What a node and its clients share on the gRPC wire: one address's channel
-(`redialing_channel`), asyncio clients of a broker's `Broker` and `GroupCoordinator` services
-(`broker_client`, `coordinator_client`), the codecs between protobuf and the cores' messages
-(`broker_codec`, `record_wire`, `coordinator_codec`, `controller_codec`), and how replog's own
-processes run gRPC (`grpc_engine`).
+"""What a node and its clients share on the wire: the Kafka-protocol clients of a broker
+(`kafka_connection`, `kafka_broker_client`, `kafka_coordinator_client`); on the cluster's
+internal gRPC, one address's channel (`redialing_channel`), the asyncio client of a broker's
+`Broker` service (`broker_client`), the codecs between protobuf and the cores' messages
+(`broker_codec`, `record_wire`, `controller_codec`), and how replog's own processes run gRPC
+(`grpc_engine`).
 
 Rules:
 - Translation only: no protocol decision is made here (the cores decide, the node and the

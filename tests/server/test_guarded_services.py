@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from replog.pb import broker_pb2, controller_pb2, coordinator_pb2, raft_pb2
+from replog.pb import broker_pb2, controller_pb2, raft_pb2, replica_fetch_pb2
 from replog.server.node import Node
 from tests.server.test_node_failed_start import combined_node
 
@@ -20,7 +20,7 @@ GARBAGE = b"\xff" * 64  # a varint that never ends: no message of any type
 def every_method() -> list[tuple[str, str, str]]:
     """(service, method, request type) of every service in the node's protos."""
     found = []
-    for module in (broker_pb2, controller_pb2, coordinator_pb2, raft_pb2):
+    for module in (broker_pb2, controller_pb2, raft_pb2, replica_fetch_pb2):
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
                 found.append((service.full_name, method.name, method.input_type.full_name))

@@ -15,8 +15,7 @@ import pytest_asyncio
 from echo_server import start_echo_server, unary_stub
 
 from replog.errors import MalformedResponseError
-from replog.pb import coordinator_pb2
-from replog.wire.coordinator_client import CoordinatorClient
+from replog.pb import controller_pb2, controller_pb2_grpc
 from replog.wire.redialing_channel import RedialingChannel
 
 
@@ -90,19 +89,35 @@ async def test_close_closes_a_replaced_channel_at_once_with_its_calls(
     assert done == {call} and call.cancelled()
 
 
+CONTROLLER = controller_pb2.DESCRIPTOR.services_by_name["Controller"]
+
+
+async def describe_cluster(address: str) -> Any:
+    """One DescribeCluster call of the Controller service (a node's internal peers' client)."""
+    channel = RedialingChannel(
+        address, controller_pb2_grpc.ControllerStub, [], peer="controller", service=CONTROLLER
+    )
+    try:
+        return await channel.call_rpc(
+            "DescribeCluster", controller_pb2.DescribeClusterRequest(), 5.0
+        )
+    finally:
+        await channel.close()
+
+
 @pytest_asyncio.fixture
 async def garbage_server() -> AsyncIterator[str]:
-    """A server whose every method of GroupCoordinator answers bytes no message parses from."""
+    """A server whose every method of Controller answers bytes no message parses from."""
 
     async def garbage(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return b"\xff\xff\xff"
 
     server = grpc.aio.server()
-    methods = coordinator_pb2.DESCRIPTOR.services_by_name["GroupCoordinator"].methods_by_name
+    methods = CONTROLLER.methods_by_name
     server.add_generic_rpc_handlers(
         (
             grpc.method_handlers_generic_handler(
-                coordinator_pb2.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name,
+                CONTROLLER.full_name,
                 {name: grpc.unary_unary_rpc_method_handler(garbage) for name in methods},
             ),
         )
@@ -119,12 +134,11 @@ async def garbage_server() -> AsyncIterator[str]:
 async def test_an_unparseable_answer_is_a_malformed_response_naming_peer_and_rpc(
     garbage_server: str,
 ) -> None:
-    async with CoordinatorClient(garbage_server, request_timeout_ms=5000) as client:
-        with pytest.raises(MalformedResponseError) as caught:
-            await client.find_coordinator("billing")
+    with pytest.raises(MalformedResponseError) as caught:
+        await describe_cluster(garbage_server)
     assert str(caught.value) == (
-        f"coordinator at {garbage_server} answered FindCoordinator with bytes that do not parse "
-        "as a replog.pb.coordinator.FindCoordinatorResponse message (not a replog coordinator, "
+        f"controller at {garbage_server} answered DescribeCluster with bytes that do not parse "
+        "as a replog.pb.DescribeClusterResponse message (not a replog controller, "
         "or an incompatible version)"
     )
 
@@ -171,7 +185,6 @@ async def test_an_unparseable_answer_is_not_logged_by_grpc_as_well(
 ) -> None:
     """The typed error says it all: gRPC's own ERROR with a traceback for each such answer
     ("Exception deserializing message!") was noise in every client's log."""
-    async with CoordinatorClient(garbage_server, request_timeout_ms=5000) as client:
-        with pytest.raises(MalformedResponseError):
-            await client.find_coordinator("billing")
+    with pytest.raises(MalformedResponseError):
+        await describe_cluster(garbage_server)
     assert [r.getMessage() for r in caplog.records if r.name.startswith("grpc")] == []

@@ -577,19 +577,28 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     ) -> pb.DeleteRecordsResponse:
         async def serve() -> pb.DeleteRecordsResponse:
             decoded = self._decode(request, codec.delete_records_request_from_proto)
-            rm = self._ready()
-            timeout_ms = _bounded_ms(decoded.timeout_ms, context)
-            results = await self._answer(
-                decoded.partitions,
-                _refusals(decoded.partitions, "DeleteRecords", _entry_problem),
-                lambda valid: rm.delete_records(
-                    replace(decoded, partitions=valid, timeout_ms=timeout_ms)
-                ),
-                lambda p, error: m.DeleteRecordsPartitionResult(p.topic, p.partition, error),
-            )
-            return codec.delete_records_response_to_proto(m.DeleteRecordsResponse(tuple(results)))
+            answer = await self.delete_records(decoded, _deadline_bound(context))
+            return codec.delete_records_response_to_proto(answer)
 
         return await self._serve(request, context, serve)
+
+    async def delete_records(
+        self, request: m.DeleteRecordsRequest, bound_ms: Callable[[int], int] | None = None
+    ) -> m.DeleteRecordsResponse:
+        """DeleteRecords: what `DeleteRecords` answers, and what the Kafka listener answers,
+        called directly. Raises `Refused`. `bound_ms(timeout_ms)`: how long it may wait for
+        the followers (cut before a gRPC caller's deadline; None: its own timeout)."""
+        rm = self._ready()
+        timeout_ms = request.timeout_ms if bound_ms is None else bound_ms(request.timeout_ms)
+        results = await self._answer(
+            request.partitions,
+            _refusals(request.partitions, "DeleteRecords", _entry_problem),
+            lambda valid: rm.delete_records(
+                replace(request, partitions=valid, timeout_ms=timeout_ms)
+            ),
+            lambda p, error: m.DeleteRecordsPartitionResult(p.topic, p.partition, error),
+        )
+        return m.DeleteRecordsResponse(tuple(results))
 
     async def Metadata(
         self, request: controller_pb.MetadataRequest, context: Context
@@ -628,17 +637,21 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     ) -> pb.DescribeLogDirsResponse:
         async def serve() -> pb.DescribeLogDirsResponse:
             decoded = codec.describe_log_dirs_request_from_proto(request)
-            rm = self._ready()
-            if not isinstance(rm, HostsLogs):
-                raise Refused(
-                    grpc.StatusCode.UNIMPLEMENTED,
-                    f"broker {self.broker_id} cannot describe its log dirs: no log manager",
-                )
-            manager = rm.log_manager
-            described = describe_log_dirs(manager.log_dirs, manager.all_logs(), decoded.topics)
-            return codec.describe_log_dirs_response_to_proto(described)
+            return codec.describe_log_dirs_response_to_proto(self.describe_log_dirs(decoded))
 
         return await self._serve(request, context, serve)
+
+    def describe_log_dirs(self, request: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:
+        """DescribeLogDirs: what `DescribeLogDirs` answers, and what the Kafka listener answers,
+        called directly. Raises `Refused`."""
+        rm = self._ready()
+        if not isinstance(rm, HostsLogs):
+            raise Refused(
+                grpc.StatusCode.UNIMPLEMENTED,
+                f"broker {self.broker_id} cannot describe its log dirs: no log manager",
+            )
+        manager = rm.log_manager
+        return describe_log_dirs(manager.log_dirs, manager.all_logs(), request.topics)
 
     # --- helpers -------------------------------------------------------------------------------
 

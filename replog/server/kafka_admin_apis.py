@@ -42,8 +42,9 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -109,15 +110,16 @@ from replog.kafka.messages.txn_offset_commit_request import TxnOffsetCommitReque
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.kafka.replica_offsets_tag import ReplicaOffsets
-from replog.pb import broker_pb2 as bpb
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
+from replog.replication import messages as m
 from replog.replication.producer_state import ProducerEntry
 from replog.server.broker_metadata import listener_endpoint
 from replog.server.broker_service import BrokerService
 from replog.server.controller_calls import Stub
-from replog.server.kafka_apis import KafkaCall, error_code, per_topic
+from replog.server.kafka_apis import error_code, per_topic
 from replog.server.runtime_loggers import BROKER_LOGGER, RuntimeLoggers
+from replog.server.tolerant_service import Refused
 from replog.wire.broker_codec import error_from_proto
 
 CREATE_TOPICS = 19
@@ -706,26 +708,19 @@ class KafkaAdminApis:
     # --- this broker's data --------------------------------------------------------------------
 
     async def delete_records(self, request: DeleteRecordsRequest) -> drr.DeleteRecordsResponse:
-        """Through the gRPC Broker service's DeleteRecords (its refusals, the same
+        """Through the Broker service's DeleteRecords core (its refusals, the same
         `ReplicaManager.delete_records` call)."""
         service = self._service("DeleteRecords")
-        answer = await service.DeleteRecords(
-            bpb.DeleteRecordsRequest(
-                topics=[
-                    bpb.DeleteRecordsTopic(
-                        topic=t.name,
-                        partitions=[
-                            bpb.DeleteRecordsPartition(partition=p.partition_index, offset=p.offset)
-                            for p in t.partitions
-                        ],
-                    )
-                    for t in request.topics
-                ],
-                timeout_ms=request.timeout_ms,
+        decoded = m.DeleteRecordsRequest(
+            tuple(
+                m.DeleteRecordsPartition(t.name, p.partition_index, p.offset)
+                for t in request.topics
+                for p in t.partitions
             ),
-            KafkaCall(),
+            request.timeout_ms,
         )
-        results = [p for topic in answer.topics for p in topic.partitions]
+        with self._refusals():
+            answer = await service.delete_records(decoded)
         return drr.DeleteRecordsResponse(
             topics=[
                 drr.DeleteRecordsTopicResult(
@@ -733,21 +728,22 @@ class KafkaAdminApis:
                     partitions=[
                         drr.DeleteRecordsPartitionResult(
                             partition_index=r.partition,
-                            low_watermark=r.low_watermark if error is None else -1,
-                            error_code=error_code(error),
+                            low_watermark=r.low_watermark if r.error is None else -1,
+                            error_code=error_code(r.error),
                         )
                         for r in answered
-                        for error in (error_from_proto(r),)
                     ],
                 )
-                for topic, answered in per_topic(request.topics, lambda t: t.partitions, results)
+                for topic, answered in per_topic(
+                    request.topics, lambda t: t.partitions, answer.partitions
+                )
             ]
         )
 
     async def describe_log_dirs(
         self, request: DescribeLogDirsRequest
     ) -> dldr.DescribeLogDirsResponse:
-        """Through the gRPC Broker service's DescribeLogDirs; a topic asked for with a list of
+        """Through the Broker service's DescribeLogDirs core; a topic asked for with a list of
         partitions is answered for those partitions only (Kafka's filter)."""
         service = self._service("DescribeLogDirs")
         wanted = (
@@ -755,12 +751,13 @@ class KafkaAdminApis:
         )
         if wanted == {}:
             return dldr.DescribeLogDirsResponse()
-        answer = await service.DescribeLogDirs(
-            bpb.DescribeLogDirsRequest(topics=sorted(wanted or ())), KafkaCall()
-        )
+        with self._refusals():
+            answer = service.describe_log_dirs(
+                m.DescribeLogDirsRequest(tuple(sorted(wanted or ())))
+            )
         results = []
-        for described in answer.results:
-            error = error_from_proto(described)
+        for described in answer.log_dirs:
+            error = described.error
             total, usable = _disk_usage(described.log_dir) if error is None else (-1, -1)
             results.append(
                 dldr.DescribeLogDirsResult(
@@ -768,14 +765,14 @@ class KafkaAdminApis:
                     log_dir=described.log_dir,
                     topics=[
                         dldr.DescribeLogDirsTopic(
-                            name=topic.name,
+                            name=topic,
                             partitions=[
-                                _log_dir_partition(p)
-                                for p in topic.partitions
-                                if wanted is None or p.partition in wanted[topic.name]
+                                _log_dir_partition(r)
+                                for r in replicas
+                                if wanted is None or r.partition in wanted[topic]
                             ],
                         )
-                        for topic in described.topics
+                        for topic, replicas in _by_topic((r.topic, r) for r in described.replicas)
                     ],
                     total_bytes=total,
                     usable_bytes=usable,
@@ -827,6 +824,15 @@ class KafkaAdminApis:
         if self._broker_service is None:
             raise RequestRefusedError(f"broker {self.broker_id} serves no {api} (no data plane)")
         return self._broker_service
+
+    @contextlib.contextmanager
+    def _refusals(self) -> Iterator[None]:
+        """The Broker service's refusals of a whole request (`Refused`) as the listener's: the
+        connection closes, the details logged."""
+        try:
+            yield
+        except Refused as refused:
+            raise RequestRefusedError(f"broker {self.broker_id}: {refused.details}") from None
 
 
 def other_endpoint_type(
@@ -1018,14 +1024,14 @@ def _disk_usage(path: str) -> tuple[int, int]:
     return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
 
 
-def _log_dir_partition(p: bpb.DescribeLogDirsPartition) -> dldr.DescribeLogDirsPartition:
-    """A replica of the Broker service's answer in Kafka's form, with replog's offsets tag."""
+def _log_dir_partition(r: m.ReplicaLogInfo) -> dldr.DescribeLogDirsPartition:
+    """A replica of the broker's log dirs in Kafka's form, with replog's offsets tag."""
     partition = dldr.DescribeLogDirsPartition(
-        partition_index=p.partition,
-        partition_size=p.size,
-        offset_lag=p.offset_lag,
-        is_future_key=p.is_future,
+        partition_index=r.partition,
+        partition_size=r.size,
+        offset_lag=r.offset_lag,
+        is_future_key=r.is_future,
     )
-    offsets = ReplicaOffsets(p.log_start_offset, p.log_end_offset, p.high_watermark)
+    offsets = ReplicaOffsets(r.log_start_offset, r.log_end_offset, r.high_watermark)
     partition.unknown_tagged_fields = (replica_offsets_tag.encode(offsets),)
     return partition

@@ -72,7 +72,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import replace
 from functools import partial
-from typing import NoReturn, Protocol, TypeVar
+from typing import Protocol, TypeVar
 from uuid import UUID
 
 from quorum.controller.reads import PartitionView, TopicView
@@ -575,17 +575,6 @@ def fetch_session_cache(
     )
 
 
-class _KafkaCall:
-    """What the Broker service asks of a gRPC call's context, for a Kafka request: no deadline
-    (the request carries its own timeout), and an abort refuses the request as a whole."""
-
-    def time_remaining(self) -> None:
-        return None
-
-    async def abort(self, code: object, details: str) -> NoReturn:
-        raise RequestRefusedError(details)
-
-
 def _records(records: bytes | bytearray | memoryview | None) -> bytes | memoryview:
     """A request's records as the replica manager takes them (a view of the frame's bytes)."""
     if records is None:
@@ -787,6 +776,5 @@ def _live(partition: PartitionView) -> set[int]:
 
 
 # Shared with the other handler modules (`kafka_admin_apis`).
-KafkaCall = _KafkaCall
 error_code = _code
 per_topic = _per_topic

@@ -62,9 +62,9 @@ from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
 from replog.kafka.protocol.codec import ZERO_UUID, Message
-from replog.pb import broker_pb2 as bpb
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
+from replog.replication import messages as m
 from replog.replication.producer_state import BatchMetadata, ProducerEntry
 from replog.server.broker_service import BrokerService
 from replog.server.kafka_admin_apis import ADMIN_SERVED, KafkaAdminApis
@@ -741,50 +741,33 @@ async def test_elect_leaders_and_reassignments_go_to_the_controller() -> None:
 
 
 class Service:
-    """The Broker service's DeleteRecords and DescribeLogDirs, recorded."""
+    """The Broker service's DeleteRecords and DescribeLogDirs cores, recorded."""
 
     def __init__(self) -> None:
         self.sent: list[Any] = []
 
-    async def DeleteRecords(self, request: Any, context: Any) -> bpb.DeleteRecordsResponse:
+    async def delete_records(self, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse:
         self.sent.append(request)
-        return bpb.DeleteRecordsResponse(
-            topics=[
-                bpb.DeleteRecordsTopicResponse(
-                    topic="orders",
-                    partitions=[
-                        bpb.DeleteRecordsPartitionResponse(partition=0, low_watermark=5),
-                        bpb.DeleteRecordsPartitionResponse(
-                            partition=1, error=failed(NotLeaderOrFollowerError("b1 leads"))
-                        ),
-                    ],
-                )
-            ]
+        return m.DeleteRecordsResponse(
+            (
+                m.DeleteRecordsPartitionResult("orders", 0, low_watermark=5),
+                m.DeleteRecordsPartitionResult("orders", 1, NotLeaderOrFollowerError("b1 leads")),
+            )
         )
 
-    async def DescribeLogDirs(self, request: Any, context: Any) -> bpb.DescribeLogDirsResponse:
+    def describe_log_dirs(self, request: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:
         self.sent.append(request)
-        return bpb.DescribeLogDirsResponse(
-            results=[
-                bpb.DescribeLogDirsResult(
-                    log_dir="/",
-                    topics=[
-                        bpb.DescribeLogDirsTopic(
-                            name="orders",
-                            partitions=[
-                                bpb.DescribeLogDirsPartition(
-                                    partition=0,
-                                    size=10,
-                                    log_start_offset=2,
-                                    log_end_offset=9,
-                                    high_watermark=8,
-                                ),
-                                bpb.DescribeLogDirsPartition(partition=1, size=20),
-                            ],
-                        )
-                    ],
-                )
-            ]
+        return m.DescribeLogDirsResponse(
+            (
+                m.LogDirDescription(
+                    "/",
+                    None,
+                    (
+                        m.ReplicaLogInfo("orders", 0, 10, 0, False, 2, 9, 8),
+                        m.ReplicaLogInfo("orders", 1, 20, 0, False, 0, 0, 0),
+                    ),
+                ),
+            )
         )
 
 
@@ -806,7 +789,9 @@ async def test_delete_records_and_describe_log_dirs_go_through_the_broker_servic
     )
     deleted = await answer(apis, body, 2)
     (sent,) = service.sent
-    assert [(p.partition, p.offset) for p in sent.topics[0].partitions] == [(0, 5), (1, -1)]
+    assert sent == m.DeleteRecordsRequest(
+        (m.DeleteRecordsPartition("orders", 0, 5), m.DeleteRecordsPartition("orders", 1, -1)), 100
+    )
     assert [(p.low_watermark, p.error_code) for p in deleted.topics[0].partitions] == [
         (5, 0),
         (-1, NotLeaderOrFollowerError.code),

@@ -30,10 +30,11 @@ Each run (`--runs N`, default 3) does, in order:
    (created with the admin client, deleted after, so every trial starts on an empty log; the
    next trial waits until no node holds the deleted topic's files, which brokers remove on a
    background thread).
-   Producers (one `BrokerClient` each) send real v2 batches of 1 KiB records (64 KiB, 256 KiB,
-   1 MiB; built once with `replog.record.builder` and re-sent, each produce a real append) to
-   the partition leader with acks=-1 on one ProduceStream call each (as the client library's
-   producer sends), one request in flight each in the throughput trials.
+   Producers (one `KafkaBrokerClient` each, on the leaders' Kafka listeners) send real v2
+   batches of 1 KiB records (64 KiB, 256 KiB, 1 MiB; built once with `replog.record.builder`
+   and re-sent, each produce a real append) to the partition leader with acks=-1, pipelined on
+   one connection each (as the client library's producer sends), one request in flight each in
+   the throughput trials.
 
 For each system: closed-loop throughput for every batch size x producer count (the peak is
 the best records/s), then produce latency at 50% of that peak (paced: records arrive on
@@ -51,7 +52,8 @@ not by hundreds of 5 ms ones queued behind it. Each paced trial counts only afte
 rate (`PACED_WARM_UP_S`, both systems). Then end-to-end latency at 50% of
 peak: the same paced producer with its send time stamped in the first record of each batch
 (every NATS message), and a consumer in this process receiving the committed records (replog:
-fetches at the leader on one FetchStream call, served only up to the high watermark; JetStream:
+Kafka Fetch requests at the leader, one after another on one connection, served only up to the
+high watermark; JetStream:
 an ordered push consumer). Latency of a window counts for its records; the time a record
 would wait in a filling window is not counted (about 5 ms, see above). A paced trial's line
 also says where its slowest 1% of sends (windows) came from (`slow_episodes`): how many
@@ -84,7 +86,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import inspect
 import json
 import os
 import shutil
@@ -112,7 +113,6 @@ from replog.wire.grpc_engine import choose_grpc_engine  # noqa: E402
 
 choose_grpc_engine()
 
-import grpc  # noqa: E402
 from crc32c import crc32c  # noqa: E402
 
 from replog.admin.controller_client import ControllerClient  # noqa: E402
@@ -130,6 +130,8 @@ from replog.storage.log import (  # noqa: E402
     parse_topic_partition,
     renamed_topic_partition,
 )
+from replog.wire.kafka_broker_client import KafkaBrokerClient  # noqa: E402
+from replog.wire.kafka_connection import KafkaConnections  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -693,53 +695,47 @@ def replog_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        return await value
-    return value
+def open_broker_client(address: str) -> KafkaBrokerClient:
+    """The client library's client of one broker's Kafka listener at `address`, with
+    connections of its own (one per lane: produce, fetch), as one producer or consumer has."""
+    connections = KafkaConnections(client_id="bench-produce", setup_timeout_ms=10_000)
+    return KafkaBrokerClient(address, connections)
 
 
-def open_broker_client(address: str) -> Any:
-    """`replog.wire.broker_client.BrokerClient` (the contract's async client)."""
-    try:
-        from replog.wire.broker_client import BrokerClient
-    except ImportError as exc:
-        raise SystemExit(
-            f"replog side: replog.wire.broker_client is not importable ({exc}); "
-            "run with --skip-replog until the broker data plane lands"
-        ) from None
-    return BrokerClient(address)
-
-
-async def close_client(client: Any) -> None:
-    close = getattr(client, "close", None)
-    if close is not None:
-        with contextlib.suppress(Exception):
-            await _maybe_await(close())
+async def close_client(client: KafkaBrokerClient) -> None:
+    with contextlib.suppress(Exception):
+        await client.connections.close()
 
 
 class ReplogCluster:
     """3 combined broker+controller nodes started with `replog cluster start`."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, base_port: int = REPLOG_BASE_PORT) -> None:
         self.directory = directory
+        self.base_port = base_port
         self.started = False
         self.controller: ControllerClient | None = None
+        self.kafka_addresses: dict[int, str] = {}  # broker id -> its Kafka listener
 
     @property
     def ports(self) -> list[int]:
-        return [REPLOG_BASE_PORT + i for i in range(3)]
+        """The nodes' gRPC ports, then their Kafka listeners' (`replog cluster start`'s
+        base port + 200)."""
+        return [self.base_port + offset + i for offset in (0, 200) for i in range(3)]
 
     def start(self) -> None:
         self.started = True  # from here on stop() must look for pid files
         result = replog_cli(
             "cluster", "start", "--nodes", "3", "--data-dir", self.directory,
-            "--base-port", str(REPLOG_BASE_PORT), "--fresh",
+            "--base-port", str(self.base_port), "--fresh",
         )  # fmt: skip
         if result.returncode != 0:
             raise RuntimeError(f"replog cluster start failed:\n{result.stdout}{result.stderr}")
         cluster = LocalCluster.load(self.directory)
         addresses = cluster.controller_addresses()
+        self.kafka_addresses = {
+            n.node_id: n.kafka_address for n in cluster.nodes if n.kafka_address is not None
+        }
         self.controller = ControllerClient(
             ",".join(f"{i}@{a}" for i, a in addresses.items()), default_timeout_s=60
         )
@@ -791,7 +787,8 @@ class ReplogCluster:
     # --- topics -------------------------------------------------------------------------------
 
     def create_topic(self, name: str, partitions: int) -> dict[int, str]:
-        """Create `name` (RF 3, min.insync.replicas 2); return partition -> leader address."""
+        """Create `name` (RF 3, min.insync.replicas 2); return partition -> the leader's Kafka
+        listener."""
         assert self.controller is not None
         topic = NewTopic(name, partitions, 3, configs={"min.insync.replicas": "2"})
         deadline = time.monotonic() + 60
@@ -804,7 +801,8 @@ class ReplogCluster:
             time.sleep(0.5)
         while True:
             metadata = self.controller.metadata([name], timeout_s=10)
-            addresses = {b.broker_id: f"{b.host}:{b.port}" for b in metadata.brokers}
+            registered = {b.broker_id for b in metadata.brokers}
+            addresses = {b: a for b, a in self.kafka_addresses.items() if b in registered}
             [info] = [t for t in metadata.topics if t.name == name]
             leaders = {p.partition: p.leader for p in info.partitions}
             if len(leaders) == partitions and all(
@@ -854,17 +852,11 @@ def produce_request(topic: str, partition: int, records: bytes) -> msg.ProduceRe
 
 
 async def produce_once(client: Any, topic: str, partition: int, records: bytes) -> str | None:
-    """One acks=all produce on `client` (a `BrokerClient` or one of its `ProduceStream`s); None
-    on success, else what went wrong."""
+    """One acks=all produce on `client` (a `KafkaBrokerClient` or one of its `ProduceStream`s);
+    None on success, else what went wrong."""
     try:
         response = await client.produce(produce_request(topic, partition, records))
     except Exception as exc:  # a failed request is counted, not fatal
-        code = getattr(exc, "code", None)
-        if callable(code) and code() == grpc.StatusCode.UNIMPLEMENTED:
-            raise SystemExit(
-                f"replog: the node at {getattr(client, 'address', '?')} does not serve the "
-                "Broker gRPC service (UNIMPLEMENTED); run with --skip-replog until it does"
-            ) from None
         return f"{type(exc).__name__}: {exc}"
     [result] = response.partitions
     if result.error is not None:
@@ -1010,7 +1002,7 @@ class ReplogSide:
                 raise RuntimeError(f"replog {name}: more than 100 errors; first: {text}")
 
         async def consumer(partition: int, offset: int) -> None:
-            # One FetchStream call, as the client library's consumer fetches (a failed fetch
+            # One fetch lane, as the client library's consumer fetches (a failed fetch
             # ends it; the next opens another).
             stream = consumers[partition].fetch_stream()
             try:
@@ -1030,7 +1022,7 @@ class ReplogSide:
                 )
                 try:
                     response = await stream.fetch(request)
-                except (grpc.RpcError, ReplogError) as exc:  # ReplogError: a timeout, a bad answer
+                except ReplogError as exc:  # a timeout, a lost connection, a bad answer
                     consumer_error(f"consumer: {type(exc).__name__}: {exc}")
                     await asyncio.sleep(0.05)
                     continue
@@ -1563,7 +1555,7 @@ def one_run(run: int, args: argparse.Namespace, shapes: dict[int, BatchShape]) -
                 nats_cluster.stop()
                 shutil.rmtree(nats_cluster.directory, ignore_errors=True)
         if not args.skip_replog:
-            replog_cluster = ReplogCluster(os.path.join(directory, "replog"))
+            replog_cluster = ReplogCluster(os.path.join(directory, "replog"), args.replog_base_port)
             try:
                 result.replog = asyncio.run(run_replog(replog_cluster, args, run, shapes))
             except BaseException:
@@ -1708,6 +1700,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--page-cache-mib", type=int, help="bytes per page-cache pass")
     parser.add_argument("--skip-nats", action="store_true")
     parser.add_argument("--skip-replog", action="store_true")
+    parser.add_argument(
+        "--replog-base-port",
+        type=int,
+        default=REPLOG_BASE_PORT,
+        help=f"replog's `cluster start --base-port` (default: {REPLOG_BASE_PORT})",
+    )
     parser.add_argument("--json", metavar="FILE", help="write every trial and figure here")
     parser.add_argument("--quick", action="store_true", help="smoke run: 1 run, short trials")
     args = parser.parse_args(argv)
@@ -1730,7 +1728,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     leftovers = reap_leftovers()
     if leftovers:
         print(f"# killed servers left by an earlier run: pids {leftovers}")
-    busy = [p for p in [*NatsCluster("").ports, *ReplogCluster("").ports] if not port_free(p)]
+    replog_ports = ReplogCluster("", args.replog_base_port).ports
+    busy = [p for p in [*NatsCluster("").ports, *replog_ports] if not port_free(p)]
     if busy:
         raise SystemExit(f"ports in use: {busy}")
     # The load generator must not compete with the servers for pages: with glibc's defaults its

@@ -58,7 +58,8 @@ affordable). Every figure is the median over its trials; per-trial values are pr
     .venv/bin/python bench/controller.py --quick     # smoke run, about 40 s
     .venv/bin/python bench/controller.py --json out.json
 
-Clusters live in a temporary directory, on ports 19600-19602 (A) and 19610-19612 (B).
+Clusters live in a temporary directory, on ports 19600-19602 (A) and 19610-19612 (B)
+(`--base-port P`: P and P+10).
 """
 
 from __future__ import annotations
@@ -560,6 +561,11 @@ def child_core(
             ]
             pending = cluster.active.create_topics(topics, cluster.now_ms)
             log.commit()
+            # A large request is written in steps, one per loop turn (a tick, then Raft's
+            # commit of what it wrote), as on a node.
+            while not pending.done:
+                cluster.advance(0)
+                log.commit()
             assert all(r.error is None for r in pending.result())
             forget_committed()
 
@@ -679,7 +685,7 @@ def machine() -> dict[str, object]:
     }
 
 
-def run(mode: Mode, tmp: str, results: Results) -> None:
+def run(mode: Mode, tmp: str, results: Results, base_port: int = BASE_PORT_A) -> None:
     plan = trial_plan(mode)
     create_total = len(plan) * mode.topics_per_trial * PARTITIONS_PER_TOPIC
     large = max(mode.large_image, create_total)
@@ -694,7 +700,7 @@ def run(mode: Mode, tmp: str, results: Results) -> None:
     results.dict_memory = run_child("dict", str(large))  # type: ignore[assignment]
 
     print("cluster A: create trials, memory, failover at the large image", flush=True)
-    with Fleet(tmp, "a", BASE_PORT_A) as fleet:
+    with Fleet(tmp, "a", base_port) as fleet:
         a = fleet.at(0)
         note_load(results, "cluster A started")
         results.rss_kib["empty"] = a.rss()
@@ -717,7 +723,7 @@ def run(mode: Mode, tmp: str, results: Results) -> None:
         note_load(results, f"failovers at {large:,} done ({fleet.started} clusters)")
 
     print("cluster B: failover at an empty image, then at the small image", flush=True)
-    with Fleet(tmp, "b", BASE_PORT_B) as fleet:
+    with Fleet(tmp, "b", base_port + BASE_PORT_B - BASE_PORT_A) as fleet:
         failover_series(fleet, 0, mode.failover_trials, results, reuse_after=True)
         failover_series(fleet, mode.small_image, mode.failover_trials, results, reuse_after=False)
         note_load(results, f"failovers at 0 and {mode.small_image:,} done")
@@ -857,6 +863,9 @@ def main() -> None:
     parser.add_argument("--json", metavar="FILE", help="also write every measurement here")
     parser.add_argument("--request-sizes", type=int, nargs="+", help="topics per CreateTopics")
     parser.add_argument("--failover-trials", type=int, help="trials per image size")
+    parser.add_argument(
+        "--base-port", type=int, default=BASE_PORT_A, help="cluster A's; cluster B's is 10 above"
+    )
     args = parser.parse_args()
     mode = QUICK if args.quick else FULL
     if args.request_sizes:
@@ -869,7 +878,7 @@ def main() -> None:
     results = Results(machine=machine())
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-controller-") as tmp:
-        run(mode, tmp, results)
+        run(mode, tmp, results, args.base_port)
     report(results, mode)
     print(f"\n# total {time.monotonic() - began:.0f} s")
     if args.json:

@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from replog.admin.controller_client import ControllerClient
 from replog.admin.quorum import (
     NodeUnreachable,
-    QuorumDescription,
     ask_describe_quorum,
     ask_each,
     describe_quorum,
 )
+from replog.admin.quorum_description import QuorumDescription
 from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
     DEFAULT_NODE_COUNT,

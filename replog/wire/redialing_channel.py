@@ -1,7 +1,7 @@
 """One address's gRPC channel and stub, dialled on first use and replaced after UNAVAILABLE.
 
-Every outbound gRPC client of a node (a follower's `ReplicaFetchStream`, `PeerChannels`, and
-the benchmark's `BrokerClient`) talks to an address through one of these.
+Every outbound gRPC client of a node (a follower's `ReplicaFetchStream`, `PeerChannels`) and
+`broker_client.BrokerClient` talks to an address through one of these.
 
 Rules:
 - Calls fail fast while the peer is down (no wait-for-ready): a dead peer is an error at once

@@ -224,3 +224,32 @@ async def test_a_broker_that_gave_up_while_loading_logs_stops_without_loading_th
     assert time.monotonic() - began < 5
     assert node.tasks.broker_failure is not None
     assert "did not register" in node.tasks.broker_failure
+
+
+class _Stops:
+    """A data-plane part whose stop is recorded."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+@pytest.mark.asyncio
+async def test_a_stopped_data_plane_leaves_no_group_coordinator_for_the_kafka_handlers() -> None:
+    """The Kafka group handlers read `group_coordinator`: None from the stop on, so they answer
+    COORDINATOR_NOT_AVAILABLE rather than ask a stopped coordinator."""
+    coordinator = _Stops()
+    runtime = SimpleNamespace(
+        service=SimpleNamespace(attach=lambda manager: None),
+        replica_fetch_service=SimpleNamespace(stop=lambda: None),
+        group_coordinator=coordinator,
+        fetchers=None,
+        alter_partition=None,
+        replica_manager=None,
+        log_manager=None,
+        storage_error=None,
+    )
+    await BrokerRuntime._stop_data_plane(runtime)  # type: ignore[arg-type]
+    assert coordinator.stopped and runtime.group_coordinator is None

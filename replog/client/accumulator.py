@@ -10,16 +10,20 @@ Rules:
 - Per partition a deque of batches, oldest first; only the last one takes appends (its "open"
   batch). A record that would take the open batch past batch.size (on its exact encoded size)
   closes it and starts a new batch; a record larger than batch.size gets a batch of its own.
-- A new batch reserves max(batch.size, an upper bound of the record's size) of
-  `buffer.memory`; the reservation is returned when the batch is done (delivered or failed),
-  not when it is sent, since a sent batch may still be retried. When the reservation does not
-  fit, `append_new` returns None and the caller waits for memory (`wait_for_memory` in a
-  blocking thread, or `memory_listener` on the loop) and asks again. A reservation larger than
-  all of `buffer.memory` would wait forever: `append_new` raises at once instead (Kafka's
-  BufferPool refuses such an allocation), MessageSizeTooLargeError for a record larger than
-  the buffer, ConfigError when batch.size itself is (`never_fits`). What a batch holds (its
-  encoded pieces and references to the values, exactly its uncompressed size) stays within
-  its reservation.
+- A new batch reserves max(min(batch.size, 16 KiB), an upper bound of its first record's
+  size) of `buffer.memory`, and more as records fill it, doubling each time, up to batch.size
+  (`_grow`): a partition that gets a trickle of records holds 16 KiB of the buffer whatever
+  batch.size is; one with a backlog gets batches of batch.size. A batch that cannot grow (the
+  buffer is short, or an append waits for memory) is full: the next record starts a new
+  batch. The reservation is returned when the batch is done (delivered or failed), not when
+  it is sent, since a sent batch may still be retried. When a new batch's reservation does
+  not fit, `append_new` returns None and the caller waits for memory (`wait_for_memory` in a
+  blocking thread, or `memory_listener` on the loop) and asks again. A reservation larger
+  than all of `buffer.memory` would wait forever: `append_new` raises at once instead
+  (Kafka's BufferPool refuses such an allocation), MessageSizeTooLargeError for a record
+  larger than the buffer, ConfigError when a new batch's first reservation is
+  (`never_fits`). What a batch holds (its encoded pieces and references to the values,
+  exactly its uncompressed size) stays within its reservation.
 - A partition's first batch is ready when it is full (a newer batch exists or a record did
   not fit), when `linger.ms` has passed since it was created, when it is a retry whose
   backoff has passed, or while a flush or close runs or an append waits for memory. Once a
@@ -136,6 +140,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RECORD_OVERHEAD_MAX",
+    "RESERVATION_STEP",
     "DrainResult",
     "ProducerBatch",
     "RecordAccumulator",
@@ -145,6 +150,10 @@ __all__ = [
     "record_size_bound",
 ]
 
+# A new batch reserves this much of buffer.memory (batch.size if less), and more as it fills,
+# up to batch.size (`RecordAccumulator._grow`): Kafka's default batch.size, so a partition
+# that gets few records holds no more of the buffer than with Kafka's producer.
+RESERVATION_STEP = 16_384
 _PRODUCER_STATE = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence
 _PRODUCER_STATE_OFFSET = 43
 _CRC = struct.Struct(">I")
@@ -204,9 +213,12 @@ class ProducerBatch:
         base_timestamp: int = 0,
         limit: int = 0,
         serial: int = 0,
+        cap: int | None = None,
     ) -> None:
-        """`base_timestamp`: the first record's (an int64); `limit`: what its records may take,
-        batch.size minus the header (the first record goes in regardless); `serial`: the
+        """`base_timestamp`: the first record's (an int64); `limit`: what its records may take
+        within its reservation (the first record goes in regardless); `cap`: what they may
+        take at most, batch.size minus the header (None: `limit`), up to which the
+        accumulator grows the reservation (`RecordAccumulator._grow`); `serial`: the
         accumulator's count of batches created before this one (their order)."""
         self.topic_partition = topic_partition
         self.created_ms = created_ms
@@ -221,6 +233,7 @@ class ProducerBatch:
         self.count = 0  # records so far: the next offset delta
         self.base_timestamp = self.max_timestamp = base_timestamp
         self.limit = self.room = limit  # room: what is left (< 0 after an oversized record)
+        self.cap = limit if cap is None else cap
         self.parts: list[bytes] = []  # the encoded records, in pieces
         # The pieces end with a record's value, its headers count (0) not written yet: it goes
         # in front of the next record's length (`lengths` is then AFTER_EMPTY_HEADERS, else
@@ -511,6 +524,8 @@ class RecordAccumulator:
         clock: Callable[[], int] = monotonic_ms,
     ) -> None:
         self.batch_size = batch_size
+        # What a new batch reserves of buffer.memory (unless its first record needs more).
+        self.first_reservation = min(batch_size, RESERVATION_STEP)
         self.linger_ms = linger_ms
         self.buffer_memory = buffer_memory
         self.compression = compression
@@ -590,9 +605,16 @@ class RecordAccumulator:
         if fields is None:
             if batch.append_general(timestamp_ms, key, value, headers, handle):
                 return batch
+            if self._grow(batch, record_size_bound(key, value, headers)) and (
+                batch.append_general(timestamp_ms, key, value, headers, handle)
+            ):
+                return batch
         else:
             body = len(fields) + value_size + 1  # + the headers count
-            room = batch.room - body - SMALL_SIZE_LENGTHS[body]
+            needed = body + SMALL_SIZE_LENGTHS[body]
+            room = batch.room - needed
+            if room < 0 and offset and self._grow(batch, -room):
+                room = batch.room - needed
             if room >= 0 or not offset:  # fits, or the first record, which always goes in
                 parts = batch.parts
                 parts.append(batch.lengths[body] + fields)
@@ -609,6 +631,23 @@ class RecordAccumulator:
         del self._open[tp]
         return None
 
+    def _grow(self, batch: ProducerBatch, needed: int) -> bool:
+        """Reserve more of buffer.memory for the open `batch` so that `needed` more bytes of
+        records fit (module docstring): its reservation doubles, within its cap (batch.size)
+        and what is available, and by at least `needed`. False, and nothing changes, when
+        that much does not fit its cap or the buffer, or when an append waits for memory (a
+        new batch then gets the memory first)."""
+        headroom = batch.cap - batch.limit
+        available = self._available
+        if needed > headroom or needed > available or self.memory_waiters:
+            return False
+        extra = min(max(batch.reserved, needed), headroom, available)
+        self._available = available - extra
+        batch.reserved += extra
+        batch.limit += extra
+        batch.room += extra
+        return True
+
     def append_new(
         self,
         tp: TopicPartition,
@@ -620,8 +659,9 @@ class RecordAccumulator:
     ) -> ProducerBatch | None:
         """Append, starting a new batch if needed; None when buffer.memory cannot hold it.
 
-        The new batch reserves batch.size, or an upper bound of its first record's size plus
-        the header if that is more; the first record always goes in. Raises what
+        The new batch reserves `first_reservation` (min(batch.size, RESERVATION_STEP)), or an
+        upper bound of its first record's size plus the header if that is more; the first
+        record always goes in. Raises what
         `never_fits` says when that is more than all of buffer.memory, and the error of
         `abort_queued(refuse)` after one."""
         batch = self._append_new(tp, timestamp_ms, key, value, headers, handle)
@@ -642,7 +682,7 @@ class RecordAccumulator:
             raise self._refuse(tp)
         if not INT64_MIN <= timestamp_ms <= INT64_MAX:
             raise ValueError(f"timestamp {timestamp_ms} is outside [{INT64_MIN}, {INT64_MAX}]")
-        reserve = self.batch_size
+        reserve = self.first_reservation
         if (
             headers
             or (0 if key is None else len(key)) + (0 if value is None else len(value))
@@ -661,6 +701,7 @@ class RecordAccumulator:
         if reserve > self._available:
             return None
         self._available -= reserve
+        cap = self._batch_limits.get(tp.topic, self.batch_size) - RECORD_BATCH_OVERHEAD
         batch = ProducerBatch(
             tp,
             self._clock(),
@@ -668,8 +709,9 @@ class RecordAccumulator:
             threading.Event() if self.thread_events else None,
             self.compression,
             timestamp_ms,
-            self._batch_limits.get(tp.topic, self.batch_size) - RECORD_BATCH_OVERHEAD,
+            min(cap, reserve - RECORD_BATCH_OVERHEAD),
             self._batches_created,
+            cap,
         )
         self._batches_created += 1
         self._open[tp] = batch
@@ -720,19 +762,26 @@ class RecordAccumulator:
     def reservation(self, size_bound: int) -> int:
         """What a new batch for a record of at most `size_bound` bytes reserves of
         buffer.memory (module docstring)."""
-        return max(self.batch_size, size_bound + RECORD_BATCH_OVERHEAD)
+        return max(self.first_reservation, size_bound + RECORD_BATCH_OVERHEAD)
 
     def never_fits(self, topic: str, reserve: int) -> ReplogError:
         """The error for a batch whose reservation is more than all of buffer.memory: no
         amount of waiting makes room for it (Kafka's BufferPool refuses it at once)."""
-        if reserve > self.batch_size:
+        if reserve > self.first_reservation:
             return MessageSizeTooLargeError(
                 f"the record to topic {topic!r} is up to {reserve} bytes when serialized, "
                 f"larger than buffer.memory={self.buffer_memory}"
             )
+        if self.batch_size <= RESERVATION_STEP:
+            return ConfigError(
+                f"batch.size={self.batch_size} is larger than buffer.memory="
+                f"{self.buffer_memory}: every batch reserves batch.size bytes of the buffer, so "
+                f"no record to topic {topic!r} can ever be sent (raise buffer.memory or lower "
+                "batch.size)"
+            )
         return ConfigError(
-            f"batch.size={self.batch_size} is larger than buffer.memory={self.buffer_memory}: "
-            f"every batch reserves batch.size bytes of the buffer, so no record to topic "
+            f"buffer.memory={self.buffer_memory} is smaller than the {RESERVATION_STEP} bytes "
+            f"every batch reserves first (batch.size={self.batch_size}), so no record to topic "
             f"{topic!r} can ever be sent (raise buffer.memory or lower batch.size)"
         )
 
@@ -1125,11 +1174,11 @@ class ThreadSafeRecordAccumulator(RecordAccumulator):
     def wait_for_memory(self, timeout_s: float, needed: int | None = None) -> None:
         """Block the calling thread until some memory is freed or `timeout_s` passes (callers
         wait in short slices and ask again; see `append_new`). `needed`: what the refused
-        append would reserve (`reservation`; None: batch.size): only that much free memory
+        append would reserve (`reservation`; None: a new batch's first reservation): only that much free memory
         makes the call return at once, else a record larger than batch.size would have its
         caller spin until max.block.ms."""
         with self.lock:
-            if self._available >= (self.batch_size if needed is None else needed):
+            if self._available >= (self.first_reservation if needed is None else needed):
                 return  # freed between the refused append and this call
             self.memory_waiters += 1
             try:

@@ -304,7 +304,7 @@ class ProducerConfig(_CommonConfig):
     client_id: str = _setting("replog-producer", _text)
     acks: int = _setting(ACKS_ALL, _acks)
     linger_ms: int = _setting(5, _integer(0))
-    batch_size: int = _setting(16_384, _integer(0))
+    batch_size: int = _setting(1_000_000, _integer(0))
     compression_type: int = _setting(0, _compression)
     max_request_size: int = _setting(1_048_576, _integer(0))
     buffer_memory: int = _setting(33_554_432, _integer(0, INT64_MAX))

@@ -196,7 +196,7 @@ class Producer:
             - RECORD_OVERHEAD_MAX
             if cfg.key_serializer is None
             and cfg.value_serializer is None
-            and cfg.batch_size <= cfg.buffer_memory
+            and self._accumulator.first_reservation <= cfg.buffer_memory
             else -1
         )
         self._topics: dict[str, _TopicInfo] = {}

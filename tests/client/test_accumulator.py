@@ -18,6 +18,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from replog.client.accumulator import (
     RECORD_OVERHEAD_MAX,
+    RESERVATION_STEP,
     ProducerBatch,
     RecordAccumulator,
     ThreadSafeRecordAccumulator,
@@ -636,6 +637,62 @@ def test_a_batch_holds_no_more_than_its_reservation() -> None:
             assert built <= 2_000 and batch.reserved == 2_000
         else:  # one record past batch.size: its upper bound plus the header
             assert batch.reserved - built <= RECORD_OVERHEAD_MAX
+
+
+@pytest.mark.parametrize("thread_safe", [False, True])
+@pytest.mark.parametrize("headers", [(), (("h", b"x"),)])  # the fast path, and the general one
+def test_a_batch_reserves_16_kib_first_and_more_as_it_fills_up_to_batch_size(
+    thread_safe: bool, headers: tuple[tuple[str, bytes], ...]
+) -> None:
+    """A partition with one small record holds 16 KiB of the buffer whatever batch.size is; a
+    backlog fills batches to batch.size, each within what it reserved."""
+    acc, _ = accumulator(thread_safe, batch_size=100_000, buffer_memory=10**6)
+    first = acc.append(TP0, TS, None, b"v" * 10, headers)
+    assert first is not None and first.reserved == RESERVATION_STEP
+    assert acc.available_memory == 10**6 - RESERVATION_STEP
+    batches = [first]
+    for _ in range(300):
+        batch = acc.append(TP0, TS, None, b"v" * 1_000, headers)
+        assert batch is not None
+        if batch is not batches[-1]:
+            batches.append(batch)
+    assert len(batches) == 4
+    reserved = sum(batch.reserved for batch in batches)
+    assert acc.available_memory == 10**6 - reserved
+    built = [len(batch.close()) for batch in acc.drain_all()]
+    for batch, size in zip(batches, built, strict=True):
+        assert size <= batch.reserved <= 100_000
+    assert min(built[:-1]) > 100_000 - 1_100  # full: the next record did not fit batch.size
+    counts = [len(list(RecordBatch.parse(batch.close()).records())) for batch in batches]
+    assert counts == [batch.record_count for batch in batches] and sum(counts) == 301
+
+
+@pytest.mark.parametrize("thread_safe", [False, True])
+def test_a_batch_that_cannot_grow_is_full_and_the_next_one_waits_for_memory(
+    thread_safe: bool,
+) -> None:
+    acc, _ = accumulator(thread_safe, batch_size=10**6, buffer_memory=40_000)
+    first = acc.append(TP0, TS, None, b"v" * 1_000)
+    assert first is not None
+    while (batch := acc.append(TP0, TS, None, b"v" * 1_000)) is first:
+        pass
+    assert batch is None  # the buffer is all the first batch's: a second one waits
+    assert first.full and first.reserved == 40_000 and acc.available_memory == 0
+    assert len(first.close()) <= 40_000
+    first.complete(0)
+    acc.deallocate(first)
+    assert acc.available_memory == 40_000
+    assert acc.append(TP0, TS, None, b"v" * 1_000) is not None
+
+
+def test_a_batch_does_not_grow_while_an_append_waits_for_memory() -> None:
+    acc, _ = accumulator(batch_size=10**6, buffer_memory=10**6)
+    first = acc.append(TP0, TS, None, b"v" * 10_000)
+    assert first is not None and first.reserved == RESERVATION_STEP
+    acc.memory_waiters = 1  # a new batch of another partition waits: it gets memory first
+    second = acc.append(TP0, TS, None, b"v" * 10_000)
+    assert second is not None and second is not first
+    assert first.full and first.reserved == RESERVATION_STEP
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "bootstrap_servers": ("localhost:9092",),
     "acks": -1,
     "linger_ms": 5,
-    "batch_size": 16384,
+    "batch_size": 1_000_000,
     "compression_type": 0,
     "max_request_size": 1048576,
     "buffer_memory": 33554432,

@@ -658,7 +658,7 @@ async def test_batch_size_larger_than_buffer_memory_fails_sends_at_once(
 ) -> None:
     # Kafka's BufferPool refuses at once an allocation larger than the whole buffer; every
     # batch reserves batch.size (16384 here), so no send could ever get room.
-    producer = make(buffer_memory=10_000, max_block_ms=5_000)
+    producer = make(batch_size=16_384, buffer_memory=10_000, max_block_ms=5_000)
     with pytest.raises(ConfigError) as raised:
         producer.send_nowait("one", b"tiny")
     assert str(raised.value) == (
@@ -667,6 +667,21 @@ async def test_batch_size_larger_than_buffer_memory_fails_sends_at_once(
         "buffer.memory or lower batch.size)"
     )
     assert producer.metrics()["waiting_sends"] == 0
+
+
+@pytest.mark.asyncio
+async def test_a_buffer_smaller_than_a_first_reservation_fails_sends_at_once(
+    cluster: FakeCluster, make: Made
+) -> None:
+    # With a batch.size above 16 KiB (the default), a new batch first reserves 16 KiB.
+    producer = make(buffer_memory=10_000, max_block_ms=5_000)
+    with pytest.raises(ConfigError) as raised:
+        producer.send_nowait("one", b"tiny")
+    assert str(raised.value) == (
+        "buffer.memory=10000 is smaller than the 16384 bytes every batch reserves first "
+        "(batch.size=1000000), so no record to topic 'one' can ever be sent (raise "
+        "buffer.memory or lower batch.size)"
+    )
 
 
 @pytest.mark.asyncio

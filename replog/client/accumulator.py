@@ -1174,9 +1174,9 @@ class ThreadSafeRecordAccumulator(RecordAccumulator):
     def wait_for_memory(self, timeout_s: float, needed: int | None = None) -> None:
         """Block the calling thread until some memory is freed or `timeout_s` passes (callers
         wait in short slices and ask again; see `append_new`). `needed`: what the refused
-        append would reserve (`reservation`; None: a new batch's first reservation): only that much free memory
-        makes the call return at once, else a record larger than batch.size would have its
-        caller spin until max.block.ms."""
+        append would reserve (`reservation`; None: a new batch's first reservation): only
+        that much free memory makes the call return at once, else a record larger than
+        batch.size would have its caller spin until max.block.ms."""
         with self.lock:
             if self._available >= (self.first_reservation if needed is None else needed):
                 return  # freed between the refused append and this call

@@ -70,10 +70,6 @@ log = logging.getLogger("replog.client")
 
 T = TypeVar("T")
 
-# Guards the callback lists of every future: taken only to add a callback and, on the loop,
-# to complete a future that has callbacks. One lock for all: futures are many and cheap.
-_CALLBACKS_LOCK = threading.Lock()
-
 Callback = Callable[..., object]
 
 
@@ -88,7 +84,11 @@ class FutureRecordMetadata:
         self._value: RecordMetadata | None = None
         self._exception: BaseException | None = None
         self._batch: ProducerBatch | None = None
-        self._callbacks: list[tuple[bool, Callback, tuple[Any, ...], dict[str, Any]]] | None = None
+        # Added and not yet run. No lock: `list.append` and `list.pop` are atomic, and each
+        # side looks at `is_done` after its own step (`_add`, `_settle`), so every callback
+        # is popped, and run, by exactly one thread. A lock here was contended by the loop
+        # thread settling a batch's futures while the sending thread added callbacks.
+        self._callbacks: list[tuple[bool, Callback, tuple[Any, ...], dict[str, Any]]] = []
 
     # --- the accumulator's side (RecordHandle), on the loop thread --------------------------
 
@@ -102,11 +102,19 @@ class FutureRecordMetadata:
         self._settle(None, exception)
 
     def _settle(self, value: RecordMetadata | None, exception: BaseException | None) -> None:
-        with _CALLBACKS_LOCK:
-            self._value, self._exception = value, exception
-            self.is_done = True
-            callbacks, self._callbacks = self._callbacks, None
-        for on_success, fn, args, kwargs in callbacks or ():
+        self._value, self._exception = value, exception
+        self.is_done = True  # after the outcome: a thread that sees it reads the outcome
+        if self._callbacks:
+            self._run_added()
+
+    def _run_added(self) -> None:
+        """Run the callbacks added so far, oldest first, each popped by one thread only."""
+        callbacks = self._callbacks
+        while callbacks:
+            try:
+                on_success, fn, args, kwargs = callbacks.pop(0)
+            except IndexError:  # another thread popped the last one
+                return
             self._run(on_success, fn, args, kwargs)
 
     def _run(
@@ -154,13 +162,9 @@ class FutureRecordMetadata:
     def _add(
         self, on_success: bool, fn: Callback, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> FutureRecordMetadata:
-        with _CALLBACKS_LOCK:
-            if not self.is_done:
-                if self._callbacks is None:
-                    self._callbacks = []
-                self._callbacks.append((on_success, fn, args, kwargs))
-                return self
-        self._run(on_success, fn, args, kwargs)
+        self._callbacks.append((on_success, fn, args, kwargs))
+        if self.is_done:  # settled before or while it was added: whoever pops it runs it
+            self._run_added()
         return self
 
     def get(self, timeout: float | None = None) -> RecordMetadata:

@@ -55,8 +55,9 @@ Rules:
   batches, in order, with its futures, reservation and (stamped) sequences shared out.
 - Compression and the v2 header happen when a batch is drained (`ProducerBatch.close`): the
   batch's bytes are built exactly once. An idempotent producer's id, epoch and sequence are
-  written into the built header afterwards (`stamp`, with a new CRC), because sequences are
-  assigned only when a batch leaves (so they follow the send order, and a reset can renumber).
+  given to a first send just before (`stamp`), because sequences are assigned only when a
+  batch leaves (so they follow the send order); a built batch renumbered after a reset, or a
+  split piece, has them written into its header (`stamp`, with a new CRC).
 - A retried batch goes back to the front of its deque, among the other retried batches in
   sequence order with idempotence, else in the order the batches were created (`serial`, then
   a split batch's pieces by `part`), so
@@ -327,22 +328,33 @@ class ProducerBatch:
             if codec != COMPRESSION_NONE:
                 records = compress(codec, records)
             records = self.records = seal_batch(
-                records, self.count, self.base_timestamp, self.max_timestamp, codec
+                records,
+                self.count,
+                self.base_timestamp,
+                self.max_timestamp,
+                codec,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                base_sequence=self.base_sequence,
             )
         return records
 
     def stamp(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        """Write an idempotent producer's id, epoch and base sequence into the built header
-        (and the CRC, which covers them)."""
-        buf = bytearray(self.close())
+        """Give the batch an idempotent producer's id, epoch and base sequence: `close` builds
+        its header with them (the drain stamps a first send before building it, so its bytes
+        are made and checksummed once); a batch built already (a retry renumbered after a
+        reset, a split piece) has them written into its header, with a new CRC."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        if self.records is None:
+            return
+        buf = bytearray(self.records)
         _PRODUCER_STATE.pack_into(
             buf, _PRODUCER_STATE_OFFSET, producer_id, producer_epoch, base_sequence
         )
         _CRC.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
         self.records = bytes(buf)
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
 
     def split(self, max_bytes: int) -> list[ProducerBatch]:
         """New batches holding this built batch's records in order, each at most `max_bytes`
@@ -804,9 +816,9 @@ class RecordAccumulator:
         idempotence = self.idempotence
         for batches in result.by_node.values():
             for batch in batches:
-                batch.close()
                 if idempotence is not None:
-                    idempotence.on_drained(batch)
+                    idempotence.on_drained(batch)  # stamps a first send before it is built
+                batch.close()
         return result
 
     def _take_ready(

@@ -464,6 +464,18 @@ def test_stamping_writes_the_producer_fields_and_a_valid_crc() -> None:
     assert header.records_count == 2
 
 
+def test_a_batch_stamped_before_it_is_built_is_built_once_with_the_producer_fields() -> None:
+    acc, _ = accumulator()
+    acc.append(TP0, TS, None, b"a")
+    acc.append(TP0, TS, None, b"b")
+    (batch,) = acc.abort_queued()
+    batch.stamp(4242, 3, 17)
+    assert batch.records is None  # the drain stamps, then builds: one build, one CRC
+    header = validate_batch(batch.close())
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (4242, 3, 17)
+    assert batch.last_sequence == 18
+
+
 def test_completing_a_batch_resolves_each_records_future() -> None:
     acc, _ = accumulator()
     handles = [Handle() for _ in range(3)]

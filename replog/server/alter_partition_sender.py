@@ -19,7 +19,7 @@ Rules:
   NOT_CONTROLLER goes at once to the controller the answer names (else the next voter),
   at most once per voter in a row before backing off; an unreachable or timed-out controller
   moves to the known active controller (the Raft leader, `controller_hint`) or the next voter
-  (`controller_calls.ActiveController`), after a backoff growing from `retry_backoff_ms` to
+  (`controller_retry.ActiveController`), after a backoff growing from `retry_backoff_ms` to
   `retry_backoff_max_ms`; STALE_BROKER_EPOCH and any other request-level error retry after
   the backoff with the broker's then-current epoch. A partition the answer leaves out is sent
   again.
@@ -44,7 +44,8 @@ from replog.errors import KafkaError, NotControllerError, error_for_code
 from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.replication.leader_state import IsrChange
-from replog.server.controller_calls import CHANNEL_OPTIONS, ActiveController
+from replog.server.controller_calls import CHANNEL_OPTIONS
+from replog.server.controller_retry import ActiveController
 from replog.server.loop_turns import yield_turn
 from replog.server.node_tasks import Spawner
 from replog.server.peer_channels import PeerChannels

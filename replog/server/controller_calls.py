@@ -1,19 +1,13 @@
-"""How a broker reaches the active controller: which voter to ask, and one call that follows
-NOT_CONTROLLER redirects (Kafka's `NodeToControllerChannelManager`).
+"""How a broker reaches the active controller: one call that follows NOT_CONTROLLER redirects
+and survives a controller election (Kafka's `NodeToControllerChannelManager`).
 
 Rules:
-- `ActiveController` picks the target: first the Raft leader the broker knows of (`hint`),
-  else the first voter of `controller.quorum.voters`. After a NOT_CONTROLLER answer naming
-  another controller, that one; after a failure naming none (unreachable, timed out,
-  NOT_CONTROLLER without a name), the Raft leader if it is another node, else the next voter.
-  The AlterPartition sender and `ControllerCalls` share it.
 - `ControllerCalls.call` sends one request until a controller answers it with anything but
-  NOT_CONTROLLER, or `request_timeout_ms` passes (then `RequestTimedOutError`, retriable,
-  naming the request and the last failure; an attempt timed out with the request names
-  itself only when nothing failed before it). A NOT_CONTROLLER answer goes at once to the
-  controller it names, at most once per voter in a row; a failed call and further redirects
-  wait a backoff growing from `retry_backoff_ms` to `retry_backoff_max_ms` first. The answer's
-  own error (other than NOT_CONTROLLER) is the caller's to read.
+  NOT_CONTROLLER, or its time passes: the call's `timeout_ms` (a forwarded client request's
+  own), else `request_timeout_ms`. Which controller next, when, and the `RequestTimedOutError`
+  at the end are `controller_retry`'s decisions; a wait past a few seconds is logged at
+  WARNING with what it waits for. The answer's own error (other than NOT_CONTROLLER) is the
+  caller's to read.
 - Calls fail fast (no wait-for-ready) and an UNAVAILABLE call replaces its channel (as the
   broker lifecycle driver does), so a restarted controller is dialled afresh.
 """
@@ -22,14 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import grpc
 
 from replog.clock import Clock, monotonic_ms
-from replog.errors import KafkaError, NetworkError, NotControllerError, RequestTimedOutError
+from replog.errors import NetworkError, NotControllerError
 from replog.pb import common_pb2, controller_pb2_grpc
+from replog.server.controller_retry import ActiveController, ControllerRetry
 from replog.server.peer_channels import PeerChannels
 
 log = logging.getLogger("replog.server.controller_calls")
@@ -43,39 +38,6 @@ CHANNEL_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
-
-
-class ActiveController:
-    """The controller a broker's next request goes to (module docstring)."""
-
-    def __init__(self, voters: Sequence[int], hint: Callable[[], int | None]) -> None:
-        if not voters:
-            raise ValueError("ActiveController needs at least one controller")
-        self._voters = list(voters)  # controller.quorum.voters order
-        self._hint = hint
-        self._controller_id: int | None = None
-
-    def target(self) -> int:
-        if self._controller_id is None:
-            hint = self._hint()
-            self._controller_id = hint if hint in self._voters else self._voters[0]
-        return self._controller_id
-
-    def move_on_from(self, failed_id: int, named_id: int | None = None) -> None:
-        """The next target after `failed_id` failed: the one named, the Raft leader if it is
-        another, else the next voter."""
-        if named_id is not None and named_id in self._voters and named_id != failed_id:
-            self._controller_id = named_id
-            return
-        hint = self._hint()
-        if hint is not None and hint in self._voters and hint != failed_id:
-            self._controller_id = hint
-            return
-        index = self._voters.index(failed_id) if failed_id in self._voters else -1
-        self._controller_id = self._voters[(index + 1) % len(self._voters)]
-
-    def __len__(self) -> int:
-        return len(self._voters)
 
 
 class ControllerAnswer(Protocol):
@@ -115,63 +77,77 @@ class ControllerCalls:
             controller_addresses, controller_pb2_grpc.ControllerStub, CHANNEL_OPTIONS
         )
 
-    async def call(self, what: str, send: Callable[[Stub, float], Awaitable[A]]) -> A:
+    async def call(
+        self,
+        what: str,
+        send: Callable[[Stub, float], Awaitable[A]],
+        *,
+        timeout_ms: int | None = None,
+    ) -> A:
         """`send(stub, timeout_s)` to the active controller until one answers (module docstring).
 
-        `what` names the request in errors and logs ("AllocateProducerIds for broker 1").
+        `what` names the request in errors and logs ("AllocateProducerIds for broker 1");
+        `timeout_ms` is how long it may take in all (None: `request_timeout_ms`).
         """
-        deadline_ms = self._clock() + self._request_timeout_ms
-        failures = 0
-        redirects = 0
-        last: KafkaError | None = None
+        retry = ControllerRetry(
+            what,
+            self.active,
+            now_ms=self._clock(),
+            timeout_ms=self._request_timeout_ms if timeout_ms is None else timeout_ms,
+            retry_backoff_ms=self._retry_backoff_ms,
+            retry_backoff_max_ms=self._retry_backoff_max_ms,
+        )
         while True:
-            remaining_ms = deadline_ms - self._clock()
-            if remaining_ms <= 0:
-                raise RequestTimedOutError(
-                    f"{what}: no controller answered within {self._request_timeout_ms} ms"
-                    + ("" if last is None else f" (last failure: {last})")
-                )
-            controller_id = self.active.target()
+            attempt = retry.next(self._clock())
+            controller_id = attempt.controller_id
+            if attempt.delay_ms > 0:
+                await asyncio.sleep(attempt.delay_ms / 1000)
             stub = self._controllers.stub(controller_id)
             assert stub is not None, f"controller {controller_id} has no address"
             try:
-                answer = await send(stub, remaining_ms / 1000)
+                answer = await self._noted(
+                    retry, controller_id, send(stub, attempt.timeout_ms / 1000)
+                )
             except grpc.aio.AioRpcError as exc:
                 code = exc.code()
                 log.info("%s: controller %d failed: %s", what, controller_id, code.name)
                 if code == grpc.StatusCode.UNAVAILABLE:
                     self._controllers.reconnect(controller_id)
-                # An attempt given only the request's remaining time and timed out says no
-                # more than that the time ran out: an earlier failure (a redirect, a refused
-                # connection) stays the one the error names.
-                if not (code == grpc.StatusCode.DEADLINE_EXCEEDED and last is not None):
-                    last = NetworkError(
+                retry.failed(
+                    controller_id,
+                    NetworkError(
                         f"controller {controller_id} at {self._addresses[controller_id]}: "
                         f"{code.name}: {exc.details()}"
-                    )
-                self.active.move_on_from(controller_id)
-                failures += 1
-                await self._back_off(failures, deadline_ms)
+                    ),
+                    timed_out=code == grpc.StatusCode.DEADLINE_EXCEEDED,
+                )
                 continue
             if answer.HasField("error") and answer.error.code == NotControllerError.code:
-                named = answer.controller_id if answer.controller_id >= 0 else None
-                last = NotControllerError(
-                    f"controller {controller_id}: {answer.error.message or 'not the controller'}"
+                retry.redirected(
+                    controller_id,
+                    NotControllerError(
+                        f"controller {controller_id}: "
+                        f"{answer.error.message or 'not the controller'}"
+                    ),
+                    answer.controller_id if answer.controller_id >= 0 else None,
                 )
-                self.active.move_on_from(controller_id, named)
-                redirects += 1
-                if redirects > len(self.active):
-                    failures += 1
-                    await self._back_off(failures, deadline_ms)
                 continue
             return answer
 
-    async def _back_off(self, failures: int, deadline_ms: int) -> None:
-        delay_ms = min(
-            self._retry_backoff_max_ms, self._retry_backoff_ms * 2 ** min(failures - 1, 10)
-        )
-        delay_ms = min(delay_ms, max(0, deadline_ms - self._clock()))
-        await asyncio.sleep(delay_ms / 1000)
+    async def _noted(self, retry: ControllerRetry, controller_id: int, sent: Awaitable[A]) -> A:
+        """`sent`'s answer, saying what the request waits for while it is overdue."""
+        task = asyncio.ensure_future(sent)
+        try:
+            while True:
+                if (note := retry.note(self._clock(), controller_id)) is not None:
+                    log.warning("%s", note)
+                done, _ = await asyncio.wait(
+                    {task}, timeout=retry.until_note_ms(self._clock()) / 1000
+                )
+                if done:
+                    return task.result()
+        finally:
+            task.cancel()
 
     async def close(self) -> None:
         await self._controllers.close()

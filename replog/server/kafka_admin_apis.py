@@ -9,9 +9,11 @@ Rules:
   `Controller` service through the broker's `ControllerCalls` (redirects followed, as Kafka's
   brokers forward admin requests, KIP-590): the controller validates and decides exactly as for
   `replog topics`, `replog configs` and the other admin commands. Here only the encoding
-  changes. A controller that cannot be reached within `controller.quorum.request.timeout.ms`
-  is REQUEST_TIMED_OUT for every entry; an error of the whole request (a policy violation, a
-  duplicate resource) is every entry's error.
+  changes. A forwarded request is sent again through a controller election for as long as
+  the client's request allows (its `timeout_ms`, else 30 s: `controller_retry`), as Kafka's
+  forwarding manager does; no controller answering by then is REQUEST_TIMED_OUT for every
+  entry. An error of the whole request (a policy violation, a duplicate resource) is every
+  entry's error.
 - BROKER_LOGGER (8) resources are this node's own loggers, described and altered here
   (`runtime_loggers`), never forwarded: Kafka's brokers answer them locally too. The legacy
   AlterConfigs refuses them with INVALID_REQUEST, as Kafka does.
@@ -45,7 +47,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from quorum.controller.config_definitions import (
@@ -117,6 +119,7 @@ from replog.replication.producer_state import ProducerEntry
 from replog.server.broker_metadata import listener_endpoint
 from replog.server.broker_service import BrokerService
 from replog.server.controller_calls import Stub
+from replog.server.controller_retry import forward_timeout_ms
 from replog.server.kafka_apis import error_code, per_topic
 from replog.server.runtime_loggers import BROKER_LOGGER, RuntimeLoggers
 from replog.server.tolerant_service import Refused
@@ -188,8 +191,14 @@ PREFERRED_ELECTION = 0
 NO_TXN_START_OFFSET = -1
 NO_COORDINATOR_EPOCH = -1
 T = TypeVar("T")
-# Sends one request to the active controller: `ControllerCalls.call`.
-ForwardToController = Callable[[str, Callable[[Stub, float], Awaitable[Any]]], Awaitable[Any]]
+
+
+class ForwardToController(Protocol):
+    """Sends one request to the active controller: `ControllerCalls.call`."""
+
+    def __call__(
+        self, what: str, send: Callable[[Stub, float], Awaitable[Any]], *, timeout_ms: int
+    ) -> Awaitable[Any]: ...
 
 
 class KafkaAdminApis:
@@ -254,19 +263,31 @@ class KafkaAdminApis:
 
     # --- forwarding to the controller ----------------------------------------------------------
 
-    async def _forward(self, method: str, request: Any) -> tuple[Any, KafkaError | None]:
+    async def _forward(
+        self, method: str, request: Any, client_timeout_ms: int | None = None
+    ) -> tuple[Any, KafkaError | None]:
         """`request` to the active controller's `method`: its answer and the error of the
-        whole request (the answer's, or why no controller answered; then no answer)."""
+        whole request (the answer's, or why no controller answered; then no answer).
+
+        It is sent again through an election for as long as the client's request allows
+        (`forward_timeout_ms`); a request whose controller call has a `timeout_ms` gives the
+        controller what is left of it at each attempt."""
         if self._forward_call is None:
             raise RequestRefusedError(f"broker {self.broker_id} forwards no {method}")
 
+        gives_timeout = "timeout_ms" in request.DESCRIPTOR.fields_by_name
+
         def send(stub: Stub, timeout_s: float) -> Awaitable[Any]:
+            if gives_timeout and client_timeout_ms is not None and client_timeout_ms > 0:
+                request.timeout_ms = min(client_timeout_ms, max(1, int(timeout_s * 1000)))
             answer: Awaitable[Any] = getattr(stub, method)(request, timeout=timeout_s)
             return answer
 
         try:
             answer = await self._forward_call(
-                f"{method} from a Kafka client of broker {self.broker_id}", send
+                f"{method} from a Kafka client of broker {self.broker_id}",
+                send,
+                timeout_ms=forward_timeout_ms(client_timeout_ms),
             )
         except KafkaError as error:
             return None, error
@@ -302,6 +323,7 @@ class KafkaAdminApis:
                     validate_only=request.validate_only,
                     timeout_ms=request.timeout_ms,
                 ),
+                request.timeout_ms,
             )
         answered = iter(_results(answer, "topics", len(forwarded), failure))
         results = []
@@ -341,6 +363,7 @@ class KafkaAdminApis:
                 topic_ids=[topic_id.bytes for topic_id in by_id],
                 timeout_ms=request.timeout_ms,
             ),
+            request.timeout_ms,
         )
         answered = _results(answer, "topics", len(wanted), failure)
         named = iter(answered[: len(by_name)])
@@ -382,6 +405,7 @@ class KafkaAdminApis:
                 validate_only=request.validate_only,
                 timeout_ms=request.timeout_ms,
             ),
+            request.timeout_ms,
         )
         answered = _results(answer, "results", len(request.topics), failure)
         return cpr.CreatePartitionsResponse(
@@ -613,6 +637,7 @@ class KafkaAdminApis:
                 ],
                 timeout_ms=request.timeout_ms,
             ),
+            request.timeout_ms,
         )
         results: list[tuple[str, tuple[int, KafkaError | None]]]
         if failure is not None:
@@ -647,7 +672,9 @@ class KafkaAdminApis:
                 pb_partition = pb_topic.partitions.add(partition_index=p.partition_index)
                 if p.replicas is not None:  # absent: cancel the reassignment
                     pb_partition.replicas.broker_ids.extend(p.replicas)
-        answer, failure = await self._forward("AlterPartitionReassignments", pb_request)
+        answer, failure = await self._forward(
+            "AlterPartitionReassignments", pb_request, request.timeout_ms
+        )
         count = sum(len(t.partitions) for t in request.topics)
         answered = _results(answer, "results", count, failure)
         return aprr.AlterPartitionReassignmentsResponse(
@@ -681,7 +708,9 @@ class KafkaAdminApis:
         if request.topics is not None and not wanted:
             return lprr.ListPartitionReassignmentsResponse()
         answer, failure = await self._forward(
-            "ListPartitionReassignments", cpb.ListPartitionReassignmentsRequest(partitions=wanted)
+            "ListPartitionReassignments",
+            cpb.ListPartitionReassignmentsRequest(partitions=wanted),
+            request.timeout_ms,
         )
         if failure is not None:
             return lprr.ListPartitionReassignmentsResponse(

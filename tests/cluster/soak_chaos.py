@@ -49,7 +49,7 @@ from client_cluster import ClientCluster, produce_and_read_back
 from cluster_helpers import LoopbackCluster, wait_for
 
 from replog import Admin, TopicPartition
-from replog.errors import ReplogError, RequestTimedOutError, UnknownTopicOrPartitionError
+from replog.errors import ReplogError, UnknownTopicOrPartitionError
 
 # kind -> weight (the soak script's mix, with its harsher variant's kinds folded in).
 FAULTS = {
@@ -281,26 +281,10 @@ class Chaos:
         return list(p.replicas), bool(p.adding_replicas or p.removing_replicas)
 
     def _reassign(self, partition: int, target: list[int], kind: str) -> bool:
-        """Ask for `target`; True if the controller took it. The broker forwards the request
-        to the active controller within its `controller.quorum.request.timeout.ms` (2 s), less
-        than an election takes after a kill of the active controller: a timed-out forward is
-        asked again (the same target, so harmless if it was applied) for ADMIN_TIMEOUT_MS."""
-        deadline = time.monotonic() + ADMIN_TIMEOUT_MS / 1000
-        while True:
-            try:
-                (result,) = self.admin.alter_partition_reassignments(
-                    {self._tp(partition): target}, timeout_ms=ADMIN_TIMEOUT_MS
-                )
-            except RequestTimedOutError as exc:
-                if time.monotonic() > deadline:
-                    raise
-                self.note(f"  reassign {self.topic}-{partition}: {exc}; asking again"[:400])
-                time.sleep(0.5)
-                continue
-            if isinstance(result.error, RequestTimedOutError) and time.monotonic() < deadline:
-                time.sleep(0.5)
-                continue
-            break
+        """Ask for `target`; True if the controller took it."""
+        (result,) = self.admin.alter_partition_reassignments(
+            {self._tp(partition): target}, timeout_ms=ADMIN_TIMEOUT_MS
+        )
         self.note(f"  reassign {self.topic}-{partition} to {target}: {result.error or 'accepted'}")
         if result.error is None:
             self.applied[kind] += 1

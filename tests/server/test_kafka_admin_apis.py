@@ -85,9 +85,13 @@ class Controller:
     def __init__(self, **answers: Any) -> None:
         self.answers = answers
         self.sent: list[tuple[str, Any]] = []
+        self.timeouts: list[int] = []  # each forwarded request's time for the controller to answer
 
-    async def call(self, what: str, send: Callable[[Any, float], Awaitable[Any]]) -> Any:
+    async def call(
+        self, what: str, send: Callable[[Any, float], Awaitable[Any]], *, timeout_ms: int
+    ) -> Any:
         controller = self
+        self.timeouts.append(timeout_ms)
 
         class Stub:
             def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
@@ -188,6 +192,7 @@ async def test_create_topics_forwards_each_topic_and_answers_in_request_order() 
     ((method, sent),) = controller.sent
     assert method == "CreateTopics"
     assert sent.validate_only and sent.timeout_ms == 1234
+    assert controller.timeouts == [1234]  # through an election for as long as the client waits
     assert [t.name for t in sent.topics] == ["a", "b"]  # the null config is not forwarded
     assert dict(sent.topics[0].configs) == {"retention.ms": "5"}
     assert [list(a.broker_ids) for a in sent.topics[0].assignments] == [[1, 2]]
@@ -324,6 +329,7 @@ async def test_describe_configs_names_source_type_and_synonym() -> None:
     response = await answer(admin(controller), body, 4)
     ((_, sent),) = controller.sent
     assert [(r.resource_type, r.resource_name) for r in sent.resources] == [(2, "orders")]
+    assert controller.timeouts == [30_000]  # no timeout of its own: Kafka's request.timeout.ms
     metrics, orders = response.results
     assert metrics.error_code == INVALID_REQUEST and "type 16" in metrics.error_message
     retention, segment = orders.configs

@@ -36,7 +36,8 @@ from replog.errors import (
 )
 from replog.pb import common_pb2, controller_pb2_grpc
 from replog.pb import controller_pb2 as pb
-from replog.server.controller_calls import ActiveController, ControllerCalls
+from replog.server.controller_calls import ControllerCalls
+from replog.server.controller_retry import ActiveController
 from replog.server.producer_id_manager import ProducerIdManager, allocate_from_controller
 from replog.testing import LoopTasks
 from tests.eventually import eventually

@@ -112,7 +112,14 @@ from replog.coordinator.consumer_protocol_member import (
     ConsumerMemberConfig,
     ConsumerProtocolMember,
 )
-from replog.coordinator.group_member import ASSIGNED, LOST, GroupMember, MemberConfig, Phase
+from replog.coordinator.group_member import (
+    ASSIGNED,
+    LEAVE_UNSUBSCRIBED,
+    LOST,
+    GroupMember,
+    MemberConfig,
+    Phase,
+)
 from replog.errors import (
     ClientClosedError,
     CommitFailedError,
@@ -400,7 +407,9 @@ class Consumer:
 
                 async def leave() -> None:
                     deadline = self._clock() + self.config.request_timeout_ms
-                    await membership.leave(self._unowned, call_listener, deadline)
+                    await membership.leave(
+                        self._unowned, call_listener, deadline, LEAVE_UNSUBSCRIBED
+                    )
 
                 self._tasks.spawn(leave(), name="leave group")
             else:  # not in the group yet: only forget the subscription

@@ -49,6 +49,7 @@ from replog.coordinator.assignors import Racks
 from replog.coordinator.consumer_protocol_member import ConsumerProtocolMember
 from replog.coordinator.group_member import (
     ASSIGNED,
+    LEAVE_CLOSING,
     LOST,
     REVOKED,
     GroupMember,
@@ -221,15 +222,19 @@ class GroupMembership:
         return callback
 
     async def leave(
-        self, change: AssignmentChange, runner: ListenerRunner, deadline_ms: int
+        self,
+        change: AssignmentChange,
+        runner: ListenerRunner,
+        deadline_ms: int,
+        reason: str = LEAVE_CLOSING,
     ) -> None:
-        """Revoke what is owned (callbacks), then LeaveGroup within `deadline_ms`; errors are
-        logged: a consumer closes or unsubscribes anyway."""
+        """Revoke what is owned (callbacks), then LeaveGroup within `deadline_ms`, giving
+        `reason`; errors are logged: a consumer closes or unsubscribes anyway."""
         await self._stop_task()
         try:
             await self._run_events(self.core.leave_events(), change, runner)
         finally:
-            outgoing = self.core.leave(self._clock())
+            outgoing = self.core.leave(self._clock(), reason)
             self.core.callbacks_done()
             if outgoing is not None:
                 try:
@@ -277,7 +282,10 @@ class GroupMembership:
                     continue
                 self._offsets.forget_coordinator()
                 log.debug("group '%s': %s failed: %s", self.group_id, kind, exc)
-                core.request_failed(kind, self._clock())
+                if isinstance(core, GroupMember):
+                    core.request_failed(kind, self._clock(), type(exc).__name__)
+                else:
+                    core.request_failed(kind, self._clock())
                 continue
             now = self._clock()
             if isinstance(answer, cgm.ConsumerGroupHeartbeatResponse):

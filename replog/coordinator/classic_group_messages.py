@@ -36,6 +36,7 @@ class JoinGroupRequest:
     client_host: str = ""
     # v4+ answers a first join with MEMBER_ID_REQUIRED; v9+ lets a static leader skip assigning.
     api_version: int = 9
+    reason: str | None = None  # why the member (re)joins (v8+, KIP-800); the coordinator logs it
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,7 @@ class HeartbeatRequest:
 class LeaveMember:
     member_id: str
     group_instance_id: str | None = None
+    reason: str | None = None  # why it leaves (v5+, KIP-800); the coordinator logs it
 
 
 @dataclass(frozen=True, slots=True)

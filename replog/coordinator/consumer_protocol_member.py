@@ -69,6 +69,7 @@ from replog.coordinator.consumer_member import (
 )
 from replog.coordinator.group_member import (
     ASSIGNED,
+    LEAVE_CLOSING,
     LOST,
     REVOKED,
     MemberEvents,
@@ -383,8 +384,9 @@ class ConsumerProtocolMember(MemberEvents):
             self._drop_owned()
         return self.take_events()
 
-    def leave(self, now_ms: int) -> Outgoing | None:
-        """Leave the group (module docstring); the member starts afresh if it joins again."""
+    def leave(self, now_ms: int, reason: str = LEAVE_CLOSING) -> Outgoing | None:
+        """Leave the group (module docstring); the member starts afresh if it joins again.
+        `reason` is not sent: a leaving ConsumerGroupHeartbeat has no field for it."""
         request = None
         if self.phase is not Phase.UNJOINED and self.fatal is None:
             request = self._leave_request()

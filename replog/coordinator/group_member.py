@@ -80,6 +80,13 @@ REVOKED = "revoked"
 ASSIGNED = "assigned"
 LOST = "lost"
 
+# The reasons a member gives the coordinator (KIP-800), in the Java consumer's words: a
+# JoinGroup's why it (re)joins, a LeaveGroup's why it leaves. The coordinator logs them.
+LEAVE_CLOSING = "the consumer is being closed"
+LEAVE_UNSUBSCRIBED = "the consumer unsubscribed from all topics"
+LEAVE_POLL_TIMEOUT = "consumer poll timeout has expired."
+REASON_MAX_CHARS = 255  # Kafka's JoinGroupRequest.maybeTruncateReason
+
 # Answers that mean "ask again later, maybe elsewhere": the shell looks the coordinator up again.
 _RETRY = (
     NotCoordinatorError,
@@ -253,7 +260,8 @@ class GroupMember(MemberEvents):
         self.topics = topics
         self.by_pattern = by_pattern
         if self._subscribed:
-            self._request_rejoin("the subscription changed", now_ms)
+            # A first join gives no reason, as the Java consumer's gives none.
+            self._request_rejoin("subscription has changed" if self._in_group() else "", now_ms)
 
     @property
     def _subscribed(self) -> bool:
@@ -272,7 +280,7 @@ class GroupMember(MemberEvents):
         self._gone |= self._counts.keys() - known.keys()
         self._counts = known
         if self.leader and self.phase is Phase.STABLE and self._counts_changed():
-            self._request_rejoin("the subscribed topics' partitions changed", now_ms)
+            self._request_rejoin("cached metadata has changed", now_ms)
 
     def _counts_changed(self) -> bool:
         """Whether the metadata reports a watched topic with another count than it was assigned
@@ -302,9 +310,11 @@ class GroupMember(MemberEvents):
     def commit_fenced(self, error: KafkaError, now_ms: int) -> None:
         """A commit refused for its generation or member: the membership is gone."""
         if isinstance(error, RebalanceInProgressError):
-            self._request_rejoin("a commit found the group rebalancing", now_ms)
+            self._request_rejoin("offset commit failed since group is already rebalancing", now_ms)
         else:
-            self._reset(error, now_ms)
+            self._reset(
+                error, now_ms, f"encountered {error.error_name} from OFFSET_COMMIT response"
+            )
 
     # --- what to send -------------------------------------------------------------------------
 
@@ -401,6 +411,7 @@ class GroupMember(MemberEvents):
             self.config.rebalance_timeout_ms,
             self.config.group_instance_id,
             self.config.client_id,
+            reason=(self.rejoin_reason or "")[:REASON_MAX_CHARS],
         )
 
     def _prepare_events(self) -> None:
@@ -462,7 +473,10 @@ class GroupMember(MemberEvents):
         self.phase = Phase.UNJOINED
         if isinstance(error, MemberIdRequiredError):
             self.member_id = answer.member_id
-        elif self._error_answer(error, "the group rebalanced again", now_ms):
+            self._request_rejoin(
+                f"need to re-join with the given member-id: {self.member_id}", now_ms
+            )
+        elif self._error_answer(error, _rebalance_failed(error), now_ms):
             self._retry_at_ms = now_ms + self.config.retry_backoff_ms
 
     @staticmethod
@@ -481,12 +495,12 @@ class GroupMember(MemberEvents):
 
     def _error_answer(self, error: KafkaError, reason: str, now_ms: int) -> bool:
         """What join, sync and heartbeat answers share (module docstring): rebalancing asks
-        for a rejoin, a lost membership resets, others are fatal; True: a coordinator error,
-        to retry after a backoff."""
+        for a rejoin, a lost membership resets, others are fatal (`reason`: the rejoin's);
+        True: a coordinator error, to retry after a backoff."""
         if isinstance(error, RebalanceInProgressError):
             self._request_rejoin(reason, now_ms)
         elif isinstance(error, UnknownMemberIdError | IllegalGenerationError):
-            self._reset(error, now_ms)
+            self._reset(error, now_ms, reason)
         elif isinstance(error, _RETRY):
             return True
         else:
@@ -515,8 +529,8 @@ class GroupMember(MemberEvents):
         error = answer.error
         if error is not None:
             self.phase = Phase.UNJOINED
-            if self._error_answer(error, "the group rebalanced again", now_ms):
-                self._request_rejoin(f"SyncGroup failed: {error}", now_ms)
+            if self._error_answer(error, _rebalance_failed(error), now_ms):
+                self._request_rejoin(_rebalance_failed(error), now_ms)
                 self._retry_at_ms = now_ms + self.config.retry_backoff_ms
             return
         assigned = frozenset(
@@ -535,31 +549,39 @@ class GroupMember(MemberEvents):
             self._emit(ASSIGNED, assigned - self.owned)
             self.owned = assigned
             if revoked:
-                self._request_rejoin("partitions were revoked (cooperative)", now_ms)
+                self._request_rejoin("need to revoke partitions and re-join", now_ms)
         else:
             self.owned = assigned
             self._emit(ASSIGNED, assigned)
         if self.leader and self._counts_changed():
-            self._request_rejoin("the subscribed topics' partitions changed", now_ms)
+            self._request_rejoin("cached metadata has changed", now_ms)
         if self._subscribed and self.topics != self._joined_topics:
             # Subscribed while the join was under way: the group assigned the old topics.
-            self._request_rejoin("the subscription changed during the rebalance", now_ms)
+            self._request_rejoin("subscription has changed", now_ms)
 
     def heartbeat_answered(self, error: KafkaError | None, now_ms: int) -> None:
         self._in_flight = None
         if self.phase is not Phase.STABLE:
             return  # a rebalance began meanwhile (cannot happen with one request in flight)
         self._next_heartbeat_ms = now_ms + self.config.heartbeat_interval_ms
-        if error is not None and self._error_answer(error, "the group is rebalancing", now_ms):
+        if error is None:
+            return
+        reason = (
+            "group is already rebalancing"
+            if isinstance(error, RebalanceInProgressError)
+            else f"encountered {error.error_name} from HEARTBEAT response"
+        )
+        if self._error_answer(error, reason, now_ms):
             self._next_heartbeat_ms = now_ms + self.config.retry_backoff_ms
 
-    def request_failed(self, kind: str, now_ms: int) -> None:
-        """The request of `kind` got no answer (transport, timeout, coordinator moved)."""
+    def request_failed(self, kind: str, now_ms: int, cause: str = "DisconnectException") -> None:
+        """The request of `kind` got no answer (transport, timeout, coordinator moved);
+        `cause` names the failure (an exception's class)."""
         self._in_flight = None
         if kind in ("join", "sync"):
             self.phase = Phase.UNJOINED
             self._sync = None
-            self._request_rejoin(f"{kind} failed", now_ms)
+            self._request_rejoin(f"rebalance failed due to {cause}", now_ms)
             self._retry_at_ms = now_ms + self.config.retry_backoff_ms
         elif kind == "heartbeat":
             self._next_heartbeat_ms = now_ms + self.config.retry_backoff_ms
@@ -573,14 +595,13 @@ class GroupMember(MemberEvents):
             self.owned = frozenset()
         return self.take_events()
 
-    def leave(self, now_ms: int) -> Outgoing | None:
-        """Leave the group (module docstring); the member starts afresh if it joins again."""
+    def leave(self, now_ms: int, reason: str = LEAVE_CLOSING) -> Outgoing | None:
+        """Leave the group (module docstring), saying why (`reason`); the member starts afresh
+        if it joins again."""
         request = None
         if self.member_id and self.config.group_instance_id is None and self.fatal is None:
-            request = Outgoing(
-                "leave",
-                gm.LeaveGroupRequest(self.config.group_id, (gm.LeaveMember(self.member_id),)),
-            )
+            member = gm.LeaveMember(self.member_id, reason=reason[:REASON_MAX_CHARS])
+            request = Outgoing("leave", gm.LeaveGroupRequest(self.config.group_id, (member,)))
         self._forget()
         self.topics = frozenset()
         self.by_pattern = False
@@ -593,7 +614,11 @@ class GroupMember(MemberEvents):
                 "leave",
                 gm.LeaveGroupRequest(
                     self.config.group_id,
-                    (gm.LeaveMember(self.member_id, self.config.group_instance_id),),
+                    (
+                        gm.LeaveMember(
+                            self.member_id, self.config.group_instance_id, LEAVE_POLL_TIMEOUT
+                        ),
+                    ),
                 ),
             )
             if self.member_id
@@ -602,7 +627,7 @@ class GroupMember(MemberEvents):
         self._forget()
         self._lost = True
         self._poll_expired = True
-        self._request_rejoin("poll was not called within max.poll.interval.ms", now_ms)
+        self._request_rejoin("consumer pro-actively leaving the group", now_ms)
         return request
 
     # --- helpers ------------------------------------------------------------------------------
@@ -617,13 +642,20 @@ class GroupMember(MemberEvents):
         self._sync = None
         self._prepared = False
 
-    def _reset(self, error: KafkaError, now_ms: int) -> None:
+    def _reset(self, error: KafkaError, now_ms: int, reason: str) -> None:
         """The membership is gone (module docstring): owned partitions are lost."""
         self._forget(keep_member_id=not isinstance(error, UnknownMemberIdError))
         self._lost = True
-        self._request_rejoin(f"{error.error_name}: the membership was lost", now_ms)
+        self._request_rejoin(reason, now_ms)
 
     def _request_rejoin(self, reason: str, now_ms: int) -> None:
-        if self.rejoin_reason is None:
-            self.rejoin_reason = reason
+        """A rejoin is due; the next JoinGroup gives the latest `reason`, as Kafka's does."""
+        self.rejoin_reason = reason
         self.stats.begin(now_ms)
+
+
+def _rebalance_failed(error: KafkaError) -> str:
+    """The Java consumer's reason after a failed JoinGroup or SyncGroup: the failure's
+    exception class (REBALANCE_IN_PROGRESS: RebalanceInProgressException)."""
+    name = "".join(word.capitalize() for word in error.error_name.split("_"))
+    return f"rebalance failed due to {name}Exception"

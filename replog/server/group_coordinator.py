@@ -698,11 +698,33 @@ class GroupCoordinator:
     # --- classic groups -----------------------------------------------------------------------
 
     async def join_group(self, request: gm.JoinGroupRequest) -> gm.JoinGroupResponse:
-        """A JoinGroup: answered once the group's join phase ends (or at once)."""
+        """A JoinGroup: answered once the group's join phase ends (or at once). A join that
+        starts a rebalance is logged at INFO with the member's reason, as Kafka's coordinator
+        logs it."""
+
+        def join(groups: ClassicGroupCoordinator, request_id: int, now_ms: int) -> gm.GroupResult:
+            before = groups.groups.get(request.group_id)
+            state, generation = (None, 0) if before is None else (before.state, before.generation)
+            result = groups.join(request, request_id, now_ms)
+            after = groups.groups.get(request.group_id)
+            if (
+                after is not None
+                and after.state is GroupState.PREPARING_REBALANCE
+                and state is not GroupState.PREPARING_REBALANCE
+            ):
+                log.info(
+                    "broker %d: preparing to rebalance group '%s' with old generation %d: "
+                    "member %s joins; client reason: %s",
+                    self.broker_id,
+                    request.group_id,
+                    generation,
+                    request.member_id or "(new)",
+                    request.reason or "not provided",
+                )
+            return result
+
         return await self._answered_later(
-            request.group_id,
-            lambda groups, request_id, now_ms: groups.join(request, request_id, now_ms),
-            lambda error: gm.JoinGroupResponse(0, error, request.member_id),
+            request.group_id, join, lambda error: gm.JoinGroupResponse(0, error, request.member_id)
         )
 
     async def sync_group(self, request: gm.SyncGroupRequest) -> gm.SyncGroupResponse:
@@ -755,9 +777,23 @@ class GroupCoordinator:
             return gm.LeaveGroupResponse(error)
         assert shard is not None
         try:
-            return await self._group_call(shard, lambda: shard.groups.leave(request, self._clock()))
+            answer = await self._group_call(
+                shard, lambda: shard.groups.leave(request, self._clock())
+            )
         except KafkaError as failure:
             return gm.LeaveGroupResponse(failure)
+        # Each member that left, with its reason, as Kafka's coordinator logs it.
+        for who, left in zip(request.members, answer.members, strict=False):
+            if answer.error is None and left.error is None:
+                log.info(
+                    "broker %d: member %s has left group '%s' through an explicit LeaveGroup "
+                    "request; client reason: %s",
+                    self.broker_id,
+                    who.member_id or who.group_instance_id,
+                    request.group_id,
+                    who.reason or "not provided",
+                )
+        return answer
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[gm.DescribedGroup]:
         """Each group's state and members; a group with committed offsets and no members is

@@ -317,6 +317,7 @@ class KafkaGroupApis:
                 client_id=client_id or "",
                 client_host=client_host,
                 api_version=version,
+                reason=request.reason,
             )
         )
         nullable = version >= JOIN_NULLABLE_PROTOCOL_VERSION
@@ -364,7 +365,7 @@ class KafkaGroupApis:
     ) -> LeaveGroupResponse:
         if version >= LEAVE_BATCH_VERSION:
             members = tuple(
-                gm.LeaveMember(m.member_id, m.group_instance_id) for m in request.members
+                gm.LeaveMember(m.member_id, m.group_instance_id, m.reason) for m in request.members
             )
         else:
             members = (gm.LeaveMember(request.member_id),)

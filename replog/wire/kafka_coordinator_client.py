@@ -400,6 +400,7 @@ class KafkaCoordinatorClient:
                     JoinGroupRequestProtocol(name=name, metadata=metadata)
                     for name, metadata in request.protocols
                 ],
+                reason=request.reason,  # v8+; older versions do not carry it
             ),
             JoinGroupResponse,
             timeout_ms,
@@ -472,7 +473,11 @@ class KafkaCoordinatorClient:
                 return LeaveGroupRequest(
                     group_id=request.group_id,
                     members=[
-                        MemberIdentity(member_id=m.member_id, group_instance_id=m.group_instance_id)
+                        MemberIdentity(
+                            member_id=m.member_id,
+                            group_instance_id=m.group_instance_id,
+                            reason=m.reason,  # v5+
+                        )
                         for m in request.members
                     ],
                 )

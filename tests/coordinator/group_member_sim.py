@@ -50,6 +50,7 @@ class GroupSim:
             new_uuid=lambda: f"u{next(ids)}",
         )
         self.members: dict[str, SimMember] = {}
+        self.sent: list[tuple[str, object]] = []  # (member, request) in the order sent
         self._parked: dict[int, tuple[str, str]] = {}  # request id -> (member, kind)
         self._next_id = 0
 
@@ -110,6 +111,7 @@ class GroupSim:
     def _send(self, name: str, outgoing: object) -> None:
         core = self.members[name].core
         request = outgoing.request  # type: ignore[attr-defined]
+        self.sent.append((name, request))
         if isinstance(request, gm.JoinGroupRequest | gm.SyncGroupRequest):
             self._next_id += 1
             kind = "join" if isinstance(request, gm.JoinGroupRequest) else "sync"

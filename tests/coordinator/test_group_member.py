@@ -1,6 +1,7 @@
 """Scenarios of the consumer's membership core (`GroupMember`) against the real coordinator core,
 on a simulated clock (`group_member_sim`): joining, splitting, eager and cooperative rebalances,
-liveness (session and max.poll.interval.ms), commits fenced by generation, fatal errors.
+liveness (session and max.poll.interval.ms), commits fenced by generation, fatal errors, and
+the reasons each JoinGroup and LeaveGroup gives (KIP-800, the Java consumer's words).
 `GroupSim.check` holds after every step: no partition is read by two live members."""
 
 from __future__ import annotations
@@ -10,12 +11,18 @@ from group_member_sim import GROUP, GroupSim
 
 from replog.common import TopicPartition
 from replog.coordinator import classic_group_messages as gm
-from replog.coordinator.group_member import GroupMember, MemberConfig, Phase
+from replog.coordinator.group_member import (
+    LEAVE_UNSUBSCRIBED,
+    GroupMember,
+    MemberConfig,
+    Phase,
+)
 from replog.errors import (
     CommitFailedError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     RebalanceInProgressError,
+    UnknownMemberIdError,
 )
 
 SPLIT = 1_000  # enough simulated time for a rebalance
@@ -427,3 +434,86 @@ def test_a_pattern_matching_no_topic_joins_with_none_and_an_empty_list_does_not(
     sim.members["p"].core.subscribe(frozenset({"t"}), sim.now, by_pattern=True)  # "t" created
     sim.run(2 * SPLIT)
     assert sorted(sim.reads()["p"]) == ["t-0", "t-1"]
+
+
+def reasons(sim: GroupSim, name: str) -> list[tuple[str, str | None]]:
+    """What `name` sent: ("join", reason) and ("leave", reason) in order."""
+    said: list[tuple[str, str | None]] = []
+    for who, request in sim.sent:
+        if who != name:
+            continue
+        if isinstance(request, gm.JoinGroupRequest):
+            said.append(("join", request.reason))
+        elif isinstance(request, gm.LeaveGroupRequest):
+            said += [("leave", m.reason) for m in request.members]
+    return said
+
+
+def test_joins_and_leaves_say_why_in_the_java_consumers_words() -> None:
+    sim = GroupSim({"t": 4})
+    a = sim.add("a", max_poll_ms=2_000)
+    sim.run(SPLIT)
+    member_id = a.core.member_id
+    assert reasons(sim, "a") == [
+        ("join", ""),  # a first join gives none, as the Java consumer's
+        ("join", f"need to re-join with the given member-id: {member_id}"),
+    ]
+    sim.add("b")
+    sim.run(2 * SPLIT)  # a's heartbeat finds the group rebalancing
+    assert reasons(sim, "a")[2:] == [("join", "group is already rebalancing")]
+    a.core.subscribe(frozenset({"t", "u"}), sim.now)
+    sim.run(2 * SPLIT)
+    assert reasons(sim, "a")[3:] == [("join", "subscription has changed")]
+    a.polling = False
+    sim.run(3_000)
+    assert reasons(sim, "a")[4:] == [("leave", "consumer poll timeout has expired.")]
+    a.polling = True
+    sim.run(2 * SPLIT)
+    assert reasons(sim, "a")[5] == ("join", "consumer pro-actively leaving the group")
+    b = sim.members["b"]
+    closing = b.core.leave(sim.now)
+    assert closing is not None and isinstance(closing.request, gm.LeaveGroupRequest)
+    assert [m.reason for m in closing.request.members] == ["the consumer is being closed"]
+
+
+def test_a_failed_rebalance_and_a_fenced_commit_say_what_failed() -> None:
+    sim = GroupSim({"t": 2})
+    a = sim.add("a")
+    sim.run(SPLIT)
+    a.core.commit_fenced(IllegalGenerationError("old generation"), sim.now)
+    sim.run(SPLIT)
+    assert reasons(sim, "a")[-1] == (
+        "join",
+        "encountered ILLEGAL_GENERATION from OFFSET_COMMIT response",
+    )
+    a.core.commit_fenced(RebalanceInProgressError("rebalancing"), sim.now)
+    sim.run(SPLIT)
+    assert ("join", "offset commit failed since group is already rebalancing") in reasons(sim, "a")
+    # A JoinGroup answered with an error names the error as the Java consumer's exception.
+    core = GroupMember(MemberConfig("g", "c", 1000, 5000, 100, 50, ("range",)))
+    core.poll_called(0)
+    core.subscribe(frozenset({"t"}), 0)
+    join = core.next_request(0)
+    assert join is not None and isinstance(join.request, gm.JoinGroupRequest)
+    core.join_answered(gm.JoinGroupResponse(0, UnknownMemberIdError("gone"), "m-1"), 0)
+    again = core.next_request(100)
+    assert again is not None and isinstance(again.request, gm.JoinGroupRequest)
+    assert again.request.reason == "rebalance failed due to UnknownMemberIdException"
+    core.request_failed("join", 100, "RequestTimedOutError")
+    third = core.next_request(200)
+    assert third is not None and isinstance(third.request, gm.JoinGroupRequest)
+    assert third.request.reason == "rebalance failed due to RequestTimedOutError"
+
+
+def test_a_leave_gives_the_reason_asked_and_a_long_one_is_cut_to_255_characters() -> None:
+    sim = GroupSim({"t": 2})
+    a, b = sim.add("a"), sim.add("b")
+    sim.run(2 * SPLIT)
+    leave = a.core.leave(sim.now, LEAVE_UNSUBSCRIBED)
+    assert leave is not None and isinstance(leave.request, gm.LeaveGroupRequest)
+    assert [m.reason for m in leave.request.members] == [
+        "the consumer unsubscribed from all topics"
+    ]
+    long = b.core.leave(sim.now, "x" * 300)
+    assert long is not None and isinstance(long.request, gm.LeaveGroupRequest)
+    assert long.request.members[0].reason == "x" * 255

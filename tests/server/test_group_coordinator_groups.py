@@ -2,14 +2,18 @@
 join (MEMBER_ID_REQUIRED first), the leader's SyncGroup answers every member once the group
 record is appended, commits are fenced by generation and member, a broker that loads the
 partition again (a failover) serves the same generation and members, a silent member is removed
-by the session timer the shell arms, DeleteGroups removes an Empty group with its offsets, and a
-failed append of a group record answers the waiting request with the error commits get (and
-what the record stored is undone: a failed assignment makes the group rebalance).
+by the session timer the shell arms, DeleteGroups removes an Empty group with its offsets, the
+reason a member gives for a join that starts a rebalance and for leaving is logged at INFO with
+its member id (KIP-800), and a failed append of a group record answers the waiting request with
+the error commits get (and what the record stored is undone: a failed assignment makes the
+group rebalance).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +36,7 @@ from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.testing import LoopTasks
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
+from tests.eventually import eventually
 from tests.server.test_group_coordinator import (
     DATA,
     GROUP_IN,
@@ -255,3 +260,50 @@ async def test_group_records_are_stamped_with_the_wall_clock(broker: Broker) -> 
     await stable_pair(broker)
     stamps = {value.current_state_timestamp_ms for _, value in group_records(broker) if value}
     assert stamps == {broker.now}
+
+
+@pytest.mark.asyncio
+async def test_the_members_reasons_are_logged_with_their_member_ids(
+    broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "replog.server.group_coordinator")
+    await loaded(broker, IMAGE)
+    leader, follower, generation = await stable_pair(broker)
+    caplog.clear()
+    # The follower rejoins (a new subscription): the group rebalances, for the reason it gave.
+    rejoin = dataclasses.replace(
+        join(follower, "b"),
+        protocols=(("range", b"sub-b-more"),),
+        reason="subscription has changed",
+    )
+    rejoined = asyncio.ensure_future(broker.coordinator.join_group(rejoin))
+    await eventually(lambda: logged(caplog, "preparing to rebalance"), "the rebalance's line")
+    assert logged(caplog, "preparing to rebalance") == [
+        f"broker 1: preparing to rebalance group '{GROUP}' with old generation {generation}: "
+        f"member {follower} joins; client reason: subscription has changed"
+    ]
+    caplog.clear()
+    left = await broker.coordinator.leave_group(
+        gm.LeaveGroupRequest(
+            GROUP,
+            (
+                gm.LeaveMember(leader, reason="the consumer is being closed"),
+                gm.LeaveMember(follower),
+                gm.LeaveMember("nobody", reason="not a member"),
+            ),
+        )
+    )
+    assert [m.error is None for m in left.members] == [True, True, False]
+    assert logged(caplog, "has left") == [
+        f"broker 1: member {leader} has left group '{GROUP}' through an explicit LeaveGroup "
+        "request; client reason: the consumer is being closed",
+        f"broker 1: member {follower} has left group '{GROUP}' through an explicit LeaveGroup "
+        "request; client reason: not provided",
+    ]
+    assert all(r.levelno == logging.INFO for r in caplog.records if "reason" in r.getMessage())
+    await asyncio.wait_for(rejoined, 10)
+    await broker.coordinator.stop()
+
+
+def logged(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if text in r.getMessage()]

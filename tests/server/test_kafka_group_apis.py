@@ -189,6 +189,39 @@ def test_join_group_takes_the_client_id_and_host_and_describe_writes_kafkas_host
     assert [(m.client_id, m.client_host) for m in group.members] == [("c1", "/10.0.0.7")]
 
 
+@pytest.mark.parametrize(("version", "reason"), [(7, None), (8, "group is already rebalancing")])
+def test_join_group_hands_the_members_reason_on_from_v8(version: int, reason: str | None) -> None:
+    fake = FakeCoordinator()
+    request = JoinGroupRequest(
+        group_id="g",
+        session_timeout_ms=10_000,
+        member_id="m1",
+        protocol_type="consumer",
+        protocols=[JoinGroupRequestProtocol(name="range", metadata=b"s")],
+        reason="group is already rebalancing",
+    )
+    wire = JoinGroupRequest.decode(request.encode(version), version)  # v7 has no reason field
+    handled(fake, 11, version, wire)
+    assert [j.reason for j in fake.joined] == [reason]
+
+
+def test_leave_group_hands_each_members_reason_on_from_v5() -> None:
+    fake = FakeCoordinator()
+    request = LeaveGroupRequest(
+        group_id="g",
+        members=[
+            MemberIdentity(member_id="m1", reason="the consumer is being closed"),
+            MemberIdentity(member_id="m2"),
+        ],
+    )
+    for version in (4, 5):
+        handled(fake, 13, version, LeaveGroupRequest.decode(request.encode(version), version))
+    assert [[m.reason for m in r.members] for r in fake.left] == [
+        [None, None],
+        ["the consumer is being closed", None],
+    ]
+
+
 def test_find_coordinator_one_key_or_a_batch_for_the_clients_listener() -> None:
     fake = FakeCoordinator()
     one = handled(fake, 10, 2, FindCoordinatorRequest(key="g1", key_type=0))

@@ -275,6 +275,47 @@ async def test_leave_group_names_its_one_member_before_v3() -> None:
     assert left == gm.LeaveGroupResponse(None, (gm.LeaveMemberResponse("m-1", None, None),))
 
 
+@pytest.mark.parametrize(("join_versions", "leave_versions"), [((0, 9), (0, 5)), ((0, 7), (0, 4))])
+@pytest.mark.asyncio
+async def test_join_and_leave_carry_the_members_reason_where_the_version_has_it(
+    join_versions: tuple[int, int], leave_versions: tuple[int, int]
+) -> None:
+    """JoinGroup v8+ and LeaveGroup v5+ (KIP-800); older versions have no field for it."""
+
+    def joined(request: Any, version: int) -> JoinGroupResponse:
+        return JoinGroupResponse(member_id=request.member_id, generation_id=1)
+
+    def left(request: Any, version: int) -> LeaveGroupResponse:
+        return LeaveGroupResponse(members=[])
+
+    async with (
+        ScriptedKafka(
+            {JOIN_GROUP: joined, LEAVE_GROUP: left},
+            {JOIN_GROUP: join_versions, LEAVE_GROUP: leave_versions},
+        ) as broker,
+        KafkaCoordinatorClient(broker.address) as client,
+    ):
+        await client.join_group(
+            gm.JoinGroupRequest(
+                "g", "m-1", "consumer", (("range", b""),), 10_000, reason="subscription has changed"
+            ),
+            timeout_ms=5_000,
+        )
+        await client.leave_group(
+            gm.LeaveGroupRequest(
+                "g", (gm.LeaveMember("m-1", reason="the consumer is being closed"),)
+            ),
+            timeout_ms=5_000,
+        )
+    (_, join_version, join), (_, leave_version, leave) = broker.seen
+    assert (join_version, leave_version) == (join_versions[1], leave_versions[1])
+    new = join_version >= 8
+    assert join.reason == ("subscription has changed" if new else None)
+    assert [m.reason for m in leave.members] == (
+        ["the consumer is being closed"] if new else [None]
+    )
+
+
 @pytest.mark.asyncio
 async def test_a_dropped_connection_and_an_unanswered_request_then_a_new_connection() -> None:
     hold = asyncio.Event()

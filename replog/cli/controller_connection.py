@@ -63,14 +63,21 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, controllers: bo
 
 def bootstrap(args: argparse.Namespace) -> list[str]:
     """The Kafka listeners to ask, in turn (module docstring)."""
+    return _bootstrap(args)[0]
+
+
+def _bootstrap(args: argparse.Namespace) -> tuple[list[str], bool]:
+    """The Kafka listeners to ask, and whether they are controllers' (whose DescribeCluster
+    describes controllers: KIP-919)."""
     from replog.admin.bootstrap import parse_bootstrap
 
     for option in ("bootstrap_server", "bootstrap_controller"):
         named = getattr(args, option, None)
         if named is not None:
             flag = "--" + option.replace("_", "-")
-            return list(parse_bootstrap(named, what=flag).addresses)
-    return default_bootstrap(args.data_dir, controllers=hasattr(args, "bootstrap_controller"))
+            addresses = list(parse_bootstrap(named, what=flag).addresses)
+            return addresses, option == "bootstrap_controller"
+    return _local_bootstrap(args.data_dir, controllers=hasattr(args, "bootstrap_controller"))
 
 
 def default_bootstrap(data_dir: str | None, *, controllers: bool = False) -> list[str]:
@@ -78,6 +85,11 @@ def default_bootstrap(data_dir: str | None, *, controllers: bool = False) -> lis
     `./.replog/cluster`; with `controllers`, its controllers' when it has no broker), or with
     no `data_dir` and no local cluster 127.0.0.1:9092, checked to accept a TCP connection
     (module docstring)."""
+    return _local_bootstrap(data_dir, controllers=controllers)[0]
+
+
+def _local_bootstrap(data_dir: str | None, *, controllers: bool) -> tuple[list[str], bool]:
+    """`default_bootstrap`, and whether the addresses are controllers'."""
     from replog.cli.local_cluster import accepts_connections
 
     directory = data_dir or DEFAULT_DATA_DIR
@@ -88,10 +100,11 @@ def default_bootstrap(data_dir: str | None, *, controllers: bool = False) -> lis
                 f"cluster in {directory}: pass --bootstrap-server, or start one with "
                 "`replog cluster start`"
             )
-        return [DEFAULT_BOOTSTRAP]
+        return [DEFAULT_BOOTSTRAP], False
     cluster = LocalCluster.load(directory)
     addresses = [n.kafka_address for n in cluster.nodes if n.kafka_address]
-    if not addresses and controllers:
+    of_controllers = not addresses and controllers
+    if of_controllers:
         # A quorum of controllers only (`--roles controller`) answers on its controllers'.
         addresses = [
             n.kafka_controller_address for n in cluster.nodes if n.kafka_controller_address
@@ -102,13 +115,17 @@ def default_bootstrap(data_dir: str | None, *, controllers: bool = False) -> lis
             "pass --bootstrap-server"
         )
     cluster.require_answering(addresses, "Kafka listener")
-    return addresses
+    return addresses, of_controllers
 
 
 def connect(args: argparse.Namespace) -> KafkaAdminClient:
     """An admin client of the Kafka listeners the arguments name (module docstring)."""
     from replog.admin.kafka_admin_client import KafkaAdminClient
 
+    addresses, controllers = _bootstrap(args)
     return KafkaAdminClient(
-        bootstrap(args), default_timeout_s=args.timeout, request_timeout_s=args.timeout
+        addresses,
+        default_timeout_s=args.timeout,
+        request_timeout_s=args.timeout,
+        controllers=controllers,
     )

@@ -2,8 +2,9 @@
 
 Like `kafka-metadata-quorum.sh describe`:
 
-- `--status` (the default): LeaderId, LeaderEpoch, HighWatermark, MaxFollowerLag,
-  MaxFollowerLagTimeMs, CurrentVoters, CurrentObservers.
+- `--status` (the default): ClusterId (Kafka's DescribeCluster, asked first as Kafka's tool
+  asks it), LeaderId, LeaderEpoch, HighWatermark, MaxFollowerLag, MaxFollowerLagTimeMs,
+  CurrentVoters, CurrentObservers.
 - `--replication`: one row per replica (the leader, then the other voters, then observers) with
   NodeId, LogEndOffset, Lag (the leader's log end offset minus the replica's),
   LastFetchTimestamp, LastCaughtUpTimestamp (wall-clock ms) and Status (Leader, Follower or
@@ -54,6 +55,7 @@ def run_describe(args: argparse.Namespace) -> int:
     from replog.admin.kafka_cluster_answers import quorum_description
 
     with connect(args) as client:
+        cluster_id = None if args.replication else client.describe_cluster().cluster_id
         description = quorum_description(*client.describe_quorum())
     if args.replication:
         rows = [asdict(r) for r in description.replicas]
@@ -62,7 +64,7 @@ def run_describe(args: argparse.Namespace) -> int:
         else:
             print_replication_table(rows)
     else:
-        status = description.status(description.voter_addresses)
+        status = {"cluster_id": cluster_id, **description.status(description.voter_addresses)}
         if args.json:
             print(json.dumps(status, indent=2))
         else:
@@ -75,6 +77,7 @@ def run_describe(args: argparse.Namespace) -> int:
 
 # Kafka's names for the fields, in its order.
 STATUS_LABELS = {
+    "cluster_id": "ClusterId",
     "leader_id": "LeaderId",
     "leader_epoch": "LeaderEpoch",
     "high_watermark": "HighWatermark",

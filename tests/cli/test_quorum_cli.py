@@ -1,5 +1,6 @@
-"""`replog quorum describe` against a scripted fake Kafka listener: Kafka's DescribeQuorum, the
-status and replication views as kafka-metadata-quorum.sh prints them, `--bootstrap-server` or
+"""`replog quorum describe` against a scripted fake Kafka listener: Kafka's DescribeQuorum (and
+for the status its DescribeCluster, whose cluster id is the first line), the status and
+replication views as kafka-metadata-quorum.sh prints them, `--bootstrap-server` or
 `--bootstrap-controller` (not both), and a quorum without a leader retried until `--timeout`."""
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from cli_runner import replog
 from fake_kafka_listener import FakeKafkaListener, listening
 
 from replog.errors import NotLeaderOrFollowerError
+from replog.kafka.messages import describe_cluster_response as dcr
 from replog.kafka.messages import describe_quorum_response as dqr
+
+CLUSTER_ID = "8sSZhjkhR8eNOfqSeZK-Fg"
 
 
 @pytest.fixture(autouse=True)
@@ -24,6 +28,7 @@ def no_debug(monkeypatch: pytest.MonkeyPatch) -> None:
 def node() -> Iterator[FakeKafkaListener]:
     with listening() as (listener,):
         listener.script("DescribeQuorum", quorum())
+        listener.script("DescribeCluster", dcr.DescribeClusterResponse(cluster_id=CLUSTER_ID))
         yield listener
 
 
@@ -58,6 +63,7 @@ def quorum(error_code: int = 0) -> dqr.DescribeQuorumResponse:
 
 
 STATUS = (
+    f"ClusterId:            {CLUSTER_ID}\n"
     "LeaderId:             1\n"
     "LeaderEpoch:          3\n"
     "HighWatermark:        50\n"
@@ -76,6 +82,9 @@ def test_status_and_replication_as_kafkas_tool_prints_them(
 ) -> None:
     status = replog("quorum", "describe", flag, node.address)
     assert (status.returncode, status.stdout, status.stderr) == (0, STATUS, "")
+    (asked,) = node.asked("DescribeCluster")
+    controllers = flag == "--bootstrap-controller"
+    assert asked.endpoint_type == (2 if controllers else 1)  # KIP-919: a controller's own kind
     (request,) = node.asked("DescribeQuorum")
     assert [(t.topic_name, [p.partition_index for p in t.partitions]) for t in request.topics] == [
         ("__cluster_metadata", [0])
@@ -89,7 +98,12 @@ def test_status_and_replication_as_kafkas_tool_prints_them(
         ["4", "-1", "-1", "-1", "-1", "Observer"],
     ]
     as_json = json.loads(replog("quorum", "describe", "--json", flag, node.address).stdout)
-    assert (as_json["leader_id"], as_json["max_follower_lag"]) == (1, 2)
+    assert (as_json["cluster_id"], as_json["leader_id"], as_json["max_follower_lag"]) == (
+        CLUSTER_ID,
+        1,
+        2,
+    )
+    assert len(node.asked("DescribeCluster")) == 2  # not for --replication
 
 
 def test_no_leader_is_retried_until_one_answers_or_the_timeout(node: FakeKafkaListener) -> None:

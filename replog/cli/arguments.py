@@ -91,6 +91,17 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def positive_ms(text: str) -> int:
+    """An argparse type: a whole number of milliseconds above 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+    return value
+
+
 def parse_key_values(
     items: Sequence[str] | None, option: str, *, strip_values: bool
 ) -> dict[str, str]:

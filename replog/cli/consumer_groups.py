@@ -55,6 +55,11 @@ Rules:
   group's server assignor as its strategy; a group without members prints
   Kafka's line "Consumer group 'G' has no active members." first (not with `--json`).
 - A group that does not exist is an error naming it (exit code 1).
+- A coordinator not ready yet (COORDINATOR_NOT_AVAILABLE while a fresh cluster creates
+  `__consumer_offsets`, COORDINATOR_LOAD_IN_PROGRESS while it loads, NOT_COORDINATOR after a
+  move) is asked again, the coordinator found anew, until `--timeout` (ms, default 30000, as
+  kafka-consumer-groups.sh's): `coordinator_wait` decides; a wait past a few seconds says on
+  stderr what it waits for.
 """
 
 from __future__ import annotations
@@ -63,16 +68,17 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from replog.cli.arguments import add_documented_command
+from replog.cli.arguments import add_documented_command, positive_ms
 from replog.cli.client_connection import (
     add_client_connection_arguments,
     client_config,
     keys_named,
 )
+from replog.cli.coordinator_wait import TIMEOUT_MS_DEFAULT, WAITED_OUT, CoordinatorWait
 from replog.cli.reset_offsets import (
     HEADER as RESET_HEADER,
 )
@@ -97,6 +103,7 @@ if TYPE_CHECKING:
     from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
 REQUEST_TIMEOUT_MS = 10_000
+T = TypeVar("T")
 HEADER = (
     "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
     "HOST", "CLIENT-ID",
@@ -181,17 +188,37 @@ async def _brokers(config: Mapping[str, object]) -> list[tuple[int, str]]:
     )
 
 
-async def list_groups(config: Mapping[str, object]) -> tuple[list[Any], list[str]]:
+async def list_groups(
+    config: Mapping[str, object], timeout_ms: int = TIMEOUT_MS_DEFAULT
+) -> tuple[list[Any], list[str]]:
     """Every group of every unfenced broker, by id, and a line per broker that failed."""
     groups: list[Any] = []
     failures: list[str] = []
     for broker_id, address in await _brokers(config):
         async with _client(config, address) as client:
             try:
-                groups += await client.list_groups()
+                groups += await waited_out(
+                    f"listing the groups of broker {broker_id}", timeout_ms, client.list_groups
+                )
             except ReplogError as error:
                 failures.append(f"broker {broker_id} at {address}: {error}")
     return sorted(groups, key=lambda g: g.group_id), failures
+
+
+async def waited_out(what: str, timeout_ms: int, call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`'s answer, asked again while the group coordinator is not ready, until
+    `timeout_ms` (`coordinator_wait`)."""
+    from replog.clock import monotonic_ms
+
+    wait = CoordinatorWait(what, now_ms=monotonic_ms(), timeout_ms=timeout_ms)
+    while True:
+        try:
+            return await call()
+        except ReplogError as error:
+            delay_ms = wait.failed(error, monotonic_ms())
+        if (note := wait.note(monotonic_ms())) is not None:
+            print(f"replog consumer-groups: {note}", file=sys.stderr, flush=True)
+        await asyncio.sleep(delay_ms / 1000)
 
 
 def _client(config: Mapping[str, object], address: str) -> KafkaCoordinatorClient:
@@ -327,9 +354,14 @@ def _partitions(named: Any) -> list[tuple[str, int]]:
 async def delete(
     config: Mapping[str, object], group_id: str
 ) -> list[tuple[str, KafkaError | None]]:
+    """The group's deletion; a coordinator error of it is raised (`waited_out` asks again)."""
     _, address = await _coordinator(config, group_id)
     async with _client(config, address) as client:
-        return await client.delete_groups([group_id])
+        results = await client.delete_groups([group_id])
+    for _, error in results:
+        if isinstance(error, WAITED_OUT):
+            raise error
+    return results
 
 
 def assignment_text(partitions: Sequence[tuple[str, int]] | None) -> str:
@@ -432,8 +464,9 @@ def run(args: argparse.Namespace) -> int:
         props_option="command_property",
         defaults={"client.id": "replog-consumer-groups"},
     )
+    timeout_ms = args.timeout
     if args.list:
-        groups, failures = asyncio.run(list_groups(config))
+        groups, failures = asyncio.run(list_groups(config, timeout_ms))
         for failure in failures:
             print(f"replog consumer-groups: {failure}", file=sys.stderr)
         if args.json:
@@ -450,10 +483,16 @@ def run(args: argparse.Namespace) -> int:
         action = "delete" if args.delete else "reset-offsets" if args.reset_offsets else "describe"
         raise ReplogError(f"--{action} needs --group G")
     if args.delete:
-        return run_delete(config, args.group, args.json)
+        return run_delete(config, args.group, args.json, timeout_ms)
     if args.reset_offsets:
         return run_reset(config, args)
-    described = asyncio.run(describe(config, args.group))
+    described = asyncio.run(
+        waited_out(
+            f"describing group '{args.group}'",
+            timeout_ms,
+            lambda: describe(config, args.group),
+        )
+    )
     group = described.group
     verbose = args.verbose_columns
     if args.state:
@@ -497,8 +536,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_delete(config: Mapping[str, object], group_id: str, as_json: bool) -> int:
-    results = asyncio.run(delete(config, group_id))
+def run_delete(config: Mapping[str, object], group_id: str, as_json: bool, timeout_ms: int) -> int:
+    results = asyncio.run(
+        waited_out(f"deleting group '{group_id}'", timeout_ms, lambda: delete(config, group_id))
+    )
     failed = [(g, e) for g, e in results if e is not None]
     if as_json:
         print(
@@ -555,7 +596,9 @@ def run_reset(config: Mapping[str, object], args: argparse.Namespace) -> int:
             request_timeout_ms=REQUEST_TIMEOUT_MS,
         )
 
-    offsets = asyncio.run(reset())
+    offsets = asyncio.run(
+        waited_out(f"resetting the offsets of group '{args.group}'", args.timeout, reset)
+    )
     if args.json:
         rows = [
             {"group": args.group, "topic": t, "partition": p, "newOffset": o}
@@ -628,5 +671,14 @@ def register(commands: Any) -> None:
         dest="command_config",
         metavar="FILE",
         help="a properties file of admin client configs",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_ms,
+        default=TIMEOUT_MS_DEFAULT,
+        metavar="MS",
+        help="how long to wait for the group coordinator to be ready, in milliseconds "
+        f"(a fresh cluster creates and loads __consumer_offsets first; default: "
+        f"{TIMEOUT_MS_DEFAULT})",
     )
     add_client_connection_arguments(parser)

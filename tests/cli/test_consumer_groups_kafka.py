@@ -8,7 +8,10 @@
 - `--reset-offsets` is refused while the coordinator describes the group with members (a
   consumer-protocol group's through ConsumerGroupDescribe);
 - a gRPC listener or a metrics endpoint given as `--bootstrap-server` stops the command with
-  NotAKafkaListenerError naming what answered.
+  NotAKafkaListenerError naming what answered;
+- a coordinator not ready yet (a fresh cluster: COORDINATOR_NOT_AVAILABLE, then
+  COORDINATOR_LOAD_IN_PROGRESS; NOT_COORDINATOR) is asked again until `--timeout`, saying on
+  stderr what it waits for; past it the last error names the timeout.
 """
 
 from __future__ import annotations
@@ -25,9 +28,16 @@ from typing import Any
 import grpc
 import pytest
 
+from replog.cli import consumer_groups, coordinator_wait
 from replog.cli.main import main
+from replog.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+)
 from replog.kafka.messages import consumer_group_describe_response as cgd
 from replog.kafka.messages.consumer_group_describe_response import ConsumerGroupDescribeResponse
+from replog.kafka.messages.delete_groups_request import DeleteGroupsRequest
 from replog.kafka.messages.delete_groups_response import (
     DeletableGroupResult,
     DeleteGroupsResponse,
@@ -37,7 +47,10 @@ from replog.kafka.messages.describe_groups_response import (
     DescribedGroupMember,
     DescribeGroupsResponse,
 )
+from replog.kafka.messages.find_coordinator_request import FindCoordinatorRequest
 from replog.kafka.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
+from replog.kafka.messages.list_groups_request import ListGroupsRequest
+from replog.kafka.messages.list_groups_response import ListedGroup, ListGroupsResponse
 from replog.kafka.messages.offset_fetch_response import (
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
@@ -45,7 +58,7 @@ from replog.kafka.messages.offset_fetch_response import (
 from tests.local_ports import free_port
 from tests.wire.kafka_group_fake import Script, ScriptedKafka
 
-FIND_COORDINATOR, OFFSET_FETCH, DESCRIBE_GROUPS, DELETE_GROUPS = 10, 9, 15, 42
+FIND_COORDINATOR, OFFSET_FETCH, DESCRIBE_GROUPS, DELETE_GROUPS, LIST_GROUPS = 10, 9, 15, 42, 16
 CONSUMER_GROUP_DESCRIBE = 69
 NON_EMPTY_GROUP = 68
 
@@ -278,3 +291,123 @@ def test_a_port_that_is_no_kafka_listener_is_named_at_once(
     assert code == 1
     assert f"{address} {answered}" in err
     assert said in err
+
+
+def not_ready_first(errors: list[int], then: Script) -> Script:
+    """Answers each of `errors` in turn (as the API's error code), then as `then` does."""
+    left = list(errors)
+
+    def answer(request: Any, version: int) -> Any:
+        if not left:
+            return then(request, version)
+        code = left.pop(0)
+        if isinstance(request, FindCoordinatorRequest):
+            return FindCoordinatorResponse(
+                coordinators=[Coordinator(key="g", error_code=code, error_message="not yet")]
+            )
+        if isinstance(request, DeleteGroupsRequest):
+            return DeleteGroupsResponse(
+                results=[DeletableGroupResult(group_id="g", error_code=code)]
+            )
+        if isinstance(request, ListGroupsRequest):
+            return ListGroupsResponse(error_code=code)
+        return DescribeGroupsResponse(groups=[DescribedGroup(group_id="g", error_code=code)])
+
+    return answer
+
+
+NOT_AVAILABLE = CoordinatorNotAvailableError.code
+LOADING = CoordinatorLoadInProgressError.code
+MOVED = NotCoordinatorError.code
+
+
+def test_a_fresh_clusters_coordinator_is_waited_for_and_the_wait_said(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """__consumer_offsets being created (COORDINATOR_NOT_AVAILABLE), then loaded
+    (COORDINATOR_LOAD_IN_PROGRESS), then moved (NOT_COORDINATOR): the describe succeeds."""
+    monkeypatch.setattr(coordinator_wait, "NOTE_AFTER_MS", 0)  # say it at once
+    with scripted({}) as kafka:
+        kafka.answers[FIND_COORDINATOR] = not_ready_first(
+            [NOT_AVAILABLE, NOT_AVAILABLE], lambda r, v: coordinator_is(kafka)
+        )
+        kafka.answers[DESCRIBE_GROUPS] = not_ready_first([LOADING, MOVED], described("Empty"))
+        kafka.answers[OFFSET_FETCH] = nothing_committed
+        code, out, err = groups_cli(
+            capsys, "--bootstrap-server", kafka.address, "--describe", "--group", "g", "--json"
+        )
+        asked = [api for api, _, _ in kafka.seen]
+    assert (code, json.loads(out)) == (0, [])
+    assert asked == [
+        FIND_COORDINATOR, FIND_COORDINATOR, FIND_COORDINATOR, DESCRIBE_GROUPS,
+        FIND_COORDINATOR, DESCRIBE_GROUPS, FIND_COORDINATOR, DESCRIBE_GROUPS, OFFSET_FETCH,
+    ]  # fmt: skip
+    (note,) = err.splitlines()  # one note: the next is due only 10 s later
+    assert note.startswith(
+        "replog consumer-groups: describing group 'g': waiting for the group coordinator ("
+    )
+    assert "left of --timeout 30000 ms): " in note and "COORDINATOR_NOT_AVAILABLE" in note
+
+
+def test_delete_and_list_wait_for_their_coordinator_too(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def listed(request: Any, version: int) -> ListGroupsResponse:
+        return ListGroupsResponse(
+            groups=[ListedGroup(group_id="g", protocol_type="consumer", group_state="Empty")]
+        )
+
+    def deleted(request: Any, version: int) -> DeleteGroupsResponse:
+        return DeleteGroupsResponse(results=[DeletableGroupResult(group_id="g", error_code=0)])
+
+    with scripted({}) as kafka:
+        kafka.answers[DELETE_GROUPS] = not_ready_first([LOADING], deleted)
+        kafka.answers[LIST_GROUPS] = not_ready_first([LOADING, LOADING], listed)
+
+        async def brokers(config: object) -> list[tuple[int, str]]:
+            return [(7, kafka.address)]
+
+        monkeypatch.setattr(consumer_groups, "_brokers", brokers)
+        base = ["--bootstrap-server", kafka.address]
+        code, out, err = groups_cli(capsys, *base, "--delete", "--group", "g")
+        assert (code, out, err) == (
+            0,
+            "Deletion of requested consumer groups ('g') was successful.\n",
+            "",
+        )
+        code, out, err = groups_cli(capsys, *base, "--list")
+        assert (code, out, err) == (0, "g\n", "")
+        asked = [api for api, _, _ in kafka.seen]
+    assert asked == [
+        FIND_COORDINATOR, DELETE_GROUPS, FIND_COORDINATOR, DELETE_GROUPS,
+        LIST_GROUPS, LIST_GROUPS, LIST_GROUPS,
+    ]  # fmt: skip
+
+
+def test_a_coordinator_not_ready_within_the_timeout_is_named(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with scripted({}) as kafka:
+        kafka.answers[FIND_COORDINATOR] = not_ready_first([NOT_AVAILABLE] * 1000, described("x"))
+        code, out, err = groups_cli(
+            capsys,
+            "--bootstrap-server", kafka.address, "--describe", "--group", "g", "--timeout", "400",
+        )  # fmt: skip
+        tries = len(kafka.seen)
+    assert (code, out) == (1, "")
+    assert err.startswith(
+        "replog consumer-groups: describing group 'g': the group coordinator was not ready "
+        "within 400 ms (--timeout): "
+    )
+    assert "COORDINATOR_NOT_AVAILABLE" in err
+    assert 2 <= tries <= 6  # backing off: 100, 200, then what is left
+
+
+@pytest.mark.parametrize("timeout", ["0", "soon"])
+def test_the_timeout_is_a_positive_number_of_milliseconds(
+    capsys: pytest.CaptureFixture[str], timeout: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["consumer-groups", "--list", "--timeout", timeout])
+    assert exited.value.code == 2
+    assert "--timeout" in capsys.readouterr().err

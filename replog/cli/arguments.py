@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from replog.cli.commands import command_help
 from replog.errors import ReplogError
@@ -82,21 +82,22 @@ def at_least(minimum: int, maximum: int = INT32_MAX) -> Callable[[str], int]:
 
 def positive_seconds(text: str) -> float:
     """An argparse type: a number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
-    return value
+    return _positive(text, float, "seconds")
 
 
 def positive_ms(text: str) -> int:
     """An argparse type: a whole number of milliseconds above 0."""
+    return _positive(text, int, "milliseconds")
+
+
+N = TypeVar("N", int, float)
+
+
+def _positive(text: str, parse: Callable[[str], N], unit: str) -> N:
     try:
-        value = int(text)
+        value = parse(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
     return value

@@ -58,8 +58,7 @@ Rules:
 - A coordinator not ready yet (COORDINATOR_NOT_AVAILABLE while a fresh cluster creates
   `__consumer_offsets`, COORDINATOR_LOAD_IN_PROGRESS while it loads, NOT_COORDINATOR after a
   move) is asked again, the coordinator found anew, until `--timeout` (ms, default 30000, as
-  kafka-consumer-groups.sh's): `coordinator_wait` decides; a wait past a few seconds says on
-  stderr what it waits for.
+  kafka-consumer-groups.sh's); a wait past a few seconds says on stderr what it waits for.
 """
 
 from __future__ import annotations

@@ -47,12 +47,12 @@ Rules:
   unacknowledged one on: `Idempotence.room`), so every retry is still among the broker's
   retained batches.
   Batches keep `batch.size`: what is written is what Kafka's producer would write.
-- A topic whose `max.message.bytes` is below batch.size (`set_topic_limit`, from the
-  producer's describe of the topic) gets batches of at most that size (a single larger record
-  still gets a batch of its own). A built batch the broker refused as too large is split
-  (`split_and_reenqueue`, `ProducerBatch.split`): its records are decoded (this rare path
-  only) and re-encoded into pieces that replace it in its deque and among the incomplete
-  batches, in order, with its futures, reservation and (stamped) sequences shared out.
+- A topic whose batch limit (the smaller of `max.message.bytes` and `segment.bytes`) is below
+  batch.size (`set_topic_limit`, from the producer's describe of the topic) gets batches of at most
+  that size (a single larger record still gets a batch of its own). A built batch the broker refused
+  as too large is split (`split_and_reenqueue`, `ProducerBatch.split`): its records are decoded
+  (this rare path only) and re-encoded into pieces that replace it in its deque and among the
+  incomplete batches, in order, with its futures, reservation and (stamped) sequences shared out.
 - Compression and the v2 header happen when a batch is drained (`ProducerBatch.close`): the
   batch's bytes are built exactly once. An idempotent producer's id, epoch and sequence are
   given to a first send just before (`stamp`), because sequences are assigned only when a
@@ -756,8 +756,9 @@ class RecordAccumulator:
         return batch
 
     def set_topic_limit(self, topic: str, max_message_bytes: int | None) -> None:
-        """The topic's `max.message.bytes` (None: unknown): later batches of the topic hold
-        at most min(batch.size, it) bytes, unless one record alone is larger."""
+        """The topic's batch limit (`topic_limits.batch_limit`; None: unknown): later batches
+        of the topic hold at most min(batch.size, it) bytes, unless one record alone is
+        larger."""
         if max_message_bytes is None:
             self._topic_limits.pop(topic, None)
         else:
@@ -768,7 +769,7 @@ class RecordAccumulator:
             self._batch_limits[topic] = max(max_message_bytes, RECORD_BATCH_OVERHEAD)
 
     def topic_limit(self, topic: str) -> int | None:
-        """The topic's `max.message.bytes` as `set_topic_limit` gave it (None: unknown)."""
+        """The topic's batch limit as `set_topic_limit` gave it (None: unknown)."""
         return self._topic_limits.get(topic)
 
     def reservation(self, size_bound: int) -> int:

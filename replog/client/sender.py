@@ -43,13 +43,16 @@ Rules:
   without an answer, a WARNING every 10 s names the partition of the oldest, what it waits
   for (a leader, and since when; else its attempts and last error), how many records wait
   and in how many partitions, and until when they are retried (delivery.timeout.ms).
-- MESSAGE_TOO_LARGE for a batch of several records sent alone: the batch is split
-  (`RecordAccumulator.split_and_reenqueue`: pieces sized to the topic's `max.message.bytes`
-  when the producer knows it, else halves) and the pieces are sent at once, in order, not
+- MESSAGE_TOO_LARGE (over `max.message.bytes`) or RECORD_LIST_TOO_LARGE (over `segment.bytes`)
+  for a batch of several records sent alone: the batch is split
+  (`RecordAccumulator.split_and_reenqueue`: pieces sized to the topic's limit, the smaller of
+  the two, when the producer knows it, else halves) and the pieces are sent at once, in order, not
   counted against `retries` (Kafka's Sender splitAndReenqueue); with idempotence the pieces
   take over the batch's sequences (`Idempotence.on_split`). The producer is told
   (`on_too_large`) so that it describes the topic's limit again. A batch of one record fails
-  with MessageSizeTooLargeError naming the record's size and the limit.
+  with the broker's error, naming the record's size and the limit. Kafka's Sender splits on
+  MESSAGE_TOO_LARGE only; replog's splits on both because its default batch.size (1 MB) is
+  larger than a small-segment topic's appends may be, where Kafka's (16 KiB) never is.
 - NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, fenced or unknown
   leader epochs, storage errors, timeouts and lost connections mark the metadata stale; a
   partition whose leader is unknown triggers a refresh (at most one in flight, then at least
@@ -115,6 +118,7 @@ from replog.errors import (
     NotAKafkaListenerError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
+    RecordBatchTooLargeError,
     ReplogError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
@@ -796,7 +800,7 @@ class Sender:
         if isinstance(error, _STALE_METADATA):
             self._metadata.request_update()
         if (
-            isinstance(error, MessageSizeTooLargeError)
+            isinstance(error, MessageSizeTooLargeError | RecordBatchTooLargeError)
             and not grouped
             and not batch.done
             and not self._forced
@@ -897,15 +901,23 @@ class Sender:
         self.on_too_large(tp.topic)
 
     def _record_too_large(
-        self, batch: ProducerBatch, error: MessageSizeTooLargeError
-    ) -> MessageSizeTooLargeError:
+        self, batch: ProducerBatch, error: MessageSizeTooLargeError | RecordBatchTooLargeError
+    ) -> MessageSizeTooLargeError | RecordBatchTooLargeError:
         """A batch of one record refused as too large: the record itself is, so say so."""
         tp = batch.topic_partition
         limit = self._acc.topic_limit(tp.topic)
-        known = f" (the topic's max.message.bytes={limit})" if limit is not None else ""
-        return MessageSizeTooLargeError(
+        known = (
+            f" (the topic's batch limit, the smaller of max.message.bytes and segment.bytes, "
+            f"is {limit})"
+            if limit is not None
+            else ""
+        )
+        config = (
+            "segment.bytes" if isinstance(error, RecordBatchTooLargeError) else "max.message.bytes"
+        )
+        return type(error)(
             f"{tp.topic}-{tp.partition}: the record is {batch.size_in_bytes} bytes as a batch, "
-            f"larger than the topic's max.message.bytes allows{known}, so it cannot be sent "
+            f"larger than the topic's {config} allows{known}, so it cannot be sent "
             f"on its own; the broker said: {error}"
         )
 

@@ -1,13 +1,14 @@
-"""What the producer knows of each topic's `max.message.bytes`, so that its batches are sized
-to it up front instead of being refused whole (the sender splits a refused batch either way).
+"""What the producer knows of each topic's batch limit, the smaller of its `max.message.bytes`
+and `segment.bytes` (a broker refuses an append larger than a segment), so that its batches are
+sized to it up front instead of being refused whole (the sender splits a refused batch either
+way).
 
 Rules:
-- Asked with DescribeConfigs (the topic's `max.message.bytes` only) of the brokers' Kafka
-  listeners at the addresses the metadata knows, in the order a metadata refresh asks them
-  (the broker that answered last first, those that failed last). An address that does not
-  serve it, does not answer or answers nonsense is skipped; when none answers the limit
-  stays unknown (batches keep batch.size), said at DEBUG only: the split still delivers
-  every record.
+- Asked with DescribeConfigs (the topic's `max.message.bytes` and `segment.bytes` only) of the
+  brokers' Kafka listeners at the addresses the metadata knows, in the order a metadata refresh asks
+  them (the broker that answered last first, those that failed last). An address that does not serve
+  it, does not answer or answers nonsense is skipped; when none answers the limit stays unknown
+  (batches keep batch.size), said at DEBUG only: the split still delivers every record.
 - Per topic, cached, and handed to the accumulator (`set_limit`). A topic is described when
   the producer first sends to it (that send waits for the answer, up to request.timeout.ms
   and its own deadline), again after the broker refused one of its batches as too large
@@ -31,10 +32,11 @@ from replog.errors import KafkaError, ReplogError
 log = logging.getLogger("replog.client")
 
 MAX_MESSAGE_BYTES = "max.message.bytes"
+SEGMENT_BYTES = "segment.bytes"
 
 
 class TopicLimits:
-    """Each topic's `max.message.bytes`, described and refreshed (module docstring). Lives
+    """Each topic's batch limit, described and refreshed (module docstring). Lives
     on the producer's loop."""
 
     def __init__(
@@ -69,7 +71,7 @@ class TopicLimits:
             async with asyncio.timeout(remaining_ms / 1000):
                 await asyncio.shield(task)
         except TimeoutError:
-            log.debug("no max.message.bytes for topic %r in time: batch.size applies", topic)
+            log.debug("no batch limit for topic %r in time: batch.size applies", topic)
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if not task.cancelled() or (current is not None and current.cancelling()):
@@ -113,7 +115,7 @@ class TopicLimits:
                 self._described[topic] = now_ms
                 found = answer.get(topic)
                 if isinstance(found, dict):
-                    self._set_limit(topic, _limit(found.get(MAX_MESSAGE_BYTES)))
+                    self._set_limit(topic, batch_limit(found))
 
     async def _ask(self, topics: list[str]) -> dict[str, dict[str, str | None] | KafkaError]:
         """The first answer of an address that serves DescribeConfigs ({} if none does)."""
@@ -123,16 +125,29 @@ class TopicLimits:
         for address in addresses:
             try:
                 return await connections.topic_configs(
-                    address, topics, [MAX_MESSAGE_BYTES], timeout_ms=self._request_timeout_ms
+                    address,
+                    topics,
+                    [MAX_MESSAGE_BYTES, SEGMENT_BYTES],
+                    timeout_ms=self._request_timeout_ms,
                 )
             except ReplogError as exc:
                 causes.append(f"{address}: {type(exc).__name__}: {exc}")
         log.debug(
-            "max.message.bytes of %s unknown (batch.size applies): %s",
+            "batch limits of %s unknown (batch.size applies): %s",
             ", ".join(topics),
             "; ".join(causes),
         )
         return {}
+
+
+def batch_limit(configs: dict[str, str | None]) -> int | None:
+    """The smaller of a topic's `max.message.bytes` and `segment.bytes` (None: neither known)."""
+    known = [
+        v
+        for v in (_limit(configs.get(MAX_MESSAGE_BYTES)), _limit(configs.get(SEGMENT_BYTES)))
+        if v is not None
+    ]
+    return min(known) if known else None
 
 
 def _limit(value: str | None) -> int | None:

@@ -6,6 +6,8 @@ replog broker does (`replog.replication.producer_state.ProducerStateTable`).
 Producer built afterwards talks to it. Tests steer it:
 - `log(topic, partition).max_message_bytes`: batches larger than that are refused with
   MESSAGE_TOO_LARGE, as the topic's `max.message.bytes` makes a broker refuse them;
+  `segment_bytes`: appends larger than that are refused with RECORD_LIST_TOO_LARGE, as a
+  broker refuses an append larger than a segment;
 - `refuse(topic, partition, error, times)`: the next produces of that partition answer `error`
   and append nothing;
 - `lose(topic, partition, times)`: the next produces append, then the call fails with gRPC
@@ -40,6 +42,7 @@ from replog.errors import (
     MessageSizeTooLargeError,
     NetworkError,
     NotLeaderOrFollowerError,
+    RecordBatchTooLargeError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
@@ -115,6 +118,7 @@ class FakeLog:
     batches: list[bytes] = field(default_factory=list)
     next_offset: int = 0
     max_message_bytes: int | None = None  # the topic's limit on a batch, as a broker checks it
+    segment_bytes: int | None = None  # the topic's limit on one append, as a broker checks it
 
     def __post_init__(self) -> None:
         self.state = ProducerStateTable(self.name)
@@ -127,6 +131,11 @@ class FakeLog:
                 raise MessageSizeTooLargeError(
                     f"{self.name}: batch of {size} bytes exceeds max.message.bytes {limit}"
                 )
+        if self.segment_bytes is not None and len(records) > self.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self.name}: append of {len(records)} bytes exceeds segment.bytes "
+                f"{self.segment_bytes}"
+            )
         headers = [read_header(records, position) for position, _ in iter_frames(records)]
         duplicate = self.state.check_batches(headers)  # raises the sequence errors
         if duplicate is not None:
@@ -382,8 +391,12 @@ class FakeConnections:
             if logs is None:
                 answer[topic] = UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
                 continue
-            limit = logs[0].max_message_bytes
-            answer[topic] = {"max.message.bytes": None if limit is None else str(limit)}
+            limit, segment = logs[0].max_message_bytes, logs[0].segment_bytes
+            answer[topic] = {
+                key: None if value is None else str(value)
+                for key, value in (("max.message.bytes", limit), ("segment.bytes", segment))
+                if key in keys
+            }
         return answer
 
     async def close(self) -> None:

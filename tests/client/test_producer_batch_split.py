@@ -68,6 +68,50 @@ async def test_a_known_topic_limit_sizes_batches_up_front(
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("idempotence", [True, False])
+async def test_an_append_over_the_segment_size_is_split_and_every_record_lands_once(
+    cluster: FakeCluster,  # noqa: F811
+    make: Made,  # noqa: F811
+    idempotence: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """batch.size (1 MB by default) over a small-segment topic's segment.bytes: the broker
+    refuses the append as RECORD_LIST_TOO_LARGE and the batch is split, not failed."""
+    cluster.serves_configs = False  # the producer cannot learn the limit up front
+    log = cluster.log("one")
+    log.segment_bytes = 1000
+    producer = make(linger_ms=100, enable_idempotence=idempotence)
+    with caplog.at_level(logging.WARNING, logger="replog.client"):
+        results = await asyncio.gather(*(producer.send_nowait("one", v) for v in VALUES))
+    assert [r.offset for r in results] == list(range(10))
+    assert log.values() == VALUES
+    assert all(len(batch) <= 1000 for batch in log.batches)
+    assert producer.metrics()["batches_split"] >= 1
+    assert producer.metrics()["batches_failed"] == 0
+    warnings = [r.getMessage() for r in caplog.records if "splitting" in r.getMessage()]
+    assert warnings and "RECORD_LIST_TOO_LARGE" in warnings[0]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("max_message_bytes", "segment_bytes"), [(1000, 5000), (5000, 1000)])
+async def test_the_smaller_of_max_message_bytes_and_segment_bytes_sizes_batches_up_front(
+    cluster: FakeCluster,  # noqa: F811
+    make: Made,  # noqa: F811
+    max_message_bytes: int,
+    segment_bytes: int,
+) -> None:
+    log = cluster.log("one")
+    log.max_message_bytes, log.segment_bytes = max_message_bytes, segment_bytes
+    producer = make(linger_ms=100)
+    assert await producer.partitions_for("one") == {0}  # learns the limit, as a send would
+    results = await asyncio.gather(*(producer.send_nowait("one", v) for v in VALUES))
+    assert [r.offset for r in results] == list(range(10))
+    assert producer.metrics()["batches_split"] == 0
+    assert log.values() == VALUES
+    assert all(len(batch) <= 1000 for batch in log.batches)
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("described", [True, False])
 async def test_a_record_too_large_alone_fails_naming_its_size_and_the_limit(
     cluster: FakeCluster,  # noqa: F811
@@ -85,7 +129,7 @@ async def test_a_record_too_large_alone_fails_naming_its_size_and_the_limit(
     assert (await small).offset == 0 and (await after).offset == 1
     message = str(raised.value)
     assert "one-0: the record is 1" in message and "max.message.bytes 1000" in message
-    assert ("the topic's max.message.bytes=1000" in message) == described
+    assert ("the smaller of max.message.bytes and segment.bytes, is 1000" in message) == described
 
 
 @pytest.mark.parametrize("compression", [COMPRESSION_NONE, COMPRESSION_GZIP])

@@ -94,6 +94,7 @@ from replog.storage.log_config import LogConfig
 from replog.storage.offset_moves import OffsetMoves
 from replog.storage.segment import INT32_MAX, LogSegment
 from replog.storage.segment_map import SegmentMap
+from replog.storage.segment_swap import swap_in
 
 if TYPE_CHECKING:
     from replog.storage.leader_epoch_cache import LeaderEpochCache
@@ -1350,6 +1351,64 @@ class Log:
         if self._persist_standalone_state is not None:
             self._persist_standalone_state(self, False)
         return len(doomed)
+
+    # --- cleaning ------------------------------------------------------------------------------
+
+    @property
+    def file_system(self) -> FileSystem:
+        return self._fs
+
+    @property
+    def truncation_count(self) -> int:
+        """How many truncations the log has had since it was opened: a cleaner compares it
+        before and after a pass (`replace_with_cleaned`)."""
+        return self._truncations
+
+    def replace_with_cleaned(
+        self, replaced: list[LogSegment], cleaned: str, *, truncation_count: int
+    ) -> LogSegment | None:
+        """Swap the synced cleaned segment file `cleaned` (`segment_swap.cleaned_path` of the
+        first replaced base) in for `replaced`, consecutive non-active segments of this log, as
+        `segment_swap.swap_in` does; returns the new segment, its indexes rebuilt and synced.
+        When the log changed since the cleaner read them (`truncation_count` is no longer the
+        log's, or they are no longer consecutive non-active segments: a retention deletion, a
+        truncation, a close), nothing is swapped, `cleaned` is removed and the answer is None:
+        a pass is never applied to segments other than those it read."""
+        with self._lock:
+            if (
+                self._closed
+                or truncation_count != self._truncations
+                or not self._still_consecutive(replaced)
+            ):
+                self._fs.remove(cleaned)
+                return None
+            base = replaced[0].base_offset
+            try:
+                swap_in(self._fs, cleaned, replaced)
+                self._active = None
+                self._bound_cache = None
+                for segment in replaced:
+                    del self._segments[segment.base_offset]
+                segment = LogSegment(
+                    self.directory, base, self.config, self._fs, self._clock(), create=False
+                )
+                self._segments[base] = segment
+                segment.rebuild_indexes()
+                segment.flush()
+            except OSError as exc:
+                raise KafkaStorageError(
+                    f"{self.name}: swapping in the cleaned segment {cleaned} failed: {exc}"
+                ) from exc
+            return segment
+
+    def _still_consecutive(self, replaced: list[LogSegment]) -> bool:
+        """Whether `replaced` are still, in order, consecutive non-active segments of the log."""
+        if not replaced:
+            return False
+        bases = list(self._segments.irange(replaced[0].base_offset, replaced[-1].base_offset))
+        if len(bases) != len(replaced) or bases[-1] == self._segments.peekitem(-1)[0]:
+            return False
+        return all(self._segments.get(segment.base_offset) is segment for segment in replaced)
 
     # --- flushing and closing -----------------------------------------------------------------
 

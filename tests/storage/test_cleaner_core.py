@@ -328,9 +328,7 @@ def test_the_active_segment_and_the_high_watermark_bound_the_cleanable_range() -
 
 
 def test_the_min_compaction_lag_stops_at_the_first_segment_too_new() -> None:
-    log = summary(
-        [1000, 1000, 1000, 500], min_lag=HOUR, timestamps=[T0, T0 + 2 * HOUR, T0, T0]
-    )
+    log = summary([1000, 1000, 1000, 500], min_lag=HOUR, timestamps=[T0, T0 + 2 * HOUR, T0, T0])
     assert cleanable_offsets(log, None, T0 + 2 * HOUR).first_uncleanable == 100
 
 

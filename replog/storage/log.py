@@ -1041,7 +1041,9 @@ class Log:
 
         def validated(data: bytes, position: int) -> BatchHeader:
             base, _ = read_frame(data, position)
-            return validate_batch(data, position, where=f"{self.name} offset {base}")
+            return validate_batch(
+                data, position, where=f"{self.name} offset {base}", sparse=self.config.compacts
+            )
 
         for data, position, size, header in self._walk(
             start_offset, upper_bound_offset, max_bytes, validated

@@ -35,7 +35,7 @@ def append(log: Log, key: bytes, value: bytes | None, **options: Any) -> int:
 
 def fill(log: Log, count: int, keys: int = 6) -> list[Entry]:
     """`count` one-record batches over `keys` keys, every fifth a tombstone."""
-    entries = []
+    entries: list[Entry] = []
     for i in range(count):
         key = f"k{i % keys}".encode()
         value = None if i % 5 == 4 else f"v{i}".encode()

@@ -186,9 +186,9 @@ def test_a_compacted_log_keeps_kafkas_guarantees_against_a_model(
                 log.high_watermark = log.log_end_offset
             check(log, model, now, end)
         # Finally: a crash, recovery of everything, and the same records.
-        before = read_log(log)
+        content = read_log(log)
         log.close_without_flush()
         log = open_log(directory, CONFIG, fs=NO_SYNC_FS, recovery_point=0)
-        assert read_log(log) == before
+        assert read_log(log) == content
     finally:
         log.close_without_flush()

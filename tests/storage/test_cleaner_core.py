@@ -60,6 +60,32 @@ def test_a_key_keeps_its_latest_offset() -> None:
     assert offset_map.get(b"k") == 7
 
 
+@settings(max_examples=50, deadline=None)
+@given(
+    slots=st.integers(2, 40),
+    puts=st.lists(st.tuples(st.binary(max_size=3), st.integers(0, 1000)), max_size=60),
+)
+def test_the_map_answers_as_a_dict_of_latest_offsets_within_its_buffer(
+    slots: int, puts: list[tuple[bytes, int]]
+) -> None:
+    """Open addressing in a buffer of `slots` entries, probed past collisions, at any load."""
+    offset_map = OffsetMap(24 * slots, load_factor=1.0)
+    assert offset_map.max_entries == slots - 1  # one slot stays empty
+    model: dict[bytes, int] = {}
+    for key, offset in puts:
+        if key not in model and len(model) == offset_map.max_entries:
+            with pytest.raises(OffsetMapFullError):
+                offset_map.put(key, offset)
+            continue
+        offset_map.put(key, offset)
+        model[key] = max(offset, model.get(key, -1))
+    assert len(offset_map) == len(model)
+    for key, offset in model.items():
+        assert offset_map.get(key) == offset
+    assert offset_map.get(b"absent-key") == -1
+    assert len(offset_map._buffer) == 24 * slots
+
+
 @pytest.mark.parametrize("memory", [0, 23])
 def test_a_buffer_without_room_for_an_entry_is_refused(memory: int) -> None:
     with pytest.raises(ValueError, match="dedupe buffer"):

@@ -256,10 +256,10 @@ class CrashingFileSystem(FileSystem):
 
 def build_crash_log(directory: Path, fs: FileSystem) -> tuple[Log, list[Entry]]:
     log = open_log(directory, CONFIG, fs=fs)
-    appended = fill(log, 30)
+    appended = fill(log, 20)
     appended.append((append(log, b"k1", b"p", producer_id=4, producer_epoch=0, base_sequence=0),
                      b"k1", b"p"))  # fmt: skip
-    appended += fill(log, 20)
+    appended += fill(log, 14)
     return log, appended
 
 

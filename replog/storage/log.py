@@ -3,8 +3,10 @@ retention and recovery rules.
 
 Rules (docs/design/storage.md#leader-validation-on-produce, #segment-files-and-names, #log-recovery,
 docs/design/replication.md):
-- Offsets are dense. `log_start_offset <= high_watermark <= log_end_offset`; the log start
-  offset and the recovery point only move forward, except that truncation pulls them back.
+- Offsets are dense as appended; in a compacted log the cleaner removes records below the
+  high watermark without renumbering the rest (`replace_with_cleaned`), leaving gaps.
+  `log_start_offset <= high_watermark <= log_end_offset`; the log start offset and the
+  recovery point only move forward, except that truncation pulls them back.
 - A leader append validates every batch's header and CRC-32C (never its records), gives each
   batch its base offset and the leader epoch in its header, and appends the bytes. A rejected
   append leaves the log unchanged, and the caller's buffer is never changed.

@@ -17,8 +17,10 @@ from replog.record import RecordBatch, build_batch
 from replog.record.builder import BatchOptions
 from replog.storage import Log, LogConfig
 from replog.storage.cleaner.batch_filter import ProducerLastBatch
+from replog.storage.cleaner.cleanable import CompactedLogSummary, filthiest, log_to_clean
 from replog.storage.cleaner.cleaner_checkpoint import CleanerCheckpoint
 from replog.storage.cleaner.log_cleaning import CleaningPass, clean_log
+from replog.storage.cleaner.log_summary import summarize_log
 from replog.storage.cleaner.offset_map import OffsetMap
 from replog.storage.fs import Buffer, FileSystem, SegmentFile
 
@@ -184,6 +186,34 @@ def test_a_truncation_during_a_pass_abandons_it(tmp_path: Path) -> None:
     assert result.abandoned and result.groups_swapped == 0
     assert read_entries(log) == [e for e in before if e[0] < truncate_at]
     assert not [n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap"))]
+
+
+def summary_of(log: Log, min_lag_ms: int = 0) -> CompactedLogSummary:
+    return summarize_log(
+        log,
+        min_cleanable_dirty_ratio=0.5,
+        min_compaction_lag_ms=min_lag_ms,
+        max_compaction_lag_ms=2**62,
+    )
+
+
+def test_a_log_is_chosen_while_dirty_and_not_once_cleaned(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", CONFIG)
+    fill(log, 120)  # record i has timestamp T0 + i
+    summary = summary_of(log)
+    active_base = log.active_segment.base_offset
+    assert [s.base_offset for s in summary.segments] == [s.base_offset for s in log.segments()]
+    dirty = log_to_clean(summary, None, T0 + 1000)
+    assert (dirty.first_dirty, dirty.first_uncleanable) == (0, active_base)
+    assert dirty.dirty_ratio == 1.0 and filthiest([dirty]) is dirty
+    # min.compaction.lag.ms: the segments holding records newer than now - lag stay dirty.
+    lagged = summary_of(log, min_lag_ms=100)
+    newest_cleanable = next(s for s in lagged.segments if s.largest_timestamp > T0 + 150 - 100)
+    assert log_to_clean(lagged, None, T0 + 150).first_uncleanable == newest_cleanable.base_offset
+    result = clean(log)
+    cleaned = log_to_clean(summary_of(log), result.end_offset, T0)
+    assert cleaned.cleanable_bytes == 0
+    assert filthiest([cleaned]) is None
 
 
 # --- crashes -------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from replog.storage.cleaner.cleanable import (
     filthiest,
     log_to_clean,
 )
+from replog.storage.cleaner.cleaning_state import CleaningStates
 from replog.storage.cleaner.grouping import GroupedSegment, group_segments_by_size
 from replog.storage.cleaner.offset_map import OffsetMap, OffsetMapFullError
 from replog.storage.cleaner.transactions import (
@@ -407,3 +408,31 @@ def test_a_group_never_spans_more_than_int32_offsets() -> None:
     assert group_segments_by_size(segments, 1000, 1000, 2**31 + 5) == [[0], [1]]
     empty_second = [GroupedSegment(0, 10, 8, 12), GroupedSegment(2**31, 0, 8, 12)]
     assert group_segments_by_size(empty_second, 1000, 1000, 2**31 + 5) == [[0, 1]]
+
+
+# --- cleaning states -----------------------------------------------------------------------------
+
+
+def test_a_pause_waits_for_a_running_pass_and_pauses_nest() -> None:
+    states = CleaningStates()
+    tp = ("orders", 0)
+    assert states.start(tp) and not states.start(tp)
+    assert states.abort_and_pause(tp) is True  # a pass runs: wait for it
+    assert states.is_aborted(tp) and not states.is_paused(tp)
+    states.done(tp)
+    assert states.is_paused(tp) and not states.start(tp)
+    assert states.abort_and_pause(tp) is False  # paused twice now
+    states.resume(tp)
+    assert states.is_paused(tp)
+    states.resume(tp)
+    assert states.state(tp) is None and states.start(tp)
+    states.done(tp)
+    assert states.state(tp) is None
+
+
+def test_resuming_what_is_not_paused_names_the_partition() -> None:
+    states = CleaningStates()
+    with pytest.raises(ValueError, match="orders-3: cleaning is not paused"):
+        states.resume(("orders", 3))
+    with pytest.raises(ValueError, match="orders-3: no cleaning in progress"):
+        states.done(("orders", 3))

@@ -188,6 +188,18 @@ def test_a_truncation_during_a_pass_abandons_it(tmp_path: Path) -> None:
     assert not [n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap"))]
 
 
+def test_a_pass_asked_to_stop_stops_between_batches(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", CONFIG)
+    fill(log, 120)
+    before = read_entries(log)
+    asked = iter(range(1000))
+    # The map takes ~100 batches' checks; the first group's rewrite stops part-way.
+    result = clean(log, should_stop=lambda: next(asked) >= 110)
+    assert result.abandoned and result.groups_swapped == 0
+    assert read_entries(log) == before
+    assert not [n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap"))]
+
+
 def summary_of(log: Log, min_lag_ms: int = 0) -> CompactedLogSummary:
     return summarize_log(
         log,

@@ -16,8 +16,9 @@ Rules:
   (`Log.replace_with_cleaned`, `segment_swap`). A batch past the map's reach is copied as it
   is.
 - The segments are read without the log's lock (sealed segments do not change); if the log
-  changed meanwhile (a truncation, a deletion, a close: a read fails or the swap is refused)
-  the pass stops there, abandoned: what was swapped in stays, nothing else changes, and the
+  changed meanwhile (a truncation, a deletion, a close: a read fails or the swap is refused),
+  or the caller asks it to stop (`should_stop`, Kafka's `checkDone`), the pass stops there,
+  abandoned: what was swapped in stays, nothing else changes, and the
   checkpoint must not move (`CleaningPass.abandoned`).
 - Plain synchronous code: a caller runs it on a thread of its own, never on an event loop.
 """
@@ -25,7 +26,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from replog.errors import CorruptRecordError, InvalidRecordError, LogClosedError
@@ -65,7 +66,11 @@ class CleaningPass:
 
 
 class _LogChanged(Exception):
-    """The log changed under the pass (module Rules)."""
+    """The log changed under the pass, or the pass was asked to stop (module Rules)."""
+
+
+def _never() -> bool:
+    return False
 
 
 def clean_log(
@@ -78,15 +83,20 @@ def clean_log(
     delete_retention_ms: int,
     last_batches: Mapping[int, ProducerLastBatch] | None = None,
     aborted: Iterable[AbortedTransaction] = (),
+    should_stop: Callable[[], bool] = _never,
 ) -> CleaningPass:
-    """Clean `target` from `first_dirty` (module Rules). `offset_map` is cleared first."""
+    """Clean `target` from `first_dirty` (module Rules). `offset_map` is cleared first.
+    `should_stop` is asked between batches (`CleaningStates.is_aborted`): once it answers
+    True the pass is abandoned there."""
     aborted = list(aborted)
     truncations = target.truncation_count
     segments = target.segments()[:-1]  # never the active segment
     offset_map.clear()
     result = CleaningPass(first_dirty, first_dirty)
     try:
-        _build_offset_map(segments, offset_map, first_dirty, first_uncleanable, aborted)
+        _build_offset_map(
+            segments, offset_map, first_dirty, first_uncleanable, aborted, should_stop
+        )
     except _LogChanged as exc:
         log.info("%s: cleaning abandoned while reading its dirty section: %s", target.name, exc)
         result.abandoned = True
@@ -121,7 +131,7 @@ def clean_log(
     ):
         replaced = [to_clean[i] for i in group]
         try:
-            cleaned = _write_cleaned(target, replaced, batch_filter)
+            cleaned = _write_cleaned(target, replaced, batch_filter, should_stop)
         except _LogChanged as exc:
             log.info("%s: cleaning abandoned: %s", target.name, exc)
             result.abandoned = True
@@ -146,6 +156,7 @@ def _build_offset_map(
     start: int,
     end: int,
     aborted: list[AbortedTransaction],
+    should_stop: Callable[[], bool],
 ) -> None:
     transactions = CleanedTransactions(aborted)
     for index, segment in enumerate(segments):
@@ -154,7 +165,7 @@ def _build_offset_map(
             continue  # wholly below the dirty section
         if segment.base_offset >= end:
             return
-        for batch in _batches(segment):
+        for batch in _batches(segment, should_stop):
             header = read_header(batch)
             if header.last_offset >= end:
                 return
@@ -180,7 +191,12 @@ def _records(batch: bytes) -> Iterator[Record]:
         raise _LogChanged(str(exc)) from exc
 
 
-def _write_cleaned(target: Log, replaced: list[LogSegment], batch_filter: BatchFilter) -> str:
+def _write_cleaned(
+    target: Log,
+    replaced: list[LogSegment],
+    batch_filter: BatchFilter,
+    should_stop: Callable[[], bool],
+) -> str:
     """Filter `replaced`'s batches into their synced `.cleaned` file; returns its path."""
     fs = target.file_system
     path = cleaned_path(target.directory, replaced[0].base_offset)
@@ -188,7 +204,7 @@ def _write_cleaned(target: Log, replaced: list[LogSegment], batch_filter: BatchF
     out = fs.open_segment_file(path, create=True)
     try:
         for segment in replaced:
-            for batch in _batches(segment):
+            for batch in _batches(segment, should_stop):
                 try:
                     kept = batch_filter.filter(batch)
                 except (CorruptRecordError, InvalidRecordError) as exc:
@@ -204,8 +220,9 @@ def _write_cleaned(target: Log, replaced: list[LogSegment], batch_filter: BatchF
     return path
 
 
-def _batches(segment: LogSegment) -> Iterator[bytes]:
-    """Each whole batch of a sealed segment, in order, read `_READ_BYTES` at a time."""
+def _batches(segment: LogSegment, should_stop: Callable[[], bool]) -> Iterator[bytes]:
+    """Each whole batch of a sealed segment, in order, read `_READ_BYTES` at a time;
+    `_LogChanged` once `should_stop` says so."""
     file = segment.log_file
     size = file.size
     position = 0
@@ -219,6 +236,8 @@ def _batches(segment: LogSegment) -> Iterator[bytes]:
                 chunk = file.read_fully(position, batch_size)
             consumed = 0
             for at, length in iter_frames(chunk):
+                if should_stop():
+                    raise _LogChanged(f"{segment.log_path}: the pass was asked to stop")
                 yield chunk[at : at + length]
                 consumed = at + length
             if consumed == 0:

@@ -11,7 +11,8 @@ docs/design/replication.md):
   batch its base offset and the leader epoch in its header, and appends the bytes. A rejected
   append leaves the log unchanged, and the caller's buffer is never changed.
 - A follower append writes the leader's bytes verbatim; its first offset must equal the log end
-  offset (no gaps; an empty log whose start falls inside the first batch restarts at its base),
+  offset (no gaps, except in a compacted log, whose leader's cleaner leaves some; an empty log
+  whose start falls inside the first batch restarts at its base),
   epochs never fall within it nor pass the sending leader's (when given), and it records each
   batch's leader epoch in the leader-epoch cache.
 - Reads return whole batches, starting with the one that holds `start_offset`, and never a
@@ -640,10 +641,23 @@ class Log:
             raise exc from None
         raise AssertionError(f"{self.name}: batch at byte {position} failed only once")
 
+    def _cleaned_batch(self, data: Unchangeable, headers: Sized, position: int) -> BatchHeader:
+        """The header of a batch at `position` that failed the strict check: valid as a batch
+        the log cleaner rewrote (fewer records than offsets, or none) in a compacted log, else
+        the strict check's error, the batch named."""
+        if self.config.compacts:
+            try:
+                return validate_batch(data, position, where=self.name, sparse=True)
+            except (CorruptRecordError, InvalidRecordError):
+                pass
+        self._raise_naming_batch("follower append", data, headers, position)
+
     def append_as_follower(
         self, batches_bytes: bytes | bytearray | memoryview, *, leader_epoch: int | None = None
     ) -> LogAppendInfo:
-        """Append a leader's batches verbatim; they must start exactly at the log end offset.
+        """Append a leader's batches verbatim; they must start exactly at the log end offset
+        and follow each other without gaps, except in a compacted log, whose leader's cleaner
+        leaves gaps: there they need only start at or past it and increase.
 
         The one exception (Kafka's): an empty log whose start offset falls inside the first
         batch (DeleteRecords landed mid-batch on the leader) restarts at that batch's base.
@@ -657,7 +671,12 @@ class Log:
             buf = _immutable(batches_bytes)
             headers = self._validate_follower_batches(buf, leader_epoch)
             first = headers[0].base_offset
-            if first != self._log_end_offset:
+            # A compacted leader's log may have no batch at the follower's log end any more
+            # (cleaned away): its next batch starts past it, and the offsets between stay
+            # unused, as on the leader (Kafka's rule for every log).
+            if first != self._log_end_offset and not (
+                first > self._log_end_offset and self.config.compacts
+            ):
                 empty = self._log_end_offset == self._log_start_offset
                 if empty and first < self._log_end_offset <= headers[-1].last_offset:
                     self._truncate_fully_and_start_at(first)
@@ -689,8 +708,14 @@ class Log:
             try:
                 header = validate_batch(buf, position, where=self.name)
             except (CorruptRecordError, InvalidRecordError):
-                self._raise_naming_batch("follower append", buf, headers, position)
-            if expected is not None and header.base_offset != expected:
+                header = self._cleaned_batch(buf, headers, position)
+            # A compacted leader's cleaned batches skip the offsets it removed (checked only
+            # on a mismatch: the usual append pays nothing for it).
+            if (
+                expected is not None
+                and header.base_offset != expected
+                and not (header.base_offset > expected and self.config.compacts)
+            ):
                 raise OffsetsOutOfOrderError(
                     f"{self._where('follower append', headers, position)}: base offset "
                     f"{header.base_offset} does not follow {expected - 1}"

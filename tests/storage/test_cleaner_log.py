@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from storage_helpers import NO_SYNC_FS, T0, SimulatedCrash, open_log
 
+from replog.errors import InvalidRecordError, OffsetsOutOfOrderError, UnexpectedAppendOffsetError
 from replog.record import RecordBatch, build_batch
 from replog.record.builder import BatchOptions
 from replog.storage import Log, LogConfig
@@ -198,6 +199,35 @@ def test_a_pass_asked_to_stop_stops_between_batches(tmp_path: Path) -> None:
     assert result.abandoned and result.groups_swapped == 0
     assert read_entries(log) == before
     assert not [n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap"))]
+
+
+def replicate(leader: Log, follower: Log) -> None:
+    """Fetch from the follower's log end until it reaches the leader's, as replication does."""
+    while follower.log_end_offset < leader.log_end_offset:
+        follower.append_as_follower(leader.read(follower.log_end_offset, 300), leader_epoch=0)
+
+
+def test_a_follower_copies_a_cleaned_leader_gaps_and_all(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader-0", CONFIG)
+    fill(leader, 120)
+    clean(leader)
+    follower = open_log(tmp_path / "follower-0", CONFIG)
+    replicate(leader, follower)
+    assert read_entries(follower) == read_entries(leader)
+    assert follower.log_end_offset == leader.log_end_offset
+    follower.close_without_flush()
+    reopened = open_log(tmp_path / "follower-0", CONFIG, recovery_point=0)
+    assert read_entries(reopened) == read_entries(leader)
+
+
+def test_a_follower_of_a_log_not_compacted_refuses_gaps(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader-0", CONFIG)
+    fill(leader, 120)
+    clean(leader)
+    delete_only = LogConfig(segment_bytes=700, index_interval_bytes=100)
+    follower = open_log(tmp_path / "follower-0", delete_only)
+    with pytest.raises((UnexpectedAppendOffsetError, OffsetsOutOfOrderError, InvalidRecordError)):
+        replicate(leader, follower)
 
 
 def summary_of(log: Log, min_lag_ms: int = 0) -> CompactedLogSummary:

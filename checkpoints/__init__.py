@@ -22,6 +22,7 @@ from checkpoints.leader_epoch_checkpoint import (
     render_leader_epoch_checkpoint,
 )
 from checkpoints.offset_checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -45,6 +46,7 @@ from replog.errors import CorruptCheckpointError
 
 __all__ = [
     "CHECKPOINT_VERSION",
+    "CLEANER_OFFSET_CHECKPOINT",
     "CLEAN_SHUTDOWN_MARKER",
     "CLEAN_SHUTDOWN_MARKER_VERSION",
     "LEADER_EPOCH_CHECKPOINT",

@@ -37,6 +37,9 @@ from replog.common import TopicPartitionKey
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+# The log cleaner's: per compacted partition, the offset cleaning has reached (the first dirty
+# offset of the next pass).
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]+")

@@ -107,9 +107,12 @@ class RecordBatch:
         self.where = where
 
     @classmethod
-    def parse(cls, buf: Buffer, position: int = 0, *, where: str = "batch") -> RecordBatch:
-        """Validate the batch at `position` (see `validate_batch`) and view it."""
-        header = validate_batch(buf, position, where=where)
+    def parse(
+        cls, buf: Buffer, position: int = 0, *, where: str = "batch", sparse: bool = False
+    ) -> RecordBatch:
+        """Validate the batch at `position` (see `validate_batch`; `sparse`: a batch the log
+        cleaner may have rewritten, with gaps between its records' offsets) and view it."""
+        header = validate_batch(buf, position, where=where, sparse=sparse)
         if isinstance(buf, bytes):
             return cls(header, buf, position, where)
         return cls(header, bytes(buf[position : position + header.size_in_bytes]), 0, where)
@@ -140,6 +143,7 @@ class RecordBatch:
             base_timestamp=header.base_timestamp,
             log_append_time=header.max_timestamp if header.is_log_append_time else None,
             where=self.where,
+            last_offset_delta=header.last_offset_delta,
         )
 
     def values(

@@ -252,16 +252,18 @@ def seal_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    last_offset_delta: int | None = None,
 ) -> bytes:
     """The complete batch around an encoded (and, per `attributes`, compressed) records region
     of `records_count` records: the header, its CRC last. The header fields are the caller's
     to check (`BatchBuilder` does), but `max_timestamp`: appends check the first timestamp and
-    the deltas, so the largest may still overflow the int64 header field."""
+    the deltas, so the largest may still overflow the int64 header field. `last_offset_delta`
+    defaults to `records_count - 1`; the log cleaner keeps a rewritten batch's own, larger."""
     if not INT64_MIN <= max_timestamp <= INT64_MAX:
         _check_range("max_timestamp", max_timestamp, INT64_MIN, INT64_MAX)
     covered_head = _COVERED_HEAD.pack(
         attributes,
-        records_count - 1,
+        records_count - 1 if last_offset_delta is None else last_offset_delta,
         base_timestamp,
         max_timestamp,
         producer_id,

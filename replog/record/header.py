@@ -159,11 +159,13 @@ def validate_batch(
     *,
     where: str = "batch",
     defer_crc: bool = False,
+    sparse: bool = False,
 ) -> BatchHeader:
     """Check one complete batch at `position` and return its header.
 
     Checks, in order: enough bytes to frame it, a sane `batch_length`, the whole batch present,
-    magic 2, the CRC-32C, and records_count == last_offset_delta + 1 (> 0). `where` names the
+    magic 2, the CRC-32C, and records_count == last_offset_delta + 1 (> 0; with `sparse`, a batch
+    the log cleaner rewrote, 0 <= records_count <= last_offset_delta + 1). `where` names the
     batch in error messages (a file and byte position, or a topic-partition). With `defer_crc`
     the last two are left to the caller (`check_crc_and_count`), which must run them before it
     makes the batch visible.
@@ -192,18 +194,23 @@ def validate_batch(
     if defer_crc:
         return header
     actual_crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
-    check_crc_and_count(header, actual_crc, where)
+    check_crc_and_count(header, actual_crc, where, sparse=sparse)
     return header
 
 
-def check_crc_and_count(header: BatchHeader, actual_crc: int, where: str) -> None:
+def check_crc_and_count(
+    header: BatchHeader, actual_crc: int, where: str, *, sparse: bool = False
+) -> None:
     """The last two checks of `validate_batch`, for a caller that computed the CRC itself."""
     if actual_crc != header.crc:
         raise CorruptRecordError(
             f"{where}: CRC-32C mismatch at offset {header.base_offset}: "
             f"stored {header.crc:#010x}, computed {actual_crc:#010x}"
         )
-    if header.records_count <= 0 or header.records_count != header.last_offset_delta + 1:
+    count = header.records_count
+    if (count <= 0 or count != header.last_offset_delta + 1) and not (
+        sparse and 0 <= count <= header.last_offset_delta + 1
+    ):
         raise InvalidRecordError(
             f"{where}: records_count {header.records_count} does not equal "
             f"last_offset_delta {header.last_offset_delta} + 1"

@@ -260,12 +260,15 @@ def decode_records(
     base_timestamp: int,
     log_append_time: int | None,
     where: str,
+    last_offset_delta: int | None = None,
 ) -> Iterator[Record]:
     """Yield the `records_count` records in data[position:end], checking every structural rule.
 
-    The region must hold exactly `records_count` records with offset deltas 0..n-1 (a batch as a
-    producer or leader builds it) and nothing after them. `log_append_time`, when not None,
-    replaces every record's timestamp (the batch's LogAppendTime maxTimestamp).
+    The region must hold exactly `records_count` records and nothing after them, their offset
+    deltas strictly increasing up to `last_offset_delta` (default `records_count - 1`: deltas
+    0..n-1, a batch as a producer or leader builds it; larger in a batch the log cleaner
+    rewrote, whose removed records leave gaps). `log_append_time`, when not None, replaces
+    every record's timestamp (the batch's LogAppendTime maxTimestamp).
     """
     return _decoded(
         data,
@@ -277,6 +280,7 @@ def decode_records(
         log_append_time,
         where,
         Record,
+        records_count - 1 if last_offset_delta is None else last_offset_delta,
     )
 
 
@@ -286,7 +290,9 @@ def decode_record_values(
     """`decode_records`' values alone, with the same checks: no `Record` is built (a frozen
     dataclass's five field sets, about 0.8 us a record), for a reader of values only (every
     node decodes every committed metadata batch, records by the thousand)."""
-    return _decoded(data, position, end, records_count, base_offset, 0, None, where, _value)
+    return _decoded(
+        data, position, end, records_count, base_offset, 0, None, where, _value, records_count - 1
+    )
 
 
 def _value(
@@ -308,7 +314,11 @@ def _decoded(
     log_append_time: int | None,
     where: str,
     make: Callable[[int, int, bytes | None, bytes | None, tuple[Header, ...]], _Decoded],
+    last_offset_delta: int,
 ) -> Iterator[_Decoded]:
+    # A dense batch's deltas are exactly its record indexes; a cleaned one's only increase.
+    dense = last_offset_delta == records_count - 1
+    lowest = 0
     for index in range(records_count):
         if position >= end:
             raise InvalidRecordError(
@@ -316,9 +326,21 @@ def _decoded(
                 f"its records region holds only {index}"
             )
         try:
-            record, position = _decode_one(
-                data, position, end, index, base_offset, base_timestamp, log_append_time, make
+            record, position, offset_delta = _decode_one(
+                data,
+                position,
+                end,
+                index if dense else -1,
+                base_offset,
+                base_timestamp,
+                log_append_time,
+                make,
             )
+            if not dense and not lowest <= offset_delta <= last_offset_delta:
+                raise InvalidRecordError(
+                    f"offset delta {offset_delta}, expected {lowest} to {last_offset_delta}"
+                )
+            lowest = offset_delta + 1
         except InvalidRecordError as error:
             raise InvalidRecordError(
                 f"{where}: batch at offset {base_offset}, record {index} "
@@ -341,9 +363,10 @@ def _decode_one(
     base_timestamp: int,
     log_append_time: int | None,
     make: Callable[[int, int, bytes | None, bytes | None, tuple[Header, ...]], _Decoded],
-) -> tuple[_Decoded, int]:
-    """Decode the record at `position`, given to `make`; errors name only the byte, the caller
-    adds the rest."""
+) -> tuple[_Decoded, int, int]:
+    """Decode the record at `position`, given to `make`, and return it, where the next one
+    starts and its offset delta, which must be `index` unless that is -1 (the caller checks);
+    errors name only the byte, the caller adds the rest."""
     body_size, position = decode_varint(data, position, end)
     record_end = position + body_size
     if body_size < 1 or record_end > end:
@@ -353,7 +376,7 @@ def _decode_one(
     # data[position] is the unused attributes byte.
     timestamp_delta, position = decode_varlong(data, position + 1, record_end)
     offset_delta, position = decode_varint(data, position, record_end)
-    if offset_delta != index:
+    if offset_delta != index and index >= 0:
         raise InvalidRecordError(f"offset delta {offset_delta}, expected {index}")
     key, position = _decode_bytes(data, position, record_end, "key")
     value, position = _decode_bytes(data, position, record_end, "value")
@@ -374,7 +397,7 @@ def _decode_one(
         parsed_size = body_size - (record_end - position)
         raise InvalidRecordError(f"declared length {body_size}, the body parses to {parsed_size}")
     timestamp = base_timestamp + timestamp_delta if log_append_time is None else log_append_time
-    return make(base_offset + offset_delta, timestamp, key, value, headers), position
+    return make(base_offset + offset_delta, timestamp, key, value, headers), position, offset_delta
 
 
 def _decode_bytes(

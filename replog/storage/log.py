@@ -3,13 +3,16 @@ retention and recovery rules.
 
 Rules (docs/design/storage.md#leader-validation-on-produce, #segment-files-and-names, #log-recovery,
 docs/design/replication.md):
-- Offsets are dense. `log_start_offset <= high_watermark <= log_end_offset`; the log start
-  offset and the recovery point only move forward, except that truncation pulls them back.
+- Offsets are dense as appended; in a compacted log the cleaner removes records below the
+  high watermark without renumbering the rest (`replace_with_cleaned`), leaving gaps.
+  `log_start_offset <= high_watermark <= log_end_offset`; the log start offset and the
+  recovery point only move forward, except that truncation pulls them back.
 - A leader append validates every batch's header and CRC-32C (never its records), gives each
   batch its base offset and the leader epoch in its header, and appends the bytes. A rejected
   append leaves the log unchanged, and the caller's buffer is never changed.
 - A follower append writes the leader's bytes verbatim; its first offset must equal the log end
-  offset (no gaps; an empty log whose start falls inside the first batch restarts at its base),
+  offset (no gaps, except in a compacted log, whose leader's cleaner leaves some; an empty log
+  whose start falls inside the first batch restarts at its base),
   epochs never fall within it nor pass the sending leader's (when given), and it records each
   batch's leader epoch in the leader-epoch cache.
 - Reads return whole batches, starting with the one that holds `start_offset`, and never a
@@ -94,6 +97,7 @@ from replog.storage.log_config import LogConfig
 from replog.storage.offset_moves import OffsetMoves
 from replog.storage.segment import INT32_MAX, LogSegment
 from replog.storage.segment_map import SegmentMap
+from replog.storage.segment_swap import swap_in
 
 if TYPE_CHECKING:
     from replog.storage.leader_epoch_cache import LeaderEpochCache
@@ -637,10 +641,23 @@ class Log:
             raise exc from None
         raise AssertionError(f"{self.name}: batch at byte {position} failed only once")
 
+    def _cleaned_batch(self, data: Unchangeable, headers: Sized, position: int) -> BatchHeader:
+        """The header of a batch at `position` that failed the strict check: valid as a batch
+        the log cleaner rewrote (fewer records than offsets, or none) in a compacted log, else
+        the strict check's error, the batch named."""
+        if self.config.compacts:
+            try:
+                return validate_batch(data, position, where=self.name, sparse=True)
+            except (CorruptRecordError, InvalidRecordError):
+                pass
+        self._raise_naming_batch("follower append", data, headers, position)
+
     def append_as_follower(
         self, batches_bytes: bytes | bytearray | memoryview, *, leader_epoch: int | None = None
     ) -> LogAppendInfo:
-        """Append a leader's batches verbatim; they must start exactly at the log end offset.
+        """Append a leader's batches verbatim; they must start exactly at the log end offset
+        and follow each other without gaps, except in a compacted log, whose leader's cleaner
+        leaves gaps: there they need only start at or past it and increase.
 
         The one exception (Kafka's): an empty log whose start offset falls inside the first
         batch (DeleteRecords landed mid-batch on the leader) restarts at that batch's base.
@@ -654,7 +671,12 @@ class Log:
             buf = _immutable(batches_bytes)
             headers = self._validate_follower_batches(buf, leader_epoch)
             first = headers[0].base_offset
-            if first != self._log_end_offset:
+            # A compacted leader's log may have no batch at the follower's log end any more
+            # (cleaned away): its next batch starts past it, and the offsets between stay
+            # unused, as on the leader (Kafka's rule for every log).
+            if first != self._log_end_offset and not (
+                first > self._log_end_offset and self.config.compacts
+            ):
                 empty = self._log_end_offset == self._log_start_offset
                 if empty and first < self._log_end_offset <= headers[-1].last_offset:
                     self._truncate_fully_and_start_at(first)
@@ -686,8 +708,14 @@ class Log:
             try:
                 header = validate_batch(buf, position, where=self.name)
             except (CorruptRecordError, InvalidRecordError):
-                self._raise_naming_batch("follower append", buf, headers, position)
-            if expected is not None and header.base_offset != expected:
+                header = self._cleaned_batch(buf, headers, position)
+            # A compacted leader's cleaned batches skip the offsets it removed (checked only
+            # on a mismatch: the usual append pays nothing for it).
+            if (
+                expected is not None
+                and header.base_offset != expected
+                and not (header.base_offset > expected and self.config.compacts)
+            ):
                 raise OffsetsOutOfOrderError(
                     f"{self._where('follower append', headers, position)}: base offset "
                     f"{header.base_offset} does not follow {expected - 1}"
@@ -1040,7 +1068,9 @@ class Log:
 
         def validated(data: bytes, position: int) -> BatchHeader:
             base, _ = read_frame(data, position)
-            return validate_batch(data, position, where=f"{self.name} offset {base}")
+            return validate_batch(
+                data, position, where=f"{self.name} offset {base}", sparse=self.config.compacts
+            )
 
         for data, position, size, header in self._walk(
             start_offset, upper_bound_offset, max_bytes, validated
@@ -1350,6 +1380,64 @@ class Log:
         if self._persist_standalone_state is not None:
             self._persist_standalone_state(self, False)
         return len(doomed)
+
+    # --- cleaning ------------------------------------------------------------------------------
+
+    @property
+    def file_system(self) -> FileSystem:
+        return self._fs
+
+    @property
+    def truncation_count(self) -> int:
+        """How many truncations the log has had since it was opened: a cleaner compares it
+        before and after a pass (`replace_with_cleaned`)."""
+        return self._truncations
+
+    def replace_with_cleaned(
+        self, replaced: list[LogSegment], cleaned: str, *, truncation_count: int
+    ) -> LogSegment | None:
+        """Swap the synced cleaned segment file `cleaned` (`segment_swap.cleaned_path` of the
+        first replaced base) in for `replaced`, consecutive non-active segments of this log, as
+        `segment_swap.swap_in` does; returns the new segment, its indexes rebuilt and synced.
+        When the log changed since the cleaner read them (`truncation_count` is no longer the
+        log's, or they are no longer consecutive non-active segments: a retention deletion, a
+        truncation, a close), nothing is swapped, `cleaned` is removed and the answer is None:
+        a pass is never applied to segments other than those it read."""
+        with self._lock:
+            if (
+                self._closed
+                or truncation_count != self._truncations
+                or not self._still_consecutive(replaced)
+            ):
+                self._fs.remove(cleaned)
+                return None
+            base = replaced[0].base_offset
+            try:
+                swap_in(self._fs, cleaned, replaced)
+                self._active = None
+                self._bound_cache = None
+                for segment in replaced:
+                    del self._segments[segment.base_offset]
+                segment = LogSegment(
+                    self.directory, base, self.config, self._fs, self._clock(), create=False
+                )
+                self._segments[base] = segment
+                segment.rebuild_indexes()
+                segment.flush()
+            except OSError as exc:
+                raise KafkaStorageError(
+                    f"{self.name}: swapping in the cleaned segment {cleaned} failed: {exc}"
+                ) from exc
+            return segment
+
+    def _still_consecutive(self, replaced: list[LogSegment]) -> bool:
+        """Whether `replaced` are still, in order, consecutive non-active segments of the log."""
+        if not replaced:
+            return False
+        bases = list(self._segments.irange(replaced[0].base_offset, replaced[-1].base_offset))
+        if len(bases) != len(replaced) or bases[-1] == self._segments.peekitem(-1)[0]:
+            return False
+        return all(self._segments.get(segment.base_offset) is segment for segment in replaced)
 
     # --- flushing and closing -----------------------------------------------------------------
 

@@ -109,6 +109,11 @@ class LogConfig:
         return "delete" in _policy_items(self.cleanup_policy)
 
     @property
+    def compacts(self) -> bool:
+        """Whether the policy has `compact`: the log cleaner may leave gaps between offsets."""
+        return "compact" in _policy_items(self.cleanup_policy)
+
+    @property
     def offset_index_entries_max(self) -> int:
         return self.segment_index_bytes // 8
 

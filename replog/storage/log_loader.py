@@ -1,8 +1,9 @@
 """Opening a partition's log: housekeeping, segment loading, and crash recovery.
 
 Rules (docs/design/storage.md#log-recovery):
-- Leftovers of interrupted work are removed first: `*.deleted`, `*.cleaned`, `*.swap` files and
-  index files whose `.log` is gone.
+- A log cleaner's swap a crash interrupted (`<base>.log.swap`) is completed first
+  (`segment_swap`); then leftovers of interrupted work are removed: `*.deleted`, `*.cleaned`,
+  other `*.swap` files and index files whose `.log` is gone.
 - After a clean shutdown nothing is rescanned, so opening costs O(number of segments), not
   O(bytes): the active segment's end is found from its last index entry (or, in a segment no
   longer than one index interval, from its few batches, without reading its indexes: they
@@ -10,8 +11,10 @@ Rules (docs/design/storage.md#log-recovery):
 - After an unclean shutdown every segment from the one holding the recovery point onwards is
   validated batch by batch (framing, magic, CRC-32C, dense offsets, leader epochs) and its
   indexes rebuilt. The log is cut at the first invalid or partial batch, and every later
-  segment is deleted: nothing after a gap can be trusted. Each cut is logged with the file, the
-  offset and the number of bytes.
+  segment is deleted: nothing after a gap can be trusted. In a log whose policy has
+  `compact`, offsets need only increase, within and between segments: the cleaner removes
+  records and leaves their offsets unused (`LogSegment.recover`). Each cut is logged with
+  the file, the offset and the number of bytes.
 - A segment with a missing `.index` or `.timeindex` gets its indexes rebuilt even after a
   clean shutdown.
 - The leader-epoch cache is then cut to the log end and to the log start; if its checkpoint is
@@ -60,6 +63,7 @@ from replog.storage.leader_epoch_cache import LeaderEpochCache
 from replog.storage.log_config import LogConfig
 from replog.storage.segment import LogSegment, segment_file_prefix
 from replog.storage.segment_map import SegmentMap
+from replog.storage.segment_swap import complete_interrupted_swaps
 from replog.storage.standalone_state import StandaloneState, read_state, write_state
 
 if TYPE_CHECKING:
@@ -398,8 +402,9 @@ def _load_opened(
 
 
 def _remove_leftovers(directory: str, names: list[str], fs: FileSystem) -> set[str]:
-    """Remove what an interrupted operation left in `directory` (whose listing is `names`);
-    the names that remain."""
+    """Complete an interrupted cleaner's swap (`segment_swap`), then remove what an interrupted
+    operation left in `directory` (whose listing is `names`); the names that remain."""
+    names = complete_interrupted_swaps(directory, names, fs)
     logs = {name[: -len(".log")] for name in names if name.endswith(".log")}
     remaining = set(names)
     for name in names:
@@ -523,7 +528,14 @@ def _recover(
             )
         later = unflushed[i + 1 :]
         next_base = later[0] if later else None
-        if result.truncated_bytes or (next_base is not None and next_base != result.next_offset):
+        # A compacted log's cleaned segments may end before the next one's base (module Rules).
+        if result.truncated_bytes or (
+            next_base is not None
+            and (
+                next_base < result.next_offset
+                or (next_base > result.next_offset and not segment.config.compacts)
+            )
+        ):
             for doomed in later:
                 log.warning(
                     "%s: deleting %s, which follows a cut or a gap at offset %d",

@@ -2,8 +2,11 @@
 
 Rules:
 - A segment covers [base_offset, next segment's base_offset). Its first batch starts at byte 0
-  and has base offset == base_offset; batches follow each other with dense offsets (replog
-  never compacts, so a gap or an overlap is corruption).
+  and has base offset == base_offset; batches follow each other with dense offsets, so a gap
+  or an overlap is corruption. In a log whose policy has `compact` (`LogConfig.compacts`),
+  the log cleaner removes records and batches without renumbering: there offsets only
+  increase (the first batch at or past base_offset), a batch may hold fewer records than
+  its offset range, or none (`validate_batch`'s `sparse`).
 - The broker path never decodes records: segments frame batches by their headers only. Full
   validation (CRC-32C) happens on the way in (the log validates appends) and in `recover`.
 - Indexes are sparse: once more than `index.interval.bytes` were appended since the last entry,
@@ -61,10 +64,10 @@ _LOOKUP_WINDOW_BYTES = 8 * 1024
 _RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024  # read size when validating a whole segment
 
 
-def _failure(buf: bytes, position: int, where: str) -> str:
+def _failure(buf: bytes, position: int, where: str, sparse: bool = False) -> str:
     """Why the batch at `position` fails `validate_batch`, naming it by `where`."""
     try:
-        validate_batch(buf, position, where=where)
+        validate_batch(buf, position, where=where, sparse=sparse)
     except (CorruptRecordError, InvalidRecordError) as exc:
         return str(exc)
     raise AssertionError(f"{where}: the batch failed validation only once")
@@ -572,6 +575,8 @@ class LogSegment:
         self._max_timestamp_so_far = -1
         self._offset_of_max_timestamp_so_far = -1
         self._rolling_based_timestamp = None
+        # A compacted log's cleaned batches have gaps between and within them (module Rules).
+        sparse = self.config.compacts
         size = self.size
         position = 0
         expected_offset = self.base_offset
@@ -601,13 +606,15 @@ class LogSegment:
                 )
                 chunk_start, relative = position, 0
             try:
-                header = validate_batch(chunk, relative, where=self.log_path)
+                header = validate_batch(chunk, relative, where=self.log_path, sparse=sparse)
             except (CorruptRecordError, InvalidRecordError):
                 # Name the byte only for the bad batch: formatting it for every batch costs
                 # about as much as checking a small one. The same check fails again.
-                reason = _failure(chunk, relative, f"{self.log_path} at byte {position}")
+                reason = _failure(chunk, relative, f"{self.log_path} at byte {position}", sparse)
                 break
-            if header.base_offset != expected_offset:
+            if header.base_offset != expected_offset and not (
+                sparse and header.base_offset > expected_offset
+            ):
                 reason = (
                     f"{self.log_path} at byte {position}: base offset {header.base_offset}, "
                     f"expected {expected_offset}"

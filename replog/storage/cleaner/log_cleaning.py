@@ -1,0 +1,247 @@
+"""One cleaning pass over one compacted `Log` (Kafka's `Cleaner.doClean`): build the key map
+from the dirty section, then rewrite the segments below the map's reach group by group and
+swap each group's cleaned segment in.
+
+Rules:
+- The map covers the records from the first dirty offset up to the first uncleanable one
+  (never the active segment), in offset order, until it is full (`OffsetMap.max_entries`):
+  its own transaction state skips aborted data and markers. The pass reaches the offset
+  after the last one the map covered (`CleaningPass.end_offset`, at least the first dirty
+  offset): the next pass starts there, so a log whose keys do not fit is cleaned in several
+  passes.
+- Every non-active segment holding offsets below the reached offset is rewritten, the clean
+  section too (its records superseded by dirty ones go), in groups (`grouping`); each
+  group's batches go through one `BatchFilter` (one transaction state for the whole pass,
+  one `now_ms`) into `<base>.log.cleaned`, which is synced and swapped in
+  (`Log.replace_with_cleaned`, `segment_swap`). A batch past the map's reach is copied as it
+  is.
+- The segments are read without the log's lock (sealed segments do not change); if the log
+  changed meanwhile (a truncation, a deletion, a close: a read fails or the swap is refused),
+  or the caller asks it to stop (`should_stop`, Kafka's `checkDone`), the pass stops there,
+  abandoned: what was swapped in stays, nothing else changes, and the
+  checkpoint must not move (`CleaningPass.abandoned`).
+- Plain synchronous code: a caller runs it on a thread of its own, never on an event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from replog.errors import CorruptRecordError, InvalidRecordError, LogClosedError
+from replog.record.batch import RecordBatch
+from replog.record.header import LOG_OVERHEAD, iter_frames, read_frame, read_header
+from replog.record.record import Record
+from replog.storage.cleaner.batch_filter import BatchFilter, FilterStats, ProducerLastBatch
+from replog.storage.cleaner.grouping import GroupedSegment, group_segments_by_size
+from replog.storage.cleaner.offset_map import OffsetMap
+from replog.storage.cleaner.transactions import (
+    AbortedTransaction,
+    CleanedTransactions,
+    control_type,
+)
+from replog.storage.log import Log
+from replog.storage.segment import LogSegment
+from replog.storage.segment_swap import cleaned_path
+
+log = logging.getLogger("replog.storage.cleaner")
+
+_READ_BYTES = 1 << 20
+_OFFSET_INDEX_ENTRY_BYTES = 8
+_TIME_INDEX_ENTRY_BYTES = 12
+
+
+@dataclass(slots=True)
+class CleaningPass:
+    """What one pass did."""
+
+    first_dirty: int
+    end_offset: int  # the next pass's first dirty offset (the cleaner checkpoint's new value)
+    map_entries: int = 0
+    map_utilization: float = 0.0
+    groups_swapped: int = 0
+    abandoned: bool = False
+    stats: FilterStats = field(default_factory=FilterStats)
+
+
+class _LogChanged(Exception):
+    """The log changed under the pass, or the pass was asked to stop (module Rules)."""
+
+
+def _never() -> bool:
+    return False
+
+
+def clean_log(
+    target: Log,
+    offset_map: OffsetMap,
+    *,
+    first_dirty: int,
+    first_uncleanable: int,
+    now_ms: int,
+    delete_retention_ms: int,
+    last_batches: Mapping[int, ProducerLastBatch] | None = None,
+    aborted: Iterable[AbortedTransaction] = (),
+    should_stop: Callable[[], bool] = _never,
+) -> CleaningPass:
+    """Clean `target` from `first_dirty` (module Rules). `offset_map` is cleared first.
+    `should_stop` is asked between batches (`CleaningStates.is_aborted`): once it answers
+    True the pass is abandoned there."""
+    aborted = list(aborted)
+    truncations = target.truncation_count
+    segments = target.segments()[:-1]  # never the active segment
+    offset_map.clear()
+    result = CleaningPass(first_dirty, first_dirty)
+    try:
+        _build_offset_map(
+            segments, offset_map, first_dirty, first_uncleanable, aborted, should_stop
+        )
+    except _LogChanged as exc:
+        log.info("%s: cleaning abandoned while reading its dirty section: %s", target.name, exc)
+        result.abandoned = True
+        return result
+    end_offset = max(offset_map.latest_offset + 1, first_dirty)
+    result.end_offset = end_offset
+    result.map_entries = len(offset_map)
+    result.map_utilization = offset_map.utilization
+    to_clean = [s for s in segments if s.base_offset < end_offset]
+    if not to_clean:
+        return result
+    batch_filter = BatchFilter(
+        offset_map,
+        now_ms=now_ms,
+        delete_retention_ms=delete_retention_ms,
+        last_batches=last_batches or {},
+        transactions=CleanedTransactions(aborted),
+    )
+    result.stats = batch_filter.stats
+    summaries = [
+        GroupedSegment(
+            s.base_offset,
+            s.size,
+            _index_bytes(s, _OFFSET_INDEX_ENTRY_BYTES),
+            _index_bytes(s, _TIME_INDEX_ENTRY_BYTES),
+        )
+        for s in to_clean
+    ]
+    config = target.config
+    for group in group_segments_by_size(
+        summaries, config.segment_bytes, config.segment_index_bytes, first_uncleanable
+    ):
+        replaced = [to_clean[i] for i in group]
+        try:
+            cleaned = _write_cleaned(target, replaced, batch_filter, should_stop)
+        except _LogChanged as exc:
+            log.info("%s: cleaning abandoned: %s", target.name, exc)
+            result.abandoned = True
+            return result
+        if target.replace_with_cleaned(replaced, cleaned, truncation_count=truncations) is None:
+            log.info("%s: cleaning abandoned: the log changed during the pass", target.name)
+            result.abandoned = True
+            return result
+        result.groups_swapped += 1
+    return result
+
+
+def _index_bytes(segment: LogSegment, entry_bytes: int) -> int:
+    """An estimate of a segment's index size: one entry per `index.interval.bytes`."""
+    interval = max(segment.config.index_interval_bytes, 1)
+    return (segment.size // interval + 1) * entry_bytes
+
+
+def _build_offset_map(
+    segments: list[LogSegment],
+    offset_map: OffsetMap,
+    start: int,
+    end: int,
+    aborted: list[AbortedTransaction],
+    should_stop: Callable[[], bool],
+) -> None:
+    transactions = CleanedTransactions(aborted)
+    for index, segment in enumerate(segments):
+        upper = segments[index + 1].base_offset if index + 1 < len(segments) else None
+        if upper is not None and upper <= start:
+            continue  # wholly below the dirty section
+        if segment.base_offset >= end:
+            return
+        for batch in _batches(segment, should_stop):
+            header = read_header(batch)
+            if header.last_offset >= end:
+                return
+            if header.is_control:
+                records = list(_records(batch))
+                transactions.on_control_batch_read(
+                    header, control_type(records[0].key) if records else None
+                )
+            elif not transactions.on_batch_read(header):
+                for record in _records(batch):
+                    if record.key is not None and record.offset >= start:
+                        if offset_map.is_full:
+                            return
+                        offset_map.put(record.key, record.offset)
+            if header.last_offset >= start:
+                offset_map.update_latest_offset(header.last_offset)
+
+
+def _records(batch: bytes) -> Iterator[Record]:
+    try:
+        return RecordBatch.parse(batch, where="cleaner", sparse=True).records()
+    except (CorruptRecordError, InvalidRecordError) as exc:
+        raise _LogChanged(str(exc)) from exc
+
+
+def _write_cleaned(
+    target: Log,
+    replaced: list[LogSegment],
+    batch_filter: BatchFilter,
+    should_stop: Callable[[], bool],
+) -> str:
+    """Filter `replaced`'s batches into their synced `.cleaned` file; returns its path."""
+    fs = target.file_system
+    path = cleaned_path(target.directory, replaced[0].base_offset)
+    fs.remove(path)  # a stale one of an earlier, interrupted pass
+    out = fs.open_segment_file(path, create=True)
+    try:
+        for segment in replaced:
+            for batch in _batches(segment, should_stop):
+                try:
+                    kept = batch_filter.filter(batch)
+                except (CorruptRecordError, InvalidRecordError) as exc:
+                    raise _LogChanged(f"{segment.log_path}: {exc}") from exc
+                if kept is not None:
+                    out.append(kept)
+        out.fsync()
+    except BaseException:
+        out.close()
+        fs.remove(path)
+        raise
+    out.close()
+    return path
+
+
+def _batches(segment: LogSegment, should_stop: Callable[[], bool]) -> Iterator[bytes]:
+    """Each whole batch of a sealed segment, in order, read `_READ_BYTES` at a time;
+    `_LogChanged` once `should_stop` says so."""
+    file = segment.log_file
+    size = file.size
+    position = 0
+    try:
+        while position < size:
+            chunk = file.read_fully(position, min(_READ_BYTES, size - position))
+            if len(chunk) < LOG_OVERHEAD:
+                raise _LogChanged(f"{segment.log_path}: {len(chunk)} bytes at byte {position}")
+            _, batch_size = read_frame(chunk, 0)
+            if batch_size > len(chunk):  # one batch larger than a chunk
+                chunk = file.read_fully(position, batch_size)
+            consumed = 0
+            for at, length in iter_frames(chunk):
+                if should_stop():
+                    raise _LogChanged(f"{segment.log_path}: the pass was asked to stop")
+                yield chunk[at : at + length]
+                consumed = at + length
+            if consumed == 0:
+                raise _LogChanged(f"{segment.log_path}: no whole batch at byte {position}")
+            position += consumed
+    except (OSError, LogClosedError) as exc:
+        raise _LogChanged(f"{segment.log_path}: {exc}") from exc

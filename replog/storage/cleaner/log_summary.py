@@ -1,0 +1,48 @@
+"""What the cleaner's choice (`cleanable`) needs of a `Log`: its segments' sizes and timestamps
+and its offsets, read under the log's lock.
+
+Rules:
+- A segment's largest timestamp is its largest record timestamp (the file's mtime when it has
+  none, as Kafka's `largestTimestamp`); its first batch timestamp is its first batch's max
+  timestamp (-1 when empty), Kafka's `getFirstBatchTimestampForSegments`.
+- The last stable offset is the high watermark unless the caller knows better (no
+  transactions are kept yet).
+- Reads batch headers only (one per segment); plain synchronous code, for a cleaner's thread.
+"""
+
+from __future__ import annotations
+
+from replog.record.header import RECORD_BATCH_OVERHEAD, read_header
+from replog.storage.cleaner.cleanable import CompactedLogSummary, SegmentSummary
+from replog.storage.log import Log
+from replog.storage.segment import LogSegment
+
+
+def summarize_log(
+    log: Log,
+    *,
+    min_cleanable_dirty_ratio: float,
+    min_compaction_lag_ms: int,
+    max_compaction_lag_ms: int,
+    last_stable_offset: int | None = None,
+) -> CompactedLogSummary:
+    with log.locked():
+        segments = [_summary(segment) for segment in log.segments()]
+        return CompactedLogSummary(
+            log.name,
+            segments,
+            log.log_start_offset,
+            log.log_end_offset,
+            log.high_watermark if last_stable_offset is None else last_stable_offset,
+            min_cleanable_dirty_ratio,
+            min_compaction_lag_ms,
+            max_compaction_lag_ms,
+        )
+
+
+def _summary(segment: LogSegment) -> SegmentSummary:
+    first = -1
+    if segment.size >= RECORD_BATCH_OVERHEAD:
+        first = read_header(segment.log_file.read(0, RECORD_BATCH_OVERHEAD)).max_timestamp
+    largest = segment.largest_timestamp() if segment.size else -1
+    return SegmentSummary(segment.base_offset, segment.size, largest, first)

@@ -92,9 +92,9 @@ FORCED_PASSTHROUGH = {
     "enable.idempotence": ("true",),
 }
 # The sink's producer defaults where they differ from the client's: a task sends many records
-# at once, so larger batches and a little more linger cut requests (docs/client.md measured
-# 4.9 -> 17 MB/s with batch.size=131072 linger.ms=20). `kafka.<setting>` overrides them.
-SINK_PRODUCER_DEFAULTS = {"batch.size": "131072", "linger.ms": "20"}
+# at once, so a little more linger fills the client's (1 MB) batches and cuts requests.
+# `kafka.<setting>` overrides them.
+SINK_PRODUCER_DEFAULTS = {"linger.ms": "20"}
 
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 

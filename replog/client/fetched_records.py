@@ -85,8 +85,9 @@ class CompletedFetch:
     error: Exception | None = None  # raised once the records before it are handed out
     index: int = field(default=0)
     # The next fetch's records, fetched from `next_offset` while these were still buffered
-    # (the fetcher fetches one answer ahead): handed out once these are.
+    # (the fetcher fetches ahead): handed out once these are.
     following: CompletedFetch | None = None
+    size: int = 0  # the answer's record bytes (what the fetcher's read-ahead bound counts)
 
     @property
     def exhausted(self) -> bool:
@@ -197,6 +198,7 @@ def decode_fetched(
         high_watermark,
         log_start_offset,
         error,
+        size=len(data),
     )
 
 

@@ -1,21 +1,25 @@
 """The consumer's fetcher: Fetch requests to partition leaders, answers buffered for `poll`.
 
 Theory of operation: `send_fetches` starts, for every leader that has fetchable partitions
-(assigned, position known, no reset pending, not paused, at most one answer buffered) and no
-request in flight, one Fetch (replica id -1) with `fetch.min.bytes`, `fetch.max.wait.ms`,
-`fetch.max.bytes` and `max.partition.fetch.bytes`. Answers are decoded
+(assigned, position known, no reset pending, not paused, no error buffered, the read-ahead
+bound below) and no request in flight, one Fetch (replica id -1) with `fetch.min.bytes`,
+`fetch.max.wait.ms`, `fetch.max.bytes` and `max.partition.fetch.bytes`. Answers are decoded
 (`fetched_records.decode_fetched`) into a buffer per partition; `drain` hands them out and
-moves the positions. The consumer sends the next fetches right after a drain, so the network
-works while the application processes what `poll` returned (prefetching). A partition whose
-records are still buffered is fetched one answer ahead, from where they end (librdkafka
-prefetches too; Kafka's Java consumer waits until they are handed out): a catch-up read then
-does not wait a round trip each time a partition's buffer runs out. It holds at most two
-answers a partition (2 x `max.partition.fetch.bytes`). An answer ahead that brings an error or
-nothing is dropped (after an error its leader is backed off, and a retriable error requests a
-metadata update at once, as Kafka's consumer does when it sees one, so the new leader is
-known by the time the buffer drains; an empty answer is asked again
-at once, and the leader waits `fetch.max.wait.ms` for data): the partition meets it again when
-fetched at its position, where the rules below apply. A leader's fetches go one after another
+moves the positions. Fetches are sent right after a drain and again as each answer arrives,
+so the network works while the application processes what `poll` returned (prefetching),
+and a leader is asked again without waiting for the next poll. A partition whose records are
+still buffered is fetched ahead, from where its last buffered answer ends (librdkafka
+prefetches too, up to `queued.max.messages.kbytes`; Kafka's Java consumer waits until they
+are handed out): a catch-up read then keeps a fetch in flight to each leader instead of
+waiting a round trip each time a partition's buffer runs out. The read-ahead is bounded by
+`fetch.max.bytes`: no partition is fetched ahead while the answers buffered for all of them
+hold that many record bytes or more (so at most `fetch.max.bytes` plus one answer a
+partition is held). An answer ahead that brings an error or nothing is dropped (after an
+error its leader is backed off, and a retriable error requests a metadata update at once, as
+Kafka's consumer does when it sees one, so the new leader is known by the time the buffer
+drains; an empty answer is asked again at once, and the leader waits `fetch.max.wait.ms` for
+data): the partition meets it again when fetched at its position, where the rules below
+apply. A leader's fetches go one after another
 on the broker's fetch connection (`kafka_broker_client.FetchStream`), as a Kafka consumer's
 do. A failed fetch ends its session; the next starts another.
 A broker's stream is closed once it leads none of the assigned partitions.
@@ -23,13 +27,13 @@ A broker's stream is closed once it leads none of the assigned partitions.
 Each call holds an incremental fetch session (KIP-227, `replication.fetch_session`), as Kafka's
 consumer does: after the call's first request, a fetch carries only the partitions whose entry
 changed (a new position, a new leader epoch) or that joined, and names those it no longer
-fetches there (two answers or an error buffered, paused, a reset pending, led elsewhere now:
-on the next request to that leader); the leader answers only those with records, an error, or a high
-watermark or log start offset it has not yet sent without an error. A partition missing from
-an answer has nothing new. A partition whose high watermark the consumer does not know
-(newly assigned, or only errors so far) is sent each time until an answer brings it. So a
-consumer of many mostly idle partitions exchanges small messages, not every partition both
-ways on every fetch (docs/benchmarks.md, "Idle partitions").
+fetches there (the read-ahead bound reached, an error buffered, paused, a reset pending, led
+elsewhere now: on the next request to that leader); the leader answers only those with
+records, an error, or a high watermark or log start offset it has not yet sent without an
+error. A partition missing from an answer has nothing new. A partition whose high watermark
+the consumer does not know (newly assigned, or only errors so far) is sent each time until an
+answer brings it. So a consumer of many mostly idle partitions exchanges small messages, not
+every partition both ways on every fetch (docs/benchmarks.md, "Idle partitions").
 
 Rules:
 - An answer is used only if the partition is still assigned and the offset it was fetched
@@ -157,6 +161,7 @@ class Fetcher:
         self._backoff_until: dict[int, int] = {}
         self._logged: dict[object, str] = {}  # last cause logged per node / partition
         self._arrived = asyncio.Event()
+        self._closed = False
 
     # --- sending ------------------------------------------------------------------------------
 
@@ -167,13 +172,14 @@ class Fetcher:
         unknown: dict[int, set[tuple[str, int]]] = {}  # per leader: high watermark not known
         addresses: dict[int, str] = {}
         leading: set[int] = set()  # brokers leading an assigned partition, fetchable or not
+        held = self._held_bytes()
         for tp, state in self._subscriptions.items():
             leader = self._metadata.partition(tp)
             if leader is not None and leader.leader >= 0:
                 leading.add(leader.leader)
             if not state.fetchable:
                 continue
-            fetch_offset = self._fetch_offset(tp, state.position)
+            fetch_offset = self._fetch_offset(tp, state.position, held)
             if fetch_offset is None:
                 continue
             if leader is None or leader.leader < 0:
@@ -216,16 +222,37 @@ class Fetcher:
             task.add_done_callback(functools.partial(self._fetch_done, node))
         self._close_streams_except(leading)
 
-    def _fetch_offset(self, tp: TopicPartition, position: int | None) -> int | None:
-        """Where the partition's next fetch starts: its position, or, while one fetch's records
-        are buffered, where they end (one fetch ahead, not more); None: not now (two answers
-        buffered, an error waiting to be raised, or a seek the buffer has not seen yet)."""
+    def _fetch_offset(
+        self, tp: TopicPartition, position: int | None, held: int | None = None
+    ) -> int | None:
+        """Where the partition's next fetch starts: its position, or, while fetched records are
+        buffered, where the last buffered answer ends; None: not now (an error waiting to be
+        raised, a seek the buffer has not seen yet, or, with `held` (the record bytes buffered
+        for every partition), the read-ahead bound reached)."""
         ahead = self._buffered.get(tp)
         if ahead is None:
             return position
-        if ahead.following is not None or ahead.error is not None or ahead.position != position:
+        if ahead.position != position:
+            return None
+        while True:
+            if ahead.error is not None:
+                return None
+            if ahead.following is None:
+                break
+            ahead = ahead.following
+        if held is not None and held >= self.settings.fetch_max_bytes:
             return None
         return ahead.next_offset
+
+    def _held_bytes(self) -> int:
+        """The record bytes of every buffered answer (the read-ahead bound's measure)."""
+        held = 0
+        for completed in self._buffered.values():
+            answer: CompletedFetch | None = completed
+            while answer is not None:
+                held += answer.size
+                answer = answer.following
+        return held
 
     def _close_streams_except(self, leading: set[int]) -> None:
         """Close the stream to every broker that leads none of the assigned partitions and has
@@ -238,6 +265,9 @@ class Fetcher:
         if self._in_flight.get(node) is task:
             del self._in_flight[node]
         self._arrived.set()
+        if not self._closed and not task.cancelled() and self._tasks.running:
+            # The leader is asked again at once (module docstring), not at the next poll.
+            self.send_fetches()
 
     @property
     def in_flight(self) -> int:
@@ -359,6 +389,8 @@ class Fetcher:
                 if ahead is None:
                     self._buffered[tp] = completed
                 elif completed.error is None:
+                    while ahead.following is not None:
+                        ahead = ahead.following
                     ahead.following = completed
                 else:
                     self._back_off(node)  # as above: raised once fetched at the position
@@ -532,6 +564,7 @@ class Fetcher:
             self._buffered.pop(tp, None)
 
     async def close(self) -> None:
+        self._closed = True
         tasks = list(self._in_flight.values())
         for task in tasks:
             task.cancel()

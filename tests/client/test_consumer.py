@@ -3,11 +3,11 @@
 Covered: assign and subscribe round trips, starting positions (committed offset, each
 auto.offset.reset policy), batches starting before the position, OFFSET_OUT_OF_RANGE with each
 policy, a leader change mid-stream, the seek family and offset lookups, commit / commit_async /
-committed, auto-commit committing only what poll returned, pause/resume, fetching one answer
-ahead (order, errors met ahead, a model check with seeks and pauses), iteration and
-wakeup, a poll on a dead cluster returning within its timeout, calls cut off by a connection
-reset (retried, not taken for a close), a missing partition retried without spinning, and the
-typed errors of misuse.
+committed, auto-commit committing only what poll returned, pause/resume, fetching ahead as
+answers arrive up to fetch.max.bytes (order, errors met ahead, a model check with seeks and
+pauses), iteration and wakeup, a poll on a dead cluster returning within its timeout, calls
+cut off by a connection reset (retried, not taken for a close), a missing partition retried
+without spinning, and the typed errors of misuse.
 """
 
 from __future__ import annotations
@@ -120,37 +120,68 @@ async def test_max_records_splits_one_fetch_over_polls(cluster: FakeCluster) -> 
 
 
 @pytest.mark.asyncio
-async def test_a_partition_is_fetched_one_answer_ahead_of_its_buffered_records(
+async def test_a_partition_is_fetched_ahead_of_its_buffered_records_as_answers_arrive(
     cluster: FakeCluster,
 ) -> None:
     """While a fetch's records are still buffered (max_records cut them), the partition is
-    fetched again from where they end, once (two answers at most); the records come out in
-    order, none twice; a seek drops both answers."""
+    fetched again from where the last buffered answer ends, answer after answer as they
+    arrive, with no poll in between; the records come out in order, none twice; a seek drops
+    every answer buffered."""
     cluster.create("t")
-    cluster.append("t", 0, [b"%d" % i for i in range(30)])
+    for start in range(0, 50, 10):
+        cluster.append("t", 0, [b"%d" % i for i in range(start, start + 10)])
     # max.partition.fetch.bytes lets a fetch carry about one 10-record batch
     async with consumer(cluster, max_partition_fetch_bytes=200) as c:
         c.assign([T0])
-        cluster.append("t", 0, [b"%d" % i for i in range(30, 40)])  # batches of 30, then 10
         got: list[int] = []
         first = await c.poll(2_000, max_records=3)
         got += [r.offset for r in first[T0]]
-        await eventually(
-            lambda: [o for _, parts in cluster.fetches for _, _, o in parts][-1] > 0,
-            "a fetch ahead of the buffered records",
-        )
-        fetched_at = [o for _, parts in cluster.fetches for _, _, o in parts]
-        assert fetched_at[0] == 0 and fetched_at[-1] == 30  # ahead, from the buffer's end
-        while len(got) < 40:
+
+        def fetched_at() -> list[int]:
+            return [o for _, parts in cluster.fetches for _, _, o in parts]
+
+        await eventually(lambda: 40 in fetched_at(), "fetches ahead up to the last batch")
+        assert fetched_at()[:5] == [0, 10, 20, 30, 40]  # each from the last answer's end
+        while len(got) < 50:
             batch = await c.poll(2_000, max_records=3)
             got += [r.offset for r in batch.get(T0, [])]
-        assert got == list(range(40))
-        # A seek while an answer is buffered ahead: neither is handed out.
+        assert got == list(range(50))
+        # A seek while answers are buffered ahead: none of them is handed out.
         c.seek(T0, 5)
+        sent = len(cluster.fetches)
         assert [r.offset for r in (await c.poll(2_000, max_records=2))[T0]] == [5, 6]
-        await asyncio.sleep(0.05)  # the fetch ahead of 7.. arrives
+        await eventually(lambda: 20 in fetched_at()[sent:], "answers ahead of 7.. arrived")
         c.seek(T0, 1)
         assert [r.offset for r in (await c.poll(2_000, max_records=2))[T0]] == [1, 2]
+
+
+@pytest.mark.asyncio
+async def test_fetching_ahead_stops_at_fetch_max_bytes_of_buffered_records(
+    cluster: FakeCluster,
+) -> None:
+    """No partition is fetched ahead while the answers buffered hold fetch.max.bytes of record
+    bytes: with a bound below one answer, the next fetch waits until poll handed out the
+    buffered records."""
+    cluster.create("t")
+    for start in range(0, 30, 10):
+        cluster.append("t", 0, [b"%d" % i for i in range(start, start + 10)])
+    async with consumer(cluster, max_partition_fetch_bytes=200, fetch_max_bytes=1) as c:
+        c.assign([T0])
+        first = await c.poll(2_000, max_records=3)
+        assert [r.offset for r in first[T0]] == [0, 1, 2]
+        assert not c._fetcher.in_flight  # one answer buffered: nothing fetched ahead
+        assert [o for _, parts in cluster.fetches for _, _, o in parts] == [0]
+        rest = await c.poll(2_000, max_records=7)
+        assert [r.offset for r in rest[T0]] == list(range(3, 10))
+        assert c._fetcher.in_flight  # drained: fetched at the position again
+    sent = len(cluster.fetches)
+    async with consumer(cluster, max_partition_fetch_bytes=200) as c:
+        c.assign([T0])
+        await c.poll(2_000, max_records=3)
+        await eventually(
+            lambda: 20 in [o for _, parts in cluster.fetches[sent:] for _, _, o in parts],
+            "fetched ahead under the default bound",
+        )
 
 
 @pytest.mark.asyncio

@@ -1,8 +1,12 @@
 """One partition's answer to a consumer Fetch, decoded into `ConsumerRecord`s and drained by poll.
 
-`decode_fetched` turns the v2 batches of a fetch answer into the records a consumer may see;
-`CompletedFetch` holds them until `poll` hands them out (possibly over several polls when
-`max.poll.records` is smaller than what one fetch returned).
+`fetched_answer` checks the v2 batches of a fetch answer (framing, header, CRC-32C) when it
+arrives and keeps them as bytes; `CompletedFetch` decodes them into the records a consumer
+may see a batch at a time, as `poll` hands them out (possibly over several polls when
+`max.poll.records` is smaller than what one fetch returned), as Kafka's consumer parses a
+fetch's records only as poll reaches them. So answers fetched ahead of the application are
+bytes, not a tracked Python object a record that the garbage collector walks again and
+again. `decode_fetched` decodes a whole answer at once (the same records and errors).
 
 Three decoders, tried in turn for each uncompressed batch (a compressed one starts at the
 second): `_uniform_records` when every record of the batch has one layout (no key, values of
@@ -30,12 +34,13 @@ Rules:
 - `next_offset` is where the next fetch starts once every record was handed out: after the
   last complete batch read, so a fetch of only skipped records (control batches, records
   below the position) still moves the position forward.
-- Records decoded before a bad batch (or a record the user's deserializer rejects) are still
-  handed out; the error is raised by the poll after them, and again by every poll until the
-  user seeks past it (Kafka's behaviour). The position stays at the bad record. A
-  deserializer's exception is wrapped in RecordDeserializationError naming the partition, the
-  offset and key or value (Kafka's RecordDeserializationException), so the caller knows where
-  to seek.
+- A CRC mismatch or a bad frame is found when the answer arrives, a record that does not
+  parse or a deserializer's error when `take` reaches its batch. Records before a bad batch
+  (or a record the user's deserializer rejects) are still handed out; the error is raised by
+  the poll after them, and again by every poll until the user seeks past it (Kafka's
+  behaviour). The position stays at the bad record. A deserializer's exception is wrapped in
+  RecordDeserializationError naming the partition, the offset and key or value (Kafka's
+  RecordDeserializationException), so the caller knows where to seek.
 """
 
 from __future__ import annotations
@@ -73,8 +78,24 @@ _new_tuple = tuple.__new__
 
 
 @dataclass(slots=True)
+class _Pending:
+    """The batches of an answer not decoded yet, and how to decode them."""
+
+    data: bytes
+    batches: list[tuple[int, BatchHeader]]  # (position in `data`, header), checked, in order
+    fetch_position: int  # records below it are skipped
+    bound: int  # records at or above it are not returned (the high watermark)
+    key_deserializer: Deserializer
+    value_deserializer: Deserializer
+    error: Exception | None  # met after the last of `batches` (a CRC mismatch, a bad frame)
+    next: int = 0  # the index in `batches` of the next batch to decode
+
+
+@dataclass(slots=True)
 class CompletedFetch:
-    """Decoded records of one partition not yet handed to the user."""
+    """One partition's fetched records not yet handed to the user: those decoded (`records`
+    from `index` on), then the answer's batches not decoded yet (`pending`), decoded a batch
+    at a time as `take` reaches them."""
 
     tp: TopicPartition
     position: int  # the consumer position these records continue from
@@ -88,21 +109,118 @@ class CompletedFetch:
     # (the fetcher fetches ahead): handed out once these are.
     following: CompletedFetch | None = None
     size: int = 0  # the answer's record bytes (what the fetcher's read-ahead bound counts)
+    pending: _Pending | None = None
 
     @property
     def exhausted(self) -> bool:
-        return self.index >= len(self.records)
+        return self.index >= len(self.records) and self.pending is None
+
+    @property
+    def empty(self) -> bool:
+        """No record, no batch left to decode, no error: the answer brought nothing to hand
+        out (its `next_offset` may still move the position past skipped batches)."""
+        return self.exhausted and self.error is None
 
     def take(self, max_records: int) -> list[ConsumerRecord]:
         """Up to `max_records` records; moves `position` past them."""
         start = self.index
         taken = self.records[start : start + max_records]
+        self.index = start + len(taken)
+        while len(taken) < max_records and self.pending is not None:
+            self._decode_next()
+            more = self.records[: max_records - len(taken)]
+            self.index = len(more)
+            taken += more
         if taken:
-            self.index = start + len(taken)
             self.position = taken[-1].offset + 1
-        if self.index >= len(self.records) and self.error is None:
+        if self.exhausted and self.error is None:
             self.position = max(self.position, self.next_offset)
         return taken
+
+    def decode_all(self) -> None:
+        """Decode every pending batch into `records` (up to an error)."""
+        records = self.records[self.index :]
+        while self.pending is not None:
+            self._decode_next()
+            records += self.records
+        self.records, self.index = records, 0
+
+    def _decode_next(self) -> None:
+        """Replace `records` with the next pending batch's (module rules); at an error, the
+        records before it and the error."""
+        pending = self.pending
+        assert pending is not None
+        records: list[ConsumerRecord] = []
+        try:
+            while not records and pending.next < len(pending.batches):
+                batch_position, header = pending.batches[pending.next]
+                pending.next += 1
+                _decode_batch(self.tp, pending, batch_position, header, records)
+        except Exception as exc:  # a bad batch, or the user's deserializer
+            self.error = exc
+            self.pending = None
+        else:
+            if pending.next >= len(pending.batches):
+                self.error = pending.error
+                self.pending = None
+        self.records, self.index = records, 0
+
+
+def fetched_answer(
+    tp: TopicPartition,
+    data: bytes | memoryview,
+    *,
+    position: int,
+    high_watermark: int,
+    log_start_offset: int = -1,
+    check_crcs: bool = True,
+    key_deserializer: Deserializer = None,
+    value_deserializer: Deserializer = None,
+) -> CompletedFetch:
+    """The batches of `data` (a fetch answer's bytes) holding records at or after `position`
+    below the HW, checked (framing, header, CRC-32C with `check_crcs`) but not decoded: their
+    records are decoded as `take` reaches them."""
+    if not isinstance(data, bytes):
+        # A view of the answer's buffer: one copy of the partition's bytes here, so that the
+        # records' keys and values are bytes of their own (slices of it).
+        data = bytes(data)
+    topic, partition = tp
+    # -1: the leader did not say; then only the position bounds what is returned.
+    bound = high_watermark if high_watermark >= 0 else 1 << 63
+    batches: list[tuple[int, BatchHeader]] = []
+    next_offset = position
+    error: Exception | None = None
+    try:
+        for batch_position, header in answer_batches(
+            data,
+            position,
+            bound,
+            check_crcs=check_crcs,
+            name=f"{topic}-{partition}",
+            where=f"fetch of {topic}-{partition}",
+            skip_hint=True,
+        ):
+            batches.append((batch_position, header))
+            next_offset = min(header.base_offset + header.last_offset_delta + 1, bound)
+    except Exception as exc:  # a bad batch: raised after the records before it
+        error = exc
+    pending = None
+    if batches:
+        pending = _Pending(
+            data, batches, position, bound, key_deserializer, value_deserializer, error
+        )
+        error = None
+    return CompletedFetch(
+        tp,
+        position,
+        [],
+        max(next_offset, position),
+        high_watermark,
+        log_start_offset,
+        error,
+        size=len(data),
+        pending=pending,
+    )
 
 
 def decode_fetched(
@@ -116,90 +234,85 @@ def decode_fetched(
     key_deserializer: Deserializer = None,
     value_deserializer: Deserializer = None,
 ) -> CompletedFetch:
-    """The records of `data` (a fetch answer's bytes) at or after `position`, below the HW."""
-    if not isinstance(data, bytes):
-        # A view of the answer's buffer: one copy of the partition's bytes here, so that the
-        # records' keys and values are bytes of their own (slices of it).
-        data = bytes(data)
-    topic, partition = tp
-    where = f"fetch of {topic}-{partition}"
-    records: list[ConsumerRecord] = []
-    append = records.append
-    next_offset = position
-    error: Exception | None = None
-    # -1: the leader did not say; then only the position bounds what is returned.
-    bound = high_watermark if high_watermark >= 0 else 1 << 63
-    try:
-        for batch_position, header in answer_batches(
+    """The records of `data` (a fetch answer's bytes) at or after `position`, below the HW,
+    all decoded (`fetched_answer`, then every batch)."""
+    completed = fetched_answer(
+        tp,
+        data,
+        position=position,
+        high_watermark=high_watermark,
+        log_start_offset=log_start_offset,
+        check_crcs=check_crcs,
+        key_deserializer=key_deserializer,
+        value_deserializer=value_deserializer,
+    )
+    completed.decode_all()
+    return completed
+
+
+def _decode_batch(
+    tp: TopicPartition,
+    pending: _Pending,
+    batch_position: int,
+    header: BatchHeader,
+    records: list[ConsumerRecord],
+) -> None:
+    """Append the records of one checked batch in [fetch position, bound) to `records`,
+    deserialized; raises at a record that does not parse or a deserializer's error (the
+    records before it appended)."""
+    # The header's properties spelled out: this runs once per batch of every fetch.
+    attributes = header.attributes
+    if attributes & CONTROL_FLAG_MASK:
+        return
+    data = pending.data
+    position = pending.fetch_position
+    bound = pending.bound
+    timestamp_type = (
+        TIMESTAMP_TYPE_LOG_APPEND_TIME
+        if attributes & TIMESTAMP_TYPE_MASK
+        else TIMESTAMP_TYPE_CREATE_TIME
+    )
+    batch_records = None
+    if not attributes & COMPRESSION_CODEC_MASK:
+        batch_records = _uniform_records(
+            tp,
+            header,
             data,
+            batch_position + RECORD_BATCH_OVERHEAD,
+            batch_position + header.batch_length + LOG_OVERHEAD,
+            timestamp_type,
             position,
             bound,
-            check_crcs=check_crcs,
-            name=f"{topic}-{partition}",
-            where=where,
-            skip_hint=True,
-        ):
-            # The header's properties spelled out: this runs once per batch of every fetch.
-            attributes = header.attributes
-            after_batch = min(header.base_offset + header.last_offset_delta + 1, bound)
-            if attributes & CONTROL_FLAG_MASK:
-                next_offset = after_batch
-                continue
-            timestamp_type = (
-                TIMESTAMP_TYPE_LOG_APPEND_TIME
-                if attributes & TIMESTAMP_TYPE_MASK
-                else TIMESTAMP_TYPE_CREATE_TIME
+        )
+    if batch_records is None:
+        where = f"fetch of {tp.topic}-{tp.partition}"
+        batch_records = _batch_records(
+            tp, header, data, batch_position, timestamp_type, position, bound, where
+        )
+    key_deserializer = pending.key_deserializer
+    value_deserializer = pending.value_deserializer
+    if key_deserializer is None and value_deserializer is None:
+        records += batch_records
+        return
+    append = records.append
+    for record in batch_records:
+        origin = "key"
+        try:
+            key = record.key
+            if key_deserializer is not None:
+                key = key_deserializer(key)
+            origin = "value"
+            value = record[6]
+            if value_deserializer is not None:
+                value = value_deserializer(value)
+        except Exception as exc:
+            raise RecordDeserializationError(tp, record.offset, origin, exc) from exc
+        append(
+            _new_tuple(
+                ConsumerRecord,
+                (*record[:5], key, value, record.headers, record.leader_epoch),
             )
-            batch_records = None
-            if not attributes & COMPRESSION_CODEC_MASK:
-                batch_records = _uniform_records(
-                    tp,
-                    header,
-                    data,
-                    batch_position + RECORD_BATCH_OVERHEAD,
-                    batch_position + header.batch_length + LOG_OVERHEAD,
-                    timestamp_type,
-                    position,
-                    bound,
-                )
-            if batch_records is None:
-                batch_records = _batch_records(
-                    tp, header, data, batch_position, timestamp_type, position, bound, where
-                )
-            if key_deserializer is None and value_deserializer is None:
-                records += batch_records
-            else:
-                for record in batch_records:
-                    origin = "key"
-                    try:
-                        key = record.key
-                        if key_deserializer is not None:
-                            key = key_deserializer(key)
-                        origin = "value"
-                        value = record[6]
-                        if value_deserializer is not None:
-                            value = value_deserializer(value)
-                    except Exception as exc:
-                        raise RecordDeserializationError(tp, record.offset, origin, exc) from exc
-                    append(
-                        _new_tuple(
-                            ConsumerRecord,
-                            (*record[:5], key, value, record.headers, record.leader_epoch),
-                        )
-                    )
-            next_offset = after_batch
-    except Exception as exc:  # a bad batch, or the user's deserializer: raised after the rest
-        error = exc
-    return CompletedFetch(
-        tp,
-        position,
-        records,
-        max(next_offset, position),
-        high_watermark,
-        log_start_offset,
-        error,
-        size=len(data),
-    )
+        )
 
 
 def _batch_records(

@@ -3,11 +3,13 @@
 Theory of operation: `send_fetches` starts, for every leader that has fetchable partitions
 (assigned, position known, no reset pending, not paused, no error buffered, the read-ahead
 bound below) and no request in flight, one Fetch (replica id -1) with `fetch.min.bytes`,
-`fetch.max.wait.ms`, `fetch.max.bytes` and `max.partition.fetch.bytes`. Answers are decoded
-(`fetched_records.decode_fetched`) into a buffer per partition; `drain` hands them out and
-moves the positions. Fetches are sent right after a drain and again as each answer arrives,
-so the network works while the application processes what `poll` returned (prefetching),
-and a leader is asked again without waiting for the next poll. A partition whose records are
+`fetch.max.wait.ms`, `fetch.max.bytes` and `max.partition.fetch.bytes`. Answers are buffered per
+partition (`fetched_records.fetched_answer`: their batches checked at once, their records
+decoded a batch at a time as `drain` reaches them, so what waits ahead of the application is
+bytes, not a Python object a record); `drain` hands them out and moves the positions.
+Fetches are sent right after a drain and again as each answer arrives, so the network works
+while the application processes what `poll` returned (prefetching), and a leader is asked
+again without waiting for the next poll. A partition whose records are
 still buffered is fetched ahead, from where its last buffered answer ends (librdkafka
 prefetches too, up to `queued.max.messages.kbytes`; Kafka's Java consumer waits until they
 are handed out): a catch-up read then keeps a fetch in flight to each leader instead of
@@ -43,7 +45,7 @@ Rules:
   still the partition's leader in the metadata: the session reports each value once, so a
   discarded one might not come again.
 - Reads never go above the high watermark: the leader serves consumers only committed data,
-  and `decode_fetched` drops anything at or above the HW the answer reported.
+  and `fetched_answer` drops anything at or above the HW the answer reported.
 - OFFSET_OUT_OF_RANGE applies `auto.offset.reset`: earliest/latest mark the partition for a
   reset (looked up before the next fetch), said at WARNING with the log's range ("Fetch
   position 2 is out of range for partition t-0 (the log holds [5, 10)), resetting offset to
@@ -81,7 +83,7 @@ from replog.client.call_guard import guarded
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig
 from replog.client.connections import Connections
-from replog.client.fetched_records import CompletedFetch, decode_fetched
+from replog.client.fetched_records import CompletedFetch, fetched_answer
 from replog.client.records import ConsumerRecord, TopicPartition
 from replog.client.subscription import NONE, SubscriptionState
 from replog.client.task_owner import TaskOwner
@@ -374,7 +376,7 @@ class Fetcher:
             if not result.records:
                 return
             settings = self.settings
-            completed = decode_fetched(
+            completed = fetched_answer(
                 tp,
                 result.records,
                 position=fetch_offset,
@@ -384,7 +386,7 @@ class Fetcher:
                 key_deserializer=settings.key_deserializer,
                 value_deserializer=settings.value_deserializer,
             )
-            if completed.records or completed.error or completed.next_offset > fetch_offset:
+            if not completed.empty or completed.next_offset > fetch_offset:
                 ahead = self._buffered.get(tp)
                 if ahead is None:
                     self._buffered[tp] = completed

@@ -13,6 +13,7 @@ from replog.client.fetched_records import (
     _fast_records,
     _uniform_records,
     decode_fetched,
+    fetched_answer,
 )
 from replog.client.records import ConsumerRecord, TopicPartition
 from replog.errors import CorruptRecordError, InvalidRecordError, RecordDeserializationError
@@ -512,3 +513,54 @@ def test_a_damaged_batch_the_high_watermark_cuts_gives_every_path_the_same_answe
     assert fast.next_offset == strict.next_offset
     if fast.error is not None:
         assert offsets(fast.records) == [0, 1]
+
+
+# --- decoded as taken ---------------------------------------------------------------------
+
+
+def test_an_answer_is_decoded_a_batch_at_a_time_as_take_reaches_it() -> None:
+    """`fetched_answer` checks the batches and decodes none; `take` decodes only what it
+    hands out (and the rest of a batch it started), and hands out what the whole decode
+    would, in the same slices."""
+    data = batch(0, 3) + batch(3, 3) + batch(6, 3)
+    fetched = fetched_answer(TP, data, position=1, high_watermark=8)
+    assert fetched.records == [] and fetched.error is None and fetched.next_offset == 8
+    assert not fetched.exhausted and not fetched.empty
+    assert offsets(fetched.take(1)) == [1]
+    assert offsets(fetched.records) == [1, 2]  # only the first batch decoded
+    assert offsets(fetched.take(3)) == [2, 3, 4] and fetched.position == 5
+    assert offsets(fetched.take(10)) == [5, 6, 7] and fetched.position == 8
+    assert fetched.exhausted and fetched.empty
+    whole = decode_fetched(TP, data, position=1, high_watermark=8)
+    assert whole.records == fetched_answer(TP, data, position=1, high_watermark=8).take(99)
+
+
+def test_a_damaged_batch_after_good_ones_is_raised_once_they_are_taken() -> None:
+    """A CRC mismatch found when the answer arrives waits behind the batches before it; a
+    deserializer's error met while taking ends the answer there, the records before it
+    handed out and the position left at the bad record."""
+    data = batch(0, 2) + corrupt(batch(2, 2))
+    fetched = fetched_answer(TP, data, position=0, high_watermark=4)
+    assert fetched.error is None and not fetched.empty
+    assert offsets(fetched.take(5)) == [0, 1] and fetched.exhausted
+    assert isinstance(fetched.error, CorruptRecordError) and fetched.position == 2
+
+    def value(raw: bytes | None) -> bytes:
+        if raw == b"v3":
+            raise ValueError("no v3")
+        return raw or b""
+
+    fetched = fetched_answer(
+        TP, batch(0, 2) + batch(2, 2), position=0, high_watermark=4, value_deserializer=value
+    )
+    assert offsets(fetched.take(1)) == [0]
+    assert offsets(fetched.take(5)) == [1, 2] and fetched.exhausted
+    error = fetched.error
+    assert isinstance(error, RecordDeserializationError) and error.offset == 3
+    assert fetched.position == 3
+
+
+def test_an_answer_with_nothing_at_or_after_the_position_is_empty() -> None:
+    fetched = fetched_answer(TP, batch(0, 5), position=5, high_watermark=5)
+    assert fetched.empty and fetched.next_offset == 5
+    assert fetched_answer(TP, corrupt(batch(0, 2)), position=0, high_watermark=2).error

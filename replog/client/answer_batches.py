@@ -28,7 +28,7 @@ from replog.record.header import (
 
 
 def answer_batches(
-    data: bytes,
+    data: bytes | memoryview,
     position: int,
     bound: int,
     *,

@@ -81,7 +81,7 @@ _new_tuple = tuple.__new__
 class _Pending:
     """The batches of an answer not decoded yet, and how to decode them."""
 
-    data: bytes
+    data: bytes | memoryview  # the answer's record bytes (a view of the response's buffer)
     batches: list[tuple[int, BatchHeader]]  # (position in `data`, header), checked, in order
     fetch_position: int  # records below it are skipped
     bound: int  # records at or above it are not returned (the high watermark)
@@ -180,10 +180,6 @@ def fetched_answer(
     """The batches of `data` (a fetch answer's bytes) holding records at or after `position`
     below the HW, checked (framing, header, CRC-32C with `check_crcs`) but not decoded: their
     records are decoded as `take` reaches them."""
-    if not isinstance(data, bytes):
-        # A view of the answer's buffer: one copy of the partition's bytes here, so that the
-        # records' keys and values are bytes of their own (slices of it).
-        data = bytes(data)
     topic, partition = tp
     # -1: the leader did not say; then only the position bounds what is returned.
     bound = high_watermark if high_watermark >= 0 else 1 << 63
@@ -265,6 +261,11 @@ def _decode_batch(
     if attributes & CONTROL_FLAG_MASK:
         return
     data = pending.data
+    if not isinstance(data, bytes):
+        # A view of the answer's buffer: this batch's bytes copied once, so that the records'
+        # keys and values are bytes of their own (slices of the copy).
+        end = batch_position + header.batch_length + LOG_OVERHEAD
+        data, batch_position = bytes(data[batch_position:end]), 0
     position = pending.fetch_position
     bound = pending.bound
     timestamp_type = (

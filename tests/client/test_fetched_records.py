@@ -564,3 +564,15 @@ def test_an_answer_with_nothing_at_or_after_the_position_is_empty() -> None:
     fetched = fetched_answer(TP, batch(0, 5), position=5, high_watermark=5)
     assert fetched.empty and fetched.next_offset == 5
     assert fetched_answer(TP, corrupt(batch(0, 2)), position=0, high_watermark=2).error
+
+
+def test_an_answer_held_as_a_view_of_its_buffer_gives_records_of_their_own() -> None:
+    """A view of the response's buffer is copied a batch at a time as it is decoded: the
+    records are those of the bytes, and their values are bytes of their own."""
+    raw = bytearray(batch(0, 3) + batch(3, 2))
+    fetched = fetched_answer(TP, memoryview(raw), position=1, high_watermark=5)
+    taken = fetched.take(10)
+    assert taken == decode_fetched(TP, bytes(raw), position=1, high_watermark=5).records
+    assert all(type(r.value) is bytes for r in taken)
+    raw[:] = bytes(len(raw))  # the buffer reused: the records handed out keep their bytes
+    assert [r.value for r in taken] == [b"v1", b"v2", b"v3", b"v4"]

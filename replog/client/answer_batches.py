@@ -17,12 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from crc32c import crc32c
+
 from replog.errors import CorruptRecordError
 from replog.record.header import (
+    ATTRIBUTES_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    RECORD_BATCH_OVERHEAD,
     BatchHeader,
     check_crc_and_count,
     compute_crc,
     iter_frames,
+    read_header,
     validate_batch,
 )
 
@@ -39,7 +46,44 @@ def answer_batches(
 ) -> Iterator[tuple[int, BatchHeader]]:
     """(position in `data`, header) of every checked batch holding offsets in
     [`position`, `bound`); `skip_hint` adds to a CRC error where a consumer may seek to."""
-    for batch_position, size in iter_frames(data):
+    # The common case first, the checks inlined (this runs per batch of every fetch): at the
+    # first batch that is partial or fails any check, the walk below takes over from it and
+    # decides (a partial tail ends the walk; anything else is raised, in its words).
+    view = memoryview(data)
+    limit = len(data)
+    at = 0
+    while limit - at >= RECORD_BATCH_OVERHEAD:
+        header = read_header(data, at)
+        size = header.batch_length + LOG_OVERHEAD
+        if size < RECORD_BATCH_OVERHEAD or size > limit - at or header.magic != MAGIC_V2:
+            break
+        delta = header.last_offset_delta
+        if header.base_offset + delta + 1 <= position:
+            at += size
+            continue
+        if header.base_offset >= bound:
+            return
+        if check_crcs and crc32c(view[at + ATTRIBUTES_OFFSET : at + size]) != header.crc:
+            break
+        if header.records_count <= 0 or header.records_count != delta + 1:
+            break
+        yield at, header
+        at += size
+    yield from checked_batches(data, at, position, bound, check_crcs, name, where, skip_hint)
+
+
+def checked_batches(
+    data: bytes | memoryview,
+    start: int,
+    position: int,
+    bound: int,
+    check_crcs: bool,
+    name: str,
+    where: str,
+    skip_hint: bool,
+) -> Iterator[tuple[int, BatchHeader]]:
+    """`answer_batches` from byte `start`, one check at a time (the errors' words)."""
+    for batch_position, size in iter_frames(data, start):
         header = validate_batch(data, batch_position, where=where, defer_crc=True)
         if header.next_offset <= position:
             continue  # entirely before the position: never decoded

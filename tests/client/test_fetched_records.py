@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replog.client.answer_batches import answer_batches, checked_batches
 from replog.client.fetched_records import (
     CompletedFetch,
     _fast_records,
@@ -576,3 +577,57 @@ def test_an_answer_held_as_a_view_of_its_buffer_gives_records_of_their_own() -> 
     assert all(type(r.value) is bytes for r in taken)
     raw[:] = bytes(len(raw))  # the buffer reused: the records handed out keep their bytes
     assert [r.value for r in taken] == [b"v1", b"v2", b"v3", b"v4"]
+
+
+# --- the batches of an answer ----------------------------------------------------------------
+
+
+def _walk(walk: object, data: bytes, position: int, bound: int) -> object:
+    """The batches a walk yields and what it raises, for comparing two walks."""
+    found: list[tuple[int, int]] = []
+    try:
+        for at, header in walk(data, position, bound):  # type: ignore[operator]
+            found.append((at, header.base_offset))
+    except Exception as exc:
+        return found, type(exc), str(exc)
+    return found, None, None
+
+
+@pytest.mark.parametrize("damage_at", [0, 1, 2])
+@pytest.mark.parametrize(
+    "damage",
+    ["crc", "count", "magic", "short length", "tiny length", "partial", "cut header"],
+)
+def test_the_inlined_walk_of_an_answer_agrees_with_the_checked_one(
+    damage: str, damage_at: int
+) -> None:
+    """answer_batches' inlined checks hand any doubt to the walk that checks one thing at a
+    time: the same batches, then the same error (or the same quiet end at a partial tail),
+    wherever the damage lies, with the position and the bound cutting in."""
+    good = [batch(base, 2) for base in range(0, 6, 2)]
+    raw = bytearray(good[damage_at])
+    if damage == "crc":
+        raw[-1] ^= 0xFF
+    elif damage == "count":
+        struct.pack_into(">i", raw, 57, 5)  # records_count, CRC made to match
+        struct.pack_into(">I", raw, 17, compute_crc(bytes(raw), 0, len(raw)))
+    elif damage == "magic":
+        raw[16] = 1
+    elif damage == "short length":
+        struct.pack_into(">i", raw, 8, 30)  # frames, but shorter than a header
+    elif damage == "tiny length":
+        struct.pack_into(">i", raw, 8, 5)  # below the framing minimum: a quiet end
+    elif damage == "partial":
+        raw = raw[:-3]
+    else:
+        raw = raw[:40]
+    data = b"".join(good[:damage_at]) + bytes(raw) + b"".join(good[damage_at + 1 :])
+
+    def fast(data: bytes, position: int, bound: int) -> object:
+        return answer_batches(data, position, bound, check_crcs=True, name="t-3", where="w")
+
+    def checked(data: bytes, position: int, bound: int) -> object:
+        return checked_batches(data, 0, position, bound, True, "t-3", "w", False)
+
+    for position, bound in [(0, 1 << 40), (3, 1 << 40), (0, 3), (5, 6)]:
+        assert _walk(fast, data, position, bound) == _walk(checked, data, position, bound)

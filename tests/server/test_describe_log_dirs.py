@@ -1,22 +1,19 @@
-"""DescribeLogDirs: the pure description of a broker's log dirs (real logs in two dirs), its
-codec round trip, and the Broker service answering it over a real grpc.aio server (UNAVAILABLE
-before the logs are recovered, UNIMPLEMENTED for a replica manager without a log manager)."""
+"""DescribeLogDirs: the pure description of a broker's log dirs (real logs in two dirs), and
+the broker's core answering it (refused as UNAVAILABLE before the logs are recovered, and as
+UNIMPLEMENTED for a replica manager without a log manager)."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 import pytest
-import pytest_asyncio
 
 from quorum.metadata.image import MetadataImage
-from replog.pb import broker_pb2 as pb
-from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
 from replog.replication.messages import (
     DescribeLogDirsRequest,
@@ -24,10 +21,10 @@ from replog.replication.messages import (
     LogDirDescription,
     ReplicaLogInfo,
 )
-from replog.server.broker_service import BrokerService, add_broker_service
+from replog.server.broker_service import BrokerService
 from replog.server.log_dirs import describe_log_dirs, offset_lag
+from replog.server.tolerant_service import Refused
 from replog.storage.log_manager import LogManager
-from replog.wire import broker_codec as codec
 
 
 def now_ms() -> int:
@@ -98,22 +95,7 @@ def test_offset_lag_is_kafkas_formula() -> None:
     assert offset_lag(high_watermark=7, log_end_offset=5) == 2  # only if HW ran ahead
 
 
-def test_codec_round_trip(manager: LogManager) -> None:
-    request = DescribeLogDirsRequest(("orders", "audit"))
-    assert (
-        codec.describe_log_dirs_request_from_proto(
-            codec.describe_log_dirs_request_to_proto(request)
-        )
-        == request
-    )
-    described = describe_log_dirs(manager.log_dirs, manager.all_logs())
-    message = codec.describe_log_dirs_response_to_proto(described)
-    assert [len(r.topics) for r in message.results] == [2, 1]  # grouped by topic on the wire
-    assert codec.describe_log_dirs_response_from_proto(message) == described
-    assert not message.results[0].HasField("error")
-
-
-# --- the service ---------------------------------------------------------------------------------
+# --- the broker's core -----------------------------------------------------------------------
 
 
 @dataclass
@@ -125,47 +107,18 @@ class ReplicaManagerWithoutLogs:
     """A replica manager double that exposes no log manager."""
 
 
-@dataclass
-class Served:
-    service: BrokerService
-    stub: broker_pb2_grpc.BrokerStub
-
-
-@pytest_asyncio.fixture
-async def served() -> AsyncIterator[Served]:
+def test_the_broker_answers_from_the_log_manager(manager: LogManager) -> None:
     service = BrokerService(1, cluster_id="c1", image=lambda: MetadataImage.EMPTY)
-    server = grpc.aio.server()
-    add_broker_service(service, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        stub = broker_pb2_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
-        yield Served(service, stub)
-    finally:
-        await channel.close()
-        await server.stop(grace=None)
+    with pytest.raises(Refused) as failure:
+        service.describe_log_dirs(DescribeLogDirsRequest())
+    assert failure.value.code == grpc.StatusCode.UNAVAILABLE  # logs not recovered yet
 
-
-@pytest.mark.asyncio
-async def test_the_service_answers_from_the_log_manager(
-    served: Served, manager: LogManager
-) -> None:
-    with pytest.raises(grpc.aio.AioRpcError) as failure:
-        await served.stub.DescribeLogDirs(pb.DescribeLogDirsRequest(), timeout=5)
-    assert failure.value.code() == grpc.StatusCode.UNAVAILABLE  # logs not recovered yet
-
-    served.service.attach(ReplicaManagerWithLogs(manager))  # type: ignore[arg-type]
-    answer = await served.stub.DescribeLogDirs(pb.DescribeLogDirsRequest(), timeout=5)
-    assert codec.describe_log_dirs_response_from_proto(answer) == describe_log_dirs(
-        manager.log_dirs, manager.all_logs()
-    )
-    only = await served.stub.DescribeLogDirs(
-        pb.DescribeLogDirsRequest(topics=["orders"]), timeout=5
-    )
-    decoded = codec.describe_log_dirs_response_from_proto(only)
-    assert {r.topic for d in decoded.log_dirs for r in d.replicas} == {"orders"}
-    assert decoded == DescribeLogDirsResponse(
+    service.attach(ReplicaManagerWithLogs(manager))  # type: ignore[arg-type]
+    answer = service.describe_log_dirs(DescribeLogDirsRequest())
+    assert answer == describe_log_dirs(manager.log_dirs, manager.all_logs())
+    only = service.describe_log_dirs(DescribeLogDirsRequest(topics=("orders",)))
+    assert {r.topic for d in only.log_dirs for r in d.replicas} == {"orders"}
+    assert only == DescribeLogDirsResponse(
         tuple(
             LogDirDescription(d.log_dir, None, tuple(r for r in d.replicas if r.topic == "orders"))
             for d in describe_log_dirs(manager.log_dirs, manager.all_logs()).log_dirs
@@ -173,10 +126,10 @@ async def test_the_service_answers_from_the_log_manager(
     )
 
 
-@pytest.mark.asyncio
-async def test_a_replica_manager_without_logs_is_unimplemented(served: Served) -> None:
-    served.service.attach(ReplicaManagerWithoutLogs())  # type: ignore[arg-type]
-    with pytest.raises(grpc.aio.AioRpcError) as failure:
-        await served.stub.DescribeLogDirs(pb.DescribeLogDirsRequest(), timeout=5)
-    assert failure.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "no log manager" in (failure.value.details() or "")
+def test_a_replica_manager_without_logs_is_refused() -> None:
+    service = BrokerService(1, cluster_id="c1", image=lambda: MetadataImage.EMPTY)
+    service.attach(ReplicaManagerWithoutLogs())  # type: ignore[arg-type]
+    with pytest.raises(Refused) as failure:
+        service.describe_log_dirs(DescribeLogDirsRequest())
+    assert failure.value.code == grpc.StatusCode.UNIMPLEMENTED
+    assert "no log manager" in failure.value.details

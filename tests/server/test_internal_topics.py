@@ -1,17 +1,14 @@
 """Internal topics (`__consumer_offsets`) on a real ReplicaManager over logs in tmp_path:
-a client's Produce or DeleteRecords is INVALID_TOPIC_EXCEPTION naming the topic (through the
-Broker service too) and touches nothing, while the other partitions of the request go on; the
+a client's Produce or DeleteRecords is INVALID_TOPIC_EXCEPTION naming the topic (through a
+Kafka listener too) and touches nothing, while the other partitions of the request go on; the
 broker's own writer (`internal_topics_allowed=True`, the group coordinator's entry point)
 appends with acks=all and gets its ProduceResponse."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import grpc
 import pytest
 
 from replog.errors import InvalidTopicError
@@ -21,11 +18,12 @@ from replog.replication.messages import (
     ProducePartition,
     ProduceRequest,
 )
-from replog.server.broker_service import BrokerService, add_broker_service
+from replog.server.broker_service import BrokerService
+from replog.server.tolerant_service import Refused
 from replog.testing import ManualClock
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPICS, is_internal_topic
-from replog.wire.broker_client import BrokerClient
 from tests.metadata.metadata_helpers import create_topic, topic_id
+from tests.server.kafka_broker_listener import kafka_client_of
 from tests.server.test_replica_manager import Node, batch, cluster_image
 
 OFFSETS = CONSUMER_OFFSETS_TOPIC
@@ -100,61 +98,23 @@ async def test_a_client_may_not_delete_records_of_an_internal_topic(tmp_path: Pa
     assert allowed.partitions[0].error is None and node.log(OFFSETS).log_start_offset == 1
 
 
-@contextlib.asynccontextmanager
-async def serving(service: BrokerService) -> AsyncIterator[BrokerClient]:
-    """`service` on a loopback gRPC server, and a client of it."""
-    server = grpc.aio.server()
-    add_broker_service(service, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    client = BrokerClient(f"127.0.0.1:{port}", request_timeout_ms=5000)
-    try:
-        yield client
-    finally:
-        await client.close()
-        await server.stop(grace=None)
-
-
 @pytest.mark.asyncio
-async def test_the_broker_service_refuses_a_clients_produce_to_an_internal_topic(
-    tmp_path: Path,
-) -> None:
+async def test_the_broker_refuses_a_clients_produce_to_an_internal_topic(tmp_path: Path) -> None:
     node = solo_leader(tmp_path)
     service = BrokerService(
         1, cluster_id="c1", image=lambda: node.rm.image, replica_manager=node.rm
     )
-    async with serving(service) as client:
+    async with kafka_client_of(service, image=lambda: node.rm.image) as client:
         response = await client.produce(request(-1, OFFSETS, "t"))
         refused, accepted = response.partitions
         assert isinstance(refused.error, InvalidTopicError)
-        assert f"internal topic '{OFFSETS}'" in str(refused.error)
         assert accepted.error is None and accepted.base_offset == 0
-        with pytest.raises(grpc.aio.AioRpcError) as aborted:  # acks=0: the call is aborted
-            await client.produce(request(0, OFFSETS))
-        assert aborted.value.code() == grpc.StatusCode.ABORTED
-        assert "INVALID_TOPIC_EXCEPTION" in (aborted.value.details() or "")
-        assert node.log(OFFSETS).log_end_offset == 0
-
-
-@pytest.mark.asyncio
-async def test_metadata_waits_for_the_broker_to_catch_up_with_the_metadata_log(
-    tmp_path: Path,
-) -> None:
-    # A restarted broker must not answer Metadata from the image it has replayed so far: it
-    # would call existing topics unknown, and clients' sends would fail at once.
-    node = solo_leader(tmp_path)
-    ready = False
-    service = BrokerService(
-        1, cluster_id="c1", image=lambda: node.rm.image, metadata_ready=lambda: ready
-    )
-    async with serving(service) as client:
-        with pytest.raises(grpc.aio.AioRpcError) as early:
-            await client.metadata([OFFSETS])
-        assert early.value.code() == grpc.StatusCode.UNAVAILABLE  # retriable: another broker
-        assert early.value.details() == (
-            "broker 1: not caught up with the metadata log yet (starting); ask another broker "
-            "or try again shortly"
-        )
-        ready = True
-        answer = await client.metadata([OFFSETS])
-        assert [t.name for t in answer.topics] == [OFFSETS]
+    # The broker's message (Kafka's answer carries the code alone), and acks=0: refused, so the
+    # listener closes the connection.
+    answered = await service.produce(request(-1, OFFSETS))
+    assert answered is not None
+    assert f"internal topic '{OFFSETS}'" in str(answered.partitions[0].error)
+    with pytest.raises(Refused) as aborted:
+        await service.produce(request(0, OFFSETS))
+    assert "INVALID_TOPIC_EXCEPTION" in aborted.value.details
+    assert node.log(OFFSETS).log_end_offset == 0

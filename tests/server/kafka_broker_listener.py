@@ -1,0 +1,42 @@
+"""A broker's request cores (`BrokerService`) behind a real Kafka listener on 127.0.0.1:0, and
+a `KafkaBrokerClient` of it: how tests drive the cores as replog's clients do."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from quorum.metadata.image import MetadataImage
+from replog.server.broker_service import BrokerService, ProducerIds
+from replog.server.kafka_apis import KafkaApis
+from replog.server.kafka_listener import KafkaListener
+from replog.wire.kafka_broker_client import KafkaBrokerClient
+from replog.wire.kafka_connection import KafkaConnections
+
+
+@asynccontextmanager
+async def kafka_client_of(
+    service: BrokerService,
+    *,
+    image: Callable[[], MetadataImage] = lambda: MetadataImage.EMPTY,
+    producer_ids: ProducerIds | None = None,
+    request_timeout_ms: int = 5000,
+) -> AsyncIterator[KafkaBrokerClient]:
+    """`service` behind a Kafka listener, and a client of it (both closed at the end)."""
+    apis = KafkaApis(
+        service.broker_id,
+        cluster_id="c1",
+        image=image,
+        broker_service=service,
+        producer_ids=producer_ids,
+    )
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0)
+    await listener.start(apis)
+    connections = KafkaConnections(client_id="test", setup_timeout_ms=2000)
+    try:
+        yield KafkaBrokerClient(
+            f"127.0.0.1:{listener.port}", connections, request_timeout_ms=request_timeout_ms
+        )
+    finally:
+        await connections.close()
+        await listener.stop()

@@ -28,7 +28,7 @@ from replog.record import build_batch
 from replog.record.batch import iter_batches
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server.broker_service import BrokerService, add_broker_service
+from replog.server.broker_service import BrokerService
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_fetch_service import SERVICE_NAME as REPLICA_FETCH_SERVICE
 from replog.server.replica_fetch_service import ReplicaFetchService, add_replica_fetch_service
@@ -38,11 +38,11 @@ from replog.server.tolerant_service import Refused
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks
 from replog.wire import broker_codec as codec
-from replog.wire.broker_client import BrokerClient
 from replog.wire.redialing_channel import RedialingChannel
 from tests.client.fake_broker import GARBAGE
 from tests.eventually import eventually
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
+from tests.server.kafka_broker_listener import kafka_client_of
 
 BATCH = build_batch([(0, b"k", b"v", ())])
 TIMEOUT_S = 10
@@ -480,7 +480,6 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
                 replica_manager=replica_manager,
             )
             server = grpc.aio.server()
-            add_broker_service(service, server)
             add_replica_fetch_service(
                 ReplicaFetchService(broker_id, service.replica_fetch, 1 << 24), server
             )
@@ -513,7 +512,7 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
         assert brokers[1].replica_manager.fetch_sources() == []
         assert brokers[2].replica_manager.fetch_sources() == [1]
 
-        async with BrokerClient(brokers[1].address) as client:
+        async with kafka_client_of(brokers[1].service, image=lambda: image) as client:
             produced = await asyncio.wait_for(
                 client.produce(
                     m.ProduceRequest(m.ACKS_ALL, 5000, (m.ProducePartition("orders", 0, BATCH),))
@@ -532,7 +531,7 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
             (partition,) = fetched.partitions
             assert partition.error is None and partition.high_watermark == 1
             assert len(partition.records) == len(BATCH)
-            # Pipelined on one ProduceStream call: appended in the order sent, each answered
+            # Pipelined on one Kafka connection: appended in the order sent, each answered
             # with its own offset once the followers have it.
             values = [f"pipelined-{i}".encode() for i in range(20)]
             requests = [
@@ -559,9 +558,9 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
                 for record in batch.records()
             ]
             assert stored == values
-            # A batch past SPLIT_MIN_BYTES goes record_wire's way: into the leader as a view of
-            # the request, joined into each fetch answer, split off it by the follower and the
-            # consumer. The same record everywhere, and the same bytes on every replica.
+            # A batch past SPLIT_MIN_BYTES goes record_wire's way: joined into each ReplicaFetch
+            # answer, split off it by the follower. The same record everywhere, and the same
+            # bytes on every replica.
             big_value = os.urandom(3 * codec.SPLIT_MIN_BYTES)
             big = build_batch([(0, None, big_value, ())])
             assert len(big) >= codec.SPLIT_MIN_BYTES
@@ -587,7 +586,7 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
         assert leader_bytes == _log_bytes(brokers[2].log_manager.get_log("orders", 0))
         assert leader_bytes == _log_bytes(brokers[3].log_manager.get_log("orders", 0))
         # A consumer may also ask a follower: it is not the leader.
-        async with BrokerClient(brokers[2].address) as client:
+        async with kafka_client_of(brokers[2].service, image=lambda: image) as client:
             answer = await client.fetch(m.FetchRequest((m.FetchPartition("orders", 0, 0),)))
             assert isinstance(answer.partitions[0].error, NotLeaderOrFollowerError)
     finally:

@@ -16,12 +16,11 @@ import signal
 import time
 from collections.abc import Iterator
 
-import grpc
 import pytest
 from client_cluster import ClientCluster, client_cluster
 
-from replog.errors import CoordinatorLoadInProgressError
-from replog.wire.broker_client import BrokerClient
+from replog.errors import CoordinatorLoadInProgressError, KafkaError
+from tests.kafka_broker_clients import kafka_broker_client
 
 pytestmark = pytest.mark.slow
 
@@ -37,11 +36,11 @@ def ids_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientClus
 async def init_producer_id(address: str, timeout_s: float = 30) -> tuple[int, int]:
     """An id from the broker at `address`, retrying while it starts or waits for a block."""
     deadline = time.monotonic() + timeout_s
-    async with BrokerClient(address, request_timeout_ms=5000) as client:
+    async with kafka_broker_client(address, request_timeout_ms=5000) as client:
         while True:
             try:
                 return await client.init_producer_id()
-            except (CoordinatorLoadInProgressError, grpc.aio.AioRpcError) as exc:
+            except (KafkaError, OSError) as exc:
                 if time.monotonic() > deadline:
                     raise AssertionError(f"no producer id from {address}: {exc!r}") from exc
                 await asyncio.sleep(0.1)
@@ -52,7 +51,7 @@ async def many_ids(address: str, count: int) -> list[int]:
     while a block is on its way)."""
     ids: list[int] = []
     deadline = time.monotonic() + 30
-    async with BrokerClient(address, request_timeout_ms=5000) as client:
+    async with kafka_broker_client(address, request_timeout_ms=5000) as client:
         while len(ids) < count:
             try:
                 producer_id, epoch = await client.init_producer_id()
@@ -74,7 +73,7 @@ def assert_distinct(ids: list[int]) -> None:
 async def test_producer_ids_are_unique_across_brokers_restarts_and_controller_failover(
     ids_cluster: ClientCluster,
 ) -> None:
-    addresses = ids_cluster.addresses
+    addresses = ids_cluster.kafka_addresses
     handed: list[int] = []
 
     # Every broker: epoch 0, its own block.

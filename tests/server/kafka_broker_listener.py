@@ -11,7 +11,7 @@ from replog.server.broker_service import BrokerService, ProducerIds
 from replog.server.kafka_apis import KafkaApis
 from replog.server.kafka_listener import KafkaListener
 from replog.wire.kafka_broker_client import KafkaBrokerClient
-from replog.wire.kafka_connection import KafkaConnections
+from tests.kafka_broker_clients import kafka_broker_client
 
 
 @asynccontextmanager
@@ -32,11 +32,10 @@ async def kafka_client_of(
     )
     listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0)
     await listener.start(apis)
-    connections = KafkaConnections(client_id="test", setup_timeout_ms=2000)
     try:
-        yield KafkaBrokerClient(
-            f"127.0.0.1:{listener.port}", connections, request_timeout_ms=request_timeout_ms
-        )
+        async with kafka_broker_client(
+            f"127.0.0.1:{listener.port}", request_timeout_ms=request_timeout_ms
+        ) as client:
+            yield client
     finally:
-        await connections.close()
         await listener.stop()

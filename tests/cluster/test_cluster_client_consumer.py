@@ -28,13 +28,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import grpc
 import pytest
 from client_cluster import NO_GROUP_DELAY, ClientCluster, client_cluster
 
 from replog import Admin, Consumer, Producer, aio
 from replog.client.records import ConsumerRecord, OffsetAndTimestamp, TopicPartition
 from replog.errors import (
+    KafkaError,
     KafkaTimeoutError,
     NoOffsetForPartitionError,
     NotLeaderOrFollowerError,
@@ -42,7 +42,7 @@ from replog.errors import (
 )
 from replog.record import build_batch
 from replog.replication import messages as m
-from replog.wire.broker_client import BrokerClient
+from tests.kafka_broker_clients import kafka_broker_client
 
 pytestmark = pytest.mark.slow
 
@@ -67,15 +67,15 @@ def settings(cluster: ClientCluster, **overrides: object) -> dict[str, Any]:
 
 async def _leader(cluster: ClientCluster, topic: str, partition: int) -> tuple[int, list[int]]:
     """(leader, replicas) as the first node that answers says (a test may have one stopped)."""
-    for address in cluster.addresses.values():
-        async with BrokerClient(address) as client:
+    for address in cluster.kafka_addresses.values():
+        async with kafka_broker_client(address) as client:
             try:
                 answer = await client.metadata([topic], timeout_ms=2_000)
-            except grpc.aio.AioRpcError:
+            except (KafkaError, OSError):
                 continue
         (found,) = [t for t in answer.topics if t.name == topic]
         state = next(p for p in found.partitions if p.partition_index == partition)
-        return state.leader_id, list(state.replicas)
+        return state.leader_id, list(state.replica_nodes)
     raise AssertionError(f"no node answered Metadata for {topic}")
 
 
@@ -99,7 +99,7 @@ def produce(
         deadline = time.monotonic() + 20
         while True:
             leader, _ = await _leader(cluster, topic, partition)
-            async with BrokerClient(cluster.addresses[leader]) as client:
+            async with kafka_broker_client(cluster.kafka_addresses[leader]) as client:
                 answer = await client.produce(
                     m.ProduceRequest(
                         acks,

@@ -1,6 +1,6 @@
 """The Producer on a real 3-node cluster (issue #7): round trips through the public API.
 
-The logs are read back with the broker's own Fetch (`BrokerClient`, not the client library), so
+The logs are read back with the broker's own Fetch (`KafkaBrokerClient`, not the Consumer), so
 a producer bug cannot hide behind a matching consumer bug.
 
 - Every acks mode (0, 1, all) with idempotence off, and acks=all with idempotence on (the
@@ -37,7 +37,7 @@ from replog.client.topic_limits import TopicLimits
 from replog.errors import MessageSizeTooLargeError, UnknownTopicOrPartitionError
 from replog.record import RecordBatch, iter_batches
 from replog.replication import messages as m
-from replog.wire.broker_client import BrokerClient
+from tests.kafka_broker_clients import kafka_broker_client
 
 pytestmark = pytest.mark.slow
 
@@ -56,13 +56,13 @@ async def _read_log(
     """Every batch of the partition below its high watermark, from its leader, once the
     high watermark covers `at_least` records (acks=0 and 1 answer before followers have them;
     a consumer reads only below the high watermark)."""
-    address = next(iter(cluster.addresses.values()))
-    async with BrokerClient(address) as any_broker:
+    address = next(iter(cluster.kafka_addresses.values()))
+    async with kafka_broker_client(address) as any_broker:
         answer = await any_broker.metadata([topic])
     (found,) = [t for t in answer.topics if t.name == topic]
     leader = next(p.leader_id for p in found.partitions if p.partition_index == partition)
     deadline = time.monotonic() + 15
-    async with BrokerClient(cluster.addresses[leader]) as client:
+    async with kafka_broker_client(cluster.kafka_addresses[leader]) as client:
         while True:
             batches: list[RecordBatch] = []
             offset = 0

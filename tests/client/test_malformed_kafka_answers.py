@@ -7,12 +7,14 @@ Against `FakeKafkaBroker` (a real Kafka listener answering any bytes): a body th
 decode, and decoded answers with impossible contents (a partition not asked for or left out, a
 negative offset beside no error, an error code nobody knows). A malformed InitProducerId
 answer is fatal to the idempotent producer, as any InitProducerId error Kafka does not retry.
-Last, answers that look odd but are legitimate (no records, only a control batch, a first
-batch beyond the byte limit) must pass the same checks.
+Answers that look odd but are legitimate (no records, only a control batch, a first batch
+beyond the byte limit) must pass the same checks. Last, a consumer raises a malformed answer
+from one leader while another keeps delivering.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterator
 from typing import Any
@@ -450,3 +452,38 @@ def test_consumer_takes_a_first_batch_beyond_its_byte_limit(cluster: FakeKafkaBr
     records, position = poll_t0(cluster, max_partition_fetch_bytes=1024)
     assert [(r.offset, r.value) for r in records] == [(0, b"v" * 4096)]
     assert position == 1
+
+
+def test_a_malformed_fetch_answer_is_raised_while_another_leader_keeps_delivering(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A broker-level error must not wait for a poll that hands out nothing: with a partition
+    # on another leader always delivering, it was never raised and its partition never read.
+    from consumer_fakes import FakeCluster, FakeFetchStream, consumer_settings
+
+    from replog.client.consumer import Consumer
+
+    fake = FakeCluster()
+    fake.install(monkeypatch)
+    fake.create("t", partitions=2)  # t-0 on node 0, t-1 on node 1
+    fake.append("t", 0, [b"x"])
+    fake.append("t", 1, [b"%d" % i for i in range(100)])
+    answer = FakeFetchStream.fetch
+
+    async def garbage_from_node0(self: Any, request: Any, *, resend: Any = ()) -> Any:
+        if any(p.partition == 0 for p in request.partitions):
+            raise MalformedResponseError("garbage from node0")
+        return await answer(self, request, resend=resend)
+
+    monkeypatch.setattr(FakeFetchStream, "fetch", garbage_from_node0)
+
+    async def run() -> None:
+        async with Consumer(**consumer_settings(fake)) as c:
+            c.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+            await c.start()
+            for _ in range(50):
+                await c.poll(100, max_records=1)
+                await asyncio.sleep(0.002)
+
+    with pytest.raises(MalformedResponseError, match="garbage from node0"):
+        asyncio.run(run())

@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 
-from replog.errors import CoordinatorLoadInProgressError, UnknownTopicOrPartitionError
+from replog.errors import (
+    CoordinatorLoadInProgressError,
+    MalformedResponseError,
+    UnknownTopicOrPartitionError,
+)
 from replog.kafka.messages.describe_configs_response import (
     DescribeConfigsResourceResult,
     DescribeConfigsResponse,
@@ -228,3 +232,54 @@ async def test_topic_configs_are_described_per_topic(broker: FakeKafkaBroker) ->
         (2, "t"),
         (2, "gone"),
     ]
+
+
+# --- answers that cannot be --------------------------------------------------------------------
+
+# Per API: the offset fields of a result that are never below -1 beside no error.
+OFFSETS = {
+    "Produce": (m.ProducePartitionResult, ("base_offset",)),
+    "Fetch": (m.FetchPartitionResult, ("high_watermark", "log_start_offset")),
+    "ListOffsets": (m.ListOffsetsPartitionResult, ("offset",)),
+    "OffsetForLeaderEpoch": (m.OffsetForLeaderPartitionResult, ("end_offset",)),
+    "DeleteRecords": (m.DeleteRecordsPartitionResult, ("low_watermark",)),
+}
+
+
+def result(api: str, partition: int, error: Any = None, offset: int = 0) -> Any:
+    kind, fields = OFFSETS[api]
+    return kind("t", partition, error, **dict.fromkeys(fields, offset))
+
+
+@pytest.mark.parametrize("api", list(OFFSETS))
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("not asked for", "a partition it did not ask for: t-7"),
+        ("left out", "no result for t-0"),
+        ("twice", "partition t-0 twice"),
+        ("negative offset", "-5 for t-0 beside no error"),
+    ],
+)
+def test_an_answer_that_cannot_be_is_a_malformed_response_naming_broker_and_api(
+    api: str, kind: str, says: str
+) -> None:
+    client = KafkaBrokerClient("b1:9092", KafkaConnections(client_id="t", setup_timeout_ms=1000))
+    answers = {
+        "not asked for": [result(api, 0), result(api, 7)],
+        "left out": [],
+        "twice": [result(api, 0), result(api, 0)],
+        "negative offset": [result(api, 0, offset=-5)],
+    }[kind]
+    with pytest.raises(MalformedResponseError) as malformed:
+        client.check_results(api, [("t", 0)], answers, OFFSETS[api][1])
+    assert f"broker at b1:9092 answered {api} with" in str(malformed.value)
+    assert says in str(malformed.value)
+
+
+@pytest.mark.parametrize("api", list(OFFSETS))
+def test_a_partition_error_beside_offsets_of_none_is_an_answer(api: str) -> None:
+    """A broker answers a failed partition with every offset -1 (none), as the checks allow."""
+    client = KafkaBrokerClient("b1:9092", KafkaConnections(client_id="t", setup_timeout_ms=1000))
+    failed = result(api, 0, UnknownTopicOrPartitionError("t-0"), offset=-1)
+    client.check_results(api, [("t", 0)], [failed], OFFSETS[api][1])

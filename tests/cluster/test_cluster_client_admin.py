@@ -21,9 +21,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import grpc
 import pytest
-from client_cluster import ClientCluster, client_cluster
+from client_cluster import ClientCluster, client_cluster, kafka_metadata, run_blocking
 from cluster_helpers import wait_for
 
 from replog import Admin, AlterConfigOp, ConfigResource, NewPartitions, NewTopic, OffsetSpec, aio
@@ -43,11 +42,9 @@ from replog.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from replog.pb import broker_pb2_grpc
-from replog.pb import controller_pb2 as pb
 from replog.record.builder import BatchBuilder
 from replog.replication import messages as m
-from replog.wire.broker_client import BrokerClient
+from tests.kafka_broker_clients import kafka_broker_client
 
 pytestmark = pytest.mark.slow
 
@@ -87,18 +84,16 @@ async def produce(address: str, topic: str, partition: int, timestamps: list[int
     request = m.ProduceRequest(
         m.ACKS_ALL, 10_000, (m.ProducePartition(topic, partition, builder.build()),)
     )
-    async with BrokerClient(address) as client:
+    async with kafka_broker_client(address) as client:
         (result,) = (await client.produce(request)).partitions
     assert result.error is None, result.error
     return result.base_offset
 
 
 def broker_knows(address: str, topic: str, partitions: int) -> bool:
-    with grpc.insecure_channel(address) as channel:
-        stub = broker_pb2_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
-        answer = stub.Metadata(pb.MetadataRequest(topics=[topic]), timeout=5)
+    answer = run_blocking(kafka_metadata(address, topic))
     (found,) = answer.topics
-    return found.error.code == 0 and len(found.partitions) == partitions
+    return found.error_code == 0 and len(found.partitions) == partitions
 
 
 # --- topics ----------------------------------------------------------------------------------
@@ -110,7 +105,7 @@ def test_topic_lifecycle(cluster: ClientCluster, admin: Admin) -> None:
     )
     assert (created.name, created.num_partitions, created.replication_factor) == ("life", 3, 3)
     # create_topics returns once every broker serves the topic: a client may use it at once.
-    assert all(broker_knows(a, "life", 3) for a in cluster.addresses.values())
+    assert all(broker_knows(a, "life", 3) for a in cluster.kafka_addresses.values())
     assert "life" in admin.list_topics()
 
     description = admin.describe_topics(["life"])["life"]
@@ -125,7 +120,7 @@ def test_topic_lifecycle(cluster: ClientCluster, admin: Admin) -> None:
 
     admin.create_partitions({"life": 5})
     assert len(admin.describe_topics(["life"])["life"].partitions) == 5
-    assert all(broker_knows(a, "life", 5) for a in cluster.addresses.values())
+    assert all(broker_knows(a, "life", 5) for a in cluster.kafka_addresses.values())
     admin.create_partitions({"life": NewPartitions("life", 6)}, validate_only=True)
     assert len(admin.describe_topics(["life"])["life"].partitions) == 5
 
@@ -325,7 +320,7 @@ def test_delete_records_and_list_offsets(cluster: ClientCluster, admin: Admin) -
     leader = admin.describe_topics(["records"])["records"].partitions[0].leader
     assert leader is not None
     base = asyncio.run(
-        produce(cluster.addresses[leader], "records", 0, [1000, 2000, 3000, 4000, 5000])
+        produce(cluster.kafka_addresses[leader], "records", 0, [1000, 2000, 3000, 4000, 5000])
     )
     assert base == 0
     tp, empty = TopicPartition("records", 0), TopicPartition("records", 1)
@@ -422,7 +417,7 @@ async def test_the_asyncio_admin_does_everything(cluster: ClientCluster) -> None
         tp = TopicPartition("async", 0)
         leader = description.partitions[0].leader
         assert leader is not None
-        await produce(cluster.addresses[leader], "async", 0, [10, 20, 30])
+        await produce(cluster.kafka_addresses[leader], "async", 0, [10, 20, 30])
         latest = (await admin.list_offsets({tp: OffsetSpec.LATEST}))[tp]
         assert latest is not None and latest.offset == 3
         assert await admin.delete_records({tp: 1}) == {tp: 1}

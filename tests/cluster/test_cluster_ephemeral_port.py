@@ -3,8 +3,8 @@ test embeds one: real node processes, a real client.
 
 - A combined node on a fixed port (the voter) and a broker-only node on port 0: the broker binds,
   then registers the port it bound (Kafka's `withEphemeralPortsCorrected`), so the Metadata a
-  client gets from either node names it at that port, never at port 0, and the node's start-up
-  line names the same port.
+  client gets from either node names it at that port, never at port 0, and its Kafka listener.s
+  start-up line names the same port.
 - A Producer and a Consumer bootstrapped from the fixed-port node's Kafka listener round-trip
   records through a partition whose only replica is the port-0 broker, whose Kafka listener is
   on port 0 too: they reach it only by dialing the port the metadata gave.
@@ -24,8 +24,8 @@ from cluster_helpers import node_processes, wait_for
 
 from replog import Admin
 from replog.admin.controller_results import NewTopic
-from replog.pb import controller_pb2 as controller_pb
-from replog.wire.broker_client import BrokerClient
+from replog.kafka.messages.metadata_response import MetadataResponse, MetadataResponseBroker
+from tests.kafka_broker_clients import kafka_broker_client
 from tests.local_ports import free_port
 
 pytestmark = pytest.mark.slow
@@ -73,11 +73,11 @@ def two_nodes(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
         )
 
 
-def _metadata(address: str) -> controller_pb.MetadataResponse | None:
-    """A broker's Metadata answer (None: it does not answer yet)."""
+def _metadata(address: str) -> MetadataResponse | None:
+    """A broker's Kafka Metadata answer (None: it does not answer yet)."""
 
-    async def ask() -> controller_pb.MetadataResponse:
-        async with BrokerClient(address, request_timeout_ms=2000) as client:
+    async def ask() -> MetadataResponse:
+        async with kafka_broker_client(address, request_timeout_ms=2000) as client:
             return await client.metadata()
 
     try:
@@ -86,18 +86,18 @@ def _metadata(address: str) -> controller_pb.MetadataResponse | None:
         return None
 
 
-def _registered(address: str, broker_id: int) -> controller_pb.BrokerEndpoint | None:
+def _registered(address: str, broker_id: int) -> MetadataResponseBroker | None:
     answer = _metadata(address)
     if answer is None:
         return None
-    return next((b for b in answer.brokers if b.broker_id == broker_id), None)
+    return next((b for b in answer.brokers if b.node_id == broker_id), None)
 
 
 def _wait_registered(
     address: str, broker_id: int, timeout_s: float, what: str
-) -> controller_pb.BrokerEndpoint:
+) -> MetadataResponseBroker:
     """`broker_id`'s endpoint once the broker at `address` lists it (unfenced brokers only)."""
-    found: list[controller_pb.BrokerEndpoint] = []
+    found: list[MetadataResponseBroker] = []
 
     def listed() -> bool:
         endpoint = _registered(address, broker_id)
@@ -112,16 +112,14 @@ def _wait_registered(
 def test_a_broker_on_port_0_registers_its_bound_port_and_serves_clients_there(
     tmp_path: Path,
 ) -> None:
-    with two_nodes(tmp_path) as (internal, bootstrap, ephemeral_log):
+    with two_nodes(tmp_path) as (_, bootstrap, ephemeral_log):
         endpoint = _wait_registered(
-            internal, EPHEMERAL_BROKER, 60, f"broker {EPHEMERAL_BROKER} in node 1's Metadata"
+            bootstrap, EPHEMERAL_BROKER, 60, f"broker {EPHEMERAL_BROKER} in node 1's Metadata"
         )
         assert endpoint.host == "127.0.0.1"
         assert endpoint.port != 0, "the broker registered port 0: clients cannot dial it"
         address = f"127.0.0.1:{endpoint.port}"
-        assert f"replog node {EPHEMERAL_BROKER} (broker) serving on {address}" in (
-            ephemeral_log.read_text()
-        )
+        assert f"Kafka listener PLAINTEXT serving on {address}" in ephemeral_log.read_text()
         # The port-0 broker answers there, and describes itself with the same port once it
         # has replayed its own unfencing (it lists unfenced brokers only).
         itself = _wait_registered(
@@ -129,8 +127,7 @@ def test_a_broker_on_port_0_registers_its_bound_port_and_serves_clients_there(
         )
         assert itself.port == endpoint.port
 
-        # The clients dial Kafka listeners: node 2's, on port 0 too, reached only at the port
-        # it registered in its place.
+        # The clients dial node 2's Kafka listener only at the port it registered in place of 0.
         topic = "on-the-ephemeral-broker"
         with Admin(bootstrap_servers=bootstrap, request_timeout_ms=30_000) as admin:
             admin.create_topics([NewTopic(topic, assignments={0: [EPHEMERAL_BROKER]})])

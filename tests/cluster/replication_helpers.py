@@ -1,7 +1,7 @@
 """The broker data plane of a loopback cluster, driven as a client would drive it.
 
-`Brokers` holds one `BrokerClient` per node (combined nodes serve the Broker service on their
-one listener) and finds partitions' leaders and ISRs with the brokers' own Metadata RPC.
+`Brokers` holds one `KafkaBrokerClient` per node (on the node's Kafka listener, as replog's
+clients talk to it) and finds partitions' leaders and ISRs with the brokers' own Metadata.
 `ProduceStream` is a producer task: one record per batch with acks=all, following leadership
 changes the way a Kafka producer does (NOT_LEADER_OR_FOLLOWER names the new leader, or the
 metadata is asked again; an unreachable broker makes it ask too), recording every
@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Self, TypeVar
 from uuid import UUID
 
-import grpc
 from cluster_helpers import LoopbackCluster
 
 from replog.admin.cluster_metadata import ClusterMetadata, PartitionInfo
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
+from replog.admin.kafka_cluster_answers import cluster_metadata
 from replog.errors import (
     KafkaError,
     NotLeaderOrFollowerError,
@@ -44,7 +44,8 @@ from replog.errors import (
 from replog.record import build_batch, iter_batches
 from replog.replication import messages as m
 from replog.storage.log import Log
-from replog.wire.broker_client import BrokerClient
+from replog.wire.kafka_broker_client import KafkaBrokerClient
+from replog.wire.kafka_connection import KafkaConnections
 from tests.local_ports import free_base_port
 
 T = TypeVar("T")
@@ -189,15 +190,16 @@ class Consumed:
 
 
 class Brokers:
-    """A BrokerClient per node, and what the brokers say about partitions."""
+    """A KafkaBrokerClient per node, and what the brokers say about partitions."""
 
     def __init__(self, cluster: LoopbackCluster) -> None:
         self.cluster = cluster
         layout = cluster.layout
         self.addresses = {
-            n.node_id: n.listeners.get("BROKER", n.controller_address) for n in layout.nodes
+            n.node_id: n.kafka_address for n in layout.nodes if n.kafka_address is not None
         }
-        self._clients: dict[int, BrokerClient] = {}
+        self._connections = KafkaConnections(client_id="tests", setup_timeout_ms=CALL_TIMEOUT_MS)
+        self._clients: dict[int, KafkaBrokerClient] = {}
         # Nodes killed or stopped by the test: a stopped one accepts connections but never
         # answers, so asking it costs a whole call timeout.
         self.down: set[int] = set()
@@ -209,14 +211,13 @@ class Brokers:
         await self.close()
 
     async def close(self) -> None:
-        clients, self._clients = self._clients, {}
-        for client in clients.values():
-            await client.close()
+        self._clients = {}
+        await self._connections.close()
 
-    def client(self, node_id: int) -> BrokerClient:
+    def client(self, node_id: int) -> KafkaBrokerClient:
         if node_id not in self._clients:
-            self._clients[node_id] = BrokerClient(
-                self.addresses[node_id], request_timeout_ms=CALL_TIMEOUT_MS
+            self._clients[node_id] = KafkaBrokerClient(
+                self.addresses[node_id], self._connections, request_timeout_ms=CALL_TIMEOUT_MS
             )
         return self._clients[node_id]
 
@@ -228,10 +229,11 @@ class Brokers:
         for node_id in ask or others(sorted(self.addresses), *self.down):
             try:
                 answer = await self.client(node_id).metadata([topic], timeout_ms=500)
-            except grpc.aio.AioRpcError as exc:
-                problems.append(f"node {node_id}: {exc.code().name}")
+            except (KafkaError, OSError) as exc:
+                problems.append(f"node {node_id}: {exc!r}")
+                self.client(node_id).reconnect()
                 continue
-            return ClusterMetadata.from_pb(answer)
+            return cluster_metadata(answer)
         raise AssertionError(f"no broker answered Metadata for {topic}: {problems}")
 
     async def partition(
@@ -413,8 +415,10 @@ class ProduceStream:
             value = f"{self.prefix}-{sequence}".encode()
             try:
                 result = await self.brokers.produce(leader, self.topic, one_record(value))
-            except grpc.aio.AioRpcError as exc:
-                self.outcomes[exc.code().name] += 1
+            except (KafkaError, OSError) as exc:
+                # The connection failed or timed out (not an answer): ask for the leader again.
+                self.outcomes[exc.error_name if isinstance(exc, KafkaError) else "OSError"] += 1
+                self.brokers.client(leader).reconnect()
                 leader = None
                 await asyncio.sleep(0.02)
                 continue

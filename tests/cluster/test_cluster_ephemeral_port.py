@@ -3,7 +3,7 @@ test embeds one: real node processes, a real client.
 
 - A combined node on a fixed port (the voter) and a broker-only node on port 0: the broker binds,
   then registers the port it bound (Kafka's `withEphemeralPortsCorrected`), so the Metadata a
-  client gets from either node names it at that port, never at port 0, and its Kafka listener.s
+  client gets from either node names it at that port, never at port 0, and its Kafka listener's
   start-up line names the same port.
 - A Producer and a Consumer bootstrapped from the fixed-port node's Kafka listener round-trip
   records through a partition whose only replica is the port-0 broker, whose Kafka listener is

@@ -47,7 +47,7 @@ from replog.kafka.messages.produce_request import (  # noqa: E402
     TopicProduceData,
 )
 from replog.record import build_batch  # noqa: E402
-from replog.server.broker_service import BrokerService  # noqa: E402
+from replog.server.broker_service import BrokerCores  # noqa: E402
 from replog.server.kafka_apis import KafkaApis  # noqa: E402
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig  # noqa: E402
 from replog.storage.log_config import LogConfig  # noqa: E402
@@ -79,7 +79,7 @@ async def _rounds(args: argparse.Namespace, root: str) -> list[float]:
     )
     image = _image()
     manager.apply_image(image)
-    service = BrokerService(1, cluster_id="c", image=lambda: image, replica_manager=manager)
+    service = BrokerCores(1, replica_manager=manager)
     apis = KafkaApis(1, cluster_id="c", image=lambda: image, broker_service=service)
     value = b"x" * args.value_bytes
     frame = ProduceRequest(

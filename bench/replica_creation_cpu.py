@@ -2,7 +2,7 @@
 take-role path, and the fetch traffic the new empty partitions cause.
 
 Three real `ReplicaManager`s (tests/replication/scenario_harness.py's `Cluster`, fetch
-sessions on: the leader answers through `BrokerService.replica_fetch`) hold `--base-topics`
+sessions on: the leader answers through `BrokerCores.replica_fetch`) hold `--base-topics`
 topics of 10 partitions (RF 3); then `--topics` more are created at once. Timed with
 `time.thread_time`, per 1,000 replicas created (3 per partition):
 - `install`: the three brokers' `apply_image` of the creation, less their `_open_logs` (the

@@ -5,11 +5,6 @@
   clock=clock)`, `Consumer`, `Admin`, blocking or asyncio), the storage and the server's
   shells. The clients' waits on the network stay real; their deadlines, backoffs and ages
   follow the clock.
-- `FakeBroker` (and `running_fake_broker()`): an in-process server of the Broker gRPC service
-  on 127.0.0.1 (a free port) that answers what the test scripts, message or raw bytes
-  (`answer(rpc, first, *later)`); an RPC with no answer aborts with UNIMPLEMENTED. `calls` and
-  `streams` count what it was asked. A stream RPC (`FetchStream`, `ProduceStream`) answers each
-  message of the stream as a call of its own.
 - `FakeKafkaBroker` (and `running_fake_kafka_broker()`): an in-process Kafka listener on
   127.0.0.1 (a free port) that answers what the test scripts, messages or raw body bytes
   (`answer(api, first, *later)`), for the clients, which speak Kafka's protocol; a request
@@ -39,13 +34,10 @@ import sys
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Coroutine, Iterator
-from concurrent import futures
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import UUID
-
-import grpc
 
 from replog.errors import ReplogError
 from replog.kafka.messages import REQUESTS
@@ -65,24 +57,16 @@ from replog.kafka.protocol.framing import (
     encode_response,
     response_header_version,
 )
-from replog.pb import broker_pb2 as pb
-from replog.pb import controller_pb2
 
 __all__ = [
     "GARBAGE",
-    "FakeBroker",
     "FakeKafkaBroker",
     "LoopTasks",
     "ManualClock",
     "free_base_port",
     "local_cluster",
-    "running_fake_broker",
     "running_fake_kafka_broker",
 ]
-
-SERVICE = pb.DESCRIPTOR.services_by_name["Broker"]
-RPCS = [method.name for method in SERVICE.methods if not method.client_streaming]
-STREAMS = [method.name for method in SERVICE.methods if method.client_streaming]
 
 # Bytes that no protobuf message parses: field 1 with wire type 7 (there is none).
 GARBAGE = b"\x0f\xff\xff\xff\xff"
@@ -127,106 +111,6 @@ class LoopTasks:
 
     def spawn(self, work: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
         return asyncio.get_running_loop().create_task(work, name=name)
-
-
-class FakeBroker:
-    """An in-process server of the Broker gRPC service that answers whatever bytes a test
-    scripts (module docstring)."""
-
-    def __init__(self) -> None:
-        self._answers: dict[str, list[bytes]] = {}
-        self.calls: Counter[str] = Counter()  # per RPC, the calls it got
-        self.streams: Counter[str] = Counter()  # per stream RPC, the calls opened
-        self._lock = threading.Lock()
-        # Owned here: gRPC's server does not shut down the pool it is given, and a fake per
-        # test would otherwise leave its threads behind.
-        self._executor = futures.ThreadPoolExecutor(max_workers=4)
-        self._server = grpc.server(self._executor)
-        handlers = {
-            rpc: grpc.unary_unary_rpc_method_handler(
-                self._handler(rpc),
-                request_deserializer=None,  # raw bytes in
-                response_serializer=None,  # raw bytes out
-            )
-            for rpc in RPCS
-        }
-        for rpc in STREAMS:
-            handlers[rpc] = grpc.stream_stream_rpc_method_handler(
-                self._stream_handler(rpc), request_deserializer=None, response_serializer=None
-            )
-        self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),)
-        )
-        self.port = self._server.add_insecure_port("127.0.0.1:0")
-        self._server.start()
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def metadata(self, topic: str, partitions: int = 1) -> controller_pb2.MetadataResponse:
-        """A Metadata answer naming this fake as broker 0, the leader of every partition of
-        `topic` (epoch 0)."""
-        return controller_pb2.MetadataResponse(
-            controller_id=-1,
-            cluster_id="fake",
-            brokers=[controller_pb2.BrokerEndpoint(broker_id=0, host="127.0.0.1", port=self.port)],
-            topics=[
-                controller_pb2.TopicMetadata(
-                    name=topic,
-                    topic_id=bytes(range(16)),
-                    partitions=[
-                        controller_pb2.PartitionMetadata(
-                            partition_index=p, leader_id=0, replicas=[0], isr=[0]
-                        )
-                        for p in range(partitions)
-                    ],
-                )
-            ],
-        )
-
-    def answer(self, rpc: str, answer: bytes | Any, *later: bytes | Any) -> None:
-        """Answer the next `rpc` call with `answer` (raw bytes, or a message to serialize), the
-        calls after it with the `later` ones in turn, and every call after those with the
-        last one."""
-        assert rpc in RPCS or rpc in STREAMS, rpc
-        raw = [a if isinstance(a, bytes) else a.SerializeToString() for a in (answer, *later)]
-        with self._lock:
-            self._answers[rpc] = raw
-
-    def _next_answer(self, rpc: str, context: grpc.ServicerContext) -> bytes:
-        with self._lock:
-            self.calls[rpc] += 1
-            answers = self._answers.get(rpc)
-            raw = None
-            if answers:  # the last one answers every call after it
-                raw = answers.pop(0) if len(answers) > 1 else answers[0]
-        if raw is None:
-            context.abort(grpc.StatusCode.UNIMPLEMENTED, f"no scripted answer to {rpc}")
-        assert raw is not None  # abort raised
-        return raw
-
-    def _handler(self, rpc: str) -> Any:
-        def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
-            return self._next_answer(rpc, context)
-
-        return handle
-
-    def _stream_handler(self, rpc: str) -> Any:
-        """Each request of the stream answered as a call of `rpc` would be (and counted as
-        one in `calls`)."""
-
-        def handle(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-            with self._lock:
-                self.streams[rpc] += 1
-            for _request in requests:
-                yield self._next_answer(rpc, context)
-
-        return handle
-
-    def stop(self) -> None:
-        self._server.stop(None).wait()
-        self._executor.shutdown(wait=True)
 
 
 KafkaAnswer = Message | bytes | Callable[[Message, int], "Message | bytes"]
@@ -382,16 +266,6 @@ class FakeKafkaBroker:
 def running_fake_kafka_broker() -> Iterator[FakeKafkaBroker]:
     """A `FakeKafkaBroker`, stopped at the end of the block."""
     broker = FakeKafkaBroker()
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
-@contextmanager
-def running_fake_broker() -> Iterator[FakeBroker]:
-    """A `FakeBroker`, stopped at the end of the block."""
-    broker = FakeBroker()
     try:
         yield broker
     finally:

@@ -436,7 +436,7 @@ def documented_codes() -> dict[int, list[str]]:
 
 def test_every_grpc_method_is_in_the_services_table() -> None:
     methods = proto_methods()
-    assert ("Broker", "Produce") in methods and ("RaftQuorum", "Vote") in methods
+    assert ("ReplicaFetch", "Fetch") in methods and ("RaftQuorum", "Vote") in methods
     missing = methods - documented_methods()
     assert missing == set(), f"not in docs/errors.md: {sorted(missing)}"
 

@@ -1,5 +1,5 @@
 """`replog.testing`, the test doubles shipped for users' tests and the project's own: the
-manual clock, the fake brokers (gRPC and Kafka's protocol), and a real local cluster for the
+manual clock, the fake Kafka broker, and a real local cluster for the
 length of a `with` block."""
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ from replog.errors import MalformedResponseError, NetworkError
 from replog.kafka.messages.init_producer_id_request import InitProducerIdRequest
 from replog.kafka.messages.init_producer_id_response import InitProducerIdResponse
 from replog.kafka.messages.metadata_request import MetadataRequest
-from replog.pb import broker_pb2
 from replog.testing import (
-    GARBAGE,
     LOCAL_KAFKA_PORT_OFFSETS,
     ManualClock,
     local_cluster,
-    running_fake_broker,
     running_fake_kafka_broker,
 )
 from replog.testing import (
@@ -40,20 +37,6 @@ def test_a_manual_clock_moves_only_when_told_or_by_its_tick() -> None:
         clock.advance(-1)
     ticking = ManualClock(0, tick_ms=7)
     assert [ticking(), ticking()] == [7, 14]
-
-
-def test_the_fake_broker_answers_what_the_test_scripts() -> None:
-    with running_fake_broker() as broker:
-        broker.answer("InitProducerId", broker_pb2.InitProducerIdResponse(producer_id=42), GARBAGE)
-        with grpc.insecure_channel(broker.address) as channel:
-            call = channel.unary_unary("/replog.pb.broker.Broker/InitProducerId")
-            first = call(b"")
-            assert broker_pb2.InitProducerIdResponse.FromString(first).producer_id == 42
-            assert call(b"") == GARBAGE
-            with pytest.raises(grpc.RpcError) as refused:
-                channel.unary_unary("/replog.pb.broker.Broker/Metadata")(b"")
-            assert refused.value.code() is grpc.StatusCode.UNIMPLEMENTED
-        assert broker.calls["InitProducerId"] == 2
 
 
 def test_the_fake_kafka_broker_answers_what_the_test_scripts() -> None:

@@ -692,7 +692,7 @@ class Sender:
                 f"broker {node} at {address}: Produce to {_partitions_text(batches)}: {exc}"
             )
         except MalformedResponseError as exc:
-            # The answer is not one (BrokerClient checked it): nothing in it can be trusted,
+            # The answer is not one (KafkaBrokerClient checked it): nothing in it can be trusted,
             # not even which batches were written, so every batch gets the call's error
             # (UNKNOWN_SERVER_ERROR's: not retriable, outcome unknown).
             call_error = MalformedResponseError(
@@ -745,7 +745,7 @@ class Sender:
                 self._on_error(batch, result.error, now_ms, retries, grouped=grouped)
             elif acks == m.ACKS_NONE or result is None:
                 # acks=0: the answer names no partition (a failure fails the call), so the
-                # offset is unknown. (With acks=1/all BrokerClient refuses an answer that
+                # offset is unknown. (With acks=1/all KafkaBrokerClient refuses an answer that
                 # leaves a partition out as MalformedResponseError.)
                 self._on_success(batch, -1, -1)
             else:

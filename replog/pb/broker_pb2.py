@@ -23,94 +23,29 @@ _sym_db = _symbol_database.Default()
 
 
 from replog.pb import common_pb2 as replog_dot_pb_dot_common__pb2
-from replog.pb import controller_pb2 as replog_dot_pb_dot_controller__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16replog/pb/broker.proto\x12\x10replog.pb.broker\x1a\x16replog/pb/common.proto\x1a\x1areplog/pb/controller.proto\";\n\x10LeaderIdAndEpoch\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\":\n\x14ProducePartitionData\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0f\n\x07records\x18\x02 \x01(\x0c\"]\n\x10ProduceTopicData\x12\r\n\x05topic\x18\x01 \x01(\t\x12:\n\npartitions\x18\x02 \x03(\x0b\x32&.replog.pb.broker.ProducePartitionData\"f\n\x0eProduceRequest\x12\x0c\n\x04\x61\x63ks\x18\x01 \x01(\x05\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\x12\x32\n\x06topics\x18\x03 \x03(\x0b\x32\".replog.pb.broker.ProduceTopicData\"\xdb\x01\n\x18ProducePartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12\x13\n\x0b\x62\x61se_offset\x18\x03 \x01(\x03\x12\x1a\n\x12log_append_time_ms\x18\x04 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12:\n\x0e\x63urrent_leader\x18\x06 \x01(\x0b\x32\".replog.pb.broker.LeaderIdAndEpoch\"e\n\x14ProduceTopicResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.replog.pb.broker.ProducePartitionResponse\"I\n\x0fProduceResponse\x12\x36\n\x06topics\x18\x01 \x03(\x0b\x32&.replog.pb.broker.ProduceTopicResponse\"\xe4\x01\n\x0e\x46\x65tchPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1f\n\x12last_fetched_epoch\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\x42\x17\n\x15_current_leader_epochB\x15\n\x13_last_fetched_epoch\"c\n\nFetchTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x34\n\npartitions\x18\x03 \x03(\x0b\x32 .replog.pb.broker.FetchPartition\"\xa5\x02\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x15\n\rreplica_epoch\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmin_bytes\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\x12\x17\n\x0fisolation_level\x18\x06 \x01(\x05\x12,\n\x06topics\x18\x07 \x03(\x0b\x32\x1c.replog.pb.broker.FetchTopic\x12\x1a\n\rsession_epoch\x18\x08 \x01(\x05H\x00\x88\x01\x01\x12:\n\x10\x66orgotten_topics\x18\t \x03(\x0b\x32 .replog.pb.broker.ForgottenTopicB\x10\n\x0e_session_epoch\"3\n\x0e\x46orgottenTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xb9\x02\n\x16\x46\x65tchPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x04 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x32\n\x0f\x64iverging_epoch\x18\x06 \x01(\x0b\x32\x19.replog.pb.EpochEndOffset\x12:\n\x0e\x63urrent_leader\x18\x07 \x01(\x0b\x32\".replog.pb.broker.LeaderIdAndEpoch\x12\x0f\n\x07records\x18\x08 \x01(\x0c\x12\x16\n\x0elog_end_offset\x18\t \x01(\x03\"s\n\x12\x46\x65tchTopicResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12<\n\npartitions\x18\x03 \x03(\x0b\x32(.replog.pb.broker.FetchPartitionResponse\"E\n\rFetchResponse\x12\x34\n\x06topics\x18\x01 \x03(\x0b\x32$.replog.pb.broker.FetchTopicResponse\"x\n\x14ListOffsetsPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x11\n\ttimestamp\x18\x03 \x01(\x03\x42\x17\n\x15_current_leader_epoch\"]\n\x10ListOffsetsTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12:\n\npartitions\x18\x02 \x03(\x0b\x32&.replog.pb.broker.ListOffsetsPartition\"u\n\x12ListOffsetsRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x17\n\x0fisolation_level\x18\x02 \x01(\x05\x12\x32\n\x06topics\x18\x03 \x03(\x0b\x32\".replog.pb.broker.ListOffsetsTopic\"\x91\x01\n\x1cListOffsetsPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12\x11\n\ttimestamp\x18\x03 \x01(\x03\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\"m\n\x18ListOffsetsTopicResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x42\n\npartitions\x18\x02 \x03(\x0b\x32..replog.pb.broker.ListOffsetsPartitionResponse\"Q\n\x13ListOffsetsResponse\x12:\n\x06topics\x18\x01 \x03(\x0b\x32*.replog.pb.broker.ListOffsetsTopicResponse\"\x7f\n\x18OffsetForLeaderPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x42\x17\n\x15_current_leader_epoch\"e\n\x14OffsetForLeaderTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.replog.pb.broker.OffsetForLeaderPartition\"j\n\x1cOffsetsForLeaderEpochRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x36\n\x06topics\x18\x02 \x03(\x0b\x32&.replog.pb.broker.OffsetForLeaderTopic\"\x86\x01\n OffsetForLeaderPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x12\n\nend_offset\x18\x04 \x01(\x03\"u\n\x1cOffsetForLeaderTopicResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x46\n\npartitions\x18\x02 \x03(\x0b\x32\x32.replog.pb.broker.OffsetForLeaderPartitionResponse\"_\n\x1dOffsetsForLeaderEpochResponse\x12>\n\x06topics\x18\x01 \x03(\x0b\x32..replog.pb.broker.OffsetForLeaderTopicResponse\";\n\x16\x44\x65leteRecordsPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0e\n\x06offset\x18\x02 \x01(\x03\"a\n\x12\x44\x65leteRecordsTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12<\n\npartitions\x18\x02 \x03(\x0b\x32(.replog.pb.broker.DeleteRecordsPartition\"`\n\x14\x44\x65leteRecordsRequest\x12\x34\n\x06topics\x18\x01 \x03(\x0b\x32$.replog.pb.broker.DeleteRecordsTopic\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x05\"q\n\x1e\x44\x65leteRecordsPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12\x15\n\rlow_watermark\x18\x03 \x01(\x03\"q\n\x1a\x44\x65leteRecordsTopicResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x44\n\npartitions\x18\x02 \x03(\x0b\x32\x30.replog.pb.broker.DeleteRecordsPartitionResponse\"U\n\x15\x44\x65leteRecordsResponse\x12<\n\x06topics\x18\x01 \x03(\x0b\x32,.replog.pb.broker.DeleteRecordsTopicResponse\"\x98\x01\n\x15InitProducerIdRequest\x12\x1d\n\x10transactional_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\x12\x13\n\x0bproducer_id\x18\x03 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x04 \x01(\x05\x42\x13\n\x11_transactional_id\"l\n\x16InitProducerIdResponse\x12%\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\"(\n\x16\x44\x65scribeLogDirsRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\"\xac\x01\n\x18\x44\x65scribeLogDirsPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x12\n\noffset_lag\x18\x03 \x01(\x03\x12\x11\n\tis_future\x18\x04 \x01(\x08\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x06 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x07 \x01(\x03\"d\n\x14\x44\x65scribeLogDirsTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12>\n\npartitions\x18\x02 \x03(\x0b\x32*.replog.pb.broker.DescribeLogDirsPartition\"\x87\x01\n\x15\x44\x65scribeLogDirsResult\x12%\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12\x0f\n\x07log_dir\x18\x02 \x01(\t\x12\x36\n\x06topics\x18\x03 \x03(\x0b\x32&.replog.pb.broker.DescribeLogDirsTopic\"S\n\x17\x44\x65scribeLogDirsResponse\x12\x38\n\x07results\x18\x01 \x03(\x0b\x32\'.replog.pb.broker.DescribeLogDirsResult2\x9a\x07\n\x06\x42roker\x12N\n\x07Produce\x12 .replog.pb.broker.ProduceRequest\x1a!.replog.pb.broker.ProduceResponse\x12X\n\rProduceStream\x12 .replog.pb.broker.ProduceRequest\x1a!.replog.pb.broker.ProduceResponse(\x01\x30\x01\x12H\n\x05\x46\x65tch\x12\x1e.replog.pb.broker.FetchRequest\x1a\x1f.replog.pb.broker.FetchResponse\x12R\n\x0b\x46\x65tchStream\x12\x1e.replog.pb.broker.FetchRequest\x1a\x1f.replog.pb.broker.FetchResponse(\x01\x30\x01\x12Z\n\x0bListOffsets\x12$.replog.pb.broker.ListOffsetsRequest\x1a%.replog.pb.broker.ListOffsetsResponse\x12x\n\x15OffsetsForLeaderEpoch\x12..replog.pb.broker.OffsetsForLeaderEpochRequest\x1a/.replog.pb.broker.OffsetsForLeaderEpochResponse\x12`\n\rDeleteRecords\x12&.replog.pb.broker.DeleteRecordsRequest\x1a\'.replog.pb.broker.DeleteRecordsResponse\x12\x43\n\x08Metadata\x12\x1a.replog.pb.MetadataRequest\x1a\x1b.replog.pb.MetadataResponse\x12\x63\n\x0eInitProducerId\x12\'.replog.pb.broker.InitProducerIdRequest\x1a(.replog.pb.broker.InitProducerIdResponse\x12\x66\n\x0f\x44\x65scribeLogDirs\x12(.replog.pb.broker.DescribeLogDirsRequest\x1a).replog.pb.broker.DescribeLogDirsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16replog/pb/broker.proto\x12\x10replog.pb.broker\x1a\x16replog/pb/common.proto\";\n\x10LeaderIdAndEpoch\x12\x11\n\tleader_id\x18\x01 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x02 \x01(\x05\"\xe4\x01\n\x0e\x46\x65tchPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12!\n\x14\x63urrent_leader_epoch\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1f\n\x12last_fetched_epoch\x18\x04 \x01(\x05H\x01\x88\x01\x01\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x1b\n\x13partition_max_bytes\x18\x06 \x01(\x05\x42\x17\n\x15_current_leader_epochB\x15\n\x13_last_fetched_epoch\"c\n\nFetchTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x34\n\npartitions\x18\x03 \x03(\x0b\x32 .replog.pb.broker.FetchPartition\"\xa5\x02\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x15\n\rreplica_epoch\x18\x02 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x03 \x01(\x05\x12\x11\n\tmin_bytes\x18\x04 \x01(\x05\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\x12\x17\n\x0fisolation_level\x18\x06 \x01(\x05\x12,\n\x06topics\x18\x07 \x03(\x0b\x32\x1c.replog.pb.broker.FetchTopic\x12\x1a\n\rsession_epoch\x18\x08 \x01(\x05H\x00\x88\x01\x01\x12:\n\x10\x66orgotten_topics\x18\t \x03(\x0b\x32 .replog.pb.broker.ForgottenTopicB\x10\n\x0e_session_epoch\"3\n\x0e\x46orgottenTopic\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"\xb9\x02\n\x16\x46\x65tchPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\x04 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x05 \x01(\x03\x12\x32\n\x0f\x64iverging_epoch\x18\x06 \x01(\x0b\x32\x19.replog.pb.EpochEndOffset\x12:\n\x0e\x63urrent_leader\x18\x07 \x01(\x0b\x32\".replog.pb.broker.LeaderIdAndEpoch\x12\x0f\n\x07records\x18\x08 \x01(\x0c\x12\x16\n\x0elog_end_offset\x18\t \x01(\x03\"s\n\x12\x46\x65tchTopicResponse\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12<\n\npartitions\x18\x03 \x03(\x0b\x32(.replog.pb.broker.FetchPartitionResponse\"E\n\rFetchResponse\x12\x34\n\x06topics\x18\x01 \x03(\x0b\x32$.replog.pb.broker.FetchTopicResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'replog.pb.broker_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LEADERIDANDEPOCH']._serialized_start=96
-  _globals['_LEADERIDANDEPOCH']._serialized_end=155
-  _globals['_PRODUCEPARTITIONDATA']._serialized_start=157
-  _globals['_PRODUCEPARTITIONDATA']._serialized_end=215
-  _globals['_PRODUCETOPICDATA']._serialized_start=217
-  _globals['_PRODUCETOPICDATA']._serialized_end=310
-  _globals['_PRODUCEREQUEST']._serialized_start=312
-  _globals['_PRODUCEREQUEST']._serialized_end=414
-  _globals['_PRODUCEPARTITIONRESPONSE']._serialized_start=417
-  _globals['_PRODUCEPARTITIONRESPONSE']._serialized_end=636
-  _globals['_PRODUCETOPICRESPONSE']._serialized_start=638
-  _globals['_PRODUCETOPICRESPONSE']._serialized_end=739
-  _globals['_PRODUCERESPONSE']._serialized_start=741
-  _globals['_PRODUCERESPONSE']._serialized_end=814
-  _globals['_FETCHPARTITION']._serialized_start=817
-  _globals['_FETCHPARTITION']._serialized_end=1045
-  _globals['_FETCHTOPIC']._serialized_start=1047
-  _globals['_FETCHTOPIC']._serialized_end=1146
-  _globals['_FETCHREQUEST']._serialized_start=1149
-  _globals['_FETCHREQUEST']._serialized_end=1442
-  _globals['_FORGOTTENTOPIC']._serialized_start=1444
-  _globals['_FORGOTTENTOPIC']._serialized_end=1495
-  _globals['_FETCHPARTITIONRESPONSE']._serialized_start=1498
-  _globals['_FETCHPARTITIONRESPONSE']._serialized_end=1811
-  _globals['_FETCHTOPICRESPONSE']._serialized_start=1813
-  _globals['_FETCHTOPICRESPONSE']._serialized_end=1928
-  _globals['_FETCHRESPONSE']._serialized_start=1930
-  _globals['_FETCHRESPONSE']._serialized_end=1999
-  _globals['_LISTOFFSETSPARTITION']._serialized_start=2001
-  _globals['_LISTOFFSETSPARTITION']._serialized_end=2121
-  _globals['_LISTOFFSETSTOPIC']._serialized_start=2123
-  _globals['_LISTOFFSETSTOPIC']._serialized_end=2216
-  _globals['_LISTOFFSETSREQUEST']._serialized_start=2218
-  _globals['_LISTOFFSETSREQUEST']._serialized_end=2335
-  _globals['_LISTOFFSETSPARTITIONRESPONSE']._serialized_start=2338
-  _globals['_LISTOFFSETSPARTITIONRESPONSE']._serialized_end=2483
-  _globals['_LISTOFFSETSTOPICRESPONSE']._serialized_start=2485
-  _globals['_LISTOFFSETSTOPICRESPONSE']._serialized_end=2594
-  _globals['_LISTOFFSETSRESPONSE']._serialized_start=2596
-  _globals['_LISTOFFSETSRESPONSE']._serialized_end=2677
-  _globals['_OFFSETFORLEADERPARTITION']._serialized_start=2679
-  _globals['_OFFSETFORLEADERPARTITION']._serialized_end=2806
-  _globals['_OFFSETFORLEADERTOPIC']._serialized_start=2808
-  _globals['_OFFSETFORLEADERTOPIC']._serialized_end=2909
-  _globals['_OFFSETSFORLEADEREPOCHREQUEST']._serialized_start=2911
-  _globals['_OFFSETSFORLEADEREPOCHREQUEST']._serialized_end=3017
-  _globals['_OFFSETFORLEADERPARTITIONRESPONSE']._serialized_start=3020
-  _globals['_OFFSETFORLEADERPARTITIONRESPONSE']._serialized_end=3154
-  _globals['_OFFSETFORLEADERTOPICRESPONSE']._serialized_start=3156
-  _globals['_OFFSETFORLEADERTOPICRESPONSE']._serialized_end=3273
-  _globals['_OFFSETSFORLEADEREPOCHRESPONSE']._serialized_start=3275
-  _globals['_OFFSETSFORLEADEREPOCHRESPONSE']._serialized_end=3370
-  _globals['_DELETERECORDSPARTITION']._serialized_start=3372
-  _globals['_DELETERECORDSPARTITION']._serialized_end=3431
-  _globals['_DELETERECORDSTOPIC']._serialized_start=3433
-  _globals['_DELETERECORDSTOPIC']._serialized_end=3530
-  _globals['_DELETERECORDSREQUEST']._serialized_start=3532
-  _globals['_DELETERECORDSREQUEST']._serialized_end=3628
-  _globals['_DELETERECORDSPARTITIONRESPONSE']._serialized_start=3630
-  _globals['_DELETERECORDSPARTITIONRESPONSE']._serialized_end=3743
-  _globals['_DELETERECORDSTOPICRESPONSE']._serialized_start=3745
-  _globals['_DELETERECORDSTOPICRESPONSE']._serialized_end=3858
-  _globals['_DELETERECORDSRESPONSE']._serialized_start=3860
-  _globals['_DELETERECORDSRESPONSE']._serialized_end=3945
-  _globals['_INITPRODUCERIDREQUEST']._serialized_start=3948
-  _globals['_INITPRODUCERIDREQUEST']._serialized_end=4100
-  _globals['_INITPRODUCERIDRESPONSE']._serialized_start=4102
-  _globals['_INITPRODUCERIDRESPONSE']._serialized_end=4210
-  _globals['_DESCRIBELOGDIRSREQUEST']._serialized_start=4212
-  _globals['_DESCRIBELOGDIRSREQUEST']._serialized_end=4252
-  _globals['_DESCRIBELOGDIRSPARTITION']._serialized_start=4255
-  _globals['_DESCRIBELOGDIRSPARTITION']._serialized_end=4427
-  _globals['_DESCRIBELOGDIRSTOPIC']._serialized_start=4429
-  _globals['_DESCRIBELOGDIRSTOPIC']._serialized_end=4529
-  _globals['_DESCRIBELOGDIRSRESULT']._serialized_start=4532
-  _globals['_DESCRIBELOGDIRSRESULT']._serialized_end=4667
-  _globals['_DESCRIBELOGDIRSRESPONSE']._serialized_start=4669
-  _globals['_DESCRIBELOGDIRSRESPONSE']._serialized_end=4752
-  _globals['_BROKER']._serialized_start=4755
-  _globals['_BROKER']._serialized_end=5677
+  _globals['_LEADERIDANDEPOCH']._serialized_start=68
+  _globals['_LEADERIDANDEPOCH']._serialized_end=127
+  _globals['_FETCHPARTITION']._serialized_start=130
+  _globals['_FETCHPARTITION']._serialized_end=358
+  _globals['_FETCHTOPIC']._serialized_start=360
+  _globals['_FETCHTOPIC']._serialized_end=459
+  _globals['_FETCHREQUEST']._serialized_start=462
+  _globals['_FETCHREQUEST']._serialized_end=755
+  _globals['_FORGOTTENTOPIC']._serialized_start=757
+  _globals['_FORGOTTENTOPIC']._serialized_end=808
+  _globals['_FETCHPARTITIONRESPONSE']._serialized_start=811
+  _globals['_FETCHPARTITIONRESPONSE']._serialized_end=1124
+  _globals['_FETCHTOPICRESPONSE']._serialized_start=1126
+  _globals['_FETCHTOPICRESPONSE']._serialized_end=1241
+  _globals['_FETCHRESPONSE']._serialized_start=1243
+  _globals['_FETCHRESPONSE']._serialized_end=1312
 # @@protoc_insertion_point(module_scope)

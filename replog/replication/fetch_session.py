@@ -1,4 +1,4 @@
-"""Incremental fetch sessions (KIP-227) on one FetchStream call: a fetcher sends only the
+"""Incremental fetch sessions (KIP-227) on one ReplicaFetch call: a fetcher sends only the
 partitions whose fetch position changed, and the leader answers only the partitions with news.
 
 A fetcher (a follower's, or a consumer's) fetches every partition it reads from a leader in
@@ -7,8 +7,8 @@ so the cost of a round grows with the partitions fetched, busy or idle (the idle
 benchmark: produce p50 12.8x slower next to 600 idle partitions). A session makes the messages
 grow with what changed instead.
 
-Kafka keeps sessions in a broker-wide cache under a session id; here a session is bound to one
-FetchStream call, whose requests arrive in order, one at a time. The call's end is the
+Kafka keeps sessions in a broker-wide cache under a session id; here a follower's session is bound
+to one ReplicaFetch call, whose requests arrive in order, one at a time. The call's end is the
 session's end, so there is no id, no cache and no eviction, and the two sides cannot disagree
 about which session a request belongs to.
 
@@ -25,7 +25,7 @@ Rules:
   request whose epoch is not the one the leader expects is refused as a whole
   (INVALID_FETCH_SESSION_EPOCH); the call ends, and the fetcher's next call opens a new session
   with a full request. A fetcher's session is reset whenever its call ends.
-- Dirty-only rounds (the leader's side on a FetchStream call; docs/replication.md "Dirty-only
+- Dirty-only rounds (the leader's side on a ReplicaFetch call; docs/replication.md "Dirty-only
   rounds"): the session keeps the set of its *dirty* partitions, those that may have news, and
   a round reads only those (`round_request`), in the session's order. A partition is dirty from
   the moment its entry arrives (a full request makes all dirty; an incremental one the entries
@@ -397,7 +397,7 @@ class FetcherSession:
 
 
 class LeaderFetchSession:
-    """The leader's side of one session (module Rules); one per FetchStream call, or per
+    """The leader's side of one session (module Rules); one per ReplicaFetch call, or per
     cached Kafka session."""
 
     def __init__(self, round_partitions: int = ROUND_PARTITIONS) -> None:
@@ -540,7 +540,7 @@ class LeaderFetchSession:
         epoch = request.session_epoch
         if epoch != FULL_FETCH_EPOCH and epoch != self._expected_epoch:
             raise InvalidFetchSessionEpochError(
-                f"fetch session epoch {epoch} on this FetchStream call, which expects "
+                f"fetch session epoch {epoch} on this ReplicaFetch call, which expects "
                 f"{self._expected_epoch}"
                 + (" (a new call starts with a full fetch, epoch 0)" if epoch > 0 else "")
             )

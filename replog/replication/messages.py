@@ -66,8 +66,8 @@ class EpochEndOffsetResult:
 class ProducePartition:
     topic: str
     partition: int
-    # Whole v2 batches: `bytes`, or a read-only view of `bytes` (a request's records as the
-    # broker decodes them, `broker_codec.produce_request_from_wire`).
+    # Whole v2 batches: `bytes`, or a read-only view of `bytes` (a Kafka Produce request's
+    # records as the listener decodes them).
     records: bytes | memoryview
 
 
@@ -119,7 +119,7 @@ class FetchRequest:
     min_bytes: int = 1
     max_bytes: int = 52428800
     isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
-    # KIP-227 incremental fetch session on a FetchStream call (`fetch_session`): NO_SESSION,
+    # KIP-227 incremental fetch session on a ReplicaFetch call (`fetch_session`): NO_SESSION,
     # 0 (a full fetch opening the session), or the epoch of an incremental one, which carries
     # only changed partitions and, in `forgotten`, the (topic, partition)s dropped.
     session_epoch: int = NO_SESSION

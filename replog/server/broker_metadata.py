@@ -1,10 +1,9 @@
-"""The Broker service's Metadata answer, computed from the broker's metadata image.
+"""A broker's view of the cluster for the Kafka listener's Metadata, computed from its metadata
+image.
 
 A broker answers Metadata the way the controller answers its read (`quorum.controller.reads`
-views, encoded by `controller_codec`), from its own replayed image: only unfenced brokers,
-UNKNOWN_TOPIC_OR_PARTITION for a name asked for and absent, the image's offset. Kept apart
-from `broker_codec` so that the client library, which imports that codec, does not load the
-controller.
+views), from its own replayed image: only unfenced brokers, UNKNOWN_TOPIC_OR_PARTITION for a
+name asked for and absent, the image's offset; and where each broker's listener of a name is.
 """
 
 from __future__ import annotations
@@ -16,8 +15,6 @@ from quorum.controller.replication_control import ApiError
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint
 from replog.errors import UnknownTopicOrPartitionError
-from replog.pb import controller_pb2 as controller_pb
-from replog.wire.controller_codec import metadata_to_proto
 
 
 def metadata_view_from_image(
@@ -47,20 +44,6 @@ def metadata_view_from_image(
         )
     brokers = tuple(BrokerView.of(registrations[b]) for b in sorted(live))
     return MetadataView(cluster_id, brokers, tuple(topics), image.provenance.last_offset)
-
-
-def metadata_response_from_image(
-    image: MetadataImage,
-    request: controller_pb.MetadataRequest,
-    *,
-    cluster_id: str,
-    controller_id: int,
-) -> controller_pb.MetadataResponse:
-    response = metadata_to_proto(
-        metadata_view_from_image(image, list(request.topics) or None, cluster_id)
-    )
-    response.controller_id = controller_id
-    return response
 
 
 def listener_endpoint(image: MetadataImage, broker_id: int, listener_name: str) -> Endpoint | None:

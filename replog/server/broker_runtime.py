@@ -7,9 +7,9 @@ It wires the broker side of the metadata plane and the data plane together:
                                   '--LeaderChange--> controller hint   - ReplicaManager
     BrokerLifecycleDriver <--offsets, readiness-- lifecycle feed
     BrokerLifecycleDriver --BrokerRegistration/BrokerHeartbeat--> controllers (gRPC)
-    BrokerService (gRPC Broker) --> ReplicaManager <--> LogManager (log.dirs)
+    BrokerCores (data requests) --> ReplicaManager <--> LogManager (log.dirs)
     ReplicaFetcherManager --Fetch--> partition leaders;  AlterPartitionSender --> controller
-    BrokerService.InitProducerId --> ProducerIdManager --AllocateProducerIds--> controller
+    KafkaApis.init_producer_id --> ProducerIdManager --AllocateProducerIds--> controller
     KafkaGroupApis (Kafka listeners) --> GroupCoordinator --> ReplicaManager
                                                    '--CreateTopics __consumer_offsets--> controller
 
@@ -100,7 +100,7 @@ from replog.replication.producer_state import ProducerEntry
 from replog.server import collector
 from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
-from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerService
+from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerCores
 from replog.server.bulk_threads import run_bulk, start_bulk_threads
 from replog.server.controller_calls import ControllerCalls
 from replog.server.file_maker import start_file_maker
@@ -242,17 +242,12 @@ class BrokerRuntime:
             tasks=tasks,
             clock=clock,
         )
-        self.service = BrokerService(
+        self.service = BrokerCores(
             config.broker_id,
-            cluster_id=config.cluster_id,
-            image=lambda: self.metadata.image,
-            controller_id=lambda: -1 if self._raft_leader is None else self._raft_leader,
             request_bytes_max=(
                 REQUEST_BYTES_MAX_DEFAULT if data_plane is None else data_plane.request_bytes_max
             ),
             on_storage_error=self._on_storage_error,
-            producer_ids=self.producer_ids,
-            metadata_ready=lambda: self.lifecycle.caught_up and self._first_image.is_set(),
         )
         # Followers' fetch streams (`replica_fetch_service`); the node registers it.
         self.replica_fetch_service = ReplicaFetchService(

@@ -117,7 +117,7 @@ from replog.pb import controller_pb2 as cpb
 from replog.replication import messages as m
 from replog.replication.producer_state import ProducerEntry
 from replog.server.broker_metadata import listener_endpoint
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.controller_calls import Stub
 from replog.server.controller_retry import forward_timeout_ms
 from replog.server.kafka_apis import error_code, per_topic
@@ -212,7 +212,7 @@ class KafkaAdminApis:
         image: Callable[[], MetadataImage],
         controller_id: Callable[[], int] = lambda: -1,
         forward: ForwardToController | None = None,
-        broker_service: BrokerService | None = None,
+        broker_service: BrokerCores | None = None,
         describe_producers: Callable[[str, int], Sequence[ProducerEntry]] | None = None,
         loggers: RuntimeLoggers | None = None,
     ) -> None:
@@ -737,7 +737,7 @@ class KafkaAdminApis:
     # --- this broker's data --------------------------------------------------------------------
 
     async def delete_records(self, request: DeleteRecordsRequest) -> drr.DeleteRecordsResponse:
-        """Through the Broker service's DeleteRecords core (its refusals, the same
+        """Through the broker's DeleteRecords core (its refusals, the same
         `ReplicaManager.delete_records` call)."""
         service = self._service("DeleteRecords")
         decoded = m.DeleteRecordsRequest(
@@ -772,7 +772,7 @@ class KafkaAdminApis:
     async def describe_log_dirs(
         self, request: DescribeLogDirsRequest
     ) -> dldr.DescribeLogDirsResponse:
-        """Through the Broker service's DescribeLogDirs core; a topic asked for with a list of
+        """Through the broker's DescribeLogDirs core; a topic asked for with a list of
         partitions is answered for those partitions only (Kafka's filter)."""
         service = self._service("DescribeLogDirs")
         wanted = (
@@ -849,14 +849,14 @@ class KafkaAdminApis:
             topics.append(dpr.TopicResponse(name=topic.name, partitions=partitions))
         return dpr.DescribeProducersResponse(topics=topics)
 
-    def _service(self, api: str) -> BrokerService:
+    def _service(self, api: str) -> BrokerCores:
         if self._broker_service is None:
             raise RequestRefusedError(f"broker {self.broker_id} serves no {api} (no data plane)")
         return self._broker_service
 
     @contextlib.contextmanager
     def _refusals(self) -> Iterator[None]:
-        """The Broker service's refusals of a whole request (`Refused`) as the listener's: the
+        """The broker's refusals of a whole request (`Refused`) as the listener's: the
         connection closes, the details logged."""
         try:
             yield

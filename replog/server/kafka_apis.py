@@ -10,7 +10,7 @@ Rules:
   `[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?` is INVALID_REQUEST with no APIs (Kafka's check;
   librdkafka then retries v0). Supported and finalized features are left empty.
 - Metadata is the broker's view of its image (`broker_metadata.metadata_view_from_image`, the
-  same view the gRPC Broker service answers from): unfenced brokers only, a partition without a
+  view the controller's Metadata read gives): unfenced brokers only, a partition without a
   leader LEADER_NOT_AVAILABLE, a topic asked for and absent UNKNOWN_TOPIC_OR_PARTITION (topics
   are never created automatically), one asked for by an unknown id UNKNOWN_TOPIC_ID. A topic
   with a non-zero id is asked for by that id, whatever its name ("" from Kafka's Java client).
@@ -23,21 +23,21 @@ Rules:
   replog's tagged field saying how current the metadata is (`replog.kafka.staleness_tag`):
   whether the quorum is lost, since when, and which brokers the node has not heard from.
 - Metadata v0: an empty topic list means every topic; v1+: null means every topic, empty none.
-- Produce (v3-12, topics by name) goes through the Broker service's Produce core
-  (`BrokerService.produce`, which its gRPC methods answer with) with no protobuf in between:
+- Produce (v3-12, topics by name) goes through the broker's Produce core
+  (`BrokerCores.produce`) with no protobuf in between:
   the records are the request's bytes as they arrived (never decoded here; the core checks
-  the batch framing, the log the rest), the same refusals (illegal topic names, negative
-  partitions, bytes that are not whole v2 batches, acks), the same ReplicaManager call and
-  purgatory (acks=all waits at most the request's timeout), the same storage-error handling;
+  the batch framing, the log the rest), the core's refusals (illegal topic names, negative
+  partitions, bytes that are not whole v2 batches, acks), its ReplicaManager call and
+  purgatory (acks=all waits at most the request's timeout), its storage-error handling;
   Kafka's answer is built from the core's results. What the core refuses as a whole (acks=0
   with a failed partition, a partition named twice, a broker not serving data) is a
   `RequestRefusedError`: the listener closes the connection, as Kafka's broker does for a
   failed acks=0 produce. acks=0 gets no response. Null records are empty records.
   `current_leader` is filled when the replica manager names one; `node_endpoints` and
   `record_errors` are left empty.
-- Fetch (v4-18, consumers only) goes through the Broker service's Fetch core
-  (`BrokerService.fetch`, which its gRPC methods answer with: the same refusals, the same
-  `ReplicaManager.fetch_or_wait` call, its purgatory) with no protobuf in between, inside the
+- Fetch (v4-18, consumers only) goes through the broker's Fetch core
+  (`BrokerCores.fetch`, which the followers' ReplicaFetch stream also calls: its refusals,
+  its `ReplicaManager.fetch_or_wait` call and purgatory) with no protobuf in between, inside the
   broker's fetch session cache (`fetch_session_cache`, KIP-227): a session's whole partition
   list is read, the answer keeps what the session rules keep. A fetch the replica manager
   answers at once is answered at once here too; one that waits gives an awaitable. Topics are
@@ -46,13 +46,13 @@ Rules:
   (replica id >= 0) is refused. Records are the bytes the log read, never decoded, put into
   the answer as they are; aborted transactions are null for READ_UNCOMMITTED, empty for
   READ_COMMITTED (no transactions yet).
-- OffsetForLeaderEpoch (v2-4, consumers only) goes through the Broker service's core
-  (`BrokerService.offsets_for_leader_epoch`) the same way, answered at once.
+- OffsetForLeaderEpoch (v2-4, consumers only) goes through the broker's core
+  (`BrokerCores.offsets_for_leader_epoch`) the same way, answered at once.
 - ListOffsets (v1-11: earliest, latest, by timestamp, max timestamp; from v8 earliest local,
   from v9 latest tiered, from v11 earliest pending upload, answered as with no tiered storage;
-  v10's timeout matters only to a remote lookup, never made here) goes through the Broker
-  service's ListOffsets core (`BrokerService.list_offsets`, which its gRPC method answers
-  with): the same refusals and answers, with no protobuf in between, and answered at once.
+  v10's timeout matters only to a remote lookup, never made here) goes through the broker's
+  ListOffsets core (`BrokerCores.list_offsets`): its refusals and answers, with no protobuf
+  in between, and answered at once.
 - `handle` gives the answer itself for the requests answered at once (ApiVersions, Metadata,
   ListOffsets, InitProducerId, OffsetForLeaderEpoch, a Fetch that need not wait) and an
   awaitable of it for the others: the listener answers the first kind with no task (a
@@ -132,7 +132,7 @@ from replog.replication.fetch_session_cache import (
     new_context,
 )
 from replog.server.broker_metadata import listener_endpoint, metadata_view_from_image
-from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
+from replog.server.broker_service import BrokerCores, ProducerIds, init_producer_id
 from replog.server.kafka_features import FEATURES_VERSION, with_features
 from replog.server.metadata_staleness import Staleness
 from replog.server.tolerant_service import Refused
@@ -194,7 +194,7 @@ class KafkaApis:
         image: Callable[[], MetadataImage],
         controller_id: Callable[[], int] = lambda: -1,
         metadata_staleness: MetadataStalenessOf | None = None,
-        broker_service: BrokerService | None = None,
+        broker_service: BrokerCores | None = None,
         producer_ids: ProducerIds | None = None,
         fetch_sessions: FetchSessionCache | None = None,
         clock: Clock = monotonic_ms,
@@ -349,9 +349,9 @@ class KafkaApis:
     # --- Produce -------------------------------------------------------------------------------
 
     async def produce(self, request: ProduceRequest, version: int) -> ProduceResponse | None:
-        """Through the Broker service's Produce core (`BrokerService.produce`: the gRPC
-        method's refusals and answer, the same `ReplicaManager.produce` call and purgatory),
-        the records the request's bytes as they arrived; only the encoding differs. None for
+        """Through the broker's Produce core (`BrokerCores.produce`: its refusals and
+        answer, the `ReplicaManager.produce` call and purgatory), the records the request's
+        bytes as they arrived. None for
         acks=0, which gets no response."""
         service = self._service("Produce")
         partitions = tuple(
@@ -382,8 +382,8 @@ class KafkaApis:
     def fetch(
         self, request: FetchRequest, version: int
     ) -> kf.FetchResponse | Awaitable[kf.FetchResponse]:
-        """Through the Broker service's Fetch core (`BrokerService.fetch`: the gRPC method's
-        refusals and answer, the same `ReplicaManager.fetch_or_wait` call, the records as the
+        """Through the broker's Fetch core (`BrokerCores.fetch`: its refusals and
+        answer, the `ReplicaManager.fetch_or_wait` call, the records as the
         log read them), inside the broker's fetch session cache (`fetch_session_cache`:
         KIP-227 session ids and epochs). The answer itself when the fetch is answered at once,
         else an awaitable of it (the fetch waits in the purgatory)."""
@@ -463,8 +463,8 @@ class KafkaApis:
     def offset_for_leader_epoch(
         self, request: OffsetForLeaderEpochRequest
     ) -> OffsetForLeaderEpochResponse:
-        """Through the Broker service's OffsetsForLeaderEpoch core
-        (`BrokerService.offsets_for_leader_epoch`: the gRPC method's refusals and answer),
+        """Through the broker's OffsetsForLeaderEpoch core
+        (`BrokerCores.offsets_for_leader_epoch`: its refusals and answer),
         answered at once (consumers only)."""
         service = self._service("OffsetForLeaderEpoch")
         _refuse_replica("OffsetForLeaderEpoch", request.replica_id)
@@ -491,9 +491,8 @@ class KafkaApis:
     # --- ListOffsets ---------------------------------------------------------------------------
 
     def list_offsets(self, request: ListOffsetsRequest, version: int) -> ListOffsetsResponse:
-        """Through the Broker service's ListOffsets (`BrokerService.list_offsets`: the gRPC
-        method's refusals and answer, the same `ReplicaManager.list_offsets` call), answered
-        at once; only the encoding differs."""
+        """Through the broker's ListOffsets (`BrokerCores.list_offsets`: its refusals
+        and answer, the `ReplicaManager.list_offsets` call), answered at once."""
         service = self._service("ListOffsets")
         decoded = m.ListOffsetsRequest(
             partitions=tuple(
@@ -520,15 +519,15 @@ class KafkaApis:
             ]
         )
 
-    def _service(self, api: str) -> BrokerService:
+    def _service(self, api: str) -> BrokerCores:
         if self._broker_service is None:
             raise RequestRefusedError(f"broker {self.broker_id} serves no {api} (no data plane)")
         return self._broker_service
 
     @contextlib.contextmanager
     def _refusals(self) -> Iterator[None]:
-        """The Broker service's refusals of a whole request (`Refused`, a gRPC status for its
-        own callers) as the listener's: the connection closes, the details logged."""
+        """The broker's refusals of a whole request (`Refused`, a gRPC status for the
+        ReplicaFetch stream) as the listener's: the connection closes, the details logged."""
         try:
             yield
         except Refused as refused:
@@ -537,7 +536,7 @@ class KafkaApis:
     # --- InitProducerId ------------------------------------------------------------------------
 
     def init_producer_id(self, request: InitProducerIdRequest) -> InitProducerIdResponse:
-        """The gRPC service's rule (`broker_service.init_producer_id`): a new producer id with
+        """The broker's rule (`broker_service.init_producer_id`): a new producer id with
         epoch 0, a transactional id UNSUPPORTED_VERSION (no transactions yet)."""
         answer = init_producer_id(
             self.broker_id,
@@ -695,7 +694,7 @@ def _per_topic(
     topics: Sequence[T], partitions: Callable[[T], Sized], results: Sequence[R]
 ) -> list[tuple[T, Sequence[R]]]:
     """Each topic of a request with its partitions' results: `results` holds one per
-    partition, in request order (the Broker service merges its answers so)."""
+    partition, in request order (the broker's cores merge their answers so)."""
     grouped: list[tuple[T, Sequence[R]]] = []
     position = 0
     for topic in topics:

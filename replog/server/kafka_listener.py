@@ -19,7 +19,7 @@ Rules (docs/kafka-protocol.md, "Listener"):
   (the core). Handlers are asked in arrival order: a request is answered at once only when no
   earlier request of its connection is still being handled, else its handler is asked in its
   task. Tasks start in the order created and a produce handler reaches its append before its
-  first suspension (`BrokerRequests.produce`'s contract, which ProduceStream relies on too), so
+  first suspension (`BrokerRequests.produce`'s contract), so
   one connection's Produce requests are appended in the order sent.
 - Every accepted socket has Nagle's algorithm off (TCP_NODELAY, as Kafka's acceptor sets it):
   an answer leaves when it is written, not when the client acknowledges the one before

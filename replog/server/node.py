@@ -19,8 +19,8 @@ then written only by the controller (`MetadataLog.Append` refuses), unless
 listens for metadata append connections (`controller.quorum.append.port`,
 `metadata_append_server`): `MetadataLog.Append` from other processes over framed TCP, by the
 same rules (`MetadataLogAppends`), where the Raft Fetch listener listens. A node with the
-`broker` role serves the `Broker` service (the data plane, `BrokerRuntime`) and the
-`ReplicaFetch` service (followers' fetches) on the same listener;
+`broker` role serves the `ReplicaFetch` service (followers' fetches; the data plane is
+`BrokerRuntime`) on the same listener;
 partition logs live in `log.dirs`, next to the metadata log's directory. A broker also serves
 Kafka's own protocol on each later PLAINTEXT `listeners` entry (`kafka_listener`), bound with
 the gRPC listener and accepting once the broker serves clients (metadata caught up, logs
@@ -67,7 +67,6 @@ from replog.errors import BrokerLifecycleError, KafkaStorageError
 from replog.net_address import format_host_port
 from replog.server import collector
 from replog.server.broker_runtime import BrokerRuntime, data_plane_config_from_node
-from replog.server.broker_service import add_broker_service
 from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_endpoints import ControllerEndpoints
 from replog.server.controller_service import (
@@ -104,7 +103,7 @@ GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX),
     ("grpc.so_reuseport", 0),
 ]
-# Room above socket.request.max.bytes, so the Broker service (not gRPC) refuses a request
+# Room above socket.request.max.bytes, so the ReplicaFetch service (not gRPC) refuses a request
 # that is too large, naming its size and the limit.
 _REQUEST_HEADROOM_BYTES = 1024 * 1024
 # How long a graceful shutdown waits for its metadata snapshot (encoding a 10,000-partition
@@ -250,7 +249,6 @@ class Node:
                 ),
             )
             self.broker.counters = self.metrics.broker
-            add_broker_service(self.broker.service, self.server)
             add_replica_fetch_service(self.broker.replica_fetch_service, self.server)
         # Without a controller the broker snapshots the metadata (a controller does it itself).
         # Built after the broker: its Raft listener must follow the broker's.

@@ -4,9 +4,9 @@
 Theory of operation: a follower keeps one `Fetch` call per leader broker and sends its fetches
 on it one after another. The call holds one KIP-227 incremental fetch session
 (`fetch_session.LeaderFetchSession`, with its kept empty reads, `repeat_reads`), and each
-request is served in turn by `serve` (`BrokerService.replica_fetch`: the rules of every
+request is served in turn by `serve` (`BrokerCores.replica_fetch`: the rules of every
 follower fetch, the fetch purgatory's long poll included: `max_wait_ms`, `min_bytes`). The
-answer is written as the Broker service writes a fetch answer (`broker_codec.FetchResponseWire`:
+answer is written as serialized bytes (`broker_codec.FetchResponseWire`:
 the protobuf bytes with the record bytes joined in, never decoded or copied into a message).
 
 Rules:
@@ -139,7 +139,7 @@ class ReplicaFetchService:
 def add_replica_fetch_service(service: ReplicaFetchService, server: Any) -> None:
     """Register `service` on a grpc.aio server with `tolerant_service`'s deserializer (garbage
     and requests over `request_bytes_max` go to the service, which refuses them) and the
-    Broker service's fetch answer serializer."""
+    fetch answer serializer (`broker_codec.FetchResponseWire`)."""
     limit = RequestLimit(service.request_bytes_max, "socket.request.max.bytes")
     streams = {"Fetch": (pb.FetchRequest, codec.FetchResponseWire)}
     add_tolerant_service(server, SERVICE_NAME, service, {}, streams, limit)

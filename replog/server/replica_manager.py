@@ -46,7 +46,7 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
 - Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: an internal topic
   (`__consumer_offsets`, `topic_names.INTERNAL_TOPICS`) -> INVALID_TOPIC_EXCEPTION naming it,
   unless the caller passes `internal_topics_allowed=True` (Kafka's `internalTopicsAllowed`:
-  only the broker's own group coordinator does; the Broker service never); unknown ->
+  only the broker's own group coordinator does; a client's produce never); unknown ->
   UNKNOWN_TOPIC_OR_PARTITION; not the leader -> NOT_LEADER_OR_FOLLOWER with the current leader;
   acks=-1 with a committed ISR below the effective min ISR -> NOT_ENOUGH_REPLICAS before any
   append; an idempotent retry of one of a producer's last 5 batches is answered with the
@@ -339,7 +339,7 @@ class ReplicaManager:
         # first metadata image's replicas take them (`preload_producer_states`).
         self._preloaded: dict[TopicPartitionKey, PreloadedTable] = {}
         self._isr_dirty: set[TopicPartitionKey] = set()
-        # The FetchStream sessions served here, told of every partition's news (dirty-only
+        # The ReplicaFetch sessions served here, told of every partition's news (dirty-only
         # rounds, `fetch_session`); a session leaves with its call (no reference is left).
         self._fetch_sessions: WeakMembers[LeaderFetchSession] = WeakMembers()
         self._isr_sent: dict[TopicPartitionKey, IsrChange] = {}
@@ -1377,7 +1377,7 @@ class ReplicaManager:
         coordinator writing `__consumer_offsets`); a client's Produce never passes it.
 
         Every append happens before the first await (only the acks=all wait for the high
-        watermark comes after): the ProduceStream service starts one call's requests in the
+        watermark comes after): the Kafka listener starts one connection's requests in the
         order sent and relies on each reaching its appends before the next starts.
         """
         if request.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
@@ -1538,7 +1538,7 @@ class ReplicaManager:
         `DelayedOperations.watch_fetch`). `repeats`: the calling fetch session's kept reads
         (`repeat_reads`), which its unchanged idle entries reuse.
 
-        With `session`, `request` is one dirty-only round of that FetchStream session
+        With `session`, `request` is one dirty-only round of that ReplicaFetch session
         (`fetch_session` Rules): its entries are the session's dirty partitions, an idle one
         read is parked, and a round that waits is woken by news for any of the session's
         partitions, which then join its answer. A round of more than

@@ -9,11 +9,11 @@
   Kafka's broker refuses a request over socket.request.max.bytes from its size prefix).
   A method's request or response type is a generated message class, or anything with the same
   `DESCRIPTOR` and `FromString` (request) or `SerializeToString` (response), such as the
-  Broker's record-carrying messages (`broker_codec.ProduceRequestWire`).
+  fetch answer with its records (`broker_codec.FetchResponseWire`).
 - `add_guarded_service`: registers a servicer that does not guard its own calls (`RaftQuorum`,
   `MetadataLog`, `Controller`) tolerantly, every method of its protobuf service descriptor
   run through `serve_guarded`: garbage fails with INVALID_ARGUMENT naming it, as on the
-  `Broker` and `ReplicaFetch` services, which guard their calls themselves.
+  `ReplicaFetch` service, which guards its calls itself.
 - `serve_guarded`: runs one call; `Undecodable` or `Oversize` bytes and a `Refused` abort with
   their status, any other exception is logged and aborts INTERNAL naming it; never a crashed
   process. `refuse_undecodable` and `abort_for` are its two halves, for a stream that checks

@@ -1760,8 +1760,8 @@ def _set_log_append_time(buf: bytearray, position: int, size: int, now_ms: int) 
 def _immutable(data: bytes | bytearray | memoryview) -> Unchangeable:
     """`data` itself when nobody can change it (`bytes`, or a byte view of `bytes`), else a
     copy, so the bytes validated are the bytes written even if the caller's buffer changes
-    meanwhile. Requests read off a socket are `bytes`, or views of them (a produce request's
-    records, `broker_codec.produce_request_from_wire`), so the usual append copies nothing."""
+    meanwhile. Requests read off a socket are `bytes`, or views of them (a Kafka produce request's
+    records), so the usual append copies nothing."""
     if isinstance(data, bytes):
         return data
     # A strided view of `bytes` is unchangeable too, but one write cannot take it: copied.

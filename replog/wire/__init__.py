@@ -1,9 +1,8 @@
 """What a node and its clients share on the wire: the Kafka-protocol clients of a broker
 (`kafka_connection`, `kafka_broker_client`, `kafka_coordinator_client`); on the cluster's
-internal gRPC, one address's channel (`redialing_channel`), the asyncio client of a broker's
-`Broker` service (`broker_client`), the codecs between protobuf and the cores' messages
-(`broker_codec`, `record_wire`, `controller_codec`), and how replog's own processes run gRPC
-(`grpc_engine`).
+internal gRPC, one address's channel (`redialing_channel`), the codecs between protobuf and
+the cores' messages (`broker_codec` for the followers' ReplicaFetch stream, `record_wire`,
+`controller_codec`), and how replog's own processes run gRPC (`grpc_engine`).
 
 Rules:
 - Translation only: no protocol decision is made here (the cores decide, the node and the

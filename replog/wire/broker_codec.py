@@ -1,8 +1,10 @@
-"""Translation between the Broker service's protobuf messages and `replog.replication.messages`.
+"""Translation between the ReplicaFetch stream's protobuf fetch messages and
+`replog.replication.messages`, plus the error and isolation-level readings the broker shares
+with its Kafka handlers.
 
-Both directions of every message: the service decodes requests (`*_request_from_proto`) and
-encodes responses (`*_response_to_proto`); `BrokerClient` and the replica fetcher do the
-opposite. No protocol decision is made here.
+Both directions: a follower encodes its fetch (`fetch_request_to_proto`) and decodes the
+answer (`fetch_response_from_wire`); the leader does the opposite. No protocol decision is made
+here.
 
 Rules:
 - The wire groups partitions by topic (in the order topics first appear); the dataclasses hold
@@ -12,23 +14,17 @@ Rules:
   encoded as absent. A topic id is 16 raw bytes; empty is "none" (not checked).
 - Errors cross the wire as `ErrorStatus` (Kafka's code and name, and the message naming the
   topic-partition and offset); no error is an unset field or code 0. Decoding gives the
-  `replog.errors` class registered for the code (`error_for_code`), so clients raise the
-  broker's types; a code not registered is UnknownServerError, whose message names the code
+  `replog.errors` class registered for the code (`error_for_code`), so fetchers raise the
+  leader's types; a code not registered is UnknownServerError, whose message names the code
   and the RPC and peer when the caller passes them as `where` (`error_from_proto`).
 - A request the dataclasses cannot even hold (a topic id that is not 16 bytes, an unknown
-  isolation level) is `InvalidRequestError` naming the field and the value; the service answers
-  it as gRPC INVALID_ARGUMENT.
-- Record bytes pass through as they are, never decoded. The messages that carry them
-  (ProduceRequest, FetchResponse) have `*_to_wire` / `*_from_wire` functions working on
-  serialized bytes: with 64 KiB of records or more (`SPLIT_MIN_BYTES`) the records are
-  joined in or split off by `record_wire`, copied once on the way out and not at all on the
-  way into the broker (its produce records are views of the request's bytes), instead of
-  protobuf's two or three copies; below that, protobuf handles them whole. The Broker service
-  reads and writes them through `ProduceRequestWire` and `FetchResponseWire`.
-- Metadata is answered from a `MetadataImage` the way the controller answers it from its
-  committed state (`quorum.controller.reads.metadata`): unfenced brokers only, offline replicas
-  are those on fenced or unregistered brokers, LEADER_NOT_AVAILABLE for a partition without a
-  leader, UNKNOWN_TOPIC_OR_PARTITION for a topic asked for and absent.
+  isolation level) is `InvalidRequestError` naming the field and the value; the leader ends
+  the stream with gRPC INVALID_ARGUMENT.
+- Record bytes pass through as they are, never decoded. A FetchResponse is read and written
+  as serialized bytes (`fetch_response_to_wire` / `fetch_response_from_wire`): with 64 KiB of
+  records or more (`SPLIT_MIN_BYTES`) the records are joined in or split off by `record_wire`,
+  copied once on the way out, instead of protobuf's two or three copies; below that, protobuf
+  handles them whole. The ReplicaFetch service writes them through `FetchResponseWire`.
 """
 
 from __future__ import annotations
@@ -50,16 +46,14 @@ from replog.pb import broker_pb2 as pb
 from replog.pb import common_pb2
 from replog.record.batch import Buffer
 from replog.replication import messages as m
-from replog.wire.record_wire import join_records, records_pieces, split_records
+from replog.wire.record_wire import records_pieces, split_records
 
 NONE = -1
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Message)
 
-# Where the records sit (`record_wire` paths): ProduceRequest.topics -> partitions -> records,
-# FetchResponse.topics -> partitions -> records.
-PRODUCE_RECORDS_PATH = (3, 2, 2)
+# Where the records sit (`record_wire` paths): FetchResponse.topics -> partitions -> records.
 FETCH_RECORDS_PATH = (1, 3, 8)
 # Messages with this many bytes of records or more have them joined in or split off by
 # `record_wire`; below, protobuf's two copies cost less than the walk (16 KiB: 3.4 µs through
@@ -83,7 +77,7 @@ def error_from_proto(
     """The error a response entry carries (its `error` field), None when absent or code 0.
 
     A code this process does not know (a newer or buggy peer) is UnknownServerError, as in
-    Kafka's client; given `where` (the RPC and its peer, as BrokerClient does), its message
+    Kafka's client; given `where` (the RPC and its peer, as a follower's fetch does), its message
     names that, the topic-partition and the code with the name the peer gave it. Without, it
     is `error_for_code`'s, the peer's message as is (what the Spark source's partition
     fetcher, which reads the wire form itself, gives too).
@@ -208,103 +202,6 @@ def _appending(encode: Callable[[T], Any]) -> Callable[[Any, T], None]:
         partitions.append(encode(item))
 
     return add_partition
-
-
-# --- Produce ------------------------------------------------------------------------------------
-
-
-def produce_request_to_wire(request: m.ProduceRequest) -> bytes:
-    """The serialized ProduceRequest; records of `SPLIT_MIN_BYTES` or more are joined in by
-    `record_wire` rather than copied through protobuf (module docstring)."""
-    message = pb.ProduceRequest(acks=request.acks, timeout_ms=request.timeout_ms)
-    records: list[Buffer] | None = (
-        [] if _records_bytes(request.partitions) >= SPLIT_MIN_BYTES else None
-    )
-
-    def add_partition(partitions: Any, p: m.ProducePartition) -> None:
-        if records is None:
-            partitions.add(partition=p.partition, records=p.records)
-        else:
-            partitions.add(partition=p.partition)
-            records.append(p.records)
-
-    _add_grouped(message.topics, request.partitions, _topic, _new_topic, add_partition)
-    serialized: bytes = message.SerializeToString()
-    if records is None:
-        return serialized
-    return join_records(serialized, PRODUCE_RECORDS_PATH, records)
-
-
-def produce_request_from_wire(data: bytes) -> m.ProduceRequest:
-    """The ProduceRequest serialized in `data`; from `SPLIT_MIN_BYTES` on, each partition's
-    records are a read-only view of `data` (`record_wire`). Raises protobuf's DecodeError for
-    bytes that are not one."""
-    message, records = _parse_split(pb.ProduceRequest, data, PRODUCE_RECORDS_PATH)
-    return m.ProduceRequest(
-        acks=message.acks,
-        timeout_ms=message.timeout_ms,
-        partitions=tuple(
-            m.ProducePartition(
-                topic.topic,
-                partition.partition,
-                next(records),
-            )
-            for topic in message.topics
-            for partition in topic.partitions
-        ),
-    )
-
-
-class ProduceRequestWire:
-    """ProduceRequest as the Broker service reads it (`produce_request_from_wire`), in the
-    shape `tolerant_service.add_tolerant_service` takes a request type in."""
-
-    DESCRIPTOR = pb.ProduceRequest.DESCRIPTOR
-    FromString = staticmethod(produce_request_from_wire)
-
-
-def _produce_result_to_proto(result: m.ProducePartitionResult) -> pb.ProducePartitionResponse:
-    return pb.ProducePartitionResponse(
-        partition=result.partition,
-        error=error_to_proto(result.error),
-        base_offset=result.base_offset,
-        log_append_time_ms=result.log_append_time_ms,
-        log_start_offset=result.log_start_offset,
-        current_leader=_leader_to_proto(result.current_leader),
-    )
-
-
-def produce_response_to_proto(response: m.ProduceResponse) -> pb.ProduceResponse:
-    message = pb.ProduceResponse()
-    _add_grouped(
-        message.topics,
-        response.partitions,
-        _topic,
-        _new_topic,
-        _appending(_produce_result_to_proto),
-    )
-    return message
-
-
-def produce_response_from_proto(message: pb.ProduceResponse, where: str = "") -> m.ProduceResponse:
-    return m.ProduceResponse(
-        tuple(
-            m.ProducePartitionResult(
-                topic=topic.topic,
-                partition=p.partition,
-                error=error_from_proto(p, where, topic.topic, p.partition),
-                base_offset=p.base_offset,
-                log_append_time_ms=p.log_append_time_ms,
-                log_start_offset=p.log_start_offset,
-                current_leader=_leader_from_proto(p),
-            )
-            for topic in message.topics
-            for p in topic.partitions
-        )
-    )
-
-
-# --- Fetch --------------------------------------------------------------------------------------
 
 
 def _add_fetch_partition(partitions: Any, partition: m.FetchPartition) -> None:
@@ -530,363 +427,3 @@ def _parse_split(
         return message, (p.records for topic in message.topics for p in topic.partitions)
     skeleton, records = split_records(data, path)
     return message_type.FromString(skeleton), iter(records)
-
-
-# --- ListOffsets --------------------------------------------------------------------------------
-
-
-def _list_offsets_partition_to_proto(partition: m.ListOffsetsPartition) -> pb.ListOffsetsPartition:
-    message = pb.ListOffsetsPartition(partition=partition.partition, timestamp=partition.timestamp)
-    _set_optional_epoch(message, "current_leader_epoch", partition.current_leader_epoch)
-    return message
-
-
-def list_offsets_request_to_proto(request: m.ListOffsetsRequest) -> pb.ListOffsetsRequest:
-    message = pb.ListOffsetsRequest(
-        replica_id=request.replica_id, isolation_level=int(request.isolation_level)
-    )
-    _add_grouped(
-        message.topics,
-        request.partitions,
-        _topic,
-        _new_topic,
-        _appending(_list_offsets_partition_to_proto),
-    )
-    return message
-
-
-def list_offsets_request_from_proto(message: pb.ListOffsetsRequest) -> m.ListOffsetsRequest:
-    return m.ListOffsetsRequest(
-        partitions=tuple(
-            m.ListOffsetsPartition(
-                topic=topic.topic,
-                partition=p.partition,
-                timestamp=p.timestamp,
-                current_leader_epoch=_optional_epoch(p, "current_leader_epoch"),
-            )
-            for topic in message.topics
-            for p in topic.partitions
-        ),
-        replica_id=message.replica_id,
-        isolation_level=isolation_level_from_proto(message.isolation_level, "ListOffsets"),
-    )
-
-
-def _list_offsets_result_to_proto(
-    result: m.ListOffsetsPartitionResult,
-) -> pb.ListOffsetsPartitionResponse:
-    return pb.ListOffsetsPartitionResponse(
-        partition=result.partition,
-        error=error_to_proto(result.error),
-        timestamp=result.timestamp,
-        offset=result.offset,
-        leader_epoch=result.leader_epoch,
-    )
-
-
-def list_offsets_response_to_proto(response: m.ListOffsetsResponse) -> pb.ListOffsetsResponse:
-    message = pb.ListOffsetsResponse()
-    _add_grouped(
-        message.topics,
-        response.partitions,
-        _topic,
-        _new_topic,
-        _appending(_list_offsets_result_to_proto),
-    )
-    return message
-
-
-def list_offsets_response_from_proto(
-    message: pb.ListOffsetsResponse, where: str = ""
-) -> m.ListOffsetsResponse:
-    return m.ListOffsetsResponse(
-        tuple(
-            m.ListOffsetsPartitionResult(
-                topic=topic.topic,
-                partition=p.partition,
-                error=error_from_proto(p, where, topic.topic, p.partition),
-                timestamp=p.timestamp,
-                offset=p.offset,
-                leader_epoch=p.leader_epoch,
-            )
-            for topic in message.topics
-            for p in topic.partitions
-        )
-    )
-
-
-# --- OffsetsForLeaderEpoch ----------------------------------------------------------------------
-
-
-def _offset_for_leader_partition_to_proto(
-    partition: m.OffsetForLeaderPartition,
-) -> pb.OffsetForLeaderPartition:
-    message = pb.OffsetForLeaderPartition(
-        partition=partition.partition, leader_epoch=partition.leader_epoch
-    )
-    _set_optional_epoch(message, "current_leader_epoch", partition.current_leader_epoch)
-    return message
-
-
-def offsets_for_leader_epoch_request_to_proto(
-    request: m.OffsetsForLeaderEpochRequest,
-) -> pb.OffsetsForLeaderEpochRequest:
-    message = pb.OffsetsForLeaderEpochRequest(replica_id=request.replica_id)
-    _add_grouped(
-        message.topics,
-        request.partitions,
-        _topic,
-        _new_topic,
-        _appending(_offset_for_leader_partition_to_proto),
-    )
-    return message
-
-
-def offsets_for_leader_epoch_request_from_proto(
-    message: pb.OffsetsForLeaderEpochRequest,
-) -> m.OffsetsForLeaderEpochRequest:
-    return m.OffsetsForLeaderEpochRequest(
-        partitions=tuple(
-            m.OffsetForLeaderPartition(
-                topic=topic.topic,
-                partition=p.partition,
-                leader_epoch=p.leader_epoch,
-                current_leader_epoch=_optional_epoch(p, "current_leader_epoch"),
-            )
-            for topic in message.topics
-            for p in topic.partitions
-        ),
-        replica_id=message.replica_id,
-    )
-
-
-def _offset_for_leader_result_to_proto(
-    result: m.OffsetForLeaderPartitionResult,
-) -> pb.OffsetForLeaderPartitionResponse:
-    return pb.OffsetForLeaderPartitionResponse(
-        partition=result.partition,
-        error=error_to_proto(result.error),
-        leader_epoch=result.leader_epoch,
-        end_offset=result.end_offset,
-    )
-
-
-def offsets_for_leader_epoch_response_to_proto(
-    response: m.OffsetsForLeaderEpochResponse,
-) -> pb.OffsetsForLeaderEpochResponse:
-    message = pb.OffsetsForLeaderEpochResponse()
-    _add_grouped(
-        message.topics,
-        response.partitions,
-        _topic,
-        _new_topic,
-        _appending(_offset_for_leader_result_to_proto),
-    )
-    return message
-
-
-def offsets_for_leader_epoch_response_from_proto(
-    message: pb.OffsetsForLeaderEpochResponse, where: str = ""
-) -> m.OffsetsForLeaderEpochResponse:
-    return m.OffsetsForLeaderEpochResponse(
-        tuple(
-            m.OffsetForLeaderPartitionResult(
-                topic=topic.topic,
-                partition=p.partition,
-                error=error_from_proto(p, where, topic.topic, p.partition),
-                leader_epoch=p.leader_epoch,
-                end_offset=p.end_offset,
-            )
-            for topic in message.topics
-            for p in topic.partitions
-        )
-    )
-
-
-# --- DeleteRecords ------------------------------------------------------------------------------
-
-
-def delete_records_request_to_proto(request: m.DeleteRecordsRequest) -> pb.DeleteRecordsRequest:
-    message = pb.DeleteRecordsRequest(timeout_ms=request.timeout_ms)
-    _add_grouped(
-        message.topics,
-        request.partitions,
-        _topic,
-        _new_topic,
-        lambda partitions, p: partitions.add(partition=p.partition, offset=p.offset),
-    )
-    return message
-
-
-def delete_records_request_from_proto(message: pb.DeleteRecordsRequest) -> m.DeleteRecordsRequest:
-    return m.DeleteRecordsRequest(
-        partitions=tuple(
-            m.DeleteRecordsPartition(topic.topic, p.partition, p.offset)
-            for topic in message.topics
-            for p in topic.partitions
-        ),
-        timeout_ms=message.timeout_ms,
-    )
-
-
-def _delete_records_result_to_proto(
-    result: m.DeleteRecordsPartitionResult,
-) -> pb.DeleteRecordsPartitionResponse:
-    return pb.DeleteRecordsPartitionResponse(
-        partition=result.partition,
-        error=error_to_proto(result.error),
-        low_watermark=result.low_watermark,
-    )
-
-
-def delete_records_response_to_proto(
-    response: m.DeleteRecordsResponse,
-) -> pb.DeleteRecordsResponse:
-    message = pb.DeleteRecordsResponse()
-    _add_grouped(
-        message.topics,
-        response.partitions,
-        _topic,
-        _new_topic,
-        _appending(_delete_records_result_to_proto),
-    )
-    return message
-
-
-def delete_records_response_from_proto(
-    message: pb.DeleteRecordsResponse, where: str = ""
-) -> m.DeleteRecordsResponse:
-    return m.DeleteRecordsResponse(
-        tuple(
-            m.DeleteRecordsPartitionResult(
-                topic=topic.topic,
-                partition=p.partition,
-                error=error_from_proto(p, where, topic.topic, p.partition),
-                low_watermark=p.low_watermark,
-            )
-            for topic in message.topics
-            for p in topic.partitions
-        )
-    )
-
-
-# --- InitProducerId -----------------------------------------------------------------------------
-
-
-def init_producer_id_request_to_proto(request: m.InitProducerIdRequest) -> pb.InitProducerIdRequest:
-    message = pb.InitProducerIdRequest(
-        transaction_timeout_ms=request.transaction_timeout_ms,
-        producer_id=request.producer_id,
-        producer_epoch=request.producer_epoch,
-    )
-    if request.transactional_id is not None:
-        message.transactional_id = request.transactional_id
-    return message
-
-
-def init_producer_id_request_from_proto(
-    message: pb.InitProducerIdRequest,
-) -> m.InitProducerIdRequest:
-    return m.InitProducerIdRequest(
-        transactional_id=(
-            message.transactional_id if message.HasField("transactional_id") else None
-        ),
-        transaction_timeout_ms=message.transaction_timeout_ms,
-        producer_id=message.producer_id,
-        producer_epoch=message.producer_epoch,
-    )
-
-
-def init_producer_id_response_to_proto(
-    response: m.InitProducerIdResponse,
-) -> pb.InitProducerIdResponse:
-    return pb.InitProducerIdResponse(
-        error=error_to_proto(response.error),
-        producer_id=response.producer_id,
-        producer_epoch=response.producer_epoch,
-    )
-
-
-def init_producer_id_response_from_proto(
-    message: pb.InitProducerIdResponse, where: str = ""
-) -> m.InitProducerIdResponse:
-    return m.InitProducerIdResponse(
-        error=error_from_proto(message, where),
-        producer_id=message.producer_id,
-        producer_epoch=message.producer_epoch,
-    )
-
-
-# --- DescribeLogDirs ----------------------------------------------------------------------------
-
-
-def describe_log_dirs_request_to_proto(
-    request: m.DescribeLogDirsRequest,
-) -> pb.DescribeLogDirsRequest:
-    return pb.DescribeLogDirsRequest(topics=request.topics)
-
-
-def describe_log_dirs_request_from_proto(
-    message: pb.DescribeLogDirsRequest,
-) -> m.DescribeLogDirsRequest:
-    return m.DescribeLogDirsRequest(tuple(message.topics))
-
-
-def _log_dir_to_proto(described: m.LogDirDescription) -> pb.DescribeLogDirsResult:
-    result = pb.DescribeLogDirsResult(
-        error=error_to_proto(described.error), log_dir=described.log_dir
-    )
-    _add_grouped(
-        result.topics,
-        described.replicas,
-        _topic,
-        _new_topic_by_name,
-        lambda partitions, r: partitions.add(
-            partition=r.partition,
-            size=r.size,
-            offset_lag=r.offset_lag,
-            is_future=r.is_future,
-            log_start_offset=r.log_start_offset,
-            log_end_offset=r.log_end_offset,
-            high_watermark=r.high_watermark,
-        ),
-    )
-    return result
-
-
-def _new_topic_by_name(topics: Any, item: Any) -> Any:
-    return topics.add(name=item.topic)
-
-
-def describe_log_dirs_response_to_proto(
-    response: m.DescribeLogDirsResponse,
-) -> pb.DescribeLogDirsResponse:
-    return pb.DescribeLogDirsResponse(results=[_log_dir_to_proto(d) for d in response.log_dirs])
-
-
-def describe_log_dirs_response_from_proto(
-    message: pb.DescribeLogDirsResponse,
-) -> m.DescribeLogDirsResponse:
-    return m.DescribeLogDirsResponse(
-        tuple(
-            m.LogDirDescription(
-                log_dir=result.log_dir,
-                error=error_from_proto(result),
-                replicas=tuple(
-                    m.ReplicaLogInfo(
-                        topic=topic.name,
-                        partition=p.partition,
-                        size=p.size,
-                        offset_lag=p.offset_lag,
-                        is_future=p.is_future,
-                        log_start_offset=p.log_start_offset,
-                        log_end_offset=p.log_end_offset,
-                        high_watermark=p.high_watermark,
-                    )
-                    for topic in result.topics
-                    for p in topic.partitions
-                ),
-            )
-            for result in message.results
-        )
-    )

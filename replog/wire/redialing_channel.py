@@ -1,7 +1,7 @@
 """One address's gRPC channel and stub, dialled on first use and replaced after UNAVAILABLE.
 
-Every outbound gRPC client of a node (a follower's `ReplicaFetchStream`, `PeerChannels`) and
-`broker_client.BrokerClient` talks to an address through one of these.
+Every outbound gRPC client of a node (a follower's `ReplicaFetchStream`, `PeerChannels`) talks
+to an address through one of these.
 
 Rules:
 - Calls fail fast while the peer is down (no wait-for-ready): a dead peer is an error at once
@@ -191,7 +191,7 @@ class _QuietDecoding:
         return quiet_factory
 
 
-# The kinds of method replog's stubs build: unary calls, and FetchStream's two-way stream.
+# The kinds of method replog's stubs build: unary calls, and ReplicaFetch's two-way stream.
 _METHOD_FACTORIES = frozenset({"unary_unary", "stream_stream"})
 
 

@@ -6,7 +6,7 @@ What must hold when records fill it, as Kafka's broker behaves with its only log
 - the node stops on the first failed write (ENOSPC from the kernel, not an injected error:
   an append's, or a rolled segment's index flush in the background), with a CRITICAL line
   naming the partition, the file and the cause, and no traceback or ERROR line on any node.
-  In particular the followers' ReplicaFetch streams and the consumers' FetchStream calls
+  In particular the followers' ReplicaFetch streams
   to the stopping node end cleanly instead of being cancelled by the server's stop (which
   gRPC logs as tracebacks),
   and a background index flush that fails stops the broker instead of logging a traceback

@@ -14,7 +14,7 @@ The harness plays everything else, step by step and deterministically:
   can drop the request or the answer; `isolate` cuts a broker off the data plane. With
   `fetch_sessions`, each follower fetches from each leader as the real fetcher does: in a
   replica fetch stream's incremental fetch session, served by the leader's
-  `BrokerService.replica_fetch` (idle entries answered from kept reads, `repeat_reads`); a
+  `BrokerCores.replica_fetch` (idle entries answered from kept reads, `repeat_reads`); a
   failed or dropped exchange, or a crash of either side, ends the stream and its session
   on both sides;
 - the clock: one `ManualClock` for every broker and log manager; nothing moves unless a test
@@ -89,7 +89,7 @@ from replog.replication.messages import (
     ProducePartitionResult,
     ProduceRequest,
 )
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log import Log
@@ -226,7 +226,7 @@ class Cluster:
         self._tasks: dict[int, list[asyncio.Task[Any]]] = {}
         self.fetch_sessions = fetch_sessions
         self._connections: dict[tuple[int, int], _FetchConnection] = {}  # (follower, leader)
-        self._services: dict[int, tuple[ReplicaManager, BrokerService]] = {}
+        self._services: dict[int, tuple[ReplicaManager, BrokerCores]] = {}
         overrides = broker_overrides or {}
         for broker_id in broker_ids:
             config = ReplicaManagerConfig(
@@ -583,9 +583,7 @@ class Cluster:
             return await rm.fetch(request)
         served = self._services.get(leader_id)
         if served is None or served[0] is not rm:  # a new incarnation serves anew
-            service = BrokerService(
-                leader_id, cluster_id="c", image=lambda: rm.image, replica_manager=rm
-            )
+            service = BrokerCores(leader_id, replica_manager=rm)
             served = self._services[leader_id] = (rm, service)
         stream = self._connections.setdefault((follower_id, leader_id), _FetchConnection())
         answer = await served[1].replica_fetch(

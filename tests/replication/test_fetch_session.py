@@ -180,7 +180,7 @@ def test_an_epoch_out_of_turn_is_refused_naming_both(
         leader.full_request(replace(wanting(entry(0)), session_epoch=epoch))
     with pytest.raises(InvalidFetchSessionEpochError) as raised:
         leader.full_request(replace(wanting(entry(0)), session_epoch=last))
-    assert f"fetch session epoch {refused} on this FetchStream call, which expects {expects}" in (
+    assert f"fetch session epoch {refused} on this ReplicaFetch call, which expects {expects}" in (
         str(raised.value)
     )
 

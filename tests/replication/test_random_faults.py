@@ -43,7 +43,7 @@ Faults, and the controller's answers to them:
   election's), unless an earlier unclean election left it stale. The idempotent topic stays clean (a
   loss would break its exactly-once check by design).
 In odd seeds followers fetch as the real fetcher does, in a replica fetch stream's
-incremental fetch session served by the leader's `BrokerService` (idle entries answered from
+incremental fetch session served by the leader's `BrokerCores` (idle entries answered from
 kept reads); in even ones straight from the replica managers. A second test runs seeds both
 ways without the slow link and requires the same steps, outcomes and final logs.
 

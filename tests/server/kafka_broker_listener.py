@@ -1,4 +1,4 @@
-"""A broker's request cores (`BrokerService`) behind a real Kafka listener on 127.0.0.1:0, and
+"""A broker's request cores (`BrokerCores`) behind a real Kafka listener on 127.0.0.1:0, and
 a `KafkaBrokerClient` of it: how tests drive the cores as replog's clients do."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from quorum.metadata.image import MetadataImage
-from replog.server.broker_service import BrokerService, ProducerIds
+from replog.server.broker_service import BrokerCores, ProducerIds
 from replog.server.kafka_apis import KafkaApis
 from replog.server.kafka_listener import KafkaListener
 from replog.wire.kafka_broker_client import KafkaBrokerClient
@@ -16,7 +16,7 @@ from tests.kafka_broker_clients import kafka_broker_client
 
 @asynccontextmanager
 async def kafka_client_of(
-    service: BrokerService,
+    service: BrokerCores,
     *,
     image: Callable[[], MetadataImage] = lambda: MetadataImage.EMPTY,
     producer_ids: ProducerIds | None = None,

@@ -13,7 +13,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from quorum.metadata.image import MetadataImage
 from replog.record import build_batch
 from replog.replication.messages import (
     DescribeLogDirsRequest,
@@ -21,7 +20,7 @@ from replog.replication.messages import (
     LogDirDescription,
     ReplicaLogInfo,
 )
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.log_dirs import describe_log_dirs, offset_lag
 from replog.server.tolerant_service import Refused
 from replog.storage.log_manager import LogManager
@@ -108,7 +107,7 @@ class ReplicaManagerWithoutLogs:
 
 
 def test_the_broker_answers_from_the_log_manager(manager: LogManager) -> None:
-    service = BrokerService(1, cluster_id="c1", image=lambda: MetadataImage.EMPTY)
+    service = BrokerCores(1)
     with pytest.raises(Refused) as failure:
         service.describe_log_dirs(DescribeLogDirsRequest())
     assert failure.value.code == grpc.StatusCode.UNAVAILABLE  # logs not recovered yet
@@ -127,7 +126,7 @@ def test_the_broker_answers_from_the_log_manager(manager: LogManager) -> None:
 
 
 def test_a_replica_manager_without_logs_is_refused() -> None:
-    service = BrokerService(1, cluster_id="c1", image=lambda: MetadataImage.EMPTY)
+    service = BrokerCores(1)
     service.attach(ReplicaManagerWithoutLogs())  # type: ignore[arg-type]
     with pytest.raises(Refused) as failure:
         service.describe_log_dirs(DescribeLogDirsRequest())

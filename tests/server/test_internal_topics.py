@@ -18,7 +18,7 @@ from replog.replication.messages import (
     ProducePartition,
     ProduceRequest,
 )
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.tolerant_service import Refused
 from replog.testing import ManualClock
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPICS, is_internal_topic
@@ -101,9 +101,7 @@ async def test_a_client_may_not_delete_records_of_an_internal_topic(tmp_path: Pa
 @pytest.mark.asyncio
 async def test_the_broker_refuses_a_clients_produce_to_an_internal_topic(tmp_path: Path) -> None:
     node = solo_leader(tmp_path)
-    service = BrokerService(
-        1, cluster_id="c1", image=lambda: node.rm.image, replica_manager=node.rm
-    )
+    service = BrokerCores(1, replica_manager=node.rm)
     async with kafka_client_of(service, image=lambda: node.rm.image) as client:
         response = await client.produce(request(-1, OFFSETS, "t"))
         refused, accepted = response.partitions

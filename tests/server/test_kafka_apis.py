@@ -64,7 +64,7 @@ from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import ZERO_UUID
 from replog.replication import messages as m
 from replog.replication.fetch_session_cache import FetchSessionCache
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.kafka_apis import (
     SERVED,
     KafkaApis,
@@ -306,7 +306,7 @@ class FetchLog:
 def fetching(sessions: FetchSessionCache | None = None) -> tuple[KafkaApis, FetchLog]:
     current = image()
     log = FetchLog()
-    service = BrokerService(2, cluster_id="c1", image=lambda: current, replica_manager=log)  # type: ignore[arg-type]
+    service = BrokerCores(2, replica_manager=log)  # type: ignore[arg-type]
     handlers = KafkaApis(
         2, cluster_id="c1", image=lambda: current, broker_service=service, fetch_sessions=sessions
     )
@@ -501,13 +501,7 @@ class OffsetLog:
 
 def listing(log: OffsetLog | None, **service: object) -> KafkaApis:
     current = image()
-    broker_service = BrokerService(
-        2,
-        cluster_id="c1",
-        image=lambda: current,
-        replica_manager=log,
-        **service,  # type: ignore[arg-type]
-    )
+    broker_service = BrokerCores(2, replica_manager=log, **service)  # type: ignore[arg-type]
     return KafkaApis(2, cluster_id="c1", image=lambda: current, broker_service=broker_service)
 
 

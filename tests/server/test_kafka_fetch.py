@@ -57,7 +57,7 @@ from replog.kafka.messages.offset_for_leader_epoch_response import OffsetForLead
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import ZERO_UUID
 from replog.kafka.protocol.framing import decode_response, encode_request
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.kafka_apis import KafkaApis
 from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.storage.file_region import FileRegion
@@ -92,9 +92,7 @@ def served(tmp_path: Path, clock: ManualClock, *assignments: tuple[int, ...]) ->
 
 
 def handlers(node: Node) -> KafkaApis:
-    service = BrokerService(
-        node.broker_id, cluster_id="c1", image=lambda: node.rm.image, replica_manager=node.rm
-    )
+    service = BrokerCores(node.broker_id, replica_manager=node.rm)
     return KafkaApis(
         node.broker_id, cluster_id="c1", image=lambda: node.rm.image, broker_service=service
     )

@@ -23,7 +23,7 @@ from replog.kafka.messages.fetch_request import (
     ForgottenTopic,
 )
 from replog.replication.fetch_session_cache import SESSION_ID_MAX, FetchSessionCache
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.kafka_apis import KafkaApis
 from tests.server.test_kafka_apis import FetchLog, fetch_now, image
 
@@ -71,7 +71,7 @@ def test_kafka_pythons_session_logic_agrees_with_the_broker(
     log = FetchLog()
     ids = iter(range(1, SESSION_ID_MAX))
     cache = FetchSessionCache(lambda: next(ids))
-    service = BrokerService(2, cluster_id="c1", image=lambda: current, replica_manager=log)  # type: ignore[arg-type]
+    service = BrokerCores(2, replica_manager=log)  # type: ignore[arg-type]
     handlers = KafkaApis(
         2, cluster_id="c1", image=lambda: current, broker_service=service, fetch_sessions=cache
     )

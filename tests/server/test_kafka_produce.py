@@ -43,7 +43,7 @@ from replog.kafka.messages.produce_request import (
 )
 from replog.kafka.messages.produce_response import PartitionProduceResponse, ProduceResponse
 from replog.replication import messages as m
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.kafka_apis import KafkaApis
 from replog.testing import ManualClock
 from tests.server.test_replica_manager import (
@@ -69,11 +69,8 @@ def clock() -> ManualClock:
 
 def listener(node: Node | None) -> KafkaApis:
     """The Kafka handlers of `node`'s broker (None: a broker whose logs are not recovered)."""
-    service = BrokerService(
-        1 if node is None else node.broker_id,
-        cluster_id="c",
-        image=lambda: node.rm.image if node is not None else cluster_image(),
-        replica_manager=None if node is None else node.rm,
+    service = BrokerCores(
+        1 if node is None else node.broker_id, replica_manager=None if node is None else node.rm
     )
     return KafkaApis(1, cluster_id="c", image=lambda: cluster_image(), broker_service=service)
 

@@ -126,7 +126,6 @@ async def test_a_task_started_while_the_node_does_not_run_is_refused() -> None:
 # connection that starts it, which awaits or cancels it before it ends (node_tasks Rules).
 CALL_OWNED_TASKS = {
     ("stream_requests.py", "StreamRequests.__init__"),  # a stream call's request reader
-    ("broker_service.py", "BrokerService.ProduceStream"),  # a stream call's requests, in order
     ("broker_lifecycle_driver.py", "BrokerLifecycleDriver._wait_for"),  # first of two events
     ("broker_runtime.py", "BrokerRuntime.wait_failed"),  # the first of three events
     ("group_coordinator.py", "GroupCoordinator._group_call"),  # awaited by the request
@@ -136,9 +135,8 @@ CALL_OWNED_TASKS = {
     ("node_tasks.py", "NodeTasks.spawn"),  # the node's group itself
     # The AlterPartition requests in flight together, in a TaskGroup the sender awaits.
     ("alter_partition_sender.py", "AlterPartitionSender._send_all"),
-    # The wire, which the node and the clients share: a produce stream's writer and reader,
-    # and a replaced channel's close, each cancelled by the stream or channel that owns it.
-    ("broker_client.py", "ProduceStream._open"),
+    # The wire, which the node and the clients share: a replaced channel's close, cancelled by
+    # the channel that owns it.
     ("redialing_channel.py", "RedialingChannel.reconnect"),
     # A Kafka client connection's HTTP/1 probe of a silent peer, awaited or cancelled by the
     # handshake; a dial shared by the callers that wait for it, cancelled by the pool's close.

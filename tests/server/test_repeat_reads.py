@@ -12,7 +12,7 @@ progress (docs/design/replication.md#caught-up-time), HW and ISR.
 
 The same steps also hold dirty-only session rounds (`fetch_session` Rules) to the leader that
 reads every partition of a session each round: `Cluster(dirty_only=True)` serves its sessions
-through `BrokerService._fetch` (rounds of the session's dirty partitions, idle ones parked),
+through `BrokerCores.replica_fetch` (rounds of the session's dirty partitions, idle ones parked),
 the other through the walk-everything path (`full_request`, every partition read).
 """
 
@@ -45,7 +45,7 @@ from replog.replication.messages import (
     FetchResponse,
 )
 from replog.server import replica_manager
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.repeat_reads import RepeatReads
 from replog.testing import ManualClock
 from replog.wire import broker_codec as codec
@@ -98,7 +98,7 @@ class CountedSession(LeaderFetchSession):
 class Fetcher:
     """One fetcher (a follower's or the consumer's) and the leader's side of its session."""
 
-    def __init__(self, service: BrokerService, *, keep_reads: bool, dirty_only: bool) -> None:
+    def __init__(self, service: BrokerCores, *, keep_reads: bool, dirty_only: bool) -> None:
         self.service = service
         self.keep_reads = keep_reads
         self.dirty_only = dirty_only
@@ -149,9 +149,7 @@ class Cluster:
         self.nodes = {b: Node(where, b, clock) for b in (1, *FOLLOWERS)}
         self.apply(self.image)
         self.leader = self.nodes[1]
-        service = BrokerService(
-            1, cluster_id="c", image=lambda: self.image, replica_manager=self.leader.rm
-        )
+        service = BrokerCores(1, replica_manager=self.leader.rm)
         self.fetchers = {
             b: Fetcher(service, keep_reads=keep_reads, dirty_only=dirty_only)
             for b in (*FOLLOWERS, -1)

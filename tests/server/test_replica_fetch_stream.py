@@ -30,7 +30,7 @@ from replog.pb import broker_pb2 as pb
 from replog.record import build_batch
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_fetch_service import (
     SERVICE_NAME,
@@ -40,9 +40,8 @@ from replog.server.replica_fetch_service import (
 from replog.server.replica_fetch_stream import ReplicaFetchStream
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import LogManager
-from replog.testing import LoopTasks
+from replog.testing import GARBAGE, LoopTasks
 from replog.wire import broker_codec as codec
-from tests.client.fake_broker import GARBAGE
 from tests.metadata.metadata_helpers import create_topic, replayed, topic_id
 from tests.server.test_replica_fetcher import raw_leader, three_broker_image
 
@@ -86,7 +85,7 @@ async def leader(tmp_path: Path) -> AsyncIterator[Leader]:
     rm = ReplicaManager(
         ReplicaManagerConfig(1, replica_fetch_wait_ms_max=10_000), log_manager, tasks=LoopTasks()
     )
-    broker = BrokerService(1, cluster_id="c1", image=lambda: rm.image, replica_manager=rm)
+    broker = BrokerCores(1, replica_manager=rm)
     requests: list[pb.FetchRequest] = []
 
     async def serve(

@@ -28,7 +28,7 @@ from replog.record import build_batch
 from replog.record.batch import iter_batches
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_fetch_service import SERVICE_NAME as REPLICA_FETCH_SERVICE
 from replog.server.replica_fetch_service import ReplicaFetchService, add_replica_fetch_service
@@ -36,10 +36,9 @@ from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.server.tolerant_service import Refused
 from replog.storage.log_manager import LogManager
-from replog.testing import LoopTasks
+from replog.testing import GARBAGE, LoopTasks
 from replog.wire import broker_codec as codec
 from replog.wire.redialing_channel import RedialingChannel
-from tests.client.fake_broker import GARBAGE
 from tests.eventually import eventually
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 from tests.server.kafka_broker_listener import kafka_client_of
@@ -442,7 +441,7 @@ class Broker:
     address: str
     log_manager: LogManager
     replica_manager: ReplicaManager
-    service: BrokerService
+    service: BrokerCores
     fetchers: ReplicaFetcherManager | None = None
 
 
@@ -473,12 +472,7 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
                 log_manager,
                 tasks=LoopTasks(),
             )
-            service = BrokerService(
-                broker_id,
-                cluster_id="c1",
-                image=lambda rm=replica_manager: rm.image,
-                replica_manager=replica_manager,
-            )
+            service = BrokerCores(broker_id, replica_manager=replica_manager)
             server = grpc.aio.server()
             add_replica_fetch_service(
                 ReplicaFetchService(broker_id, service.replica_fetch, 1 << 24), server

@@ -1,9 +1,8 @@
-"""The Broker service's translation layer: every request and response survives
-dataclass -> protobuf -> bytes -> protobuf -> dataclass (the record-carrying ones, dataclass ->
-bytes -> dataclass, with records small enough for protobuf and large enough for
-`record_wire`), absent optional epochs are -1, topic ids are 16 bytes, errors keep their class
-and message; garbage the dataclasses cannot hold is INVALID_REQUEST naming the field; Metadata
-from an image matches the controller's answer."""
+"""The ReplicaFetch stream's fetch messages (`broker_codec`): every request and response survives
+dataclass -> protobuf -> bytes -> protobuf -> dataclass (the answers, dataclass -> bytes ->
+dataclass, with records small enough for protobuf and large enough for `record_wire`), absent
+optional epochs are -1, topic ids are 16 bytes, errors keep their class and message; garbage
+the dataclasses cannot hold is INVALID_REQUEST naming the field."""
 
 from __future__ import annotations
 
@@ -16,21 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum.metadata.records import PartitionChangeRecord
 from replog.errors import InvalidRequestError, KafkaError, wire_error_classes
 from replog.pb import broker_pb2 as pb
-from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
-from replog.server.broker_metadata import metadata_response_from_image
 from replog.wire import broker_codec as codec
 from replog.wire import framed_wire
-from tests.metadata.metadata_helpers import (
-    bootstrapped,
-    create_topic,
-    register,
-    replayed,
-    topic_id,
-)
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
@@ -93,28 +82,6 @@ def topic_and_id(p: Any) -> Any:
     return (p.topic, p.topic_id)
 
 
-produce_partitions = st.lists(st.builds(m.ProducePartition, TOPIC, PARTITION, RECORDS))
-produce_requests = st.builds(
-    m.ProduceRequest,
-    st.sampled_from([0, 1, -1, 7]),
-    INT32,
-    produce_partitions.map(grouped_by_topic),
-)
-produce_responses = st.builds(
-    m.ProduceResponse,
-    st.lists(
-        st.builds(
-            m.ProducePartitionResult,
-            TOPIC,
-            PARTITION,
-            errors(),
-            INT64,
-            INT64,
-            INT64,
-            LEADER,
-        )
-    ).map(grouped_by_topic),
-)
 fetch_requests = st.builds(
     m.FetchRequest,
     st.lists(
@@ -166,81 +133,11 @@ fetch_responses = st.builds(
         )
     ).map(lambda ps: grouped_by_topic(ps, topic_and_id)),
 )
-list_offsets_requests = st.builds(
-    m.ListOffsetsRequest,
-    st.lists(st.builds(m.ListOffsetsPartition, TOPIC, PARTITION, INT64, EPOCH)).map(
-        grouped_by_topic
-    ),
-    INT32,
-    st.sampled_from(list(m.IsolationLevel)),
-)
-list_offsets_responses = st.builds(
-    m.ListOffsetsResponse,
-    st.lists(
-        st.builds(m.ListOffsetsPartitionResult, TOPIC, PARTITION, errors(), INT64, INT64, INT32)
-    ).map(grouped_by_topic),
-)
-epoch_requests = st.builds(
-    m.OffsetsForLeaderEpochRequest,
-    st.lists(st.builds(m.OffsetForLeaderPartition, TOPIC, PARTITION, INT32, EPOCH)).map(
-        grouped_by_topic
-    ),
-    INT32,
-)
-epoch_responses = st.builds(
-    m.OffsetsForLeaderEpochResponse,
-    st.lists(
-        st.builds(m.OffsetForLeaderPartitionResult, TOPIC, PARTITION, errors(), INT32, INT64)
-    ).map(grouped_by_topic),
-)
-delete_requests = st.builds(
-    m.DeleteRecordsRequest,
-    st.lists(st.builds(m.DeleteRecordsPartition, TOPIC, PARTITION, INT64)).map(grouped_by_topic),
-    INT32,
-)
-delete_responses = st.builds(
-    m.DeleteRecordsResponse,
-    st.lists(st.builds(m.DeleteRecordsPartitionResult, TOPIC, PARTITION, errors(), INT64)).map(
-        grouped_by_topic
-    ),
-)
 
 ROUND_TRIPS = [
-    (produce_requests, codec.produce_request_to_wire, codec.produce_request_from_wire),
-    (produce_responses, codec.produce_response_to_proto, codec.produce_response_from_proto),
     (fetch_requests, codec.fetch_request_to_proto, codec.fetch_request_from_proto),
     (session_fetch_requests, codec.fetch_request_to_proto, codec.fetch_request_from_proto),
     (fetch_responses, codec.fetch_response_to_wire, codec.fetch_response_from_wire),
-    (
-        list_offsets_requests,
-        codec.list_offsets_request_to_proto,
-        codec.list_offsets_request_from_proto,
-    ),
-    (
-        list_offsets_responses,
-        codec.list_offsets_response_to_proto,
-        codec.list_offsets_response_from_proto,
-    ),
-    (
-        epoch_requests,
-        codec.offsets_for_leader_epoch_request_to_proto,
-        codec.offsets_for_leader_epoch_request_from_proto,
-    ),
-    (
-        epoch_responses,
-        codec.offsets_for_leader_epoch_response_to_proto,
-        codec.offsets_for_leader_epoch_response_from_proto,
-    ),
-    (
-        delete_requests,
-        codec.delete_records_request_to_proto,
-        codec.delete_records_request_from_proto,
-    ),
-    (
-        delete_responses,
-        codec.delete_records_response_to_proto,
-        codec.delete_records_response_from_proto,
-    ),
 ]
 
 
@@ -301,25 +198,11 @@ def test_interleaved_topics_keep_each_partitions_data(
 @pytest.mark.parametrize("split", [False, True], ids=["through-protobuf", "record-wire"])
 def test_interleaved_topics_records_stay_with_their_partitions(split: bool) -> None:
     size = codec.SPLIT_MIN_BYTES // 2 if split else 10  # three of them pass the split size
-    produce = m.ProduceRequest(
-        -1,
-        1000,
-        (
-            m.ProducePartition("a", 0, b"A" * size),
-            m.ProducePartition("b", 0, b"B" * size),
-            m.ProducePartition("a", 1, b"C" * size),
-        ),
-    )
-    decoded = codec.produce_request_from_wire(codec.produce_request_to_wire(produce))
-    assert {(p.topic, p.partition): bytes(p.records)[:1] for p in decoded.partitions} == {
-        ("a", 0): b"A",
-        ("b", 0): b"B",
-        ("a", 1): b"C",
-    }
     fetch = m.FetchResponse(
-        tuple(
-            m.FetchPartitionResult(topic=p.topic, partition=p.partition, records=p.records)
-            for p in produce.partitions
+        (
+            m.FetchPartitionResult(topic="a", partition=0, records=b"A" * size),
+            m.FetchPartitionResult(topic="b", partition=0, records=b"B" * size),
+            m.FetchPartitionResult(topic="a", partition=1, records=b"C" * size),
         )
     )
     answer = codec.fetch_response_from_wire(codec.fetch_response_to_wire(fetch))
@@ -350,16 +233,10 @@ def test_absent_optional_epochs_are_minus_one_and_minus_one_is_absent() -> None:
 
 
 def test_partitions_are_grouped_by_topic_in_first_appearance_order() -> None:
-    request = m.ProduceRequest(
-        -1,
-        1000,
-        (
-            m.ProducePartition("b", 1, b"x"),
-            m.ProducePartition("a", 0, b"y"),
-            m.ProducePartition("b", 0, b"z"),
-        ),
+    request = m.FetchRequest(
+        (m.FetchPartition("b", 1, 0), m.FetchPartition("a", 0, 0), m.FetchPartition("b", 0, 0))
     )
-    wire = pb.ProduceRequest.FromString(codec.produce_request_to_wire(request))
+    wire = codec.fetch_request_to_proto(request)
     assert [(t.topic, [p.partition for p in t.partitions]) for t in wire.topics] == [
         ("b", [1, 0]),
         ("a", [0]),
@@ -376,7 +253,7 @@ def test_a_topic_id_that_is_not_16_bytes_is_an_invalid_request_naming_the_topic(
     ("decode", "message"),
     [
         (codec.fetch_request_from_proto, pb.FetchRequest(isolation_level=2)),
-        (codec.list_offsets_request_from_proto, pb.ListOffsetsRequest(isolation_level=-1)),
+        (codec.fetch_request_from_proto, pb.FetchRequest(isolation_level=-1)),
     ],
 )
 def test_an_unknown_isolation_level_is_an_invalid_request(decode: Any, message: Any) -> None:
@@ -411,53 +288,23 @@ def test_a_fetch_without_a_session_epoch_has_none() -> None:
 
 
 def test_an_error_code_zero_is_no_error_and_an_unknown_code_is_unknown_server_error() -> None:
-    wire = pb.ProduceResponse(
+    wire = pb.FetchResponse(
         topics=[
-            pb.ProduceTopicResponse(
+            pb.FetchTopicResponse(
                 topic="t",
                 partitions=[
-                    pb.ProducePartitionResponse(partition=0, error={"code": 0}),
-                    pb.ProducePartitionResponse(
+                    pb.FetchPartitionResponse(partition=0, error={"code": 0}),
+                    pb.FetchPartitionResponse(
                         partition=1, error={"code": 9999, "message": "t-1: what"}
                     ),
                 ],
             )
         ]
     )
-    first, second = codec.produce_response_from_proto(wire).partitions
+    first, second = codec.fetch_response_from_wire(wire.SerializeToString()).partitions
     assert first.error is None
     assert second.error is not None and second.error.code == -1
     assert "t-1: what" in str(second.error)
-
-
-def test_metadata_from_an_image_lists_unfenced_brokers_leaders_and_offline_replicas() -> None:
-    image = replayed(
-        bootstrapped(),
-        register(1, 10, fenced=False),
-        register(2, 11, fenced=False),
-        register(3, 12, fenced=True),
-        *create_topic("orders", topic_id(5), (1, 2, 3), (3, 2, 1)),
-    )
-    leaderless = PartitionChangeRecord(topic_id(5), 1, leader=-1)
-    image = replayed(image, leaderless)
-    response = metadata_response_from_image(
-        image, controller_pb.MetadataRequest(), cluster_id="c1", controller_id=2
-    )
-    assert response.cluster_id == "c1" and response.controller_id == 2
-    assert [b.broker_id for b in response.brokers] == [1, 2]
-    (topic,) = response.topics
-    assert topic.name == "orders" and len(topic.topic_id) == 16
-    first, second = topic.partitions
-    assert first.leader_id == 1 and list(first.offline_replicas) == [3]
-    assert second.error.error_name == "LEADER_NOT_AVAILABLE"
-    assert "orders-1" in second.error.message
-    assert response.metadata_offset == image.provenance.last_offset
-
-    missing = metadata_response_from_image(
-        image, controller_pb.MetadataRequest(topics=["nope"]), cluster_id="c1", controller_id=-1
-    )
-    assert missing.topics[0].error.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
-    assert "nope" in missing.topics[0].error.message
 
 
 def test_topic_ids_survive_as_16_raw_bytes() -> None:

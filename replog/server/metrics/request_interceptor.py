@@ -3,7 +3,7 @@
 Every unary-unary call of every service on the node's listener is timed from the handler's
 start to its answer (Kafka's TotalTimeMs minus the network queueing gRPC does before the handler)
 and counted by service, method and gRPC status code. The service label is the proto service's
-short name (`Broker`, `Controller`, `RaftQuorum`, ...), the method its RPC name (`Produce`).
+short name (`ReplicaFetch`, `Controller`, `RaftQuorum`, ...), the method its RPC name (`Fetch`).
 
 Rules:
 - The status code is what the handler's context says when it returns (OK unless it set or
@@ -12,7 +12,7 @@ Rules:
   RequestsPerSec counts every request.
 - Per call: one clock read each side, one counter increment and one histogram observation on
   children looked up once per (method, code); the wrapped handler is built once per method.
-- A bidirectional-stream method (`FetchStream`, `ProduceStream`) counts each answer as one
+- A bidirectional-stream method (`ReplicaFetch.Fetch`) counts each answer as one
   request, timed from its request's arrival to the answer (the answers come in the order of
   the requests), OK; a stream that ends in an error or is cancelled counts
   the request it was answering with that code. Other streaming kinds (none) pass through.
@@ -34,7 +34,7 @@ Handler: TypeAlias = Any  # grpc.RpcMethodHandler (grpc ships no type hints)
 
 
 def split_method(full_method: str) -> tuple[str, str]:
-    """`/replog.pb.broker.Broker/Produce` -> (`Broker`, `Produce`)."""
+    """`/replog.pb.controller.Controller/CreateTopics` -> (`Controller`, `CreateTopics`)."""
     path = full_method.lstrip("/")
     service, _, method = path.rpartition("/")
     return service.rpartition(".")[2] or "unknown", method or "unknown"

@@ -1,4 +1,4 @@
-"""The broker's request cores (`BrokerService.produce`, `fetch`, `list_offsets`,
+"""The broker's request cores (`BrokerCores.produce`, `fetch`, `list_offsets`,
 `offsets_for_leader_epoch`, `delete_records`), called as the Kafka listener's handlers call
 them, in front of a fake replica manager that records what it was asked: every malformed entry
 is a per-partition Kafka error and the rest goes on, a request malformed as a whole is
@@ -16,7 +16,6 @@ from typing import Any
 import grpc
 import pytest
 
-from quorum.metadata.image import MetadataImage
 from replog.errors import (
     CorruptRecordError,
     InvalidRequiredAcksError,
@@ -30,7 +29,7 @@ from replog.record import build_batch
 from replog.replication import messages as m
 from replog.replication.fetch_session import FetcherSession, LeaderFetchSession
 from replog.server import broker_service
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerCores
 from replog.server.repeat_reads import RepeatReads
 from replog.server.tolerant_service import Refused
 from replog.wire import broker_codec as codec
@@ -133,7 +132,7 @@ class FakeReplicaManager:
 
 @dataclass
 class Harness:
-    service: BrokerService
+    service: BrokerCores
     rm: FakeReplicaManager
     storage_errors: list[KafkaStorageError]
 
@@ -151,13 +150,7 @@ class Harness:
 def harness() -> Harness:
     rm = FakeReplicaManager()
     storage_errors: list[KafkaStorageError] = []
-    service = BrokerService(
-        1,
-        cluster_id="c1",
-        image=lambda: MetadataImage.EMPTY,
-        replica_manager=rm,
-        on_storage_error=storage_errors.append,
-    )
+    service = BrokerCores(1, replica_manager=rm, on_storage_error=storage_errors.append)
     return Harness(service, rm, storage_errors)
 
 
@@ -205,14 +198,6 @@ async def test_malformed_partitions_get_their_own_errors_and_the_rest_goes_on(
     assert errors[4] is None
     (call,) = harness.rm.calls
     assert [(p.topic, p.partition) for p in call.partitions] == [("orders", 2)]
-
-
-@pytest.mark.asyncio
-async def test_an_acks_all_produce_waits_no_longer_than_its_bound(harness: Harness) -> None:
-    long_wait = replace(produce(("orders", 0, BATCH)), timeout_ms=30_000)
-    await harness.service.produce(long_wait, lambda requested: min(requested, 480))
-    await harness.service.produce(long_wait)
-    assert [call.timeout_ms for call in harness.rm.calls] == [480, 30_000]
 
 
 @pytest.mark.asyncio
@@ -310,7 +295,7 @@ async def test_a_kafka_error_raised_by_the_manager_becomes_every_partitions_erro
 
 @pytest.mark.asyncio
 async def test_data_requests_wait_for_the_replica_manager_and_end_when_it_stops() -> None:
-    service = BrokerService(1, cluster_id="c1", image=lambda: MetadataImage.EMPTY)
+    service = BrokerCores(1)
     fetch = m.FetchRequest((m.FetchPartition("orders", 0, 0),))
     for request in (
         service.produce(produce(("orders", 0, BATCH))),
@@ -423,7 +408,7 @@ async def test_a_replica_fetch_of_thousands_of_partitions_is_decoded_in_slices_b
     """A follower's session opening at a restart carries every partition it follows: the
     service decodes it a slice at a time, letting the loop's other tasks run in between, and
     gets the request the whole decode gives."""
-    service = BrokerService(1, cluster_id="c1", image=lambda: MetadataImage.EMPTY)
+    service = BrokerCores(1)
     count = broker_service.FETCH_DECODE_STEP_PARTITIONS * 3 + 7
     request = m.FetchRequest(
         # Grouped by topic, as the wire groups them.

@@ -133,6 +133,9 @@ CALL_OWNED_TASKS = {
     # A metadata append connection's appends waiting to commit, cancelled when it is lost.
     ("metadata_append_server.py", "_InboundConnection.data_received"),
     ("node_tasks.py", "NodeTasks.spawn"),  # the node's group itself
+    # A forwarded controller request, awaited while its overdue wait is logged, cancelled in
+    # the call's finally.
+    ("controller_calls.py", "ControllerCalls._noted"),
     # The AlterPartition requests in flight together, in a TaskGroup the sender awaits.
     ("alter_partition_sender.py", "AlterPartitionSender._send_all"),
     # The wire, which the node and the clients share: a replaced channel's close, cancelled by

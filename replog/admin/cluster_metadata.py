@@ -52,6 +52,7 @@ class Broker:
 @dataclass(frozen=True, slots=True)
 class ClusterDescription:
     cluster_id: str
+    # A broker's Kafka answer names a live broker here, a controller's the active controller.
     controller_id: int | None
     brokers: tuple[Broker, ...]
     metadata_offset: int  # the committed offset the answer was read at
@@ -126,6 +127,8 @@ class TopicInfo:
 @dataclass(frozen=True, slots=True)
 class ClusterMetadata:
     cluster_id: str
+    # Over Kafka's protocol a live broker (where controller-bound requests go), not the active
+    # controller; None when the answering node knows no quorum leader.
     controller_id: int | None
     brokers: tuple[Broker, ...]  # unfenced brokers only, as clients see them
     topics: tuple[TopicInfo, ...]

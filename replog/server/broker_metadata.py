@@ -4,11 +4,16 @@ image.
 A broker answers Metadata the way the controller answers its read (`quorum.controller.reads`
 views), from its own replayed image: only unfenced brokers, UNKNOWN_TOPIC_OR_PARTITION for a
 name asked for and absent, the image's offset; and where each broker's listener of a name is.
+
+A broker's Kafka answers (Metadata, DescribeCluster of brokers) name as `controller_id` a live
+broker, never the Raft leader (`controller_for_clients`): Kafka's KRaft rule (KIP-590), since a
+broker forwards every controller-bound request to the active controller itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 
 from quorum.controller.reads import BrokerView, MetadataView, PartitionView, TopicView
 from quorum.controller.replication_control import ApiError
@@ -44,6 +49,24 @@ def metadata_view_from_image(
         )
     brokers = tuple(BrokerView.of(registrations[b]) for b in sorted(live))
     return MetadataView(cluster_id, brokers, tuple(topics), image.provenance.last_offset)
+
+
+def controller_for_clients(
+    broker_id: int,
+    listed: Sequence[int],
+    choose: Callable[[Sequence[int]], int] = random.choice,
+) -> int:
+    """The `controller_id` of this broker's Kafka answers, given the unfenced brokers `listed`
+    in them: this broker when listed, else one of them `choose`s (Kafka's random live broker),
+    -1 with none. Clients send controller-bound requests (CreateTopics, ...) to it and it
+    forwards them; the Raft leader is not named because it may be dead with no election able
+    to finish, and a client would wait on it until its timeout. This broker rather than
+    Kafka's random pick: it is certainly alive (it is answering) and the client is connected
+    to it, whereas an unfenced broker of the image may have died with no controller left to
+    fence it."""
+    if broker_id in listed:
+        return broker_id
+    return choose(listed) if listed else -1
 
 
 def listener_endpoint(image: MetadataImage, broker_id: int, listener_name: str) -> Endpoint | None:

@@ -274,7 +274,6 @@ class BrokerRuntime:
                     config.broker_id,
                     cluster_id=config.cluster_id,
                     image=lambda: self.metadata.image,
-                    controller_id=lambda: -1 if self._raft_leader is None else self._raft_leader,
                     forward=self.controller_calls.call,
                     broker_service=self.service,
                     describe_producers=self._describe_producers,

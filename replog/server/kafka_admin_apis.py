@@ -28,7 +28,8 @@ Rules:
   does (an unknown id is BROKER_ID_NOT_REGISTERED): meant for a broker that is shut down; a
   running one registers again at its next heartbeat.
 - DescribeCluster is answered from this broker's metadata image as Metadata is (brokers at
-  their endpoint of the listener the client came through; fenced ones only when asked, v2).
+  their endpoint of the listener the client came through; fenced ones only when asked, v2;
+  `controller_id` a live broker, `broker_metadata.controller_for_clients`).
   Controller endpoints (endpoint type 2) are UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker
   answers: clients ask controllers directly for those.
 - DeleteRecords goes through the gRPC Broker service's DeleteRecords (its refusals, the same
@@ -116,7 +117,7 @@ from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
 from replog.replication import messages as m
 from replog.replication.producer_state import ProducerEntry
-from replog.server.broker_metadata import listener_endpoint
+from replog.server.broker_metadata import controller_for_clients, listener_endpoint
 from replog.server.broker_service import BrokerCores
 from replog.server.controller_calls import Stub
 from replog.server.controller_retry import forward_timeout_ms
@@ -210,7 +211,6 @@ class KafkaAdminApis:
         *,
         cluster_id: str,
         image: Callable[[], MetadataImage],
-        controller_id: Callable[[], int] = lambda: -1,
         forward: ForwardToController | None = None,
         broker_service: BrokerCores | None = None,
         describe_producers: Callable[[str, int], Sequence[ProducerEntry]] | None = None,
@@ -220,7 +220,6 @@ class KafkaAdminApis:
         self._loggers = loggers if loggers is not None else RuntimeLoggers(broker_id)
         self._cluster_id = cluster_id
         self._image = image
-        self._controller_id = controller_id
         self._forward_call = forward
         self._broker_service = broker_service
         self._describe_producers = describe_producers
@@ -599,12 +598,11 @@ class KafkaAdminApis:
                     is_fenced=registration.fenced,
                 )
             )
-        controller = self._controller_id()
         listed = [b.broker_id for b in brokers if not b.is_fenced]
         return dcr.DescribeClusterResponse(
             endpoint_type=request.endpoint_type,
             cluster_id=self._cluster_id,
-            controller_id=controller if controller in listed else min(listed, default=-1),
+            controller_id=controller_for_clients(self.broker_id, listed),
             brokers=brokers,
         )
 

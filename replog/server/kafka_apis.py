@@ -17,9 +17,10 @@ Rules:
 - Brokers are advertised with their endpoint of the listener name the client connected through
   (Kafka's rule); a broker that registered no such endpoint is left out, and a partition whose
   leader is such a broker has leader -1 and LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE.
-- `controller_id` is the active controller when it is a broker listed in the answer, else the
-  lowest listed broker (a KRaft broker names some live broker: clients send their admin
-  requests there), -1 with none. On a node that is also a controller, v9+ answers carry
+- `controller_id` is a live broker, not the active controller (`controller_for_clients`: this
+  broker when listed, else a random listed one, -1 with none), as a KRaft broker answers:
+  clients send their controller-bound requests there and it forwards them to the active
+  controller, elected or not yet. On a node that is also a controller, v9+ answers carry
   replog's tagged field saying how current the metadata is (`replog.kafka.staleness_tag`):
   whether the quorum is lost, since when, and which brokers the node has not heard from.
 - Metadata v0: an empty topic list means every topic; v1+: null means every topic, empty none.
@@ -131,7 +132,11 @@ from replog.replication.fetch_session_cache import (
     SessionRefusal,
     new_context,
 )
-from replog.server.broker_metadata import listener_endpoint, metadata_view_from_image
+from replog.server.broker_metadata import (
+    controller_for_clients,
+    listener_endpoint,
+    metadata_view_from_image,
+)
 from replog.server.broker_service import BrokerCores, ProducerIds, init_producer_id
 from replog.server.kafka_features import FEATURES_VERSION, with_features
 from replog.server.metadata_staleness import Staleness
@@ -321,13 +326,11 @@ class KafkaApis:
             MetadataResponseTopic(error_code=UnknownTopicIdError.code, name=None, topic_id=topic_id)
             for topic_id in unknown_ids
         ]
-        leader = controller = self._controller_id()
-        if controller not in endpoints:
-            controller = min(endpoints, default=-1)
+        leader = self._controller_id()
         response = MetadataResponse(
             brokers=brokers,
             cluster_id=self._cluster_id,
-            controller_id=controller,
+            controller_id=controller_for_clients(self.broker_id, sorted(endpoints)),
             topics=topics,
         )
         if self._metadata_staleness is not None and version >= FLEXIBLE_METADATA:

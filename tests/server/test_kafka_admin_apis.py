@@ -134,7 +134,6 @@ def admin(controller: Controller | None = None, **kwargs: Any) -> KafkaAdminApis
         2,
         cluster_id="c1",
         image=lambda: current,
-        controller_id=lambda: 1,
         forward=(controller or Controller()).call,
         **kwargs,
     )
@@ -650,7 +649,8 @@ async def test_broker_logger_is_refused_by_legacy_alter_configs_and_kept_by_vali
 async def test_describe_cluster_lists_brokers_at_the_clients_listener() -> None:
     apis = admin()
     response = await answer(apis, dc.DescribeClusterRequest(), 2)
-    assert (response.cluster_id, response.controller_id) == ("c1", 1)
+    # The answering broker, not the Raft leader, which may be dead: Kafka's rule (KIP-590).
+    assert (response.cluster_id, response.controller_id) == ("c1", 2)
     assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
         (1, "b1", 9091),
         (2, "b2", 9092),
@@ -664,6 +664,15 @@ async def test_describe_cluster_lists_brokers_at_the_clients_listener() -> None:
     assert len((await answer(apis, dc.DescribeClusterRequest(), 0)).brokers) == 2
     controllers = await answer(apis, dc.DescribeClusterRequest(endpoint_type=2), 1)
     assert controllers.error_code == 115 and controllers.brokers == []
+
+
+@pytest.mark.asyncio
+async def test_a_fenced_broker_names_a_live_one_as_controller() -> None:
+    current = image()
+    fenced = KafkaAdminApis(4, cluster_id="c1", image=lambda: current)
+    for _ in range(20):
+        response = await answer(fenced, dc.DescribeClusterRequest(include_fenced_brokers=True), 2)
+        assert response.controller_id in (1, 2)
 
 
 @pytest.mark.asyncio

@@ -100,7 +100,8 @@ def over_kafka(
     kill()
     while time.perf_counter() - killed_at < timeout_s:
         # A client of its own per attempt: librdkafka keeps sending admin requests to the
-        # controller its last Metadata named (the killed node) until its next refresh.
+        # controller its last Metadata named until its next refresh, and Kafka's brokers may
+        # name the killed node (a random broker still unfenced).
         admin = AdminClient({"bootstrap.servers": bootstrap_servers})
         futures = admin.create_topics(
             [NewTopic(topic, 1, 1)],

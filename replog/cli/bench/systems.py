@@ -36,7 +36,6 @@ from replog.cli.cluster_command import STOP_TIMEOUT_S as CLUSTER_STOP_TIMEOUT_S
 from replog.errors import BenchSystemError
 
 if TYPE_CHECKING:
-    from replog.admin.cluster_metadata import ClusterDescription
     from replog.cli.bench.controller_failover import Failover
     from replog.cli.local_cluster import LocalCluster, LocalNode
 
@@ -240,12 +239,13 @@ class ReplogSystem:
                 f"(its log: {node.log_path})"
             ) from None
 
-    def _describe_cluster(self) -> ClusterDescription:
-        """The cluster's DescribeCluster answer (its active controller), asked of a broker."""
+    def _active_controller(self) -> int:
+        """The active controller: the metadata quorum's leader, by DescribeQuorum asked of a
+        broker (a broker's DescribeCluster names a live broker, not the active controller)."""
         from replog.client.sync_admin import Admin
 
         with Admin({"bootstrap.servers": self.bootstrap_servers}) as admin:
-            return admin.describe_cluster(timeout_ms=30_000)
+            return admin.describe_quorum(timeout_ms=30_000).leader_id
 
     def servers_for(self, driver: str) -> str:
         """The bootstrap servers `driver` (a name of drivers.CLIENTS) reaches this cluster at:
@@ -303,7 +303,7 @@ class ReplogSystem:
         from replog.cli.bench.controller_failover import over_kafka
         from replog.cli.node_processes import kill_and_wait
 
-        active = self._describe_cluster().controller_id
+        active = self._active_controller()
         started = {node.node_id: (node, pid) for node, pid in self._started}
         if active not in started:
             raise BenchSystemError(f"{self.name}: no active controller to kill ({active})")

@@ -47,7 +47,7 @@ from replog.kafka.messages.produce_request import (  # noqa: E402
     TopicProduceData,
 )
 from replog.record import build_batch  # noqa: E402
-from replog.server.broker_service import BrokerCores  # noqa: E402
+from replog.server.broker_cores import BrokerCores  # noqa: E402
 from replog.server.kafka_apis import KafkaApis  # noqa: E402
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig  # noqa: E402
 from replog.storage.log_config import LogConfig  # noqa: E402

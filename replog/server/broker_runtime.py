@@ -99,8 +99,8 @@ from replog.replication.fetch_session_cache import CACHE_SLOTS_DEFAULT, EVICTION
 from replog.replication.producer_state import ProducerEntry
 from replog.server import collector
 from replog.server.alter_partition_sender import AlterPartitionSender
+from replog.server.broker_cores import REQUEST_BYTES_MAX_DEFAULT, BrokerCores
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
-from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerCores
 from replog.server.bulk_threads import run_bulk, start_bulk_threads
 from replog.server.controller_calls import ControllerCalls
 from replog.server.file_maker import start_file_maker

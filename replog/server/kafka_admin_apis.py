@@ -117,8 +117,8 @@ from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
 from replog.replication import messages as m
 from replog.replication.producer_state import ProducerEntry
+from replog.server.broker_cores import BrokerCores
 from replog.server.broker_metadata import controller_for_clients, listener_endpoint
-from replog.server.broker_service import BrokerCores
 from replog.server.controller_calls import Stub
 from replog.server.controller_retry import forward_timeout_ms
 from replog.server.kafka_apis import error_code, per_topic

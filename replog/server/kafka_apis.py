@@ -58,7 +58,7 @@ Rules:
   ListOffsets, InitProducerId, OffsetForLeaderEpoch, a Fetch that need not wait) and an
   awaitable of it for the others: the listener answers the first kind with no task (a
   consumer asks offsets after every poll and waits; one catching up waits for each fetch).
-- InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
+- InitProducerId (v0-5) is `broker_cores.init_producer_id`: a new id with epoch 0, a
   transactional id UNSUPPORTED_VERSION (transactions are not supported).
 - The admin APIs and the transaction APIs' refusals are `kafka_admin_apis.KafkaAdminApis`'s,
   passed in as an extension by the broker runtime; so are the consumer group APIs,
@@ -132,12 +132,12 @@ from replog.replication.fetch_session_cache import (
     SessionRefusal,
     new_context,
 )
+from replog.server.broker_cores import BrokerCores, ProducerIds, init_producer_id
 from replog.server.broker_metadata import (
     controller_for_clients,
     listener_endpoint,
     metadata_view_from_image,
 )
-from replog.server.broker_service import BrokerCores, ProducerIds, init_producer_id
 from replog.server.kafka_features import FEATURES_VERSION, with_features
 from replog.server.metadata_staleness import Staleness
 from replog.server.tolerant_service import Refused
@@ -539,7 +539,7 @@ class KafkaApis:
     # --- InitProducerId ------------------------------------------------------------------------
 
     def init_producer_id(self, request: InitProducerIdRequest) -> InitProducerIdResponse:
-        """The broker's rule (`broker_service.init_producer_id`): a new producer id with
+        """The broker's rule (`broker_cores.init_producer_id`): a new producer id with
         epoch 0, a transactional id UNSUPPORTED_VERSION (no transactions yet)."""
         answer = init_producer_id(
             self.broker_id,

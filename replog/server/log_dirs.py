@@ -1,7 +1,7 @@
 """What a broker holds in each of its log dirs: the answer to DescribeLogDirs (Kafka's KIP-113).
 
 Pure: it reads the logs' current sizes and offsets and decides nothing else; the Broker service
-(`broker_service.DescribeLogDirs`) calls it with the replica manager's log manager.
+(`broker_cores.DescribeLogDirs`) calls it with the replica manager's log manager.
 
 Rules (Kafka's `ReplicaManager.describeLogDirs`, with replog's additions):
 - One entry per configured log dir, in `log.dirs` order, its path made absolute; each lists

@@ -53,9 +53,8 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   original offsets and not appended; storage errors (size, CRC, magic, base offset) pass
   through. acks=-1 then waits until the leader core says done (HW past the append) or the
   request's timeout (REQUEST_TIMED_OUT); acks=1 answers after the local append; acks=0 answers
-  only the partitions that failed (empty when all succeeded): the service answers an empty
-  response, or on a failure aborts the call with gRPC ABORTED naming the first failed
-  partition (the gRPC form of Kafka closing the connection; `broker_service`).
+  only the partitions that failed (empty when all succeeded): the Kafka listener sends no
+  response, or on a failure closes the connection, as Kafka's broker does (`kafka_apis`).
 - Fetch: only the leader serves. Followers read up to the LEO, consumers up to the HW (never a
   batch at or above it); the HW in the answer is captured before a follower's fetch updates its
   progress, and a fetch that reports a diverging epoch updates nothing

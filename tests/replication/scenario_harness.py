@@ -89,7 +89,7 @@ from replog.replication.messages import (
     ProducePartitionResult,
     ProduceRequest,
 )
-from replog.server.broker_service import BrokerCores
+from replog.server.broker_cores import BrokerCores
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log import Log

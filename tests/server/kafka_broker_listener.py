@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from quorum.metadata.image import MetadataImage
-from replog.server.broker_service import BrokerCores, ProducerIds
+from replog.server.broker_cores import BrokerCores, ProducerIds
 from replog.server.kafka_apis import KafkaApis
 from replog.server.kafka_listener import KafkaListener
 from replog.wire.kafka_broker_client import KafkaBrokerClient

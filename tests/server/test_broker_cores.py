@@ -28,8 +28,8 @@ from replog.errors import (
 from replog.record import build_batch
 from replog.replication import messages as m
 from replog.replication.fetch_session import FetcherSession, LeaderFetchSession
-from replog.server import broker_service
-from replog.server.broker_service import BrokerCores
+from replog.server import broker_cores
+from replog.server.broker_cores import BrokerCores
 from replog.server.repeat_reads import RepeatReads
 from replog.server.tolerant_service import Refused
 from replog.wire import broker_codec as codec
@@ -409,7 +409,7 @@ async def test_a_replica_fetch_of_thousands_of_partitions_is_decoded_in_slices_b
     service decodes it a slice at a time, letting the loop's other tasks run in between, and
     gets the request the whole decode gives."""
     service = BrokerCores(1)
-    count = broker_service.FETCH_DECODE_STEP_PARTITIONS * 3 + 7
+    count = broker_cores.FETCH_DECODE_STEP_PARTITIONS * 3 + 7
     request = m.FetchRequest(
         # Grouped by topic, as the wire groups them.
         tuple(

@@ -20,7 +20,7 @@ from replog.replication.messages import (
     LogDirDescription,
     ReplicaLogInfo,
 )
-from replog.server.broker_service import BrokerCores
+from replog.server.broker_cores import BrokerCores
 from replog.server.log_dirs import describe_log_dirs, offset_lag
 from replog.server.tolerant_service import Refused
 from replog.storage.log_manager import LogManager

@@ -20,7 +20,7 @@ from replog.errors import (
 )
 from replog.kafka.messages.init_producer_id_request import InitProducerIdRequest
 from replog.replication import messages as m
-from replog.server.broker_service import BrokerCores, init_producer_id
+from replog.server.broker_cores import BrokerCores, init_producer_id
 from replog.server.kafka_apis import KafkaApis
 from tests.server.kafka_broker_listener import kafka_client_of
 

@@ -18,7 +18,7 @@ from replog.replication.messages import (
     ProducePartition,
     ProduceRequest,
 )
-from replog.server.broker_service import BrokerCores
+from replog.server.broker_cores import BrokerCores
 from replog.server.tolerant_service import Refused
 from replog.testing import ManualClock
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPICS, is_internal_topic

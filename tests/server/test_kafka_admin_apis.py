@@ -66,7 +66,7 @@ from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
 from replog.replication import messages as m
 from replog.replication.producer_state import BatchMetadata, ProducerEntry
-from replog.server.broker_service import BrokerCores
+from replog.server.broker_cores import BrokerCores
 from replog.server.kafka_admin_apis import ADMIN_SERVED, KafkaAdminApis
 from replog.server.kafka_apis import SERVED, KafkaApis
 from replog.server.runtime_loggers import RuntimeLoggers
@@ -787,7 +787,7 @@ class Service:
 
 
 @pytest.mark.asyncio
-async def test_delete_records_and_describe_log_dirs_go_through_the_broker_service() -> None:
+async def test_delete_records_and_describe_log_dirs_go_through_the_broker_cores() -> None:
     service = Service()
     apis = admin(broker_service=cast(BrokerCores, service))
     body = dr.DeleteRecordsRequest(

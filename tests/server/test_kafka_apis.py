@@ -64,7 +64,7 @@ from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import ZERO_UUID
 from replog.replication import messages as m
 from replog.replication.fetch_session_cache import FetchSessionCache
-from replog.server.broker_service import BrokerCores
+from replog.server.broker_cores import BrokerCores
 from replog.server.kafka_apis import (
     SERVED,
     KafkaApis,
@@ -534,7 +534,7 @@ def list_offsets_request(*partitions: tuple[str, int]) -> KafkaRequest:
     return KafkaRequest(0, header, body, 0)
 
 
-def test_list_offsets_is_answered_at_once_through_the_broker_services_core() -> None:
+def test_list_offsets_is_answered_at_once_through_the_broker_cores() -> None:
     answer = listing(OffsetLog()).handle(list_offsets_request(("orders", 0), ("orders", 1)), "P")
     assert isinstance(answer, ListOffsetsResponse)  # the answer itself, not an awaitable
     ((topic, partitions),) = [(t.name, t.partitions) for t in answer.topics]

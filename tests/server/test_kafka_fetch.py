@@ -57,7 +57,7 @@ from replog.kafka.messages.offset_for_leader_epoch_response import OffsetForLead
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import ZERO_UUID
 from replog.kafka.protocol.framing import decode_response, encode_request
-from replog.server.broker_service import BrokerCores
+from replog.server.broker_cores import BrokerCores
 from replog.server.kafka_apis import KafkaApis
 from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.storage.file_region import FileRegion

@@ -23,7 +23,7 @@ from replog.kafka.messages.fetch_request import (
     ForgottenTopic,
 )
 from replog.replication.fetch_session_cache import SESSION_ID_MAX, FetchSessionCache
-from replog.server.broker_service import BrokerCores
+from replog.server.broker_cores import BrokerCores
 from replog.server.kafka_apis import KafkaApis
 from tests.server.test_kafka_apis import FetchLog, fetch_now, image
 

@@ -43,7 +43,7 @@ from replog.kafka.messages.produce_request import (
 )
 from replog.kafka.messages.produce_response import PartitionProduceResponse, ProduceResponse
 from replog.replication import messages as m
-from replog.server.broker_service import BrokerCores
+from replog.server.broker_cores import BrokerCores
 from replog.server.kafka_apis import KafkaApis
 from replog.testing import ManualClock
 from tests.server.test_replica_manager import (

@@ -45,7 +45,7 @@ from replog.replication.messages import (
     FetchResponse,
 )
 from replog.server import replica_manager
-from replog.server.broker_service import BrokerCores
+from replog.server.broker_cores import BrokerCores
 from replog.server.repeat_reads import RepeatReads
 from replog.testing import ManualClock
 from replog.wire import broker_codec as codec

@@ -30,7 +30,7 @@ from replog.pb import broker_pb2 as pb
 from replog.record import build_batch
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server.broker_service import BrokerCores
+from replog.server.broker_cores import BrokerCores
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_fetch_service import (
     SERVICE_NAME,

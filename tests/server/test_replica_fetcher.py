@@ -28,7 +28,7 @@ from replog.record import build_batch
 from replog.record.batch import iter_batches
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server.broker_service import BrokerCores
+from replog.server.broker_cores import BrokerCores
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_fetch_service import SERVICE_NAME as REPLICA_FETCH_SERVICE
 from replog.server.replica_fetch_service import ReplicaFetchService, add_replica_fetch_service

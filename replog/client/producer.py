@@ -332,7 +332,8 @@ class Producer:
         """A blocking send from a user thread: append in that thread under the accumulator's
         lock when the topic is known and there is room (no hop to the loop per record), else
         wait within max.block.ms for the metadata (`run_on_loop`) and for memory."""
-        self._check_sender_for(topic)
+        if self._sender.crashed:  # `_check_sender_for`, inline: this runs per record
+            self._check_crashed(f"send to topic {topic!r}")
         record: _Prepared | None = None
         info: _TopicInfo | None = None
         if (

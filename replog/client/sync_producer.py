@@ -73,17 +73,17 @@ T = TypeVar("T")
 
 Callback = Callable[..., object]
 
-_NEW_LIST = threading.Lock()  # a future's first callback or errback makes its list
+_NEW_LIST = threading.Lock()  # a future's first errback makes its list
 
 
 class FutureRecordMetadata:
     """The outcome of one `send`: kafka-python's `FutureRecordMetadata` (module docstring).
 
-    One object per record, and nothing more until a callback is added: a producer holds every
-    undelivered record's future, so each object a future adds is walked by the cyclic garbage
-    collector while the record waits, and more often the more records wait. Its callbacks and
-    errbacks are kept in two lists made when the first one is added, holding the callables
-    themselves (`functools.partial` only when one takes arguments)."""
+    Few objects per record: a producer holds every undelivered record's future, so each object
+    a future adds is walked by the cyclic garbage collector while the record waits, and more
+    often the more records wait. Its callbacks and errbacks are kept as the callables
+    themselves (`functools.partial` only when one takes arguments), in a list made with the
+    future and one made when the first errback is added."""
 
     __slots__ = ("_batch", "_callbacks", "_errbacks", "_exception", "_value", "is_done", "topic")
 
@@ -97,9 +97,10 @@ class FutureRecordMetadata:
         # `list.pop` are atomic, and each side looks at `is_done` after its own step (`add_*`,
         # `set_*`), so every callback is popped, and run, by exactly one thread (a lock per
         # future would be contended by the loop thread settling a batch's futures while the
-        # sending thread adds callbacks). Only making a list takes a lock (`_NEW_LIST`), so
-        # that two threads adding the first callbacks of one future at once keep both.
-        self._callbacks: list[Callback] | None = None
+        # sending thread adds callbacks). Only making the errbacks' list takes a lock
+        # (`_NEW_LIST`), so that two threads adding the first errbacks of one future at once
+        # keep both.
+        self._callbacks: list[Callback] = []
         self._errbacks: list[Callback] | None = None
 
     # --- the accumulator's side (RecordHandle), on the loop thread --------------------------
@@ -156,8 +157,6 @@ class FutureRecordMetadata:
     def add_callback(self, fn: Callback, *args: Any, **kwargs: Any) -> FutureRecordMetadata:
         """Call ``fn(*args, record_metadata, **kwargs)`` on success."""
         callbacks = self._callbacks
-        if callbacks is None:
-            callbacks = self._new_list("_callbacks")
         callbacks.append(partial(fn, *args, **kwargs) if args or kwargs else fn)
         if self.is_done and self._exception is None:  # settled: whoever pops it runs it
             self._run_added(callbacks, self._value, "callback")
@@ -167,7 +166,10 @@ class FutureRecordMetadata:
         """Call ``fn(*args, exception, **kwargs)`` on failure."""
         errbacks = self._errbacks
         if errbacks is None:
-            errbacks = self._new_list("_errbacks")
+            with _NEW_LIST:
+                errbacks = self._errbacks
+                if errbacks is None:
+                    errbacks = self._errbacks = []
         errbacks.append(partial(fn, *args, **kwargs) if args or kwargs else fn)
         if self.is_done and self._exception is not None:
             self._run_added(errbacks, self._exception, "errback")
@@ -176,14 +178,6 @@ class FutureRecordMetadata:
     def add_both(self, fn: Callback, *args: Any, **kwargs: Any) -> FutureRecordMetadata:
         self.add_callback(fn, *args, **kwargs)
         return self.add_errback(fn, *args, **kwargs)
-
-    def _new_list(self, name: str) -> list[Callback]:
-        with _NEW_LIST:
-            added: list[Callback] | None = getattr(self, name)
-            if added is None:
-                added = []
-                setattr(self, name, added)
-            return added
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         """The record's metadata once delivered; raises its error if it failed, and

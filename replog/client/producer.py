@@ -87,6 +87,9 @@ from replog.topic_names import check_topic_name
 
 __all__ = ["Producer"]
 
+# A threaded producer's fast send takes the accumulator's lock itself (`_append_from_thread`).
+_try_append = RecordAccumulator.try_append
+
 log = logging.getLogger("replog.client")
 
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -350,7 +353,21 @@ class Producer:
             size = len(value) if key is None else len(key) + len(value)
             if info is not None and size <= self._fast_data_limit:
                 now_ms = wall_clock_ms()
-                batch = self._append_fields(topic, None, key, value, (), now_ms, info, handle)
+                # `_append_fields` inline, for a record that fits the open batch: the partition
+                # (sticky, or the key's), then `try_append` under the lock this thread takes
+                # itself, two calls fewer per record. Otherwise `_append_fields` decides.
+                tp = info.partitions[
+                    self._partitioner.partition(topic, key, info.count, available=info.available)
+                ]
+                acc = self._accumulator
+                lock = acc.lock
+                lock.acquire()
+                try:
+                    batch = _try_append(acc, tp, now_ms, key, value, (), handle)
+                finally:
+                    lock.release()
+                if batch is None:
+                    batch = self._append_fields(topic, None, key, value, (), now_ms, info, handle)
                 if batch is not None:
                     return batch
                 record = _Prepared(topic, None, key, value, (), now_ms, RECORD_OVERHEAD_MAX + size)

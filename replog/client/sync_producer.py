@@ -53,6 +53,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
 from replog.client.accumulator import ProducerBatch
@@ -72,11 +73,19 @@ T = TypeVar("T")
 
 Callback = Callable[..., object]
 
+_NEW_LIST = threading.Lock()  # a future's first errback makes its list
+
 
 class FutureRecordMetadata:
-    """The outcome of one `send`: kafka-python's `FutureRecordMetadata` (module docstring)."""
+    """The outcome of one `send`: kafka-python's `FutureRecordMetadata` (module docstring).
 
-    __slots__ = ("_batch", "_callbacks", "_exception", "_value", "is_done", "topic")
+    Few objects per record: a producer holds every undelivered record's future, so each object
+    a future adds is walked by the cyclic garbage collector while the record waits, and more
+    often the more records wait. Its callbacks and errbacks are kept as the callables
+    themselves (`functools.partial` only when one takes arguments), in a list made with the
+    future and one made when the first errback is added."""
+
+    __slots__ = ("_batch", "_callbacks", "_errbacks", "_exception", "_value", "is_done", "topic")
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
@@ -84,11 +93,15 @@ class FutureRecordMetadata:
         self._value: RecordMetadata | None = None
         self._exception: BaseException | None = None
         self._batch: ProducerBatch | None = None
-        # Added and not yet run. No lock: `list.append` and `list.pop` are atomic, and each
-        # side looks at `is_done` after its own step (`_add`, `_settle`), so every callback
-        # is popped, and run, by exactly one thread. A lock here was contended by the loop
-        # thread settling a batch's futures while the sending thread added callbacks.
-        self._callbacks: list[tuple[bool, Callback, tuple[Any, ...], dict[str, Any]]] = []
+        # Added and not yet run, oldest first. No lock to run them: `list.append` and
+        # `list.pop` are atomic, and each side looks at `is_done` after its own step (`add_*`,
+        # `set_*`), so every callback is popped, and run, by exactly one thread (a lock per
+        # future would be contended by the loop thread settling a batch's futures while the
+        # sending thread adds callbacks). Only making the errbacks' list takes a lock
+        # (`_NEW_LIST`), so that two threads adding the first errbacks of one future at once
+        # keep both.
+        self._callbacks: list[Callback] = []
+        self._errbacks: list[Callback] | None = None
 
     # --- the accumulator's side (RecordHandle), on the loop thread --------------------------
 
@@ -96,40 +109,34 @@ class FutureRecordMetadata:
         return self.is_done
 
     def set_result(self, result: RecordMetadata, /) -> None:
-        self._settle(result, None)
+        if self.is_done:
+            return
+        self._value = result
+        self.is_done = True  # after the outcome: a thread that sees it reads the outcome
+        callbacks = self._callbacks
+        if callbacks:
+            self._run_added(callbacks, result, "callback")
 
     def set_exception(self, exception: BaseException, /) -> None:
-        self._settle(None, exception)
+        if self.is_done:
+            return
+        self._exception = exception
+        self.is_done = True
+        errbacks = self._errbacks
+        if errbacks:
+            self._run_added(errbacks, exception, "errback")
 
-    def _settle(self, value: RecordMetadata | None, exception: BaseException | None) -> None:
-        self._value, self._exception = value, exception
-        self.is_done = True  # after the outcome: a thread that sees it reads the outcome
-        if self._callbacks:
-            self._run_added()
-
-    def _run_added(self) -> None:
-        """Run the callbacks added so far, oldest first, each popped by one thread only."""
-        callbacks = self._callbacks
-        while callbacks:
+    def _run_added(self, added: list[Callback], outcome: object, kind: str) -> None:
+        """Run the callables added so far, oldest first, each popped by one thread only."""
+        while added:
             try:
-                on_success, fn, args, kwargs = callbacks.pop(0)
+                fn = added.pop(0)
             except IndexError:  # another thread popped the last one
                 return
-            self._run(on_success, fn, args, kwargs)
-
-    def _run(
-        self, on_success: bool, fn: Callback, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> None:
-        if on_success != (self._exception is None):
-            return
-        try:
-            fn(*args, self._value if on_success else self._exception, **kwargs)
-        except Exception:
-            log.exception(
-                "a producer %s for topic %r raised",
-                "callback" if on_success else "errback",
-                self.topic,
-            )
+            try:
+                fn(outcome)
+            except Exception:
+                log.exception("a producer %s for topic %r raised", kind, self.topic)
 
     # --- the user's side ----------------------------------------------------------------------
 
@@ -149,23 +156,28 @@ class FutureRecordMetadata:
 
     def add_callback(self, fn: Callback, *args: Any, **kwargs: Any) -> FutureRecordMetadata:
         """Call ``fn(*args, record_metadata, **kwargs)`` on success."""
-        return self._add(True, fn, args, kwargs)
+        callbacks = self._callbacks
+        callbacks.append(partial(fn, *args, **kwargs) if args or kwargs else fn)
+        if self.is_done and self._exception is None:  # settled: whoever pops it runs it
+            self._run_added(callbacks, self._value, "callback")
+        return self
 
     def add_errback(self, fn: Callback, *args: Any, **kwargs: Any) -> FutureRecordMetadata:
         """Call ``fn(*args, exception, **kwargs)`` on failure."""
-        return self._add(False, fn, args, kwargs)
+        errbacks = self._errbacks
+        if errbacks is None:
+            with _NEW_LIST:
+                errbacks = self._errbacks
+                if errbacks is None:
+                    errbacks = self._errbacks = []
+        errbacks.append(partial(fn, *args, **kwargs) if args or kwargs else fn)
+        if self.is_done and self._exception is not None:
+            self._run_added(errbacks, self._exception, "errback")
+        return self
 
     def add_both(self, fn: Callback, *args: Any, **kwargs: Any) -> FutureRecordMetadata:
-        self._add(True, fn, args, kwargs)
-        return self._add(False, fn, args, kwargs)
-
-    def _add(
-        self, on_success: bool, fn: Callback, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> FutureRecordMetadata:
-        self._callbacks.append((on_success, fn, args, kwargs))
-        if self.is_done:  # settled before or while it was added: whoever pops it runs it
-            self._run_added()
-        return self
+        self.add_callback(fn, *args, **kwargs)
+        return self.add_errback(fn, *args, **kwargs)
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         """The record's metadata once delivered; raises its error if it failed, and

@@ -551,3 +551,34 @@ def test_callbacks_added_while_futures_settle_run_exactly_once() -> None:
         future.add_errback(lambda exc, i=i: ran.append(exc.args[0] * 2 + 1))
     settler.join()
     assert sorted(ran) == [i * 2 + (0 if i % 3 else 1) for i in range(len(futures))]
+
+
+def _tracked_objects_per_future(add: Callable[[FutureRecordMetadata], object], n: int) -> float:
+    """How many objects the cyclic garbage collector tracks per future of `n` made and given
+    their callbacks by `add` (the callables themselves made beforehand)."""
+    gc.collect()
+    gc.disable()
+    try:
+        before = len(gc.get_objects())
+        futures = [FutureRecordMetadata("t") for _ in range(n)]
+        for future in futures:
+            add(future)
+        after = len(gc.get_objects())
+    finally:
+        gc.enable()
+    return (after - before - 1) / n  # - the list `futures`
+
+
+def test_a_future_keeps_its_callbacks_and_errbacks_without_an_object_per_callable() -> None:
+    """A producer holds the future of every record it has not delivered; each object a future
+    adds is walked by the garbage collector while the record waits."""
+
+    def on_success(metadata: object) -> None: ...
+
+    def on_failure(exc: BaseException) -> None: ...
+
+    def add(future: FutureRecordMetadata) -> None:
+        future.add_callback(on_success).add_errback(on_failure)
+
+    assert _tracked_objects_per_future(lambda future: None, 2000) < 2.01  # it and a list
+    assert _tracked_objects_per_future(add, 2000) < 3.01  # and the errbacks' list

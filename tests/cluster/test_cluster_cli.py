@@ -363,7 +363,7 @@ def test_unknown_and_stopped_nodes_are_refused(cluster: LoopbackCluster) -> None
         (
             "{a},{b}",
             (
-                "DescribeQuorum: no answer within 0.5 s: {a}: connection refused; {b}: "
+                "DescribeCluster: no answer within 0.5 s: {a}: connection refused; {b}: "
                 "connection refused",
             ),
         ),

@@ -277,15 +277,18 @@ class ConfigControl:
         topic_exists: Callable[[str], bool],
         registered_brokers: Callable[[], Collection[int]],
         validate_only: bool = False,
+        replaced: Collection[ConfigResource] = (),
     ) -> ControllerResult[dict[ConfigResource, KafkaError | None]]:
         """Apply `changes` per resource; the response maps each resource to its error (None:
-        applied, or with `validate_only` would be applied: then nothing is written)."""
+        applied, or with `validate_only` would be applied: then nothing is written). A
+        resource in `replaced` starts from no dynamic configs (Kafka's legacy AlterConfigs):
+        each one set and not in its changes is deleted."""
         records: list[MetadataRecord] = []
         outcome: dict[ConfigResource, KafkaError | None] = {}
         for resource, ops in changes.items():
             try:
                 _check_exists(resource, topic_exists, registered_brokers)
-                records.extend(self._alter_one(resource, ops))
+                records.extend(self._alter_one(resource, ops, replace=resource in replaced))
                 outcome[resource] = None
             except KafkaError as error:
                 outcome[resource] = error
@@ -295,9 +298,11 @@ class ConfigControl:
         self,
         resource: ConfigResource,
         ops: Sequence[AlterConfigOp],
+        *,
+        replace: bool = False,
     ) -> list[ConfigRecord]:
         current = dict(self._configs.get(resource, _EMPTY))
-        updated = dict(current)
+        updated = {} if replace else dict(current)
         seen: set[str] = set()
         for op in ops:
             if op.name in seen:

@@ -78,7 +78,7 @@ of our snapshots (or at a control batch, which changes no metadata).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
@@ -318,13 +318,17 @@ class QuorumController:
         now_ms: int,
         *,
         validate_only: bool = False,
+        replaced: Collection[ConfigResource] = (),
     ) -> PendingResponse[dict[ConfigResource, KafkaError | None]]:
+        """`replaced`: resources whose dynamic configs not in `changes` are deleted (Kafka's
+        legacy AlterConfigs), as this controller's state has them."""
         return self.write(
             lambda ctx: ctx.configs.incremental_alter_configs(
                 changes,
                 topic_exists=ctx.replication.topic_exists,
                 registered_brokers=lambda: ctx.cluster.registrations().keys(),
                 validate_only=validate_only,
+                replaced=replaced,
             ),
             now_ms,
             "alter configs",

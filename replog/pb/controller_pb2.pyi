@@ -573,14 +573,16 @@ class AlterableConfig(_message.Message):
     def __init__(self, name: _Optional[str] = ..., operation: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
 
 class AlterConfigsResource(_message.Message):
-    __slots__ = ("resource_type", "resource_name", "configs")
+    __slots__ = ("resource_type", "resource_name", "configs", "replace")
     RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
     CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
     resource_type: int
     resource_name: str
     configs: _containers.RepeatedCompositeFieldContainer[AlterableConfig]
-    def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[AlterableConfig, _Mapping]]] = ...) -> None: ...
+    replace: bool
+    def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., configs: _Optional[_Iterable[_Union[AlterableConfig, _Mapping]]] = ..., replace: _Optional[bool] = ...) -> None: ...
 
 class IncrementalAlterConfigsRequest(_message.Message):
     __slots__ = ("resources", "validate_only")

@@ -275,11 +275,12 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     ) -> pb.IncrementalAlterConfigsResponse:
         try:
             changes = codec.alter_configs_from_proto(request)
+            replaced = codec.replaced_resources_from_proto(request)
         except KafkaError as error:
             return self._refuse(pb.IncrementalAlterConfigsResponse, error)
         answer = await self._driver.write(
             lambda c, now: c.incremental_alter_configs(
-                changes, now, validate_only=request.validate_only
+                changes, now, validate_only=request.validate_only, replaced=replaced
             ),
             self._timeout_ms(0, context),
         )

@@ -22,8 +22,9 @@ Rules:
   INVALID_REQUEST, alone or next to served ones; a topic config with a null value in
   CreateTopics is INVALID_CONFIG (Kafka's rule).
 - AlterConfigs (the legacy, whole-resource form) replaces the resource's dynamic configs: it
-  becomes an IncrementalAlterConfigs that sets every key given (a null value deletes it) and
-  deletes every other key set on the resource in this broker's metadata image.
+  becomes an IncrementalAlterConfigs that sets every key given (a null value deletes it),
+  marked `replace` so that the controller deletes every other key set on the resource in its
+  own state (this broker's metadata image may not hold a change the controller committed).
 - UnregisterBroker removes the broker's registration whatever its state, as Kafka's controller
   does (an unknown id is BROKER_ID_NOT_REGISTERED): meant for a broker that is shut down; a
   running one registers again at its next heartbeat.
@@ -187,7 +188,7 @@ CONFIG_TYPES = {
     ConfigType.LONG: 5,
     ConfigType.LIST: 7,
 }
-INCREMENTAL_SET, INCREMENTAL_DELETE = 0, 1
+INCREMENTAL_SET = 0
 PREFERRED_ELECTION = 0
 NO_TXN_START_OFFSET = -1
 NO_COORDINATOR_EPOCH = -1
@@ -490,22 +491,16 @@ class KafkaAdminApis:
 
     async def alter_configs(self, request: AlterConfigsRequest) -> acr.AlterConfigsResponse:
         """The whole-resource form (module docstring): every key given is set (a null value
-        deletes it), every other key set on the resource is deleted."""
-        image = self._image()
-        changes = []
-        for r in request.resources:
-            resource = _config_resource(r.resource_type, r.resource_name)
-            given = {c.name for c in r.configs}
-            stale = sorted(set(image.configs.get(resource)) - given) if resource else []
-            changes.append(
-                (
-                    r.resource_type,
-                    r.resource_name,
-                    [(c.name, INCREMENTAL_SET, c.value) for c in r.configs]
-                    + [(name, INCREMENTAL_DELETE, None) for name in stale],
-                )
+        deletes it), every other key set on the resource is deleted by the controller."""
+        changes = [
+            (
+                r.resource_type,
+                r.resource_name,
+                [(c.name, INCREMENTAL_SET, c.value) for c in r.configs],
             )
-        outcome = await self._alter(changes, request.validate_only)
+            for r in request.resources
+        ]
+        outcome = await self._alter(changes, request.validate_only, replace=True)
         return acr.AlterConfigsResponse(
             responses=_per_resource(acr.AlterConfigsResourceResponse, changes, outcome)
         )
@@ -548,16 +543,21 @@ class KafkaAdminApis:
         self,
         changes: Sequence[tuple[int, str, Sequence[tuple[str, int, str | None]]]],
         validate_only: bool,
+        *,
+        replace: bool = False,
     ) -> list[KafkaError | None]:
         """IncrementalAlterConfigs of `changes` (type, name, [(key, operation, value)]) at
-        the controller: each resource's error, in order."""
+        the controller, each resource's other keys deleted with `replace`: each resource's
+        error, in order."""
         known = [i for i, (kind, name, _) in enumerate(changes) if _config_resource(kind, name)]
         answer, failure = None, None
         if known:
             resources = []
             for i in known:
                 kind, name, ops = changes[i]
-                resource = cpb.AlterConfigsResource(resource_type=kind, resource_name=name)
+                resource = cpb.AlterConfigsResource(
+                    resource_type=kind, resource_name=name, replace=replace
+                )
                 for key, operation, value in ops:
                     config = resource.configs.add(name=key, operation=operation)
                     if value is not None:

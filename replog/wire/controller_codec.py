@@ -480,6 +480,17 @@ def alter_configs_from_proto(
     return changes
 
 
+def replaced_resources_from_proto(
+    request: pb.IncrementalAlterConfigsRequest,
+) -> set[ConfigResource]:
+    """The resources whose other dynamic configs the request deletes (legacy AlterConfigs)."""
+    return {
+        config_resource_from_proto(r.resource_type, r.resource_name)
+        for r in request.resources
+        if r.replace
+    }
+
+
 def alter_configs_to_proto(
     outcome: Mapping[ConfigResource, KafkaError | None],
 ) -> pb.IncrementalAlterConfigsResponse:

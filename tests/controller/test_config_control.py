@@ -43,10 +43,14 @@ def alter(
     changes: dict[ConfigResource, list[AlterConfigOp]],
     topics: tuple[str, ...] = ("orders",),
     brokers: tuple[int, ...] = (1, 2, 3),
+    replaced: tuple[ConfigResource, ...] = (),
 ) -> dict[ConfigResource, KafkaError | None]:
     """Alter and replay the records at once; return the per-resource outcome."""
     result = configs.incremental_alter_configs(
-        changes, topic_exists=lambda name: name in topics, registered_brokers=lambda: brokers
+        changes,
+        topic_exists=lambda name: name in topics,
+        registered_brokers=lambda: brokers,
+        replaced=replaced,
     )
     for offset, record in enumerate(result.records):
         assert isinstance(record, ConfigRecord)
@@ -161,6 +165,23 @@ def test_set_and_delete(configs: ConfigControl) -> None:
     alter(configs, {TOPIC: [AlterConfigOp("segment.ms", DELETE)]})
     # A resource with no keys left disappears.
     assert configs.resources() == []
+
+
+def test_a_replaced_resource_keeps_only_the_keys_given(configs: ConfigControl) -> None:
+    """Kafka's legacy AlterConfigs: the keys set before and not given are deleted by the
+    controller from its own state, whatever the asking broker's image held."""
+    other = topic_resource("payments")
+    set_both = [AlterConfigOp("retention.ms", SET, "1000"), AlterConfigOp("segment.ms", SET, "9")]
+    alter(configs, {TOPIC: set_both, other: set_both}, topics=("orders", "payments"))
+    outcome = alter(
+        configs,
+        {TOPIC: [AlterConfigOp("cleanup.policy", SET, "compact")], other: []},
+        topics=("orders", "payments"),
+        replaced=(TOPIC,),
+    )
+    assert outcome == {TOPIC: None, other: None}
+    assert configs.describe(TOPIC) == {"cleanup.policy": "compact"}
+    assert configs.describe(other) == {"retention.ms": "1000", "segment.ms": "9"}
 
 
 @pytest.mark.parametrize("resource", [TOPIC, broker_resource(1), broker_resource()])

@@ -221,6 +221,13 @@ def test_config_requests() -> None:
     set_op, delete_op = changes[TOPIC]
     assert (set_op.op, set_op.value) == (AlterConfigOpType.SET, "5")
     assert (delete_op.op, delete_op.value) == (AlterConfigOpType.DELETE, None)
+    replacing = pb.IncrementalAlterConfigsRequest(
+        resources=[
+            pb.AlterConfigsResource(resource_type=2, resource_name="orders", replace=True),
+            pb.AlterConfigsResource(resource_type=4, resource_name=""),
+        ]
+    )
+    assert codec.replaced_resources_from_proto(replacing) == {TOPIC}
     twice = pb.IncrementalAlterConfigsRequest(
         resources=[pb.AlterConfigsResource(resource_type=4, resource_name="")] * 2
     )

@@ -16,11 +16,15 @@ Java process run in the background.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -162,3 +166,42 @@ def topics(bootstrap: str) -> set[str]:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     return set(admin.list_topics(timeout=30).topics)
+
+
+Result = tuple[str, bool, str]  # a check's name, whether it passed, what it saw
+Run = Callable[[Path, int, int, Path], list[Result]]  # (libs, base port, lines, work dir)
+
+
+def check_main(
+    app: str,
+    run: Run,
+    doc: str,
+    argv: Sequence[str] | None,
+    *,
+    lines: int,
+    base_port: int,
+    failures: tuple[type[Exception], ...] = (),
+) -> int:
+    """A check script's command line: run `run` in a temporary directory and print a row per
+    check; exit status 1 when any failed (or the run raised one of `failures`, RuntimeError or
+    TimeoutError, printed as a failed row)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--lines", type=int, default=lines)
+    parser.add_argument("--base-port", type=int, default=base_port)
+    parser.add_argument("--keep", help="copy the work directory (logs) here at the end")
+    args = parser.parse_args(argv)
+    if shutil.which("java") is None:
+        print(f"kafka {app} check: needs java on PATH", file=sys.stderr)
+        return 1
+    libs = app_libs(app)
+    with tempfile.TemporaryDirectory(prefix=f"replog-{app}-") as work:
+        try:
+            results = run(libs, args.base_port, args.lines, Path(work))
+        except (RuntimeError, TimeoutError, *failures) as exc:
+            results = [("run", False, str(exc)[-2000:])]
+        if args.keep:
+            shutil.copytree(work, args.keep, dirs_exist_ok=True)
+    width = max(len(name) for name, _, _ in results)
+    for name, ok, said in results:
+        print(f"{'ok  ' if ok else 'FAIL'} {name:<{width}}  {said}")
+    return 0 if all(ok for _, ok, _ in results) else 1

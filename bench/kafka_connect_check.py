@@ -23,19 +23,24 @@ and the worker's REST listener at base+20. Exit status 1 when any check fails.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
-import shutil
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kafka_apps import JavaProcess, app_libs, running_cluster, topic_config, topics, wait_for
+from kafka_apps import (
+    JavaProcess,
+    Result,
+    check_main,
+    running_cluster,
+    topic_config,
+    topics,
+    wait_for,
+)
 
 FILE_CONNECTORS = "org.apache.kafka.connect.file.FileStream"
 INTERNAL_TOPICS = ("connect-configs", "connect-offsets", "connect-status")
@@ -104,8 +109,8 @@ def lines_of(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def run(libs: Path, base_port: int, lines: int, work: Path) -> list[tuple[str, bool, str]]:
-    results: list[tuple[str, bool, str]] = []
+def run(libs: Path, base_port: int, lines: int, work: Path) -> list[Result]:
+    results: list[Result] = []
     source_file, sink_file = work / "source.txt", work / "sink.txt"
     source_file.write_text("")
     rest_port = base_port + REST_PORT_OFFSET
@@ -218,26 +223,15 @@ def run(libs: Path, base_port: int, lines: int, work: Path) -> list[tuple[str, b
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lines", type=int, default=200)
-    parser.add_argument("--base-port", type=int, default=27600)
-    parser.add_argument("--keep", help="copy the work directory (logs) here at the end")
-    args = parser.parse_args(argv)
-    if shutil.which("java") is None:
-        print("kafka_connect_check: needs java on PATH", file=sys.stderr)
-        return 1
-    libs = app_libs("connect")
-    with tempfile.TemporaryDirectory(prefix="replog-connect-") as work:
-        try:
-            results = run(libs, args.base_port, args.lines, Path(work))
-        except (RuntimeError, TimeoutError, urllib.error.URLError) as exc:
-            results = [("run", False, str(exc)[-2000:])]
-        if args.keep:
-            shutil.copytree(work, args.keep, dirs_exist_ok=True)
-    width = max(len(name) for name, _, _ in results)
-    for name, ok, said in results:
-        print(f"{'ok  ' if ok else 'FAIL'} {name:<{width}}  {said}")
-    return 0 if all(ok for _, ok, _ in results) else 1
+    return check_main(
+        "connect",
+        run,
+        __doc__ or "",
+        argv,
+        lines=200,
+        base_port=27600,
+        failures=(urllib.error.URLError,),
+    )
 
 
 if __name__ == "__main__":

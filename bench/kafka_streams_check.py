@@ -22,18 +22,24 @@ Exit status 1 when any check fails.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import re
 import shutil
 import struct
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafka_apps import JavaProcess, app_libs, running_cluster, topic_config, topics, wait_for
+from kafka_apps import (
+    JavaProcess,
+    Result,
+    check_main,
+    running_cluster,
+    topic_config,
+    topics,
+    wait_for,
+)
 from replog_cli import create_topic
 
 INPUT, OUTPUT = "streams-plaintext-input", "streams-wordcount-output"
@@ -109,8 +115,8 @@ def properties(bootstrap: str, work: Path) -> Path:
     return path
 
 
-def run(libs: Path, base_port: int, lines: int, work: Path) -> list[tuple[str, bool, str]]:
-    results: list[tuple[str, bool, str]] = []
+def run(libs: Path, base_port: int, lines: int, work: Path) -> list[Result]:
+    results: list[Result] = []
     with running_cluster(work / "cluster", base_port) as bootstrap:
         create_topic(bootstrap, INPUT, 2)
         create_topic(bootstrap, OUTPUT, 2)
@@ -174,26 +180,14 @@ def run(libs: Path, base_port: int, lines: int, work: Path) -> list[tuple[str, b
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lines", type=int, default=500)
-    parser.add_argument("--base-port", type=int, default=27630)
-    parser.add_argument("--keep", help="copy the work directory (logs) here at the end")
-    args = parser.parse_args(argv)
-    if shutil.which("java") is None:
-        print("kafka_streams_check: needs java on PATH", file=sys.stderr)
-        return 1
-    libs = app_libs("streams")
-    with tempfile.TemporaryDirectory(prefix="replog-streams-") as work:
-        try:
-            results = run(libs, args.base_port, args.lines, Path(work))
-        except (RuntimeError, TimeoutError) as exc:
-            results = [("run", False, str(exc)[-2000:])]
-        if args.keep:
-            shutil.copytree(work, args.keep, dirs_exist_ok=True)
-    width = max(len(name) for name, _, _ in results)
-    for name, ok, said in results:
-        print(f"{'ok  ' if ok else 'FAIL'} {name:<{width}}  {said}")
-    return 0 if all(ok for _, ok, _ in results) else 1
+    return check_main(
+        "streams",
+        run,
+        __doc__ or "",
+        argv,
+        lines=500,
+        base_port=27630,
+    )
 
 
 if __name__ == "__main__":

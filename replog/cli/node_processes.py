@@ -85,7 +85,7 @@ def spawn(node: LocalNode, *, verbose: bool = False) -> int:
     reach it, and `signal_node` reaches it whole; but this command's session, not one of its
     own: Linux's scheduler splits the cores between sessions first (autogroups), and with a
     session per node a node's event loop waited for a core while the other nodes' bulk
-    threads, whatever their nice, held both (docs/benchmarks.md, "Autogroup experiment"). In
+    threads, whatever their nice, held both (docs/benchmarks-history.md, "Autogroup experiment"). In
     one session the loops of all the nodes come before the bulk threads of any.
     """
     argv = [sys.executable, "-m", "replog.cli.main", *(["-v"] if verbose else [])]

@@ -625,6 +625,7 @@ class BrokerRuntime:
                 broker_id,
                 num_partitions=config.offsets_topic_num_partitions,
                 replication_factor=config.offsets_topic_replication_factor,
+                segment_bytes=config.offsets_topic_segment_bytes,
                 timeout_ms=self.config.request_timeout_ms,
             ),
             tasks=self._spawner,

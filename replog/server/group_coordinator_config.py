@@ -1,7 +1,7 @@
 """The broker settings of the group coordinator, checked once at construction.
 
 Rules: every setting has Kafka's name, default and a lower bound; dotted names are read from
-`.properties` in `from_properties`, the one place that maps them to fields. The two
+`.properties` in `from_properties`, the one place that maps them to fields. The three
 `offsets.topic.*` settings apply when a broker creates `__consumer_offsets` (on the first
 FindCoordinator); a topic that exists keeps what it was created with. The two
 `offsets.retention.*` settings are Kafka's offsets retention (KIP-211): every replog group is
@@ -30,10 +30,12 @@ from replog.coordinator.group_migration import MIGRATION_POLICY_PROPERTY
 from replog.errors import ConfigError, InvalidConfigError
 
 OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT = 3  # offsets.topic.replication.factor
+OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT = 100 * 1024 * 1024  # offsets.topic.segment.bytes
 # Kafka's dotted name -> field of `GroupCoordinatorConfig`.
 PROPERTY_NAMES = {
     "offsets.topic.num.partitions": "offsets_topic_num_partitions",
     "offsets.topic.replication.factor": "offsets_topic_replication_factor",
+    "offsets.topic.segment.bytes": "offsets_topic_segment_bytes",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
     "offsets.commit.timeout.ms": "offsets_commit_timeout_ms",
     "offsets.load.buffer.size": "offsets_load_buffer_size",
@@ -89,11 +91,14 @@ class GroupCoordinatorConfig:
     group_consumer_max_session_timeout_ms: int = _CONSUMER.max_session_timeout_ms
     group_consumer_min_heartbeat_interval_ms: int = _CONSUMER.min_heartbeat_interval_ms
     group_consumer_max_heartbeat_interval_ms: int = _CONSUMER.max_heartbeat_interval_ms
+    # offsets.topic.segment.bytes: the topic's segment.bytes when a broker creates it.
+    offsets_topic_segment_bytes: int = OFFSETS_TOPIC_SEGMENT_BYTES_DEFAULT
 
     def __post_init__(self) -> None:
         for name, value, minimum in (
             ("offsets.topic.num.partitions", self.offsets_topic_num_partitions, 1),
             ("offsets.topic.replication.factor", self.offsets_topic_replication_factor, 1),
+            ("offsets.topic.segment.bytes", self.offsets_topic_segment_bytes, 1),
             ("offset.metadata.max.bytes", self.offset_metadata_max_bytes, 0),
             ("offsets.commit.timeout.ms", self.offsets_commit_timeout_ms, 1),
             ("offsets.load.buffer.size", self.offsets_load_buffer_size, 1),

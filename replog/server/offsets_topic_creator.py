@@ -8,9 +8,12 @@ than `retry_backoff_ms` ago, so a crowd of clients asking again and again makes 
 at a time. The topic then reaches every broker through the metadata log like any other.
 
 Rules:
-- The topic is created with `offsets.topic.num.partitions` partitions,
-  `offsets.topic.replication.factor` replicas and `cleanup.policy=compact` (the coordinator
-  keeps the latest record per key, so the log is compacted by key at read time).
+- The topic is created as Kafka creates it (`GroupCoordinator.groupMetadataTopicConfigs`):
+  `offsets.topic.num.partitions` partitions, `offsets.topic.replication.factor` replicas,
+  `cleanup.policy=compact` (only the latest record of each key matters, so the log cleaner
+  may drop the rest), `segment.bytes` from `offsets.topic.segment.bytes` (100 MiB: a
+  segment is cleanable only once rolled, so a smaller one than the broker's 1 GiB lets the
+  cleaner reach commits sooner) and `compression.type=producer`.
 - TOPIC_ALREADY_EXISTS is success (another broker created it first). Any other failure (no
   controller answered, INVALID_REPLICATION_FACTOR with fewer live brokers than replicas) is
   logged and kept in `last_failure`, which FindCoordinator names in its
@@ -38,7 +41,15 @@ from replog.wire.broker_codec import error_from_proto
 log = logging.getLogger("replog.server.group_coordinator")
 
 RETRY_BACKOFF_MS_DEFAULT = 500
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+
+def offsets_topic_configs(segment_bytes: int) -> dict[str, str]:
+    """The topic configs `__consumer_offsets` is created with (module Rules)."""
+    return {
+        "cleanup.policy": "compact",
+        "segment.bytes": str(segment_bytes),
+        "compression.type": "producer",
+    }
+
 
 # Creates the topic; raises a KafkaError naming why it could not.
 CreateTopic = Callable[[], Awaitable[None]]
@@ -51,6 +62,7 @@ def create_via_controller(
     *,
     num_partitions: int,
     replication_factor: int,
+    segment_bytes: int,
     timeout_ms: int,
 ) -> CreateTopic:
     """CreateTopics of `__consumer_offsets` to the active controller."""
@@ -62,7 +74,7 @@ def create_via_controller(
                     name=CONSUMER_OFFSETS_TOPIC,
                     num_partitions=num_partitions,
                     replication_factor=replication_factor,
-                    configs=OFFSETS_TOPIC_CONFIGS,
+                    configs=offsets_topic_configs(segment_bytes),
                 )
             ],
             timeout_ms=timeout_ms,

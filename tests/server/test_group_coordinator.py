@@ -515,15 +515,22 @@ def test_config_from_properties_maps_kafkas_names_and_checks_bounds() -> None:
             "offsets.load.buffer.size": "4096",
             "offsets.retention.minutes": "3",
             "offsets.retention.check.interval.ms": "1000",
+            "offsets.topic.segment.bytes": "1048576",
             "unrelated.key": "x",
         }
     )
-    assert config == GroupCoordinatorConfig(7, 1, 10, 250, 4096, 3, 1000)
+    assert config == GroupCoordinatorConfig(
+        7, 1, 10, 250, 4096, 3, 1000, offsets_topic_segment_bytes=1048576
+    )
     assert config.offsets_retention_ms == 180_000
     assert GroupCoordinatorConfig.from_properties({}) == GroupCoordinatorConfig(
-        50, 3, 4096, 5000, 5 * 1024 * 1024, 10080, 600_000
+        50, 3, 4096, 5000, 5 * 1024 * 1024, 10080, 600_000, offsets_topic_segment_bytes=104857600
     )
-    for key in ("offsets.retention.minutes", "offsets.retention.check.interval.ms"):
+    for key in (
+        "offsets.retention.minutes",
+        "offsets.retention.check.interval.ms",
+        "offsets.topic.segment.bytes",
+    ):
         with pytest.raises(ConfigError, match=re.escape(f"{key}=0: must be at least 1")):
             GroupCoordinatorConfig.from_properties({key: "0"})
     with pytest.raises(

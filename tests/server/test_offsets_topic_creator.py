@@ -1,6 +1,7 @@
 """Creating `__consumer_offsets`: one CreateTopics at a time however many FindCoordinators
 ask, a backoff after a failure, the failure kept for FindCoordinator's message, and the
-request the controller gets (partitions, replicas, cleanup.policy=compact)."""
+request the controller gets (partitions, replicas, Kafka's topic configs: compacted, 100 MiB
+segments)."""
 
 from __future__ import annotations
 
@@ -113,6 +114,7 @@ async def test_the_create_topics_request_and_its_errors() -> None:
         4,
         num_partitions=50,
         replication_factor=3,
+        segment_bytes=104857600,
         timeout_ms=9000,
     )
     await create()
@@ -124,7 +126,11 @@ async def test_the_create_topics_request_and_its_errors() -> None:
         50,
         3,
     )
-    assert dict(topic.configs) == {"cleanup.policy": "compact"}
+    assert dict(topic.configs) == {
+        "cleanup.policy": "compact",
+        "segment.bytes": "104857600",
+        "compression.type": "producer",
+    }
     assert request.timeout_ms == 9000
     calls.answer = pb.CreateTopicsResponse(
         topics=[

@@ -28,6 +28,12 @@ Rules:
   hands out records of a batch that fails its checks.
 - Control batches (transaction markers; replog writes none) are skipped like Kafka's
   consumer does, but still move the position past them.
+- A compacted topic's batches may be sparse (the log cleaner kept some of their records, at
+  their offsets, or none: the last batch of a producer id stays for its sequence state). The
+  position moves past a batch's last offset delta, not its record count, as Kafka's consumer
+  moves it to the batch's next offset: an answer of empty batches still moves it, and the
+  offsets between kept records are never asked for again. Sparse batches are decoded by the
+  strict decoder (the faster two take offset deltas 0..n-1 only, and leave them to it).
 - With `check.crcs` every returned batch's CRC-32C is verified; a mismatch is a
   `CorruptRecordError` naming the partition and the batch's offset. A partial batch at the end
   of an answer (the broker's byte limit cut it) is ignored: the next fetch starts before it.

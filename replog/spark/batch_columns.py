@@ -63,7 +63,10 @@ compare both columnar decoders with on random and damaged batches):
 - The caller gives batches whose header and CRC-32C were already validated (`validate_batch`),
   none of them a control batch.
 - Every structural rule is checked: exactly `records_count` records filling the region, offset
-  deltas 0..n-1, lengths -1 or more (0 or more for counts and header keys), every field inside
+  deltas 0..n-1 (a sparse batch, rewritten by the log cleaner with fewer records than its
+  offset range, goes to the record-by-record decoder, which takes deltas that only increase
+  up to its last offset delta; the dense batches around it keep the columnar decoders),
+  lengths -1 or more (0 or more for counts and header keys), every field inside
   its record, every body ending exactly at its declared length, varints not longer than 5
   (varlong 10) bytes nor overflowing.
 - At any doubt (a rule broken, a varint the vectorised path does not take), the call decodes
@@ -155,6 +158,17 @@ def decode_batches(
 ) -> BatchColumns:
     """The records of `batches` (each a validated, non-control batch at a position in
     `data`), as columns (module docstring)."""
+    # A check per batch, none per record: a compacted topic's answer may hold sparse batches.
+    if any(h.records_count != h.last_offset_delta + 1 for _, h in batches):
+        return _with_sparse(data, batches, where)
+    return _dense_columns(data, batches, where)
+
+
+def _dense_columns(
+    data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str
+) -> BatchColumns:
+    """`decode_batches` for batches whose offset deltas are 0..n-1 (every batch a producer or
+    a leader builds)."""
     if _compiled is not None:
         try:
             columns = _compiled_columns(data, batches, where)
@@ -166,6 +180,45 @@ def decode_batches(
         return _vectorised(data, batches, where)
     except (_NotVectorised, InvalidRecordError, IndexError):
         return _record_by_record(data, batches, where)
+
+
+def _with_sparse(
+    data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str
+) -> BatchColumns:
+    """`decode_batches` for an answer holding sparse batches (rewritten by the log cleaner:
+    fewer records than offsets, possibly none): each run of dense batches by the columnar
+    decoders, each run of sparse ones by the strict decoder (which takes gaps between offset
+    deltas), the columns joined in order."""
+    parts: list[BatchColumns] = []
+    run: list[tuple[int, BatchHeader]] = []
+    run_sparse = False
+    for item in (*batches, None):
+        sparse = item is not None and item[1].records_count != item[1].last_offset_delta + 1
+        if run and (item is None or sparse != run_sparse):
+            decode = _record_by_record if run_sparse else _dense_columns
+            parts.append(decode(data, run, where))
+            run = []
+        if item is not None:
+            run.append(item)
+            run_sparse = sparse
+    return _joined(parts)
+
+
+def _joined(parts: Sequence[BatchColumns]) -> BatchColumns:
+    """The rows of `parts`, in order, as one `BatchColumns`."""
+    headers: list[tuple[Header, ...]] | None = None
+    if any(part.headers is not None for part in parts):
+        headers = []
+        for part in parts:
+            headers += part.headers if part.headers is not None else [()] * len(part)
+    return BatchColumns(
+        offsets=np.concatenate([part.offsets for part in parts]),
+        timestamps_us=np.concatenate([part.timestamps_us for part in parts]),
+        timestamp_types=np.concatenate([part.timestamp_types for part in parts]),
+        keys=pa.concat_arrays([part.keys for part in parts]),
+        values=pa.concat_arrays([part.values for part in parts]),
+        headers=headers,
+    )
 
 
 def _compiled_columns(

@@ -1,0 +1,206 @@
+"""Reading a compacted topic: a log cleaned by the storage layer's pass (sparse batches, an empty
+producer batch, gaps between offsets; `tests/compacted_log.py`) served by a fake leader through a
+Kafka listener, read by replog's consumer (blocking and asyncio) and by Kafka's own clients.
+
+Kafka's consumer moves its position to a batch's next offset (its last offset delta + 1), not
+past its records: every record the log holds is read once, in order, the position ends at the
+log end offset, an answer of only an empty batch still moves it, and no offset is fetched twice
+(a consumer that counted records would ask again inside a batch it already read, forever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replog import Consumer, TopicPartition
+from replog.aio import Consumer as AsyncConsumer
+from replog.client.fetched_records import decode_fetched, fetched_answer
+from replog.errors import InvalidRecordError
+from replog.kafka.messages.fetch_request import FetchRequest
+from replog.record import build_batch
+from replog.record.header import compute_crc, read_header, validate_batch
+from replog.testing import FakeKafkaBroker, running_fake_kafka_broker
+from tests.compacted_log import CleanedLog, Entry, cleaned_log, leader_fetch
+
+T0 = TopicPartition("t", 0)
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> CleanedLog:
+    found = cleaned_log(tmp_path / "t-0")
+    # What the tests rely on: sparse batches, an empty one first, gaps between batches.
+    assert read_header(found.batches[0]).records_count == 0
+    assert len(found.sparse) >= 3
+    assert read_header(found.batches[0]).base_offset > 0
+    return found
+
+
+@pytest.fixture
+def leader() -> Iterator[FakeKafkaBroker]:
+    with running_fake_kafka_broker() as fake:
+        fake.answer("Metadata", fake.metadata("t"))
+        yield fake
+
+
+def fetch_offsets(broker: FakeKafkaBroker) -> list[int]:
+    return [
+        p.fetch_offset
+        for api, request, _ in list(broker.requests)
+        if api == "Fetch" and isinstance(request, FetchRequest)
+        for t in request.topics
+        for p in t.partitions
+    ]
+
+
+def entries(records: list[Any]) -> list[Entry]:
+    return [(r.offset, r.key, r.value) for r in records]
+
+
+def next_offsets(log: CleanedLog, batches_per_answer: int) -> list[int]:
+    """The offsets a consumer reading `log` from 0 asks for, answer after answer."""
+    asked, position = [0], 0
+    while position < log.end_offset:
+        served = log.answer_from(position, batches_per_answer)
+        headers = [read_header(served[at:]) for at in _frames(served)]
+        position = headers[-1].next_offset
+        asked.append(position)
+    return asked
+
+
+def _frames(data: bytes) -> list[int]:
+    at, found = 0, []
+    while at < len(data):
+        found.append(at)
+        at += read_header(data, at).size_in_bytes
+    return found
+
+
+@pytest.mark.parametrize("batches_per_answer", [1, 2, 100])
+def test_the_consumer_reads_a_cleaned_log_once_in_order_to_its_end(
+    log: CleanedLog, leader: FakeKafkaBroker, batches_per_answer: int
+) -> None:
+    leader.answer("Fetch", leader_fetch(log, batches=batches_per_answer))
+    consumer = Consumer(bootstrap_servers=leader.address, request_timeout_ms=2000)
+    try:
+        consumer.assign([T0])
+        consumer.seek(T0, 0)
+        records: list[Any] = []
+        for _ in range(40):
+            records += consumer.poll(timeout_ms=100).get(T0, [])
+            if consumer.position(T0) == log.end_offset and len(records) >= len(log.entries):
+                break
+        assert entries(records) == log.entries
+        assert consumer.position(T0) == log.end_offset
+    finally:
+        consumer.close()
+    # Each answer's last batch's next offset, then the log end again and again (nothing new).
+    asked = fetch_offsets(leader)
+    expected = next_offsets(log, batches_per_answer)
+    assert asked[: len(expected)] == expected
+    assert set(asked[len(expected) :]) <= {log.end_offset}
+
+
+def test_the_asyncio_consumer_reads_a_cleaned_log(log: CleanedLog, leader: FakeKafkaBroker) -> None:
+    leader.answer("Fetch", leader_fetch(log, batches=1))
+
+    async def read() -> tuple[list[Any], int]:
+        async with AsyncConsumer(bootstrap_servers=leader.address, request_timeout_ms=2000) as c:
+            c.assign([T0])
+            c.seek(T0, 0)
+            records: list[Any] = []
+            for _ in range(40):
+                records += (await c.poll(timeout_ms=100)).get(T0, [])
+                if await c.position(T0) == log.end_offset and len(records) >= len(log.entries):
+                    break
+            return records, await c.position(T0)
+
+    records, position = asyncio.run(read())
+    assert entries(records) == log.entries
+    assert position == log.end_offset
+
+
+def test_an_answer_of_only_an_empty_batch_moves_the_position_past_it(log: CleanedLog) -> None:
+    empty = log.batches[0]
+    header = read_header(empty)
+    completed = fetched_answer(T0, empty, position=0, high_watermark=log.end_offset)
+    assert completed.take(10) == []
+    assert completed.position == header.next_offset > header.base_offset
+
+
+@pytest.mark.parametrize("position", [0, 13, 31, 33])
+def test_a_fetch_from_inside_a_gap_or_a_sparse_batch_returns_what_follows(
+    log: CleanedLog, position: int
+) -> None:
+    data = b"".join(log.batches)
+    completed = decode_fetched(T0, data, position=position, high_watermark=log.end_offset)
+    assert entries(completed.records) == [e for e in log.entries if e[0] >= position]
+    assert completed.next_offset == log.end_offset
+
+
+def test_the_high_watermark_cuts_a_sparse_batch_at_its_kept_records(log: CleanedLog) -> None:
+    sparse = next(b for b in log.sparse if read_header(b).records_count > 0)
+    header = read_header(sparse)
+    kept = [e for e in log.entries if header.base_offset <= e[0] <= header.last_offset]
+    bound = kept[1][0]  # between the batch's first and second kept records
+    completed = decode_fetched(T0, sparse, position=0, high_watermark=bound)
+    assert entries(completed.records) == kept[:1]
+    assert completed.next_offset == bound
+
+
+def test_a_batch_spanning_no_offset_is_refused_even_when_sparse() -> None:
+    """records_count 0 with last_offset_delta -1 would never move a reader's position."""
+    batch = bytearray(build_batch([(0, b"k", b"v", ())]))
+    batch[23:27] = (-1).to_bytes(4, "big", signed=True)  # last_offset_delta
+    batch[57:61] = (0).to_bytes(4, "big", signed=True)  # records_count
+    batch[17:21] = compute_crc(batch, 0, len(batch)).to_bytes(4, "big")
+    with pytest.raises(InvalidRecordError, match="records_count 0"):
+        validate_batch(batch, sparse=True)
+
+
+def test_kafka_python_reads_the_cleaned_log(log: CleanedLog, leader: FakeKafkaBroker) -> None:
+    kafka = pytest.importorskip("kafka")
+    leader.answer("Fetch", leader_fetch(log, batches=1))
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=leader.address, enable_auto_commit=False, api_version=(3, 0)
+    )
+    try:
+        tp = kafka.TopicPartition("t", 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        records: list[Any] = []
+        for _ in range(40):
+            for batch in consumer.poll(timeout_ms=100).values():
+                records += batch
+            if consumer.position(tp) == log.end_offset and len(records) >= len(log.entries):
+                break
+        assert entries(records) == log.entries
+        assert consumer.position(tp) == log.end_offset
+    finally:
+        consumer.close()
+
+
+def test_confluent_kafka_reads_the_cleaned_log(log: CleanedLog, leader: FakeKafkaBroker) -> None:
+    confluent = pytest.importorskip("confluent_kafka")
+    leader.answer("Fetch", leader_fetch(log, batches=1))
+    consumer = confluent.Consumer(
+        {"bootstrap.servers": leader.address, "group.id": "g", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([confluent.TopicPartition("t", 0, 0)])
+        records: list[Entry] = []
+        for _ in range(100):
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                records.append((message.offset(), message.key(), message.value()))
+            position = consumer.position([confluent.TopicPartition("t", 0)])[0].offset
+            if position == log.end_offset and len(records) >= len(log.entries):
+                break
+        assert records == log.entries
+        assert position == log.end_offset
+    finally:
+        consumer.close()

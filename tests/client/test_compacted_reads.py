@@ -16,18 +16,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replog import Consumer, TopicPartition
 from replog.aio import Consumer as AsyncConsumer
-from replog.client.fetched_records import decode_fetched, fetched_answer
+from replog.client.fetched_records import _fast_records, decode_fetched, fetched_answer
 from replog.errors import InvalidRecordError
 from replog.kafka.messages.fetch_request import FetchRequest
-from replog.record import build_batch
+from replog.record import RecordBatch, build_batch
 from replog.record.header import compute_crc, read_header, validate_batch
+from replog.storage.cleaner.batch_filter import BatchFilter
+from replog.storage.cleaner.offset_map import OffsetMap
+from replog.storage.cleaner.transactions import CleanedTransactions
 from replog.testing import FakeKafkaBroker, running_fake_kafka_broker
 from tests.compacted_log import CleanedLog, Entry, cleaned_log, leader_fetch
 
 T0 = TopicPartition("t", 0)
+T0_MS = 1_700_000_000_000
 
 
 @pytest.fixture
@@ -204,3 +210,93 @@ def test_confluent_kafka_reads_the_cleaned_log(log: CleanedLog, leader: FakeKafk
         assert position == log.end_offset
     finally:
         consumer.close()
+
+
+# --- sparse batches decode as the strict decoder decodes them --------------------------------
+
+
+def sparse_batch(values: list[bytes | None], kept: list[bool], **options: Any) -> bytes:
+    """A batch of `values` (key k<i>) rewritten by the log cleaner's filter keeping the
+    records `kept` says (the others superseded by a later offset of their key)."""
+    offsets = OffsetMap(24 * (2 * len(values) + 8))  # the map fills to 0.9 of its slots
+    for i, keep in enumerate(kept):
+        offsets.put(b"k%d" % i, i if keep else 1 << 40)
+    cleaner = BatchFilter(
+        offsets,
+        now_ms=T0_MS,
+        delete_retention_ms=1 << 40,
+        last_batches={},
+        transactions=CleanedTransactions(),
+    )
+    dense = build_batch(
+        [(T0_MS + i, b"k%d" % i, value, ()) for i, value in enumerate(values)], **options
+    )
+    cleaned = cleaner.filter(dense)
+    assert cleaned is not None
+    return cleaned
+
+
+def strict(batch: bytes, position: int, bound: int) -> list[Entry]:
+    return [
+        (r.offset, r.key, r.value)
+        for r in RecordBatch.parse(batch, sparse=True).records()
+        if position <= r.offset < bound
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.lists(
+        st.tuples(st.one_of(st.none(), st.binary(max_size=300)), st.booleans()),
+        min_size=1,
+        max_size=150,
+    ).filter(lambda rows: any(keep for _, keep in rows)),
+    cut=st.tuples(st.integers(0, 160), st.integers(0, 160)),
+)
+def test_sparse_batches_decode_fast_as_the_strict_decoder_decodes_them(
+    data: list[tuple[bytes | None, bool]], cut: tuple[int, int]
+) -> None:
+    values, kept = [v for v, _ in data], [k for _, k in data]
+    batch = sparse_batch(values, kept)
+    header = read_header(batch)
+    position, bound = min(cut), max(cut)
+    fast = _fast_records(T0, header, batch, 61, len(batch), 0, position, bound)
+    # The fast path's shapes: varints of one or two bytes (a kept tombstone's batch gets a
+    # delete horizon as its base timestamp, and timestamp deltas past that).
+    if all(v is not None and len(v) < 120 for v in values):
+        assert fast is not None
+    if fast is not None:
+        assert entries(fast) == strict(batch, position, bound)
+    completed = decode_fetched(T0, batch, position=position, high_watermark=bound)
+    assert entries(completed.records) == strict(batch, position, bound)
+
+
+@pytest.mark.parametrize(
+    ("changed", "why"),
+    [
+        ([0, 2, 2], "offset delta 2, expected 3 to 3"),
+        ([1, 1, 3], "offset delta 1, expected 2"),
+        ([0, 3, 3], "offset delta 3, expected 4 to 3"),
+    ],
+)
+def test_a_sparse_batch_whose_deltas_do_not_increase_is_left_to_the_strict_decoder(
+    changed: list[int], why: str
+) -> None:
+    batch = bytearray(sparse_batch([b"a", b"b", b"c", b"d"], [True, False, True, True]))
+    # Records at deltas 0, 2, 3, changed to `changed` (each record: its length, attributes,
+    # timestamp delta, then the offset delta's byte).
+    at, deltas = 61, []
+    while at < len(batch):
+        length = batch[at] >> 1
+        deltas.append(at + 3)
+        at += 1 + length
+    assert [batch[d] >> 1 for d in deltas] == [0, 2, 3]
+    for at, delta in zip(deltas, changed, strict=True):
+        batch[at] = delta << 1
+    batch[17:21] = compute_crc(batch, 0, len(batch)).to_bytes(4, "big")
+    damaged = bytes(batch)
+    assert _fast_records(T0, read_header(damaged), damaged, 61, len(damaged), 0, 0, 10) is None
+    completed = decode_fetched(T0, damaged, position=0, high_watermark=10)
+    assert completed.records == []  # a damaged batch yields none of its records
+    assert isinstance(completed.error, InvalidRecordError)
+    assert why in str(completed.error)

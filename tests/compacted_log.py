@@ -5,7 +5,8 @@ what reads compacted topics (replog's consumer, the Spark source, Kafka's client
 few keys (one of them an idempotent producer's, every record of it superseded later), cleans it
 with the storage layer's pass (`clean_log`) and keeps its batches as a leader would serve
 them: sparse batches (fewer records than offsets), an empty one (the producer's last batch),
-gaps between offsets. `leader_fetch` answers a Fetch from those batches, a few per answer,
+gaps between offsets. `sparse_batch` rewrites one batch with the cleaner's own filter, keeping
+the records asked for. `leader_fetch` answers a Fetch from those batches, a few per answer,
 from the fetch offset asked for, as a leader does.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from replog.kafka.messages.fetch_request import FetchRequest
 from replog.kafka.messages.fetch_response import (
@@ -25,9 +27,10 @@ from replog.kafka.protocol.codec import Message
 from replog.record import RecordBatch, build_batch
 from replog.record.header import read_header
 from replog.storage import Log, LogConfig
-from replog.storage.cleaner.batch_filter import ProducerLastBatch
+from replog.storage.cleaner.batch_filter import BatchFilter, ProducerLastBatch
 from replog.storage.cleaner.log_cleaning import clean_log
 from replog.storage.cleaner.offset_map import OffsetMap
+from replog.storage.cleaner.transactions import CleanedTransactions
 
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
@@ -99,6 +102,27 @@ def cleaned_log(directory: Path) -> CleanedLog:
         for record in RecordBatch.parse(batch, sparse=True).records()
     ]
     return CleanedLog(batches, entries, end_offset)
+
+
+def sparse_batch(values: list[bytes | None], kept: list[bool], **options: Any) -> bytes:
+    """A batch of `values` (key k<i>) rewritten by the log cleaner's filter keeping the
+    records `kept` says (the others superseded by a later offset of their key)."""
+    offsets = OffsetMap(24 * (2 * len(values) + 8))  # the map fills to 0.9 of its slots
+    for i, keep in enumerate(kept):
+        offsets.put(b"k%d" % i, i if keep else 1 << 40)
+    cleaner = BatchFilter(
+        offsets,
+        now_ms=T0,
+        delete_retention_ms=1 << 40,
+        last_batches={},
+        transactions=CleanedTransactions(),
+    )
+    dense = build_batch(
+        [(T0 + i, b"k%d" % i, value, ()) for i, value in enumerate(values)], **options
+    )
+    cleaned = cleaner.filter(dense)
+    assert cleaned is not None
+    return cleaned
 
 
 def _value(round_: int, index: int) -> bytes | None:

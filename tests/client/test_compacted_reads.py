@@ -26,14 +26,10 @@ from replog.errors import InvalidRecordError
 from replog.kafka.messages.fetch_request import FetchRequest
 from replog.record import RecordBatch, build_batch
 from replog.record.header import compute_crc, read_header, validate_batch
-from replog.storage.cleaner.batch_filter import BatchFilter
-from replog.storage.cleaner.offset_map import OffsetMap
-from replog.storage.cleaner.transactions import CleanedTransactions
 from replog.testing import FakeKafkaBroker, running_fake_kafka_broker
-from tests.compacted_log import CleanedLog, Entry, cleaned_log, leader_fetch
+from tests.compacted_log import CleanedLog, Entry, cleaned_log, leader_fetch, sparse_batch
 
 T0 = TopicPartition("t", 0)
-T0_MS = 1_700_000_000_000
 
 
 @pytest.fixture
@@ -213,27 +209,6 @@ def test_confluent_kafka_reads_the_cleaned_log(log: CleanedLog, leader: FakeKafk
 
 
 # --- sparse batches decode as the strict decoder decodes them --------------------------------
-
-
-def sparse_batch(values: list[bytes | None], kept: list[bool], **options: Any) -> bytes:
-    """A batch of `values` (key k<i>) rewritten by the log cleaner's filter keeping the
-    records `kept` says (the others superseded by a later offset of their key)."""
-    offsets = OffsetMap(24 * (2 * len(values) + 8))  # the map fills to 0.9 of its slots
-    for i, keep in enumerate(kept):
-        offsets.put(b"k%d" % i, i if keep else 1 << 40)
-    cleaner = BatchFilter(
-        offsets,
-        now_ms=T0_MS,
-        delete_retention_ms=1 << 40,
-        last_batches={},
-        transactions=CleanedTransactions(),
-    )
-    dense = build_batch(
-        [(T0_MS + i, b"k%d" % i, value, ()) for i, value in enumerate(values)], **options
-    )
-    cleaned = cleaner.filter(dense)
-    assert cleaned is not None
-    return cleaned
 
 
 def strict(batch: bytes, position: int, bound: int) -> list[Entry]:

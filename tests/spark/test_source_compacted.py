@@ -1,8 +1,11 @@
 """The Spark source over a compacted topic: a log cleaned by the storage layer's pass (sparse
 batches, an empty producer batch, gaps between offsets; `tests/compacted_log.py`).
 
-- The columnar decoders take the dense batches of an answer and the strict decoder its sparse
-  ones, the rows joined in offset order: the same rows as the strict decoder gives for all.
+- The columnar decoders take the dense batches of an answer and the numpy decoder's
+  record-by-record step its sparse ones (offsets from their deltas), the rows joined in offset
+  order: the same rows as the strict decoder gives for all, over batches the cleaner's own
+  filter rewrote (a Hypothesis property); deltas that do not increase are left to the strict
+  decoder, which names them.
 - A task's range read over the cleaned log returns every record the range holds, once, and
   ends: the offsets the cleaner removed (inside the range, at its start, at its end) are not
   data loss and are never asked for again; an answer of only an empty batch moves the read on.
@@ -16,17 +19,20 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
+from replog.errors import InvalidRecordError
 from replog.record import RecordBatch, build_batch
-from replog.record.header import read_header
-from replog.spark import range_reader
+from replog.record.header import compute_crc, read_header
+from replog.spark import batch_columns, range_reader
 from replog.spark.batch_columns import decode_batches
 from replog.spark.options import Mode, parse_options
 from replog.spark.partition_fetcher import FetchAnswer
 from replog.spark.planning import OffsetRange
-from tests.compacted_log import CleanedLog, Entry, cleaned_log
+from tests.compacted_log import CleanedLog, Entry, cleaned_log, sparse_batch
 
 SCHEMA = to_arrow_schema(
     StructType(
@@ -149,3 +155,73 @@ def test_a_range_over_a_cleaned_log_reads_what_it_holds_and_ends(
         assert found == [e for e in log.entries if start <= e[0] < end]
         assert len(fetcher.asked) == len(set(fetcher.asked))  # never the same offset twice
     assert not [r for r in caplog.records if "lost" in r.getMessage()]
+
+
+def walk(data: bytes) -> list[tuple[int, Any]]:
+    found, at = [], 0
+    while at < len(data):
+        header = read_header(data, at)
+        found.append((at, header))
+        at += header.size_in_bytes
+    return found
+
+
+def rows(columns: Any) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    return list(
+        zip(
+            columns.offsets.tolist(),
+            columns.timestamps_us.tolist(),
+            columns.keys.to_pylist(),
+            columns.values.to_pylist(),
+            strict=True,
+        )
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.one_of(st.none(), st.binary(max_size=200)), st.booleans()),
+            min_size=1,
+            max_size=120,
+        ).filter(lambda rows: any(keep for _, keep in rows)),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_sparse_batches_decode_with_numpy_as_the_strict_decoder_decodes_them(
+    answer: list[list[tuple[bytes | None, bool]]],
+) -> None:
+    batches, base = [], 0
+    for spec in answer:
+        batches.append(sparse_batch([v for v, _ in spec], [k for _, k in spec], base_offset=base))
+        base += len(spec) + 3
+    data = b"".join(batches)
+    found = walk(data)
+    expected = [
+        (r.offset, r.timestamp * 1000, r.key, r.value)
+        for at, _ in found
+        for r in RecordBatch.parse(data, at, sparse=True).records()
+    ]
+    sparse = [(at, h) for at, h in found if h.records_count != h.last_offset_delta + 1]
+    if sparse:
+        assert rows(batch_columns._sparse_vectorised(data, sparse, "t-0")) == [
+            e for e in expected if any(h.base_offset <= e[0] <= h.last_offset for _, h in sparse)
+        ]
+    assert rows(decode_batches(memoryview(data), found, where="t-0")) == expected
+
+
+def test_sparse_deltas_that_do_not_increase_are_the_strict_decoder_s_error() -> None:
+    batch = bytearray(sparse_batch([b"a", b"b", b"c", b"d"], [True, False, True, True]))
+    at, deltas = 61, []
+    while at < len(batch):
+        deltas.append(at + 3)  # after the length, attributes and timestamp delta bytes
+        at += 1 + (batch[at] >> 1)
+    batch[deltas[2]] = 2 << 1  # deltas 0, 2, 2
+    batch[17:21] = compute_crc(batch, 0, len(batch)).to_bytes(4, "big")
+    found = walk(bytes(batch))
+    with pytest.raises(batch_columns._NotVectorised):
+        batch_columns._sparse_vectorised(bytes(batch), found, "t-0")
+    with pytest.raises(InvalidRecordError, match="offset delta 2, expected 3 to 3"):
+        decode_batches(bytes(batch), found, where="t-0")

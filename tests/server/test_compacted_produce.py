@@ -10,24 +10,41 @@ listener's Produce into a real ReplicaManager over logs in tmp_path.
 - Clients: replog's producer fails the send with `RecordsRejectedError` (an
   `InvalidRecordError`) naming the topic partition and the refused records; confluent-kafka
   and kafka-python get INVALID_RECORD. They talk to a fake broker (`FakeKafkaBroker`) that
-  answers Metadata itself and hands each Produce to the real handlers.
+  answers Metadata itself and hands each Produce to the real handlers, and to the broker's own
+  Kafka listener.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    Endpoint,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
 from replog import Producer
+from replog.aio import Producer as AsyncProducer
 from replog.errors import CorruptRecordError, InvalidRecordError, RecordsRejectedError
 from replog.kafka.messages.produce_request import ProduceRequest
 from replog.kafka.messages.produce_response import ProduceResponse
 from replog.kafka.protocol.codec import Message
 from replog.record import COMPRESSION_GZIP, build_batch
+from replog.server.broker_cores import BrokerCores
+from replog.server.kafka_apis import KafkaApis
+from replog.server.kafka_listener import KafkaListener
 from replog.testing import FakeKafkaBroker, ManualClock, running_fake_kafka_broker
+from tests.metadata.metadata_helpers import bootstrapped, replayed
 from tests.server.test_kafka_produce import (
     corrupt_crc,
     leading,
@@ -36,7 +53,7 @@ from tests.server.test_kafka_produce import (
     request,
     results,
 )
-from tests.server.test_replica_manager import T0, Node
+from tests.server.test_replica_manager import T0, TID, Node
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -204,3 +221,78 @@ def test_kafka_python_gets_invalid_record(fronted: tuple[FakeKafkaBroker, Node])
     finally:
         producer.close()
     assert node.log().log_end_offset == 1
+
+
+# --- through replog's Kafka listener --------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_through_the_kafka_listener_replog_s_and_kafka_s_producers_are_refused(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The broker's own listener in front of the node (its Metadata from an image naming the
+    listener's port): replog's asyncio producer on this loop, kafka-python and confluent-kafka
+    in threads."""
+    node = Node(tmp_path, 1, clock)
+    images: list[MetadataImage] = []
+    apis = KafkaApis(
+        1,
+        cluster_id="c1",
+        image=lambda: images[-1],
+        broker_service=BrokerCores(1, replica_manager=node.rm),
+    )
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0)
+    await listener.start(apis)
+    try:
+        images.append(
+            replayed(
+                bootstrapped(),
+                RegisterBrokerRecord(
+                    1,
+                    UUID(int=1001),
+                    10,
+                    endpoints=(Endpoint("PLAINTEXT", "127.0.0.1", listener.port),),
+                    fenced=False,
+                ),
+                TopicRecord("t", TID),
+                PartitionRecord(TID, 0, (1,), (1,), 1),
+                ConfigRecord(ConfigResourceType.TOPIC, "t", *COMPACT),
+            )
+        )
+        node.rm.apply_image(images[-1])
+        address = f"127.0.0.1:{listener.port}"
+        async with AsyncProducer(
+            bootstrap_servers=address, acks=1, enable_idempotence=False, request_timeout_ms=5000
+        ) as producer:
+            assert (await producer.send("t", b"v", key=b"k", partition=0)).offset == 0
+            with pytest.raises(RecordsRejectedError) as raised:
+                await producer.send("t", b"v", partition=0)
+        assert raised.value.record_errors == ((0, MESSAGE),)
+        assert "t-0" in str(raised.value)
+        assert await asyncio.to_thread(_kafka_python_keyless, address) == "InvalidRecordError"
+        assert await asyncio.to_thread(_confluent_keyless, address) == 87
+        assert node.log().log_end_offset == 1
+    finally:
+        await listener.stop()
+
+
+def _kafka_python_keyless(address: str) -> str:
+    kafka = pytest.importorskip("kafka")
+    producer = kafka.KafkaProducer(bootstrap_servers=address, acks=1, retries=0)
+    try:
+        producer.send("t", value=b"v", partition=0).get(timeout=10)
+    except kafka.errors.KafkaError as error:
+        return type(error).__name__
+    finally:
+        producer.close()
+    return "accepted"
+
+
+def _confluent_keyless(address: str) -> int | None:
+    confluent = pytest.importorskip("confluent_kafka")
+    reports: list[Any] = []
+    producer = confluent.Producer({"bootstrap.servers": address, "acks": 1})
+    producer.produce("t", value=b"v", partition=0, on_delivery=_note(reports))
+    producer.flush(10)
+    (error,) = reports
+    return None if error is None else int(error.code())

@@ -7,7 +7,8 @@ with the storage layer's pass (`clean_log`) and keeps its batches as a leader wo
 them: sparse batches (fewer records than offsets), an empty one (the producer's last batch),
 gaps between offsets. `sparse_batch` rewrites one batch with the cleaner's own filter, keeping
 the records asked for. `leader_fetch` answers a Fetch from those batches, a few per answer,
-from the fetch offset asked for, as a leader does.
+from the fetch offset asked for, as a leader does. `kafka_python_entries` and
+`confluent_entries` read t-0 with Kafka's clients.
 """
 
 from __future__ import annotations
@@ -158,3 +159,47 @@ def leader_fetch(
         )
 
     return answer
+
+
+def kafka_python_entries(address: str, end_offset: int, expected: int) -> tuple[list[Entry], int]:
+    """What kafka-python's consumer of t-0 reads from offset 0 (until it has `expected`
+    records and its position is `end_offset`, or 4 s), and its position."""
+    import kafka
+
+    consumer = kafka.KafkaConsumer(bootstrap_servers=address, enable_auto_commit=False)
+    try:
+        tp = kafka.TopicPartition("t", 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        found: list[Entry] = []
+        for _ in range(40):
+            for records in consumer.poll(timeout_ms=100).values():
+                found += [(r.offset, r.key, r.value) for r in records]
+            if consumer.position(tp) == end_offset and len(found) >= expected:
+                break
+        return found, consumer.position(tp)
+    finally:
+        consumer.close()
+
+
+def confluent_entries(address: str, end_offset: int, expected: int) -> tuple[list[Entry], int]:
+    """`kafka_python_entries` for confluent-kafka's consumer (10 s at most)."""
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": address, "group.id": "g", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition("t", 0, 0)])
+        found: list[Entry] = []
+        position = -1
+        for _ in range(100):
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                found.append((message.offset(), message.key(), message.value()))
+            position = consumer.position([confluent_kafka.TopicPartition("t", 0)])[0].offset
+            if position == end_offset and len(found) >= expected:
+                break
+        return found, position
+    finally:
+        consumer.close()

@@ -27,7 +27,15 @@ from replog.kafka.messages.fetch_request import FetchRequest
 from replog.record import RecordBatch, build_batch
 from replog.record.header import compute_crc, read_header, validate_batch
 from replog.testing import FakeKafkaBroker, running_fake_kafka_broker
-from tests.compacted_log import CleanedLog, Entry, cleaned_log, leader_fetch, sparse_batch
+from tests.compacted_log import (
+    CleanedLog,
+    Entry,
+    cleaned_log,
+    confluent_entries,
+    kafka_python_entries,
+    leader_fetch,
+    sparse_batch,
+)
 
 T0 = TopicPartition("t", 0)
 
@@ -165,47 +173,15 @@ def test_a_batch_spanning_no_offset_is_refused_even_when_sparse() -> None:
 
 
 def test_kafka_python_reads_the_cleaned_log(log: CleanedLog, leader: FakeKafkaBroker) -> None:
-    kafka = pytest.importorskip("kafka")
     leader.answer("Fetch", leader_fetch(log, batches=1))
-    consumer = kafka.KafkaConsumer(
-        bootstrap_servers=leader.address, enable_auto_commit=False, api_version=(3, 0)
-    )
-    try:
-        tp = kafka.TopicPartition("t", 0)
-        consumer.assign([tp])
-        consumer.seek(tp, 0)
-        records: list[Any] = []
-        for _ in range(40):
-            for batch in consumer.poll(timeout_ms=100).values():
-                records += batch
-            if consumer.position(tp) == log.end_offset and len(records) >= len(log.entries):
-                break
-        assert entries(records) == log.entries
-        assert consumer.position(tp) == log.end_offset
-    finally:
-        consumer.close()
+    found, position = kafka_python_entries(leader.address, log.end_offset, len(log.entries))
+    assert (found, position) == (log.entries, log.end_offset)
 
 
 def test_confluent_kafka_reads_the_cleaned_log(log: CleanedLog, leader: FakeKafkaBroker) -> None:
-    confluent = pytest.importorskip("confluent_kafka")
     leader.answer("Fetch", leader_fetch(log, batches=1))
-    consumer = confluent.Consumer(
-        {"bootstrap.servers": leader.address, "group.id": "g", "enable.auto.commit": False}
-    )
-    try:
-        consumer.assign([confluent.TopicPartition("t", 0, 0)])
-        records: list[Entry] = []
-        for _ in range(100):
-            message = consumer.poll(0.1)
-            if message is not None and message.error() is None:
-                records.append((message.offset(), message.key(), message.value()))
-            position = consumer.position([confluent.TopicPartition("t", 0)])[0].offset
-            if position == log.end_offset and len(records) >= len(log.entries):
-                break
-        assert records == log.entries
-        assert position == log.end_offset
-    finally:
-        consumer.close()
+    found, position = confluent_entries(leader.address, log.end_offset, len(log.entries))
+    assert (found, position) == (log.entries, log.end_offset)
 
 
 # --- sparse batches decode as the strict decoder decodes them --------------------------------

@@ -20,19 +20,9 @@ import asyncio
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import pytest
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import (
-    ConfigRecord,
-    ConfigResourceType,
-    Endpoint,
-    PartitionRecord,
-    RegisterBrokerRecord,
-    TopicRecord,
-)
 from replog import Producer
 from replog.aio import Producer as AsyncProducer
 from replog.errors import CorruptRecordError, InvalidRecordError, RecordsRejectedError
@@ -40,11 +30,8 @@ from replog.kafka.messages.produce_request import ProduceRequest
 from replog.kafka.messages.produce_response import ProduceResponse
 from replog.kafka.protocol.codec import Message
 from replog.record import COMPRESSION_GZIP, build_batch
-from replog.server.broker_cores import BrokerCores
-from replog.server.kafka_apis import KafkaApis
-from replog.server.kafka_listener import KafkaListener
 from replog.testing import FakeKafkaBroker, ManualClock, running_fake_kafka_broker
-from tests.metadata.metadata_helpers import bootstrapped, replayed
+from tests.server.compacted_listener import compacted_listener
 from tests.server.test_kafka_produce import (
     corrupt_crc,
     leading,
@@ -53,7 +40,7 @@ from tests.server.test_kafka_produce import (
     request,
     results,
 )
-from tests.server.test_replica_manager import T0, TID, Node
+from tests.server.test_replica_manager import T0, Node
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -233,34 +220,7 @@ async def test_through_the_kafka_listener_replog_s_and_kafka_s_producers_are_ref
     """The broker's own listener in front of the node (its Metadata from an image naming the
     listener's port): replog's asyncio producer on this loop, kafka-python and confluent-kafka
     in threads."""
-    node = Node(tmp_path, 1, clock)
-    images: list[MetadataImage] = []
-    apis = KafkaApis(
-        1,
-        cluster_id="c1",
-        image=lambda: images[-1],
-        broker_service=BrokerCores(1, replica_manager=node.rm),
-    )
-    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0)
-    await listener.start(apis)
-    try:
-        images.append(
-            replayed(
-                bootstrapped(),
-                RegisterBrokerRecord(
-                    1,
-                    UUID(int=1001),
-                    10,
-                    endpoints=(Endpoint("PLAINTEXT", "127.0.0.1", listener.port),),
-                    fenced=False,
-                ),
-                TopicRecord("t", TID),
-                PartitionRecord(TID, 0, (1,), (1,), 1),
-                ConfigRecord(ConfigResourceType.TOPIC, "t", *COMPACT),
-            )
-        )
-        node.rm.apply_image(images[-1])
-        address = f"127.0.0.1:{listener.port}"
+    async with compacted_listener(tmp_path, clock) as (node, address):
         async with AsyncProducer(
             bootstrap_servers=address, acks=1, enable_idempotence=False, request_timeout_ms=5000
         ) as producer:
@@ -272,8 +232,6 @@ async def test_through_the_kafka_listener_replog_s_and_kafka_s_producers_are_ref
         assert await asyncio.to_thread(_kafka_python_keyless, address) == "InvalidRecordError"
         assert await asyncio.to_thread(_confluent_keyless, address) == 87
         assert node.log().log_end_offset == 1
-    finally:
-        await listener.stop()
 
 
 def _kafka_python_keyless(address: str) -> str:

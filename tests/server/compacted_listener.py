@@ -4,6 +4,7 @@ of what clients see of compacted topics through the real listener."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,6 +27,16 @@ from tests.metadata.metadata_helpers import bootstrapped, replayed
 from tests.server.test_replica_manager import TID, Node
 
 
+class _ProducerIds:
+    """Producer ids for InitProducerId, each new (the controller's blocks, in a test)."""
+
+    def __init__(self) -> None:
+        self._next = itertools.count(1000)
+
+    def generate_producer_id(self) -> int:
+        return next(self._next)
+
+
 @asynccontextmanager
 async def compacted_listener(tmp_path: Path, clock: ManualClock) -> AsyncIterator[tuple[Node, str]]:
     """(the node, the listener's address); the listener stops after the block."""
@@ -36,6 +47,7 @@ async def compacted_listener(tmp_path: Path, clock: ManualClock) -> AsyncIterato
         cluster_id="c1",
         image=lambda: images[-1],
         broker_service=BrokerCores(1, replica_manager=node.rm),
+        producer_ids=_ProducerIds(),
     )
     listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0)
     await listener.start(apis)

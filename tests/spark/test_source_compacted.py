@@ -9,11 +9,17 @@ batches, an empty producer batch, gaps between offsets; `tests/compacted_log.py`
 - A task's range read over the cleaned log returns every record the range holds, once, and
   ends: the offsets the cleaner removed (inside the range, at its start, at its end) are not
   data loss and are never asked for again; an answer of only an empty batch moves the read on.
+- A task's real fetcher against a leader that cleaned its own log, through the leader's Kafka
+  listener: each range gives exactly the records the cleaned log holds in it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
+import random
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -29,10 +35,16 @@ from replog.record import RecordBatch, build_batch
 from replog.record.header import compute_crc, read_header
 from replog.spark import batch_columns, range_reader
 from replog.spark.batch_columns import decode_batches
+from replog.spark.fetch_sessions import SessionPool
 from replog.spark.options import Mode, parse_options
 from replog.spark.partition_fetcher import FetchAnswer
 from replog.spark.planning import OffsetRange
-from tests.compacted_log import CleanedLog, Entry, cleaned_log, sparse_batch
+from replog.storage.cleaner.log_cleaning import clean_log
+from replog.storage.cleaner.offset_map import OffsetMap
+from replog.testing import ManualClock
+from tests.compacted_log import T0, CleanedLog, Entry, cleaned_log, sparse_batch
+from tests.server.compacted_listener import compacted_listener
+from tests.server.test_replica_manager import produce
 
 SCHEMA = to_arrow_schema(
     StructType(
@@ -127,6 +139,11 @@ def read(
         },
         Mode.BATCH,
     )
+    return range_entries(options, start, end)
+
+
+def range_entries(options: Any, start: int, end: int) -> list[Entry]:
+    """What a task reading t-0's offsets [start, end) returns, as entries."""
     found: list[Entry] = []
     for batch in range_reader.read_range(OffsetRange("t", 0, start, end), options, SCHEMA):
         found += zip(
@@ -225,3 +242,66 @@ def test_sparse_deltas_that_do_not_increase_are_the_strict_decoder_s_error() -> 
         batch_columns._sparse_vectorised(bytes(batch), found, "t-0")
     with pytest.raises(InvalidRecordError, match="offset delta 2, expected 3 to 3"):
         decode_batches(bytes(batch), found, where="t-0")
+
+
+# --- a Spark task against a real leader that cleaned its log ---------------------------------
+
+
+def test_a_task_reads_a_partition_its_leader_cleaned_through_the_kafka_listener(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader (a node behind its own Kafka listener, on a loop of its own thread) holds
+    300 keyed records, rolled and cleaned by `clean_log`; the task's real fetcher reads ranges
+    of it (the whole log, from inside removed offsets, one ending in removed offsets) and gets
+    exactly the records the cleaned log holds in each."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="compacted-leader", daemon=True)
+    thread.start()
+    listening = compacted_listener(tmp_path, ManualClock())
+    pool = SessionPool()
+    monkeypatch.setattr(range_reader, "worker_sessions", lambda: pool)
+
+    def on_loop(call: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(call, loop).result(30)
+
+    try:
+        node, address = on_loop(listening.__aenter__())
+        for start in range(0, 300, 30):  # batches of 30 records over 40 keys, in random order
+            rows_ = [
+                (T0 + i, b"k%d" % random.Random(7 * i).randrange(40), b"v%d" % i, ())
+                for i in range(start, start + 30)
+            ]
+            on_loop(produce(node, build_batch(rows_), acks=1))
+        kept = on_loop(_cleaned(node))
+        end = node.log().log_end_offset
+        options = parse_options(
+            {"bootstrap.servers": address, "subscribe": "t", "pollTimeoutMs": "5000"}, Mode.BATCH
+        )
+        first_gap = next(b[0] - 1 for a, b in itertools.pairwise(kept) if b[0] - a[0] > 1)
+        for start, stop in [(0, end), (first_gap, end), (0, first_gap)]:
+            assert range_entries(options, start, stop) == [e for e in kept if start <= e[0] < stop]
+    finally:
+        pool.close()
+        on_loop(listening.__aexit__(None, None, None))
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+async def _cleaned(node: Any) -> list[Entry]:
+    """Roll and clean the node's log of t-0; the records it then holds."""
+    log = node.log()
+    log.roll()
+    clean_log(
+        log,
+        OffsetMap(24 * 100),
+        first_dirty=0,
+        first_uncleanable=log.active_segment.base_offset,
+        now_ms=T0,
+        delete_retention_ms=1 << 40,
+    )
+    return [
+        (r.offset, r.key, r.value)
+        for _, batch in log.read_batches(0)
+        for r in RecordBatch.parse(batch, sparse=True).records()
+    ]

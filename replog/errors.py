@@ -26,6 +26,7 @@ Rules:
 from __future__ import annotations
 
 import types
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from replog.error_codes import ERRORS_BY_CODE, KAFKA_ERRORS, ErrorSpec
@@ -307,6 +308,16 @@ class GroupSubscribedToTopicError(KafkaError, code=86):
 
 class InvalidRecordError(KafkaError, code=87):
     """A batch that is well framed and CRC-valid but breaks a record-level rule."""
+
+
+class RecordsRejectedError(InvalidRecordError):
+    """Records of a produce refused one by one (Kafka's RecordValidationException), e.g. a
+    record without a key on a compacted topic: `record_errors` holds (the record's index in
+    its batch, why) for each, which a Produce answer v8+ carries."""
+
+    def __init__(self, message: str, record_errors: Sequence[tuple[int, str]] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
 
 
 class InvalidUpdateVersionError(KafkaError, code=95):

@@ -229,6 +229,7 @@ def log_dirs(
                         start,
                         end,
                         high,
+                        replica_offsets_tag.decode_dirty_ratio(p.unknown_tagged_fields),
                     )
                 )
         dirs.append(m.LogDirDescription(result.log_dir, error(result.error_code), tuple(replicas)))

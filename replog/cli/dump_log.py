@@ -9,6 +9,12 @@ their position. An index prints one line per entry, and stops at the first entry
 of order or outside its segment (its `.log`, when next to it), naming its byte position. A
 producer snapshot prints one line per producer, or what fails its checks.
 The exit code is 1 when anything invalid was found.
+
+A compacted log's cleaned segments print as Kafka prints them, and say what the cleaner did:
+a batch holding fewer records than its offset range (the cleaner kept some, or none: the last
+batch of a producer id stays for its sequence) ends with `cleaned: true` and how many offsets
+it spans, a batch whose tombstones have a delete horizon shows `deleteHorizonMs` (KIP-534), and
+offsets missing between two batches are a `gap:` line before the second.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ from replog.errors import CorruptProducerSnapshotError, ReplogError
 from replog.record.batch import RecordBatch
 from replog.record.compression import codec_name
 from replog.record.header import (
+    DELETE_HORIZON_FLAG_MASK,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     RECORD_BATCH_OVERHEAD,
+    BatchHeader,
     compute_crc,
     read_frame,
     read_header,
@@ -75,6 +83,8 @@ def dump_segment(
     limit = size if max_bytes is None else min(size, max_bytes)
     damaged = 0
     position = 0
+    # The offset after the previous batch; the first is the segment's base (from its name).
+    expected = base_offset_of(path)
     with open(path, "rb") as f:
         while position < limit:
             f.seek(position)
@@ -102,6 +112,9 @@ def dump_segment(
             header = read_header(data)
             crc_valid = compute_crc(data, 0, batch_size) == header.crc
             damaged |= not crc_valid or header.magic != 2
+            if expected is not None and header.base_offset > expected:
+                out.write(_gap(expected, header.base_offset))
+            expected = header.next_offset
             out.write(
                 f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
                 f"count: {header.records_count} baseSequence: {header.base_sequence} "
@@ -113,7 +126,7 @@ def dump_segment(
                 f"{'LogAppendTime' if header.is_log_append_time else 'CreateTime'}: "
                 f"{header.max_timestamp} size: {batch_size} magic: {header.magic} "
                 f"compresscodec: {codec_name(header.compression_codec)} "
-                f"crcValid: {str(crc_valid).lower()}\n"
+                f"crcValid: {str(crc_valid).lower()}{_cleaned(header)}\n"
             )
             if print_data and crc_valid:
                 damaged |= _print_records(data, path, position, out)
@@ -123,9 +136,29 @@ def dump_segment(
     return int(bool(damaged))
 
 
+def _gap(first: int, next_base: int) -> str:
+    """The line for offsets [first, next_base) that no batch holds (the log cleaner removed
+    them)."""
+    count = next_base - first
+    return f"gap: offsets {first} to {next_base - 1} ({count}) not in the segment\n"
+
+
+def _cleaned(header: BatchHeader) -> str:
+    """What the log cleaner left visible in a batch's header: a delete horizon (KIP-534), and
+    fewer records than offsets (the rest removed)."""
+    shown = ""
+    if header.attributes & DELETE_HORIZON_FLAG_MASK:
+        shown += f" deleteHorizonMs: {header.base_timestamp}"
+    span = header.last_offset_delta + 1
+    if header.records_count != span:
+        shown += f" cleaned: true offsets: {span}"
+    return shown
+
+
 def _print_records(data: bytes, path: str, position: int, out: TextIO) -> int:
     try:
-        batch = RecordBatch.parse(data, where=f"{path} at byte {position}")
+        # sparse: a compacted log's cleaned batch has fewer records than offsets.
+        batch = RecordBatch.parse(data, where=f"{path} at byte {position}", sparse=True)
         timestamp_type = "LogAppendTime" if batch.header.is_log_append_time else "CreateTime"
         for record in batch.records():
             key_size = -1 if record.key is None else len(record.key)

@@ -8,15 +8,17 @@ Output: Kafka's lines -- `Querying brokers for log directories information`, the
 log directory information from brokers 1,2,3` -- then a table, one line per replica (a log dir
 holding none, or failing, gets one line of its own, `-` in the replica's columns):
 
-    BROKER  LOG-DIR   PARTITION  SIZE  OFFSET-LAG  FUTURE  LOG-START  LOG-END  HW  ERROR
+    BROKER  LOG-DIR   PARTITION  SIZE  OFFSET-LAG  FUTURE  LOG-START  LOG-END  HW  DIRTY-RATIO
     1       /data/n1  t-0        1234  0           no      0          10       10  -
+
+(and an ERROR column last, `-` for a dir that answered)
 
 With `--json`, only Kafka's JSON document, on one line (what kafka-log-dirs.sh prints after its
 two lines):
 
     {"version":1,"brokers":[{"broker":1,"logDirs":[{"logDir":"/data/n1","error":null,
      "partitions":[{"partition":"t-0","size":1234,"offsetLag":0,"isFuture":false,
-     "logStartOffset":0,"logEndOffset":10,"highWatermark":10}]}]}]}
+     "logStartOffset":0,"logEndOffset":10,"highWatermark":10,"dirtyRatio":null}]}]}]}
 
 Rules:
 - Brokers come from the cluster (DescribeCluster, through the usual bootstrap: Kafka listeners
@@ -29,6 +31,10 @@ Rules:
   LOG-END and HW) are replog's additions, carried in replog's tagged field of the answer
   (`replog.kafka.replica_offsets_tag`; -1 from a broker without it), so the replicas'
   progress can be compared.
+- `dirtyRatio` (DIRTY-RATIO) is a compacted log's dirty ratio, the log cleaner's (its bytes
+  not cleaned yet over its bytes below the active segment and the high watermark, from the
+  log dir's cleaner-offset-checkpoint), to 3 decimals in the table; null (`-`) for a log that
+  does not compact, or from a broker that does not send replog's tag for it.
 - `--topic-list a,b` keeps only those topics' replicas (every topic, internal ones included, by
   default). Brokers are listed in id order; partitions as each broker lists them.
 - A broker that does not answer (down, or still recovering its logs) is one stderr line naming
@@ -109,6 +115,7 @@ def broker_json(broker_id: int, described: DescribeLogDirsResponse) -> dict[str,
                         "logStartOffset": r.log_start_offset,
                         "logEndOffset": r.log_end_offset,
                         "highWatermark": r.high_watermark,
+                        "dirtyRatio": r.dirty_ratio,
                     }
                     for r in d.replicas
                 ],
@@ -127,7 +134,7 @@ def document(answers: Mapping[int, DescribeLogDirsResponse]) -> dict[str, Any]:
 
 TABLE_HEADER = (
     "BROKER", "LOG-DIR", "PARTITION", "SIZE", "OFFSET-LAG", "FUTURE", "LOG-START", "LOG-END", "HW",
-    "ERROR",
+    "DIRTY-RATIO", "ERROR",
 )  # fmt: skip
 
 
@@ -139,7 +146,7 @@ def table(answers: Mapping[int, DescribeLogDirsResponse]) -> list[list[str]]:
             head = [str(broker_id), d.log_dir]
             error = "-" if d.error is None else d.error.error_name
             if not d.replicas:
-                lines.append([*head, *["-"] * 7, error])
+                lines.append([*head, *["-"] * 8, error])
             for r in d.replicas:
                 lines.append(
                     [
@@ -151,6 +158,7 @@ def table(answers: Mapping[int, DescribeLogDirsResponse]) -> list[list[str]]:
                         str(r.log_start_offset),
                         str(r.log_end_offset),
                         str(r.high_watermark),
+                        "-" if r.dirty_ratio is None else f"{r.dirty_ratio:.3f}",
                         error,
                     ]
                 )
@@ -220,7 +228,7 @@ def register(commands: Any) -> None:
     )
     describe = action(
         "describe",
-        "each broker's log dirs and the size and offsets of every replica in them",
+        "each broker's log dirs and the size, offsets and dirty ratio of every replica in them",
         run_describe,
     )
     describe.set_defaults(command_property=None)

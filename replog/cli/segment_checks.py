@@ -3,8 +3,11 @@
 - A `.log` segment: every batch frames (a sane `batch_length`, wholly present), is magic 2,
   passes its CRC-32C and has records_count == last_offset_delta + 1 (`validate_batch`); the
   first batch's base offset is the segment's base (its file name) and each next batch starts
-  right after the one before (replog never compacts: a gap or an overlap is damage). Bytes
-  that do not frame end the walk of that segment: nothing after them can be framed.
+  right after the one before (a gap or an overlap is damage). In a compacted log (`compacted`)
+  the log cleaner leaves sparse batches (0 <= records_count <= last_offset_delta + 1) and
+  gaps (from the segment's base, between batches, between segments); an overlap is still
+  damage. Bytes that do not frame end the walk of that segment: nothing after them can be
+  framed.
 - A `.index` (offset index): whole 8-byte entries; offsets (relative to the segment base, so
   never negative) strictly ascending; positions strictly ascending and inside the `.log`; given
   the segment's batches, each position is where a batch holding the entry's offset starts
@@ -13,7 +16,8 @@
   entry's position holds that offset).
 - A `.timeindex`: whole 12-byte entries; timestamps never decreasing; offsets never
   decreasing, not below the segment base and, given the segment's batches, below its end.
-- Across segments: each segment starts where the one before it ends.
+- Across segments: each segment starts where the one before it ends (at or after it, in a
+  compacted log).
 
 Each problem names the file, the byte position in it and the offset where known, and what is
 wrong. An index is reported at its first bad entry only: the entries after it are read
@@ -169,8 +173,9 @@ def first_index_problem(path: str, entries: Iterator[IndexEntry]) -> Problem | N
     return None
 
 
-def walk_segment(path: str, base_offset: int) -> SegmentBatches:
-    """Read a `.log` segment batch by batch (module docstring)."""
+def walk_segment(path: str, base_offset: int, *, compacted: bool = False) -> SegmentBatches:
+    """Read a `.log` segment batch by batch (module docstring; `compacted`: a log the cleaner
+    may have rewritten)."""
     found = SegmentBatches(base_offset, next_offset=base_offset)
     size = os.path.getsize(path)
     position = 0
@@ -210,14 +215,18 @@ def walk_segment(path: str, base_offset: int) -> SegmentBatches:
             data = frame + f.read(batch_size - LOG_OVERHEAD)
             where = f"{path} at byte {position}"
             try:
-                header = validate_batch(data, where=where)
+                header = validate_batch(data, where=where, sparse=compacted)
             except (CorruptRecordError, InvalidRecordError) as exc:
                 what = str(exc).removeprefix(f"{where}: ")
                 found.problems.append(Problem(path, position, batch_base, what))
                 expected = None  # its offsets cannot be trusted: the next batch is not judged
                 position += batch_size
                 continue
-            if expected is not None and header.base_offset != expected:
+            if (
+                expected is not None
+                and header.base_offset != expected
+                and not (compacted and header.base_offset > expected)
+            ):
                 kind = "a gap" if header.base_offset > expected else "an overlap"
                 found.problems.append(
                     Problem(

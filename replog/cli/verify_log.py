@@ -11,6 +11,12 @@ position and the offset where known, and what is wrong; a summary line ends the 
 `--json` prints one document instead (`problems`, each with `file`, `position`, `offset`,
 `problem`; `clean`; counts).
 
+A compacted partition's segments hold what the log cleaner left: batches with fewer records
+than offsets, and gaps between batches and between segments. Those are not damage for a
+partition the log dir's `cleaner-offset-checkpoint` lists (the cleaner has cleaned it), nor
+for any partition with `--compacted`; overlaps and every other check still apply. A
+checkpoint file that does not read is a problem of its own.
+
 Exit code 0 only when nothing is wrong, 1 otherwise. Nothing is written: run it on a stopped
 node (a running one may be appending to its last segment). A batch damaged below the recovery
 point is served by its leader and refused by followers (CORRUPT_MESSAGE, the
@@ -35,13 +41,19 @@ from replog.cli.segment_checks import (
     time_index_entries,
     walk_segment,
 )
-from replog.errors import ReplogError
+from replog.errors import CorruptCheckpointError, ReplogError
+from replog.storage.cleaner.cleaner_checkpoint import CleanerCheckpoint
 
 
 def register(commands: Any) -> None:
     parser = add_documented_command(commands, "verify-log", __doc__)
     parser.add_argument("directory", metavar="DIR", help="a log dir, or one partition directory")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument(
+        "--compacted",
+        action="store_true",
+        help="allow the log cleaner's gaps and sparse batches in every partition",
+    )
     parser.set_defaults(run=run)
 
 
@@ -54,7 +66,7 @@ class Verification:
 
 
 def run(args: argparse.Namespace) -> int:
-    found = verify_directory(args.directory)
+    found = verify_directory(args.directory, compacted=args.compacted)
     if args.json:
         print(
             json.dumps(
@@ -80,15 +92,17 @@ def run(args: argparse.Namespace) -> int:
     return 1 if found.problems else 0
 
 
-def verify_directory(directory: str) -> Verification:
+def verify_directory(directory: str, *, compacted: bool = False) -> Verification:
     """Check DIR as a partition directory if it holds segments, else each partition directory
-    in it (module docstring)."""
+    in it (module docstring); `compacted`: every partition may have been cleaned."""
     if not os.path.isdir(directory):
         raise ReplogError(f"{directory}: not a directory")
     found = Verification()
     if _segments(directory):
+        log_dir = os.path.dirname(os.path.abspath(directory))
         partitions = [directory]
     else:
+        log_dir = directory
         partitions = sorted(
             path
             for path in (os.path.join(directory, name) for name in os.listdir(directory))
@@ -98,9 +112,22 @@ def verify_directory(directory: str) -> Verification:
         raise ReplogError(
             f"{directory}: holds no segment (.log) files and no partition directory with any"
         )
+    cleaned = _cleaned_partitions(log_dir, found)
     for partition in partitions:
-        _verify_partition(partition, found)
+        _verify_partition(partition, found, compacted or os.path.basename(partition) in cleaned)
     return found
+
+
+def _cleaned_partitions(log_dir: str, found: Verification) -> set[str]:
+    """The directory names ("topic-partition") of the partitions the log dir's
+    `cleaner-offset-checkpoint` lists; a file that does not read is a problem, and lists none."""
+    checkpoint = CleanerCheckpoint(log_dir)
+    try:
+        entries = checkpoint.read()
+    except CorruptCheckpointError as exc:
+        found.problems.append(Problem(checkpoint.path, 0, None, str(exc)))
+        return set()
+    return {f"{topic}-{partition}" for topic, partition in entries}
 
 
 def _segments(directory: str) -> list[tuple[int, str]]:
@@ -114,12 +141,16 @@ def _segments(directory: str) -> list[tuple[int, str]]:
     return sorted(segments)
 
 
-def _verify_partition(directory: str, found: Verification) -> None:
+def _verify_partition(directory: str, found: Verification, compacted: bool) -> None:
     found.partitions += 1
     previous_end: int | None = None
     for base_offset, log_path in _segments(directory):
         found.segments += 1
-        if previous_end is not None and base_offset != previous_end:
+        if (
+            previous_end is not None
+            and base_offset != previous_end
+            and not (compacted and base_offset > previous_end)
+        ):
             found.problems.append(
                 Problem(
                     log_path,
@@ -129,7 +160,7 @@ def _verify_partition(directory: str, found: Verification) -> None:
                     f"offset {previous_end - 1}",
                 )
             )
-        batches = walk_segment(log_path, base_offset)
+        batches = walk_segment(log_path, base_offset, compacted=compacted)
         found.batches += len(batches.starts)
         found.problems.extend(batches.problems)
         stem = log_path.removesuffix(".log")

@@ -28,6 +28,13 @@ Rules:
   hands out records of a batch that fails its checks.
 - Control batches (transaction markers; replog writes none) are skipped like Kafka's
   consumer does, but still move the position past them.
+- A compacted topic's batches may be sparse (the log cleaner kept some of their records, at
+  their offsets, or none: the last batch of a producer id stays for its sequence state). The
+  position moves past a batch's last offset delta, not its record count, as Kafka's consumer
+  moves it to the batch's next offset: an answer of empty batches still moves it, and the
+  offsets between kept records are never asked for again. Sparse batches are decoded by
+  `_fast_records` (whose check of offset deltas takes gaps on a branch dense batches never
+  take) or the strict decoder; `_uniform_records` takes deltas 0..n-1 only.
 - With `check.crcs` every returned batch's CRC-32C is verified; a mismatch is a
   `CorruptRecordError` naming the partition and the batch's offset. A partial batch at the end
   of an answer (the broker's byte limit cut it) is ignored: the next fetch starts before it.
@@ -382,9 +389,19 @@ def _fast_records(
     with short keys and values; for anything else, and at any structural doubt, it returns
     None (or raises IndexError / _NotFast) and the caller decodes the batch with the strict
     decoder, which also words the errors.
+
+    A sparse batch (the log cleaner's: fewer records than offsets) is taken too: its offset
+    deltas only increase, up to the last offset delta. A record whose delta is not its index
+    is checked on its own branch, which a dense batch never takes past its first mismatch
+    (it gives up there): no per-record work is added to dense batches.
     """
     topic, partition = tp
     base_offset = header.base_offset
+    last_offset_delta = header.last_offset_delta
+    sparse = header.records_count != last_offset_delta + 1
+    last_gap = -1  # the offset delta of the latest record whose delta is not its index
+    first_gap = 0  # the index of the first such record
+    gaps = 0  # how many there are
     base_timestamp = header.base_timestamp
     append_time = header.max_timestamp if header.is_log_append_time else None
     epoch = header.partition_leader_epoch
@@ -432,7 +449,24 @@ def _fast_records(
             raw = (raw & 0x7F) | (high << 7)
             pos += 2
         if raw != index << 1:
-            return None
+            # Only in a sparse batch, and each delta above the last: once one record's delta
+            # passed its index, every later one's does too (checked after the loop).
+            delta = raw >> 1
+            if (
+                not sparse
+                or raw & 1
+                or delta < index
+                or delta <= last_gap
+                or delta > last_offset_delta
+            ):
+                return None
+            if not gaps:
+                first_gap = index
+            gaps += 1
+            last_gap = delta
+            offset = base_offset + delta
+        else:
+            offset = base_offset + index
         # keyLength + key (1: the zig-zag form of -1, no key).
         raw = data[pos]
         if raw == 1:
@@ -486,7 +520,6 @@ def _fast_records(
             return None
         if pos != record_end:
             return None
-        offset = base_offset + index
         if offset < position or offset >= bound:
             # Skipped, but still read to the batch's end: a batch is checked whole, wherever
             # the high watermark cuts it (as the strict decoder does), so no record of a
@@ -499,6 +532,8 @@ def _fast_records(
                 (topic, partition, offset, timestamp, timestamp_type, key, value, headers, epoch),
             )
         )
+    if gaps and gaps != header.records_count - first_gap:
+        return None  # a delta back at its index after a gap: not increasing
     return out if pos == end else None
 
 

@@ -165,7 +165,8 @@ def validate_batch(
 
     Checks, in order: enough bytes to frame it, a sane `batch_length`, the whole batch present,
     magic 2, the CRC-32C, and records_count == last_offset_delta + 1 (> 0; with `sparse`, a batch
-    the log cleaner rewrote, 0 <= records_count <= last_offset_delta + 1). `where` names the
+    the log cleaner rewrote, 0 <= records_count <= last_offset_delta + 1 with
+    last_offset_delta >= 0). `where` names the
     batch in error messages (a file and byte position, or a topic-partition). With `defer_crc`
     the last two are left to the caller (`check_crc_and_count`), which must run them before it
     makes the batch visible.
@@ -208,9 +209,10 @@ def check_crc_and_count(
             f"stored {header.crc:#010x}, computed {actual_crc:#010x}"
         )
     count = header.records_count
-    if (count <= 0 or count != header.last_offset_delta + 1) and not (
-        sparse and 0 <= count <= header.last_offset_delta + 1
-    ):
+    delta = header.last_offset_delta
+    # A sparse batch still spans at least one offset: an empty one keeps its producer's state
+    # at the offsets it had, and a reader's position moves past it.
+    if (count <= 0 or count != delta + 1) and not (sparse and 0 <= count <= delta + 1 > 0):
         raise InvalidRecordError(
             f"{where}: records_count {header.records_count} does not equal "
             f"last_offset_delta {header.last_offset_delta} + 1"

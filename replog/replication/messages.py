@@ -306,6 +306,7 @@ class ReplicaLogInfo:
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
+    dirty_ratio: float | None = None  # a compacted log's (the log cleaner's ratio), else None
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ Rules:
 - `fetch` gives a fetch answered at once (records there, an error, no wait asked) in the step
   that read it, and an awaitable for one that waits in the replica manager's purgatory.
 - DescribeLogDirs answers from the replica manager's log manager (`log_dirs.describe_log_dirs`:
-  every log dir and the replicas in it, filtered by topic); like the other data requests it is
+  every log dir and the replicas in it, filtered by topic, with each compacted log's dirty
+  ratio from `replog.storage.cleaner.dirty_ratios`); like the other data requests it is
   refused until the logs are recovered, and refused (UNIMPLEMENTED) for a replica manager
   without a log manager (a test double).
 """
@@ -58,6 +59,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import grpc
 
+from replog.clock import wall_clock_ms
 from replog.errors import (
     CoordinatorLoadInProgressError,
     CorruptRecordError,
@@ -80,6 +82,8 @@ from replog.server.log_dirs import LogView, describe_log_dirs
 from replog.server.loop_turns import yield_turn
 from replog.server.repeat_reads import RepeatReads
 from replog.server.tolerant_service import Refused
+from replog.storage.cleaner.dirty_ratios import dirty_ratios
+from replog.storage.log import Log
 from replog.topic_names import topic_name_problem
 from replog.wire import broker_codec as codec
 
@@ -171,8 +175,10 @@ class BrokerCores:
         replica_manager: BrokerRequests | None = None,
         request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT,
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
+        wall_clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.broker_id = broker_id
+        self._wall_clock = wall_clock  # DescribeLogDirs' dirty ratios (compaction lags)
         self._replica_manager = replica_manager
         self.request_bytes_max = request_bytes_max
         self._on_storage_error = on_storage_error
@@ -353,7 +359,15 @@ class BrokerCores:
                 f"broker {self.broker_id} cannot describe its log dirs: no log manager",
             )
         manager = rm.log_manager
-        return describe_log_dirs(manager.log_dirs, manager.all_logs(), request.topics)
+        logs = manager.all_logs()
+        wanted = set(request.topics)
+        compacted = {
+            key: log
+            for key, log in logs.items()
+            if isinstance(log, Log) and (not wanted or key[0] in wanted)
+        }
+        ratios = dirty_ratios(manager.log_dirs, compacted, self._wall_clock())
+        return describe_log_dirs(manager.log_dirs, logs, request.topics, ratios)
 
     # --- helpers -------------------------------------------------------------------------------
 

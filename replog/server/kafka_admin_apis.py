@@ -36,7 +36,8 @@ Rules:
 - DeleteRecords goes through the gRPC Broker service's DeleteRecords (its refusals, the same
   `ReplicaManager.delete_records` call); DescribeLogDirs through its DescribeLogDirs (this
   broker's dirs), each dir's total and usable bytes read from its file system, each replica
-  with replog's tag of its log start, log end and high watermark (`replica_offsets_tag`, v2+);
+  with replog's tag of its log start, log end and high watermark, and one of a compacted log's
+  dirty ratio (`replica_offsets_tag`, v2+);
   DescribeProducers asks the replica manager for the producers of partitions this broker
   hosts a replica of, leader or follower, as Kafka answers (`ReplicaManager.describe_producers`).
 - The transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit) answer
@@ -1060,5 +1061,8 @@ def _log_dir_partition(r: m.ReplicaLogInfo) -> dldr.DescribeLogDirsPartition:
         is_future_key=r.is_future,
     )
     offsets = ReplicaOffsets(r.log_start_offset, r.log_end_offset, r.high_watermark)
-    partition.unknown_tagged_fields = (replica_offsets_tag.encode(offsets),)
+    tagged = [replica_offsets_tag.encode(offsets)]
+    if r.dirty_ratio is not None:
+        tagged.append(replica_offsets_tag.encode_dirty_ratio(r.dirty_ratio))
+    partition.unknown_tagged_fields = tuple(tagged)
     return partition

@@ -34,8 +34,10 @@ Rules:
   with a failed partition, a partition named twice, a broker not serving data) is a
   `RequestRefusedError`: the listener closes the connection, as Kafka's broker does for a
   failed acks=0 produce. acks=0 gets no response. Null records are empty records.
-  `current_leader` is filled when the replica manager names one; `node_endpoints` and
-  `record_errors` are left empty.
+  `current_leader` is filled when the replica manager names one; `record_errors` when records
+  were refused one by one (a record without a key on a compacted topic: INVALID_RECORD, as
+  Kafka's LogValidator answers; v8+ carry them and the error message, older versions the code
+  alone); `node_endpoints` is left empty.
 - Fetch (v4-18, consumers only) goes through the broker's Fetch core
   (`BrokerCores.fetch`, which the followers' ReplicaFetch stream also calls: its refusals,
   its `ReplicaManager.fetch_or_wait` call and purgatory) with no protobuf in between, inside the
@@ -84,6 +86,7 @@ from replog.errors import (
     InvalidRequestError,
     KafkaError,
     LeaderNotAvailableError,
+    RecordsRejectedError,
     RequestRefusedError,
     UnknownTopicIdError,
 )
@@ -116,6 +119,7 @@ from replog.kafka.messages.offset_for_leader_epoch_response import (
 )
 from replog.kafka.messages.produce_request import ProduceRequest
 from replog.kafka.messages.produce_response import (
+    BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
     PartitionProduceResponse,
     ProduceResponse,
@@ -590,10 +594,19 @@ def _code(error: KafkaError | None) -> int:
 
 def _produce_partition(result: m.ProducePartitionResult, version: int) -> PartitionProduceResponse:
     leader = result.current_leader if version >= PRODUCE_CURRENT_LEADER_VERSION else None
+    error = result.error
     return PartitionProduceResponse(
         index=result.partition,
-        error_code=_code(result.error),
-        error_message=None if result.error is None else str(result.error),
+        error_code=_code(error),
+        error_message=None if error is None else str(error),
+        record_errors=(
+            [
+                BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=text)
+                for index, text in error.record_errors
+            ]
+            if isinstance(error, RecordsRejectedError)
+            else []
+        ),
         base_offset=result.base_offset,
         log_append_time_ms=result.log_append_time_ms,
         log_start_offset=result.log_start_offset,

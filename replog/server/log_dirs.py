@@ -16,7 +16,9 @@ Rules (Kafka's `ReplicaManager.describeLogDirs`, with replog's additions):
   replog moves no replica between dirs, so `is_future` is always false.
 - `error` is None: a log dir that fails takes the whole node down (the broker stops on a
   storage error), so a broker that answers has every dir online.
-- replog adds each replica's `log_start_offset`, `log_end_offset` and `high_watermark`.
+- replog adds each replica's `log_start_offset`, `log_end_offset` and `high_watermark`, and a
+  compacted log's dirty ratio (`dirty_ratios`, computed by the caller:
+  `replog.storage.cleaner.dirty_ratios`); None for the others.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ def offset_lag(high_watermark: int, log_end_offset: int) -> int:
     return max(0, high_watermark - log_end_offset)
 
 
-def replica_info(topic: str, partition: int, log: LogView) -> ReplicaLogInfo:
+def replica_info(
+    topic: str, partition: int, log: LogView, dirty_ratio: float | None = None
+) -> ReplicaLogInfo:
     # Read once each: the log may move between reads, and the answer should be one snapshot
     # per field at least.
     end = log.log_end_offset
@@ -62,6 +66,7 @@ def replica_info(topic: str, partition: int, log: LogView) -> ReplicaLogInfo:
         log_start_offset=log.log_start_offset,
         log_end_offset=end,
         high_watermark=high_watermark,
+        dirty_ratio=dirty_ratio,
     )
 
 
@@ -69,6 +74,7 @@ def describe_log_dirs(
     log_dirs: Sequence[str],
     logs: Mapping[tuple[str, int], LogView],
     topics: Collection[str] = (),
+    dirty_ratios: Mapping[tuple[str, int], float] | None = None,
 ) -> DescribeLogDirsResponse:
     """The log dirs and the replicas in each (module docstring)."""
     wanted = set(topics)
@@ -79,7 +85,8 @@ def describe_log_dirs(
             continue
         parent = os.path.dirname(os.path.abspath(log.directory))
         # A parent not under a configured dir cannot happen with a LogManager; listed anyway.
-        found.setdefault(parent, []).append(replica_info(topic, partition, log))
+        ratio = None if dirty_ratios is None else dirty_ratios.get((topic, partition))
+        found.setdefault(parent, []).append(replica_info(topic, partition, log, ratio))
     return DescribeLogDirsResponse(
         tuple(LogDirDescription(d, None, tuple(replicas)) for d, replicas in found.items())
     )

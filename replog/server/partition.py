@@ -43,6 +43,7 @@ from uuid import UUID
 from quorum.metadata.partition_registration import PartitionRegistration
 from replog.errors import UnknownTopicOrPartitionError
 from replog.record.header import BatchHeader
+from replog.record.keyless import refuse_keyless_records
 from replog.replication.follower_truncation import initial_fetch_offset
 from replog.replication.leader_state import (
     PartitionLeaderState,
@@ -267,7 +268,11 @@ class Partition:
         return False
 
     def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> LogAppendInfo:
-        """Append a produce's batches to the log and record them in the producer table."""
+        """Append a produce's batches to the log and record them in the producer table; a
+        compacted log refuses records without a key (`replog.record.keyless`, Kafka's
+        LogValidator), the only records whose keys a broker reads."""
+        if self.log.config.compacts:
+            refuse_keyless_records(records, self.name)
         base_before = self.log.active_segment.base_offset
         info = self.log.append_as_leader(records, leader_epoch)
         self._record_appended(info.batches, base_before)

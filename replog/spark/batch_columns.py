@@ -63,7 +63,11 @@ compare both columnar decoders with on random and damaged batches):
 - The caller gives batches whose header and CRC-32C were already validated (`validate_batch`),
   none of them a control batch.
 - Every structural rule is checked: exactly `records_count` records filling the region, offset
-  deltas 0..n-1, lengths -1 or more (0 or more for counts and header keys), every field inside
+  deltas 0..n-1 (in a sparse batch, rewritten by the log cleaner with fewer records than its
+  offset range: deltas that only increase, up to its last offset delta; such batches are
+  read by the numpy decoder's record-by-record step, `_one_by_one`, and their offsets taken
+  from the deltas, while the dense batches around them keep the faster paths),
+  lengths -1 or more (0 or more for counts and header keys), every field inside
   its record, every body ending exactly at its declared length, varints not longer than 5
   (varlong 10) bytes nor overflowing.
 - At any doubt (a rule broken, a varint the vectorised path does not take), the call decodes
@@ -155,6 +159,17 @@ def decode_batches(
 ) -> BatchColumns:
     """The records of `batches` (each a validated, non-control batch at a position in
     `data`), as columns (module docstring)."""
+    # A check per batch, none per record: a compacted topic's answer may hold sparse batches.
+    if any(h.records_count != h.last_offset_delta + 1 for _, h in batches):
+        return _with_sparse(data, batches, where)
+    return _dense_columns(data, batches, where)
+
+
+def _dense_columns(
+    data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str
+) -> BatchColumns:
+    """`decode_batches` for batches whose offset deltas are 0..n-1 (every batch a producer or
+    a leader builds)."""
     if _compiled is not None:
         try:
             columns = _compiled_columns(data, batches, where)
@@ -166,6 +181,44 @@ def decode_batches(
         return _vectorised(data, batches, where)
     except (_NotVectorised, InvalidRecordError, IndexError):
         return _record_by_record(data, batches, where)
+
+
+def _with_sparse(
+    data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str
+) -> BatchColumns:
+    """`decode_batches` for an answer holding sparse batches (rewritten by the log cleaner:
+    fewer records than offsets, possibly none): each run of dense batches by the columnar
+    decoders, each run of sparse ones by `_sparse_columns`, the columns joined in order."""
+    parts: list[BatchColumns] = []
+    run: list[tuple[int, BatchHeader]] = []
+    run_sparse = False
+    for item in (*batches, None):
+        sparse = item is not None and item[1].records_count != item[1].last_offset_delta + 1
+        if run and (item is None or sparse != run_sparse):
+            decode = _sparse_columns if run_sparse else _dense_columns
+            parts.append(decode(data, run, where))
+            run = []
+        if item is not None:
+            run.append(item)
+            run_sparse = sparse
+    return _joined(parts)
+
+
+def _joined(parts: Sequence[BatchColumns]) -> BatchColumns:
+    """The rows of `parts`, in order, as one `BatchColumns`."""
+    headers: list[tuple[Header, ...]] | None = None
+    if any(part.headers is not None for part in parts):
+        headers = []
+        for part in parts:
+            headers += part.headers if part.headers is not None else [()] * len(part)
+    return BatchColumns(
+        offsets=np.concatenate([part.offsets for part in parts]),
+        timestamps_us=np.concatenate([part.timestamps_us for part in parts]),
+        timestamp_types=np.concatenate([part.timestamp_types for part in parts]),
+        keys=pa.concat_arrays([part.keys for part in parts]),
+        values=pa.concat_arrays([part.values for part in parts]),
+        headers=headers,
+    )
 
 
 def _compiled_columns(
@@ -583,11 +636,12 @@ class _Fields:
     key_length: Int64s
     value_start: Int64s
     value_length: Int64s
+    offset_delta: Int64s
 
     @staticmethod
     def empty() -> _Fields:
         none = np.zeros(0, dtype=np.int64)
-        return _Fields(none, none, none, none, none)
+        return _Fields(none, none, none, none, none, none)
 
 
 class _BinaryOut:
@@ -738,19 +792,74 @@ def _vectorised(
             )
         keys, values = key_out.array(), value_out.array()
 
-    timestamps = np.repeat(np.array([_base_time(h) for _, h in batches], np.int64), counts)
-    per_record_append, timestamp_types = _append_times(batches, counts, total)
-    if per_record_append is not None:
-        timestamps += np.where(per_record_append, 0, timestamp_delta)
-    else:  # CreateTime only, as producers write: no per-record choice to make
-        timestamps += timestamp_delta
-    timestamps *= 1000
+    timestamps, timestamp_types = _timestamps_us(batches, counts, total, timestamp_delta)
     return BatchColumns(
         offsets=_offsets(batches, counts, total),
         timestamps_us=timestamps,
         timestamp_types=timestamp_types,
         keys=keys,
         values=values,
+        headers=headers,
+    )
+
+
+def _timestamps_us(
+    batches: Sequence[tuple[int, BatchHeader]], counts: Int64s, total: int, deltas: Int64s
+) -> tuple[Int64s, npt.NDArray[np.int32]]:
+    """The `timestamp` column in microseconds (each record's batch's base time plus its
+    delta, or the batch's LogAppendTime) and the `timestampType` column."""
+    timestamps = np.repeat(np.array([_base_time(h) for _, h in batches], np.int64), counts)
+    per_record_append, timestamp_types = _append_times(batches, counts, total)
+    if per_record_append is not None:
+        timestamps += np.where(per_record_append, 0, deltas)
+    else:  # CreateTime only, as producers write: no per-record choice to make
+        timestamps += deltas
+    timestamps *= 1000
+    return timestamps, timestamp_types
+
+
+def _sparse_columns(
+    data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str
+) -> BatchColumns:
+    """`decode_batches` of sparse batches (the log cleaner's: fewer records than offsets)
+    with numpy: every record read by `_one_by_one`, its offset its batch's base plus its own
+    delta, the deltas checked increasing in each batch up to its last offset delta. At any
+    doubt the strict decoder decides (and words the error)."""
+    try:
+        return _sparse_vectorised(data, batches, where)
+    except (_NotVectorised, InvalidRecordError, IndexError):
+        return _record_by_record(data, batches, where)
+
+
+def _sparse_vectorised(
+    data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str
+) -> BatchColumns:
+    counts = np.array([h.records_count for _, h in batches], dtype=np.int64)
+    total = int(counts.sum())
+    if not total:
+        raise _NotVectorised  # empty batches only: nothing to read
+    buffer, spans = _regions(data, batches, where)
+    if len(buffer) >= 1 << 31:
+        raise _NotVectorised  # Arrow's binary offsets into the buffer are int32
+    buf = np.frombuffer(buffer, dtype=np.uint8)
+    pieces, _ = _record_starts(buffer, buf, spans, batches)
+    fields, headers = _one_by_one(buffer, buf, _starts(pieces), None)
+    deltas = fields.offset_delta
+    last = np.repeat(np.array([h.last_offset_delta for _, h in batches], np.int64), counts)
+    first_of_batch = np.zeros(total, dtype=bool)
+    first_of_batch[(np.cumsum(counts) - counts)[counts > 0]] = True
+    rising = np.diff(deltas) > 0
+    if np.any(deltas < 0) or np.any(deltas > last) or np.any(~rising & ~first_of_batch[1:]):
+        raise _NotVectorised
+    bases = np.repeat(np.array([h.base_offset for _, h in batches], np.int64), counts)
+    timestamps, timestamp_types = _timestamps_us(batches, counts, total, fields.timestamp_delta)
+    arrow_buffer = pa.py_buffer(buffer)
+    return BatchColumns(
+        offsets=bases + deltas,
+        timestamps_us=timestamps,
+        timestamp_types=timestamp_types,
+        keys=_binary(buf, arrow_buffer, fields.key_start, fields.key_length),
+        values=_binary(buf, arrow_buffer, fields.value_start, fields.value_length),
         headers=headers,
     )
 
@@ -781,10 +890,11 @@ def _unaligned_words(buf: Bytes) -> Words:
 
 
 def _one_by_one(
-    buffer: Data, buf: Bytes, record_start: Int64s, index: Int64s
+    buffer: Data, buf: Bytes, record_start: Int64s, index: Int64s | None
 ) -> tuple[_Fields, list[tuple[Header, ...]] | None]:
     """The fields of the records at the increasing positions `record_start` (`index`: each
-    one's index in its batch), each varint read at each record's own position (`_varints`)."""
+    one's index in its batch, which its offset delta must be; None: sparse batches, whose
+    deltas the caller checks), each varint read at each record's own position (`_varints`)."""
     words = _unaligned_words(buf)
     body_size, start = _varints(buf, words, record_start, 5)
     end = start + body_size
@@ -794,7 +904,7 @@ def _one_by_one(
         raise _NotVectorised
     timestamp_delta, pos = _varints(buf, words, start + 1, 10)  # after the attributes byte
     offset_delta, pos = _varints(buf, words, pos, 5)
-    if not np.array_equal(offset_delta, index):
+    if index is not None and not np.array_equal(offset_delta, index):
         raise _NotVectorised
     key_length, pos = _varints(buf, words, pos, 5)
     key_start = pos
@@ -819,7 +929,9 @@ def _one_by_one(
             )
     if not np.array_equal(pos, end):
         raise _NotVectorised
-    fields = _Fields(timestamp_delta, key_start, key_length, value_start, value_length)
+    fields = _Fields(
+        timestamp_delta, key_start, key_length, value_start, value_length, offset_delta
+    )
     return fields, headers
 
 

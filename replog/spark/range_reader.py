@@ -39,8 +39,10 @@ Rules:
     a broker behind on metadata, and is asked again).
   OFFSET_OUT_OF_RANGE with the position inside [log start, high watermark) (a leader change in
   between) is fetched again.
-- Offsets missing inside the range because the log skips them (compaction) are not data loss:
-  the range ends once the position (after the last batch read) reaches `end`.
+- Offsets missing inside the range because the log skips them (compaction: sparse batches,
+  empty ones, whole batches removed) are not data loss: the position moves past each batch's
+  last offset delta, not its record count, and the range ends once it reaches `end`, or once an
+  answer's next batch starts at or after `end` (nothing in between is left in the log).
 - `pollTimeoutMs` bounds each wait without progress, as Kafka's poll timeout bounds one poll:
   the timer restarts whenever the position moves and whenever Spark takes a batch (the time
   it spends with a batch is not the fetch's). When it runs out, `ReadTimeoutError` names the
@@ -62,9 +64,7 @@ from replog.client.answer_batches import answer_batches
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
 from replog.errors import OffsetOutOfRangeError, ReplogError, UnknownTopicOrPartitionError
-from replog.record.header import (
-    BatchHeader,
-)
+from replog.record.header import BatchHeader, iter_frames, read_header
 from replog.spark.arrow import ConstantColumns, columns_to_record_batch
 from replog.spark.batch_columns import decode_batches
 from replog.spark.errors import ReadTimeoutError, report_data_loss
@@ -214,14 +214,30 @@ def _batches_to_read(
     [position, bound), and the position after the last complete batch (at most `bound`)."""
     found: list[tuple[int, BatchHeader]] = []
     next_position = position
+    after = 0  # the byte after the last batch read
     # answer_batches reads through struct and crc32c, which take a view as they take bytes.
     for batch_position, header in answer_batches(
         cast(bytes, data), position, bound, check_crcs=check_crcs, name=where, where=where
     ):
         next_position = min(header.next_offset, bound)
+        after = batch_position + header.size_in_bytes
         if not header.is_control:
             found.append((batch_position, header))
+    if next_position < bound and _next_batch_base(data, after, next_position) >= bound:
+        # The leader answers from the position with the next batch it holds: none holds an
+        # offset in [position, bound) (the log cleaner removed them), and the range is read.
+        next_position = bound
     return found, next_position
+
+
+def _next_batch_base(data: bytes | memoryview, start: int, position: int) -> int:
+    """The base offset of the first whole batch from byte `start` that ends after `position`
+    (-1: none)."""
+    for batch_position, _ in iter_frames(data, start):
+        header = read_header(data, batch_position)
+        if header.next_offset > position:
+            return header.base_offset
+    return -1
 
 
 def _timeout(

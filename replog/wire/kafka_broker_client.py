@@ -39,8 +39,10 @@ from typing import Any, Protocol, TypeVar
 
 from replog.errors import (
     ClientClosedError,
+    InvalidRecordError,
     KafkaError,
     MalformedResponseError,
+    RecordsRejectedError,
     RequestTimedOutError,
     answer_error,
     error_for_code,
@@ -84,7 +86,7 @@ from replog.kafka.messages.produce_request import (
     ProduceRequest,
     TopicProduceData,
 )
-from replog.kafka.messages.produce_response import ProduceResponse
+from replog.kafka.messages.produce_response import PartitionProduceResponse, ProduceResponse
 from replog.kafka.protocol.codec import Message
 from replog.replication import messages as m
 from replog.replication.fetch_session import FetchChanges, FetcherSession
@@ -120,6 +122,17 @@ class _Result(Protocol):
 def _error(code: int, message: str | None = None) -> KafkaError | None:
     """The error an answer's code stands for (`answer_error`)."""
     return answer_error(code, message)
+
+
+def _produce_error(topic: str, answer: PartitionProduceResponse) -> KafkaError | None:
+    """A Produce answer's error for one partition; INVALID_RECORD naming the partition, with
+    the records refused one by one when the answer lists them (v8+: a record without a key
+    on a compacted topic, Kafka's record errors)."""
+    error = _error(answer.error_code, answer.error_message)
+    if isinstance(error, InvalidRecordError):
+        refused = [(e.batch_index, e.batch_index_error_message or "") for e in answer.record_errors]
+        error = RecordsRejectedError(f"{topic}-{answer.index}: {error}", refused)
+    return error
 
 
 def _leader(leader_id: int, leader_epoch: int) -> m.LeaderIdAndEpoch | None:
@@ -254,7 +267,7 @@ class KafkaBrokerClient:
                 m.ProducePartitionResult(
                     topic.name,
                     p.index,
-                    _error(p.error_code, p.error_message),
+                    _produce_error(topic.name, p),
                     p.base_offset,
                     p.log_append_time_ms,
                     p.log_start_offset,

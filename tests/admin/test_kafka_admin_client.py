@@ -403,7 +403,10 @@ def test_log_dirs_carry_replogs_offsets_and_keep_the_topics_asked_for(
 ) -> None:
     broker, _ = two
     tagged = dld.DescribeLogDirsPartition(partition_index=0, partition_size=100)
-    tagged.unknown_tagged_fields = (replica_offsets_tag.encode(ReplicaOffsets(1, 9, 8)),)
+    tagged.unknown_tagged_fields = (
+        replica_offsets_tag.encode(ReplicaOffsets(1, 9, 8)),
+        replica_offsets_tag.encode_dirty_ratio(0.25),
+    )
     untagged = dld.DescribeLogDirsPartition(partition_index=0, partition_size=5)
     broker.script(
         "DescribeLogDirs",
@@ -426,6 +429,7 @@ def test_log_dirs_carry_replogs_offsets_and_keep_the_topics_asked_for(
     d, e = every.log_dirs
     assert [(r.topic, r.size, r.log_start_offset, r.log_end_offset, r.high_watermark)
             for r in d.replicas] == [("t", 100, 1, 9, 8), ("u", 5, -1, -1, -1)]  # fmt: skip
+    assert [r.dirty_ratio for r in d.replicas] == [0.25, None]
     assert isinstance(e.error, KafkaStorageError) and e.replicas == ()
     assert [r.topic for r in only_t.log_dirs[0].replicas] == ["t"]
     assert all(request.topics is None for request in broker.asked("DescribeLogDirs"))

@@ -69,6 +69,7 @@ def test_the_document_is_kafkas_plus_three_offsets() -> None:
                                     "logStartOffset": 1,
                                     "logEndOffset": 9,
                                     "highWatermark": 8,
+                                    "dirtyRatio": None,
                                 }
                             ],
                         }
@@ -165,7 +166,7 @@ def test_text_mode_prints_kafkas_lines_then_a_table(cluster: ClientCluster) -> N
     assert {"sized-0", "sized-1", "other-0"} <= {p for (_, p) in cells}  # every topic by default
     for (broker, partition), entry in replicas(doc).items():
         assert cells[(broker, partition)][3:] == [
-            str(entry["size"]), "0", "no", "0", *[str(RECORDS[int(partition[-1])])] * 2, "-"
+            str(entry["size"]), "0", "no", "0", *[str(RECORDS[int(partition[-1])])] * 2, "-", "-"
         ]  # fmt: skip
     json.loads(describe(cluster, "--json").stdout)  # the document is --json's
 
@@ -173,15 +174,25 @@ def test_text_mode_prints_kafkas_lines_then_a_table(cluster: ClientCluster) -> N
 def test_the_table_has_a_line_per_replica_and_per_empty_or_failed_dir() -> None:
     answer = DescribeLogDirsResponse(
         (
-            LogDirDescription("/d", None, (ReplicaLogInfo("t", 0, 100, 0, False, 1, 9, 8),)),
+            LogDirDescription(
+                "/d",
+                None,
+                (
+                    ReplicaLogInfo("t", 0, 100, 0, False, 1, 9, 8),
+                    ReplicaLogInfo("c", 0, 100, 0, False, 0, 9, 9, dirty_ratio=2 / 3),
+                ),
+            ),
             LogDirDescription("/e", KafkaStorageError(), ()),
         )
     )
     assert table({2: answer, 1: DescribeLogDirsResponse(())}) == [
         list(TABLE_HEADER),
-        ["2", "/d", "t-0", "100", "0", "no", "1", "9", "8", "-"],
-        ["2", "/e", "-", "-", "-", "-", "-", "-", "-", "KAFKA_STORAGE_ERROR"],
+        ["2", "/d", "t-0", "100", "0", "no", "1", "9", "8", "-", "-"],
+        ["2", "/d", "c-0", "100", "0", "no", "0", "9", "9", "0.667", "-"],
+        ["2", "/e", "-", "-", "-", "-", "-", "-", "-", "-", "KAFKA_STORAGE_ERROR"],
     ]
+    compacted = document({2: answer})["brokers"][0]["logDirs"][0]["partitions"][1]
+    assert compacted["dirtyRatio"] == 2 / 3
 
 
 def test_broker_and_topic_lists(cluster: ClientCluster) -> None:

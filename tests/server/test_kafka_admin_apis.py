@@ -778,7 +778,7 @@ class Service:
                     "/",
                     None,
                     (
-                        m.ReplicaLogInfo("orders", 0, 10, 0, False, 2, 9, 8),
+                        m.ReplicaLogInfo("orders", 0, 10, 0, False, 2, 9, 8, dirty_ratio=0.25),
                         m.ReplicaLogInfo("orders", 1, 20, 0, False, 0, 0, 0),
                     ),
                 ),
@@ -824,6 +824,11 @@ async def test_delete_records_and_describe_log_dirs_go_through_the_broker_cores(
     # replog's offsets, in a tagged field that Kafka's clients skip (it encodes at v2+).
     (zero,) = log_dir.topics[0].partitions
     assert replica_offsets_tag.decode(zero.unknown_tagged_fields) == (2, 9, 8)
+    # A compacted log's dirty ratio, in a tag of its own (none for a log without one).
+    assert replica_offsets_tag.decode_dirty_ratio(zero.unknown_tagged_fields) == 0.25
+    everything = await answer(apis, dld.DescribeLogDirsRequest(topics=None), 4)
+    one = everything.results[0].topics[0].partitions[1]
+    assert replica_offsets_tag.decode_dirty_ratio(one.unknown_tagged_fields) is None
 
 
 @pytest.mark.asyncio

@@ -93,6 +93,7 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.storage.checkpoint_file import OffsetCheckpointFile, atomic_replace
+from replog.storage.cleaner.cleaner_config import CleanerConfig
 from replog.storage.fs import LOCAL_FS, FileSystem, Unsynced
 from replog.storage.log import (
     DELETE_DIR_SUFFIX,
@@ -155,6 +156,7 @@ class LogManagerConfig:
     retention_check_interval_ms: int = 300000  # log.retention.check.interval.ms
     initial_task_delay_ms: int = 30000  # log.initial.task.delay.ms
     log: LogConfig = field(default_factory=LogConfig)
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)  # log.cleaner.*
 
     def __post_init__(self) -> None:
         # Kafka's bounds: log.initial.task.delay.ms >= 0, log.retention.check.interval.ms >= 1.
@@ -176,6 +178,7 @@ class LogManagerConfig:
         """
         config = cls(
             log=LogConfig.from_properties(properties),
+            cleaner=CleanerConfig.from_properties(properties),
             **integer_settings(properties, PROPERTY_NAMES),
         )
         flush_ms_set = any(key in properties for key in ("log.flush.interval.ms", "flush.ms"))

@@ -94,6 +94,7 @@ from replog.errors import (
 )
 from replog.storage.checkpoint_file import OffsetCheckpointFile, atomic_replace
 from replog.storage.cleaner.cleaner_config import CleanerConfig
+from replog.storage.cleaner.log_cleaner import LogCleaner
 from replog.storage.fs import LOCAL_FS, FileSystem, Unsynced
 from replog.storage.log import (
     DELETE_DIR_SUFFIX,
@@ -336,6 +337,10 @@ class LogManager:
         try:
             for log_dir in self.log_dirs:
                 self._load_dir(log_dir)
+            # Reads each dir's cleaner-offset-checkpoint, which loading may not have made.
+            self.cleaner = LogCleaner(
+                self.config.cleaner, self.log_dirs, self._cleaner_logs, fs=fs, clock=clock
+            )
         except BaseException:
             # An aborted or failed load: the error is what the caller hears of, and the
             # descriptors of the logs opened so far do not outlive it.
@@ -741,6 +746,11 @@ class LogManager:
     def _rename_aside(
         self, topic: str, partition: int, suffix: str, *, durable: bool = True
     ) -> str:
+        # Its pass stops first, outside the manager's lock (a pass never takes that lock, but
+        # it takes the log's to swap), and its cleaner entry goes.
+        log_dir = self._dir_of.get((topic, partition))
+        if log_dir is not None:
+            self.cleaner.remove(log_dir, (topic, partition))
         with self._lock:
             gone = self._logs.get((topic, partition))
             if gone is None:
@@ -769,7 +779,34 @@ class LogManager:
         return len(due)
 
     def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
-        return self.get_log(topic, partition).truncate_to(offset)
+        """Truncate the log, its cleaning paused meanwhile (Kafka's `abortAndPauseCleaning`:
+        a pass running on it stops first); its cleaner checkpoint entry goes no higher than
+        the new log end."""
+        target = self.get_log(topic, partition)
+        tp = (topic, partition)
+        with self.cleaner.paused(tp):
+            cut = target.truncate_to(offset)
+        log_dir = self._dir_of.get(tp)
+        if cut and log_dir is not None:
+            self.cleaner.truncated(log_dir, tp, target.log_end_offset)
+        return cut
+
+    def truncate_fully_and_start_at(self, topic: str, partition: int, offset: int) -> None:
+        """Empty the log and restart it at `offset`, its cleaning paused meanwhile (as
+        `truncate_to`); its cleaner entry then lies below the log start and is reset."""
+        target = self.get_log(topic, partition)
+        with self.cleaner.paused((topic, partition)):
+            target.truncate_fully_and_start_at(offset)
+
+    def _cleaner_logs(self) -> list[tuple[TopicPartitionKey, str, Log]]:
+        """The open logs with their log dirs, for the cleaner's thread (a snapshot, read
+        without the manager's lock: one C-level copy under the GIL)."""
+        dir_of = self._dir_of
+        return [
+            (tp, log_dir, lg)
+            for tp, lg in list(self._logs.items())
+            if (log_dir := dir_of.get(tp)) is not None
+        ]
 
     def _on_truncate(self, truncated: Log) -> None:
         """A truncation moved a recovery point back: record it before anything else happens.
@@ -947,6 +984,7 @@ class LogManager:
         self._work_wanted.clear()
         self.flush_rolled_segments()
         self.remove_deleted_logs()
+        self.cleaner.write_checkpoints()  # what removals and truncations changed
         with self._lock:
             if self._closed:
                 return LONG_MAX
@@ -992,8 +1030,21 @@ class LogManager:
             with self._lock:  # a log is closed (deleted, shut down) only under it
                 for lg in logs[start : start + RETENTION_SLICE]:
                     if not lg.closed and not lg.has_no_retention_to_do:
-                        deleted += lg.delete_old_segments(wall_now)
+                        deleted += self._delete_old_segments(lg, wall_now)
         return deleted
+
+    def _delete_old_segments(self, lg: Log, wall_now: int) -> int:
+        """One log's retention; a compacted log a pass is cleaning waits for the next round
+        (Kafka's cleaner deletes only from logs it is not cleaning)."""
+        tp = lg.topic_partition
+        if tp is None or not lg.config.compacts:
+            return lg.delete_old_segments(wall_now)
+        if not self.cleaner.pause_if_idle(tp):
+            return 0
+        try:
+            return lg.delete_old_segments(wall_now)
+        finally:
+            self.cleaner.resume(tp)
 
     def start(
         self,
@@ -1037,6 +1088,7 @@ class LogManager:
 
         self._thread = threading.Thread(target=loop, name="replog-log-manager", daemon=True)
         self._thread.start()
+        self.cleaner.start(on_storage_error)
 
     # --- shutdown -----------------------------------------------------------------------------
 
@@ -1046,6 +1098,7 @@ class LogManager:
         with self._lock:
             if self._closed:
                 return
+            self.cleaner.shutdown()
             # Also syncs what rolls left to `flush_rolled_segments`: `close` flushes the
             # whole log from its recovery point, directory included.
             failure = self._close_logs()
@@ -1071,6 +1124,7 @@ class LogManager:
         flush, which a failed disk may fail or stall, no checkpoint, no marker: the next load
         recovers). Idempotent."""
         self._stop_thread()
+        self.cleaner.shutdown(write=False)
         with self._lock:
             if not self._closed:
                 self._closed = True

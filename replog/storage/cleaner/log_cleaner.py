@@ -277,6 +277,10 @@ class LogCleaner:
             sleep_ms = self._throttle.observe(size, self._timer())
         if sleep_ms > 0:
             self._sleep(sleep_ms / 1000)
+        else:
+            # Hand the interpreter's lock over between two batches: a thread waiting for it
+            # (the event loop) would otherwise wait out the 5 ms switch interval each time.
+            time.sleep(0)
 
     # --- the checkpoint entries --------------------------------------------------------------
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from storage_helpers import T0, flip_byte
 
-from replog.record import RecordBatch, build_batch
+from replog.errors import InvalidRecordError
+from replog.record import RecordBatch, build_batch, iter_batches
 from replog.storage import Log, LogConfig
 from replog.storage.cleaner.cleaner_config import CleanerConfig
 from replog.storage.cleaner.log_cleaner import LogCleaner
@@ -287,4 +288,34 @@ def test_disabled_the_cleaner_runs_no_thread(tmp_path: Path) -> None:
     lm = manager(tmp_path, ManualClock(T0), enable=False)
     lm.start(poll_interval_ms=10)
     assert not [t for t in threading.enumerate() if t.name.startswith("replog-log-cleaner")]
+    lm.shutdown()
+
+
+def test_a_cleaned_log_still_answers_reads_by_time_and_whole_batch_replays(
+    tmp_path: Path,
+) -> None:
+    """ListOffsets by timestamp and the group coordinator's replay decode records: a cleaned
+    batch holds fewer records than its offset range, which they must accept."""
+    lm = manager(tmp_path, ManualClock(T0))
+    log = lm.get_or_create_log("t", 0, COMPACT)
+    for i in range(60):  # two records a batch: one superseded later, one kept
+        start = log.log_end_offset
+        records = [
+            (T0 + start, f"k{i % 3}".encode(), b"v", ()),
+            (T0 + start + 1, b"u%d" % i, b"v", ()),
+        ]
+        log.append_as_leader(build_batch(records), 0)
+    log.high_watermark = log.log_end_offset
+    lm.cleaner.clean_once(now_ms=T0)
+    kept = entries(log)
+    assert 60 <= len(kept) < 70
+    # Timestamps are T0 + offset: the first record at or after offset 10's time is the first
+    # kept at or after offset 10.
+    first = next(o for o, _, _ in kept if o >= 10)
+    assert log.offsets_for_times(T0 + 10) == (first, T0 + first)
+    data = b"".join(batch for _, batch in log.read_batches(0))
+    replayed = [r.offset for b in iter_batches(data, sparse=True) for r in b.records()]
+    assert replayed == [o for o, _, _ in kept]
+    with pytest.raises(InvalidRecordError, match="records_count"):
+        list(iter_batches(data))  # a reader that does not expect gaps refuses them
     lm.shutdown()

@@ -448,7 +448,7 @@ class LogCleaner:
 # The nice value of a cleaner thread: below the event loop's, so that on a busy machine the
 # loop gets the cores first (on the 2-core bench machine the probe's median produce latency
 # with a cleaner busy all the time was 2.5-3.7 ms at nice 10 against 4.1-6.2 ms without;
-# docs/benchmarks.md, "Log cleaner and produce latency").
+# docs/benchmarks-history.md, "Log cleaner and produce latency").
 CLEANER_NICE = 10
 
 

@@ -43,6 +43,11 @@ Rules (docs/design/storage.md#clean-shutdown, #checkpoint-files, #retention):
   `ReplicaManager`): the directory is renamed to `<topic>-<partition>.<id>-stray` and its
   checkpoint entries go as a deletion's, but its files stay. Loading never opens such a
   directory and warns about each one at every start, until an operator removes it.
+- The log cleaner (`cleaner`, `replog/storage/cleaner/log_cleaner.py`) cleans the compacted
+  logs on threads `start` starts; a truncation, a deletion or a stray log set aside pauses its
+  log's cleaning first (a pass under way stops), retention skips a compacted log a pass is
+  cleaning, the background tasks write what changed of each dir's `cleaner-offset-checkpoint`,
+  and shutdown stops the cleaner before the logs close.
 - Clean shutdown: flush and close every log, write the three checkpoints, then the marker
   (`Log.close` flushes from the recovery point, so it covers a pending roll flush too).
 - A background task that fails on the disk (a KafkaStorageError or an OSError: a full disk

@@ -12,6 +12,13 @@ from typing import Any
 import pytest
 from storage_helpers import T0, flip_byte
 
+from replog.coordinator.offsets_cache import OffsetsCache, ReplayStats, replay_batches
+from replog.coordinator.offsets_records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_key,
+    encode_value,
+)
 from replog.errors import InvalidRecordError
 from replog.record import RecordBatch, build_batch, iter_batches
 from replog.storage import Log, LogConfig
@@ -318,4 +325,39 @@ def test_a_cleaned_log_still_answers_reads_by_time_and_whole_batch_replays(
     assert replayed == [o for o, _, _ in kept]
     with pytest.raises(InvalidRecordError, match="records_count"):
         list(iter_batches(data))  # a reader that does not expect gaps refuses them
+    lm.shutdown()
+
+
+def test_a_cleaned_offsets_topic_replays_to_the_same_committed_offsets(tmp_path: Path) -> None:
+    """`__consumer_offsets` is compacted: a coordinator replaying it after a pass must find
+    every group's latest commit (and no deleted one), as before the pass."""
+    lm = manager(tmp_path, ManualClock(T0))
+    log = lm.get_or_create_log("__consumer_offsets", 0, COMPACT)
+    for i in range(150):  # two commits a batch, so that passes leave batches with gaps
+        start = log.log_end_offset
+        records = []
+        for j in range(2):
+            key = OffsetCommitKey(f"g{(i + j) % 5}", "orders", (i * 2 + j) % 3)
+            value = OffsetCommitValue(i * 10 + j, 0, "", T0)
+            records.append((T0 + start + j, encode_key(key), encode_value(value), ()))
+        log.append_as_leader(build_batch(records), 0)
+    gone = OffsetCommitKey("g0", "orders", 1)  # offsets deleted: a tombstone
+    log.append_as_leader(build_batch([(T0, encode_key(gone), None, ())]), 0)
+    for i in range(40):  # later commits elsewhere, so the tombstone's segment is cleaned
+        key = encode_key(OffsetCommitKey("other", "orders", i % 2))
+        value = encode_value(OffsetCommitValue(i, 0, "", T0))
+        log.append_as_leader(build_batch([(T0, key, value, ())]), 0)
+    log.high_watermark = log.log_end_offset
+
+    def replayed() -> dict[str, dict[tuple[str, int], OffsetCommitValue | None]]:
+        cache = OffsetsCache()
+        data = b"".join(batch for _, batch in log.read_batches(0))
+        replay_batches(cache, data, ReplayStats(), "test")
+        return {group: cache.committed(group) for group in cache.groups()}
+
+    before = replayed()
+    assert ("orders", 1) not in before["g0"]
+    assert lm.cleaner.clean_once(now_ms=T0) is not None
+    assert len(entries(log)) < 100
+    assert replayed() == before
     lm.shutdown()

@@ -245,6 +245,20 @@ BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
         "leader.imbalance.check.interval.seconds", _L, "300", minimum=1, dynamic=False
     ),
     ConfigDefinition("log.retention.check.interval.ms", _L, "300000", minimum=1, dynamic=False),
+    # The log cleaner's (replog/storage/cleaner/cleaner_config.py), read at start-up only.
+    ConfigDefinition("log.cleaner.enable", _B, "true", dynamic=False),
+    ConfigDefinition("log.cleaner.threads", _I, "1", minimum=1, dynamic=False),
+    ConfigDefinition(
+        "log.cleaner.dedupe.buffer.size", _L, str(128 << 20), minimum=24, dynamic=False
+    ),
+    ConfigDefinition(
+        "log.cleaner.io.max.bytes.per.second",
+        _D,
+        "1.7976931348623157E308",  # Java's Double.MAX_VALUE: no throttle
+        minimum=0.0,
+        dynamic=False,
+    ),
+    ConfigDefinition("log.cleaner.backoff.ms", _L, "15000", minimum=0, dynamic=False),
     ConfigDefinition("replica.lag.time.max.ms", _L, "30000", minimum=0, dynamic=False),
     # Replication throttles (KIP-73): the rates are dynamic (per broker or the cluster
     # default), the rate's window read-only (replog.replication.replication_quota).

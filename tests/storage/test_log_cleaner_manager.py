@@ -23,7 +23,7 @@ from replog.errors import InvalidRecordError
 from replog.record import RecordBatch, build_batch, iter_batches
 from replog.storage import Log, LogConfig
 from replog.storage.cleaner.cleaner_config import CleanerConfig
-from replog.storage.cleaner.log_cleaner import LogCleaner
+from replog.storage.cleaner.log_cleaner import LogCleaner, PassReport
 from replog.storage.cleaner.log_summary import dirty_ratio
 from replog.storage.cleaner.throttle import Throttle
 from replog.storage.log_manager import LogManager, LogManagerConfig
@@ -155,47 +155,47 @@ def test_tombstones_go_once_delete_retention_ms_passed_after_the_pass_that_kept_
     lm.shutdown()
 
 
-def test_truncation_waits_for_a_running_pass_which_stops_and_moves_no_checkpoint(
-    tmp_path: Path,
-) -> None:
+def test_truncation_stops_a_running_pass_which_moves_no_checkpoint(tmp_path: Path) -> None:
+    """The pass waits on a throttle that would hold it for hours: the truncation's abort ends
+    the wait, the pass stops at that batch, and the truncation goes on."""
     clock = ManualClock(T0)
     lm = manager(tmp_path, clock)
     log = lm.get_or_create_log("t", 0, COMPACT)
     fill(log, 200, keys=4)
-    in_pass, release = threading.Event(), threading.Event()
-
-    def sleep(seconds: float) -> None:  # the throttle's: the pass is under way when it sleeps
-        in_pass.set()
-        assert release.wait(10)
-
     lm.cleaner = LogCleaner(
-        CleanerConfig(dedupe_buffer_size=24 * 10_000, io_max_bytes_per_second=1.0),
+        CleanerConfig(dedupe_buffer_size=24 * 10_000, io_max_bytes_per_second=0.001),
         lm.log_dirs,
         lm._cleaner_logs,
         clock=clock,
-        timer=ManualClock(0, tick_ms=1000),
-        sleep=sleep,
+        timer=ManualClock(0, tick_ms=1000),  # every batch read takes a second
     )
-    cleaning = threading.Thread(target=lm.cleaner.clean_once, kwargs={"now_ms": T0})
+    reports: list[PassReport | None] = []
+    cleaning = threading.Thread(
+        target=lambda: reports.append(lm.cleaner.clean_once(now_ms=T0)), daemon=True
+    )
     cleaning.start()
-    assert in_pass.wait(10)
+    for _ in range(500):  # until the pass has started (it then waits on the throttle)
+        if lm.cleaner.is_cleaning(("t", 0)):
+            break
+        threading.Event().wait(0.01)
+    assert lm.cleaner.is_cleaning(("t", 0))
     target = log.segments()[1].base_offset + 1
-    truncating = threading.Thread(target=lm.truncate_to, args=("t", 0, target))
+    truncating = threading.Thread(target=lm.truncate_to, args=("t", 0, target), daemon=True)
     truncating.start()
-    truncating.join(0.3)
-    assert truncating.is_alive()  # waits for the pass to stop
-    release.set()
-    cleaning.join(10)
     truncating.join(10)
-    assert not truncating.is_alive() and log.log_end_offset <= target
+    cleaning.join(10)
+    assert not truncating.is_alive() and not cleaning.is_alive()
+    assert log.log_end_offset <= target
+    (report,) = reports
+    assert report is not None and report.result.abandoned and report.result.corrupt is None
     assert lm.cleaner.checkpoint_offset(lm.log_dirs[0], ("t", 0)) is None  # never moved
-    # Resumed: the next pass cleans the truncated log, whose records are all still there.
-    before = {k: (o, v) for o, k, v in entries(log)}
+    assert not lm.cleaner.is_cleaning(("t", 0))  # resumed: no state left
+    # The next pass cleans the truncated log, whose keys are all still there.
+    before = {k for _, k, _ in entries(log)}
     fill(log, 60, keys=4)
     lm.cleaner = LogCleaner(SMALL_BUFFER, lm.log_dirs, lm._cleaner_logs, clock=clock)
     assert lm.cleaner.clean_once(now_ms=T0) is not None
-    after = {k: (o, v) for o, k, v in entries(log)}
-    assert set(after) == set(before)
+    assert {k for _, k, _ in entries(log)} == before
     lm.shutdown()
 
 
@@ -344,9 +344,9 @@ def test_a_cleaned_offsets_topic_replays_to_the_same_committed_offsets(tmp_path:
     gone = OffsetCommitKey("g0", "orders", 1)  # offsets deleted: a tombstone
     log.append_as_leader(build_batch([(T0, encode_key(gone), None, ())]), 0)
     for i in range(40):  # later commits elsewhere, so the tombstone's segment is cleaned
-        key = encode_key(OffsetCommitKey("other", "orders", i % 2))
-        value = encode_value(OffsetCommitValue(i, 0, "", T0))
-        log.append_as_leader(build_batch([(T0, key, value, ())]), 0)
+        other = encode_key(OffsetCommitKey("other", "orders", i % 2))
+        commit = encode_value(OffsetCommitValue(i, 0, "", T0))
+        log.append_as_leader(build_batch([(T0, other, commit, ())]), 0)
     log.high_watermark = log.log_end_offset
 
     def replayed() -> dict[str, dict[tuple[str, int], OffsetCommitValue | None]]:

@@ -12,7 +12,7 @@ Rules:
 - A pass (`log_cleaning.clean_log`) runs on a cleaner thread with that thread's key map (the
   dedupe buffer split among `log.cleaner.threads`), reading through the shared I/O throttle.
   It stops at its next batch once its cleaning is aborted, its log stops compacting (a policy
-  change) or the cleaner shuts down.
+  change) or the cleaner shuts down; a throttle's wait ends at once for the first and last.
 - The pass's end (Kafka's `doneCleaning`), under the lock: when it was neither abandoned nor
   aborted, the log's entry moves to the offset it reached; the state ends (an aborted one
   becomes paused) and whoever waits in `abort_and_pause` wakes.
@@ -56,7 +56,7 @@ from replog.storage.cleaner.batch_filter import ProducerLastBatch
 from replog.storage.cleaner.cleanable import LogToClean, filthiest, log_to_clean
 from replog.storage.cleaner.cleaner_checkpoint import CleanerCheckpoint
 from replog.storage.cleaner.cleaner_config import CleanerConfig
-from replog.storage.cleaner.cleaning_state import IN_PROGRESS, CleaningStates
+from replog.storage.cleaner.cleaning_state import ABORTED, IN_PROGRESS, CleaningStates
 from replog.storage.cleaner.log_cleaning import CleaningPass, clean_log
 from replog.storage.cleaner.log_summary import summarize_with_config
 from replog.storage.cleaner.offset_map import OffsetMap
@@ -114,14 +114,12 @@ class LogCleaner:
         fs: FileSystem = LOCAL_FS,
         clock: Clock = wall_clock_ms,
         timer: Clock = monotonic_ms,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
         self._logs = logs
         self._fs = fs
         self._clock = clock
         self._timer = timer
-        self._sleep = sleep
         self.producer_last_batches: ProducerSource = _no_producers
         self._lock = threading.Condition()
         self._states = CleaningStates()
@@ -173,7 +171,7 @@ class LogCleaner:
                 should_stop=lambda: (
                     self._states.is_aborted(tp) or self._stop.is_set() or not target.config.compacts
                 ),
-                on_read=self._throttled,
+                on_read=lambda size: self._throttled(tp, size),
             )
         except KafkaStorageError:
             raise
@@ -275,11 +273,16 @@ class LogCleaner:
             offset_map = self._maps[thread] = OffsetMap(self.config.buffer_per_thread)
         return offset_map
 
-    def _throttled(self, size: int) -> None:
+    def _throttled(self, tp: TopicPartitionKey, size: int) -> None:
         with self._throttle_lock:
             sleep_ms = self._throttle.observe(size, self._timer())
         if sleep_ms > 0:
-            self._sleep(sleep_ms / 1000)
+            # Cut short by an abort or the shutdown: whoever waits in `abort_and_pause` (a
+            # truncation on the event loop) must not wait out the throttle.
+            with self._lock:
+                self._lock.wait_for(
+                    lambda: self._stop.is_set() or self._states.is_aborted(tp), sleep_ms / 1000
+                )
         else:
             # Hand the interpreter's lock over between two batches: a thread waiting for it
             # (the event loop) would otherwise wait out the 5 ms switch interval each time.
@@ -337,6 +340,7 @@ class LogCleaner:
         """Stop cleaning `tp` until `resume`: waits for a running pass to stop (module Rules)."""
         with self._lock:
             if self._states.abort_and_pause(tp):
+                self._lock.notify_all()  # a pass waiting on the throttle stops now
                 while not self._states.is_paused(tp):
                     self._lock.wait()
 
@@ -370,6 +374,10 @@ class LogCleaner:
             if self._offsets.get(log_dir, {}).pop(tp, None) is not None:
                 self._unwritten.add(log_dir)
             self._uncleanable.get(log_dir, set()).discard(tp)
+
+    def is_cleaning(self, tp: TopicPartitionKey) -> bool:
+        """Whether a pass runs on `tp` (aborted or not)."""
+        return self._states.state(tp) in (IN_PROGRESS, ABORTED)
 
     def is_uncleanable(self, log_dir: str, tp: TopicPartitionKey) -> bool:
         return tp in self._uncleanable.get(log_dir, ())
@@ -437,6 +445,8 @@ class LogCleaner:
         (not after a storage error: `write=False`)."""
         self._stop.set()
         self._wake.set()
+        with self._lock:
+            self._lock.notify_all()  # a pass waiting on the throttle
         for thread in self._threads:
             if thread is not threading.current_thread():  # a storage error's own thread
                 thread.join()

@@ -7,6 +7,10 @@ through a Fetch: the check is on what each broker's cleaner left on its disk. It
 `cleaner-offset-checkpoint` says how far it cleaned; below that offset no key may appear twice
 and no superseded value may remain, above it the records are as produced.
 
+Then the Fetch path: the leader serves its cleaned batches (fewer records than offsets), and once
+it is killed the next leader, which cleaned on its own, serves the same latest values at the
+same offsets.
+
 How this can fail: a cleaner that does not run on some broker (no checkpoint entry, or a log
 that did not shrink), one that drops a latest value or keeps a superseded one, one that
 renumbers offsets (a value at another offset than its acknowledgement's), or a follower that
@@ -20,9 +24,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_cluster import ClientCluster, client_cluster
+from client_cluster import ClientCluster, client_cluster, kafka_metadata, run_blocking
 
-from replog.record import RecordBatch, iter_frames
+from replog.errors import ReplogError
+from replog.record import RecordBatch, iter_batches, iter_frames
+from replog.replication import messages as m
+from tests.kafka_broker_clients import kafka_broker_client
 
 pytestmark = pytest.mark.slow
 
@@ -131,8 +138,68 @@ def test_each_replica_cleans_to_the_latest_value_of_each_key(cluster: ClientClus
         read_latest = {key: (offset, value) for offset, key, value in records}
         assert {k: v for k, (_, v) in read_latest.items()} == latest, node
         assert {k: o for k, (o, _) in read_latest.items()} == latest_offsets, node
+    check_the_leaders_serve_the_latest_values(cluster)
 
 
 def keys_of_values() -> Iterator[tuple[bytes, bytes]]:
     for i in range(UPDATES):
         yield f"key-{i % KEYS}".encode(), f"value-{i}".encode()
+
+
+def leader_of(cluster: ClientCluster, alive: set[int]) -> int:
+    """The partition's leader as a live broker's metadata names it (once it names a live one)."""
+    deadline = time.monotonic() + 30
+    while True:
+        for node in alive:
+            try:
+                answer = run_blocking(kafka_metadata(cluster.kafka_addresses[node], TOPIC))
+            except ReplogError:
+                continue
+            for topic in answer.topics:
+                for p in topic.partitions if topic.name == TOPIC else ():
+                    if p.leader_id in alive:
+                        return int(p.leader_id)
+        assert time.monotonic() < deadline, "no live leader after 30 s"
+        time.sleep(0.1)
+
+
+async def fetch_all(address: str) -> list[tuple[int, bytes, bytes]]:
+    """(offset, key, value) of every record the broker at `address` serves below its high
+    watermark, through Kafka's Fetch; its batches may hold fewer records than offsets."""
+    records: list[tuple[int, bytes, bytes]] = []
+    offset = 0
+    async with kafka_broker_client(address) as client:
+        while True:
+            response = await client.fetch(
+                m.FetchRequest((m.FetchPartition(TOPIC, 0, offset, 1 << 20),), max_wait_ms=0)
+            )
+            (result,) = response.partitions
+            assert result.error is None, result.error
+            for batch in iter_batches(result.records, sparse=True):
+                for record in batch.records():
+                    assert record.key is not None and record.value is not None
+                    records.append((record.offset, record.key, record.value))
+                offset = batch.next_offset
+            if offset >= result.high_watermark:
+                return records
+
+
+def check_the_leaders_serve_the_latest_values(cluster: ClientCluster) -> None:
+    """The leader, cleaned on its own, serves the latest value of each key through Fetch;
+    killed, the next leader (a replica that cleaned on its own) serves them too, at the same
+    offsets."""
+    alive = set(cluster.kafka_addresses)
+    key_of = {value: key for key, value in keys_of_values()}
+    latest = {key: value for key, value in keys_of_values()}
+    first = leader_of(cluster, alive)
+    served = run_blocking(fetch_all(cluster.kafka_addresses[first]))
+    assert {k: v for _, k, v in served} == latest
+    assert all(key_of[v] == k and f"value-{o}".encode() == v for o, k, v in served)
+    cluster.loopback.kill(first)
+    alive.discard(first)
+    second = leader_of(cluster, alive)
+    assert second != first
+    served = run_blocking(fetch_all(cluster.kafka_addresses[second]))
+    assert {k: v for _, k, v in served} == latest
+    assert all(key_of[v] == k and f"value-{o}".encode() == v for o, k, v in served)
+    assert len(served) < UPDATES // 2  # cleaned on its own before it led

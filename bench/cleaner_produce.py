@@ -42,41 +42,18 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH_DIR]
 sys.path.insert(0, os.path.dirname(_BENCH_DIR))
 sys.path.append(_BENCH_DIR)
 
-from replog_cli import replog_cli, running_cluster  # noqa: E402
+from replog_cli import create_topic, running_cluster  # noqa: E402
 
 from replog import Producer  # noqa: E402
 from replog.cli.bench.runner import machine  # noqa: E402
 
-COMPACTED = (
-    "--config",
-    "cleanup.policy=compact",
-    "--config",
-    "segment.bytes=262144",
-    "--config",
-    "min.cleanable.dirty.ratio=0.01",
-)
+COMPACTED = ("cleanup.policy=compact", "segment.bytes=262144", "min.cleanable.dirty.ratio=0.01")
 # Each configuration's cleaner settings (every node's server.properties).
 CONFIGURATIONS = {
     "cleaner on": ("log.cleaner.enable=true",),
     "cleaner on, 1 MB/s": ("log.cleaner.enable=true", "log.cleaner.io.max.bytes.per.second=1e6"),
     "cleaner off": ("log.cleaner.enable=false",),
 }
-
-
-def create(bootstrap: str, topic: str) -> None:
-    replog_cli(
-        "topics",
-        "create",
-        "--bootstrap-server",
-        bootstrap,
-        "--topic",
-        topic,
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "3",
-        *COMPACTED,
-    )
 
 
 def load(bootstrap: str, rate: int, stop: threading.Event) -> int:
@@ -131,8 +108,8 @@ def one(args: argparse.Namespace, data_dir: str, settings: Sequence[str]) -> dic
     with running_cluster(
         data_dir, args.base_port, *overrides, kafka_base_port=args.kafka_base_port
     ) as bootstrap:
-        create(bootstrap, "load")
-        create(bootstrap, "probe")
+        create_topic(bootstrap, "load", 1, *COMPACTED)
+        create_topic(bootstrap, "probe", 1, *COMPACTED)
         stop = threading.Event()
         counted: list[int] = []
         writer = threading.Thread(

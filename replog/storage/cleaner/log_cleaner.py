@@ -117,7 +117,6 @@ class LogCleaner:
     ) -> None:
         self.config = config
         self._logs = logs
-        self._fs = fs
         self._clock = clock
         self._timer = timer
         self.producer_last_batches: ProducerSource = _no_producers
@@ -248,7 +247,7 @@ class LogCleaner:
             in_progress = self._states.state(tp) == IN_PROGRESS
             if result is None:
                 self._uncleanable.setdefault(log_dir, set()).add(tp)
-            elif not result.abandoned and in_progress:
+            elif not result.abandoned and in_progress and not target.closed:
                 self._offsets.setdefault(log_dir, {})[tp] = result.end_offset
                 self._unwritten.add(log_dir)
             elif (

@@ -69,8 +69,8 @@ def running_cluster(
         replog_cli("cluster", "stop", "--data-dir", data_dir, checkout=checkout)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    """A topic of `partitions` partitions, replication factor 3."""
+def create_topic(bootstrap: str, topic: str, partitions: int, *configs: str) -> None:
+    """A topic of `partitions` partitions, replication factor 3, with `configs` (`KEY=VALUE`)."""
     replog_cli(
         "topics",
         "create",
@@ -82,6 +82,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         str(partitions),
         "--replication-factor",
         "3",
+        *(item for config in configs for item in ("--config", config)),
     )
 
 

@@ -32,6 +32,23 @@ def parse_integer(text: str) -> int:
     return int(stripped)
 
 
+# Java's `Double.parseDouble` of a decimal (no hex form, no NaN or Infinity: a setting needs a
+# finite number), with its optional float/double suffix.
+_DOUBLE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?", re.ASCII)
+
+
+def parse_double(text: str) -> float:
+    """The finite number `text` spells the way Kafka reads a double; `ValueError` otherwise,
+    for the caller to name the key."""
+    stripped = text.strip()
+    if not _DOUBLE.fullmatch(stripped):
+        raise ValueError("must be a number")
+    value = float(stripped.rstrip("fFdD"))
+    if value in (float("inf"), float("-inf")):
+        raise ValueError("must be a finite number")
+    return value
+
+
 def integer_setting(key: str, text: str) -> int:
     """`parse_integer` of the value of `key`, or a ConfigError naming the key."""
     try:

@@ -55,6 +55,7 @@ from replog.server.known_properties import KNOWN_NODE_PROPERTIES
 from replog.spark import options as source_options
 from replog.spark import sink_plan
 from replog.storage import log_config, log_manager
+from replog.storage.cleaner import cleaner_config
 from replog.storage.log_manager import LogManagerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -249,12 +250,18 @@ def node_code_defaults() -> dict[str, list[Any]]:
         (replica_manager_config.ReplicaManagerConfig, replica_manager_config.PROPERTY_NAMES),
         (group_coordinator_config.GroupCoordinatorConfig, group_coordinator_config.PROPERTY_NAMES),
         (LogManagerConfig, log_manager.PROPERTY_NAMES),
+        (cleaner_config.CleanerConfig, cleaner_config.PROPERTY_NAMES),
     ):
         values = field_defaults(cls)
         for key, field in names.items():
             add(key, values[field])
     log_values = field_defaults(log_config.LogConfig)
-    direct_parsers = {log_config._parse_int, log_config._parse_bool, log_config._parse_str}
+    direct_parsers = {
+        log_config._parse_int,
+        log_config._parse_bool,
+        log_config._parse_str,
+        log_config._parse_double,
+    }
     for key, (field, log_parse) in log_config.BY_DOTTED_NAME.items():
         direct = log_parse in direct_parsers
         add(key, log_values[field] if direct else NO_DEFAULT)  # hours/minutes: derived

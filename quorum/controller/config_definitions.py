@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
 
-from replog.config import parse_integer
+from replog.config import parse_double, parse_integer
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -46,12 +46,13 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 class ConfigType(Enum):
     INT = "int"
     LONG = "long"
+    DOUBLE = "double"
     BOOLEAN = "boolean"
     STRING = "string"
     LIST = "list"
 
 
-ConfigValue = int | bool | str | tuple[str, ...]
+ConfigValue = int | float | bool | str | tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,8 @@ class ConfigDefinition:
     config_type: ConfigType
     default: str
     broker_name: str | None = None  # the broker-level synonym, if Kafka has one
-    minimum: int | None = None
+    minimum: int | float | None = None
+    maximum: float | None = None  # doubles only (Kafka's `between`)
     valid_values: tuple[str, ...] | None = None  # strings: one of; lists: each item one of
     dynamic: bool = True  # False: read-only, set only in server.properties (module docstring)
     check: Callable[[str], None] | None = None  # a further check of the value's form
@@ -86,6 +88,16 @@ class ConfigDefinition:
             if self.minimum is not None and number < self.minimum:
                 raise ValueError(f"must be at least {self.minimum}")
             return number
+        if kind is ConfigType.DOUBLE:
+            try:
+                ratio = parse_double(value)
+            except ValueError:
+                raise ValueError("not a valid double") from None
+            if self.minimum is not None and ratio < self.minimum:
+                raise ValueError(f"must be at least {self.minimum}")
+            if self.maximum is not None and ratio > self.maximum:
+                raise ValueError(f"must be at most {self.maximum}")
+            return ratio
         if kind is ConfigType.LIST:
             items = tuple(item.strip() for item in value.split(",")) if value.strip() else ()
             if self.valid_values is not None:
@@ -117,9 +129,10 @@ def _defs(*definitions: ConfigDefinition) -> Mapping[str, ConfigDefinition]:
     return MappingProxyType({d.name: d for d in definitions})
 
 
-_I, _L, _B, _S, _LIST = (
+_I, _L, _D, _B, _S, _LIST = (
     ConfigType.INT,
     ConfigType.LONG,
+    ConfigType.DOUBLE,
     ConfigType.BOOLEAN,
     ConfigType.STRING,
     ConfigType.LIST,
@@ -151,6 +164,9 @@ TOPIC_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
     ConfigDefinition(
         "leader.replication.throttled.replicas", _LIST, "", check=check_throttled_replicas
     ),
+    ConfigDefinition(
+        "max.compaction.lag.ms", _L, str(INT64_MAX), "log.cleaner.max.compaction.lag.ms", minimum=1
+    ),
     ConfigDefinition("max.message.bytes", _I, "1048588", "message.max.bytes", minimum=0),
     ConfigDefinition(
         "message.timestamp.type",
@@ -158,6 +174,14 @@ TOPIC_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
         "CreateTime",
         "log.message.timestamp.type",
         valid_values=("CreateTime", "LogAppendTime"),
+    ),
+    ConfigDefinition(
+        "min.cleanable.dirty.ratio",
+        _D,
+        "0.5",
+        "log.cleaner.min.cleanable.ratio",
+        minimum=0.0,
+        maximum=1.0,
     ),
     ConfigDefinition(
         "min.compaction.lag.ms", _L, "0", "log.cleaner.min.compaction.lag.ms", minimum=0
@@ -203,7 +227,13 @@ _GROUP_BOUNDS = {
 BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
     *(
         ConfigDefinition(
-            d.broker_name, d.config_type, d.default, d.broker_name, d.minimum, d.valid_values
+            d.broker_name,
+            d.config_type,
+            d.default,
+            d.broker_name,
+            d.minimum,
+            d.maximum,
+            d.valid_values,
         )
         for d in TOPIC_CONFIGS.values()
         if d.broker_name is not None
@@ -215,6 +245,20 @@ BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
         "leader.imbalance.check.interval.seconds", _L, "300", minimum=1, dynamic=False
     ),
     ConfigDefinition("log.retention.check.interval.ms", _L, "300000", minimum=1, dynamic=False),
+    # The log cleaner's (replog/storage/cleaner/cleaner_config.py), read at start-up only.
+    ConfigDefinition("log.cleaner.enable", _B, "true", dynamic=False),
+    ConfigDefinition("log.cleaner.threads", _I, "1", minimum=1, dynamic=False),
+    ConfigDefinition(
+        "log.cleaner.dedupe.buffer.size", _L, str(128 << 20), minimum=24, dynamic=False
+    ),
+    ConfigDefinition(
+        "log.cleaner.io.max.bytes.per.second",
+        _D,
+        "1.7976931348623157E308",  # Java's Double.MAX_VALUE: no throttle
+        minimum=0.0,
+        dynamic=False,
+    ),
+    ConfigDefinition("log.cleaner.backoff.ms", _L, "15000", minimum=0, dynamic=False),
     ConfigDefinition("replica.lag.time.max.ms", _L, "30000", minimum=0, dynamic=False),
     # Replication throttles (KIP-73): the rates are dynamic (per broker or the cluster
     # default), the rate's window read-only (replog.replication.replication_quota).

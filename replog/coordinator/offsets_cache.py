@@ -212,7 +212,8 @@ def replay_batches(
     returns the offset after the last batch (the next offset to read). `CorruptRecordError`
     for bytes that are not batches."""
     next_offset = -1
-    for batch in iter_batches(data, where=where):
+    # `__consumer_offsets` is compacted: a cleaned batch holds fewer records than its offsets.
+    for batch in iter_batches(data, where=where, sparse=True):
         next_offset = batch.header.next_offset
         if batch.is_control:
             continue

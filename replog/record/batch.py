@@ -189,17 +189,24 @@ class RecordBatch:
 
 
 def iter_batches(
-    buf: Buffer, position: int = 0, *, strict: bool = True, where: str = "records"
+    buf: Buffer,
+    position: int = 0,
+    *,
+    strict: bool = True,
+    where: str = "records",
+    sparse: bool = False,
 ) -> Iterator[RecordBatch]:
     """Validate and yield each batch of a concatenation, from `position` to the end of `buf`.
 
     See the module docstring for what happens at a partial tail. `where` names the buffer
     (a file, a fetch response) in error messages; each batch adds its byte position.
+    `sparse`: batches of a compacted log, which may hold fewer records than their offsets
+    (`RecordBatch.parse`).
     """
     next_position = position
     for batch_position, size in iter_frames(buf, position):
         batch_where = f"{where}, batch at byte {batch_position}"
-        yield RecordBatch.parse(buf, batch_position, where=batch_where)
+        yield RecordBatch.parse(buf, batch_position, where=batch_where, sparse=sparse)
         next_position = batch_position + size
     if strict and next_position != len(buf):
         raise CorruptRecordError(f"{where}: {_describe_tail(buf, next_position)}")

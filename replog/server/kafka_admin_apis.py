@@ -187,6 +187,7 @@ CONFIG_TYPES = {
     ConfigType.STRING: 2,
     ConfigType.INT: 3,
     ConfigType.LONG: 5,
+    ConfigType.DOUBLE: 6,
     ConfigType.LIST: 7,
 }
 INCREMENTAL_SET = 0

@@ -27,6 +27,7 @@ from replog.server.broker_runtime import BROKER_PROPERTIES
 from replog.server.kafka_listener import KAFKA_LISTENER_PROPERTIES
 from replog.server.node_config import CONTROLLER_PROPERTIES, NODE_PROPERTIES
 from replog.storage import log_config, log_manager
+from replog.storage.cleaner import cleaner_config
 
 KNOWN_NODE_PROPERTIES = frozenset(
     NODE_PROPERTIES
@@ -43,6 +44,7 @@ KNOWN_NODE_PROPERTIES = frozenset(
         MIGRATION_POLICY_PROPERTY,
     }
     | log_manager.PROPERTY_NAMES.keys()
+    | cleaner_config.PROPERTY_NAMES.keys()
     | log_config.BY_DOTTED_NAME.keys()
 )
 

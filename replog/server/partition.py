@@ -397,7 +397,7 @@ class Partition:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at `offset` (the log tells the log manager); no
         producer is left."""
-        self.log.truncate_fully_and_start_at(offset)
+        self._log_manager.truncate_fully_and_start_at(self.topic, self.partition, offset)
         self.producer_snapshots.delete_all(self.producer_snapshots.offsets(), durable=True)
         self.producer_state.truncate()
         self.sync_follower_offsets()

@@ -211,6 +211,7 @@ from replog.server.replica_change_queue import (
 )
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.server.weak_members import WeakMembers
+from replog.storage.cleaner.batch_filter import ProducerLastBatch
 from replog.storage.file_maker_process import (
     FileMakerGone,
     FileMakerProcess,
@@ -303,6 +304,8 @@ class ReplicaManager:
         self.replica_counts = LiveReplicaCounts()
         self.broker_id = config.broker_id
         self.log_manager = log_manager
+        # The cleaner keeps each producer's last batch (`batch_filter`): it asks the replicas.
+        log_manager.cleaner.producer_last_batches = self._producer_last_batches
         self._clock = clock
         # Producer-id expiry compares record timestamps (CreateTime, wall-clock ms), which the
         # monotonic `clock` used for lags and timeouts cannot be compared with.
@@ -1256,6 +1259,21 @@ class ReplicaManager:
                 aside,
             )
             self._preloaded.pop((topic, partition_id), None)
+
+    def _producer_last_batches(self, key: TopicPartitionKey) -> dict[int, ProducerLastBatch] | None:
+        """Each producer's last data batch in the replica's log, for the cleaner's thread;
+        None while the replica's producer table is not loaded (the log waits to be
+        cleaned). Reads one copy of the table (`entries`), which the event loop replaces
+        entries of, never mutates."""
+        partition = self._partitions.get(key)
+        if partition is None or not partition.producer_state_loaded:
+            return None
+        return {
+            producer_id: ProducerLastBatch(
+                entry.batches[-1].last_offset if entry.batches else None, entry.producer_epoch
+            )
+            for producer_id, entry in partition.producer_state.entries().items()
+        }
 
     def preload_producer_states(self) -> None:
         """Load every log's producer table now. A starting broker calls this in a worker

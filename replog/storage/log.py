@@ -1143,7 +1143,9 @@ class Log:
         from replog.record.batch import RecordBatch
 
         data = self.read(offset, 1)  # the batch holding it, whole (min_one_message)
-        batch = RecordBatch.parse(data, where=f"{self.name} at offset {offset}")
+        batch = RecordBatch.parse(
+            data, where=f"{self.name} at offset {offset}", sparse=self.config.compacts
+        )
         for record in batch.records():
             if record.offset >= floor and record.timestamp == timestamp:
                 return record.offset
@@ -1174,7 +1176,9 @@ class Log:
                         continue
                     data = segment.log_file.read_fully(batch_position, header.size_in_bytes)
                     for record in RecordBatch.parse(
-                        data, where=f"{segment.log_path}@{batch_position}"
+                        data,
+                        where=f"{segment.log_path}@{batch_position}",
+                        sparse=self.config.compacts,  # a cleaned batch has gaps
                     ).records():
                         if record.timestamp >= timestamp_ms and record.offset >= floor:
                             return record.offset, record.timestamp

@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from replog.config import parse_integer
+from replog.config import parse_double, parse_integer
 from replog.errors import ConfigError
 from replog.record.varint import INT32_MAX, INT64_MAX, INT64_MIN
 
@@ -74,6 +74,13 @@ INTEGER_RANGES: dict[str, tuple[str, int, int]] = {
     "flush_interval_messages": ("flush.messages", 1, LONG_MAX),
     "flush_interval_ms": ("flush.ms", 0, LONG_MAX),
     "page_cache_tail_bytes": ("log.page.cache.tail.bytes", -1, LONG_MAX),
+    "min_compaction_lag_ms": ("min.compaction.lag.ms", 0, LONG_MAX),
+    "max_compaction_lag_ms": ("max.compaction.lag.ms", 1, LONG_MAX),
+    "delete_retention_ms": ("delete.retention.ms", 0, LONG_MAX),
+}
+# Ratio field -> (its name in messages, minimum, maximum): Kafka's `between(0, 1)`.
+RATIO_RANGES: dict[str, tuple[str, float, float]] = {
+    "min_cleanable_dirty_ratio": ("min.cleanable.dirty.ratio", 0.0, 1.0),
 }
 
 
@@ -93,9 +100,16 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     cleanup_policy: str = "delete"
     page_cache_tail_bytes: int = 64 << 20
+    # The log cleaner's, for logs whose policy has compact (replog/storage/cleaner/).
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 86400000
 
     def __post_init__(self) -> None:
         for field_name, (name, _, _) in INTEGER_RANGES.items():
+            _check(name, field_name, getattr(self, field_name))
+        for field_name, (name, _, _) in RATIO_RANGES.items():
             _check(name, field_name, getattr(self, field_name))
         _check("message.timestamp.type", "message_timestamp_type", self.message_timestamp_type)
         _check("cleanup.policy", "cleanup_policy", self.cleanup_policy)
@@ -186,6 +200,10 @@ def _check_value(field_name: str, value: Any) -> None:
             raise ValueError(f"must be an integer{bound}")
         if value > maximum:
             raise ValueError(f"must be at most {maximum}")
+    elif field_name in RATIO_RANGES:
+        _, low, high = RATIO_RANGES[field_name]
+        if not isinstance(value, float) or not low <= value <= high:
+            raise ValueError(f"must be a number between {low} and {high}")
     elif field_name == "message_timestamp_type":
         if value not in TIMESTAMP_TYPES:
             raise ValueError("accepted values are CreateTime and LogAppendTime")
@@ -241,6 +259,15 @@ def _parse_bool(raw: Any) -> bool:
     if text in ("false", "0", "no"):
         return False
     raise ValueError("expected true or false")
+
+
+def _parse_double(raw: Any) -> float:
+    """A Java double as Kafka's `ConfigDef` reads one (`replog.config.parse_double`)."""
+    if isinstance(raw, bool):
+        raise ValueError("expected a number, got a boolean")
+    if isinstance(raw, int | float):
+        return parse_double(repr(float(raw)))
+    return parse_double(str(raw))
 
 
 def _parse_str(raw: Any) -> str:
@@ -307,6 +334,14 @@ BY_DOTTED_NAME: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "log.message.timestamp.type": ("message_timestamp_type", _parse_str),
     "cleanup.policy": ("cleanup_policy", _parse_policy),
     "log.cleanup.policy": ("cleanup_policy", _parse_policy),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _parse_double),
+    "log.cleaner.min.cleanable.ratio": ("min_cleanable_dirty_ratio", _parse_double),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _parse_int),
+    "log.cleaner.min.compaction.lag.ms": ("min_compaction_lag_ms", _parse_int),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _parse_int),
+    "log.cleaner.max.compaction.lag.ms": ("max_compaction_lag_ms", _parse_int),
+    "delete.retention.ms": ("delete_retention_ms", _parse_int),
+    "log.cleaner.delete.retention.ms": ("delete_retention_ms", _parse_int),
     # replog's own setting, broker level only (server.properties): there is no topic-level name.
     "log.page.cache.tail.bytes": ("page_cache_tail_bytes", _parse_int),
 }

@@ -43,6 +43,11 @@ Rules (docs/design/storage.md#clean-shutdown, #checkpoint-files, #retention):
   `ReplicaManager`): the directory is renamed to `<topic>-<partition>.<id>-stray` and its
   checkpoint entries go as a deletion's, but its files stay. Loading never opens such a
   directory and warns about each one at every start, until an operator removes it.
+- The log cleaner (`cleaner`, `replog/storage/cleaner/log_cleaner.py`) cleans the compacted
+  logs on threads `start` starts; a truncation, a deletion or a stray log set aside pauses its
+  log's cleaning first (a pass under way stops), retention skips a compacted log a pass is
+  cleaning, the background tasks write what changed of each dir's `cleaner-offset-checkpoint`,
+  and shutdown stops the cleaner before the logs close.
 - Clean shutdown: flush and close every log, write the three checkpoints, then the marker
   (`Log.close` flushes from the recovery point, so it covers a pending roll flush too).
 - A background task that fails on the disk (a KafkaStorageError or an OSError: a full disk
@@ -93,6 +98,8 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.storage.checkpoint_file import OffsetCheckpointFile, atomic_replace
+from replog.storage.cleaner.cleaner_config import CleanerConfig
+from replog.storage.cleaner.log_cleaner import LogCleaner
 from replog.storage.fs import LOCAL_FS, FileSystem, Unsynced
 from replog.storage.log import (
     DELETE_DIR_SUFFIX,
@@ -155,6 +162,7 @@ class LogManagerConfig:
     retention_check_interval_ms: int = 300000  # log.retention.check.interval.ms
     initial_task_delay_ms: int = 30000  # log.initial.task.delay.ms
     log: LogConfig = field(default_factory=LogConfig)
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)  # log.cleaner.*
 
     def __post_init__(self) -> None:
         # Kafka's bounds: log.initial.task.delay.ms >= 0, log.retention.check.interval.ms >= 1.
@@ -176,6 +184,7 @@ class LogManagerConfig:
         """
         config = cls(
             log=LogConfig.from_properties(properties),
+            cleaner=CleanerConfig.from_properties(properties),
             **integer_settings(properties, PROPERTY_NAMES),
         )
         flush_ms_set = any(key in properties for key in ("log.flush.interval.ms", "flush.ms"))
@@ -333,6 +342,10 @@ class LogManager:
         try:
             for log_dir in self.log_dirs:
                 self._load_dir(log_dir)
+            # Reads each dir's cleaner-offset-checkpoint, which loading may not have made.
+            self.cleaner = LogCleaner(
+                self.config.cleaner, self.log_dirs, self._cleaner_logs, fs=fs, clock=clock
+            )
         except BaseException:
             # An aborted or failed load: the error is what the caller hears of, and the
             # descriptors of the logs opened so far do not outlive it.
@@ -738,6 +751,11 @@ class LogManager:
     def _rename_aside(
         self, topic: str, partition: int, suffix: str, *, durable: bool = True
     ) -> str:
+        # Its pass stops first, outside the manager's lock (a pass never takes that lock, but
+        # it takes the log's to swap), and its cleaner entry goes.
+        log_dir = self._dir_of.get((topic, partition))
+        if log_dir is not None:
+            self.cleaner.remove(log_dir, (topic, partition))
         with self._lock:
             gone = self._logs.get((topic, partition))
             if gone is None:
@@ -766,7 +784,34 @@ class LogManager:
         return len(due)
 
     def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
-        return self.get_log(topic, partition).truncate_to(offset)
+        """Truncate the log, its cleaning paused meanwhile (Kafka's `abortAndPauseCleaning`:
+        a pass running on it stops first); its cleaner checkpoint entry goes no higher than
+        the new log end."""
+        target = self.get_log(topic, partition)
+        tp = (topic, partition)
+        with self.cleaner.paused(tp):
+            cut = target.truncate_to(offset)
+        log_dir = self._dir_of.get(tp)
+        if cut and log_dir is not None:
+            self.cleaner.truncated(log_dir, tp, target.log_end_offset)
+        return cut
+
+    def truncate_fully_and_start_at(self, topic: str, partition: int, offset: int) -> None:
+        """Empty the log and restart it at `offset`, its cleaning paused meanwhile (as
+        `truncate_to`); its cleaner entry then lies below the log start and is reset."""
+        target = self.get_log(topic, partition)
+        with self.cleaner.paused((topic, partition)):
+            target.truncate_fully_and_start_at(offset)
+
+    def _cleaner_logs(self) -> list[tuple[TopicPartitionKey, str, Log]]:
+        """The open logs with their log dirs, for the cleaner's thread (a snapshot, read
+        without the manager's lock: one C-level copy under the GIL)."""
+        dir_of = self._dir_of
+        return [
+            (tp, log_dir, lg)
+            for tp, lg in list(self._logs.items())
+            if (log_dir := dir_of.get(tp)) is not None
+        ]
 
     def _on_truncate(self, truncated: Log) -> None:
         """A truncation moved a recovery point back: record it before anything else happens.
@@ -944,6 +989,7 @@ class LogManager:
         self._work_wanted.clear()
         self.flush_rolled_segments()
         self.remove_deleted_logs()
+        self.cleaner.write_checkpoints()  # what removals and truncations changed
         with self._lock:
             if self._closed:
                 return LONG_MAX
@@ -989,8 +1035,21 @@ class LogManager:
             with self._lock:  # a log is closed (deleted, shut down) only under it
                 for lg in logs[start : start + RETENTION_SLICE]:
                     if not lg.closed and not lg.has_no_retention_to_do:
-                        deleted += lg.delete_old_segments(wall_now)
+                        deleted += self._delete_old_segments(lg, wall_now)
         return deleted
+
+    def _delete_old_segments(self, lg: Log, wall_now: int) -> int:
+        """One log's retention; a compacted log a pass is cleaning waits for the next round
+        (Kafka's cleaner deletes only from logs it is not cleaning)."""
+        tp = lg.topic_partition
+        if tp is None or not lg.config.compacts:
+            return lg.delete_old_segments(wall_now)
+        if not self.cleaner.pause_if_idle(tp):
+            return 0
+        try:
+            return lg.delete_old_segments(wall_now)
+        finally:
+            self.cleaner.resume(tp)
 
     def start(
         self,
@@ -1034,6 +1093,7 @@ class LogManager:
 
         self._thread = threading.Thread(target=loop, name="replog-log-manager", daemon=True)
         self._thread.start()
+        self.cleaner.start(on_storage_error)
 
     # --- shutdown -----------------------------------------------------------------------------
 
@@ -1043,6 +1103,7 @@ class LogManager:
         with self._lock:
             if self._closed:
                 return
+            self.cleaner.shutdown()
             # Also syncs what rolls left to `flush_rolled_segments`: `close` flushes the
             # whole log from its recovery point, directory included.
             failure = self._close_logs()
@@ -1068,6 +1129,7 @@ class LogManager:
         flush, which a failed disk may fail or stall, no checkpoint, no marker: the next load
         recovers). Idempotent."""
         self._stop_thread()
+        self.cleaner.shutdown(write=False)
         with self._lock:
             if not self._closed:
                 self._closed = True

@@ -19,6 +19,7 @@ from replog.server.metrics.node_state import (
     register_node_state,
 )
 from replog.storage import write_hints
+from replog.storage.cleaner.log_cleaner import CleanerStats
 
 START_PHASES = "replog_broker_start_phase_time_seconds"
 
@@ -153,7 +154,10 @@ def test_the_dropped_write_hints_are_the_process_hint_runners_count(
 ) -> None:
     monkeypatch.setattr(write_hints, "runner", SimpleNamespace(dropped=7))
     broker = SimpleNamespace(
-        metadata=SimpleNamespace(last_applied_offset=39), replica_manager=None, start_phases={}
+        metadata=SimpleNamespace(last_applied_offset=39),
+        replica_manager=None,
+        log_manager=None,
+        start_phases={},
     )
     state = read_node_state(1, quorum_member(1), None, broker)
     assert state.broker is not None and state.broker.write_hints_dropped == 7
@@ -268,3 +272,25 @@ def test_a_live_brokers_replicas_counted_without_reading_them_match_their_states
     assert ReplicaCounts.of(_replica_state(p) for p in leader_node.rm.partitions().values()) == (
         ReplicaCounts(partitions=1, leaders=1, under_replicated=0, under_min_isr=0, at_min_isr=0)
     )
+
+
+def test_the_log_cleaners_gauges_are_its_stats() -> None:
+    stats = CleanerStats(
+        max_dirty_percent=62.5,
+        recopy_percent=12.0,
+        max_clean_time_s=0.25,
+        max_buffer_utilization_percent=3.0,
+        time_since_last_run_ms=1500,
+        uncleanable_partitions={"/d0": 2, "/d1": 0},
+    )
+    registry = scrape(NodeState(RAFT, BrokerState((), {}, 0, cleaner=stats)))
+    assert value(registry, "replog_log_cleaner_max_dirty_percent") == 62.5
+    assert value(registry, "replog_log_cleaner_recopy_percent") == 12.0
+    assert value(registry, "replog_log_cleaner_max_clean_time_seconds") == 0.25
+    assert value(registry, "replog_log_cleaner_max_buffer_utilization_percent") == 3.0
+    assert value(registry, "replog_log_cleaner_time_since_last_run_seconds") == 1.5
+    assert value(registry, "replog_log_cleaner_uncleanable_partitions", log_dir="/d0") == 2
+    assert value(registry, "replog_log_cleaner_uncleanable_partitions", log_dir="/d1") == 0
+    # Logs not open yet: no cleaner families.
+    bare = scrape(NodeState(RAFT, BrokerState((), {}, 0)))
+    assert value(bare, "replog_log_cleaner_max_dirty_percent") is None

@@ -38,6 +38,7 @@ SAMPLE_VALUES = [
     *("47", "48", "63", "64", "2147483647", "2147483648"),
     *("9223372036854775807", "9223372036854775808"),
     *("delete", "compact", "compact, delete", " delete ,compact", "delete,", "compact,,delete"),
+    *("0.5", ".25", "1.0", "1.00001", "-0.0", "5e-1", "0.5d", "NaN", "Infinity", "0x1p-1"),
     *("Delete", "forever", "CreateTime", " LogAppendTime ", "createtime"),
 ]
 
@@ -61,11 +62,15 @@ def log_accepts(key: str, value: str) -> bool:
 def test_the_table_covers_every_log_setting_of_a_topic() -> None:
     assert LOG_TOPIC_KEYS == [
         "cleanup.policy",
+        "delete.retention.ms",
         "flush.messages",
         "flush.ms",
         "index.interval.bytes",
+        "max.compaction.lag.ms",
         "max.message.bytes",
         "message.timestamp.type",
+        "min.cleanable.dirty.ratio",
+        "min.compaction.lag.ms",
         "retention.bytes",
         "retention.ms",
         "segment.bytes",

@@ -66,6 +66,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from replog.server.group_coordinator import GroupMetrics
 from replog.server.metrics.replica_counts import ReplicaCounts, led_figures
 from replog.storage import write_hints
+from replog.storage.cleaner.log_cleaner import CleanerStats
 
 if TYPE_CHECKING:
     from replog.server.broker_runtime import BrokerRuntime
@@ -112,6 +113,7 @@ class BrokerState:
     # Counted while reading the live replicas; None: count `replicas`.
     counts: ReplicaCounts | None = None
     start_phases: Mapping[str, float] = field(default_factory=dict)  # phase -> Unix time
+    cleaner: CleanerStats | None = None  # None: the logs are not open yet
 
     @property
     def replica_counts(self) -> ReplicaCounts:
@@ -247,6 +249,50 @@ def _summary_families(state: NodeState) -> Iterator[Metric]:
     for phase, at in broker.start_phases.items():
         phases.add_metric([phase], at)
     yield phases
+    if broker.cleaner is not None:
+        yield from _cleaner_families(broker.cleaner)
+
+
+def _cleaner_families(cleaner: CleanerStats) -> Iterator[Metric]:
+    """The log cleaner's gauges, Kafka's `LogCleaner` and `LogCleanerManager` ones."""
+    yield _gauge(
+        "replog_log_cleaner_max_dirty_percent",
+        "The largest dirty ratio of the compacted logs at the cleaner's last choice, in percent "
+        "(Kafka's max-dirty-percent)",
+        cleaner.max_dirty_percent,
+    )
+    yield _gauge(
+        "replog_log_cleaner_recopy_percent",
+        "Bytes written over bytes read by each cleaner thread's last pass, in percent, averaged "
+        "(Kafka's cleaner-recopy-percent)",
+        cleaner.recopy_percent,
+    )
+    yield _gauge(
+        "replog_log_cleaner_max_clean_time_seconds",
+        "The longest of the cleaner threads' last passes (Kafka's max-clean-time-secs)",
+        cleaner.max_clean_time_s,
+    )
+    yield _gauge(
+        "replog_log_cleaner_max_buffer_utilization_percent",
+        "The fullest key map of the cleaner threads' last passes, in percent of its slots "
+        "(Kafka's max-buffer-utilization-percent)",
+        cleaner.max_buffer_utilization_percent,
+    )
+    yield _gauge(
+        "replog_log_cleaner_time_since_last_run_seconds",
+        "Seconds since a cleaner thread last looked for a log to clean "
+        "(Kafka's time-since-last-run-ms)",
+        cleaner.time_since_last_run_ms / 1000,
+    )
+    uncleanable = GaugeMetricFamily(
+        "replog_log_cleaner_uncleanable_partitions",
+        "Logs whose cleaning failed on a corrupt record, per log dir, not cleaned again until "
+        "removed (Kafka's uncleanable-partitions-count)",
+        labels=["log_dir"],
+    )
+    for log_dir, count in sorted(cleaner.uncleanable_partitions.items()):
+        uncleanable.add_metric([log_dir], count)
+    yield uncleanable
 
 
 def _replica_families(broker: BrokerState) -> Iterator[Metric]:
@@ -327,7 +373,7 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
 # What `describe` yields the families of: a node with every role.
 _EVERY_ROLE = NodeState(
     RaftState(0, 0, 0, NO_LEADER),
-    BrokerState((), {}, 0, groups=GroupMetrics((), 0)),
+    BrokerState((), {}, 0, groups=GroupMetrics((), 0), cleaner=CleanerStats(0, 0, 0, 0, 0)),
     is_controller=True,
 )
 
@@ -373,8 +419,12 @@ def _read_broker(
     replica_manager = broker.replica_manager
     dropped = getattr(write_hints.runner, "dropped", 0)  # a test's runner may keep no count
     phases = dict(broker.start_phases)
+    log_manager = broker.log_manager
+    cleaner = None if log_manager is None else log_manager.cleaner.stats()
     if replica_manager is None:  # the data plane is not up yet: no replicas to report
-        return BrokerState((), {}, lag, dropped, counts=ReplicaCounts(), start_phases=phases)
+        return BrokerState(
+            (), {}, lag, dropped, counts=ReplicaCounts(), start_phases=phases, cleaner=cleaner
+        )
     states: tuple[ReplicaState, ...] = ()
     counts: ReplicaCounts | None = None
     groups: GroupMetrics | None = None
@@ -400,6 +450,7 @@ def _read_broker(
         groups,
         counts=counts,
         start_phases=phases,
+        cleaner=cleaner,
     )
 
 

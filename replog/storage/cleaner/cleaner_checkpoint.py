@@ -36,6 +36,10 @@ class CleanerCheckpoint:
     def read(self) -> dict[TopicPartitionKey, int]:
         return self._file.read()
 
+    def write(self, offsets: dict[TopicPartitionKey, int]) -> None:
+        """Replace the whole file with `offsets` (a cleaner that keeps them in memory)."""
+        self._file.write(offsets)
+
     def update(self, partition: TopicPartitionKey, offset: int) -> None:
         offsets = self._file.read()
         offsets[partition] = offset

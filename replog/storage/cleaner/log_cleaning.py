@@ -19,7 +19,11 @@ Rules:
   changed meanwhile (a truncation, a deletion, a close: a read fails or the swap is refused),
   or the caller asks it to stop (`should_stop`, Kafka's `checkDone`), the pass stops there,
   abandoned: what was swapped in stays, nothing else changes, and the
-  checkpoint must not move (`CleaningPass.abandoned`).
+  checkpoint must not move (`CleaningPass.abandoned`). A record that does not parse also
+  abandons the pass, and `CleaningPass.corrupt` says where: the caller tells damage from a
+  concurrent change (a truncation rewrote the bytes it read) by the log's truncation count.
+- `on_read(bytes)` hears of every batch read, before it is used: the caller's I/O throttle
+  (`log.cleaner.io.max.bytes.per.second`) sleeps there.
 - Plain synchronous code: a caller runs it on a thread of its own, never on an event loop.
 """
 
@@ -62,6 +66,7 @@ class CleaningPass:
     map_utilization: float = 0.0
     groups_swapped: int = 0
     abandoned: bool = False
+    corrupt: str | None = None  # what did not parse, when that abandoned the pass
     stats: FilterStats = field(default_factory=FilterStats)
 
 
@@ -69,8 +74,16 @@ class _LogChanged(Exception):
     """The log changed under the pass, or the pass was asked to stop (module Rules)."""
 
 
+class _Corrupt(_LogChanged):
+    """A batch or record of the log did not parse (module Rules)."""
+
+
 def _never() -> bool:
     return False
+
+
+def _ignore(size: int) -> None:
+    pass
 
 
 def clean_log(
@@ -84,10 +97,12 @@ def clean_log(
     last_batches: Mapping[int, ProducerLastBatch] | None = None,
     aborted: Iterable[AbortedTransaction] = (),
     should_stop: Callable[[], bool] = _never,
+    on_read: Callable[[int], None] = _ignore,
 ) -> CleaningPass:
     """Clean `target` from `first_dirty` (module Rules). `offset_map` is cleared first.
     `should_stop` is asked between batches (`CleaningStates.is_aborted`): once it answers
-    True the pass is abandoned there."""
+    True the pass is abandoned there. `on_read` hears each batch's size as it is read."""
+
     aborted = list(aborted)
     truncations = target.truncation_count
     segments = target.segments()[:-1]  # never the active segment
@@ -95,11 +110,12 @@ def clean_log(
     result = CleaningPass(first_dirty, first_dirty)
     try:
         _build_offset_map(
-            segments, offset_map, first_dirty, first_uncleanable, aborted, should_stop
+            segments, offset_map, first_dirty, first_uncleanable, aborted, should_stop, on_read
         )
     except _LogChanged as exc:
         log.info("%s: cleaning abandoned while reading its dirty section: %s", target.name, exc)
         result.abandoned = True
+        result.corrupt = str(exc) if isinstance(exc, _Corrupt) else None
         return result
     end_offset = max(offset_map.latest_offset + 1, first_dirty)
     result.end_offset = end_offset
@@ -131,10 +147,11 @@ def clean_log(
     ):
         replaced = [to_clean[i] for i in group]
         try:
-            cleaned = _write_cleaned(target, replaced, batch_filter, should_stop)
+            cleaned = _write_cleaned(target, replaced, batch_filter, should_stop, on_read)
         except _LogChanged as exc:
             log.info("%s: cleaning abandoned: %s", target.name, exc)
             result.abandoned = True
+            result.corrupt = str(exc) if isinstance(exc, _Corrupt) else None
             return result
         if target.replace_with_cleaned(replaced, cleaned, truncation_count=truncations) is None:
             log.info("%s: cleaning abandoned: the log changed during the pass", target.name)
@@ -157,6 +174,7 @@ def _build_offset_map(
     end: int,
     aborted: list[AbortedTransaction],
     should_stop: Callable[[], bool],
+    on_read: Callable[[int], None],
 ) -> None:
     transactions = CleanedTransactions(aborted)
     for index, segment in enumerate(segments):
@@ -165,7 +183,7 @@ def _build_offset_map(
             continue  # wholly below the dirty section
         if segment.base_offset >= end:
             return
-        for batch in _batches(segment, should_stop):
+        for batch in _batches(segment, should_stop, on_read):
             header = read_header(batch)
             if header.last_offset >= end:
                 return
@@ -188,7 +206,7 @@ def _records(batch: bytes) -> Iterator[Record]:
     try:
         return RecordBatch.parse(batch, where="cleaner", sparse=True).records()
     except (CorruptRecordError, InvalidRecordError) as exc:
-        raise _LogChanged(str(exc)) from exc
+        raise _Corrupt(str(exc)) from exc
 
 
 def _write_cleaned(
@@ -196,6 +214,7 @@ def _write_cleaned(
     replaced: list[LogSegment],
     batch_filter: BatchFilter,
     should_stop: Callable[[], bool],
+    on_read: Callable[[int], None],
 ) -> str:
     """Filter `replaced`'s batches into their synced `.cleaned` file; returns its path."""
     fs = target.file_system
@@ -204,11 +223,11 @@ def _write_cleaned(
     out = fs.open_segment_file(path, create=True)
     try:
         for segment in replaced:
-            for batch in _batches(segment, should_stop):
+            for batch in _batches(segment, should_stop, on_read):
                 try:
                     kept = batch_filter.filter(batch)
                 except (CorruptRecordError, InvalidRecordError) as exc:
-                    raise _LogChanged(f"{segment.log_path}: {exc}") from exc
+                    raise _Corrupt(f"{segment.log_path}: {exc}") from exc
                 if kept is not None:
                     out.append(kept)
         out.fsync()
@@ -220,7 +239,9 @@ def _write_cleaned(
     return path
 
 
-def _batches(segment: LogSegment, should_stop: Callable[[], bool]) -> Iterator[bytes]:
+def _batches(
+    segment: LogSegment, should_stop: Callable[[], bool], on_read: Callable[[int], None]
+) -> Iterator[bytes]:
     """Each whole batch of a sealed segment, in order, read `_READ_BYTES` at a time;
     `_LogChanged` once `should_stop` says so."""
     file = segment.log_file
@@ -236,6 +257,7 @@ def _batches(segment: LogSegment, should_stop: Callable[[], bool]) -> Iterator[b
                 chunk = file.read_fully(position, batch_size)
             consumed = 0
             for at, length in iter_frames(chunk):
+                on_read(length)
                 if should_stop():
                     raise _LogChanged(f"{segment.log_path}: the pass was asked to stop")
                 yield chunk[at : at + length]

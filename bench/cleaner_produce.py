@@ -1,0 +1,175 @@
+"""Does the log cleaner stall produce? Produce latency on a compacted topic with the cleaner
+cleaning all the while, against the same cluster with `log.cleaner.enable=false` (issue #78).
+
+Per run, three 3-node clusters one after the other (the order reverses every other run): the
+cleaner on, on and throttled to 1 MB/s (`log.cleaner.io.max.bytes.per.second`, each node), and
+off. Each with:
+- a load: a background producer writing `--load-rate` records a second (200-byte values over
+  5,000 keys, acks=1) to `load`, compacted, `segment.bytes` 256 KiB and
+  `min.cleanable.dirty.ratio` 0.01, so a segment rolls about every quarter second and, with the
+  cleaner on, a pass starts as soon as the last one ended (`log.cleaner.backoff.ms` 100);
+- a probe: `--probes` records sent one at a time, each awaited (acks=all, idempotent), to
+  `probe`, compacted too, after 3 s of load; its latencies (client clock) are the figures.
+
+The cleaner settings are its worst case: with Kafka's defaults (a ratio of 0.5, a backoff of
+15 s) a log is cleaned far less often than here, where a cleaner thread on every node is busy
+nearly all the time.
+
+Printed per configuration: each run's probe p50, p99 and max, then min / median / max over
+the runs, and the `load` partition's bytes on node 1 at the end (cleaning on: about the live
+keys; off: everything written), which shows the cleaner ran. The machine is shared: compare
+the two configurations within a run.
+
+    .venv/bin/python bench/cleaner_produce.py [--runs 3] [--probes 2000] [--load-rate 5000]
+        [--base-port 27400] [--kafka-base-port 27410] [--data-dir DIR] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+_BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH_DIR]
+sys.path.insert(0, os.path.dirname(_BENCH_DIR))
+sys.path.append(_BENCH_DIR)
+
+from replog_cli import create_topic, running_cluster  # noqa: E402
+
+from replog import Producer  # noqa: E402
+from replog.cli.bench.runner import machine  # noqa: E402
+
+COMPACTED = ("cleanup.policy=compact", "segment.bytes=262144", "min.cleanable.dirty.ratio=0.01")
+# Each configuration's cleaner settings (every node's server.properties).
+CONFIGURATIONS = {
+    "cleaner on": ("log.cleaner.enable=true",),
+    "cleaner on, 1 MB/s": ("log.cleaner.enable=true", "log.cleaner.io.max.bytes.per.second=1e6"),
+    "cleaner off": ("log.cleaner.enable=false",),
+}
+
+
+def load(bootstrap: str, rate: int, stop: threading.Event) -> int:
+    """Write `rate` records a second to `load` until `stop`; how many were sent."""
+    value = b"v" * 200
+    sent = 0
+    began = time.monotonic()
+    with Producer(bootstrap_servers=bootstrap, acks=1, linger_ms=5) as producer:
+        while not stop.is_set():
+            due = int((time.monotonic() - began) * rate)
+            while sent < due:
+                producer.send("load", value, key=f"key-{sent % 5000}".encode(), partition=0)
+                sent += 1
+            time.sleep(0.005)
+        producer.flush(timeout=60)
+    return sent
+
+
+def probe(bootstrap: str, count: int) -> list[float]:
+    """The latency in ms of `count` sends to `probe`, one at a time."""
+    latencies = []
+    with Producer(bootstrap_servers=bootstrap, acks="all", linger_ms=0) as producer:
+        for i in range(20):  # connections and metadata, unmeasured
+            producer.send("probe", b"warm", key=f"w{i}".encode(), partition=0).get(timeout=30)
+        for i in range(count):
+            began = time.perf_counter()
+            producer.send("probe", b"x" * 100, key=f"k{i % 100}".encode(), partition=0).get(
+                timeout=30
+            )
+            latencies.append((time.perf_counter() - began) * 1000)
+    return latencies
+
+
+def partition_bytes(data_dir: str, topic: str) -> int:
+    directory = os.path.join(data_dir, "node-1", "data", f"{topic}-0")
+    return sum(
+        os.path.getsize(os.path.join(directory, name))
+        for name in os.listdir(directory)
+        if name.endswith(".log")
+    )
+
+
+def one(args: argparse.Namespace, data_dir: str, settings: Sequence[str]) -> dict[str, Any]:
+    overrides = (
+        *(item for setting in settings for item in ("--override", setting)),
+        "--override",
+        "log.cleaner.backoff.ms=100",
+        "--override",
+        "metrics.port=0",
+        "--fresh",
+    )
+    with running_cluster(
+        data_dir, args.base_port, *overrides, kafka_base_port=args.kafka_base_port
+    ) as bootstrap:
+        create_topic(bootstrap, "load", 1, *COMPACTED)
+        create_topic(bootstrap, "probe", 1, *COMPACTED)
+        stop = threading.Event()
+        counted: list[int] = []
+        writer = threading.Thread(
+            target=lambda: counted.append(load(bootstrap, args.load_rate, stop)), daemon=True
+        )
+        writer.start()
+        time.sleep(3)
+        latencies = probe(bootstrap, args.probes)
+        stop.set()
+        writer.join(120)
+        time.sleep(1)  # the last pass
+        size = partition_bytes(data_dir, "load")
+    ordered = sorted(latencies)
+    return {
+        "p50_ms": statistics.median(ordered),
+        "p99_ms": ordered[int(len(ordered) * 0.99) - 1],
+        "max_ms": ordered[-1],
+        "load_records": counted[0] if counted else 0,
+        "load_bytes_node1": size,
+    }
+
+
+def spread(values: Sequence[float]) -> str:
+    ordered = sorted(values)
+    return f"{ordered[0]:.2f} / {statistics.median(ordered):.2f} / {ordered[-1]:.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--probes", type=int, default=2000)
+    parser.add_argument("--load-rate", type=int, default=5000)
+    parser.add_argument("--base-port", type=int, default=27400)
+    parser.add_argument("--kafka-base-port", type=int, default=27410)
+    parser.add_argument("--data-dir")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in CONFIGURATIONS}
+    with tempfile.TemporaryDirectory(prefix="cleaner-bench-") as scratch:
+        data_dir = args.data_dir or os.path.join(scratch, "cluster")
+        for run in range(args.runs):
+            names = list(CONFIGURATIONS)
+            if run % 2:  # which goes first alternates
+                names.reverse()
+            for name in names:
+                result = one(args, data_dir, CONFIGURATIONS[name])
+                results[name].append(result)
+                print(f"run {run + 1} {name}: {json.dumps(result)}", flush=True)
+    print("\nprobe latency, ms, min / median / max over runs")
+    for name, runs in results.items():
+        print(
+            f"{name}: p50 {spread([r['p50_ms'] for r in runs])}, "
+            f"p99 {spread([r['p99_ms'] for r in runs])}, "
+            f"max {spread([r['max_ms'] for r in runs])}, "
+            f"load partition on node 1 {spread([r['load_bytes_node1'] / 1e6 for r in runs])} MB"
+        )
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"machine": machine(), "results": results}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -4,7 +4,7 @@
 Rules:
 - Only logs whose cleanup.policy has `compact` have one; the others are left out.
 - A log's ratio is the one the cleaner computes when it chooses a log
-  (`cleanable.log_to_clean`): cleanable bytes over clean plus cleanable, from the log's entry
+  (`log_summary.dirty_ratio`): cleanable bytes over clean plus cleanable, from the log's entry
   in its log dir's `cleaner-offset-checkpoint` (the log start offset when it has none), the
   active segment and the high watermark excluded. A log never cleaned has every byte below its
   active segment dirty (1.0 once a segment rolled, 0.0 before).
@@ -19,23 +19,9 @@ from collections.abc import Iterable, Mapping
 
 from replog.common import TopicPartitionKey
 from replog.errors import CorruptCheckpointError
-from replog.storage.cleaner.cleanable import INT64_MAX, log_to_clean
 from replog.storage.cleaner.cleaner_checkpoint import CleanerCheckpoint
-from replog.storage.cleaner.log_summary import summarize_log
+from replog.storage.cleaner.log_summary import dirty_ratio
 from replog.storage.log import Log
-
-
-def log_dirty_ratio(log: Log, checkpoint_offset: int | None, now_ms: int) -> float:
-    """The dirty ratio of `log` now (module Rules), from its checkpoint offset (None: none)."""
-    summary = summarize_log(
-        log,
-        min_cleanable_dirty_ratio=0.0,  # the choice's threshold: no part of the ratio
-        # The log's own lags where its config has them (min.compaction.lag.ms moves the
-        # first uncleanable offset); none otherwise.
-        min_compaction_lag_ms=getattr(log.config, "min_compaction_lag_ms", 0),
-        max_compaction_lag_ms=getattr(log.config, "max_compaction_lag_ms", INT64_MAX),
-    )
-    return log_to_clean(summary, checkpoint_offset, now_ms).dirty_ratio
 
 
 def dirty_ratios(
@@ -54,5 +40,5 @@ def dirty_ratios(
             continue
         parent = os.path.dirname(os.path.abspath(log.directory))
         offset = checkpoints.get(parent, {}).get(key)
-        found[key] = log_dirty_ratio(log, offset, now_ms)
+        found[key] = dirty_ratio(log, offset, now_ms)
     return found

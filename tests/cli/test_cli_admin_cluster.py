@@ -268,7 +268,13 @@ def test_reassign_generate_execute_verify(cluster: ClientCluster, tmp_path: Path
     election = ("elect-leaders", "--election-type", "preferred")
     elected = ok(replog(cluster, *election, "--topic", "tight", "--partition", "0"))
     assert elected == "Successfully completed leader election (PREFERRED) for partitions tight-0\n"
-    assert describe(cluster, "tight")["partitions"][0]["leader"] == reversed_replicas[0]
+    # Described from any broker's metadata, which applies the election soon after the answer.
+    wait_until(
+        lambda: describe(cluster, "tight")["partitions"][0]["leader"] == reversed_replicas[0],
+        "the preferred replica's leadership in the metadata",
+        timeout_s=20,
+        poll_s=0.2,
+    )
     again = ok(replog(cluster, *election, "--topic", "tight", "--partition", "0"))
     assert again == "Valid replica already elected for partitions tight-0\n"
     listed = write(tmp_path, "elect.json", {"partitions": [

@@ -89,7 +89,12 @@ async def test_commit_fetch_and_failover_of_the_coordinator(cluster: ClientClust
             (topic,) = admin.metadata([CONSUMER_OFFSETS_TOPIC]).topics
             (configs,) = admin.describe_configs([ConfigResource.topic(CONSUMER_OFFSETS_TOPIC)])
         assert len(topic.partitions) == 50 and topic.replication_factor == 3
-        assert configs.overrides() == {"cleanup.policy": "compact"}
+        # Kafka's configs for it: compacted, offsets.topic.segment.bytes, the producer's codec.
+        assert configs.overrides() == {
+            "cleanup.policy": "compact",
+            "segment.bytes": "104857600",
+            "compression.type": "producer",
+        }
 
         offsets = {
             TopicPartition(TOPIC, 0): OffsetAndMetadata(41, "first"),

@@ -164,14 +164,18 @@ def leader_of(cluster: ClientCluster, alive: set[int]) -> int:
 
 
 async def fetch_all(address: str) -> list[tuple[int, bytes, bytes]]:
-    """(offset, key, value) of every record the broker at `address` serves below its high
-    watermark, through Kafka's Fetch; its batches may hold fewer records than offsets."""
+    """(offset, key, value) of every record the broker at `address` serves below UPDATES,
+    through Kafka's Fetch; its batches may hold fewer records than offsets. A new leader's high
+    watermark reaches its log end only once the other follower fetched from it: a read stopped
+    below UPDATES waits for it (the fetch's long poll) up to 30 s."""
     records: list[tuple[int, bytes, bytes]] = []
     offset = 0
+    deadline = time.monotonic() + 30
     async with kafka_broker_client(address) as client:
-        while True:
+        while offset < UPDATES:
+            assert time.monotonic() < deadline, f"{address} served up to offset {offset} only"
             response = await client.fetch(
-                m.FetchRequest((m.FetchPartition(TOPIC, 0, offset, 1 << 20),), max_wait_ms=0)
+                m.FetchRequest((m.FetchPartition(TOPIC, 0, offset, 1 << 20),), max_wait_ms=500)
             )
             (result,) = response.partitions
             assert result.error is None, result.error
@@ -180,8 +184,7 @@ async def fetch_all(address: str) -> list[tuple[int, bytes, bytes]]:
                     assert record.key is not None and record.value is not None
                     records.append((record.offset, record.key, record.value))
                 offset = batch.next_offset
-            if offset >= result.high_watermark:
-                return records
+    return records
 
 
 def check_the_leaders_serve_the_latest_values(cluster: ClientCluster) -> None:

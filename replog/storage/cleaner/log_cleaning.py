@@ -321,11 +321,11 @@ def _build_offset_map(
                     header, control_type(records[0].key) if records else None
                 )
             elif not transactions.on_batch_read(header):
-                for record in _records(batch):
-                    if record.key is not None and record.offset >= start:
+                for offset, key in _keys(batch):
+                    if key is not None and offset >= start:
                         if offset_map.is_full:
                             return
-                        offset_map.put(record.key, record.offset)
+                        offset_map.put(key, offset)
             if header.last_offset >= start:
                 offset_map.update_latest_offset(header.last_offset)
 
@@ -333,6 +333,14 @@ def _build_offset_map(
 def _records(batch: bytes) -> Iterator[Record]:
     try:
         return RecordBatch.parse(batch, where="cleaner", sparse=True).records()
+    except (CorruptRecordError, InvalidRecordError) as exc:
+        raise _Corrupt(str(exc)) from exc
+
+
+def _keys(batch: bytes) -> Iterator[tuple[int, bytes | None]]:
+    """Each record's offset and key (no `Record` built: the map needs no more)."""
+    try:
+        yield from RecordBatch.parse(batch, where="cleaner", sparse=True).keys()
     except (CorruptRecordError, InvalidRecordError) as exc:
         raise _Corrupt(str(exc)) from exc
 

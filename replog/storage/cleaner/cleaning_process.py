@@ -127,12 +127,7 @@ class _Pipe:
 
     def readable(self) -> bool:
         """Whether a message or EOF can be read without waiting for the other end."""
-        if self.buffered_size():
-            return True
-        return bool(select.select([self.read_fd], [], [], 0)[0])
-
-    def buffered_size(self) -> int:
-        return len(self._buffer)
+        return bool(self._buffer) or bool(select.select([self.read_fd], [], [], 0)[0])
 
     def receive(self) -> Message | None:
         """The next message (blocks); None at EOF."""
@@ -343,7 +338,7 @@ class _ChildPass:
                 if self._pipe.readable():
                     message = self._pipe.receive()
                     self.eof = message is None
-                    self.stopped = self.eof or message[0] == "stop"  # type: ignore[index]
+                    self.stopped = message is None or message[0] == "stop"
         return self.stopped
 
     def swap(self, replaced: Sequence[SealedSegment], cleaned: str) -> bool:

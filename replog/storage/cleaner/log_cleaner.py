@@ -234,11 +234,8 @@ class LogCleaner:
             return process.run(
                 prepared, self.config.buffer_per_thread, should_stop=should_stop, on_read=on_read
             )
-        except CleaningProcessGoneError as exc:
+        except CleaningProcessGoneError as exc:  # the next pass starts another (`_process`)
             log.error("%s", exc)
-            with self._lock:
-                self._processes[thread] = None
-            process.close()
             first_dirty = candidate.first_dirty
             return CleaningPass(first_dirty, first_dirty, abandoned=True)
 
@@ -247,6 +244,11 @@ class LogCleaner:
         if not self._use_processes:
             return None
         process = self._processes[thread]
+        if process is not None and process.gone:  # died, or killed in the middle of a pass
+            with self._lock:
+                self._processes[thread] = None
+            process.close()
+            process = None
         if process is None:
             try:
                 process = CleaningProcess.start()

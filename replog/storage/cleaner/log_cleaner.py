@@ -40,9 +40,12 @@ Rules:
   each thread's last pass (recopy percent: bytes written over bytes read; its duration; its
   key map's use), the time of the last run, the uncleanable logs per log dir.
 - A thread that finds nothing to clean sleeps `log.cleaner.backoff.ms`, or until `wake`. The
-  threads and children run at a lower priority than the event loop (`CLEANER_NICE`); a pass
-  on a thread hands the interpreter's lock over between two batches: cleaning is background
-  work. `shutdown` closes the children.
+  pass's CPU runs at a lower priority than the event loop (`CLEANER_NICE`): the children's,
+  or the threads' own when they clean, a pass on a thread handing the interpreter's lock
+  over between two batches. A thread whose passes run in a child keeps the loop's priority:
+  it swaps segments in under the log's lock, which the loop waits for (a thread at nice 10
+  holding it while it waited for a core kept appends waiting). `shutdown` closes the
+  children.
 """
 
 from __future__ import annotations
@@ -496,8 +499,11 @@ class LogCleaner:
         self, index: int, on_storage_error: Callable[[KafkaStorageError], object] | None
     ) -> None:
         backoff_s = self.config.backoff_ms / 1000
-        _lower_priority()
+        lowered = False
         while not self._stop.is_set():
+            if not lowered and not self._use_processes:  # (module Rules)
+                _lower_priority()
+                lowered = True
             try:
                 cleaned = self.clean_once(index)
             except KafkaStorageError as error:

@@ -196,7 +196,7 @@ def test_the_cleaner_abandons_a_pass_whose_child_died_and_cleans_with_another(
     killed: list[int] = []
 
     def kill_the_child(tp: tuple[str, int], size: int) -> None:
-        process = cleaner._processes[0]
+        process = cleaner._processes.get(0)
         assert process is not None
         killed.append(process.pid)
         os.kill(process.pid, signal.SIGKILL)
@@ -210,7 +210,7 @@ def test_the_cleaner_abandons_a_pass_whose_child_died_and_cleans_with_another(
     before = latest(log)
     report = cleaner.clean_once(now_ms=T0)
     assert report is not None and not report.result.abandoned
-    process = cleaner._processes[0]
+    process = cleaner._processes.get(0)
     assert process is not None and process.pid != killed[0]
     assert cleaner.checkpoint_offset(lm.log_dirs[0], ("t", 0)) == report.result.end_offset
     assert latest(log) == before

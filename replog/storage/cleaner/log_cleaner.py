@@ -146,7 +146,8 @@ class LogCleaner:
         self._uncleanable: dict[str, set[TopicPartitionKey]] = {d: set() for d in self._offsets}
         self._maps: list[OffsetMap | None] = [None] * config.threads  # made at first use
         self._use_processes = use_processes
-        self._processes: list[CleaningProcess | None] = [None] * config.threads
+        # Each thread's child, by thread index (a dict: the number of threads may change).
+        self._processes: dict[int, CleaningProcess] = {}
         self._throttle = Throttle(config.io_max_bytes_per_second, timer())
         self._throttle_lock = threading.Lock()
         self._max_dirty_ratio = 0.0
@@ -246,10 +247,10 @@ class LogCleaner:
         """Thread `thread`'s child, started now if it has none; None: the thread cleans."""
         if not self._use_processes:
             return None
-        process = self._processes[thread]
+        process = self._processes.get(thread)
         if process is not None and process.gone:  # died, or killed in the middle of a pass
             with self._lock:
-                self._processes[thread] = None
+                del self._processes[thread]
             process.close()
             process = None
         if process is None:
@@ -269,9 +270,8 @@ class LogCleaner:
 
     def _interrupt_processes(self) -> None:
         """Wake the threads waiting on their children: a pass may have to stop."""
-        for process in self._processes:
-            if process is not None:
-                process.interrupt()
+        for process in self._processes.values():
+            process.interrupt()
 
     def _grab_filthiest(
         self, now_ms: int
@@ -532,8 +532,8 @@ class LogCleaner:
                 thread.join()
         self._threads = []
         with self._lock:
-            processes = [p for p in self._processes if p is not None]
-            self._processes = [None] * self.config.threads
+            processes = list(self._processes.values())
+            self._processes.clear()
         for process in processes:
             process.close()
         if write:

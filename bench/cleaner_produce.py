@@ -11,6 +11,9 @@ off. Each with:
 - a probe: `--probes` records sent one at a time, each awaited (acks=all, idempotent), to
   `probe`, compacted too, after 3 s of load; its latencies (client clock) are the figures.
 
+`--compare-checkout DIR` adds a fourth cluster per run, the cleaner on with the code of DIR
+(another version, e.g. a worktree of the main branch), in the same alternating order.
+
 The cleaner settings are its worst case: with Kafka's defaults (a ratio of 0.5, a backoff of
 15 s) a log is cleaned far less often than here, where a cleaner thread on every node is busy
 nearly all the time.
@@ -21,7 +24,8 @@ keys; off: everything written), which shows the cleaner ran. The machine is shar
 the two configurations within a run.
 
     .venv/bin/python bench/cleaner_produce.py [--runs 3] [--probes 2000] [--load-rate 5000]
-        [--base-port 27400] [--kafka-base-port 27410] [--data-dir DIR] [--json FILE]
+        [--base-port 27400] [--kafka-base-port 27410] [--data-dir DIR]
+        [--compare-checkout DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -96,7 +100,9 @@ def partition_bytes(data_dir: str, topic: str) -> int:
     )
 
 
-def one(args: argparse.Namespace, data_dir: str, settings: Sequence[str]) -> dict[str, Any]:
+def one(
+    args: argparse.Namespace, data_dir: str, settings: Sequence[str], checkout: str | None
+) -> dict[str, Any]:
     overrides = (
         *(item for setting in settings for item in ("--override", setting)),
         "--override",
@@ -106,7 +112,11 @@ def one(args: argparse.Namespace, data_dir: str, settings: Sequence[str]) -> dic
         "--fresh",
     )
     with running_cluster(
-        data_dir, args.base_port, *overrides, kafka_base_port=args.kafka_base_port
+        data_dir,
+        args.base_port,
+        *overrides,
+        kafka_base_port=args.kafka_base_port,
+        checkout=checkout,
     ) as bootstrap:
         create_topic(bootstrap, "load", 1, *COMPACTED)
         create_topic(bootstrap, "probe", 1, *COMPACTED)
@@ -145,17 +155,28 @@ def main() -> None:
     parser.add_argument("--base-port", type=int, default=27400)
     parser.add_argument("--kafka-base-port", type=int, default=27410)
     parser.add_argument("--data-dir")
+    parser.add_argument("--compare-checkout", metavar="DIR")
     parser.add_argument("--json")
     args = parser.parse_args()
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name in CONFIGURATIONS}
+    # Each configuration: its cleaner settings, and the checkout whose code runs (None: this).
+    configurations: dict[str, tuple[Sequence[str], str | None]] = {
+        name: (settings, None) for name, settings in CONFIGURATIONS.items()
+    }
+    if args.compare_checkout:
+        other = os.path.abspath(args.compare_checkout)
+        configurations[f"cleaner on, {os.path.basename(other)}"] = (
+            CONFIGURATIONS["cleaner on"],
+            other,
+        )
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in configurations}
     with tempfile.TemporaryDirectory(prefix="cleaner-bench-") as scratch:
         data_dir = args.data_dir or os.path.join(scratch, "cluster")
         for run in range(args.runs):
-            names = list(CONFIGURATIONS)
+            names = list(configurations)
             if run % 2:  # which goes first alternates
                 names.reverse()
             for name in names:
-                result = one(args, data_dir, CONFIGURATIONS[name])
+                result = one(args, data_dir, *configurations[name])
                 results[name].append(result)
                 print(f"run {run + 1} {name}: {json.dumps(result)}", flush=True)
     print("\nprobe latency, ms, min / median / max over runs")

@@ -446,6 +446,17 @@ class CommitFailedError(ReplogError):
     member's now (Kafka's CommitFailedException)."""
 
 
+class CleaningProcessError(ReplogError):
+    """The log cleaner's child process failed a pass (an exception in it); the message names
+    the log and the child's error. The log is marked uncleanable, as for a pass in a thread."""
+
+
+class CleaningProcessGoneError(ReplogError):
+    """The log cleaner's child process is gone (exited, killed, or it did not stop when asked)
+    in the middle of a pass; the message names the log and the exit status. The pass is
+    abandoned; the log stays cleanable and the next pass starts another child."""
+
+
 class ConfigError(ReplogError):
     """A configuration value that is unknown, malformed or out of range; names the key."""
 

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from replog.server.node import Node
     from replog.server.node_config import NodeConfig
     from replog.server.open_files import raise_open_file_limit
+    from replog.storage.cleaner.cleaning_process import clean_logs_in_processes
     from replog.wire.grpc_engine import engine_description
 
     with open(args.config, encoding="utf-8") as f:
@@ -65,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     # A large round's new logs' files are made by a child process at idle priority, which
     # shares no GIL with the loop (replog/storage/file_maker_process.py).
     make_new_log_files_in_a_process()
+    # The log cleaner's passes run in child processes at a lower priority, which share no
+    # GIL with the loop (replog/storage/cleaner/cleaning_process.py).
+    clean_logs_in_processes()
     # The loop's stalls are sampled by a timer it re-arms, not a thread (loop_stall_monitor.py).
     sample_stalls_with_the_process_timer()
 

@@ -40,7 +40,12 @@ from replog.record.header import (
     read_frame,
     validate_batch,
 )
-from replog.record.record import Record, decode_record_values, decode_records
+from replog.record.record import (
+    Record,
+    decode_record_keys,
+    decode_record_values,
+    decode_records,
+)
 
 Buffer = bytes | bytearray | memoryview
 _Value = TypeVar("_Value")
@@ -159,6 +164,19 @@ class RecordBatch:
             records_count=header.records_count,
             base_offset=header.base_offset,
             where=self.where,
+        )
+
+    def keys(
+        self, decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX_DEFAULT
+    ) -> Iterator[tuple[int, bytes | None]]:
+        """Each record's offset and key, in order, checked as `records` checks them."""
+        header = self.header
+        return decode_record_keys(
+            *self._records_region(decompressed_bytes_max),
+            records_count=header.records_count,
+            base_offset=header.base_offset,
+            where=self.where,
+            last_offset_delta=header.last_offset_delta,
         )
 
     def _records_region(self, decompressed_bytes_max: int) -> tuple[bytes, int, int]:

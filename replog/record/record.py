@@ -295,10 +295,42 @@ def decode_record_values(
     )
 
 
+def decode_record_keys(
+    data: bytes,
+    position: int,
+    end: int,
+    *,
+    records_count: int,
+    base_offset: int,
+    where: str,
+    last_offset_delta: int,
+) -> Iterator[tuple[int, bytes | None]]:
+    """`decode_records`' offsets and keys alone, with the same checks and no `Record` built,
+    for the log cleaner's key map (dense or sparse batches, as `decode_records`)."""
+    return _decoded(
+        data,
+        position,
+        end,
+        records_count,
+        base_offset,
+        0,
+        None,
+        where,
+        _offset_and_key,
+        last_offset_delta,
+    )
+
+
 def _value(
     offset: int, timestamp: int, key: bytes | None, value: bytes | None, headers: object
 ) -> bytes | None:
     return value
+
+
+def _offset_and_key(
+    offset: int, timestamp: int, key: bytes | None, value: bytes | None, headers: object
+) -> tuple[int, bytes | None]:
+    return offset, key
 
 
 _Decoded = TypeVar("_Decoded")

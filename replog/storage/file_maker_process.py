@@ -170,7 +170,8 @@ class FileMakerProcess:
         while (status := self._process.poll()) is None and waited < EXIT_STATUS_WAIT_S:
             await asyncio.sleep(0.01)
             waited += 0.01
-        return FileMakerGone(f"file maker process {self.pid} is gone ({_status(status)})", status)
+        gone = f"file maker process {self.pid} is gone ({exit_status_text(status)})"
+        return FileMakerGone(gone, status)
 
     def close(self) -> None:
         """Close its stdin, wait up to `CLOSE_WAIT_S` for it to exit, then kill it (blocks:
@@ -203,7 +204,8 @@ async def _ready(fd: int, *, writing: bool) -> None:
             loop.remove_reader(fd)
 
 
-def _status(status: int | None) -> str:
+def exit_status_text(status: int | None) -> str:
+    """How a child process ended, for a message."""
     if status is None:
         return "no exit status yet"
     if status < 0:

@@ -44,10 +44,11 @@ Rules (docs/design/storage.md#clean-shutdown, #checkpoint-files, #retention):
   checkpoint entries go as a deletion's, but its files stay. Loading never opens such a
   directory and warns about each one at every start, until an operator removes it.
 - The log cleaner (`cleaner`, `replog/storage/cleaner/log_cleaner.py`) cleans the compacted
-  logs on threads `start` starts; a truncation, a deletion or a stray log set aside pauses its
-  log's cleaning first (a pass under way stops), retention skips a compacted log a pass is
-  cleaning, the background tasks write what changed of each dir's `cleaner-offset-checkpoint`,
-  and shutdown stops the cleaner before the logs close.
+  logs on threads `start` starts (their passes in child processes when the process asks and
+  the file system is the plain one, `cleaning_process`); a truncation, a deletion or a stray
+  log set aside pauses its log's cleaning first (a pass under way stops), retention skips a
+  compacted log a pass is cleaning, the background tasks write what changed of each dir's
+  `cleaner-offset-checkpoint`, and shutdown stops the cleaner before the logs close.
 - Clean shutdown: flush and close every log, write the three checkpoints, then the marker
   (`Log.close` flushes from the recovery point, so it covers a pending roll flush too).
 - A background task that fails on the disk (a KafkaStorageError or an OSError: a full disk
@@ -99,6 +100,7 @@ from replog.errors import (
 )
 from replog.storage.checkpoint_file import OffsetCheckpointFile, atomic_replace
 from replog.storage.cleaner.cleaner_config import CleanerConfig
+from replog.storage.cleaner.cleaning_process import cleaning_in_processes
 from replog.storage.cleaner.log_cleaner import LogCleaner
 from replog.storage.fs import LOCAL_FS, FileSystem, Unsynced
 from replog.storage.log import (
@@ -344,7 +346,13 @@ class LogManager:
                 self._load_dir(log_dir)
             # Reads each dir's cleaner-offset-checkpoint, which loading may not have made.
             self.cleaner = LogCleaner(
-                self.config.cleaner, self.log_dirs, self._cleaner_logs, fs=fs, clock=clock
+                self.config.cleaner,
+                self.log_dirs,
+                self._cleaner_logs,
+                fs=fs,
+                clock=clock,
+                # A child reads and writes files itself: never past a fault-injecting one.
+                use_processes=cleaning_in_processes() and self.plain_file_system,
             )
         except BaseException:
             # An aborted or failed load: the error is what the caller hears of, and the

@@ -178,10 +178,14 @@ def test_malformed_record(region_hex: str, expected: str) -> None:
         parse_all(bad)
     message = str(raised.value)
     assert message.startswith(f"{WHERE}: batch at offset 0, record 0 (offset 0): ")
-    # The values alone are read with the same checks and the same message.
+    # The values alone, and the offsets and keys alone, are read with the same checks and the
+    # same message.
     with pytest.raises(InvalidRecordError) as raised_reading_values:
         list(RecordBatch.parse(bad, where=WHERE).values())
     assert str(raised_reading_values.value) == message
+    with pytest.raises(InvalidRecordError) as raised_reading_keys:
+        list(RecordBatch.parse(bad, where=WHERE).keys())
+    assert str(raised_reading_keys.value) == message
 
 
 @pytest.mark.parametrize("codec", COMPRESSED_CODECS)

@@ -73,6 +73,7 @@ def test_build_then_parse(
     assert list(batch.records()) == expected
     assert list(batch) == expected
     assert list(batch.values()) == [value for _, _, value, _ in records]
+    assert list(batch.keys()) == [(r.offset, r.key) for r in expected]
 
 
 @settings(max_examples=40, deadline=None)

@@ -218,6 +218,8 @@ def test_a_rewritten_batch_keeps_its_fields_and_gets_a_new_crc() -> None:
     assert after.partition_leader_epoch == 5
     assert after.crc != before.crc
     assert [(r.offset, r.key) for r in records_of(out)] == [(11, b"b"), (12, b"a")]
+    # What the key map reads of it: offsets after the gap, keys.
+    assert list(RecordBatch.parse(out, sparse=True).keys()) == [(11, b"b"), (12, b"a")]
     assert after.base_timestamp == T0 + 10 + 1  # its first kept record's
     assert after.max_timestamp == T0 + 10 + 2
 
@@ -227,6 +229,7 @@ def test_a_compressed_batch_is_rewritten_with_its_codec() -> None:
     [out] = filter_all([batch], now=T0)
     assert read_header(out).compression_codec == 1
     assert records_of(out) == [Rec(1, b"a", b"2")]
+    assert list(RecordBatch.parse(out, sparse=True).keys()) == [(1, b"a")]
 
 
 def test_records_without_a_key_are_removed() -> None:

@@ -1,11 +1,13 @@
 """The broker's log cleaner (replog/storage/cleaner/log_cleaner.py) over a real LogManager, run
 synchronously with an injected clock: the choice of the dirtiest log, the checkpoint file in
 Kafka's format, policy changes, tombstones after delete.retention.ms, truncation during a pass,
-a corrupt log marked uncleanable, the stats, the I/O throttle, and the threads."""
+a corrupt log marked uncleanable, the stats, the I/O throttle, and the threads. Each test runs
+twice: passes on the cleaner's threads, and in its child processes (`cleaning_process`)."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from replog.errors import InvalidRecordError
 from replog.record import RecordBatch, build_batch, iter_batches
 from replog.storage import Log, LogConfig
 from replog.storage.cleaner.cleaner_config import CleanerConfig
+from replog.storage.cleaner.cleaning_process import clean_logs_in_processes, cleaning_in_processes
 from replog.storage.cleaner.log_cleaner import LogCleaner, PassReport
 from replog.storage.cleaner.log_summary import dirty_ratio
 from replog.storage.cleaner.throttle import Throttle
@@ -38,6 +41,13 @@ COMPACT = LogConfig(
     delete_retention_ms=HOUR,
 )
 SMALL_BUFFER = CleanerConfig(dedupe_buffer_size=24 * 10_000, backoff_ms=10)
+
+
+@pytest.fixture(autouse=True, params=["threads", "processes"])
+def passes_run_in(request: pytest.FixtureRequest) -> Iterator[str]:
+    clean_logs_in_processes(request.param == "processes")
+    yield request.param
+    clean_logs_in_processes(False)
 
 
 def manager(tmp_path: Path, clock: ManualClock, **cleaner: Any) -> LogManager:
@@ -168,6 +178,7 @@ def test_truncation_stops_a_running_pass_which_moves_no_checkpoint(tmp_path: Pat
         lm._cleaner_logs,
         clock=clock,
         timer=ManualClock(0, tick_ms=1000),  # every batch read takes a second
+        use_processes=cleaning_in_processes(),
     )
     reports: list[PassReport | None] = []
     cleaning = threading.Thread(
@@ -193,7 +204,14 @@ def test_truncation_stops_a_running_pass_which_moves_no_checkpoint(tmp_path: Pat
     # The next pass cleans the truncated log, whose keys are all still there.
     before = {k for _, k, _ in entries(log)}
     fill(log, 60, keys=4)
-    lm.cleaner = LogCleaner(SMALL_BUFFER, lm.log_dirs, lm._cleaner_logs, clock=clock)
+    lm.cleaner.shutdown()  # its child, if any
+    lm.cleaner = LogCleaner(
+        SMALL_BUFFER,
+        lm.log_dirs,
+        lm._cleaner_logs,
+        clock=clock,
+        use_processes=cleaning_in_processes(),
+    )
     assert lm.cleaner.clean_once(now_ms=T0) is not None
     assert {k for _, k, _ in entries(log)} == before
     lm.shutdown()

@@ -9,10 +9,15 @@ Rules:
   `log_summary.summarize_with_config`), outside the manager's lock; the filthiest qualifying
   one is started (`CleaningStates.start`) under the lock, so no two threads clean one log.
   An entry out of the log's range is reset to the log start (Kafka's forced update).
-- A pass (`log_cleaning.clean_log`) runs on a cleaner thread with that thread's key map (the
-  dedupe buffer split among `log.cleaner.threads`), reading through the shared I/O throttle.
-  It stops at its next batch once its cleaning is aborted, its log stops compacting (a policy
-  change) or the cleaner shuts down; a throttle's wait ends at once for the first and last.
+- A pass runs for a cleaner thread with that thread's key map (the dedupe buffer split among
+  `log.cleaner.threads`), reading through the shared I/O throttle: with `use_processes`, in
+  the thread's child process (`cleaning_process`, started at its first pass: one that cannot
+  start is a WARNING and the threads clean from then on), else on the thread itself
+  (`log_cleaning.clean_log`). It stops at its next batch once its cleaning is aborted, its log
+  stops compacting (a policy change) or the cleaner shuts down; a throttle's wait ends at once
+  for the first and last, and an abort or the shutdown wakes a thread waiting on its child.
+  A child that dies abandons its pass (the log stays cleanable, the entry does not move);
+  the thread's next pass starts another.
 - The pass's end (Kafka's `doneCleaning`), under the lock: when it was neither abandoned nor
   aborted, the log's entry moves to the offset it reached; the state ends (an aborted one
   becomes paused) and whoever waits in `abort_and_pause` wakes.
@@ -35,8 +40,12 @@ Rules:
   each thread's last pass (recopy percent: bytes written over bytes read; its duration; its
   key map's use), the time of the last run, the uncleanable logs per log dir.
 - A thread that finds nothing to clean sleeps `log.cleaner.backoff.ms`, or until `wake`. The
-  threads run at a lower priority than the event loop (`CLEANER_NICE`) and hand the
-  interpreter's lock over between two batches: cleaning is background work.
+  pass's CPU runs at a lower priority than the event loop (`CLEANER_NICE`): the children's,
+  or the threads' own when they clean, a pass on a thread handing the interpreter's lock
+  over between two batches. A thread whose passes run in a child keeps the loop's priority:
+  it swaps segments in under the log's lock, which the loop waits for (a thread at nice 10
+  holding it while it waited for a core kept appends waiting). `shutdown` closes the
+  children.
 """
 
 from __future__ import annotations
@@ -51,13 +60,14 @@ from dataclasses import dataclass, field
 
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.common import TopicPartitionKey
-from replog.errors import CorruptCheckpointError, KafkaStorageError
+from replog.errors import CleaningProcessGoneError, CorruptCheckpointError, KafkaStorageError
 from replog.storage.cleaner.batch_filter import ProducerLastBatch
 from replog.storage.cleaner.cleanable import LogToClean, filthiest, log_to_clean
 from replog.storage.cleaner.cleaner_checkpoint import CleanerCheckpoint
 from replog.storage.cleaner.cleaner_config import CleanerConfig
+from replog.storage.cleaner.cleaning_process import CLEANER_NICE, CleaningProcess
 from replog.storage.cleaner.cleaning_state import ABORTED, IN_PROGRESS, CleaningStates
-from replog.storage.cleaner.log_cleaning import CleaningPass, clean_log
+from replog.storage.cleaner.log_cleaning import CleaningPass, prepare_pass, run_pass
 from replog.storage.cleaner.log_summary import summarize_with_config
 from replog.storage.cleaner.offset_map import OffsetMap
 from replog.storage.cleaner.throttle import Throttle
@@ -114,6 +124,7 @@ class LogCleaner:
         fs: FileSystem = LOCAL_FS,
         clock: Clock = wall_clock_ms,
         timer: Clock = monotonic_ms,
+        use_processes: bool = False,
     ) -> None:
         self.config = config
         self._logs = logs
@@ -134,6 +145,9 @@ class LogCleaner:
         self._file_lock = threading.Lock()  # orders the checkpoint files' writers
         self._uncleanable: dict[str, set[TopicPartitionKey]] = {d: set() for d in self._offsets}
         self._maps: list[OffsetMap | None] = [None] * config.threads  # made at first use
+        self._use_processes = use_processes
+        # Each thread's child, by thread index (a dict: the number of threads may change).
+        self._processes: dict[int, CleaningProcess] = {}
         self._throttle = Throttle(config.io_max_bytes_per_second, timer())
         self._throttle_lock = threading.Lock()
         self._max_dirty_ratio = 0.0
@@ -154,24 +168,11 @@ class LogCleaner:
         if chosen is None:
             return None
         tp, log_dir, target, candidate, last_batches = chosen
-        offset_map = self._offset_map(thread)
         truncations = target.truncation_count
         began = self._timer()
         result: CleaningPass | None = None
         try:
-            result = clean_log(
-                target,
-                offset_map,
-                first_dirty=candidate.first_dirty,
-                first_uncleanable=candidate.first_uncleanable,
-                now_ms=now,
-                delete_retention_ms=target.config.delete_retention_ms,
-                last_batches=last_batches,
-                should_stop=lambda: (
-                    self._states.is_aborted(tp) or self._stop.is_set() or not target.config.compacts
-                ),
-                on_read=lambda size: self._throttled(tp, size),
-            )
+            result = self._run_pass(thread, tp, target, candidate, now, last_batches)
         except KafkaStorageError:
             raise
         except Exception:
@@ -196,6 +197,81 @@ class LogCleaner:
             ", abandoned" if result.abandoned else "",
         )
         return report
+
+    def _run_pass(
+        self,
+        thread: int,
+        tp: TopicPartitionKey,
+        target: Log,
+        candidate: LogToClean,
+        now_ms: int,
+        last_batches: Mapping[int, ProducerLastBatch],
+    ) -> CleaningPass:
+        """One pass over `target`, in thread `thread`'s child or on this thread (module Rules)."""
+        prepared = prepare_pass(
+            target,
+            first_dirty=candidate.first_dirty,
+            first_uncleanable=candidate.first_uncleanable,
+            now_ms=now_ms,
+            delete_retention_ms=target.config.delete_retention_ms,
+            last_batches=last_batches,
+        )
+
+        def should_stop() -> bool:
+            return self._states.is_aborted(tp) or self._stop.is_set() or not target.config.compacts
+
+        def on_read(size: int) -> None:
+            self._throttled(tp, size)
+
+        process = self._process(thread)
+        if process is None:
+            return run_pass(
+                prepared.plan,
+                self._offset_map(thread),
+                fs=target.file_system,
+                open_segment=prepared.open_segment,
+                swap=prepared.swap,
+                should_stop=should_stop,
+                on_read=on_read,
+            )
+        try:
+            return process.run(
+                prepared, self.config.buffer_per_thread, should_stop=should_stop, on_read=on_read
+            )
+        except CleaningProcessGoneError as exc:  # the next pass starts another (`_process`)
+            log.error("%s", exc)
+            first_dirty = candidate.first_dirty
+            return CleaningPass(first_dirty, first_dirty, abandoned=True)
+
+    def _process(self, thread: int) -> CleaningProcess | None:
+        """Thread `thread`'s child, started now if it has none; None: the thread cleans."""
+        if not self._use_processes:
+            return None
+        process = self._processes.get(thread)
+        if process is not None and process.gone:  # died, or killed in the middle of a pass
+            with self._lock:
+                del self._processes[thread]
+            process.close()
+            process = None
+        if process is None:
+            try:
+                process = CleaningProcess.start()
+            except OSError as exc:
+                log.warning("the log cleaner cleans on its threads: no process: %s", exc)
+                self._use_processes = False
+                return None
+            with self._lock:
+                if self._stop.is_set():  # `shutdown` closed the others already
+                    process.close()
+                    return None
+                self._processes[thread] = process
+            log.info("log cleaner thread %d: passes run in process %d", thread, process.pid)
+        return process
+
+    def _interrupt_processes(self) -> None:
+        """Wake the threads waiting on their children: a pass may have to stop."""
+        for process in self._processes.values():
+            process.interrupt()
 
     def _grab_filthiest(
         self, now_ms: int
@@ -340,6 +416,7 @@ class LogCleaner:
         with self._lock:
             if self._states.abort_and_pause(tp):
                 self._lock.notify_all()  # a pass waiting on the throttle stops now
+                self._interrupt_processes()
                 while not self._states.is_paused(tp):
                     self._lock.wait()
 
@@ -422,8 +499,11 @@ class LogCleaner:
         self, index: int, on_storage_error: Callable[[KafkaStorageError], object] | None
     ) -> None:
         backoff_s = self.config.backoff_ms / 1000
-        _lower_priority()
+        lowered = False
         while not self._stop.is_set():
+            if not lowered and not self._use_processes:  # (module Rules)
+                _lower_priority()
+                lowered = True
             try:
                 cleaned = self.clean_once(index)
             except KafkaStorageError as error:
@@ -446,19 +526,18 @@ class LogCleaner:
         self._wake.set()
         with self._lock:
             self._lock.notify_all()  # a pass waiting on the throttle
+            self._interrupt_processes()
         for thread in self._threads:
             if thread is not threading.current_thread():  # a storage error's own thread
                 thread.join()
         self._threads = []
+        with self._lock:
+            processes = list(self._processes.values())
+            self._processes.clear()
+        for process in processes:
+            process.close()
         if write:
             self._write_checkpoints()
-
-
-# The nice value of a cleaner thread: below the event loop's, so that on a busy machine the
-# loop gets the cores first (on the 2-core bench machine the probe's median produce latency
-# with a cleaner busy all the time was 2.5-3.7 ms at nice 10 against 4.1-6.2 ms without;
-# docs/benchmarks-history.md, "Log cleaner and produce latency").
-CLEANER_NICE = 10
 
 
 def _lower_priority() -> None:

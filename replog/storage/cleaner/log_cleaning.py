@@ -24,13 +24,21 @@ Rules:
   concurrent change (a truncation rewrote the bytes it read) by the log's truncation count.
 - `on_read(bytes)` hears of every batch read, before it is used: the caller's I/O throttle
   (`log.cleaner.io.max.bytes.per.second`) sleeps there.
+- A pass is planned from its log (`prepare_pass`: the sealed segments' paths and sizes, the
+  log's settings, the offsets, each producer's last batch: a picklable `PassPlan`) and run
+  over that plan (`run_pass`) with a way to open a segment's file, the file system the
+  `.cleaned` files are written through, and the swap: `clean_log` runs both in the caller's
+  thread; a cleaning process (`cleaning_process`) runs `run_pass` in a child with the swaps
+  asked of the parent, which holds the log.
 - Plain synchronous code: a caller runs it on a thread of its own, never on an event loop.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from replog.errors import CorruptRecordError, InvalidRecordError, LogClosedError
@@ -45,6 +53,7 @@ from replog.storage.cleaner.transactions import (
     CleanedTransactions,
     control_type,
 )
+from replog.storage.fs import FileSystem, SegmentFile
 from replog.storage.log import Log
 from replog.storage.segment import LogSegment
 from replog.storage.segment_swap import cleaned_path
@@ -68,6 +77,94 @@ class CleaningPass:
     abandoned: bool = False
     corrupt: str | None = None  # what did not parse, when that abandoned the pass
     stats: FilterStats = field(default_factory=FilterStats)
+
+
+@dataclass(frozen=True, slots=True)
+class SealedSegment:
+    """What a pass reads of one non-active segment (sealed: it no longer changes)."""
+
+    base_offset: int
+    size: int
+    log_path: str
+    index_interval_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class PassPlan:
+    """One pass's input, taken from its log as the pass starts (module Rules)."""
+
+    name: str  # the log's, for messages
+    directory: str
+    segments: tuple[SealedSegment, ...]  # every non-active segment, in offset order
+    segment_bytes: int
+    segment_index_bytes: int
+    first_dirty: int
+    first_uncleanable: int
+    now_ms: int
+    delete_retention_ms: int
+    last_batches: Mapping[int, ProducerLastBatch]
+    aborted: tuple[AbortedTransaction, ...] = ()
+
+
+OpenSegment = Callable[[SealedSegment], AbstractContextManager[SegmentFile]]
+Swap = Callable[[Sequence[SealedSegment], str], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class LogPass:
+    """A plan with the log it was taken from: the segments it names and the swap."""
+
+    plan: PassPlan
+    target: Log
+    segments: Mapping[int, LogSegment]  # by base offset
+    truncations: int  # the log's truncation count before its segments were listed
+
+    @contextlib.contextmanager
+    def open_segment(self, segment: SealedSegment) -> Iterator[SegmentFile]:
+        """The log's own open file of `segment` (not closed here)."""
+        yield self.segments[segment.base_offset].log_file
+
+    def swap(self, replaced: Sequence[SealedSegment], cleaned: str) -> bool:
+        """Swap `cleaned` in for `replaced` (`Log.replace_with_cleaned`); False when the log
+        changed since the plan was taken, and `cleaned` is removed."""
+        segments = [self.segments[s.base_offset] for s in replaced]
+        swapped = self.target.replace_with_cleaned(
+            segments, cleaned, truncation_count=self.truncations
+        )
+        return swapped is not None
+
+
+def prepare_pass(
+    target: Log,
+    *,
+    first_dirty: int,
+    first_uncleanable: int,
+    now_ms: int,
+    delete_retention_ms: int,
+    last_batches: Mapping[int, ProducerLastBatch] | None = None,
+    aborted: Iterable[AbortedTransaction] = (),
+) -> LogPass:
+    """The plan of a pass over `target` from `first_dirty` (module Rules)."""
+    truncations = target.truncation_count
+    segments = target.segments()[:-1]  # never the active segment
+    config = target.config
+    plan = PassPlan(
+        name=target.name,
+        directory=target.directory,
+        segments=tuple(
+            SealedSegment(s.base_offset, s.size, s.log_path, s.config.index_interval_bytes)
+            for s in segments
+        ),
+        segment_bytes=config.segment_bytes,
+        segment_index_bytes=config.segment_index_bytes,
+        first_dirty=first_dirty,
+        first_uncleanable=first_uncleanable,
+        now_ms=now_ms,
+        delete_retention_ms=delete_retention_ms,
+        last_batches=dict(last_batches or {}),
+        aborted=tuple(aborted),
+    )
+    return LogPass(plan, target, {s.base_offset: s for s in segments}, truncations)
 
 
 class _LogChanged(Exception):
@@ -99,21 +196,54 @@ def clean_log(
     should_stop: Callable[[], bool] = _never,
     on_read: Callable[[int], None] = _ignore,
 ) -> CleaningPass:
-    """Clean `target` from `first_dirty` (module Rules). `offset_map` is cleared first.
-    `should_stop` is asked between batches (`CleaningStates.is_aborted`): once it answers
-    True the pass is abandoned there. `on_read` hears each batch's size as it is read."""
+    """Clean `target` from `first_dirty` in this thread (module Rules). `offset_map` is
+    cleared first. `should_stop` is asked between batches (`CleaningStates.is_aborted`): once
+    it answers True the pass is abandoned there. `on_read` hears each batch's size as it is
+    read."""
+    prepared = prepare_pass(
+        target,
+        first_dirty=first_dirty,
+        first_uncleanable=first_uncleanable,
+        now_ms=now_ms,
+        delete_retention_ms=delete_retention_ms,
+        last_batches=last_batches,
+        aborted=aborted,
+    )
+    return run_pass(
+        prepared.plan,
+        offset_map,
+        fs=target.file_system,
+        open_segment=prepared.open_segment,
+        swap=prepared.swap,
+        should_stop=should_stop,
+        on_read=on_read,
+    )
 
-    aborted = list(aborted)
-    truncations = target.truncation_count
-    segments = target.segments()[:-1]  # never the active segment
+
+def run_pass(
+    plan: PassPlan,
+    offset_map: OffsetMap,
+    *,
+    fs: FileSystem,
+    open_segment: OpenSegment,
+    swap: Swap,
+    should_stop: Callable[[], bool] = _never,
+    on_read: Callable[[int], None] = _ignore,
+) -> CleaningPass:
+    """Run the pass `plan` describes (module Rules): its segments opened by `open_segment`,
+    its `.cleaned` files written through `fs`, each swapped in by `swap`."""
+    first_dirty = plan.first_dirty
+    first_uncleanable = plan.first_uncleanable
+    segments = plan.segments
     offset_map.clear()
     result = CleaningPass(first_dirty, first_dirty)
+    read = _Reader(open_segment, should_stop, on_read)
     try:
         _build_offset_map(
-            segments, offset_map, first_dirty, first_uncleanable, aborted, should_stop, on_read
+            segments, offset_map, first_dirty, first_uncleanable, list(plan.aborted), read
         )
     except _LogChanged as exc:
-        log.info("%s: cleaning abandoned while reading its dirty section: %s", target.name, exc)
+        log.info("%s: cleaning abandoned while reading its dirty section: %s", plan.name, exc)
         result.abandoned = True
         result.corrupt = str(exc) if isinstance(exc, _Corrupt) else None
         return result
@@ -126,10 +256,10 @@ def clean_log(
         return result
     batch_filter = BatchFilter(
         offset_map,
-        now_ms=now_ms,
-        delete_retention_ms=delete_retention_ms,
-        last_batches=last_batches or {},
-        transactions=CleanedTransactions(aborted),
+        now_ms=plan.now_ms,
+        delete_retention_ms=plan.delete_retention_ms,
+        last_batches=plan.last_batches,
+        transactions=CleanedTransactions(list(plan.aborted)),
     )
     result.stats = batch_filter.stats
     summaries = [
@@ -141,40 +271,38 @@ def clean_log(
         )
         for s in to_clean
     ]
-    config = target.config
     for group in group_segments_by_size(
-        summaries, config.segment_bytes, config.segment_index_bytes, first_uncleanable
+        summaries, plan.segment_bytes, plan.segment_index_bytes, first_uncleanable
     ):
         replaced = [to_clean[i] for i in group]
         try:
-            cleaned = _write_cleaned(target, replaced, batch_filter, should_stop, on_read)
+            cleaned = _write_cleaned(fs, plan.directory, replaced, batch_filter, read)
         except _LogChanged as exc:
-            log.info("%s: cleaning abandoned: %s", target.name, exc)
+            log.info("%s: cleaning abandoned: %s", plan.name, exc)
             result.abandoned = True
             result.corrupt = str(exc) if isinstance(exc, _Corrupt) else None
             return result
-        if target.replace_with_cleaned(replaced, cleaned, truncation_count=truncations) is None:
-            log.info("%s: cleaning abandoned: the log changed during the pass", target.name)
+        if not swap(replaced, cleaned):
+            log.info("%s: cleaning abandoned: the log changed during the pass", plan.name)
             result.abandoned = True
             return result
         result.groups_swapped += 1
     return result
 
 
-def _index_bytes(segment: LogSegment, entry_bytes: int) -> int:
+def _index_bytes(segment: SealedSegment, entry_bytes: int) -> int:
     """An estimate of a segment's index size: one entry per `index.interval.bytes`."""
-    interval = max(segment.config.index_interval_bytes, 1)
+    interval = max(segment.index_interval_bytes, 1)
     return (segment.size // interval + 1) * entry_bytes
 
 
 def _build_offset_map(
-    segments: list[LogSegment],
+    segments: Sequence[SealedSegment],
     offset_map: OffsetMap,
     start: int,
     end: int,
     aborted: list[AbortedTransaction],
-    should_stop: Callable[[], bool],
-    on_read: Callable[[int], None],
+    read: _Reader,
 ) -> None:
     transactions = CleanedTransactions(aborted)
     for index, segment in enumerate(segments):
@@ -183,7 +311,7 @@ def _build_offset_map(
             continue  # wholly below the dirty section
         if segment.base_offset >= end:
             return
-        for batch in _batches(segment, should_stop, on_read):
+        for batch in read.batches(segment):
             header = read_header(batch)
             if header.last_offset >= end:
                 return
@@ -193,11 +321,11 @@ def _build_offset_map(
                     header, control_type(records[0].key) if records else None
                 )
             elif not transactions.on_batch_read(header):
-                for record in _records(batch):
-                    if record.key is not None and record.offset >= start:
+                for offset, key in _keys(batch):
+                    if key is not None and offset >= start:
                         if offset_map.is_full:
                             return
-                        offset_map.put(record.key, record.offset)
+                        offset_map.put(key, offset)
             if header.last_offset >= start:
                 offset_map.update_latest_offset(header.last_offset)
 
@@ -209,21 +337,28 @@ def _records(batch: bytes) -> Iterator[Record]:
         raise _Corrupt(str(exc)) from exc
 
 
+def _keys(batch: bytes) -> Iterator[tuple[int, bytes | None]]:
+    """Each record's offset and key (no `Record` built: the map needs no more)."""
+    try:
+        yield from RecordBatch.parse(batch, where="cleaner", sparse=True).keys()
+    except (CorruptRecordError, InvalidRecordError) as exc:
+        raise _Corrupt(str(exc)) from exc
+
+
 def _write_cleaned(
-    target: Log,
-    replaced: list[LogSegment],
+    fs: FileSystem,
+    directory: str,
+    replaced: list[SealedSegment],
     batch_filter: BatchFilter,
-    should_stop: Callable[[], bool],
-    on_read: Callable[[int], None],
+    read: _Reader,
 ) -> str:
     """Filter `replaced`'s batches into their synced `.cleaned` file; returns its path."""
-    fs = target.file_system
-    path = cleaned_path(target.directory, replaced[0].base_offset)
+    path = cleaned_path(directory, replaced[0].base_offset)
     fs.remove(path)  # a stale one of an earlier, interrupted pass
     out = fs.open_segment_file(path, create=True)
     try:
         for segment in replaced:
-            for batch in _batches(segment, should_stop, on_read):
+            for batch in read.batches(segment):
                 try:
                     kept = batch_filter.filter(batch)
                 except (CorruptRecordError, InvalidRecordError) as exc:
@@ -239,31 +374,47 @@ def _write_cleaned(
     return path
 
 
-def _batches(
-    segment: LogSegment, should_stop: Callable[[], bool], on_read: Callable[[int], None]
-) -> Iterator[bytes]:
-    """Each whole batch of a sealed segment, in order, read `_READ_BYTES` at a time;
-    `_LogChanged` once `should_stop` says so."""
-    file = segment.log_file
-    size = file.size
-    position = 0
-    try:
-        while position < size:
-            chunk = file.read_fully(position, min(_READ_BYTES, size - position))
-            if len(chunk) < LOG_OVERHEAD:
-                raise _LogChanged(f"{segment.log_path}: {len(chunk)} bytes at byte {position}")
-            _, batch_size = read_frame(chunk, 0)
-            if batch_size > len(chunk):  # one batch larger than a chunk
-                chunk = file.read_fully(position, batch_size)
-            consumed = 0
-            for at, length in iter_frames(chunk):
-                on_read(length)
-                if should_stop():
-                    raise _LogChanged(f"{segment.log_path}: the pass was asked to stop")
-                yield chunk[at : at + length]
-                consumed = at + length
-            if consumed == 0:
-                raise _LogChanged(f"{segment.log_path}: no whole batch at byte {position}")
-            position += consumed
-    except (OSError, LogClosedError) as exc:
-        raise _LogChanged(f"{segment.log_path}: {exc}") from exc
+class _Reader:
+    """Reads a pass's segments: each whole batch, `_READ_BYTES` at a time."""
+
+    __slots__ = ("_on_read", "_open", "_should_stop")
+
+    def __init__(
+        self,
+        open_segment: OpenSegment,
+        should_stop: Callable[[], bool],
+        on_read: Callable[[int], None],
+    ) -> None:
+        self._open = open_segment
+        self._should_stop = should_stop
+        self._on_read = on_read
+
+    def batches(self, segment: SealedSegment) -> Iterator[bytes]:
+        """Each whole batch of the sealed `segment`, in order; `_LogChanged` once
+        `should_stop` says so, or when the file is not as the plan says."""
+        size = segment.size
+        position = 0
+        on_read, should_stop = self._on_read, self._should_stop
+        try:
+            with self._open(segment) as file:
+                while position < size:
+                    chunk = file.read_fully(position, min(_READ_BYTES, size - position))
+                    if len(chunk) < LOG_OVERHEAD:
+                        raise _LogChanged(
+                            f"{segment.log_path}: {len(chunk)} bytes at byte {position}"
+                        )
+                    _, batch_size = read_frame(chunk, 0)
+                    if batch_size > len(chunk):  # one batch larger than a chunk
+                        chunk = file.read_fully(position, batch_size)
+                    consumed = 0
+                    for at, length in iter_frames(chunk):
+                        on_read(length)
+                        if should_stop():
+                            raise _LogChanged(f"{segment.log_path}: the pass was asked to stop")
+                        yield chunk[at : at + length]
+                        consumed = at + length
+                    if consumed == 0:
+                        raise _LogChanged(f"{segment.log_path}: no whole batch at byte {position}")
+                    position += consumed
+        except (OSError, LogClosedError) as exc:
+            raise _LogChanged(f"{segment.log_path}: {exc}") from exc

@@ -93,7 +93,8 @@ class OffsetMap:
             self._buffer[position : position + HASH_BYTES] = digest
             _OFFSET.pack_into(self._buffer, position + HASH_BYTES, offset)
             self._count += 1
-        self.update_latest_offset(offset)
+        if offset > self.latest_offset:  # `update_latest_offset`, inlined: once a record
+            self.latest_offset = offset
 
     def update_latest_offset(self, offset: int) -> None:
         """Note that the map covers the log up to `offset` (a batch without keys to put)."""

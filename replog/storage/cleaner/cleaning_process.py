@@ -1,0 +1,406 @@
+"""A child process that runs the log cleaner's passes (`log_cleaning.run_pass`): the parent's
+end and the child.
+
+Why a process: a pass is Python (about 16 us a record). On a thread of the broker's process it
+holds the interpreter's lock while it runs, and the event loop waits for the lock each time it
+wants it back: a thread's nice value lowers its share of the cores, not of the lock. A child
+shares no lock with the loop, and at `CLEANER_NICE` the kernel gives the loop the cores first.
+The broker keeps the decisions and the log: the choice, the states, the checkpoint, the abort,
+and the swaps under the log's lock (`LogPass.swap`). Measured (docs/benchmarks-history.md, "Log
+cleaner and produce latency"): a busy cleaner's cost to the median produce latency fell from
+1.8x to 1.4x; its p99 (about 2x) did not move.
+
+Rules:
+- One child per cleaner thread, started by that thread (`CleaningProcess.start` blocks) for
+  its first pass: it imports replog from the parent's source tree, lowers its own priority
+  (`CLEANER_NICE`), ignores SIGINT and SIGTERM (a node's process group gets them: the node ends
+  it) and exits at EOF on stdin, so a node killed with SIGKILL leaves it at most the pass in
+  hand, which ends at the child's next look at its stdin (below).
+- Messages: a 4-byte length, then a pickle. The parent sends `pass` (a `PassPlan`, the key
+  map's size) and `stop`. The child keeps its key map between passes, runs the pass over the
+  plan's segment files through `LOCAL_FS` and asks the parent: `read` every `REPORT_BYTES`
+  read (the parent's throttle may sleep, then `go`), `swap` for a group's synced `.cleaned`
+  file (the parent swaps it in and answers `swapped`, whether it did). A pass ends with `done`
+  (its `CleaningPass`) or `failed` (the exception's name and message). Every message of the
+  child ends with the bytes read since its last one.
+- Stopping: once the caller's `should_stop` answers True (asked at each message, when
+  `interrupt` wakes the parent, and every `POLL_S`) the parent sends `stop` and answers nothing
+  more; the child sees it as the answer it waits for or between two batches (it looks at its
+  stdin at most every `CHILD_POLL_S`), removes a `.cleaned` file not swapped and ends with
+  `done`, abandoned. A `stop` read while idle (its pass had ended) is ignored. A child that has
+  not ended the pass `STOP_WAIT_S` after a stop is killed.
+- A child that dies (EOF, a broken pipe) is `CleaningProcessGoneError` naming the log. A pass
+  whose parent side fails (a storage error in a swap) kills the child, whose answers would
+  otherwise be read as the next pass's. After either, `run` raises that error (the owner starts
+  another child); `failed` (`CleaningProcessError`) leaves the child usable.
+- Off unless the process asks (`clean_logs_in_processes`): `replog node` does, as it starts the
+  file maker; an embedding application's brokers clean on their threads unless it asks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from replog.clock import monotonic_s
+from replog.errors import CleaningProcessError, CleaningProcessGoneError
+from replog.storage.cleaner.log_cleaning import (
+    CleaningPass,
+    LogPass,
+    SealedSegment,
+    run_pass,
+)
+from replog.storage.cleaner.offset_map import OffsetMap
+from replog.storage.file_maker_process import CLOSE_WAIT_S, EXIT_STATUS_WAIT_S, exit_status_text
+from replog.storage.fs import LOCAL_FS, SegmentFile
+
+# The nice value of the cleaner's work, a child's or a thread's: below the event loop's, so
+# that on a busy machine the loop gets the cores first.
+CLEANER_NICE = 10
+REPORT_BYTES = 256 * 1024
+POLL_S = 0.1
+CHILD_POLL_S = 0.001
+STOP_WAIT_S = 5.0
+_HEADER = struct.Struct(">I")
+_READ_BYTES = 1 << 16
+_BOOT = "from replog.storage.cleaner.cleaning_process import main; main()"
+# The directory holding the `replog` package this module was imported from.
+_SOURCE_ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)
+
+Message = tuple[Any, ...]
+
+_wanted = False
+
+
+def clean_logs_in_processes(wanted: bool = True) -> None:
+    """From now on, the log cleaners of this process's brokers run their passes in child
+    processes (module Rules)."""
+    global _wanted
+    _wanted = wanted
+
+
+def cleaning_in_processes() -> bool:
+    return _wanted
+
+
+class _Pipe:
+    """Length-prefixed pickles over a pair of file descriptors."""
+
+    __slots__ = ("_buffer", "read_fd", "write_fd")
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.read_fd = read_fd
+        self.write_fd = write_fd
+        self._buffer = bytearray()
+
+    def send(self, message: Message) -> None:
+        payload = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+        view = memoryview(_HEADER.pack(len(payload)) + payload)
+        while view:
+            view = view[os.write(self.write_fd, view) :]
+
+    def buffered(self) -> Message | None:
+        """The next whole message already read, if any."""
+        if len(self._buffer) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack_from(self._buffer)
+        end = _HEADER.size + size
+        if len(self._buffer) < end:
+            return None
+        message: Message = pickle.loads(self._buffer[_HEADER.size : end])
+        del self._buffer[:end]
+        return message
+
+    def fill(self) -> bool:
+        """Read what is there (blocks until something is); False at EOF."""
+        chunk = os.read(self.read_fd, _READ_BYTES)
+        self._buffer += chunk
+        return bool(chunk)
+
+    def readable(self) -> bool:
+        """Whether a message or EOF can be read without waiting for the other end."""
+        return bool(self._buffer) or bool(select.select([self.read_fd], [], [], 0)[0])
+
+    def receive(self) -> Message | None:
+        """The next message (blocks); None at EOF."""
+        while (message := self.buffered()) is None:
+            if not self.fill():
+                return None
+        return message
+
+
+class CleaningProcess:
+    """The parent's end of one cleaning child (module Rules)."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self._process = process
+        self._pipe = _Pipe(process.stdout.fileno(), process.stdin.fileno())
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        self._gone: CleaningProcessGoneError | None = None
+
+    @classmethod
+    def start(cls) -> CleaningProcess:
+        """Start a child (blocks: not on an event loop); OSError if it cannot start."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
+        process = subprocess.Popen(
+            [sys.executable, "-c", _BOOT],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+            env=env,
+        )
+        return cls(process)
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def gone(self) -> bool:
+        return self._gone is not None
+
+    def interrupt(self) -> None:
+        """Have a `run` ask its `should_stop` now (from any thread)."""
+        with contextlib.suppress(OSError):  # full: a wake is pending already
+            os.write(self._wake_write, b"\0")
+
+    def run(
+        self,
+        prepared: LogPass,
+        map_bytes: int,
+        *,
+        should_stop: Callable[[], bool],
+        on_read: Callable[[int], None],
+    ) -> CleaningPass:
+        """Run the pass `prepared` plans in the child with a key map of `map_bytes`, its swaps
+        here (module Rules). CleaningProcessGoneError, CleaningProcessError."""
+        if self._gone is not None:
+            raise self._gone
+        plan = prepared.plan
+        by_base = {s.base_offset: s for s in plan.segments}
+        stop_sent: float | None = None
+
+        def stop_if_asked() -> None:
+            nonlocal stop_sent
+            if stop_sent is None:
+                if should_stop():
+                    self._send(plan.name, ("stop",))
+                    stop_sent = monotonic_s()
+            elif monotonic_s() - stop_sent > STOP_WAIT_S:
+                raise self._gone_error(plan.name, f"it did not stop within {STOP_WAIT_S:g} s")
+
+        try:
+            self._drain_wakes()
+            self._send(plan.name, ("pass", plan, map_bytes))
+            while True:
+                message = self._receive(plan.name, stop_if_asked)
+                kind = message[0]
+                if message[-1]:
+                    on_read(message[-1])
+                if kind == "done":
+                    result: CleaningPass = message[1]
+                    return result
+                if kind == "failed":
+                    raise CleaningProcessError(
+                        f"{plan.name}: the log cleaner's process {self.pid} failed the pass: "
+                        f"{message[1]}"
+                    )
+                stop_if_asked()
+                if stop_sent is not None:
+                    continue  # the child ends the pass when it reads the stop
+                if kind == "read":
+                    self._send(plan.name, ("go",))
+                elif kind == "swap":
+                    replaced = [by_base[base] for base in message[1]]
+                    self._send(plan.name, ("swapped", prepared.swap(replaced, message[2])))
+                else:
+                    raise self._gone_error(plan.name, f"it sent {kind!r}")
+        except CleaningProcessError:
+            raise  # the child answered: it waits for the next pass
+        except BaseException:
+            self._kill("abandoned in the middle of a pass")
+            raise
+
+    def _send(self, name: str, message: Message) -> None:
+        try:
+            self._pipe.send(message)
+        except (BrokenPipeError, ConnectionResetError):
+            raise self._gone_error(name) from None
+
+    def _receive(self, name: str, poll: Callable[[], None]) -> Message:
+        while (message := self._pipe.buffered()) is None:
+            ready = select.select([self._pipe.read_fd, self._wake_read], [], [], POLL_S)[0]
+            if self._wake_read in ready:
+                self._drain_wakes()
+            if self._pipe.read_fd in ready and not self._pipe.fill():
+                raise self._gone_error(name)
+            poll()
+        return message
+
+    def _drain_wakes(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_read, 64):
+                pass
+
+    def _gone_error(self, name: str, why: str = "") -> CleaningProcessGoneError:
+        """The error of a child that is gone, or is to be killed (`why`): its exit status,
+        once it has one."""
+        if why:
+            self._kill(why)
+        try:
+            status: int | None = self._process.wait(EXIT_STATUS_WAIT_S)
+        except subprocess.TimeoutExpired:
+            status = None
+        detail = f"{why}; " if why else ""
+        self._gone = CleaningProcessGoneError(
+            f"{name}: the log cleaner's process {self.pid} is gone ({detail}"
+            f"{exit_status_text(status)}); the pass is abandoned"
+        )
+        return self._gone
+
+    def _kill(self, why: str) -> None:
+        if self._gone is None:
+            self._gone = CleaningProcessGoneError(
+                f"the log cleaner's process {self.pid} was killed: {why}"
+            )
+        with contextlib.suppress(OSError):
+            self._process.kill()
+
+    def close(self) -> None:
+        """Close its stdin, wait up to `CLOSE_WAIT_S` for it to exit, then kill it (blocks)."""
+        assert self._process.stdin is not None and self._process.stdout is not None
+        with contextlib.suppress(OSError):
+            self._process.stdin.close()
+        try:
+            self._process.wait(CLOSE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        for fd in (self._wake_read, self._wake_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(OSError):
+            self._process.stdout.close()
+
+
+# --- the child --------------------------------------------------------------------------------
+
+
+class _ChildPass:
+    """The child's side of one pass: its callbacks for `run_pass`."""
+
+    def __init__(self, pipe: _Pipe) -> None:
+        self._pipe = pipe
+        self._read = 0
+        self._next_poll = 0.0
+        self.stopped = False
+        self.eof = False
+
+    def take_read(self) -> int:
+        read, self._read = self._read, 0
+        return read
+
+    def _ask(self, message: Message) -> Message | None:
+        """Send `message`, then its answer; None once stopped (a stop, EOF)."""
+        try:
+            self._pipe.send(message)
+            answer = self._pipe.receive()
+        except (BrokenPipeError, ConnectionResetError):
+            answer = None
+        if answer is None:
+            self.eof = self.stopped = True
+        elif answer[0] == "stop":
+            self.stopped = True
+        return None if self.stopped else answer
+
+    def on_read(self, size: int) -> None:
+        self._read += size
+        if self._read >= REPORT_BYTES and not self.stopped:
+            self._ask(("read", self.take_read()))
+
+    def should_stop(self) -> bool:
+        if not self.stopped:
+            now = monotonic_s()
+            if now >= self._next_poll:
+                self._next_poll = now + CHILD_POLL_S
+                if self._pipe.readable():
+                    message = self._pipe.receive()
+                    self.eof = message is None
+                    self.stopped = message is None or message[0] == "stop"
+        return self.stopped
+
+    def swap(self, replaced: Sequence[SealedSegment], cleaned: str) -> bool:
+        answer = None
+        if not self.stopped:
+            bases = [s.base_offset for s in replaced]
+            answer = self._ask(("swap", bases, cleaned, self.take_read()))
+        if answer is None:
+            LOCAL_FS.remove(cleaned)  # not swapped in: the pass ends here
+            return False
+        return bool(answer[1])
+
+
+@contextlib.contextmanager
+def _open_segment(segment: SealedSegment) -> Iterator[SegmentFile]:
+    file = LOCAL_FS.open_segment_file(segment.log_path, create=False)
+    try:
+        yield file
+    finally:
+        file.close()
+
+
+def main() -> None:
+    """The child: run passes until EOF on stdin (module Rules)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, CLEANER_NICE)
+    pipe = _Pipe(sys.stdin.fileno(), sys.stdout.fileno())
+    offset_map: OffsetMap | None = None
+    map_bytes = 0
+    while (message := pipe.receive()) is not None:
+        if message[0] != "pass":
+            continue  # a stop for a pass that had ended
+        _, plan, wanted_bytes = message
+        if offset_map is None or wanted_bytes != map_bytes:
+            offset_map, map_bytes = OffsetMap(wanted_bytes), wanted_bytes
+        child = _ChildPass(pipe)
+        answer: Message
+        try:
+            result = run_pass(
+                plan,
+                offset_map,
+                fs=LOCAL_FS,
+                open_segment=_open_segment,
+                swap=child.swap,
+                should_stop=child.should_stop,
+                on_read=child.on_read,
+            )
+        except Exception as exc:
+            answer = ("failed", f"{type(exc).__name__}: {exc}", child.take_read())
+        else:
+            answer = ("done", result, child.take_read())
+        if child.eof:
+            return
+        try:
+            pipe.send(answer)
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""Cleaning passes in a child process (replog/storage/cleaner/cleaning_process.py): the bytes a
+pass in a thread writes, a stop ending the child's pass between two batches with nothing
+swapped, a child that dies
+(a typed error naming the log; the broker's cleaner abandons the pass, keeps the log cleanable
+and starts another child), a failure in the child, and the shutdown closing the children."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from storage_helpers import T0, open_log
+
+from replog.errors import CleaningProcessError, CleaningProcessGoneError
+from replog.record import RecordBatch, build_batch
+from replog.storage import Log, LogConfig
+from replog.storage.cleaner.cleaner_config import CleanerConfig
+from replog.storage.cleaner.cleaning_process import (
+    REPORT_BYTES,
+    CleaningProcess,
+    clean_logs_in_processes,
+)
+from replog.storage.cleaner.log_cleaning import LogPass, clean_log, prepare_pass
+from replog.storage.cleaner.offset_map import OffsetMap
+from replog.storage.log_manager import LogManager, LogManagerConfig
+from replog.testing import ManualClock
+
+HOUR = 3_600_000
+CONFIG = LogConfig(
+    segment_bytes=64 * 1024,
+    index_interval_bytes=4096,
+    cleanup_policy="compact",
+    min_cleanable_dirty_ratio=0.1,
+    delete_retention_ms=HOUR,
+)
+MAP_BYTES = 24 * 20_000
+
+
+@pytest.fixture
+def child() -> Iterator[CleaningProcess]:
+    process = CleaningProcess.start()
+    yield process
+    process.close()
+
+
+def fill(log: Log, batches: int, keys: int = 500) -> None:
+    """`batches` batches of 20 records of 100-byte values over `keys` keys, every seventh
+    record a tombstone."""
+    for b in range(batches):
+        records = []
+        for r in range(20):
+            i = b * 20 + r
+            value = None if i % 7 == 6 else f"{i:0100d}".encode()
+            records.append((T0 + i, f"k{i % keys}".encode(), value, ()))
+        log.append_as_leader(build_batch(records), 0)
+    log.high_watermark = log.log_end_offset
+
+
+def planned(log: Log) -> LogPass:
+    return prepare_pass(
+        log,
+        first_dirty=0,
+        first_uncleanable=min(log.active_segment.base_offset, log.high_watermark),
+        now_ms=T0,
+        delete_retention_ms=HOUR,
+    )
+
+
+def segment_files(log: Log) -> list[tuple[int, bytes]]:
+    return [(s.base_offset, Path(s.log_path).read_bytes()) for s in log.segments()]
+
+
+def latest(log: Log) -> dict[bytes | None, tuple[int, bytes | None]]:
+    out = {}
+    for _, batch in log.read_batches(log.log_start_offset):
+        for record in RecordBatch.parse(batch, sparse=True).records():
+            out[record.key] = (record.offset, record.value)
+    return out
+
+
+def never() -> bool:
+    return False
+
+
+def ignore(size: int) -> None:
+    pass
+
+
+def test_a_pass_in_the_child_writes_the_bytes_a_pass_in_a_thread_writes(
+    tmp_path: Path, child: CleaningProcess
+) -> None:
+    in_thread, in_child = open_log(tmp_path / "a-0", CONFIG), open_log(tmp_path / "b-0", CONFIG)
+    for log in (in_thread, in_child):
+        fill(log, 300)
+    before = latest(in_child)
+    expected = clean_log(
+        in_thread,
+        OffsetMap(MAP_BYTES),
+        first_dirty=0,
+        first_uncleanable=min(in_thread.active_segment.base_offset, in_thread.high_watermark),
+        now_ms=T0,
+        delete_retention_ms=HOUR,
+    )
+    result = child.run(planned(in_child), MAP_BYTES, should_stop=never, on_read=ignore)
+    assert result == expected and result.groups_swapped > 0 and not result.abandoned
+    assert segment_files(in_child) == segment_files(in_thread)
+    assert latest(in_child) == before  # every key's latest record, at its offset
+    assert in_child.size_in_bytes < 0.5 * 300 * 20 * 100
+
+
+def test_a_stop_ends_the_childs_pass_between_two_batches_and_nothing_is_swapped(
+    tmp_path: Path, child: CleaningProcess
+) -> None:
+    """The stop comes while the child works (not as the answer to a report): the interrupt
+    wakes the parent once it answered the first report, and the child sees the stop at its
+    next look at its stdin, before its next report."""
+    log = open_log(tmp_path / "t-0", CONFIG)
+    fill(log, 600)  # about 5 reports' worth of sealed segments
+    files = segment_files(log)
+    reported: list[int] = []
+    asked_since_report: list[int] = []
+
+    def on_read(size: int) -> None:
+        reported.append(size)
+        child.interrupt()
+
+    def stop_once_the_report_is_answered() -> bool:
+        if reported:
+            asked_since_report.append(1)
+        return len(asked_since_report) >= 2  # the first is asked before the answer
+
+    result = child.run(
+        planned(log), MAP_BYTES, should_stop=stop_once_the_report_is_answered, on_read=on_read
+    )
+    assert result.abandoned and result.groups_swapped == 0 and result.corrupt is None
+    assert len(reported) == 2 and reported[0] >= REPORT_BYTES > reported[1]  # then `done`
+    assert segment_files(log) == files
+    assert not [name for name in os.listdir(log.directory) if name.endswith(".cleaned")]
+    before = latest(log)
+    result = child.run(planned(log), MAP_BYTES, should_stop=never, on_read=ignore)  # it serves on
+    assert not result.abandoned and result.groups_swapped > 0
+    assert latest(log) == before
+
+
+def test_a_child_that_dies_mid_pass_is_a_typed_error_naming_the_log(
+    tmp_path: Path, child: CleaningProcess
+) -> None:
+    log = open_log(tmp_path / "t-0", CONFIG)
+    fill(log, 600)
+    files = segment_files(log)
+
+    def kill(size: int) -> None:
+        os.kill(child.pid, signal.SIGKILL)
+
+    with pytest.raises(CleaningProcessGoneError, match=r"t-0: .* is gone \(killed by signal 9\)"):
+        child.run(planned(log), MAP_BYTES, should_stop=never, on_read=kill)
+    assert child.gone
+    with pytest.raises(CleaningProcessGoneError):
+        child.run(planned(log), MAP_BYTES, should_stop=never, on_read=ignore)
+    assert segment_files(log) == files
+
+
+def test_a_failure_in_the_child_is_a_typed_error_and_the_child_serves_on(
+    tmp_path: Path, child: CleaningProcess
+) -> None:
+    log = open_log(tmp_path / "t-0", CONFIG)
+    fill(log, 100)
+    prepared = planned(log)
+    nowhere = dataclasses.replace(
+        prepared, plan=dataclasses.replace(prepared.plan, directory=str(tmp_path / "missing"))
+    )
+    with pytest.raises(CleaningProcessError, match=r"t-0: .* failed the pass: FileNotFoundError"):
+        child.run(nowhere, MAP_BYTES, should_stop=never, on_read=ignore)
+    assert not child.gone
+    result = child.run(planned(log), MAP_BYTES, should_stop=never, on_read=ignore)
+    assert result.groups_swapped > 0
+
+
+def test_the_cleaner_abandons_a_pass_whose_child_died_and_cleans_with_another(
+    tmp_path: Path,
+) -> None:
+    clean_logs_in_processes()
+    try:
+        config = LogManagerConfig(log=CONFIG, cleaner=CleanerConfig(dedupe_buffer_size=MAP_BYTES))
+        lm = LogManager(str(tmp_path / "d0"), config, clock=ManualClock(T0))
+    finally:
+        clean_logs_in_processes(False)
+    log = lm.get_or_create_log("t", 0, CONFIG)
+    fill(log, 600)
+    cleaner = lm.cleaner
+    throttled = cleaner._throttled
+    killed: list[int] = []
+
+    def kill_the_child(tp: tuple[str, int], size: int) -> None:
+        process = cleaner._processes.get(0)
+        assert process is not None
+        killed.append(process.pid)
+        os.kill(process.pid, signal.SIGKILL)
+
+    cleaner._throttled = kill_the_child  # type: ignore[method-assign]
+    report = cleaner.clean_once(now_ms=T0)
+    assert report is not None and report.result.abandoned and killed
+    assert not cleaner.is_uncleanable(lm.log_dirs[0], ("t", 0))
+    assert cleaner.checkpoint_offset(lm.log_dirs[0], ("t", 0)) is None
+    cleaner._throttled = throttled  # type: ignore[method-assign]
+    before = latest(log)
+    report = cleaner.clean_once(now_ms=T0)
+    assert report is not None and not report.result.abandoned
+    process = cleaner._processes.get(0)
+    assert process is not None and process.pid != killed[0]
+    assert cleaner.checkpoint_offset(lm.log_dirs[0], ("t", 0)) == report.result.end_offset
+    assert latest(log) == before
+    lm.shutdown()
+    assert process._process.poll() == 0  # the shutdown closed it: it exited at EOF

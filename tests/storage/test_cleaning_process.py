@@ -137,7 +137,10 @@ def test_a_stop_ends_the_childs_pass_between_two_batches_and_nothing_is_swapped(
         planned(log), MAP_BYTES, should_stop=stop_once_the_report_is_answered, on_read=on_read
     )
     assert result.abandoned and result.groups_swapped == 0 and result.corrupt is None
-    assert len(reported) == 2 and reported[0] >= REPORT_BYTES > reported[1]  # then `done`
+    # The first report, then perhaps the bytes read before the child saw the stop (`done`),
+    # as the two processes' timing goes.
+    assert reported[0] >= REPORT_BYTES and all(size < REPORT_BYTES for size in reported[1:])
+    assert len(reported) <= 2
     assert segment_files(log) == files
     assert not [name for name in os.listdir(log.directory) if name.endswith(".cleaned")]
     before = latest(log)

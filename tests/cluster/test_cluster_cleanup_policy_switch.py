@@ -104,10 +104,14 @@ def test_switching_the_cleanup_policy_starts_and_stops_cleaning(cluster: ClientC
         assert len(records) < UPDATES // 2, f"node {node}: {len(records)} records left"
         below = reached[node]
         assert below is not None
+        # Below the cleaned offset: exactly the latest record of each key below it, and no
+        # record without a key; at or past it, the records as written.
+        latest_below = {k: (o, v) for o, (k, v) in sorted(written.items()) if o < below}
+        assert {(o, k, v) for o, k, v in records if o < below} == {
+            (o, k, v) for k, (o, v) in latest_below.items()
+        }, f"node {node}: below its cleaned offset {below}"
         for offset, key, value in records:
-            if offset < below:  # cleaned: only the latest of its key, no keyless record
-                assert key is not None and latest[key] == (offset, value), (node, offset)
-            elif offset in written:
+            if offset >= below and offset in written:
                 assert written[offset] == (key, value), (node, offset)
         kept = {key: (offset, value) for offset, key, value in records if key is not None}
         assert kept == latest, f"node {node}: not the latest value of each key"

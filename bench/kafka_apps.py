@@ -12,6 +12,11 @@ Java process run in the background.
   it is written with `LocalCluster`, started and stopped with `replog cluster`.
 - A Java process logs to a file; stopping it is SIGTERM (its shutdown hook: a Connect worker
   or a Streams app closes cleanly), SIGKILL after a grace period.
+- Compaction: the apps create their compacted topics with `COMPACTED_TOPIC_CONFIGS` (segments
+  that roll on the next append after 100 ms, cleaned at a dirty ratio of 1 %), the
+  cluster's cleaner looks for work every second (`fast_cleaner`, a dynamic broker config),
+  and `compaction` reads what a topic holds: the offsets written against the records left,
+  and the latest value of each key.
 """
 
 from __future__ import annotations
@@ -159,6 +164,107 @@ def topic_config(bootstrap: str, topic: str, name: str) -> str | None:
     configs = admin.describe_configs([resource])[resource].result(timeout=30)
     entry = configs.get(name)
     return None if entry is None else entry.value
+
+
+# Topic configs an app creates its compacted topics with (under its own prefix): segments
+# rolled soon enough that the cleaner's next pass reaches nearly every record (it never cleans
+# the active segment); 1 MiB, Kafka 4's smallest segment.bytes, holds any batch the apps'
+# producers make (a batch larger than a segment is refused, as Kafka refuses it).
+COMPACTED_TOPIC_CONFIGS = {
+    "segment.bytes": "1048576",
+    "segment.ms": "100",
+    "min.cleanable.dirty.ratio": "0.01",
+}
+
+
+def fast_cleaner(bootstrap: str, backoff_ms: int = 1000) -> None:
+    """Every broker's cleaner looks for a log to clean every `backoff_ms` (the cluster default
+    broker config, taken by the running cleaners)."""
+    replog_cli(
+        "configs",
+        "alter",
+        "--bootstrap-server",
+        bootstrap,
+        "--entity-type",
+        "brokers",
+        "--entity-default",
+        "--add-config",
+        f"log.cleaner.backoff.ms={backoff_ms}",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Compaction:
+    """What a topic holds: offsets written (its partitions' high watermarks: nothing is
+    deleted from their starts) against the records left, and the latest value of each key."""
+
+    written: int
+    left: int
+    latest: dict[bytes | None, bytes | None]
+
+    def said(self) -> str:
+        return f"{self.left} records left of {self.written} written, {len(self.latest)} keys"
+
+    def about_one_per_key(self) -> bool:
+        """At most two records a key are left (the latest, and one the active segment of its
+        partition may still hold): a topic written once per key holds that already; whether
+        any was removed is `written` against `left`."""
+        return self.left <= 2 * len(self.latest)
+
+
+def compaction(bootstrap: str, topic: str, timeout_s: float = 60) -> Compaction:
+    """Read `topic` from each partition's start to its high watermark now (confluent-kafka,
+    which reads cleaned batches as Kafka serves them)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "replog-compaction-check",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        partitions = list(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in partitions
+        }
+        pending = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in pending])
+        left, latest = 0, {}
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: partitions {sorted(pending)} not read to their end")
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            partition, error = message.partition(), message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(f"{topic}-{partition}: {error}")
+                pending.discard(partition)
+                continue
+            if message.offset() < ends[partition]:
+                left += 1
+                latest[message.key()] = message.value()
+            if message.offset() + 1 >= ends[partition]:
+                pending.discard(partition)
+        return Compaction(sum(ends.values()), left, latest)
+    finally:
+        consumer.close()
+
+
+def wait_compacted(bootstrap: str, topic: str, timeout_s: float = 120) -> Compaction:
+    """`compaction` of `topic` once `about_one_per_key` holds, or after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = compaction(bootstrap, topic)
+        if found.about_one_per_key() or time.monotonic() > deadline:
+            return found
+        time.sleep(2)
 
 
 def topics(bootstrap: str) -> set[str]:

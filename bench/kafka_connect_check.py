@@ -9,11 +9,16 @@ FileStreamSink connector (the topic -> another file), and checks:
 
 - internal topics: the three exist with `cleanup.policy=compact`, as the brokers describe them,
   and so does `__consumer_offsets` (with Kafka's 100 MiB `segment.bytes`);
-- pipeline: every line written to the source file arrives in the sink file, once;
+- pipeline: every line written to the source file arrives in the sink file, once (the last
+  few one at a time, so that the source commits its offset again and again);
+- cleaned: the worker creates its internal topics with small segments
+  (`config.storage.segment.bytes` and the like, KIP-605's worker settings:
+  `kafka_apps.COMPACTED_TOPIC_CONFIGS`), and the brokers' cleaners (looking every second, a
+  dynamic broker config) leave about one record per key of each;
 - restart: the worker is stopped (SIGTERM) and started again; both connectors come back from
-  the config topic, RUNNING; lines written meanwhile arrive, and none of the earlier ones is
-  copied again (the source resumed from its offset in the offset topic, the sink from its
-  group's committed offsets).
+  the cleaned config topic, RUNNING; lines written meanwhile arrive, and none of the earlier
+  ones is copied again (the source resumed from its offset in the cleaned offset topic, the
+  sink from its group's committed offsets); the topics are cleaned again after it.
 
     .venv/bin/python bench/kafka_connect_check.py [--lines 200] [--base-port 27600]
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -33,12 +39,15 @@ from pathlib import Path
 from typing import Any
 
 from kafka_apps import (
+    COMPACTED_TOPIC_CONFIGS,
     JavaProcess,
     Result,
     check_main,
+    fast_cleaner,
     running_cluster,
     topic_config,
     topics,
+    wait_compacted,
     wait_for,
 )
 
@@ -46,6 +55,8 @@ FILE_CONNECTORS = "org.apache.kafka.connect.file.FileStream"
 INTERNAL_TOPICS = ("connect-configs", "connect-offsets", "connect-status")
 TOPIC = "connect-test"
 REST_PORT_OFFSET = 20
+STORAGE_PREFIXES = ("config.storage", "offset.storage", "status.storage")
+TRICKLED = 8  # the last lines of the first run, written one at a time
 
 
 def worker_properties(bootstrap: str, rest_port: int, work: Path) -> Path:
@@ -63,8 +74,18 @@ def worker_properties(bootstrap: str, rest_port: int, work: Path) -> Path:
                 "config.storage.replication.factor=3",
                 "offset.storage.replication.factor=3",
                 "status.storage.replication.factor=3",
-                "offset.flush.interval.ms=1000",
+                "offset.flush.interval.ms=500",
+                # KIP-558's topic records: a sink task writes one for each batch it takes until
+                # the worker reads the first back (82 of one key in a burst, in one run), all
+                # in the status partition's active segment, which no cleaner touches until its
+                # next write: left uncleaned, they would read as a cleaner that did nothing.
+                "topic.tracking.enable=false",
                 f"listeners=http://127.0.0.1:{rest_port}",
+                *(
+                    f"{prefix}.{name}={value}"
+                    for prefix in STORAGE_PREFIXES
+                    for name, value in COMPACTED_TOPIC_CONFIGS.items()
+                ),
                 "",
             ]
         )
@@ -109,6 +130,17 @@ def lines_of(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def cleaned(bootstrap: str, when: str) -> Result:
+    """Whether each internal topic holds about one record a key (`Compaction`), and records
+    written to them were removed."""
+    found = {topic: wait_compacted(bootstrap, topic) for topic in INTERNAL_TOPICS}
+    ok = all(c.about_one_per_key() for c in found.values()) and sum(
+        c.written for c in found.values()
+    ) > sum(c.left for c in found.values())
+    said = "; ".join(f"{topic}: {c.said()}" for topic, c in found.items())
+    return (f"internal topics cleaned {when}", ok, said)
+
+
 def run(libs: Path, base_port: int, lines: int, work: Path) -> list[Result]:
     results: list[Result] = []
     source_file, sink_file = work / "source.txt", work / "sink.txt"
@@ -116,6 +148,7 @@ def run(libs: Path, base_port: int, lines: int, work: Path) -> list[Result]:
     rest_port = base_port + REST_PORT_OFFSET
     rest = Rest(rest_port)
     with running_cluster(work / "cluster", base_port) as bootstrap:
+        fast_cleaner(bootstrap)
         props = worker_properties(bootstrap, rest_port, work)
         main = "org.apache.kafka.connect.cli.ConnectDistributed"
 
@@ -179,7 +212,11 @@ def run(libs: Path, base_port: int, lines: int, work: Path) -> list[Result]:
                 wait_for(lambda n=name: rest.running(n), f"connector {name} RUNNING")  # type: ignore[misc]
             first = [f"line {i}" for i in range(lines)]
             with source_file.open("a") as f:
-                f.write("".join(line + "\n" for line in first))
+                f.write("".join(line + "\n" for line in first[:-TRICKLED]))
+            for line in first[-TRICKLED:]:  # each in a flush interval of its own
+                time.sleep(0.7)
+                with source_file.open("a") as f:
+                    f.write(line + "\n")
             try:
                 wait_for(lambda: len(lines_of(sink_file)) >= lines, "the sink file", 180)
             except TimeoutError as exc:
@@ -187,6 +224,19 @@ def run(libs: Path, base_port: int, lines: int, work: Path) -> list[Result]:
                 return results
             got = lines_of(sink_file)
             results.append(("pipeline", got == first, f"{len(got)} of {lines} lines in order"))
+            configs = {
+                name: topic_config(bootstrap, INTERNAL_TOPICS[1], name)
+                for name in COMPACTED_TOPIC_CONFIGS
+            }
+            results.append(
+                (
+                    "worker's topic settings taken",
+                    configs == COMPACTED_TOPIC_CONFIGS,
+                    f"{INTERNAL_TOPICS[1]}: {json.dumps(configs)}",
+                )
+            )
+            time.sleep(2)  # the last offset commit and status
+            results.append(cleaned(bootstrap, "before the restart"))
         finally:
             status = worker.stop()
         second = [f"after restart {i}" for i in range(lines)]
@@ -217,6 +267,7 @@ def run(libs: Path, base_port: int, lines: int, work: Path) -> list[Result]:
                     f"{lines} new ones",
                 )
             )
+            results.append(cleaned(bootstrap, "after the restart"))
         finally:
             worker.stop()
     return results

@@ -6,16 +6,20 @@ replog clusters in a temporary directory, and runs:
 
 - Kafka's command-line tools, one row per operation (`bench/kafka_tools_matrix.py`);
 - Kafka's perf and verifiable producers and consumers (`bench/kafka_tools_check.py`);
-- franz-go's integration tests, on a cluster of their own (`bench/franz_go_check.py`).
+- franz-go's integration tests, on a cluster of their own (`bench/franz_go_check.py`);
+- Kafka Connect and Kafka Streams applications, unchanged, their compacted topics cleaned
+  (`bench/kafka_connect_check.py`, `bench/kafka_streams_check.py`), each on a cluster of its
+  own within 20 ports of base + 20 and base + 50 (Connect's REST listener at base + 40).
 
 It prints each table in Markdown (`--markdown FILE` also writes them there) and exits 1 when
 anything failed that is not explained by a feature of the "not built" list
 (docs/not-built.md), which is named in the row.
 
-    .venv/bin/python bench/kafka_ecosystem.py [--only tools|franz-go] [--base-port 23300]
+    .venv/bin/python bench/kafka_ecosystem.py [--only tools|franz-go|connect|streams]
+        [--base-port 23300]
 
-Bench only: it needs Java, Maven and Go (CI never runs it). The franz-go run takes 10-20
-minutes on two cores.
+Bench only: it needs Java, Maven and Go (Go for franz-go only; CI never runs it). The franz-go
+run takes 10-20 minutes on two cores, Connect and Streams 1-3 minutes each.
 """
 
 from __future__ import annotations
@@ -29,9 +33,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import franz_go_check
+import kafka_apps
+import kafka_connect_check
+import kafka_streams_check
 import kafka_tools_check
 import kafka_tools_matrix
 from replog_cli import KAFKA_PORT_OFFSET, replog_cli, running_cluster
+
+# The application checks, in the order they run: (the check, its lines, its base port's
+# offset from --base-port).
+APPS = {
+    "connect": (kafka_connect_check.run, 200, 20),
+    "streams": (kafka_streams_check.run, 500, 50),
+}
 
 
 def controller_listeners(data_dir: str) -> str:
@@ -110,6 +124,21 @@ def franz_go_rows(base_port: int, work: Path) -> tuple[list[str], bool]:
     return rows, all_ok
 
 
+def app_rows(app: str, base_port: int, work: Path) -> tuple[list[str], bool]:
+    """The rows of the Kafka `app` check (`APPS`), run on a cluster of its own."""
+    run, lines, offset = APPS[app]
+    scratch = work / app
+    scratch.mkdir()
+    try:
+        results = run(kafka_apps.app_libs(app), base_port + offset, lines, scratch)
+    except (RuntimeError, TimeoutError, OSError) as failure:
+        results = [("run", False, f"{type(failure).__name__}: {failure}")]
+    rows = [f"| Kafka {app.capitalize()} check | result |", "| --- | --- |"]
+    for name, ok, said in results:
+        rows.append(f"| {escape(name)} | {escape(('ok: ' if ok else 'FAIL: ') + said)} |")
+    return rows, all(ok for _, ok, _ in results)
+
+
 def row(tool: str, operation: str, ok: bool, said: str, needs: str | None) -> str:
     if ok:
         result = "ok" + (f": {said}" if said else "")
@@ -126,12 +155,12 @@ def escape(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=("tools", "franz-go"))
+    parser.add_argument("--only", choices=("tools", "franz-go", *APPS))
     parser.add_argument("--base-port", type=int, default=23300)
     parser.add_argument("--records", type=int, default=20_000, help="for the perf tools")
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
     args = parser.parse_args(argv)
-    for program in ("java", "go"):
+    for program in ("java", "go") if args.only in (None, "franz-go") else ("java",):
         if shutil.which(program) is None:
             print(f"kafka_ecosystem: needs {program} on PATH", file=sys.stderr)
             return 1
@@ -148,6 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows, ok = franz_go_rows(args.base_port + 10, work)
             tables.append(rows)
             all_ok &= ok
+        for app in APPS:
+            if args.only in (None, app):
+                rows, ok = app_rows(app, args.base_port, work)
+                tables.append(rows)
+                all_ok &= ok
     text = "\n\n".join("\n".join(rows) for rows in tables) + "\n"
     print(text)
     if args.markdown is not None:

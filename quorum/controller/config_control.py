@@ -13,7 +13,11 @@ Rules (Kafka's ConfigurationControlManager):
   it does not know). A group resource names any group id, existing or not (Kafka's too; a
   group's configs outlive it); an empty one is INVALID_REQUEST. A group's alteration is
   checked as a whole against the broker's `group.consumer.min/max.*` bounds
-  (`check_group_configs`, the node's static configs): INVALID_CONFIG naming the bound.
+  (`check_group_configs`, the node's static configs): INVALID_CONFIG naming the bound. So is
+  a topic's or a broker's, on its effective values (its own keys after the alteration over
+  the levels below, as a broker reads them): keys that bound each other must agree
+  (`check_topic_configs`, `check_broker_configs`: a topic's `min.compaction.lag.ms` above its
+  `max.compaction.lag.ms` is INVALID_CONFIG naming both, in CreateTopics too).
 - IncrementalAlterConfigs validates each resource on its own: each succeeds or fails alone,
   and the records of the valid ones are written together, in one atomic batch.
 - Operations: SET and DELETE for every key; APPEND and SUBTRACT for list keys
@@ -48,14 +52,15 @@ from types import MappingProxyType
 
 from quorum.controller.config_definitions import (
     BROKER_CONFIGS,
-    BROKER_SYNONYMS,
     GROUP_CONFIGS,
     TOPIC_CONFIGS,
     ConfigDefinition,
     ConfigType,
     ConfigValue,
+    check_broker_configs,
     check_group_configs,
     check_static_broker_configs,
+    check_topic_configs,
 )
 from quorum.controller.controller_result import ControllerResult
 from quorum.metadata.image import ConfigResource
@@ -157,20 +162,33 @@ class ConfigControl:
 
     def topic_config(self, topic_name: str, name: str, offset: int | None = None) -> str:
         """The effective value of topic config `name` for `topic_name` (module docstring)."""
-        definition = TOPIC_CONFIGS.get(name)
-        if definition is None:
+        if name not in TOPIC_CONFIGS:
             raise KeyError(f"unknown topic config {name!r}")
-        own = self._configs.get(topic_resource(topic_name), _EMPTY, offset=offset).get(name)
-        if own is not None:
-            return own
-        synonym = BROKER_SYNONYMS.get(name)
-        if synonym is not None:
-            default = self._configs.get(broker_resource(), _EMPTY, offset=offset).get(synonym)
-            if default is not None:
-                return default
-            static = self._static.get(synonym)
-            if static is not None:
-                return static
+        own = self._configs.get(topic_resource(topic_name), _EMPTY, offset=offset)
+        return self._effective(topic_resource(topic_name), own, name, offset)
+
+    def _effective(
+        self,
+        resource: ConfigResource,
+        own: Mapping[str, str],
+        name: str,
+        offset: int | None = None,
+    ) -> str:
+        """The effective value of known key `name` of a topic or broker resource whose own
+        keys are `own` (module docstring: then the cluster default, the static config, Kafka's
+        default; a read-only key skips the dynamic levels)."""
+        is_topic = resource.resource_type is ConfigResourceType.TOPIC
+        definition = _definitions(resource)[name]
+        broker_key = definition.broker_name if is_topic else name
+        if definition.dynamic:
+            if name in own:
+                return own[name]
+            if broker_key is not None and resource != broker_resource():
+                cluster_default = self._configs.get(broker_resource(), _EMPTY, offset=offset)
+                if broker_key in cluster_default:
+                    return cluster_default[broker_key]
+        if broker_key is not None and broker_key in self._static:
+            return self._static[broker_key]
         return definition.default
 
     def min_insync_replicas(self, topic_name: str, offset: int | None = None) -> int:
@@ -256,6 +274,7 @@ class ConfigControl:
         resource = topic_resource(topic_name)
         for name in sorted(configs):
             self.validate(resource, name, configs[name])
+        self._check_together(resource, configs, _EMPTY)
 
     def config_records(
         self, resource: ConfigResource, configs: Mapping[str, str]
@@ -341,16 +360,31 @@ class ConfigControl:
             else:
                 items = tuple(item for item in items if item not in changed)
             updated[op.name] = ",".join(items)
-        if resource.resource_type is ConfigResourceType.GROUP:
-            try:
-                check_group_configs(updated, self._static)
-            except ValueError as reason:
-                raise InvalidConfigError(f"{_describe(resource)}: {reason}") from None
+        self._check_together(resource, updated, current)
         return [
             ConfigRecord(resource.resource_type, resource.resource_name, name, updated.get(name))
             for name in sorted(set(current) | set(updated))
             if current.get(name) != updated.get(name)
         ]
+
+    def _check_together(
+        self, resource: ConfigResource, updated: Mapping[str, str], current: Mapping[str, str]
+    ) -> None:
+        """INVALID_CONFIG naming the keys unless the resource's effective values with its own
+        keys `updated` (`current` before) agree with each other (module docstring)."""
+        kind = resource.resource_type
+        try:
+            if kind is ConfigResourceType.GROUP:
+                check_group_configs(updated, self._static)
+            elif kind is ConfigResourceType.TOPIC:
+                check_topic_configs(lambda name: self._effective(resource, updated, name))
+            else:
+                check_broker_configs(
+                    lambda name: self._effective(resource, updated, name),
+                    lambda name: self._effective(resource, current, name),
+                )
+        except ValueError as reason:
+            raise InvalidConfigError(f"{_describe(resource)}: {reason}") from None
 
     # -- replay and snapshots ------------------------------------------------------------------
 

@@ -23,6 +23,12 @@ Rules:
   server.properties and described, but an alter that sets one is INVALID_REQUEST ("cannot
   update these configs dynamically", Kafka's answer): stored, they would be reported and
   have no effect.
+- Keys that bound each other are checked together on the effective values, after each one
+  alone: a topic's `min.compaction.lag.ms` at most its `max.compaction.lag.ms`
+  (`check_topic_configs`, Kafka's `LogConfig.validateValues`), and on a broker resource the
+  same of their broker defaults, a dedupe buffer holding one key-map entry for each cleaner
+  thread, and a change of `log.cleaner.threads` to no less than half and no more than double
+  the value before (`check_broker_configs`, Kafka's `LogCleaner.validateReconfiguration`).
 - Group keys (KIP-848's `GroupConfig`: a consumer group's own session timeout and heartbeat
   interval) default to their broker keys (`group.consumer.session.timeout.ms`, read-only, from
   server.properties) and must lie within the broker's `group.consumer.min/max.*` bounds, the
@@ -125,9 +131,27 @@ def check_throttled_replicas(value: str) -> None:
     )
 
 
+def check_above_zero(value: str) -> None:
+    """`ValueError` unless `value` is a number above 0 (the cleaner's I/O rate: a rate of 0
+    would stop it, and the brokers refuse it)."""
+    try:
+        number = parse_double(value)
+    except ValueError:
+        raise ValueError("not a valid double") from None
+    if not number > 0:
+        raise ValueError("must be above 0")
+
+
 def _defs(*definitions: ConfigDefinition) -> Mapping[str, ConfigDefinition]:
     return MappingProxyType({d.name: d for d in definitions})
 
+
+# The log cleaner's keys that other keys' bounds name, and the bytes of one key-map entry
+# (replog/storage/cleaner/offset_map.py: a key's MD5 digest and its offset).
+CLEANER_THREADS = "log.cleaner.threads"
+CLEANER_BUFFER = "log.cleaner.dedupe.buffer.size"
+CLEANER_ENTRY_BYTES = 24
+MIN_LAG, MAX_LAG = "min.compaction.lag.ms", "max.compaction.lag.ms"
 
 _I, _L, _D, _B, _S, _LIST = (
     ConfigType.INT,
@@ -164,9 +188,7 @@ TOPIC_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
     ConfigDefinition(
         "leader.replication.throttled.replicas", _LIST, "", check=check_throttled_replicas
     ),
-    ConfigDefinition(
-        "max.compaction.lag.ms", _L, str(INT64_MAX), "log.cleaner.max.compaction.lag.ms", minimum=1
-    ),
+    ConfigDefinition(MAX_LAG, _L, str(INT64_MAX), "log.cleaner.max.compaction.lag.ms", minimum=1),
     ConfigDefinition("max.message.bytes", _I, "1048588", "message.max.bytes", minimum=0),
     ConfigDefinition(
         "message.timestamp.type",
@@ -183,9 +205,7 @@ TOPIC_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
         minimum=0.0,
         maximum=1.0,
     ),
-    ConfigDefinition(
-        "min.compaction.lag.ms", _L, "0", "log.cleaner.min.compaction.lag.ms", minimum=0
-    ),
+    ConfigDefinition(MIN_LAG, _L, "0", "log.cleaner.min.compaction.lag.ms", minimum=0),
     ConfigDefinition("min.insync.replicas", _I, "1", "min.insync.replicas", minimum=1),
     ConfigDefinition("preallocate", _B, "false", "log.preallocate"),
     ConfigDefinition("retention.bytes", _L, "-1", "log.retention.bytes"),
@@ -245,20 +265,19 @@ BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
         "leader.imbalance.check.interval.seconds", _L, "300", minimum=1, dynamic=False
     ),
     ConfigDefinition("log.retention.check.interval.ms", _L, "300000", minimum=1, dynamic=False),
-    # The log cleaner's (replog/storage/cleaner/cleaner_config.py), read at start-up only.
+    # The log cleaner's (replog/storage/cleaner/cleaner_config.py): whether it runs is read at
+    # start-up only, the rest is Kafka's `LogCleaner.ReconfigurableConfigs`, taken by a
+    # running cleaner (`check_cleaner_configs` holds them together).
     ConfigDefinition("log.cleaner.enable", _B, "true", dynamic=False),
-    ConfigDefinition("log.cleaner.threads", _I, "1", minimum=1, dynamic=False),
-    ConfigDefinition(
-        "log.cleaner.dedupe.buffer.size", _L, str(128 << 20), minimum=24, dynamic=False
-    ),
+    ConfigDefinition(CLEANER_THREADS, _I, "1", minimum=1),
+    ConfigDefinition(CLEANER_BUFFER, _L, str(128 << 20), minimum=CLEANER_ENTRY_BYTES),
     ConfigDefinition(
         "log.cleaner.io.max.bytes.per.second",
         _D,
         "1.7976931348623157E308",  # Java's Double.MAX_VALUE: no throttle
-        minimum=0.0,
-        dynamic=False,
+        check=check_above_zero,
     ),
-    ConfigDefinition("log.cleaner.backoff.ms", _L, "15000", minimum=0, dynamic=False),
+    ConfigDefinition("log.cleaner.backoff.ms", _L, "15000", minimum=0),
     ConfigDefinition("replica.lag.time.max.ms", _L, "30000", minimum=0, dynamic=False),
     # Replication throttles (KIP-73): the rates are dynamic (per broker or the cluster
     # default), the rate's window read-only (replog.replication.replication_quota).
@@ -288,7 +307,8 @@ BROKER_SYNONYMS: Mapping[str, str] = MappingProxyType(
 
 def check_static_broker_configs(configs: Mapping[str, str]) -> None:
     """`ValueError` naming the first key of a node's static configs (its server.properties
-    keys meant for the controller) that is not a known broker config or has an invalid value."""
+    keys meant for the controller) that is not a known broker config or has an invalid value,
+    or the keys whose values disagree (`check_broker_configs`)."""
     for name in sorted(configs):
         definition = BROKER_CONFIGS.get(name)
         if definition is None:
@@ -297,6 +317,11 @@ def check_static_broker_configs(configs: Mapping[str, str]) -> None:
             definition.parse(configs[name])
         except ValueError as reason:
             raise ValueError(f"{name}={configs[name]!r}: {reason}") from None
+
+    def value_of(name: str) -> str:
+        return configs.get(name, BROKER_CONFIGS[name].default)
+
+    check_broker_configs(value_of, value_of)
 
 
 def check_group_configs(values: Mapping[str, str], static: Mapping[str, str]) -> None:
@@ -315,3 +340,68 @@ def check_group_configs(values: Mapping[str, str], static: Mapping[str, str]) ->
             raise ValueError(f"{name} must be less than or equal to {high_key}")
     if effective[GROUP_SESSION_TIMEOUT] <= effective[GROUP_HEARTBEAT_INTERVAL]:
         raise ValueError(f"{GROUP_SESSION_TIMEOUT} must be greater than {GROUP_HEARTBEAT_INTERVAL}")
+
+
+def _integers(
+    definitions: Mapping[str, ConfigDefinition], value_of: Callable[[str], str], *names: str
+) -> tuple[int, ...] | None:
+    """The parsed values of integer keys `names` (None when one does not parse: a value
+    stored in a spelling the brokers read and the controller no longer writes, which no
+    check then holds against the others)."""
+    try:
+        values = [definitions[n].parse(value_of(n)) for n in names]
+    except ValueError:
+        return None
+    return tuple(v for v in values if isinstance(v, int))
+
+
+def check_topic_configs(value_of: Callable[[str], str]) -> None:
+    """`ValueError` (Kafka's `LogConfig.validateValues` wording) unless a topic's effective
+    values (`value_of`: its own, else the broker defaults) agree with each other: its
+    `min.compaction.lag.ms` at most its `max.compaction.lag.ms`."""
+    _check_lags(TOPIC_CONFIGS, value_of, MIN_LAG, MAX_LAG)
+
+
+def check_broker_configs(value_of: Callable[[str], str], previous_of: Callable[[str], str]) -> None:
+    """`ValueError` naming the keys unless a broker resource's effective values (`value_of`)
+    agree with each other: the default compaction lags as a topic's (Kafka's broker checks
+    them at start-up), a dedupe buffer with one key-map entry for each cleaner thread, and a
+    thread count within half and double of the effective one before (`previous_of`), Kafka's
+    `LogCleaner.validateReconfiguration`."""
+    _check_lags(BROKER_CONFIGS, value_of, *(BROKER_SYNONYMS[n] for n in (MIN_LAG, MAX_LAG)))
+    sizes = _integers(BROKER_CONFIGS, value_of, CLEANER_THREADS, CLEANER_BUFFER)
+    if sizes is None:
+        return
+    threads, buffer = sizes
+    if buffer < CLEANER_ENTRY_BYTES * threads:
+        raise ValueError(
+            f"{CLEANER_BUFFER} ({buffer}) must hold one {CLEANER_ENTRY_BYTES}-byte key-map entry "
+            f"for each of the {threads} {CLEANER_THREADS}"
+        )
+    before = _integers(BROKER_CONFIGS, previous_of, CLEANER_THREADS)
+    if before is None:
+        return
+    (current,) = before
+    if threads < current // 2:
+        raise ValueError(
+            f"{CLEANER_THREADS} ({threads}): log cleaner threads cannot be reduced to less "
+            f"than half the current value {current}"
+        )
+    if threads > current * 2:
+        raise ValueError(
+            f"{CLEANER_THREADS} ({threads}): log cleaner threads cannot be increased to more "
+            f"than double the current value {current}"
+        )
+
+
+def _check_lags(
+    definitions: Mapping[str, ConfigDefinition],
+    value_of: Callable[[str], str],
+    low_name: str,
+    high_name: str,
+) -> None:
+    lags = _integers(definitions, value_of, low_name, high_name)
+    if lags is not None and lags[0] > lags[1]:
+        raise ValueError(
+            f"conflict topic config setting {low_name} ({lags[0]}) > {high_name} ({lags[1]})"
+        )

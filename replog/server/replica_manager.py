@@ -25,7 +25,10 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   too (fewer once a round's time is up); a leader not reached yet acts on the previous image
   meanwhile (docs/replication.md, "Images in rounds").
   Each replica's log settings follow the same precedence, key by key: a value this broker
-  refuses is skipped with a warning, and the level below gives that key (`_log_config`).
+  refuses is skipped with a warning, and the level below gives that key (`_log_config`). So do
+  the log cleaner's (`log.cleaner.threads`, `.dedupe.buffer.size`, `.io.max.bytes.per.second`,
+  `.backoff.ms`), which the running cleaner takes when a broker level changes
+  (`_refresh_cleaner`, `cleaner_config.reconfigured`).
 - Logs of deleted topics (Kafka's KIP-516 topic ids and stray logs): a replica's log records
   its topic id in `partition.metadata` before the replica appends anything. A log whose file
   names another topic id belongs to a deleted topic of the same name: it is set aside as a
@@ -212,6 +215,7 @@ from replog.server.replica_change_queue import (
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.server.weak_members import WeakMembers
 from replog.storage.cleaner.batch_filter import ProducerLastBatch
+from replog.storage.cleaner.cleaner_config import reconfigured
 from replog.storage.file_maker_process import (
     FileMakerGone,
     FileMakerProcess,
@@ -538,6 +542,8 @@ class ReplicaManager:
         if image.configs is not previous.configs:
             topics = self._reconfigured_topics(previous, image, changed_configs)
             self._refresh_throttles(image, topics)
+            if topics is None:  # a broker level changed
+                self._refresh_cleaner(image, starting=previous is MetadataImage.EMPTY)
             reconfigured = (
                 self._partitions.keys() if topics is None else self._replica_keys_of(image, topics)
             )
@@ -1151,6 +1157,20 @@ class ReplicaManager:
                         log.warning("%s: ignoring %s=%r: %s", topic, key, value, reason)
                 quota.set_throttled(topic, partitions)
         self._follower.throttles_changed()
+
+    def _refresh_cleaner(self, image: MetadataImage, *, starting: bool) -> None:
+        """Give the log cleaner the settings of the dynamic broker levels over server.properties
+        (Kafka's `LogCleaner.reconfigure`; `cleaner_config.reconfigured` says which it takes)."""
+        cleaner = self.log_manager.cleaner
+        levels = [image.configs.get(r) for r in self._broker_config_resources()]
+        config, refused = reconfigured(
+            cleaner.config, self.log_manager.config.cleaner, levels, starting=starting
+        )
+        for warning in refused:
+            log.warning("log cleaner: %s", warning)
+        if config != cleaner.config:
+            log.info("log cleaner reconfigured: %s", config)
+            cleaner.reconfigure(config)
 
     def _replica_keys_of(
         self, image: MetadataImage, topics: Collection[str]

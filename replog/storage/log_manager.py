@@ -176,6 +176,14 @@ class LogManagerConfig:
             value = getattr(self, attribute)
             if value < minimum:
                 raise ConfigError(f"{key}={value}: must be at least {minimum}")
+        # Kafka's broker refuses to start with these defaults in conflict (its
+        # `LogConfig.validateBrokerLogConfigValues`), as its controller refuses a topic's.
+        low, high = self.log.min_compaction_lag_ms, self.log.max_compaction_lag_ms
+        if low > high:
+            raise ConfigError(
+                f"conflict topic config setting log.cleaner.min.compaction.lag.ms ({low}) > "
+                f"log.cleaner.max.compaction.lag.ms ({high})"
+            )
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, object]) -> LogManagerConfig:

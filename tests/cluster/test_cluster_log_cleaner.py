@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from client_cluster import ClientCluster, client_cluster, kafka_metadata, run_blocking
+from replica_files import cleaned_offset, replica_records
 
 from replog.errors import ReplogError
-from replog.record import RecordBatch, iter_batches, iter_frames
+from replog.record import iter_batches
 from replog.replication import messages as m
 from tests.kafka_broker_clients import kafka_broker_client
 
@@ -43,45 +43,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientCluster]
     overrides = ("--override", "log.cleaner.backoff.ms=200")
     with client_cluster(tmp_path_factory.mktemp("c"), 3, *overrides) as started:
         yield started
-
-
-def partition_dir(cluster: ClientCluster, node_id: int) -> Path:
-    return Path(cluster.loopback.layout.node(node_id).data_path) / f"{TOPIC}-0"
-
-
-def cleaned_offset(cluster: ClientCluster, node_id: int) -> int | None:
-    """The replica's cleaner checkpoint entry for the topic's partition, if any."""
-    path = partition_dir(cluster, node_id).parent / "cleaner-offset-checkpoint"
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    for line in lines[2:]:
-        topic, partition, offset = line.split()
-        if (topic, partition) == (TOPIC, "0"):
-            return int(offset)
-    return None
-
-
-def replica_records(cluster: ClientCluster, node_id: int) -> list[tuple[int, bytes, bytes]]:
-    """(offset, key, value) of every record in the replica's segment files, in file order;
-    a batch still being written at the end of the active segment is left out. Read again
-    when a pass swapped segments in meanwhile (a file listed is gone)."""
-    for _ in range(50):
-        records = []
-        try:
-            for segment in sorted(partition_dir(cluster, node_id).glob("*.log")):
-                data = segment.read_bytes()
-                for at, length in iter_frames(data):
-                    batch = RecordBatch.parse(data[at : at + length], sparse=True)
-                    for record in batch.records():
-                        assert record.key is not None and record.value is not None
-                        records.append((record.offset, record.key, record.value))
-        except FileNotFoundError:
-            time.sleep(0.05)
-            continue
-        return records
-    raise AssertionError(f"node {node_id}: the segments kept changing while read")
 
 
 def test_each_replica_cleans_to_the_latest_value_of_each_key(cluster: ClientCluster) -> None:
@@ -108,7 +69,7 @@ def test_each_replica_cleans_to_the_latest_value_of_each_key(cluster: ClientClus
     nodes = sorted(cluster.kafka_addresses)
     deadline = time.monotonic() + 60
     while True:
-        reached = {n: cleaned_offset(cluster, n) for n in nodes}
+        reached = {n: cleaned_offset(cluster, n, TOPIC) for n in nodes}
         if all(r is not None and r >= UPDATES * 3 // 4 for r in reached.values()):
             break
         assert time.monotonic() < deadline, f"cleaned offsets after 60 s: {reached}"
@@ -117,7 +78,7 @@ def test_each_replica_cleans_to_the_latest_value_of_each_key(cluster: ClientClus
     key_of = {value: key for key, value in keys_of_values()}
     latest_offsets = {key: acked[value] for key, value in latest.items()}
     for node in nodes:
-        records = replica_records(cluster, node)
+        records = replica_records(cluster, node, TOPIC)
         end = reached[node]
         assert end is not None
         # Offsets unchanged: every record where its acknowledgement put it, in order.

@@ -442,3 +442,156 @@ def test_a_group_resource_must_name_a_group(configs: ConfigControl) -> None:
     empty = group_resource("")
     outcome = alter(configs, {empty: [AlterConfigOp(SESSION, SET, "50000")]})
     assert isinstance(outcome[empty], InvalidRequestError)
+
+
+# --- keys that bound each other ------------------------------------------------------------------
+
+LAG_CONFLICT = "conflict topic config setting min.compaction.lag.ms (2000) > max.compaction.lag.ms"
+
+
+def test_a_topic_whose_min_compaction_lag_exceeds_its_max_is_refused(
+    configs: ConfigControl,
+) -> None:
+    # Kafka's LogConfig.validateValues, on the effective values: the pair set together, one
+    # against the other's value set before, or against the broker default of the other.
+    outcome = alter(
+        configs,
+        {
+            TOPIC: [
+                AlterConfigOp("min.compaction.lag.ms", SET, "2000"),
+                AlterConfigOp("max.compaction.lag.ms", SET, "1000"),
+            ]
+        },
+    )
+    assert isinstance(outcome[TOPIC], InvalidConfigError)
+    assert str(outcome[TOPIC]) == f"topic 'orders': {LAG_CONFLICT} (1000)"
+    assert configs.describe(TOPIC) == {}
+    assert alter(configs, {TOPIC: [AlterConfigOp("max.compaction.lag.ms", SET, "1000")]}) == {
+        TOPIC: None
+    }
+    refused = alter(configs, {TOPIC: [AlterConfigOp("min.compaction.lag.ms", SET, "2000")]})
+    assert LAG_CONFLICT in str(refused[TOPIC])
+    # Equal is accepted; deleting the max leaves the broker default's, which is far above.
+    assert alter(configs, {TOPIC: [AlterConfigOp("min.compaction.lag.ms", SET, "1000")]}) == {
+        TOPIC: None
+    }
+    assert alter(
+        configs,
+        {
+            TOPIC: [
+                AlterConfigOp("max.compaction.lag.ms", DELETE),
+                AlterConfigOp("min.compaction.lag.ms", SET, "2000"),
+            ]
+        },
+    ) == {TOPIC: None}
+    # A cluster default below the topic's own minimum makes its topics' alterations conflict.
+    default = broker_resource()
+    max_default = AlterConfigOp("log.cleaner.max.compaction.lag.ms", SET, "1500")
+    assert alter(configs, {default: [max_default]}) == {default: None}
+    refused = alter(configs, {TOPIC: [AlterConfigOp("retention.ms", SET, "1")]})
+    assert str(refused[TOPIC]) == f"topic 'orders': {LAG_CONFLICT} (1500)"
+
+
+def test_create_topics_refuses_a_min_compaction_lag_above_the_max() -> None:
+    # Against the node's static default of the other key (server.properties).
+    configs = ConfigControl(SnapshotRegistry(), {"log.cleaner.max.compaction.lag.ms": "1000"})
+    with pytest.raises(InvalidConfigError) as refused:
+        configs.validate_topic_configs("fresh", {"min.compaction.lag.ms": "2000"})
+    assert str(refused.value) == f"topic 'fresh': {LAG_CONFLICT} (1000)"
+    configs.validate_topic_configs("fresh", {"min.compaction.lag.ms": "1000"})
+    configs.validate_topic_configs(
+        "fresh", {"min.compaction.lag.ms": "2000", "max.compaction.lag.ms": "2000"}
+    )
+
+
+def test_the_broker_defaults_of_the_compaction_lags_must_agree(configs: ConfigControl) -> None:
+    default = broker_resource()
+    ops = [AlterConfigOp("log.cleaner.min.compaction.lag.ms", SET, "2000")]
+    ops.append(AlterConfigOp("log.cleaner.max.compaction.lag.ms", SET, "1000"))
+    outcome = alter(configs, {default: ops})
+    assert str(outcome[default]) == (
+        "the cluster default broker config: conflict topic config setting "
+        "log.cleaner.min.compaction.lag.ms (2000) > log.cleaner.max.compaction.lag.ms (1000)"
+    )
+    # A broker's own value against the cluster default's.
+    assert alter(configs, {default: ops[1:]}) == {default: None}
+    broker = broker_resource(1)
+    assert "log.cleaner.min.compaction.lag.ms (2000)" in str(
+        alter(configs, {broker: ops[:1]})[broker]
+    )
+    # So do a node's static configs: it does not start (Kafka's broker neither).
+    with pytest.raises(ValueError, match="conflict topic config setting"):
+        ConfigControl(
+            SnapshotRegistry(),
+            {"log.cleaner.min.compaction.lag.ms": "2", "log.cleaner.max.compaction.lag.ms": "1"},
+        )
+
+
+@pytest.mark.parametrize("broker_id", [None, 1])
+def test_the_log_cleaners_settings_are_alterable_on_a_running_broker(
+    configs: ConfigControl, broker_id: int | None
+) -> None:
+    # Kafka's LogCleaner.ReconfigurableConfigs (its enable flag stays read-only).
+    resource = broker_resource(broker_id)
+    changes = [
+        AlterConfigOp("log.cleaner.threads", SET, "2"),
+        AlterConfigOp("log.cleaner.dedupe.buffer.size", SET, "1048576"),
+        AlterConfigOp("log.cleaner.io.max.bytes.per.second", SET, "1000000.5"),
+        AlterConfigOp("log.cleaner.backoff.ms", SET, "100"),
+    ]
+    assert alter(configs, {resource: changes}) == {resource: None}
+    described = configs.describe_configs(resource, [op.name for op in changes], None, exists=True)
+    assert {d.name: d.value for d in described} == {op.name: op.value for op in changes}
+    assert {d.source.name for d in described} == {
+        "DYNAMIC_DEFAULT_BROKER_CONFIG" if broker_id is None else "DYNAMIC_BROKER_CONFIG"
+    }
+    enable = alter(configs, {resource: [AlterConfigOp("log.cleaner.enable", SET, "false")]})
+    assert isinstance(enable[resource], InvalidRequestError)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        # A rate of 0 would stop the cleaner; the brokers refuse it.
+        (
+            [("log.cleaner.io.max.bytes.per.second", "0")],
+            "invalid value '0' for config log.cleaner.io.max.bytes.per.second: must be above 0",
+        ),
+        (
+            [("log.cleaner.threads", "2"), ("log.cleaner.dedupe.buffer.size", "24")],
+            "log.cleaner.dedupe.buffer.size (24) must hold one 24-byte key-map entry for each of "
+            "the 2 log.cleaner.threads",
+        ),
+        # Kafka's bounds on a change of the thread count: half to double the current one.
+        (
+            [("log.cleaner.threads", "3")],
+            "log.cleaner.threads (3): log cleaner threads cannot be increased to more than "
+            "double the current value 1",
+        ),
+    ],
+)
+def test_cleaner_settings_a_broker_could_not_take_are_refused(
+    configs: ConfigControl, changes: list[tuple[str, str]], message: str
+) -> None:
+    resource = broker_resource()
+    ops = [AlterConfigOp(name, SET, value) for name, value in changes]
+    outcome = alter(configs, {resource: ops})
+    assert isinstance(outcome[resource], InvalidConfigError)
+    assert message in str(outcome[resource])
+    assert configs.describe(resource) == {}
+
+
+def test_the_cleaner_threads_move_within_half_and_double_of_their_effective_value() -> None:
+    configs = ConfigControl(SnapshotRegistry(), {"log.cleaner.threads": "4"})
+    default, broker = broker_resource(), broker_resource(2)
+
+    def threads(resource: ConfigResource, value: str) -> KafkaError | None:
+        return alter(configs, {resource: [AlterConfigOp("log.cleaner.threads", SET, value)]})[
+            resource
+        ]
+
+    assert "reduced to less than half the current value 4" in str(threads(default, "1"))
+    assert threads(default, "2") is None
+    assert "more than double the current value 2" in str(threads(broker, "5"))
+    assert threads(broker, "4") is None
+    assert threads(broker, "8") is None

@@ -258,6 +258,15 @@ def test_log_manager_settings_have_lower_bounds(key: str, value: str, minimum: i
         LogManagerConfig.from_properties({key: value})
 
 
+def test_a_broker_refuses_a_default_min_compaction_lag_above_the_max() -> None:
+    with pytest.raises(ConfigError, match=re.escape("min.compaction.lag.ms (2) > log.cleaner.")):
+        LogManagerConfig.from_properties(
+            {"log.cleaner.min.compaction.lag.ms": "2", "log.cleaner.max.compaction.lag.ms": "1"}
+        )
+    config = LogManagerConfig.from_properties({"log.cleaner.min.compaction.lag.ms": "2"})
+    assert config.log.min_compaction_lag_ms == 2
+
+
 def test_log_manager_settings_at_their_bounds_are_accepted() -> None:
     config = LogManagerConfig.from_properties(
         {"log.initial.task.delay.ms": "0", "log.retention.check.interval.ms": "1"}

@@ -46,6 +46,12 @@ Rules:
   it swaps segments in under the log's lock, which the loop waits for (a thread at nice 10
   holding it while it waited for a core kept appends waiting). `shutdown` closes the
   children.
+- `reconfigure` (a dynamic broker config, `cleaner_config.reconfigured`) changes a running
+  cleaner without a restart: the throttle's rate at once (a thread waiting on the throttle
+  stops waiting), the backoff at each thread's next sleep (sleeping threads wake), more
+  threads start at once, fewer end at their next round (a running pass ends first, and a
+  thread's child goes with it), and a thread's key map is made again at its next pass when
+  its share of the buffer changed.
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.common import TopicPartitionKey
@@ -69,7 +75,7 @@ from replog.storage.cleaner.cleaning_process import CLEANER_NICE, CleaningProces
 from replog.storage.cleaner.cleaning_state import ABORTED, IN_PROGRESS, CleaningStates
 from replog.storage.cleaner.log_cleaning import CleaningPass, prepare_pass, run_pass
 from replog.storage.cleaner.log_summary import summarize_with_config
-from replog.storage.cleaner.offset_map import OffsetMap
+from replog.storage.cleaner.offset_map import ENTRY_BYTES, OffsetMap
 from replog.storage.cleaner.throttle import Throttle
 from replog.storage.fs import LOCAL_FS, FileSystem
 from replog.storage.log import Log
@@ -156,6 +162,9 @@ class LogCleaner:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._started = False
+        self._running: set[int] = set()  # the indexes of the live threads, under `_lock`
+        self._on_storage_error: Callable[[KafkaStorageError], object] | None = None
 
     # --- one pass -----------------------------------------------------------------------------
 
@@ -343,20 +352,28 @@ class LogCleaner:
 
     def _offset_map(self, thread: int) -> OffsetMap:
         offset_map = self._maps[thread]
-        if offset_map is None:
+        memory = self.config.buffer_per_thread
+        if offset_map is None or offset_map.slots != memory // ENTRY_BYTES:
             # An anonymous mapping: only the pages the keys touch become resident.
-            offset_map = self._maps[thread] = OffsetMap(self.config.buffer_per_thread)
+            offset_map = self._maps[thread] = OffsetMap(memory)
         return offset_map
 
     def _throttled(self, tp: TopicPartitionKey, size: int) -> None:
         with self._throttle_lock:
             sleep_ms = self._throttle.observe(size, self._timer())
+            rate = self._throttle.rate
         if sleep_ms > 0:
             # Cut short by an abort or the shutdown: whoever waits in `abort_and_pause` (a
-            # truncation on the event loop) must not wait out the throttle.
+            # truncation on the event loop) must not wait out the throttle; and by a new
+            # rate, which the next batch is measured against.
             with self._lock:
                 self._lock.wait_for(
-                    lambda: self._stop.is_set() or self._states.is_aborted(tp), sleep_ms / 1000
+                    lambda: (
+                        self._stop.is_set()
+                        or self._states.is_aborted(tp)
+                        or self._throttle.rate != rate
+                    ),
+                    sleep_ms / 1000,
                 )
         else:
             # Hand the interpreter's lock over between two batches: a thread waiting for it
@@ -462,7 +479,7 @@ class LogCleaner:
 
     def stats(self, now_ms: int | None = None) -> CleanerStats:
         now = self._clock() if now_ms is None else now_ms
-        reports = list(self._last)
+        reports = self._last[: self.config.threads]
         recopy = [r.recopy_percent if r is not None else 0.0 for r in reports]
         return CleanerStats(
             max_dirty_percent=100.0 * self._max_dirty_ratio,
@@ -483,27 +500,66 @@ class LogCleaner:
 
     def start(self, on_storage_error: Callable[[KafkaStorageError], object] | None = None) -> None:
         """Run `log.cleaner.threads` cleaner threads until `shutdown` (when enabled)."""
-        if self._threads or not self.config.enable:
+        if self._started or not self.config.enable:
             return
-        for index in range(self.config.threads):
-            thread = threading.Thread(
-                target=self._run,
-                args=(index, on_storage_error),
-                name=f"replog-log-cleaner-{index}",
-                daemon=True,
-            )
-            self._threads.append(thread)
-            thread.start()
+        self._started = True
+        self._on_storage_error = on_storage_error
+        self._start_threads()
+
+    def _start_threads(self) -> None:
+        """Start a thread for each index below `log.cleaner.threads` that has none running."""
+        with self._lock:
+            for index in range(self.config.threads):
+                if index in self._running or self._stop.is_set():
+                    continue
+                thread = threading.Thread(
+                    target=self._run,
+                    args=(index, self._on_storage_error),
+                    name=f"replog-log-cleaner-{index}",
+                    daemon=True,
+                )
+                self._running.add(index)
+                self._threads.append(thread)
+                thread.start()
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Take `config`'s threads, dedupe buffer, I/O rate and backoff on a running cleaner
+        (module Rules; Kafka's `LogCleaner.reconfigure`). `enable` stays the start's."""
+        with self._lock:
+            self.config = replace(config, enable=self.config.enable)
+            missing = config.threads - len(self._maps)
+            if missing > 0:
+                self._maps.extend([None] * missing)
+                self._last.extend([None] * missing)
+            with self._throttle_lock:
+                if config.io_max_bytes_per_second != self._throttle.rate:
+                    self._throttle.set_rate(config.io_max_bytes_per_second, self._timer())
+            self._lock.notify_all()  # a thread waiting on the throttle
+        if self._started:
+            self._start_threads()
+        self._wake.set()  # sleeping threads: the new backoff, or their end
 
     def _run(
         self, index: int, on_storage_error: Callable[[KafkaStorageError], object] | None
     ) -> None:
-        backoff_s = self.config.backoff_ms / 1000
         lowered = False
         while not self._stop.is_set():
             if not lowered and not self._use_processes:  # (module Rules)
                 _lower_priority()
                 lowered = True
+            with self._lock:
+                if index >= self.config.threads:  # fewer threads since (`reconfigure`)
+                    self._running.discard(index)
+                    self._maps[index] = None  # its key map's memory goes with it
+                    self._last[index] = None
+                    process = self._processes.pop(index, None)
+                    ending = True
+                else:
+                    ending = False
+            if ending:
+                if process is not None:
+                    process.close()
+                return
             try:
                 cleaned = self.clean_once(index)
             except KafkaStorageError as error:
@@ -516,7 +572,7 @@ class LogCleaner:
                 log.exception("log cleaner thread %d: a round failed", index)
                 cleaned = None
             if cleaned is None and not self._stop.is_set():
-                self._wake.wait(backoff_s)
+                self._wake.wait(self.config.backoff_ms / 1000)
                 self._wake.clear()
 
     def shutdown(self, *, write: bool = True) -> None:

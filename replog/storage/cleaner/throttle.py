@@ -6,6 +6,8 @@ Rules:
 - Every `check_interval_ms` (Kafka's 300) of observing, the bytes observed since the last check
   are compared with the rate: when they came faster, the answer is how long to sleep so that
   they took as long as the rate allows; the next period starts after that sleep.
+- A new rate (`set_rate`, a dynamic broker config) starts a new period: what was observed
+  before, and a sleep the old rate asked for, are not held against it.
 - Pure: times in, a sleep in milliseconds out; the caller sleeps, outside any lock.
 """
 
@@ -20,10 +22,13 @@ class Throttle:
     def __init__(
         self, bytes_per_second: float, now_ms: float, check_interval_ms: int = CHECK_INTERVAL_MS
     ) -> None:
+        self.check_interval_ms = check_interval_ms
+        self.set_rate(bytes_per_second, now_ms)
+
+    def set_rate(self, bytes_per_second: float, now_ms: float) -> None:
         if not bytes_per_second > 0:
             raise ValueError(f"a throttle rate of {bytes_per_second} bytes/s is not above 0")
         self.rate = bytes_per_second
-        self.check_interval_ms = check_interval_ms
         self._period_start_ms = now_ms
         self._observed = 0
 

@@ -18,6 +18,7 @@ Rules:
 
 from __future__ import annotations
 
+from replog.common.backoff import doubling_backoff_ms
 from replog.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -62,8 +63,7 @@ class CoordinatorWait:
                 f"(--timeout): {error}"
             ) from error
         self._failures += 1
-        backoff_ms: int = min(BACKOFF_MAX_MS, BACKOFF_MS << min(self._failures - 1, 10))
-        return min(backoff_ms, remaining_ms)
+        return min(doubling_backoff_ms(self._failures, BACKOFF_MS, BACKOFF_MAX_MS), remaining_ms)
 
     def note(self, now_ms: int) -> str | None:
         """What the call waits for, when it has waited long enough to say so; else None."""

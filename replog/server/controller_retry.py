@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from replog.common.backoff import doubling_backoff_ms
 from replog.errors import KafkaError, RequestTimedOutError
 
 NOTE_AFTER_MS = 5000
@@ -168,4 +169,4 @@ class ControllerRetry:
         return max(0, self._next_note_ms - now_ms)
 
     def _backoff(self, failures: int) -> int:
-        return int(min(self._backoff_max_ms, self._backoff_ms * 2 ** min(failures - 1, 10)))
+        return doubling_backoff_ms(failures, self._backoff_ms, self._backoff_max_ms)

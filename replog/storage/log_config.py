@@ -118,14 +118,16 @@ class LogConfig:
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
+    # The policy was checked at construction: its only words are delete and compact, so a
+    # substring test is the item test, with no split on each append.
     @property
     def deletes_by_retention(self) -> bool:
-        return "delete" in _policy_items(self.cleanup_policy)
+        return "delete" in self.cleanup_policy
 
     @property
     def compacts(self) -> bool:
         """Whether the policy has `compact`: the log cleaner may leave gaps between offsets."""
-        return "compact" in _policy_items(self.cleanup_policy)
+        return "compact" in self.cleanup_policy
 
     @property
     def offset_index_entries_max(self) -> int:

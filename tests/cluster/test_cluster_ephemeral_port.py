@@ -119,7 +119,11 @@ def test_a_broker_on_port_0_registers_its_bound_port_and_serves_clients_there(
         assert endpoint.host == "127.0.0.1"
         assert endpoint.port != 0, "the broker registered port 0: clients cannot dial it"
         address = f"127.0.0.1:{endpoint.port}"
-        assert f"Kafka listener PLAINTEXT serving on {address}" in ephemeral_log.read_text()
+        # Node 1 lists the broker once the controller unfenced it; the broker opens its
+        # listener (and logs it) once it has replayed that itself, a moment later.
+        serving = f"Kafka listener PLAINTEXT serving on {address}"
+        wait_for(lambda: serving in ephemeral_log.read_text(), 30, "the listener's log line")
+        assert serving in ephemeral_log.read_text()
         # The port-0 broker answers there, and describes itself with the same port once it
         # has replayed its own unfencing (it lists unfenced brokers only).
         itself = _wait_registered(

@@ -243,8 +243,12 @@ class ProducerBatch:
         # in front of the next record's length (`lengths` is then AFTER_EMPTY_HEADERS, else
         # SMALL_SIZE_VARINTS) or, after the last record, in `close`.
         self.lengths: tuple[bytes, ...] = SMALL_SIZE_VARINTS
-        # (future, offset delta, timestamp, key size, value size) of each record with a future
-        self.handles: list[tuple[RecordHandle, int, int, int, int]] = []
+        # The future of each record that has one, and its offset delta, timestamp, key size and
+        # value size, four ints apiece in a flat list: the ints are not tracked by the cyclic
+        # garbage collector, a tuple per record would be (every undelivered record's objects
+        # are walked by each collection while the record waits).
+        self.handles: list[RecordHandle] = []
+        self.handle_fields: list[int] = []
 
     def __repr__(self) -> str:
         tp = self.topic_partition
@@ -305,9 +309,9 @@ class ProducerBatch:
         if timestamp_ms > self.max_timestamp:
             self.max_timestamp = timestamp_ms
         if handle is not None:
-            self.handles.append(
+            self.handles.append(handle)
+            self.handle_fields.extend(
                 (
-                    handle,
                     offset,
                     timestamp_ms,
                     -1 if key is None else len(key),
@@ -372,7 +376,7 @@ class ProducerBatch:
         MESSAGE_TOO_LARGE, never on the hot path."""
         assert self.records is not None and self.count > 1, "only a built multi-record batch"
         records = list(RecordBatch.parse(self.records, where="split batch").records())
-        by_offset = {handle[1]: handle for handle in self.handles}
+        by_offset = dict(zip(self.handle_fields[::4], self.handles, strict=True))
         room = max_bytes - RECORD_BATCH_OVERHEAD
         sizes = [
             record_size(r.offset, r.timestamp - records[0].timestamp, r.key, r.value, r.headers)
@@ -411,7 +415,7 @@ class ProducerBatch:
                     record.key,
                     record.value,
                     record.headers,
-                    None if handle is None else handle[0],
+                    handle,
                 )
             piece.limit = piece.room = 0  # complete: takes no more records
             piece.full = True
@@ -429,6 +433,7 @@ class ProducerBatch:
                 piece.stamp(self.producer_id, self.producer_epoch, sequence)
                 sequence = (sequence + piece.count) & INT32_MAX
         self.handles = []  # the pieces settle the records now
+        self.handle_fields = []
         left = len(pieces)
 
         def piece_done(piece: ProducerBatch) -> None:
@@ -462,7 +467,10 @@ class ProducerBatch:
         tp = self.topic_partition
         topic, partition = tp.topic, tp.partition
         new = _new_tuple
-        for handle, relative, timestamp, key_size, value_size in self.handles:
+        fields = iter(self.handle_fields)
+        for handle, relative, timestamp, key_size, value_size in zip(
+            self.handles, fields, fields, fields, fields, strict=True
+        ):
             # try, rather than a `done()` call per record: only a cancelled future is done
             try:  # noqa: SIM105 (per record: cheaper than contextlib.suppress)
                 handle.set_result(
@@ -489,7 +497,7 @@ class ProducerBatch:
             return False
         self.done = True
         self.last_error = error
-        for handle, _, _, _, _ in self.handles:
+        for handle in self.handles:
             try:  # noqa: SIM105 (per record: cheaper than contextlib.suppress)
                 handle.set_exception(error)
             except InvalidStateError:  # cancelled
@@ -504,6 +512,7 @@ class ProducerBatch:
         # batch and its futures are freed by reference counting instead of piling up for the
         # cyclic garbage collector (a collection walks every live future).
         self.handles = []
+        self.handle_fields = []
         if self.done_event is not None:
             self.done_event.set()
         callbacks, self._callbacks = self._callbacks, None
@@ -644,7 +653,8 @@ class RecordAccumulator:
                 if delta and timestamp_ms > batch.max_timestamp:
                     batch.max_timestamp = timestamp_ms
                 if handle is not None:
-                    batch.handles.append((handle, offset, timestamp_ms, key_size, value_size))
+                    batch.handles.append(handle)
+                    batch.handle_fields += (offset, timestamp_ms, key_size, value_size)
                 return batch
         batch.full = True
         del self._open[tp]

@@ -73,19 +73,49 @@ T = TypeVar("T")
 
 Callback = Callable[..., object]
 
-_NEW_LIST = threading.Lock()  # a future's first errback makes its list
+
+class _OnFailure:
+    """An errback in a future's list: run only when the record failed."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callback) -> None:
+        self.fn = fn
+
+
+class _OnEither:
+    """A callable added with `add_both`: run whatever the outcome."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callback) -> None:
+        self.fn = fn
+
+
+# What a future's first added callable runs on (`FutureRecordMetadata._first`), 0 for none.
+_ON_SUCCESS, _ON_FAILURE, _ON_EITHER = 1, 2, 3
+# The first callable of each future that has one and has not run it, by what it runs on:
+# here rather than in a list of the future's own, which would be an object more per record
+# (`FutureRecordMetadata`), and popped from here by whichever thread runs it (`dict.pop` is
+# atomic). Every future with an entry is settled (the producer completes or fails each
+# record it accepted), and settling pops it.
+_FIRST: tuple[dict[FutureRecordMetadata, Callback], ...] = ({}, {}, {}, {})
+_ADDING = threading.Lock()  # threads adding to one future take turns (which one is first)
 
 
 class FutureRecordMetadata:
     """The outcome of one `send`: kafka-python's `FutureRecordMetadata` (module docstring).
 
-    Few objects per record: a producer holds every undelivered record's future, so each object
-    a future adds is walked by the cyclic garbage collector while the record waits, and more
-    often the more records wait. Its callbacks and errbacks are kept as the callables
-    themselves (`functools.partial` only when one takes arguments), in a list made with the
-    future and one made when the first errback is added."""
+    Few objects per record: a producer holds every undelivered record's future, and each
+    object a record keeps alive while it waits is walked by every collection of the cyclic
+    garbage collector meanwhile (at 1 KiB records, a third of the sending thread's time went
+    to collections with a future, two lists and a tuple per record). So a future with one
+    callable added (the common case: a callback, an errback or `add_both`'s) is one object,
+    its callable kept in `_FIRST`; the second one added makes a list for the rest, errbacks
+    and `add_both`'s wrapped in a small marker each (`functools.partial` only when a callable
+    takes arguments)."""
 
-    __slots__ = ("_batch", "_callbacks", "_errbacks", "_exception", "_value", "is_done", "topic")
+    __slots__ = ("_batch", "_exception", "_first", "_more", "_value", "is_done", "topic")
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
@@ -93,15 +123,15 @@ class FutureRecordMetadata:
         self._value: RecordMetadata | None = None
         self._exception: BaseException | None = None
         self._batch: ProducerBatch | None = None
-        # Added and not yet run, oldest first. No lock to run them: `list.append` and
-        # `list.pop` are atomic, and each side looks at `is_done` after its own step (`add_*`,
-        # `set_*`), so every callback is popped, and run, by exactly one thread (a lock per
+        # Added and not yet run, oldest first: the first one in `_FIRST[self._first]`, then
+        # the rest in `_more`. No lock to run them: `dict.pop`, `list.append` and `list.pop`
+        # are atomic, and each side looks at `is_done` after its own step (`_add`, `set_*`),
+        # so every callable is popped, and run or skipped, by exactly one thread (a lock per
         # future would be contended by the loop thread settling a batch's futures while the
-        # sending thread adds callbacks). Only making the errbacks' list takes a lock
-        # (`_NEW_LIST`), so that two threads adding the first errbacks of one future at once
-        # keep both.
-        self._callbacks: list[Callback] = []
-        self._errbacks: list[Callback] | None = None
+        # sending thread adds callbacks). Adding takes one lock (`_ADDING`), so that threads
+        # adding to one future at once keep every callable, in order.
+        self._first = 0
+        self._more: list[Callback | _OnFailure | _OnEither] | None = None
 
     # --- the accumulator's side (RecordHandle), on the loop thread --------------------------
 
@@ -113,30 +143,64 @@ class FutureRecordMetadata:
             return
         self._value = result
         self.is_done = True  # after the outcome: a thread that sees it reads the outcome
-        callbacks = self._callbacks
-        if callbacks:
-            self._run_added(callbacks, result, "callback")
+        if self._first:
+            self._run_added()
 
     def set_exception(self, exception: BaseException, /) -> None:
         if self.is_done:
             return
         self._exception = exception
         self.is_done = True
-        errbacks = self._errbacks
-        if errbacks:
-            self._run_added(errbacks, exception, "errback")
+        if self._first:
+            self._run_added()
 
-    def _run_added(self, added: list[Callback], outcome: object, kind: str) -> None:
-        """Run the callables added so far, oldest first, each popped by one thread only."""
-        while added:
+    def _run_added(self) -> None:
+        """Run what was added so far and fits the outcome, oldest first, each callable popped
+        (and so run or skipped) by one thread only."""
+        failed = self._exception is not None
+        outcome = self._exception if failed else self._value
+        kind = self._first
+        fn = _FIRST[kind].pop(self, None)
+        if fn is not None and kind != (_ON_SUCCESS if failed else _ON_FAILURE):
+            self._call(fn, outcome, kind)
+        more = self._more
+        while more:
             try:
-                fn = added.pop(0)
+                entry = more.pop(0)
             except IndexError:  # another thread popped the last one
                 return
-            try:
-                fn(outcome)
-            except Exception:
-                log.exception("a producer %s for topic %r raised", kind, self.topic)
+            entry_type = type(entry)
+            if entry_type is _OnFailure:
+                if failed:
+                    self._call(entry.fn, outcome, _ON_FAILURE)  # type: ignore[union-attr]
+            elif entry_type is _OnEither:
+                self._call(entry.fn, outcome, _ON_EITHER)  # type: ignore[union-attr]
+            elif not failed:
+                self._call(entry, outcome, _ON_SUCCESS)  # type: ignore[arg-type]
+
+    def _call(self, fn: Callback, outcome: object, kind: int) -> None:
+        try:
+            fn(outcome)
+        except Exception:
+            what = "errback" if kind == _ON_FAILURE else "callback"
+            log.exception("a producer %s for topic %r raised", what, self.topic)
+
+    def _add(self, kind: int, fn: Callback) -> FutureRecordMetadata:
+        with _ADDING:
+            if not self._first:
+                _FIRST[kind][self] = fn
+                self._first = kind  # after the entry: a thread that sees it finds the entry
+            else:
+                more = self._more
+                if more is None:
+                    more = self._more = []
+                if kind == _ON_SUCCESS:
+                    more.append(fn)
+                else:
+                    more.append(_OnFailure(fn) if kind == _ON_FAILURE else _OnEither(fn))
+        if self.is_done:  # settled: whoever pops it runs it
+            self._run_added()
+        return self
 
     # --- the user's side ----------------------------------------------------------------------
 
@@ -156,28 +220,16 @@ class FutureRecordMetadata:
 
     def add_callback(self, fn: Callback, *args: Any, **kwargs: Any) -> FutureRecordMetadata:
         """Call ``fn(*args, record_metadata, **kwargs)`` on success."""
-        callbacks = self._callbacks
-        callbacks.append(partial(fn, *args, **kwargs) if args or kwargs else fn)
-        if self.is_done and self._exception is None:  # settled: whoever pops it runs it
-            self._run_added(callbacks, self._value, "callback")
-        return self
+        return self._add(_ON_SUCCESS, partial(fn, *args, **kwargs) if args or kwargs else fn)
 
     def add_errback(self, fn: Callback, *args: Any, **kwargs: Any) -> FutureRecordMetadata:
         """Call ``fn(*args, exception, **kwargs)`` on failure."""
-        errbacks = self._errbacks
-        if errbacks is None:
-            with _NEW_LIST:
-                errbacks = self._errbacks
-                if errbacks is None:
-                    errbacks = self._errbacks = []
-        errbacks.append(partial(fn, *args, **kwargs) if args or kwargs else fn)
-        if self.is_done and self._exception is not None:
-            self._run_added(errbacks, self._exception, "errback")
-        return self
+        return self._add(_ON_FAILURE, partial(fn, *args, **kwargs) if args or kwargs else fn)
 
     def add_both(self, fn: Callback, *args: Any, **kwargs: Any) -> FutureRecordMetadata:
-        self.add_callback(fn, *args, **kwargs)
-        return self.add_errback(fn, *args, **kwargs)
+        """Call ``fn(*args, record_metadata_or_exception, **kwargs)`` once the record is done,
+        whatever the outcome (kafka-python's: a callback and an errback in one)."""
+        return self._add(_ON_EITHER, partial(fn, *args, **kwargs) if args or kwargs else fn)
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         """The record's metadata once delivered; raises its error if it failed, and

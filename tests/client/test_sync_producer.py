@@ -526,9 +526,11 @@ def test_a_delivered_batch_and_its_futures_are_freed_without_the_cycle_collector
         gc.enable()
 
 
-def test_callbacks_added_while_futures_settle_run_exactly_once() -> None:
+@pytest.mark.parametrize("adding", ["callback and errback", "both"])
+def test_callbacks_added_while_futures_settle_run_exactly_once(adding: str) -> None:
     """The loop thread settles futures while another thread adds callbacks to them: every
-    callback runs once, with the outcome, whichever thread runs it."""
+    callback runs once, with the outcome, whichever thread runs it (a future's first callable
+    and the list of the rest alike)."""
     from replog.client.records import RecordMetadata
 
     futures = [FutureRecordMetadata("t") for _ in range(20_000)]
@@ -546,9 +548,18 @@ def test_callbacks_added_while_futures_settle_run_exactly_once() -> None:
     settler = threading.Thread(target=settle)
     settler.start()
     started.set()
-    for i, future in enumerate(futures):
-        future.add_callback(lambda metadata, i=i: ran.append(metadata.offset * 2))
-        future.add_errback(lambda exc, i=i: ran.append(exc.args[0] * 2 + 1))
+    for future in futures:
+        if adding == "both":
+            future.add_both(
+                lambda outcome: ran.append(
+                    outcome.args[0] * 2 + 1
+                    if isinstance(outcome, ValueError)
+                    else outcome.offset * 2  # type: ignore[union-attr]
+                )
+            )
+        else:
+            future.add_callback(lambda metadata: ran.append(metadata.offset * 2))
+            future.add_errback(lambda exc: ran.append(exc.args[0] * 2 + 1))
     settler.join()
     assert sorted(ran) == [i * 2 + (0 if i % 3 else 1) for i in range(len(futures))]
 
@@ -569,16 +580,46 @@ def _tracked_objects_per_future(add: Callable[[FutureRecordMetadata], object], n
     return (after - before - 1) / n  # - the list `futures`
 
 
-def test_a_future_keeps_its_callbacks_and_errbacks_without_an_object_per_callable() -> None:
+def test_a_future_with_one_callable_is_one_object_for_the_garbage_collector() -> None:
     """A producer holds the future of every record it has not delivered; each object a future
-    adds is walked by the garbage collector while the record waits."""
+    adds is walked by the garbage collector while the record waits. One callable added (a
+    callback, an errback, or `add_both`'s) adds none; a second one adds the list of the rest,
+    and an errback its marker."""
 
     def on_success(metadata: object) -> None: ...
 
     def on_failure(exc: BaseException) -> None: ...
 
-    def add(future: FutureRecordMetadata) -> None:
+    def on_either(outcome: object) -> None: ...
+
+    def both_ways(future: FutureRecordMetadata) -> None:
         future.add_callback(on_success).add_errback(on_failure)
 
-    assert _tracked_objects_per_future(lambda future: None, 2000) < 2.01  # it and a list
-    assert _tracked_objects_per_future(add, 2000) < 3.01  # and the errbacks' list
+    assert _tracked_objects_per_future(lambda future: None, 2000) < 1.01
+    assert _tracked_objects_per_future(lambda future: future.add_callback(on_success), 2000) < 1.01
+    assert _tracked_objects_per_future(lambda future: future.add_errback(on_failure), 2000) < 1.01
+    assert _tracked_objects_per_future(lambda future: future.add_both(on_either), 2000) < 1.01
+    assert _tracked_objects_per_future(both_ways, 2000) < 3.01
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_every_kind_of_callable_runs_on_its_outcome_in_the_order_added(fail: bool) -> None:
+    """Callbacks on success, errbacks on failure, `add_both`'s on either; the first one added
+    (kept apart from the rest) runs before the others, whichever kind it is."""
+    from replog.client import sync_producer
+    from replog.client.records import RecordMetadata
+
+    ran: list[str] = []
+    future = FutureRecordMetadata("t")
+    future.add_errback(lambda exc: ran.append("errback 1"))
+    future.add_callback(lambda metadata: ran.append("callback 1"))
+    future.add_both(lambda outcome: ran.append("both"))
+    future.add_errback(lambda exc: ran.append("errback 2"))
+    future.add_callback(lambda metadata: ran.append("callback 2"))
+    if fail:
+        future.set_exception(ValueError("no"))
+        assert ran == ["errback 1", "both", "errback 2"]
+    else:
+        future.set_result(RecordMetadata("t", 0, 7, 0, -1, 1))
+        assert ran == ["callback 1", "both", "callback 2"]
+    assert all(future not in first for first in sync_producer._FIRST)  # nothing kept

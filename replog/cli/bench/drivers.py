@@ -122,9 +122,7 @@ class _ReplogProducer:
         self._producer = Producer(config)
 
     def send(self, topic: str, key: bytes | None, value: bytes, done: DeliveryCallback) -> None:
-        future = self._producer.send(topic, value=value, key=key)
-        future.add_callback(lambda _metadata: done(None))
-        future.add_errback(lambda exc: done(f"{type(exc).__name__}: {exc}"))
+        self._producer.send(topic, value=value, key=key).add_both(_Delivered(done))
 
     def service(self) -> None:
         pass  # callbacks run on the client's own loop thread
@@ -137,6 +135,23 @@ class _ReplogProducer:
 
     def close(self) -> None:
         self._producer.close(5)
+
+
+class _Delivered:
+    """A record's delivery callback for the Python clients' `add_both` (replog's and
+    kafka-python's futures): one object per record, as a user's callback would be; a pair of
+    closures would be four, each walked by the garbage collector while the record waits."""
+
+    __slots__ = ("done",)
+
+    def __init__(self, done: DeliveryCallback) -> None:
+        self.done = done
+
+    def __call__(self, outcome: object) -> None:
+        if isinstance(outcome, BaseException):
+            self.done(f"{type(outcome).__name__}: {outcome}")
+        else:
+            self.done(None)
 
 
 class _ReplogConsumer:
@@ -322,9 +337,7 @@ class _KafkaPythonProducer:
         self._producer = KafkaProducer(**kafka_python_settings(config))
 
     def send(self, topic: str, key: bytes | None, value: bytes, done: DeliveryCallback) -> None:
-        future = self._producer.send(topic, value=value, key=key)
-        future.add_callback(lambda _metadata: done(None))
-        future.add_errback(lambda exc: done(f"{type(exc).__name__}: {exc}"))
+        self._producer.send(topic, value=value, key=key).add_both(_Delivered(done))
 
     def service(self) -> None:
         pass  # callbacks run on the client's sender thread

@@ -1,6 +1,6 @@
 """`LoopThread`: the private event loop a blocking client runs its asyncio engine on.
 
-The client library's engine (metadata, sender, fetcher, admin calls) is asyncio on grpc.aio;
+The client library's engine (metadata, sender, fetcher, admin calls) is asyncio on Kafka's wire;
 each blocking Producer, Consumer or Admin owns one `LoopThread` and runs its coroutines there,
 so a script or a Spark executor never sees an event loop.
 

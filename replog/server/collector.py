@@ -52,8 +52,11 @@ Rules:
   call them itself. Without `install_growth_freezer`, `replicas_changed`, `logs_loaded` and
   `committed_item_applied` do nothing and no callback is registered.
 - Nothing here but the start-up freeze asks `gc.get_freeze_count`: it walks every frozen
-  object (about 250 ms at the 13.7 million of a node holding 100,000 replicas), and the
-  growth counts run on the event loop.
+  object (about 250 ms at the 13.7 million of a node holding 100,000 replicas).
+- The counts run on the event loop (metadata records, replica rounds) and, while a node
+  starts, on the bulk thread that opens its logs (`logs_loaded`): they change under one lock,
+  and what they decide (a freeze, a thaw) runs under it too, so two threads never both
+  freeze for one count or lose each other's increments.
 - The callback only counts and freezes (list moves in the collector, no allocation worth
   naming); it logs nothing, since it runs inside whatever allocation set off the collection,
   in any thread: the next count on the event loop logs what it did.
@@ -63,6 +66,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 from collections.abc import Callable
 
 from quorum.raft.ready import ApplyItem, CommittedBatch, LoadSnapshot
@@ -117,20 +121,23 @@ class GrowthFreezer:
         self._thawing = False  # in the thaw's own full collection, which freezes after it
         # Slow full collections followed by a freeze, not logged yet: their seconds.
         self._unlogged: list[float] = []
+        self._counting = threading.Lock()  # the counts' threads (module Rules)
         self.freezes = 0
         self.thaws = 0
         self.freezes_after_collection = 0
 
     def records_applied(self, count: int) -> None:
         """`count` committed metadata records were applied (module docstring)."""
-        self._records += count
-        if self._records >= self._freeze_after_records:
-            self._freeze_young()
+        with self._counting:
+            self._records += count
+            if self._records >= self._freeze_after_records:
+                self._freeze_young()
         self._log_collections()
 
     def snapshot_loaded(self) -> None:
         """A metadata snapshot replaced the whole metadata (module docstring)."""
-        self._freeze_young()
+        with self._counting:
+            self._freeze_young()
         self._log_collections()
 
     def on_collection(self, phase: str, info: dict[str, int]) -> None:
@@ -157,43 +164,50 @@ class GrowthFreezer:
         self._grown = self._records = 0
 
     def _log_collections(self) -> None:
+        """Log the slow collections noted since the last call: the list is taken whole, so
+        a thread that logs never sees it emptied by another midway (`on_collection` may
+        append to the one taken, from any thread: that note is then not logged)."""
         if not self._unlogged:
             return
-        slowest = max(self._unlogged)
+        with self._counting:
+            unlogged, self._unlogged = self._unlogged, []
+        if not unlogged:
+            return
         log.info(
             "garbage collector: %d full collections of %.0f ms or more (the slowest %.0f ms) "
             "were each followed by a freeze",
-            len(self._unlogged),
+            len(unlogged),
             self._freeze_after_collection_s * 1000,
-            slowest * 1000,
+            max(unlogged) * 1000,
         )
-        self._unlogged.clear()
 
     def replicas_changed(
         self, created: int, deleted: int, live: int, *, more_waiting: bool = False
     ) -> None:
-        self._grown += created
-        self._deleted += deleted
-        thaw_due = self._deleted >= max(self._freeze_after, live * self._thaw_fraction)
-        # A thaw's full collection waits for the end of the changes (module docstring).
-        if thaw_due and not more_waiting:
-            started = monotonic_s()
-            self._thawing = True
-            try:
-                gc.unfreeze()
-                collected = gc.collect()
-                gc.freeze()
-            finally:
-                self._thawing = False
-            self.thaws += 1
-            self._deleted = self._grown = self._records = 0
-            log.info(
-                "garbage collector: %d objects collected in %.0f ms after replicas were deleted",
-                collected,
-                (monotonic_s() - started) * 1000,
-            )
-        elif self._grown >= self._freeze_after:
-            self._freeze_young()
+        with self._counting:
+            self._grown += created
+            self._deleted += deleted
+            thaw_due = self._deleted >= max(self._freeze_after, live * self._thaw_fraction)
+            # A thaw's full collection waits for the end of the changes (module docstring).
+            if thaw_due and not more_waiting:
+                started = monotonic_s()
+                self._thawing = True
+                try:
+                    gc.unfreeze()
+                    collected = gc.collect()
+                    gc.freeze()
+                finally:
+                    self._thawing = False
+                self.thaws += 1
+                self._deleted = self._grown = self._records = 0
+                log.info(
+                    "garbage collector: %d objects collected in %.0f ms after replicas were "
+                    "deleted",
+                    collected,
+                    (monotonic_s() - started) * 1000,
+                )
+            elif self._grown >= self._freeze_after:
+                self._freeze_young()
         self._log_collections()
 
 

@@ -143,7 +143,8 @@ class HintThread:
         try:
             own = os.dup(fd)
         except OSError:  # out of descriptors: advice can wait for the next range
-            self.dropped += 1
+            with self._lock:  # submitted from the loop and from executor threads
+                self.dropped += 1
             return
         with self._lock:
             if len(self._pending) >= self.PENDING_MAX:

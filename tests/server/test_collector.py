@@ -121,3 +121,26 @@ def test_deleted_topics_metadata_is_freed_though_it_was_frozen(unfrozen: None) -
     # 20 cycles of 120 records each, frozen after each batch: a leak would keep thousands.
     assert gc.get_freeze_count() - settled < 200, gc.get_freeze_count() - settled
     assert freezer.freezes == 1 + 2 + 40  # the bootstrap, then two per cycle
+
+
+def test_logging_slow_collections_never_finds_the_list_emptied_under_it(unfrozen: None) -> None:
+    """A starting node counts opened logs on a bulk thread while its loop counts metadata
+    records; each then logs the slow collections noted so far. Another thread logging (and
+    emptying the list) between one's check and its read of the list made `max` raise
+    ValueError, which failed the node's start. That interleaving, forced in one thread."""
+    freezer = GrowthFreezer()
+    interleaved = False
+
+    class OtherThreadLogsAfterTheCheck(list[float]):
+        def __bool__(self) -> bool:
+            nonlocal interleaved
+            checked = len(self) > 0
+            if not interleaved:
+                interleaved = True
+                freezer._log_collections()  # the other thread, right after this check
+            return checked
+
+    freezer._unlogged = OtherThreadLogsAfterTheCheck([0.02, 0.05])
+    freezer._log_collections()
+    assert interleaved
+    assert not freezer._unlogged

@@ -3,7 +3,7 @@ DeleteRecords that wait in a purgatory, and when each completes, expires or is c
 
 Rules (docs/design/replication.md#acks-and-min-isr, #delayed-fetch-completion, #low-watermark;
 Kafka's `DelayedProduce`, `DelayedFetch`, `DelayedDeleteRecords`):
-- A waiting produce partition is done when the leader core says so (`acks_all_outcome`: HW
+- A waiting produce partition is done when its partition core says so (`partition_core`: HW
   past the append, or an error such as NOT_ENOUGH_REPLICAS_AFTER_APPEND); a waiting
   DeleteRecords partition when the low watermark reaches its offset. Either answers
   NOT_LEADER_OR_FOLLOWER (with the current leader for a produce) as soon as this broker no
@@ -66,6 +66,8 @@ from replog.replication.messages import (
     LeaderIdAndEpoch,
     ProducePartitionResult,
 )
+from replog.replication.partition_effects import CompleteParked
+from replog.replication.partition_events import ParkedProduceWoken
 from replog.replication.purgatory import Purgatory
 from replog.server.partition import Partition
 
@@ -320,26 +322,24 @@ class DelayedOperations:
 
     def check_produce(self, op: DelayedProduce) -> bool:
         """Complete the partitions of `op` that are done; True when none waits any more."""
+        now_ms = self._clock()
         for index, (partition, required_offset) in list(op.pending.items()):
-            result = op.results[index]
-            leader_state = partition.leader_state
-            if leader_state is None or self._replaced(partition):
-                error: KafkaError | None = NotLeaderOrFollowerError(
-                    f"{partition.name}: broker {self._broker_id} stopped leading before offset "
-                    f"{required_offset - 1} was replicated"
-                )
+            # A replaced replica was stopped: its core leads nothing and answers so.
+            effects = partition.core.step(ParkedProduceWoken(required_offset), now_ms)
+            if not effects:
+                continue
+            completed = effects[0]
+            assert isinstance(completed, CompleteParked)
+            error = completed.error
+            if isinstance(error, NotLeaderOrFollowerError):
                 op.results[index] = replace(
-                    result,
+                    op.results[index],
                     error=error,
                     current_leader=self._current_leader(partition.topic, partition.partition),
                 )
-                del op.pending[index]
-                continue
-            done, error = leader_state.acks_all_outcome(required_offset)
-            if done:
-                if error is not None:
-                    op.results[index] = replace(result, error=error)
-                del op.pending[index]
+            elif error is not None:
+                op.results[index] = replace(op.results[index], error=error)
+            del op.pending[index]
         return not op.pending
 
     def check_delete_records(self, op: DelayedDeleteRecords) -> bool:

@@ -1,0 +1,126 @@
+"""What a partition core asks its shell to do: the outputs of `PartitionCore.step`.
+
+Rules:
+- Effects are executed in the order `step` returns them, before the next event is stepped;
+  an effect that needs I/O (an append) comes back to the core as an event (`LogAppended`).
+- The shell adds no decision of its own: which waiters to re-check, what error to answer,
+  when to send an AlterPartition and when to wake the core again are all here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from replog.common.frozen_init import fast_frozen_init
+from replog.errors import KafkaError
+from replog.replication.leader_state import IsrChange
+from replog.replication.producer_state import BatchMetadata
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class AppendToLog:
+    """Append the produce's batches as leader, then step `LogAppended`."""
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """Answer the event's request (this partition's part of it) with `error`; nothing was
+    appended or recorded."""
+
+    error: KafkaError
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class AnswerDuplicate:
+    """An idempotent retry of batches already in the log: the answer carries their offsets
+    and nothing is appended; the answer itself (`AnswerProduce`, `ParkProduce`) follows."""
+
+    batch: BatchMetadata
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class AnswerProduce:
+    """Answer the produce now: `error` None is success (the shell fills in the offsets)."""
+
+    error: KafkaError | None = None
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class ParkProduce:
+    """An acks=all produce waits until the HW reaches `required_offset`: park it, and step
+    `ParkedProduceWoken` whenever a `WakeWaiters` with `produce` names this partition."""
+
+    required_offset: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class CompleteParked:
+    """The parked produce that was woken is done: with success (None) or `error`."""
+
+    error: KafkaError | None = None
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class AdvanceHighWatermark:
+    """The HW moved to `high_watermark`: mirror it into the log (its checkpoint) and re-check
+    every waiter of this partition (produces, fetches, DeleteRecords)."""
+
+    high_watermark: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class WakeWaiters:
+    """Re-check the named waiters of this partition (nothing about the HW moved)."""
+
+    produce: bool = True
+    fetch: bool = True
+    delete: bool = True
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class SendAlterPartition:
+    """What to send the controller changed: `change` is the AlterPartition to send now (a
+    shrink, an expansion or a KIP-704 recovery report); None: nothing is to be sent.
+    `shrink`: the periodic ISR check made it (the shell reports those together)."""
+
+    change: IsrChange | None
+    shrink: bool = False
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class ScheduleWakeup:
+    """Step `TimerFired` at `at_ms` (a failed AlterPartition's retry)."""
+
+    at_ms: int
+
+
+PartitionEffect = (
+    AppendToLog
+    | Refuse
+    | AnswerDuplicate
+    | AnswerProduce
+    | ParkProduce
+    | CompleteParked
+    | AdvanceHighWatermark
+    | WakeWaiters
+    | SendAlterPartition
+    | ScheduleWakeup
+)
+
+APPEND = AppendToLog()
+ANSWER_OK = AnswerProduce()
+COMPLETE_OK = CompleteParked()
+WAKE_FETCHES = WakeWaiters(produce=False, fetch=True, delete=False)
+WAKE_NOT_FETCHES = WakeWaiters(produce=True, fetch=False, delete=True)
+WAKE_DELETES = WakeWaiters(produce=False, fetch=False, delete=True)
+WAKE_ALL = WakeWaiters()

@@ -1,0 +1,133 @@
+"""What can happen to one partition replica: the inputs of `PartitionCore.step`.
+
+Rules:
+- An event is plain data the shell observed: a request's metadata (never a decoded record:
+  a produce carries its batch headers only), an offset the log reported after an I/O the
+  core asked for, a metadata change, a controller's answer, or a timer.
+- Offsets are the ones the shell captured when the event happened (the leader's log end
+  offset before a follower's read, after an append); time arrives beside the event, as
+  `step`'s `now_ms`, never inside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quorum.metadata.partition_registration import PartitionRegistration
+from replog.common.frozen_init import fast_frozen_init
+from replog.errors import KafkaError
+from replog.replication.leader_state import (
+    IsrChange,
+    PartitionReplicationConfig,
+    ReplicaEligibility,
+)
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class ProduceArrived:
+    """One partition's entry of a Produce, before anything is appended."""
+
+    acks: int  # 0, 1 or -1 (the request's acks, already known to be one of them)
+    # The entry's batches as they arrived: the core reads their headers (and checks their
+    # CRCs when the idempotence check refuses them), never their records.
+    records: bytes | memoryview
+    # acks=-1 produces waiting in the broker's produce purgatory, and its bound.
+    waiting_produces: int = 0
+    waiting_produces_max: int = 1
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class LogAppended:
+    """The log appended what `ProduceArrived` asked for (`AppendToLog`)."""
+
+    acks: int
+    last_offset: int  # of the last appended batch
+    leader_log_end_offset: int  # after the append
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class ParkedProduceWoken:
+    """A produce parked on this partition (`ParkProduce`) is re-checked."""
+
+    required_offset: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class FollowerFetchArrived:
+    """A follower's Fetch of this partition, recorded once per request (its initial read)."""
+
+    replica_id: int
+    broker_epoch: int
+    fetch_offset: int
+    log_start_offset: int
+    leader_log_end_offset: int  # captured before the read
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class LeadershipChanged:
+    """A metadata image names this broker the leader, with `registration`."""
+
+    registration: PartitionRegistration
+    leader_log_end_offset: int
+    log_high_watermark: int  # the log's (checkpointed) HW, for a replica that starts leading
+    config: PartitionReplicationConfig
+    eligibility: ReplicaEligibility
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class LeadershipLost:
+    """A metadata image names another leader (or none), or the replica stops."""
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class ImageRefreshed:
+    """A metadata image's broker registrations (who may join an ISR, whose broker epoch
+    fences) and replication config (min.insync.replicas, replica.lag.time.max.ms) reach a
+    leader."""
+
+    eligibility: ReplicaEligibility
+    config: PartitionReplicationConfig
+    leader_log_end_offset: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class AlterPartitionAnswered:
+    """The controller's answer to `change` (or the sender's error for it)."""
+
+    change: IsrChange
+    error: KafkaError | None
+    isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
+    leader_log_end_offset: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    """A wake-up the core asked for (`ScheduleWakeup`) or the periodic ISR check
+    (`check_isr`: every replica.lag.time.max.ms / 2)."""
+
+    leader_log_end_offset: int
+    check_isr: bool = False
+
+
+PartitionEvent = (
+    ProduceArrived
+    | LogAppended
+    | ParkedProduceWoken
+    | FollowerFetchArrived
+    | LeadershipChanged
+    | LeadershipLost
+    | ImageRefreshed
+    | AlterPartitionAnswered
+    | TimerFired
+)

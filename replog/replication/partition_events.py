@@ -70,7 +70,9 @@ class FollowerFetchArrived:
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class LeadershipChanged:
-    """A metadata image names this broker the leader, with `registration`."""
+    """A metadata image names this broker the leader, with `registration`. `config` and
+    `eligibility` are read by a replica that starts leading; a leader already takes newer
+    ones from `ImageRefreshed`."""
 
     registration: PartitionRegistration
     leader_log_end_offset: int

@@ -2,7 +2,9 @@
 
 Rules (docs/design/replication.md#leader-epoch-cache, #truncate-on-fetch, #caught-up-time,
 #high-watermark; Kafka's `Partition.makeLeader` / `makeFollower`):
-- A replica is a leader (it holds a `PartitionLeaderState`, the pure core of HW, ISR and acks),
+- A replica's decisions are its `PartitionCore` (`partition_core`), which the replica manager
+  steps and whose effects it executes; role changes step it here.
+- A replica is a leader (it holds a `PartitionLeaderState`, the core's leader state),
   a follower (it holds a `FollowerFetchState`: whom it fetches from, at which leader epoch, its
   fetch offset and last fetched leader epoch, and a back-off deadline), or neither (stopped).
 - Becoming leader of a new leader epoch writes `assign(leader_epoch, LEO)` into the leader-epoch

@@ -81,9 +81,12 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
 
 Theory of operation: everything here runs on the event loop thread and is synchronous except the
 `await` of a delayed operation's future and the applier's worker-thread batches (which touch
-only logs no replica uses yet, and epoch files under their own lock). The pure cores decide
-(leader_state, fetch_rules, follower_truncation, producer_state, purgatory); this shell owns the
-replicas, reads and writes logs, and wakes delayed operations on the keys whose state moved. It
+only logs no replica uses yet, and epoch files under their own lock). The pure cores decide:
+each replica's `PartitionCore` (acks gating, produce purgatory admission, duplicates, HW
+advance, ISR shrink and expansion, AlterPartition retries, which waiters to re-check), stepped
+with what happened and answered with effects that `_execute` and the produce path carry out;
+fetch_rules, follower_truncation and purgatory besides. This shell owns the replicas, reads and
+writes logs, and wakes delayed operations on the keys the effects name. It
 is the facade of the data plane: `DelayedOperations` (the purgatories) and `FollowerFetchSteps`
 (the follower side) read its partition map, which only this class changes. Timers (ISR shrink
 every `replica.lag.time.max.ms / 2`, producer-id expiry every

@@ -77,6 +77,7 @@ from replog.replication.producer_state import ProducerStateTable
 from tests.scenario_scripts import parse_command
 
 LEADER = 1
+BROKERS = range(1, 10)
 TOPIC_ID = UUID(int=0x79)
 START_MS = 1_000_000  # far from 0, so a caught-up time of 0 is long stale
 ERROR_CODES = {spec.name: spec.code for spec in KAFKA_ERRORS}
@@ -129,10 +130,8 @@ class PartitionScenario:
         self.out.append(line)
 
     def eligibility(self) -> ReplicaEligibility:
-        brokers = set(self.broker_epochs) | set(
-            self.registration.replicas if self.registration else ()
-        )
-        epochs = {b: self.broker_epochs.get(b, ANY_BROKER_EPOCH) for b in sorted(brokers)}
+        """Brokers 1..9 are registered (any broker epoch unless `register` named one)."""
+        epochs = {b: self.broker_epochs.get(b, ANY_BROKER_EPOCH) for b in BROKERS}
         return ReplicaEligibility(
             broker_epochs=frozen_mapping({b: e for b, e in epochs.items() if b not in self.fenced})
         )
@@ -161,7 +160,15 @@ class PartitionScenario:
             if change is None:
                 self.say("  nothing to send")
             elif change != self.in_flight:
-                what = "shrink" if effect.shrink else "expand" if change.is_expansion else "same"
+                leader = self.core.leader
+                committed = set(leader.isr) if leader is not None else set()
+                what = (
+                    "expand"
+                    if change.is_expansion
+                    else "shrink"
+                    if set(change.new_isr) != committed
+                    else "recovered"
+                )
                 self.say(
                     f"  send AlterPartition {what} isr={_list(change.new_isr)} "
                     f"epoch={change.leader_epoch} pepoch={change.partition_epoch}"
@@ -197,6 +204,11 @@ class PartitionScenario:
     def check_replicated(self, name: str, required: int) -> None:
         leader = self.core.leader
         assert leader is not None
+        if len(leader.maximal_isr) < leader.effective_min_isr:
+            raise AssertionError(
+                f"{name} acknowledged with the ISR {list(leader.maximal_isr)} below the "
+                f"effective min ISR {leader.effective_min_isr}"
+            )
         for broker in leader.maximal_isr:
             if broker != LEADER and self.fetched.get(broker, -1) < required:
                 raise AssertionError(

@@ -162,6 +162,7 @@ from replog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
+from replog.replication.min_insync_replicas import min_insync_replicas
 from replog.replication.partition_core import Effects
 from replog.replication.partition_effects import (
     AdvanceHighWatermark,
@@ -1054,28 +1055,30 @@ class ReplicaManager:
         return config
 
     def _min_insync_replicas(self, image: MetadataImage, topic: str) -> int:
-        """Kafka's precedence: the topic's config, else this broker's dynamic config, else the
-        dynamic cluster default (the broker resource named ""), else server.properties.
+        """`min_insync_replicas`' precedence over the topic's config, this broker's dynamic
+        config, the dynamic cluster default (the broker resource named ""), server.properties.
 
         The two dynamic broker levels count: the controller stores them in the image and
         DescribeConfigs reports them as in force. `_apply` re-reads this on
         every image whose configs changed, for every led partition.
         """
-        for resource in reversed(self._log_config_resources(topic)):  # strongest first
-            raw = image.configs.get(resource).get("min.insync.replicas")
-            if raw is None:
-                continue
-            try:
-                return max(1, int(raw))
-            except ValueError:
-                log.warning(
-                    "%s: ignoring min.insync.replicas=%r of %s %r (not an integer)",
-                    topic,
-                    raw,
-                    resource.resource_type.name.lower(),
-                    resource.resource_name,
-                )
-        return self.config.default_min_insync_replicas
+        value, refused = min_insync_replicas(
+            (
+                (resource, image.configs.get(resource).get("min.insync.replicas"))
+                for resource in reversed(self._log_config_resources(topic))  # strongest first
+            ),
+            self.config.default_min_insync_replicas,
+        )
+        for resource, raw in refused:
+            assert isinstance(resource, ConfigResource)
+            log.warning(
+                "%s: ignoring min.insync.replicas=%r of %s %r (not an integer)",
+                topic,
+                raw,
+                resource.resource_type.name.lower(),
+                resource.resource_name,
+            )
+        return value
 
     def _log_config_resources(self, topic: str) -> tuple[ConfigResource, ...]:
         """Where a topic's log settings come from over server.properties, weakest first:

@@ -1,7 +1,8 @@
 """Data-driven scenario scripts (etcd-raft's datadriven format): commands, each followed by
 ``----`` and the output it must print, separated by blank lines; ``#`` lines are comments.
 
-`run_script` runs each command through `run_command(line) -> lines` and `check_script` compares
+`run_script` runs each command through `run_command(line) -> lines` (`dispatch` gives an
+interpreter's `cmd_*` methods that shape) and `check_script` compares
 the rendered result with the file, or rewrites the file when ``REWRITE=1`` is set (read the diff
 like a code change before keeping it). Used by tests/raft and tests/replication.
 """
@@ -13,6 +14,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,6 +70,24 @@ def parse_command(line: str) -> tuple[str, list[str], dict[str, str]]:
     args = [w for w in words[1:] if "=" not in w]
     options = dict(w.split("=", 1) for w in words[1:] if "=" in w)
     return words[0], args, options
+
+
+def dispatch(env: Any, line: str) -> list[str]:
+    """Run `line` as `env.cmd_<name>(args, options)` (dashes in the name as underscores),
+    with `env.out` collecting what it says; then `env.check_invariants()`, where `env` has one.
+    What it said, or ``ok``."""
+    name, args, options = parse_command(line)
+    handler: Callable[[list[str], dict[str, str]], None] | None = getattr(
+        env, "cmd_" + name.replace("-", "_"), None
+    )
+    if handler is None:
+        raise ValueError(f"unknown command {name!r}")
+    env.out = []
+    handler(args, options)
+    check = getattr(env, "check_invariants", None)
+    if check is not None:
+        check()
+    return env.out or ["ok"]
 
 
 def run_script(

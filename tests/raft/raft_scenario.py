@@ -29,7 +29,6 @@ Commands (node ids are integers; voters are 1..n, observers 101..):
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sim_host import NodeHost
@@ -52,7 +51,7 @@ from quorum.raft.messages import (
 )
 from replog.errors import ReplogError
 from replog.record import RecordBatch
-from tests.scenario_scripts import parse_command
+from tests.scenario_scripts import dispatch
 
 OBSERVER_BASE_ID = 101
 CLIENT_ID = 999
@@ -394,12 +393,4 @@ class ScenarioEnv:
 
 
 def run_command(env: ScenarioEnv, line: str) -> list[str]:
-    name, args, options = parse_command(line)
-    handler: Callable[[list[str], dict[str, str]], None] | None = getattr(
-        env, "cmd_" + name.replace("-", "_"), None
-    )
-    if handler is None:
-        raise ValueError(f"unknown command {name!r}")
-    env.out = []
-    handler(args, options)
-    return env.out or ["ok"]
+    return dispatch(env, line)

@@ -74,7 +74,7 @@ from replog.replication.partition_events import (
     TimerFired,
 )
 from replog.replication.producer_state import ProducerStateTable
-from tests.scenario_scripts import parse_command
+from tests.scenario_scripts import dispatch
 
 LEADER = 1
 BROKERS = range(1, 10)
@@ -411,11 +411,4 @@ class PartitionScenario:
 
 
 def run_command(env: PartitionScenario, line: str) -> list[str]:
-    name, args, options = parse_command(line)
-    handler = getattr(env, "cmd_" + name.replace("-", "_"), None)
-    if handler is None:
-        raise ValueError(f"unknown command {name!r}")
-    env.out = []
-    handler(args, options)
-    env.check_invariants()
-    return env.out or ["ok"]
+    return dispatch(env, line)

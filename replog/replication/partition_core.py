@@ -24,6 +24,16 @@ Rules (docs/design/replication.md#acks-and-min-isr, #high-watermark, #isr-shrink
   `alter_partition_retry_ms` later (`ScheduleWakeup`, then `TimerFired`), never in a hot loop.
 - The periodic ISR check (`TimerFired` with `check_isr`) shrinks the ISR of followers that are
   not caught up.
+- A parked produce whose request times out answers REQUEST_TIMED_OUT naming the offset.
+- DeleteRecords (docs/design/replication.md#low-watermark), on a leader only: a log whose
+  cleanup.policy lacks `delete` is POLICY_VIOLATION; the offset (-1: the HW) must be within
+  [0, HW] (OFFSET_OUT_OF_RANGE); a request that may wait and would (the low watermark, with the
+  log start moved, below the offset) is refused with a full DeleteRecords purgatory, before
+  the log start moves. Then the log start moves (`MoveLogStart`); a rising log start lifts the
+  HW, else a moved one wakes fetches; the request is done once the low watermark reaches the
+  offset (answered with it), else parked; it answers NOT_LEADER_OR_FOLLOWER once this broker
+  no longer leads, and REQUEST_TIMED_OUT with the low watermark (-1 without a leader) at its
+  deadline.
 - A new leadership or an update of it re-checks every waiter and re-sends what is pending; a
   lost leadership re-checks every waiter (each then answers NOT_LEADER_OR_FOLLOWER) and drops
   a scheduled retry.
@@ -44,11 +54,14 @@ from uuid import UUID
 from replog.errors import (
     KafkaError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
     PurgatoryFullError,
+    RequestTimedOutError,
 )
 from replog.record.header import iter_frames, read_header, validate_batch
 from replog.replication.leader_state import PartitionLeaderState
-from replog.replication.messages import ACKS_ALL
+from replog.replication.messages import ACKS_ALL, NO_OFFSET
 from replog.replication.partition_effects import (
     ANSWER_OK,
     APPEND,
@@ -60,7 +73,10 @@ from replog.replication.partition_effects import (
     AdvanceHighWatermark,
     AnswerDuplicate,
     AnswerProduce,
+    CompleteDeleteRecords,
     CompleteParked,
+    MoveLogStart,
+    ParkDeleteRecords,
     ParkProduce,
     PartitionEffect,
     Refuse,
@@ -69,11 +85,16 @@ from replog.replication.partition_effects import (
 )
 from replog.replication.partition_events import (
     AlterPartitionAnswered,
+    DeleteRecordsArrived,
     FollowerFetchArrived,
     ImageRefreshed,
     LeadershipChanged,
     LeadershipLost,
     LogAppended,
+    LogStartMoved,
+    ParkedDeleteRecordsExpired,
+    ParkedDeleteRecordsWoken,
+    ParkedProduceExpired,
     ParkedProduceWoken,
     PartitionEvent,
     ProduceArrived,
@@ -159,8 +180,11 @@ class PartitionCore:
                 duplicate = self.producers.check_batches(headers)
             except KafkaError as error:
                 # Corruption is reported as itself, not as a sequence error.
-                for position, _ in iter_frames(records):
-                    validate_batch(records, position, where=self.where)
+                try:
+                    for position, _ in iter_frames(records):
+                        validate_batch(records, position, where=self.where)
+                except KafkaError as corrupt:
+                    return (Refuse(corrupt),)
                 return (Refuse(error),)
             if duplicate is not None:
                 return (
@@ -207,6 +231,113 @@ class PartitionCore:
         if not done:
             return _NONE
         return (COMPLETE_OK if error is None else CompleteParked(error),)
+
+    def _parked_expired(self, event: ParkedProduceExpired, now_ms: int) -> Effects:
+        return (
+            CompleteParked(
+                RequestTimedOutError(
+                    f"{self.where}: offset {event.required_offset - 1} was not replicated to the "
+                    "ISR before the request's timeout"
+                )
+            ),
+        )
+
+    # --- DeleteRecords ------------------------------------------------------------------------
+
+    def _delete_records(self, event: DeleteRecordsArrived, now_ms: int) -> Effects:
+        leader = self.leader
+        if leader is None:
+            return (Refuse(self._not_leader()),)
+        policy = event.cleanup_policy
+        if "delete" not in (p.strip() for p in policy.split(",")):
+            return (
+                Refuse(
+                    PolicyViolationError(
+                        f"{self.where}: records cannot be deleted with cleanup.policy={policy}"
+                    )
+                ),
+            )
+        high_watermark = leader.high_watermark
+        offset = high_watermark if event.offset == -1 else event.offset
+        if offset < 0 or offset > high_watermark:
+            return (
+                Refuse(
+                    OffsetOutOfRangeError(
+                        f"{self.where}: cannot delete records before offset {event.offset}: "
+                        f"outside [0, high watermark {high_watermark}]"
+                    )
+                ),
+            )
+        # The bound is checked before the log start moves, as produce checks before its
+        # append: refused after the move, the records would be deleted and the caller told it
+        # failed. One whose low watermark reaches the offset at once never waits.
+        log_start_after = max(event.leader_log_start_offset, offset)
+        if (
+            event.may_wait
+            and leader.low_watermark(log_start_after) < offset
+            and event.waiting >= event.waiting_max
+        ):
+            return (
+                Refuse(
+                    PurgatoryFullError(
+                        f"{self.where}: {event.waiting} DeleteRecords requests are already "
+                        f"waiting for their low watermarks; nothing deleted below offset {offset}"
+                    )
+                ),
+            )
+        return (MoveLogStart(offset),)
+
+    def _log_start_moved(self, event: LogStartMoved, now_ms: int) -> Effects:
+        leader = self.leader
+        if leader is None:
+            return (Refuse(self._not_leader()),)
+        log_start = event.leader_log_start_offset
+        if leader.on_log_start_offset(log_start):
+            moved: Effects = (AdvanceHighWatermark(leader.high_watermark),)
+        elif event.moved:
+            # Parked fetches answer with the log start offset: they read this partition again
+            # when they complete (none waits below it: the log start never passes the HW).
+            moved = (WAKE_FETCHES,)
+        else:
+            moved = _NONE
+        low_watermark = leader.low_watermark(log_start)
+        if low_watermark >= event.offset:
+            return (*moved, CompleteDeleteRecords(low_watermark))
+        return (*moved, ParkDeleteRecords(event.offset))
+
+    def _parked_delete_records_woken(self, event: ParkedDeleteRecordsWoken, now_ms: int) -> Effects:
+        leader = self.leader
+        if leader is None:
+            return (
+                CompleteDeleteRecords(
+                    None,
+                    NotLeaderOrFollowerError(
+                        f"{self.where}: broker {self.local_broker_id} stopped leading before the "
+                        f"low watermark reached {event.offset}"
+                    ),
+                ),
+            )
+        low_watermark = leader.low_watermark(event.leader_log_start_offset)
+        if low_watermark >= event.offset:
+            return (CompleteDeleteRecords(low_watermark),)
+        return _NONE
+
+    def _parked_delete_records_expired(
+        self, event: ParkedDeleteRecordsExpired, now_ms: int
+    ) -> Effects:
+        leader = self.leader
+        low_watermark = (
+            NO_OFFSET if leader is None else leader.low_watermark(event.leader_log_start_offset)
+        )
+        return (
+            CompleteDeleteRecords(
+                low_watermark,
+                RequestTimedOutError(
+                    f"{self.where}: the low watermark {low_watermark} did not reach "
+                    f"{event.offset} before the request's timeout"
+                ),
+            ),
+        )
 
     # --- replication --------------------------------------------------------------------------
 
@@ -334,6 +465,11 @@ _HANDLERS: dict[type, Callable[[PartitionCore, PartitionEvent, int], Effects]] =
     ProduceArrived: PartitionCore._produce,  # type: ignore[dict-item]
     LogAppended: PartitionCore._appended,  # type: ignore[dict-item]
     ParkedProduceWoken: PartitionCore._parked_woken,  # type: ignore[dict-item]
+    ParkedProduceExpired: PartitionCore._parked_expired,  # type: ignore[dict-item]
+    DeleteRecordsArrived: PartitionCore._delete_records,  # type: ignore[dict-item]
+    LogStartMoved: PartitionCore._log_start_moved,  # type: ignore[dict-item]
+    ParkedDeleteRecordsWoken: PartitionCore._parked_delete_records_woken,  # type: ignore[dict-item]
+    ParkedDeleteRecordsExpired: PartitionCore._parked_delete_records_expired,  # type: ignore[dict-item]
     FollowerFetchArrived: PartitionCore._follower_fetch,  # type: ignore[dict-item]
     LeadershipChanged: PartitionCore._leadership_changed,  # type: ignore[dict-item]
     LeadershipLost: PartitionCore._leadership_lost,  # type: ignore[dict-item]

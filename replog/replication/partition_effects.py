@@ -9,11 +9,12 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from replog.common.frozen_init import fast_frozen_init
 from replog.errors import KafkaError
 from replog.replication.leader_state import IsrChange
+from replog.replication.messages import DeleteRecordsPartitionResult
 from replog.replication.producer_state import BatchMetadata
 
 
@@ -68,6 +69,39 @@ class CompleteParked:
 
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
+class MoveLogStart:
+    """Raise the log start offset to `offset` (DeleteRecords), then step `LogStartMoved`."""
+
+    offset: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class ParkDeleteRecords:
+    """A DeleteRecords waits until the low watermark reaches `offset`: park it, and step
+    `ParkedDeleteRecordsWoken` whenever a `WakeWaiters` with `delete` names this partition."""
+
+    offset: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class CompleteDeleteRecords:
+    """This partition's DeleteRecords is done: with `error` (None: success), and the low
+    watermark to answer with (None: the answer carries none)."""
+
+    low_watermark: int | None
+    error: KafkaError | None = None
+
+    def applied_to(self, result: DeleteRecordsPartitionResult) -> DeleteRecordsPartitionResult:
+        """`result` with this completion's error and low watermark."""
+        if self.low_watermark is None:
+            return replace(result, error=self.error)
+        return replace(result, error=self.error, low_watermark=self.low_watermark)
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
 class AdvanceHighWatermark:
     """The HW moved to `high_watermark`: mirror it into the log (its checkpoint) and re-check
     every waiter of this partition (produces, fetches, DeleteRecords)."""
@@ -111,6 +145,9 @@ PartitionEffect = (
     | AnswerProduce
     | ParkProduce
     | CompleteParked
+    | MoveLogStart
+    | ParkDeleteRecords
+    | CompleteDeleteRecords
     | AdvanceHighWatermark
     | WakeWaiters
     | SendAlterPartition

@@ -57,6 +57,57 @@ class ParkedProduceWoken:
 
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
+class ParkedProduceExpired:
+    """A parked produce's request timed out before this partition was done."""
+
+    required_offset: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsArrived:
+    """One partition's entry of a DeleteRecords, before the log start moves."""
+
+    offset: int  # the entry's offset; -1: the HW
+    cleanup_policy: str  # the log's cleanup.policy
+    leader_log_start_offset: int
+    # The request may wait (a timeout, a broker not stopping); DeleteRecords requests waiting in
+    # the broker's purgatory, and its bound.
+    may_wait: bool = True
+    waiting: int = 0
+    waiting_max: int = 1
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class LogStartMoved:
+    """The log start moved to `offset` as `MoveLogStart` asked (`moved`: it was lower)."""
+
+    offset: int
+    moved: bool
+    leader_log_start_offset: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class ParkedDeleteRecordsWoken:
+    """A DeleteRecords parked on this partition (`ParkDeleteRecords`) is re-checked."""
+
+    offset: int
+    leader_log_start_offset: int  # -1 when this replica no longer leads
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class ParkedDeleteRecordsExpired:
+    """A parked DeleteRecords' request timed out before the low watermark reached `offset`."""
+
+    offset: int
+    leader_log_start_offset: int  # -1 when this replica no longer leads
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
 class FollowerFetchArrived:
     """A follower's Fetch of this partition, recorded once per request (its initial read)."""
 
@@ -126,6 +177,11 @@ PartitionEvent = (
     ProduceArrived
     | LogAppended
     | ParkedProduceWoken
+    | ParkedProduceExpired
+    | DeleteRecordsArrived
+    | LogStartMoved
+    | ParkedDeleteRecordsWoken
+    | ParkedDeleteRecordsExpired
     | FollowerFetchArrived
     | LeadershipChanged
     | LeadershipLost

@@ -3,11 +3,11 @@ DeleteRecords that wait in a purgatory, and when each completes, expires or is c
 
 Rules (docs/design/replication.md#acks-and-min-isr, #delayed-fetch-completion, #low-watermark;
 Kafka's `DelayedProduce`, `DelayedFetch`, `DelayedDeleteRecords`):
-- A waiting produce partition is done when its partition core says so (`partition_core`: HW
-  past the append, or an error such as NOT_ENOUGH_REPLICAS_AFTER_APPEND); a waiting
-  DeleteRecords partition when the low watermark reaches its offset. Either answers
-  NOT_LEADER_OR_FOLLOWER (with the current leader for a produce) as soon as this broker no
-  longer leads that replica, and REQUEST_TIMED_OUT naming the offset at its deadline.
+- A waiting produce or DeleteRecords partition is done, with what, when its partition core
+  says so (`partition_core`: the HW past the append, or the low watermark at the offset;
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND; NOT_LEADER_OR_FOLLOWER once this broker no longer leads
+  that replica, with the current leader for a produce; REQUEST_TIMED_OUT naming the offset at
+  its deadline).
 - A woken fetch first takes the cheap docs/design/replication.md#delayed-fetch-completion look
   (`fetch_wake_verdict`) at the partition that woke it; only when something may have changed
   there does it re-read, and it completes when the read reaches `min_bytes`, has an error or a
@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 from replog.common import TopicPartitionKey
-from replog.errors import KafkaError, NotLeaderOrFollowerError, RequestTimedOutError
+from replog.errors import KafkaError, NotLeaderOrFollowerError
 from replog.replication.fetch_session import LeaderFetchSession
 from replog.replication.messages import (
     NO_LEADER_EPOCH,
@@ -66,8 +66,13 @@ from replog.replication.messages import (
     LeaderIdAndEpoch,
     ProducePartitionResult,
 )
-from replog.replication.partition_effects import CompleteParked
-from replog.replication.partition_events import ParkedProduceWoken
+from replog.replication.partition_effects import CompleteDeleteRecords, CompleteParked
+from replog.replication.partition_events import (
+    ParkedDeleteRecordsExpired,
+    ParkedDeleteRecordsWoken,
+    ParkedProduceExpired,
+    ParkedProduceWoken,
+)
 from replog.replication.purgatory import Purgatory
 from replog.server.partition import Partition
 
@@ -231,10 +236,6 @@ class DelayedOperations:
             "delete-records", pending_max
         )
 
-    def _replaced(self, partition: Partition) -> bool:
-        """Whether `partition` is no longer this broker's replica of its topic-partition."""
-        return self._partitions.get(partition.key) is not partition
-
     # --- waiting --------------------------------------------------------------------------
 
     async def wait_produce(self, op: DelayedProduce, deadline_ms: int) -> None:
@@ -344,22 +345,14 @@ class DelayedOperations:
 
     def check_delete_records(self, op: DelayedDeleteRecords) -> bool:
         """Complete the partitions of `op` whose low watermark arrived; True when all did."""
+        now_ms = self._clock()
         for index, (partition, offset) in list(op.pending.items()):
-            leader_state = partition.leader_state
-            result = op.results[index]
-            if leader_state is None or self._replaced(partition):
-                op.results[index] = replace(
-                    result,
-                    error=NotLeaderOrFollowerError(
-                        f"{partition.name}: broker {self._broker_id} stopped leading before the "
-                        f"low watermark reached {offset}"
-                    ),
-                )
-                del op.pending[index]
-                continue
-            low_watermark = leader_state.low_watermark(partition.log.log_start_offset)
-            if low_watermark >= offset:
-                op.results[index] = replace(result, low_watermark=low_watermark)
+            woken = ParkedDeleteRecordsWoken(offset, _leader_log_start(partition))
+            effects = partition.core.step(woken, now_ms)
+            if effects:
+                completed = effects[0]
+                assert isinstance(completed, CompleteDeleteRecords)
+                op.results[index] = completed.applied_to(op.results[index])
                 del op.pending[index]
         return not op.pending
 
@@ -421,34 +414,25 @@ class DelayedOperations:
     # --- deadlines ------------------------------------------------------------------------
 
     def expire_produce(self, op: DelayedProduce) -> None:
-        """Answer `op` now: what is done as done, the rest REQUEST_TIMED_OUT."""
+        """Answer `op` now: what is done as done, the rest as each partition's core says."""
         self.check_produce(op)
-        op.fail_pending(
-            lambda partition, required_offset: RequestTimedOutError(
-                f"{partition.name}: offset {required_offset - 1} was not replicated to the "
-                "ISR before the request's timeout"
-            )
-        )
+        now_ms = self._clock()
+        for index, (partition, required_offset) in op.pending.items():
+            (expired,) = partition.core.step(ParkedProduceExpired(required_offset), now_ms)
+            assert isinstance(expired, CompleteParked)
+            op.results[index] = replace(op.results[index], error=expired.error)
+        op.pending.clear()
         op.finish(op.results)
 
     def expire_delete_records(self, op: DelayedDeleteRecords) -> None:
-        """Answer `op` now: what arrived as done, the rest REQUEST_TIMED_OUT."""
+        """Answer `op` now: what arrived as done, the rest as each partition's core says."""
         self.check_delete_records(op)
+        now_ms = self._clock()
         for index, (partition, offset) in op.pending.items():
-            leader_state = partition.leader_state
-            low_watermark = (
-                leader_state.low_watermark(partition.log.log_start_offset)
-                if leader_state is not None
-                else NO_OFFSET
-            )
-            op.results[index] = replace(
-                op.results[index],
-                error=RequestTimedOutError(
-                    f"{partition.name}: the low watermark {low_watermark} did not reach "
-                    f"{offset} before the request's timeout"
-                ),
-                low_watermark=low_watermark,
-            )
+            expired_event = ParkedDeleteRecordsExpired(offset, _leader_log_start(partition))
+            (expired,) = partition.core.step(expired_event, now_ms)
+            assert isinstance(expired, CompleteDeleteRecords)
+            op.results[index] = expired.applied_to(op.results[index])
         op.pending.clear()
         op.finish(op.results)
 
@@ -495,6 +479,12 @@ class DelayedOperations:
 
     def _shutting_down(self, where: str) -> NotLeaderOrFollowerError:
         return NotLeaderOrFollowerError(f"{where}: broker {self._broker_id} is shutting down")
+
+
+def _leader_log_start(partition: Partition) -> int:
+    """The log start a led replica's low watermark starts from; -1 once it leads no more (its
+    log may be closed)."""
+    return partition.log.log_start_offset if partition.leader_state is not None else NO_OFFSET
 
 
 async def _wait(op: _OpT, purgatory: Purgatory[TopicPartitionKey, _OpT]) -> object:

@@ -69,7 +69,9 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   finds enough data or a docs/design/replication.md#delayed-fetch-completion condition, or
   `max_wait_ms` passes; either way it re-reads.
 - ListOffsets, OffsetsForLeaderEpoch and DeleteRecords' log-start move: `leader_offsets`.
-  DeleteRecords then answers once the low watermark reaches the offset, or REQUEST_TIMED_OUT.
+  DeleteRecords' checks (policy, offset range, the purgatory bound) and its wait for the low
+  watermark are the partition core's; it answers once the low watermark reaches the offset,
+  or REQUEST_TIMED_OUT.
   DeleteRecords on an internal topic is INVALID_TOPIC_EXCEPTION unless
   `internal_topics_allowed=True` (Kafka's `allowInternalTopicDeletion`).
 - Follower: `follower_fetch` (truncation on a diverging epoch, OFFSET_OUT_OF_RANGE as in
@@ -168,6 +170,8 @@ from replog.replication.partition_effects import (
     AdvanceHighWatermark,
     AnswerDuplicate,
     AnswerProduce,
+    CompleteDeleteRecords,
+    MoveLogStart,
     ParkProduce,
     Refuse,
     ScheduleWakeup,
@@ -176,9 +180,11 @@ from replog.replication.partition_effects import (
 )
 from replog.replication.partition_events import (
     AlterPartitionAnswered,
+    DeleteRecordsArrived,
     FollowerFetchArrived,
     ImageRefreshed,
     LogAppended,
+    LogStartMoved,
     ProduceArrived,
     TimerFired,
 )
@@ -210,7 +216,6 @@ from replog.server.delayed_operations import (
 )
 from replog.server.follower_fetch import FollowerFetchSteps
 from replog.server.leader_offsets import (
-    delete_records_offset,
     delete_records_on_leader,
     list_offset,
     offset_for_leader_epoch,
@@ -1378,7 +1383,6 @@ class ReplicaManager:
         self._follower.touch(key)
         self._isr_sent.pop(key, None)
         self._isr_dirty.discard(key)
-        self._isr_retry_at_ms.pop(key, None)
         effects = partition.lose_leadership(self._clock())
         if delete_log:
             partition.delete()
@@ -2042,21 +2046,36 @@ class ReplicaManager:
                 if not internal_topics_allowed:
                     _refuse_internal(entry.topic, entry.partition, "delete records of")
                 partition = self._leader_partition(entry.topic, entry.partition)
-                offset = delete_records_offset(partition, entry)
-                leader_state = partition.leader_state
-                assert leader_state is not None
-                if may_wait:
-                    self._check_delete_records_room(partition, offset)
+                plog = partition.log
+                waiting = self._delayed.delete_records
+                effects = partition.core.step(
+                    DeleteRecordsArrived(
+                        entry.offset,
+                        plog.config.cleanup_policy,
+                        plog.log_start_offset,
+                        may_wait,
+                        len(waiting),
+                        waiting.max_pending,
+                    ),
+                    now_ms,
+                )
+                move = effects[0]
+                if type(move) is Refuse:
+                    raise move.error
+                assert isinstance(move, MoveLogStart)
+                offset = move.offset
                 moved = delete_records_on_leader(partition, offset)
-                if leader_state.on_log_start_offset(partition.log.log_start_offset):
-                    self._on_high_watermark_moved(partition)
-                elif moved:
-                    # Parked fetches answer with the log start offset: they read this
-                    # partition again when they complete (none waits below it: the log
-                    # start never passes the HW, a parked fetch is at or past it).
-                    self._wake(partition.key, produce=False, delete=False)
-                results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition))
-                pending[index] = (partition, offset)
+                effects = partition.core.step(
+                    LogStartMoved(offset, moved, plog.log_start_offset), now_ms
+                )
+                self._execute(partition, effects[:-1])
+                result = DeleteRecordsPartitionResult(entry.topic, entry.partition)
+                done = effects[-1]
+                if type(done) is CompleteDeleteRecords:
+                    result = done.applied_to(result)
+                else:
+                    pending[index] = (partition, offset)
+                results.append(result)
             except KafkaError as exc:
                 results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition, exc))
         if not pending:
@@ -2073,27 +2092,6 @@ class ReplicaManager:
             refused: KafkaError = exc
             op.fail_pending(lambda _partition, _offset: refused)
         return DeleteRecordsResponse(tuple(op.results))
-
-    def _check_delete_records_room(self, partition: Partition, offset: int) -> None:
-        """PurgatoryFullError if deleting up to `offset` would have to wait in a full
-        DeleteRecords purgatory.
-
-        The bound is checked before the log start moves, as produce checks before its append:
-        refused after the move, the records would be deleted and the caller told it failed. A
-        partition whose low watermark reaches the offset at once never waits, so it is not
-        refused.
-        """
-        leader_state = partition.leader_state
-        assert leader_state is not None
-        log_start_after = max(partition.log.log_start_offset, offset)
-        if leader_state.low_watermark(log_start_after) >= offset:
-            return
-        waiting = self._delayed.delete_records
-        if len(waiting) >= waiting.max_pending:
-            raise PurgatoryFullError(
-                f"{partition.name}: {len(waiting)} DeleteRecords requests are already waiting "
-                f"for their low watermarks; nothing deleted below offset {offset}"
-            )
 
     # --- follower side (`follower_fetch`) -----------------------------------------------------
 

@@ -3,7 +3,8 @@
 The interpreter plays the shell around a `PartitionCore` (replog/replication/partition_core.py):
 the leader's log (a log end offset and the producer table), the followers (each fetch names its
 offset), the controller (it answers the AlterPartition in flight when told), the produce
-purgatory (parked produces by name, re-checked whenever an effect wakes produces) and the clock.
+purgatory (parked produces and DeleteRecords by name, re-checked whenever an effect wakes them)
+and the clock.
 Every command prints the effects the core returned, one per line, and what executing them
 caused. After every command the invariants below are checked; a violation fails the script.
 
@@ -15,7 +16,11 @@ Commands (brokers are integers; the leader is broker 1):
     produce NAME [acks=-1] [records=1] [pid=ID pepoch=E seq=S] [waiting=N max=M]
                                             one partition's produce entry
     fetch B [offset=N] [lso=N] [broker-epoch=E]
-                                            follower B fetches (offset: the leader's LEO)
+                                            follower B fetches (offset: the leader's LEO, as a
+                                            follower that copied everything; lso: its log start)
+    delete NAME offset=N [policy=P] [no-wait] [waiting=N max=M]
+                                            one partition's DeleteRecords entry (-1: the HW)
+    expire NAME                             a parked produce's or DeleteRecords' request times out
     answer ok|ERROR_NAME                    the controller answers the AlterPartition in flight
     tick MS                                 the clock moves; due wake-ups fire
     isr-check                               the periodic ISR check
@@ -53,7 +58,10 @@ from replog.replication.partition_effects import (
     AnswerDuplicate,
     AnswerProduce,
     AppendToLog,
+    CompleteDeleteRecords,
     CompleteParked,
+    MoveLogStart,
+    ParkDeleteRecords,
     ParkProduce,
     PartitionEffect,
     Refuse,
@@ -63,11 +71,16 @@ from replog.replication.partition_effects import (
 )
 from replog.replication.partition_events import (
     AlterPartitionAnswered,
+    DeleteRecordsArrived,
     FollowerFetchArrived,
     ImageRefreshed,
     LeadershipChanged,
     LeadershipLost,
     LogAppended,
+    LogStartMoved,
+    ParkedDeleteRecordsExpired,
+    ParkedDeleteRecordsWoken,
+    ParkedProduceExpired,
     ParkedProduceWoken,
     PartitionEvent,
     ProduceArrived,
@@ -112,12 +125,14 @@ class PartitionScenario:
     )
     leo: int = 0
     log_hw: int = 0
+    log_start: int = 0
     # The controller's view: the registration it last published or committed.
     registration: PartitionRegistration | None = None
     config: PartitionReplicationConfig = field(default_factory=PartitionReplicationConfig)
     broker_epochs: dict[int, int] = field(default_factory=dict)
     fenced: set[int] = field(default_factory=set)
     parked: dict[str, int] = field(default_factory=dict)  # name -> required offset
+    parked_deletes: dict[str, int] = field(default_factory=dict)  # name -> offset
     in_flight: IsrChange | None = None
     wakeups: list[int] = field(default_factory=list)
     fetched: dict[int, int] = field(default_factory=dict)  # follower -> its last fetch offset
@@ -150,11 +165,14 @@ class PartitionScenario:
             self.say(f"  hw {self.log_hw} -> {effect.high_watermark}")
             self.log_hw = effect.high_watermark
             self.recheck_parked()
+            self.recheck_parked_deletes()
         elif isinstance(effect, WakeWaiters):
             named = [n for n in ("produce", "fetch", "delete") if getattr(effect, n)]
             self.say(f"  wake {' '.join(named)}")
             if effect.produce:
                 self.recheck_parked()
+            if effect.delete:
+                self.recheck_parked_deletes()
         elif isinstance(effect, SendAlterPartition):
             change = effect.change
             if change is None:
@@ -189,6 +207,13 @@ class PartitionScenario:
         elif isinstance(effect, ParkProduce):
             self.say(f"  park {name} until hw >= {effect.required_offset}")
             self.parked[name] = effect.required_offset
+        elif isinstance(effect, MoveLogStart):
+            self.say(f"  log start {self.log_start} -> {max(self.log_start, effect.offset)}")
+        elif isinstance(effect, ParkDeleteRecords):
+            self.say(f"  park {name} until low watermark >= {effect.offset}")
+            self.parked_deletes[name] = effect.offset
+        elif isinstance(effect, CompleteDeleteRecords):
+            self.say(f"  done {name} {_error(effect.error)} low watermark {effect.low_watermark}")
         else:
             raise AssertionError(f"unexpected effect {effect!r}")
 
@@ -200,6 +225,14 @@ class PartitionScenario:
                 self.say(f"  complete {name} {_error(effect.error)}")
                 if effect.error is None:
                     self.check_replicated(name, required)
+
+    def recheck_parked_deletes(self) -> None:
+        leading = self.core.leader is not None
+        for name, offset in list(self.parked_deletes.items()):
+            woken = ParkedDeleteRecordsWoken(offset, self.log_start if leading else -1)
+            for effect in self.core.step(woken, self.now_ms):
+                del self.parked_deletes[name]
+                self.execute(effect, name)
 
     def check_replicated(self, name: str, required: int) -> None:
         leader = self.core.leader
@@ -337,6 +370,44 @@ class PartitionScenario:
             else:
                 self.fetched[replica] = before
 
+    def cmd_delete(self, args: list[str], options: dict[str, str]) -> None:
+        name = args[0]
+        event = DeleteRecordsArrived(
+            int(options["offset"]),
+            options.get("policy", "delete"),
+            self.log_start,
+            "no-wait" not in args,
+            int(options.get("waiting", "0")),
+            int(options.get("max", "1000")),
+        )
+        effects = self.core.step(event, self.now_ms)
+        for effect in effects:
+            self.execute(effect, name)
+        move = effects[0]
+        if not isinstance(move, MoveLogStart):
+            return
+        moved = move.offset > self.log_start
+        self.log_start = max(self.log_start, move.offset)
+        for effect in self.core.step(
+            LogStartMoved(move.offset, moved, self.log_start), self.now_ms
+        ):
+            self.execute(effect, name)
+
+    def cmd_expire(self, args: list[str], options: dict[str, str]) -> None:
+        name = args[0]
+        event: PartitionEvent
+        if name in self.parked:
+            event = ParkedProduceExpired(self.parked.pop(name))
+        else:
+            leading = self.core.leader is not None
+            offset = self.parked_deletes.pop(name)
+            event = ParkedDeleteRecordsExpired(offset, self.log_start if leading else -1)
+        for effect in self.core.step(event, self.now_ms):
+            if isinstance(effect, CompleteParked):
+                self.say(f"  complete {name} {_error(effect.error)}")
+            else:
+                self.execute(effect, name)
+
     def cmd_answer(self, args: list[str], options: dict[str, str]) -> None:
         change = self.in_flight
         assert change is not None, "no AlterPartition in flight"
@@ -406,7 +477,9 @@ class PartitionScenario:
             f"isr={_list(leader.isr)} maximal={_list(leader.maximal_isr)} "
             f"leo={self.leo} hw={leader.high_watermark} "
             f"pending={_list(pending.new_isr) if pending else '-'} "
-            f"parked={','.join(f'{n}@{r}' for n, r in self.parked.items()) or '-'}"
+            f"parked={','.join(f'{n}@{r}' for n, r in self.parked.items()) or '-'} "
+            f"log-start={self.log_start} "
+            f"low-watermark={leader.low_watermark(self.log_start)}"
         )
 
 

@@ -7,10 +7,13 @@ interpreter's shell (`partition_scenario.py`), which checks after every command:
 - the committed ISR always holds the leader.
 
 This module adds, per step:
+- a DeleteRecords answered with success carries a low watermark at or above its offset, and
+  the log start never passes the HW;
 - an acks=-1 produce is refused with NOT_ENOUGH_REPLICAS, appending nothing, exactly while
   the committed ISR is below the effective min ISR;
 - the HW moves only while the committed ISR reaches the effective min ISR (KIP-966);
-- every produce gets exactly one answer: at once, or parked and completed once;
+- every produce and DeleteRecords gets exactly one answer: at once, or parked and completed
+  (or expired) once;
 - a parked produce completes with NOT_LEADER_OR_FOLLOWER only once this broker stopped leading.
 
 Followers fetch at offsets that never go back and never pass the leader's LEO; the controller
@@ -42,6 +45,8 @@ class PartitionCoreMachine(RuleBasedStateMachine):
         self.names = 0
         self.epoch = 1
         self.answered: set[str] = set()
+        self.delete_offsets: dict[str, int] = {}
+        self.follower_log_starts: dict[int, int] = {}
 
     def run(self, line: str) -> list[str]:
         leader = self.env.core.leader
@@ -55,10 +60,13 @@ class PartitionCoreMachine(RuleBasedStateMachine):
             )
         for text in out:
             words = text.split()
-            if words[0] in ("answer", "complete") and len(words) == 3:
+            if (words[0] in ("answer", "complete") and len(words) == 3) or words[0] == "done":
                 name = words[1]
                 assert name not in self.answered, f"{name} answered twice"
                 self.answered.add(name)
+            if words[0] == "done" and words[2] == "ok":
+                offset = self.delete_offsets[words[1]]
+                assert int(words[-1]) >= offset, f"{text}: below the offset {offset}"
         return out
 
     @initialize(min_isr=st.integers(1, 3))
@@ -88,7 +96,33 @@ class PartitionCoreMachine(RuleBasedStateMachine):
         if low > self.env.leo:
             return
         offset = data.draw(st.integers(low, self.env.leo))
-        self.run(f"fetch {follower} offset={offset}")
+        log_start = self.follower_log_starts.get(follower, 0)
+        log_start = data.draw(
+            st.integers(log_start, max(log_start, min(offset, self.env.log_start)))
+        )
+        self.follower_log_starts[follower] = log_start
+        self.run(f"fetch {follower} offset={offset} lso={log_start}")
+
+    @precondition(lambda self: self.env.core.leader is not None)
+    @rule(data=st.data())
+    def delete_records(self, data: st.DataObject) -> None:
+        leader = self.env.core.leader
+        assert leader is not None
+        offset = data.draw(st.integers(-1, leader.high_watermark + 1))
+        self.names += 1
+        name = f"d{self.names}"
+        hw = leader.high_watermark
+        self.delete_offsets[name] = hw if offset == -1 else offset
+        out = self.run(f"delete {name} offset={offset}")
+        if any(line.startswith("  refuse") for line in out):
+            self.answered.add(name)
+        assert self.env.log_start <= max(hw, 0), "the log start passed the HW"
+
+    @precondition(lambda self: bool(self.env.parked or self.env.parked_deletes))
+    @rule(data=st.data())
+    def expire(self, data: st.DataObject) -> None:
+        name = data.draw(st.sampled_from(sorted({*self.env.parked, *self.env.parked_deletes})))
+        self.run(f"expire {name}")
 
     @rule(ms=st.sampled_from((100, 600, 1100)))
     def tick(self, ms: int) -> None:
@@ -128,6 +162,7 @@ class PartitionCoreMachine(RuleBasedStateMachine):
         completed = {line.split()[1] for line in out if line.startswith("  complete")}
         assert completed == parked, "every parked produce completes when leadership is lost"
         assert all("NOT_LEADER_OR_FOLLOWER" in line for line in out if "complete" in line)
+        assert all("NOT_LEADER_OR_FOLLOWER" in line for line in out if "done" in line)
 
     @precondition(lambda self: self.env.core.leader is None)
     @rule()
@@ -139,6 +174,7 @@ class PartitionCoreMachine(RuleBasedStateMachine):
     def parked_only_while_leading(self) -> None:
         if self.env.core.leader is None:
             assert not self.env.parked
+            assert not self.env.parked_deletes
 
 
 PartitionCoreMachine.TestCase.settings = settings(

@@ -34,6 +34,8 @@ Rules (docs/design/replication.md#acks-and-min-isr, #high-watermark, #isr-shrink
   offset (answered with it), else parked; it answers NOT_LEADER_OR_FOLLOWER once this broker
   no longer leads, and REQUEST_TIMED_OUT with the low watermark (-1 without a leader) at its
   deadline.
+- A new leadership or a new leader epoch first records the epoch at the log end offset in the
+  leader-epoch cache (`AssignLeaderEpoch`).
 - A new leadership or an update of it re-checks every waiter and re-sends what is pending; a
   lost leadership re-checks every waiter (each then answers NOT_LEADER_OR_FOLLOWER) and drops
   a scheduled retry.
@@ -73,6 +75,7 @@ from replog.replication.partition_effects import (
     AdvanceHighWatermark,
     AnswerDuplicate,
     AnswerProduce,
+    AssignLeaderEpoch,
     CompleteDeleteRecords,
     CompleteParked,
     MoveLogStart,
@@ -411,6 +414,13 @@ class PartitionCore:
     def _leadership_changed(self, event: LeadershipChanged, now_ms: int) -> Effects:
         leader = self.leader
         registration = event.registration
+        # A follower may hold entries of an epoch this replica never saw; a new epoch's entry
+        # is durable before any append of it and before any follower can ask.
+        assign: Effects = (
+            (AssignLeaderEpoch(registration.leader_epoch, event.leader_log_end_offset),)
+            if leader is None or leader.leader_epoch != registration.leader_epoch
+            else _NONE
+        )
         if leader is None:
             leader = self.leader = PartitionLeaderState(
                 topic=self.topic,
@@ -432,11 +442,12 @@ class PartitionCore:
         # A new leadership or ISR: waiting produces and fetches re-check (acks, epochs).
         if moved:
             return (
+                *assign,
                 AdvanceHighWatermark(leader.high_watermark),
                 WAKE_ALL,
                 SendAlterPartition(leader.isr_change_to_send),
             )
-        return (WAKE_ALL, SendAlterPartition(leader.isr_change_to_send))
+        return (*assign, WAKE_ALL, SendAlterPartition(leader.isr_change_to_send))
 
     def _leadership_lost(self, event: LeadershipLost, now_ms: int) -> Effects:
         self.leader = None

@@ -20,6 +20,16 @@ from replog.replication.producer_state import BatchMetadata
 
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
+class AssignLeaderEpoch:
+    """Record in the leader-epoch cache, durably and before anything else, that
+    `leader_epoch` starts at `start_offset` (docs/design/replication.md#leader-epoch-cache)."""
+
+    leader_epoch: int
+    start_offset: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
 class AppendToLog:
     """Append the produce's batches as leader, then step `LogAppended`."""
 
@@ -139,7 +149,8 @@ class ScheduleWakeup:
 
 
 PartitionEffect = (
-    AppendToLog
+    AssignLeaderEpoch
+    | AppendToLog
     | Refuse
     | AnswerDuplicate
     | AnswerProduce

@@ -8,9 +8,9 @@ Rules (docs/design/replication.md#leader-epoch-cache, #truncate-on-fetch, #caugh
   a follower (it holds a `FollowerFetchState`: whom it fetches from, at which leader epoch, its
   fetch offset and last fetched leader epoch, and a back-off deadline), or neither (stopped).
 - Becoming leader of a new leader epoch writes `assign(leader_epoch, LEO)` into the leader-epoch
-  cache before anything else, synchronously: a follower may hold entries of an epoch this
-  replica never saw, and this replica must still answer with a boundary above them
-  (docs/design/replication.md#leader-epoch-cache).
+  cache (the core's `AssignLeaderEpoch`) before anything else, synchronously: a follower may
+  hold entries of an epoch this replica never saw, and this replica must still answer with a
+  boundary above them (docs/design/replication.md#leader-epoch-cache).
 - Every replica keeps the idempotent-producer table, leader or follower, as Kafka's do, so a
   follower that is elected answers produces at once, without reading its log. The table is
   loaded when the replica first takes a role, unless the broker's start-up loaded it already,
@@ -54,6 +54,7 @@ from replog.replication.leader_state import (
 )
 from replog.replication.messages import NO_LEADER_EPOCH, FetchPartitionResult, LeaderIdAndEpoch
 from replog.replication.partition_core import Effects, PartitionCore
+from replog.replication.partition_effects import AssignLeaderEpoch
 from replog.replication.partition_events import LeadershipChanged, LeadershipLost
 from replog.replication.producer_snapshot import encode_producer_snapshot
 from replog.replication.producer_state import ProducerStateTable
@@ -180,15 +181,6 @@ class Partition:
             f"{self.name}: make_leader on broker {self.local_broker_id} but the leader is "
             f"{registration.leader}"
         )
-        new_epoch = (
-            self.leader_state is None
-            or self.registration is None
-            or self.registration.leader_epoch != registration.leader_epoch
-        )
-        if new_epoch:
-            # Durable before any append of this epoch, and before any follower can ask
-            # (docs/design/replication.md#leader-epoch-cache).
-            self.log.leader_epoch_cache.assign(registration.leader_epoch, self.log.log_end_offset)
         starts = self.leader_state is None
         if starts:
             self.follower = None
@@ -203,6 +195,17 @@ class Partition:
             ),
             now_ms,
         )
+        first = effects[0]
+        if type(first) is AssignLeaderEpoch:
+            # Durable before any append of this epoch, and before any follower can ask
+            # (docs/design/replication.md#leader-epoch-cache).
+            try:
+                self.log.leader_epoch_cache.assign(first.leader_epoch, first.start_offset)
+            except BaseException:
+                # Without the entry this replica must not lead: the core forgets it.
+                self.lose_leadership(now_ms)
+                raise
+            effects = effects[1:]
         leader_state = self.leader_state = self.core.leader
         if starts and log.isEnabledFor(logging.DEBUG):  # not the arguments' cost per leader
             assert leader_state is not None

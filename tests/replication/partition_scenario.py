@@ -58,6 +58,7 @@ from replog.replication.partition_effects import (
     AnswerDuplicate,
     AnswerProduce,
     AppendToLog,
+    AssignLeaderEpoch,
     CompleteDeleteRecords,
     CompleteParked,
     MoveLogStart,
@@ -197,6 +198,8 @@ class PartitionScenario:
             self.wakeups.append(effect.at_ms)
         elif isinstance(effect, Refuse):
             self.say(f"  refuse {effect.error.error_name}")
+        elif isinstance(effect, AssignLeaderEpoch):
+            self.say(f"  epoch {effect.leader_epoch} starts at {effect.start_offset}")
         elif kind is AppendToLog:
             self.say("  append")
         elif isinstance(effect, AnswerDuplicate):

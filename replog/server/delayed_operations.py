@@ -54,9 +54,14 @@ from typing import Generic, TypeVar
 
 from replog.common import TopicPartitionKey
 from replog.errors import KafkaError, NotLeaderOrFollowerError
+from replog.replication.fetch_rules import (
+    WOKEN_COMPLETE,
+    WOKEN_READ,
+    WOKEN_WAIT,
+    woken_fetch_verdict,
+)
 from replog.replication.fetch_session import LeaderFetchSession
 from replog.replication.messages import (
-    NO_LEADER_EPOCH,
     NO_OFFSET,
     DeleteRecordsPartitionResult,
     FetchPartition,
@@ -361,37 +366,35 @@ class DelayedOperations:
         entries at `indexes` before a woken fetch re-reads.
 
         "complete": a condition that answers the fetch whatever it reads (A-C: no leader or
-        replica here; E: its current leader epoch is fenced now; F: its offset is past the
-        bound, e.g. the leader truncated, or outside the log; H: its last fetched epoch now
-        diverges). "read": data may exist below the bound; re-read and count it against
-        min_bytes (G). "wait": nothing changed for it.
+        replica here; E, F, H: `fetch_rules.woken_fetch_verdict`). "read": data may exist
+        below the bound; re-read and count it against min_bytes (G). "wait": nothing changed
+        for it.
         """
-        verdict = "wait"
+        verdict = WOKEN_WAIT
         entries = op.entries
         is_from_follower = op.is_from_follower
         for index in indexes:
             entry = entries[index]
             partition = self._partitions.get((entry.topic, entry.partition))
             if partition is None or partition.leader_state is None:
-                return "complete"
-            leader_state = partition.leader_state
-            if entry.current_leader_epoch not in (NO_LEADER_EPOCH, leader_state.leader_epoch):
-                return "complete"
+                return WOKEN_COMPLETE
             plog = partition.log
-            bound = plog.log_end_offset if is_from_follower else leader_state.high_watermark
-            if entry.fetch_offset > bound or entry.fetch_offset < plog.log_start_offset:
-                return "complete"
-            if entry.last_fetched_epoch != NO_LEADER_EPOCH:
-                end = plog.leader_epoch_cache.end_offset_for(
-                    entry.last_fetched_epoch, plog.log_end_offset
-                )
-                if (
-                    end.leader_epoch < entry.last_fetched_epoch
-                    or end.end_offset < entry.fetch_offset
-                ):
-                    return "complete"
-            if entry.fetch_offset < bound:
-                verdict = "read"
+            log_end_offset = plog.log_end_offset
+            entry_verdict = woken_fetch_verdict(
+                request_leader_epoch=entry.current_leader_epoch,
+                leader_epoch=partition.leader_state.leader_epoch,
+                fetch_offset=entry.fetch_offset,
+                last_fetched_epoch=entry.last_fetched_epoch,
+                is_follower=is_from_follower,
+                log_end_offset=log_end_offset,
+                high_watermark=partition.leader_state.high_watermark,
+                log_start_offset=plog.log_start_offset,
+                end_offset_for=_end_offsets_of(partition, log_end_offset),
+            )
+            if entry_verdict == WOKEN_COMPLETE:
+                return WOKEN_COMPLETE
+            if entry_verdict == WOKEN_READ:
+                verdict = WOKEN_READ
         return verdict
 
     def _try_complete_fetch(self, op: DelayedFetch, key: TopicPartitionKey) -> None:
@@ -399,12 +402,12 @@ class DelayedOperations:
         # Woken even when the verdict waits: its answer (HW, log start) may have moved.
         op.woken.update(indexes)
         verdict = self.fetch_wake_verdict(op, indexes)
-        if verdict == "wait":
+        if verdict == WOKEN_WAIT:
             return
         request = op.request
         read = self._read_fetch(request, self._clock(), op.reread())
         if (
-            verdict == "complete"
+            verdict == WOKEN_COMPLETE
             or read.bytes_read >= request.min_bytes
             or read.any_error
             or read.any_diverging
@@ -479,6 +482,12 @@ class DelayedOperations:
 
     def _shutting_down(self, where: str) -> NotLeaderOrFollowerError:
         return NotLeaderOrFollowerError(f"{where}: broker {self._broker_id} is shutting down")
+
+
+def _end_offsets_of(partition: Partition, log_end_offset: int) -> Callable[[int], tuple[int, int]]:
+    """The leader's (epoch, end offset) lookup of `partition`'s leader-epoch cache."""
+    cache = partition.log.leader_epoch_cache
+    return lambda epoch: cache.end_offset_for(epoch, log_end_offset)
 
 
 def _leader_log_start(partition: Partition) -> int:

@@ -34,6 +34,11 @@ Rules (docs/design/replication.md#acks-and-min-isr, #high-watermark, #isr-shrink
   offset (answered with it), else parked; it answers NOT_LEADER_OR_FOLLOWER once this broker
   no longer leads, and REQUEST_TIMED_OUT with the low watermark (-1 without a leader) at its
   deadline.
+- A follower told of a diverging epoch truncates by KIP-101/279 (`follower_truncation`), never
+  to its HW; a truncation point at or below the leader's log start restarts the log at that
+  log start instead (docs/design/replication.md#follower-truncation). Told OFFSET_OUT_OF_RANGE
+  (docs/design/replication.md#follower-out-of-range): a leader LEO below its own truncates to
+  it, a leader log start past its LEO restarts the log there, anything else backs off.
 - A new leadership or a new leader epoch first records the epoch at the log end offset in the
   leader-epoch cache (`AssignLeaderEpoch`).
 - A new leadership or an update of it re-checks every waiter and re-sends what is pending; a
@@ -62,11 +67,13 @@ from replog.errors import (
     RequestTimedOutError,
 )
 from replog.record.header import iter_frames, read_header, validate_batch
+from replog.replication.follower_truncation import offset_truncation_state
 from replog.replication.leader_state import PartitionLeaderState
 from replog.replication.messages import ACKS_ALL, NO_OFFSET
 from replog.replication.partition_effects import (
     ANSWER_OK,
     APPEND,
+    BACK_OFF,
     COMPLETE_OK,
     WAKE_ALL,
     WAKE_DELETES,
@@ -83,18 +90,22 @@ from replog.replication.partition_effects import (
     ParkProduce,
     PartitionEffect,
     Refuse,
+    RestartLogAt,
     ScheduleWakeup,
     SendAlterPartition,
+    TruncateTo,
 )
 from replog.replication.partition_events import (
     AlterPartitionAnswered,
     DeleteRecordsArrived,
+    DivergingEpochAnswered,
     FollowerFetchArrived,
     ImageRefreshed,
     LeadershipChanged,
     LeadershipLost,
     LogAppended,
     LogStartMoved,
+    OffsetOutOfRangeAnswered,
     ParkedDeleteRecordsExpired,
     ParkedDeleteRecordsWoken,
     ParkedProduceExpired,
@@ -409,6 +420,38 @@ class PartitionCore:
                 effects += (SendAlterPartition(change, shrink=True),)
         return effects
 
+    # --- the follower side ---------------------------------------------------------------------
+
+    def _diverging_epoch_answered(self, event: DivergingEpochAnswered, now_ms: int) -> Effects:
+        state = offset_truncation_state(
+            leader_epoch=event.leader_epoch,
+            leader_end_offset=event.leader_end_offset,
+            follower_end_offset_for=event.follower_end_offset_for,
+            follower_log_end_offset=event.follower_log_end_offset,
+            initial_fetch_offset=event.follower_high_watermark,
+        )
+        leader_log_start = event.leader_log_start_offset
+        if leader_log_start >= 0 and state.offset <= leader_log_start:
+            # Nothing of ours is wanted: from the truncation point on we diverge, and below the
+            # leader's log start it deleted everything. Truncating to that offset would also
+            # strand us when DeleteRecords left it inside a batch: the leader answers a fetch
+            # there with the whole batch, from its base below our LEO, and only an empty log
+            # may take that (tests/replication/test_random_faults.py holds this).
+            return (RestartLogAt(leader_log_start),)
+        return (TruncateTo(state.offset, state.truncation_completed),)
+
+    def _offset_out_of_range_answered(
+        self, event: OffsetOutOfRangeAnswered, now_ms: int
+    ) -> Effects:
+        leader_end = event.leader_log_end_offset
+        if 0 <= leader_end < event.follower_log_end_offset:
+            return (TruncateTo(leader_end),)
+        if event.leader_log_start_offset > event.follower_log_end_offset:
+            return (RestartLogAt(event.leader_log_start_offset),)
+        # Nothing local explains it (the leader could not place our epoch, or the answer
+        # lacked its offsets): retry after a back-off rather than spin.
+        return (BACK_OFF,)
+
     # --- metadata -----------------------------------------------------------------------------
 
     def _leadership_changed(self, event: LeadershipChanged, now_ms: int) -> Effects:
@@ -487,4 +530,6 @@ _HANDLERS: dict[type, Callable[[PartitionCore, PartitionEvent, int], Effects]] =
     ImageRefreshed: PartitionCore._image_refreshed,  # type: ignore[dict-item]
     AlterPartitionAnswered: PartitionCore._alter_partition_answered,  # type: ignore[dict-item]
     TimerFired: PartitionCore._timer_fired,  # type: ignore[dict-item]
+    DivergingEpochAnswered: PartitionCore._diverging_epoch_answered,  # type: ignore[dict-item]
+    OffsetOutOfRangeAnswered: PartitionCore._offset_out_of_range_answered,  # type: ignore[dict-item]
 }

@@ -112,6 +112,30 @@ class CompleteDeleteRecords:
 
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
+class TruncateTo:
+    """A follower truncates its log to `offset` (through the log, even at its LEO: that drops a
+    dangling epoch entry); `completed` False: it asks again with its new latest epoch."""
+
+    offset: int
+    completed: bool = True
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class RestartLogAt:
+    """A follower empties its log and restarts it at `offset` (the leader's log start)."""
+
+    offset: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class BackOff:
+    """A follower's partition waits `replica.fetch.backoff.ms` before it is fetched again."""
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
 class AdvanceHighWatermark:
     """The HW moved to `high_watermark`: mirror it into the log (its checkpoint) and re-check
     every waiter of this partition (produces, fetches, DeleteRecords)."""
@@ -159,6 +183,9 @@ PartitionEffect = (
     | MoveLogStart
     | ParkDeleteRecords
     | CompleteDeleteRecords
+    | TruncateTo
+    | RestartLogAt
+    | BackOff
     | AdvanceHighWatermark
     | WakeWaiters
     | SendAlterPartition
@@ -172,3 +199,4 @@ WAKE_FETCHES = WakeWaiters(produce=False, fetch=True, delete=False)
 WAKE_NOT_FETCHES = WakeWaiters(produce=True, fetch=False, delete=True)
 WAKE_DELETES = WakeWaiters(produce=False, fetch=False, delete=True)
 WAKE_ALL = WakeWaiters()
+BACK_OFF = BackOff()

@@ -11,6 +11,7 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from quorum.metadata.partition_registration import PartitionRegistration
@@ -120,6 +121,32 @@ class FollowerFetchArrived:
 
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
+class DivergingEpochAnswered:
+    """The leader answered this follower's fetch with a DivergingEpoch (or an
+    OffsetsForLeaderEpoch answer): its (epoch, end offset) for the follower's last epoch."""
+
+    leader_epoch: int
+    leader_end_offset: int
+    leader_log_start_offset: int  # -1: not in the answer
+    follower_log_end_offset: int
+    follower_high_watermark: int
+    # The follower's own (epoch, end offset) for an epoch (its leader-epoch cache against its
+    # LEO), or None when its log tracks no epochs; read only while the event is stepped.
+    follower_end_offset_for: Callable[[int], tuple[int, int] | None]
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class OffsetOutOfRangeAnswered:
+    """The leader answered this follower's fetch with OFFSET_OUT_OF_RANGE."""
+
+    leader_log_end_offset: int  # -1: not in the answer
+    leader_log_start_offset: int
+    follower_log_end_offset: int
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
 class LeadershipChanged:
     """A metadata image names this broker the leader, with `registration`. `config` and
     `eligibility` are read by a replica that starts leading; a leader already takes newer
@@ -183,6 +210,8 @@ PartitionEvent = (
     | ParkedDeleteRecordsWoken
     | ParkedDeleteRecordsExpired
     | FollowerFetchArrived
+    | DivergingEpochAnswered
+    | OffsetOutOfRangeAnswered
     | LeadershipChanged
     | LeadershipLost
     | ImageRefreshed

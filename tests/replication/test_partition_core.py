@@ -1,5 +1,6 @@
 """`PartitionCore` cases the scripts (testdata/*.txt) do not show: corruption reported before an
-idempotence error, events on a replica that does not lead, and events it does not know."""
+idempotence error, events on a replica that does not lead, events it does not know, and the
+follower's answers to a divergence at the leader's log start and to OFFSET_OUT_OF_RANGE."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from replog.record import build_batch, read_header
 from replog.replication.leader_state import PartitionReplicationConfig, ReplicaEligibility
 from replog.replication.messages import ACKS_LEADER
 from replog.replication.partition_core import PartitionCore
-from replog.replication.partition_effects import Refuse
+from replog.replication.partition_effects import BackOff, Refuse, RestartLogAt, TruncateTo
 from replog.replication.partition_events import (
+    DivergingEpochAnswered,
     FollowerFetchArrived,
     LeadershipChanged,
+    OffsetOutOfRangeAnswered,
     ProduceArrived,
     TimerFired,
 )
@@ -97,3 +100,21 @@ def test_a_timer_for_a_replica_that_does_not_lead_does_nothing() -> None:
 def test_an_unknown_event_is_a_type_error_naming_the_partition() -> None:
     with pytest.raises(TypeError, match="t-0: not a partition event"):
         core().step(object(), NOW_MS)  # type: ignore[arg-type]
+
+
+def test_a_divergence_at_or_below_the_leaders_log_start_restarts_the_log_there() -> None:
+    def follower_end_offset_for(epoch: int) -> tuple[int, int]:
+        return (epoch, 8)
+
+    answered = DivergingEpochAnswered(3, 5, 6, 10, 4, follower_end_offset_for)
+    assert core().step(answered, NOW_MS) == (RestartLogAt(6),)
+    below_the_log_start = DivergingEpochAnswered(3, 5, 2, 10, 4, follower_end_offset_for)
+    assert core().step(below_the_log_start, NOW_MS) == (TruncateTo(5),)
+
+
+def test_offset_out_of_range_truncates_restarts_or_backs_off() -> None:
+    partition = core()
+    assert partition.step(OffsetOutOfRangeAnswered(7, 0, 9), NOW_MS) == (TruncateTo(7),)
+    assert partition.step(OffsetOutOfRangeAnswered(20, 12, 9), NOW_MS) == (RestartLogAt(12),)
+    assert partition.step(OffsetOutOfRangeAnswered(20, 3, 9), NOW_MS) == (BackOff(),)
+    assert partition.step(OffsetOutOfRangeAnswered(-1, 3, 9), NOW_MS) == (BackOff(),)

@@ -7,8 +7,8 @@ cache (epoch, start offset) entries, a flushed offset and a high watermark (set 
 leader's does not advance here, a follower's follows its leader's after each fetch). A fetch
 runs the pure decisions the real broker runs: the leader's diverging-epoch check
 (`fetch_rules`) against its cache's end offset for the follower's last epoch, and the
-follower's truncation
-(`follower_truncation`), one round per fetch. The cache's lookup is modelled here on Kafka's
+follower's truncation (its `PartitionCore`'s `DivergingEpochAnswered`, over
+`follower_truncation`), one round per fetch. The cache's lookup is modelled here on Kafka's
 `LeaderEpochFileCache.endOffsetFor` (replog's is in replog/storage, `leader_epoch_cache.py`).
 
 Commands:
@@ -31,6 +31,7 @@ of fetches (convergence: one truncation round per divergent epoch).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from uuid import UUID
 
 from replog.errors import KafkaError
 from replog.replication.fetch_rules import diverging_epoch
@@ -38,8 +39,11 @@ from replog.replication.follower_truncation import (
     UNDEFINED_END_OFFSET,
     UNDEFINED_LEADER_EPOCH,
     initial_fetch_offset,
-    offset_truncation_state,
 )
+from replog.replication.partition_core import PartitionCore
+from replog.replication.partition_effects import RestartLogAt, TruncateTo
+from replog.replication.partition_events import DivergingEpochAnswered
+from replog.replication.producer_state import ProducerStateTable
 from tests.scenario_scripts import dispatch
 
 SYNC_ROUNDS_MAX = 20
@@ -51,6 +55,17 @@ class Replica:
     cache: list[tuple[int, int]] = field(default_factory=list)  # (epoch, start offset)
     flushed: int = 0
     hw: int = 0
+    # The replica's decisions (its follower side here), as the broker's `Partition` holds them.
+    core: PartitionCore = field(
+        default_factory=lambda: PartitionCore(
+            topic="t",
+            topic_id=UUID(int=0x101),
+            partition=0,
+            local_broker_id=0,
+            producers=ProducerStateTable("t-0"),
+            alter_partition_retry_ms=1000,
+        )
+    )
 
     @property
     def leo(self) -> int:
@@ -67,6 +82,10 @@ class Replica:
         while self.cache and (self.cache[-1][0] >= epoch or self.cache[-1][1] >= start):
             self.cache.pop()
         self.cache.append((epoch, start))
+
+    def end_offset_for_follower(self, epoch: int) -> tuple[int, int] | None:
+        """The follower's lookup: None while its log tracks no epochs."""
+        return self.end_offset_for(epoch) if self.cache else None
 
     def end_offset_for(self, epoch: int) -> tuple[int, int]:
         """Kafka's `endOffsetFor(epoch, LEO)`."""
@@ -136,18 +155,28 @@ class TruncationScenario:
                 f"  {leader_id}->{follower_id} diverging epoch={diverging.leader_epoch} "
                 f"end={diverging.end_offset}"
             )
-            state = offset_truncation_state(
-                leader_epoch=diverging.leader_epoch,
-                leader_end_offset=diverging.end_offset,
-                follower_end_offset_for=follower.end_offset_for,
-                follower_log_end_offset=follower.leo,
-                initial_fetch_offset=follower.hw,
+            (decided,) = follower.core.step(
+                DivergingEpochAnswered(
+                    diverging.leader_epoch,
+                    diverging.end_offset,
+                    0,  # the leader's log start: every log here starts at 0
+                    follower.leo,
+                    follower.hw,
+                    follower.end_offset_for_follower,
+                ),
+                0,
             )
-            again = "" if state.truncation_completed else ", asks again"
-            self.say(f"  {follower_id} truncates to {state.offset}{again}")
-            changed = state.offset < follower.leo
-            follower.truncate_to(state.offset)
-            return changed
+            before = follower.leo
+            if isinstance(decided, RestartLogAt):
+                self.say(f"  {follower_id} restarts its log at {decided.offset}")
+                follower.truncate_to(0)
+                follower.cache = []
+                return before > 0
+            assert isinstance(decided, TruncateTo)
+            again = "" if decided.completed else ", asks again"
+            self.say(f"  {follower_id} truncates to {decided.offset}{again}")
+            follower.truncate_to(decided.offset)
+            return decided.offset < before
         copied = leader.epochs[follower.leo :]
         if copied:
             self.say(f"  {leader_id}->{follower_id} records [{follower.leo},{leader.leo})")

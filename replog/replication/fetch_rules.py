@@ -21,6 +21,11 @@ Rules (docs/design/replication.md#offsetsforleaderepoch, #truncate-on-fetch, #re
 - A fetch is answered at once (not parked in the purgatory) when MaxWaitMs <= 0, it names no
   partitions, it read at least MinBytes, any partition had an error, or any partition reported a
   diverging epoch.
+- A parked fetch woken by a partition it reads (docs/design/replication.md#delayed-fetch-completion)
+  completes whatever it would read when that partition's current leader epoch no longer
+  matches the request's (E), its offset is past the bound (a follower's: the LEO; a consumer's:
+  the HW) or below the log start (F), or its last fetched epoch now diverges (H); it re-reads
+  when data may exist below the bound (G); else it waits.
 
 Theory of operation: pure functions the replica manager calls per partition while it builds a
 Fetch answer; errors are raised as `replog.errors` classes whose message names the
@@ -29,6 +34,8 @@ partition's error field.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from replog.common.offsets import NO_LEADER_EPOCH as NO_LEADER_EPOCH
 from replog.errors import FencedLeaderEpochError, OffsetOutOfRangeError, UnknownLeaderEpochError
@@ -132,3 +139,35 @@ def answer_immediately(
         or any_error
         or any_diverging
     )
+
+
+WOKEN_COMPLETE = "complete"
+WOKEN_READ = "read"
+WOKEN_WAIT = "wait"
+
+
+def woken_fetch_verdict(
+    *,
+    request_leader_epoch: int,
+    leader_epoch: int,
+    fetch_offset: int,
+    last_fetched_epoch: int,
+    is_follower: bool,
+    log_end_offset: int,
+    high_watermark: int,
+    log_start_offset: int,
+    end_offset_for: Callable[[int], tuple[int, int]],
+) -> str:
+    """One entry of a woken parked fetch (Rules): WOKEN_COMPLETE, WOKEN_READ or WOKEN_WAIT.
+    `end_offset_for(epoch)` is the leader's (epoch, end offset) for an epoch, asked only when
+    the request names a last fetched epoch."""
+    if request_leader_epoch not in (NO_LEADER_EPOCH, leader_epoch):
+        return WOKEN_COMPLETE
+    bound = log_end_offset if is_follower else high_watermark
+    if fetch_offset > bound or fetch_offset < log_start_offset:
+        return WOKEN_COMPLETE
+    if last_fetched_epoch != NO_LEADER_EPOCH:
+        end_epoch, end_offset = end_offset_for(last_fetched_epoch)
+        if end_epoch < last_fetched_epoch or end_offset < fetch_offset:
+            return WOKEN_COMPLETE
+    return WOKEN_READ if fetch_offset < bound else WOKEN_WAIT

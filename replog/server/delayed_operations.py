@@ -3,11 +3,11 @@ DeleteRecords that wait in a purgatory, and when each completes, expires or is c
 
 Rules (docs/design/replication.md#acks-and-min-isr, #delayed-fetch-completion, #low-watermark;
 Kafka's `DelayedProduce`, `DelayedFetch`, `DelayedDeleteRecords`):
-- A waiting produce partition is done when the leader core says so (`acks_all_outcome`: HW
-  past the append, or an error such as NOT_ENOUGH_REPLICAS_AFTER_APPEND); a waiting
-  DeleteRecords partition when the low watermark reaches its offset. Either answers
-  NOT_LEADER_OR_FOLLOWER (with the current leader for a produce) as soon as this broker no
-  longer leads that replica, and REQUEST_TIMED_OUT naming the offset at its deadline.
+- A waiting produce or DeleteRecords partition is done, with what, when its partition core
+  says so (`partition_core`: the HW past the append, or the low watermark at the offset;
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND; NOT_LEADER_OR_FOLLOWER once this broker no longer leads
+  that replica, with the current leader for a produce; REQUEST_TIMED_OUT naming the offset at
+  its deadline).
 - A woken fetch first takes the cheap docs/design/replication.md#delayed-fetch-completion look
   (`fetch_wake_verdict`) at the partition that woke it; only when something may have changed
   there does it re-read, and it completes when the read reaches `min_bytes`, has an error or a
@@ -53,10 +53,15 @@ from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 from replog.common import TopicPartitionKey
-from replog.errors import KafkaError, NotLeaderOrFollowerError, RequestTimedOutError
+from replog.errors import KafkaError, NotLeaderOrFollowerError
+from replog.replication.fetch_rules import (
+    WOKEN_COMPLETE,
+    WOKEN_READ,
+    WOKEN_WAIT,
+    woken_fetch_verdict,
+)
 from replog.replication.fetch_session import LeaderFetchSession
 from replog.replication.messages import (
-    NO_LEADER_EPOCH,
     NO_OFFSET,
     DeleteRecordsPartitionResult,
     FetchPartition,
@@ -65,6 +70,13 @@ from replog.replication.messages import (
     FetchResponse,
     LeaderIdAndEpoch,
     ProducePartitionResult,
+)
+from replog.replication.partition_effects import CompleteDeleteRecords, CompleteParked
+from replog.replication.partition_events import (
+    ParkedDeleteRecordsExpired,
+    ParkedDeleteRecordsWoken,
+    ParkedProduceExpired,
+    ParkedProduceWoken,
 )
 from replog.replication.purgatory import Purgatory
 from replog.server.partition import Partition
@@ -229,10 +241,6 @@ class DelayedOperations:
             "delete-records", pending_max
         )
 
-    def _replaced(self, partition: Partition) -> bool:
-        """Whether `partition` is no longer this broker's replica of its topic-partition."""
-        return self._partitions.get(partition.key) is not partition
-
     # --- waiting --------------------------------------------------------------------------
 
     async def wait_produce(self, op: DelayedProduce, deadline_ms: int) -> None:
@@ -320,46 +328,36 @@ class DelayedOperations:
 
     def check_produce(self, op: DelayedProduce) -> bool:
         """Complete the partitions of `op` that are done; True when none waits any more."""
+        now_ms = self._clock()
         for index, (partition, required_offset) in list(op.pending.items()):
-            result = op.results[index]
-            leader_state = partition.leader_state
-            if leader_state is None or self._replaced(partition):
-                error: KafkaError | None = NotLeaderOrFollowerError(
-                    f"{partition.name}: broker {self._broker_id} stopped leading before offset "
-                    f"{required_offset - 1} was replicated"
-                )
+            # A replaced replica was stopped: its core leads nothing and answers so.
+            effects = partition.core.step(ParkedProduceWoken(required_offset), now_ms)
+            if not effects:
+                continue
+            completed = effects[0]
+            assert isinstance(completed, CompleteParked)
+            error = completed.error
+            if isinstance(error, NotLeaderOrFollowerError):
                 op.results[index] = replace(
-                    result,
+                    op.results[index],
                     error=error,
                     current_leader=self._current_leader(partition.topic, partition.partition),
                 )
-                del op.pending[index]
-                continue
-            done, error = leader_state.acks_all_outcome(required_offset)
-            if done:
-                if error is not None:
-                    op.results[index] = replace(result, error=error)
-                del op.pending[index]
+            elif error is not None:
+                op.results[index] = replace(op.results[index], error=error)
+            del op.pending[index]
         return not op.pending
 
     def check_delete_records(self, op: DelayedDeleteRecords) -> bool:
         """Complete the partitions of `op` whose low watermark arrived; True when all did."""
+        now_ms = self._clock()
         for index, (partition, offset) in list(op.pending.items()):
-            leader_state = partition.leader_state
-            result = op.results[index]
-            if leader_state is None or self._replaced(partition):
-                op.results[index] = replace(
-                    result,
-                    error=NotLeaderOrFollowerError(
-                        f"{partition.name}: broker {self._broker_id} stopped leading before the "
-                        f"low watermark reached {offset}"
-                    ),
-                )
-                del op.pending[index]
-                continue
-            low_watermark = leader_state.low_watermark(partition.log.log_start_offset)
-            if low_watermark >= offset:
-                op.results[index] = replace(result, low_watermark=low_watermark)
+            woken = ParkedDeleteRecordsWoken(offset, _leader_log_start(partition))
+            effects = partition.core.step(woken, now_ms)
+            if effects:
+                completed = effects[0]
+                assert isinstance(completed, CompleteDeleteRecords)
+                op.results[index] = completed.applied_to(op.results[index])
                 del op.pending[index]
         return not op.pending
 
@@ -368,37 +366,35 @@ class DelayedOperations:
         entries at `indexes` before a woken fetch re-reads.
 
         "complete": a condition that answers the fetch whatever it reads (A-C: no leader or
-        replica here; E: its current leader epoch is fenced now; F: its offset is past the
-        bound, e.g. the leader truncated, or outside the log; H: its last fetched epoch now
-        diverges). "read": data may exist below the bound; re-read and count it against
-        min_bytes (G). "wait": nothing changed for it.
+        replica here; E, F, H: `fetch_rules.woken_fetch_verdict`). "read": data may exist
+        below the bound; re-read and count it against min_bytes (G). "wait": nothing changed
+        for it.
         """
-        verdict = "wait"
+        verdict = WOKEN_WAIT
         entries = op.entries
         is_from_follower = op.is_from_follower
         for index in indexes:
             entry = entries[index]
             partition = self._partitions.get((entry.topic, entry.partition))
             if partition is None or partition.leader_state is None:
-                return "complete"
-            leader_state = partition.leader_state
-            if entry.current_leader_epoch not in (NO_LEADER_EPOCH, leader_state.leader_epoch):
-                return "complete"
+                return WOKEN_COMPLETE
             plog = partition.log
-            bound = plog.log_end_offset if is_from_follower else leader_state.high_watermark
-            if entry.fetch_offset > bound or entry.fetch_offset < plog.log_start_offset:
-                return "complete"
-            if entry.last_fetched_epoch != NO_LEADER_EPOCH:
-                end = plog.leader_epoch_cache.end_offset_for(
-                    entry.last_fetched_epoch, plog.log_end_offset
-                )
-                if (
-                    end.leader_epoch < entry.last_fetched_epoch
-                    or end.end_offset < entry.fetch_offset
-                ):
-                    return "complete"
-            if entry.fetch_offset < bound:
-                verdict = "read"
+            log_end_offset = plog.log_end_offset
+            entry_verdict = woken_fetch_verdict(
+                request_leader_epoch=entry.current_leader_epoch,
+                leader_epoch=partition.leader_state.leader_epoch,
+                fetch_offset=entry.fetch_offset,
+                last_fetched_epoch=entry.last_fetched_epoch,
+                is_follower=is_from_follower,
+                log_end_offset=log_end_offset,
+                high_watermark=partition.leader_state.high_watermark,
+                log_start_offset=plog.log_start_offset,
+                end_offset_for=_end_offsets_of(partition, log_end_offset),
+            )
+            if entry_verdict == WOKEN_COMPLETE:
+                return WOKEN_COMPLETE
+            if entry_verdict == WOKEN_READ:
+                verdict = WOKEN_READ
         return verdict
 
     def _try_complete_fetch(self, op: DelayedFetch, key: TopicPartitionKey) -> None:
@@ -406,12 +402,12 @@ class DelayedOperations:
         # Woken even when the verdict waits: its answer (HW, log start) may have moved.
         op.woken.update(indexes)
         verdict = self.fetch_wake_verdict(op, indexes)
-        if verdict == "wait":
+        if verdict == WOKEN_WAIT:
             return
         request = op.request
         read = self._read_fetch(request, self._clock(), op.reread())
         if (
-            verdict == "complete"
+            verdict == WOKEN_COMPLETE
             or read.bytes_read >= request.min_bytes
             or read.any_error
             or read.any_diverging
@@ -421,34 +417,25 @@ class DelayedOperations:
     # --- deadlines ------------------------------------------------------------------------
 
     def expire_produce(self, op: DelayedProduce) -> None:
-        """Answer `op` now: what is done as done, the rest REQUEST_TIMED_OUT."""
+        """Answer `op` now: what is done as done, the rest as each partition's core says."""
         self.check_produce(op)
-        op.fail_pending(
-            lambda partition, required_offset: RequestTimedOutError(
-                f"{partition.name}: offset {required_offset - 1} was not replicated to the "
-                "ISR before the request's timeout"
-            )
-        )
+        now_ms = self._clock()
+        for index, (partition, required_offset) in op.pending.items():
+            (expired,) = partition.core.step(ParkedProduceExpired(required_offset), now_ms)
+            assert isinstance(expired, CompleteParked)
+            op.results[index] = replace(op.results[index], error=expired.error)
+        op.pending.clear()
         op.finish(op.results)
 
     def expire_delete_records(self, op: DelayedDeleteRecords) -> None:
-        """Answer `op` now: what arrived as done, the rest REQUEST_TIMED_OUT."""
+        """Answer `op` now: what arrived as done, the rest as each partition's core says."""
         self.check_delete_records(op)
+        now_ms = self._clock()
         for index, (partition, offset) in op.pending.items():
-            leader_state = partition.leader_state
-            low_watermark = (
-                leader_state.low_watermark(partition.log.log_start_offset)
-                if leader_state is not None
-                else NO_OFFSET
-            )
-            op.results[index] = replace(
-                op.results[index],
-                error=RequestTimedOutError(
-                    f"{partition.name}: the low watermark {low_watermark} did not reach "
-                    f"{offset} before the request's timeout"
-                ),
-                low_watermark=low_watermark,
-            )
+            expired_event = ParkedDeleteRecordsExpired(offset, _leader_log_start(partition))
+            (expired,) = partition.core.step(expired_event, now_ms)
+            assert isinstance(expired, CompleteDeleteRecords)
+            op.results[index] = expired.applied_to(op.results[index])
         op.pending.clear()
         op.finish(op.results)
 
@@ -495,6 +482,18 @@ class DelayedOperations:
 
     def _shutting_down(self, where: str) -> NotLeaderOrFollowerError:
         return NotLeaderOrFollowerError(f"{where}: broker {self._broker_id} is shutting down")
+
+
+def _end_offsets_of(partition: Partition, log_end_offset: int) -> Callable[[int], tuple[int, int]]:
+    """The leader's (epoch, end offset) lookup of `partition`'s leader-epoch cache."""
+    cache = partition.log.leader_epoch_cache
+    return lambda epoch: cache.end_offset_for(epoch, log_end_offset)
+
+
+def _leader_log_start(partition: Partition) -> int:
+    """The log start a led replica's low watermark starts from; -1 once it leads no more (its
+    log may be closed)."""
+    return partition.log.log_start_offset if partition.leader_state is not None else NO_OFFSET
 
 
 async def _wait(op: _OpT, purgatory: Purgatory[TopicPartitionKey, _OpT]) -> object:

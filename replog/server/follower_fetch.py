@@ -31,12 +31,12 @@ Rules (docs/design/replication.md#follower-truncation, #truncate-on-fetch, #foll
   error: the partition backs off and fetches it again); none may carry a leader epoch after
   the leader's own, a bit flipped in that field outside the CRC. HW := the leader's HW clamped
   into the local log; the log start follows the leader's, but never past the local HW.
-- A DivergingEpoch truncates by the KIP-101/KIP-279 rule (`offset_truncation_state`), never to
-  the HW, and the next fetch goes at once. A truncation point at or below the leader's log
-  start offset restarts the log at that offset instead (Kafka truncates to it, and then cannot
-  append when DeleteRecords left it inside a batch).
+- A DivergingEpoch truncates by the KIP-101/KIP-279 rule, never to the HW, and the next fetch
+  goes at once. A truncation point at or below the leader's log start offset restarts the log
+  at that offset instead (Kafka truncates to it, and then cannot append when DeleteRecords
+  left it inside a batch). The partition's core decides both (`partition_core`).
 - OFFSET_OUT_OF_RANGE follows docs/design/replication.md#follower-out-of-range with the leader's LEO
-  and log start offset from the answer:
+  and log start offset from the answer, as the partition's core decides:
   the leader's LEO below ours truncates to it; the leader's log start past our LEO restarts the
   log there; anything else backs off.
 - A corrupt batch (CRC-32C or framing; found here, or answered CORRUPT_MESSAGE by the leader)
@@ -51,7 +51,8 @@ Rules (docs/design/replication.md#follower-truncation, #truncate-on-fetch, #foll
 Theory of operation: `FollowerFetchSteps` owns no replicas; it reads and steps the replica
 manager's partitions through the mapping it is given, and the manager calls `touch(key)`
 whenever it adds a partition to that mapping, removes one or gives one a role. The pure
-cores decide (`follower_truncation`); this class applies their answers to the logs. Back-off
+cores decide (each partition's `PartitionCore` for truncation and out-of-range answers,
+`follower_truncation`); this class applies their answers to the logs. Back-off
 deadlines live on each partition's `FollowerFetchState`; the manager's timer calls
 `end_backoffs(now_ms)` and asks `next_backoff_end_ms()`, and `on_new_deadline` tells that timer
 back-offs started. The back-offs one answer (or one failed fetch) starts share their deadline,
@@ -78,16 +79,15 @@ from replog.errors import (
 )
 from replog.record.header import LOG_OVERHEAD, read_frame, validate_batch
 from replog.replication.fetch_session import FetchChanges
-from replog.replication.follower_truncation import (
-    follower_high_watermark,
-    offset_truncation_state,
-)
+from replog.replication.follower_truncation import follower_high_watermark
 from replog.replication.messages import (
     FetchPartition,
     FetchPartitionResult,
     FetchRequest,
     FetchResponse,
 )
+from replog.replication.partition_effects import BackOff, RestartLogAt, TruncateTo
+from replog.replication.partition_events import DivergingEpochAnswered, OffsetOutOfRangeAnswered
 from replog.replication.replication_quota import ReplicationQuota
 from replog.server.log_summaries import few_names
 from replog.server.metrics.instruments import BrokerCounters
@@ -548,6 +548,7 @@ class FollowerFetchSteps:
                 result.diverging_epoch.leader_epoch,
                 result.diverging_epoch.end_offset,
                 result.log_start_offset,
+                now_ms,
             )
             follower.backoff_until_ms = 0
             return
@@ -582,7 +583,7 @@ class FollowerFetchSteps:
         if isinstance(error, CorruptRecordError):
             raise error  # as if found here (`process`)
         if isinstance(error, OffsetOutOfRangeError):
-            if _follow_out_of_range(partition, result):
+            if _follow_out_of_range(partition, result, now_ms):
                 follower = partition.follower
                 assert follower is not None
                 follower.backoff_until_ms = 0
@@ -729,8 +730,13 @@ class PlanAsBuilt(Mapping[TopicPartitionKey, FetchPartition]):
 
 
 def _truncate_on_divergence(
-    partition: Partition, leader_epoch: int, leader_end_offset: int, leader_log_start_offset: int
+    partition: Partition,
+    leader_epoch: int,
+    leader_end_offset: int,
+    leader_log_start_offset: int,
+    now_ms: int,
 ) -> None:
+    """Truncate as the partition's core decides on a diverging epoch (`partition_core`)."""
     plog = partition.log
     cache = plog.leader_epoch_cache
 
@@ -740,34 +746,34 @@ def _truncate_on_divergence(
         end = cache.end_offset_for(epoch, plog.log_end_offset)
         return (end.leader_epoch, end.end_offset)
 
-    state = offset_truncation_state(
-        leader_epoch=leader_epoch,
-        leader_end_offset=leader_end_offset,
-        follower_end_offset_for=follower_end_offset_for,
-        follower_log_end_offset=plog.log_end_offset,
-        initial_fetch_offset=plog.high_watermark,
+    (decided,) = partition.core.step(
+        DivergingEpochAnswered(
+            leader_epoch,
+            leader_end_offset,
+            leader_log_start_offset,
+            plog.log_end_offset,
+            plog.high_watermark,
+            follower_end_offset_for,
+        ),
+        now_ms,
     )
-    if leader_log_start_offset >= 0 and state.offset <= leader_log_start_offset:
-        # Nothing of ours is wanted: from the truncation point on we diverge, and below the
-        # leader's log start it deleted everything. Truncating to that offset would also
-        # strand us when DeleteRecords left it inside a batch: the leader answers a fetch
-        # there with the whole batch, from its base below our LEO, and only an empty log may
-        # take that (tests/replication/test_random_faults.py holds this).
+    if isinstance(decided, RestartLogAt):
         log.info(
             "%s: diverging epoch %d ends at %d, at or below the leader's log start %d; "
             "restarting the log there",
             partition.name,
             leader_epoch,
             leader_end_offset,
-            leader_log_start_offset,
+            decided.offset,
         )
-        partition.truncate_fully_and_start_at(leader_log_start_offset)
+        partition.truncate_fully_and_start_at(decided.offset)
         return
-    if state.offset < plog.high_watermark:
+    assert isinstance(decided, TruncateTo)
+    if decided.offset < plog.high_watermark:
         log.warning(
             "%s: truncating to %d, below the high watermark %d (diverging epoch %d@%d)",
             partition.name,
-            state.offset,
+            decided.offset,
             plog.high_watermark,
             leader_epoch,
             leader_end_offset,
@@ -776,41 +782,46 @@ def _truncate_on_divergence(
         log.info(
             "%s: truncating to %d after diverging epoch %d ending at %d%s",
             partition.name,
-            state.offset,
+            decided.offset,
             leader_epoch,
             leader_end_offset,
-            "" if state.truncation_completed else " (not done: asks again)",
+            "" if decided.completed else " (not done: asks again)",
         )
     # Always through the log: even a target at the LEO drops a dangling epoch entry
     # (docs/design/replication.md#leader-epoch-cache).
-    partition.truncate_to(state.offset)
+    partition.truncate_to(decided.offset)
 
 
-def _follow_out_of_range(partition: Partition, result: FetchPartitionResult) -> bool:
-    """docs/design/replication.md#follower-out-of-range with the leader's LEO and log start offset
-    from the answer; False: back off."""
+def _follow_out_of_range(partition: Partition, result: FetchPartitionResult, now_ms: int) -> bool:
+    """docs/design/replication.md#follower-out-of-range as the partition's core decides, with
+    the leader's LEO and log start offset from the answer; False: back off."""
     plog = partition.log
     leader_log_end_offset = result.log_end_offset
     leader_log_start_offset = result.log_start_offset
-    if leader_log_end_offset >= 0 and leader_log_end_offset < plog.log_end_offset:
+    (decided,) = partition.core.step(
+        OffsetOutOfRangeAnswered(
+            leader_log_end_offset, leader_log_start_offset, plog.log_end_offset
+        ),
+        now_ms,
+    )
+    if isinstance(decided, TruncateTo):
         log.warning(
             "%s: the leader's LEO %d is below ours %d; truncating to it",
             partition.name,
             leader_log_end_offset,
             plog.log_end_offset,
         )
-        partition.truncate_to(leader_log_end_offset)
-    elif leader_log_start_offset > plog.log_end_offset:
+        partition.truncate_to(decided.offset)
+    elif isinstance(decided, RestartLogAt):
         log.warning(
             "%s: the leader's log starts at %d, past our LEO %d; restarting the log there",
             partition.name,
             leader_log_start_offset,
             plog.log_end_offset,
         )
-        partition.truncate_fully_and_start_at(leader_log_start_offset)
+        partition.truncate_fully_and_start_at(decided.offset)
     else:
-        # Nothing local explains it (the leader could not place our epoch, or the answer
-        # lacked its offsets): retry after a back-off rather than spin.
+        assert isinstance(decided, BackOff)
         log.warning(
             "%s: OFFSET_OUT_OF_RANGE at %d (leader LEO %d, log start %d): %s",
             partition.name,

@@ -19,9 +19,9 @@ Rules (docs/design/replication.md#end-offset-for-an-epoch, #read-bounds, #low-wa
   are OFFSET_NOT_AVAILABLE (retriable), as in Kafka: "latest" would be a stale HW, and "no
   record at or after that time" may be false.
 - OffsetsForLeaderEpoch answers the leader-epoch cache's end offset for the asked epoch.
-- DeleteRecords needs cleanup.policy to include "delete" (else POLICY_VIOLATION); offset -1
-  means the HW, an offset outside [0, HW] is OFFSET_OUT_OF_RANGE; the log start offset rises
-  to it at once. Waiting for the low watermark is the delayed operation's.
+- DeleteRecords: the log start offset rises at once to the offset the partition's core chose
+  (`partition_core`: the policy and range checks, the purgatory bound, the wait for the low
+  watermark).
 
 Theory of operation: plain functions of a `Partition` that this broker leads; the replica
 manager finds the partition (or the error Kafka answers instead) and does any waking.
@@ -32,8 +32,6 @@ from __future__ import annotations
 from replog.errors import (
     InvalidRequestError,
     OffsetNotAvailableError,
-    OffsetOutOfRangeError,
-    PolicyViolationError,
 )
 from replog.replication.fetch_rules import check_current_leader_epoch
 from replog.replication.leader_state import PartitionLeaderState
@@ -45,7 +43,6 @@ from replog.replication.messages import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     NO_LEADER_EPOCH,
-    DeleteRecordsPartition,
     ListOffsetsPartition,
     ListOffsetsPartitionResult,
     OffsetForLeaderPartition,
@@ -147,32 +144,7 @@ def offset_for_leader_epoch(
     )
 
 
-def delete_records_offset(partition: Partition, entry: DeleteRecordsPartition) -> int:
-    """The offset `entry` asks the log start of a partition this broker leads to move to, and
-    the low watermark to reach for the request to be done
-    (docs/design/replication.md#low-watermark); nothing changes yet.
-
-    POLICY_VIOLATION without the delete policy, OFFSET_OUT_OF_RANGE outside [0, HW].
-    """
-    leader_state = partition.leader_state
-    assert leader_state is not None, f"{partition.name}: not the leader"
-    plog = partition.log
-    where = partition.name
-    if "delete" not in (p.strip() for p in plog.config.cleanup_policy.split(",")):
-        raise PolicyViolationError(
-            f"{where}: records cannot be deleted with cleanup.policy={plog.config.cleanup_policy}"
-        )
-    high_watermark = leader_state.high_watermark
-    offset = high_watermark if entry.offset == -1 else entry.offset
-    if offset < 0 or offset > high_watermark:
-        raise OffsetOutOfRangeError(
-            f"{where}: cannot delete records before offset {entry.offset}: outside "
-            f"[0, high watermark {high_watermark}]"
-        )
-    return offset
-
-
 def delete_records_on_leader(partition: Partition, offset: int) -> bool:
-    """Raise the log start offset of a partition this broker leads to `offset`, which
-    `delete_records_offset` returned; whether it moved."""
+    """Raise the log start offset of a partition this broker leads to `offset`, which its
+    core chose (`partition_core`, `MoveLogStart`); whether it moved."""
     return partition.log.increment_log_start_offset(offset, "delete records")

@@ -42,6 +42,7 @@ log = logging.getLogger("replog.server.group_coordinator")
 
 RETRY_BACKOFF_MS_DEFAULT = 500
 
+
 def offsets_topic_configs(segment_bytes: int) -> dict[str, str]:
     """The topic configs `__consumer_offsets` is created with (module Rules)."""
     return {

@@ -2,13 +2,15 @@
 
 Rules (docs/design/replication.md#leader-epoch-cache, #truncate-on-fetch, #caught-up-time,
 #high-watermark; Kafka's `Partition.makeLeader` / `makeFollower`):
-- A replica is a leader (it holds a `PartitionLeaderState`, the pure core of HW, ISR and acks),
+- A replica's decisions are its `PartitionCore` (`partition_core`), which the replica manager
+  steps and whose effects it executes; role changes step it here.
+- A replica is a leader (it holds a `PartitionLeaderState`, the core's leader state),
   a follower (it holds a `FollowerFetchState`: whom it fetches from, at which leader epoch, its
   fetch offset and last fetched leader epoch, and a back-off deadline), or neither (stopped).
 - Becoming leader of a new leader epoch writes `assign(leader_epoch, LEO)` into the leader-epoch
-  cache before anything else, synchronously: a follower may hold entries of an epoch this
-  replica never saw, and this replica must still answer with a boundary above them
-  (docs/design/replication.md#leader-epoch-cache).
+  cache (the core's `AssignLeaderEpoch`) before anything else, synchronously: a follower may
+  hold entries of an epoch this replica never saw, and this replica must still answer with a
+  boundary above them (docs/design/replication.md#leader-epoch-cache).
 - Every replica keeps the idempotent-producer table, leader or follower, as Kafka's do, so a
   follower that is elected answers produces at once, without reading its log. The table is
   loaded when the replica first takes a role, unless the broker's start-up loaded it already,
@@ -51,6 +53,9 @@ from replog.replication.leader_state import (
     ReplicaEligibility,
 )
 from replog.replication.messages import NO_LEADER_EPOCH, FetchPartitionResult, LeaderIdAndEpoch
+from replog.replication.partition_core import Effects, PartitionCore
+from replog.replication.partition_effects import AssignLeaderEpoch
+from replog.replication.partition_events import LeadershipChanged, LeadershipLost
 from replog.replication.producer_snapshot import encode_producer_snapshot
 from replog.replication.producer_state import ProducerStateTable
 from replog.server.producer_state_loader import (
@@ -97,6 +102,7 @@ class Partition:
         log_manager: LogManager,
         producer_expiry: Callable[[], ProducerExpiry] | None = None,
         preloaded: PreloadedTable | None = None,
+        alter_partition_retry_ms: int = 1000,
     ) -> None:
         self.topic = topic
         self.topic_id = topic_id
@@ -125,6 +131,16 @@ class Partition:
             self.producer_state = ProducerStateTable(self.name)
             self.producer_state_loaded = False
             self._snapshots_pruned_below = -1
+        # The replica's decisions (`partition_core`); `leader_state` is its leader state,
+        # kept here as a plain attribute for the per-fetch reads.
+        self.core = PartitionCore(
+            topic=topic,
+            topic_id=topic_id,
+            partition=partition,
+            local_broker_id=local_broker_id,
+            producers=self.producer_state,
+            alter_partition_retry_ms=alter_partition_retry_ms,
+        )
         self.stopped = False
         # The last answer without records this leader built for a fetch of it: every fetch of
         # an idle partition has the same one while its offsets stand still, and a follower
@@ -158,55 +174,53 @@ class Partition:
         config: PartitionReplicationConfig,
         eligibility: ReplicaEligibility,
         now_ms: int,
-    ) -> bool:
-        """Lead at `registration`'s leader epoch; returns whether the high watermark moved."""
+    ) -> Effects:
+        """Lead at `registration`'s leader epoch; the core's effects, for the replica manager
+        to execute (`partition_core`)."""
         assert registration.leader == self.local_broker_id, (
             f"{self.name}: make_leader on broker {self.local_broker_id} but the leader is "
             f"{registration.leader}"
         )
-        new_epoch = (
-            self.leader_state is None
-            or self.registration is None
-            or self.registration.leader_epoch != registration.leader_epoch
-        )
-        if new_epoch:
-            # Durable before any append of this epoch, and before any follower can ask
-            # (docs/design/replication.md#leader-epoch-cache).
-            self.log.leader_epoch_cache.assign(registration.leader_epoch, self.log.log_end_offset)
-        leader_state = self.leader_state
-        if leader_state is None:
+        starts = self.leader_state is None
+        if starts:
             self.follower = None
             self.ensure_producer_state()
-            leader_state = self.leader_state = PartitionLeaderState(
-                topic=self.topic,
-                topic_id=self.topic_id,
-                partition=self.partition,
-                local_broker_id=self.local_broker_id,
+        effects = self.core.step(
+            LeadershipChanged(
                 registration=registration,
                 leader_log_end_offset=self.log.log_end_offset,
-                high_watermark=self.log.high_watermark,
+                log_high_watermark=self.log.high_watermark,
                 config=config,
                 eligibility=eligibility,
-                now_ms=now_ms,
-            )
-            moved = leader_state.high_watermark != self.log.high_watermark
-            if log.isEnabledFor(logging.DEBUG):  # not the arguments' cost per new leader
-                log.debug(
-                    "%s: broker %d leads at leader epoch %d (LEO %d, HW %d, ISR %s)",
-                    self.name,
-                    self.local_broker_id,
-                    registration.leader_epoch,
-                    self.log.log_end_offset,
-                    leader_state.high_watermark,
-                    list(registration.isr),
-                )
-        else:
-            moved = leader_state.update_registration(
-                registration, leader_log_end_offset=self.log.log_end_offset, now_ms=now_ms
+            ),
+            now_ms,
+        )
+        first = effects[0]
+        if type(first) is AssignLeaderEpoch:
+            # Durable before any append of this epoch, and before any follower can ask
+            # (docs/design/replication.md#leader-epoch-cache).
+            try:
+                self.log.leader_epoch_cache.assign(first.leader_epoch, first.start_offset)
+            except BaseException:
+                # Without the entry this replica must not lead: the core forgets it.
+                self.lose_leadership(now_ms)
+                raise
+            effects = effects[1:]
+        leader_state = self.leader_state = self.core.leader
+        if starts and log.isEnabledFor(logging.DEBUG):  # not the arguments' cost per leader
+            assert leader_state is not None
+            log.debug(
+                "%s: broker %d leads at leader epoch %d (LEO %d, HW %d, ISR %s)",
+                self.name,
+                self.local_broker_id,
+                registration.leader_epoch,
+                self.log.log_end_offset,
+                leader_state.high_watermark,
+                list(registration.isr),
             )
         self.registration = registration
         self.mirror_high_watermark()
-        return moved
+        return effects
 
     # --- producer state -----------------------------------------------------------------------
 
@@ -313,10 +327,11 @@ class Partition:
         """Follow `registration.leader`; returns whether the fetch state was (re)started.
 
         The fetch state is kept when only the partition epoch moved (an ISR change) under the
-        same leader and leader epoch: the follower is mid-stream and right where it is.
+        same leader and leader epoch: the follower is mid-stream and right where it is. The
+        waiters the lost leadership concerns are the replica manager's to wake.
         """
         was_leader = self.leader_state is not None
-        self.leader_state = None
+        self.lose_leadership(now_ms)
         self.ensure_producer_state()
         self.registration = registration
         current = self.follower
@@ -360,9 +375,14 @@ class Partition:
             )
         return True
 
+    def lose_leadership(self, now_ms: int) -> Effects:
+        """This replica no longer leads (or never did): the core's effects."""
+        self.leader_state = None
+        return self.core.step(LeadershipLost(), now_ms)
+
     def stop(self) -> None:
         """No role any more (the replica manager fails its waiters)."""
-        self.leader_state = None
+        self.lose_leadership(0)
         self.follower = None
         self.producer_state.truncate()
         self.producer_state_loaded = False

@@ -69,7 +69,9 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   finds enough data or a docs/design/replication.md#delayed-fetch-completion condition, or
   `max_wait_ms` passes; either way it re-reads.
 - ListOffsets, OffsetsForLeaderEpoch and DeleteRecords' log-start move: `leader_offsets`.
-  DeleteRecords then answers once the low watermark reaches the offset, or REQUEST_TIMED_OUT.
+  DeleteRecords' checks (policy, offset range, the purgatory bound) and its wait for the low
+  watermark are the partition core's; it answers once the low watermark reaches the offset,
+  or REQUEST_TIMED_OUT.
   DeleteRecords on an internal topic is INVALID_TOPIC_EXCEPTION unless
   `internal_topics_allowed=True` (Kafka's `allowInternalTopicDeletion`).
 - Follower: `follower_fetch` (truncation on a diverging epoch, OFFSET_OUT_OF_RANGE as in
@@ -81,9 +83,12 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
 
 Theory of operation: everything here runs on the event loop thread and is synchronous except the
 `await` of a delayed operation's future and the applier's worker-thread batches (which touch
-only logs no replica uses yet, and epoch files under their own lock). The pure cores decide
-(leader_state, fetch_rules, follower_truncation, producer_state, purgatory); this shell owns the
-replicas, reads and writes logs, and wakes delayed operations on the keys whose state moved. It
+only logs no replica uses yet, and epoch files under their own lock). The pure cores decide:
+each replica's `PartitionCore` (acks gating, produce purgatory admission, duplicates, HW
+advance, ISR shrink and expansion, AlterPartition retries, which waiters to re-check), stepped
+with what happened and answered with effects that `_execute` and the produce path carry out;
+fetch_rules, follower_truncation and purgatory besides. This shell owns the replicas, reads and
+writes logs, and wakes delayed operations on the keys the effects name. It
 is the facade of the data plane: `DelayedOperations` (the purgatories) and `FollowerFetchSteps`
 (the follower side) read its partition map, which only this class changes. Timers (ISR shrink
 every `replica.lag.time.max.ms / 2`, producer-id expiry every
@@ -99,6 +104,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
+from dataclasses import replace
 from typing import NamedTuple
 from uuid import UUID
 
@@ -112,8 +118,6 @@ from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.common import TopicPartitionKey
 from replog.errors import (
     FencedLeaderEpochError,
-    InvalidRequiredAcksError,
-    InvalidTopicError,
     KafkaError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
@@ -124,7 +128,6 @@ from replog.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
-from replog.record.header import iter_frames, read_header, validate_batch
 from replog.replication.fetch_rules import (
     answer_immediately,
     check_current_leader_epoch,
@@ -139,8 +142,6 @@ from replog.replication.leader_state import (
     ReplicaEligibility,
 )
 from replog.replication.messages import (
-    ACKS_ALL,
-    ACKS_LEADER,
     ACKS_NONE,
     NO_OFFSET,
     DeleteRecordsPartitionResult,
@@ -163,7 +164,31 @@ from replog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from replog.replication.producer_state import BatchMetadata, ProducerEntry, ProducerStateTable
+from replog.replication.min_insync_replicas import min_insync_replicas
+from replog.replication.partition_core import Effects
+from replog.replication.partition_effects import (
+    AdvanceHighWatermark,
+    AnswerDuplicate,
+    AnswerProduce,
+    CompleteDeleteRecords,
+    MoveLogStart,
+    ParkProduce,
+    Refuse,
+    ScheduleWakeup,
+    SendAlterPartition,
+    WakeWaiters,
+)
+from replog.replication.partition_events import (
+    AlterPartitionAnswered,
+    DeleteRecordsArrived,
+    FollowerFetchArrived,
+    ImageRefreshed,
+    LogAppended,
+    LogStartMoved,
+    ProduceArrived,
+    TimerFired,
+)
+from replog.replication.producer_state import ProducerEntry, ProducerStateTable
 from replog.replication.replication_quota import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -172,6 +197,11 @@ from replog.replication.replication_quota import (
     ReplicationQuota,
     effective_rate,
     throttled_partitions,
+)
+from replog.replication.request_admission import (
+    VALID_ACKS,
+    internal_topic_error,
+    invalid_acks_error,
 )
 from replog.server import collector
 from replog.server.bulk_threads import run_bulk
@@ -186,7 +216,6 @@ from replog.server.delayed_operations import (
 )
 from replog.server.follower_fetch import FollowerFetchSteps
 from replog.server.leader_offsets import (
-    delete_records_offset,
     delete_records_on_leader,
     list_offset,
     offset_for_leader_epoch,
@@ -226,7 +255,6 @@ from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.log_loader import cannot_create_log
 from replog.storage.log_manager import LogManager, NewLog, NewLogPlace
-from replog.topic_names import is_internal_topic
 
 __all__ = ["ReplicaManager", "ReplicaManagerConfig"]
 
@@ -600,26 +628,20 @@ class ReplicaManager:
             leader_state = None if partition is None else partition.leader_state
             if partition is None or leader_state is None:
                 continue
-            leo = partition.log.log_end_offset
-            eligibility_changed = leader_state.eligibility is not self._eligibility
-            moved = leader_state.update_eligibility(
-                self._eligibility, leader_log_end_offset=leo, now_ms=now_ms
-            )
-            if eligibility_changed:
+            if leader_state.eligibility is not self._eligibility:
                 # Eligibility is read by every follower fetch's ISR expansion check: a
                 # follower parked while this leader held the previous one is read again.
                 self._fetch_news(key)
             config = configs.get(partition.topic)
             if config is None:
                 config = configs[partition.topic] = self._replication_config(image, partition.topic)
-            if config != leader_state.config:
-                moved = (
-                    leader_state.update_config(config, leader_log_end_offset=leo, now_ms=now_ms)
-                    or moved
-                )
+            config_changed = config != leader_state.config
+            effects = partition.core.step(
+                ImageRefreshed(self._eligibility, config, partition.log.log_end_offset), now_ms
+            )
+            if config_changed:
                 self._count_leader(partition)  # min.insync.replicas may have changed
-            if moved:
-                self._on_high_watermark_moved(partition)
+            self._execute(partition, effects)
 
     def _apply_changes_now(self) -> None:
         """Apply every queued change on this thread (no event loop applies them: tests, tools
@@ -950,6 +972,7 @@ class ReplicaManager:
                 log_manager=self.log_manager,
                 producer_expiry=self._producer_expiry,
                 preloaded=None if replaced else preloaded,
+                alter_partition_retry_ms=self.config.replica_fetch_backoff_ms,
             )
             self._partitions[key] = created
             self._count_replicas()
@@ -1037,28 +1060,30 @@ class ReplicaManager:
         return config
 
     def _min_insync_replicas(self, image: MetadataImage, topic: str) -> int:
-        """Kafka's precedence: the topic's config, else this broker's dynamic config, else the
-        dynamic cluster default (the broker resource named ""), else server.properties.
+        """`min_insync_replicas`' precedence over the topic's config, this broker's dynamic
+        config, the dynamic cluster default (the broker resource named ""), server.properties.
 
         The two dynamic broker levels count: the controller stores them in the image and
         DescribeConfigs reports them as in force. `_apply` re-reads this on
         every image whose configs changed, for every led partition.
         """
-        for resource in reversed(self._log_config_resources(topic)):  # strongest first
-            raw = image.configs.get(resource).get("min.insync.replicas")
-            if raw is None:
-                continue
-            try:
-                return max(1, int(raw))
-            except ValueError:
-                log.warning(
-                    "%s: ignoring min.insync.replicas=%r of %s %r (not an integer)",
-                    topic,
-                    raw,
-                    resource.resource_type.name.lower(),
-                    resource.resource_name,
-                )
-        return self.config.default_min_insync_replicas
+        value, refused = min_insync_replicas(
+            (
+                (resource, image.configs.get(resource).get("min.insync.replicas"))
+                for resource in reversed(self._log_config_resources(topic))  # strongest first
+            ),
+            self.config.default_min_insync_replicas,
+        )
+        for resource, raw in refused:
+            assert isinstance(resource, ConfigResource)
+            log.warning(
+                "%s: ignoring min.insync.replicas=%r of %s %r (not an integer)",
+                topic,
+                raw,
+                resource.resource_type.name.lower(),
+                resource.resource_name,
+            )
+        return value
 
     def _log_config_resources(self, topic: str) -> tuple[ConfigResource, ...]:
         """Where a topic's log settings come from over server.properties, weakest first:
@@ -1313,7 +1338,7 @@ class ReplicaManager:
         # (metadata) before the AlterPartition answer does (which then changes nothing).
         led = partition.leader_state
         isr_size_before = None if led is None else len(led.isr)
-        moved = partition.make_leader(
+        effects = partition.make_leader(
             local.registration,
             config=self._replication_config(self.image, local.topic_name),
             eligibility=self._eligibility,
@@ -1322,13 +1347,9 @@ class ReplicaManager:
         if isr_size_before is not None and partition.leader_state is not None:
             self.counters.isr_changed(isr_size_before, len(partition.leader_state.isr))
         self._count_leader(partition)
-        key = partition.key
-        if moved:
-            self._on_high_watermark_moved(partition)
-        # A new leadership or ISR: waiting produces and fetches re-check (acks, epochs).
-        self._wake(key)
-        self._isr_sent.pop(key, None)
-        self._mark_isr_dirty(key)
+        # A new leadership: whatever was handed to the sender before is sent anew.
+        self._isr_sent.pop(partition.key, None)
+        self._execute(partition, effects)
 
     def _count_replicas(self) -> None:
         self.replica_counts.set_partitions(len(self._partitions))
@@ -1339,13 +1360,12 @@ class ReplicaManager:
         self.replica_counts.set_figures(partition.key, led_figures(partition))
 
     def _make_follower(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
+        effects = partition.lose_leadership(now_ms)
         partition.make_follower(local.registration, now_ms)
         key = partition.key
         self.replica_counts.set_figures(key, None)
         self._isr_sent.pop(key, None)
-        # Waiting produces, fetches and deletions on this partition now answer
-        # NOT_LEADER_OR_FOLLOWER (their re-check finds no leader state).
-        self._wake(key)
+        self._execute(partition, effects)
 
     def _delete_partition(self, local: LocalPartition) -> None:
         key = (local.topic_name, local.partition_id)
@@ -1363,12 +1383,13 @@ class ReplicaManager:
         self._follower.touch(key)
         self._isr_sent.pop(key, None)
         self._isr_dirty.discard(key)
+        effects = partition.lose_leadership(self._clock())
         if delete_log:
             partition.delete()
         else:
             partition.stop()
         log.info("%s: replica removed from broker %d", partition.name, self.broker_id)
-        self._wake(key)
+        self._execute(partition, effects)
 
     def _refresh_fetch_sources(self) -> None:
         """After a round of replica changes: the leaders to fetch from, and the touched
@@ -1384,6 +1405,32 @@ class ReplicaManager:
     def _on_high_watermark_moved(self, partition: Partition) -> None:
         partition.mirror_high_watermark()
         self._wake(partition.key)
+
+    def _execute(self, partition: Partition, effects: Effects) -> bool:
+        """Do what `partition`'s core decided (`partition_effects`), in order: the effects
+        every event may have (a produce's own answer is its caller's). Whether the HW moved."""
+        key = partition.key
+        moved = False
+        for effect in effects:
+            kind = type(effect)
+            if kind is AdvanceHighWatermark:
+                self._on_high_watermark_moved(partition)
+                moved = True
+            elif kind is WakeWaiters:
+                assert isinstance(effect, WakeWaiters)
+                self._wake(key, produce=effect.produce, fetch=effect.fetch, delete=effect.delete)
+            elif kind is SendAlterPartition:
+                self._mark_isr_dirty(key)
+            elif kind is ScheduleWakeup:
+                assert isinstance(effect, ScheduleWakeup)
+                self._isr_retry_at_ms[key] = effect.at_ms
+                self._timers_changed.set()
+            elif kind is Refuse:
+                assert isinstance(effect, Refuse)
+                raise effect.error
+            else:
+                raise AssertionError(f"{partition.name}: effect {effect!r} out of place")
+        return moved
 
     def _wake(
         self,
@@ -1417,16 +1464,11 @@ class ReplicaManager:
         watermark comes after): the Kafka listener starts one connection's requests in the
         order sent and relies on each reaching its appends before the next starts.
         """
-        if request.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
+        if request.acks not in VALID_ACKS:
             return ProduceResponse(
                 tuple(
                     ProducePartitionResult(
-                        p.topic,
-                        p.partition,
-                        InvalidRequiredAcksError(
-                            f"{p.topic}-{p.partition}: acks={request.acks}; only 0, 1 and -1 "
-                            "are valid"
-                        ),
+                        p.topic, p.partition, invalid_acks_error(p.topic, p.partition, request.acks)
                     )
                     for p in request.partitions
                 )
@@ -1451,7 +1493,7 @@ class ReplicaManager:
                 )
                 partition, required_offset = None, -1
             results.append(result)
-            if partition is not None and request.acks == ACKS_ALL:
+            if partition is not None:
                 pending[index] = (partition, required_offset)
         if request.acks == ACKS_NONE:
             return ProduceResponse(tuple(r for r in results if r.error is not None))
@@ -1476,80 +1518,48 @@ class ReplicaManager:
 
     def _append_to_leader(
         self, entry: ProducePartition, acks: int, now_ms: int
-    ) -> tuple[ProducePartitionResult, Partition, int]:
-        """Append one partition's batches as leader; (result, partition, required offset)."""
+    ) -> tuple[ProducePartitionResult, Partition | None, int]:
+        """Append one partition's batches as leader, as its core decides: (result, the
+        partition and required offset when the produce waits for acks=all, else None)."""
         partition = self._leader_partition(entry.topic, entry.partition)
-        leader_state = partition.leader_state
-        assert leader_state is not None
+        core = partition.core
         plog = partition.log
-        if acks == ACKS_ALL:
-            leader_state.check_enough_replicas()
-            waiting = self._delayed.produce
-            if len(waiting) >= waiting.max_pending:
-                raise PurgatoryFullError(
-                    f"{partition.name}: {len(waiting)} produce requests are "
-                    "already waiting for acks=all"
-                )
-        duplicate = self._check_producer_state(partition, entry.records)
-        if duplicate is not None:
+        waiting = self._delayed.produce
+        effects = core.step(
+            ProduceArrived(acks, entry.records, len(waiting), waiting.max_pending), now_ms
+        )
+        first = effects[0]
+        if type(first) is Refuse:
+            raise first.error
+        if type(first) is AnswerDuplicate:
+            duplicate = first.batch
             log.debug(
                 "%s: duplicate batch, answering with offsets %d-%d",
                 partition.name,
                 duplicate.first_offset,
                 duplicate.last_offset,
             )
-            return (
-                ProducePartitionResult(
-                    entry.topic,
-                    entry.partition,
-                    base_offset=duplicate.first_offset,
-                    log_start_offset=plog.log_start_offset,
-                ),
-                partition,
-                duplicate.last_offset + 1,
+            result = ProducePartitionResult(
+                entry.topic,
+                entry.partition,
+                base_offset=duplicate.first_offset,
+                log_start_offset=plog.log_start_offset,
             )
+            return _acks_answer(result, partition, effects[1])
         info = partition.append_as_leader(entry.records, partition.leader_epoch)
         self.counters.produced(
             entry.topic, len(entry.records), info.last_offset - info.first_offset + 1
         )
-        moved = leader_state.on_leader_append(
-            leader_log_end_offset=plog.log_end_offset, now_ms=now_ms
+        effects = core.step(LogAppended(acks, info.last_offset, plog.log_end_offset), now_ms)
+        self._execute(partition, effects[:-1])
+        result = ProducePartitionResult(
+            entry.topic,
+            entry.partition,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            log_start_offset=plog.log_start_offset,
         )
-        if moved:
-            self._on_high_watermark_moved(partition)
-        else:
-            # A follower fetch bounded by the LEO may now have data
-            # (docs/design/replication.md#delayed-fetch-completion).
-            self._wake(partition.key, produce=False, delete=False)
-        return (
-            ProducePartitionResult(
-                entry.topic,
-                entry.partition,
-                base_offset=info.first_offset,
-                log_append_time_ms=info.log_append_time_ms,
-                log_start_offset=plog.log_start_offset,
-            ),
-            partition,
-            info.last_offset + 1,
-        )
-
-    def _check_producer_state(
-        self, partition: Partition, records: bytes | memoryview
-    ) -> BatchMetadata | None:
-        """The duplicate's metadata for an idempotent retry, None to append, or an error.
-
-        Reads only the batch headers. If the producer check fails, the batches are validated
-        first, so corruption is reported as itself rather than as a sequence error.
-        """
-        headers = [read_header(records, position) for position, _ in iter_frames(records)]
-        if not any(h.producer_id >= 0 for h in headers):
-            return None
-        try:
-            return partition.producer_state.check_batches(headers)
-        except KafkaError:
-            for position, _ in iter_frames(records):
-                validate_batch(records, position, where=partition.name)
-            raise
+        return _acks_answer(result, partition, effects[-1])
 
     # --- fetch --------------------------------------------------------------------------------
 
@@ -1888,23 +1898,18 @@ class ReplicaManager:
             if not records:
                 partition.empty_fetch_result = result
         if request.is_from_follower and initial:
-            update = leader_state.on_follower_fetch(
-                replica_id=request.replica_id,
-                broker_epoch=request.replica_epoch,
-                fetch_offset=entry.fetch_offset,
-                log_start_offset=entry.log_start_offset,
-                leader_log_end_offset=log_end_offset,
-                now_ms=now_ms,
+            effects = partition.core.step(
+                FollowerFetchArrived(
+                    request.replica_id,
+                    request.replica_epoch,
+                    entry.fetch_offset,
+                    entry.log_start_offset,
+                    log_end_offset,
+                ),
+                now_ms,
             )
-            if update.isr_change is not None:
-                self._mark_isr_dirty(partition.key)
-            if update.high_watermark_moved:
-                self._on_high_watermark_moved(partition)
+            if effects and self._execute(partition, effects):
                 return result, True  # its answer holds the HW from before: not kept
-            if update.follower_log_start_offset_moved:
-                # The follower's log start offset may have lifted the low watermark
-                # (docs/design/replication.md#low-watermark).
-                self._wake(partition.key, produce=False, fetch=False)
         if not records and entry.fetch_offset >= bound:
             if repeats is not None:
                 repeats.keep(
@@ -2041,21 +2046,36 @@ class ReplicaManager:
                 if not internal_topics_allowed:
                     _refuse_internal(entry.topic, entry.partition, "delete records of")
                 partition = self._leader_partition(entry.topic, entry.partition)
-                offset = delete_records_offset(partition, entry)
-                leader_state = partition.leader_state
-                assert leader_state is not None
-                if may_wait:
-                    self._check_delete_records_room(partition, offset)
+                plog = partition.log
+                waiting = self._delayed.delete_records
+                effects = partition.core.step(
+                    DeleteRecordsArrived(
+                        entry.offset,
+                        plog.config.cleanup_policy,
+                        plog.log_start_offset,
+                        may_wait,
+                        len(waiting),
+                        waiting.max_pending,
+                    ),
+                    now_ms,
+                )
+                move = effects[0]
+                if type(move) is Refuse:
+                    raise move.error
+                assert isinstance(move, MoveLogStart)
+                offset = move.offset
                 moved = delete_records_on_leader(partition, offset)
-                if leader_state.on_log_start_offset(partition.log.log_start_offset):
-                    self._on_high_watermark_moved(partition)
-                elif moved:
-                    # Parked fetches answer with the log start offset: they read this
-                    # partition again when they complete (none waits below it: the log
-                    # start never passes the HW, a parked fetch is at or past it).
-                    self._wake(partition.key, produce=False, delete=False)
-                results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition))
-                pending[index] = (partition, offset)
+                effects = partition.core.step(
+                    LogStartMoved(offset, moved, plog.log_start_offset), now_ms
+                )
+                self._execute(partition, effects[:-1])
+                result = DeleteRecordsPartitionResult(entry.topic, entry.partition)
+                done = effects[-1]
+                if type(done) is CompleteDeleteRecords:
+                    result = done.applied_to(result)
+                else:
+                    pending[index] = (partition, offset)
+                results.append(result)
             except KafkaError as exc:
                 results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition, exc))
         if not pending:
@@ -2072,27 +2092,6 @@ class ReplicaManager:
             refused: KafkaError = exc
             op.fail_pending(lambda _partition, _offset: refused)
         return DeleteRecordsResponse(tuple(op.results))
-
-    def _check_delete_records_room(self, partition: Partition, offset: int) -> None:
-        """PurgatoryFullError if deleting up to `offset` would have to wait in a full
-        DeleteRecords purgatory.
-
-        The bound is checked before the log start moves, as produce checks before its append:
-        refused after the move, the records would be deleted and the caller told it failed. A
-        partition whose low watermark reaches the offset at once never waits, so it is not
-        refused.
-        """
-        leader_state = partition.leader_state
-        assert leader_state is not None
-        log_start_after = max(partition.log.log_start_offset, offset)
-        if leader_state.low_watermark(log_start_after) >= offset:
-            return
-        waiting = self._delayed.delete_records
-        if len(waiting) >= waiting.max_pending:
-            raise PurgatoryFullError(
-                f"{partition.name}: {len(waiting)} DeleteRecords requests are already waiting "
-                f"for their low watermarks; nothing deleted below offset {offset}"
-            )
 
     # --- follower side (`follower_fetch`) -----------------------------------------------------
 
@@ -2170,16 +2169,12 @@ class ReplicaManager:
         if partition is None or leader_state is None or partition.topic_id != change.topic_id:
             return  # leadership moved on meanwhile
         now_ms = self._clock()
+        answered = AlterPartitionAnswered(
+            change, error, isr, leader_epoch, partition_epoch, partition.log.log_end_offset
+        )
         if error is None:
             isr_size_before = len(leader_state.isr)
-            moved = leader_state.on_isr_change_committed(
-                isr=isr,
-                leader_epoch=leader_epoch,
-                partition_epoch=partition_epoch,
-                leader_log_end_offset=partition.log.log_end_offset,
-                now_ms=now_ms,
-                change=change,
-            )
+            effects = partition.core.step(answered, now_ms)
             self.counters.isr_changed(isr_size_before, len(leader_state.isr))
             self._count_leader(partition)
             isr_now = f"ISR is now {list(leader_state.isr)}"
@@ -2189,12 +2184,7 @@ class ReplicaManager:
                 partition.name,
                 f"{partition.name}: {isr_now} (partition epoch {leader_state.partition_epoch})",
             )
-            if moved:
-                self._on_high_watermark_moved(partition)
-            else:
-                # acks=all waiters read the maximal ISR, which just changed.
-                self._wake(key, fetch=False)
-            self._mark_isr_dirty(key)
+            self._execute(partition, effects)
             return
         self._isr_log.add(
             logging.WARNING,
@@ -2202,12 +2192,7 @@ class ReplicaManager:
             partition.name,
             f"{partition.name}: AlterPartition to ISR {list(change.new_isr)} failed: {error}",
         )
-        if leader_state.on_isr_change_failed(error, change=change):
-            # Sent again after a back-off, so a dead controller does not make a hot loop.
-            self._isr_retry_at_ms[key] = now_ms + self.config.replica_fetch_backoff_ms
-            self._timers_changed.set()
-        else:
-            self._mark_isr_dirty(key)
+        self._execute(partition, partition.core.step(answered, now_ms))
 
     # --- timers -------------------------------------------------------------------------------
 
@@ -2230,7 +2215,10 @@ class ReplicaManager:
         for key, retry_at_ms in list(self._isr_retry_at_ms.items()):
             if retry_at_ms <= now_ms:
                 del self._isr_retry_at_ms[key]
-                self._mark_isr_dirty(key)
+                partition = self._partitions.get(key)
+                if partition is not None:
+                    fired = TimerFired(partition.log.log_end_offset)
+                    self._execute(partition, partition.core.step(fired, now_ms))
         self._delayed.expire(now_ms)
         if self._follower.end_backoffs(now_ms):
             # Refreshed here, a bounded number per tick, not all at the fetcher's next build.
@@ -2247,18 +2235,20 @@ class ReplicaManager:
             leader_state = None if partition is None else partition.leader_state
             if partition is None or leader_state is None:
                 continue
-            change = leader_state.maybe_shrink_isr(
-                leader_log_end_offset=partition.log.log_end_offset, now_ms=now_ms
+            effects = partition.core.step(
+                TimerFired(partition.log.log_end_offset, check_isr=True), now_ms
             )
-            if change is not None:
-                log.debug(
-                    "%s: shrinking the ISR from %s to %s",
-                    partition.name,
-                    list(leader_state.isr),
-                    list(change.new_isr),
-                )
-                self._isr_shrunk.append(partition.name)
-                self._mark_isr_dirty(key)
+            for effect in effects:
+                if type(effect) is SendAlterPartition and effect.shrink:
+                    assert effect.change is not None
+                    log.debug(
+                        "%s: shrinking the ISR from %s to %s",
+                        partition.name,
+                        list(leader_state.isr),
+                        list(effect.change.new_isr),
+                    )
+                    self._isr_shrunk.append(partition.name)
+            self._execute(partition, effects)
         if self._isr_sweep:
             return self._isr_sweep
         # One INFO line per check, each partition's at DEBUG: thousands of lines (followers
@@ -2415,12 +2405,23 @@ def _leader_answer(
 
 
 def _refuse_internal(topic: str, partition: int, what: str) -> None:
-    """INVALID_TOPIC_EXCEPTION for a client's write to an internal topic (Kafka's message)."""
-    if is_internal_topic(topic):
-        raise InvalidTopicError(
-            f"{topic}-{partition}: cannot {what} internal topic {topic!r} (only the broker "
-            "writes it)"
-        )
+    """Raise `request_admission`'s INVALID_TOPIC_EXCEPTION for an internal topic."""
+    error = internal_topic_error(topic, partition, what)
+    if error is not None:
+        raise error
+
+
+def _acks_answer(
+    result: ProducePartitionResult, partition: Partition, answer: object
+) -> tuple[ProducePartitionResult, Partition | None, int]:
+    """A produce's answer as its core decided (`AnswerProduce` or `ParkProduce`)."""
+    if type(answer) is ParkProduce:
+        assert isinstance(answer, ParkProduce)
+        return result, partition, answer.required_offset
+    assert isinstance(answer, AnswerProduce)
+    if answer.error is not None:
+        result = replace(result, error=answer.error)
+    return result, None, -1
 
 
 def _slice(rest: list[TopicPartitionKey]) -> list[TopicPartitionKey]:

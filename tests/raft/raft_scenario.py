@@ -3,7 +3,7 @@
 Each node is a `NodeHost` (the simulator's shell) with its own clock; messages wait in one FIFO
 queue until a command delivers them, so a script controls exactly which message arrives when.
 Every command prints what happened: messages sent and delivered, role changes, and what the
-command itself reports. `run_script` renders a whole file; the test compares it with the file.
+command itself reports. `tests/scenario_scripts.py` runs a whole file and compares it.
 
 Commands (node ids are integers; voters are 1..n, observers 101..):
     add-nodes N [observers=K] [linger=MS] [fetch-bytes=B]
@@ -29,9 +29,7 @@ Commands (node ids are integers; voters are 1..n, observers 101..):
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from sim_host import NodeHost
 
@@ -53,10 +51,10 @@ from quorum.raft.messages import (
 )
 from replog.errors import ReplogError
 from replog.record import RecordBatch
+from tests.scenario_scripts import dispatch
 
 OBSERVER_BASE_ID = 101
 CLIENT_ID = 999
-_SEPARATOR = "----"
 
 
 def _records(data: bytes) -> str:
@@ -394,75 +392,5 @@ class ScenarioEnv:
         self.say(f"next_offset={machine.next_offset} values=[{values}]")
 
 
-def _parse(line: str) -> tuple[str, list[str], dict[str, str]]:
-    words = line.split()
-    args = [w for w in words[1:] if "=" not in w]
-    options = dict(w.split("=", 1) for w in words[1:] if "=" in w)
-    return words[0], args, options
-
-
 def run_command(env: ScenarioEnv, line: str) -> list[str]:
-    name, args, options = _parse(line)
-    handler: Callable[[list[str], dict[str, str]], None] | None = getattr(
-        env, "cmd_" + name.replace("-", "_"), None
-    )
-    if handler is None:
-        raise ValueError(f"unknown command {name!r}")
-    env.out = []
-    handler(args, options)
-    return env.out or ["ok"]
-
-
-@dataclass(frozen=True)
-class Block:
-    comments: tuple[str, ...]
-    command: str
-    expected: tuple[str, ...]
-    line_number: int
-
-
-def parse_script(text: str) -> list[Block]:
-    """Blocks of (comment lines, command line, ----, expected lines up to a blank line)."""
-    blocks: list[Block] = []
-    lines = text.splitlines()
-    index = 0
-    comments: list[str] = []
-    while index < len(lines):
-        line = lines[index]
-        if not line.strip() or line.startswith("#"):
-            comments.append(line)
-            index += 1
-            continue
-        command, line_number = line, index + 1
-        index += 1
-        if index >= len(lines) or lines[index] != _SEPARATOR:
-            raise ValueError(f"line {line_number}: expected {_SEPARATOR!r} after {command!r}")
-        index += 1
-        expected: list[str] = []
-        while index < len(lines) and lines[index].strip():
-            expected.append(lines[index])
-            index += 1
-        blocks.append(Block(tuple(comments), command, tuple(expected), line_number))
-        comments = []
-    return blocks
-
-
-def render(blocks: Iterable[Block], outputs: Iterable[list[str]]) -> str:
-    parts: list[str] = []
-    for block, output in zip(blocks, outputs, strict=True):
-        parts.extend(block.comments)
-        parts.extend([block.command, _SEPARATOR, *output])
-    text = "\n".join(parts)
-    return text.rstrip("\n") + "\n"
-
-
-def run_script(path: Path) -> tuple[list[Block], list[list[str]]]:
-    blocks = parse_script(path.read_text())
-    env = ScenarioEnv()
-    outputs = []
-    for block in blocks:
-        try:
-            outputs.append(run_command(env, block.command))
-        except Exception as e:
-            raise AssertionError(f"{path.name}:{block.line_number}: {block.command}: {e!r}") from e
-    return blocks, outputs
+    return dispatch(env, line)

@@ -8,12 +8,12 @@ code change before keeping it.
 
 from __future__ import annotations
 
-import difflib
-import os
 from pathlib import Path
 
 import pytest
-from raft_scenario import render, run_script
+from raft_scenario import ScenarioEnv, run_command
+
+from tests.scenario_scripts import check_script
 
 TESTDATA = Path(__file__).parent / "testdata"
 SCRIPTS = sorted(TESTDATA.glob("*.txt"))
@@ -25,20 +25,5 @@ def test_there_are_scripts() -> None:
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda path: path.stem)
 def test_scenario(path: Path) -> None:
-    blocks, outputs = run_script(path)
-    actual = render(blocks, outputs)
-    expected = path.read_text()
-    if os.environ.get("REWRITE"):
-        if actual != expected:
-            path.write_text(actual)
-        return
-    if actual != expected:
-        diff = "".join(
-            difflib.unified_diff(
-                expected.splitlines(keepends=True),
-                actual.splitlines(keepends=True),
-                fromfile=f"{path.name} (expected)",
-                tofile=f"{path.name} (actual)",
-            )
-        )
-        pytest.fail(f"{path.name} differs; REWRITE=1 regenerates it\n{diff}", pytrace=False)
+    env = ScenarioEnv()
+    check_script(path, lambda line: run_command(env, line))

@@ -9,11 +9,15 @@ from hypothesis import strategies as st
 
 from replog.errors import FencedLeaderEpochError, OffsetOutOfRangeError, UnknownLeaderEpochError
 from replog.replication.fetch_rules import (
+    WOKEN_COMPLETE,
+    WOKEN_READ,
+    WOKEN_WAIT,
     answer_immediately,
     check_current_leader_epoch,
     check_fetch_offset,
     diverging_epoch,
     fetch_upper_bound,
+    woken_fetch_verdict,
 )
 from replog.replication.messages import EpochEndOffsetResult, IsolationLevel
 
@@ -187,3 +191,34 @@ def test_each_reason_answers_at_once(change: dict[str, int | bool]) -> None:
 
 def test_fewer_bytes_than_min_bytes_still_waits() -> None:
     assert answer_immediately(**{**PARKED, "bytes_read": 4095, "min_bytes": 4096}) is False
+
+
+def _verdict(**overrides: int) -> str:
+    facts: dict[str, int] = {
+        "request_leader_epoch": 5,
+        "leader_epoch": 5,
+        "fetch_offset": 10,
+        "last_fetched_epoch": -1,
+        "log_end_offset": 12,
+        "high_watermark": 10,
+        "log_start_offset": 0,
+    }
+    facts.update(overrides)
+    is_follower = bool(facts.pop("is_follower", 1))
+    end = (facts.pop("end_epoch", 5), facts.pop("end_offset", 12))
+    return woken_fetch_verdict(is_follower=is_follower, end_offset_for=lambda _: end, **facts)
+
+
+def test_a_woken_fetch_with_data_below_its_bound_reads_again() -> None:
+    assert _verdict() == WOKEN_READ  # a follower reads up to the LEO, 12
+    assert _verdict(is_follower=0) == WOKEN_WAIT  # a consumer up to the HW, 10
+
+
+def test_a_woken_fetch_completes_on_a_fenced_epoch_an_offset_out_of_bounds_or_divergence() -> None:
+    assert _verdict(request_leader_epoch=4) == WOKEN_COMPLETE
+    assert _verdict(request_leader_epoch=-1) == WOKEN_READ  # none sent: not checked
+    assert _verdict(fetch_offset=13) == WOKEN_COMPLETE
+    assert _verdict(log_start_offset=11) == WOKEN_COMPLETE
+    assert _verdict(last_fetched_epoch=5, end_epoch=4) == WOKEN_COMPLETE
+    assert _verdict(last_fetched_epoch=5, end_offset=9) == WOKEN_COMPLETE
+    assert _verdict(last_fetched_epoch=5) == WOKEN_READ

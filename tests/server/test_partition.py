@@ -64,7 +64,7 @@ def make(
     )
 
 
-def lead(partition: Partition, reg: PartitionRegistration) -> bool:
+def lead(partition: Partition, reg: PartitionRegistration) -> object:
     return partition.make_leader(
         reg,
         config=PartitionReplicationConfig(),
@@ -201,3 +201,20 @@ def test_batch_headers_walks_in_bounded_chunks(
         (10, 14),
     ]
     assert [h.base_offset for h in partition.log.batch_headers(4, 10)] == [3, 6]
+
+
+def test_a_leader_epoch_that_cannot_be_recorded_leaves_the_replica_not_leading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    partition, _ = make(tmp_path)
+
+    def disk_full(cache: object, leader_epoch: int, start_offset: int) -> bool:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(type(partition.log.leader_epoch_cache), "assign", disk_full)
+    with pytest.raises(OSError):
+        lead(partition, registration(leader_epoch=3))
+    assert partition.leader_state is None and partition.core.leader is None
+    monkeypatch.undo()
+    lead(partition, registration(leader_epoch=3))
+    assert [e.leader_epoch for e in partition.log.leader_epoch_cache.entries()] == [3]

@@ -1,0 +1,116 @@
+"""`VirtualLoop`: asyncio's own event loop on a virtual clock, for running replog's real shells
+(drivers, replica managers, request cores) inside one seeded simulation.
+
+Theory of operation: `asyncio.BaseEventLoop` runs ready callbacks, then asks its selector for
+I/O with the time left until the next timer. Here the selector is `_NoIo`: there is no I/O, and
+waiting for a timeout moves the virtual clock forward by exactly that timeout instead of
+sleeping. So `asyncio.sleep`, `call_later`, `wait_for` and every timeout of the shells take no
+wall time, and a run is a function of its inputs: callbacks run in asyncio's order (FIFO, then
+timers by deadline, ties in scheduling order), nothing else decides.
+
+Rules:
+- One thread. `run_in_executor` (and so `asyncio.to_thread`) runs the function at once, on the
+  loop's thread, and returns a finished future: the work a node hands to threads runs where
+  the simulation can see it, in a deterministic order. `call_soon_threadsafe` from another
+  thread is refused (a simulation has none).
+- The clock starts at `start_s` and moves only while the loop waits for its next timer
+  (`time()`; `now_ms()` in integer milliseconds, the shells' clock).
+- With nothing ready and no timer the simulated system can never move again: the loop raises
+  `SimulationIdleError` instead of waiting forever.
+- `run_once()` runs one iteration (a round of ready callbacks, after moving the clock to the
+  next timer if nothing was ready), so a simulator can check its invariants between any two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["SimulationIdleError", "VirtualLoop"]
+
+T = TypeVar("T")
+
+
+class SimulationIdleError(RuntimeError):
+    """The loop has nothing ready and no timer: the simulated system cannot move again."""
+
+
+class _NoIo:
+    """The selector of a loop without I/O: a wait is the clock moving forward."""
+
+    def __init__(self, loop: VirtualLoop) -> None:
+        self._loop = loop
+
+    def select(self, timeout: float | None) -> list[Any]:
+        if timeout is None:
+            raise SimulationIdleError(
+                f"at virtual time {self._loop.time():.3f} s nothing is ready and no timer is "
+                "set: every task waits for something that cannot happen"
+            )
+        if timeout > 0:
+            self._loop._advance(timeout)
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class VirtualLoop(asyncio.BaseEventLoop):
+    """An asyncio event loop whose clock is virtual (module docstring)."""
+
+    def __init__(self, start_s: float = 0.0) -> None:
+        super().__init__()
+        self._now = float(start_s)
+        self._selector = _NoIo(self)
+        self._clock_resolution = 1e-9
+        self._thread_id_at_start = threading.get_ident()
+
+    # --- the clock ------------------------------------------------------------------------------
+
+    def time(self) -> float:
+        return self._now
+
+    def now_ms(self) -> int:
+        """The virtual time in whole milliseconds (what replog's shells take as `clock`); a
+        nanosecond of slack absorbs the float sums of the clock's advances."""
+        return math.floor(self._now * 1000 + 1e-6)
+
+    def _advance(self, seconds: float) -> None:
+        self._now += seconds
+
+    # --- running --------------------------------------------------------------------------------
+
+    def run_once(self) -> None:
+        """One iteration of the loop (module Rules)."""
+        self._run_once()  # type: ignore[attr-defined]  # asyncio's own iteration
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        pass  # no I/O
+
+    def _write_to_self(self) -> None:
+        pass  # nothing to wake: the loop never blocks
+
+    def call_soon_threadsafe(  # type: ignore[override]
+        self, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.Handle:
+        if threading.get_ident() != self._thread_id_at_start:
+            raise RuntimeError("a simulation runs in one thread: no other thread may call in")
+        return self.call_soon(callback, *args, context=context)
+
+    def run_in_executor(  # type: ignore[override]
+        self, executor: concurrent.futures.Executor | None, func: Callable[..., T], *args: Any
+    ) -> asyncio.Future[T]:
+        future: asyncio.Future[T] = self.create_future()
+        try:
+            future.set_result(func(*args))
+        except BaseException as exc:  # handed to the awaiting task, as a thread's would be
+            future.set_exception(exc)
+        return future
+
+    def close(self) -> None:
+        super().close()
+        self._selector = _NoIo(self)  # BaseEventLoop.close does not close it; nothing to free

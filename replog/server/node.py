@@ -93,6 +93,7 @@ from replog.server.raft_service import (
     add_raft_services,
 )
 from replog.server.raft_storage import RaftStorage
+from replog.server.raft_transport import RaftTransport
 from replog.server.replica_fetch_service import add_replica_fetch_service
 
 log = logging.getLogger("replog.server")
@@ -190,8 +191,11 @@ class Node:
             self.listener_port = self.server.add_insecure_port(config.listener)
         except RuntimeError as exc:  # gRPC's only word for a failed bind (a port in use)
             raise OSError(f"listeners: cannot listen on {config.listener}: {exc}") from None
+        transport = self.driver.transport
+        assert isinstance(transport, RaftTransport)  # a node's link is gRPC and framed TCP
+        self.raft_transport = transport
         raft_quorum = RaftQuorumService(
-            self.driver.transport,
+            transport,
             voters=config.raft.voters,
             kafka_controller_listener=self._bound_controller_endpoint(),
         )
@@ -319,7 +323,7 @@ class Node:
             # and a peer that hears of this node may ask for the port at once.
             host, port = self.config.listener_host, self.config.raft.fetch_port
             try:
-                await self.driver.transport.fetch_listener.start(host, port)
+                await self.raft_transport.fetch_listener.start(host, port)
             except OSError as exc:
                 raise OSError(
                     "controller.quorum.fetch.port: cannot listen on "
@@ -369,7 +373,7 @@ class Node:
         for listener in (*self.kafka_listeners, *self._controller_listeners()):
             listener.close_unstarted()
         self.append_listener.close()
-        await self.driver.transport.close()
+        await self.raft_transport.close()
         if not self._grpc_started:
             # gRPC gives a bound port back only when a started server stops (an unstarted
             # one holds it until the process exits, garbage collection or not). With the
@@ -451,7 +455,7 @@ class Node:
         self.append_listener.close()
         # The transport closes first, so that requests still waiting for the stopped core end
         # with UNAVAILABLE within the grace period instead of being cancelled.
-        await self.driver.transport.close()
+        await self.raft_transport.close()
         await self.server.stop(grace=0.5)
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()

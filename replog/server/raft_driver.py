@@ -122,6 +122,30 @@ APPLY_TURN_S = 0.01
 _COMMIT_LATENCY_PENDING_MAX = 10_000
 
 
+class RaftLink(Protocol):
+    """The driver's link to the other quorum nodes: `RaftTransport` (gRPC and framed TCP), or
+    the simulator's network. It hands their messages, and its failed requests, to the
+    callbacks it was made with."""
+
+    def send(self, message: Message) -> None:
+        """Send one message of the core (module Rules: only after its Ready is persisted)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class TransportFactory(Protocol):
+    def __call__(
+        self,
+        node_id: int,
+        config: RaftConfig,
+        deliver: Callable[[Message], None],
+        report_failure: Callable[[RequestFailed], None],
+        *,
+        tasks: Spawner,
+    ) -> RaftLink: ...
+
+
 class LoopTimer(Protocol):
     """Periodic work of a state machine, run on the driver's loop."""
 
@@ -195,7 +219,12 @@ class RaftDriver:
         wall_clock: Clock = wall_clock_ms,
         rng: random.Random | None = None,
         listener: Listener | None = None,
+        transport: TransportFactory | None = None,
+        turn_clock: Callable[[], float] = monotonic_s,
     ) -> None:
+        """`transport`: makes the link to the other quorum nodes (`RaftTransport`, gRPC and
+        framed TCP, unless given: the simulator's network); `turn_clock`: the seconds the
+        apply turns and the commit latencies are timed by (the simulator's virtual clock)."""
         self.node_id = node_id
         self.config = config
         self.storage = storage
@@ -209,7 +238,8 @@ class RaftDriver:
             self.add_listener(listener)
         self._timers: list[LoopTimer] = []
         self._timers_ticked_ms: int | None = None
-        self.transport = RaftTransport(
+        self._turn_clock = turn_clock
+        self.transport: RaftLink = (transport or RaftTransport)(
             node_id, config, self._post_message, self._post_request_failed, tasks=tasks
         )
         self.node = RaftNode(
@@ -619,13 +649,13 @@ class RaftDriver:
     def _note_leader_appends(self, ops: tuple[LogOp, ...]) -> None:
         for op in ops:
             if isinstance(op, AppendBatches) and op.as_leader:
-                self._appended_at.append((op.end_offset, monotonic_s()))
+                self._appended_at.append((op.end_offset, self._turn_clock()))
 
     def _observe_commits(self, high_watermark: int) -> None:
         """Report every leader append the high watermark now covers (one per Ready batch)."""
         observe = self.on_commit_latency
         pending = self._appended_at
-        now = monotonic_s()
+        now = self._turn_clock()
         while pending and pending[0][0] <= high_watermark:
             _, appended_at = pending.popleft()
             if observe is not None:
@@ -647,12 +677,12 @@ class RaftDriver:
     def _new_turn(self) -> None:
         """The loop gave the driver a new turn (it waited, or let others run): it ends
         `APPLY_TURN_S` from now."""
-        self._turn_ends = monotonic_s() + self.apply_turn_s
+        self._turn_ends = self._turn_clock() + self.apply_turn_s
 
     async def _end_turn_if_over(self) -> None:
         """Let the loop's other tasks run, then the core serve its peers, if the turn is
         over."""
-        if monotonic_s() < self._turn_ends:
+        if self._turn_clock() < self._turn_ends:
             return
         await yield_turn()
         self._new_turn()
@@ -683,7 +713,7 @@ class RaftDriver:
         (`_left_over`: module Rules), and once `stop` was asked, run none (they fail)."""
         held = self._held
         inbox = self._inbox
-        while (held or inbox) and monotonic_s() < self._turn_ends and not self._stopped:
+        while (held or inbox) and self._turn_clock() < self._turn_ends and not self._stopped:
             queued = held.popleft() if held else inbox.popleft()
             queued.event(self._clock())
         self._left_over = bool(held or inbox)

@@ -1,0 +1,131 @@
+"""`SimNetwork`: the simulated network between a simulation's nodes, on its `VirtualLoop`.
+
+Every message is delivered by a timer of the loop after a seeded delay, so messages between
+two nodes overtake each other whenever their delays say so (reordering). With faults on, a
+message may be dropped or delivered twice, and a partition (`partition`, `heal`) cuts every
+link between two groups. A node that is down (`down`, until `up`) receives nothing.
+
+Rules:
+- Every random choice comes from the network's own `random.Random`, in the order messages are
+  sent: with the same seed and the same sends, the same deliveries at the same virtual times.
+- A sender hears of a lost request as a real transport would tell it: `on_lost(unreachable)`
+  after a delay, `unreachable` True when the destination is down (a refused connection, one
+  delay later), False when the message was dropped or cut (its request timeout later; and
+  only sometimes, since a real deadline's report can be late or lost too, and a node must
+  not depend on it). A lost message with no `on_lost` (an answer) vanishes.
+- The network never looks inside a message: what to send and what a loss means is the
+  link's (`raft_link` for the Raft quorum).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from replog.sim.virtual_loop import VirtualLoop
+
+__all__ = ["NetworkFaults", "SimNetwork"]
+
+Deliver = Callable[[object], None]
+OnLost = Callable[[bool], None]
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkFaults:
+    """How the network misbehaves; the defaults are a healthy network."""
+
+    delay_ms_min: int = 1
+    delay_ms_max: int = 5
+    drop_rate: float = 0.0
+    duplicate_rate: float = 0.0
+    # The chance that a sender hears of its dropped request (`on_lost`) at its timeout.
+    lost_report_rate: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.delay_ms_min <= self.delay_ms_max:
+            raise ValueError(
+                f"delays must be 0 <= min <= max, not {self.delay_ms_min}..{self.delay_ms_max}"
+            )
+        for name in ("drop_rate", "duplicate_rate", "lost_report_rate"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be within [0, 1], not {getattr(self, name)}")
+
+
+class SimNetwork:
+    """Seeded message passing between nodes (module docstring)."""
+
+    def __init__(
+        self, loop: VirtualLoop, rng: random.Random, faults: NetworkFaults | None = None
+    ) -> None:
+        self._loop = loop
+        self._rng = rng
+        self.faults = faults or NetworkFaults()
+        self._nodes: dict[int, Deliver] = {}
+        self._group_of: dict[int, int] = {}  # node -> its partition group; empty: no partition
+        self.sent = 0
+        self.delivered = 0
+        self.dropped = 0
+
+    # --- membership ---------------------------------------------------------------------------
+
+    def up(self, node_id: int, deliver: Deliver) -> None:
+        """`node_id` listens: what reaches it from now on goes to `deliver`."""
+        self._nodes[node_id] = deliver
+
+    def down(self, node_id: int) -> None:
+        """`node_id` is down: messages in flight to it are lost on arrival."""
+        self._nodes.pop(node_id, None)
+
+    def is_up(self, node_id: int) -> bool:
+        return node_id in self._nodes
+
+    def partition(self, groups: Iterable[Iterable[int]]) -> None:
+        """Cut every link between two of `groups`; a node in none is cut from all of them."""
+        self._group_of = {node: index for index, group in enumerate(groups) for node in group}
+
+    def heal(self) -> None:
+        self._group_of = {}
+
+    def cut(self, source: int, destination: int) -> bool:
+        if not self._group_of:
+            return False
+        return self._group_of.get(source, -1 - source) != self._group_of.get(
+            destination, -1 - destination
+        )
+
+    # --- sending ------------------------------------------------------------------------------
+
+    def send(
+        self,
+        source: int,
+        destination: int,
+        message: object,
+        *,
+        on_lost: OnLost | None = None,
+        timeout_ms: int = 0,
+    ) -> None:
+        """Send `message` (module Rules); `timeout_ms`: when the sender would give up on it."""
+        self.sent += 1
+        faults = self.faults
+        rng = self._rng
+        if self.cut(source, destination) or (faults.drop_rate and rng.random() < faults.drop_rate):
+            self.dropped += 1
+            if on_lost is not None and rng.random() < faults.lost_report_rate:
+                self._loop.call_later(timeout_ms / 1000, on_lost, False)
+            return
+        copies = 2 if faults.duplicate_rate and rng.random() < faults.duplicate_rate else 1
+        for _ in range(copies):
+            delay_ms = rng.randint(faults.delay_ms_min, faults.delay_ms_max)
+            self._loop.call_later(delay_ms / 1000, self._arrive, destination, message, on_lost)
+
+    def _arrive(self, destination: int, message: object, on_lost: OnLost | None) -> None:
+        deliver = self._nodes.get(destination)
+        if deliver is None:
+            self.dropped += 1
+            if on_lost is not None:  # nobody listens: the connection is refused
+                delay_ms = self._rng.randint(self.faults.delay_ms_min, self.faults.delay_ms_max)
+                self._loop.call_later(delay_ms / 1000, on_lost, True)
+            return
+        self.delivered += 1
+        deliver(message)

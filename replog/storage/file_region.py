@@ -24,8 +24,25 @@ from __future__ import annotations
 
 import os
 import weakref
+from typing import Protocol
 
 from replog.errors import KafkaStorageError
+
+
+class Region(Protocol):
+    """`size` bytes of a data file from `position`, read when sent. A region of an operating
+    system's file (`FileRegion`) also has `fileno` for `sendfile`; a writer that finds none
+    sends what `read` returns."""
+
+    path: str
+    position: int
+    size: int
+
+    def __len__(self) -> int: ...
+
+    def read(self) -> bytes: ...
+
+    def close(self) -> None: ...
 
 
 class FileRegion:

@@ -383,7 +383,7 @@ class SyncedLater(Protocol):
     def make_durable(self) -> None: ...
 
 
-class _DeferredSyncs(threading.local):
+class DeferredSyncs(threading.local):
     """Per thread: what the current `collect_unsynced` block wrote (None outside one)."""
 
     def __init__(self) -> None:
@@ -455,7 +455,7 @@ class SyncDeferral(ABC):
     separate disks (in memory) gives each instance its own, while every `OsFileSystem` shares
     one, as they share the one operating system's disks."""
 
-    _deferred = _DeferredSyncs()
+    _deferred = DeferredSyncs()
 
     @abstractmethod
     def fsync_file(self, path: str) -> None:

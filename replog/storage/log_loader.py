@@ -92,7 +92,7 @@ def load_log(
     try:
         if had_clean_shutdown is None:
             # Standalone use opens or creates; a log manager opens directories it listed.
-            fs.make_dirs(directory)
+            _make_dirs_durably(directory, fs)
         return _load(
             log_class,
             directory,
@@ -149,6 +149,25 @@ def new_log_file_contents(
     if leader_epoch is not None:
         files.append((directory + _LEADER_EPOCH_FILE, _first_epoch_bytes(leader_epoch)))
     return files
+
+
+def _make_dirs_durably(directory: str, fs: FileSystem) -> None:
+    """Make `directory` and its missing parents, each new one's entry synced in its parent:
+    a crash must not lose a directory whose files were synced (a log manager syncs its log dir
+    after making a log's directory itself)."""
+    missing = []
+    path = os.path.normpath(directory)
+    while path and not fs.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    if not missing:
+        return
+    fs.make_dirs(directory)
+    for made in reversed(missing):
+        fs.fsync_dir(os.path.dirname(made) or ".")
 
 
 def make_new_log_files(
@@ -307,15 +326,8 @@ def _load_opened(
     """The rest of `_load` once the directory's `segments` are open: the epoch cache,
     recovery or the clean tail's check, and the offsets (module Rules)."""
     epoch_cache, epochs_trusted = _open_epoch_cache(directory, fs)
-    if (
-        epochs_trusted
-        and epoch_cache.earliest_entry is None
-        and _holds_records(segments, log_start_offset)
-    ):
-        # Gone (or never written) while the log holds records: a first entry made later
-        # would start above the log start and pass for the witness below. Rebuilt instead.
-        log.warning("%s: no leader epochs for a log with records; rebuilding them", directory)
-        epochs_trusted = False
+    # Whether the log holds records is known only once recovery cut a torn tail (below).
+    epochs_missing = epochs_trusted and epoch_cache.earliest_entry is None
     # The epoch checkpoint is written whenever the log start moves, the log start's own
     # checkpoint only now and then: after a crash the first epoch's start can be the later
     # witness of where the log started (module Rules).
@@ -342,10 +354,19 @@ def _load_opened(
 
     recovered_from: int | None = None
     if not had_clean_shutdown and segments:
+        # The entries from where recovery starts are taken again from the batches it reads:
+        # a cut is not synced (Kafka's is not either) while the cache's checkpoint is, so a
+        # crash can bring back cut batches of an older epoch than the cache names there.
+        epoch_cache.truncate_from_end(_recovery_start(segments, recovery_point))
         recovered_from = _recover(directory, segments, recovery_point, assign_newer_epoch, fs)
     _rebuild_missing_indexes(segments, recovered_from, names)
     if recovered_from is None:
         _verify_clean_tail(directory, segments, assign_newer_epoch, fs)
+    if epochs_missing and _holds_records(segments, log_start_offset):
+        # Gone (or never written) while the log holds records: a first entry made later
+        # would start above the log start and pass for the witness below. Rebuilt instead.
+        log.warning("%s: no leader epochs for a log with records; rebuilding them", directory)
+        epochs_trusted = False
 
     if segments:
         log_end_offset = segments.peekitem(-1)[1].next_offset
@@ -495,6 +516,11 @@ def _open_epoch_cache(directory: str, fs: FileSystem) -> tuple[LeaderEpochCache,
         return LeaderEpochCache(checkpoint, name=directory), False
 
 
+def _recovery_start(segments: SegmentMap[LogSegment], recovery_point: int) -> int:
+    """The base offset of the segment holding the recovery point, where recovery starts."""
+    return int(next(segments.irange(maximum=recovery_point, reverse=True), segments.peekitem(0)[0]))
+
+
 def _recover(
     directory: str,
     segments: SegmentMap[LogSegment],
@@ -504,9 +530,7 @@ def _recover(
 ) -> int:
     """Validate every segment from the one holding the recovery point; cut at the first bad
     byte. Returns the base offset recovery started from."""
-    start: int = next(
-        segments.irange(maximum=recovery_point, reverse=True), segments.peekitem(0)[0]
-    )
+    start = _recovery_start(segments, recovery_point)
     unflushed = list(segments.irange(minimum=start))
     log.info(
         "%s: unclean shutdown, recovering %d segment(s) from offset %d",

@@ -716,6 +716,24 @@ class OsFileSystem(SyncDeferral):
 LOCAL_FS = OsFileSystem()
 
 
+def make_dirs_durably(fs: FileSystem, directory: str) -> None:
+    """Make `directory` and its missing parents, each new one's entry synced in its parent:
+    a crash must not lose a directory whose own files were synced. One `make_dir` when the
+    directory exists (a restart), no stat."""
+    path = os.path.normpath(directory)
+    try:
+        fs.make_dir(path)
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        parent = os.path.dirname(path)
+        if parent in ("", path):
+            raise
+        make_dirs_durably(fs, parent)
+        fs.make_dir(path)
+    fs.fsync_dir(os.path.dirname(path) or ".")
+
+
 def _write_all(fd: int, data: bytes, *, sync: bool) -> None:
     """Write all of `data` to `fd`, fsync it if `sync`, and close it."""
     try:

@@ -58,7 +58,7 @@ from replog.errors import (
 )
 from replog.record.header import BatchHeader
 from replog.storage.checkpoint_file import LeaderEpochCheckpointFile
-from replog.storage.fs import FileSystem
+from replog.storage.fs import FileSystem, make_dirs_durably
 from replog.storage.leader_epoch_cache import LeaderEpochCache
 from replog.storage.log_config import LogConfig
 from replog.storage.segment import LogSegment, segment_file_prefix
@@ -92,7 +92,7 @@ def load_log(
     try:
         if had_clean_shutdown is None:
             # Standalone use opens or creates; a log manager opens directories it listed.
-            _make_dirs_durably(directory, fs)
+            make_dirs_durably(fs, directory)
         return _load(
             log_class,
             directory,
@@ -149,25 +149,6 @@ def new_log_file_contents(
     if leader_epoch is not None:
         files.append((directory + _LEADER_EPOCH_FILE, _first_epoch_bytes(leader_epoch)))
     return files
-
-
-def _make_dirs_durably(directory: str, fs: FileSystem) -> None:
-    """Make `directory` and its missing parents, each new one's entry synced in its parent:
-    a crash must not lose a directory whose files were synced (a log manager syncs its log dir
-    after making a log's directory itself)."""
-    missing = []
-    path = os.path.normpath(directory)
-    while path and not fs.exists(path):
-        missing.append(path)
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    if not missing:
-        return
-    fs.make_dirs(directory)
-    for made in reversed(missing):
-        fs.fsync_dir(os.path.dirname(made) or ".")
 
 
 def make_new_log_files(

@@ -9,9 +9,11 @@ Rules:
   the parent is synced, a crash undoes them (a rename reverts to the old name, a removed file
   comes back, a new one is gone, with whatever of its data was synced).
 - `crash()` keeps only what is durable: the tree of durable entries from the root, each file
-  with its durable content. Files opened before it fail with EBADF after it: the process that
-  held them is gone. Given a seeded `random.Random`, a file whose unsynced change was appends
-  only keeps a random prefix of them (a torn tail) instead of none.
+  with its durable content, and returns it as a new `MemoryFileSystem` for the restarted
+  process. The crashed instance and every file opened through it fail from then on (EIO,
+  EBADF): a dead process's leftover objects cannot touch the disk its successor uses. Given
+  a seeded `random.Random`, a file whose unsynced change was appends only keeps a random
+  prefix of them (a torn tail) instead of none.
 - Each directory reverts on its own: a file renamed from one directory to another where only
   one of them was synced ends up under both names or under neither. replog renames files only
   within their directory, and directories only within their parent.
@@ -30,12 +32,13 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fnmatch
 import os
 import posixpath
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from random import Random
 
@@ -126,7 +129,7 @@ class MemoryFileSystem(SyncDeferral):
         self._clock = clock
         self._lock = threading.RLock()
         self._root = _Dir()
-        self._epoch = 0  # counts crashes: files opened in an earlier epoch are dead
+        self._dead = False  # crashed: its successor holds the disk
         self._used = 0
         self._faults: list[_Fault] = []
         self.capacity: int | None = None
@@ -141,14 +144,14 @@ class MemoryFileSystem(SyncDeferral):
             raise ValueError(f"unknown operation {op!r}: one of {sorted(OPERATIONS)}")
         if times < 1:
             raise ValueError(f"times must be at least 1, not {times}")
-        with self._lock:
+        with self._locked():
             self._faults.append(_Fault(op, pattern, code, times))
 
     def fill_after(self, free_bytes: int) -> None:
         """Let the files grow by `free_bytes` more in all, then fail writes with ENOSPC."""
         if free_bytes < 0:
             raise ValueError(f"free bytes must not be negative, not {free_bytes}")
-        with self._lock:
+        with self._locked():
             self.capacity = self._used + free_bytes
 
     @property
@@ -163,7 +166,7 @@ class MemoryFileSystem(SyncDeferral):
             hook(op, path)
         if not self._faults:
             return
-        with self._lock:
+        with self._locked():
             for fault in self._faults:
                 if fault.op == op and fnmatch.fnmatchcase(path, fault.pattern):
                     fault.times -= 1
@@ -173,10 +176,12 @@ class MemoryFileSystem(SyncDeferral):
 
     # --- crashes --------------------------------------------------------------------------
 
-    def crash(self, rng: Random | None = None) -> None:
-        """Keep only what was synced (module Rules); with `rng`, torn tails of appends."""
-        with self._lock:
-            self._epoch += 1
+    def crash(self, rng: Random | None = None) -> MemoryFileSystem:
+        """Keep only what was synced (module Rules), with `rng` torn tails of appends; the
+        disk as the restarted process finds it, with this instance's faults, capacity and
+        hook. This instance is dead from now on."""
+        with self._locked():
+            self._dead = True
             files: dict[int, _File] = {}
             seen: set[int] = set()
 
@@ -199,7 +204,21 @@ class MemoryFileSystem(SyncDeferral):
                 directory.durable = dict(entries)
 
             restore(self._root)
-            self._used = sum(len(f.data) for f in files.values())
+            successor = MemoryFileSystem(clock=self._clock)
+            successor._root = self._root
+            successor._used = sum(len(f.data) for f in files.values())
+            successor._faults = self._faults
+            successor.capacity = self.capacity
+            successor.on_operation = self.on_operation
+            return successor
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The lock, refused once this instance crashed."""
+        with self._lock:
+            if self._dead:
+                raise OSError(errno.EIO, "the file system crashed: its process is gone")
+            yield
 
     # --- the tree -------------------------------------------------------------------------
 
@@ -317,7 +336,7 @@ class MemoryFileSystem(SyncDeferral):
 
     def fsync_file(self, path: str) -> None:
         self._begin("sync", path)
-        with self._lock:
+        with self._locked():
             node = self._lookup(path)
             if node is None:
                 raise _error(errno.ENOENT, path)
@@ -327,7 +346,7 @@ class MemoryFileSystem(SyncDeferral):
         """Sync the whole file system: it is one disk, as `syncfs` syncs one."""
         for directory in directories:
             self._begin("sync", directory)
-        with self._lock:
+        with self._locked():
             stack: list[_File | _Dir] = [self._root]
             while stack:
                 node = stack.pop()
@@ -337,13 +356,13 @@ class MemoryFileSystem(SyncDeferral):
 
     def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
         self._begin("open", path)
-        with self._lock:
+        with self._locked():
             file = self._create(path, exclusive=False) if create else self._file(path)
             return MemorySegmentFile(self, file, path)
 
     def create_empty_file(self, path: str) -> None:
         self._begin("create", path)
-        with self._lock:
+        with self._locked():
             self._create(path, exclusive=True)
 
     def empty_segment_file(self, path: str) -> SegmentFile:
@@ -351,7 +370,7 @@ class MemoryFileSystem(SyncDeferral):
 
     def read_bytes(self, path: str) -> bytes | None:
         self._begin("read", path)
-        with self._lock:
+        with self._locked():
             node = self._lookup(path)
             if node is None:
                 return None
@@ -365,7 +384,7 @@ class MemoryFileSystem(SyncDeferral):
         self._begin("create" if exclusive else "write", path)
         if exclusive:
             self._begin("write", path)
-        with self._lock:
+        with self._locked():
             file = self._create(path, exclusive=exclusive)
             try:
                 self._truncate(file, 0)
@@ -404,24 +423,24 @@ class MemoryFileSystem(SyncDeferral):
 
     def exists(self, path: str) -> bool:
         self._begin("stat", path)
-        with self._lock:
+        with self._locked():
             return self._lookup(path) is not None
 
     def list_dir(self, path: str) -> list[str]:
         self._begin("list", path)
-        with self._lock:
+        with self._locked():
             return sorted(self._dir(path).entries)
 
     def list_subdirs(self, path: str) -> list[str]:
         self._begin("list", path)
-        with self._lock:
+        with self._locked():
             entries = self._dir(path).entries
             return sorted(name for name, node in entries.items() if isinstance(node, _Dir))
 
     def make_dir(self, path: str) -> None:
         """Create one directory; FileExistsError if it exists."""
         self._begin("mkdir", path)
-        with self._lock:
+        with self._locked():
             parent, name = self._parent(path)
             if name in parent.entries:
                 raise _error(errno.EEXIST, path)
@@ -429,7 +448,7 @@ class MemoryFileSystem(SyncDeferral):
 
     def make_dirs(self, path: str) -> None:
         self._begin("mkdir", path)
-        with self._lock:
+        with self._locked():
             node: _File | _Dir = self._root
             for name in self._names(path):
                 if not isinstance(node, _Dir):
@@ -443,7 +462,7 @@ class MemoryFileSystem(SyncDeferral):
 
     def remove(self, path: str) -> None:
         self._begin("remove", path)
-        with self._lock:
+        with self._locked():
             node = self._lookup(path)
             if node is None:
                 return
@@ -456,7 +475,7 @@ class MemoryFileSystem(SyncDeferral):
         """Delete a directory and everything in it: each directory loses its entries, as
         unlinking them one by one does, and its parent loses it."""
         self._begin("remove", path)
-        with self._lock:
+        with self._locked():
             directory = self._dir(path)
             parent, name = self._parent(path)
             self._unlink(directory)
@@ -470,7 +489,7 @@ class MemoryFileSystem(SyncDeferral):
     def rename(self, source: str, target: str) -> None:
         """`os.replace`: a file over a file, a directory over an empty directory."""
         self._begin("rename", source)
-        with self._lock:
+        with self._locked():
             source_parent, source_name = self._parent(source)
             node = source_parent.entries.get(source_name)
             if node is None:
@@ -495,17 +514,17 @@ class MemoryFileSystem(SyncDeferral):
 
     def file_size(self, path: str) -> int:
         self._begin("stat", path)
-        with self._lock:
+        with self._locked():
             return len(self._file(path).data)
 
     def mtime_ms(self, path: str) -> int:
         self._begin("stat", path)
-        with self._lock:
+        with self._locked():
             return self._file(path).mtime_ms
 
     def truncate_file(self, path: str, size: int) -> None:
         self._begin("truncate", path)
-        with self._lock:
+        with self._locked():
             self._truncate(self._file(path), size)
 
 
@@ -513,12 +532,11 @@ class MemorySegmentFile:
     """A `SegmentFile` of a `MemoryFileSystem`: a handle on the file's bytes, dead once closed
     or once its file system crashed."""
 
-    __slots__ = ("_closed", "_epoch", "_file", "_fs", "path", "size")
+    __slots__ = ("_closed", "_file", "_fs", "path", "size")
 
     def __init__(self, fs: MemoryFileSystem, file: _File, path: str) -> None:
         self._fs = fs
         self._file = file
-        self._epoch = fs._epoch
         self._closed = False
         self.path = path
         self.size = len(file.data)
@@ -526,7 +544,7 @@ class MemorySegmentFile:
     def _alive(self) -> _File:
         if self._closed:
             raise _error(errno.EBADF, self.path)
-        if self._epoch != self._fs._epoch:
+        if self._fs._dead:
             raise OSError(errno.EBADF, "opened before its file system crashed", self.path)
         return self._file
 

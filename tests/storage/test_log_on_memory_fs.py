@@ -96,7 +96,7 @@ class LogOnMemoryMachine(RuleBasedStateMachine):
 
     @rule(seed=st.none() | st.integers(0, 2**32))
     def crash_and_reopen(self, seed: int | None) -> None:
-        self.fs.crash(None if seed is None else random.Random(seed))
+        self.fs = self.fs.crash(None if seed is None else random.Random(seed))
         self.log.close_without_flush()  # its files died with the crash: this drops them
         self.log = self.open()
         recovered = read_all(self.log)
@@ -135,7 +135,7 @@ def test_a_new_standalone_logs_directory_survives_a_crash_once_flushed() -> None
     log = Log.open("/fresh/dir/t-0", CONFIG, fs=fs, clock=clock)
     written = append_batches(log, 5)
     log.flush()
-    fs.crash()
+    fs = fs.crash()
     log.close_without_flush()
     reopened = Log.open("/fresh/dir/t-0", CONFIG, fs=fs, clock=clock)
     assert read_all(reopened) == written
@@ -153,7 +153,7 @@ def test_a_crash_keeps_what_flushes_and_rolls_synced_and_loses_the_active_tail()
     written += append_batches(log, 30, epoch=1)
     active_base = log.active_segment.base_offset
     assert active_base > read_header(written[29]).base_offset  # rolled past the flush
-    fs.crash()
+    fs = fs.crash()
     log.close_without_flush()
     reopened = Log.open(DIRECTORY, CONFIG, fs=fs, clock=clock)
     assert read_all(reopened) == [b for b in written if read_header(b).base_offset < active_base]
@@ -176,11 +176,11 @@ def test_a_torn_tail_that_comes_back_after_recovery_cut_it_is_cut_again() -> Non
     fs = MemoryFileSystem(clock=clock)
     log = Log.open(DIRECTORY, CONFIG, fs=fs, clock=clock)
     append_batches(log, 1)
-    fs.crash(TornTail())
+    fs = fs.crash(TornTail())
     log.close_without_flush()
     log = Log.open(DIRECTORY, CONFIG, fs=fs, clock=clock)
     assert log.log_end_offset == 0 and not log.leader_epoch_cache.entries()
-    fs.crash()
+    fs = fs.crash()
     log.close_without_flush()
     reopened = Log.open(DIRECTORY, CONFIG, fs=fs, clock=clock)
     assert reopened.log_end_offset == 0 and read_all(reopened) == []
@@ -199,7 +199,7 @@ def test_batches_a_crash_brings_back_from_an_unsynced_cut_get_their_own_epochs()
     log = Log.open(DIRECTORY, CONFIG, fs=fs, clock=clock)
     log.truncate_to(0)
     append_batches(log, 1, epoch=1)
-    fs.crash()
+    fs = fs.crash()
     log.close_without_flush()
     reopened = Log.open(DIRECTORY, CONFIG, fs=fs, clock=clock)
     assert read_all(reopened) == old

@@ -28,13 +28,13 @@ def test_a_new_directory_survives_a_crash_only_once_its_parent_is_synced(
     fs.make_dir("/logs/t-0")
     fs.write_bytes("/logs/t-0/a", b"data")  # the file and its directory's entry synced...
     fs.fsync_dir("/logs/t-0")
-    fs.crash()
+    fs = fs.crash()
     assert fs.list_dir("/logs") == []  # ...but not the directory's own entry in /logs
     fs.make_dir("/logs/t-0")
     fs.write_bytes("/logs/t-0/a", b"data")
     fs.fsync_dir("/logs/t-0")
     fs.fsync_dir("/logs")
-    fs.crash()
+    fs = fs.crash()
     assert fs.read_bytes("/logs/t-0/a") == b"data"
 
 
@@ -43,12 +43,12 @@ def test_an_unsynced_rename_of_a_directory_reverts_with_its_contents(fs: MemoryF
     fs.write_new_file("/logs/t-0/a", b"kept")  # synced with its directory
     fs.fsync_dir("/logs")
     fs.rename("/logs/t-0", "/logs/t-0.abc-delete")
-    fs.crash()
+    fs = fs.crash()
     assert fs.list_dir("/logs") == ["t-0"]
     assert fs.read_bytes("/logs/t-0/a") == b"kept"
     fs.rename("/logs/t-0", "/logs/t-0.abc-delete")
     fs.fsync_dir("/logs")
-    fs.crash()
+    fs = fs.crash()
     assert fs.list_dir("/logs") == ["t-0.abc-delete"]
 
 
@@ -59,11 +59,11 @@ def test_an_unsynced_tree_removal_brings_back_what_was_synced(fs: MemoryFileSyst
     fs.fsync_dir("/logs")
     fs.remove_tree("/logs/t-0")
     assert not fs.exists("/logs/t-0")
-    fs.crash()
+    fs = fs.crash()
     assert fs.list_dir("/logs/t-0") == ["a"]  # b's entry was never synced
     fs.remove_tree("/logs/t-0")
     fs.fsync_dir("/logs")
-    fs.crash()
+    fs = fs.crash()
     assert fs.list_dir("/logs") == []
 
 
@@ -75,34 +75,50 @@ def test_a_file_renamed_over_another_before_its_data_was_synced_is_empty_after_a
     fs.write_bytes("/logs/s.tmp", b"unsynced", fsync=False)
     fs.rename("/logs/s.tmp", "/logs/s")
     fs.fsync_dir("/logs")
-    fs.crash()
+    fs = fs.crash()
     assert fs.read_bytes("/logs/s") == b""
 
 
 def test_atomic_write_leaves_the_old_or_the_new_content(fs: MemoryFileSystem) -> None:
     fs.atomic_write("/logs/cp", b"old")
-    fs.crash()
+    fs = fs.crash()
     assert fs.read_bytes("/logs/cp") == b"old"
     fs.fail_next("sync", "/logs")  # the directory's sync after the rename fails
     with pytest.raises(OSError):
         fs.atomic_write("/logs/cp", b"new")
     assert fs.read_bytes("/logs/cp") == b"new"
-    fs.crash()
+    fs = fs.crash()
     assert fs.read_bytes("/logs/cp") == b"old"
     assert fs.list_dir("/logs") == ["cp"]
 
 
 def test_a_deferred_block_makes_its_writes_durable_only_at_its_end(fs: MemoryFileSystem) -> None:
-    with fs.deferred_sync():
+    with pytest.raises(OSError, match="crashed"), fs.deferred_sync():
         fs.atomic_write("/logs/cp", b"v1")
         fs.write_new_file("/logs/new", b"v2")
-        fs.crash()  # inside the block: nothing was synced yet
-        assert fs.list_dir("/logs") == []
-        fs.atomic_write("/logs/cp", b"v1")
-        fs.write_new_file("/logs/new", b"v2")
-    fs.crash()
-    assert fs.read_bytes("/logs/cp") == b"v1"
-    assert fs.read_bytes("/logs/new") == b"v2"
+        restarted = fs.crash()  # inside the block: nothing was synced yet
+    assert restarted.list_dir("/logs") == []
+    with restarted.deferred_sync():
+        restarted.atomic_write("/logs/cp", b"v1")
+        restarted.write_new_file("/logs/new", b"v2")
+    after = restarted.crash()
+    assert after.read_bytes("/logs/cp") == b"v1"
+    assert after.read_bytes("/logs/new") == b"v2"
+
+
+def test_a_crashed_file_system_is_gone_for_its_dead_process(fs: MemoryFileSystem) -> None:
+    """What a killed process still holds cannot touch the disk its successor uses."""
+    file = fs.open_segment_file("/logs/0.log")
+    restarted = fs.crash()
+    for touch in (
+        lambda: fs.write_bytes("/logs/late", b"from the dead"),
+        lambda: fs.list_dir("/logs"),
+        lambda: file.append(b"late"),
+        lambda: fs.crash(),
+    ):
+        with pytest.raises(OSError):
+            touch()
+    assert restarted.list_dir("/logs") == []
 
 
 def test_each_memory_file_system_defers_its_own_syncs() -> None:
@@ -110,7 +126,7 @@ def test_each_memory_file_system_defers_its_own_syncs() -> None:
     first, second = MemoryFileSystem(), MemoryFileSystem()
     with first.deferred_sync():
         second.write_new_file("/x", b"synced now")
-        second.crash()
+        second = second.crash()
     assert second.read_bytes("/x") == b"synced now"
 
 
@@ -143,7 +159,7 @@ def test_files_opened_before_a_crash_are_dead_after_it(fs: MemoryFileSystem) -> 
     file.append(b"abc")
     file.fsync()
     fs.fsync_dir("/logs")
-    fs.crash()
+    fs = fs.crash()
     with pytest.raises(OSError) as dead:
         file.read(0, 3)
     assert dead.value.errno == errno.EBADF

@@ -156,7 +156,7 @@ class MemoryFsMachine(RuleBasedStateMachine):
     @rule(seed=st.none() | st.integers(0, 2**32))
     def crash(self, seed: int | None) -> None:
         before = {name: (model.content, model.synced) for name, model in self.entries.items()}
-        self.fs.crash(None if seed is None else random.Random(seed))
+        self.fs = self.fs.crash(None if seed is None else random.Random(seed))
         self.handles.clear()
         self.entries = dict(self.synced_entries)
         survivors = {id(m): m for m in self.entries.values()}.values()

@@ -4,7 +4,7 @@ deleted, their high watermarks checkpointed, and the broker crashing (with and w
 tails) or stopping cleanly. After a crash the next manager has every log created (a creation
 syncs its log dir), each with its flushed batches, whole batches only, a high watermark no
 higher than the last checkpoint, and no log whose deletion was made durable
-(docs/storage.md, "Crash recovery" and "The in-memory file system")."""
+(docs/storage.md, "Recovery" and "The file-system seam")."""
 
 from __future__ import annotations
 

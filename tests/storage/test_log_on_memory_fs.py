@@ -5,7 +5,7 @@ were flushed. After a crash and reopen: every batch flushed (and not cut since) 
 offset; everything else the log holds is a whole batch once written at that offset (a cut
 that was not synced may come back, as in Kafka, whose truncation does not sync either);
 offsets are dense; the leader-epoch cache is what the batches imply
-(docs/storage.md, "Crash recovery"; docs/design/storage.md#crash-scenarios)."""
+(docs/storage.md, "Recovery" and "The file-system seam"; docs/design/storage.md#crash-scenarios)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ offsets are dense; the leader-epoch cache is what the batches imply
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 from hypothesis import settings
@@ -16,8 +17,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from storage_helpers import T0, append_batches, read_all, small_config
 
-from replog.record import read_header
+from replog.record import RecordBatch, build_batch, read_header
 from replog.storage import Log
+from replog.storage.cleaner.log_cleaning import clean_log
+from replog.storage.cleaner.offset_map import OffsetMap
 from replog.storage.memory_fs import MemoryFileSystem
 from replog.testing import ManualClock
 
@@ -205,3 +208,86 @@ def test_batches_a_crash_brings_back_from_an_unsynced_cut_get_their_own_epochs()
     assert read_all(reopened) == old
     assert epochs_in(reopened) == [(0, 0)]
     reopened.close()
+
+
+def test_a_fetch_region_of_a_memory_log_reads_what_read_returns() -> None:
+    """`read_or_region` on a memory file system answers a region without a descriptor: the
+    fetch path sends what its `read` returns (file_region.Region)."""
+    clock = ManualClock(T0)
+    log = Log.open(DIRECTORY, CONFIG, fs=MemoryFileSystem(clock=clock), clock=clock)
+    append_batches(log, 3)
+    whole = log.read(0, 1 << 20)
+    region = log.read_or_region(0, 1 << 20, region_min_bytes=1)
+    assert not isinstance(region, bytes) and not hasattr(region, "fileno")
+    assert len(region) == len(whole) and region.read() == whole
+    region.close()
+    log.close()
+
+
+class PowerLoss(BaseException):
+    """The machine stops where it is raised: nothing after it reaches the disk."""
+
+
+def test_a_power_loss_at_any_point_of_a_cleaning_pass_keeps_what_the_pass_keeps() -> None:
+    """A compacted log, flushed, cleaned with the power lost at each file operation of the
+    pass in turn: the restarted log holds every record an uninterrupted pass keeps, at its
+    offset, and nothing that was not written there, whichever swaps happened."""
+    config = small_config(segment_bytes=700, index_interval_bytes=100, cleanup_policy="compact")
+    Record = tuple[int, bytes | None, bytes | None]
+
+    def compacted_log(fs: MemoryFileSystem, clock: ManualClock) -> Log:
+        log = Log.open(DIRECTORY, config, fs=fs, clock=clock)
+        for i in range(60):
+            key, value = f"k{i % 7}".encode(), f"v{i}".encode()
+            log.append_as_leader(build_batch([(T0 + i, key, value, ())]), 0)
+        log.high_watermark = log.log_end_offset
+        log.flush()
+        return log
+
+    def clean(log: Log) -> None:
+        clean_log(
+            log,
+            OffsetMap(24 * 1000),
+            first_dirty=0,
+            first_uncleanable=min(log.active_segment.base_offset, log.high_watermark),
+            now_ms=T0,
+            delete_retention_ms=3_600_000,
+        )
+
+    def records(log: Log) -> set[Record]:
+        return {
+            (record.offset, record.key, record.value)
+            for _, batch in log.read_batches(log.log_start_offset)
+            for record in RecordBatch.parse(batch, sparse=True).records()
+        }
+
+    clock = ManualClock(T0)
+    counting = MemoryFileSystem(clock=clock)
+    log = compacted_log(counting, clock)
+    written = records(log)
+    operations: list[str] = []
+    counting.on_operation = lambda op, path: operations.append(op)
+    clean(log)
+    kept = records(log)
+    assert kept < written and operations.count("rename") >= 2  # a .cleaned file, a swap
+    for stop_at in range(len(operations) + 1):
+        fs = MemoryFileSystem(clock=clock)
+        log = compacted_log(fs, clock)
+        end = log.log_end_offset
+        seen: list[str] = []
+
+        def hook(op: str, path: str, seen: list[str] = seen, stop_at: int = stop_at) -> None:
+            if len(seen) >= stop_at:
+                raise PowerLoss(f"at {op} {path}")
+            seen.append(op)
+
+        fs.on_operation = hook
+        with contextlib.suppress(PowerLoss):
+            clean(log)
+        fs.on_operation = None
+        restarted = fs.crash()
+        log.close_without_flush()
+        reopened = Log.open(DIRECTORY, config, fs=restarted, clock=clock)
+        assert reopened.log_end_offset == end, stop_at
+        assert kept <= records(reopened) <= written, stop_at
+        reopened.close()

@@ -39,7 +39,7 @@ class MemoryFsMachine(RuleBasedStateMachine):
         self.fs.fsync_dir("/data")
         self.entries: dict[str, ModelFile] = {}
         self.synced_entries: dict[str, ModelFile] = {}
-        self.handles: dict[str, tuple[SegmentFile, ModelFile]] = {}
+        self.handles: dict[int, tuple[SegmentFile, ModelFile]] = {}  # by model identity
         self.capacity: int | None = None
 
     def path(self, name: str) -> str:
@@ -49,14 +49,16 @@ class MemoryFsMachine(RuleBasedStateMachine):
         return sum(len(f.content) for f in {id(f): f for f in self.entries.values()}.values())
 
     def handle(self, name: str) -> tuple[SegmentFile, ModelFile]:
-        """An open file of `name`, opened (and created) now unless one is open on the same
-        file; a handle on a file renamed or removed since still writes to that file."""
-        found = self.handles.get(name)
-        if found is None or self.entries.get(name) is not found[1]:
-            if name not in self.entries:
-                self.entries[name] = ModelFile()
-            found = (self.fs.open_segment_file(self.path(name)), self.entries[name])
-            self.handles[name] = found
+        """The open file of what `name` names, opened (and created) now unless one is open on
+        that file: one handle per file, as its tracked size is the handle's own (a real
+        one's too). A handle on a file renamed or removed since still writes to that file."""
+        if name not in self.entries:
+            self.entries[name] = ModelFile()
+        model = self.entries[name]
+        found = self.handles.get(id(model))
+        if found is None:
+            found = (self.fs.open_segment_file(self.path(name)), model)
+            self.handles[id(model)] = found
         return found
 
     # --- operations ------------------------------------------------------------------------
@@ -92,9 +94,10 @@ class MemoryFsMachine(RuleBasedStateMachine):
         """`write_bytes` (synced or not) or `atomic_write`."""
         if self.capacity is not None:
             return  # space is the append rule's subject
-        open_file = self.handles.pop(name, None)  # a handle's size is its own (as a real one's)
-        if open_file is not None:
-            open_file[0].close()
+        if name in self.entries:  # rewritten by path: a handle's tracked size would be stale
+            open_file = self.handles.pop(id(self.entries[name]), None)
+            if open_file is not None:
+                open_file[0].close()
         if whole:
             self.fs.atomic_write(self.path(name), data)
             tmp = ModelFile(data, data)
@@ -142,6 +145,10 @@ class MemoryFsMachine(RuleBasedStateMachine):
         """An EIO on the next write or sync of the file changes nothing."""
         self.fs.fail_next(op, f"*/{name}")
         file, model = self.handle(name)
+        if file.path != self.path(name):  # renamed since it was opened: faults match its path
+            file.close()
+            del self.handles[id(model)]
+            file, model = self.handle(name)
         with pytest.raises(OSError) as failed:
             file.append(b"x") if op == "write" else file.fsync()
         assert failed.value.errno == errno.EIO

@@ -19,10 +19,9 @@ from storage_helpers import T0, append_batches, read_all, small_config
 
 from replog.record import RecordBatch, build_batch, read_header
 from replog.storage import Log
-from replog.storage.cleaner.log_cleaning import clean_log
-from replog.storage.cleaner.offset_map import OffsetMap
 from replog.storage.memory_fs import MemoryFileSystem
 from replog.testing import ManualClock
+from tests.compacted_log import clean_whole_log
 
 CONFIG = small_config(segment_bytes=700, index_interval_bytes=90, retention_ms=-1)
 DIRECTORY = "/var/replog/t-0"
@@ -244,16 +243,6 @@ def test_a_power_loss_at_any_point_of_a_cleaning_pass_keeps_what_the_pass_keeps(
         log.flush()
         return log
 
-    def clean(log: Log) -> None:
-        clean_log(
-            log,
-            OffsetMap(24 * 1000),
-            first_dirty=0,
-            first_uncleanable=min(log.active_segment.base_offset, log.high_watermark),
-            now_ms=T0,
-            delete_retention_ms=3_600_000,
-        )
-
     def records(log: Log) -> set[Record]:
         return {
             (record.offset, record.key, record.value)
@@ -267,7 +256,7 @@ def test_a_power_loss_at_any_point_of_a_cleaning_pass_keeps_what_the_pass_keeps(
     written = records(log)
     operations: list[str] = []
     counting.on_operation = lambda op, path: operations.append(op)
-    clean(log)
+    clean_whole_log(log)
     kept = records(log)
     assert kept < written and operations.count("rename") >= 2  # a .cleaned file, a swap
     for stop_at in range(len(operations) + 1):
@@ -283,7 +272,7 @@ def test_a_power_loss_at_any_point_of_a_cleaning_pass_keeps_what_the_pass_keeps(
 
         fs.on_operation = hook
         with contextlib.suppress(PowerLoss):
-            clean(log)
+            clean_whole_log(log)
         fs.on_operation = None
         restarted = fs.crash()
         log.close_without_flush()

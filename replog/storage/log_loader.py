@@ -335,11 +335,18 @@ def _load_opened(
 
     recovered_from: int | None = None
     if not had_clean_shutdown and segments:
-        # The entries from where recovery starts are taken again from the batches it reads:
-        # a cut is not synced (Kafka's is not either) while the cache's checkpoint is, so a
-        # crash can bring back cut batches of an older epoch than the cache names there.
-        epoch_cache.truncate_from_end(_recovery_start(segments, recovery_point))
-        recovered_from = _recover(directory, segments, recovery_point, assign_newer_epoch, fs)
+        epoch_starts: list[EpochEntry] = []  # where each epoch begins in the batches recovered
+
+        def recovered(header: BatchHeader) -> None:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and (not epoch_starts or epoch_starts[-1].leader_epoch != epoch):
+                epoch_starts.append(EpochEntry(epoch, header.base_offset))
+            assign_newer_epoch(header)
+
+        recovered_from = _recover(directory, segments, recovery_point, recovered, fs)
+        _match_recovered_epochs(
+            epoch_cache, recovered_from, epoch_starts, segments.peekitem(-1)[1].next_offset
+        )
     _rebuild_missing_indexes(segments, recovered_from, names)
     if recovered_from is None:
         _verify_clean_tail(directory, segments, assign_newer_epoch, fs)
@@ -497,9 +504,25 @@ def _open_epoch_cache(directory: str, fs: FileSystem) -> tuple[LeaderEpochCache,
         return LeaderEpochCache(checkpoint, name=directory), False
 
 
-def _recovery_start(segments: SegmentMap[LogSegment], recovery_point: int) -> int:
-    """The base offset of the segment holding the recovery point, where recovery starts."""
-    return int(next(segments.irange(maximum=recovery_point, reverse=True), segments.peekitem(0)[0]))
+def _match_recovered_epochs(
+    cache: LeaderEpochCache, start: int, epoch_starts: list[EpochEntry], end: int
+) -> None:
+    """Make the cache's entries from `start` (where recovery began) to `end` (where it ended)
+    the ones the recovered batches imply, `epoch_starts` (each epoch's first batch from
+    `start`), when they differ: a cut is not synced (Kafka's is not either) while the cache's
+    checkpoint is, so a crash can bring back cut batches of an older epoch under an entry of a
+    newer one. Rewritten only then: an unclean start of thousands of logs writes nothing here
+    for a log whose cache agrees."""
+    kept = [e for e in cache.entries() if e.start_offset < start]
+    expected = list(kept)
+    for entry in epoch_starts:
+        if not expected or entry.leader_epoch > expected[-1].leader_epoch:
+            expected.append(entry)
+    if [e for e in cache.entries() if e.start_offset < end] == expected:
+        return
+    cache.truncate_from_end(start)
+    for entry in expected[len(kept) :]:
+        cache.assign(entry.leader_epoch, entry.start_offset)
 
 
 def _recover(
@@ -511,7 +534,9 @@ def _recover(
 ) -> int:
     """Validate every segment from the one holding the recovery point; cut at the first bad
     byte. Returns the base offset recovery started from."""
-    start = _recovery_start(segments, recovery_point)
+    start: int = next(
+        segments.irange(maximum=recovery_point, reverse=True), segments.peekitem(0)[0]
+    )
     unflushed = list(segments.irange(minimum=start))
     log.info(
         "%s: unclean shutdown, recovering %d segment(s) from offset %d",

@@ -280,3 +280,24 @@ def test_a_power_loss_at_any_point_of_a_cleaning_pass_keeps_what_the_pass_keeps(
         assert reopened.log_end_offset == end, stop_at
         assert kept <= records(reopened) <= written, stop_at
         reopened.close()
+
+
+def test_an_unclean_open_whose_epochs_agree_with_the_batches_rewrites_no_epoch_file() -> None:
+    """Recovery compares the cache with the batches it read and rewrites the leader-epoch
+    checkpoint only when they differ: an unclean start of many logs writes none of them."""
+    clock = ManualClock(T0)
+    fs = MemoryFileSystem(clock=clock)
+    log = Log.open(DIRECTORY, CONFIG, fs=fs, clock=clock)
+    append_batches(log, 3, epoch=0)
+    log.flush()
+    append_batches(log, 2, epoch=1)
+    log.flush()  # the state file keeps the first flush's recovery point: same segment
+    assert log.segment_count == 1
+    fs = fs.crash()
+    log.close_without_flush()
+    writes: list[str] = []
+    fs.on_operation = lambda op, path: writes.append(path) if op in ("write", "rename") else None
+    reopened = Log.open(DIRECTORY, CONFIG, fs=fs, clock=clock)
+    assert epochs_in(reopened) == [(0, 0), (1, 3)]
+    assert not [path for path in writes if "leader-epoch-checkpoint" in path]
+    reopened.close()

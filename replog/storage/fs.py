@@ -20,22 +20,22 @@ Rules:
   is what it would leave without it before the last fsync: each caller states why that is safe
   (`docs/storage.md`, "Creating many replicas"). Other threads are unaffected.
 - `SegmentFile` is an append-only data file with positional reads. Its `size` is tracked in
-  memory, so an append never asks the kernel where the end is. An empty one holds no file
-  descriptor until its first append or truncation: a broker's idle replicas (100,000 of them
-  after a large CreateTopics) would otherwise hold one each, past the process's open-file
-  limit (20,000 here); a file once written to keeps its descriptor until closed. An append
-  may be given several buffers, written back to back with one gather write (`pwritev`): the
-  log writes a stamped header prefix and the caller's batch bytes that way, without first
-  copying them together.
-- A log segment's file (`tune_for_appends`) starts writeback behind its end every few MiB and,
-  with a page-cache tail (`log.page.cache.tail.bytes`), drops from the page cache what lies
-  more than the tail behind its end; once rolled (`finish_appends`), it drops all of its cache
-  at its next sync (`write_hints`: why, and what was measured). The hints run on their own
-  thread, never the appender's. Its size, contents and durability are as without. It reserves
-  no blocks ahead (`write_hints` says why not).
-- Errors from the operating system surface as `OSError` here; callers (the log) turn them into
-  `KafkaStorageError` with the partition and file named, because only they know what the
-  failure means for acknowledged data.
+  memory, so an append never asks the kernel where the end is. An empty `OsSegmentFile` holds
+  no file descriptor until its first append or truncation: a broker's idle replicas (100,000
+  of them after a large CreateTopics) would otherwise hold one each, past the process's
+  open-file limit (20,000 here); a file once written to keeps its descriptor until closed. An
+  append may be given several buffers, written back to back with one gather write
+  (`pwritev`): the log writes a stamped header prefix and the caller's batch bytes that way,
+  without first copying them together.
+- A log segment's `OsSegmentFile` (`tune_for_appends`) starts writeback behind its end every
+  few MiB and, with a page-cache tail (`log.page.cache.tail.bytes`), drops from the page cache
+  what lies more than the tail behind its end; once rolled (`finish_appends`), it drops all of
+  its cache at its next sync (`write_hints`: why, and what was measured). The hints run on
+  their own thread, never the appender's. Its size, contents and durability are as without.
+  It reserves no blocks ahead (`write_hints` says why not).
+- Errors from the operating system surface as `OSError` here (`MemoryFileSystem` raises the
+  same); callers (the log) turn them into `KafkaStorageError` with the partition and file
+  named, because only they know what the failure means for acknowledged data.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ Rules:
   EBADF): a dead process's leftover objects cannot touch the disk its successor uses. Given
   a seeded `random.Random`, a file whose unsynced change was appends only keeps a random
   prefix of them (a torn tail) instead of none.
+- `kill()` is a process crash without a power loss: the successor it returns finds every
+  write, synced or not, and the crashed instance is dead as after `crash()`.
 - Each directory reverts on its own: a file renamed from one directory to another where only
   one of them was synced ends up under both names or under neither. replog renames files only
   within their directory, and directories only within their parent.
@@ -204,13 +206,25 @@ class MemoryFileSystem(SyncDeferral):
                 directory.durable = dict(entries)
 
             restore(self._root)
-            successor = MemoryFileSystem(clock=self._clock)
-            successor._root = self._root
-            successor._used = sum(len(f.data) for f in files.values())
-            successor._faults = self._faults
-            successor.capacity = self.capacity
-            successor.on_operation = self.on_operation
-            return successor
+            return self._successor(sum(len(f.data) for f in files.values()))
+
+    def kill(self) -> MemoryFileSystem:
+        """The process dies (kill -9) but the machine does not: its successor finds every
+        write, synced or not (the page cache survives), and a later `crash` still loses what
+        was never synced. This instance is dead from now on, as after `crash`."""
+        with self._locked():
+            self._dead = True
+            return self._successor(self._used)
+
+    def _successor(self, used: int) -> MemoryFileSystem:
+        """The instance the restarted process uses: this one's disk, faults, capacity, hook."""
+        successor = MemoryFileSystem(clock=self._clock)
+        successor._root = self._root
+        successor._used = used
+        successor._faults = self._faults
+        successor.capacity = self.capacity
+        successor.on_operation = self.on_operation
+        return successor
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:

@@ -106,6 +106,25 @@ def test_a_deferred_block_makes_its_writes_durable_only_at_its_end(fs: MemoryFil
     assert after.read_bytes("/logs/new") == b"v2"
 
 
+def test_a_killed_process_leaves_its_unsynced_writes_to_its_successor_until_a_power_loss(
+    fs: MemoryFileSystem,
+) -> None:
+    file = fs.open_segment_file("/logs/0.log")
+    file.append(b"synced")
+    file.fsync()
+    fs.fsync_dir("/logs")
+    file.append(b"+cached")
+    fs.write_bytes("/logs/new", b"unsynced", fsync=False)
+    restarted = fs.kill()
+    with pytest.raises(OSError):
+        file.append(b"late")  # the dead process's handle
+    assert restarted.read_bytes("/logs/0.log") == b"synced+cached"
+    assert restarted.read_bytes("/logs/new") == b"unsynced"
+    after_power_loss = restarted.crash()
+    assert after_power_loss.read_bytes("/logs/0.log") == b"synced"
+    assert not after_power_loss.exists("/logs/new")
+
+
 def test_a_crashed_file_system_is_gone_for_its_dead_process(fs: MemoryFileSystem) -> None:
     """What a killed process still holds cannot touch the disk its successor uses."""
     file = fs.open_segment_file("/logs/0.log")

@@ -3,7 +3,8 @@
 strings: each file's content now and at its last sync, and one directory's entries now and at
 its last sync. A crash keeps the directory's synced entries, each file with its synced content;
 with a seeded random source, a file whose content still begins with its synced content may also
-keep a prefix of the rest (a torn tail of appends)."""
+keep a prefix of the rest (a torn tail of appends). A process crash without a power loss
+(`kill`) keeps everything."""
 
 from __future__ import annotations
 
@@ -179,6 +180,12 @@ class MemoryFsMachine(RuleBasedStateMachine):
         if self.capacity is not None:
             self.capacity = max(self.capacity, self.used())
             self.fs.capacity = self.capacity
+
+    @rule()
+    def kill(self) -> None:
+        """A process crash: the next process finds everything, synced or not."""
+        self.fs = self.fs.kill()
+        self.handles.clear()
 
     def name_of(self, model: ModelFile) -> str:
         return next(name for name, m in self.entries.items() if m is model)

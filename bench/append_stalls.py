@@ -9,9 +9,9 @@ What it measures. Three files are appended to at `--rate-mb` MB/s each (a broker
 replicas on one disk, as in bench/produce.py's paced trials), in 256 KiB + 61 byte appends
 (batch-sized, not page-aligned), for `--seconds`. Part-way through (at 60%), a thread
 `fdatasync`s the first file, as the log manager does when a 1 GiB segment rolls. Each append's
-time is measured. The two sides are the same `SegmentFile` code: "plain" is an untuned file
+time is measured. The two sides are the same `OsSegmentFile` code: "plain" is an untuned file
 (what every append was before write hints), "hinted" is tuned for appends
-(`SegmentFile.tune_for_appends`: writeback started every 4 MiB, the page cache left to the
+(`OsSegmentFile.tune_for_appends`: writeback started every 4 MiB, the page cache left to the
 kernel; see replog/storage/write_hints.py). The order flips every run; between runs the files
 are deleted, `sync` runs, and the machine rests `--rest` seconds, so one run's writeback does
 not fall into the next. Figures are medians over the runs.
@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from replog.storage.fs import SegmentFile
+from replog.storage.fs import OsSegmentFile
 
 APPEND_BYTES = 256 * 1024 + 61
 FILES = 3
@@ -60,7 +60,7 @@ class Run:
 
 
 def one_run(directory: str, mode: str, rate_mb: float, seconds: float) -> Run:
-    files = [SegmentFile(os.path.join(directory, f"{i}.log"), create=True) for i in range(FILES)]
+    files = [OsSegmentFile(os.path.join(directory, f"{i}.log"), create=True) for i in range(FILES)]
     if mode == "hinted":
         for file in files:
             file.tune_for_appends()

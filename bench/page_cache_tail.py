@@ -9,7 +9,7 @@ Usage::
 What it measures. One file is appended to as fast as one thread can, in 1 MiB appends, until
 `--gib` GiB; each append is timed. Three sides:
 - "raw": `os.pwrite` at the end of a plain file, no hints (the baseline);
-- "kernel": a `SegmentFile` tuned for appends (writeback started every 4 MiB) with
+- "kernel": a `OsSegmentFile` tuned for appends (writeback started every 4 MiB) with
   `log.page.cache.tail.bytes=-1`, which leaves the page cache to the kernel as Kafka does;
 - "tail": the same with the default tail (64 MiB): what lies further behind the end is dropped
   from the page cache once its writeback has started (replog/storage/write_hints.py).
@@ -36,7 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from replog.storage.fs import SegmentFile
+from replog.storage.fs import OsSegmentFile
 from replog.storage.log_config import LogConfig
 
 APPEND_BYTES = 1 << 20
@@ -90,7 +90,7 @@ def one_run(directory: str, side: str, total_bytes: int) -> Run:
         finally:
             os.close(fd)
     else:
-        file = SegmentFile(path, create=True)
+        file = OsSegmentFile(path, create=True)
         file.tune_for_appends(TAIL_BYTES if side == "tail" else -1)
         try:
             for _ in range(0, total_bytes, APPEND_BYTES):

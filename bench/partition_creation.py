@@ -101,7 +101,7 @@ from replog.cli.bench.start_timeline import (
 )
 from replog.cli.local_cluster import LocalCluster
 from replog.server.replica_manager import APPLY_ROUND_CHANGES
-from replog.storage.fs import FileSystem
+from replog.storage.fs import OsFileSystem
 
 NODES = 3
 PARTITIONS_PER_TOPIC = 10
@@ -145,7 +145,7 @@ def measure_floor(directory: str, replicas: int, ops: int = 2000) -> Floor:
     operations in `directory` (the clusters' file system), in rounds of the nodes' size. CPU
     is this thread's alone (`time.thread_time`)."""
     work = tempfile.mkdtemp(prefix="fs-floor-", dir=directory)
-    fs = FileSystem()
+    fs = OsFileSystem()
 
     def new_file(path: str) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 from replog.record.builder import build_batch
 from replog.storage import Log, LogConfig
-from replog.storage.fs import FileSystem
+from replog.storage.fs import OsFileSystem
 from replog.storage.index_file import IndexFile, OffsetIndex, TimeIndex
 
 KIB = 1024
@@ -362,7 +362,7 @@ INDEX_BASE_OFFSET = 3_000_000_000  # beyond int32: the file holds offsets relati
 
 
 def filled_index(kind: type[IndexFile], path: str) -> IndexFile:
-    index = kind(path, INDEX_BASE_OFFSET, INDEX_ENTRIES + 1, FileSystem())
+    index = kind(path, INDEX_BASE_OFFSET, INDEX_ENTRIES + 1, OsFileSystem())
     index.reset()
     for i in range(INDEX_ENTRIES):
         if isinstance(index, OffsetIndex):
@@ -395,7 +395,7 @@ def bench_index(root: str, reps: int) -> dict[str, object]:
             os.write(fd, data)
             os.close(fd)
             plain_write_s = time.perf_counter() - start
-            loaded = kind(path, INDEX_BASE_OFFSET, INDEX_ENTRIES + 1, FileSystem())
+            loaded = kind(path, INDEX_BASE_OFFSET, INDEX_ENTRIES + 1, OsFileSystem())
             start = time.perf_counter()
             loaded.load(2**31 - 1)
             load_s = time.perf_counter() - start

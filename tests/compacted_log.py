@@ -3,12 +3,12 @@ what reads compacted topics (replog's consumer, the Spark source, Kafka's client
 
 `cleaned_log` builds a real `Log` in a directory, appends batches of several records over a
 few keys (one of them an idempotent producer's, every record of it superseded later), cleans it
-with the storage layer's pass (`clean_log`) and keeps its batches as a leader would serve
-them: sparse batches (fewer records than offsets), an empty one (the producer's last batch),
-gaps between offsets. `sparse_batch` rewrites one batch with the cleaner's own filter, keeping
-the records asked for. `leader_fetch` answers a Fetch from those batches, a few per answer,
-from the fetch offset asked for, as a leader does. `kafka_python_entries` and
-`confluent_entries` read t-0 with Kafka's clients.
+with the storage layer's pass (`clean_whole_log`, which runs one over any log) and keeps its
+batches as a leader would serve them: sparse batches (fewer records than offsets), an empty one
+(the producer's last batch), gaps between offsets. `sparse_batch` rewrites one batch with the
+cleaner's own filter, keeping the records asked for. `leader_fetch` answers a Fetch from those
+batches, a few per answer, from the fetch offset asked for, as a leader does.
+`kafka_python_entries` and `confluent_entries` read t-0 with Kafka's clients.
 """
 
 from __future__ import annotations
@@ -84,15 +84,7 @@ def cleaned_log(directory: Path) -> CleanedLog:
             ]
             log.append_as_leader(build_batch(records), 0)
         log.high_watermark = log.log_end_offset
-        clean_log(
-            log,
-            OffsetMap(24 * 1000),
-            first_dirty=0,
-            first_uncleanable=min(log.active_segment.base_offset, log.high_watermark),
-            now_ms=T0,
-            delete_retention_ms=HOUR,
-            last_batches={PRODUCER_ID: ProducerLastBatch(producer_last, 0)},
-        )
+        clean_whole_log(log, last_batches={PRODUCER_ID: ProducerLastBatch(producer_last, 0)})
         batches = [bytes(batch) for _, batch in log.read_batches(0)]
         end_offset = log.log_end_offset
     finally:
@@ -103,6 +95,20 @@ def cleaned_log(directory: Path) -> CleanedLog:
         for record in RecordBatch.parse(batch, sparse=True).records()
     ]
     return CleanedLog(batches, entries, end_offset)
+
+
+def clean_whole_log(log: Log, **options: Any) -> None:
+    """One pass over all of `log` a cleaner may clean: below its active segment and its high
+    watermark, at time T0, tombstones kept an hour."""
+    clean_log(
+        log,
+        OffsetMap(24 * 1000),
+        first_dirty=0,
+        first_uncleanable=min(log.active_segment.base_offset, log.high_watermark),
+        now_ms=T0,
+        delete_retention_ms=HOUR,
+        **options,
+    )
 
 
 def sparse_batch(values: list[bytes | None], kept: list[bool], **options: Any) -> bytes:

@@ -6,7 +6,7 @@
    in a cycle (but for the type-only imports the contract lists). Every import counts,
    deferred and type-only ones included. Every package sits in a layer.
 2. Inside the engine, only `replog/storage/fs.py` touches files (and the file maker child,
-   `replog/storage/file_maker_process.py`, used only over the plain `FileSystem`, and the
+   `replog/storage/file_maker_process.py`, used only over the plain `OsFileSystem`, and the
    cleaning process's pipes) and only `replog/clock.py` reads the clock.
 3. Generated protobuf code and Kafka codecs are current (`proto/generate.py --check`,
    `proto/generate_kafka.py --check`).
@@ -94,7 +94,7 @@ def dotted_calls(tree: ast.AST) -> set[str]:
 
 
 # Files touched outside the seam: the file maker child is a process of its own (standard
-# library only: it cannot import fs.py), used only over the plain `FileSystem`
+# library only: it cannot import fs.py), used only over the plain `OsFileSystem`
 # (`LogManager.plain_file_system`), so a test that swaps the seam still sees every file call.
 # The cleaning process writes only its pipes there (its child's files go through fs.py).
 FILE_SEAMS = {

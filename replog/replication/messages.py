@@ -136,7 +136,8 @@ class FetchRequest:
 
 class RecordsRegion(Protocol):
     """Records a leader left in its segment file, for the writer of its answer to send from
-    there (`replog.storage.file_region.FileRegion`): here only their size is known."""
+    there (`replog.storage.file_region.Region`: a file's, or a memory file system's): here only
+    their size is known."""
 
     def __len__(self) -> int: ...
 

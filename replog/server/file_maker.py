@@ -5,7 +5,7 @@ Rules:
   sets the process's other settings (`bulk_threads.share_the_gil_promptly`,
   `collector.install_growth_freezer`); an embedding application's brokers keep the bulk
   threads unless it asks, since the child is a process of its own it did not start.
-- A broker uses one only over the plain `FileSystem` (`LogManager.plain_file_system`): a
+- A broker uses one only over the plain `OsFileSystem` (`LogManager.plain_file_system`): a
   subclass injecting faults (tests) must see every file operation, which a child cannot call.
 - `start_file_maker` blocks (it starts a process): a broker calls it off its event loop, and
   says in one INFO line which maker it uses. A child that cannot start is a WARNING and the

@@ -250,7 +250,7 @@ from replog.storage.file_maker_process import (
     FileMakerProcess,
     left_to_the_caller,
 )
-from replog.storage.file_region import FileRegion
+from replog.storage.file_region import Region
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.log_loader import cannot_create_log
@@ -2384,12 +2384,12 @@ def _leader_answer(
     high_watermark: int,
     log_start_offset: int,
     *,
-    records: bytes | FileRegion = b"",
+    records: bytes | Region = b"",
     diverging_epoch: EpochEndOffsetResult | None = None,
 ) -> FetchPartitionResult:
     """A leader's answer for one partition of a fetch (no transactions: LSO = HW)."""
     region = None
-    if isinstance(records, FileRegion):
+    if not isinstance(records, bytes):
         region, records = records, b""
     return FetchPartitionResult(
         partition.topic,

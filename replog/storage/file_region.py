@@ -24,18 +24,34 @@ from __future__ import annotations
 
 import os
 import weakref
+from typing import Protocol
 
 from replog.errors import KafkaStorageError
 
 
-class FileRegion:
-    """`size` bytes of a file from `position`, read when sent (module rules)."""
+class Region(Protocol):
+    """`size` bytes of a data file from `position`, read when sent. A region of an operating
+    system's file (`FileRegion`) also has `fileno` for `sendfile`; a writer that finds none
+    sends what `read` returns."""
 
-    __slots__ = ("__weakref__", "_closer", "_fd", "path", "position", "size")
+    path: str
+    position: int
+    size: int
 
-    def __init__(self, fd: int, path: str, position: int, size: int) -> None:
-        self._fd = os.dup(fd)
-        self._closer = weakref.finalize(self, os.close, self._fd)
+    def __len__(self) -> int: ...
+
+    def read(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class RegionBounds:
+    """Where a region lies, and the error of a file cut back before it was sent: what every
+    kind of region shares."""
+
+    __slots__ = ("path", "position", "size")
+
+    def __init__(self, path: str, position: int, size: int) -> None:
         self.path = path
         self.position = position
         self.size = size
@@ -44,7 +60,24 @@ class FileRegion:
         return self.size
 
     def __repr__(self) -> str:
-        return f"FileRegion({self.path!r}, position={self.position}, size={self.size})"
+        return f"{type(self).__name__}({self.path!r}, position={self.position}, size={self.size})"
+
+    def cut_back(self, present: int) -> KafkaStorageError:
+        return KafkaStorageError(
+            f"{self.path}: {present} of {self.size} bytes at position "
+            f"{self.position} left to read: the file was cut back"
+        )
+
+
+class FileRegion(RegionBounds):
+    """`size` bytes of a file from `position`, read when sent (module rules)."""
+
+    __slots__ = ("__weakref__", "_closer", "_fd")
+
+    def __init__(self, fd: int, path: str, position: int, size: int) -> None:
+        super().__init__(path, position, size)
+        self._fd = os.dup(fd)
+        self._closer = weakref.finalize(self, os.close, self._fd)
 
     def fileno(self) -> int:
         return self._fd
@@ -56,10 +89,7 @@ class FileRegion:
         while len(data) < self.size:  # a short read: rare, so joined without care
             more = os.pread(self._fd, self.size - len(data), self.position + len(data))
             if not more:
-                raise KafkaStorageError(
-                    f"{self.path}: {len(data)} of {self.size} bytes at position "
-                    f"{self.position} left to read: the file was cut back"
-                )
+                raise self.cut_back(len(data))
             data += more
         return data
 

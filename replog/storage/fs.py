@@ -1,9 +1,12 @@
 """The file-system seam: the only module of the storage engine that opens, writes, syncs or
-renames files.
+renames files on the operating system's disks.
 
 Rules:
-- Every durable file replog owns is reached through a `FileSystem`; tests may substitute one
-  that injects faults (a full disk, a torn write) without touching any other module.
+- Every durable file replog owns is reached through a `FileSystem` (a Protocol): `OsFileSystem`
+  here, `memory_fs.MemoryFileSystem` in memory (it keeps what was synced apart from what was
+  not, for crash tests and the simulator); tests may subclass `OsFileSystem` to inject faults
+  (a full disk, a torn write) without touching any other module. Data files are `SegmentFile`s
+  (a Protocol too: `OsSegmentFile` here).
 - `atomic_write` is the one way small metadata files (checkpoints, markers) are replaced: write
   `<name>.tmp`, fsync it, rename it over the target, fsync the directory. A crash at any point
   leaves either the old file or the new one, never a mix.
@@ -17,22 +20,22 @@ Rules:
   is what it would leave without it before the last fsync: each caller states why that is safe
   (`docs/storage.md`, "Creating many replicas"). Other threads are unaffected.
 - `SegmentFile` is an append-only data file with positional reads. Its `size` is tracked in
-  memory, so an append never asks the kernel where the end is. An empty one holds no file
-  descriptor until its first append or truncation: a broker's idle replicas (100,000 of them
-  after a large CreateTopics) would otherwise hold one each, past the process's open-file
-  limit (20,000 here); a file once written to keeps its descriptor until closed. An append
-  may be given several buffers, written back to back with one gather write (`pwritev`): the
-  log writes a stamped header prefix and the caller's batch bytes that way, without first
-  copying them together.
-- A log segment's file (`tune_for_appends`) starts writeback behind its end every few MiB and,
-  with a page-cache tail (`log.page.cache.tail.bytes`), drops from the page cache what lies
-  more than the tail behind its end; once rolled (`finish_appends`), it drops all of its cache
-  at its next sync (`write_hints`: why, and what was measured). The hints run on their own
-  thread, never the appender's. Its size, contents and durability are as without. It reserves
-  no blocks ahead (`write_hints` says why not).
-- Errors from the operating system surface as `OSError` here; callers (the log) turn them into
-  `KafkaStorageError` with the partition and file named, because only they know what the
-  failure means for acknowledged data.
+  memory, so an append never asks the kernel where the end is. An empty `OsSegmentFile` holds
+  no file descriptor until its first append or truncation: a broker's idle replicas (100,000
+  of them after a large CreateTopics) would otherwise hold one each, past the process's
+  open-file limit (20,000 here); a file once written to keeps its descriptor until closed. An
+  append may be given several buffers, written back to back with one gather write
+  (`pwritev`): the log writes a stamped header prefix and the caller's batch bytes that way,
+  without first copying them together.
+- A log segment's `OsSegmentFile` (`tune_for_appends`) starts writeback behind its end every
+  few MiB and, with a page-cache tail (`log.page.cache.tail.bytes`), drops from the page cache
+  what lies more than the tail behind its end; once rolled (`finish_appends`), it drops all of
+  its cache at its next sync (`write_hints`: why, and what was measured). The hints run on
+  their own thread, never the appender's. Its size, contents and durability are as without.
+  It reserves no blocks ahead (`write_hints` says why not).
+- Errors from the operating system surface as `OSError` here (`MemoryFileSystem` raises the
+  same); callers (the log) turn them into `KafkaStorageError` with the partition and file
+  named, because only they know what the failure means for acknowledged data.
 """
 
 from __future__ import annotations
@@ -44,11 +47,12 @@ import errno
 import os
 import stat
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from replog.storage import write_hints
-from replog.storage.file_region import FileRegion
+from replog.storage.file_region import FileRegion, Region
 
 Buffer = bytes | bytearray | memoryview
 
@@ -58,10 +62,10 @@ _IOV_MAX = max(16, min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1
 _READ_CHUNK_BYTES = 64 * 1024
 
 
-# Taken only to open an empty file's descriptor on its first use (`SegmentFile._open`), so two
+# Taken only to open an empty file's descriptor on its first use (`OsSegmentFile._open`), so two
 # threads never both open it.
 _OPENING = threading.Lock()
-# `SegmentFile._fd` before its descriptor is opened, and after `close`.
+# `OsSegmentFile._fd` before its descriptor is opened, and after `close`.
 _NOT_OPEN = -1
 _CLOSED = -2
 
@@ -71,8 +75,38 @@ _CLOSED = -2
 WRITEBACK_BEHIND_BYTES = 4 << 20
 
 
-class SegmentFile:
-    """An open data file that grows by appends, is read at positions and can be cut back.
+class SegmentFile(Protocol):
+    """An open data file that grows by appends, is read at positions and can be cut back
+    (module Rules). `size` is where the next append goes."""
+
+    path: str
+    size: int
+
+    def tune_for_appends(self, cache_tail: int = -1) -> None: ...
+
+    def append(self, data: Buffer | Sequence[Buffer]) -> int: ...
+
+    def finish_appends(self) -> None: ...
+
+    def read(self, position: int, length: int) -> bytes: ...
+
+    def read_fully(self, position: int, length: int) -> bytes: ...
+
+    def region(self, position: int, length: int) -> Region: ...
+
+    def truncate(self, size: int) -> None: ...
+
+    def fsync(self) -> None: ...
+
+    def fdatasync(self) -> None: ...
+
+    def holds_descriptor(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class OsSegmentFile:
+    """A `SegmentFile` on the operating system's disk.
 
     Theory of operation: one file descriptor opened read-write, for an empty file only once
     something writes to it (`_open`: reading an empty file needs none); appends use
@@ -106,7 +140,7 @@ class SegmentFile:
         self._tuned_off()
 
     @classmethod
-    def made_empty(cls, path: str) -> SegmentFile:
+    def made_empty(cls, path: str) -> OsSegmentFile:
         """The file at `path`, which `FileSystem.create_empty_file` made and nothing wrote to
         since: no system call (no descriptor is held for an empty file anyway)."""
         made = cls.__new__(cls)
@@ -242,7 +276,7 @@ class SegmentFile:
             remaining -= len(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def region(self, position: int, length: int) -> FileRegion:
+    def region(self, position: int, length: int) -> Region:
         """`length` bytes from `position`, left in the file for a writer to send
         (`file_region`). The caller knows the file holds them."""
         return FileRegion(self._open(), self.path, position, length)
@@ -349,17 +383,91 @@ class SyncedLater(Protocol):
     def make_durable(self) -> None: ...
 
 
-class _DeferredSyncs(threading.local):
+class DeferredSyncs(threading.local):
     """Per thread: what the current `collect_unsynced` block wrote (None outside one)."""
 
     def __init__(self) -> None:
         self.unsynced: Unsynced | None = None
 
 
-class FileSystem:
-    """The operations replog's storage performs on the disk. Subclass to inject faults."""
+class FileSystem(Protocol):
+    """The operations replog's storage performs on a disk: `OsFileSystem` on the operating
+    system's, `replog.storage.memory_fs.MemoryFileSystem` in memory (module Rules)."""
 
-    _deferred = _DeferredSyncs()
+    def deferred_sync(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def collect_unsynced(self) -> contextlib.AbstractContextManager[Unsynced]: ...
+
+    def sync_unsynced(self, unsynced: Unsynced, *, each_up_to: int = 0) -> None: ...
+
+    def undeferred(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def defer_file(self, synced_later: SyncedLater, directory: str) -> bool: ...
+
+    def fsync_file(self, path: str) -> None: ...
+
+    def fsync_dir(self, path: str) -> None: ...
+
+    def sync_file_systems(self, directories: Iterable[str]) -> None: ...
+
+    def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile: ...
+
+    def create_empty_file(self, path: str) -> None: ...
+
+    def empty_segment_file(self, path: str) -> SegmentFile: ...
+
+    def read_bytes(self, path: str) -> bytes | None: ...
+
+    def write_bytes(self, path: str, data: bytes, *, fsync: bool = True) -> None: ...
+
+    def atomic_write(self, path: str, data: bytes) -> None: ...
+
+    def write_new_file(self, path: str, data: bytes) -> None: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def list_dir(self, path: str) -> list[str]: ...
+
+    def list_subdirs(self, path: str) -> list[str]: ...
+
+    def make_dir(self, path: str) -> None: ...
+
+    def make_dirs(self, path: str) -> None: ...
+
+    def remove(self, path: str) -> None: ...
+
+    def remove_all(self, paths: Iterable[str]) -> None: ...
+
+    def remove_tree(self, path: str) -> None: ...
+
+    def rename(self, source: str, target: str) -> None: ...
+
+    def file_size(self, path: str) -> int: ...
+
+    def mtime_ms(self, path: str) -> int: ...
+
+    def truncate_file(self, path: str, size: int) -> None: ...
+
+
+class SyncDeferral(ABC):
+    """The `deferred_sync` machinery every `FileSystem` shares, over its own `fsync_file` and
+    `sync_file_systems`. `_deferred` is per thread; an implementation whose instances are
+    separate disks (in memory) gives each instance its own, while every `OsFileSystem` shares
+    one, as they share the one operating system's disks."""
+
+    _deferred = DeferredSyncs()
+
+    @abstractmethod
+    def fsync_file(self, path: str) -> None:
+        """Make a file's data, or a directory's entries, durable (never deferred)."""
+
+    @abstractmethod
+    def sync_file_systems(self, directories: Iterable[str]) -> None:
+        """Make everything written on the file systems of `directories` durable."""
+
+    @abstractmethod
+    def remove(self, path: str) -> None:
+        """Remove a file; nothing when it does not exist."""
 
     @contextlib.contextmanager
     def deferred_sync(self) -> Iterator[None]:
@@ -430,6 +538,18 @@ class FileSystem:
         unsynced.files.append(synced_later)
         return True
 
+    def fsync_dir(self, path: str) -> None:
+        if not self._defer(path):
+            self.fsync_file(path)
+
+    def remove_all(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            self.remove(path)
+
+
+class OsFileSystem(SyncDeferral):
+    """The `FileSystem` of the operating system's disks. Subclass to inject faults."""
+
     def fsync_file(self, path: str) -> None:
         """fsync a file or a directory by its path (never deferred)."""
         fd = os.open(path, os.O_RDONLY)
@@ -476,7 +596,7 @@ class FileSystem:
                 os.close(fd)
 
     def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
-        return SegmentFile(path, create=create)
+        return OsSegmentFile(path, create=create)
 
     def create_empty_file(self, path: str) -> None:
         """Create `path`, empty; FileExistsError if it exists. Not synced: as a new
@@ -488,9 +608,9 @@ class FileSystem:
         replica's log is built on the event loop from what a worker thread made). A subclass
         that makes segment files of its own (tests' fault injection) gets one from
         `open_segment_file`, which opens the file."""
-        if type(self).open_segment_file is not FileSystem.open_segment_file:
+        if type(self).open_segment_file is not OsFileSystem.open_segment_file:
             return self.open_segment_file(path, create=False)
-        return SegmentFile.made_empty(path)
+        return OsSegmentFile.made_empty(path)
 
     def read_bytes(self, path: str) -> bytes | None:
         """The whole file, or None when it does not exist."""
@@ -547,10 +667,6 @@ class FileSystem:
         if not deferred:
             self.fsync_dir(directory)
 
-    def fsync_dir(self, path: str) -> None:
-        if not self._defer(path):
-            self.fsync_file(path)
-
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
@@ -573,10 +689,6 @@ class FileSystem:
     def remove(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
-
-    def remove_all(self, paths: Iterable[str]) -> None:
-        for path in paths:
-            self.remove(path)
 
     def remove_tree(self, path: str) -> None:
         """Delete a directory and everything in it (used for deleted partitions)."""
@@ -601,7 +713,25 @@ class FileSystem:
         os.truncate(path, size)
 
 
-LOCAL_FS = FileSystem()
+LOCAL_FS = OsFileSystem()
+
+
+def make_dirs_durably(fs: FileSystem, directory: str) -> None:
+    """Make `directory` and its missing parents, each new one's entry synced in its parent:
+    a crash must not lose a directory whose own files were synced. One `make_dir` when the
+    directory exists (a restart), no stat."""
+    path = os.path.normpath(directory)
+    try:
+        fs.make_dir(path)
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        parent = os.path.dirname(path)
+        if parent in ("", path):
+            raise
+        make_dirs_durably(fs, parent)
+        fs.make_dir(path)
+    fs.fsync_dir(os.path.dirname(path) or ".")
 
 
 def _write_all(fd: int, data: bytes, *, sync: bool) -> None:

@@ -90,7 +90,7 @@ from replog.record.header import (
     validate_batch,
 )
 from replog.storage.checkpoint_file import PartitionMetadataFile
-from replog.storage.file_region import FileRegion
+from replog.storage.file_region import Region
 from replog.storage.fs import LOCAL_FS, Buffer, FileSystem
 from replog.storage.log_append_info import LogAppendInfo
 from replog.storage.log_config import LogConfig
@@ -969,9 +969,9 @@ class Log:
         *,
         min_one_message: bool = True,
         region_min_bytes: int | None = None,
-    ) -> bytes | FileRegion:
+    ) -> bytes | Region:
         """`read`, but with `region_min_bytes` batches of that many bytes or more are left in
-        their segment file: a `FileRegion` (never an empty one) for a writer to send
+        their segment file: a `Region` (never an empty one) for a writer to send
         (`file_region`)."""
         with self._lock:
             if self._closed:  # (the call only to raise, as in append_as_leader)
@@ -1001,7 +1001,7 @@ class Log:
         bound: int,
         min_one_message: bool,
         region_min_bytes: int | None,
-    ) -> bytes | FileRegion:
+    ) -> bytes | Region:
         bound_base, bound_position = self._bound_position(bound)
         active = self._active if self._active is not None else self.active_segment
         if start_offset >= active.base_offset:

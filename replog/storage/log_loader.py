@@ -58,7 +58,7 @@ from replog.errors import (
 )
 from replog.record.header import BatchHeader
 from replog.storage.checkpoint_file import LeaderEpochCheckpointFile
-from replog.storage.fs import FileSystem
+from replog.storage.fs import FileSystem, make_dirs_durably
 from replog.storage.leader_epoch_cache import LeaderEpochCache
 from replog.storage.log_config import LogConfig
 from replog.storage.segment import LogSegment, segment_file_prefix
@@ -92,7 +92,7 @@ def load_log(
     try:
         if had_clean_shutdown is None:
             # Standalone use opens or creates; a log manager opens directories it listed.
-            fs.make_dirs(directory)
+            make_dirs_durably(fs, directory)
         return _load(
             log_class,
             directory,
@@ -307,15 +307,8 @@ def _load_opened(
     """The rest of `_load` once the directory's `segments` are open: the epoch cache,
     recovery or the clean tail's check, and the offsets (module Rules)."""
     epoch_cache, epochs_trusted = _open_epoch_cache(directory, fs)
-    if (
-        epochs_trusted
-        and epoch_cache.earliest_entry is None
-        and _holds_records(segments, log_start_offset)
-    ):
-        # Gone (or never written) while the log holds records: a first entry made later
-        # would start above the log start and pass for the witness below. Rebuilt instead.
-        log.warning("%s: no leader epochs for a log with records; rebuilding them", directory)
-        epochs_trusted = False
+    # Whether the log holds records is known only once recovery cut a torn tail (below).
+    epochs_missing = epochs_trusted and epoch_cache.earliest_entry is None
     # The epoch checkpoint is written whenever the log start moves, the log start's own
     # checkpoint only now and then: after a crash the first epoch's start can be the later
     # witness of where the log started (module Rules).
@@ -342,10 +335,26 @@ def _load_opened(
 
     recovered_from: int | None = None
     if not had_clean_shutdown and segments:
-        recovered_from = _recover(directory, segments, recovery_point, assign_newer_epoch, fs)
+        epoch_starts: list[EpochEntry] = []  # where each epoch begins in the batches recovered
+
+        def recovered(header: BatchHeader) -> None:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and (not epoch_starts or epoch_starts[-1].leader_epoch != epoch):
+                epoch_starts.append(EpochEntry(epoch, header.base_offset))
+            assign_newer_epoch(header)
+
+        recovered_from = _recover(directory, segments, recovery_point, recovered, fs)
+        _match_recovered_epochs(
+            epoch_cache, recovered_from, epoch_starts, segments.peekitem(-1)[1].next_offset
+        )
     _rebuild_missing_indexes(segments, recovered_from, names)
     if recovered_from is None:
         _verify_clean_tail(directory, segments, assign_newer_epoch, fs)
+    if epochs_missing and _holds_records(segments, log_start_offset):
+        # Gone (or never written) while the log holds records: a first entry made later
+        # would start above the log start and pass for the witness below. Rebuilt instead.
+        log.warning("%s: no leader epochs for a log with records; rebuilding them", directory)
+        epochs_trusted = False
 
     if segments:
         log_end_offset = segments.peekitem(-1)[1].next_offset
@@ -493,6 +502,27 @@ def _open_epoch_cache(directory: str, fs: FileSystem) -> tuple[LeaderEpochCache,
         log.warning("%s; rebuilding leader epochs from the log", exc)
         fs.remove(checkpoint.path)
         return LeaderEpochCache(checkpoint, name=directory), False
+
+
+def _match_recovered_epochs(
+    cache: LeaderEpochCache, start: int, epoch_starts: list[EpochEntry], end: int
+) -> None:
+    """Make the cache's entries from `start` (where recovery began) to `end` (where it ended)
+    the ones the recovered batches imply, `epoch_starts` (each epoch's first batch from
+    `start`), when they differ: a cut is not synced (Kafka's is not either) while the cache's
+    checkpoint is, so a crash can bring back cut batches of an older epoch under an entry of a
+    newer one. Rewritten only then: an unclean start of thousands of logs writes nothing here
+    for a log whose cache agrees."""
+    kept = [e for e in cache.entries() if e.start_offset < start]
+    expected = list(kept)
+    for entry in epoch_starts:
+        if not expected or entry.leader_epoch > expected[-1].leader_epoch:
+            expected.append(entry)
+    if [e for e in cache.entries() if e.start_offset < end] == expected:
+        return
+    cache.truncate_from_end(start)
+    for entry in expected[len(kept) :]:
+        cache.assign(entry.leader_epoch, entry.start_offset)
 
 
 def _recover(

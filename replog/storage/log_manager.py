@@ -102,7 +102,7 @@ from replog.storage.checkpoint_file import OffsetCheckpointFile, atomic_replace
 from replog.storage.cleaner.cleaner_config import CleanerConfig
 from replog.storage.cleaner.cleaning_process import cleaning_in_processes
 from replog.storage.cleaner.log_cleaner import LogCleaner
-from replog.storage.fs import LOCAL_FS, FileSystem, Unsynced
+from replog.storage.fs import LOCAL_FS, FileSystem, OsFileSystem, Unsynced, make_dirs_durably
 from replog.storage.log import (
     DELETE_DIR_SUFFIX,
     STRAY_DIR_SUFFIX,
@@ -383,7 +383,7 @@ class LogManager:
 
     def _load_dir(self, log_dir: str) -> None:
         try:
-            self._fs.make_dirs(log_dir)
+            make_dirs_durably(self._fs, log_dir)
             marker_path = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
             marker = self._fs.read_bytes(marker_path)
             had_clean_shutdown = marker is not None
@@ -618,9 +618,10 @@ class LogManager:
 
     @property
     def plain_file_system(self) -> bool:
-        """Whether its file system is the plain `FileSystem`, whose files another process
-        may make; a subclass (tests' fault injection) must see every file operation."""
-        return type(self._fs) is FileSystem
+        """Whether its file system is the plain `OsFileSystem`, whose files another process
+        may make; a subclass (tests' fault injection) or one in memory must see every file
+        operation."""
+        return type(self._fs) is OsFileSystem
 
     def new_log_files(
         self, place: NewLogPlace, *, topic_id: UUID | None, leader_epoch: int | None

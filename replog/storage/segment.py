@@ -49,7 +49,7 @@ from replog.record.header import (
     read_header,
     validate_batch,
 )
-from replog.storage.file_region import FileRegion
+from replog.storage.file_region import Region
 from replog.storage.fs import Buffer, FileSystem
 from replog.storage.index_file import OffsetIndex, TimeIndex
 from replog.storage.log_config import LogConfig
@@ -350,10 +350,10 @@ class LogSegment:
         *,
         min_one_message: bool,
         region_min_bytes: int | None = None,
-    ) -> tuple[bytes | FileRegion, int] | None:
+    ) -> tuple[bytes | Region, int] | None:
         """Whole batches from the one holding `start_offset`, within `max_bytes` (the first batch
         whole when `min_one_message`) and below byte `max_position`; left in the file as a
-        `FileRegion` when they are `region_min_bytes` or more (None: always read).
+        `Region` when they are `region_min_bytes` or more (None: always read).
 
         Returns (data, start position), or None when `start_offset` is past this segment's end.
         """
@@ -375,7 +375,7 @@ class LogSegment:
         max_position: int | None,
         min_one_message: bool,
         region_min_bytes: int | None,
-    ) -> tuple[bytes | FileRegion, int] | None:
+    ) -> tuple[bytes | Region, int] | None:
         found = self.translate_offset(start_offset)
         if found is None:
             return None

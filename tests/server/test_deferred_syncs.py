@@ -14,7 +14,7 @@ from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import PartitionChangeRecord, RemoveTopicRecord
 from replog.errors import KafkaStorageError
 from replog.server.deferred_syncs import DeferredSyncs
-from replog.storage.fs import FileSystem, Unsynced
+from replog.storage.fs import OsFileSystem, Unsynced
 from replog.testing import LoopTasks
 from tests.metadata.metadata_helpers import create_topic, replayed
 from tests.server.test_replica_creation_crashes import TID, Broker
@@ -114,7 +114,7 @@ async def test_stop_lets_the_sync_under_way_finish_and_starts_no_other() -> None
     assert not syncs.waiting
 
 
-class HeldDisk(FileSystem):
+class HeldDisk(OsFileSystem):
     """The real disk, whose deferred writes and syncs wait while `go` is clear."""
 
     def __init__(self) -> None:

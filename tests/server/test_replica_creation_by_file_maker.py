@@ -21,7 +21,7 @@ from replog.errors import KafkaStorageError
 from replog.server import file_maker
 from replog.server.replica_manager import SYNC_EACH_MAX, ReplicaManager, ReplicaManagerConfig
 from replog.storage.file_maker_process import FileMakerAnswer, FileMakerProcess, NewLogRequest
-from replog.storage.fs import FileSystem
+from replog.storage.fs import OsFileSystem
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks, ManualClock
@@ -241,7 +241,7 @@ def test_only_a_node_process_and_only_over_the_plain_file_system_starts_a_file_m
     plain = LogManager(str(tmp_path / "a"), LogConfig())
     close_after_test(plain.close_after_failure)
 
-    class Faulty(FileSystem):
+    class Faulty(OsFileSystem):
         pass
 
     faulty = LogManager(str(tmp_path / "b"), LogConfig(), fs=Faulty())

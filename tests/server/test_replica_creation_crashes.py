@@ -22,7 +22,7 @@ from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import RemoveTopicRecord
 from replog.errors import KafkaStorageError
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
-from replog.storage.fs import FileSystem
+from replog.storage.fs import OsFileSystem
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
@@ -40,7 +40,7 @@ TID = topic_id(1)
 PARTITIONS = 12
 
 
-class SyncCounting(FileSystem):
+class SyncCounting(OsFileSystem):
     """The real disk, counting fsyncs and file-system syncs."""
 
     def __init__(self) -> None:
@@ -58,10 +58,10 @@ class SyncCounting(FileSystem):
 
 
 class Broker:
-    def __init__(self, root: Path, fs: FileSystem | None = None) -> None:
+    def __init__(self, root: Path, fs: OsFileSystem | None = None) -> None:
         self.clock = ManualClock()
         self.log_manager = LogManager(
-            str(root / "broker1"), LogConfig(), fs=fs or FileSystem(), task_clock=self.clock
+            str(root / "broker1"), LogConfig(), fs=fs or OsFileSystem(), task_clock=self.clock
         )
         close_after_test(self.log_manager.close_after_failure)
         self.rm = ReplicaManager(
@@ -100,7 +100,7 @@ def test_a_batch_of_new_replicas_costs_one_file_system_sync_not_an_fsync_each(
 def test_a_new_replicas_small_files_are_written_in_place_without_a_rename(
     tmp_path: Path,
 ) -> None:
-    class CountingWrites(FileSystem):
+    class CountingWrites(OsFileSystem):
         def __init__(self) -> None:
             self.in_place: list[str] = []
             self.replaced: list[str] = []
@@ -233,7 +233,7 @@ async def test_a_power_loss_before_a_deletion_synced_sets_the_log_aside(tmp_path
 def test_a_deletion_is_made_durable_before_any_file_goes(tmp_path: Path) -> None:
     order: list[str] = []
 
-    class Recording(FileSystem):
+    class Recording(OsFileSystem):
         def fsync_dir(self, path: str) -> None:
             order.append(f"fsync {os.path.basename(path)}")
             super().fsync_dir(path)
@@ -312,7 +312,7 @@ def test_a_clean_close_leaves_an_epoch_written_without_a_sync_on_disk(tmp_path: 
 def test_a_storage_error_creating_a_batch_fails_the_apply_and_leaves_nothing_held(
     tmp_path: Path,
 ) -> None:
-    class NoRoomForMetadata(FileSystem):
+    class NoRoomForMetadata(OsFileSystem):
         # A new log's file is written in place, a later one replaced: both refused.
         def write_new_file(self, path: str, data: bytes) -> None:
             if "partition.metadata" in path:
@@ -414,7 +414,7 @@ def test_a_power_loss_while_loading_leaves_a_load_that_is_done_again(tmp_path: P
     epoch_files = {p: root / f"t-{p}" / "leader-epoch-checkpoint" for p in range(3)}
     before = {p: path.read_bytes() for p, path in epoch_files.items()}
 
-    class PowerLossAtTheLoadsSync(FileSystem):
+    class PowerLossAtTheLoadsSync(OsFileSystem):
         def sync_file_systems(self, directories: object) -> None:
             for p, path in epoch_files.items():  # what was not synced is lost
                 path.write_bytes(before[p])

@@ -18,7 +18,7 @@ from typing import Any
 from replog.record import build_batch, iter_frames, read_header, stamp_batch
 from replog.record.header import BatchHeader
 from replog.storage import Log, LogConfig
-from replog.storage.fs import FileSystem, SegmentFile
+from replog.storage.fs import OsFileSystem, OsSegmentFile
 from replog.storage.segment import LogSegment
 from tests.leftovers import close_after_test
 
@@ -254,7 +254,7 @@ def recovered_bases(calls: list[tuple[str, int]]) -> list[int]:
 # --- file-system seams ---------------------------------------------------------------------------
 
 
-class CountingSegmentFile(SegmentFile):
+class CountingSegmentFile(OsSegmentFile):
     """A segment or index file that reports every byte read to its file system."""
 
     def __init__(self, path: str, *, create: bool, counter: CountingFileSystem) -> None:
@@ -272,7 +272,7 @@ class CountingSegmentFile(SegmentFile):
         return data
 
 
-class CountingFileSystem(FileSystem):
+class CountingFileSystem(OsFileSystem):
     """Counts the bytes read through the seam, per file name suffix."""
 
     def __init__(self) -> None:
@@ -284,7 +284,7 @@ class CountingFileSystem(FileSystem):
         suffix = os.path.splitext(path)[1] or os.path.basename(path)
         self.bytes_read_by_suffix[suffix] = self.bytes_read_by_suffix.get(suffix, 0) + n
 
-    def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
+    def open_segment_file(self, path: str, *, create: bool = True) -> OsSegmentFile:
         return CountingSegmentFile(path, create=create, counter=self)
 
     def read_bytes(self, path: str) -> bytes | None:
@@ -302,12 +302,12 @@ class DiskFullError(OSError):
         super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
 
-class FullDiskSegmentFile(SegmentFile):
+class FullDiskSegmentFile(OsSegmentFile):
     """A `.log` file on a disk with `disk.free` bytes left.
 
     An append that does not fit writes the part that fits (as the kernel does before it
     returns ENOSPC), then fails. With `disk.clean_up`, the partial bytes are cut off again
-    (what the real `SegmentFile.append` promises); without, they stay behind in the file (the
+    (what the real `OsSegmentFile.append` promises); without, they stay behind in the file (the
     cleanup itself failed), and only the caller can undo them.
     """
 
@@ -331,7 +331,7 @@ class FullDiskSegmentFile(SegmentFile):
         raise DiskFullError(self.path)
 
 
-class FullDiskFileSystem(FileSystem):
+class FullDiskFileSystem(OsFileSystem):
     """`.log` appends fail with ENOSPC once `free` bytes are used; `free=None` is unlimited."""
 
     def __init__(self, *, clean_up: bool = True) -> None:
@@ -339,13 +339,13 @@ class FullDiskFileSystem(FileSystem):
         self.clean_up = clean_up
         self.failures = 0
 
-    def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
+    def open_segment_file(self, path: str, *, create: bool = True) -> OsSegmentFile:
         if path.endswith(".log"):
             return FullDiskSegmentFile(path, create=create, disk=self)
         return super().open_segment_file(path, create=create)
 
 
-class NoSyncSegmentFile(SegmentFile):
+class NoSyncSegmentFile(OsSegmentFile):
     def fsync(self) -> None:
         pass
 
@@ -353,14 +353,14 @@ class NoSyncSegmentFile(SegmentFile):
         pass
 
 
-class NoSyncFileSystem(FileSystem):
+class NoSyncFileSystem(OsFileSystem):
     """The local disk without fsync: same bytes, same process-crash behaviour, much faster.
 
     For tests of logic that a power loss does not change (the page cache survives a process
     crash); tests of the flush policy itself use the real seam.
     """
 
-    def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
+    def open_segment_file(self, path: str, *, create: bool = True) -> OsSegmentFile:
         return NoSyncSegmentFile(path, create=create)
 
     def atomic_write(self, path: str, data: bytes) -> None:

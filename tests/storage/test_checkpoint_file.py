@@ -17,7 +17,7 @@ from replog.storage.checkpoint_file import (
     OffsetCheckpointFile,
     PartitionMetadataFile,
 )
-from replog.storage.fs import FileSystem
+from replog.storage.fs import OsFileSystem
 
 OLD_OFFSETS = {("orders", 0): 100, ("orders", 1): 98}
 NEW_OFFSETS = {("orders", 0): 170410, ("orders", 1): 200, ("payments", 0): 7}
@@ -112,7 +112,7 @@ def test_invalid_values_are_refused_before_the_file_is_touched(offsets_path: Pat
 
 
 def test_all_file_access_goes_through_the_injected_file_system(offsets_path: Path) -> None:
-    class RecordingFileSystem(FileSystem):
+    class RecordingFileSystem(OsFileSystem):
         def __init__(self) -> None:
             self.calls: list[tuple[str, str]] = []
 
@@ -131,7 +131,7 @@ def test_all_file_access_goes_through_the_injected_file_system(offsets_path: Pat
     assert fs.calls == [("atomic_write", str(offsets_path)), ("read_bytes", str(offsets_path))]
 
 
-class NoSpaceForSmallFiles(FileSystem):
+class NoSpaceForSmallFiles(OsFileSystem):
     def atomic_write(self, path: str, data: bytes) -> None:
         raise OSError(28, "No space left on device")  # as os.write on a descriptor: no file
 
@@ -174,7 +174,7 @@ def test_a_damaged_partition_metadata_is_a_storage_error_of_its_log(tmp_path: Pa
     log.close()
 
 
-class CountingWrites(FileSystem):
+class CountingWrites(OsFileSystem):
     def __init__(self) -> None:
         self.calls: list[str] = []
 
@@ -216,7 +216,7 @@ def test_a_new_file_found_on_disk_is_replaced_not_appended_to(tmp_path: Path) ->
 
 
 def test_a_failed_new_file_write_is_a_storage_error_naming_the_file(tmp_path: Path) -> None:
-    class NoSpace(FileSystem):
+    class NoSpace(OsFileSystem):
         def write_new_file(self, path: str, data: bytes) -> None:
             raise OSError(28, "No space left on device")
 
@@ -229,12 +229,12 @@ def test_write_new_file_refuses_an_existing_file_and_leaves_it(tmp_path: Path) -
     path = tmp_path / "f"
     path.write_bytes(b"old")
     with pytest.raises(FileExistsError):
-        FileSystem().write_new_file(str(path), b"new")
+        OsFileSystem().write_new_file(str(path), b"new")
     assert path.read_bytes() == b"old"
 
 
 def test_write_new_file_outside_a_batch_syncs_the_file_and_its_directory(tmp_path: Path) -> None:
-    class CountingSyncs(FileSystem):
+    class CountingSyncs(OsFileSystem):
         def __init__(self) -> None:
             self.dirs_synced: list[str] = []
 

@@ -23,7 +23,7 @@ from replog.storage.cleaner.cleaner_checkpoint import CleanerCheckpoint
 from replog.storage.cleaner.log_cleaning import CleaningPass, clean_log
 from replog.storage.cleaner.log_summary import summarize_log
 from replog.storage.cleaner.offset_map import OffsetMap
-from replog.storage.fs import Buffer, FileSystem, SegmentFile
+from replog.storage.fs import Buffer, OsFileSystem, OsSegmentFile
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=100, cleanup_policy="compact")
 HOUR = 3_600_000
@@ -261,7 +261,7 @@ def test_a_log_is_chosen_while_dirty_and_not_once_cleaned(tmp_path: Path) -> Non
 # --- crashes -------------------------------------------------------------------------------------
 
 
-class CrashingSegmentFile(SegmentFile):
+class CrashingSegmentFile(OsSegmentFile):
     def __init__(self, path: str, *, create: bool, fs: CrashingFileSystem) -> None:
         super().__init__(path, create=create)
         self.fs = fs
@@ -281,7 +281,7 @@ class CrashingSegmentFile(SegmentFile):
         self.fs.crash_if(f"fdatasync {self.path}")
 
 
-class CrashingFileSystem(FileSystem):
+class CrashingFileSystem(OsFileSystem):
     """Counts every change it makes once armed and dies (raises) at change number `crash_at`
     (a torn write, for an append). Process crashes: nothing is synced to the disk."""
 
@@ -303,7 +303,7 @@ class CrashingFileSystem(FileSystem):
         if self.step(what):
             raise SimulatedCrash(what)
 
-    def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
+    def open_segment_file(self, path: str, *, create: bool = True) -> OsSegmentFile:
         return CrashingSegmentFile(path, create=create, fs=self)
 
     def rename(self, source: str, target: str) -> None:
@@ -326,7 +326,7 @@ class CrashingFileSystem(FileSystem):
         super().write_bytes(path, data, fsync=fsync)
 
 
-def build_crash_log(directory: Path, fs: FileSystem) -> tuple[Log, list[Entry]]:
+def build_crash_log(directory: Path, fs: OsFileSystem) -> tuple[Log, list[Entry]]:
     log = open_log(directory, CONFIG, fs=fs)
     appended = fill(log, 20)
     appended.append((append(log, b"k1", b"p", producer_id=4, producer_epoch=0, base_sequence=0),
@@ -336,7 +336,7 @@ def build_crash_log(directory: Path, fs: FileSystem) -> tuple[Log, list[Entry]]:
 
 
 def test_a_crash_at_every_step_of_a_pass_loses_nothing(tmp_path: Path) -> None:
-    reference, appended = build_crash_log(tmp_path / "ref-0", FileSystem())
+    reference, appended = build_crash_log(tmp_path / "ref-0", OsFileSystem())
     first_uncleanable = reference.active_segment.base_offset
     clean(reference)
     cleaned = read_entries(reference)
@@ -379,7 +379,7 @@ def test_a_crash_at_every_step_of_a_pass_loses_nothing(tmp_path: Path) -> None:
 def test_an_interrupted_swap_is_completed_at_open(tmp_path: Path) -> None:
     """A crash right after `.cleaned` became `.swap`, the replaced segments all still there:
     opening finishes the swap."""
-    reference, appended = build_crash_log(tmp_path / "ref-0", FileSystem())
+    reference, appended = build_crash_log(tmp_path / "ref-0", OsFileSystem())
     clean(reference)
     directory = tmp_path / "t-0"
     fs = CrashingFileSystem(crash_on=f"remove {directory / f'{0:020d}.log'}")

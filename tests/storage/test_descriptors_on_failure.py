@@ -13,7 +13,7 @@ import pytest
 from storage_helpers import T0, append_batches, open_log, small_config
 
 from replog.errors import KafkaStorageError
-from replog.storage.fs import FileSystem, SegmentFile
+from replog.storage.fs import OsFileSystem, OsSegmentFile
 from replog.storage.log_loader import LEADER_EPOCH_FILE
 from replog.storage.log_manager import LogManager, LogManagerConfig
 from replog.testing import ManualClock
@@ -28,14 +28,14 @@ def eio(path: str) -> OSError:
     return OSError(errno.EIO, os.strerror(errno.EIO), path)
 
 
-class FailingSyncSegmentFile(SegmentFile):
+class FailingSyncSegmentFile(OsSegmentFile):
     def fdatasync(self) -> None:
         raise eio(self.path)
 
     fsync = fdatasync
 
 
-class FailingFileSystem(FileSystem):
+class FailingFileSystem(OsFileSystem):
     """The local disk, where the log in `failing` cannot read its leader-epoch checkpoint
     (which opening reads after the segments) nor sync its segments: EIO."""
 
@@ -47,7 +47,7 @@ class FailingFileSystem(FileSystem):
             raise eio(path)
         return super().read_bytes(path)
 
-    def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
+    def open_segment_file(self, path: str, *, create: bool = True) -> OsSegmentFile:
         if path.startswith(self.failing):
             return FailingSyncSegmentFile(path, create=create)
         return super().open_segment_file(path, create=create)

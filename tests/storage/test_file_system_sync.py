@@ -1,4 +1,4 @@
-"""`FileSystem.sync_file_systems`: one sync per file system, whatever directories it is given
+"""`OsFileSystem.sync_file_systems`: one sync per file system, whatever directories it is given
 (a creation batch names hundreds, some renamed or removed since their writes)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from replog.storage import fs as fs_module
-from replog.storage.fs import FileSystem
+from replog.storage.fs import OsFileSystem
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def test_many_directories_of_one_file_system_cost_one_sync(
     dirs = [tmp_path / f"t-{i}" for i in range(20)]
     for directory in dirs:
         directory.mkdir()
-    FileSystem().sync_file_systems([str(d) for d in dirs] + [str(tmp_path)])
+    OsFileSystem().sync_file_systems([str(d) for d in dirs] + [str(tmp_path)])
     assert len(synced) == 1
 
 
@@ -43,7 +43,7 @@ def test_a_directory_gone_since_its_writes_is_synced_through_its_nearest_parent(
     gone = tmp_path / "t-0" / "nested"  # renamed aside with its parent, say
     not_a_dir = tmp_path / "file"
     not_a_dir.write_bytes(b"")
-    FileSystem().sync_file_systems([str(gone), str(not_a_dir)])
+    OsFileSystem().sync_file_systems([str(gone), str(not_a_dir)])
     assert len(synced) == 1
 
 
@@ -64,10 +64,10 @@ def test_a_log_dirs_partition_directories_are_not_looked_up_one_by_one(
     dirs = [log_dir / f"t-{i}" for i in range(20)]
     for directory in dirs:
         directory.mkdir(parents=True)
-    FileSystem().sync_file_systems([str(d) for d in dirs] + [str(log_dir)])
+    OsFileSystem().sync_file_systems([str(d) for d in dirs] + [str(log_dir)])
     assert looked_up == [str(log_dir)]
     assert len(synced) == 1
     # Without their log dir (a round's epoch files of existing logs), each is looked up.
     looked_up.clear()
-    FileSystem().sync_file_systems([str(d) for d in dirs])
+    OsFileSystem().sync_file_systems([str(d) for d in dirs])
     assert len(looked_up) == len(dirs)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from storage_helpers import T0, append_batches, open_log, read_all, small_config
 
-from replog.storage.fs import FileSystem, SegmentFile
+from replog.storage.fs import OsFileSystem, OsSegmentFile
 from replog.testing import ManualClock
 from tests.open_descriptors import descriptors_under
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="need
 
 def test_an_empty_file_is_created_without_keeping_a_descriptor(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.log"
-    file = SegmentFile(str(path), create=True)
+    file = OsSegmentFile(str(path), create=True)
     assert path.exists() and not file.holds_descriptor()
     assert file.read(0, 100) == b"" and file.read_fully(0, 100) == b""
     file.fdatasync()  # nothing written: nothing to sync, no descriptor opened for it
@@ -45,7 +45,7 @@ def test_a_file_made_empty_elsewhere_is_taken_without_a_system_call(
 ) -> None:
     """`create_empty_file` (a worker thread), then `empty_segment_file` (the event loop)."""
     path = str(tmp_path / "00000000000000000000.log")
-    fs = FileSystem()
+    fs = OsFileSystem()
     fs.create_empty_file(path)
     with pytest.raises(FileExistsError):
         fs.create_empty_file(path)
@@ -53,16 +53,16 @@ def test_a_file_made_empty_elsewhere_is_taken_without_a_system_call(
         for name in ("open", "fstat", "close", "stat"):
             patched.setattr(os, name, None)  # any call fails
         file = fs.empty_segment_file(path)
-    assert type(file) is SegmentFile and file.size == 0 and not file.holds_descriptor()
+    assert type(file) is OsSegmentFile and file.size == 0 and not file.holds_descriptor()
     assert file.append(b"abc") == 0
     file.close()
     assert Path(path).read_bytes() == b"abc"
 
-    class Own(SegmentFile):
+    class Own(OsSegmentFile):
         pass
 
-    class OwnFiles(FileSystem):
-        def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
+    class OwnFiles(OsFileSystem):
+        def open_segment_file(self, path: str, *, create: bool = True) -> OsSegmentFile:
             return Own(path, create=create)
 
     # A file system making segment files of its own (fault injection) gets one of them.
@@ -74,17 +74,17 @@ def test_a_file_made_empty_elsewhere_is_taken_without_a_system_call(
 def test_a_file_with_data_keeps_its_descriptor_and_a_truncation_opens_one(tmp_path: Path) -> None:
     path = tmp_path / "a.log"
     path.write_bytes(b"xyz")
-    loaded = SegmentFile(str(path), create=False)
+    loaded = OsSegmentFile(str(path), create=False)
     assert loaded.holds_descriptor() and loaded.read(1, 5) == b"yz"
     loaded.close()
-    empty = SegmentFile(str(tmp_path / "b.log"), create=True)
+    empty = OsSegmentFile(str(tmp_path / "b.log"), create=True)
     empty.truncate(0)
     assert empty.holds_descriptor()
     empty.close()
 
 
 def test_a_closed_file_is_not_opened_again(tmp_path: Path) -> None:
-    file = SegmentFile(str(tmp_path / "a.log"), create=True)
+    file = OsSegmentFile(str(tmp_path / "a.log"), create=True)
     file.close()
     file.close()
     with pytest.raises(OSError, match="closed"):

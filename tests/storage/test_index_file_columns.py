@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replog.errors import CorruptIndexError
-from replog.storage.fs import FileSystem
+from replog.storage.fs import OsFileSystem
 from replog.storage.index_file import (
     INT32,
     INT64,
@@ -75,7 +75,7 @@ def written_then_loaded(
     kind: type[OffsetIndex] | type[TimeIndex], path: str, entries: list[tuple[int, int]]
 ) -> tuple[bytes, OffsetIndex | TimeIndex]:
     """(the file's bytes, a fresh index loaded from it) after appending `entries` and flushing."""
-    index = kind(path, BASE, 1_000_000, FileSystem())
+    index = kind(path, BASE, 1_000_000, OsFileSystem())
     index.reset()
     for key, value in entries:
         if isinstance(index, OffsetIndex):
@@ -83,7 +83,7 @@ def written_then_loaded(
         else:
             index.maybe_append(key, value)
     index.flush(fsync=False)
-    loaded = kind(path, BASE, 1_000_000, FileSystem())
+    loaded = kind(path, BASE, 1_000_000, OsFileSystem())
     loaded.load(2**31 - 1)
     return Path(path).read_bytes(), loaded
 
@@ -136,11 +136,11 @@ def test_time_index_round_trips_through_kafkas_layout(
 
 def test_appends_after_a_load_go_on_where_the_file_ended(tmp_path: Path) -> None:
     path = str(tmp_path / "a.index")
-    index = OffsetIndex(path, BASE, 100, FileSystem())
+    index = OffsetIndex(path, BASE, 100, OsFileSystem())
     index.reset()
     index.append(BASE + 3, 0)
     index.flush(fsync=False)
-    loaded = OffsetIndex(path, BASE, 100, FileSystem())
+    loaded = OffsetIndex(path, BASE, 100, OsFileSystem())
     loaded.load(1000)
     loaded.append(BASE + 9, 500)
     loaded.flush(fsync=False)
@@ -167,7 +167,7 @@ def test_damaged_entries_are_named(
     suffix, kind = (".index", OffsetIndex) if layout == ">ii" else (".timeindex", TimeIndex)
     path = tmp_path / f"a{suffix}"
     path.write_bytes(b"".join(struct.pack(layout, *entry) for entry in entries))
-    index = kind(str(path), BASE, 100, FileSystem())
+    index = kind(str(path), BASE, 100, OsFileSystem())
     with pytest.raises(CorruptIndexError, match=message) as caught:
         index.load(99)
     assert str(path) in str(caught.value)

@@ -22,14 +22,14 @@ from storage_helpers import (
 
 from replog.errors import KafkaStorageError
 from replog.storage import LogManager, LogManagerConfig
-from replog.storage.fs import FileSystem, SegmentFile
+from replog.storage.fs import OsFileSystem, OsSegmentFile
 from replog.storage.log import Log
 from replog.testing import ManualClock
 
 CONFIG = small_config(segment_bytes=1024, retention_ms=-1)
 
 
-class GatedSegmentFile(SegmentFile):
+class GatedSegmentFile(OsSegmentFile):
     def __init__(self, path: str, *, create: bool, fs: GatedFileSystem) -> None:
         super().__init__(path, create=create)
         self.fs = fs
@@ -43,7 +43,7 @@ class GatedSegmentFile(SegmentFile):
         super().fdatasync()
 
 
-class GatedFileSystem(FileSystem):
+class GatedFileSystem(OsFileSystem):
     """Records every fsync (path, thread); when `gate` is set up, the first .log fsync
     signals `entered` and waits (at most 5 s) for the gate to open; `fail` makes .log fsyncs
     raise."""
@@ -64,7 +64,7 @@ class GatedFileSystem(FileSystem):
                 self.entered.set()
                 gate.wait(5)
 
-    def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
+    def open_segment_file(self, path: str, *, create: bool = True) -> OsSegmentFile:
         return GatedSegmentFile(path, create=create, fs=self)
 
     def fsync_dir(self, path: str) -> None:
@@ -75,7 +75,7 @@ class GatedFileSystem(FileSystem):
         return {Path(path).name for path, _ in self.syncs}
 
 
-def async_log(directory: Path, fs: FileSystem) -> Log:
+def async_log(directory: Path, fs: OsFileSystem) -> Log:
     log = open_log(directory, CONFIG, fs=fs, clock=ManualClock(T0))
     log.enable_async_roll_flush()
     return log

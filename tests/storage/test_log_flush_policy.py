@@ -19,11 +19,11 @@ from storage_helpers import (
     small_config,
 )
 
-from replog.storage.fs import FileSystem, SegmentFile
+from replog.storage.fs import OsFileSystem, OsSegmentFile
 from replog.testing import ManualClock
 
 
-class SyncCountingSegmentFile(SegmentFile):
+class SyncCountingSegmentFile(OsSegmentFile):
     def __init__(self, path: str, *, create: bool, syncs: list[str]) -> None:
         super().__init__(path, create=create)
         self.syncs = syncs
@@ -37,13 +37,13 @@ class SyncCountingSegmentFile(SegmentFile):
         super().fdatasync()
 
 
-class SyncCountingFileSystem(FileSystem):
+class SyncCountingFileSystem(OsFileSystem):
     """Records the path of every fsync of a segment or index file."""
 
     def __init__(self) -> None:
         self.syncs: list[str] = []
 
-    def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
+    def open_segment_file(self, path: str, *, create: bool = True) -> OsSegmentFile:
         return SyncCountingSegmentFile(path, create=create, syncs=self.syncs)
 
     def log_syncs(self) -> int:

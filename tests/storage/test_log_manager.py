@@ -38,7 +38,7 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.storage import LogManager, LogManagerConfig
-from replog.storage.fs import FileSystem
+from replog.storage.fs import OsFileSystem
 from replog.storage.log import (
     Log,
     parse_topic_partition,
@@ -57,7 +57,7 @@ OFFSET_CHECKPOINTS = (
 )
 
 
-class RecordingFileSystem(FileSystem):
+class RecordingFileSystem(OsFileSystem):
     """Records the names of the per-dir offset checkpoints it replaces."""
 
     def __init__(self) -> None:
@@ -324,7 +324,7 @@ def test_loading_after_a_clean_stop_lists_each_log_once_and_stats_no_index(
         append_batches(lm.get_or_create_log("orders", partition), 2)
     lm.shutdown()
 
-    class Counting(FileSystem):
+    class Counting(OsFileSystem):
         def __init__(self) -> None:
             super().__init__()
             self.listed: list[str] = []
@@ -391,7 +391,7 @@ def test_a_crash_while_loading_counts_as_unclean_next_time(
     append_batches(lm.get_or_create_log("orders", 0), 12)
     lm.shutdown()
 
-    class DiesWhileLoading(FileSystem):
+    class DiesWhileLoading(OsFileSystem):
         def list_dir(self, path: str) -> list[str]:
             if os.path.basename(path) == "orders-0":
                 raise SimulatedCrash(path)
@@ -894,7 +894,7 @@ def test_a_stray_log_is_set_aside_with_its_files_and_never_loaded_again(
     again.shutdown()
 
 
-class TreeRemovals(FileSystem):
+class TreeRemovals(OsFileSystem):
     """Signals each directory tree it removed."""
 
     def __init__(self) -> None:
@@ -973,7 +973,7 @@ def test_a_renamed_partition_directory_names_its_topic_and_partition() -> None:
         renamed_dir_name("/data/my.topic-7", "-future")
 
 
-class FailingRename(FileSystem):
+class FailingRename(OsFileSystem):
     def rename(self, source: str, target: str) -> None:
         raise PermissionError(13, "Permission denied", source)
 
@@ -1052,7 +1052,7 @@ def test_a_background_task_failing_otherwise_is_logged_and_the_tasks_go_on(
     assert "log manager background task failed" in caplog.text
 
 
-class SyncRecordingFileSystem(FileSystem):
+class SyncRecordingFileSystem(OsFileSystem):
     """Counts fsyncs of files and directories by path, file replacements, and file-system
     syncs."""
 
@@ -1136,7 +1136,7 @@ def test_a_new_idle_log_closes_without_creating_index_files(tmp_path: Path) -> N
     assert "00000000000000000000.index" in names and "00000000000000000000.timeindex" in names
 
 
-class HeldHighWatermarkWrite(FileSystem):
+class HeldHighWatermarkWrite(OsFileSystem):
     """Holds the first high-watermark checkpoint write until `go` is set, saying when it
     started (`writing`)."""
 

@@ -18,7 +18,7 @@ from storage_helpers import (
     small_config,
 )
 
-from replog.storage.fs import FileSystem
+from replog.storage.fs import OsFileSystem
 from replog.storage.standalone_state import StandaloneState, write_state
 from replog.testing import ManualClock
 
@@ -87,7 +87,7 @@ def test_a_full_recovery_reads_every_segment(
     tmp_path: Path, recover_count: list[tuple[str, int]]
 ) -> None:
     size, _ = build(tmp_path / "t-0", 40, clean=True)
-    write_state(str(tmp_path / "t-0"), FileSystem(), StandaloneState(False, 0, 0, 0))
+    write_state(str(tmp_path / "t-0"), OsFileSystem(), StandaloneState(False, 0, 0, 0))
     opened, _ = bytes_read_by_open(tmp_path / "t-0")
     assert opened >= size  # the counting seam would notice a rescan
     assert len(recover_count) > 1

@@ -37,13 +37,13 @@ from storage_helpers import (
 
 from replog.record import RECORD_BATCH_OVERHEAD, read_header
 from replog.storage import Log
-from replog.storage.fs import FileSystem
+from replog.storage.fs import OsFileSystem
 from replog.storage.log_loader import LEADER_EPOCH_FILE
 from replog.storage.standalone_state import STATE_FILE_NAME, StandaloneState, write_state
 from replog.testing import ManualClock
 
 CONFIG = small_config(segment_bytes=1500, index_interval_bytes=200)
-LOCAL = FileSystem()
+LOCAL = OsFileSystem()
 
 
 @dataclass
@@ -395,7 +395,7 @@ def test_a_clean_open_does_not_rescan(
 # --- (f) the standalone state file ---------------------------------------------------------------
 
 
-class CrashingFileSystem(FileSystem):
+class CrashingFileSystem(OsFileSystem):
     """Dies (raises) the first time the loader lists the partition directory."""
 
     def list_dir(self, path: str) -> list[str]:

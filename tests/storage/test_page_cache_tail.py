@@ -29,7 +29,7 @@ from storage_helpers import append_batches, open_log, read_all, small_config
 
 from replog.errors import ConfigError
 from replog.storage import write_hints
-from replog.storage.fs import WRITEBACK_BEHIND_BYTES, SegmentFile
+from replog.storage.fs import WRITEBACK_BEHIND_BYTES, OsSegmentFile
 from replog.storage.log_config import LogConfig
 
 MiB = 1 << 20
@@ -51,8 +51,8 @@ def hints(monkeypatch: pytest.MonkeyPatch) -> tuple[Recorder, Recorder]:
     return started, dropped
 
 
-def tuned(path: Path, cache_tail: int) -> SegmentFile:
-    file = SegmentFile(str(path), create=True)
+def tuned(path: Path, cache_tail: int) -> OsSegmentFile:
+    file = OsSegmentFile(str(path), create=True)
     file.tune_for_appends(cache_tail)
     return file
 
@@ -94,7 +94,7 @@ def test_minus_one_and_untuned_files_never_drop(
 ) -> None:
     _, dropped = hints
     if cache_tail is None:
-        file = SegmentFile(str(tmp_path / "a.index"), create=True)  # never tuned
+        file = OsSegmentFile(str(tmp_path / "a.index"), create=True)  # never tuned
     else:
         file = tuned(tmp_path / "a.log", cache_tail)
     for _ in range(10):

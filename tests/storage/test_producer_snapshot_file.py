@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replog.storage.fs import FileSystem
+from replog.storage.fs import OsFileSystem
 from replog.storage.producer_snapshot_file import ProducerSnapshotFiles
 
 
-class SyncCountingFileSystem(FileSystem):
+class SyncCountingFileSystem(OsFileSystem):
     def __init__(self) -> None:
         self.dir_syncs = 0
 

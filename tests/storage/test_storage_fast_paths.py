@@ -1,6 +1,6 @@
 """The storage engine's fast paths (docs/benchmarks.md) keep the slow paths' results.
 
-- `SegmentFile.append` of several buffers (the gather write of a stamped prefix and the
+- `OsSegmentFile.append` of several buffers (the gather write of a stamped prefix and the
   caller's bytes) writes their concatenation, across short writes and more buffers than one
   system call takes.
 - A leader append never changes the caller's buffer, yet writes the stamped batch; a byte
@@ -29,11 +29,11 @@ from storage_helpers import (
 )
 
 from replog.record import read_header
-from replog.storage.fs import SegmentFile
+from replog.storage.fs import OsSegmentFile
 
 
 def test_a_gather_append_writes_the_buffers_back_to_back(tmp_path: Path) -> None:
-    file = SegmentFile(str(tmp_path / "a.log"), create=True)
+    file = OsSegmentFile(str(tmp_path / "a.log"), create=True)
     assert file.append(b"head") == 0
     parts = [b"abc", bytearray(b"defg"), memoryview(b"xxhij")[2:]]
     assert file.append(parts) == 4
@@ -54,7 +54,7 @@ def test_a_gather_append_survives_short_writes(
         return real_pwritev(fd, [joined], offset)
 
     monkeypatch.setattr(os, "pwritev", at_most_5_bytes)
-    file = SegmentFile(str(tmp_path / "a.log"), create=True)
+    file = OsSegmentFile(str(tmp_path / "a.log"), create=True)
     data = [bytes([i]) * (i + 1) for i in range(8)]  # 36 bytes in 8 buffers
     assert file.append(data) == 0
     file.close()
@@ -63,7 +63,7 @@ def test_a_gather_append_survives_short_writes(
 
 
 def test_a_gather_append_of_more_buffers_than_one_call_takes(tmp_path: Path) -> None:
-    file = SegmentFile(str(tmp_path / "a.log"), create=True)
+    file = OsSegmentFile(str(tmp_path / "a.log"), create=True)
     data = [struct.pack(">I", i) for i in range(5000)]
     file.append(data)
     file.close()
@@ -150,13 +150,13 @@ def test_a_view_of_bytes_is_written_without_a_copy(
 ) -> None:
     log = open_log(tmp_path / "t-0")
     written: list[list[object]] = []
-    real_append = SegmentFile.append
+    real_append = OsSegmentFile.append
 
-    def spy(self: SegmentFile, data: object, *args: object, **kwargs: object) -> int:
+    def spy(self: OsSegmentFile, data: object, *args: object, **kwargs: object) -> int:
         written.append(list(data) if isinstance(data, list) else [data])
         return real_append(self, data, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(SegmentFile, "append", spy)
+    monkeypatch.setattr(OsSegmentFile, "append", spy)
     request = b"header" + make_batch(4, tag=9)
     log.append_as_leader(memoryview(request)[6:], 5)
     assert any(isinstance(p, memoryview) and p.obj is request for p in written[-1])

@@ -27,7 +27,7 @@ from storage_helpers import HintRecorder as Recorder
 from storage_helpers import append_batches, open_log, read_all, small_config
 
 from replog.storage import write_hints
-from replog.storage.fs import WRITEBACK_BEHIND_BYTES, SegmentFile
+from replog.storage.fs import WRITEBACK_BEHIND_BYTES, OsSegmentFile
 from tests.open_descriptors import descriptors_under
 
 MiB = 1 << 20
@@ -42,8 +42,8 @@ def allocated(path: Path | str) -> int:
     return os.stat(path).st_blocks * 512
 
 
-def tuned(path: Path) -> SegmentFile:
-    file = SegmentFile(str(path), create=True)
+def tuned(path: Path) -> OsSegmentFile:
+    file = OsSegmentFile(str(path), create=True)
     file.tune_for_appends()
     return file
 
@@ -125,7 +125,7 @@ def test_writeback_is_started_for_consecutive_ranges_behind_the_appends(
 def test_an_untuned_file_is_never_hinted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started = Recorder()
     recorded_inline(monkeypatch, started)
-    file = SegmentFile(str(tmp_path / "a.index"), create=True)
+    file = OsSegmentFile(str(tmp_path / "a.index"), create=True)
     file.append(b"i" * (2 * WRITEBACK_BEHIND_BYTES))
     file.close()
     assert started.calls == []
@@ -200,7 +200,7 @@ def test_a_hint_still_reaches_its_own_file_after_the_file_closed(
     file.append(b"f" * WRITEBACK_BEHIND_BYTES)
     file.close()
     os.remove(tmp_path / "first.log")  # deleted, as retention does
-    other = SegmentFile(str(tmp_path / "other.log"), create=True)  # may reuse the number
+    other = OsSegmentFile(str(tmp_path / "other.log"), create=True)  # may reuse the number
     started.release.set()
     assert runner.wait_idle()
     assert started.files == {"first.log (deleted)"}

@@ -1,0 +1,80 @@
+"""The metadata quorum's storage (`RaftStorage`) on a `MemoryFileSystem` that loses what was
+not synced at a crash: what `apply` made durable before the shell may send (the election
+state, the flushed log, a frozen snapshot) survives; an unflushed tail and a partial
+download do not (replog/server/raft_storage.py, Rules)."""
+
+from __future__ import annotations
+
+import pytest
+
+from quorum.raft.election_state import ElectionState
+from quorum.raft.ready import AppendBatches, LogOp, Ready, WriteSnapshot, WriteSnapshotChunk
+from quorum.raft.snapshot_id import SnapshotId
+from replog.errors import KafkaStorageError
+from replog.record import build_batch, stamp_batch
+from replog.server.raft_storage import RaftStorage
+from replog.storage.memory_fs import MemoryFileSystem
+from replog.testing import ManualClock
+
+T0 = 1_700_000_000_000
+METADATA_DIR = "/var/replog/metadata"
+
+
+def batch_at(offset: int, quorum_epoch: int) -> bytes:
+    data = bytearray(build_batch([(T0 + offset, None, f"record {offset}".encode(), ())]))
+    stamp_batch(data, 0, offset, quorum_epoch)
+    return bytes(data)
+
+
+def ready(*ops: LogOp, election: ElectionState | None = None, flush: bool = True) -> Ready:
+    return Ready(election, tuple(ops), flush, (), (), 0, None)
+
+
+def append(storage: RaftStorage, count: int, quorum_epoch: int) -> bytes:
+    start = storage.log_end_offset
+    batches = b"".join(batch_at(start + i, quorum_epoch) for i in range(count))
+    storage.apply(ready(AppendBatches(start, start + count, batches, as_leader=True), flush=False))
+    return batches
+
+
+def test_what_apply_persisted_survives_a_crash_and_nothing_else() -> None:
+    clock = ManualClock(T0)
+    fs = MemoryFileSystem(clock=clock)
+    storage = RaftStorage(METADATA_DIR, [1, 2, 3], fs=fs, clock=clock)
+    storage.apply(ready(election=ElectionState(4, leader_id=1, voted_id=1)))
+    flushed = append(storage, 5, quorum_epoch=4)
+    assert storage.flush() == 5
+    snapshot = SnapshotId(end_offset=3, quorum_epoch=4)
+    storage.apply(ready(WriteSnapshot(snapshot, b"snapshot bytes")))
+    append(storage, 3, quorum_epoch=4)  # never flushed
+    partial = SnapshotId(end_offset=8, quorum_epoch=4)
+    storage.apply(ready(WriteSnapshotChunk(partial, 0, b"half a download"), flush=False))
+
+    fs = fs.crash()
+    storage.log.close_without_flush()
+    again = RaftStorage(METADATA_DIR, [1, 2, 3], fs=fs, clock=clock)
+    assert again.read_election_state() == ElectionState(4, leader_id=1, voted_id=1)
+    assert again.log_end_offset == 5
+    assert again.read(0, 1 << 20) == flushed
+    assert list(again.snapshot_ids()) == [snapshot]
+    assert again.read_whole_snapshot(snapshot) == b"snapshot bytes"
+    assert not [name for name in fs.list_dir(again.directory) if name.endswith(".part")]
+    assert [(e.quorum_epoch, e.start_offset) for e in again.epoch_starts()] == [(4, 0)]
+    again.close()
+
+
+def test_an_election_state_written_but_not_yet_synced_is_the_old_one_after_a_crash() -> None:
+    """The quorum-state write is atomic: a crash in the middle of one (its directory's sync
+    refused) leaves the previous vote, never a mix or nothing."""
+    clock = ManualClock(T0)
+    fs = MemoryFileSystem(clock=clock)
+    storage = RaftStorage(METADATA_DIR, [1, 2, 3], fs=fs, clock=clock)
+    storage.write_election_state(ElectionState(2, voted_id=3))
+    fs.fail_next("sync", storage.directory)
+    with pytest.raises(KafkaStorageError, match="quorum-state"):  # the node stops on it
+        storage.write_election_state(ElectionState(3, voted_id=2))
+    fs = fs.crash()
+    storage.log.close_without_flush()
+    again = RaftStorage(METADATA_DIR, [1, 2, 3], fs=fs, clock=clock)
+    assert again.read_election_state() == ElectionState(2, voted_id=3)
+    again.close()

@@ -1,12 +1,12 @@
-"""The real Raft driver (`replog.server.raft_driver`) on the simulator's virtual loop and
-network: three nodes elect a leader, commit what it is asked, and elect another when it is cut
-off; a seed replays the same run."""
+"""The real Raft driver (`replog.server.raft_driver`) and its storage on the simulator's
+virtual loop, network and in-memory disks: three nodes elect a leader, commit what it is asked,
+elect another when it is cut off, and keep every commit through a power loss of every node;
+a seed replays the same run."""
 
 from __future__ import annotations
 
 import asyncio
 import random
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +17,7 @@ from replog.server.raft_storage import RaftStorage
 from replog.sim.network import NetworkFaults, SimNetwork
 from replog.sim.raft_link import sim_raft_links
 from replog.sim.virtual_loop import VirtualLoop
+from replog.storage.memory_fs import MemoryFileSystem
 from replog.testing import LoopTasks
 
 VOTERS = (1, 2, 3)
@@ -35,29 +36,30 @@ def _config() -> RaftConfig:
     )
 
 
-def _run(directory: Path, seed: int, faults: NetworkFaults) -> list[tuple[int, str]]:
+def _run(seed: int, faults: NetworkFaults) -> list[tuple[int, str]]:
     """One simulated run: what happened, at which virtual millisecond."""
     rng = random.Random(seed)
     loop = VirtualLoop()
     network = SimNetwork(loop, random.Random(rng.getrandbits(64)), faults)
     trace: list[tuple[int, str]] = []
+    disks = {i: MemoryFileSystem(clock=loop.now_ms) for i in VOTERS}
+
+    def start(i: int) -> RaftDriver:
+        return RaftDriver(
+            i,
+            _config(),
+            RaftStorage(f"/node-{i}", VOTERS, fs=disks[i], clock=loop.now_ms),
+            tasks=LoopTasks(),
+            clock=loop.now_ms,
+            wall_clock=loop.now_ms,
+            rng=random.Random(rng.getrandbits(64)),
+            transport=sim_raft_links(network),
+            turn_clock=loop.time,
+        )
 
     async def main() -> None:
-        drivers = {
-            i: RaftDriver(
-                i,
-                _config(),
-                RaftStorage(str(directory / f"node-{i}"), VOTERS, clock=loop.now_ms),
-                tasks=LoopTasks(),
-                clock=loop.now_ms,
-                wall_clock=loop.now_ms,
-                rng=random.Random(rng.getrandbits(64)),
-                transport=sim_raft_links(network),
-                turn_clock=loop.time,
-            )
-            for i in VOTERS
-        }
-        runs = [asyncio.create_task(d.run(), name=f"raft-{i}") for i, d in drivers.items()]
+        drivers = {i: start(i) for i in VOTERS}
+        runs = {i: asyncio.create_task(d.run(), name=f"raft-{i}") for i, d in drivers.items()}
 
         async def leader() -> RaftDriver:
             while True:
@@ -80,6 +82,16 @@ def _run(directory: Path, seed: int, faults: NetworkFaults) -> list[tuple[int, s
                 trace.append((loop.now_ms(), f"committed {done} at {result.base_offset}"))
                 done += 1
 
+        async def power_loss() -> None:
+            """Every node loses what it had not synced at once, then starts again."""
+            for i, driver in drivers.items():
+                await driver.stop(graceful=False)
+                await runs[i]
+            for i in VOTERS:
+                disks[i] = disks[i].crash(random.Random(rng.getrandbits(64)))
+                drivers[i] = start(i)
+                runs[i] = asyncio.create_task(drivers[i].run(), name=f"raft-{i}")
+
         first = await leader()
         trace.append((loop.now_ms(), f"leader {first.node_id}"))
         await commit(20)
@@ -91,12 +103,16 @@ def _run(directory: Path, seed: int, faults: NetworkFaults) -> list[tuple[int, s
         assert second.node_id != first.node_id
         await commit(20)
         network.heal()
+        committed = second.status().high_watermark
+        await power_loss()
+        await commit(5)
         await asyncio.sleep(2)
         ends = {d.status().high_watermark for d in drivers.values()}
         trace.append((loop.now_ms(), f"high watermarks {sorted(ends)}"))
+        assert min(ends) >= committed + 5  # nothing committed before the power loss was lost
         for driver in drivers.values():
             await driver.stop(graceful=False)
-        for run in runs:
+        for run in runs.values():
             await run
         # Every node holds the same committed log, byte for byte.
         logs = {d.read_committed(0, 1 << 20)[0] for d in drivers.values()}
@@ -116,15 +132,15 @@ def _run(directory: Path, seed: int, faults: NetworkFaults) -> list[tuple[int, s
     [NetworkFaults(), NetworkFaults(drop_rate=0.05, duplicate_rate=0.05, delay_ms_max=20)],
     ids=["healthy", "lossy"],
 )
-def test_three_real_drivers_elect_commit_and_fail_over_on_the_virtual_loop(
-    tmp_path: Path, faults: NetworkFaults
+def test_three_real_drivers_elect_commit_fail_over_and_survive_a_power_loss(
+    faults: NetworkFaults,
 ) -> None:
-    trace = _run(tmp_path / "a", 11, faults)
-    assert sum("committed" in what for _, what in trace) == 40
+    trace = _run(11, faults)
+    assert sum("committed" in what for _, what in trace) == 45
     assert trace[-1][1].startswith("high watermarks")
     assert len(set(trace[-1][1].split("[")[1].rstrip("]").split(", "))) == 1  # all caught up
 
 
-def test_a_seed_replays_the_same_run(tmp_path: Path) -> None:
+def test_a_seed_replays_the_same_run() -> None:
     faults = NetworkFaults(drop_rate=0.05, duplicate_rate=0.05, delay_ms_max=20)
-    assert _run(tmp_path / "a", 5, faults) == _run(tmp_path / "b", 5, faults)
+    assert _run(5, faults) == _run(5, faults)

@@ -35,7 +35,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
 import grpc
@@ -48,7 +48,7 @@ from replog.server.controller_calls import CHANNEL_OPTIONS
 from replog.server.controller_retry import ActiveController
 from replog.server.loop_turns import yield_turn
 from replog.server.node_tasks import Spawner
-from replog.server.peer_channels import PeerChannels
+from replog.server.peer_channels import PeerChannels, PeerLinks, PeerLinksFactory
 from replog.server.replica_fetcher import wait_for_wakeup
 
 log = logging.getLogger("replog.server.alter_partition")
@@ -135,7 +135,9 @@ class AlterPartitionSender:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
         retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS_DEFAULT,
+        controller_links: PeerLinksFactory = PeerChannels,
     ) -> None:
+        """`controller_links`: makes the links to the controllers (`peer_channels`)."""
         self._spawner = tasks  # its background tasks' owner (node_tasks)
         if not controller_addresses:
             raise ValueError("AlterPartitionSender needs at least one controller address")
@@ -148,7 +150,7 @@ class AlterPartitionSender:
         self._retry_backoff_ms = retry_backoff_ms
         self._retry_backoff_max_ms = retry_backoff_max_ms
         self._unsent: dict[PartitionKey, IsrChange] = {}
-        self._controllers = PeerChannels(
+        self._controllers: PeerLinks[Any] = controller_links(
             controller_addresses,
             controller_pb2_grpc.ControllerStub,
             CHANNEL_OPTIONS,

@@ -48,7 +48,7 @@ from replog.errors import BrokerLifecycleError, NotControllerError
 from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.server.node_tasks import Spawner
-from replog.server.peer_channels import PeerChannels
+from replog.server.peer_channels import PeerChannels, PeerLinks, PeerLinksFactory
 
 log = logging.getLogger("replog.server.broker")
 
@@ -78,7 +78,9 @@ class BrokerLifecycleDriver:
         incarnation_id: uuid.UUID | None = None,
         leaves_nothing_to_hand_over: Callable[[], bool] = lambda: False,
         on_registered: Callable[[int], None] = lambda broker_epoch: None,
+        controller_links: PeerLinksFactory = PeerChannels,
     ) -> None:
+        """`controller_links`: makes the links to the controllers (`peer_channels`)."""
         self._spawner = tasks  # its background tasks' owner (node_tasks)
         # Told (in the task) of every registration the controller accepted, with its epoch.
         self._on_registered = on_registered
@@ -97,7 +99,7 @@ class BrokerLifecycleDriver:
             now_ms=clock(),
         )
         self._inbox: asyncio.Queue[Callable[[int], None]] = asyncio.Queue()
-        self._controllers = PeerChannels(
+        self._controllers: PeerLinks[Any] = controller_links(
             controller_addresses,
             controller_pb2_grpc.ControllerStub,
             _CHANNEL_OPTIONS,

@@ -116,6 +116,7 @@ from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_config import NodeConfig
 from replog.server.node_tasks import Spawner
 from replog.server.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
+from replog.server.peer_channels import PeerChannels, PeerLinksFactory
 from replog.server.producer_id_manager import ProducerIdManager, allocate_from_controller
 from replog.server.raft_driver import RaftDriver
 from replog.server.replica_fetch_service import ReplicaFetchService
@@ -191,8 +192,12 @@ class BrokerRuntime:
         data_plane: DataPlaneConfig | None = None,
         quorum_apis: KafkaQuorumApis | None = None,
         metadata_staleness: MetadataStalenessOf | None = None,
+        controller_links: PeerLinksFactory = PeerChannels,
     ) -> None:
+        """`controller_links`: makes each of its parts' links to the controllers (gRPC channels
+        unless given: the simulator's network)."""
         self._spawner = tasks  # its background tasks' owner (node_tasks)
+        self._controller_links = controller_links
         self.config = config
         self.controlled_shutdown_timeout_ms = controlled_shutdown_timeout_ms
         self._clock = clock
@@ -208,6 +213,7 @@ class BrokerRuntime:
                 config.broker_id
             ),
             on_registered=lambda broker_epoch: self._reached("registered"),
+            controller_links=controller_links,
         )
         self._raft_leader: int | None = None
         self.metadata = BrokerMetadataListener(
@@ -234,6 +240,7 @@ class BrokerRuntime:
             lambda: self._raft_leader,
             request_timeout_ms=config.request_timeout_ms,
             clock=clock,
+            controller_links=controller_links,
         )
         self.producer_ids = ProducerIdManager(
             config.broker_id,
@@ -577,6 +584,7 @@ class BrokerRuntime:
             lambda: self._raft_leader,
             tasks=self._spawner,
             request_timeout_ms=self.config.request_timeout_ms,
+            controller_links=self._controller_links,
         )
         self.alter_partition.start()
         self._loop = asyncio.get_running_loop()

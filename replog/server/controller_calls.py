@@ -25,7 +25,7 @@ from replog.clock import Clock, monotonic_ms
 from replog.errors import NetworkError, NotControllerError
 from replog.pb import common_pb2, controller_pb2_grpc
 from replog.server.controller_retry import ActiveController, ControllerRetry
-from replog.server.peer_channels import PeerChannels
+from replog.server.peer_channels import PeerChannels, PeerLinks, PeerLinksFactory
 
 log = logging.getLogger("replog.server.controller_calls")
 
@@ -66,14 +66,16 @@ class ControllerCalls:
         retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
         retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS_DEFAULT,
         clock: Clock = monotonic_ms,
+        controller_links: PeerLinksFactory = PeerChannels,
     ) -> None:
+        """`controller_links`: makes the links to the controllers (`peer_channels`)."""
         self._addresses = dict(controller_addresses)
         self.active = ActiveController(list(controller_addresses), hint)
         self._request_timeout_ms = request_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
         self._retry_backoff_max_ms = retry_backoff_max_ms
         self._clock = clock
-        self._controllers: PeerChannels[Stub] = PeerChannels(
+        self._controllers: PeerLinks[Stub] = controller_links(
             controller_addresses, controller_pb2_grpc.ControllerStub, CHANNEL_OPTIONS
         )
 

@@ -9,19 +9,43 @@ Rules:
   finish or end at their deadlines: `RedialingChannel`); `close()` closes every channel.
 
 Theory of operation: a shell's outbound side (the AlterPartition sender, the broker lifecycle
-driver) owns one pool; everything runs on the event loop thread.
+driver) owns one pool; everything runs on the event loop thread. It takes the pool's maker
+(`PeerLinksFactory`, `PeerChannels` itself by default) so that the simulator can hand it links
+over its own network instead (`replog.sim.controller_link`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 
 from replog.wire.redialing_channel import RedialingChannel
 
 StubT = TypeVar("StubT")
+StubT_co = TypeVar("StubT_co", covariant=True)
+
+
+class PeerLinks(Protocol[StubT_co]):
+    """What a shell asks of its pool of links to peers (`PeerChannels` is one)."""
+
+    def stub(self, peer_id: int) -> StubT_co | None: ...
+
+    def reconnect(self, peer_id: int) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class PeerLinksFactory(Protocol):
+    """Makes a shell's pool: `PeerChannels`, or the simulator's links."""
+
+    def __call__(
+        self,
+        addresses: Mapping[int, str],
+        make_stub: Callable[[grpc.aio.Channel], Any],
+        options: Sequence[tuple[str, Any]],
+    ) -> PeerLinks[Any]: ...
 
 
 class PeerChannels(Generic[StubT]):

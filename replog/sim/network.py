@@ -13,19 +13,28 @@ Rules:
   delay later), False when the message was dropped or cut (its request timeout later; and
   only sometimes, since a real deadline's report can be late or lost too, and a node must
   not depend on it). A lost message with no `on_lost` (an answer) vanishes.
+- A call (`call`: a request and its answer, as a gRPC unary call) goes out and comes back as
+  two messages, each delayed, dropped or cut on its own; the caller's deadline ends it
+  (`CallLost`, not `unreachable`) when either is lost, and a destination that is down refuses
+  it one delay later (`CallLost`, `unreachable`). The destination serves it with the
+  `serve` it was given (None: down) as soon as it arrives, even when the caller gave up.
 - The network never looks inside a message: what to send and what a loss means is the
-  link's (`raft_link` for the Raft quorum).
+  link's (`raft_link` for the Raft quorum, `controller_link` for calls to controllers).
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from replog.sim.virtual_loop import VirtualLoop
 
-__all__ = ["NetworkFaults", "SimNetwork"]
+__all__ = ["CallLost", "NetworkFaults", "SimNetwork"]
+
+R = TypeVar("R")
 
 Deliver = Callable[[object], None]
 OnLost = Callable[[bool], None]
@@ -52,6 +61,18 @@ class NetworkFaults:
                 raise ValueError(f"{name} must be within [0, 1], not {getattr(self, name)}")
 
 
+class CallLost(Exception):
+    """A call got no answer: its destination refused it (`unreachable`, it is down) or its
+    deadline passed."""
+
+    def __init__(self, destination: int, *, unreachable: bool) -> None:
+        self.destination = destination
+        self.unreachable = unreachable
+        super().__init__(
+            f"node {destination} is down" if unreachable else f"no answer from node {destination}"
+        )
+
+
 class SimNetwork:
     """Seeded message passing between nodes (module docstring)."""
 
@@ -76,6 +97,10 @@ class SimNetwork:
     def down(self, node_id: int) -> None:
         """`node_id` is down: messages in flight to it are lost on arrival."""
         self._nodes.pop(node_id, None)
+
+    def now_s(self) -> float:
+        """The network's clock: its loop's virtual time, in seconds."""
+        return self._loop.time()
 
     def is_up(self, node_id: int) -> bool:
         return node_id in self._nodes
@@ -129,3 +154,72 @@ class SimNetwork:
             return
         self.delivered += 1
         deliver(message)
+
+    # --- calls --------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        source: int,
+        destination: int,
+        serve: Callable[[], Awaitable[R]] | None,
+        *,
+        timeout_s: float,
+    ) -> R:
+        """A request to `destination` served by `serve` there, and its answer (module Rules)."""
+        loop = self._loop
+        answer: asyncio.Future[R] = loop.create_future()
+        deadline = loop.call_later(
+            timeout_s, _settle_lost, answer, CallLost(destination, unreachable=False)
+        )
+
+        def arrived() -> None:
+            if serve is None:
+                delay_ms = self._rng.randint(self.faults.delay_ms_min, self.faults.delay_ms_max)
+                loop.call_later(
+                    delay_ms / 1000, _settle_lost, answer, CallLost(destination, unreachable=True)
+                )
+                return
+            served = asyncio.ensure_future(serve())
+            served.add_done_callback(answered)
+
+        def answered(served: asyncio.Future[R]) -> None:
+            if served.cancelled():
+                return  # the simulation is ending
+            if self._lost(destination, source):
+                served.exception()  # retrieved: a lost answer is not an unhandled error
+                return
+            delay_ms = self._rng.randint(self.faults.delay_ms_min, self.faults.delay_ms_max)
+            loop.call_later(delay_ms / 1000, _settle, answer, served)
+
+        self.sent += 1
+        if self._lost(source, destination):
+            self.dropped += 1
+        else:
+            delay_ms = self._rng.randint(self.faults.delay_ms_min, self.faults.delay_ms_max)
+            loop.call_later(delay_ms / 1000, arrived)
+        try:
+            return await answer
+        finally:
+            deadline.cancel()
+
+    def _lost(self, source: int, destination: int) -> bool:
+        drop = self.faults.drop_rate
+        return self.cut(source, destination) or bool(drop and self._rng.random() < drop)
+
+
+def _settle_lost(answer: asyncio.Future[R], error: CallLost) -> None:
+    if not answer.done():
+        answer.set_exception(error)
+
+
+def _settle(answer: asyncio.Future[R], served: asyncio.Future[R]) -> None:
+    if served.cancelled():
+        return
+    if answer.done():
+        served.exception()  # retrieved: the caller gave up on it
+        return
+    error = served.exception()
+    if error is not None:
+        answer.set_exception(error)
+    else:
+        answer.set_result(served.result())

@@ -13,12 +13,10 @@ import pytest
 from quorum.raft import RaftConfig, VoterAddress
 from replog.errors import KafkaError
 from replog.server.raft_driver import RaftDriver
-from replog.server.raft_storage import RaftStorage
 from replog.sim.network import NetworkFaults, SimNetwork
-from replog.sim.raft_link import sim_raft_links
+from replog.sim.raft_node import simulated_raft_driver
 from replog.sim.virtual_loop import VirtualLoop
 from replog.storage.memory_fs import MemoryFileSystem
-from replog.testing import LoopTasks
 
 VOTERS = (1, 2, 3)
 
@@ -45,16 +43,14 @@ def _run(seed: int, faults: NetworkFaults) -> list[tuple[int, str]]:
     disks = {i: MemoryFileSystem(clock=loop.now_ms) for i in VOTERS}
 
     def start(i: int) -> RaftDriver:
-        return RaftDriver(
+        return simulated_raft_driver(
             i,
+            VOTERS,
             _config(),
-            RaftStorage(f"/node-{i}", VOTERS, fs=disks[i], clock=loop.now_ms),
-            tasks=LoopTasks(),
-            clock=loop.now_ms,
-            wall_clock=loop.now_ms,
+            loop=loop,
+            network=network,
+            disk=disks[i],
             rng=random.Random(rng.getrandbits(64)),
-            transport=sim_raft_links(network),
-            turn_clock=loop.time,
         )
 
     async def main() -> None:

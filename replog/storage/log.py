@@ -97,7 +97,7 @@ from replog.storage.log_config import LogConfig
 from replog.storage.offset_moves import OffsetMoves
 from replog.storage.segment import INT32_MAX, LogSegment
 from replog.storage.segment_map import SegmentMap
-from replog.storage.segment_swap import swap_in
+from replog.storage.segment_swap import discard_cleaned, finish_swap, swap_in
 
 if TYPE_CHECKING:
     from replog.storage.leader_epoch_cache import LeaderEpochCache
@@ -1400,24 +1400,27 @@ class Log:
     def replace_with_cleaned(
         self, replaced: list[LogSegment], cleaned: str, *, truncation_count: int
     ) -> LogSegment | None:
-        """Swap the synced cleaned segment file `cleaned` (`segment_swap.cleaned_path` of the
-        first replaced base) in for `replaced`, consecutive non-active segments of this log, as
-        `segment_swap.swap_in` does; returns the new segment, its indexes rebuilt and synced.
-        When the log changed since the cleaner read them (`truncation_count` is no longer the
-        log's, or they are no longer consecutive non-active segments: a retention deletion, a
-        truncation, a close), nothing is swapped, `cleaned` is removed and the answer is None:
-        a pass is never applied to segments other than those it read."""
+        """Swap the synced cleaned segment file `cleaned` (`segment_swap.cleaned_paths` of the
+        first replaced base), with its synced indexes (`segment_swap.cleaned_paths`), in for
+        `replaced`, consecutive non-active segments of this log, as `segment_swap.swap_in`
+        does; returns the new segment. Under the log's lock only renames, one directory sync
+        and the segment map change; the replaced files are removed after it
+        (`segment_swap.finish_swap`). When the log changed since the cleaner read them
+        (`truncation_count` is no longer the log's, or they are no longer consecutive
+        non-active segments: a retention deletion, a truncation, a close), nothing is
+        swapped, the `.cleaned` files are removed and the answer is None: a pass is never
+        applied to segments other than those it read."""
         with self._lock:
             if (
                 self._closed
                 or truncation_count != self._truncations
                 or not self._still_consecutive(replaced)
             ):
-                self._fs.remove(cleaned)
+                discard_cleaned(self._fs, cleaned)
                 return None
             base = replaced[0].base_offset
             try:
-                swap_in(self._fs, cleaned, replaced)
+                retired = swap_in(self._fs, cleaned, replaced)
                 self._active = None
                 self._bound_cache = None
                 for segment in replaced:
@@ -1426,13 +1429,17 @@ class Log:
                     self.directory, base, self.config, self._fs, self._clock(), create=False
                 )
                 self._segments[base] = segment
-                segment.rebuild_indexes()
-                segment.flush()
             except OSError as exc:
                 raise KafkaStorageError(
                     f"{self.name}: swapping in the cleaned segment {cleaned} failed: {exc}"
                 ) from exc
-            return segment
+        try:
+            finish_swap(self._fs, self.directory, retired)
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"{self.name}: removing the segments the cleaned {cleaned} replaced failed: {exc}"
+            ) from exc
+        return segment
 
     def _still_consecutive(self, replaced: list[LogSegment]) -> bool:
         """Whether `replaced` are still, in order, consecutive non-active segments of the log."""

@@ -92,8 +92,12 @@ def swap_in(fs: FileSystem, cleaned: str, replaced: Iterable[LogSegment]) -> lis
 
 def finish_swap(fs: FileSystem, directory: str, retired: Iterable[str]) -> None:
     """After `swap_in`, without the log's lock: make the final names durable and remove the
-    replaced segments' files."""
-    fs.fsync_dir(directory)
+    replaced segments' files. A directory gone since (the log deleted meanwhile) took them
+    with it."""
+    try:
+        fs.fsync_dir(directory)
+    except FileNotFoundError:
+        return
     fs.remove_all(retired)
 
 

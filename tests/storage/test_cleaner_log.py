@@ -26,6 +26,7 @@ from replog.storage.cleaner.log_summary import summarize_log
 from replog.storage.cleaner.offset_map import OffsetMap
 from replog.storage.fs import Buffer, FileSystem, SegmentFile
 from replog.storage.segment import LogSegment
+from replog.storage.segment_swap import finish_swap
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=100, cleanup_policy="compact")
 HOUR = 3_600_000
@@ -531,6 +532,13 @@ def test_an_interrupted_swap_is_completed_at_open(tmp_path: Path, step: str) -> 
     assert set(latest_by_key(appended).values()) <= set(read_entries(reopened))
     assert not [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap", ".deleted"))]
     assert_indexes_as_rebuilt(reopened)
+
+
+def test_finishing_a_swap_whose_log_directory_went_is_not_an_error(tmp_path: Path) -> None:
+    """The log deleted between the swap and its clean-up: nothing is left to sync or remove."""
+    gone = tmp_path / "t-0"
+    finish_swap(FileSystem(), str(gone), [str(gone / f"{0:020d}.log.deleted")])
+    assert not gone.exists()
 
 
 def test_a_leftover_cleaned_file_is_removed_at_open(tmp_path: Path) -> None:

@@ -1400,8 +1400,8 @@ class Log:
     def replace_with_cleaned(
         self, replaced: list[LogSegment], cleaned: str, *, truncation_count: int
     ) -> LogSegment | None:
-        """Swap the synced cleaned segment file `cleaned` (`segment_swap.cleaned_paths` of the
-        first replaced base), with its synced indexes (`segment_swap.cleaned_paths`), in for
+        """Swap the synced cleaned segment whose log file is `cleaned`, its synced indexes
+        beside it (`segment_swap.cleaned_paths` of the first replaced base), in for
         `replaced`, consecutive non-active segments of this log, as `segment_swap.swap_in`
         does; returns the new segment. Under the log's lock only renames, one directory sync
         and the segment map change; the replaced files are removed after it

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_helpers import NO_SYNC_FS, T0, SimulatedCrash, open_log
+from storage_helpers import NO_SYNC_FS, T0, SimulatedCrash, assert_indexes_as_rebuilt, open_log
 
 from replog.errors import InvalidRecordError, OffsetsOutOfOrderError, UnexpectedAppendOffsetError
 from replog.record import RecordBatch, build_batch
@@ -72,17 +72,6 @@ def clean(log: Log, first_dirty: int = 0, *, entries: int = 10_000, **kwargs: An
         first_uncleanable=min(log.active_segment.base_offset, log.high_watermark),
         **kwargs,
     )
-
-
-def assert_indexes_as_rebuilt(log: Log) -> None:
-    """Every sealed segment's indexes, as loaded from their files, are those a rebuild from its
-    `.log` makes: the cleaner's were written by the same rules, and none is stale."""
-    for segment in log.segments()[:-1]:
-        segment.ensure_indexes()
-        loaded = (segment.offset_index.entries(), segment.time_index.entries())
-        segment.rebuild_indexes()
-        rebuilt = (segment.offset_index.entries(), segment.time_index.entries())
-        assert loaded == rebuilt, segment.log_path
 
 
 # --- a pass ------------------------------------------------------------------------------------

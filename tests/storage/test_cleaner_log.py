@@ -106,8 +106,8 @@ def test_a_cleaned_segment_comes_with_its_indexes_and_the_swap_only_renames(
     `.log`; under the log's lock the swap renames files and syncs the directory once, and
     removes, rebuilds and syncs nothing else (segment_swap's Rules)."""
     fs = RecordingFileSystem()
-    log = open_log(tmp_path / "t-0", LogConfig(segment_bytes=2000, index_interval_bytes=100,
-                                               cleanup_policy="compact"), fs=fs)  # fmt: skip
+    config = LogConfig(segment_bytes=2000, index_interval_bytes=100, cleanup_policy="compact")
+    log = open_log(tmp_path / "t-0", config, fs=fs)
     fill(log, 200, keys=60)
     fs.lock = log._lock
 
@@ -124,9 +124,16 @@ def test_a_cleaned_segment_comes_with_its_indexes_and_the_swap_only_renames(
     assert {op for op, _ in under_lock} == {"rename", "fsync dir"}, under_lock
     assert sum(op == "fsync dir" for op, _ in under_lock) == result.groups_swapped
     for suffix in (".index", ".timeindex", ".log"):
-        assert any(p.endswith(suffix + ".cleaned") for op, p in under_lock), suffix
-        # The cleaner's index was synced, outside the lock, before its swap.
-        assert any(op == "sync" and p.endswith(suffix + ".cleaned") for op, p, _ in fs.ops)
+        cleaned = [
+            (i, op, locked)
+            for i, (op, p, locked) in enumerate(fs.ops)
+            if p.endswith(suffix + ".cleaned")
+        ]
+        synced = [i for i, op, locked in cleaned if op == "sync" and not locked]
+        renamed = [i for i, op, locked in cleaned if op == "rename" and locked]
+        # Each group's file was synced by the pass, outside the lock, before its swap.
+        assert len(synced) == len(renamed) == result.groups_swapped, suffix
+        assert all(s < r for s, r in zip(synced, renamed, strict=True)), suffix
     removed = [p for op, p, locked in fs.ops if op == "remove" and p.endswith(".deleted")]
     assert removed and not [1 for op, _, locked in fs.ops if op == "remove" and locked]
     monkeypatch.undo()

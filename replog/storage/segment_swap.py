@@ -8,13 +8,18 @@ Rules:
   `<base>.index.cleaned` and `<base>.timeindex.cleaned` (`cleaned_paths`), and syncs all
   three. A crash now leaves `.cleaned` files, which opening the log removes: the old
   segments are untouched.
-- `swap_in`, under the log's lock: rename each `.cleaned` file to `.swap`, the `.log` last,
-  and sync the directory: from here on the swap is decided. Then the replaced segments'
-  files are renamed to `.deleted` (`LogSegment.retire`), and each `.swap` file to its final
-  name, the `.log` last. That is renames and one directory sync: the indexes are the
-  cleaner's, synced with the data, and nothing is rebuilt or removed there. The caller
-  then, without the lock (`finish_swap`), syncs the directory again and removes the
-  `.deleted` files.
+- The swap (`Log.replace_with_cleaned`), in four steps. `mark_swap`, under the log's lock:
+  rename each `.cleaned` file to `.swap`, the `.log` last: its `.log.swap` decides the swap.
+  Then, without the lock, the directory is synced: the decision is durable before any
+  replaced file loses its name. `complete_swap`, under the lock again: the replaced
+  segments' files are renamed to `.deleted` (`LogSegment.retire`) and each `.swap` file to
+  its final name, the `.log` last. `finish_swap`, without the lock: sync the directory and
+  remove the `.deleted` files. Under the lock that is renames only: the indexes are the
+  cleaner's, synced with the data, and nothing is built, synced or removed there.
+- Between the two locked steps, a truncation or a deletion of a replaced segment would make
+  a crash's completion of the swap (below) bring back what it removed: it first cancels the
+  swap (`cancel_swap`: the `.log.swap` removed first, then the index `.swap` files, the
+  directory synced), and the swap is then refused.
 - `complete_interrupted_swaps` (opening a log): for each `<base>.log.swap`, the segments
   whose base offset lies in [base, the swap's next offset) are the ones it replaces (any
   record of theirs past that range is in none of them, so nothing else is touched); their
@@ -76,22 +81,37 @@ def _stem(cleaned: str) -> str:
     return cleaned[: -len(".log" + CLEANED_SUFFIX)]
 
 
-def swap_in(fs: FileSystem, cleaned: str, replaced: Iterable[LogSegment]) -> list[str]:
-    """Make the synced `cleaned` log file and its synced `.cleaned` indexes the segment
-    replacing `replaced` (module Rules). The replaced segments are closed and their files
-    renamed; returns those names, for `finish_swap`."""
+def mark_swap(fs: FileSystem, cleaned: str) -> None:
+    """Rename the synced `.cleaned` files of the segment whose cleaned log file is `cleaned`
+    to `.swap`, the `.log` last: the swap is decided once the directory is synced (module
+    Rules)."""
     stem = _stem(cleaned)
-    for suffix in _SWAPPED:  # the `.log` last: its `.swap` decides
-        fs.rename(stem + suffix + CLEANED_SUFFIX, stem + suffix + SWAP_SUFFIX)
-    fs.fsync_dir(os.path.dirname(cleaned))
-    retired = [path for segment in replaced for path in segment.retire()]
     for suffix in _SWAPPED:
+        fs.rename(stem + suffix + CLEANED_SUFFIX, stem + suffix + SWAP_SUFFIX)
+
+
+def complete_swap(fs: FileSystem, cleaned: str, replaced: Iterable[LogSegment]) -> list[str]:
+    """After `mark_swap` and the directory's sync: make the `.swap` files the segment
+    replacing `replaced`, which are closed and their files renamed; returns those names, for
+    `finish_swap` (module Rules)."""
+    stem = _stem(cleaned)
+    retired = [path for segment in replaced for path in segment.retire()]
+    for suffix in _SWAPPED:  # the `.log` last
         fs.rename(stem + suffix + SWAP_SUFFIX, stem + suffix)
     return retired
 
 
+def cancel_swap(fs: FileSystem, cleaned: str) -> None:
+    """Undo `mark_swap` durably: the `.log.swap` first, so that no crash completes the swap
+    (module Rules)."""
+    stem = _stem(cleaned)
+    for suffix in reversed(_SWAPPED):
+        fs.remove(stem + suffix + SWAP_SUFFIX)
+    fs.fsync_dir(os.path.dirname(cleaned))
+
+
 def finish_swap(fs: FileSystem, directory: str, retired: Iterable[str]) -> None:
-    """After `swap_in`, without the log's lock: make the final names durable and remove the
+    """After `complete_swap`, without the log's lock: make the final names durable and remove the
     replaced segments' files. A directory gone since (the log deleted meanwhile) took them
     with it."""
     try:

@@ -103,8 +103,8 @@ def test_a_cleaned_segment_comes_with_its_indexes_and_the_swap_only_renames(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pass writes and syncs each cleaned segment's `.index` and `.timeindex` beside its
-    `.log`; under the log's lock the swap renames files and syncs the directory once, and
-    removes, rebuilds and syncs nothing else (segment_swap's Rules)."""
+    `.log`; under the log's lock the swap renames files, and removes, rebuilds and syncs
+    nothing (segment_swap's Rules): its two directory syncs run without the lock."""
     fs = RecordingFileSystem()
     config = LogConfig(segment_bytes=2000, index_interval_bytes=100, cleanup_policy="compact")
     log = open_log(tmp_path / "t-0", config, fs=fs)
@@ -121,8 +121,8 @@ def test_a_cleaned_segment_comes_with_its_indexes_and_the_swap_only_renames(
     assert result.groups_swapped >= 2
     under_lock = [(op, path) for op, path, locked in fs.ops if locked]
     assert under_lock, "the swap held the lock for nothing"
-    assert {op for op, _ in under_lock} == {"rename", "fsync dir"}, under_lock
-    assert sum(op == "fsync dir" for op, _ in under_lock) == result.groups_swapped
+    assert {op for op, _ in under_lock} == {"rename"}, under_lock
+    assert sum(op == "fsync dir" for op, _, _ in fs.ops) == 2 * result.groups_swapped
     for suffix in (".index", ".timeindex", ".log"):
         cleaned = [
             (i, op, locked)
@@ -526,6 +526,70 @@ def test_an_interrupted_swap_is_completed_at_open(tmp_path: Path, step: str) -> 
     first_swapped = [e for e in read_entries(reopened) if e[0] < boundary]
     assert first_swapped == [e for e in read_entries(reference) if e[0] < boundary]
     assert set(latest_by_key(appended).values()) <= set(read_entries(reopened))
+    assert not [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap", ".deleted"))]
+    assert_indexes_as_rebuilt(reopened)
+
+
+class SyncHookFileSystem(FileSystem):
+    """Runs `hook` (once) when a directory sync starts: the swap's decision sync, which runs
+    without the log's lock."""
+
+    def __init__(self) -> None:
+        self.hook: Any = None
+
+    def fsync_dir(self, path: str) -> None:
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            hook()
+        super().fsync_dir(path)
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["then-on", "then-crash"])
+@pytest.mark.parametrize("change", ["truncation", "deletion"])
+def test_a_change_while_a_swap_syncs_its_decision_cancels_it(
+    tmp_path: Path, change: str, crash: bool
+) -> None:
+    """A truncation, or a deletion of the segments a swap replaces, while the swap syncs its
+    `.log.swap` without the lock: the change cancels the swap first, so neither the pass nor
+    a crash right after the change (whose reopening completes any swap it finds) brings back
+    what the change removed."""
+    fs = SyncHookFileSystem()
+    directory = tmp_path / "t-0"
+    log, appended = build_crash_log(directory, fs)
+    end = log.log_end_offset
+    first, second = (s.base_offset for s in log.segments()[:2])
+    target = first + 3  # inside the first group's first segment
+
+    def truncate() -> None:
+        log.truncate_to(target)
+
+    def delete() -> None:
+        log.increment_log_start_offset(second)
+        assert log.delete_old_segments() >= 1
+
+    def change_then_maybe_crash() -> None:
+        truncate() if change == "truncation" else delete()
+        if crash:
+            raise SimulatedCrash(change)
+
+    fs.hook = change_then_maybe_crash
+    if crash:
+        with pytest.raises(SimulatedCrash):
+            clean(log)
+    else:
+        result = clean(log)
+        assert result.abandoned and result.groups_swapped == 0
+    assert not list(directory.glob("*.swap"))
+    log.close_without_flush()
+    reopened = open_log(directory, CONFIG, recovery_point=0)
+    kept = read_entries(reopened)
+    if change == "truncation":
+        assert reopened.log_end_offset <= target < end
+        assert kept == [e for e in appended if e[0] < reopened.log_end_offset]
+    else:
+        assert reopened.segments()[0].base_offset >= second  # the deleted segment stays gone
+        assert reopened.log_end_offset == end
+        assert [e for e in kept if e[0] >= second] == [e for e in appended if e[0] >= second]
     assert not [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap", ".deleted"))]
     assert_indexes_as_rebuilt(reopened)
 

@@ -9,7 +9,7 @@ The broker keeps the decisions and the log: the choice, the states, the checkpoi
 and the swaps under the log's lock (`LogPass.swap`), which are renames: the child writes and
 syncs each cleaned segment's indexes with it. Measured (docs/benchmarks-history.md, "Log
 cleaner and produce latency"): a busy cleaner's cost to the median produce latency fell from
-1.8x to 1.4x with the child; its p99 fell from 5-11x to 1.6-4.8x (under load) once the swap
+1.8x to 1.4x with the child; its p99 fell from 4-11x to about 2x (under load) once the swap
 under the lock was renames only.
 
 Rules:

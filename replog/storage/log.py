@@ -97,7 +97,13 @@ from replog.storage.log_config import LogConfig
 from replog.storage.offset_moves import OffsetMoves
 from replog.storage.segment import INT32_MAX, LogSegment
 from replog.storage.segment_map import SegmentMap
-from replog.storage.segment_swap import swap_in
+from replog.storage.segment_swap import (
+    cancel_swap,
+    complete_swap,
+    discard_cleaned,
+    finish_swap,
+    mark_swap,
+)
 
 if TYPE_CHECKING:
     from replog.storage.leader_epoch_cache import LeaderEpochCache
@@ -223,6 +229,9 @@ class Log:
         self._roll_flush_pending = 0
         # Counts truncations, so an unlocked roll flush can tell that one happened meanwhile.
         self._truncations = 0
+        # A cleaner's swap between its two locked steps (`replace_with_cleaned`): its cleaned
+        # log file and its first replaced segment's base offset.
+        self._pending_swap: tuple[str, int] | None = None
         # segment.jitter.ms: drawn again for every new active segment, as Kafka does.
         self._roll_jitter_ms = _random_roll_jitter(config)
         # (bound offset, segment base, byte position) of the last upper bound a read resolved.
@@ -1208,6 +1217,7 @@ class Log:
             return True
 
     def _truncate_segments_to(self, target_offset: int) -> None:
+        self._cancel_pending_swap()  # truncations are rare: any one cancels it
         self._active = None
         try:
             for base in list(self._segments.irange(minimum=target_offset + 1)):
@@ -1245,6 +1255,7 @@ class Log:
 
     def _truncate_fully_and_start_at(self, new_offset: int) -> None:
         log.info("%s: deleting all segments and starting at offset %d", self.name, new_offset)
+        self._cancel_pending_swap()
         try:
             for segment in list(self._segments.values()):
                 segment.delete()
@@ -1365,6 +1376,7 @@ class Log:
             doomed.append(segment)
         if not doomed:
             return 0
+        self._cancel_pending_swap(doomed[-1].base_offset)
         if len(doomed) == len(segments):
             self._roll(self._log_end_offset)
         for segment in doomed:
@@ -1400,24 +1412,51 @@ class Log:
     def replace_with_cleaned(
         self, replaced: list[LogSegment], cleaned: str, *, truncation_count: int
     ) -> LogSegment | None:
-        """Swap the synced cleaned segment file `cleaned` (`segment_swap.cleaned_path` of the
-        first replaced base) in for `replaced`, consecutive non-active segments of this log, as
-        `segment_swap.swap_in` does; returns the new segment, its indexes rebuilt and synced.
+        """Swap the synced cleaned segment whose log file is `cleaned`, its synced indexes
+        beside it (`segment_swap.cleaned_paths` of the first replaced base), in for
+        `replaced`, consecutive non-active segments of this log, in `segment_swap`'s steps;
+        returns the new segment. Under the log's lock only renames and the segment map
+        change; the directory's syncs and the removal of the replaced files run without it.
         When the log changed since the cleaner read them (`truncation_count` is no longer the
-        log's, or they are no longer consecutive non-active segments: a retention deletion, a
-        truncation, a close), nothing is swapped, `cleaned` is removed and the answer is None:
-        a pass is never applied to segments other than those it read."""
+        log's, they are no longer consecutive non-active segments, or a truncation or a
+        deletion cancelled the swap while the directory synced), nothing is swapped, the
+        cleaned files are removed and the answer is None: a pass is never applied to
+        segments other than those it read."""
+        directory = os.path.dirname(cleaned)
         with self._lock:
             if (
                 self._closed
                 or truncation_count != self._truncations
                 or not self._still_consecutive(replaced)
             ):
-                self._fs.remove(cleaned)
+                discard_cleaned(self._fs, cleaned)
                 return None
+            try:
+                mark_swap(self._fs, cleaned)
+            except OSError as exc:
+                raise KafkaStorageError(
+                    f"{self.name}: swapping in the cleaned segment {cleaned} failed: {exc}"
+                ) from exc
+            self._pending_swap = (cleaned, replaced[0].base_offset)
+        try:
+            self._fs.fsync_dir(directory)  # the decision durable (segment_swap's Rules)
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"{self.name}: syncing {directory} to swap in {cleaned} failed: {exc}"
+            ) from exc
+        with self._lock:
+            if self._pending_swap is None or self._pending_swap[0] != cleaned:
+                return None  # cancelled (`_cancel_pending_swap`)
+            if self._closed:
+                self._pending_swap = None
+                return None  # its `.swap` files stay: opening completes it (nothing changed)
+            if truncation_count != self._truncations or not self._still_consecutive(replaced):
+                self._cancel_pending_swap()  # every change cancels it first; never complete it
+                return None
+            self._pending_swap = None
             base = replaced[0].base_offset
             try:
-                swap_in(self._fs, cleaned, replaced)
+                retired = complete_swap(self._fs, cleaned, replaced)
                 self._active = None
                 self._bound_cache = None
                 for segment in replaced:
@@ -1426,13 +1465,35 @@ class Log:
                     self.directory, base, self.config, self._fs, self._clock(), create=False
                 )
                 self._segments[base] = segment
-                segment.rebuild_indexes()
-                segment.flush()
             except OSError as exc:
                 raise KafkaStorageError(
                     f"{self.name}: swapping in the cleaned segment {cleaned} failed: {exc}"
                 ) from exc
-            return segment
+        try:
+            finish_swap(self._fs, directory, retired)
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"{self.name}: removing the segments the cleaned {cleaned} replaced failed: {exc}"
+            ) from exc
+        return segment
+
+    def _cancel_pending_swap(self, highest_changed: int | None = None) -> None:
+        """Cancel a cleaner's swap decided but not completed (`replace_with_cleaned`) before
+        a truncation (`highest_changed` None) or a deletion of the segments up to the one at
+        `highest_changed` changes what it replaces: a crash after that change must not
+        complete the swap (`segment_swap`'s Rules). Called under the log's lock."""
+        pending = self._pending_swap
+        if pending is None or (highest_changed is not None and highest_changed < pending[1]):
+            return
+        cleaned = pending[0]
+        self._pending_swap = None
+        log.info("%s: cancelling the swap of the cleaned %s", self.name, cleaned)
+        try:
+            cancel_swap(self._fs, cleaned)
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"{self.name}: cancelling the swap of the cleaned {cleaned} failed: {exc}"
+            ) from exc
 
     def _still_consecutive(self, replaced: list[LogSegment]) -> bool:
         """Whether `replaced` are still, in order, consecutive non-active segments of the log."""

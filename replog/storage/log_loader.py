@@ -61,9 +61,9 @@ from replog.storage.checkpoint_file import LeaderEpochCheckpointFile
 from replog.storage.fs import FileSystem, make_dirs_durably
 from replog.storage.leader_epoch_cache import LeaderEpochCache
 from replog.storage.log_config import LogConfig
-from replog.storage.segment import LogSegment, segment_file_prefix
+from replog.storage.segment import DELETED_SUFFIX, LogSegment, segment_file_prefix
 from replog.storage.segment_map import SegmentMap
-from replog.storage.segment_swap import complete_interrupted_swaps
+from replog.storage.segment_swap import CLEANED_SUFFIX, SWAP_SUFFIX, complete_interrupted_swaps
 from replog.storage.standalone_state import StandaloneState, read_state, write_state
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("replog.storage")
 
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
-_LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap")
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
 _INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 
 

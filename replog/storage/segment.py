@@ -51,12 +51,15 @@ from replog.record.header import (
 )
 from replog.storage.file_region import Region
 from replog.storage.fs import Buffer, FileSystem
+from replog.storage.index_builder import SparseIndexBuilder
 from replog.storage.index_file import OffsetIndex, TimeIndex
 from replog.storage.log_config import LogConfig
 
 log = logging.getLogger("replog.storage")
 
 INT32_MAX = 2**31 - 1
+# A file a segment no longer owns, to be removed (opening a log removes any left).
+DELETED_SUFFIX = ".deleted"
 _WINDOW_BYTES = 64 * 1024  # read-ahead when walking headers of small batches
 # Read-ahead of the short walks `read` does from an index entry: the batch sought is usually
 # within an index interval (4 KiB by default), so reading 64 KiB there would copy mostly payload.
@@ -659,18 +662,13 @@ class LogSegment:
         """Rebuild both indexes by framing the file (no CRC: the data itself is trusted)."""
         self.offset_index.reset()
         self.time_index.reset()
-        since_last_entry = 0
-        max_ts, max_ts_offset = -1, -1
+        builder = SparseIndexBuilder(
+            self.offset_index, self.time_index, self.config.index_interval_bytes
+        )
         for position, header in self._walk_headers(0):
-            if header.max_timestamp > max_ts:
-                max_ts, max_ts_offset = header.max_timestamp, header.last_offset
-            if since_last_entry > self.config.index_interval_bytes:
-                self.offset_index.append(header.last_offset, position)
-                self.time_index.maybe_append(max_ts, max_ts_offset)
-                since_last_entry = 0
-            since_last_entry += header.size_in_bytes
-        self._bytes_since_last_index_entry = since_last_entry
-        self._append_final_time_entry(max_ts, max_ts_offset)  # as `recover` does
+            builder.add(position, header)
+        self._bytes_since_last_index_entry = builder.bytes_since_last_entry
+        builder.finish()  # as `recover` does
 
     def _append_final_time_entry(self, max_timestamp: int, offset_of_max_timestamp: int) -> None:
         """Add the time-index entry of the segment's largest timestamp (may use the spare slot)."""
@@ -751,3 +749,18 @@ class LogSegment:
         self._fs.remove(self.log_path)
         self.offset_index.delete()
         self.time_index.delete()
+
+    def retire(self) -> list[str]:
+        """Close the segment and rename its files to `<name>.deleted` (Kafka's asynchronous
+        delete): renames only, which a swap can afford under the log's lock, where removing
+        the files costs the disk's time. Returns the renamed paths, which the caller removes;
+        a file that is not there (an index never written) is skipped."""
+        self.log_file.close()
+        renamed = []
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            try:
+                self._fs.rename(path, path + DELETED_SUFFIX)
+            except FileNotFoundError:
+                continue
+            renamed.append(path + DELETED_SUFFIX)
+        return renamed

@@ -1,22 +1,37 @@
 """Replacing a run of segments by one cleaned segment so that a crash at any point leaves a log
-holding every record that must survive (Kafka's `.cleaned` -> `.swap` -> rename protocol).
+holding every record that must survive (Kafka's `.cleaned` -> `.swap` -> rename protocol, for
+every file of the segment).
 
 Rules:
 - The cleaner writes the new segment's batches to `<base>.log.cleaned` (`<base>`: the first
-  replaced segment's base offset) and syncs it. A crash now leaves a `.cleaned` file, which
-  opening the log removes: the old segments are untouched.
-- `swap_in`: rename `.cleaned` to `.log.swap` and sync the directory: from here on the swap
-  is decided. Then delete the replaced segments' files (`.log`, `.index`, `.timeindex`) and
-  rename `.log.swap` to `<base>.log`, syncing the directory. Its indexes are rebuilt by the
-  caller.
+  replaced segment's base offset) and its indexes, as it writes them, to
+  `<base>.index.cleaned` and `<base>.timeindex.cleaned` (`cleaned_paths`), and syncs all
+  three. A crash now leaves `.cleaned` files, which opening the log removes: the old
+  segments are untouched.
+- The swap (`Log.replace_with_cleaned`), in four steps. `mark_swap`, under the log's lock:
+  rename each `.cleaned` file to `.swap`, the `.log` last: its `.log.swap` decides the swap.
+  Then, without the lock, the directory is synced: the decision is durable before any
+  replaced file loses its name. `complete_swap`, under the lock again: the replaced
+  segments' files are renamed to `.deleted` (`LogSegment.retire`) and each `.swap` file to
+  its final name, the `.log` last. `finish_swap`, without the lock: sync the directory and
+  remove the `.deleted` files. Under the lock that is renames only: the indexes are the
+  cleaner's, synced with the data, and nothing is built, synced or removed there.
+- Between the two locked steps, a truncation or a deletion of a replaced segment would make
+  a crash's completion of the swap (below) bring back what it removed: it first cancels the
+  swap (`cancel_swap`: the `.log.swap` removed first, then the index `.swap` files, the
+  directory synced), and the swap is then refused.
 - `complete_interrupted_swaps` (opening a log): for each `<base>.log.swap`, the segments
   whose base offset lies in [base, the swap's next offset) are the ones it replaces (any
   record of theirs past that range is in none of them, so nothing else is touched); their
   files and `<base>`'s index files go, and the swap becomes `<base>.log`. A replaced segment
   whose base lies past the swap's last record (the cleaning emptied its tail) stays: its
-  records are all there, only not cleaned.
-- Only the `.log` file is swapped: indexes are rebuilt from it, so no index file needs a
-  protocol of its own.
+  records are all there, only not cleaned. The interrupted swap's index files, in whatever
+  state (`.cleaned`, `.swap`, final), are removed with the other leftovers and rebuilt from
+  the `.log` (Kafka's recovery does the same): an index is never trusted across a swap a
+  crash cut.
+- A `.log.swap` therefore exists only once the swap is decided, and its index files reach
+  their final names before it does: a final `<base>.log` without a `.log.swap` has its own
+  indexes.
 """
 
 from __future__ import annotations
@@ -38,27 +53,72 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 _LOG_SWAP = ".log" + SWAP_SUFFIX
 _SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
+# The files of a cleaned segment, in the order they are renamed: the `.log` last.
+_SWAPPED = (".index", ".timeindex", ".log")
 _READ_BYTES = 1 << 20
 
 
-def cleaned_path(directory: str, base_offset: int) -> str:
-    return os.path.join(directory, f"{base_offset:020d}.log{CLEANED_SUFFIX}")
+def cleaned_paths(directory: str, base_offset: int) -> tuple[str, str, str]:
+    """The `.cleaned` files of the segment at `base_offset`: its log, offset index and time
+    index."""
+    stem = os.path.join(directory, f"{base_offset:020d}")
+    return (
+        stem + ".log" + CLEANED_SUFFIX,
+        stem + ".index" + CLEANED_SUFFIX,
+        stem + ".timeindex" + CLEANED_SUFFIX,
+    )
 
 
-def swap_in(fs: FileSystem, cleaned: str, replaced: Iterable[LogSegment]) -> str:
-    """Make the synced `cleaned` file the segment replacing `replaced` (module Rules); returns
-    its `.log` path. The replaced segments are closed and their files removed."""
-    directory = os.path.dirname(cleaned)
+def discard_cleaned(fs: FileSystem, cleaned: str) -> None:
+    """Remove the `.cleaned` files of the segment whose cleaned log file is `cleaned` (a swap
+    refused or abandoned)."""
+    stem = _stem(cleaned)
+    fs.remove_all(stem + suffix + CLEANED_SUFFIX for suffix in _SWAPPED)
+
+
+def _stem(cleaned: str) -> str:
     assert cleaned.endswith(".log" + CLEANED_SUFFIX), cleaned
-    final = cleaned[: -len(CLEANED_SUFFIX)]
-    swap = final + SWAP_SUFFIX
-    fs.rename(cleaned, swap)
-    fs.fsync_dir(directory)
-    for segment in replaced:
-        segment.delete()
-    fs.rename(swap, final)
-    fs.fsync_dir(directory)
-    return final
+    return cleaned[: -len(".log" + CLEANED_SUFFIX)]
+
+
+def mark_swap(fs: FileSystem, cleaned: str) -> None:
+    """Rename the synced `.cleaned` files of the segment whose cleaned log file is `cleaned`
+    to `.swap`, the `.log` last: the swap is decided once the directory is synced (module
+    Rules)."""
+    stem = _stem(cleaned)
+    for suffix in _SWAPPED:
+        fs.rename(stem + suffix + CLEANED_SUFFIX, stem + suffix + SWAP_SUFFIX)
+
+
+def complete_swap(fs: FileSystem, cleaned: str, replaced: Iterable[LogSegment]) -> list[str]:
+    """After `mark_swap` and the directory's sync: make the `.swap` files the segment
+    replacing `replaced`, which are closed and their files renamed; returns those names, for
+    `finish_swap` (module Rules)."""
+    stem = _stem(cleaned)
+    retired = [path for segment in replaced for path in segment.retire()]
+    for suffix in _SWAPPED:  # the `.log` last
+        fs.rename(stem + suffix + SWAP_SUFFIX, stem + suffix)
+    return retired
+
+
+def cancel_swap(fs: FileSystem, cleaned: str) -> None:
+    """Undo `mark_swap` durably: the `.log.swap` first, so that no crash completes the swap
+    (module Rules)."""
+    stem = _stem(cleaned)
+    for suffix in reversed(_SWAPPED):
+        fs.remove(stem + suffix + SWAP_SUFFIX)
+    fs.fsync_dir(os.path.dirname(cleaned))
+
+
+def finish_swap(fs: FileSystem, directory: str, retired: Iterable[str]) -> None:
+    """After `complete_swap`, without the log's lock: make the final names durable and remove the
+    replaced segments' files. A directory gone since (the log deleted meanwhile) took them
+    with it."""
+    try:
+        fs.fsync_dir(directory)
+    except FileNotFoundError:
+        return
+    fs.remove_all(retired)
 
 
 def complete_interrupted_swaps(directory: str, names: list[str], fs: FileSystem) -> list[str]:

@@ -110,6 +110,17 @@ def open_log(directory: Path | str, config: LogConfig | None = None, **kwargs: A
     return log
 
 
+def assert_indexes_as_rebuilt(log: Log) -> None:
+    """Every sealed segment's indexes, as loaded from their files, are those a rebuild from its
+    `.log` makes: a cleaned segment's were written by the same rules, and none is stale."""
+    for segment in log.segments()[:-1]:
+        segment.ensure_indexes()
+        loaded = (segment.offset_index.entries(), segment.time_index.entries())
+        segment.rebuild_indexes()
+        rebuilt = (segment.offset_index.entries(), segment.time_index.entries())
+        assert loaded == rebuilt, segment.log_path
+
+
 def read_all(log: Log, start: int | None = None, bound: int | None = None) -> list[bytes]:
     """Every batch from `start` (default: the log start) to `bound` (default: the log end)."""
     first = log.log_start_offset if start is None else start

@@ -6,12 +6,13 @@ log changes under it, and the cleaner checkpoint's format."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_helpers import NO_SYNC_FS, T0, SimulatedCrash, open_log
+from storage_helpers import NO_SYNC_FS, T0, SimulatedCrash, assert_indexes_as_rebuilt, open_log
 
 from replog.errors import InvalidRecordError, OffsetsOutOfOrderError, UnexpectedAppendOffsetError
 from replog.record import RecordBatch, build_batch
@@ -23,7 +24,9 @@ from replog.storage.cleaner.cleaner_checkpoint import CleanerCheckpoint
 from replog.storage.cleaner.log_cleaning import CleaningPass, clean_log
 from replog.storage.cleaner.log_summary import summarize_log
 from replog.storage.cleaner.offset_map import OffsetMap
-from replog.storage.fs import Buffer, OsFileSystem, OsSegmentFile
+from replog.storage.fs import Buffer, FileSystem, OsFileSystem, OsSegmentFile
+from replog.storage.segment import LogSegment
+from replog.storage.segment_swap import finish_swap
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=100, cleanup_policy="compact")
 HOUR = 3_600_000
@@ -90,7 +93,51 @@ def test_a_pass_keeps_the_latest_record_of_every_key_at_its_offset(tmp_path: Pat
     # Every offset still reads: one in a gap reads the next batch kept.
     for offset in range(0, end_before):
         assert log.read(offset, 100_000)
-    assert not [n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap"))]
+    assert not [
+        n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap", ".deleted"))
+    ]
+    assert_indexes_as_rebuilt(log)
+
+
+def test_a_cleaned_segment_comes_with_its_indexes_and_the_swap_only_renames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass writes and syncs each cleaned segment's `.index` and `.timeindex` beside its
+    `.log`; under the log's lock the swap renames files, and removes, rebuilds and syncs
+    nothing (segment_swap's Rules): its two directory syncs run without the lock."""
+    fs = RecordingFileSystem()
+    config = LogConfig(segment_bytes=2000, index_interval_bytes=100, cleanup_policy="compact")
+    log = open_log(tmp_path / "t-0", config, fs=fs)
+    fill(log, 200, keys=60)
+    fs.lock = log._lock
+
+    def no_rebuild(self: LogSegment) -> None:
+        raise AssertionError(f"{self.log_path}: indexes rebuilt during a pass")
+
+    monkeypatch.setattr(LogSegment, "rebuild_indexes", no_rebuild)
+    fs.recording = True
+    result = clean(log)
+    fs.recording = False
+    assert result.groups_swapped >= 2
+    under_lock = [(op, path) for op, path, locked in fs.ops if locked]
+    assert under_lock, "the swap held the lock for nothing"
+    assert {op for op, _ in under_lock} == {"rename"}, under_lock
+    assert sum(op == "fsync dir" for op, _, _ in fs.ops) == 2 * result.groups_swapped
+    for suffix in (".index", ".timeindex", ".log"):
+        cleaned = [
+            (i, op, locked)
+            for i, (op, p, locked) in enumerate(fs.ops)
+            if p.endswith(suffix + ".cleaned")
+        ]
+        synced = [i for i, op, locked in cleaned if op == "sync" and not locked]
+        renamed = [i for i, op, locked in cleaned if op == "rename" and locked]
+        # Each group's file was synced by the pass, outside the lock, before its swap.
+        assert len(synced) == len(renamed) == result.groups_swapped, suffix
+        assert all(s < r for s, r in zip(synced, renamed, strict=True)), suffix
+    removed = [p for op, p, locked in fs.ops if op == "remove" and p.endswith(".deleted")]
+    assert removed and not [1 for op, _, locked in fs.ops if op == "remove" and locked]
+    monkeypatch.undo()
+    assert_indexes_as_rebuilt(log)
 
 
 @pytest.mark.parametrize("clean_close", [True, False], ids=["clean", "crash"])
@@ -281,6 +328,48 @@ class CrashingSegmentFile(OsSegmentFile):
         self.fs.crash_if(f"fdatasync {self.path}")
 
 
+class RecordingSegmentFile(OsSegmentFile):
+    def __init__(self, path: str, *, create: bool, fs: RecordingFileSystem) -> None:
+        super().__init__(path, create=create)
+        self.fs = fs
+
+    def fsync(self) -> None:
+        self.fs.record("sync", self.path)
+        super().fsync()
+
+    def fdatasync(self) -> None:
+        self.fs.record("sync", self.path)
+        super().fdatasync()
+
+
+class RecordingFileSystem(OsFileSystem):
+    """Records, while `recording`, each change and sync with whether `lock` was held."""
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, str, bool]] = []
+        self.recording = False
+        self.lock: Any = None
+
+    def record(self, op: str, path: str) -> None:
+        if self.recording:
+            self.ops.append((op, path, bool(self.lock is not None and self.lock._is_owned())))
+
+    def open_segment_file(self, path: str, *, create: bool = True) -> OsSegmentFile:
+        return RecordingSegmentFile(path, create=create, fs=self)
+
+    def rename(self, source: str, target: str) -> None:
+        self.record("rename", source)
+        super().rename(source, target)
+
+    def remove(self, path: str) -> None:
+        self.record("remove", path)
+        super().remove(path)
+
+    def fsync_dir(self, path: str) -> None:
+        self.record("fsync dir", path)
+        super().fsync_dir(path)
+
+
 class CrashingFileSystem(OsFileSystem):
     """Counts every change it makes once armed and dies (raises) at change number `crash_at`
     (a torn write, for an append). Process crashes: nothing is synced to the disk."""
@@ -290,14 +379,19 @@ class CrashingFileSystem(OsFileSystem):
         self.crash_on = crash_on  # or at the first change so described
         self.steps: list[str] = []
         self.armed = False
+        self.crashed = False
 
     def step(self, what: str) -> bool:
         if not self.armed:
             return False
+        if self.crashed:  # a dead process changes nothing more (no clean-up on the way out)
+            raise SimulatedCrash(f"{what}, after the crash")
         self.steps.append(what)
         if self.crash_on is not None:
-            return what == self.crash_on
-        return len(self.steps) == self.crash_at
+            self.crashed = what == self.crash_on
+        else:
+            self.crashed = len(self.steps) == self.crash_at
+        return self.crashed
 
     def crash_if(self, what: str) -> None:
         if self.step(what):
@@ -326,7 +420,7 @@ class CrashingFileSystem(OsFileSystem):
         super().write_bytes(path, data, fsync=fsync)
 
 
-def build_crash_log(directory: Path, fs: OsFileSystem) -> tuple[Log, list[Entry]]:
+def build_crash_log(directory: Path, fs: FileSystem) -> tuple[Log, list[Entry]]:
     log = open_log(directory, CONFIG, fs=fs)
     appended = fill(log, 20)
     appended.append((append(log, b"k1", b"p", producer_id=4, producer_epoch=0, base_sequence=0),
@@ -336,11 +430,17 @@ def build_crash_log(directory: Path, fs: OsFileSystem) -> tuple[Log, list[Entry]
 
 
 def test_a_crash_at_every_step_of_a_pass_loses_nothing(tmp_path: Path) -> None:
+    """A crash at each change of a pass, the index files' writes and renames included, then an
+    open that recovers every segment and one that trusts the sealed segments' indexes (the
+    recovery point at the log end, as a flushed log has it): both keep what must survive, and
+    the trusted indexes are those of their segments."""
     reference, appended = build_crash_log(tmp_path / "ref-0", OsFileSystem())
     first_uncleanable = reference.active_segment.base_offset
     clean(reference)
     cleaned = read_entries(reference)
     crash_at, completed = 1, False
+    crashed_on: list[str] = []
+
     while not completed:
         directory = tmp_path / f"c{crash_at}-0"
         fs = CrashingFileSystem(crash_at)
@@ -351,54 +451,154 @@ def test_a_crash_at_every_step_of_a_pass_loses_nothing(tmp_path: Path) -> None:
             clean(log)
             completed = True
         except SimulatedCrash:
-            log.close_without_flush()
+            pass
         fs.armed = False
-        if completed:
-            log.close_without_flush()
-        reopened = open_log(directory, CONFIG, recovery_point=0)
-        kept = read_entries(reopened)
-        assert reopened.log_end_offset == end, fs.steps[-1]
-        assert set(kept) <= set(appended), fs.steps[-1]  # offsets and contents unchanged
-        # Every key's latest record, and everything from the first uncleanable offset on.
-        assert set(latest_by_key(appended).values()) <= set(kept), fs.steps[-1]
-        assert [e for e in kept if e[0] >= first_uncleanable] == [
-            e for e in appended if e[0] >= first_uncleanable
-        ]
-        # What survives of a superseded key is never newer than what was cleaned away.
-        assert set(cleaned) <= set(kept), fs.steps[-1]
-        assert not [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap"))]
-        # A pass after the crash completes the work.
-        reopened.high_watermark = reopened.log_end_offset
-        clean(reopened)
-        assert read_entries(reopened) == cleaned, fs.steps[-1]
-        reopened.close()
+        log.close_without_flush()
+        if not completed:
+            crashed_on.append(fs.steps[-1])
+        trusting = tmp_path / f"t{crash_at}-0"
+        shutil.copytree(directory, trusting)
+        for where, recovery_point in ((directory, 0), (trusting, end)):
+            reopened = open_log(where, CONFIG, recovery_point=recovery_point)
+            kept = read_entries(reopened)
+            assert reopened.log_end_offset == end, fs.steps[-1]
+            assert set(kept) <= set(appended), fs.steps[-1]  # offsets and contents unchanged
+            # Every key's latest record, and everything from the first uncleanable offset on.
+            assert set(latest_by_key(appended).values()) <= set(kept), fs.steps[-1]
+            assert [e for e in kept if e[0] >= first_uncleanable] == [
+                e for e in appended if e[0] >= first_uncleanable
+            ]
+            # What survives of a superseded key is never newer than what was cleaned away.
+            assert set(cleaned) <= set(kept), fs.steps[-1]
+            leftovers = (".cleaned", ".swap", ".deleted")
+            assert not [n for n in os.listdir(where) if n.endswith(leftovers)], fs.steps[-1]
+            assert_indexes_as_rebuilt(reopened)
+            # A pass after the crash completes the work.
+            reopened.high_watermark = reopened.log_end_offset
+            clean(reopened)
+            assert read_entries(reopened) == cleaned, fs.steps[-1]
+            reopened.close()
         crash_at += 1
     assert crash_at > 20  # the pass had that many steps, each one crashed at once
+    # Among them, each index file's write and every rename of the swap.
+    for suffix in (".index", ".timeindex", ".log"):
+        assert any(
+            step.startswith("append to") and step.endswith(f"{suffix}.cleaned")
+            for step in crashed_on
+        ), suffix
+        for renamed in (f"{suffix}.cleaned", f"{suffix}.swap", suffix):
+            assert any(
+                step.startswith("rename") and step.endswith(renamed) for step in crashed_on
+            ), renamed
 
 
-def test_an_interrupted_swap_is_completed_at_open(tmp_path: Path) -> None:
-    """A crash right after `.cleaned` became `.swap`, the replaced segments all still there:
-    opening finishes the swap."""
+# The changes of a swap after it is decided (the `.log.swap` made), in order.
+_AFTER_THE_DECISION = [
+    "fsync dir {dir}",
+    "rename {dir}/{base}.log",
+    "rename {dir}/{base}.index",
+    "rename {dir}/{base}.timeindex",
+    "rename {dir}/{base}.index.swap",
+    "rename {dir}/{base}.timeindex.swap",
+    "rename {dir}/{base}.log.swap",
+]
+
+
+@pytest.mark.parametrize("step", _AFTER_THE_DECISION)
+def test_an_interrupted_swap_is_completed_at_open(tmp_path: Path, step: str) -> None:
+    """A crash at each change of the first swap once its `.log.swap` exists, the replaced
+    segments and the new indexes in whatever state that step left them: opening finishes the
+    swap, and the new segment's indexes are those of its `.log`."""
     reference, appended = build_crash_log(tmp_path / "ref-0", OsFileSystem())
     clean(reference)
     directory = tmp_path / "t-0"
-    fs = CrashingFileSystem(crash_on=f"remove {directory / f'{0:020d}.log'}")
+    fs = CrashingFileSystem(crash_on=step.format(dir=directory, base=f"{0:020d}"))
     log, _ = build_crash_log(directory, fs)
-    group_bases = [s.base_offset for s in log.segments()[:2]]
+    end = log.log_end_offset
     fs.armed = True
     with pytest.raises(SimulatedCrash):
         clean(log)
+    fs.armed = False
     log.close_without_flush()
-    names = set(os.listdir(directory))
-    assert f"{group_bases[0]:020d}.log.swap" in names
-    assert {f"{base:020d}.log" for base in group_bases} <= names
-    reopened = open_log(directory, CONFIG, recovery_point=0)
-    first_swapped = [e for e in read_entries(reopened) if e[0] < reopened.segments()[1].base_offset]
-    assert first_swapped == [
-        e for e in read_entries(reference) if e[0] < reopened.segments()[1].base_offset
-    ]
+    assert f"{0:020d}.log.swap" in set(os.listdir(directory))
+    reopened = open_log(directory, CONFIG, recovery_point=end)
+    boundary = reopened.segments()[1].base_offset
+    first_swapped = [e for e in read_entries(reopened) if e[0] < boundary]
+    assert first_swapped == [e for e in read_entries(reference) if e[0] < boundary]
     assert set(latest_by_key(appended).values()) <= set(read_entries(reopened))
+    assert not [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap", ".deleted"))]
+    assert_indexes_as_rebuilt(reopened)
+
+
+class SyncHookFileSystem(OsFileSystem):
+    """Runs `hook` (once) when a directory sync starts: the swap's decision sync, which runs
+    without the log's lock."""
+
+    def __init__(self) -> None:
+        self.hook: Any = None
+
+    def fsync_dir(self, path: str) -> None:
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            hook()
+        super().fsync_dir(path)
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["then-on", "then-crash"])
+@pytest.mark.parametrize("change", ["truncation", "deletion"])
+def test_a_change_while_a_swap_syncs_its_decision_cancels_it(
+    tmp_path: Path, change: str, crash: bool
+) -> None:
+    """A truncation, or a deletion of the segments a swap replaces, while the swap syncs its
+    `.log.swap` without the lock: the change cancels the swap first, so neither the pass nor
+    a crash right after the change (whose reopening completes any swap it finds) brings back
+    what the change removed."""
+    fs = SyncHookFileSystem()
+    directory = tmp_path / "t-0"
+    log, appended = build_crash_log(directory, fs)
+    end = log.log_end_offset
+    first, second = (s.base_offset for s in log.segments()[:2])
+    target = first + 3  # inside the first group's first segment
+
+    def truncate() -> None:
+        log.truncate_to(target)
+
+    def delete() -> None:
+        log.increment_log_start_offset(second)
+        assert log.delete_old_segments() >= 1
+
+    def change_then_maybe_crash() -> None:
+        truncate() if change == "truncation" else delete()
+        if crash:
+            raise SimulatedCrash(change)
+
+    fs.hook = change_then_maybe_crash
+    if crash:
+        with pytest.raises(SimulatedCrash):
+            clean(log)
+    else:
+        result = clean(log)
+        assert result.abandoned and result.groups_swapped == 0
     assert not list(directory.glob("*.swap"))
+    log.close_without_flush()
+    reopened = open_log(directory, CONFIG, recovery_point=0)
+    kept = read_entries(reopened)
+    if change == "truncation":
+        assert reopened.log_end_offset <= target < end
+        assert kept == [e for e in appended if e[0] < reopened.log_end_offset]
+    else:
+        assert reopened.segments()[0].base_offset >= second  # the deleted segment stays gone
+        assert reopened.log_end_offset == end
+        assert [e for e in kept if e[0] >= second] == [e for e in appended if e[0] >= second]
+    assert not [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap", ".deleted"))]
+    assert_indexes_as_rebuilt(reopened)
+
+
+def test_finishing_a_swap_whose_log_directory_went_is_not_an_error(tmp_path: Path) -> None:
+    """The log deleted between the swap and its clean-up: nothing is left to sync or remove."""
+    gone = tmp_path / "t-0"
+    finish_swap(OsFileSystem(), str(gone), [str(gone / f"{0:020d}.log.deleted")])
+    assert not gone.exists()
 
 
 def test_a_leftover_cleaned_file_is_removed_at_open(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from storage_helpers import T0, open_log
+from storage_helpers import T0, assert_indexes_as_rebuilt, open_log
 
 from replog.errors import CleaningProcessError, CleaningProcessGoneError
 from replog.record import RecordBatch, build_batch
@@ -70,8 +70,14 @@ def planned(log: Log) -> LogPass:
     )
 
 
-def segment_files(log: Log) -> list[tuple[int, bytes]]:
-    return [(s.base_offset, Path(s.log_path).read_bytes()) for s in log.segments()]
+def segment_files(log: Log) -> list[tuple[int, bytes, bytes, bytes]]:
+    """Each sealed segment's `.log`, `.index` and `.timeindex` bytes."""
+    files = []
+    for s in log.segments()[:-1]:
+        paths = (s.log_path, s.offset_index.path, s.time_index.path)
+        log_bytes, index_bytes, time_index_bytes = (Path(path).read_bytes() for path in paths)
+        files.append((s.base_offset, log_bytes, index_bytes, time_index_bytes))
+    return files
 
 
 def latest(log: Log) -> dict[bytes | None, tuple[int, bytes | None]]:
@@ -107,8 +113,10 @@ def test_a_pass_in_the_child_writes_the_bytes_a_pass_in_a_thread_writes(
     )
     result = child.run(planned(in_child), MAP_BYTES, should_stop=never, on_read=ignore)
     assert result == expected and result.groups_swapped > 0 and not result.abandoned
+    # The same segments, indexes included: written by the pass, as a rebuild would make them.
     assert segment_files(in_child) == segment_files(in_thread)
     assert latest(in_child) == before  # every key's latest record, at its offset
+    assert_indexes_as_rebuilt(in_child)
     assert in_child.size_in_bytes < 0.5 * 300 * 20 * 100
 
 

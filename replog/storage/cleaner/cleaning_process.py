@@ -6,9 +6,11 @@ holds the interpreter's lock while it runs, and the event loop waits for the loc
 wants it back: a thread's nice value lowers its share of the cores, not of the lock. A child
 shares no lock with the loop, and at `CLEANER_NICE` the kernel gives the loop the cores first.
 The broker keeps the decisions and the log: the choice, the states, the checkpoint, the abort,
-and the swaps under the log's lock (`LogPass.swap`). Measured (docs/benchmarks-history.md, "Log
+and the swaps under the log's lock (`LogPass.swap`), which are renames: the child writes and
+syncs each cleaned segment's indexes with it. Measured (docs/benchmarks-history.md, "Log
 cleaner and produce latency"): a busy cleaner's cost to the median produce latency fell from
-1.8x to 1.4x; its p99 (about 2x) did not move.
+1.8x to 1.4x with the child; its p99 fell from 4-11x to about 2x (under load) once the swap
+under the lock was renames only.
 
 Rules:
 - One child per cleaner thread, started by that thread (`CleaningProcess.start` blocks) for
@@ -20,13 +22,14 @@ Rules:
   map's size) and `stop`. The child keeps its key map between passes, runs the pass over the
   plan's segment files through `LOCAL_FS` and asks the parent: `read` every `REPORT_BYTES`
   read (the parent's throttle may sleep, then `go`), `swap` for a group's synced `.cleaned`
-  file (the parent swaps it in and answers `swapped`, whether it did). A pass ends with `done`
+  segment, its indexes written and synced with it (the parent swaps it in and answers
+  `swapped`, whether it did). A pass ends with `done`
   (its `CleaningPass`) or `failed` (the exception's name and message). Every message of the
   child ends with the bytes read since its last one.
 - Stopping: once the caller's `should_stop` answers True (asked at each message, when
   `interrupt` wakes the parent, and every `POLL_S`) the parent sends `stop` and answers nothing
   more; the child sees it as the answer it waits for or between two batches (it looks at its
-  stdin at most every `CHILD_POLL_S`), removes a `.cleaned` file not swapped and ends with
+  stdin at most every `CHILD_POLL_S`), removes `.cleaned` files not swapped and ends with
   `done`, abandoned. A `stop` read while idle (its pass had ended) is ignored. A child that has
   not ended the pass `STOP_WAIT_S` after a stop is killed.
 - A child that dies (EOF, a broken pipe) is `CleaningProcessGoneError` naming the log. A pass
@@ -61,6 +64,7 @@ from replog.storage.cleaner.log_cleaning import (
 from replog.storage.cleaner.offset_map import OffsetMap
 from replog.storage.file_maker_process import CLOSE_WAIT_S, EXIT_STATUS_WAIT_S, exit_status_text
 from replog.storage.fs import LOCAL_FS, SegmentFile
+from replog.storage.segment_swap import discard_cleaned
 
 # The nice value of the cleaner's work, a child's or a thread's: below the event loop's, so
 # that on a busy machine the loop gets the cores first.
@@ -349,7 +353,7 @@ class _ChildPass:
             bases = [s.base_offset for s in replaced]
             answer = self._ask(("swap", bases, cleaned, self.take_read()))
         if answer is None:
-            LOCAL_FS.remove(cleaned)  # not swapped in: the pass ends here
+            discard_cleaned(LOCAL_FS, cleaned)  # not swapped in: the pass ends here
             return False
         return bool(answer[1])
 

@@ -12,9 +12,10 @@ Rules:
 - Every non-active segment holding offsets below the reached offset is rewritten, the clean
   section too (its records superseded by dirty ones go), in groups (`grouping`); each
   group's batches go through one `BatchFilter` (one transaction state for the whole pass,
-  one `now_ms`) into `<base>.log.cleaned`, which is synced and swapped in
-  (`Log.replace_with_cleaned`, `segment_swap`). A batch past the map's reach is copied as it
-  is.
+  one `now_ms`) into `<base>.log.cleaned`, indexed as it is written (Kafka's sparse rule,
+  `index.interval.bytes`: `<base>.index.cleaned`, `<base>.timeindex.cleaned`); the three files
+  are synced and swapped in (`Log.replace_with_cleaned`, `segment_swap`), so the swap under
+  the log's lock builds and syncs nothing. A batch past the map's reach is copied as it is.
 - The segments are read without the log's lock (sealed segments do not change); if the log
   changed meanwhile (a truncation, a deletion, a close: a read fails or the swap is refused),
   or the caller asks it to stop (`should_stop`, Kafka's `checkDone`), the pass stops there,
@@ -54,9 +55,11 @@ from replog.storage.cleaner.transactions import (
     control_type,
 )
 from replog.storage.fs import FileSystem, SegmentFile
+from replog.storage.index_builder import SparseIndexBuilder
+from replog.storage.index_file import OffsetIndex, TimeIndex
 from replog.storage.log import Log
 from replog.storage.segment import LogSegment
-from replog.storage.segment_swap import cleaned_path
+from replog.storage.segment_swap import cleaned_paths, discard_cleaned
 
 log = logging.getLogger("replog.storage.cleaner")
 
@@ -98,6 +101,9 @@ class PassPlan:
     segments: tuple[SealedSegment, ...]  # every non-active segment, in offset order
     segment_bytes: int
     segment_index_bytes: int
+    index_interval_bytes: int  # the cleaned segments' index rules, as the log's segments have
+    offset_index_entries_max: int
+    time_index_entries_max: int
     first_dirty: int
     first_uncleanable: int
     now_ms: int
@@ -126,7 +132,7 @@ class LogPass:
 
     def swap(self, replaced: Sequence[SealedSegment], cleaned: str) -> bool:
         """Swap `cleaned` in for `replaced` (`Log.replace_with_cleaned`); False when the log
-        changed since the plan was taken, and `cleaned` is removed."""
+        changed since the plan was taken, and the `.cleaned` files are removed."""
         segments = [self.segments[s.base_offset] for s in replaced]
         swapped = self.target.replace_with_cleaned(
             segments, cleaned, truncation_count=self.truncations
@@ -157,6 +163,9 @@ def prepare_pass(
         ),
         segment_bytes=config.segment_bytes,
         segment_index_bytes=config.segment_index_bytes,
+        index_interval_bytes=config.index_interval_bytes,
+        offset_index_entries_max=config.offset_index_entries_max,
+        time_index_entries_max=config.time_index_entries_max,
         first_dirty=first_dirty,
         first_uncleanable=first_uncleanable,
         now_ms=now_ms,
@@ -276,7 +285,7 @@ def run_pass(
     ):
         replaced = [to_clean[i] for i in group]
         try:
-            cleaned = _write_cleaned(fs, plan.directory, replaced, batch_filter, read)
+            cleaned = _write_cleaned(fs, plan, replaced, batch_filter, read)
         except _LogChanged as exc:
             log.info("%s: cleaning abandoned: %s", plan.name, exc)
             result.abandoned = True
@@ -347,14 +356,21 @@ def _keys(batch: bytes) -> Iterator[tuple[int, bytes | None]]:
 
 def _write_cleaned(
     fs: FileSystem,
-    directory: str,
+    plan: PassPlan,
     replaced: list[SealedSegment],
     batch_filter: BatchFilter,
     read: _Reader,
 ) -> str:
-    """Filter `replaced`'s batches into their synced `.cleaned` file; returns its path."""
-    path = cleaned_path(directory, replaced[0].base_offset)
-    fs.remove(path)  # a stale one of an earlier, interrupted pass
+    """Filter `replaced`'s batches into their `.cleaned` segment, indexed as it is written
+    (`SparseIndexBuilder`), and sync its three files; returns the log file's path."""
+    base = replaced[0].base_offset
+    path, index_path, time_index_path = cleaned_paths(plan.directory, base)
+    discard_cleaned(fs, path)  # stale ones of an earlier, interrupted pass
+    offset_index = OffsetIndex(index_path, base, plan.offset_index_entries_max, fs)
+    time_index = TimeIndex(time_index_path, base, plan.time_index_entries_max, fs)
+    offset_index.start_empty()
+    time_index.start_empty()
+    indexes = SparseIndexBuilder(offset_index, time_index, plan.index_interval_bytes)
     out = fs.open_segment_file(path, create=True)
     try:
         for segment in replaced:
@@ -364,11 +380,15 @@ def _write_cleaned(
                 except (CorruptRecordError, InvalidRecordError) as exc:
                     raise _Corrupt(f"{segment.log_path}: {exc}") from exc
                 if kept is not None:
+                    indexes.add(out.size, read_header(kept))
                     out.append(kept)
+        indexes.finish()
         out.fsync()
+        offset_index.flush(fsync=True)
+        time_index.flush(fsync=True)
     except BaseException:
         out.close()
-        fs.remove(path)
+        discard_cleaned(fs, path)
         raise
     out.close()
     return path

@@ -71,6 +71,10 @@ COMMANDS: tuple[Command, ...] = (
         "bench",
         "run a benchmark workload against replog and Apache Kafka, report with plots",
     ),
+    Command(
+        "sim",
+        "run seeded simulations of a whole cluster under faults, checking its guarantees",
+    ),
 )
 
 _BY_NAME = {command.name: command for command in COMMANDS}

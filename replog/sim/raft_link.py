@@ -69,9 +69,13 @@ class SimRaftLink:
             timeout_ms=self._timeout_ms,
         )
 
-    async def close(self) -> None:
+    def shut(self) -> None:
+        """Stop sending and listening at once (a crash: nothing is awaited)."""
         self._closed = True
         self._network.down(self.node_id)
+
+    async def close(self) -> None:
+        self.shut()
 
 
 def sim_raft_links(network: SimNetwork) -> Callable[..., SimRaftLink]:

@@ -1,5 +1,7 @@
 """`SimTasks`: what starts a simulated node's background tasks (a `node_tasks.Spawner`): plain
-tasks of the virtual loop, kept so that a crash of the node can cancel every one of them."""
+tasks of the virtual loop, kept so that a crash of the node can cancel every one of them, and
+so that a task that ends with an error (a shell's fail-stop, a core's own assertion) is
+reported to the simulation (`failures`) instead of passing unseen."""
 
 from __future__ import annotations
 
@@ -15,14 +17,25 @@ class SimTasks:
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
+        self.failures: list[str] = []  # "<task name>: <error>", in the order they ended
 
     def spawn(self, work: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work, name=name)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._ended)
         return task
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            self.failures.append(f"{task.get_name()}: {type(error).__name__}: {error}")
 
     def cancel_all(self) -> None:
         """The node died: none of its tasks runs again."""
         for task in list(self._tasks):
             task.cancel()
+
+    async def finished(self) -> None:
+        """Wait until every task has ended (after `cancel_all`)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -24,6 +24,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import asyncio.events as asyncio_events
 import concurrent.futures
 import math
 import threading
@@ -85,8 +86,15 @@ class VirtualLoop(asyncio.BaseEventLoop):
     # --- running --------------------------------------------------------------------------------
 
     def run_once(self) -> None:
-        """One iteration of the loop (module Rules)."""
-        self._run_once()  # type: ignore[attr-defined]  # asyncio's own iteration
+        """One iteration of the loop (module Rules), as the running loop of this thread."""
+        if asyncio_events._get_running_loop() is self:
+            self._run_once()  # type: ignore[attr-defined]  # asyncio's own iteration
+            return
+        asyncio_events._set_running_loop(self)
+        try:
+            self._run_once()  # type: ignore[attr-defined]
+        finally:
+            asyncio_events._set_running_loop(None)
 
     def _process_events(self, event_list: list[Any]) -> None:
         pass  # no I/O

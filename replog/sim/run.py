@@ -1,0 +1,291 @@
+"""One seeded simulation run of a replog cluster (`simulate`), as `replog sim` runs it.
+
+A run, all of it decided by its seed:
+1. Safety (`SAFETY_S` of virtual time): three or five nodes (combined, the real Raft,
+   controller and broker-lifecycle shells on in-memory disks, `cluster`); a client creates a
+   topic every few hundred ms through whichever controller it believes active; the network
+   delays, drops, duplicates and reorders messages at the seed's rates and partitions the
+   nodes; nodes are killed (kill -9), lose power alone or all together, and restart.
+   `SafetyChecker` runs after every iteration of the loop (the log rule every `LOG_CHECK_S`).
+2. Liveness: faults stop, the network heals, every node starts. Within `LIVENESS_BOUND_S` a
+   controller must lead, every broker be registered and unfenced, and a new topic be created.
+3. At the end every topic whose creation was acknowledged exists: a controller answers only
+   once the creation is committed, so no crash or power loss may lose it.
+A break raises `SimulationFailure`, whose message names the seed and the command that replays
+it; the same seed on the same code replays the run byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+
+from replog.pb import controller_pb2 as pb
+from replog.server.controller_service import ControllerService
+from replog.sim.cluster import SimCluster
+from replog.sim.invariants import InvariantViolation, SafetyChecker
+from replog.sim.network import CallLost, NetworkFaults, SimNetwork
+from replog.sim.virtual_loop import VirtualLoop
+
+__all__ = ["SimReport", "SimulationFailure", "replay_command", "simulate"]
+
+SAFETY_S = 15.0
+LIVENESS_BOUND_S = 15.0
+LOG_CHECK_S = 0.05
+CLIENT_ID = 999
+CREATE_EVERY_S = (0.1, 0.5)
+CALL_TIMEOUT_S = 2.0
+
+
+def replay_command(seed: int) -> str:
+    return f"replog sim --seed {seed}"
+
+
+class SimulationFailure(AssertionError):
+    """A run broke a rule or made no progress (module docstring)."""
+
+    def __init__(self, seed: int, what: str) -> None:
+        self.seed = seed
+        super().__init__(f"seed {seed}: {what}\nreplay: {replay_command(seed)}")
+
+
+@dataclass
+class SimReport:
+    """What one clean run did."""
+
+    seed: int
+    nodes: int
+    faults: NetworkFaults
+    virtual_s: float = 0.0
+    kills: int = 0
+    power_losses: int = 0
+    whole_cluster_power_losses: int = 0
+    partitions: int = 0
+    topics_acknowledged: int = 0
+    checks: int = 0
+    events: list[tuple[int, str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"seed {self.seed}: clean ({self.nodes} nodes, {self.virtual_s:.1f} s simulated, "
+            f"{self.kills} kills, {self.power_losses} power losses "
+            f"({self.whole_cluster_power_losses} of every node), {self.partitions} partitions, "
+            f"{self.topics_acknowledged} topics acknowledged, {self.checks} checks)"
+        )
+
+
+def simulate(seed: int) -> SimReport:
+    """Run seed `seed` (module docstring); its report, or SimulationFailure."""
+    rng = random.Random(seed)
+    node_ids = tuple(range(1, rng.choice((3, 3, 5)) + 1))
+    faults = NetworkFaults(
+        delay_ms_min=0,
+        delay_ms_max=rng.choice((2, 10, 40)),
+        drop_rate=rng.choice((0.0, 0.01, 0.05)),
+        duplicate_rate=rng.choice((0.0, 0.01, 0.05)),
+    )
+    report = SimReport(seed, len(node_ids), faults)
+    loop = VirtualLoop()
+    network = SimNetwork(loop, random.Random(rng.getrandbits(64)), faults)
+    cluster = SimCluster(node_ids, loop, network, random.Random(rng.getrandbits(64)))
+    checker = SafetyChecker(cluster)
+    run = _Run(cluster, report, random.Random(rng.getrandbits(64)))
+    main = loop.create_task(run.main())
+    next_log_check = 0.0
+    try:
+        while not main.done():
+            loop.run_once()
+            checker.check_states()
+            if loop.time() >= next_log_check:
+                checker.check_logs()
+                next_log_check = loop.time() + LOG_CHECK_S
+        main.result()
+        checker.check_logs()
+    except (InvariantViolation, AssertionError) as exc:
+        raise SimulationFailure(seed, str(exc)) from exc
+    finally:
+        loop.run_until_complete(cluster.stop_all())
+        _end_every_task(loop)
+        loop.close()
+    report.virtual_s = loop.time()
+    report.checks = checker.checks
+    return report
+
+
+def _end_every_task(loop: VirtualLoop) -> None:
+    """Cancel what is left on the loop (the workload, a failed run's main) and let it end."""
+    left = asyncio.all_tasks(loop)
+    for task in left:
+        task.cancel()
+    if left:
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+
+
+class _Run:
+    """The workload, the faults and the end-of-run checks of one run."""
+
+    def __init__(self, cluster: SimCluster, report: SimReport, rng: random.Random) -> None:
+        self.cluster = cluster
+        self.report = report
+        self.rng = rng
+        self.acknowledged: set[str] = set()
+        self.created = 0
+        self.controller_hint: int | None = None
+
+    def note(self, what: str) -> None:
+        self.report.events.append((self.cluster.loop.now_ms(), what))
+
+    async def main(self) -> None:
+        cluster = self.cluster
+        for node_id in cluster.node_ids:
+            cluster.start(node_id)
+        client = asyncio.ensure_future(self.create_topics_forever())
+        await self.faults(SAFETY_S)
+        cluster.network.heal()
+        for node in cluster.nodes.values():
+            if not node.up:
+                cluster.start(node.node_id)
+        self.note("faults stop")
+        await self.until_live()
+        client.cancel()
+        await asyncio.gather(client, return_exceptions=True)
+        await self.acknowledged_topics_exist()
+        self.report.topics_acknowledged = len(self.acknowledged)
+
+    # --- faults -------------------------------------------------------------------------------
+
+    async def faults(self, duration_s: float) -> None:
+        cluster, rng = self.cluster, self.rng
+        loop = cluster.loop
+        end = loop.time() + duration_s
+        while loop.time() < end:
+            await asyncio.sleep(rng.uniform(0.1, 1.0))
+            up = [n.node_id for n in cluster.up_nodes()]
+            down = [i for i in cluster.node_ids if i not in up]
+            roll = rng.random()
+            if roll < 0.2:
+                split = rng.randint(1, len(cluster.node_ids) - 1)
+                shuffled = rng.sample(cluster.node_ids, len(cluster.node_ids))
+                groups = [shuffled[:split], shuffled[split:]]
+                cluster.network.partition(groups)
+                self.report.partitions += 1
+                self.note(f"partition {groups}")
+            elif roll < 0.4:
+                cluster.network.heal()
+                self.note("heal")
+            elif roll < 0.55 and up:
+                victim = rng.choice(up)
+                cluster.kill(victim)
+                self.report.kills += 1
+                self.note(f"kill -9 node {victim}")
+            elif roll < 0.65 and up:
+                victim = rng.choice(up)
+                cluster.power_loss(victim)
+                self.report.power_losses += 1
+                self.note(f"power loss of node {victim}")
+            elif roll < 0.68 and up:
+                for victim in up:
+                    cluster.power_loss(victim)
+                self.report.power_losses += len(up)
+                self.report.whole_cluster_power_losses += 1
+                self.note("power loss of every node")
+            elif down:
+                back = rng.choice(down)
+                cluster.start(back)
+                self.note(f"start node {back}")
+
+    # --- the client ---------------------------------------------------------------------------
+
+    async def create_topics_forever(self) -> None:
+        """A creation every few hundred ms, each its own task: a lost call holds up no other."""
+        attempts: set[asyncio.Task[bool]] = set()
+        try:
+            while True:
+                await asyncio.sleep(self.rng.uniform(*CREATE_EVERY_S))
+                attempt = asyncio.ensure_future(self.create_topic(f"topic-{self.created}"))
+                attempts.add(attempt)
+                attempt.add_done_callback(attempts.discard)
+                self.created += 1
+        finally:
+            for attempt in attempts:
+                attempt.cancel()
+
+    async def create_topic(self, name: str) -> bool:
+        """One attempt through the controller the client believes active: whether the
+        creation was acknowledged (a topic that already exists was, by an earlier attempt
+        whose answer was lost)."""
+        cluster = self.cluster
+        target = self.controller_hint or self.rng.choice(cluster.node_ids)
+        request = pb.CreateTopicsRequest(
+            topics=[pb.CreatableTopic(name=name, num_partitions=1, replication_factor=1)],
+            timeout_ms=int(CALL_TIMEOUT_S * 1000),
+        )
+        try:
+            answer = await self._call(target, request)
+        except CallLost:
+            self.controller_hint = None
+            return False
+        if answer.error.code:
+            self.controller_hint = answer.controller_id if answer.controller_id > 0 else None
+            return False
+        result = answer.topics[0]
+        if result.error.code in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
+            self.acknowledged.add(name)
+            return True
+        return False
+
+    async def _call(self, target: int, request: pb.CreateTopicsRequest) -> pb.CreateTopicsResponse:
+        service = self.cluster.services.get(target)
+
+        async def serve(service: ControllerService | None = service) -> pb.CreateTopicsResponse:
+            assert service is not None
+            return await service.CreateTopics(request, None)
+
+        return await self.cluster.network.call(
+            CLIENT_ID, target, None if service is None else serve, timeout_s=CALL_TIMEOUT_S
+        )
+
+    # --- the end ------------------------------------------------------------------------------
+
+    async def until_live(self) -> None:
+        """Liveness (module docstring): raises once `LIVENESS_BOUND_S` passes without it."""
+        loop = self.cluster.loop
+        deadline = loop.time() + LIVENESS_BOUND_S
+        while True:
+            fenced = await self.brokers_at_active_controller()
+            all_unfenced = (
+                fenced is not None
+                and sorted(fenced) == list(self.cluster.node_ids)
+                and not any(fenced.values())
+            )
+            if all_unfenced and await self.create_topic(f"live-{self.created}"):
+                self.note("live")
+                return
+            if loop.time() > deadline:
+                raise InvariantViolation(
+                    f"no progress {LIVENESS_BOUND_S:.0f} s after the faults stopped: "
+                    f"brokers at the active controller (fenced?) {fenced}"
+                )
+            await asyncio.sleep(0.1)
+
+    async def brokers_at_active_controller(self) -> dict[int, bool] | None:
+        for node_id, service in sorted(self.cluster.services.items()):
+            answer = await service.DescribeCluster(pb.DescribeClusterRequest(), None)
+            if not answer.error.code and answer.controller_id == node_id:
+                return {b.broker_id: b.fenced for b in answer.brokers}
+        return None
+
+    async def acknowledged_topics_exist(self) -> None:
+        for node_id, service in sorted(self.cluster.services.items()):
+            answer = await service.Metadata(pb.MetadataRequest(), None)
+            if answer.error.code or answer.controller_id != node_id:
+                continue
+            present = {topic.name for topic in answer.topics}
+            lost = sorted(self.acknowledged - present)
+            if lost:
+                raise InvariantViolation(
+                    f"{len(lost)} acknowledged topic creations lost: {lost[:5]}"
+                )
+            return
+        raise InvariantViolation("no active controller answered Metadata at the end")

@@ -359,6 +359,7 @@ class LogManager:
                 self._cleaner_logs,
                 fs=fs,
                 clock=clock,
+                timer=task_clock,
                 # A child reads and writes files itself: never past a fault-injecting one.
                 use_processes=cleaning_in_processes() and self.plain_file_system,
             )

@@ -833,10 +833,14 @@ def broker_config_from_node(
 
 def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
     """Where a node's broker keeps its partition logs, and its data plane's limits."""
-    properties = node.properties
+    return data_plane_config(node.log_dirs, node.properties)
 
+
+def data_plane_config(log_dirs: Sequence[str], properties: Mapping[str, str]) -> DataPlaneConfig:
+    """A data plane keeping its partition logs in `log_dirs`, set by the Kafka-named
+    `properties` (module docstring)."""
     return DataPlaneConfig(
-        log_dirs=node.log_dirs,
+        log_dirs=tuple(log_dirs),
         properties=dict(properties),
         replica_socket_timeout_ms=positive_setting(
             properties, "replica.socket.timeout.ms", REPLICA_SOCKET_TIMEOUT_MS_DEFAULT

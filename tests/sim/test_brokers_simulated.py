@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
+import threading
 import uuid
 from collections.abc import Callable
+from unittest import mock
 
 from sim_node_configs import NODES, lifecycle_config, quorum_node
 
@@ -39,14 +41,20 @@ BROKER_PROPERTIES = {
     "replica.socket.timeout.ms": "1000",
 }
 # The simulated nodes' directories: no operating-system call may name one (the disks are
-# in memory); `_os_calls_on_sim_paths` hears of any that does.
+# in memory), and no child process may start; `_os_calls_on_sim_paths` hears of any.
 SIM_ROOTS = (LOG_DIR, METADATA_DIR)
+CHILD_PROCESS_EVENTS = ("subprocess.Popen", "os.fork", "os.posix_spawn", "os.exec")
 _os_calls_on_sim_paths: list[tuple[str, str]] | None = None
 
 
 def _audit(event: str, args: tuple[object, ...]) -> None:
     seen = _os_calls_on_sim_paths
-    if seen is None or not (event == "open" or event.startswith(("os.", "shutil."))):
+    if seen is None:
+        return
+    if event.startswith(CHILD_PROCESS_EVENTS):
+        seen.append((event, "a child process"))
+        return
+    if not (event == "open" or event.startswith(("os.", "shutil."))):
         return
     for arg in args:
         if isinstance(arg, bytes):
@@ -212,12 +220,21 @@ def _run(seed: int, faults: NetworkFaults) -> list[tuple[object, ...]]:
 
     global _os_calls_on_sim_paths
     _os_calls_on_sim_paths = os_calls = []
+    threads: list[str] = []
+    start_thread = threading.Thread.start
+
+    def thread_started(thread: threading.Thread) -> None:
+        threads.append(thread.name)
+        start_thread(thread)
+
     try:
-        loop.run_until_complete(asyncio.wait_for(main(), timeout=300))
+        with mock.patch.object(threading.Thread, "start", thread_started):
+            loop.run_until_complete(asyncio.wait_for(main(), timeout=300))
     finally:
         _os_calls_on_sim_paths = None
         loop.close()
-    assert os_calls == [], f"the operating system was asked about a simulated disk: {os_calls}"
+    assert os_calls == [], f"the operating system was asked for a simulated node: {os_calls}"
+    assert threads == [], f"the simulation started threads: {threads}"
     return trace
 
 

@@ -35,20 +35,22 @@ def raft_config() -> RaftConfig:
     )
 
 
-def controller_config(node_id: int) -> ControllerConfig:
+def controller_config(node_id: int, session_timeout_ms: int) -> ControllerConfig:
     return ControllerConfig(
-        node_id=node_id, cluster_id=CLUSTER_ID, broker_session_timeout_ms=SESSION_TIMEOUT_MS
+        node_id=node_id, cluster_id=CLUSTER_ID, broker_session_timeout_ms=session_timeout_ms
     )
 
 
-def lifecycle_config(node_id: int) -> BrokerLifecycleConfig:
+def lifecycle_config(
+    node_id: int, session_timeout_ms: int = SESSION_TIMEOUT_MS
+) -> BrokerLifecycleConfig:
     return BrokerLifecycleConfig(
         broker_id=node_id,
         cluster_id=CLUSTER_ID,
         controller_ids=NODES,
         listeners=(Endpoint("PLAINTEXT", "sim", 9100 + node_id),),
         heartbeat_interval_ms=250,
-        session_timeout_ms=SESSION_TIMEOUT_MS,
+        session_timeout_ms=session_timeout_ms,
         request_timeout_ms=500,
     )
 
@@ -61,8 +63,10 @@ def quorum_node(
     disk: MemoryFileSystem,
     rng: random.Random,
     tasks: SimTasks | None = None,
+    session_timeout_ms: int = SESSION_TIMEOUT_MS,
 ) -> tuple[RaftDriver, ControllerService]:
-    """Node `node_id`'s real Raft driver and controller on `disk`, seeded from `rng`."""
+    """Node `node_id`'s real Raft driver and controller on `disk`, seeded from `rng`;
+    `session_timeout_ms`: how long the controller waits for a broker's heartbeat."""
     raft = simulated_raft_driver(
         node_id,
         NODES,
@@ -74,6 +78,9 @@ def quorum_node(
         tasks=tasks,
     )
     controller = simulated_controller(
-        raft, controller_config(node_id), loop=loop, rng=random.Random(rng.getrandbits(64))
+        raft,
+        controller_config(node_id, session_timeout_ms),
+        loop=loop,
+        rng=random.Random(rng.getrandbits(64)),
     )
     return raft, controller

@@ -35,11 +35,15 @@ from replog.sim.virtual_loop import VirtualLoop
 from replog.storage.memory_fs import MemoryFileSystem
 
 TOPIC = "orders"
+# A lost message costs a follower its fetch's wait and timeout (500 ms), a broker its heartbeat's
+# timeout and a retry elsewhere: both well within the ISR's and the session's bounds, so that
+# only the cut-off node leaves the ISR and is fenced.
 BROKER_PROPERTIES = {
     "replica.lag.time.max.ms": "1000",
     "replica.fetch.wait.max.ms": "200",
-    "replica.socket.timeout.ms": "1000",
+    "replica.socket.timeout.ms": "300",
 }
+SESSION_TIMEOUT_MS = 3000
 # The simulated nodes' directories: no operating-system call may name one (the disks are
 # in memory), and no child process may start; `_os_calls_on_sim_paths` hears of any.
 SIM_ROOTS = (LOG_DIR, METADATA_DIR)
@@ -86,10 +90,11 @@ def _run(seed: int, faults: NetworkFaults) -> list[tuple[object, ...]]:
                 disk=(disk := MemoryFileSystem(clock=loop.now_ms)),
                 rng=rng,
                 tasks=node_tasks[i],
+                session_timeout_ms=SESSION_TIMEOUT_MS,
             )
             rafts[i] = raft
             brokers[i] = simulated_broker(
-                lifecycle_config(i),
+                lifecycle_config(i, SESSION_TIMEOUT_MS),
                 raft,
                 loop=loop,
                 network=network,

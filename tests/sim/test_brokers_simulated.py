@@ -4,7 +4,8 @@ AlterPartition sender, request cores) on an in-memory disk, under one seed. A to
 replication factor 3 and min.insync.replicas=2 is created through the controller; acks=all
 produces on its leader complete; a follower cut off drops out of the ISR while acks=all still
 completes; healed, it catches up and rejoins; every replica holds the same bytes below the
-high watermark; a seed replays the same run."""
+high watermark; a seed replays the same run. No thread or child process starts, no real
+clock is read and no operating-system call names a simulated node's directory."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import asyncio
 import random
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from unittest import mock
@@ -19,6 +21,7 @@ from unittest import mock
 from sim_node_configs import NODES, lifecycle_config, quorum_node
 
 from quorum.metadata.broker_lifecycle import LifecycleState
+from replog import clock
 from replog.pb import controller_pb2 as pb
 from replog.record import build_batch
 from replog.replication import messages as m
@@ -232,14 +235,27 @@ def _run(seed: int, faults: NetworkFaults) -> list[tuple[object, ...]]:
         threads.append(thread.name)
         start_thread(thread)
 
+    clock_reads: list[str] = []
+
+    class ClockReads:
+        """`time` as the clock seam (`replog.clock`) sees it: a read is noted."""
+
+        def __getattr__(self, name: str) -> object:
+            clock_reads.append(name)
+            return getattr(time, name)
+
     try:
-        with mock.patch.object(threading.Thread, "start", thread_started):
+        with (
+            mock.patch.object(threading.Thread, "start", thread_started),
+            mock.patch.object(clock, "time", ClockReads()),
+        ):
             loop.run_until_complete(asyncio.wait_for(main(), timeout=300))
     finally:
         _os_calls_on_sim_paths = None
         loop.close()
     assert os_calls == [], f"the operating system was asked for a simulated node: {os_calls}"
     assert threads == [], f"the simulation started threads: {threads}"
+    assert clock_reads == [], f"a shell read the real clock, not the loop's: {clock_reads}"
     return trace
 
 

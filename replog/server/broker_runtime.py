@@ -279,7 +279,9 @@ class BrokerRuntime:
                 None
                 if data_plane is None
                 else fetch_session_cache(
-                    data_plane.fetch_session_cache_slots, data_plane.fetch_session_eviction_ms
+                    data_plane.fetch_session_cache_slots,
+                    data_plane.fetch_session_eviction_ms,
+                    None if rng is None else random.Random(rng.getrandbits(64)),
                 )
             ),
             extensions=[

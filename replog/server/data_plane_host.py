@@ -7,7 +7,7 @@ Rules:
   threads and child process of `bulk_threads`, `file_maker` and `LogManager.start`, and one
   ReplicaFetch gRPC stream per leader. `BrokerRuntime` takes every one of these from here and
   from nowhere else.
-- Another host (the simulator's, `replog.sim.broker_host`) replaces them all at once: an
+- Another host (the simulator's, `replog.sim.broker_node`) replaces them all at once: an
   in-memory disk, the virtual clock, the background work run on the event loop.
 """
 

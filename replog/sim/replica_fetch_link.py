@@ -15,13 +15,14 @@ Rules:
   opened ends it with UNAVAILABLE. The follower then opens a new call (`replica_fetch_stream`
   Rules).
 - A cancelled call (the follower's `close`) ends at the leader at once, as gRPC's cancellation
-  reaches the server: its requests end, an answer being served is cancelled.
+  reaches the server: its requests end, an answer being served is cancelled, a servicer
+  between two requests is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, NoReturn
 
 import grpc
@@ -62,7 +63,9 @@ class _LeaderCall:
         self.service = service
         self._requests: asyncio.Queue[pb.FetchRequest | None] = asyncio.Queue()
         self._context = _ServerContext()
-        self._answers = service.Fetch(self._read(), self._context)
+        answers = service.Fetch(self._read(), self._context)
+        assert isinstance(answers, AsyncGenerator)  # an async generator method (cancel)
+        self._answers = answers
         self._serving: asyncio.Task[Any] | None = None
         self._ended = False
 
@@ -88,10 +91,23 @@ class _LeaderCall:
         return codec.fetch_response_to_wire(answer)
 
     def cancel(self) -> None:
+        """The call ends here at once, as gRPC's cancellation ends a servicer's: an answer
+        being served is cancelled; a servicer waiting at its last answer is closed there, its
+        cleanup run now (synchronous: `ReplicaFetchService.Fetch` awaits nothing in it)."""
+        if self._ended:
+            return
         self._ended = True
         self._requests.put_nowait(None)
         if self._serving is not None:
             self._serving.cancel()
+            return
+        closing = self._answers.aclose()
+        try:
+            closing.send(None)
+        except StopIteration:
+            return
+        closing.close()
+        raise RuntimeError("the ReplicaFetch servicer's cleanup awaited something")
 
 
 class _FollowerCall:

@@ -38,13 +38,14 @@ from replog.sim.virtual_loop import VirtualLoop
 from replog.storage.memory_fs import MemoryFileSystem
 
 TOPIC = "orders"
-# A lost message costs a follower its fetch's wait and timeout (500 ms), a broker its heartbeat's
-# timeout and a retry elsewhere: both well within the ISR's and the session's bounds, so that
-# only the cut-off node leaves the ISR and is fenced.
+# A lost message costs a follower its fetch's wait, timeout and backoff (600 ms), a broker its
+# heartbeat's timeout and a retry elsewhere: both well within the ISR's and the session's
+# bounds, so that only the cut-off node leaves the ISR and is fenced.
 BROKER_PROPERTIES = {
     "replica.lag.time.max.ms": "1000",
     "replica.fetch.wait.max.ms": "200",
     "replica.socket.timeout.ms": "300",
+    "replica.fetch.backoff.ms": "100",
 }
 SESSION_TIMEOUT_MS = 3000
 # The simulated nodes' directories: no operating-system call may name one (the disks are

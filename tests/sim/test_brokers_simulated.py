@@ -35,6 +35,7 @@ from replog.sim.network import NetworkFaults, SimNetwork
 from replog.sim.raft_node import METADATA_DIR
 from replog.sim.sim_tasks import SimTasks
 from replog.sim.virtual_loop import VirtualLoop
+from replog.storage.log import Log
 from replog.storage.memory_fs import MemoryFileSystem
 
 TOPIC = "orders"
@@ -48,6 +49,8 @@ BROKER_PROPERTIES = {
     "replica.fetch.backoff.ms": "100",
 }
 SESSION_TIMEOUT_MS = 3000
+# What the run did: (virtual time in ms, what, figures of it).
+Event = tuple[int, str, tuple[object, ...]]
 # The simulated nodes' directories: no operating-system call may name one (the disks are
 # in memory), and no child process may start; `_os_calls_on_sim_paths` hears of any.
 SIM_ROOTS = (LOG_DIR, METADATA_DIR)
@@ -74,13 +77,13 @@ def _audit(event: str, args: tuple[object, ...]) -> None:
 sys.addaudithook(_audit)
 
 
-def _run(seed: int, faults: NetworkFaults) -> list[tuple[object, ...]]:
+def _run(seed: int, faults: NetworkFaults) -> list[Event]:
     rng = random.Random(seed)
     loop = VirtualLoop()
     network = SimNetwork(loop, random.Random(rng.getrandbits(64)), faults)
     controller_services: dict[int, ControllerService] = {}
     fetch_services: dict[int, ReplicaFetchService] = {}
-    trace: list[tuple[object, ...]] = []
+    trace: list[Event] = []
 
     async def main() -> None:
         rafts: dict[int, RaftDriver] = {}
@@ -117,11 +120,16 @@ def _run(seed: int, faults: NetworkFaults) -> list[tuple[object, ...]]:
         async def until(done: Callable[[], bool], what: str) -> None:
             while not done():
                 await asyncio.sleep(0.05)
-            trace.append((loop.now_ms(), what))
+            trace.append((loop.now_ms(), what, ()))
 
         def replica(i: int) -> Partition | None:
             rm = brokers[i].replica_manager
             return None if rm is None else rm.partition(TOPIC, 0)
+
+        def log_of(i: int) -> Log:
+            hosted = replica(i)
+            assert hosted is not None, f"broker {i} hosts no replica of {TOPIC}-0"
+            return hosted.log
 
         def leader_isr() -> tuple[int, tuple[int, ...]] | None:
             """The leader and ISR in the image of the broker that leads (its replica too)."""
@@ -162,7 +170,7 @@ def _run(seed: int, faults: NetworkFaults) -> list[tuple[object, ...]]:
             lambda: (state := leader_isr()) is not None and state[1] == NODES,
             "topic created, full ISR",
         )
-        leader = leader_isr()[0]  # type: ignore[index]
+        leader, _ = leader_isr() or (-1, ())
         raft_leader = next(r.status().leader_id for r in rafts.values() if r.status().leader_id)
         followers = [i for i in NODES if i != leader]
         cut = next((i for i in followers if i != raft_leader), followers[0])
@@ -180,40 +188,38 @@ def _run(seed: int, faults: NetworkFaults) -> list[tuple[object, ...]]:
                 assert result.error is None, result.error
                 assert result.base_offset == sent
                 sent += 1
-            trace.append((loop.now_ms(), what, sent))
+            trace.append((loop.now_ms(), what, (sent,)))
 
         await produce(20, "acks=all with a full ISR")
         network.partition([[cut], [i for i in NODES if i != cut]])
-        trace.append((loop.now_ms(), f"node {cut} cut off"))
+        trace.append((loop.now_ms(), f"node {cut} cut off", ()))
         await produce(20, "acks=all with a follower cut off")
         shrunk = tuple(i for i in NODES if i != cut)
         await until(lambda: leader_isr() == (leader, shrunk), f"ISR shrank to {shrunk}")
         assert sent == 40
         network.heal()
-        trace.append((loop.now_ms(), "healed"))
+        trace.append((loop.now_ms(), "healed", ()))
         await until(lambda: leader_isr() == (leader, NODES), "ISR expanded to all")
         await produce(10, "acks=all after the heal")
 
-        leader_log = replica(leader).log  # type: ignore[union-attr]
-        high_watermark = leader_log.high_watermark
+        high_watermark = log_of(leader).high_watermark
         assert high_watermark == sent
         await until(
-            lambda: all(replica(i).log.log_end_offset >= high_watermark for i in NODES),  # type: ignore[union-attr]
+            lambda: all(log_of(i).log_end_offset >= high_watermark for i in NODES),
             "every replica holds the acknowledged records",
         )
-        images = {
-            i: replica(i).log.read(0, 1 << 20, high_watermark)  # type: ignore[union-attr]
-            for i in NODES
-        }
+        images = {i: log_of(i).read(0, 1 << 20, high_watermark) for i in NODES}
         assert images[1] == images[2] == images[3]
         assert len(images[leader]) > 0
         trace.append(
             (
                 loop.now_ms(),
                 "replicas identical below the high watermark",
-                high_watermark,
-                len(images[leader]),
-                (network.sent, network.delivered, network.dropped),
+                (
+                    high_watermark,
+                    len(images[leader]),
+                    (network.sent, network.delivered, network.dropped),
+                ),
             )
         )
 
@@ -228,7 +234,8 @@ def _run(seed: int, faults: NetworkFaults) -> list[tuple[object, ...]]:
             raft.storage.close()
 
     global _os_calls_on_sim_paths
-    _os_calls_on_sim_paths = os_calls = []
+    os_calls: list[tuple[str, str]] = []
+    _os_calls_on_sim_paths = os_calls
     threads: list[str] = []
     start_thread = threading.Thread.start
 
@@ -267,8 +274,8 @@ def test_acks_all_survives_a_follower_cut_off_and_replicas_agree() -> None:
     assert events[0] == "every broker unfenced"
     # acks=all waited for the cut follower to leave the ISR (replica.lag.time.max.ms), then
     # completed with the two replicas min.insync.replicas asks for.
-    cut = next(str(e) for e in events if str(e).endswith("cut off"))
-    assert int(at_ms["acks=all with a follower cut off"]) - int(at_ms[cut]) >= 900
+    cut = next(e for e in events if e.endswith("cut off"))
+    assert at_ms["acks=all with a follower cut off"] - at_ms[cut] >= 900
     assert "topic created, full ISR" in events
     assert events.index("healed") < events.index("ISR expanded to all")
     assert events[-1] == "replicas identical below the high watermark"

@@ -52,6 +52,8 @@ Rules:
   a bad setting is refused before the node starts, `node_config`): `wait_failed` returns when
   any of these happens, saying which. A broker never waits in recovery for a start-up that
   has already failed.
+- What the data plane runs on (its disk, wall clock, worker threads, child processes and
+  fetch streams to leaders) comes from its `DataPlaneHost`, a node process's unless given.
 - Configuration comes from the node's config (`cluster.id`, `broker.heartbeat.interval.ms`
   2000, `log.dirs`) and Kafka-named properties: `broker.session.timeout.ms` (9000),
   `initial.broker.registration.timeout.ms` (60000), `broker.rack` (none),
@@ -86,7 +88,7 @@ from quorum.metadata.records import Endpoint
 from quorum.metadata.steps import Steps, run_to_end
 from quorum.raft.ready import ApplyItem
 from quorum.raft.snapshot_id import SnapshotId
-from replog.clock import Clock, monotonic_ms, wall_clock_ms
+from replog.clock import Clock, monotonic_ms
 from replog.config import non_negative_setting, positive_setting
 from replog.errors import (
     BrokerLifecycleError,
@@ -97,13 +99,12 @@ from replog.errors import (
 from replog.net_address import format_host_port, local_canonical_host_name
 from replog.replication.fetch_session_cache import CACHE_SLOTS_DEFAULT, EVICTION_MS_DEFAULT
 from replog.replication.producer_state import ProducerEntry
-from replog.server import collector
 from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_cores import REQUEST_BYTES_MAX_DEFAULT, BrokerCores
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
-from replog.server.bulk_threads import run_bulk, start_bulk_threads
+from replog.server.bulk_threads import run_bulk
 from replog.server.controller_calls import ControllerCalls
-from replog.server.file_maker import start_file_maker
+from replog.server.data_plane_host import DataPlaneHost
 from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.kafka_admin_apis import KafkaAdminApis
@@ -193,9 +194,12 @@ class BrokerRuntime:
         quorum_apis: KafkaQuorumApis | None = None,
         metadata_staleness: MetadataStalenessOf | None = None,
         controller_links: PeerLinksFactory = PeerChannels,
+        host: DataPlaneHost | None = None,
     ) -> None:
         """`controller_links`: makes each of its parts' links to the controllers (gRPC channels
-        unless given: the simulator's network)."""
+        unless given: the simulator's network); `host`: what the data plane runs on (a node
+        process's unless given: `data_plane_host`)."""
+        self._host = host or DataPlaneHost()
         self._spawner = tasks  # its background tasks' owner (node_tasks)
         self._controller_links = controller_links
         self.config = config
@@ -255,6 +259,7 @@ class BrokerRuntime:
                 REQUEST_BYTES_MAX_DEFAULT if data_plane is None else data_plane.request_bytes_max
             ),
             on_storage_error=self._on_storage_error,
+            wall_clock=self._host.wall_clock,
         )
         # Followers' fetch streams (`replica_fetch_service`); the node registers it.
         self.replica_fetch_service = ReplicaFetchService(
@@ -269,11 +274,14 @@ class BrokerRuntime:
             metadata_staleness=metadata_staleness,
             broker_service=self.service,
             producer_ids=self.producer_ids,
+            clock=clock,
             fetch_sessions=(
                 None
                 if data_plane is None
                 else fetch_session_cache(
-                    data_plane.fetch_session_cache_slots, data_plane.fetch_session_eviction_ms
+                    data_plane.fetch_session_cache_slots,
+                    data_plane.fetch_session_eviction_ms,
+                    None if rng is None else random.Random(rng.getrandbits(64)),
                 )
             ),
             extensions=[
@@ -440,7 +448,7 @@ class BrokerRuntime:
         await self.lifecycle.stop()
 
     def _reached(self, phase: str) -> None:
-        self.start_phases.setdefault(phase, wall_clock_ms() / 1000)
+        self.start_phases.setdefault(phase, self._host.wall_clock() / 1000)
 
     async def _become_ready(self) -> None:
         try:
@@ -501,7 +509,7 @@ class BrokerRuntime:
         began_ms = self._clock()
         # The bulk threads start off the loop before their first call (`bulk_threads`); a
         # node process started them before its loop ran, an embedding may not have.
-        await asyncio.to_thread(start_bulk_threads)
+        await asyncio.to_thread(self._host.prepare_bulk_work)
         # Recovery reads every unflushed segment: off the event loop, which goes on replaying
         # metadata and heartbeating meanwhile, in a thread that leaves it the cores
         # (`bulk_threads`).
@@ -509,7 +517,10 @@ class BrokerRuntime:
             LogManager,
             list(data_plane.log_dirs),
             log_config,
-            on_logs_loaded=collector.logs_loaded,
+            fs=self._host.fs,
+            clock=self._host.wall_clock,
+            task_clock=self._clock,
+            on_logs_loaded=self._host.on_logs_loaded,
             abort=self._abort_loading,
         )
         self.log_manager = log_manager
@@ -520,6 +531,7 @@ class BrokerRuntime:
             log_manager,
             tasks=self._spawner,
             clock=self._clock,
+            wall_clock=self._host.wall_clock,
             broker_epoch=self._broker_epoch,
             counters=self.counters,
             on_storage_error=self._on_storage_error,
@@ -547,7 +559,7 @@ class BrokerRuntime:
             return False  # a failure said already, or stop() shuts the log manager down
         self.replica_manager = replica_manager
         log_manager = replica_manager.log_manager
-        maker = await asyncio.to_thread(start_file_maker, log_manager, broker_id)
+        maker = await asyncio.to_thread(self._host.start_file_maker, log_manager, broker_id)
         if maker is not None and self._stopping:  # stop() stopped the replica manager already
             await asyncio.to_thread(maker.close)
             return False
@@ -574,6 +586,7 @@ class BrokerRuntime:
             request_timeout_ms=data_plane.replica_socket_timeout_ms,
             on_storage_error=self._on_storage_error,
             tasks=self._spawner,
+            streams=self._host.fetch_streams,
         )
         self.fetchers.start()
         self.alter_partition = AlterPartitionSender(
@@ -588,7 +601,7 @@ class BrokerRuntime:
         )
         self.alter_partition.start()
         self._loop = asyncio.get_running_loop()
-        log_manager.start(on_storage_error=self._storage_error_from_thread)
+        self._host.run_log_tasks(log_manager, self._storage_error_from_thread)
         self.producer_ids.start()
         self.service.attach(replica_manager)
         self._serving_clients.set()
@@ -640,7 +653,13 @@ class BrokerRuntime:
             clock=self._clock,
         )
         coordinator = GroupCoordinator(
-            broker_id, replica_manager, creator, config, tasks=self._spawner, clock=self._clock
+            broker_id,
+            replica_manager,
+            creator,
+            config,
+            tasks=self._spawner,
+            clock=self._clock,
+            wall_clock=self._host.wall_clock,
         )
         self.group_coordinator = coordinator
         # It follows the images whose replicas exist: an offsets partition it is to load must
@@ -816,10 +835,14 @@ def broker_config_from_node(
 
 def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
     """Where a node's broker keeps its partition logs, and its data plane's limits."""
-    properties = node.properties
+    return data_plane_config(node.log_dirs, node.properties)
 
+
+def data_plane_config(log_dirs: Sequence[str], properties: Mapping[str, str]) -> DataPlaneConfig:
+    """A data plane keeping its partition logs in `log_dirs`, set by the Kafka-named
+    `properties` (module docstring)."""
     return DataPlaneConfig(
-        log_dirs=node.log_dirs,
+        log_dirs=tuple(log_dirs),
         properties=dict(properties),
         replica_socket_timeout_ms=positive_setting(
             properties, "replica.socket.timeout.ms", REPLICA_SOCKET_TIMEOUT_MS_DEFAULT

@@ -571,11 +571,14 @@ def bad_client_software(request: ApiVersionsRequest, version: int) -> bool:
 
 
 def fetch_session_cache(
-    max_slots: int = CACHE_SLOTS_DEFAULT, eviction_ms: int = EVICTION_MS_DEFAULT
+    max_slots: int = CACHE_SLOTS_DEFAULT,
+    eviction_ms: int = EVICTION_MS_DEFAULT,
+    rng: random.Random | None = None,
 ) -> FetchSessionCache:
-    """A broker's fetch session cache, its session ids drawn at random (Kafka's)."""
+    """A broker's fetch session cache, its session ids drawn at random (Kafka's) from `rng`
+    (a simulation's seeded one) or a fresh source."""
     return FetchSessionCache(
-        partial(random.Random().randint, 1, SESSION_ID_MAX),
+        partial((rng or random.Random()).randint, 1, SESSION_ID_MAX),
         max_slots=max_slots,
         eviction_ms=eviction_ms,
     )

@@ -117,7 +117,7 @@ class Partition:
         self.leader_state: PartitionLeaderState | None = None
         self.follower: FollowerFetchState | None = None
         self._producer_expiry = producer_expiry
-        self.producer_snapshots = ProducerSnapshotFiles(log.directory)
+        self.producer_snapshots = ProducerSnapshotFiles(log.directory, log.file_system)
         if preloaded is not None and preloaded.matches(log):
             # Loaded off the event loop (`producer_state_loader`): by the broker's start-up,
             # or, empty, with a new log (no table is made here only to be replaced).

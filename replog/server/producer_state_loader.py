@@ -105,7 +105,9 @@ def preload_producer_tables(
         name = f"{topic}-{partition}"
         table = ProducerStateTable(name)
         try:
-            load_producer_table(table, name, plog, ProducerSnapshotFiles(plog.directory), expiry)
+            load_producer_table(
+                table, name, plog, ProducerSnapshotFiles(plog.directory, plog.file_system), expiry
+            )
         except (OSError, KafkaError) as exc:
             log.warning("%s: producer state not preloaded: %s", name, exc)
             continue

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -85,14 +85,33 @@ _STATUS_ERRORS: dict[grpc.StatusCode, type[KafkaError]] = {
 }
 
 
+class FetchChannel(Protocol):
+    """What the stream needs of its channel (`RedialingChannel`): a new `Fetch` call, whose
+    `write` takes a request's bytes and `read` returns an answer's (`grpc.aio.EOF` once the
+    call ended) or raises its status, and `cancel` ends it; `reconnect` dials afresh."""
+
+    def open_stream(self, rpc: str) -> Any: ...
+    def reconnect(self) -> None: ...
+    async def close(self) -> None: ...
+
+
 class ReplicaFetchStream:
     """Fetches from the leader at `address` (broker `source_id`) on one call at a time."""
 
-    def __init__(self, address: str, source_id: int, *, request_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        address: str,
+        source_id: int,
+        *,
+        request_timeout_ms: int,
+        channel: FetchChannel | None = None,
+    ) -> None:
+        """`channel`: where the calls go (a gRPC channel to `address` unless given: the
+        simulator's network)."""
         self.address = address
         self.source_id = source_id
         self.request_timeout_ms = request_timeout_ms
-        self._channel = RedialingChannel(
+        self._channel: FetchChannel = channel or RedialingChannel(
             address, _stub, _CHANNEL_OPTIONS, peer="broker", service=_SERVICE
         )
         self._call: Any = None

@@ -86,6 +86,24 @@ class FollowerFetching(Protocol):
     ) -> None: ...
 
 
+class FetchStream(Protocol):
+    """One leader's fetches, one at a time (`ReplicaFetchStream`, its Rules)."""
+
+    address: str
+
+    async def fetch(
+        self, request: FetchRequest, *, changes: FetchChanges | None = None
+    ) -> FetchResponse: ...
+    def failed(self) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+class FetchStreams(Protocol):
+    """Opens the fetch stream to broker `source_id` at `address`."""
+
+    def __call__(self, address: str, source_id: int, *, request_timeout_ms: int) -> FetchStream: ...
+
+
 async def wait_for_wakeup(event: asyncio.Event, timeout_ms: int) -> None:
     """Until `event` is set or `timeout_ms` passed. The caller cleared it and polled its state
     with no await in between, so a wakeup is never lost."""
@@ -107,7 +125,11 @@ class ReplicaFetcherManager:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         idle_poll_ms: int = IDLE_POLL_MS_DEFAULT,
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
+        streams: FetchStreams = ReplicaFetchStream,
     ) -> None:
+        """`streams`: opens each leader's fetch stream (gRPC unless given: the simulator's
+        network)."""
+        self._streams = streams
         self._spawner = tasks  # its background tasks' owner (node_tasks)
         self._rm = replica_manager
         self._addresses = addresses
@@ -170,7 +192,7 @@ class ReplicaFetcherManager:
     # --- one fetcher task --------------------------------------------------------------------
 
     async def _fetch_from(self, source: int) -> None:
-        fetches: ReplicaFetchStream | None = None
+        fetches: FetchStream | None = None
         try:
             while not self._failed:
                 self._rm.fetch_wakeup.clear()
@@ -191,7 +213,7 @@ class ReplicaFetcherManager:
                 if fetches is None or fetches.address != address:
                     if fetches is not None:
                         await fetches.aclose()
-                    fetches = ReplicaFetchStream(
+                    fetches = self._streams(
                         address, source, request_timeout_ms=self._request_timeout_ms
                     )
                 try:

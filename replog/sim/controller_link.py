@@ -24,6 +24,7 @@ from google.protobuf.message import Message as ProtoMessage
 from replog.server.controller_service import ControllerService
 from replog.server.peer_channels import PeerLinks, PeerLinksFactory
 from replog.sim.network import CallLost, SimNetwork
+from replog.sim.rpc_errors import lost_call_error
 
 __all__ = ["sim_controller_links"]
 
@@ -43,11 +44,6 @@ class _CallContext:
 
 def _copy(message: ProtoMessage) -> ProtoMessage:
     return type(message).FromString(message.SerializeToString())
-
-
-def _rpc_error(error: CallLost) -> grpc.aio.AioRpcError:
-    code = grpc.StatusCode.UNAVAILABLE if error.unreachable else grpc.StatusCode.DEADLINE_EXCEEDED
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details=str(error))
 
 
 class _SimStub:
@@ -90,7 +86,7 @@ class _SimStub:
                     timeout_s=timeout_s,
                 )
             except CallLost as lost:
-                raise _rpc_error(lost) from None
+                raise lost_call_error(lost) from None
 
         return call
 

@@ -50,10 +50,10 @@ import struct
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sized
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import pairwise
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from crc32c import crc32c
 
@@ -91,7 +91,7 @@ from replog.record.header import (
 )
 from replog.storage.checkpoint_file import PartitionMetadataFile
 from replog.storage.file_region import Region
-from replog.storage.fs import LOCAL_FS, Buffer, FileSystem
+from replog.storage.fs import LOCAL_FS, Buffer, FileSystem, OsFileSystem
 from replog.storage.log_append_info import LogAppendInfo
 from replog.storage.log_config import LogConfig
 from replog.storage.offset_moves import OffsetMoves
@@ -468,7 +468,7 @@ class Log:
             self._raise_naming_batch("append", data, (), 0)
         self._check_leader_batch(header, (), 0, allow_control, self.config.max_message_bytes)
         latest = self._check_leader_epoch(leader_epoch)
-        crc = _crc_worker().submit(crc32c, memoryview(data)[ATTRIBUTES_OFFSET:])
+        crc = _crc_worker(self._fs).submit(crc32c, memoryview(data)[ATTRIBUTES_OFFSET:])
         start_offset = self._log_end_offset
 
         def verify() -> None:
@@ -1849,11 +1849,31 @@ def _restamped(header: BatchHeader, base_offset: int, leader_epoch: int) -> Batc
 # Batches at least this large have their CRC-32C checked on a worker thread while they are
 # written (`Log._append_large_batch`); below it the hand-off costs more than it hides.
 OVERLAPPED_CRC_BYTES_MIN = 256 * 1024
+T = TypeVar("T")
 _crc_pool: ThreadPoolExecutor | None = None
 
 
-def _crc_worker() -> ThreadPoolExecutor:
+class _Inline(Executor):
+    """Runs each call at once, on the caller's thread."""
+
+    def submit(self, fn: Callable[..., T], /, *args: object, **kwargs: object) -> Future[T]:
+        done: Future[T] = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+
+_INLINE = _Inline()
+
+
+def _crc_worker(fs: FileSystem) -> Executor:
+    """The CRC pool for a log on the operating system's disk; inline on any other: an
+    in-memory disk has no write to hide the CRC behind, and a simulation runs no threads."""
     global _crc_pool
+    if type(fs) is not OsFileSystem:
+        return _INLINE
     if _crc_pool is None:
         _crc_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replog-crc")
     return _crc_pool

@@ -359,6 +359,7 @@ class LogManager:
                 self._cleaner_logs,
                 fs=fs,
                 clock=clock,
+                timer=task_clock,
                 # A child reads and writes files itself: never past a fault-injecting one.
                 use_processes=cleaning_in_processes() and self.plain_file_system,
             )
@@ -1086,31 +1087,39 @@ class LogManager:
             # A roll or a deletion wakes the thread at once (`_work_wanted`), so old segments
             # are synced and deleted files removed promptly; nothing else needs it before the
             # next task is due.
-            next_due_ms = self._task_clock() + first_pass_ms
-            while not self._stop.is_set():
+            next_due_ms: int | None = self._task_clock() + first_pass_ms
+            while next_due_ms is not None and not self._stop.is_set():
                 self._work_wanted.wait(_sleep_s(next_due_ms - self._task_clock(), poll_interval_ms))
-                if self._stop.is_set():
-                    break
-                try:
-                    next_due_ms = self.run_due_tasks()
-                except (KafkaStorageError, OSError) as exc:
-                    error = (
-                        exc
-                        if isinstance(exc, KafkaStorageError)
-                        else KafkaStorageError(f"log manager background task: {exc}")
-                    )
-                    if on_storage_error is None:
-                        log.critical("log manager: background tasks stop: %s", error)
-                    else:
-                        on_storage_error(error)
-                    return
-                except Exception:  # a bug in one task must not silently stop all the others
-                    log.exception("log manager background task failed")
-                    next_due_ms = self._task_clock() + SOON_MS  # not a pass at once, again
+                next_due_ms = self.background_pass(on_storage_error)
 
         self._thread = threading.Thread(target=loop, name="replog-log-manager", daemon=True)
         self._thread.start()
         self.cleaner.start(on_storage_error)
+
+    def background_pass(
+        self, on_storage_error: Callable[[KafkaStorageError], object] | None = None
+    ) -> int | None:
+        """One pass of the background tasks, as `start`'s thread runs them (a simulation runs
+        it on its loop instead): the task-clock time the next one is due, or None once they
+        stop (`shutdown`, or a storage error handed to `on_storage_error`)."""
+        if self._stop.is_set():
+            return None
+        try:
+            return self.run_due_tasks()
+        except (KafkaStorageError, OSError) as exc:
+            error = (
+                exc
+                if isinstance(exc, KafkaStorageError)
+                else KafkaStorageError(f"log manager background task: {exc}")
+            )
+            if on_storage_error is None:
+                log.critical("log manager: background tasks stop: %s", error)
+            else:
+                on_storage_error(error)
+            return None
+        except Exception:  # a bug in one task must not silently stop all the others
+            log.exception("log manager background task failed")
+            return self._task_clock() + SOON_MS  # not a pass at once, again
 
     # --- shutdown -----------------------------------------------------------------------------
 

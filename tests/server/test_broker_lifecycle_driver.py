@@ -42,6 +42,7 @@ from replog.pb import controller_pb2 as pb
 from replog.record import build_batch
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_runtime import BrokerRuntime, DataPlaneConfig
+from replog.server.data_plane_host import DataPlaneHost
 from replog.storage.log_manager import LogManager, LogManagerConfig
 from replog.testing import LoopTasks
 from tests.open_descriptors import descriptors_under
@@ -468,10 +469,13 @@ def committed(base_offset: int, *records: MetadataRecord, quorum_epoch: int = 1)
 
 
 def runtime_of(
-    addresses: dict[int, str], high_watermark: Callable[[], int | None], log_dir: Path | None = None
+    addresses: dict[int, str],
+    high_watermark: Callable[[], int | None],
+    log_dir: Path | None = None,
+    host: DataPlaneHost | None = None,
 ) -> BrokerRuntime:
     """A broker runtime of this test's broker asking `addresses`' controllers, with a data
-    plane in `log_dir` if given."""
+    plane in `log_dir` if given, on `host`."""
     return BrokerRuntime(
         config(),
         addresses,
@@ -482,6 +486,7 @@ def runtime_of(
         data_plane=(
             None if log_dir is None else DataPlaneConfig(log_dirs=(str(log_dir),), properties={})
         ),
+        host=host,
     )
 
 

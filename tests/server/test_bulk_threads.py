@@ -15,6 +15,7 @@ import pytest
 
 from replog.server import broker_runtime, bulk_threads
 from replog.server.bulk_threads import BULK_NICE_STEP, MAX_NICE, run_bulk
+from replog.server.data_plane_host import DataPlaneHost
 from replog.server.deferred_syncs import DeferredSyncs
 from replog.storage.fs import Unsynced
 from replog.storage.log_manager import LogManager, LogManagerConfig
@@ -161,11 +162,12 @@ async def test_a_starting_broker_starts_the_bulk_threads_off_its_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started_in: list[threading.Thread] = []
-    monkeypatch.setattr(
-        broker_runtime, "start_bulk_threads", lambda: started_in.append(threading.current_thread())
-    )
+    host = DataPlaneHost(prepare_bulk_work=lambda: started_in.append(threading.current_thread()))
     runtime = runtime_of(
-        {1: dead_address(), 2: dead_address(), 3: dead_address()}, lambda: None, tmp_path / "l"
+        {1: dead_address(), 2: dead_address(), 3: dead_address()},
+        lambda: None,
+        tmp_path / "l",
+        host,
     )
     await runtime.start()
     try:

@@ -9,36 +9,17 @@ from __future__ import annotations
 import asyncio
 import random
 
-from quorum.controller.controller_config import ControllerConfig
-from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
-from quorum.metadata.records import Endpoint
-from quorum.raft import RaftConfig, VoterAddress
+from sim_node_configs import NODES, lifecycle_config, quorum_node
+
 from replog.pb import controller_pb2 as pb
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
-from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService
 from replog.server.raft_driver import RaftDriver
 from replog.sim.controller_link import sim_controller_links
 from replog.sim.network import NetworkFaults, SimNetwork
-from replog.sim.raft_node import simulated_raft_driver
 from replog.sim.virtual_loop import VirtualLoop
 from replog.storage.memory_fs import MemoryFileSystem
 from replog.testing import LoopTasks
-
-NODES = (1, 2, 3)
-CLUSTER_ID = "sim-cluster"
-SESSION_TIMEOUT_MS = 1500
-
-
-def _raft_config() -> RaftConfig:
-    return RaftConfig(
-        voters=tuple(VoterAddress(i, "sim", 9000 + i) for i in NODES),
-        election_timeout_ms=300,
-        fetch_timeout_ms=600,
-        request_timeout_ms=200,
-        retry_backoff_ms=20,
-        fetch_wait_ms_max=100,
-    )
 
 
 def _run(seed: int, faults: NetworkFaults) -> list[tuple[int, str]]:
@@ -52,38 +33,12 @@ def _run(seed: int, faults: NetworkFaults) -> list[tuple[int, str]]:
         rafts: dict[int, RaftDriver] = {}
         lifecycles: dict[int, BrokerLifecycleDriver] = {}
         for i in NODES:
-            raft = simulated_raft_driver(
-                i,
-                NODES,
-                _raft_config(),
-                loop=loop,
-                network=network,
-                disk=MemoryFileSystem(clock=loop.now_ms),
-                rng=random.Random(rng.getrandbits(64)),
+            raft, services[i] = quorum_node(
+                i, loop=loop, network=network, disk=MemoryFileSystem(clock=loop.now_ms), rng=rng
             )
-            controller = ControllerDriver(
-                raft,
-                ControllerConfig(
-                    node_id=i, cluster_id=CLUSTER_ID, broker_session_timeout_ms=SESSION_TIMEOUT_MS
-                ),
-                read_snapshot=raft.storage.read_whole_snapshot,
-                snapshot_bytes_max=1 << 30,
-                snapshot_interval_ms=0,
-                rng=random.Random(rng.getrandbits(64)),
-                wall_clock=loop.now_ms,
-            )
-            services[i] = ControllerService(controller, voters=_raft_config().voters)
             rafts[i] = raft
             lifecycles[i] = BrokerLifecycleDriver(
-                BrokerLifecycleConfig(
-                    broker_id=i,
-                    cluster_id=CLUSTER_ID,
-                    controller_ids=NODES,
-                    listeners=(Endpoint("PLAINTEXT", "sim", 9100 + i),),
-                    heartbeat_interval_ms=250,
-                    session_timeout_ms=SESSION_TIMEOUT_MS,
-                    request_timeout_ms=500,
-                ),
+                lifecycle_config(i),
                 {c: f"sim:{9000 + c}" for c in NODES},
                 tasks=LoopTasks(),
                 clock=loop.now_ms,

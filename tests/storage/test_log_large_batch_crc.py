@@ -14,7 +14,9 @@ from storage_helpers import dir_contents, epoch_pairs, open_log
 from replog.errors import CorruptRecordError, InvalidRecordError
 from replog.record import RecordBatch, build_batch
 from replog.storage import LogConfig
+from replog.storage import log as log_module
 from replog.storage.log import OVERLAPPED_CRC_BYTES_MIN
+from replog.storage.memory_fs import MemoryFileSystem
 
 RECORD = b"v" * 1000
 
@@ -99,3 +101,20 @@ def test_more_records_than_the_bytes_hold_is_an_invalid_record_after_the_crc(
         log.append_as_leader(bytes(bad), leader_epoch=0)
     assert log.log_end_offset == 0
     assert log.append_as_leader(large_batch(), leader_epoch=0).first_offset == 0
+
+
+def test_on_an_in_memory_disk_the_crc_is_checked_inline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_threads(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a log on an in-memory disk started a CRC thread")
+
+    monkeypatch.setattr(log_module, "ThreadPoolExecutor", no_threads)
+    monkeypatch.setattr(log_module, "_crc_pool", None)
+    log = open_log("/t-0", LogConfig(), fs=MemoryFileSystem())
+    assert log.append_as_leader(large_batch(), leader_epoch=4).last_offset == 399
+    bad = bytearray(large_batch())
+    bad[2000] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(bytes(bad), leader_epoch=4)
+    assert log.log_end_offset == 400

@@ -1,0 +1,32 @@
+"""`simulated_controller`: a node's real `ControllerDriver` and `ControllerService` over its
+simulated Raft driver (`raft_node`): its wall clock the virtual loop's, its randomness a seeded
+`random.Random`; snapshots never taken on a timer (a simulation's metadata log stays small)."""
+
+from __future__ import annotations
+
+import random
+
+from quorum.controller.controller_config import ControllerConfig
+from replog.server.controller_driver import ControllerDriver
+from replog.server.controller_service import ControllerService
+from replog.server.raft_driver import RaftDriver
+from replog.sim.virtual_loop import VirtualLoop
+
+__all__ = ["simulated_controller"]
+
+
+def simulated_controller(
+    raft: RaftDriver, config: ControllerConfig, *, loop: VirtualLoop, rng: random.Random
+) -> ControllerService:
+    """Node `config.node_id`'s controller over `raft` (module docstring); build it before the
+    node's broker role, whose Raft listener follows the controller's (as a node does)."""
+    controller = ControllerDriver(
+        raft,
+        config,
+        read_snapshot=raft.storage.read_whole_snapshot,
+        snapshot_bytes_max=1 << 30,
+        snapshot_interval_ms=0,
+        rng=rng,
+        wall_clock=loop.now_ms,
+    )
+    return ControllerService(controller, voters=raft.config.voters)

@@ -24,10 +24,10 @@ from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
 from quorum.metadata.records import Endpoint
 from quorum.raft import RaftConfig, VoterAddress
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
-from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService
 from replog.server.raft_driver import RaftDriver
 from replog.sim.controller_link import sim_controller_links
+from replog.sim.controller_node import simulated_controller
 from replog.sim.network import SimNetwork
 from replog.sim.raft_link import SimRaftLink
 from replog.sim.raft_node import simulated_raft_driver
@@ -54,6 +54,28 @@ def raft_config(node_ids: tuple[int, ...]) -> RaftConfig:
     )
 
 
+def controller_config(
+    node_id: int, session_timeout_ms: int = SESSION_TIMEOUT_MS
+) -> ControllerConfig:
+    return ControllerConfig(
+        node_id=node_id, cluster_id=CLUSTER_ID, broker_session_timeout_ms=session_timeout_ms
+    )
+
+
+def lifecycle_config(
+    node_id: int, node_ids: tuple[int, ...], session_timeout_ms: int = SESSION_TIMEOUT_MS
+) -> BrokerLifecycleConfig:
+    return BrokerLifecycleConfig(
+        broker_id=node_id,
+        cluster_id=CLUSTER_ID,
+        controller_ids=node_ids,
+        listeners=(Endpoint("PLAINTEXT", "sim", 9100 + node_id),),
+        heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+        session_timeout_ms=session_timeout_ms,
+        request_timeout_ms=500,
+    )
+
+
 @dataclass
 class SimNode:
     """One node's disk and, while it runs, its shells."""
@@ -63,7 +85,6 @@ class SimNode:
     incarnation: int = 0
     tasks: SimTasks = field(default_factory=SimTasks)
     raft: RaftDriver | None = None
-    controller: ControllerDriver | None = None
     lifecycle: BrokerLifecycleDriver | None = None
 
     @property
@@ -107,37 +128,18 @@ class SimCluster:
             rng=random.Random(rng.getrandbits(64)),
             tasks=tasks,
         )
-        controller = ControllerDriver(
-            raft,
-            ControllerConfig(
-                node_id=node_id,
-                cluster_id=CLUSTER_ID,
-                broker_session_timeout_ms=SESSION_TIMEOUT_MS,
-            ),
-            read_snapshot=raft.storage.read_whole_snapshot,
-            snapshot_bytes_max=1 << 30,
-            snapshot_interval_ms=0,
-            rng=random.Random(rng.getrandbits(64)),
-            wall_clock=loop.now_ms,
+        self.services[node_id] = simulated_controller(
+            raft, controller_config(node_id), loop=loop, rng=random.Random(rng.getrandbits(64))
         )
-        self.services[node_id] = ControllerService(controller, voters=self.raft_config.voters)
         lifecycle = BrokerLifecycleDriver(
-            BrokerLifecycleConfig(
-                broker_id=node_id,
-                cluster_id=CLUSTER_ID,
-                controller_ids=self.node_ids,
-                listeners=(Endpoint("PLAINTEXT", "sim", 9100 + node_id),),
-                heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
-                session_timeout_ms=SESSION_TIMEOUT_MS,
-                request_timeout_ms=500,
-            ),
+            lifecycle_config(node_id, self.node_ids),
             {c: f"sim:{9000 + c}" for c in self.node_ids},
             tasks=tasks,
             clock=loop.now_ms,
             rng=random.Random(rng.getrandbits(64)),
             controller_links=sim_controller_links(self.network, node_id, self.services),
         )
-        node.raft, node.controller, node.lifecycle = raft, controller, lifecycle
+        node.raft, node.lifecycle = raft, lifecycle
         tasks.spawn(raft.run(), name=f"node {node_id}'s Raft driver")
         tasks.spawn(self._follow_metadata(node, node.incarnation), name="metadata follower")
         lifecycle.set_ready_to_unfence()
@@ -171,7 +173,7 @@ class SimCluster:
         transport.shut()
         self.services.pop(node_id, None)
         node.tasks.cancel_all()
-        node.raft = node.controller = node.lifecycle = None
+        node.raft = node.lifecycle = None
 
     async def stop_all(self) -> None:
         """End of the run: every running node stops at once, its tasks finished."""

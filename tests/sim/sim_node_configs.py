@@ -8,10 +8,11 @@ import random
 
 from quorum.controller.controller_config import ControllerConfig
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
-from quorum.metadata.records import Endpoint
-from quorum.raft import RaftConfig, VoterAddress
+from quorum.raft import RaftConfig
 from replog.server.controller_service import ControllerService
 from replog.server.raft_driver import RaftDriver
+from replog.sim import cluster as sim_cluster
+from replog.sim.cluster import SESSION_TIMEOUT_MS
 from replog.sim.controller_node import simulated_controller
 from replog.sim.network import SimNetwork
 from replog.sim.raft_node import simulated_raft_driver
@@ -20,39 +21,20 @@ from replog.sim.virtual_loop import VirtualLoop
 from replog.storage.memory_fs import MemoryFileSystem
 
 NODES = (1, 2, 3)
-CLUSTER_ID = "sim-cluster"
-SESSION_TIMEOUT_MS = 1500
 
 
 def raft_config() -> RaftConfig:
-    return RaftConfig(
-        voters=tuple(VoterAddress(i, "sim", 9000 + i) for i in NODES),
-        election_timeout_ms=300,
-        fetch_timeout_ms=600,
-        request_timeout_ms=200,
-        retry_backoff_ms=20,
-        fetch_wait_ms_max=100,
-    )
+    return sim_cluster.raft_config(NODES)
 
 
 def controller_config(node_id: int, session_timeout_ms: int) -> ControllerConfig:
-    return ControllerConfig(
-        node_id=node_id, cluster_id=CLUSTER_ID, broker_session_timeout_ms=session_timeout_ms
-    )
+    return sim_cluster.controller_config(node_id, session_timeout_ms)
 
 
 def lifecycle_config(
     node_id: int, session_timeout_ms: int = SESSION_TIMEOUT_MS
 ) -> BrokerLifecycleConfig:
-    return BrokerLifecycleConfig(
-        broker_id=node_id,
-        cluster_id=CLUSTER_ID,
-        controller_ids=NODES,
-        listeners=(Endpoint("PLAINTEXT", "sim", 9100 + node_id),),
-        heartbeat_interval_ms=250,
-        session_timeout_ms=session_timeout_ms,
-        request_timeout_ms=500,
-    )
+    return sim_cluster.lifecycle_config(node_id, NODES, session_timeout_ms)
 
 
 def quorum_node(

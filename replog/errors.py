@@ -233,6 +233,22 @@ class DuplicateSequenceNumberError(KafkaError, code=46): ...
 class InvalidProducerEpochError(KafkaError, code=47): ...
 
 
+class InvalidTxnStateError(KafkaError, code=48):
+    """The transaction is in no state for this request (EndTxn with no transaction, say)."""
+
+
+class InvalidProducerIdMappingError(KafkaError, code=49):
+    """The producer id is not the one the coordinator holds for this transactional id."""
+
+
+class InvalidTransactionTimeoutError(KafkaError, code=50):
+    """The transaction timeout is above the broker's transaction.max.timeout.ms (or not > 0)."""
+
+
+class ConcurrentTransactionsError(KafkaError, code=51):
+    """The coordinator is still completing this transactional id's previous transaction."""
+
+
 class TransactionalIdAuthorizationFailedError(KafkaError, code=53):
     """Kafka's fatal answer for a transactional id; replog's for every one (no transactions)."""
 
@@ -246,6 +262,14 @@ class KafkaStorageError(KafkaError, code=56):
 
 
 class UnknownProducerIdError(KafkaError, code=59): ...
+
+
+class ProducerFencedError(KafkaError, code=90):
+    """A newer producer with the same transactional id has a higher epoch: this one is fenced."""
+
+
+class TransactionAbortableError(KafkaError, code=120):
+    """The transaction cannot go on (a partition not added to it, say); the producer aborts."""
 
 
 class NonEmptyGroupError(KafkaError, code=68):

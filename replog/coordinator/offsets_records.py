@@ -152,7 +152,10 @@ class _Reader:
         return value
 
     def string(self, field: str) -> str:
-        length = self.int16(f"the length of {field}")
+        return self.text(self.int16(f"the length of {field}"), field)
+
+    def text(self, length: int, field: str) -> str:
+        """The next `length` bytes as UTF-8 text."""
         if length < 0:
             raise CorruptRecordError(f"{self._what}: {field} has length {length}")
         raw = self._take(length, field)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from txn_coordinator_driver import MAX_TIMEOUT_MS, Driver
+from txn_coordinator_driver import MAX_TIMEOUT_MS, Driver, add, end, init
 
 from replog.coordinator.transaction_metadata import (
     EPOCH_EXHAUSTED,
@@ -19,7 +19,6 @@ from replog.coordinator.transaction_rules import (
     Refuse,
     abort_timed_out,
     add_partitions,
-    end_txn,
     init_producer_id,
     timed_out,
     verify_partitions,
@@ -35,42 +34,6 @@ from replog.errors import (
 )
 
 TP = ("orders", 0)
-
-
-def init(d: Driver, expected=None, *, version=2, now_ms=0, timeout_ms=60_000, **apply):
-    return d.apply(
-        init_producer_id(
-            d.meta,
-            d.tid,
-            timeout_ms,
-            expected,
-            now_ms=now_ms,
-            max_timeout_ms=MAX_TIMEOUT_MS,
-            allocate=d.allocate,
-            server_version=version,
-        ),
-        **apply,
-    )
-
-
-def add(d: Driver, pid, epoch, parts=(TP,), *, version=2, now_ms=0, **apply):
-    decision = add_partitions(d.meta, d.tid, pid, epoch, parts, now_ms=now_ms, version=version)
-    return d.apply(decision, **apply)
-
-
-def end(d: Driver, pid, epoch, commit, *, version=2, now_ms=0, **apply):
-    decision = end_txn(
-        d.meta,
-        d.tid,
-        pid,
-        epoch,
-        commit=commit,
-        from_client=True,
-        version=version,
-        now_ms=now_ms,
-        allocate=d.allocate,
-    )
-    return d.apply(decision, **apply)
 
 
 @pytest.mark.parametrize("version", [0, 2])

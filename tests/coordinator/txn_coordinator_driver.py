@@ -13,7 +13,10 @@ from replog.coordinator.transaction_rules import (
     Append,
     Decision,
     Refuse,
+    add_partitions,
     complete_after_markers,
+    end_txn,
+    init_producer_id,
 )
 from replog.errors import KafkaError
 
@@ -70,6 +73,42 @@ class Driver:
         step = complete_after_markers(self.meta, now_ms)
         self.meta = complete(step.pending, step.record)
         self.log.append(step.record)
+
+
+def init(d: Driver, expected=None, *, version=2, now_ms=0, timeout_ms=60_000, **apply):
+    return d.apply(
+        init_producer_id(
+            d.meta,
+            d.tid,
+            timeout_ms,
+            expected,
+            now_ms=now_ms,
+            max_timeout_ms=MAX_TIMEOUT_MS,
+            allocate=d.allocate,
+            server_version=version,
+        ),
+        **apply,
+    )
+
+
+def add(d: Driver, pid, epoch, parts=(("orders", 0),), *, version=2, now_ms=0, **apply):
+    decision = add_partitions(d.meta, d.tid, pid, epoch, parts, now_ms=now_ms, version=version)
+    return d.apply(decision, **apply)
+
+
+def end(d: Driver, pid, epoch, commit, *, version=2, now_ms=0, **apply):
+    decision = end_txn(
+        d.meta,
+        d.tid,
+        pid,
+        epoch,
+        commit=commit,
+        from_client=True,
+        version=version,
+        now_ms=now_ms,
+        allocate=d.allocate,
+    )
+    return d.apply(decision, **apply)
 
 
 class _AppendFailed(KafkaError):

@@ -99,14 +99,13 @@ def encode_value(meta: TxnMetadata, version: int) -> bytes:
     parts.append(_packed(_INT64, meta.start_ms, "start time"))
     if flexible:
         tags = [  # a tagged field at its default is left out, as Kafka's writer does
-            (tag, data)
-            for tag, value, default, data in (
+            (tag, _packed(packer, value, f"tag {tag}"))
+            for tag, value, default, packer in (
                 (_TAG_PREVIOUS_PRODUCER_ID, meta.prev_producer_id, -1, _INT64),
                 (_TAG_NEXT_PRODUCER_ID, meta.next_producer_id, -1, _INT64),
                 (_TAG_CLIENT_TRANSACTION_VERSION, meta.transaction_version, 0, _INT16),
             )
             if value != default
-            for data in (_packed(data, value, f"tag {tag}"),)
         ]
         parts.append(encode_unsigned(len(tags)))
         for tag, data in tags:

@@ -301,7 +301,7 @@ def test_a_commit_marker_whose_data_is_still_there_stays_without_a_horizon() -> 
 def test_aborted_data_goes_and_its_marker_outlives_it() -> None:
     data = txn_batch(0, b"a", b"aborted", producer_id=5)
     marker = control_batch(1, CONTROL_ABORT, producer_id=5)
-    aborted = [AbortedTransaction(5, 0, 1)]
+    aborted = [AbortedTransaction(5, 0, 1, last_stable_offset=2)]
     assert filter_all([data, marker], now=T0, aborted=aborted) == [marker]
     # Next pass: no data of the transaction left, so the marker gets its horizon, then goes.
     [with_horizon] = filter_all([marker], now=T0, aborted=aborted)

@@ -2,8 +2,8 @@
 `CleanedTransactionMetadata`).
 
 Rules:
-- An aborted transaction (producer id, first offset, last offset: the transaction index's
-  entry, none until transactions are built) becomes ongoing once the pass reaches its first
+- An aborted transaction (the transaction index's entry, `aborted_transactions`; none until
+  segments write that index) becomes ongoing once the pass reaches its first
   offset. A transactional data batch of a producer with an ongoing aborted transaction is
   discarded; one of any other producer marks that producer's transaction as committed data
   seen.
@@ -19,22 +19,21 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from replog.record.header import BatchHeader
+from replog.storage.aborted_transactions import AbortedTransaction
+
+__all__ = [
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
+    "AbortedTransaction",
+    "CleanedTransactions",
+    "control_type",
+]
 
 CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
-
-
-@dataclass(frozen=True, slots=True)
-class AbortedTransaction:
-    """One entry of a transaction index: the offsets an aborted transaction spans."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
 
 
 def control_type(key: bytes | None) -> int | None:

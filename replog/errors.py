@@ -249,6 +249,10 @@ class ConcurrentTransactionsError(KafkaError, code=51):
     """The coordinator is still completing this transactional id's previous transaction."""
 
 
+class TransactionCoordinatorFencedError(KafkaError, code=52):
+    """A transaction marker came from a coordinator older than the last one seen."""
+
+
 class TransactionalIdAuthorizationFailedError(KafkaError, code=53):
     """Kafka's fatal answer for a transactional id; replog's for every one (no transactions)."""
 

@@ -21,12 +21,11 @@ Rules:
   current epoch) is written with last_offset -1 and last_sequence -1, and read back with none.
   So a table loaded from a snapshot detects a retry of each producer's last batch only; the
   batches replayed after the snapshot add the rest back, up to the usual 5.
-- replog has no transactions: coordinator_epoch is written as -1 and current_txn_first_offset as
-  -1; reading accepts any coordinator epoch and refuses an open transaction, which replog could
-  not honour.
-- Any defect (short, long, unknown version, CRC mismatch, a negative count, an open
-  transaction) raises `CorruptProducerSnapshotError` naming the source and what is wrong; the
-  caller then deletes the file and falls back to an older snapshot or to the log.
+- `coordinator_epoch` is the producer's last marker's coordinator epoch and
+  `current_txn_first_offset` its open transaction's first offset (-1: none), as Kafka's.
+- Any defect (short, long, unknown version, CRC mismatch, a negative count) raises
+  `CorruptProducerSnapshotError` naming the source and what is wrong; the caller then deletes
+  the file and falls back to an older snapshot or to the log.
 """
 
 from __future__ import annotations
@@ -46,7 +45,6 @@ from replog.replication.producer_state import (
 )
 
 PRODUCER_SNAPSHOT_VERSION = 1
-NO_COORDINATOR_EPOCH = -1
 
 _PREFIX = struct.Struct(">hIi")  # version, crc, count
 _CRC_FROM = 6  # the crc covers everything after version and crc
@@ -71,8 +69,8 @@ def encode_producer_snapshot(entries: Iterable[ProducerEntry]) -> bytes:
             last_offset,
             offset_delta,
             entry.last_timestamp_ms,
-            NO_COORDINATOR_EPOCH,
-            NO_OFFSET,
+            entry.coordinator_epoch,
+            entry.current_txn_first_offset,
         )
         count += 1
     counted = struct.pack(">i", count) + bytes(body)
@@ -102,12 +100,8 @@ def decode_producer_snapshot(data: bytes, source: str) -> list[ProducerEntry]:
         )
     entries = []
     for fields in _ENTRY.iter_unpack(memoryview(data)[_PREFIX.size :]):
-        producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp, _, txn = fields
-        if txn != NO_OFFSET:
-            raise CorruptProducerSnapshotError(
-                f"{source}: producer {producer_id} has an open transaction from offset {txn}; "
-                "replog has no transactions"
-            )
+        producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp = fields[:6]
+        coordinator_epoch, txn_first = fields[6:]
         batches: tuple[BatchMetadata, ...] = ()
         if last_offset >= 0:
             # Sequences wrap from Int32 max to 0 (as BatchHeader.last_sequence counts them).
@@ -123,5 +117,7 @@ def decode_producer_snapshot(data: bytes, source: str) -> list[ProducerEntry]:
                     timestamp_ms=timestamp,
                 ),
             )
-        entries.append(ProducerEntry(producer_id, epoch, batches, timestamp))
+        entries.append(
+            ProducerEntry(producer_id, epoch, batches, timestamp, txn_first, coordinator_epoch)
+        )
     return entries

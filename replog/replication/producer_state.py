@@ -38,6 +38,14 @@ Rules (paraphrasing Kafka's broker: `storage/src/main/java/org/apache/kafka/stor
   nothing: a different epoch replaces the epoch and forgets the retained batches; a data batch
   is added (the oldest of 6 is dropped); a control batch (transaction marker) only moves the
   epoch and the timestamp.
+- Transactions: a producer's transaction opens at its first transactional data batch
+  (`current_txn_first_offset`) and closes at its control batch (COMMIT or ABORT); while it is
+  open, a non-transactional batch of that producer is INVALID_TXN_STATE. A marker a coordinator
+  asks to write is checked by `check_marker` (its epoch: above the producer's with transaction
+  version 2, a same-epoch repeat after the close accepted; not below it before version 2; its
+  coordinator epoch not below the last marker's, else TRANSACTION_COORDINATOR_FENCED). The
+  marker's coordinator epoch is kept when the caller passes the marker; a rebuild from headers
+  alone keeps the previous one.
 - Expiry: a producer whose last timestamp is `producer.id.expiration.ms` (default 1 day) or more
   before now is forgotten.
 
@@ -57,17 +65,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
+from replog.common.offsets import NO_OFFSET
 from replog.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     OutOfOrderSequenceNumberError,
+    TransactionCoordinatorFencedError,
 )
+from replog.record.control_record import EndTxnMarker
 from replog.record.header import BatchHeader
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
+NO_COORDINATOR_EPOCH = -1
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 
 
@@ -90,6 +103,12 @@ class ProducerEntry:
     producer_epoch: int
     batches: tuple[BatchMetadata, ...]  # oldest first, at most NUM_BATCHES_TO_RETAIN
     last_timestamp_ms: int
+    current_txn_first_offset: int = NO_OFFSET  # the open transaction's first batch, if any
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH  # of the last marker written
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.current_txn_first_offset != NO_OFFSET
 
     @property
     def last_sequence(self) -> int:
@@ -111,13 +130,25 @@ def in_sequence(last_sequence: int, next_sequence: int) -> bool:
     return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == INT32_MAX)
 
 
-def _applied(entry: ProducerEntry | None, header: BatchHeader) -> ProducerEntry:
-    """`entry` after `header` is in the log (no checks: Kafka's addBatch / marker update)."""
+def _applied(
+    entry: ProducerEntry | None, header: BatchHeader, marker: EndTxnMarker | None = None
+) -> ProducerEntry:
+    """`entry` after `header` is in the log (no checks: Kafka's addBatch / marker update); a
+    control batch ends the open transaction (`marker`, when known, gives the coordinator's
+    epoch)."""
     if entry is None or entry.producer_epoch != header.producer_epoch:
         batches: tuple[BatchMetadata, ...] = ()
     else:
         batches = entry.batches
-    if not header.is_control:
+    txn_first = entry.current_txn_first_offset if entry is not None else NO_OFFSET
+    coordinator_epoch = entry.coordinator_epoch if entry is not None else NO_COORDINATOR_EPOCH
+    if header.is_control:
+        txn_first = NO_OFFSET
+        if marker is not None:
+            coordinator_epoch = marker.coordinator_epoch
+    else:
+        if header.is_transactional and txn_first == NO_OFFSET:
+            txn_first = header.base_offset
         batch = BatchMetadata(
             first_sequence=header.base_sequence,
             last_sequence=header.last_sequence,
@@ -126,7 +157,14 @@ def _applied(entry: ProducerEntry | None, header: BatchHeader) -> ProducerEntry:
             timestamp_ms=header.max_timestamp,
         )
         batches = (*batches, batch)[-NUM_BATCHES_TO_RETAIN:]
-    return ProducerEntry(header.producer_id, header.producer_epoch, batches, header.max_timestamp)
+    return ProducerEntry(
+        header.producer_id,
+        header.producer_epoch,
+        batches,
+        header.max_timestamp,
+        txn_first,
+        coordinator_epoch,
+    )
 
 
 class ProducerStateTable:
@@ -201,6 +239,11 @@ class ProducerStateTable:
             )
         if header.is_control:
             return  # transaction markers carry no sequence
+        if current is not None and current.in_transaction and not header.is_transactional:
+            raise InvalidTxnStateError(
+                f"{self.where}: producer {producer_id} sent a non-transactional batch while its "
+                f"transaction from offset {current.current_txn_first_offset} is open"
+            )
         first_sequence = header.base_sequence
         if producer_epoch != current_epoch:
             if first_sequence != 0 and current_epoch != NO_PRODUCER_EPOCH:
@@ -221,11 +264,45 @@ class ProducerStateTable:
 
     # --- Applying batches that are in the log -----------------------------------------------
 
-    def update(self, header: BatchHeader) -> None:
-        """Record a batch now in the log, with its stamped offsets (leader or follower)."""
+    def check_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        transaction_version: int,
+    ) -> None:
+        """Validate an end-transaction marker a coordinator asks the leader to write (Kafka's
+        `ProducerAppendInfo.checkProducerEpoch` and `checkCoordinatorEpoch`): with transaction
+        version 2 the marker's epoch must exceed the producer's (the coordinator bumped it), a
+        repeat at the same epoch once the transaction is closed is accepted (a retried marker);
+        before version 2 it must not be lower; a coordinator epoch below the last marker's is
+        a fenced coordinator."""
+        entry = self._entries.get(producer_id)
+        current = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
+        if transaction_version >= 2:
+            retried = producer_epoch == current and entry is not None and not entry.in_transaction
+            stale = producer_epoch <= current and not retried
+        else:
+            stale = producer_epoch < current
+        if stale:
+            raise InvalidProducerEpochError(
+                f"{self.where}: a marker of producer {producer_id} at epoch {producer_epoch} is "
+                f"stale: its epoch is {current} (transaction version {transaction_version})"
+            )
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"{self.where}: a marker of producer {producer_id} from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch}"
+            )
+
+    def update(self, header: BatchHeader, marker: EndTxnMarker | None = None) -> None:
+        """Record a batch now in the log, with its stamped offsets (leader or follower);
+        `marker`: a control batch's end-transaction marker, when the caller read it."""
         if header.producer_id < 0:
             return
-        self._entries[header.producer_id] = _applied(self._entries.get(header.producer_id), header)
+        self._entries[header.producer_id] = _applied(
+            self._entries.get(header.producer_id), header, marker
+        )
 
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         """Forget everything, then apply the log's batch headers in offset order."""

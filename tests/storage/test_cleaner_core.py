@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from replog.errors import InvalidRecordError
 from replog.record import RecordBatch, build_batch, read_header, validate_batch
+from replog.record.control_record import CONTROL_ABORT, CONTROL_COMMIT
 from replog.record.header import DELETE_HORIZON_FLAG_MASK
+from replog.storage.aborted_transactions import AbortedTransaction
 from replog.storage.cleaner.batch_filter import BatchFilter, ProducerLastBatch, delete_horizon
 from replog.storage.cleaner.cleanable import (
     CompactedLogSummary,
@@ -24,12 +26,7 @@ from replog.storage.cleaner.cleanable import (
 from replog.storage.cleaner.cleaning_state import CleaningStates
 from replog.storage.cleaner.grouping import GroupedSegment, group_segments_by_size
 from replog.storage.cleaner.offset_map import OffsetMap, OffsetMapFullError
-from replog.storage.cleaner.transactions import (
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
-    AbortedTransaction,
-    CleanedTransactions,
-)
+from replog.storage.cleaner.transactions import CleanedTransactions
 
 T0 = 1_700_000_000_000
 HOUR = 3_600_000

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from replog.record.batch import RecordBatch
 from replog.record.builder import seal_batch
 from replog.record.compression import COMPRESSION_NONE, compress
+from replog.record.control_record import marker_type
 from replog.record.header import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
@@ -49,7 +50,7 @@ from replog.record.header import (
 )
 from replog.record.record import Record, append_record
 from replog.storage.cleaner.offset_map import OffsetMap
-from replog.storage.cleaner.transactions import CleanedTransactions, control_type
+from replog.storage.cleaner.transactions import CleanedTransactions
 
 
 class BatchRetention(enum.Enum):
@@ -128,7 +129,7 @@ class BatchFilter:
         now = self._now_ms
         horizon = delete_horizon(header)
         if header.is_control:
-            kind = control_type(records[0].key) if records else None
+            kind = marker_type(records[0].key) if records else None
             can_discard = self._transactions.on_control_batch_read(header, kind)
             discard_records = can_discard and horizon is not None and horizon <= now
             empty_txn_marker = can_discard

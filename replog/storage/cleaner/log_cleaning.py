@@ -44,16 +44,14 @@ from dataclasses import dataclass, field
 
 from replog.errors import CorruptRecordError, InvalidRecordError, LogClosedError
 from replog.record.batch import RecordBatch
+from replog.record.control_record import marker_type
 from replog.record.header import LOG_OVERHEAD, iter_frames, read_frame, read_header
 from replog.record.record import Record
+from replog.storage.aborted_transactions import AbortedTransaction
 from replog.storage.cleaner.batch_filter import BatchFilter, FilterStats, ProducerLastBatch
 from replog.storage.cleaner.grouping import GroupedSegment, group_segments_by_size
 from replog.storage.cleaner.offset_map import OffsetMap
-from replog.storage.cleaner.transactions import (
-    AbortedTransaction,
-    CleanedTransactions,
-    control_type,
-)
+from replog.storage.cleaner.transactions import CleanedTransactions
 from replog.storage.fs import FileSystem, SegmentFile
 from replog.storage.index_builder import SparseIndexBuilder
 from replog.storage.index_file import OffsetIndex, TimeIndex
@@ -327,7 +325,7 @@ def _build_offset_map(
             if header.is_control:
                 records = list(_records(batch))
                 transactions.on_control_batch_read(
-                    header, control_type(records[0].key) if records else None
+                    header, marker_type(records[0].key) if records else None
                 )
             elif not transactions.on_batch_read(header):
                 for offset, key in _keys(batch):

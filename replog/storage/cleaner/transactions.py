@@ -17,31 +17,13 @@ Rules:
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 
+from replog.record.control_record import CONTROL_ABORT, CONTROL_COMMIT
 from replog.record.header import BatchHeader
 from replog.storage.aborted_transactions import AbortedTransaction
 
-__all__ = [
-    "CONTROL_ABORT",
-    "CONTROL_COMMIT",
-    "AbortedTransaction",
-    "CleanedTransactions",
-    "control_type",
-]
-
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
-_CONTROL_KEY = struct.Struct(">hh")  # version, type
-
-
-def control_type(key: bytes | None) -> int | None:
-    """A control record's type from its key (version, type), or None if unreadable."""
-    if key is None or len(key) < _CONTROL_KEY.size:
-        return None
-    kind: int = _CONTROL_KEY.unpack_from(key)[1]
-    return kind
+__all__ = ["CleanedTransactions"]
 
 
 class CleanedTransactions:

@@ -1,0 +1,101 @@
+"""The idempotent producer state's transaction rules (Kafka's ProducerAppendInfo): a
+transaction opens at the first transactional batch and closes at its marker; a plain batch
+while it is open is INVALID_TXN_STATE; markers are checked by epoch (transaction version aware,
+KAFKA-19999's retried marker) and coordinator epoch; the end-transaction marker's bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from replog.errors import (
+    CorruptRecordError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    TransactionCoordinatorFencedError,
+)
+from replog.record.control_record import (
+    EndTxnMarker,
+    decode_marker,
+    encode_marker,
+    marker_type,
+)
+from replog.record.header import TRANSACTIONAL_FLAG_MASK
+from replog.replication.producer_state import ProducerStateTable
+from tests.replication.test_producer_state import batch
+
+
+def txn_batch(producer_id, epoch, sequence, base_offset, count=1):
+    header = batch(producer_id, epoch, sequence, count=count, base_offset=base_offset)
+    return header._replace(attributes=header.attributes | TRANSACTIONAL_FLAG_MASK)
+
+
+def marker_batch(producer_id, epoch, base_offset):
+    header = batch(producer_id, epoch, -1, base_offset=base_offset, control=True)
+    return header._replace(attributes=header.attributes | TRANSACTIONAL_FLAG_MASK)
+
+
+def test_a_transaction_opens_at_its_first_batch_and_closes_at_its_marker():
+    table = ProducerStateTable("orders-0")
+    table.update(txn_batch(7, 0, 0, base_offset=10))
+    table.update(txn_batch(7, 0, 1, base_offset=12))
+    assert table.entry(7).current_txn_first_offset == 10
+    table.update(
+        marker_batch(7, 0, base_offset=13), EndTxnMarker(aborted=False, coordinator_epoch=3)
+    )
+    entry = table.entry(7)
+    assert not entry.in_transaction and entry.coordinator_epoch == 3
+    # a later transaction of the same producer opens anew
+    table.update(txn_batch(7, 0, 2, base_offset=20))
+    assert table.entry(7).current_txn_first_offset == 20
+
+
+def test_a_plain_batch_while_a_transaction_is_open_is_refused():
+    table = ProducerStateTable("orders-0")
+    table.update(txn_batch(7, 0, 0, base_offset=10))
+    with pytest.raises(InvalidTxnStateError, match=r"orders-0.*producer 7.*offset 10"):
+        table.check(batch(7, 0, 1, base_offset=11))
+    assert table.check(txn_batch(7, 0, 1, base_offset=11)) is None
+
+
+@pytest.mark.parametrize(
+    ("version", "marker_epoch", "open_txn", "refused"),
+    [
+        (2, 3, True, False),  # the coordinator bumped the epoch
+        (2, 2, True, True),  # same epoch while open: a late marker of an older transaction
+        (2, 2, False, False),  # same epoch once closed: a retried marker (KAFKA-19999)
+        (2, 1, False, True),
+        (0, 2, True, False),  # before version 2 markers carry the producer's epoch
+        (0, 1, True, True),
+    ],
+)
+def test_marker_epochs(version, marker_epoch, open_txn, refused):
+    table = ProducerStateTable("orders-0")
+    table.update(txn_batch(7, 2, 0, base_offset=0))
+    if not open_txn:
+        table.update(marker_batch(7, 2, base_offset=1), EndTxnMarker(False, 0))
+    if refused:
+        with pytest.raises(InvalidProducerEpochError, match="stale"):
+            table.check_marker(7, marker_epoch, 0, version)
+    else:
+        table.check_marker(7, marker_epoch, 0, version)
+
+
+def test_a_marker_from_an_older_coordinator_is_fenced():
+    table = ProducerStateTable("orders-0")
+    table.update(txn_batch(7, 0, 0, base_offset=0))
+    table.update(marker_batch(7, 0, base_offset=1), EndTxnMarker(True, 5))
+    table.update(txn_batch(7, 0, 1, base_offset=2))
+    with pytest.raises(TransactionCoordinatorFencedError, match="coordinator epoch 4"):
+        table.check_marker(7, 0, 4, 0)
+    table.check_marker(7, 0, 5, 0)
+
+
+def test_the_marker_record_is_kafkas():
+    key, value = encode_marker(EndTxnMarker(aborted=True, coordinator_epoch=5))
+    assert (key.hex(), value.hex()) == ("00000000", "000000000005")
+    assert decode_marker(*encode_marker(EndTxnMarker(False, 9)), "t") == EndTxnMarker(False, 9)
+    assert marker_type(b"\x00\x00\x00\x01") == 1 and marker_type(b"\x00") is None
+    with pytest.raises(CorruptRecordError, match="no COMMIT or ABORT"):
+        decode_marker(b"\x00\x00\x00\x07", value, "orders-0 at 4")
+    with pytest.raises(CorruptRecordError, match="too short"):
+        decode_marker(key, b"\x00", "orders-0 at 4")

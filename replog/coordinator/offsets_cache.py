@@ -29,6 +29,9 @@ Rules:
   replay), and records that do not decode (counted, the first
   reasons kept, so the shell can log them: one corrupt record must not take every group of the
   partition offline).
+- Given a `PendingTransactionalOffsets`, the offset commits of a transactional batch are staged
+  under its producer id and applied (as of their own record offsets) or dropped at its
+  end-transaction marker (`transactional_offsets`); without one, they replay as plain commits.
 """
 
 from __future__ import annotations
@@ -46,8 +49,11 @@ from replog.coordinator.offsets_records import (
     decode_key,
     decode_value,
 )
+from replog.coordinator.transactional_offsets import PendingTransactionalOffsets
 from replog.errors import CorruptRecordError
 from replog.record.batch import iter_batches
+from replog.record.control_record import decode_marker
+from replog.record.record import Record
 
 REASONS_KEPT = 5
 
@@ -207,22 +213,70 @@ def replay_batches(
     where: str,
     on_group: GroupReplay | None = None,
     on_consumer_group: ConsumerGroupReplay | None = None,
+    pending: PendingTransactionalOffsets | None = None,
 ) -> int:
     """Replay whole batches read from the log into `cache` (group records into `on_group`);
     returns the offset after the last batch (the next offset to read). `CorruptRecordError`
-    for bytes that are not batches."""
+    for bytes that are not batches. With `pending`, a transactional batch's offset commits are
+    staged under its producer id and applied or dropped at its end-transaction marker."""
     next_offset = -1
     # `__consumer_offsets` is compacted: a cleaned batch holds fewer records than its offsets.
     for batch in iter_batches(data, where=where, sparse=True):
-        next_offset = batch.header.next_offset
+        header = batch.header
+        next_offset = header.next_offset
         if batch.is_control:
+            if pending is not None:
+                _end_transaction(cache, pending, batch.records(), header.producer_id, stats, where)
             continue
+        staging = pending if pending is not None and header.is_transactional else None
         for record in batch.records():
             stats.records += 1
+            if staging is not None:
+                _stage(staging, header.producer_id, record.offset, record.key, record.value, stats)
+                continue
             replay_record(
                 cache, record.offset, record.key, record.value, stats, on_group, on_consumer_group
             )
     return next_offset
+
+
+def _stage(
+    pending: PendingTransactionalOffsets,
+    producer_id: int,
+    offset: int,
+    key_bytes: bytes | None,
+    value_bytes: bytes | None,
+    stats: ReplayStats,
+) -> None:
+    """A transactional offset commit record: staged until its transaction ends."""
+    try:
+        key = decode_key(key_bytes) if key_bytes is not None else None
+        if not isinstance(key, OffsetCommitKey) or value_bytes is None:
+            stats.skip(f"offset {offset}: a transactional record that is no offset commit")
+            return
+        pending.stage(producer_id, key, decode_value(value_bytes), offset)
+    except CorruptRecordError as error:
+        stats.skip(f"offset {offset}: {error}")
+
+
+def _end_transaction(
+    cache: OffsetsCache,
+    pending: PendingTransactionalOffsets,
+    records: Iterable[Record],
+    producer_id: int,
+    stats: ReplayStats,
+    where: str,
+) -> None:
+    for record in records:  # one end-transaction marker per control batch
+        try:
+            marker = decode_marker(record.key, record.value, f"{where} at {record.offset}")
+        except CorruptRecordError as error:
+            stats.skip(f"offset {record.offset}: {error}")
+            return
+        for staged in pending.end(producer_id, commit=not marker.aborted):
+            if cache.replay(staged.key, staged.value, staged.record_offset):
+                stats.applied += 1
+        return
 
 
 def replay_record(

@@ -24,6 +24,9 @@ Rules (Kafka 4.x's, transaction versions 0-1 and 2):
   current epoch (an abort with no partition); the table in `_end_txn_v2`.
 - The answer of an EndTxn is sent once Prepare* is committed; the markers follow, then
   Complete* (`complete_after_markers`).
+- Timeouts: an Ongoing transaction older than its timeout is fenced and aborted by the
+  coordinator (`timed_out`, `abort_timed_out`); an id idle in Empty or Complete* for
+  transactional.id.expiration.ms expires (`expired_ids`, then a tombstone).
 Pure: the producer-id allocator is a callable; times are arguments.
 """
 
@@ -67,6 +70,7 @@ __all__ = [
     "add_partitions",
     "complete_after_markers",
     "end_txn",
+    "expired_ids",
     "init_producer_id",
     "timed_out",
     "verify_partitions",
@@ -419,6 +423,18 @@ def timed_out(metas: Iterable[TxnMetadata], now_ms: int) -> list[TxnMetadata]:
         if m.state is TxnState.ONGOING
         and not m.pending_transition
         and m.start_ms + m.timeout_ms < now_ms
+    ]
+
+
+def expired_ids(metas: Iterable[TxnMetadata], now_ms: int, expiration_ms: int) -> list[TxnMetadata]:
+    """Transactional ids idle for transactional.id.expiration.ms (Empty or Complete*, no
+    transition in progress): the coordinator writes their tombstones (`prepare_dead`)."""
+    return [
+        m
+        for m in metas
+        if m.state.expiration_allowed
+        and not m.pending_transition
+        and m.last_update_ms + expiration_ms <= now_ms
     ]
 
 

@@ -12,6 +12,7 @@ from replog.coordinator.transaction_metadata import (
     TxnState,
     complete,
     prepare_add_partitions,
+    prepare_dead,
 )
 from replog.coordinator.transaction_rules import (
     Answer,
@@ -19,6 +20,7 @@ from replog.coordinator.transaction_rules import (
     Refuse,
     abort_timed_out,
     add_partitions,
+    expired_ids,
     init_producer_id,
     timed_out,
     verify_partitions,
@@ -299,3 +301,16 @@ def test_answer_without_append_carries_no_record():
     add(d, pid, 0)
     decision = add_partitions(d.meta, d.tid, pid, 0, [TP], now_ms=0, version=2)
     assert decision == Answer(pid, 0)
+
+
+def test_idle_ids_expire_but_not_one_in_a_transaction():
+    d = Driver()
+    pid = init(d, now_ms=0).producer_id
+    assert expired_ids([d.meta], now_ms=999, expiration_ms=1000) == []
+    assert expired_ids([d.meta], now_ms=1000, expiration_ms=1000) == [d.meta]
+    add(d, pid, 0, now_ms=5)
+    assert expired_ids([d.meta], now_ms=10**9, expiration_ms=1000) == []  # Ongoing
+    end(d, pid, 0, False, now_ms=6)
+    (idle,) = expired_ids([d.meta], now_ms=1006, expiration_ms=1000)
+    pending, tombstone = prepare_dead(idle)
+    assert tombstone.state is TxnState.DEAD and pending.pending is TxnState.DEAD

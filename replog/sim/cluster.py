@@ -43,6 +43,9 @@ __all__ = ["CLUSTER_ID", "SimCluster", "SimNode"]
 CLUSTER_ID = "sim-cluster"
 SESSION_TIMEOUT_MS = 1500
 HEARTBEAT_INTERVAL_MS = 250
+# Preferred-leader elections on the run's time scale: a restarted node leads its partitions
+# again within seconds, so leaderships move away and back (and leader epochs pass a client by).
+LEADER_IMBALANCE_CHECK_MS = 2000
 # The brokers' settings: a lost message costs a follower its fetch's wait, timeout and
 # backoff (600 ms), well within the ISR's bound, so that a follower leaves the ISR for a
 # partition, a crash or a fenced session, not for one dropped fetch.
@@ -69,7 +72,10 @@ def controller_config(
     node_id: int, session_timeout_ms: int = SESSION_TIMEOUT_MS
 ) -> ControllerConfig:
     return ControllerConfig(
-        node_id=node_id, cluster_id=CLUSTER_ID, broker_session_timeout_ms=session_timeout_ms
+        node_id=node_id,
+        cluster_id=CLUSTER_ID,
+        broker_session_timeout_ms=session_timeout_ms,
+        leader_imbalance_check_interval_ms=LEADER_IMBALANCE_CHECK_MS,
     )
 
 

@@ -2,12 +2,15 @@
 by the runner between the loop's iterations; a break is `InvariantViolation`.
 
 Rules (Kafka's replication guarantees, docs/design/replication.md):
-- Replicas identical below the high watermark: every replica's batches below its HW, and every
+- Replicas identical below the high watermark: every replica's batches below its HW (a
+  follower's once its leader answered it in this role), and every
   batch a consumer is given, equal byte for byte the partition's committed history (the first
-  batch seen at each offset), unless more than `replicas - min.insync.replicas` replicas of
-  the partition lost power since that batch entered the history (then unsynced data may be
-  gone on enough replicas to lose it, and the history restarts there). A topic with
-  `flush.messages=1` is never excused: its replicas sync every append.
+  batch seen at each offset), unless committed data may be lost (`loss_excuse`; the history
+  then restarts there): more than `replicas - min.insync.replicas` replicas of the partition
+  lost power since that batch entered the history, or one that did was then elected leader
+  with fewer than min.insync.replicas in its ISR (the last replica standing; Kafka's KIP-966
+  keeps a replica that shut down uncleanly out of the ISR for this, which replog does not
+  yet do). A topic with `flush.messages=1` is never excused: its replicas sync every append.
 - A leader's HW never moves back within one leader epoch of one incarnation of its node.
 - Idempotence: a (producer id, producer epoch, base sequence) is in the committed history once.
 - A consumer is never given a record at or above the HW its answer states.
@@ -73,6 +76,8 @@ class PartitionHistory:
     sequences: dict[tuple[int, int, int], int] = field(default_factory=dict)  # -> base offset
     end: int = 0  # the offset after the last batch of the history
     resets: int = 0
+    # (leader, virtual ms the replay saw it) of each election with an ISR below min ISR.
+    short_isr_leaders: list[tuple[int, int]] = field(default_factory=list)
 
     def truncate(self, offset: int) -> None:
         for base in [b for b in self.batches if b >= offset]:
@@ -100,6 +105,7 @@ class DataChecker:
         self.checks = 0
         self.images_checked = 0
         self._found: list[str] = []  # breaks seen inside a call, raised at the next check
+        self.excused = 0  # committed batches found replaced where `loss_excuse` allowed it
 
     # --- the committed history --------------------------------------------------------------
 
@@ -122,15 +128,22 @@ class DataChecker:
             return made
         return None
 
-    def power_losses_since(self, history: PartitionHistory, since_ms: int) -> int:
-        """How many replicas of the partition lost power at or after `since_ms`."""
-        return len(
-            {
-                node
-                for at_ms, node in self._cluster.power_losses
-                if at_ms >= since_ms and node in history.replicas
-            }
-        )
+    def loss_excuse(self, history: PartitionHistory, since_ms: int) -> str | None:
+        """Why committed data of the partition seen at `since_ms` may be lost since (module
+        Rules), None when nothing excuses a loss."""
+        if history.flushed:
+            return None
+        since = [(at_ms, node) for at_ms, node in self._cluster.power_losses if at_ms >= since_ms]
+        lost = {node for _, node in since if node in history.replicas}
+        if len(lost) > len(history.replicas) - history.min_isr:
+            return f"{len(lost)} of its replicas {list(history.replicas)} lost power since"
+        for leader, seen_ms in history.short_isr_leaders:
+            if any(node == leader and at_ms <= seen_ms for at_ms, node in since):
+                return (
+                    f"node {leader} lost power since and was elected with an ISR below "
+                    "min.insync.replicas (no KIP-966 in replog)"
+                )
+        return None
 
     def observe(self, topic: str, partition: int, data: bytes, source: str) -> int:
         """Compare the batches `data` (committed ones, from `source`) with the history (module
@@ -154,15 +167,16 @@ class DataChecker:
                 if cut in history.batches and read_header(history.batches[cut]).next_offset <= base:
                     cut = base
                 since = history.seen_at_ms.get(cut, now)
-                excusable = self.power_losses_since(history, since)
-                if history.flushed or excusable <= len(history.replicas) - history.min_isr:
+                if self.loss_excuse(history, since) is None:
+                    lost = {n for at, n in self._cluster.power_losses if at >= since}
                     raise InvariantViolation(
                         f"at {now} ms {source}: {topic}-{partition}'s committed batch at offset "
-                        f"{base} differs from the committed history ({excusable} of its "
-                        f"replicas {list(history.replicas)} lost power since it was seen"
+                        f"{base}, seen at {since} ms, differs from the committed history (nodes "
+                        f"{sorted(lost)} lost power since, replicas {list(history.replicas)}"
                         f"{', flush.messages=1' if history.flushed else ''}): committed data "
                         "lost or replaced"
                     )
+                self.excused += 1
                 history.truncate(cut)
             if base > history.end:
                 continue  # a replica that restarted its log past the history: nothing to join
@@ -209,6 +223,13 @@ class DataChecker:
                 continue
             for (topic, index), replica in manager.partitions().items():
                 if topic not in self._topics or replica.stopped:
+                    continue
+                follower = replica.follower
+                answered = follower is not None and follower.caught_up is not None
+                if replica.leader_state is None and not answered:
+                    # A follower's HW is its checkpoint's until its leader first answers it: a
+                    # replica that was down may hold below it what a loss the checks excused
+                    # has since replaced, and truncates it on that answer.
                     continue
                 log = replica.log
                 key = (node.node_id, node.incarnation, topic, index)
@@ -276,9 +297,14 @@ class DataChecker:
 
     # --- metadata images --------------------------------------------------------------------
 
+    def follow_metadata(self, committed: bytes) -> None:
+        """Replay what is new in `committed`, the longest committed metadata log seen (the
+        elections `loss_excuse` reads are found here)."""
+        self._replay(committed)
+
     def check_images(self, committed: bytes) -> None:
-        """Replay what is new in `committed` (the longest committed metadata log seen), then
-        compare each broker's published image with the replay at its offset."""
+        """`follow_metadata`, then compare each broker's published image with the replay at
+        its offset."""
         self._replay(committed)
         for node in self._cluster.up_nodes():
             broker = node.broker
@@ -301,6 +327,20 @@ class DataChecker:
                     "replay of the committed metadata log"
                 )
 
+    def _note_short_isr_leaders(self, image: MetadataImage) -> None:
+        now = self._cluster.loop.now_ms()
+        for name, spec in self._topics.items():
+            topic = image.topics.by_name.get(name)
+            for index, registration in ({} if topic is None else topic.partitions).items():
+                history = self.history(name, index)
+                if (
+                    history is not None
+                    and registration.leader >= 0
+                    and len(registration.isr) < spec.min_isr
+                    and (registration.leader, now) not in history.short_isr_leaders
+                ):
+                    history.short_isr_leaders.append((registration.leader, now))
+
     def _replay(self, committed: bytes) -> None:
         image = self._image
         for position, size in iter_frames(committed, self._replayed):
@@ -314,6 +354,7 @@ class DataChecker:
                     assert record.value is not None
                     delta.replay(decode_record(record.value), record.offset)
                 image = delta.apply(provenance)
+                self._note_short_isr_leaders(image)
             self._images[header.next_offset] = image
             self._replayed = position + size
         self._image = image

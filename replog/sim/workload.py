@@ -58,6 +58,10 @@ PRODUCE_TIMEOUT_MS = 1500
 PRODUCE_EVERY_S = (0.02, 0.15)
 RETRY_BACKOFF_S = 0.1
 FETCH_WAIT_MS = 100
+# A consumer sometimes stops fetching for a while (its application is busy), keeping the
+# leader and epoch it knew: leaderships may move away and back meanwhile.
+CONSUMER_PAUSE_RATE = 0.1
+CONSUMER_PAUSE_S = (0.5, 3.0)
 FETCH_BYTES = 64 * 1024
 REFUSED_SEQUENCE = (
     OutOfOrderSequenceNumberError,
@@ -331,9 +335,12 @@ class _Consumer:
         self.leader: tuple[int, int] | None = None  # (leader, leader epoch) until an error
 
     async def run(self) -> None:
+        rng = self.workload.rng
         while True:
             if not await self.fetch_once():
                 await asyncio.sleep(RETRY_BACKOFF_S)
+            elif rng.random() < CONSUMER_PAUSE_RATE:
+                await asyncio.sleep(rng.uniform(*CONSUMER_PAUSE_S))
 
     async def fetch_once(self) -> bool:
         """One fetch from the leader; whether it was answered without an error."""

@@ -13,6 +13,7 @@ from quorum.raft import node as raft_node_module
 from quorum.raft.node import RaftNode
 from replog.replication.leader_state import PartitionLeaderState
 from replog.replication.producer_state import ProducerStateTable
+from replog.server import replica_manager
 from replog.server.raft_storage import RaftStorage
 from replog.sim.run import SimulationFailure, simulate
 
@@ -104,7 +105,13 @@ def _duplicates_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ProducerStateTable, "check_batches", lambda self, headers: None)
 
 
-LOST_ACKED = "acknowledged record lost|committed data lost or replaced"
+def _stale_epoch_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader answers a fetch naming another leader epoch than its own (KIP-320's check
+    skipped)."""
+    monkeypatch.setattr(replica_manager, "check_current_leader_epoch", lambda *args: None)
+
+
+LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record replaced"
 
 
 @pytest.mark.parametrize(
@@ -117,6 +124,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced"
         (_hw_before_isr, LOST_ACKED),
         (_acks_all_early, LOST_ACKED),
         (_duplicates_accepted, "an idempotent duplicate"),
+        (_stale_epoch_accepted, "a stale leader epoch accepted"),
     ],
     ids=[
         "fsync dropped",
@@ -126,6 +134,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced"
         "HW advanced before the ISR acks",
         "acks=all before min ISR",
         "idempotent duplicate accepted",
+        "stale leader epoch accepted",
     ],
 )
 def test_a_planted_bug_is_caught(

@@ -7,8 +7,9 @@ Rules (Kafka's replication guarantees, docs/design/replication.md):
   batch a consumer is given, equal byte for byte the partition's committed history (the first
   batch seen at each offset), unless committed data may be lost (`loss_excuse`; the history
   then restarts there): more than `replicas - min.insync.replicas` replicas of the partition
-  lost power since that batch entered the history, or one that did was then elected leader
-  with fewer than min.insync.replicas in its ISR (the last replica standing; Kafka's KIP-966
+  lost power since that batch entered the history, or one that lost power after the batch was
+  sent was then elected leader with fewer than min.insync.replicas in its ISR (the last
+  replica standing, whose HW may have counted what it had fetched but not synced; Kafka's KIP-966
   keeps a replica that shut down uncleanly out of the ISR for this, which replog does not
   yet do). A topic with `flush.messages=1` is never excused: its replicas sync every append.
 - A leader's HW never moves back within one leader epoch of one incarnation of its node.
@@ -128,20 +129,22 @@ class DataChecker:
             return made
         return None
 
-    def loss_excuse(self, history: PartitionHistory, since_ms: int) -> str | None:
-        """Why committed data of the partition seen at `since_ms` may be lost since (module
-        Rules), None when nothing excuses a loss."""
+    def loss_excuse(self, history: PartitionHistory, since_ms: int, written_ms: int) -> str | None:
+        """Why committed data of the partition seen (or acknowledged) at `since_ms`, first
+        sent at `written_ms`, may be lost since (module Rules), None when nothing excuses it.
+        The last replica standing may have lost it before `since_ms`: a replica counts in the
+        HW with what it fetched, and a power loss takes what it had not synced."""
         if history.flushed:
             return None
-        since = [(at_ms, node) for at_ms, node in self._cluster.power_losses if at_ms >= since_ms]
-        lost = {node for _, node in since if node in history.replicas}
+        losses = self._cluster.power_losses
+        lost = {node for at_ms, node in losses if at_ms >= since_ms and node in history.replicas}
         if len(lost) > len(history.replicas) - history.min_isr:
             return f"{len(lost)} of its replicas {list(history.replicas)} lost power since"
         for leader, seen_ms in history.short_isr_leaders:
-            if any(node == leader and at_ms <= seen_ms for at_ms, node in since):
+            if any(node == leader and written_ms <= at <= seen_ms for at, node in losses):
                 return (
-                    f"node {leader} lost power since and was elected with an ISR below "
-                    "min.insync.replicas (no KIP-966 in replog)"
+                    f"node {leader} lost power after it was written and was then elected with "
+                    "an ISR below min.insync.replicas (no KIP-966 in replog)"
                 )
         return None
 
@@ -167,7 +170,12 @@ class DataChecker:
                 if cut in history.batches and read_header(history.batches[cut]).next_offset <= base:
                     cut = base
                 since = history.seen_at_ms.get(cut, now)
-                if self.loss_excuse(history, since) is None:
+                written = (
+                    read_header(history.batches[cut]).base_timestamp
+                    if cut in history.batches
+                    else since
+                )
+                if self.loss_excuse(history, since, written) is None:
                     lost = {n for at, n in self._cluster.power_losses if at >= since}
                     raise InvariantViolation(
                         f"at {now} ms {source}: {topic}-{partition}'s committed batch at offset "

@@ -6,7 +6,8 @@ Rules:
 - `acked_batches_readable`: every acknowledged acks=all batch is given, at its offset and with
   the bytes its producer sent, by a fetch from its leader (so below the HW), unless the
   checker excuses a loss since it was acknowledged (`DataChecker.loss_excuse`: power losses
-  of more than `replicas - min.insync.replicas` replicas, or of the last replica standing);
+  of more than `replicas - min.insync.replicas` replicas since, or of the last replica
+  standing since it was sent);
   on a topic with `flush.messages=1`, whatever the power losses.
 """
 
@@ -70,7 +71,7 @@ async def acked_batches_readable(
     for acked in workload.acked:
         history = checker.history(acked.topic, acked.partition)
         assert history is not None
-        if checker.loss_excuse(history, acked.acked_ms) is not None:
+        if checker.loss_excuse(history, acked.acked_ms, acked.sent_ms) is not None:
             continue
         while (unreadable := await _unreadable(cluster, workload, acked)) is not None:
             if cluster.loop.time() > deadline:

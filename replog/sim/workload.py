@@ -41,6 +41,7 @@ from replog.errors import (
 )
 from replog.pb import controller_pb2 as pb
 from replog.record import build_batch
+from replog.record.header import read_header
 from replog.replication import messages as m
 from replog.server.broker_runtime import BrokerRuntime
 from replog.sim.cluster import SimCluster
@@ -87,6 +88,7 @@ class AckedBatch:
     partition: int
     base_offset: int
     payload: bytes  # the batch from its attributes on, as sent
+    sent_ms: int  # when its producer built it (its first send)
     acked_ms: int
     producer: str
 
@@ -309,6 +311,7 @@ class _Producer:
                             self.partition,
                             result.base_offset,
                             batch[PAYLOAD_START:],
+                            read_header(batch).base_timestamp,
                             workload.cluster.loop.now_ms(),
                             self.name,
                         )

@@ -111,16 +111,17 @@ def _stale_epoch_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replica_manager, "check_current_leader_epoch", lambda *args: None)
 
 
+LOST_COMMITS = "committed batch was lost or replaced|acknowledged topic creations lost"
 LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record replaced"
 
 
 @pytest.mark.parametrize(
     ("plant", "expected"),
     [
-        (_no_fsync, "committed batch was lost or replaced|acknowledged topic creations lost"),
-        (_any_log_wins, "committed batch was lost or replaced|acknowledged topic creations lost"),
+        (_no_fsync, f"{LOST_COMMITS}|below the high watermark"),
+        (_any_log_wins, LOST_COMMITS),
         (_votes_twice, "two leaders in quorum epoch|below the high watermark"),
-        (_no_truncation, "no progress"),
+        (_no_truncation, "no progress|not led and fully replicated in time"),
         (_hw_before_isr, LOST_ACKED),
         (_acks_all_early, LOST_ACKED),
         (_duplicates_accepted, "an idempotent duplicate"),

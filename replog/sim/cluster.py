@@ -1,6 +1,7 @@
-"""`SimCluster`: the nodes of one simulation run, each the real metadata-quorum shells of a
-combined node (Raft driver and storage, controller driver and service, the broker's lifecycle
-driver) on its own in-memory disk, all on one virtual loop and one simulated network.
+"""`SimCluster`: the nodes of one simulation run, each the real shells of a combined node (Raft
+driver and storage, controller driver and service, the broker role: `simulated_broker`, its
+lifecycle, replica manager and request cores) on its own in-memory disk, all on one virtual
+loop and one simulated network.
 
 Rules:
 - Everything random comes from the cluster's `random.Random` (each node's own generators are
@@ -9,24 +10,26 @@ Rules:
   clean stop runs, its disk keeps every write (`MemoryFileSystem.kill`). `power_loss(node)`
   is the same with only the synced data kept (`crash`, a torn tail possible). `start(node)`
   brings a stopped node back from its disk as a restart would.
-- A node's broker lifecycle hears of the metadata its node has committed (the high watermark
-  of its Raft driver), as a combined node's metadata publisher tells it.
+- A node's broker replays the metadata its node's Raft driver has committed (its stepped
+  listener), as a combined node's does; its ReplicaFetch servicer is in `fetch_services`
+  while the node runs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
+import uuid
 from dataclasses import dataclass, field
 
 from quorum.controller.controller_config import ControllerConfig
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
 from quorum.metadata.records import Endpoint
 from quorum.raft import RaftConfig, VoterAddress
-from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
+from replog.server.broker_runtime import BrokerRuntime
 from replog.server.controller_service import ControllerService
 from replog.server.raft_driver import RaftDriver
-from replog.sim.controller_link import sim_controller_links
+from replog.server.replica_fetch_service import ReplicaFetchService
+from replog.sim.broker_node import simulated_broker
 from replog.sim.controller_node import simulated_controller
 from replog.sim.network import SimNetwork
 from replog.sim.raft_link import SimRaftLink
@@ -40,7 +43,18 @@ __all__ = ["CLUSTER_ID", "SimCluster", "SimNode"]
 CLUSTER_ID = "sim-cluster"
 SESSION_TIMEOUT_MS = 1500
 HEARTBEAT_INTERVAL_MS = 250
-METADATA_FOLLOW_S = 0.05  # how often a lifecycle hears of its node's committed metadata
+# Preferred-leader elections on the run's time scale: a restarted node leads its partitions
+# again within seconds, so leaderships move away and back (and leader epochs pass a client by).
+LEADER_IMBALANCE_CHECK_MS = 2000
+# The brokers' settings: a lost message costs a follower its fetch's wait, timeout and
+# backoff (600 ms), well within the ISR's bound, so that a follower leaves the ISR for a
+# partition, a crash or a fenced session, not for one dropped fetch.
+BROKER_PROPERTIES = {
+    "replica.lag.time.max.ms": "1000",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.socket.timeout.ms": "300",
+    "replica.fetch.backoff.ms": "100",
+}
 
 
 def raft_config(node_ids: tuple[int, ...]) -> RaftConfig:
@@ -58,7 +72,10 @@ def controller_config(
     node_id: int, session_timeout_ms: int = SESSION_TIMEOUT_MS
 ) -> ControllerConfig:
     return ControllerConfig(
-        node_id=node_id, cluster_id=CLUSTER_ID, broker_session_timeout_ms=session_timeout_ms
+        node_id=node_id,
+        cluster_id=CLUSTER_ID,
+        broker_session_timeout_ms=session_timeout_ms,
+        leader_imbalance_check_interval_ms=LEADER_IMBALANCE_CHECK_MS,
     )
 
 
@@ -85,7 +102,7 @@ class SimNode:
     incarnation: int = 0
     tasks: SimTasks = field(default_factory=SimTasks)
     raft: RaftDriver | None = None
-    lifecycle: BrokerLifecycleDriver | None = None
+    broker: BrokerRuntime | None = None
 
     @property
     def up(self) -> bool:
@@ -104,6 +121,8 @@ class SimCluster:
         self.rng = rng
         self.raft_config = raft_config(node_ids)
         self.services: dict[int, ControllerService] = {}
+        self.fetch_services: dict[int, ReplicaFetchService] = {}
+        self.power_losses: list[tuple[int, int]] = []  # (virtual ms, node), oldest first
         self.nodes = {i: SimNode(i, MemoryFileSystem(clock=loop.now_ms)) for i in node_ids}
 
     def up_nodes(self) -> list[SimNode]:
@@ -131,27 +150,22 @@ class SimCluster:
         self.services[node_id] = simulated_controller(
             raft, controller_config(node_id), loop=loop, rng=random.Random(rng.getrandbits(64))
         )
-        lifecycle = BrokerLifecycleDriver(
+        broker = simulated_broker(
             lifecycle_config(node_id, self.node_ids),
-            {c: f"sim:{9000 + c}" for c in self.node_ids},
-            tasks=tasks,
-            clock=loop.now_ms,
+            raft,
+            loop=loop,
+            network=self.network,
+            disk=node.disk,
             rng=random.Random(rng.getrandbits(64)),
-            controller_links=sim_controller_links(self.network, node_id, self.services),
+            incarnation_id=uuid.UUID(int=rng.getrandbits(128)),
+            tasks=tasks,
+            controller_services=self.services,
+            fetch_services=self.fetch_services,
+            properties=BROKER_PROPERTIES,
         )
-        node.raft, node.lifecycle = raft, lifecycle
+        node.raft, node.broker = raft, broker
         tasks.spawn(raft.run(), name=f"node {node_id}'s Raft driver")
-        tasks.spawn(self._follow_metadata(node, node.incarnation), name="metadata follower")
-        lifecycle.set_ready_to_unfence()
-        lifecycle.start()
-
-    async def _follow_metadata(self, node: SimNode, incarnation: int) -> None:
-        while node.incarnation == incarnation and node.raft is not None:
-            assert node.lifecycle is not None
-            learned = node.raft.learned_high_watermark()
-            if learned is not None and learned > 0:
-                node.lifecycle.update_metadata_offset(learned - 1)
-            await asyncio.sleep(METADATA_FOLLOW_S)
+        tasks.spawn(broker.start(), name=f"node {node_id}'s broker start")
 
     def kill(self, node_id: int) -> None:
         """kill -9 (module Rules)."""
@@ -162,6 +176,7 @@ class SimCluster:
     def power_loss(self, node_id: int) -> None:
         """The node's power goes: only what it synced is left (module Rules)."""
         self._stop(node_id)
+        self.power_losses.append((self.loop.now_ms(), node_id))
         node = self.nodes[node_id]
         node.disk = node.disk.crash(random.Random(self.rng.getrandbits(64)))
 
@@ -172,8 +187,9 @@ class SimCluster:
         assert isinstance(transport, SimRaftLink)
         transport.shut()
         self.services.pop(node_id, None)
+        self.fetch_services.pop(node_id, None)
         node.tasks.cancel_all()
-        node.raft = node.lifecycle = None
+        node.raft = node.broker = None
 
     async def stop_all(self) -> None:
         """End of the run: every running node stops at once, its tasks finished."""

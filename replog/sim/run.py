@@ -1,16 +1,24 @@
 """One seeded simulation run of a replog cluster (`simulate`), as `replog sim` runs it.
 
 A run, all of it decided by its seed:
-1. Safety (`SAFETY_S` of virtual time): three or five nodes (combined, the real Raft,
-   controller and broker-lifecycle shells on in-memory disks, `cluster`); a client creates a
+1. Setup: the nodes start and the data topics are created (within `SETUP_BOUND_S`).
+2. Safety (`SAFETY_S` of virtual time): three or five nodes (combined, the real Raft,
+   controller and broker shells on in-memory disks, `cluster`); a client creates a
    topic every few hundred ms through whichever controller it believes active; the network
    delays, drops, duplicates and reorders messages at the seed's rates and partitions the
-   nodes; nodes are killed (kill -9), lose power alone or all together, and restart.
-   `SafetyChecker` runs after every iteration of the loop (the log rule every `LOG_CHECK_S`).
-2. Liveness: faults stop, the network heals, every node starts. Within `LIVENESS_BOUND_S` a
-   controller must lead, every broker be registered and unfenced, and a new topic be created.
-3. At the end every topic whose creation was acknowledged exists: a controller answers only
-   once the creation is committed, so no crash or power loss may lose it.
+   nodes; nodes are killed (kill -9), lose power alone or all together, and restart. The
+   data workload (`workload`) produces (acks 0, 1 and all, idempotent) and consumes.
+   `SafetyChecker` runs after every iteration of the loop (the log rule every `LOG_CHECK_S`),
+   `DataChecker` every `DATA_CHECK_S` and before every power loss (its images every
+   `IMAGE_CHECK_S`).
+3. Liveness: faults stop, the network heals, every node starts, the producers stop. Within
+   `LIVENESS_BOUND_S` a controller must lead, every broker be registered and unfenced, a new
+   topic be created, and every data partition have a leader and its full ISR.
+4. At the end every topic whose creation was acknowledged exists: a controller answers only
+   once the creation is committed, so no crash or power loss may lose it. Every acknowledged
+   acks=all batch is readable at its offset from its leader, unless more than `replicas -
+   min.insync.replicas` of its replicas lost power since it was acknowledged (and never on a
+   topic with `flush.messages=1`).
 A break raises `SimulationFailure`, whose message names the seed and the command that replays
 it; the same seed on the same code replays the run byte for byte.
 """
@@ -24,15 +32,27 @@ from dataclasses import dataclass, field
 from replog.pb import controller_pb2 as pb
 from replog.server.controller_service import ControllerService
 from replog.sim.cluster import SimCluster
+from replog.sim.data_invariants import DataChecker
+from replog.sim.data_liveness import (
+    READABLE_BOUND_S,
+    acked_batches_readable,
+    partitions_replicated,
+)
 from replog.sim.invariants import InvariantViolation, SafetyChecker
 from replog.sim.network import CallLost, NetworkFaults, SimNetwork
 from replog.sim.virtual_loop import VirtualLoop
+from replog.sim.workload import DataWorkload, topic_specs
 
 __all__ = ["SimReport", "SimulationFailure", "replay_command", "simulate"]
 
+# The data topics are created before the faults begin; at the seed's worst network (40 ms
+# delays, 5% of messages dropped) a healthy cluster may take over 10 s.
+SETUP_BOUND_S = 30.0
 SAFETY_S = 15.0
 LIVENESS_BOUND_S = 15.0
 LOG_CHECK_S = 0.05
+DATA_CHECK_S = 0.05
+IMAGE_CHECK_S = 1.0
 CLIENT_ID = 999
 CREATE_EVERY_S = (0.1, 0.5)
 CALL_TIMEOUT_S = 2.0
@@ -64,6 +84,9 @@ class SimReport:
     partitions: int = 0
     topics_acknowledged: int = 0
     checks: int = 0
+    data: dict[str, int] = field(default_factory=dict)
+    # Each acknowledged acks=all batch: (topic, partition, offset, virtual ms acknowledged).
+    acked: list[tuple[str, int, int, int]] = field(default_factory=list)
     events: list[tuple[int, str]] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -71,7 +94,9 @@ class SimReport:
             f"seed {self.seed}: clean ({self.nodes} nodes, {self.virtual_s:.1f} s simulated, "
             f"{self.kills} kills, {self.power_losses} power losses "
             f"({self.whole_cluster_power_losses} of every node), {self.partitions} partitions, "
-            f"{self.topics_acknowledged} topics acknowledged, {self.checks} checks)"
+            f"{self.topics_acknowledged} topics acknowledged, {self.checks} checks; "
+            + ", ".join(f"{count} {what}" for what, count in self.data.items())
+            + ")"
         )
 
 
@@ -90,26 +115,48 @@ def simulate(seed: int) -> SimReport:
     network = SimNetwork(loop, random.Random(rng.getrandbits(64)), faults)
     cluster = SimCluster(node_ids, loop, network, random.Random(rng.getrandbits(64)))
     checker = SafetyChecker(cluster)
-    run = _Run(cluster, report, random.Random(rng.getrandbits(64)))
+    specs = topic_specs(len(node_ids))
+    data_checker = DataChecker(cluster, specs)
+    workload = DataWorkload(cluster, data_checker, specs, random.Random(rng.getrandbits(64)))
+    run = _Run(cluster, report, random.Random(rng.getrandbits(64)), workload)
     main = loop.create_task(run.main())
-    next_log_check = 0.0
+    next_log_check = next_data_check = next_image_check = 0.0
     try:
         while not main.done():
             loop.run_once()
             checker.check_states()
-            if loop.time() >= next_log_check:
+            now = loop.time()
+            if now >= next_log_check:
                 checker.check_logs()
-                next_log_check = loop.time() + LOG_CHECK_S
+                next_log_check = now + LOG_CHECK_S
+            if now >= next_data_check:
+                data_checker.follow_metadata(checker.committed)
+                data_checker.check_replicas()
+                next_data_check = now + DATA_CHECK_S
+            if now >= next_image_check:
+                checker.check_logs()
+                data_checker.check_images(checker.committed)
+                next_image_check = now + IMAGE_CHECK_S
         main.result()
         checker.check_logs()
+        data_checker.check_replicas()
+        data_checker.check_images(checker.committed)
     except (InvariantViolation, AssertionError) as exc:
         raise SimulationFailure(seed, str(exc)) from exc
     finally:
+        workload.stop()
         loop.run_until_complete(cluster.stop_all())
         _end_every_task(loop)
         loop.close()
     report.virtual_s = loop.time()
     report.checks = checker.checks
+    report.data = {
+        **workload.counts,
+        "replica checks": data_checker.checks,
+        "images checked": data_checker.images_checked,
+        "excused losses": data_checker.excused,
+    }
+    report.acked = [(a.topic, a.partition, a.base_offset, a.acked_ms) for a in workload.acked]
     return report
 
 
@@ -125,10 +172,13 @@ def _end_every_task(loop: VirtualLoop) -> None:
 class _Run:
     """The workload, the faults and the end-of-run checks of one run."""
 
-    def __init__(self, cluster: SimCluster, report: SimReport, rng: random.Random) -> None:
+    def __init__(
+        self, cluster: SimCluster, report: SimReport, rng: random.Random, workload: DataWorkload
+    ) -> None:
         self.cluster = cluster
         self.report = report
         self.rng = rng
+        self.workload = workload
         self.acknowledged: set[str] = set()
         self.created = 0
         self.controller_hint: int | None = None
@@ -141,17 +191,35 @@ class _Run:
         for node_id in cluster.node_ids:
             cluster.start(node_id)
         client = asyncio.ensure_future(self.create_topics_forever())
+        workload = self.workload
+        workload.start()
+        try:
+            async with asyncio.timeout(SETUP_BOUND_S):
+                await workload.create_topics()
+        except TimeoutError:
+            raise InvariantViolation(
+                f"the data topics were not created within {SETUP_BOUND_S:.0f} s of a healthy start"
+            ) from None
+        self.note("data topics created")
         await self.faults(SAFETY_S)
         cluster.network.heal()
         for node in cluster.nodes.values():
             if not node.up:
                 cluster.start(node.node_id)
+        workload.stop_producing()
         self.note("faults stop")
+        deadline = cluster.loop.time() + LIVENESS_BOUND_S
         await self.until_live()
         client.cancel()
         await asyncio.gather(client, return_exceptions=True)
+        await partitions_replicated(cluster, workload.specs, deadline)
+        self.note("data partitions replicated")
         await self.acknowledged_topics_exist()
         self.report.topics_acknowledged = len(self.acknowledged)
+        await acked_batches_readable(cluster, workload, workload.checker, READABLE_BOUND_S)
+        workload.stop()
+        if workload.tasks.failures:
+            raise InvariantViolation(f"a client task failed: {workload.tasks.failures[0]}")
 
     # --- faults -------------------------------------------------------------------------------
 
@@ -181,10 +249,12 @@ class _Run:
                 self.note(f"kill -9 node {victim}")
             elif roll < 0.65 and up:
                 victim = rng.choice(up)
+                self.workload.checker.check_replicas()  # what is committed is seen before
                 cluster.power_loss(victim)
                 self.report.power_losses += 1
                 self.note(f"power loss of node {victim}")
             elif roll < 0.68 and up:
+                self.workload.checker.check_replicas()
                 for victim in up:
                     cluster.power_loss(victim)
                 self.report.power_losses += len(up)

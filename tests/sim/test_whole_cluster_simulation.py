@@ -1,6 +1,7 @@
-"""`replog.sim.run`: seeded runs of the cluster's real metadata-quorum shells under faults are
-clean, a seed replays byte for byte, and the checks catch planted bugs (each planted here by
-patching one rule of the real code, never by a switch in it)."""
+"""`replog.sim.run`: seeded runs of the cluster's real shells (metadata quorum and broker data
+plane) under faults are clean, a seed replays byte for byte, its producers' and consumers'
+work included, and the checks catch planted bugs (each planted here by patching one rule of
+the real code, never by a switch in it)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import pytest
 
 from quorum.raft import node as raft_node_module
 from quorum.raft.node import RaftNode
+from replog.replication.leader_state import PartitionLeaderState
+from replog.replication.producer_state import ProducerStateTable
+from replog.server import replica_manager
 from replog.server.raft_storage import RaftStorage
 from replog.sim.run import SimulationFailure, simulate
 
@@ -28,6 +32,8 @@ def test_a_seed_replays_byte_for_byte() -> None:
     first, again = simulate(3), simulate(3)
     assert first.events == again.events and first.events
     assert first.summary() == again.summary()
+    assert first.data == again.data and first.acked == again.acked
+    assert first.acked and first.data["consumed"] > 0 and first.data["images checked"] > 0
     assert simulate(4).events != first.events
 
 
@@ -75,15 +81,62 @@ def _no_truncation(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
+def _hw_before_isr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition leader moves its high watermark to its own log end, not waiting for the
+    ISR to fetch."""
+
+    def to_log_end(self: PartitionLeaderState, leader_log_end_offset: int, now_ms: int) -> bool:
+        if leader_log_end_offset <= self._high_watermark:
+            return False
+        self._high_watermark = leader_log_end_offset
+        return True
+
+    monkeypatch.setattr(PartitionLeaderState, "_maybe_increment_high_watermark", to_log_end)
+
+
+def _acks_all_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    """acks=all is answered once appended on the leader, before min.insync.replicas hold it."""
+    monkeypatch.setattr(PartitionLeaderState, "acks_all_outcome", lambda self, offset: (True, None))
+    monkeypatch.setattr(PartitionLeaderState, "check_enough_replicas", lambda self: None)
+
+
+def _duplicates_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader appends an idempotent producer's retry of a batch it already holds."""
+    monkeypatch.setattr(ProducerStateTable, "check_batches", lambda self, headers: None)
+
+
+def _stale_epoch_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader answers a fetch naming another leader epoch than its own (KIP-320's check
+    skipped)."""
+    monkeypatch.setattr(replica_manager, "check_current_leader_epoch", lambda *args: None)
+
+
+LOST_COMMITS = "committed batch was lost or replaced|acknowledged topic creations lost"
+LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record replaced"
+
+
 @pytest.mark.parametrize(
     ("plant", "expected"),
     [
-        (_no_fsync, "committed batch was lost or replaced|acknowledged topic creations lost"),
-        (_any_log_wins, "committed batch was lost or replaced|acknowledged topic creations lost"),
+        (_no_fsync, f"{LOST_COMMITS}|below the high watermark"),
+        (_any_log_wins, LOST_COMMITS),
         (_votes_twice, "two leaders in quorum epoch|below the high watermark"),
-        (_no_truncation, "no progress"),
+        (_no_truncation, "no progress|not led and fully replicated in time"),
+        (_hw_before_isr, LOST_ACKED),
+        (_acks_all_early, LOST_ACKED),
+        (_duplicates_accepted, "an idempotent duplicate"),
+        (_stale_epoch_accepted, "a stale leader epoch accepted"),
     ],
-    ids=["fsync dropped", "stale log elected", "two votes in an epoch", "truncation skipped"],
+    ids=[
+        "fsync dropped",
+        "stale log elected",
+        "two votes in an epoch",
+        "truncation skipped",
+        "HW advanced before the ISR acks",
+        "acks=all before min ISR",
+        "idempotent duplicate accepted",
+        "stale leader epoch accepted",
+    ],
 )
 def test_a_planted_bug_is_caught(
     plant: Callable[[pytest.MonkeyPatch], None], expected: str, monkeypatch: pytest.MonkeyPatch

@@ -1,0 +1,368 @@
+"""What must hold of the data plane at every moment of a simulation run (`DataChecker`), checked
+by the runner between the loop's iterations; a break is `InvariantViolation`.
+
+Rules (Kafka's replication guarantees, docs/design/replication.md):
+- Replicas identical below the high watermark: every replica's batches below its HW (a
+  follower's once its leader answered it in this role), and every
+  batch a consumer is given, equal byte for byte the partition's committed history (the first
+  batch seen at each offset), unless committed data may be lost (`loss_excuse`; the history
+  then restarts there): more than `replicas - min.insync.replicas` replicas of the partition
+  lost power since that batch entered the history, or one that lost power after the batch was
+  sent was then elected leader with fewer than min.insync.replicas in its ISR (the last
+  replica standing, whose HW may have counted what it had fetched but not synced; Kafka's KIP-966
+  keeps a replica that shut down uncleanly out of the ISR for this, which replog does not
+  yet do). A topic with `flush.messages=1` is never excused: its replicas sync every append.
+- A leader's HW never moves back within one leader epoch of one incarnation of its node.
+- Idempotence: a (producer id, producer epoch, base sequence) is in the committed history once.
+- A consumer is never given a record at or above the HW its answer states.
+- Fencing (KIP-320): a fetch naming a leader epoch is answered without an error only by a
+  replica that leads in that epoch, at the moment it answers (`check_fenced`, at the broker;
+  a break found there is raised at the next check, since the call's own error would go to
+  the client).
+- Each broker's metadata image equals the replay of the committed metadata log up to the
+  image's offset (`check_images`, at check points).
+The cost stays incremental: each replica (node, incarnation, partition) is read only from the
+offset where the last check stopped; the metadata log is replayed once, batch by batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from quorum.metadata.delta import MetadataDelta
+from quorum.metadata.image import MetadataImage, MetadataProvenance
+from quorum.metadata.record_codec import decode_record
+from quorum.metadata.snapshot import image_to_records
+from replog.record import RecordBatch
+from replog.record.header import iter_frames, read_header
+from replog.replication.messages import FetchRequest, FetchResponse
+from replog.server.broker_runtime import BrokerRuntime
+from replog.sim.cluster import SimCluster
+from replog.sim.invariants import InvariantViolation
+
+__all__ = ["DataChecker", "PartitionHistory", "TopicSpec"]
+
+READ_BYTES = 1 << 20
+CONTROL_ATTRIBUTE = 0x20
+PAYLOAD_START = 21  # a batch's bytes from its attributes on: what its producer sent
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A data topic of the run as its creator asked for it."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    min_isr: int
+    flushed: bool  # flush.messages=1
+
+    def configs(self) -> dict[str, str]:
+        configs = {"min.insync.replicas": str(self.min_isr)}
+        if self.flushed:
+            configs["flush.messages"] = "1"
+        return configs
+
+
+@dataclass
+class PartitionHistory:
+    """One partition's committed history as the run has seen it."""
+
+    replicas: tuple[int, ...]
+    min_isr: int
+    flushed: bool
+    batches: dict[int, bytes] = field(default_factory=dict)  # base offset -> batch
+    seen_at_ms: dict[int, int] = field(default_factory=dict)  # base offset -> when first seen
+    sequences: dict[tuple[int, int, int], int] = field(default_factory=dict)  # -> base offset
+    end: int = 0  # the offset after the last batch of the history
+    resets: int = 0
+    # (leader, virtual ms the replay saw it) of each election with an ISR below min ISR.
+    short_isr_leaders: list[tuple[int, int]] = field(default_factory=list)
+
+    def truncate(self, offset: int) -> None:
+        for base in [b for b in self.batches if b >= offset]:
+            data = self.batches.pop(base)
+            self.seen_at_ms.pop(base)
+            header = read_header(data)
+            if header.producer_id >= 0:
+                key = (header.producer_id, header.producer_epoch, header.base_sequence)
+                if self.sequences.get(key) == base:
+                    del self.sequences[key]
+        self.end = min(self.end, offset)
+        self.resets += 1
+
+
+class DataChecker:
+    def __init__(self, cluster: SimCluster, topics: Iterable[TopicSpec]) -> None:
+        self._cluster = cluster
+        self._topics = {spec.name: spec for spec in topics}
+        self.histories: dict[tuple[str, int], PartitionHistory] = {}
+        self._checked_to: dict[tuple[int, int, str, int], int] = {}  # replica -> offset
+        self._leader_hws: dict[tuple[int, int, str, int, int], int] = {}
+        self._images: dict[int, MetadataImage] = {0: MetadataImage.EMPTY}  # end offset -> image
+        self._replayed = 0  # bytes of the committed metadata log replayed
+        self._image = MetadataImage.EMPTY
+        self.checks = 0
+        self.images_checked = 0
+        self._found: list[str] = []  # breaks seen inside a call, raised at the next check
+        self.excused = 0  # committed batches found replaced where `loss_excuse` allowed it
+
+    # --- the committed history --------------------------------------------------------------
+
+    def history(self, topic: str, partition: int) -> PartitionHistory | None:
+        """The partition's history, made once a broker's image names it."""
+        key = (topic, partition)
+        known = self.histories.get(key)
+        if known is not None:
+            return known
+        spec = self._topics[topic]
+        for node in self._cluster.up_nodes():
+            entry = None if node.broker is None else node.broker.image.topics.by_name.get(topic)
+            if entry is None or partition not in entry.partitions:
+                continue
+            made = self.histories[key] = PartitionHistory(
+                replicas=tuple(entry.partitions[partition].replicas),
+                min_isr=spec.min_isr,
+                flushed=spec.flushed,
+            )
+            return made
+        return None
+
+    def loss_excuse(self, history: PartitionHistory, since_ms: int, written_ms: int) -> str | None:
+        """Why committed data of the partition seen (or acknowledged) at `since_ms`, first
+        sent at `written_ms`, may be lost since (module Rules), None when nothing excuses it.
+        The last replica standing may have lost it before `since_ms`: a replica counts in the
+        HW with what it fetched, and a power loss takes what it had not synced."""
+        if history.flushed:
+            return None
+        losses = self._cluster.power_losses
+        lost = {node for at_ms, node in losses if at_ms >= since_ms and node in history.replicas}
+        if len(lost) > len(history.replicas) - history.min_isr:
+            return f"{len(lost)} of its replicas {list(history.replicas)} lost power since"
+        for leader, seen_ms in history.short_isr_leaders:
+            if any(node == leader and written_ms <= at <= seen_ms for at, node in losses):
+                return (
+                    f"node {leader} lost power after it was written and was then elected with "
+                    "an ISR below min.insync.replicas (no KIP-966 in replog)"
+                )
+        return None
+
+    def observe(self, topic: str, partition: int, data: bytes, source: str) -> int:
+        """Compare the batches `data` (committed ones, from `source`) with the history (module
+        Rules); returns the offset after the last one."""
+        history = self.history(topic, partition)
+        if history is None:
+            raise InvariantViolation(f"{source} holds {topic}-{partition}, which no image names")
+        now = self._cluster.loop.now_ms()
+        after = -1
+        for position, size in iter_frames(data):
+            batch = data[position : position + size]
+            header = read_header(batch)
+            base = header.base_offset
+            after = header.next_offset
+            known = history.batches.get(base)
+            if known == batch:
+                continue
+            if known is not None or base < history.end:
+                # The history's batch holding `base` (or the first after it) is replaced.
+                cut = max((b for b in history.batches if b <= base), default=base)
+                if cut in history.batches and read_header(history.batches[cut]).next_offset <= base:
+                    cut = base
+                since = history.seen_at_ms.get(cut, now)
+                written = (
+                    read_header(history.batches[cut]).base_timestamp
+                    if cut in history.batches
+                    else since
+                )
+                if self.loss_excuse(history, since, written) is None:
+                    lost = {n for at, n in self._cluster.power_losses if at >= since}
+                    raise InvariantViolation(
+                        f"at {now} ms {source}: {topic}-{partition}'s committed batch at offset "
+                        f"{base}, seen at {since} ms, differs from the committed history (nodes "
+                        f"{sorted(lost)} lost power since, replicas {list(history.replicas)}"
+                        f"{', flush.messages=1' if history.flushed else ''}): committed data "
+                        "lost or replaced"
+                    )
+                self.excused += 1
+                history.truncate(cut)
+            if base > history.end:
+                continue  # a replica that restarted its log past the history: nothing to join
+            self._add(history, topic, partition, header.producer_id, batch, now, source)
+        return after
+
+    def _add(
+        self,
+        history: PartitionHistory,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        batch: bytes,
+        now: int,
+        source: str,
+    ) -> None:
+        header = read_header(batch)
+        if producer_id >= 0 and not header.attributes & CONTROL_ATTRIBUTE:
+            key = (producer_id, header.producer_epoch, header.base_sequence)
+            twice = history.sequences.get(key)
+            if twice is not None:
+                raise InvariantViolation(
+                    f"at {now} ms {source}: {topic}-{partition} holds producer {producer_id} "
+                    f"epoch {header.producer_epoch} sequence {header.base_sequence} twice, at "
+                    f"offsets {twice} and {header.base_offset}: an idempotent duplicate"
+                )
+            history.sequences[key] = header.base_offset
+        history.batches[header.base_offset] = batch
+        history.seen_at_ms[header.base_offset] = now
+        history.end = header.next_offset
+
+    # --- replicas ---------------------------------------------------------------------------
+
+    def check_replicas(self) -> None:
+        """Every replica's new committed batches against the history; leaders' HWs."""
+        self.checks += 1
+        if self._found:
+            raise InvariantViolation(self._found[0])
+        now = self._cluster.loop.now_ms()
+        for node in self._cluster.up_nodes():
+            broker = node.broker
+            manager = None if broker is None else broker.replica_manager
+            if manager is None:
+                continue
+            for (topic, index), replica in manager.partitions().items():
+                if topic not in self._topics or replica.stopped:
+                    continue
+                follower = replica.follower
+                answered = follower is not None and follower.caught_up is not None
+                if replica.leader_state is None and not answered:
+                    # A follower's HW is its checkpoint's until its leader first answers it: a
+                    # replica that was down may hold below it what a loss the checks excused
+                    # has since replaced, and truncates it on that answer.
+                    continue
+                log = replica.log
+                key = (node.node_id, node.incarnation, topic, index)
+                leader = replica.leader_state
+                if leader is not None:
+                    epoch_key = (*key, leader.leader_epoch)
+                    last = self._leader_hws.get(epoch_key, -1)
+                    if leader.high_watermark < last:
+                        raise InvariantViolation(
+                            f"at {now} ms node {node.node_id}'s leader of {topic}-{index} moved "
+                            f"its high watermark back from {last} to {leader.high_watermark} "
+                            f"in leader epoch {leader.leader_epoch}"
+                        )
+                    self._leader_hws[epoch_key] = leader.high_watermark
+                checked = min(self._checked_to.get(key, 0), log.log_end_offset)
+                high_watermark = log.high_watermark
+                source = f"node {node.node_id}'s replica"
+                while checked < high_watermark:
+                    data = log.read(max(checked, log.log_start_offset), READ_BYTES, high_watermark)
+                    after = self.observe(topic, index, data, source) if data else -1
+                    if after <= checked:
+                        break
+                    checked = after
+                self._checked_to[key] = checked
+
+    def check_fenced(
+        self,
+        broker: BrokerRuntime,
+        node_id: int,
+        request: FetchRequest,
+        answer: FetchResponse,
+        consumer: str,
+    ) -> None:
+        """The fencing rule (module Rules) for `answer`, which node `node_id`'s `broker` gives
+        `consumer` now."""
+        manager = broker.replica_manager
+        for asked, result in zip(request.partitions, answer.partitions, strict=True):
+            if result.error is not None or asked.current_leader_epoch < 0:
+                continue
+            replica = None if manager is None else manager.partition(asked.topic, asked.partition)
+            leading = None if replica is None else replica.leader_state
+            if leading is None or leading.leader_epoch != asked.current_leader_epoch:
+                self._found.append(
+                    f"at {self._cluster.loop.now_ms()} ms node {node_id} answered {consumer}'s "
+                    f"fetch at leader epoch {asked.current_leader_epoch} without an error, "
+                    f"leading {asked.topic}-{asked.partition} "
+                    f"{'not at all' if leading is None else f'in epoch {leading.leader_epoch}'}"
+                    ": a stale leader epoch accepted"
+                )
+
+    def check_consumed(
+        self, topic: str, partition: int, data: bytes, high_watermark: int, consumer: str
+    ) -> int:
+        """A consumer's answer: below its HW and equal to the history; the offset after it."""
+        now = self._cluster.loop.now_ms()
+        for position, _ in iter_frames(data):
+            header = read_header(data, position)
+            if header.last_offset >= high_watermark:
+                raise InvariantViolation(
+                    f"at {now} ms {consumer} was given {topic}-{partition} offsets "
+                    f"{header.base_offset}-{header.last_offset}, at or above the high watermark "
+                    f"{high_watermark} of the same answer"
+                )
+        return self.observe(topic, partition, data, consumer)
+
+    # --- metadata images --------------------------------------------------------------------
+
+    def follow_metadata(self, committed: bytes) -> None:
+        """Replay what is new in `committed`, the longest committed metadata log seen (the
+        elections `loss_excuse` reads are found here)."""
+        self._replay(committed)
+
+    def check_images(self, committed: bytes) -> None:
+        """`follow_metadata`, then compare each broker's published image with the replay at
+        its offset."""
+        self._replay(committed)
+        for node in self._cluster.up_nodes():
+            broker = node.broker
+            if broker is None:
+                continue
+            image = broker.image
+            end = image.provenance.last_offset + 1
+            if end <= 0 or end > self._image.provenance.last_offset + 1:
+                continue  # not published yet, or beyond what the run has seen committed
+            expected = self._images.get(end)
+            if expected is None:
+                raise InvariantViolation(
+                    f"node {node.node_id}'s metadata image ends at offset {end - 1}, which is "
+                    "not the end of a committed batch"
+                )
+            self.images_checked += 1
+            if image_to_records(image) != image_to_records(expected):
+                raise InvariantViolation(
+                    f"node {node.node_id}'s metadata image at offset {end - 1} differs from a "
+                    "replay of the committed metadata log"
+                )
+
+    def _note_short_isr_leaders(self, image: MetadataImage) -> None:
+        now = self._cluster.loop.now_ms()
+        for name, spec in self._topics.items():
+            topic = image.topics.by_name.get(name)
+            for index, registration in ({} if topic is None else topic.partitions).items():
+                history = self.history(name, index)
+                if (
+                    history is not None
+                    and registration.leader >= 0
+                    and len(registration.isr) < spec.min_isr
+                    and (registration.leader, now) not in history.short_isr_leaders
+                ):
+                    history.short_isr_leaders.append((registration.leader, now))
+
+    def _replay(self, committed: bytes) -> None:
+        image = self._image
+        for position, size in iter_frames(committed, self._replayed):
+            header = read_header(committed, position)
+            provenance = MetadataProvenance(header.last_offset, header.partition_leader_epoch)
+            if header.attributes & CONTROL_ATTRIBUTE:
+                image = replace(image, provenance=provenance)
+            else:
+                delta = MetadataDelta(image)
+                for record in RecordBatch.parse(committed, position):
+                    assert record.value is not None
+                    delta.replay(decode_record(record.value), record.offset)
+                image = delta.apply(provenance)
+                self._note_short_isr_leaders(image)
+            self._images[header.next_offset] = image
+            self._replayed = position + size
+        self._image = image

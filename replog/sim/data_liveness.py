@@ -1,0 +1,116 @@
+"""The data plane's end-of-run checks, once faults stopped (`replog.sim.run` calls them).
+
+Rules:
+- `partitions_replicated`: before the deadline, every data partition has a leader and its full
+  ISR in every running broker's image, and its leader's replica leads in that epoch.
+- `acked_batches_readable`: every acknowledged acks=all batch is given, at its offset and with
+  the bytes its producer sent, by a fetch from its leader (so below the HW), unless the
+  checker excuses a loss since it was acknowledged (`DataChecker.loss_excuse`: power losses
+  of more than `replicas - min.insync.replicas` replicas since, or of the last replica
+  standing since it was sent);
+  on a topic with `flush.messages=1`, whatever the power losses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from replog.record.header import iter_frames, read_header
+from replog.replication import messages as m
+from replog.sim.cluster import SimCluster
+from replog.sim.data_invariants import PAYLOAD_START, DataChecker, TopicSpec
+from replog.sim.invariants import InvariantViolation
+from replog.sim.workload import AckedBatch, DataWorkload
+
+__all__ = ["READABLE_BOUND_S", "acked_batches_readable", "partitions_replicated"]
+
+POLL_S = 0.1
+READABLE_BOUND_S = 5.0
+
+
+def _unreplicated(cluster: SimCluster, specs: tuple[TopicSpec, ...]) -> list[str]:
+    """What keeps the data partitions from being led and fully replicated, in words."""
+    missing: list[str] = []
+    for node in cluster.up_nodes():
+        broker = node.broker
+        if broker is None or broker.replica_manager is None:
+            missing.append(f"node {node.node_id}'s data plane is not up")
+            continue
+        for spec in specs:
+            topic = broker.image.topics.by_name.get(spec.name)
+            for index in range(spec.partitions):
+                registration = None if topic is None else topic.partitions.get(index)
+                where = f"{spec.name}-{index} in node {node.node_id}'s image"
+                if registration is None:
+                    missing.append(f"{where}: absent")
+                elif registration.leader < 0:
+                    missing.append(f"{where}: no leader")
+                elif sorted(registration.isr) != sorted(registration.replicas):
+                    missing.append(f"{where}: ISR {list(registration.isr)}")
+    return missing
+
+
+async def partitions_replicated(
+    cluster: SimCluster, specs: tuple[TopicSpec, ...], deadline: float
+) -> None:
+    """Module Rules; `deadline`: virtual seconds."""
+    while missing := _unreplicated(cluster, specs):
+        if cluster.loop.time() > deadline:
+            raise InvariantViolation(
+                f"data partitions not led and fully replicated in time: {missing[:4]}"
+            )
+        await asyncio.sleep(POLL_S)
+
+
+async def acked_batches_readable(
+    cluster: SimCluster, workload: DataWorkload, checker: DataChecker, bound_s: float
+) -> None:
+    """Module Rules; a new leader's HW reaches what it holds only once its followers fetch
+    it, so a batch not yet readable is asked again until `bound_s` virtual seconds pass."""
+    deadline = cluster.loop.time() + bound_s
+    for acked in workload.acked:
+        history = checker.history(acked.topic, acked.partition)
+        assert history is not None
+        if checker.loss_excuse(history, acked.acked_ms, acked.sent_ms) is not None:
+            continue
+        while (unreadable := await _unreadable(cluster, workload, acked)) is not None:
+            if cluster.loop.time() > deadline:
+                raise InvariantViolation(unreadable)
+            await asyncio.sleep(POLL_S)
+
+
+async def _unreadable(cluster: SimCluster, workload: DataWorkload, acked: AckedBatch) -> str | None:
+    """Why `acked` cannot be read back from its leader now, None when it can."""
+    lost = sorted({n for at, n in cluster.power_losses if at >= acked.acked_ms})
+    found = workload.leader_of(acked.topic, acked.partition)
+    broker = None if found is None else cluster.nodes[found[0]].broker
+    if found is None or broker is None:
+        return f"{acked.topic}-{acked.partition} has no running leader"
+    request = m.FetchRequest(
+        (m.FetchPartition(acked.topic, acked.partition, acked.base_offset, 1 << 16),),
+        max_wait_ms=0,
+    )
+    answer = broker.service.fetch(request)
+    result = (answer if isinstance(answer, m.FetchResponse) else await answer).partitions[0]
+    data = result.records
+    header = next((read_header(data, p) for p, _ in iter_frames(data)), None)
+    if result.error is not None or header is None or header.base_offset != acked.base_offset:
+        if result.error is not None:
+            answered = f"{result.error.error_name}: {result.error}"
+        elif header is None:
+            answered = "no records"
+        else:
+            answered = f"a batch at offset {header.base_offset}"
+        return (
+            f"{acked.producer}'s acks=all batch acknowledged at {acked.acked_ms} ms at "
+            f"{acked.topic}-{acked.partition} offset {acked.base_offset} is not readable "
+            f"there (nodes {lost} lost power since; its leader, node {found[0]}, answers "
+            f"{answered}, high watermark {result.high_watermark}): an acknowledged record lost"
+        )
+    if data[PAYLOAD_START : header.size_in_bytes] != acked.payload:
+        return (
+            f"{acked.producer}'s acks=all batch at {acked.topic}-{acked.partition} offset "
+            f"{acked.base_offset} holds other records than it sent: an acknowledged record "
+            "replaced"
+        )
+    return None

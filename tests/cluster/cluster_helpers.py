@@ -34,6 +34,7 @@ from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
 from replog.record import iter_batches
+from replog.wire.grpc_reconnect import CONNECTION_SETUP_TIMEOUT_MS
 from tests.local_ports import KAFKA_PORT_OFFSET
 
 # `cluster start` arguments for a bare Raft log: the nodes run no controller, and
@@ -54,16 +55,12 @@ REPLICATION_HEADER = [
 ]
 # Each channel its own connection, retried quickly: by default gRPC shares one connection per
 # address between channels, and after the node was down it fails fast for up to 1 s and more.
-# gRPC's "min reconnect backoff" is no backoff: it is the least time a connection attempt gets
-# (connect and the server's SETTINGS frame; at least 100 ms, 20 s by default). At 50 a dial to
-# a node busy for a tenth of a second on a loaded machine failed the call UNAVAILABLE
-# ("connection attempt timed out before receiving SETTINGS frame"); a node that is down
-# refuses at once whatever it is, and each call's own timeout bounds the wait.
-CONNECT_TIMEOUT_MS = 10_000  # Kafka's socket.connection.setup.timeout.ms
+# A connection attempt gets what replog's own channels give it (replog/wire/grpc_reconnect.py:
+# gRPC's "min reconnect backoff" is that time, not a backoff).
 CHANNEL_OPTIONS = [
     ("grpc.use_local_subchannel_pool", 1),
     ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
+    ("grpc.min_reconnect_backoff_ms", CONNECTION_SETUP_TIMEOUT_MS),
     ("grpc.max_reconnect_backoff_ms", 100),
 ]
 

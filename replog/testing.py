@@ -237,8 +237,11 @@ class FakeKafkaBroker:
         except (asyncio.IncompleteReadError, ConnectionError):
             return
         finally:
-            self._writers.discard(writer)
+            # Its task ends only once the transport is gone: `stop` waits for every task.
             writer.close()
+            with contextlib.suppress(OSError):  # how the connection ended: not the test's
+                await writer.wait_closed()
+            self._writers.discard(writer)
 
     def drop_connections(self) -> None:
         """Close every client connection now (a broker restart, as the client sees it)."""
@@ -250,12 +253,21 @@ class FakeKafkaBroker:
         self._loop.call_soon_threadsafe(drop)
 
     def stop(self) -> None:
+        """Stop listening and close every connection, waiting until each transport is gone:
+        a connection accepted moments ago, whose handler has not run yet, included (the loop
+        is closed next, and a transport it never closed would be left open)."""
+
         async def close() -> None:
             assert self._server is not None
             self._server.close()
-            for writer in list(self._writers):
-                writer.close()
-            await self._server.wait_closed()
+            # A connection's tasks (its accept, then its `_serve`) end after its transport is
+            # gone; one accepted late shows its writer only once its `_serve` has run, so the
+            # writers are looked at again until no task is left.
+            me = asyncio.current_task()
+            while others := asyncio.all_tasks() - {me}:
+                for writer in list(self._writers):
+                    writer.transport.abort()
+                await asyncio.wait(others, timeout=0.01)
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -5,6 +5,9 @@ length of a `with` block."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import threading
 from pathlib import Path
 
 import grpc
@@ -19,6 +22,7 @@ from replog.kafka.messages.init_producer_id_response import InitProducerIdRespon
 from replog.kafka.messages.metadata_request import MetadataRequest
 from replog.testing import (
     LOCAL_KAFKA_PORT_OFFSETS,
+    FakeKafkaBroker,
     ManualClock,
     local_cluster,
     running_fake_kafka_broker,
@@ -56,6 +60,30 @@ def test_the_fake_kafka_broker_answers_what_the_test_scripts() -> None:
         assert broker.calls["InitProducerId"] == 2
         assert broker.calls["Metadata"] == 1
         assert [api for api, _, _ in broker.requests].count("ApiVersions") == 2
+
+
+class SlowToServe(FakeKafkaBroker):
+    """A fake whose connections' handlers start late, as on a busy machine."""
+
+    def __init__(self) -> None:
+        self.accepted = threading.Event()
+        super().__init__()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.accepted.set()
+        await asyncio.sleep(0.3)  # not serving yet when `stop` comes
+        await super()._serve(reader, writer)
+
+
+def test_the_fake_kafka_broker_stops_a_connection_whose_handler_has_not_run() -> None:
+    """Its transport is closed before the fake's loop is: never left open (a ResourceWarning
+    whenever it is collected, in whatever test runs then)."""
+    broker = SlowToServe()
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as client:
+        assert broker.accepted.wait(10)
+        broker.stop()
+        with contextlib.suppress(ConnectionResetError):  # the fake aborts its connections
+            assert client.recv(1) == b""
 
 
 def test_a_local_cluster_serves_clients_for_the_block_and_stops_after_it(tmp_path: Path) -> None:

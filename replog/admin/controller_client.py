@@ -90,6 +90,7 @@ from replog.errors import (
 )
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
+from replog.wire.grpc_reconnect import RECONNECT_OPTIONS
 
 if TYPE_CHECKING:
     from replog.admin.controller_results import (
@@ -123,10 +124,9 @@ _CHANNEL_OPTIONS = [
     # one address, and a connection that failed while the node was down keeps failing fast,
     # without trying, for its whole reconnect backoff after the node is back.
     ("grpc.use_local_subchannel_pool", 1),
-    # A node that restarts is tried again within a second, not after gRPC's default 2 minutes.
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 1000),
+    # A node that restarts is tried again within a second, not after gRPC's default 2 minutes
+    # (replog/wire/grpc_reconnect.py).
+    *RECONNECT_OPTIONS,
 ]
 
 

@@ -283,6 +283,12 @@ class ClusterMetadata:
         if self._last_good == address:
             self._last_good = None
 
+    @property
+    def update_requested(self) -> bool:
+        """Whether it was marked stale (`request_update`, `distrust`) and no pass started
+        since has answered."""
+        return self._stale
+
     def needs_refresh(self) -> bool:
         if self._stale or self._updated_ms is None:
             return True

@@ -54,9 +54,11 @@ Rules:
   MESSAGE_TOO_LARGE only; replog's splits on both because its default batch.size (1 MB) is
   larger than a small-segment topic's appends may be, where Kafka's (16 KiB) never is.
 - NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, fenced or unknown
-  leader epochs, storage errors, timeouts and lost connections mark the metadata stale; a
-  partition whose leader is unknown triggers a refresh (at most one in flight, then at least
-  `retry.backoff.ms` apart), after which the sender looks again.
+  leader epochs, storage errors, timeouts and lost connections mark the metadata stale; stale
+  metadata, or a partition whose leader is unknown, triggers a refresh (at most one in flight,
+  then at least `retry.backoff.ms` apart), after which the sender looks again. Stale metadata
+  is refreshed even when nothing is left to send (as Kafka's sender acts on requestUpdate at its
+  next poll); metadata merely older than `metadata.max.age.ms` only when records wait.
 - Expiry: a batch not done `delivery.timeout.ms` after its creation fails with
   KafkaTimeoutError naming the partition, the number of records, the timeout, the attempts
   made and the last error (or why it never left: no leader, no producer id). A batch on the
@@ -456,7 +458,15 @@ class Sender:
         result = self._acc.drain(
             now_ms, self._leader_of, self._node_ready, self._config.max_request_size
         )
-        if result.unknown_leaders or (self._metadata.needs_refresh() and self._acc.has_queued()):
+        metadata = self._metadata
+        # Marked stale, it is refreshed whether or not anything is left to send (Kafka's
+        # requestUpdate is acted on at the sender's next poll): the batch that marked it may
+        # have been the last, and one drained in this pass goes to the cached leader.
+        if (
+            result.unknown_leaders
+            or metadata.update_requested
+            or (metadata.needs_refresh() and self._acc.has_queued())
+        ):
             refresh_at = self._request_metadata({tp.topic for tp in result.unknown_leaders})
             if refresh_at is not None:
                 next_ms = refresh_at if next_ms is None else min(next_ms, refresh_at)

@@ -49,6 +49,7 @@ from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.server.node_tasks import Spawner
 from replog.server.peer_channels import PeerChannels, PeerLinks, PeerLinksFactory
+from replog.wire.grpc_reconnect import RECONNECT_OPTIONS
 
 log = logging.getLogger("replog.server.broker")
 
@@ -56,11 +57,9 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 4 * 1024 * 1024),
     ("grpc.max_receive_message_length", 4 * 1024 * 1024),
     ("grpc.keepalive_time_ms", 10_000),
-    # Kafka's reconnect.backoff.ms / reconnect.backoff.max.ms, as in the Raft transport: gRPC's
+    # Kafka's client reconnects, as in the Raft transport (replog/wire/grpc_reconnect.py): gRPC's
     # default (1 s growing to 120 s) would hide a restarted controller for minutes.
-    ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
-    ("grpc.max_reconnect_backoff_ms", 1000),
+    *RECONNECT_OPTIONS,
 ]
 
 

@@ -26,6 +26,7 @@ from replog.errors import NetworkError, NotControllerError
 from replog.pb import common_pb2, controller_pb2_grpc
 from replog.server.controller_retry import ActiveController, ControllerRetry
 from replog.server.peer_channels import PeerChannels, PeerLinks, PeerLinksFactory
+from replog.wire.grpc_reconnect import RECONNECT_OPTIONS
 
 log = logging.getLogger("replog.server.controller_calls")
 
@@ -34,9 +35,7 @@ RETRY_BACKOFF_MS_DEFAULT = 50
 RETRY_BACKOFF_MAX_MS_DEFAULT = 1000
 CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
-    ("grpc.max_reconnect_backoff_ms", 1000),
+    *RECONNECT_OPTIONS,
 ]
 
 

@@ -66,6 +66,7 @@ from replog.server.raft_codec import (
 )
 from replog.server.raft_fetch_client import EndpointUnknown, FetchConnection
 from replog.server.raft_fetch_server import FetchListener, Reply
+from replog.wire.grpc_reconnect import RECONNECT_OPTIONS
 
 log = logging.getLogger("replog.server.raft")
 
@@ -78,11 +79,8 @@ _CHANNEL_OPTIONS = [
     # After a peer was down, gRPC's default reconnect backoff (1 s growing to 120 s) keeps the
     # channel failing fast long after the peer is back, so Fetches to a new leader would fail
     # for seconds and the follower would hit its fetch timeout and start a needless election
-    # (5-8 s failovers). Kafka's client reconnect backoff instead: reconnect.backoff.ms 50,
-    # reconnect.backoff.max.ms 1000.
-    ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
-    ("grpc.max_reconnect_backoff_ms", 1000),
+    # (5-8 s failovers). Kafka's client settings instead (replog/wire/grpc_reconnect.py).
+    *RECONNECT_OPTIONS,
 ]
 
 _METHOD_BY_TYPE: dict[type, str] = {

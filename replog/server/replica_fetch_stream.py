@@ -57,20 +57,19 @@ from replog.replication.fetch_session import (
     FetcherSession,
 )
 from replog.wire import broker_codec as codec
+from replog.wire.grpc_reconnect import RECONNECT_OPTIONS
 from replog.wire.redialing_channel import GRPC_CORE_INTERNAL, RedialingChannel
 from replog.wire.session_answers import checked_session_answer
 
 RPC = "ReplicaFetch.Fetch"  # how answers are named in errors
 # An answer holds up to replica.fetch.response.max.bytes (10 MiB by default), more than gRPC's
-# default 4 MiB message limit. Reconnect backoff as Kafka's reconnect.backoff.ms (50) and
-# reconnect.backoff.max.ms (1000), as the Raft transport's: a restarted leader is found at once.
+# default 4 MiB message limit. Reconnects as Kafka's client makes them, as the Raft transport's
+# (replog/wire/grpc_reconnect.py): a restarted leader is found at once.
 _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 128 * 1024 * 1024),
     ("grpc.max_receive_message_length", 128 * 1024 * 1024),
     ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
-    ("grpc.max_reconnect_backoff_ms", 1000),
+    *RECONNECT_OPTIONS,
 ]
 _SERVICE = replica_fetch_pb2.DESCRIPTOR.services_by_name["ReplicaFetch"]
 # What a leader's status means in Kafka's words (module rules); UNAVAILABLE and CANCELLED are

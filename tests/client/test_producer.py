@@ -47,6 +47,7 @@ from replog.errors import (
     MessageSizeTooLargeError,
     NetworkError,
     NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
@@ -262,6 +263,24 @@ async def test_a_moved_leader_is_found_through_metadata(cluster: FakeCluster, ma
     assert cluster.metadata_calls > refreshes
     assert [c.node for c in cluster.calls][-1] == 2
     assert cluster.log("one").values() == [b"a", b"b"]
+
+
+@pytest.mark.asyncio
+async def test_stale_metadata_is_refreshed_with_nothing_left_to_send(
+    cluster: FakeCluster, make: Made
+) -> None:
+    """The batch that marked the metadata stale was the last (failed, no retries; drained at
+    once with no linger): the refresh still comes, as Kafka's sender acts on requestUpdate at
+    its next poll, so the next send finds the leader that moved."""
+    producer = make(linger_ms=0, retries=0, enable_idempotence=False)
+    assert (await producer.send("one", b"a")).offset == 0
+    cluster.move_leader("one", 0, 2)
+    asked = cluster.metadata_calls
+    with pytest.raises(NotLeaderOrFollowerError):
+        await producer.send("one", b"b")
+    await until(lambda: cluster.metadata_calls > asked)
+    assert (await producer.send("one", b"c")).offset == 1  # at the new leader
+    assert [c.node for c in cluster.calls][-2:] == [0, 2]
 
 
 @pytest.mark.asyncio

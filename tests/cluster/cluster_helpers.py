@@ -34,6 +34,7 @@ from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
 from replog.record import iter_batches
+from replog.wire.grpc_reconnect import CONNECTION_SETUP_TIMEOUT_MS
 from tests.local_ports import KAFKA_PORT_OFFSET
 
 # `cluster start` arguments for a bare Raft log: the nodes run no controller, and
@@ -54,10 +55,12 @@ REPLICATION_HEADER = [
 ]
 # Each channel its own connection, retried quickly: by default gRPC shares one connection per
 # address between channels, and after the node was down it fails fast for up to 1 s and more.
+# A connection attempt gets what replog's own channels give it (replog/wire/grpc_reconnect.py:
+# gRPC's "min reconnect backoff" is that time, not a backoff).
 CHANNEL_OPTIONS = [
     ("grpc.use_local_subchannel_pool", 1),
     ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", CONNECTION_SETUP_TIMEOUT_MS),
     ("grpc.max_reconnect_backoff_ms", 100),
 ]
 

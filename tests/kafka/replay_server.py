@@ -13,11 +13,16 @@ Rules:
   the right stand-in.
 - A request is answered with an exchange recorded with the same API key and version, looked
   for among those whose request matches on what matters (below), then among those of the same
-  shape (the same partitions, at other offsets or epochs), then among any: in each, answered
-  ones before unanswered ones, and of those the first unused one at the same broker, else the
-  first unused one anywhere (a client picks its bootstrap broker at random), else the last one
-  that answered already (metadata refreshes, heartbeats and fetches that a slower or faster
-  run repeats more often). A Fetch answered
+  shape (the same partitions, at other offsets or epochs), then among any: in each, the first
+  unused one at the same broker, else the first unused one anywhere (a client picks its
+  bootstrap broker at random), else the last one that answered already (metadata refreshes,
+  coordinator lookups, heartbeats and fetches that a slower or faster run repeats more often).
+  An exchange Kafka never answered (the recorded client closed first) is picked for a Fetch
+  only where none like the request was answered, and for any other request only where Kafka
+  answered none of its API and version: Kafka answers such a request at once, and one that a
+  slower run sends more often than the recording answered it (a third FindCoordinator, a
+  Metadata refresh) must not hold the connection that the partitions' ListOffsets and Fetch go
+  on next. A Fetch answered
   again waits its `max_wait_ms` (at most 0.5 s) first, as Kafka's purgatory would, so that a
   consumer does not spin on it. A request answered by an exchange Kafka never answered (the
   client closed first) is not answered either, and nothing more is read from its connection
@@ -141,10 +146,12 @@ class _Pool:
         """The exchange to answer with (module docstring), whether it was used before, and
         whether its request matched on what matters."""
         wanted, shape = what_matters(frame), its_shape(frame)
-        every = range(len(self.exchanges))
-        # Answered exchanges first: one Kafka left unanswered (the client closed first) only
-        # when no answered one is like the request.
-        anywhere = sorted(every, key=lambda i: self.exchanges[i][0].response is None)
+        # An exchange Kafka left unanswered (the client closed first): a Fetch's only where no
+        # answered one is as like the request, another's only where none was answered at all
+        # (module docstring).
+        exchanges = [exchange for exchange, _, _ in self.exchanges]
+        held_too = exchanges[0].api == "Fetch" or all(e.response is None for e in exchanges)
+        anywhere = [i for i, e in enumerate(exchanges) if held_too or e.response is not None]
         here = [i for i in anywhere if self.exchanges[i][0].broker == broker]
         matching = [i for i in anywhere if self.exchanges[i][1] == wanted]
         shaped = [i for i in anywhere if self.exchanges[i][2] == shape]
@@ -166,10 +173,10 @@ class _Pool:
             (anywhere, True),
         )
         for candidates, again in steps:
-            usable = [i for i in candidates if again or not self.used[i]]
+            answered = [i for i in candidates if self.exchanges[i][0].response is not None]
+            usable = [i for i in answered or candidates if again or not self.used[i]]
             if usable:
-                answered = [j for j in usable if self.exchanges[j][0].response is not None]
-                i = (answered or usable)[-1] if again else usable[0]
+                i = usable[-1] if again else usable[0]
                 repeated = self.used[i]
                 self.used[i] = True
                 return self.exchanges[i][0], repeated, i in matching

@@ -227,10 +227,39 @@ def test_a_request_gets_the_answer_recorded_for_a_request_like_it() -> None:
     assert all(offsets == sorted(offsets) for offsets in answers.values())
 
 
-def receive(sock: socket.socket, n: int) -> bytes:
+@pytest.mark.parametrize("api", ["FindCoordinator", "Metadata"])
+def test_a_request_the_recorded_client_did_not_wait_for_is_answered_not_held(api: str) -> None:
+    """The recorded client closed a connection before Kafka answered one of its requests (a
+    FindCoordinator, the last Metadata). A slower run that sends each of them, and one more,
+    gets Kafka's answers: held, a request would block the connection that the partitions'
+    ListOffsets and Fetch go on next."""
+    recording = Recording.load(CONSUMER_GROUP)
+    sent = sorted((e for e in recording.exchanges if e.api == api), key=lambda e: e.seq)
+    assert [e.response is None for e in sent].count(True) == 1
+    with (
+        ReplayServer(recording) as kafka,
+        socket.create_connection(parse_address(kafka.bootstrap.split(",")[0]), timeout=10) as sock,
+    ):
+        for correlation_id, exchange in enumerate([*sent, sent[0]]):
+            header, request = framing.decode_request(exchange.request)
+            header.correlation_id = correlation_id
+            sock.sendall(framing.encode_request(header, request))
+            what = f"an answer to {api} {correlation_id + 1} of {len(sent) + 1}"
+            size = framing.frame_size(receive(sock, 4, what))
+            answer_header, _ = framing.decode_response(
+                receive(sock, size, what), exchange.key, exchange.version
+            )
+            assert answer_header.correlation_id == correlation_id
+        assert kafka.held == [] and kafka.misses == []
+
+
+def receive(sock: socket.socket, n: int, what: str = "the replay server's answer") -> bytes:
     data = b""
     while len(data) < n:
-        chunk = sock.recv(n - len(data))
+        try:
+            chunk = sock.recv(n - len(data))
+        except TimeoutError:
+            raise AssertionError(f"not within {sock.gettimeout():g} s: {what}") from None
         assert chunk, "the replay server closed the connection"
         data += chunk
     return data

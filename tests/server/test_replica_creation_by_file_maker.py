@@ -5,6 +5,7 @@ fallback when the child is gone, and a loop that never waits for the log manager
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import signal
@@ -179,10 +180,24 @@ async def test_a_file_the_disk_refuses_is_a_storage_error_naming_it(
 
 @pytest.mark.asyncio
 async def test_a_round_waits_for_the_log_managers_lock_without_blocking_the_loop(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """While another thread holds the lock, the round is refused again and again, and between
+    any two refusals the loop ran other work (this test's turns): it waited without blocking,
+    however slow the machine."""
     broker = Broker(tmp_path, maker=FileMakerProcess.start())
     await broker.rm.start()
+    turns = 0  # loop turns this test took
+    refused_at: list[int] = []  # `turns` at each refusal of the busy lock
+    reserve = broker.log_manager.reserve_new_logs
+
+    def reserving(wanted):  # type: ignore[no-untyped-def]
+        places = reserve(wanted)
+        if places is None:
+            refused_at.append(turns)
+        return places
+
+    monkeypatch.setattr(broker.log_manager, "reserve_new_logs", reserving)
     held = threading.Event()
     release = threading.Event()
 
@@ -196,14 +211,16 @@ async def test_a_round_waits_for_the_log_managers_lock_without_blocking_the_loop
     try:
         held.wait(10)
         broker.rm.apply_image(image())
-        longest = 0.0
-        began = time.monotonic()
-        while time.monotonic() - began < 0.3:
-            before = time.monotonic()
-            await asyncio.sleep(0.001)
-            longest = max(longest, time.monotonic() - before)
+        deadline = time.monotonic() + 10
+        while len(refused_at) < 3:
+            assert time.monotonic() < deadline, (
+                f"not within 10 s: 3 refusals of the busy lock by the round ({refused_at})"
+            )
+            turns += 1
+            await asyncio.sleep(0)
         assert broker.rm.partitions() == {}  # the round waits for the lock...
-        assert longest < 0.1  # ...and the loop does not
+        steps = itertools.pairwise(refused_at)  # ...and the loop does not:
+        assert all(a < b for a, b in steps), f"no loop turn between refusals: {refused_at[:8]}"
         release.set()
         async with asyncio.timeout(10):
             await broker.rm.wait_applied()

@@ -2,28 +2,38 @@
 pass in a thread writes, a stop ending the child's pass between two batches with nothing
 swapped, a child that dies
 (a typed error naming the log; the broker's cleaner abandons the pass, keeps the log cleanable
-and starts another child), a failure in the child, and the shutdown closing the children."""
+and starts another child), a failure in the child, the shutdown closing the children, and the
+pass's priority: idle, unless its log is past max.compaction.lag.ms, which is then cleaned on
+a saturated core."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 import signal
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from storage_helpers import T0, assert_indexes_as_rebuilt, open_log
 
+from replog.clock import monotonic_s
 from replog.errors import CleaningProcessError, CleaningProcessGoneError
 from replog.record import RecordBatch, build_batch
 from replog.storage import Log, LogConfig
+from replog.storage.cleaner.cleanable import IDLE, URGENT
 from replog.storage.cleaner.cleaner_config import CleanerConfig
 from replog.storage.cleaner.cleaning_process import (
+    CLEANER_NICE,
     REPORT_BYTES,
     CleaningProcess,
     clean_logs_in_processes,
 )
+from replog.storage.cleaner.log_cleaner import PassReport
 from replog.storage.cleaner.log_cleaning import LogPass, clean_log, prepare_pass
 from replog.storage.cleaner.offset_map import OffsetMap
 from replog.storage.log_manager import LogManager, LogManagerConfig
@@ -42,7 +52,8 @@ MAP_BYTES = 24 * 20_000
 
 @pytest.fixture
 def child() -> Iterator[CleaningProcess]:
-    process = CleaningProcess.start()
+    # At the cleaner's nice value: an idle child would wait for a free core on a busy machine.
+    process = CleaningProcess.start(URGENT)
     yield process
     process.close()
 
@@ -86,6 +97,19 @@ def latest(log: Log) -> dict[bytes | None, tuple[int, bytes | None]]:
         for record in RecordBatch.parse(batch, sparse=True).records():
             out[record.key] = (record.offset, record.value)
     return out
+
+
+def manager_in_processes(tmp_path: Path, config: LogConfig) -> tuple[LogManager, Log]:
+    """A log manager whose cleaner runs its passes in children, and its log `t-0`."""
+    clean_logs_in_processes()
+    try:
+        manager_config = LogManagerConfig(
+            log=config, cleaner=CleanerConfig(dedupe_buffer_size=MAP_BYTES)
+        )
+        lm = LogManager(str(tmp_path / "d0"), manager_config, clock=ManualClock(T0))
+    finally:
+        clean_logs_in_processes(False)
+    return lm, lm.get_or_create_log("t", 0, config)
 
 
 def never() -> bool:
@@ -194,13 +218,7 @@ def test_a_failure_in_the_child_is_a_typed_error_and_the_child_serves_on(
 def test_the_cleaner_abandons_a_pass_whose_child_died_and_cleans_with_another(
     tmp_path: Path,
 ) -> None:
-    clean_logs_in_processes()
-    try:
-        config = LogManagerConfig(log=CONFIG, cleaner=CleanerConfig(dedupe_buffer_size=MAP_BYTES))
-        lm = LogManager(str(tmp_path / "d0"), config, clock=ManualClock(T0))
-    finally:
-        clean_logs_in_processes(False)
-    log = lm.get_or_create_log("t", 0, CONFIG)
+    lm, log = manager_in_processes(tmp_path, CONFIG)
     fill(log, 600)
     cleaner = lm.cleaner
     throttled = cleaner._throttled
@@ -227,3 +245,63 @@ def test_the_cleaner_abandons_a_pass_whose_child_died_and_cleans_with_another(
     assert latest(log) == before
     lm.shutdown()
     assert process._process.poll() == 0  # the shutdown closed it: it exited at EOF
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's SCHED_IDLE")
+@pytest.mark.parametrize(
+    ("priority", "policy", "nice"), [(IDLE, "SCHED_IDLE", None), (URGENT, "SCHED_OTHER", 10)]
+)
+def test_a_child_runs_at_its_priority(priority: str, policy: str, nice: int | None) -> None:
+    process = CleaningProcess.start(priority)
+    try:
+        # The child sets it once its imports are done.
+        deadline = monotonic_s() + 30
+        while (
+            os.sched_getscheduler(process.pid),
+            nice is None or os.getpriority(os.PRIO_PROCESS, process.pid),
+        ) != (getattr(os, policy), nice is None or nice):
+            assert monotonic_s() < deadline, f"the child never ran at {policy}, nice {nice}"
+            time.sleep(0.01)
+        assert nice in (None, CLEANER_NICE)
+    finally:
+        process.close()
+    assert process._process.poll() == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux's CPU affinity")
+def test_a_log_past_its_max_compaction_lag_is_cleaned_on_a_saturated_core(
+    tmp_path: Path,
+) -> None:
+    """Its pass runs in a child at the cleaner's nice value and ends while a process at the
+    loop's priority keeps the only core the test may use busy: a `SCHED_IDLE` child would get
+    about 0.3% of that core and not end within the minute. A thread keeps one child: the idle
+    one it had goes."""
+    lagged = dataclasses.replace(CONFIG, max_compaction_lag_ms=HOUR)
+    lm, log = manager_in_processes(tmp_path, lagged)
+    fill(log, 200)
+    before = latest(log)
+    cleaner = lm.cleaner
+    idle = cleaner._processes[0] = CleaningProcess.start(IDLE)
+    affinity = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(affinity)})  # the spinner and the children inherit it
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        reports: list[PassReport | None] = []
+        passing = threading.Thread(
+            target=lambda: reports.append(cleaner.clean_once(now_ms=T0 + 2 * HOUR)), daemon=True
+        )
+        passing.start()
+        passing.join(60)
+        assert not passing.is_alive(), "the overdue pass did not end within 60 s"
+    finally:
+        spinner.kill()
+        spinner.wait()
+        os.sched_setaffinity(0, affinity)
+    (overdue,) = reports
+    assert overdue is not None and overdue.candidate.priority == URGENT
+    assert not overdue.result.abandoned and overdue.result.groups_swapped > 0
+    urgent = cleaner._processes[0]
+    assert urgent.priority == URGENT and urgent.pid != idle.pid
+    assert idle._process.poll() is not None  # closed
+    assert latest(log) == before
+    lm.shutdown()

@@ -19,6 +19,9 @@ Rules:
 - Choice: among logs whose cleanable bytes are > 0 and whose delay is > 0, or whose ratio
   passes `min.cleanable.dirty.ratio`, the one with the highest ratio (the first such on a
   tie); none when none qualifies.
+- Priority of a pass: `IDLE` (the CPU no one else wants) unless the log is past
+  `max.compaction.lag.ms` (delay > 0), then `URGENT` (the cleaner's nice value), so that a
+  saturated machine still cleans it within the lag Kafka guarantees.
 - Pure: sizes, offsets and timestamps in, decisions out; the time is given.
 """
 
@@ -28,6 +31,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 INT64_MAX = 2**63 - 1
+
+# The priorities of a pass (module Rules).
+IDLE = "idle"
+URGENT = "urgent"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +118,11 @@ class LogToClean:
     @property
     def needs_compaction_now(self) -> bool:
         return self.compaction_delay_ms > 0
+
+    @property
+    def priority(self) -> str:
+        """`URGENT` past `max.compaction.lag.ms`, else `IDLE` (module Rules)."""
+        return URGENT if self.needs_compaction_now else IDLE
 
     @property
     def qualifies(self) -> bool:

@@ -4,7 +4,8 @@ end and the child.
 Why a process: a pass is Python (about 16 us a record). On a thread of the broker's process it
 holds the interpreter's lock while it runs, and the event loop waits for the lock each time it
 wants it back: a thread's nice value lowers its share of the cores, not of the lock. A child
-shares no lock with the loop, and at `CLEANER_NICE` the kernel gives the loop the cores first.
+shares no lock with the loop, so it can run at `SCHED_IDLE`: the kernel gives it only the CPU
+no one else wants, and a pass no process waits for costs the loop nothing but the swaps.
 The broker keeps the decisions and the log: the choice, the states, the checkpoint, the abort,
 and the swaps under the log's lock (`LogPass.swap`), which are renames: the child writes and
 syncs each cleaned segment's indexes with it. Measured (docs/benchmarks-history.md, "Log
@@ -15,9 +16,11 @@ under the lock was renames only.
 Rules:
 - One child per cleaner thread, started by that thread (`CleaningProcess.start` blocks) for
   its first pass: it imports replog from the parent's source tree, lowers its own priority
-  (`CLEANER_NICE`), ignores SIGINT and SIGTERM (a node's process group gets them: the node ends
-  it) and exits at EOF on stdin, so a node killed with SIGKILL leaves it at most the pass in
-  hand, which ends at the child's next look at its stdin (below).
+  once, for good (its priority, `cleanable`'s rule: `IDLE` is `SCHED_IDLE`, else nice 19;
+  `URGENT` is `CLEANER_NICE`; an unprivileged process cannot raise itself back, so a pass of
+  the other priority gets another child), ignores SIGINT and SIGTERM (a node's process group
+  gets them: the node ends it) and exits at EOF on stdin, so a node killed with SIGKILL leaves
+  it at most the pass in hand, which ends at the child's next look at its stdin (below).
 - Messages: a 4-byte length, then a pickle. The parent sends `pass` (a `PassPlan`, the key
   map's size) and `stop`. The child keeps its key map between passes, runs the pass over the
   plan's segment files through `LOCAL_FS` and asks the parent: `read` every `REPORT_BYTES`
@@ -55,6 +58,7 @@ from typing import Any
 
 from replog.clock import monotonic_s
 from replog.errors import CleaningProcessError, CleaningProcessGoneError
+from replog.storage.cleaner.cleanable import IDLE, URGENT
 from replog.storage.cleaner.log_cleaning import (
     CleaningPass,
     LogPass,
@@ -62,12 +66,17 @@ from replog.storage.cleaner.log_cleaning import (
     run_pass,
 )
 from replog.storage.cleaner.offset_map import OffsetMap
-from replog.storage.file_maker_process import CLOSE_WAIT_S, EXIT_STATUS_WAIT_S, exit_status_text
+from replog.storage.file_maker_process import (
+    CLOSE_WAIT_S,
+    EXIT_STATUS_WAIT_S,
+    exit_status_text,
+    run_at_idle_priority,
+)
 from replog.storage.fs import LOCAL_FS, SegmentFile
 from replog.storage.segment_swap import discard_cleaned
 
-# The nice value of the cleaner's work, a child's or a thread's: below the event loop's, so
-# that on a busy machine the loop gets the cores first.
+# The nice value of the cleaner's work on a thread, and of an urgent pass's child: below the
+# event loop's, so that on a busy machine the loop gets the cores first.
 CLEANER_NICE = 10
 REPORT_BYTES = 256 * 1024
 POLL_S = 0.1
@@ -75,7 +84,7 @@ CHILD_POLL_S = 0.001
 STOP_WAIT_S = 5.0
 _HEADER = struct.Struct(">I")
 _READ_BYTES = 1 << 16
-_BOOT = "from replog.storage.cleaner.cleaning_process import main; main()"
+_BOOT = "import sys; from replog.storage.cleaner.cleaning_process import main; main(sys.argv[1])"
 # The directory holding the `replog` package this module was imported from.
 _SOURCE_ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -146,9 +155,10 @@ class _Pipe:
 class CleaningProcess:
     """The parent's end of one cleaning child (module Rules)."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], priority: str) -> None:
         assert process.stdin is not None and process.stdout is not None
         self._process = process
+        self.priority = priority
         self._pipe = _Pipe(process.stdout.fileno(), process.stdin.fileno())
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
@@ -156,18 +166,21 @@ class CleaningProcess:
         self._gone: CleaningProcessGoneError | None = None
 
     @classmethod
-    def start(cls) -> CleaningProcess:
-        """Start a child (blocks: not on an event loop); OSError if it cannot start."""
+    def start(cls, priority: str) -> CleaningProcess:
+        """Start a child whose passes run at `priority` (`IDLE`, `URGENT`; blocks: not on an
+        event loop); OSError if it cannot start."""
+        if priority not in (IDLE, URGENT):
+            raise ValueError(f"a cleaning process's priority is {IDLE} or {URGENT}: {priority!r}")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
         process = subprocess.Popen(
-            [sys.executable, "-c", _BOOT],
+            [sys.executable, "-c", _BOOT, priority],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
             env=env,
         )
-        return cls(process)
+        return cls(process, priority)
 
     @property
     def pid(self) -> int:
@@ -367,12 +380,15 @@ def _open_segment(segment: SealedSegment) -> Iterator[SegmentFile]:
         file.close()
 
 
-def main() -> None:
-    """The child: run passes until EOF on stdin (module Rules)."""
+def main(priority: str) -> None:
+    """The child: run passes at `priority` until EOF on stdin (module Rules)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, 0, CLEANER_NICE)
+    if priority == IDLE:
+        run_at_idle_priority()
+    else:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, CLEANER_NICE)
     pipe = _Pipe(sys.stdin.fileno(), sys.stdout.fileno())
     offset_map: OffsetMap | None = None
     map_bytes = 0
@@ -407,4 +423,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1])

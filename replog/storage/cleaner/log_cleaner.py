@@ -40,9 +40,12 @@ Rules:
   each thread's last pass (recopy percent: bytes written over bytes read; its duration; its
   key map's use), the time of the last run, the uncleanable logs per log dir.
 - A thread that finds nothing to clean sleeps `log.cleaner.backoff.ms`, or until `wake`. The
-  pass's CPU runs at a lower priority than the event loop (`CLEANER_NICE`): the children's,
-  or the threads' own when they clean, a pass on a thread handing the interpreter's lock
-  over between two batches. A thread whose passes run in a child keeps the loop's priority:
+  pass's CPU runs at a lower priority than the event loop: in a child, the candidate's
+  (`LogToClean.priority`: `SCHED_IDLE` unless past `max.compaction.lag.ms`, then
+  `CLEANER_NICE`), a thread keeping one child, of the priority of its last pass; on the
+  threads, their own `CLEANER_NICE` (not idle: a pass on a thread hands the interpreter's
+  lock over between two batches, and the loop would wait for it to get a core). A thread
+  whose passes run in a child keeps the loop's priority:
   it swaps segments in under the log's lock, which the loop waits for (a thread at nice 10
   holding it while it waited for a core kept appends waiting). `shutdown` closes the
   children.
@@ -232,7 +235,7 @@ class LogCleaner:
         def on_read(size: int) -> None:
             self._throttled(tp, size)
 
-        process = self._process(thread)
+        process = self._process(thread, candidate.priority)
         if process is None:
             return run_pass(
                 prepared.plan,
@@ -252,19 +255,22 @@ class LogCleaner:
             first_dirty = candidate.first_dirty
             return CleaningPass(first_dirty, first_dirty, abandoned=True)
 
-    def _process(self, thread: int) -> CleaningProcess | None:
-        """Thread `thread`'s child, started now if it has none; None: the thread cleans."""
+    def _process(self, thread: int, priority: str) -> CleaningProcess | None:
+        """Thread `thread`'s child for a pass at `priority`, started now if it has none of
+        that priority (its child of the other one ends first); None: the thread cleans."""
         if not self._use_processes:
             return None
         process = self._processes.get(thread)
-        if process is not None and process.gone:  # died, or killed in the middle of a pass
+        # Died, killed in the middle of a pass, or of the other priority: an unprivileged
+        # process cannot raise its own priority back, and one key map a thread is the bound.
+        if process is not None and (process.gone or process.priority != priority):
             with self._lock:
                 del self._processes[thread]
             process.close()
             process = None
         if process is None:
             try:
-                process = CleaningProcess.start()
+                process = CleaningProcess.start(priority)
             except OSError as exc:
                 log.warning("the log cleaner cleans on its threads: no process: %s", exc)
                 self._use_processes = False
@@ -274,7 +280,9 @@ class LogCleaner:
                     process.close()
                     return None
                 self._processes[thread] = process
-            log.info("log cleaner thread %d: passes run in process %d", thread, process.pid)
+            log.info(
+                "log cleaner thread %d: %s passes run in process %d", thread, priority, process.pid
+            )
         return process
 
     def _interrupt_processes(self) -> None:

@@ -181,6 +181,34 @@ def test_a_stop_ends_the_childs_pass_between_two_batches_and_nothing_is_swapped(
     assert latest(log) == before
 
 
+def test_an_idle_childs_pass_that_must_stop_ends_at_once_its_child_killed(
+    tmp_path: Path,
+) -> None:
+    """Whoever stops the pass (a truncation, on the event loop) does not wait for an idle
+    child to get a core: it is killed, the pass abandoned with nothing swapped, and the next
+    pass, in another child, cleans the log."""
+    log = open_log(tmp_path / "t-0", CONFIG)
+    fill(log, 600)
+    files = segment_files(log)
+    idle = CleaningProcess.start(IDLE)
+    try:
+        result = idle.run(planned(log), MAP_BYTES, should_stop=lambda: True, on_read=ignore)
+        assert result.abandoned and result.groups_swapped == 0 and result.end_offset == 0
+        assert idle.gone and idle._process.wait(30) == -signal.SIGKILL
+    finally:
+        idle.close()
+    assert segment_files(log) == files
+    before = latest(log)
+    again = CleaningProcess.start(URGENT)
+    try:
+        result = again.run(planned(log), MAP_BYTES, should_stop=never, on_read=ignore)
+    finally:
+        again.close()
+    assert not result.abandoned and result.groups_swapped > 0
+    assert latest(log) == before
+    assert not [name for name in os.listdir(log.directory) if name.endswith(".cleaned")]
+
+
 def test_a_child_that_dies_mid_pass_is_a_typed_error_naming_the_log(
     tmp_path: Path, child: CleaningProcess
 ) -> None:

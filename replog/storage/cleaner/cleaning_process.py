@@ -34,7 +34,11 @@ Rules:
   more; the child sees it as the answer it waits for or between two batches (it looks at its
   stdin at most every `CHILD_POLL_S`), removes `.cleaned` files not swapped and ends with
   `done`, abandoned. A `stop` read while idle (its pass had ended) is ignored. A child that has
-  not ended the pass `STOP_WAIT_S` after a stop is killed.
+  not ended the pass `STOP_WAIT_S` after a stop is killed. An `IDLE` child is killed at once
+  instead and its pass abandoned (no error: the owner starts another child): on a busy
+  machine it waits seconds for a core, to read the stop or even to exit, and a truncation on
+  the event loop waits for the pass to end. Its `.cleaned` files, not swapped in (the parent
+  swaps), are removed by the log's next pass or its recovery.
 - A child that dies (EOF, a broken pipe) is `CleaningProcessGoneError` naming the log. A pass
   whose parent side fails (a storage error in a swap) kills the child, whose answers would
   otherwise be read as the next pass's. After either, `run` raises that error (the owner starts
@@ -152,6 +156,10 @@ class _Pipe:
         return message
 
 
+class _KilledIdle(Exception):
+    """An idle child's pass is to stop: it is killed, not waited for (module Rules)."""
+
+
 class CleaningProcess:
     """The parent's end of one cleaning child (module Rules)."""
 
@@ -215,6 +223,8 @@ class CleaningProcess:
             nonlocal stop_sent
             if stop_sent is None:
                 if should_stop():
+                    if self.priority == IDLE:
+                        raise _KilledIdle
                     self._send(plan.name, ("stop",))
                     stop_sent = monotonic_s()
             elif monotonic_s() - stop_sent > STOP_WAIT_S:
@@ -248,6 +258,9 @@ class CleaningProcess:
                     raise self._gone_error(plan.name, f"it sent {kind!r}")
         except CleaningProcessError:
             raise  # the child answered: it waits for the next pass
+        except _KilledIdle:
+            self._kill("an idle child's pass stopped")
+            return CleaningPass(plan.first_dirty, plan.first_dirty, abandoned=True)
         except BaseException:
             self._kill("abandoned in the middle of a pass")
             raise

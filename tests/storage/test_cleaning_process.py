@@ -28,7 +28,6 @@ from replog.storage import Log, LogConfig
 from replog.storage.cleaner.cleanable import IDLE, URGENT
 from replog.storage.cleaner.cleaner_config import CleanerConfig
 from replog.storage.cleaner.cleaning_process import (
-    AUTOGROUP_NICE,
     CLEANER_NICE,
     REPORT_BYTES,
     CleaningProcess,
@@ -292,10 +291,6 @@ def test_a_child_runs_at_its_priority(priority: str, policy: str, nice: int | No
             assert monotonic_s() < deadline, f"the child never ran at {policy}, nice {nice}"
             time.sleep(0.01)
         assert nice in (None, CLEANER_NICE)
-        if priority == IDLE and os.path.exists("/proc/self/autogroup"):
-            own = Path(f"/proc/{process.pid}/autogroup").read_text()
-            assert own != Path("/proc/self/autogroup").read_text()
-            assert own.endswith(f"nice {AUTOGROUP_NICE}\n")
     finally:
         process.close()
     assert process._process.poll() == 0

@@ -16,8 +16,7 @@ under the lock was renames only.
 Rules:
 - One child per cleaner thread, started by that thread (`CleaningProcess.start` blocks) for
   its first pass: it imports replog from the parent's source tree, lowers its own priority
-  once, for good (its priority, `cleanable`'s rule: `IDLE` is `SCHED_IDLE`, else nice 19, in
-  a session of its own at `AUTOGROUP_NICE`;
+  once, for good (its priority, `cleanable`'s rule: `IDLE` is `SCHED_IDLE`, else nice 19;
   `URGENT` is `CLEANER_NICE`; an unprivileged process cannot raise itself back, so a pass of
   the other priority gets another child), ignores SIGINT and SIGTERM (a node's process group
   gets them: the node ends it) and exits at EOF on stdin, so a node killed with SIGKILL leaves
@@ -39,7 +38,7 @@ Rules:
   instead and its pass abandoned (no error: the owner starts another child): on a busy
   machine it waits seconds for a core, to read the stop or even to exit, and a truncation on
   the event loop waits for the pass to end. Its `.cleaned` files, not swapped in (the parent
-  swaps), go when a later pass writes the same segment, or at the log's recovery.
+  swaps), are removed by the log's next pass or its recovery.
 - A child that dies (EOF, a broken pipe) is `CleaningProcessGoneError` naming the log. A pass
   whose parent side fails (a storage error in a swap) kills the child, whose answers would
   otherwise be read as the next pass's. After either, `run` raises that error (the owner starts
@@ -83,8 +82,6 @@ from replog.storage.segment_swap import discard_cleaned
 # The nice value of the cleaner's work on a thread, and of an urgent pass's child: below the
 # event loop's, so that on a busy machine the loop gets the cores first.
 CLEANER_NICE = 10
-# The nice value of an idle child's own session (Linux's autogroup; `_own_autogroup`).
-AUTOGROUP_NICE = 19
 REPORT_BYTES = 256 * 1024
 POLL_S = 0.1
 CHILD_POLL_S = 0.001
@@ -396,22 +393,11 @@ def _open_segment(segment: SealedSegment) -> Iterator[SegmentFile]:
         file.close()
 
 
-def _own_autogroup() -> None:
-    """A session of its own, at nice 19: Linux shares the cores between sessions (autogroups)
-    first, and CPU an idle child took in its node's session would count against the node's
-    event loop when it competes with other sessions' work."""
-    with contextlib.suppress(OSError):
-        os.setsid()
-        with open("/proc/self/autogroup", "w", encoding="ascii") as f:
-            f.write(str(AUTOGROUP_NICE))
-
-
 def main(priority: str) -> None:
     """The child: run passes at `priority` until EOF on stdin (module Rules)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if priority == IDLE:
-        _own_autogroup()
         run_at_idle_priority()
     else:
         with contextlib.suppress(OSError):

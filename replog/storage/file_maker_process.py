@@ -216,14 +216,14 @@ def exit_status_text(status: int | None) -> str:
 # --- the child --------------------------------------------------------------------------------
 
 
-def run_at_idle_priority() -> None:
-    """Run the calling process at `SCHED_IDLE` (only when a core is otherwise idle); where
-    that is refused or missing, at nice 19."""
+def run_at_idle_priority(pid: int = 0) -> None:
+    """Run process `pid` (0: the calling one) at `SCHED_IDLE` (only when a core is otherwise
+    idle); where that is refused or missing, at nice 19."""
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):  # not Linux, or not allowed
         with contextlib.suppress(OSError):
-            os.nice(19)
+            os.setpriority(os.PRIO_PROCESS, pid, 19)
 
 
 def _load_syncfs() -> Callable[[int], int] | None:

@@ -15,8 +15,6 @@ from replog.record import RecordBatch, build_batch, read_header, validate_batch
 from replog.record.header import DELETE_HORIZON_FLAG_MASK
 from replog.storage.cleaner.batch_filter import BatchFilter, ProducerLastBatch, delete_horizon
 from replog.storage.cleaner.cleanable import (
-    IDLE,
-    URGENT,
     CompactedLogSummary,
     SegmentSummary,
     cleanable_offsets,
@@ -388,19 +386,8 @@ def test_the_max_compaction_lag_forces_a_log_below_its_ratio() -> None:
     log = summary([1000, 1000, 1000, 10], ratio=0.99, max_lag=HOUR)
     assert filthiest([log_to_clean(log, 200, T0 + HOUR)]) is None
     overdue = log_to_clean(log, 200, T0 + HOUR + 5)
-    assert overdue.compaction_delay_ms == 5
+    assert (overdue.compaction_delay_ms, overdue.compaction_due_ms) == (5, T0 + HOUR)
     assert filthiest([overdue]) is overdue
-
-
-def test_a_pass_runs_idle_until_its_log_is_past_the_max_compaction_lag() -> None:
-    log = summary([1000, 1000, 1000, 10], ratio=0.01, max_lag=HOUR)
-    on_time = log_to_clean(log, 200, T0 + HOUR)
-    overdue = log_to_clean(log, 200, T0 + HOUR + 1)
-    assert (on_time.qualifies, on_time.priority) == (True, IDLE)
-    assert (overdue.qualifies, overdue.priority) == (True, URGENT)
-    # Kafka's default lag (none) never makes a pass urgent, however dirty its log.
-    unbounded = summary([1000, 1000, 1000, 10], ratio=0.01, max_lag=2**63 - 1)
-    assert log_to_clean(unbounded, 100, T0 + 1000 * HOUR).priority == IDLE
 
 
 def test_a_log_without_cleanable_bytes_is_never_chosen() -> None:

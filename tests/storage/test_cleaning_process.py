@@ -4,12 +4,14 @@ swapped, a child that dies
 (a typed error naming the log; the broker's cleaner abandons the pass, keeps the log cleanable
 and starts another child), a failure in the child, the shutdown closing the children, and the
 pass's priority: idle, unless its log is past max.compaction.lag.ms, which is then cleaned on
-a saturated core."""
+a saturated core; an idle pass promoted in place where the kernel allows, and on a saturated
+core a log cleaned once its idle wait is out, whether its child is promoted or restarted."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -21,11 +23,10 @@ from pathlib import Path
 import pytest
 from storage_helpers import T0, assert_indexes_as_rebuilt, open_log
 
-from replog.clock import monotonic_s
+from replog.clock import monotonic_s, wall_clock_ms
 from replog.errors import CleaningProcessError, CleaningProcessGoneError
 from replog.record import RecordBatch, build_batch
 from replog.storage import Log, LogConfig
-from replog.storage.cleaner.cleanable import IDLE, URGENT
 from replog.storage.cleaner.cleaner_config import CleanerConfig
 from replog.storage.cleaner.cleaning_process import (
     CLEANER_NICE,
@@ -36,6 +37,7 @@ from replog.storage.cleaner.cleaning_process import (
 from replog.storage.cleaner.log_cleaner import PassReport
 from replog.storage.cleaner.log_cleaning import LogPass, clean_log, prepare_pass
 from replog.storage.cleaner.offset_map import OffsetMap
+from replog.storage.cleaner.pass_priority import IDLE, URGENT
 from replog.storage.log_manager import LogManager, LogManagerConfig
 from replog.testing import ManualClock
 
@@ -99,14 +101,18 @@ def latest(log: Log) -> dict[bytes | None, tuple[int, bytes | None]]:
     return out
 
 
-def manager_in_processes(tmp_path: Path, config: LogConfig) -> tuple[LogManager, Log]:
-    """A log manager whose cleaner runs its passes in children, and its log `t-0`."""
+def manager_in_processes(
+    tmp_path: Path, config: LogConfig, cleaner: CleanerConfig | None = None, *, wall: bool = False
+) -> tuple[LogManager, Log]:
+    """A log manager whose cleaner runs its passes in children (on the wall clock, or a
+    manual one at T0), and its log `t-0`."""
     clean_logs_in_processes()
     try:
         manager_config = LogManagerConfig(
-            log=config, cleaner=CleanerConfig(dedupe_buffer_size=MAP_BYTES)
+            log=config, cleaner=cleaner or CleanerConfig(dedupe_buffer_size=MAP_BYTES)
         )
-        lm = LogManager(str(tmp_path / "d0"), manager_config, clock=ManualClock(T0))
+        clock = wall_clock_ms if wall else ManualClock(T0)
+        lm = LogManager(str(tmp_path / "d0"), manager_config, clock=clock)
     finally:
         clean_logs_in_processes(False)
     return lm, lm.get_or_create_log("t", 0, config)
@@ -329,10 +335,106 @@ def test_a_log_past_its_max_compaction_lag_is_cleaned_on_a_saturated_core(
         if passing.is_alive():
             lm.shutdown()
     (overdue,) = reports
-    assert overdue is not None and overdue.candidate.priority == URGENT
+    assert overdue is not None and overdue.priority == URGENT and not overdue.promoted
     assert not overdue.result.abandoned and overdue.result.groups_swapped > 0
     urgent = cleaner._processes[0]
     assert urgent.priority == URGENT and urgent.pid != idle.pid
     assert idle._process.poll() is not None  # closed
     assert latest(log) == before
+    lm.shutdown()
+
+
+def may_raise_a_priority() -> bool:
+    """Whether this process may take a child out of `SCHED_IDLE` to `CLEANER_NICE`: with
+    `CAP_SYS_NICE` (bit 23 of the effective set) or an `RLIMIT_NICE` reaching it."""
+    with open("/proc/self/status") as status:
+        caps = next(int(line.split()[1], 16) for line in status if line.startswith("CapEff"))
+    return bool(caps >> 23 & 1) or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20 - CLEANER_NICE
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux's SCHED_IDLE")
+def test_an_idle_childs_pass_is_promoted_in_place_where_the_kernel_allows(
+    tmp_path: Path,
+) -> None:
+    """Asked at the pass's first poll: promoted, the child keeps its pass and becomes an urgent
+    child; refused, it is killed and the pass abandoned, nothing swapped."""
+    log = open_log(tmp_path / "t-0", CONFIG)
+    fill(log, 600)
+    before = latest(log)
+    files = segment_files(log)
+    idle = CleaningProcess.start(IDLE)
+    try:
+        assert os.sched_getscheduler(idle.pid) == os.SCHED_IDLE  # set by the parent, at once
+        result = idle.run(
+            planned(log), MAP_BYTES, should_stop=never, on_read=ignore, should_promote=lambda: True
+        )
+        if may_raise_a_priority():
+            assert idle.priority == URGENT and not idle.gone
+            assert os.sched_getscheduler(idle.pid) == os.SCHED_OTHER
+            assert os.getpriority(os.PRIO_PROCESS, idle.pid) == CLEANER_NICE
+            assert not result.abandoned and result.groups_swapped > 0
+            assert latest(log) == before
+        else:
+            assert idle.priority == IDLE and idle.gone
+            assert result.abandoned and segment_files(log) == files
+    finally:
+        idle.close()
+
+
+WAIT_MS = 2000
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux's CPU affinity")
+@pytest.mark.parametrize("renice", ["allowed", "refused"])
+def test_a_log_cleanable_past_the_idle_wait_is_cleaned_on_a_saturated_core(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renice: str
+) -> None:
+    """Kafka's default max.compaction.lag.ms (none) and two processes at the loop's priority
+    keeping busy the only core the test may use: the pass starts idle (a `SCHED_IDLE` child
+    gets about 0.15% of that core: minutes for this pass), is promoted once the log has been
+    cleanable for the idle wait (2 s), in place or, where the kernel refuses, by a restart in
+    an urgent child, and cleans the log: its checkpoint entry moves to the end of the pass and
+    each key keeps its latest record, in fewer bytes."""
+    if renice == "refused":
+        monkeypatch.setattr(CleaningProcess, "promote", lambda self: False)
+    elif not may_raise_a_priority():
+        pytest.skip("this process may not take a child out of SCHED_IDLE")
+    cleaner_config = CleanerConfig(dedupe_buffer_size=MAP_BYTES, idle_max_wait_ms=WAIT_MS)
+    lm, log = manager_in_processes(tmp_path, CONFIG, cleaner_config, wall=True)
+    fill(log, 600)
+    before, size = latest(log), log.size_in_bytes
+    cleaner, tp, log_dir = lm.cleaner, ("t", 0), lm.log_dirs[0]
+    affinity = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(affinity)})  # the spinners, the children, the pass's thread
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    reports: list[PassReport] = []
+
+    def clean_until_a_pass_ends() -> None:
+        while not reports or reports[-1].result.abandoned:
+            report = cleaner.clean_once()
+            assert report is not None
+            reports.append(report)
+
+    try:
+        passing = threading.Thread(target=clean_until_a_pass_ends, daemon=True)
+        passing.start()
+        passing.join(90)
+        assert not passing.is_alive(), f"the log was not cleaned within 90 s: {reports}"
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+        os.sched_setaffinity(0, affinity)
+        if passing.is_alive():
+            lm.shutdown()
+    assert reports[0].candidate.first_dirty == 0 and reports[0].promoted
+    if renice == "allowed":
+        assert [(r.priority, r.result.abandoned) for r in reports] == [(URGENT, False)]
+    else:  # killed at its promotion, then at once an urgent pass in another child
+        assert [(r.priority, r.result.abandoned) for r in reports] == [
+            (IDLE, True),
+            (URGENT, False),
+        ]
+    assert cleaner.checkpoint_offset(log_dir, tp) == reports[-1].result.end_offset > 0
+    assert latest(log) == before and log.size_in_bytes < size / 2
     lm.shutdown()

@@ -16,12 +16,19 @@ nice 10, same runs).
 
 Rules:
 - One child per cleaner thread, started by that thread (`CleaningProcess.start` blocks) for
-  its first pass: it imports replog from the parent's source tree, lowers its own priority
-  once, for good (its priority, `cleanable`'s rule: `IDLE` is `SCHED_IDLE`, else nice 19;
-  `URGENT` is `CLEANER_NICE`; an unprivileged process cannot raise itself back, so a pass of
-  the other priority gets another child), ignores SIGINT and SIGTERM (a node's process group
-  gets them: the node ends it) and exits at EOF on stdin, so a node killed with SIGKILL leaves
-  it at most the pass in hand, which ends at the child's next look at its stdin (below).
+  its first pass: it imports replog from the parent's source tree, ignores SIGINT and SIGTERM
+  (a node's process group gets them: the node ends it) and exits at EOF on stdin, so a node
+  killed with SIGKILL leaves it at most the pass in hand, which ends at the child's next look
+  at its stdin (below). The parent sets its priority as it starts it, and only the parent
+  changes it (`pass_priority`'s rule: `IDLE` is `SCHED_IDLE`, else nice 19; `URGENT` is
+  `CLEANER_NICE`), so a promotion never races the child's own setting.
+- Promotion: while an `IDLE` child's pass runs, the caller's `should_promote` is asked as
+  `should_stop` is; once it answers True the parent raises the child to `URGENT` in place
+  (`promote`: the child keeps its pass and becomes an urgent child). The kernel allows that
+  only with `CAP_SYS_NICE` or an `RLIMIT_NICE` reaching `CLEANER_NICE`; where it refuses, the
+  child is killed and its pass abandoned as on a stop (below), so its owner's next pass runs
+  in an urgent child. A pass of the other priority gets another child: an unprivileged
+  process cannot raise a child's priority back.
 - Messages: a 4-byte length, then a pickle. The parent sends `pass` (a `PassPlan`, the key
   map's size) and `stop`. The child keeps its key map between passes, runs the pass over the
   plan's segment files through `LOCAL_FS` and asks the parent: `read` every `REPORT_BYTES`
@@ -63,7 +70,6 @@ from typing import Any
 
 from replog.clock import monotonic_s
 from replog.errors import CleaningProcessError, CleaningProcessGoneError
-from replog.storage.cleaner.cleanable import IDLE, URGENT
 from replog.storage.cleaner.log_cleaning import (
     CleaningPass,
     LogPass,
@@ -71,6 +77,7 @@ from replog.storage.cleaner.log_cleaning import (
     run_pass,
 )
 from replog.storage.cleaner.offset_map import OffsetMap
+from replog.storage.cleaner.pass_priority import IDLE, URGENT
 from replog.storage.file_maker_process import (
     CLOSE_WAIT_S,
     EXIT_STATUS_WAIT_S,
@@ -89,7 +96,7 @@ CHILD_POLL_S = 0.001
 STOP_WAIT_S = 5.0
 _HEADER = struct.Struct(">I")
 _READ_BYTES = 1 << 16
-_BOOT = "import sys; from replog.storage.cleaner.cleaning_process import main; main(sys.argv[1])"
+_BOOT = "from replog.storage.cleaner.cleaning_process import main; main()"
 # The directory holding the `replog` package this module was imported from.
 _SOURCE_ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -158,7 +165,8 @@ class _Pipe:
 
 
 class _KilledIdle(Exception):
-    """An idle child's pass is to stop: it is killed, not waited for (module Rules)."""
+    """An idle child's pass is to stop, or to be promoted where the kernel refuses: it is
+    killed, not waited for (module Rules)."""
 
 
 class CleaningProcess:
@@ -177,18 +185,23 @@ class CleaningProcess:
     @classmethod
     def start(cls, priority: str) -> CleaningProcess:
         """Start a child whose passes run at `priority` (`IDLE`, `URGENT`; blocks: not on an
-        event loop); OSError if it cannot start."""
+        event loop); OSError if it cannot start. Its priority is set here (module Rules)."""
         if priority not in (IDLE, URGENT):
             raise ValueError(f"a cleaning process's priority is {IDLE} or {URGENT}: {priority!r}")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
         process = subprocess.Popen(
-            [sys.executable, "-c", _BOOT, priority],
+            [sys.executable, "-c", _BOOT],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
             env=env,
         )
+        if priority == IDLE:
+            run_at_idle_priority(process.pid)
+        else:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, process.pid, CLEANER_NICE)
         return cls(process, priority)
 
     @property
@@ -198,6 +211,19 @@ class CleaningProcess:
     @property
     def gone(self) -> bool:
         return self._gone is not None
+
+    def promote(self) -> bool:
+        """Run this `IDLE` child at `URGENT` from now on; whether the kernel let the parent
+        (module Rules)."""
+        if self.priority != IDLE:
+            return self.priority == URGENT
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.pid, CLEANER_NICE)
+            os.sched_setscheduler(self.pid, os.SCHED_OTHER, os.sched_param(0))
+        except (AttributeError, OSError):  # not Linux, or not allowed (module Rules)
+            return False
+        self.priority = URGENT
+        return True
 
     def interrupt(self) -> None:
         """Have a `run` ask its `should_stop` now (from any thread)."""
@@ -211,9 +237,11 @@ class CleaningProcess:
         *,
         should_stop: Callable[[], bool],
         on_read: Callable[[int], None],
+        should_promote: Callable[[], bool] = lambda: False,
     ) -> CleaningPass:
         """Run the pass `prepared` plans in the child with a key map of `map_bytes`, its swaps
-        here (module Rules). CleaningProcessGoneError, CleaningProcessError."""
+        here, promoted once `should_promote` says so (module Rules). CleaningProcessGoneError,
+        CleaningProcessError."""
         if self._gone is not None:
             raise self._gone
         plan = prepared.plan
@@ -222,6 +250,8 @@ class CleaningProcess:
 
         def stop_if_asked() -> None:
             nonlocal stop_sent
+            if self.priority == IDLE and should_promote() and not self.promote():
+                raise _KilledIdle
             if stop_sent is None:
                 if should_stop():
                     if self.priority == IDLE:
@@ -260,7 +290,7 @@ class CleaningProcess:
         except CleaningProcessError:
             raise  # the child answered: it waits for the next pass
         except _KilledIdle:
-            self._kill("an idle child's pass stopped")
+            self._kill("an idle child's pass stopped or was promoted")
             return CleaningPass(plan.first_dirty, plan.first_dirty, abandoned=True)
         except BaseException:
             self._kill("abandoned in the middle of a pass")
@@ -394,15 +424,10 @@ def _open_segment(segment: SealedSegment) -> Iterator[SegmentFile]:
         file.close()
 
 
-def main(priority: str) -> None:
-    """The child: run passes at `priority` until EOF on stdin (module Rules)."""
+def main() -> None:
+    """The child: run passes until EOF on stdin (module Rules)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if priority == IDLE:
-        run_at_idle_priority()
-    else:
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, 0, CLEANER_NICE)
     pipe = _Pipe(sys.stdin.fileno(), sys.stdout.fileno())
     offset_map: OffsetMap | None = None
     map_bytes = 0
@@ -437,4 +462,4 @@ def main(priority: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main()

@@ -23,8 +23,11 @@ the runs, and the `load` partition's bytes on node 1 at the end (cleaning on: ab
 keys; off: everything written), which shows the cleaner ran. Over the probe's time (Linux's
 /proc), where the cores went: how long each node's event loop (its main thread) waited for a
 core, per second (`loop_wait_ms_per_s`, the median node; its schedstat's run delay), and the
-CPU of the nodes' cleaning children (`cleaning_cores`, the three summed). The machine is
-shared: compare the two configurations within a run.
+CPU of the nodes' cleaning children (`cleaning_cores`, the three summed). Over the cluster's
+life, from the nodes' logs: the passes run (`passes`, the three nodes), those that ran at the
+cleaner's nice (`urgent_passes`, promoted ones included: `pass_priority`) and those promoted
+while under way (`promoted_passes`). The machine is shared: compare the configurations within
+a run.
 
     .venv/bin/python bench/cleaner_produce.py [--runs 3] [--probes 2000] [--load-rate 5000]
         [--base-port 27400] [--kafka-base-port 27410] [--data-dir DIR]
@@ -101,6 +104,20 @@ def partition_bytes(data_dir: str, topic: str) -> int:
         for name in os.listdir(directory)
         if name.endswith(".log")
     )
+
+
+def pass_counts(data_dir: str) -> dict[str, int]:
+    """The cleaning passes the nodes' logs report: all, urgent, promoted."""
+    counts = {"passes": 0, "urgent_passes": 0, "promoted_passes": 0}
+    for node in range(1, 4):
+        with open(os.path.join(data_dir, f"node-{node}", "node.log"), encoding="utf-8") as f:
+            for line in f:
+                if "cleaned offsets" not in line:
+                    continue
+                counts["passes"] += 1
+                counts["urgent_passes"] += "), urgent" in line
+                counts["promoted_passes"] += ", promoted" in line
+    return counts
 
 
 def node_pids(data_dir: str) -> list[int]:
@@ -193,6 +210,7 @@ def one(
         writer.join(120)
         time.sleep(1)  # the last pass
         size = partition_bytes(data_dir, "load")
+    passes = pass_counts(data_dir)
     ordered = sorted(latencies)
     return {
         "p50_ms": statistics.median(ordered),
@@ -201,6 +219,7 @@ def one(
         "load_records": counted[0] if counted else 0,
         "load_bytes_node1": size,
         **cores,
+        **passes,
     }
 
 

@@ -299,7 +299,9 @@ def test_a_child_runs_at_its_priority(priority: str, policy: str, nice: int | No
         assert nice in (None, CLEANER_NICE)
     finally:
         process.close()
-    assert process._process.poll() == 0
+    # It exits at EOF; an idle child on a busy machine may not get a core to read it within
+    # the close's wait, and is then killed.
+    assert process._process.poll() in ((0,) if priority == URGENT else (0, -signal.SIGKILL))
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux's CPU affinity")
@@ -309,7 +311,8 @@ def test_a_log_past_its_max_compaction_lag_is_cleaned_on_a_saturated_core(
     """Its pass runs in a child at the cleaner's nice value and ends while two processes at
     the loop's priority keep the only core the test may use busy (in about 6 s on the shared
     2-core machine): a `SCHED_IDLE` child would get about 0.15% of that core, two minutes for
-    this pass. A thread keeps one child: the idle one it had goes."""
+    this pass. A thread keeps one child: the idle one it had is raised where the kernel
+    allows, else killed and replaced."""
     lagged = dataclasses.replace(CONFIG, max_compaction_lag_ms=HOUR)
     lm, log = manager_in_processes(tmp_path, lagged)
     fill(log, 600)
@@ -338,8 +341,11 @@ def test_a_log_past_its_max_compaction_lag_is_cleaned_on_a_saturated_core(
     assert overdue is not None and overdue.priority == URGENT and not overdue.promoted
     assert not overdue.result.abandoned and overdue.result.groups_swapped > 0
     urgent = cleaner._processes[0]
-    assert urgent.priority == URGENT and urgent.pid != idle.pid
-    assert idle._process.poll() is not None  # closed
+    assert urgent.priority == URGENT
+    if may_raise_a_priority():
+        assert urgent is idle and os.sched_getscheduler(idle.pid) == os.SCHED_OTHER
+    else:
+        assert urgent.pid != idle.pid and idle._process.wait(30) == -signal.SIGKILL
     assert latest(log) == before
     lm.shutdown()
 
@@ -374,6 +380,8 @@ def test_an_idle_childs_pass_is_promoted_in_place_where_the_kernel_allows(
             assert os.getpriority(os.PRIO_PROCESS, idle.pid) == CLEANER_NICE
             assert not result.abandoned and result.groups_swapped > 0
             assert latest(log) == before
+            assert idle.set_priority(IDLE) and idle.priority == IDLE  # lowering: always
+            assert os.sched_getscheduler(idle.pid) == os.SCHED_IDLE
         else:
             assert idle.priority == IDLE and idle.gone
             assert result.abandoned and segment_files(log) == files

@@ -27,8 +27,10 @@ Rules:
   (`promote`: the child keeps its pass and becomes an urgent child). The kernel allows that
   only with `CAP_SYS_NICE` or an `RLIMIT_NICE` reaching `CLEANER_NICE`; where it refuses, the
   child is killed and its pass abandoned as on a stop (below), so its owner's next pass runs
-  in an urgent child. A pass of the other priority gets another child: an unprivileged
-  process cannot raise a child's priority back.
+  in an urgent child. Between two passes the owner sets the next one's priority
+  (`set_priority`): lowering is always allowed, raising as a promotion; where that is refused,
+  the owner `discard`s the child (killed, not waited for: an idle child may wait seconds for
+  a core even to exit) and starts another.
 - Messages: a 4-byte length, then a pickle. The parent sends `pass` (a `PassPlan`, the key
   map's size) and `stop`. The child keeps its key map between passes, runs the pass over the
   plan's segment files through `LOCAL_FS` and asks the parent: `read` every `REPORT_BYTES`
@@ -65,6 +67,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -105,6 +108,9 @@ _SOURCE_ROOT = os.path.dirname(
 Message = tuple[Any, ...]
 
 _wanted = False
+# Discarded children not known to have exited: reaped at each child's start (`discard`).
+_unreaped: list[subprocess.Popen[bytes]] = []
+_unreaped_lock = threading.Lock()
 
 
 def clean_logs_in_processes(wanted: bool = True) -> None:
@@ -188,6 +194,8 @@ class CleaningProcess:
         event loop); OSError if it cannot start. Its priority is set here (module Rules)."""
         if priority not in (IDLE, URGENT):
             raise ValueError(f"a cleaning process's priority is {IDLE} or {URGENT}: {priority!r}")
+        with _unreaped_lock:
+            _unreaped[:] = [p for p in _unreaped if p.poll() is None]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
         process = subprocess.Popen(
@@ -223,6 +231,16 @@ class CleaningProcess:
         except (AttributeError, OSError):  # not Linux, or not allowed (module Rules)
             return False
         self.priority = URGENT
+        return True
+
+    def set_priority(self, priority: str) -> bool:
+        """Run this child's next passes at `priority` (between two passes); whether it can:
+        lowering always, raising as `promote` (module Rules)."""
+        if priority == URGENT:
+            return self.promote()
+        if self.priority != IDLE:
+            run_at_idle_priority(self.pid)
+            self.priority = IDLE
         return True
 
     def interrupt(self) -> None:
@@ -343,7 +361,7 @@ class CleaningProcess:
 
     def close(self) -> None:
         """Close its stdin, wait up to `CLOSE_WAIT_S` for it to exit, then kill it (blocks)."""
-        assert self._process.stdin is not None and self._process.stdout is not None
+        assert self._process.stdin is not None
         with contextlib.suppress(OSError):
             self._process.stdin.close()
         try:
@@ -351,6 +369,21 @@ class CleaningProcess:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+        self._close_pipes()
+
+    def discard(self) -> None:
+        """Kill it and close its pipes without waiting for its exit (module Rules); reaped
+        at a later child's start."""
+        self._kill("discarded")
+        self._close_pipes()
+        if self._process.poll() is None:
+            with _unreaped_lock:
+                _unreaped.append(self._process)
+
+    def _close_pipes(self) -> None:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        with contextlib.suppress(OSError):
+            self._process.stdin.close()
         for fd in (self._wake_read, self._wake_write):
             with contextlib.suppress(OSError):
                 os.close(fd)

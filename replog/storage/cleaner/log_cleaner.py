@@ -44,7 +44,8 @@ Rules:
   (`pass_priority`: `SCHED_IDLE` until its log has waited `log.cleaner.idle.max.wait.ms`,
   grown too far or passed `max.compaction.lag.ms`, then `CLEANER_NICE`; each round's
   measures feed the since-when of every log, and an idle pass still running at its
-  `promotion_ms` is promoted), a thread keeping one child, of the priority of its last pass;
+  `promotion_ms` is promoted), a thread keeping one child, set to each pass's priority
+  (`CleaningProcess.set_priority`; another where it cannot be raised);
   on the threads, their own `CLEANER_NICE` (not idle: a pass on a thread hands the
   interpreter's lock over between two batches, and the loop would wait for it to get a
   core). A thread
@@ -305,17 +306,16 @@ class LogCleaner:
             pass_run.priority = process.priority
 
     def _process(self, thread: int, priority: str) -> CleaningProcess | None:
-        """Thread `thread`'s child for a pass at `priority`, started now if it has none of
-        that priority (its child of the other one ends first); None: the thread cleans."""
+        """Thread `thread`'s child for a pass at `priority`: its child, set to that priority,
+        or a new one if it has none, or one that died or cannot be raised to it (discarded
+        first: one key map a thread is the bound); None: the thread cleans."""
         if not self._use_processes:
             return None
         process = self._processes.get(thread)
-        # Died, killed in the middle of a pass, or of the other priority: an unprivileged
-        # process cannot raise its own priority back, and one key map a thread is the bound.
-        if process is not None and (process.gone or process.priority != priority):
+        if process is not None and (process.gone or not process.set_priority(priority)):
             with self._lock:
                 del self._processes[thread]
-            process.close()
+            process.discard()  # not waited for: an idle or killed child may wait for a core
             process = None
         if process is None:
             try:

@@ -1,7 +1,8 @@
 """The priority of a cleaning pass (replog/storage/cleaner/pass_priority.py): idle until its log
 is past max.compaction.lag.ms, has been cleanable for the idle wait, or has grown to three
 times its clean size (twice what qualifies it, for a strict minimum ratio); an idle pass is
-promoted when the earlier of the first two comes; the since-when of each log."""
+promoted when the earlier of the first two comes, or once its log reaches the size of the
+third; the since-when of each log."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from replog.storage.cleaner.pass_priority import (
     CleanableSince,
     grown_too_far,
     pass_priority,
+    promotion_bytes,
     promotion_ms,
     urgent_dirty_ratio,
 )
@@ -76,6 +78,15 @@ def test_a_log_grown_to_three_times_its_clean_size_is_urgent_at_once() -> None:
     # A lax one asks for prompt cleaning, not for more urgency: still 2x the clean bytes.
     assert urgent_dirty_ratio(0.01) == 2 / 3
     assert pass_priority(candidate(1000, 1000, ratio=0.01), T0, T0, MINUTE) == IDLE
+
+
+def test_an_idle_pass_is_promoted_once_its_log_reaches_three_times_its_clean_size() -> None:
+    assert promotion_bytes(candidate(1000, 1500)) == 3000
+    assert promotion_bytes(candidate(100, 1000, ratio=0.9)) == 1900  # 100 / (1 - 18/19)
+    assert promotion_bytes(candidate(0, 1000)) is None  # never cleaned: the wait bounds it
+    # A choice over the log at that size makes the pass urgent.
+    grown = candidate(1000, 3000 - 1000)
+    assert grown.total_bytes == 3000 and grown_too_far(grown)
 
 
 def test_a_never_cleaned_log_waits_out_the_idle_wait() -> None:

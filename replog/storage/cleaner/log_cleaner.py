@@ -44,14 +44,13 @@ Rules:
   (`pass_priority`: `SCHED_IDLE` until its log has waited `log.cleaner.idle.max.wait.ms`,
   grown too far or passed `max.compaction.lag.ms`, then `CLEANER_NICE`; each round's
   measures feed the since-when of every log, and an idle pass still running at its
-  `promotion_ms` is promoted), a thread keeping one child, set to each pass's priority
-  (`CleaningProcess.set_priority`; another where it cannot be raised);
-  on the threads, their own `CLEANER_NICE` (not idle: a pass on a thread hands the
-  interpreter's lock over between two batches, and the loop would wait for it to get a
-  core). A thread
-  whose passes run in a child keeps the loop's priority:
-  it swaps segments in under the log's lock, which the loop waits for (a thread at nice 10
-  holding it while it waited for a core kept appends waiting). `shutdown` closes the
+  `promotion_ms`, or whose log reached its `promotion_bytes`, is promoted), a thread keeping
+  one child, set to each pass's priority (`CleaningProcess.set_priority`; another where it
+  cannot be raised); on the threads, their own `CLEANER_NICE` (not idle: a pass on a thread
+  hands the interpreter's lock over between two batches, and the loop would wait for it to
+  get a core). A thread whose passes run in a child keeps the loop's priority: it swaps
+  segments in under the log's lock, which the loop waits for (a thread at nice 10 holding it
+  while it waited for a core kept appends waiting). `shutdown` closes the
   children.
 - `reconfigure` (a dynamic broker config, `cleaner_config.reconfigured`) changes a running
   cleaner without a restart: the throttle's rate at once (a thread waiting on the throttle
@@ -87,6 +86,7 @@ from replog.storage.cleaner.pass_priority import (
     URGENT,
     CleanableSince,
     pass_priority,
+    promotion_bytes,
     promotion_ms,
 )
 from replog.storage.cleaner.throttle import Throttle
@@ -105,11 +105,12 @@ def _no_producers(partition: TopicPartitionKey) -> Mapping[int, ProducerLastBatc
 
 @dataclass(slots=True)
 class _PassRun:
-    """One pass's priority (a child's, as it goes), when an idle one is promoted, and whether
-    it was."""
+    """One pass's priority (a child's, as it goes), when or at which log size an idle one is
+    promoted, and whether it was."""
 
     priority: str
     promote_at_ms: int
+    promote_at_bytes: int | None
     promoted: bool = False
 
 
@@ -205,7 +206,9 @@ class LogCleaner:
         tp, log_dir, target, candidate, last_batches, since = chosen
         wait = self.config.idle_max_wait_ms
         pass_run = _PassRun(
-            pass_priority(candidate, since, now, wait), promotion_ms(candidate, since, wait)
+            pass_priority(candidate, since, now, wait),
+            promotion_ms(candidate, since, wait),
+            promotion_bytes(candidate),
         )
         truncations = target.truncation_count
         began = self._timer()
@@ -275,7 +278,10 @@ class LogCleaner:
             self._throttled(tp, size)
 
         def should_promote() -> bool:
-            pass_run.promoted = self._clock() >= pass_run.promote_at_ms
+            grown = pass_run.promote_at_bytes
+            pass_run.promoted = self._clock() >= pass_run.promote_at_ms or (
+                grown is not None and target.size_in_bytes >= grown
+            )
             return pass_run.promoted
 
         process = self._process(thread, pass_run.priority)

@@ -14,12 +14,16 @@ Rules:
   grown to 3x its cleaned size, 1.5x what Kafka's default ratio of 0.5 lets it reach); else
   `IDLE`. A never-cleaned log has no clean size to grow past: the wait bounds it.
 - An `IDLE` pass is promoted at `promotion_ms`: when its log has been cleanable for the wait,
-  or passes `max.compaction.lag.ms`, whichever comes first.
+  or passes `max.compaction.lag.ms`, whichever comes first; or once the log's bytes (all its
+  segments, the active one too) reach `promotion_bytes`, the size at which its clean bytes
+  would make a choice's pass `URGENT` (none for a never-cleaned log): a log that grows while
+  an idle pass starves is not left to grow for the whole wait.
 - Pure: the candidate, the times and the wait in, the priority out.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
@@ -48,6 +52,16 @@ def promotion_ms(candidate: LogToClean, cleanable_since_ms: int, idle_max_wait_m
     """The first time at which an `IDLE` pass over `candidate` is `URGENT` (module Rules): the
     log is past `max.compaction.lag.ms` from 1 ms after it is due."""
     return min(cleanable_since_ms + idle_max_wait_ms, candidate.compaction_due_ms + 1)
+
+
+def promotion_bytes(candidate: LogToClean) -> int | None:
+    """The log's size from which an `IDLE` pass over `candidate` is `URGENT` (module Rules);
+    None: never by its size."""
+    urgent = urgent_dirty_ratio(candidate.log.min_cleanable_dirty_ratio)
+    if candidate.clean_bytes <= 0 or urgent >= 1.0:
+        return None
+    # clean / (1 - urgent), rounded first: a float's last bit is not a byte.
+    return math.ceil(round(candidate.clean_bytes / (1 - urgent), 6))
 
 
 def pass_priority(

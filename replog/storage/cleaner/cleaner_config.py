@@ -10,8 +10,9 @@ Rules:
 - Bounds: at least one thread, a buffer of at least one key-map entry per thread, a positive
   rate, a backoff and a wait of at least 0; anything else is a ConfigError naming the key.
 - `log.cleaner.enable` is read at start-up only; the others are Kafka's
-  `LogCleaner.ReconfigurableConfigs`: a running cleaner takes them from the dynamic broker
-  levels (`reconfigured`: this broker's, else the cluster default's, else server.properties).
+  `LogCleaner.ReconfigurableConfigs` (and replog's idle wait): a running cleaner takes them
+  from the dynamic broker levels (`reconfigured`: this broker's, else the cluster default's,
+  else server.properties).
   A value it cannot take keeps the one below (a warning says which); a set of values that
   disagree, or a thread count outside half to double of the running one (Kafka's
   `validateReconfiguration`), keeps the running threads and buffer.

@@ -20,8 +20,14 @@ nearly all the time.
 
 Printed per configuration: each run's probe p50, p99 and max, then min / median / max over
 the runs, and the `load` partition's bytes on node 1 at the end (cleaning on: about the live
-keys; off: everything written), which shows the cleaner ran. The machine is shared: compare
-the two configurations within a run.
+keys; off: everything written), which shows the cleaner ran. Over the probe's time (Linux's
+/proc), where the cores went: how long each node's event loop (its main thread) waited for a
+core, per second (`loop_wait_ms_per_s`, the median node; its schedstat's run delay), and the
+CPU of the nodes' cleaning children (`cleaning_cores`, the three summed). Over the cluster's
+life, from the nodes' logs: the passes run (`passes`, the three nodes), those that ran at the
+cleaner's nice (`urgent_passes`, promoted ones included: `pass_priority`) and those promoted
+while under way (`promoted_passes`). The machine is shared: compare the configurations within
+a run.
 
     .venv/bin/python bench/cleaner_produce.py [--runs 3] [--probes 2000] [--load-rate 5000]
         [--base-port 27400] [--kafka-base-port 27410] [--data-dir DIR]
@@ -100,6 +106,75 @@ def partition_bytes(data_dir: str, topic: str) -> int:
     )
 
 
+def pass_counts(data_dir: str) -> dict[str, int]:
+    """The cleaning passes the nodes' logs report: all, urgent, promoted."""
+    counts = {"passes": 0, "urgent_passes": 0, "promoted_passes": 0}
+    for node in range(1, 4):
+        with open(os.path.join(data_dir, f"node-{node}", "node.log"), encoding="utf-8") as f:
+            for line in f:
+                if "cleaned offsets" not in line:
+                    continue
+                counts["passes"] += 1
+                counts["urgent_passes"] += "), urgent" in line
+                counts["promoted_passes"] += ", promoted" in line
+    return counts
+
+
+def node_pids(data_dir: str) -> list[int]:
+    pids = []
+    for node in range(1, 4):
+        with open(os.path.join(data_dir, f"node-{node}", "node.pid"), encoding="ascii") as f:
+            pids.append(int(f.read().split()[0]))
+    return pids
+
+
+def _proc_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _cleaning_children(pids: Sequence[int]) -> dict[int, float]:
+    """The CPU seconds of every live cleaning child of `pids`, by its pid."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if b"cleaning_process" not in f.read():
+                    continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                parent = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if parent in pids:
+                found[int(name)] = _proc_cpu_s(int(name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def cores_sample(pids: Sequence[int]) -> tuple[float, list[int], dict[int, float]]:
+    """Now, each node's main thread's run delay (ns), its cleaning children's CPU."""
+    delays = []
+    for pid in pids:
+        with open(f"/proc/{pid}/task/{pid}/schedstat", encoding="ascii") as f:
+            delays.append(int(f.read().split()[1]))
+    return time.monotonic(), delays, _cleaning_children(pids)
+
+
+def cores_used(
+    before: tuple[float, list[int], dict[int, float]],
+    after: tuple[float, list[int], dict[int, float]],
+) -> dict[str, float]:
+    elapsed = after[0] - before[0]
+    waits = [(b - a) / 1e6 / elapsed for a, b in zip(before[1], after[1], strict=True)]
+    children = sum(cpu - before[2].get(pid, 0.0) for pid, cpu in after[2].items())
+    return {
+        "loop_wait_ms_per_s": statistics.median(waits),
+        "cleaning_cores": children / elapsed,
+    }
+
+
 def one(
     args: argparse.Namespace, data_dir: str, settings: Sequence[str], checkout: str | None
 ) -> dict[str, Any]:
@@ -127,11 +202,15 @@ def one(
         )
         writer.start()
         time.sleep(3)
+        pids = node_pids(data_dir)
+        before = cores_sample(pids)
         latencies = probe(bootstrap, args.probes)
+        cores = cores_used(before, cores_sample(pids))
         stop.set()
         writer.join(120)
         time.sleep(1)  # the last pass
         size = partition_bytes(data_dir, "load")
+    passes = pass_counts(data_dir)
     ordered = sorted(latencies)
     return {
         "p50_ms": statistics.median(ordered),
@@ -139,6 +218,8 @@ def one(
         "max_ms": ordered[-1],
         "load_records": counted[0] if counted else 0,
         "load_bytes_node1": size,
+        **cores,
+        **passes,
     }
 
 
@@ -185,7 +266,9 @@ def main() -> None:
             f"{name}: p50 {spread([r['p50_ms'] for r in runs])}, "
             f"p99 {spread([r['p99_ms'] for r in runs])}, "
             f"max {spread([r['max_ms'] for r in runs])}, "
-            f"load partition on node 1 {spread([r['load_bytes_node1'] / 1e6 for r in runs])} MB"
+            f"load partition on node 1 {spread([r['load_bytes_node1'] / 1e6 for r in runs])} MB, "
+            f"loop wait {spread([r['loop_wait_ms_per_s'] for r in runs])} ms/s, "
+            f"cleaning children {spread([r['cleaning_cores'] for r in runs])} cores"
         )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

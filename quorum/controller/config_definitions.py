@@ -266,8 +266,8 @@ BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
     ),
     ConfigDefinition("log.retention.check.interval.ms", _L, "300000", minimum=1, dynamic=False),
     # The log cleaner's (replog/storage/cleaner/cleaner_config.py): whether it runs is read at
-    # start-up only, the rest is Kafka's `LogCleaner.ReconfigurableConfigs`, taken by a
-    # running cleaner (`check_cleaner_configs` holds them together).
+    # start-up only, the rest is Kafka's `LogCleaner.ReconfigurableConfigs` (and replog's own
+    # idle wait), taken by a running cleaner (`check_cleaner_configs` holds them together).
     ConfigDefinition("log.cleaner.enable", _B, "true", dynamic=False),
     ConfigDefinition(CLEANER_THREADS, _I, "1", minimum=1),
     ConfigDefinition(CLEANER_BUFFER, _L, str(128 << 20), minimum=CLEANER_ENTRY_BYTES),
@@ -278,6 +278,7 @@ BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
         check=check_above_zero,
     ),
     ConfigDefinition("log.cleaner.backoff.ms", _L, "15000", minimum=0),
+    ConfigDefinition("log.cleaner.idle.max.wait.ms", _L, "60000", minimum=0),  # replog's own
     ConfigDefinition("replica.lag.time.max.ms", _L, "30000", minimum=0, dynamic=False),
     # Replication throttles (KIP-73): the rates are dynamic (per broker or the cluster
     # default), the rate's window read-only (replog.replication.replication_quota).

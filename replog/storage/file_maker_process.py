@@ -216,12 +216,14 @@ def exit_status_text(status: int | None) -> str:
 # --- the child --------------------------------------------------------------------------------
 
 
-def _lower_priority() -> None:
+def run_at_idle_priority(pid: int = 0) -> None:
+    """Run process `pid` (0: the calling one) at `SCHED_IDLE` (only when a core is otherwise
+    idle); where that is refused or missing, at nice 19."""
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):  # not Linux, or not allowed
         with contextlib.suppress(OSError):
-            os.nice(19)
+            os.setpriority(os.PRIO_PROCESS, pid, 19)
 
 
 def _load_syncfs() -> Callable[[int], int] | None:
@@ -327,7 +329,7 @@ def main() -> None:
     # group: the node decides when this ends (EOF), and a round under way is answered.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _lower_priority()
+    run_at_idle_priority()
     syncfs = _load_syncfs()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while (header := _read_exactly(stdin, _HEADER.size)) is not None:

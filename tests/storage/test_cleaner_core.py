@@ -383,7 +383,7 @@ def test_the_max_compaction_lag_forces_a_log_below_its_ratio() -> None:
     log = summary([1000, 1000, 1000, 10], ratio=0.99, max_lag=HOUR)
     assert filthiest([log_to_clean(log, 200, T0 + HOUR)]) is None
     overdue = log_to_clean(log, 200, T0 + HOUR + 5)
-    assert overdue.compaction_delay_ms == 5
+    assert (overdue.compaction_delay_ms, overdue.compaction_due_ms) == (5, T0 + HOUR)
     assert filthiest([overdue]) is overdue
 
 

@@ -14,8 +14,9 @@ Rules:
   both): clean = the segments holding offsets below the first dirty offset, cleanable = those
   from the one holding it to the segment holding the first uncleanable offset (the active one
   if none), excluded; the dirty ratio is cleanable / (clean + cleanable).
-- Compaction delay (`max.compaction.lag.ms`): how long past the lag the earliest first-batch
-  timestamp of the dirty non-active segments is (0 when not past it, or no timestamp > 0).
+- Compaction due time (`max.compaction.lag.ms`): the earliest first-batch timestamp of the
+  dirty non-active segments plus the lag (`INT64_MAX` when there is no timestamp > 0); the
+  delay is how long past it the time is (0 when not past it).
 - Choice: among logs whose cleanable bytes are > 0 and whose delay is > 0, or whose ratio
   passes `min.cleanable.dirty.ratio`, the one with the highest ratio (the first such on a
   tie); none when none qualifies.
@@ -89,7 +90,7 @@ class CleanableOffsets:
 
 @dataclass(frozen=True, slots=True)
 class LogToClean:
-    """A candidate: its offsets, byte counts and how overdue it is."""
+    """A candidate: its offsets, byte counts, when it is due and how overdue it is."""
 
     log: CompactedLogSummary
     first_dirty: int
@@ -97,6 +98,7 @@ class LogToClean:
     clean_bytes: int
     cleanable_bytes: int
     compaction_delay_ms: int
+    compaction_due_ms: int
     force_checkpoint_update: bool
 
     @property
@@ -141,16 +143,16 @@ def cleanable_offsets(
     return CleanableOffsets(first_dirty, max(first_dirty, uncleanable), force)
 
 
-def compaction_delay_ms(log: CompactedLogSummary, first_dirty: int, now_ms: int) -> int:
-    """How long the earliest dirty non-active segment is past `max.compaction.lag.ms`."""
+def compaction_due_ms(log: CompactedLogSummary, first_dirty: int) -> int:
+    """When the earliest dirty non-active segment passes `max.compaction.lag.ms`."""
     stamps = [
         s.first_batch_timestamp
         for s in log.non_active_from(first_dirty)
         if s.first_batch_timestamp > 0
     ]
-    earliest = min(stamps) if stamps else INT64_MAX
-    clean_until = now_ms - max(log.max_compaction_lag_ms, 0)
-    return clean_until - earliest if earliest < clean_until else 0
+    if not stamps:
+        return INT64_MAX
+    return min(INT64_MAX, min(stamps) + max(log.max_compaction_lag_ms, 0))
 
 
 def log_to_clean(
@@ -165,13 +167,15 @@ def log_to_clean(
     cleanable = sum(
         s.size for s in log.segments_between(first_dirty, max(first_dirty, uncleanable_segment))
     )
+    due = compaction_due_ms(log, first_dirty)
     return LogToClean(
         log,
         first_dirty,
         first_uncleanable,
         clean,
         cleanable,
-        compaction_delay_ms(log, first_dirty, now_ms),
+        now_ms - due if due < now_ms else 0,
+        due,
         offsets.force_checkpoint_update,
     )
 

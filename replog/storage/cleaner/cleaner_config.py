@@ -5,11 +5,14 @@ Rules:
   `log.cleaner.dedupe.buffer.size` 128 MiB (the key maps' memory, shared by the threads),
   `log.cleaner.io.max.bytes.per.second` Double.MAX_VALUE (no throttle),
   `log.cleaner.backoff.ms` 15000 (how long a thread sleeps when no log needs cleaning).
+- replog's own: `log.cleaner.idle.max.wait.ms` 60000, how long a log may stay cleanable while
+  its passes run at `SCHED_IDLE` before one runs at the cleaner's nice (`pass_priority`).
 - Bounds: at least one thread, a buffer of at least one key-map entry per thread, a positive
-  rate, a backoff of at least 0; anything else is a ConfigError naming the key.
+  rate, a backoff and a wait of at least 0; anything else is a ConfigError naming the key.
 - `log.cleaner.enable` is read at start-up only; the others are Kafka's
-  `LogCleaner.ReconfigurableConfigs`: a running cleaner takes them from the dynamic broker
-  levels (`reconfigured`: this broker's, else the cluster default's, else server.properties).
+  `LogCleaner.ReconfigurableConfigs` (and replog's idle wait): a running cleaner takes them
+  from the dynamic broker levels (`reconfigured`: this broker's, else the cluster default's,
+  else server.properties).
   A value it cannot take keeps the one below (a warning says which); a set of values that
   disagree, or a thread count outside half to double of the running one (Kafka's
   `validateReconfiguration`), keeps the running threads and buffer.
@@ -34,6 +37,7 @@ PROPERTY_NAMES = {
     "log.cleaner.dedupe.buffer.size": "dedupe_buffer_size",
     "log.cleaner.io.max.bytes.per.second": "io_max_bytes_per_second",
     "log.cleaner.backoff.ms": "backoff_ms",
+    "log.cleaner.idle.max.wait.ms": "idle_max_wait_ms",
 }
 
 
@@ -44,6 +48,7 @@ class CleanerConfig:
     dedupe_buffer_size: int = 128 << 20
     io_max_bytes_per_second: float = MAX_DOUBLE
     backoff_ms: int = 15000
+    idle_max_wait_ms: int = 60000
 
     def __post_init__(self) -> None:
         if self.threads < 1:
@@ -60,6 +65,10 @@ class CleanerConfig:
             )
         if self.backoff_ms < 0:
             raise ConfigError(f"log.cleaner.backoff.ms={self.backoff_ms}: must be at least 0")
+        if self.idle_max_wait_ms < 0:
+            raise ConfigError(
+                f"log.cleaner.idle.max.wait.ms={self.idle_max_wait_ms}: must be at least 0"
+            )
 
     @property
     def buffer_per_thread(self) -> int:

@@ -4,20 +4,33 @@ end and the child.
 Why a process: a pass is Python (about 16 us a record). On a thread of the broker's process it
 holds the interpreter's lock while it runs, and the event loop waits for the lock each time it
 wants it back: a thread's nice value lowers its share of the cores, not of the lock. A child
-shares no lock with the loop, and at `CLEANER_NICE` the kernel gives the loop the cores first.
+shares no lock with the loop, so it can run at `SCHED_IDLE`: the kernel gives it only the CPU
+no one else wants.
 The broker keeps the decisions and the log: the choice, the states, the checkpoint, the abort,
 and the swaps under the log's lock (`LogPass.swap`), which are renames: the child writes and
 syncs each cleaned segment's indexes with it. Measured (docs/benchmarks-history.md, "Log
 cleaner and produce latency"): a busy cleaner's cost to the median produce latency fell from
 1.8x to 1.4x with the child; its p99 fell from 4-11x to about 2x (under load) once the swap
-under the lock was renames only.
+under the lock was renames only; idle passes took the median to 1.03-1.44x (1.33-1.69x at
+nice 10, same runs).
 
 Rules:
 - One child per cleaner thread, started by that thread (`CleaningProcess.start` blocks) for
-  its first pass: it imports replog from the parent's source tree, lowers its own priority
-  (`CLEANER_NICE`), ignores SIGINT and SIGTERM (a node's process group gets them: the node ends
-  it) and exits at EOF on stdin, so a node killed with SIGKILL leaves it at most the pass in
-  hand, which ends at the child's next look at its stdin (below).
+  its first pass: it imports replog from the parent's source tree, ignores SIGINT and SIGTERM
+  (a node's process group gets them: the node ends it) and exits at EOF on stdin, so a node
+  killed with SIGKILL leaves it at most the pass in hand, which ends at the child's next look
+  at its stdin (below). The parent sets its priority as it starts it, and only the parent
+  changes it (`pass_priority`'s rule: `IDLE` is `SCHED_IDLE`, else nice 19; `URGENT` is
+  `CLEANER_NICE`), so a promotion never races the child's own setting.
+- Promotion: while an `IDLE` child's pass runs, the caller's `should_promote` is asked as
+  `should_stop` is; once it answers True the parent raises the child to `URGENT` in place
+  (`promote`: the child keeps its pass and becomes an urgent child). The kernel allows that
+  only with `CAP_SYS_NICE` or an `RLIMIT_NICE` reaching `CLEANER_NICE`; where it refuses, the
+  child is killed and its pass abandoned as on a stop (below), so its owner's next pass runs
+  in an urgent child. Between two passes the owner sets the next one's priority
+  (`set_priority`): lowering is always allowed, raising as a promotion; where that is refused,
+  the owner `discard`s the child (killed, not waited for: an idle child may wait seconds for
+  a core even to exit) and starts another.
 - Messages: a 4-byte length, then a pickle. The parent sends `pass` (a `PassPlan`, the key
   map's size) and `stop`. The child keeps its key map between passes, runs the pass over the
   plan's segment files through `LOCAL_FS` and asks the parent: `read` every `REPORT_BYTES`
@@ -31,7 +44,11 @@ Rules:
   more; the child sees it as the answer it waits for or between two batches (it looks at its
   stdin at most every `CHILD_POLL_S`), removes `.cleaned` files not swapped and ends with
   `done`, abandoned. A `stop` read while idle (its pass had ended) is ignored. A child that has
-  not ended the pass `STOP_WAIT_S` after a stop is killed.
+  not ended the pass `STOP_WAIT_S` after a stop is killed. An `IDLE` child is killed at once
+  instead and its pass abandoned (no error: the owner starts another child): on a busy
+  machine it waits seconds for a core, to read the stop or even to exit, and a truncation on
+  the event loop waits for the pass to end. Its `.cleaned` files, not swapped in (the parent
+  swaps), are removed by the log's next pass or its recovery.
 - A child that dies (EOF, a broken pipe) is `CleaningProcessGoneError` naming the log. A pass
   whose parent side fails (a storage error in a swap) kills the child, whose answers would
   otherwise be read as the next pass's. After either, `run` raises that error (the owner starts
@@ -50,6 +67,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -62,12 +80,18 @@ from replog.storage.cleaner.log_cleaning import (
     run_pass,
 )
 from replog.storage.cleaner.offset_map import OffsetMap
-from replog.storage.file_maker_process import CLOSE_WAIT_S, EXIT_STATUS_WAIT_S, exit_status_text
+from replog.storage.cleaner.pass_priority import IDLE, URGENT
+from replog.storage.file_maker_process import (
+    CLOSE_WAIT_S,
+    EXIT_STATUS_WAIT_S,
+    exit_status_text,
+    run_at_idle_priority,
+)
 from replog.storage.fs import LOCAL_FS, SegmentFile
 from replog.storage.segment_swap import discard_cleaned
 
-# The nice value of the cleaner's work, a child's or a thread's: below the event loop's, so
-# that on a busy machine the loop gets the cores first.
+# The nice value of the cleaner's work on a thread, and of an urgent pass's child: below the
+# event loop's, so that on a busy machine the loop gets the cores first.
 CLEANER_NICE = 10
 REPORT_BYTES = 256 * 1024
 POLL_S = 0.1
@@ -84,6 +108,9 @@ _SOURCE_ROOT = os.path.dirname(
 Message = tuple[Any, ...]
 
 _wanted = False
+# Discarded children not known to have exited: reaped at each child's start (`discard`).
+_unreaped: list[subprocess.Popen[bytes]] = []
+_unreaped_lock = threading.Lock()
 
 
 def clean_logs_in_processes(wanted: bool = True) -> None:
@@ -143,12 +170,18 @@ class _Pipe:
         return message
 
 
+class _KilledIdle(Exception):
+    """An idle child's pass is to stop, or to be promoted where the kernel refuses: it is
+    killed, not waited for (module Rules)."""
+
+
 class CleaningProcess:
     """The parent's end of one cleaning child (module Rules)."""
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], priority: str) -> None:
         assert process.stdin is not None and process.stdout is not None
         self._process = process
+        self.priority = priority
         self._pipe = _Pipe(process.stdout.fileno(), process.stdin.fileno())
         self._wake_read, self._wake_write = os.pipe()
         os.set_blocking(self._wake_read, False)
@@ -156,8 +189,13 @@ class CleaningProcess:
         self._gone: CleaningProcessGoneError | None = None
 
     @classmethod
-    def start(cls) -> CleaningProcess:
-        """Start a child (blocks: not on an event loop); OSError if it cannot start."""
+    def start(cls, priority: str) -> CleaningProcess:
+        """Start a child whose passes run at `priority` (`IDLE`, `URGENT`; blocks: not on an
+        event loop); OSError if it cannot start. Its priority is set here (module Rules)."""
+        if priority not in (IDLE, URGENT):
+            raise ValueError(f"a cleaning process's priority is {IDLE} or {URGENT}: {priority!r}")
+        with _unreaped_lock:
+            _unreaped[:] = [p for p in _unreaped if p.poll() is None]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
         process = subprocess.Popen(
@@ -167,7 +205,12 @@ class CleaningProcess:
             close_fds=True,
             env=env,
         )
-        return cls(process)
+        if priority == IDLE:
+            run_at_idle_priority(process.pid)
+        else:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, process.pid, CLEANER_NICE)
+        return cls(process, priority)
 
     @property
     def pid(self) -> int:
@@ -176,6 +219,29 @@ class CleaningProcess:
     @property
     def gone(self) -> bool:
         return self._gone is not None
+
+    def promote(self) -> bool:
+        """Run this `IDLE` child at `URGENT` from now on; whether the kernel let the parent
+        (module Rules)."""
+        if self.priority != IDLE:
+            return self.priority == URGENT
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.pid, CLEANER_NICE)
+            os.sched_setscheduler(self.pid, os.SCHED_OTHER, os.sched_param(0))
+        except (AttributeError, OSError):  # not Linux, or not allowed (module Rules)
+            return False
+        self.priority = URGENT
+        return True
+
+    def set_priority(self, priority: str) -> bool:
+        """Run this child's next passes at `priority` (between two passes); whether it can:
+        lowering always, raising as `promote` (module Rules)."""
+        if priority == URGENT:
+            return self.promote()
+        if self.priority != IDLE:
+            run_at_idle_priority(self.pid)
+            self.priority = IDLE
+        return True
 
     def interrupt(self) -> None:
         """Have a `run` ask its `should_stop` now (from any thread)."""
@@ -189,9 +255,11 @@ class CleaningProcess:
         *,
         should_stop: Callable[[], bool],
         on_read: Callable[[int], None],
+        should_promote: Callable[[], bool] = lambda: False,
     ) -> CleaningPass:
         """Run the pass `prepared` plans in the child with a key map of `map_bytes`, its swaps
-        here (module Rules). CleaningProcessGoneError, CleaningProcessError."""
+        here, promoted once `should_promote` says so (module Rules). CleaningProcessGoneError,
+        CleaningProcessError."""
         if self._gone is not None:
             raise self._gone
         plan = prepared.plan
@@ -200,8 +268,12 @@ class CleaningProcess:
 
         def stop_if_asked() -> None:
             nonlocal stop_sent
+            if self.priority == IDLE and should_promote() and not self.promote():
+                raise _KilledIdle
             if stop_sent is None:
                 if should_stop():
+                    if self.priority == IDLE:
+                        raise _KilledIdle
                     self._send(plan.name, ("stop",))
                     stop_sent = monotonic_s()
             elif monotonic_s() - stop_sent > STOP_WAIT_S:
@@ -235,6 +307,9 @@ class CleaningProcess:
                     raise self._gone_error(plan.name, f"it sent {kind!r}")
         except CleaningProcessError:
             raise  # the child answered: it waits for the next pass
+        except _KilledIdle:
+            self._kill("an idle child's pass stopped or was promoted")
+            return CleaningPass(plan.first_dirty, plan.first_dirty, abandoned=True)
         except BaseException:
             self._kill("abandoned in the middle of a pass")
             raise
@@ -286,7 +361,7 @@ class CleaningProcess:
 
     def close(self) -> None:
         """Close its stdin, wait up to `CLOSE_WAIT_S` for it to exit, then kill it (blocks)."""
-        assert self._process.stdin is not None and self._process.stdout is not None
+        assert self._process.stdin is not None
         with contextlib.suppress(OSError):
             self._process.stdin.close()
         try:
@@ -294,6 +369,21 @@ class CleaningProcess:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+        self._close_pipes()
+
+    def discard(self) -> None:
+        """Kill it and close its pipes without waiting for its exit (module Rules); reaped
+        at a later child's start."""
+        self._kill("discarded")
+        self._close_pipes()
+        if self._process.poll() is None:
+            with _unreaped_lock:
+                _unreaped.append(self._process)
+
+    def _close_pipes(self) -> None:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        with contextlib.suppress(OSError):
+            self._process.stdin.close()
         for fd in (self._wake_read, self._wake_write):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -371,8 +461,6 @@ def main() -> None:
     """The child: run passes until EOF on stdin (module Rules)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, 0, CLEANER_NICE)
     pipe = _Pipe(sys.stdin.fileno(), sys.stdout.fileno())
     offset_map: OffsetMap | None = None
     map_bytes = 0

@@ -40,11 +40,17 @@ Rules:
   each thread's last pass (recopy percent: bytes written over bytes read; its duration; its
   key map's use), the time of the last run, the uncleanable logs per log dir.
 - A thread that finds nothing to clean sleeps `log.cleaner.backoff.ms`, or until `wake`. The
-  pass's CPU runs at a lower priority than the event loop (`CLEANER_NICE`): the children's,
-  or the threads' own when they clean, a pass on a thread handing the interpreter's lock
-  over between two batches. A thread whose passes run in a child keeps the loop's priority:
-  it swaps segments in under the log's lock, which the loop waits for (a thread at nice 10
-  holding it while it waited for a core kept appends waiting). `shutdown` closes the
+  pass's CPU runs at a lower priority than the event loop: in a child, the pass's
+  (`pass_priority`: `SCHED_IDLE` until its log has waited `log.cleaner.idle.max.wait.ms`,
+  grown too far or passed `max.compaction.lag.ms`, then `CLEANER_NICE`; each round's
+  measures feed the since-when of every log, and an idle pass still running at its
+  `promotion_ms`, or whose log reached its `promotion_bytes`, is promoted), a thread keeping
+  one child, set to each pass's priority (`CleaningProcess.set_priority`; another where it
+  cannot be raised); on the threads, their own `CLEANER_NICE` (not idle: a pass on a thread
+  hands the interpreter's lock over between two batches, and the loop would wait for it to
+  get a core). A thread whose passes run in a child keeps the loop's priority: it swaps
+  segments in under the log's lock, which the loop waits for (a thread at nice 10 holding it
+  while it waited for a core kept appends waiting). `shutdown` closes the
   children.
 - `reconfigure` (a dynamic broker config, `cleaner_config.reconfigured`) changes a running
   cleaner without a restart: the throttle's rate at once (a thread waiting on the throttle
@@ -76,6 +82,13 @@ from replog.storage.cleaner.cleaning_state import ABORTED, IN_PROGRESS, Cleaning
 from replog.storage.cleaner.log_cleaning import CleaningPass, prepare_pass, run_pass
 from replog.storage.cleaner.log_summary import summarize_with_config
 from replog.storage.cleaner.offset_map import ENTRY_BYTES, OffsetMap
+from replog.storage.cleaner.pass_priority import (
+    URGENT,
+    CleanableSince,
+    pass_priority,
+    promotion_bytes,
+    promotion_ms,
+)
 from replog.storage.cleaner.throttle import Throttle
 from replog.storage.fs import LOCAL_FS, FileSystem
 from replog.storage.log import Log
@@ -90,6 +103,17 @@ def _no_producers(partition: TopicPartitionKey) -> Mapping[int, ProducerLastBatc
     return {}
 
 
+@dataclass(slots=True)
+class _PassRun:
+    """One pass's priority (a child's, as it goes), when or at which log size an idle one is
+    promoted, and whether it was."""
+
+    priority: str
+    promote_at_ms: int
+    promote_at_bytes: int | None
+    promoted: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class PassReport:
     """One pass a thread ran: which log, what it did, how long it took."""
@@ -99,6 +123,8 @@ class PassReport:
     candidate: LogToClean
     result: CleaningPass
     elapsed_ms: int
+    priority: str = URGENT  # the child's at the pass's end (a thread's pass: `CLEANER_NICE`)
+    promoted: bool = False
 
     @property
     def recopy_percent(self) -> float:
@@ -139,6 +165,7 @@ class LogCleaner:
         self.producer_last_batches: ProducerSource = _no_producers
         self._lock = threading.Condition()
         self._states = CleaningStates()
+        self._since: CleanableSince[TopicPartitionKey] = CleanableSince()  # under `_lock`
         self._checkpoints = {d: CleanerCheckpoint(d, fs) for d in log_dirs}
         self._offsets: dict[str, dict[TopicPartitionKey, int]] = {}
         for log_dir, checkpoint in self._checkpoints.items():
@@ -176,12 +203,18 @@ class LogCleaner:
         self._last_run_ms = self._clock()
         if chosen is None:
             return None
-        tp, log_dir, target, candidate, last_batches = chosen
+        tp, log_dir, target, candidate, last_batches, since = chosen
+        wait = self.config.idle_max_wait_ms
+        pass_run = _PassRun(
+            pass_priority(candidate, since, now, wait),
+            promotion_ms(candidate, since, wait),
+            promotion_bytes(candidate),
+        )
         truncations = target.truncation_count
         began = self._timer()
         result: CleaningPass | None = None
         try:
-            result = self._run_pass(thread, tp, target, candidate, now, last_batches)
+            result = self._run_pass(thread, tp, target, candidate, now, last_batches, pass_run)
         except KafkaStorageError:
             raise
         except Exception:
@@ -191,11 +224,19 @@ class LogCleaner:
         self._write_checkpoints()
         if result is None:
             return None
-        report = PassReport(tp, log_dir, candidate, result, self._timer() - began)
+        report = PassReport(
+            tp,
+            log_dir,
+            candidate,
+            result,
+            self._timer() - began,
+            pass_run.priority,
+            pass_run.promoted,
+        )
         self._last[thread] = report
         self._last_run_ms = self._clock()
         log.info(
-            "%s: cleaned offsets %d to %d in %d ms: %d of %d bytes kept (%.1f%%)%s",
+            "%s: cleaned offsets %d to %d in %d ms: %d of %d bytes kept (%.1f%%), %s%s%s",
             target.name,
             candidate.first_dirty,
             result.end_offset,
@@ -203,6 +244,8 @@ class LogCleaner:
             result.stats.bytes_written,
             result.stats.bytes_read,
             report.recopy_percent,
+            pass_run.priority,
+            ", promoted" if pass_run.promoted else "",
             ", abandoned" if result.abandoned else "",
         )
         return report
@@ -215,8 +258,10 @@ class LogCleaner:
         candidate: LogToClean,
         now_ms: int,
         last_batches: Mapping[int, ProducerLastBatch],
+        pass_run: _PassRun,
     ) -> CleaningPass:
-        """One pass over `target`, in thread `thread`'s child or on this thread (module Rules)."""
+        """One pass over `target`, in thread `thread`'s child at `pass_run`'s priority (which
+        notes a promotion) or on this thread (module Rules)."""
         prepared = prepare_pass(
             target,
             first_dirty=candidate.first_dirty,
@@ -232,8 +277,16 @@ class LogCleaner:
         def on_read(size: int) -> None:
             self._throttled(tp, size)
 
-        process = self._process(thread)
+        def should_promote() -> bool:
+            grown = pass_run.promote_at_bytes
+            pass_run.promoted = self._clock() >= pass_run.promote_at_ms or (
+                grown is not None and target.size_in_bytes >= grown
+            )
+            return pass_run.promoted
+
+        process = self._process(thread, pass_run.priority)
         if process is None:
+            pass_run.priority = URGENT  # the thread's own nice value
             return run_pass(
                 prepared.plan,
                 self._offset_map(thread),
@@ -245,26 +298,34 @@ class LogCleaner:
             )
         try:
             return process.run(
-                prepared, self.config.buffer_per_thread, should_stop=should_stop, on_read=on_read
+                prepared,
+                self.config.buffer_per_thread,
+                should_stop=should_stop,
+                on_read=on_read,
+                should_promote=should_promote,
             )
         except CleaningProcessGoneError as exc:  # the next pass starts another (`_process`)
             log.error("%s", exc)
             first_dirty = candidate.first_dirty
             return CleaningPass(first_dirty, first_dirty, abandoned=True)
+        finally:
+            pass_run.priority = process.priority
 
-    def _process(self, thread: int) -> CleaningProcess | None:
-        """Thread `thread`'s child, started now if it has none; None: the thread cleans."""
+    def _process(self, thread: int, priority: str) -> CleaningProcess | None:
+        """Thread `thread`'s child for a pass at `priority`: its child, set to that priority,
+        or a new one if it has none, or one that died or cannot be raised to it (discarded
+        first: one key map a thread is the bound); None: the thread cleans."""
         if not self._use_processes:
             return None
         process = self._processes.get(thread)
-        if process is not None and process.gone:  # died, or killed in the middle of a pass
+        if process is not None and (process.gone or not process.set_priority(priority)):
             with self._lock:
                 del self._processes[thread]
-            process.close()
+            process.discard()  # not waited for: an idle or killed child may wait for a core
             process = None
         if process is None:
             try:
-                process = CleaningProcess.start()
+                process = CleaningProcess.start(priority)
             except OSError as exc:
                 log.warning("the log cleaner cleans on its threads: no process: %s", exc)
                 self._use_processes = False
@@ -274,7 +335,9 @@ class LogCleaner:
                     process.close()
                     return None
                 self._processes[thread] = process
-            log.info("log cleaner thread %d: passes run in process %d", thread, process.pid)
+            log.info(
+                "log cleaner thread %d: %s passes run in process %d", thread, priority, process.pid
+            )
         return process
 
     def _interrupt_processes(self) -> None:
@@ -284,7 +347,10 @@ class LogCleaner:
 
     def _grab_filthiest(
         self, now_ms: int
-    ) -> tuple[TopicPartitionKey, str, Log, LogToClean, Mapping[int, ProducerLastBatch]] | None:
+    ) -> (
+        tuple[TopicPartitionKey, str, Log, LogToClean, Mapping[int, ProducerLastBatch], int] | None
+    ):
+        """The filthiest qualifying log, started, with since when it has been cleanable."""
         candidates: list[tuple[LogToClean, LogEntry, Mapping[int, ProducerLastBatch]]] = []
         offsets = {d: dict(o) for d, o in self._offsets.items()}  # a snapshot, read unlocked
         for entry in list(self._logs()):
@@ -309,6 +375,8 @@ class LogCleaner:
                 self._set_offset(log_dir, tp, candidate.first_dirty, only_if=offsets)
             candidates.append((candidate, entry, last_batches))
         self._max_dirty_ratio = max((c.dirty_ratio for c, _, _ in candidates), default=0.0)
+        with self._lock:
+            self._since.observe(((e[0], c.qualifies) for c, e, _ in candidates), now_ms)
         best = filthiest(c for c, _, _ in candidates)
         if best is None:
             return None
@@ -317,7 +385,8 @@ class LogCleaner:
                 with self._lock:
                     if self._stop.is_set() or not self._states.start(tp):
                         return None  # paused meanwhile: the next round chooses again
-                return tp, log_dir, target, candidate, last_batches
+                    since = self._since.since(tp, now_ms)
+                return tp, log_dir, target, candidate, last_batches, since
         return None
 
     def _done(
@@ -335,6 +404,7 @@ class LogCleaner:
             elif not result.abandoned and in_progress and not target.closed:
                 self._offsets.setdefault(log_dir, {})[tp] = result.end_offset
                 self._unwritten.add(log_dir)
+                self._since.cleaned(tp)
             elif (
                 result.corrupt is not None
                 and in_progress
@@ -464,6 +534,7 @@ class LogCleaner:
         self.abort_and_pause(tp)
         with self._lock:
             self._states.forget(tp)
+            self._since.cleaned(tp)
             if self._offsets.get(log_dir, {}).pop(tp, None) is not None:
                 self._unwritten.add(log_dir)
             self._uncleanable.get(log_dir, set()).discard(tp)

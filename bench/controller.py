@@ -537,8 +537,8 @@ def child_core(
     harness = importlib.util.module_from_spec(spec)
     sys.modules["controller_harness"] = harness  # its dataclasses look their module up
     spec.loader.exec_module(harness)
-    from quorum.controller.replication_control import CreatableTopic
-    from quorum.metadata.record_batches import encode_snapshot
+    from replog.quorum.controller.replication_control import CreatableTopic
+    from replog.quorum.metadata.record_batches import encode_snapshot
 
     cluster = harness.Cluster.create((1,), seed=0)
     cluster.elect(1)
@@ -604,9 +604,9 @@ def child_core(
 def child_image(snapshot_path: str, partitions: int) -> dict[str, object]:
     """A broker's MetadataImage of the core's final state, loaded from its snapshot bytes
     chunk by chunk, so that little transient memory inflates the RSS growth."""
-    from quorum.metadata.delta import MetadataDelta
-    from quorum.metadata.image import MetadataImage, MetadataProvenance
-    from quorum.metadata.record_batches import decode_snapshot
+    from replog.quorum.metadata.delta import MetadataDelta
+    from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+    from replog.quorum.metadata.record_batches import decode_snapshot
 
     gc.collect()
     before = rss_kib(os.getpid())

@@ -36,11 +36,11 @@ PARTITIONS_PER_TOPIC = 10
 
 from base_commit import add_arguments, against_lines, runs_against, spread  # noqa: E402
 
-from quorum.controller.controller import QuorumController  # noqa: E402
-from quorum.controller.controller_config import ControllerConfig  # noqa: E402
-from quorum.controller.replication_control import CreatableTopic  # noqa: E402
-from quorum.metadata.log_batches import CommittedRecords  # noqa: E402
-from quorum.metadata.records import PartitionChangeRecord, PartitionRecord  # noqa: E402
+from replog.quorum.controller.controller import QuorumController  # noqa: E402
+from replog.quorum.controller.controller_config import ControllerConfig  # noqa: E402
+from replog.quorum.controller.replication_control import CreatableTopic  # noqa: E402
+from replog.quorum.metadata.log_batches import CommittedRecords  # noqa: E402
+from replog.quorum.metadata.records import PartitionChangeRecord, PartitionRecord  # noqa: E402
 
 
 def load_harness() -> object:

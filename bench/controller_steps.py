@@ -40,14 +40,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from quorum.controller.broker_heartbeat import BrokerHeartbeatRequest
-from quorum.controller.cluster_control import BrokerRegistrationRequest
-from quorum.controller.controller import QuorumController
-from quorum.controller.controller_config import ControllerConfig
-from quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER_STEP
-from quorum.controller.replication_control import CreatableTopic
-from quorum.metadata.log_batches import CommittedRecords
-from quorum.metadata.records import (
+from replog.quorum.controller.broker_heartbeat import BrokerHeartbeatRequest
+from replog.quorum.controller.cluster_control import BrokerRegistrationRequest
+from replog.quorum.controller.controller import QuorumController
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER_STEP
+from replog.quorum.controller.replication_control import CreatableTopic
+from replog.quorum.metadata.log_batches import CommittedRecords
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
     FeatureRange,

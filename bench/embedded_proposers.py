@@ -21,8 +21,8 @@ import sys
 import time
 
 from replog.config import parse_properties
-from replog.server.node import Node
-from replog.server.node_config import NodeConfig
+from replog.server.config.node_config import NodeConfig
+from replog.server.process.node import Node
 
 RECORD_SIZE = 100
 

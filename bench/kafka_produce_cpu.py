@@ -31,9 +31,14 @@ from uuid import UUID
 # bench/ first on sys.path would let bench/timeline.py shadow the package replog imports.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from quorum.metadata.delta import MetadataDelta  # noqa: E402
-from quorum.metadata.image import MetadataImage, MetadataProvenance  # noqa: E402
-from quorum.metadata.records import (  # noqa: E402
+from replog.kafka.messages.produce_request import (  # noqa: E402
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+from replog.quorum.metadata.delta import MetadataDelta  # noqa: E402
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance  # noqa: E402
+from replog.quorum.metadata.records import (  # noqa: E402
     METADATA_VERSION_FEATURE,
     Endpoint,
     FeatureLevelRecord,
@@ -41,15 +46,10 @@ from quorum.metadata.records import (  # noqa: E402
     RegisterBrokerRecord,
     TopicRecord,
 )
-from replog.kafka.messages.produce_request import (  # noqa: E402
-    PartitionProduceData,
-    ProduceRequest,
-    TopicProduceData,
-)
 from replog.record import build_batch  # noqa: E402
-from replog.server.broker_cores import BrokerCores  # noqa: E402
-from replog.server.kafka_apis import KafkaApis  # noqa: E402
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig  # noqa: E402
+from replog.server.data_plane.broker_cores import BrokerCores  # noqa: E402
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig  # noqa: E402
+from replog.server.kafka.kafka_apis import KafkaApis  # noqa: E402
 from replog.storage.log_config import LogConfig  # noqa: E402
 from replog.storage.log_manager import LogManager  # noqa: E402
 from replog.testing import LoopTasks  # noqa: E402

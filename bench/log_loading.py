@@ -4,8 +4,8 @@ pays before it can serve (issue #50's restart goal), against the file system's o
 Measured: `LogManager(log_dir)` (every log opened: its directory listed, segments and the
 leader-epoch checkpoint read, leftovers removed) followed by `preload_producer_tables` (each
 log's producer snapshots listed), as a starting broker runs them, in one thread, with the
-node's garbage-collector policy (`replog.server.collector`: the growth freezer installed, and
-told of the logs as they load). Baseline, same
+node's garbage-collector policy (`replog.server.runtime.collector`: the growth freezer installed,
+and told of the logs as they load). Baseline, same
 run, same directories: the floor of that work in plain Python, listing every partition
 directory once and reading its leader-epoch checkpoint, so the ratio says how much the loading
 code adds to the system calls it cannot avoid.
@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 
 from replog.record.builder import build_batch
-from replog.server import collector
-from replog.server.producer_state_loader import ProducerExpiry, preload_producer_tables
+from replog.server.data_plane.producer_state_loader import ProducerExpiry, preload_producer_tables
+from replog.server.runtime import collector
 from replog.storage.log_manager import LogManager
 
 

@@ -33,12 +33,12 @@ from uuid import UUID
 
 from base_commit import add_arguments, against_lines, runs_against, spread
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.loader import MetadataLoader, Publication
-from quorum.metadata.log_batches import CommittedRecords
-from quorum.metadata.record_batches import decode_batch_in_steps
-from quorum.metadata.record_codec import encode_record
-from quorum.metadata.records import (
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.loader import MetadataLoader, Publication
+from replog.quorum.metadata.log_batches import CommittedRecords
+from replog.quorum.metadata.record_batches import decode_batch_in_steps
+from replog.quorum.metadata.record_codec import encode_record
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     NO_LEADER,
     Endpoint,
@@ -49,10 +49,10 @@ from quorum.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from quorum.metadata.steps import REPLAY_STEP_RECORDS, run_to_end
+from replog.quorum.metadata.steps import REPLAY_STEP_RECORDS, run_to_end
 from replog.record import BatchBuilder
-from replog.server.replica_change_queue import stage_in_steps
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.server.data_plane.replica_change_queue import stage_in_steps
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks, ManualClock

@@ -55,8 +55,8 @@ from replog.coordinator.offsets_records import (
     encode_value,
 )
 from replog.record.builder import BatchBuilder
-from replog.server.group_coordinator import GroupCoordinator
-from replog.server.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.groups.group_coordinator import GroupCoordinator
 from replog.storage import Log, LogConfig
 from replog.storage.cleaner.cleanable import log_to_clean
 from replog.storage.cleaner.log_cleaning import clean_log

@@ -77,8 +77,8 @@ figure's median over the runs (ratios are taken within a run, then their median)
 19720-19722 (replog), 14323-14325 and 16323-16325 (NATS). Every server started is stopped on
 exit, and servers left by an interrupted earlier run (found by their data directory under
 $TMPDIR/replog-bench-produce-*) are killed at start. The benchmark process tunes glibc to keep
-its large buffers (`replog.server.allocator`, as the nodes do), so the load generator does not
-fault in fresh pages per batch.
+its large buffers (`replog.server.runtime.allocator`, as the nodes do), so the load generator does
+not fault in fresh pages per batch.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ from replog.record.builder import BatchBuilder, build_batch  # noqa: E402
 from replog.record.header import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD  # noqa: E402
 from replog.record.varint import decode_varint  # noqa: E402
 from replog.replication import messages as msg  # noqa: E402
-from replog.server.allocator import keep_large_buffers  # noqa: E402
+from replog.server.runtime.allocator import keep_large_buffers  # noqa: E402
 from replog.storage.log import (  # noqa: E402
     DELETE_DIR_SUFFIX,
     parse_topic_partition,

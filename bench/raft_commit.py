@@ -67,7 +67,7 @@ from replog.cli.local_cluster import METRICS_PORT_OFFSET, LocalCluster
 from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
-from replog.server.metadata_append_client import MetadataAppendClient
+from replog.server.raft.metadata_append_client import MetadataAppendClient
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORD_SIZE = 100

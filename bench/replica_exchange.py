@@ -48,13 +48,13 @@ import grpc  # noqa: E402
 
 from replog.record import build_batch  # noqa: E402
 from replog.replication import messages as m  # noqa: E402
-from replog.server.broker_cores import BrokerCores  # noqa: E402
-from replog.server.replica_fetch_service import (  # noqa: E402
+from replog.server.data_plane.broker_cores import BrokerCores  # noqa: E402
+from replog.server.data_plane.replica_fetch_service import (  # noqa: E402
     ReplicaFetchService,
     add_replica_fetch_service,
 )
-from replog.server.replica_fetch_stream import ReplicaFetchStream  # noqa: E402
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig  # noqa: E402
+from replog.server.data_plane.replica_fetch_stream import ReplicaFetchStream  # noqa: E402
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig  # noqa: E402
 from replog.storage.log_manager import LogManager  # noqa: E402
 from replog.testing import LoopTasks  # noqa: E402
 from tests.metadata.metadata_helpers import topic_id  # noqa: E402

@@ -37,7 +37,9 @@ LINE_NUMBER = re.compile(r"\.py:\d+\)")
 ENTRY = re.compile(r"^_watch \(node_tasks\.py\): ")
 # A node's own line, not a peer's error quoting one ("... the broker is shutting down").
 SHUTTING_DOWN = re.compile(r"replog\.server: node \d+: shutting down")
-STARTED = "start-up objects frozen"  # a node process's first lines (replog.server.collector)
+STARTED = (
+    "start-up objects frozen"  # a node process's first lines (replog.server.runtime.collector)
+)
 
 
 @dataclass

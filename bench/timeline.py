@@ -32,7 +32,7 @@ from time import perf_counter_ns
 # shadow the `timeline` package; put the checkout it belongs to in front.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from timeline import SnapshotRegistry, TimelineHashMap
+from replog.timeline import SnapshotRegistry, TimelineHashMap
 
 
 @dataclass(frozen=True)

@@ -1,27 +1,27 @@
 """Checkpoint file formats (pure): bytes to values and back, no file I/O.
 
 Offset and leader-epoch checkpoints and partition.metadata are read and written by
-`replog.storage.checkpoint_file`, quorum-state by `replog.server.raft_storage`, the
+`replog.storage.checkpoint_file`, quorum-state by `replog.server.raft.raft_storage`, the
 clean-shutdown marker by the `LogManager`, all through the file-system seam. Every parser raises
 `replog.errors.CorruptCheckpointError` naming the file and the reason (and the line, for the
 line-based formats).
 """
 
-from checkpoints.clean_shutdown_marker import (
+from replog.checkpoints.clean_shutdown_marker import (
     CLEAN_SHUTDOWN_MARKER,
     CLEAN_SHUTDOWN_MARKER_VERSION,
     NO_BROKER_EPOCH,
     parse_clean_shutdown_marker,
     render_clean_shutdown_marker,
 )
-from checkpoints.leader_epoch_checkpoint import (
+from replog.checkpoints.leader_epoch_checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     EpochEntry,
     is_strictly_increasing,
     parse_leader_epoch_checkpoint,
     render_leader_epoch_checkpoint,
 )
-from checkpoints.offset_checkpoint import (
+from replog.checkpoints.offset_checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -29,18 +29,18 @@ from checkpoints.offset_checkpoint import (
     parse_offset_checkpoint,
     render_offset_checkpoint,
 )
-from checkpoints.partition_metadata import (
+from replog.checkpoints.partition_metadata import (
     PARTITION_METADATA,
     parse_partition_metadata,
     render_partition_metadata,
 )
-from checkpoints.quorum_state import (
+from replog.checkpoints.quorum_state import (
     QUORUM_STATE,
     QuorumStateData,
     parse_quorum_state,
     render_quorum_state,
 )
-from checkpoints.text_format import CHECKPOINT_VERSION
+from replog.checkpoints.text_format import CHECKPOINT_VERSION
 from replog.common import TopicPartitionKey
 from replog.errors import CorruptCheckpointError
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 
-from checkpoints.text_format import INT64_MAX
+from replog.checkpoints.text_format import INT64_MAX
 from replog.errors import CorruptCheckpointError
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"

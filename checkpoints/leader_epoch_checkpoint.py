@@ -3,7 +3,7 @@
 Each entry says "leader epoch E began at offset S" (see `replog.storage.leader_epoch_cache`).
 The file lives in the partition directory and is rewritten in full on every change.
 
-Grammar (the common layout of `checkpoints.text_format`, version 0)::
+Grammar (the common layout of `replog.checkpoints.text_format`, version 0)::
 
     entry        = leader_epoch " " start_offset
     leader_epoch = integer in [0, 2**31 - 1]
@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from checkpoints import text_format
-from checkpoints.text_format import INT32_MAX, INT64_MAX
+from replog.checkpoints import text_format
+from replog.checkpoints.text_format import INT32_MAX, INT64_MAX
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # The file as replog renders it: version 0, the count, then "<epoch> <offset>" lines.

@@ -5,7 +5,7 @@ Three files in each log dir share this format and differ only in what the offset
 `REPLICATION_OFFSET_CHECKPOINT` (the high watermark) and `LOG_START_OFFSET_CHECKPOINT`
 (the log start offset, for logs where it lies inside the first segment).
 
-Grammar (the common layout of `checkpoints.text_format`, version 0)::
+Grammar (the common layout of `replog.checkpoints.text_format`, version 0)::
 
     entry     = topic " " partition " " offset
     topic     = [a-zA-Z0-9._-]+       ; Kafka's legal topic characters, so no field holds a space
@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from checkpoints import text_format
-from checkpoints.text_format import INT32_MAX, INT64_MAX
+from replog.checkpoints import text_format
+from replog.checkpoints.text_format import INT32_MAX, INT64_MAX
 from replog.common import TopicPartitionKey
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"

@@ -29,7 +29,7 @@ import binascii
 import re
 import uuid
 
-from checkpoints.text_format import decode_utf8
+from replog.checkpoints.text_format import decode_utf8
 from replog.common.ids import topic_id_text
 from replog.errors import CorruptCheckpointError
 

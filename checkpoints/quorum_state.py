@@ -1,6 +1,6 @@
 """The `quorum-state` file: a Raft node's persisted election state (quorum epoch, leader, vote).
 
-The Raft core (`quorum.raft`) must never forget, across a crash, which quorum epoch it reached,
+Raft's core (`replog.quorum.raft`) must never forget, across a crash, which quorum epoch it reached,
 whom it voted for in that epoch and whom it knew as leader: forgetting the vote lets a node vote
 twice in one epoch, and two leaders can then be elected. The shell writes this file to
 `quorum-state.tmp`, fsyncs it, renames it over `quorum-state` and fsyncs the directory, before it
@@ -42,7 +42,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from checkpoints.text_format import INT32_MAX, INT64_MAX, decode_utf8
+from replog.checkpoints.text_format import INT32_MAX, INT64_MAX, decode_utf8
 from replog.errors import CorruptCheckpointError
 
 QUORUM_STATE = "quorum-state"

@@ -1,6 +1,6 @@
-"""replog's metadata quorum (pure): the Raft core in `quorum.raft`, the controller in
-`quorum.controller`, metadata records and images in `quorum.metadata`."""
+"""replog's metadata quorum (pure): the Raft core in `replog.quorum.raft`, the controller in
+`replog.quorum.controller`, metadata records and images in `replog.quorum.metadata`."""
 
-from quorum.raft import RaftNode
+from replog.quorum.raft import RaftNode
 
 __all__ = ["RaftNode"]

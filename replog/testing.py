@@ -10,8 +10,8 @@
   (`answer(api, first, *later)`), for the clients, which speak Kafka's protocol; a request
   with nothing scripted closes its connection. `calls` and `requests` say what it was asked.
 - `LoopTasks`: what starts the background tasks of a node's part built alone, outside a node
-  (`tasks=LoopTasks()` where the node hands its group, `replog.server.node_tasks`): plain tasks
-  of the running loop, which the part cancels or awaits itself; a failure is not the node's.
+  (`tasks=LoopTasks()` where the node hands its group, `replog.server.runtime.node_tasks`): plain
+  tasks of the running loop, which the part cancels or awaits itself; a failure is not the node's.
 - `local_cluster(directory, nodes=1)`: real node processes (`replog cluster start`) for the
   length of a `with` block, which yields the bootstrap address (the brokers' Kafka
   listeners, 200 above the nodes' ports); the nodes are stopped after it,
@@ -107,7 +107,7 @@ class ManualClock:
 
 class LoopTasks:
     """Starts a part's background tasks on the running loop (module docstring): a
-    `replog.server.node_tasks.Spawner` for a part built without a node."""
+    `replog.server.runtime.node_tasks.Spawner` for a part built without a node."""
 
     def spawn(self, work: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
         return asyncio.get_running_loop().create_task(work, name=name)

@@ -39,19 +39,15 @@ from typing import Any
 
 import pytest
 
-from quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
-from quorum.controller.controller_config import ControllerConfig
-from quorum.raft.config import PROPERTY_FIELDS, VOTERS_PROPERTY, RaftConfig
 from replog.client import config as client_config
 from replog.client import sender
 from replog.coordinator.group_migration import MIGRATION_POLICY_PROPERTY
 from replog.errors import wire_error_classes
-from replog.server import (
-    group_coordinator_config,
-    node_config,
-    replica_manager_config,
-)
-from replog.server.known_properties import KNOWN_NODE_PROPERTIES
+from replog.quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.raft.config import PROPERTY_FIELDS, VOTERS_PROPERTY, RaftConfig
+from replog.server.config import group_coordinator_config, node_config, replica_manager_config
+from replog.server.process.known_properties import KNOWN_NODE_PROPERTIES
 from replog.spark import options as source_options
 from replog.spark import sink_plan
 from replog.storage import log_config, log_manager

@@ -14,8 +14,8 @@ import pytest
 from replog.common.frozen_init import fast_frozen_init
 from replog.replication.leader_state import FollowerFetchUpdate
 from replog.replication.messages import FetchPartition, FetchPartitionResult
-from replog.server.producer_state_loader import PreloadedTable
-from replog.server.repeat_reads import EmptyRead
+from replog.server.data_plane.producer_state_loader import PreloadedTable
+from replog.server.data_plane.repeat_reads import EmptyRead
 
 _SENTINEL = object()
 

@@ -27,8 +27,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from quorum.raft.config import RaftConfig, VoterAddress
-from quorum.raft.messages import FetchRequest, Message
 from replog.admin.bootstrap import parse_bootstrap
 from replog.cli.cluster import check_ports_free
 from replog.cli.local_cluster import LocalCluster, LocalNode, _metrics_address
@@ -44,11 +42,13 @@ from replog.net_address import (
 )
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
-from replog.server.broker_runtime import broker_config_from_node
+from replog.quorum.raft.config import RaftConfig, VoterAddress
+from replog.quorum.raft.messages import FetchRequest, Message
+from replog.server.broker.broker_runtime import broker_config_from_node
+from replog.server.config.node_config import NodeConfig
 from replog.server.metrics.http_endpoint import MetricsEndpoint
-from replog.server.node_config import NodeConfig
-from replog.server.raft_fetch_server import FetchListener, Reply
-from replog.server.raft_transport import RaftTransport
+from replog.server.raft.raft_fetch_server import FetchListener, Reply
+from replog.server.raft.raft_transport import RaftTransport
 from replog.testing import LoopTasks
 from tests.ipv6_loopback import needs_ipv6
 

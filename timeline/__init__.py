@@ -18,16 +18,16 @@ them back, newest first. See `snapshot_registry` for the details and `docs/timel
 costs.
 """
 
-from timeline.errors import (
+from replog.timeline.errors import (
     NoneNotAllowedError,
     SnapshotOrderError,
     TimelineError,
     UnknownSnapshotError,
 )
-from timeline.snapshot_registry import SnapshotRegistry
-from timeline.timeline_hash_map import TimelineHashMap
-from timeline.timeline_hash_set import TimelineHashSet
-from timeline.timeline_scalar import TimelineInteger, TimelineLong, TimelineObject
+from replog.timeline.snapshot_registry import SnapshotRegistry
+from replog.timeline.timeline_hash_map import TimelineHashMap
+from replog.timeline.timeline_hash_set import TimelineHashSet
+from replog.timeline.timeline_scalar import TimelineInteger, TimelineLong, TimelineObject
 
 __all__ = [
     "NoneNotAllowedError",

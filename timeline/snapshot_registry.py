@@ -42,8 +42,8 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Any
 
-from timeline.errors import SnapshotOrderError, UnknownSnapshotError
-from timeline.revertable import Delta, Revertable
+from replog.timeline.errors import SnapshotOrderError, UnknownSnapshotError
+from replog.timeline.revertable import Delta, Revertable
 
 
 class _Snapshot:

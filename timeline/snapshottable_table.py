@@ -31,9 +31,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator
 from typing import Any, Generic, NoReturn, TypeVar
 
-from timeline.errors import NoneNotAllowedError
-from timeline.revertable import Delta, refuse_copy
-from timeline.snapshot_registry import SnapshotRegistry
+from replog.timeline.errors import NoneNotAllowedError
+from replog.timeline.revertable import Delta, refuse_copy
+from replog.timeline.snapshot_registry import SnapshotRegistry
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

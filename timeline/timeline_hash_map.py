@@ -12,7 +12,7 @@ Rules:
   stored value in place rewrites the past too, which is a caller bug. Store a new object.
 - Views returned for an offset are built from a private copy and do not change afterwards.
 
-Theory of operation: see `timeline.snapshottable_table`, which holds the live dict and the
+Theory of operation: see `replog.timeline.snapshottable_table`, which holds the live dict and the
 per-snapshot deltas. This module adds the Mapping surface and the two hot write paths, which
 are written out in full (not shared helpers) because a Python call costs as much as the rest
 of the write.
@@ -24,8 +24,8 @@ from collections.abc import ItemsView, KeysView, MutableMapping, ValuesView
 from types import MappingProxyType
 from typing import TypeVar, overload
 
-from timeline.snapshot_registry import SnapshotRegistry
-from timeline.snapshottable_table import _PENDING, K, SnapshottableTable, V
+from replog.timeline.snapshot_registry import SnapshotRegistry
+from replog.timeline.snapshottable_table import _PENDING, K, SnapshottableTable, V
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ Rules:
   any set.
 - Set algebra (`s | t`, `s & t`, ...) returns a plain `set` of live elements.
 
-Theory of operation: see `timeline.snapshottable_table`; the set is that table with every
+Theory of operation: see `replog.timeline.snapshottable_table`; the set is that table with every
 value True, so a delta records True (was a member) or None (was not). The two hot write paths
 are written out in full because a Python call costs as much as the rest of the write.
 """
@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, KeysView, MutableSet
 from typing import Any
 
-from timeline.snapshot_registry import SnapshotRegistry
-from timeline.snapshottable_table import _PENDING, K, SnapshottableTable
+from replog.timeline.snapshot_registry import SnapshotRegistry
+from replog.timeline.snapshottable_table import _PENDING, K, SnapshottableTable
 
 
 class TimelineHashSet(SnapshottableTable[K, bool], MutableSet[K]):

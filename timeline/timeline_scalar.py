@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from timeline.errors import NoneNotAllowedError
-from timeline.revertable import Delta, refuse_copy
-from timeline.snapshot_registry import SnapshotRegistry
+from replog.timeline.errors import NoneNotAllowedError
+from replog.timeline.revertable import Delta, refuse_copy
+from replog.timeline.snapshot_registry import SnapshotRegistry
 
 T = TypeVar("T")
 

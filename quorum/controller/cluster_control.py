@@ -77,32 +77,6 @@ from dataclasses import dataclass
 from typing import TypeVar
 from uuid import UUID
 
-from quorum.controller.broker_heartbeat import (
-    BrokerHeartbeatReply,
-    BrokerHeartbeatRequest,
-    BrokerHeartbeatTracker,
-    BrokerState,
-    next_broker_state,
-)
-from quorum.controller.controller_result import (
-    MAX_PARTITION_CHANGES_PER_STEP,
-    ControllerResult,
-    Step,
-    StepContext,
-)
-from quorum.controller.feature_control import FeatureControl
-from quorum.controller.replication_hooks import ReplicationHooks
-from quorum.metadata.broker_registration import BrokerRegistration, registration_named_by
-from quorum.metadata.fence_notices import fence_notices
-from quorum.metadata.records import (
-    BrokerRegistrationChangeRecord,
-    Endpoint,
-    FeatureRange,
-    FenceChange,
-    MetadataRecord,
-    RegisterBrokerRecord,
-    UnregisterBrokerRecord,
-)
 from replog.errors import (
     BrokerIdNotRegisteredError,
     DuplicateBrokerRegistrationError,
@@ -111,7 +85,33 @@ from replog.errors import (
     KafkaError,
     StaleBrokerEpochError,
 )
-from timeline import SnapshotRegistry, TimelineHashMap
+from replog.quorum.controller.broker_heartbeat import (
+    BrokerHeartbeatReply,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatTracker,
+    BrokerState,
+    next_broker_state,
+)
+from replog.quorum.controller.controller_result import (
+    MAX_PARTITION_CHANGES_PER_STEP,
+    ControllerResult,
+    Step,
+    StepContext,
+)
+from replog.quorum.controller.feature_control import FeatureControl
+from replog.quorum.controller.replication_hooks import ReplicationHooks
+from replog.quorum.metadata.broker_registration import BrokerRegistration, registration_named_by
+from replog.quorum.metadata.fence_notices import fence_notices
+from replog.quorum.metadata.records import (
+    BrokerRegistrationChangeRecord,
+    Endpoint,
+    FeatureRange,
+    FenceChange,
+    MetadataRecord,
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+)
+from replog.timeline import SnapshotRegistry, TimelineHashMap
 
 R = TypeVar("R")
 

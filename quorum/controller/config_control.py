@@ -50,7 +50,15 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 from types import MappingProxyType
 
-from quorum.controller.config_definitions import (
+from replog.errors import (
+    BrokerIdNotRegisteredError,
+    BrokerNotAvailableError,
+    InvalidConfigError,
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+)
+from replog.quorum.controller.config_definitions import (
     BROKER_CONFIGS,
     GROUP_CONFIGS,
     TOPIC_CONFIGS,
@@ -62,18 +70,10 @@ from quorum.controller.config_definitions import (
     check_static_broker_configs,
     check_topic_configs,
 )
-from quorum.controller.controller_result import ControllerResult
-from quorum.metadata.image import ConfigResource
-from quorum.metadata.records import ConfigRecord, ConfigResourceType, MetadataRecord
-from replog.errors import (
-    BrokerIdNotRegisteredError,
-    BrokerNotAvailableError,
-    InvalidConfigError,
-    InvalidRequestError,
-    KafkaError,
-    UnknownTopicOrPartitionError,
-)
-from timeline import SnapshotRegistry, TimelineHashMap
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.metadata.image import ConfigResource
+from replog.quorum.metadata.records import ConfigRecord, ConfigResourceType, MetadataRecord
+from replog.timeline import SnapshotRegistry, TimelineHashMap
 
 CLUSTER_DEFAULT = ""  # the broker resource name of the cluster-wide default
 

@@ -82,24 +82,37 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
-from quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
-from quorum.controller.cluster_control import (
+from replog.errors import (
+    InvalidRequestError,
+    KafkaError,
+    MetadataReplayError,
+    NotControllerError,
+    RequestTimedOutError,
+    UnknownServerError,
+)
+from replog.quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
+from replog.quorum.controller.cluster_control import (
     BrokerRegistrationReply,
     BrokerRegistrationRequest,
     ClusterControl,
 )
-from quorum.controller.config_control import AlterConfigOp, ConfigControl
-from quorum.controller.controller_config import ControllerConfig
-from quorum.controller.controller_result import ControllerResult, Step, StepContext
-from quorum.controller.deferred_queue import DeferredQueue
-from quorum.controller.feature_control import FeatureControl
-from quorum.controller.metadata_log import MetadataLog
-from quorum.controller.offset_control import OffsetControl
-from quorum.controller.operation import ReadContext, ReadOperation, WriteContext, WriteOperation
-from quorum.controller.pending_response import PendingResponse
-from quorum.controller.placement import RandomSource
-from quorum.controller.producer_id_control import ProducerIdControl, ProducerIdsBlock
-from quorum.controller.replication_control import (
+from replog.quorum.controller.config_control import AlterConfigOp, ConfigControl
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.controller.controller_result import ControllerResult, Step, StepContext
+from replog.quorum.controller.deferred_queue import DeferredQueue
+from replog.quorum.controller.feature_control import FeatureControl
+from replog.quorum.controller.metadata_log import MetadataLog
+from replog.quorum.controller.offset_control import OffsetControl
+from replog.quorum.controller.operation import (
+    ReadContext,
+    ReadOperation,
+    WriteContext,
+    WriteOperation,
+)
+from replog.quorum.controller.pending_response import PendingResponse
+from replog.quorum.controller.placement import RandomSource
+from replog.quorum.controller.producer_id_control import ProducerIdControl, ProducerIdsBlock
+from replog.quorum.controller.replication_control import (
     AlterPartitionItem,
     AlterPartitionResult,
     CreatableTopic,
@@ -113,11 +126,11 @@ from quorum.controller.replication_control import (
     ReassignmentResult,
     ReplicationControl,
 )
-from quorum.metadata.deferred_records import DeferredItem, DeferredRecords
-from quorum.metadata.fence_notices import FenceNotice
-from quorum.metadata.image import ConfigResource
-from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
-from quorum.metadata.records import (
+from replog.quorum.metadata.deferred_records import DeferredItem, DeferredRecords
+from replog.quorum.metadata.fence_notices import FenceNotice
+from replog.quorum.metadata.image import ConfigResource
+from replog.quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
+from replog.quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -131,15 +144,7 @@ from quorum.metadata.records import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
-from quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps, run_to_end
-from replog.errors import (
-    InvalidRequestError,
-    KafkaError,
-    MetadataReplayError,
-    NotControllerError,
-    RequestTimedOutError,
-    UnknownServerError,
-)
+from replog.quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps, run_to_end
 
 R = TypeVar("R")
 MOVE_OFF_FENCED = "move fenced brokers out of ISRs and leaderships"

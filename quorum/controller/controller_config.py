@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from quorum.controller.config_definitions import check_static_broker_configs
-from quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER_STEP
-from quorum.metadata.records import METADATA_VERSION_LATEST
+from replog.quorum.controller.config_definitions import check_static_broker_configs
+from replog.quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER_STEP
+from replog.quorum.metadata.records import METADATA_VERSION_LATEST
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,8 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, cast
 
-from quorum.metadata.fence_notices import FenceNotice
-from quorum.metadata.records import MetadataRecord
+from replog.quorum.metadata.fence_notices import FenceNotice
+from replog.quorum.metadata.records import MetadataRecord
 
 R = TypeVar("R")
 

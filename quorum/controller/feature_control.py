@@ -24,15 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from quorum.metadata.records import (
+from replog.errors import MetadataReplayError, UnsupportedVersionError
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
     METADATA_VERSION_MINIMUM,
     FeatureLevelRecord,
     FeatureRange,
 )
-from replog.errors import MetadataReplayError, UnsupportedVersionError
-from timeline import SnapshotRegistry, TimelineHashMap
+from replog.timeline import SnapshotRegistry, TimelineHashMap
 
 
 class FeatureControl:

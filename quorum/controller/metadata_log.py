@@ -3,11 +3,11 @@
 Writing: the active controller hands each batch of records to `MetadataLog.prepare_append`,
 which assigns their offsets at once (Raft's accumulator: `RaftNode.propose`) and returns the
 last one; the records reach the log later. The shell adapts a `RaftNode` to this protocol,
-encoding records with `quorum.metadata.record_codec`.
+encoding records with `replog.quorum.metadata.record_codec`.
 
 Hearing: the shell turns Raft's `to_apply` items into controller calls:
 `CommittedBatch` -> `CommittedRecords` (records decoded; a control batch has none;
-`quorum.metadata.log_batches`, which the broker's metadata loader reads too) ->
+`replog.quorum.metadata.log_batches`, which the broker's metadata loader reads too) ->
 `QuorumController.handle_commit`; `LoadSnapshot` -> `SnapshotRecords` ->
 `handle_load_snapshot`; `LeaderChange` -> `handle_leader_change`.
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from quorum.metadata.records import MetadataRecord
+from replog.quorum.metadata.records import MetadataRecord
 
 
 class MetadataLog(Protocol):

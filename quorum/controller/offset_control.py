@@ -39,8 +39,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import Counter
 
-from timeline import SnapshotRegistry
-from timeline.errors import UnknownSnapshotError
+from replog.timeline import SnapshotRegistry
+from replog.timeline.errors import UnknownSnapshotError
 
 # The offset "before the first record": snapshots and committed offsets start here.
 EMPTY_LOG_OFFSET = -1

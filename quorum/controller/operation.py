@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from quorum.controller.cluster_control import ClusterControl
-from quorum.controller.config_control import ConfigControl
-from quorum.controller.controller_result import ControllerResult
-from quorum.controller.feature_control import FeatureControl
-from quorum.controller.producer_id_control import ProducerIdControl
-from quorum.controller.replication_control import ReplicationControl
+from replog.quorum.controller.cluster_control import ClusterControl
+from replog.quorum.controller.config_control import ConfigControl
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.controller.feature_control import FeatureControl
+from replog.quorum.controller.producer_id_control import ProducerIdControl
+from replog.quorum.controller.replication_control import ReplicationControl
 
 R = TypeVar("R")
 

@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from enum import Enum
 from uuid import UUID
 
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import (
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
     RECOVERY_STATE_UNCHANGED,

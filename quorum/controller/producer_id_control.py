@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quorum.controller.broker_liveness import BrokerLiveness
-from quorum.controller.controller_result import ControllerResult
-from quorum.metadata.records import ProducerIdsRecord
 from replog.errors import MetadataReplayError, StaleBrokerEpochError, UnknownServerError
-from timeline import SnapshotRegistry, TimelineLong
+from replog.quorum.controller.broker_liveness import BrokerLiveness
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.metadata.records import ProducerIdsRecord
+from replog.timeline import SnapshotRegistry, TimelineLong
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 _PRODUCER_ID_MAX = 2**63 - 1

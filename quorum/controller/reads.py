@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from quorum.controller.config_control import CLUSTER_DEFAULT, DescribedConfig
-from quorum.controller.operation import ReadContext, ReadOperation
-from quorum.controller.replication_control import ApiError, OngoingReassignment
-from quorum.metadata.broker_registration import BrokerRegistration
-from quorum.metadata.image import ConfigResource
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import NO_LEADER, ConfigResourceType, Endpoint
 from replog.errors import KafkaError, LeaderNotAvailableError
+from replog.quorum.controller.config_control import CLUSTER_DEFAULT, DescribedConfig
+from replog.quorum.controller.operation import ReadContext, ReadOperation
+from replog.quorum.controller.replication_control import ApiError, OngoingReassignment
+from replog.quorum.metadata.broker_registration import BrokerRegistration
+from replog.quorum.metadata.image import ConfigResource
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import NO_LEADER, ConfigResourceType, Endpoint
 
 
 @dataclass(frozen=True, slots=True)

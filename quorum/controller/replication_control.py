@@ -72,24 +72,6 @@ from functools import partial
 from typing import NamedTuple, Protocol
 from uuid import UUID
 
-from quorum.controller.broker_liveness import BrokerLiveness
-from quorum.controller.controller_result import ControllerResult, StepContext
-from quorum.controller.partition_change_builder import Election, PartitionChangeBuilder
-from quorum.controller.placement import RandomSource, place_replicas
-from quorum.metadata.deferred_records import DeferredItem, DeferredRecords, PartitionRecordOf
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import (
-    LEADER_UNCHANGED,
-    NO_LEADER,
-    ConfigRecord,
-    ConfigResourceType,
-    LeaderRecoveryState,
-    MetadataRecord,
-    PartitionChangeRecord,
-    PartitionRecord,
-    RemoveTopicRecord,
-    TopicRecord,
-)
 from replog.errors import (
     ElectionNotNeededError,
     EligibleLeadersNotAvailableError,
@@ -113,8 +95,26 @@ from replog.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from replog.quorum.controller.broker_liveness import BrokerLiveness
+from replog.quorum.controller.controller_result import ControllerResult, StepContext
+from replog.quorum.controller.partition_change_builder import Election, PartitionChangeBuilder
+from replog.quorum.controller.placement import RandomSource, place_replicas
+from replog.quorum.metadata.deferred_records import DeferredItem, DeferredRecords, PartitionRecordOf
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import (
+    LEADER_UNCHANGED,
+    NO_LEADER,
+    ConfigRecord,
+    ConfigResourceType,
+    LeaderRecoveryState,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from replog.timeline import SnapshotRegistry, TimelineHashMap, TimelineHashSet
 from replog.topic_names import check_topic_creatable
-from timeline import SnapshotRegistry, TimelineHashMap, TimelineHashSet
 
 # Kafka's limits: one CreateTopics (here also CreatePartitions) request may add at most this
 # many partitions, and one user operation may write at most this many records.

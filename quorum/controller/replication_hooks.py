@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from quorum.controller.controller_result import ControllerResult
-from quorum.metadata.records import (
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.metadata.records import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,

@@ -88,15 +88,15 @@ from dataclasses import dataclass
 from enum import Enum
 from uuid import UUID
 
-from quorum.metadata.records import (
+from replog.errors import BrokerIdNotRegisteredError, NotControllerError, StaleBrokerEpochError
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
     METADATA_VERSION_MINIMUM,
     Endpoint,
     FeatureRange,
 )
-from quorum.raft.timers import RandomSource
-from replog.errors import BrokerIdNotRegisteredError, NotControllerError, StaleBrokerEpochError
+from replog.quorum.raft.timers import RandomSource
 
 ERROR_NONE = 0
 # Kafka's BrokerLifecycleManager: heartbeats this far apart while catching up, and resends after

@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from uuid import UUID
 
-from quorum.metadata.records import (
+from replog.errors import MetadataReplayError
+from replog.quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
     Endpoint,
     FeatureRange,
@@ -23,7 +24,6 @@ from quorum.metadata.records import (
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
-from replog.errors import MetadataReplayError
 
 
 @dataclass(frozen=True, slots=True)

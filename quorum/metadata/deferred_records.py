@@ -20,8 +20,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple, overload
 from uuid import UUID
 
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import MetadataRecord
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import MetadataRecord
 
 
 class PartitionRecordOf(NamedTuple):

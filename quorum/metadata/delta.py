@@ -40,8 +40,9 @@ from types import MappingProxyType
 from typing import TypeVar
 from uuid import UUID
 
-from quorum.metadata.broker_registration import BrokerRegistration, registration_named_by
-from quorum.metadata.image import (
+from replog.errors import MetadataReplayError
+from replog.quorum.metadata.broker_registration import BrokerRegistration, registration_named_by
+from replog.quorum.metadata.image import (
     ClusterImage,
     ConfigResource,
     ConfigsImage,
@@ -53,8 +54,8 @@ from quorum.metadata.image import (
     copied,
     frozen_mapping,
 )
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import (
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -70,7 +71,6 @@ from quorum.metadata.records import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
-from replog.errors import MetadataReplayError
 
 
 class TopicDelta:

@@ -21,9 +21,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from quorum.metadata.broker_lifecycle import LifecycleState
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.records import BrokerRegistrationChangeRecord, FenceChange, MetadataRecord
+from replog.quorum.metadata.broker_lifecycle import LifecycleState
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.records import (
+    BrokerRegistrationChangeRecord,
+    FenceChange,
+    MetadataRecord,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,10 +23,10 @@ from types import MappingProxyType
 from typing import ClassVar, TypeVar
 from uuid import UUID
 
-from quorum.metadata.broker_registration import BrokerRegistration
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import METADATA_VERSION_FEATURE, ConfigResourceType
-from quorum.raft.snapshot_id import SnapshotId
+from replog.quorum.metadata.broker_registration import BrokerRegistration
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import METADATA_VERSION_FEATURE, ConfigResourceType
+from replog.quorum.raft.snapshot_id import SnapshotId
 
 K = TypeVar("K")
 V = TypeVar("V")

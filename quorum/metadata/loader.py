@@ -47,18 +47,18 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NoReturn, Protocol, runtime_checkable
 
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.local_changes import (
+from replog.errors import MetadataLoadError, MetadataReplayError
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.local_changes import (
     LocalChanges,
     local_changes_between_in_steps,
     local_changes_in_steps,
 )
-from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
-from quorum.metadata.records import MetadataRecord
-from quorum.metadata.snapshot import image_record_count
-from quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps, run_to_end
-from replog.errors import MetadataLoadError, MetadataReplayError
+from replog.quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
+from replog.quorum.metadata.records import MetadataRecord
+from replog.quorum.metadata.snapshot import image_record_count
+from replog.quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps, run_to_end
 
 
 class ManifestKind(Enum):
@@ -90,7 +90,7 @@ class Publication:
         return run_to_end(self.local_changes_in_steps(broker_id))
 
     def local_changes_in_steps(self, broker_id: int) -> Steps[LocalChanges]:
-        """`local_changes` in steps (`quorum.metadata.local_changes`): a first image holds
+        """`local_changes` in steps (`replog.quorum.metadata.local_changes`): a first image holds
         thousands of partitions."""
         if self.manifest.kind is ManifestKind.LOG:
             # The delta's base is the previous image, so the delta knows exactly what changed.

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from uuid import UUID
 
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.steps import Steps, run_to_end
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.steps import Steps, run_to_end
 
 # Partitions one step of `local_changes_in_steps` looks at: about a millisecond.
 CLASSIFY_STEP_PARTITIONS = 1_000

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quorum.metadata.records import MetadataRecord
+from replog.quorum.metadata.records import MetadataRecord
 
 
 @dataclass(frozen=True, slots=True)

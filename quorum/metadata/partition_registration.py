@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import NamedTuple
 from uuid import UUID
 
-from quorum.metadata.records import (
+from replog.quorum.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
     RECOVERY_STATE_UNCHANGED,

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
-from quorum.metadata.records import (
+from replog.quorum.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
     RECOVERY_STATE_OF,

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from quorum.metadata.record_codec import decode_record, encode_record
-from quorum.metadata.records import MetadataRecord
-from quorum.metadata.steps import Steps, run_to_end
 from replog.errors import CorruptMetadataRecordError, CorruptRecordError
+from replog.quorum.metadata.record_codec import decode_record, encode_record
+from replog.quorum.metadata.records import MetadataRecord
+from replog.quorum.metadata.steps import Steps, run_to_end
 from replog.record import BatchBuilder, RecordBatch, iter_batches
 
 SNAPSHOT_RECORDS_PER_BATCH = 1000

@@ -36,7 +36,10 @@ from uuid import UUID
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from quorum.metadata.partition_wire import (
+from replog.common.ids import UUID_BYTES
+from replog.errors import CorruptMetadataRecordError
+from replog.pb import metadata_pb2 as pb
+from replog.quorum.metadata.partition_wire import (
     PARTITION_CHANGE_TAG,
     PARTITION_TAG,
     partition_change_record_bytes,
@@ -44,7 +47,7 @@ from quorum.metadata.partition_wire import (
     read_partition_change_record,
     read_partition_record,
 )
-from quorum.metadata.records import (
+from replog.quorum.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
     RECOVERY_STATE_OF,
@@ -67,9 +70,6 @@ from quorum.metadata.records import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
-from replog.common.ids import UUID_BYTES
-from replog.errors import CorruptMetadataRecordError
-from replog.pb import metadata_pb2 as pb
 
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 PORT_MAX = (1 << 16) - 1

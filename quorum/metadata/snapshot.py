@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from quorum.metadata.deferred_records import DeferredItem, DeferredRecords, PartitionRecordOf
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.records import (
+from replog.quorum.metadata.deferred_records import DeferredItem, DeferredRecords, PartitionRecordOf
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     ConfigRecord,
     FeatureLevelRecord,
@@ -31,7 +31,7 @@ from quorum.metadata.records import (
     ProducerIdsRecord,
     TopicRecord,
 )
-from quorum.metadata.steps import Steps, run_to_end
+from replog.quorum.metadata.steps import Steps, run_to_end
 
 # Partitions (in whole topics) one step of `image_records_in_steps` takes: a reference each,
 # a few milliseconds of CPU.

@@ -4,12 +4,12 @@
 log the shell keeps. See docs/raft.md for the roles, the RPCs and the Ready contract.
 """
 
-from quorum.raft.config import RaftConfig, VoterAddress, parse_voters
-from quorum.raft.election_state import ElectionState
-from quorum.raft.log_view import EpochEndOffset, EpochStart, LogSummary, RaftLog, summarize
-from quorum.raft.messages import ErrorCode, Message
-from quorum.raft.node import NodeStatus, ProposeResult, RaftNode
-from quorum.raft.ready import (
+from replog.quorum.raft.config import RaftConfig, VoterAddress, parse_voters
+from replog.quorum.raft.election_state import ElectionState
+from replog.quorum.raft.log_view import EpochEndOffset, EpochStart, LogSummary, RaftLog, summarize
+from replog.quorum.raft.messages import ErrorCode, Message
+from replog.quorum.raft.node import NodeStatus, ProposeResult, RaftNode
+from replog.quorum.raft.ready import (
     AbortSnapshot,
     AppendBatches,
     ApplyItem,
@@ -24,8 +24,8 @@ from quorum.raft.ready import (
     WriteSnapshot,
     WriteSnapshotChunk,
 )
-from quorum.raft.snapshot_id import SnapshotId, parse_snapshot_file_name
-from quorum.raft.timers import RandomSource
+from replog.quorum.raft.snapshot_id import SnapshotId, parse_snapshot_file_name
+from replog.quorum.raft.timers import RandomSource
 
 __all__ = [
     "AbortSnapshot",

@@ -80,10 +80,10 @@ class RaftConfig:
     # (node.py, "Fetch: leader side"). 0: answer at once, as Kafka does.
     high_watermark_linger_ms: int = 5
     # Not in Kafka: the port of a voter's listener for Raft Fetch connections (the node's host;
-    # replog/server/raft_fetch_wire.py), which peers learn over gRPC. 0: any free port.
+    # replog/server/raft/raft_fetch_wire.py), which peers learn over gRPC. 0: any free port.
     fetch_port: int = 0
     # Not in Kafka: the port of a voter's listener for metadata append connections (the node's
-    # host; replog/server/metadata_append_wire.py), which callers learn over gRPC. 0: any free
+    # host; replog/server/raft/metadata_append_wire.py), which callers learn over gRPC. 0: any free
     # port.
     append_port: int = 0
 

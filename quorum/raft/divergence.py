@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quorum.raft.log_view import EpochEndOffset, LogSummary
-from quorum.raft.snapshot_id import SnapshotId
+from replog.quorum.raft.log_view import EpochEndOffset, LogSummary
+from replog.quorum.raft.snapshot_id import SnapshotId
 
 
 @dataclass(frozen=True, slots=True)

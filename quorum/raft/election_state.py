@@ -7,7 +7,7 @@ Rules:
 - A node writes a new election state durably before it sends any message that depends on it
   (`Ready` documents the order); the core asserts the first two rules on every transition.
 
-The on-disk format is `checkpoints.quorum_state` (Kafka's `quorum-state` JSON, version 0);
+The on-disk format is `replog.checkpoints.quorum_state` (Kafka's `quorum-state` JSON, version 0);
 `to_file_data` and `from_file_data` convert, mapping None to -1.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checkpoints.quorum_state import NO_ID, QuorumStateData
+from replog.checkpoints.quorum_state import NO_ID, QuorumStateData
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,8 @@ Rules:
 
 from __future__ import annotations
 
-from quorum.raft.log_view import EpochStart, LogSummary, RaftLog, summarize
-from quorum.raft.ready import (
+from replog.quorum.raft.log_view import EpochStart, LogSummary, RaftLog, summarize
+from replog.quorum.raft.ready import (
     AbortSnapshot,
     AppendBatches,
     DeleteLogPrefix,
@@ -31,7 +31,7 @@ from quorum.raft.ready import (
     WriteSnapshot,
     WriteSnapshotChunk,
 )
-from quorum.raft.snapshot_id import SnapshotId
+from replog.quorum.raft.snapshot_id import SnapshotId
 
 
 class LogTail:

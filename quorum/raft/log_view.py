@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from quorum.raft.snapshot_id import SnapshotId
+from replog.quorum.raft.snapshot_id import SnapshotId
 
 
 @dataclass(frozen=True, slots=True)

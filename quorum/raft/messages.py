@@ -2,7 +2,7 @@
 
 Every RPC of KIP-595/KIP-630/KIP-996 that the static-quorum core needs: Vote (with the pre-vote
 flag), BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum. The shell
-carries Fetch on a framed TCP connection (`replog/server/raft_fetch_wire.py`) and the others on
+carries Fetch on a framed TCP connection (`replog/server/raft/raft_fetch_wire.py`) and the others on
 the gRPC `RaftQuorum` service; a request and its response share `correlation_id`, which the
 shell uses to route a response back to the call that waits for it.
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from quorum.raft.log_view import EpochEndOffset
-from quorum.raft.snapshot_id import SnapshotId
+from replog.quorum.raft.log_view import EpochEndOffset
+from replog.quorum.raft.snapshot_id import SnapshotId
 
 
 class ErrorCode(IntEnum):

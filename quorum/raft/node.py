@@ -66,9 +66,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from quorum.raft.config import RaftConfig
-from quorum.raft.control_records import LeaderChangeRecord, leader_change_batch
-from quorum.raft.divergence import (
+from replog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    MessageSizeTooLargeError,
+    NotLeaderOrFollowerError,
+)
+from replog.quorum.raft.config import RaftConfig
+from replog.quorum.raft.control_records import LeaderChangeRecord, leader_change_batch
+from replog.quorum.raft.divergence import (
     DivergingPosition,
     FetchPosition,
     SnapshotPosition,
@@ -76,10 +82,10 @@ from quorum.raft.divergence import (
     truncation_offset,
     validate_fetch_position,
 )
-from quorum.raft.election_state import ElectionState
-from quorum.raft.log_tail import LogTail
-from quorum.raft.log_view import EpochStart, RaftLog
-from quorum.raft.messages import (
+from replog.quorum.raft.election_state import ElectionState
+from replog.quorum.raft.log_tail import LogTail
+from replog.quorum.raft.log_view import EpochStart, RaftLog
+from replog.quorum.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     DescribeQuorumRequest,
@@ -97,14 +103,14 @@ from quorum.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from quorum.raft.ready import (
+from replog.quorum.raft.ready import (
     ApplyItem,
     CommittedBatch,
     LeaderChange,
     LoadSnapshot,
     Ready,
 )
-from quorum.raft.roles import (
+from replog.quorum.raft.roles import (
     Candidate,
     Fetching,
     Follower,
@@ -119,20 +125,14 @@ from quorum.raft.roles import (
     SnapshotDownload,
     Unattached,
 )
-from quorum.raft.snapshot_id import SnapshotId
-from quorum.raft.timers import RandomSource, election_backoff_ms, election_timeout_ms
-from quorum.raft.voters import (
+from replog.quorum.raft.snapshot_id import SnapshotId
+from replog.quorum.raft.timers import RandomSource, election_backoff_ms, election_timeout_ms
+from replog.quorum.raft.voters import (
     VoteResult,
     VoteTally,
     end_quorum_epoch_delay_ms,
     majority_size,
     offset_reached_by_majority,
-)
-from replog.errors import (
-    CorruptRecordError,
-    InvalidRecordError,
-    MessageSizeTooLargeError,
-    NotLeaderOrFollowerError,
 )
 from replog.record import (
     RECORD_BATCH_OVERHEAD,

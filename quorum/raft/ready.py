@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quorum.raft.election_state import ElectionState
-from quorum.raft.messages import Message
-from quorum.raft.snapshot_id import SnapshotId
+from replog.quorum.raft.election_state import ElectionState
+from replog.quorum.raft.messages import Message
+from replog.quorum.raft.snapshot_id import SnapshotId
 
 # --- Log operations ---------------------------------------------------------------------------
 

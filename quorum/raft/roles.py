@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from quorum.raft.messages import FetchRequest
-from quorum.raft.snapshot_id import SnapshotId
-from quorum.raft.voters import VoteTally
+from replog.quorum.raft.messages import FetchRequest
+from replog.quorum.raft.snapshot_id import SnapshotId
+from replog.quorum.raft.voters import VoteTally
 
 
 @dataclass(slots=True)

@@ -133,7 +133,7 @@ class ClusterMetadata:
     brokers: tuple[Broker, ...]  # unfenced brokers only, as clients see them
     topics: tuple[TopicInfo, ...]
     metadata_offset: int
-    # How current the answer is (`replog/server/metadata_staleness.py`): the answering node
+    # How current the answer is (`replog/server/raft/metadata_staleness.py`): the answering node
     # knows no quorum leader now; ms since it last heard from one; the wall-clock time of that
     # (None: never since it started); brokers it has not heard from for the session timeout.
     stale: bool = False

@@ -55,9 +55,9 @@ from replog.cli.start_progress import PHASES, StartProgress
 from replog.config import parse_properties
 from replog.errors import ReplogError
 from replog.net_address import parse_host_port
-from replog.server.broker_runtime import data_plane_config_from_node
-from replog.server.known_properties import unknown_properties
-from replog.server.node_config import NodeConfig
+from replog.server.broker.broker_runtime import data_plane_config_from_node
+from replog.server.config.node_config import NodeConfig
+from replog.server.process.known_properties import unknown_properties
 
 PROBE_TIMEOUT_S = 0.5  # a node that does not answer DescribeQuorum within this "does not answer"
 

@@ -169,8 +169,8 @@ def shown_entries(configs: ResourceConfigs, describe_all: bool) -> list[ConfigEn
 
 
 def entry_line(resource: ConfigResource, entry: ConfigEntry) -> str:
-    from quorum.controller.config_definitions import GROUP_CONFIGS, TOPIC_CONFIGS
     from replog.admin.controller_results import ConfigResourceType
+    from replog.quorum.controller.config_definitions import GROUP_CONFIGS, TOPIC_CONFIGS
 
     value = _java_str(entry.value)
     source = shown_source(entry.source)

@@ -316,7 +316,7 @@ class LocalCluster:
         if self.cluster_id is not None:
             properties["cluster.id"] = self.cluster_id
         # Imported here: the client tools read cluster.json without the server's settings.
-        from replog.server.group_coordinator_config import (
+        from replog.server.config.group_coordinator_config import (
             OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT,
         )
 

@@ -31,17 +31,17 @@ def run(args: argparse.Namespace) -> int:
     # `replog node --help` loads none of it.
     import asyncio
 
-    from replog.server.allocator import keep_large_buffers
-    from replog.server.bulk_threads import share_the_gil_promptly, start_bulk_threads
-    from replog.server.collector import freeze_startup_objects, install_growth_freezer
-    from replog.server.file_maker import make_new_log_files_in_a_process
-    from replog.server.known_properties import unknown_properties
-    from replog.server.loop_collections import install_loop_collections
-    from replog.server.loop_collections import stop as stop_loop_collections
-    from replog.server.loop_stall_monitor import sample_stalls_with_the_process_timer
-    from replog.server.node import Node
-    from replog.server.node_config import NodeConfig
-    from replog.server.open_files import raise_open_file_limit
+    from replog.server.config.node_config import NodeConfig
+    from replog.server.data_plane.file_maker import make_new_log_files_in_a_process
+    from replog.server.process.known_properties import unknown_properties
+    from replog.server.process.node import Node
+    from replog.server.runtime.allocator import keep_large_buffers
+    from replog.server.runtime.bulk_threads import share_the_gil_promptly, start_bulk_threads
+    from replog.server.runtime.collector import freeze_startup_objects, install_growth_freezer
+    from replog.server.runtime.loop_collections import install_loop_collections
+    from replog.server.runtime.loop_collections import stop as stop_loop_collections
+    from replog.server.runtime.loop_stall_monitor import sample_stalls_with_the_process_timer
+    from replog.server.runtime.open_files import raise_open_file_limit
     from replog.storage.cleaner.cleaning_process import clean_logs_in_processes
     from replog.wire.grpc_engine import engine_description
 

@@ -125,7 +125,7 @@ def propose(
 ) -> Assignment:
     """New replicas for every partition of `current` over `brokers` (id, rack), each topic's
     partitions keeping their replica count (partition 0's, as Kafka takes it)."""
-    from quorum.controller.placement import place_replicas  # the controller's own rule
+    from replog.quorum.controller.placement import place_replicas  # the controller's own rule
 
     proposed: Assignment = {}
     by_topic: dict[str, list[int]] = {}

@@ -64,7 +64,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
-from quorum.controller.config_definitions import GROUP_HEARTBEAT_INTERVAL, GROUP_SESSION_TIMEOUT
 from replog.common import TopicPartition
 from replog.coordinator import consumer_group_records as rec
 from replog.coordinator.classic_group_messages import (
@@ -141,6 +140,10 @@ from replog.errors import (
     UnreleasedInstanceIdError,
     UnsupportedAssignorError,
     UnsupportedVersionError,
+)
+from replog.quorum.controller.config_definitions import (
+    GROUP_HEARTBEAT_INTERVAL,
+    GROUP_SESSION_TIMEOUT,
 )
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The group coordinator's requests and answers, as the coordinator sees them.
 
 One frozen dataclass per group request and answer, flattened to one entry per partition
-(Kafka's messages group partitions by topic; `replog/server/kafka_group_apis.py` and the
+(Kafka's messages group partitions by topic; `replog/server/kafka/kafka_group_apis.py` and the
 client's `replog/wire/kafka_coordinator_client.py` translate). Errors are
 `replog.errors.KafkaError` instances naming what they are about; None means success. -1 means
 "none" for offsets, leader epochs, generations and node ids.

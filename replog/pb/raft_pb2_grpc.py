@@ -97,7 +97,7 @@ class RaftQuorumServicer:
         raise NotImplementedError('Method not implemented!')
 
     def FetchEndpoint(self, request, context):
-        """Where this node listens for Raft Fetch connections (replog/server/raft_fetch_wire.py):
+        """Where this node listens for Raft Fetch connections (replog/server/raft/raft_fetch_wire.py):
         Fetch, on every commit's path, goes over a plain framed TCP connection, not gRPC.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -406,7 +406,7 @@ class MetadataLogServicer:
 
     def AppendEndpoint(self, request, context):
         """Where this node listens for metadata append connections
-        (replog/server/metadata_append_wire.py): Append requests and answers as framed protobuf
+        (replog/server/raft/metadata_append_wire.py): Append requests and answers as framed protobuf
         over TCP, many at once on one connection, without gRPC's per-call cost.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -72,8 +72,8 @@ Rules:
 - A fetcher may send an unchanged entry again to have it answered (a consumer that lost track
   of the partition's high watermark does).
 - A fetcher that knows what changed in its request since the previous one (a follower's
-  plans, `server/follower_fetch.py`) says so (`FetchChanges`): the session then compares only
-  those entries, so building an incremental request costs what changed, not the session's
+  plans, `server/data_plane/follower_fetch.py`) says so (`FetchChanges`): the session then compares
+  only those entries, so building an incremental request costs what changed, not the session's
   size. The hint counts only when it is relative to the request the session last sent.
 - A fetcher may bound how many partitions one request adds to the session (`adds_per_request`,
   a follower's `SESSION_ADDS_PER_REQUEST`), full requests included: the others *wait*, in the

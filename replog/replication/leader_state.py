@@ -80,9 +80,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from uuid import UUID
 
-from quorum.metadata.image import ClusterImage, frozen_mapping
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import LeaderRecoveryState
 from replog.common.frozen_init import fast_frozen_init
 from replog.errors import (
     KafkaError,
@@ -91,6 +88,9 @@ from replog.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
 )
+from replog.quorum.metadata.image import ClusterImage, frozen_mapping
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import LeaderRecoveryState
 from replog.replication.replica_progress import (
     UNKNOWN_BROKER_EPOCH,
     FetchSessionClock,

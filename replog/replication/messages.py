@@ -1,8 +1,8 @@
 """The broker data plane's requests and answers, as the replica manager sees them.
 
 One frozen dataclass per message of `proto/replog/pb/broker.proto` but Metadata (DescribeLogDirs'
-answer is built by `replog/server/log_dirs.py`), flattened to one entry per partition (the wire
-groups partitions by topic; `replog/wire/broker_codec.py` translates).
+answer is built by `replog/server/data_plane/log_dirs.py`), flattened to one entry per partition
+(the wire groups partitions by topic; `replog/wire/broker_codec.py` translates).
 Errors are `replog.errors.KafkaError` instances, so each carries Kafka's code and a message
 that names the topic-partition and offset it is about; None means success.
 

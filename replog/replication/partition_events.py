@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from quorum.metadata.partition_registration import PartitionRegistration
 from replog.common.frozen_init import fast_frozen_init
 from replog.errors import KafkaError
+from replog.quorum.metadata.partition_registration import PartitionRegistration
 from replog.replication.leader_state import (
     IsrChange,
     PartitionReplicationConfig,

@@ -1,6 +1,6 @@
 """ProducerIdBlocks: a broker's producer ids, handed out of blocks the controller allocates.
 
-The pure core of the broker's producer-id manager (`replog.server.producer_id_manager` is the
+The pure core of the broker's producer-id manager (`replog.server.broker.producer_id_manager` is the
 shell that sends AllocateProducerIds and keeps the time). Kafka's `RPCProducerIdManager`.
 
 Rules:
@@ -25,8 +25,8 @@ Pure: no I/O, no clock (callers pass `now_ms`).
 
 from __future__ import annotations
 
-from quorum.controller.producer_id_control import ProducerIdsBlock
 from replog.errors import CoordinatorLoadInProgressError, KafkaError, UnknownServerError
+from replog.quorum.controller.producer_id_control import ProducerIdsBlock
 
 # Kafka's ProducerIdManager.PidPrefetchThreshold: ask for the next block when this share of
 # the current one is handed out.

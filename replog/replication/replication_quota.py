@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from quorum.controller.config_definitions import check_throttled_replicas
 from replog.config import parse_integer
+from replog.quorum.controller.config_definitions import check_throttled_replicas
 
 UNBOUNDED = 2**63 - 1  # Kafka's QUOTA_BYTES_PER_SECOND_DEFAULT: no throttle
 ALL_PARTITIONS = frozenset({-1})  # `*` (Kafka's `AllReplicas`)

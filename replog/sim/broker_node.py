@@ -23,13 +23,13 @@ import random
 import uuid
 from collections.abc import Callable, Mapping, MutableMapping
 
-from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
 from replog.errors import KafkaStorageError
-from replog.server.broker_runtime import BrokerRuntime, data_plane_config
-from replog.server.controller_service import ControllerService
-from replog.server.data_plane_host import DataPlaneHost
-from replog.server.raft_driver import RaftDriver
-from replog.server.replica_fetch_service import ReplicaFetchService
+from replog.quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
+from replog.server.broker.broker_runtime import BrokerRuntime, data_plane_config
+from replog.server.controller.controller_service import ControllerService
+from replog.server.data_plane.data_plane_host import DataPlaneHost
+from replog.server.data_plane.replica_fetch_service import ReplicaFetchService
+from replog.server.raft.raft_driver import RaftDriver
 from replog.sim.controller_link import sim_controller_links
 from replog.sim.network import SimNetwork
 from replog.sim.replica_fetch_link import sim_fetch_streams

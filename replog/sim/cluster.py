@@ -21,14 +21,14 @@ import random
 import uuid
 from dataclasses import dataclass, field
 
-from quorum.controller.controller_config import ControllerConfig
-from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
-from quorum.metadata.records import Endpoint
-from quorum.raft import RaftConfig, VoterAddress
-from replog.server.broker_runtime import BrokerRuntime
-from replog.server.controller_service import ControllerService
-from replog.server.raft_driver import RaftDriver
-from replog.server.replica_fetch_service import ReplicaFetchService
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
+from replog.quorum.metadata.records import Endpoint
+from replog.quorum.raft import RaftConfig, VoterAddress
+from replog.server.broker.broker_runtime import BrokerRuntime
+from replog.server.controller.controller_service import ControllerService
+from replog.server.data_plane.replica_fetch_service import ReplicaFetchService
+from replog.server.raft.raft_driver import RaftDriver
 from replog.sim.broker_node import simulated_broker
 from replog.sim.controller_node import simulated_controller
 from replog.sim.network import SimNetwork

@@ -1,7 +1,7 @@
 """`sim_controller_links`: a broker's links to the controllers over the simulated network, in
-place of gRPC channels (`replog.server.peer_channels`): the broker's shells (lifecycle driver,
-AlterPartition sender, controller calls) and the controllers' `ControllerService` are the real
-ones.
+place of gRPC channels (`replog.server.runtime.peer_channels`): the broker's shells (lifecycle
+driver, AlterPartition sender, controller calls) and the controllers' `ControllerService` are the
+real ones.
 
 Rules:
 - A stub's method is the servicer's method of the same name on the destination node, called
@@ -21,8 +21,8 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message as ProtoMessage
 
-from replog.server.controller_service import ControllerService
-from replog.server.peer_channels import PeerLinks, PeerLinksFactory
+from replog.server.controller.controller_service import ControllerService
+from replog.server.runtime.peer_channels import PeerLinks, PeerLinksFactory
 from replog.sim.network import CallLost, SimNetwork
 from replog.sim.rpc_errors import lost_call_error
 

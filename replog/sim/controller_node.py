@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import random
 
-from quorum.controller.controller_config import ControllerConfig
-from replog.server.controller_driver import ControllerDriver
-from replog.server.controller_service import ControllerService
-from replog.server.raft_driver import RaftDriver
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.server.controller.controller_driver import ControllerDriver
+from replog.server.controller.controller_service import ControllerService
+from replog.server.raft.raft_driver import RaftDriver
 from replog.sim.virtual_loop import VirtualLoop
 
 __all__ = ["simulated_controller"]

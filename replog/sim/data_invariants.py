@@ -30,14 +30,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.record_codec import decode_record
-from quorum.metadata.snapshot import image_to_records
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.record_codec import decode_record
+from replog.quorum.metadata.snapshot import image_to_records
 from replog.record import RecordBatch
 from replog.record.header import iter_frames, read_header
 from replog.replication.messages import FetchRequest, FetchResponse
-from replog.server.broker_runtime import BrokerRuntime
+from replog.server.broker.broker_runtime import BrokerRuntime
 from replog.sim.cluster import SimCluster
 from replog.sim.invariants import InvariantViolation
 

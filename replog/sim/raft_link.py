@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from quorum.raft.config import RaftConfig
-from quorum.raft.messages import Message
-from replog.server.node_tasks import Spawner
-from replog.server.raft_transport import RequestFailed
+from replog.quorum.raft.config import RaftConfig
+from replog.quorum.raft.messages import Message
+from replog.server.raft.raft_transport import RequestFailed
+from replog.server.runtime.node_tasks import Spawner
 from replog.sim.network import SimNetwork
 
 __all__ = ["SimRaftLink", "sim_raft_links"]

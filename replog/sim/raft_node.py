@@ -7,9 +7,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from quorum.raft import RaftConfig
-from replog.server.raft_driver import RaftDriver
-from replog.server.raft_storage import RaftStorage
+from replog.quorum.raft import RaftConfig
+from replog.server.raft.raft_driver import RaftDriver
+from replog.server.raft.raft_storage import RaftStorage
 from replog.sim.network import SimNetwork
 from replog.sim.raft_link import sim_raft_links
 from replog.sim.sim_tasks import SimTasks

@@ -28,9 +28,9 @@ from typing import Any, NoReturn
 import grpc
 
 from replog.pb import broker_pb2 as pb
-from replog.server.replica_fetch_service import ReplicaFetchService
-from replog.server.replica_fetch_stream import ReplicaFetchStream
-from replog.server.replica_fetcher import FetchStream, FetchStreams
+from replog.server.data_plane.replica_fetch_service import ReplicaFetchService
+from replog.server.data_plane.replica_fetch_stream import ReplicaFetchStream
+from replog.server.data_plane.replica_fetcher import FetchStream, FetchStreams
 from replog.sim.network import CallLost, SimNetwork
 from replog.sim.rpc_errors import lost_call_error, rpc_error
 from replog.wire import broker_codec as codec

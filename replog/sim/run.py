@@ -30,7 +30,7 @@ import random
 from dataclasses import dataclass, field
 
 from replog.pb import controller_pb2 as pb
-from replog.server.controller_service import ControllerService
+from replog.server.controller.controller_service import ControllerService
 from replog.sim.cluster import SimCluster
 from replog.sim.data_invariants import DataChecker
 from replog.sim.data_liveness import (

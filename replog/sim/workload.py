@@ -43,7 +43,7 @@ from replog.pb import controller_pb2 as pb
 from replog.record import build_batch
 from replog.record.header import read_header
 from replog.replication import messages as m
-from replog.server.broker_runtime import BrokerRuntime
+from replog.server.broker.broker_runtime import BrokerRuntime
 from replog.sim.cluster import SimCluster
 from replog.sim.data_invariants import PAYLOAD_START, DataChecker, TopicSpec
 from replog.sim.network import CallLost

@@ -32,16 +32,16 @@ import threading
 from collections.abc import Mapping, Sequence
 from uuid import UUID
 
-from checkpoints.leader_epoch_checkpoint import (
+from replog.checkpoints.leader_epoch_checkpoint import (
     EpochEntry,
     parse_leader_epoch_checkpoint,
     render_leader_epoch_checkpoint,
 )
-from checkpoints.offset_checkpoint import (
+from replog.checkpoints.offset_checkpoint import (
     parse_offset_checkpoint,
     render_offset_checkpoint,
 )
-from checkpoints.partition_metadata import (
+from replog.checkpoints.partition_metadata import (
     parse_partition_metadata,
     render_partition_metadata,
 )

@@ -55,8 +55,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from checkpoints.leader_epoch_checkpoint import EpochEntry, is_strictly_increasing
-from checkpoints.text_format import INT32_MAX, INT64_MAX, range_problem
+from replog.checkpoints.leader_epoch_checkpoint import EpochEntry, is_strictly_increasing
+from replog.checkpoints.text_format import INT32_MAX, INT64_MAX, range_problem
 
 UNDEFINED_LEADER_EPOCH = -1
 UNDEFINED_END_OFFSET = -1

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from crc32c import crc32c
 
-from checkpoints.partition_metadata import PARTITION_METADATA
+from replog.checkpoints.partition_metadata import PARTITION_METADATA
 from replog.clock import Clock, wall_clock_ms
 from replog.errors import (
     CorruptCheckpointError,

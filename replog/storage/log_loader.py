@@ -47,8 +47,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 from uuid import UUID
 
-from checkpoints.leader_epoch_checkpoint import EpochEntry, render_leader_epoch_checkpoint
-from checkpoints.partition_metadata import PARTITION_METADATA, render_partition_metadata
+from replog.checkpoints.leader_epoch_checkpoint import EpochEntry, render_leader_epoch_checkpoint
+from replog.checkpoints.partition_metadata import PARTITION_METADATA, render_partition_metadata
 from replog.clock import Clock
 from replog.errors import (
     CorruptCheckpointError,

@@ -78,7 +78,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 from uuid import UUID
 
-from checkpoints import (
+from replog.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     LOG_START_OFFSET_CHECKPOINT,
     NO_BROKER_EPOCH,
@@ -280,7 +280,7 @@ class LogManager:
     ) -> None:
         """`on_logs_loaded(count)`, if given, hears from the loading thread after every
         `LOADED_REPORT_EVERY` logs opened, and once for the rest (a node freezes the garbage
-        collector's view of what it loaded: `replog.server.collector`). `abort`, once set,
+        collector's view of what it loaded: `replog.server.runtime.collector`). `abort`, once set,
         ends the loading before its next log with `LogLoadingAborted` (a node stopping while
         it loads 100,000 logs stops at once, not after them). After an abort or a failed
         load the logs it opened are closed and no clean-shutdown marker is written (the next

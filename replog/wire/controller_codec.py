@@ -1,6 +1,6 @@
 """Translation between the Controller service's protobuf messages and the controller's types.
 
-Requests become the request types of `quorum.controller` (`*_from_proto`); the controller's
+Requests become the request types of `replog.quorum.controller` (`*_from_proto`); the controller's
 results and read views become responses (`*_to_proto`). No protocol decision is made here.
 
 Rules:
@@ -20,11 +20,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from uuid import UUID
 
-from quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
-from quorum.controller.cluster_control import BrokerRegistrationReply, BrokerRegistrationRequest
-from quorum.controller.config_control import AlterConfigOp, AlterConfigOpType
-from quorum.controller.producer_id_control import ProducerIdsBlock
-from quorum.controller.reads import (
+from replog.common.ids import UUID_BYTES
+from replog.errors import InvalidRequestError, KafkaError
+from replog.pb import common_pb2
+from replog.pb import controller_pb2 as pb
+from replog.quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
+from replog.quorum.controller.cluster_control import (
+    BrokerRegistrationReply,
+    BrokerRegistrationRequest,
+)
+from replog.quorum.controller.config_control import AlterConfigOp, AlterConfigOpType
+from replog.quorum.controller.producer_id_control import ProducerIdsBlock
+from replog.quorum.controller.reads import (
     BrokerView,
     ClusterDescription,
     ConfigDescription,
@@ -32,7 +39,7 @@ from quorum.controller.reads import (
     PartitionView,
     TopicView,
 )
-from quorum.controller.replication_control import (
+from replog.quorum.controller.replication_control import (
     AlterPartitionItem,
     AlterPartitionResult,
     ApiError,
@@ -48,12 +55,13 @@ from quorum.controller.replication_control import (
     ReassignablePartition,
     ReassignmentResult,
 )
-from quorum.metadata.image import ConfigResource
-from quorum.metadata.records import ConfigResourceType, Endpoint, FeatureRange, LeaderRecoveryState
-from replog.common.ids import UUID_BYTES
-from replog.errors import InvalidRequestError, KafkaError
-from replog.pb import common_pb2
-from replog.pb import controller_pb2 as pb
+from replog.quorum.metadata.image import ConfigResource
+from replog.quorum.metadata.records import (
+    ConfigResourceType,
+    Endpoint,
+    FeatureRange,
+    LeaderRecoveryState,
+)
 
 NONE = -1
 

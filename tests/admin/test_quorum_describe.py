@@ -16,14 +16,14 @@ from concurrent import futures
 import grpc
 import pytest
 
-from quorum.raft.config import VoterAddress
 from replog.admin import quorum as quorum_module
 from replog.admin.quorum import describe_quorum
 from replog.admin.quorum_description import NONE, QuorumDescription
 from replog.errors import NotLeaderOrFollowerError, ReplogError
 from replog.pb import common_pb2, raft_pb2_grpc
 from replog.pb import raft_pb2 as pb
-from replog.server.kafka_quorum_apis import describe_from_leader
+from replog.quorum.raft.config import VoterAddress
+from replog.server.kafka.kafka_quorum_apis import describe_from_leader
 
 LEADER_ID = 2
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from bench_script import load_bench_script
 
-from quorum.controller.replication_control import CREATE_TOPICS_STEP_PARTITIONS
+from replog.quorum.controller.replication_control import CREATE_TOPICS_STEP_PARTITIONS
 
 steps = load_bench_script("controller_steps.py", "bench_controller_steps")
 

@@ -26,7 +26,7 @@ from replog.kafka.messages.offset_for_leader_epoch_response import (
     OffsetForLeaderTopicResult,
 )
 from replog.kafka.protocol.codec import Message
-from replog.server.kafka_listener import KafkaListener
+from replog.server.kafka.kafka_listener import KafkaListener
 
 roundtrip = load_bench_script("kafka_roundtrip.py", "kafka_roundtrip_bench")
 

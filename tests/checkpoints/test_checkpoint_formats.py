@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 
 # Imports name the modules, not the package, so these tests also run against an editable
 # install made before checkpoints/__init__.py existed (it maps `checkpoints` as a namespace).
-from checkpoints import text_format
-from checkpoints.clean_shutdown_marker import (
+from replog.checkpoints import text_format
+from replog.checkpoints.clean_shutdown_marker import (
     CLEAN_SHUTDOWN_MARKER,
     parse_clean_shutdown_marker,
     render_clean_shutdown_marker,
 )
-from checkpoints.leader_epoch_checkpoint import (
+from replog.checkpoints.leader_epoch_checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     EpochEntry,
     _parse_as_rendered,
@@ -24,12 +24,12 @@ from checkpoints.leader_epoch_checkpoint import (
     parse_leader_epoch_checkpoint,
     render_leader_epoch_checkpoint,
 )
-from checkpoints.offset_checkpoint import (
+from replog.checkpoints.offset_checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     parse_offset_checkpoint,
     render_offset_checkpoint,
 )
-from checkpoints.text_format import INT32_MAX, INT64_MAX
+from replog.checkpoints.text_format import INT32_MAX, INT64_MAX
 from replog.errors import CorruptCheckpointError
 
 OFFSET_SOURCE = f"/data/log-dir/{RECOVERY_POINT_CHECKPOINT}"

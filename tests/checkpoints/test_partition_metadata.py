@@ -8,7 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checkpoints.partition_metadata import parse_partition_metadata, render_partition_metadata
+from replog.checkpoints.partition_metadata import (
+    parse_partition_metadata,
+    render_partition_metadata,
+)
 from replog.errors import CorruptCheckpointError
 
 TOPIC_ID = uuid.UUID("7cdf2a61-5b8e-4a06-9f2b-2d9f0bd0f4e1")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from replog.cli.bench.cluster_metrics import Scrape
 from replog.cli.bench.start_timeline import NODE_PHASES, phases_held
-from replog.server.broker_runtime import START_PHASES
+from replog.server.broker.broker_runtime import START_PHASES
 
 UNFENCED = {"unfenced": 1.0}
 

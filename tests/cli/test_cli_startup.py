@@ -20,7 +20,13 @@ from tests.local_ports import free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 # What no client tool needs: the node's runtime and storage, the controller, Spark.
-SERVER_SIDE = ("replog.server", "replog.storage", "replog.replication", "quorum", "timeline")
+SERVER_SIDE = (
+    "replog.server",
+    "replog.storage",
+    "replog.replication",
+    "replog.quorum",
+    "replog.timeline",
+)
 SPARK = ("pyspark", "pyarrow", "replog.spark")
 # What only running a command that connects needs: gRPC and the generated messages.
 RPC = ("grpc", "google.protobuf", "replog.pb")
@@ -81,7 +87,14 @@ def test_every_commands_help_loads_neither_grpc_nor_the_server(command: str) -> 
     imported when it runs. The offline tools (`dump-log`, `verify-log`, `storage-demo`) may
     load the storage engine they are about."""
     loaded = modules_loaded_by(command, "--help")
-    heavy = ("grpc", "google.protobuf", "replog.pb", "replog.server", "quorum", "timeline")
+    heavy = (
+        "grpc",
+        "google.protobuf",
+        "replog.pb",
+        "replog.server",
+        "replog.quorum",
+        "replog.timeline",
+    )
     assert under(loaded, (*heavy, *SPARK)) == []
 
 

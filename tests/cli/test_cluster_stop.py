@@ -62,7 +62,7 @@ def test_a_quick_stop_says_nothing_and_a_stuck_one_is_killed(tmp_path: Path) -> 
 def test_the_default_bound_is_above_a_brokers_controlled_shutdown() -> None:
     """A broker gives up its controlled shutdown after 30 s and then closes its logs: a stop
     killed at 30 s left every log of a 100,000-partition cluster to recover."""
-    from replog.server.broker_runtime import CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT
+    from replog.server.broker.broker_runtime import CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT
 
     assert cluster_command.STOP_TIMEOUT_S >= CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT / 1000 + 30
 

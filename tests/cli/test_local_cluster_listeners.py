@@ -17,7 +17,7 @@ import pytest
 from replog.cli.local_cluster import LocalCluster
 from replog.config import parse_properties
 from replog.errors import ReplogError
-from replog.server.node_config import NodeConfig
+from replog.server.config.node_config import NodeConfig
 from tests.cluster.cluster_helpers import replog_in_process
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from replog.cli.local_cluster import LocalCluster
 from replog.config import parse_properties
-from replog.server.broker_runtime import data_plane_config_from_node
-from replog.server.node_config import NodeConfig
+from replog.server.broker.broker_runtime import data_plane_config_from_node
+from replog.server.config.node_config import NodeConfig
 
 
 @pytest.mark.parametrize(("nodes", "written"), [(1, "1"), (2, "2"), (3, None), (5, None)])

@@ -12,7 +12,7 @@ from replog.admin.quorum_description import QuorumDescription
 from replog.cli.quorum import print_replication_table
 from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
-from replog.server.raft_service import _on_wall_clock
+from replog.server.raft.raft_service import _on_wall_clock
 
 NOW = 1_700_000_000_000
 

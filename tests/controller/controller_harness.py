@@ -18,16 +18,20 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
-from quorum.controller.cluster_control import BrokerRegistrationReply, BrokerRegistrationRequest
-from quorum.controller.controller import QuorumController
-from quorum.controller.controller_config import ControllerConfig
-from quorum.controller.pending_response import PendingResponse
-from quorum.controller.replication_control import CreatableTopic
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.log_batches import CommittedRecords
-from quorum.metadata.records import (
+from replog.errors import NotControllerError
+from replog.quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
+from replog.quorum.controller.cluster_control import (
+    BrokerRegistrationReply,
+    BrokerRegistrationRequest,
+)
+from replog.quorum.controller.controller import QuorumController
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.controller.pending_response import PendingResponse
+from replog.quorum.controller.replication_control import CreatableTopic
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.log_batches import CommittedRecords
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
     Endpoint,
@@ -35,7 +39,6 @@ from quorum.metadata.records import (
     MetadataRecord,
     TopicRecord,
 )
-from replog.errors import NotControllerError
 
 CLUSTER_ID = "test-cluster"
 BROKER_FEATURES = (FeatureRange(METADATA_VERSION_FEATURE, 1, METADATA_VERSION_LATEST),)

@@ -10,22 +10,31 @@ from uuid import UUID
 
 import pytest
 
-from quorum.controller.broker_heartbeat import (
+from replog.errors import (
+    BrokerIdNotRegisteredError,
+    DuplicateBrokerRegistrationError,
+    InconsistentClusterIdError,
+    InvalidRequestError,
+    MetadataReplayError,
+    StaleBrokerEpochError,
+    UnsupportedVersionError,
+)
+from replog.quorum.controller.broker_heartbeat import (
     BrokerHeartbeatReply,
     BrokerHeartbeatRequest,
     BrokerState,
     next_broker_state,
 )
-from quorum.controller.broker_liveness import BrokerLiveness
-from quorum.controller.cluster_control import (
+from replog.quorum.controller.broker_liveness import BrokerLiveness
+from replog.quorum.controller.cluster_control import (
     BrokerRegistrationReply,
     BrokerRegistrationRequest,
     ClusterControl,
 )
-from quorum.controller.controller_result import ControllerResult
-from quorum.controller.feature_control import FeatureControl
-from quorum.metadata.fence_notices import FenceNotice
-from quorum.metadata.records import (
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.controller.feature_control import FeatureControl
+from replog.quorum.metadata.fence_notices import FenceNotice
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
     BrokerRegistrationChangeRecord,
@@ -37,16 +46,7 @@ from quorum.metadata.records import (
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
-from replog.errors import (
-    BrokerIdNotRegisteredError,
-    DuplicateBrokerRegistrationError,
-    InconsistentClusterIdError,
-    InvalidRequestError,
-    MetadataReplayError,
-    StaleBrokerEpochError,
-    UnsupportedVersionError,
-)
-from timeline import SnapshotRegistry
+from replog.timeline import SnapshotRegistry
 
 CLUSTER = "c1"
 FEATURES = (FeatureRange(METADATA_VERSION_FEATURE, 1, METADATA_VERSION_LATEST),)

@@ -4,17 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from quorum.controller.config_control import (
-    AlterConfigOp,
-    AlterConfigOpType,
-    ConfigControl,
-    broker_resource,
-    group_resource,
-    topic_resource,
-)
-from quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
-from quorum.metadata.image import ConfigResource
-from quorum.metadata.records import ConfigRecord, ConfigResourceType
 from replog.errors import (
     BrokerIdNotRegisteredError,
     InvalidConfigError,
@@ -22,7 +11,18 @@ from replog.errors import (
     KafkaError,
     UnknownTopicOrPartitionError,
 )
-from timeline import SnapshotRegistry
+from replog.quorum.controller.config_control import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigControl,
+    broker_resource,
+    group_resource,
+    topic_resource,
+)
+from replog.quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
+from replog.quorum.metadata.image import ConfigResource
+from replog.quorum.metadata.records import ConfigRecord, ConfigResourceType
+from replog.timeline import SnapshotRegistry
 
 SET, DELETE, APPEND, SUBTRACT = (
     AlterConfigOpType.SET,

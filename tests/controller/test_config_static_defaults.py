@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from quorum.controller.config_control import (
+from replog.quorum.controller.config_control import (
     AlterConfigOp,
     AlterConfigOpType,
     ConfigControl,
@@ -13,9 +13,9 @@ from quorum.controller.config_control import (
     broker_resource,
     topic_resource,
 )
-from quorum.controller.controller_config import ControllerConfig
-from quorum.metadata.records import ConfigRecord
-from timeline import SnapshotRegistry
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.metadata.records import ConfigRecord
+from replog.timeline import SnapshotRegistry
 
 SET = AlterConfigOpType.SET
 

@@ -27,17 +27,17 @@ from dataclasses import dataclass, field
 import pytest
 from controller_harness import BROKER_FEATURES, CLUSTER_ID, Cluster
 
-from quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
-from quorum.controller.cluster_control import BrokerRegistrationRequest
-from quorum.controller.controller import QuorumController
-from quorum.controller.pending_response import PendingResponse
-from quorum.metadata.records import (
+from replog.errors import NotControllerError, RequestTimedOutError
+from replog.quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
+from replog.quorum.controller.cluster_control import BrokerRegistrationRequest
+from replog.quorum.controller.controller import QuorumController
+from replog.quorum.controller.pending_response import PendingResponse
+from replog.quorum.metadata.records import (
     NO_LEADER,
     PartitionChangeRecord,
     PartitionRecord,
     UnregisterBrokerRecord,
 )
-from replog.errors import NotControllerError, RequestTimedOutError
 
 STEP = 8
 BROKERS = (1, 2, 3, 4)

@@ -17,7 +17,7 @@ import math
 import pytest
 from controller_harness import Cluster, fenced
 
-from quorum.metadata.records import MetadataRecord, PartitionChangeRecord
+from replog.quorum.metadata.records import MetadataRecord, PartitionChangeRecord
 
 STEP = 4
 SOLO = 40  # RF 1: about half are led by broker 1 alone

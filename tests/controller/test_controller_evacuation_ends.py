@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from controller_harness import Cluster, fenced
 
-from quorum.metadata.records import (
+from replog.errors import RequestTimedOutError, StaleBrokerEpochError
+from replog.quorum.metadata.records import (
     NO_LEADER,
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
     UnregisterBrokerRecord,
 )
-from replog.errors import RequestTimedOutError, StaleBrokerEpochError
 
 STEP = 4
 SOLO = 40  # RF 1 on two brokers: about 20 led by broker 1 alone

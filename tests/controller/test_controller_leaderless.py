@@ -12,11 +12,11 @@ from __future__ import annotations
 import pytest
 from controller_harness import Cluster
 
-from quorum.controller.controller_result import ControllerResult
-from quorum.controller.operation import WriteContext
-from quorum.controller.replication_control import TopicDescription
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import NO_LEADER, PartitionChangeRecord
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.controller.operation import WriteContext
+from replog.quorum.controller.replication_control import TopicDescription
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import NO_LEADER, PartitionChangeRecord
 
 # Four topics of three partitions: each creation fits a batch of four records.
 TOPICS = [f"t{i}" for i in range(4)]

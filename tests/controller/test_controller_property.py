@@ -20,15 +20,19 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from quorum.controller.config_control import AlterConfigOp, AlterConfigOpType, broker_resource
-from quorum.controller.controller import QuorumController
-from quorum.controller.controller_config import ControllerConfig
-from quorum.controller.controller_result import ControllerResult
-from quorum.controller.operation import WriteContext
-from quorum.controller.pending_response import PendingResponse
-from quorum.controller.replication_control import CreatableTopic
-from quorum.metadata.log_batches import SnapshotRecords
-from quorum.metadata.record_batches import decode_snapshot, encode_snapshot
+from replog.quorum.controller.config_control import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    broker_resource,
+)
+from replog.quorum.controller.controller import QuorumController
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.controller.operation import WriteContext
+from replog.quorum.controller.pending_response import PendingResponse
+from replog.quorum.controller.replication_control import CreatableTopic
+from replog.quorum.metadata.log_batches import SnapshotRecords
+from replog.quorum.metadata.record_batches import decode_snapshot, encode_snapshot
 
 NODES = (1, 2, 3)
 RESTARTED = 9  # a controller outside the cluster, built to replay what a restart would

@@ -1,4 +1,4 @@
-"""The controller service's reads (`quorum.controller.reads`): committed state only, unfenced
+"""The controller service's reads (`replog.quorum.controller.reads`): committed state only, unfenced
 brokers for clients, offline replicas, leaderless partitions, configs with their sources, the
 finalized features."""
 
@@ -7,23 +7,23 @@ from __future__ import annotations
 import pytest
 from controller_harness import CLUSTER_ID, Cluster
 
-from quorum.controller import reads
-from quorum.controller.config_control import (
-    AlterConfigOp,
-    AlterConfigOpType,
-    ConfigSource,
-    broker_resource,
-    topic_resource,
-)
-from quorum.controller.replication_control import CreatableTopic, ReassignablePartition
-from quorum.metadata.image import ConfigResource
-from quorum.metadata.records import NO_LEADER, ConfigResourceType
 from replog.errors import (
     BrokerNotAvailableError,
     InvalidRequestError,
     LeaderNotAvailableError,
     UnknownTopicOrPartitionError,
 )
+from replog.quorum.controller import reads
+from replog.quorum.controller.config_control import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigSource,
+    broker_resource,
+    topic_resource,
+)
+from replog.quorum.controller.replication_control import CreatableTopic, ReassignablePartition
+from replog.quorum.metadata.image import ConfigResource
+from replog.quorum.metadata.records import NO_LEADER, ConfigResourceType
 
 SET = AlterConfigOpType.SET
 

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 import pytest
 from controller_harness import CLUSTER_ID, Cluster, controller_view
 
-from quorum.controller.controller import QuorumController
-from quorum.controller.controller_config import ControllerConfig
-from quorum.controller.replication_control import CreatableTopic
-from quorum.metadata.log_batches import SnapshotRecords
-from quorum.metadata.records import MetadataRecord
-from quorum.metadata.steps import REPLAY_STEP_RECORDS, run_to_end
+from replog.quorum.controller.controller import QuorumController
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.controller.replication_control import CreatableTopic
+from replog.quorum.metadata.log_batches import SnapshotRecords
+from replog.quorum.metadata.records import MetadataRecord
+from replog.quorum.metadata.steps import REPLAY_STEP_RECORDS, run_to_end
 
 
 def _standby(cluster: Cluster, node_id: int) -> QuorumController:

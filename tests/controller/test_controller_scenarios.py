@@ -15,22 +15,22 @@ from controller_harness import (
     replayed_image,
 )
 
-from quorum.controller.cluster_control import BrokerRegistrationRequest
-from quorum.controller.config_control import AlterConfigOp, AlterConfigOpType, topic_resource
-from quorum.controller.replication_control import (
+from replog.errors import DuplicateBrokerRegistrationError
+from replog.quorum.controller.cluster_control import BrokerRegistrationRequest
+from replog.quorum.controller.config_control import AlterConfigOp, AlterConfigOpType, topic_resource
+from replog.quorum.controller.replication_control import (
     AlterPartitionItem,
     CreatableTopic,
     IsrMember,
     TopicDescription,
 )
-from quorum.metadata.records import (
+from replog.quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
     FenceChange,
     NoOpRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,
 )
-from replog.errors import DuplicateBrokerRegistrationError
 
 SESSION_MS = 9000
 

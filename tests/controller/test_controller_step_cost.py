@@ -16,7 +16,7 @@ from uuid import UUID
 
 from controller_harness import Cluster
 
-from quorum.metadata.records import PartitionChangeRecord
+from replog.quorum.metadata.records import PartitionChangeRecord
 
 STEP = 4
 SOLO = 120  # RF 1 on two brokers: about 60 led by each alone

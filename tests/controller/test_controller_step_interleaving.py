@@ -14,10 +14,14 @@ import uuid
 
 from controller_harness import Cluster, controller_view, fenced, image_view, replayed_image
 
-from quorum.controller.replication_control import AlterPartitionItem, CreatableTopic, IsrMember
-from quorum.metadata.partition_registration import NO_LEADER, PartitionRegistration
-from quorum.metadata.records import PartitionChangeRecord
 from replog.errors import IneligibleReplicaError, NotControllerError
+from replog.quorum.controller.replication_control import (
+    AlterPartitionItem,
+    CreatableTopic,
+    IsrMember,
+)
+from replog.quorum.metadata.partition_registration import NO_LEADER, PartitionRegistration
+from replog.quorum.metadata.records import PartitionChangeRecord
 
 STEP = 4
 

@@ -15,11 +15,12 @@ from collections.abc import Callable
 import pytest
 from controller_harness import BROKER_FEATURES, CLUSTER_ID, Cluster
 
-from quorum.controller.cluster_control import BrokerRegistrationRequest
-from quorum.controller.controller_result import ControllerResult
-from quorum.controller.replication_control import CreatableTopic
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import (
+from replog.errors import NotControllerError
+from replog.quorum.controller.cluster_control import BrokerRegistrationRequest
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.controller.replication_control import CreatableTopic
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import (
     NO_LEADER,
     BrokerRegistrationChangeRecord,
     FenceChange,
@@ -29,7 +30,6 @@ from quorum.metadata.records import (
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
 )
-from replog.errors import NotControllerError
 
 STEP = 4
 TOPICS = [f"t{i}" for i in range(5)]  # 5 x 3 partitions, RF 3: 15 in each broker's ISRs

@@ -9,19 +9,6 @@ from typing import Any
 import pytest
 from controller_harness import Cluster, controller_view
 
-from quorum.controller.config_control import AlterConfigOp, AlterConfigOpType, broker_resource
-from quorum.controller.controller_result import ControllerResult
-from quorum.controller.operation import ReadContext, WriteContext
-from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
-from quorum.metadata.records import (
-    METADATA_VERSION_FEATURE,
-    METADATA_VERSION_LATEST,
-    ConfigRecord,
-    ConfigResourceType,
-    FeatureLevelRecord,
-    MetadataRecord,
-    NoOpRecord,
-)
 from replog.errors import (
     InvalidConfigError,
     InvalidRequestError,
@@ -29,6 +16,23 @@ from replog.errors import (
     NotControllerError,
     RequestTimedOutError,
     UnknownServerError,
+)
+from replog.quorum.controller.config_control import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    broker_resource,
+)
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.controller.operation import ReadContext, WriteContext
+from replog.quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
+from replog.quorum.metadata.records import (
+    METADATA_VERSION_FEATURE,
+    METADATA_VERSION_LATEST,
+    ConfigRecord,
+    ConfigResourceType,
+    FeatureLevelRecord,
+    MetadataRecord,
+    NoOpRecord,
 )
 
 DEFAULT = broker_resource()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from quorum.controller.deferred_queue import DeferredQueue
-from quorum.controller.pending_response import PendingResponse
+from replog.quorum.controller.deferred_queue import DeferredQueue
+from replog.quorum.controller.pending_response import PendingResponse
 
 
 class Waiter:

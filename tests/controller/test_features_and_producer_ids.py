@@ -6,26 +6,26 @@ import uuid
 
 import pytest
 
-from quorum.controller.cluster_control import BrokerRegistrationRequest, ClusterControl
-from quorum.controller.feature_control import (
+from replog.errors import MetadataReplayError, StaleBrokerEpochError
+from replog.quorum.controller.cluster_control import BrokerRegistrationRequest, ClusterControl
+from replog.quorum.controller.feature_control import (
     METADATA_VERSION_LATEST,
     METADATA_VERSION_MINIMUM,
     FeatureControl,
 )
-from quorum.controller.producer_id_control import (
+from replog.quorum.controller.producer_id_control import (
     PRODUCER_ID_BLOCK_SIZE,
     ProducerIdControl,
     ProducerIdsBlock,
 )
-from quorum.metadata.records import (
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     FeatureLevelRecord,
     FeatureRange,
     ProducerIdsRecord,
     RegisterBrokerRecord,
 )
-from replog.errors import MetadataReplayError, StaleBrokerEpochError
-from timeline import SnapshotRegistry
+from replog.timeline import SnapshotRegistry
 
 
 def test_the_bootstrap_record_sets_metadata_version_first() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from quorum.controller.offset_control import OffsetControl
-from timeline import TimelineHashMap, TimelineInteger, UnknownSnapshotError
+from replog.quorum.controller.offset_control import OffsetControl
+from replog.timeline import TimelineHashMap, TimelineInteger, UnknownSnapshotError
 
 
 def test_a_new_offset_control_holds_a_snapshot_at_minus_one() -> None:

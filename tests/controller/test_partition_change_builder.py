@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum.controller.partition_change_builder import Election, PartitionChangeBuilder
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import (
+from replog.quorum.controller.partition_change_builder import Election, PartitionChangeBuilder
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
     RECOVERY_STATE_UNCHANGED,

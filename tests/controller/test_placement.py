@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum.controller.placement import place_replicas
 from replog.errors import InvalidPartitionsError, InvalidReplicationFactorError
+from replog.quorum.controller.placement import place_replicas
 
 
 def brokers(count: int, racks: int = 0) -> list[tuple[int, str | None]]:

@@ -18,9 +18,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from quorum.controller import replication_control
-from quorum.controller.controller_result import ControllerResult
-from quorum.controller.replication_control import (
+from replog.errors import (
+    InvalidConfigError,
+    KafkaError,
+    MetadataReplayError,
+    PolicyViolationError,
+    StaleBrokerEpochError,
+)
+from replog.quorum.controller import replication_control
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.controller.replication_control import (
     MAX_PARTITIONS_PER_REQUEST,
     AlterPartitionItem,
     AlterPartitionResult,
@@ -34,8 +41,8 @@ from quorum.controller.replication_control import (
     ReassignablePartition,
     ReplicationControl,
 )
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import (
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import (
     NO_LEADER,
     ConfigRecord,
     ConfigResourceType,
@@ -46,14 +53,7 @@ from quorum.metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from replog.errors import (
-    InvalidConfigError,
-    KafkaError,
-    MetadataReplayError,
-    PolicyViolationError,
-    StaleBrokerEpochError,
-)
-from timeline import SnapshotRegistry
+from replog.timeline import SnapshotRegistry
 
 R = TypeVar("R")
 RECOVERED = LeaderRecoveryState.RECOVERED

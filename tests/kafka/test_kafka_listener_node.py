@@ -72,10 +72,10 @@ from replog.kafka.messages.produce_response import ProduceResponse as KafkaProdu
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.framing import decode_response, encode_request
 from replog.record import build_batch
-from replog.server.kafka_admin_apis import ADMIN_SERVED
-from replog.server.kafka_apis import SERVED
-from replog.server.kafka_group_apis import GROUP_SERVED
-from replog.server.kafka_quorum_apis import QUORUM_SERVED
+from replog.server.kafka.kafka_admin_apis import ADMIN_SERVED
+from replog.server.kafka.kafka_apis import SERVED
+from replog.server.kafka.kafka_group_apis import GROUP_SERVED
+from replog.server.kafka.kafka_quorum_apis import QUORUM_SERVED
 from tests.eventually import wait_until
 from tests.kafka.kafka_node import RunningNode, running_node
 

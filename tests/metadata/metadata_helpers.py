@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.records import (
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     Endpoint,
     FeatureLevelRecord,

@@ -14,7 +14,7 @@ from uuid import UUID
 
 from hypothesis import strategies as st
 
-from quorum.metadata.records import (
+from replog.quorum.metadata.records import (
     LEADER_UNCHANGED,
     METADATA_VERSION_FEATURE,
     NO_LEADER,

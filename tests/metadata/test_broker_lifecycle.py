@@ -12,7 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum.metadata.broker_lifecycle import (
+from replog.errors import (
+    BrokerIdNotRegisteredError,
+    DuplicateBrokerRegistrationError,
+    InconsistentClusterIdError,
+    NotControllerError,
+    StaleBrokerEpochError,
+    UnknownServerError,
+)
+from replog.quorum.metadata.broker_lifecycle import (
     BECOMING_ACTIVE_RETRIES_MAX,
     BECOMING_ACTIVE_RETRY_MS,
     CONTROLLED_SHUTDOWN_HEARTBEAT_INTERVAL_MS,
@@ -27,15 +35,7 @@ from quorum.metadata.broker_lifecycle import (
     RegistrationResponse,
     StateChange,
 )
-from quorum.metadata.records import METADATA_VERSION_FEATURE, Endpoint, FeatureRange
-from replog.errors import (
-    BrokerIdNotRegisteredError,
-    DuplicateBrokerRegistrationError,
-    InconsistentClusterIdError,
-    NotControllerError,
-    StaleBrokerEpochError,
-    UnknownServerError,
-)
+from replog.quorum.metadata.records import METADATA_VERSION_FEATURE, Endpoint, FeatureRange
 
 INCARNATION = UUID(int=0xB0B)
 S = LifecycleState

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import uuid
 
-from quorum.metadata.deferred_records import DeferredRecords, PartitionRecordOf
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import TopicRecord
+from replog.quorum.metadata.deferred_records import DeferredRecords, PartitionRecordOf
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import TopicRecord
 
 
 def test_deferred_records_read_as_the_records_they_stand_for() -> None:

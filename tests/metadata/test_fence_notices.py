@@ -10,12 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from quorum.metadata.broker_lifecycle import LifecycleState
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.fence_notices import FenceNotice, fence_notices, own_fence_notice
-from quorum.metadata.loader import LoaderManifest, ManifestKind
-from quorum.metadata.records import BrokerRegistrationChangeRecord, FenceChange, NoOpRecord
-from replog.server.broker_runtime import _LifecycleFeed
+from replog.quorum.metadata.broker_lifecycle import LifecycleState
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.fence_notices import FenceNotice, fence_notices, own_fence_notice
+from replog.quorum.metadata.loader import LoaderManifest, ManifestKind
+from replog.quorum.metadata.records import BrokerRegistrationChangeRecord, FenceChange, NoOpRecord
+from replog.server.broker.broker_runtime import _LifecycleFeed
 from tests.metadata.metadata_helpers import bootstrapped, delta_of, register, replayed
 
 RUNNING = replayed(bootstrapped(), register(1, 10, fenced=False), register(2, 20, fenced=False))

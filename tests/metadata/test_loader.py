@@ -13,17 +13,18 @@ from hypothesis import strategies as st
 from metadata_helpers import bootstrapped, create_topic, register, topic_id
 from metadata_strategies import BROKER_POOL, valid_logs
 
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.loader import (
+from replog.errors import MetadataLoadError, MetadataReplayError
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.loader import (
     REPLAY_STEP_RECORDS,
     ManifestKind,
     MetadataLoader,
     Publication,
 )
-from quorum.metadata.local_changes import local_changes, local_changes_between
-from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
-from quorum.metadata.records import (
+from replog.quorum.metadata.local_changes import local_changes, local_changes_between
+from replog.quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     FeatureLevelRecord,
     MetadataRecord,
@@ -31,9 +32,8 @@ from quorum.metadata.records import (
     PartitionChangeRecord,
     RemoveTopicRecord,
 )
-from quorum.metadata.snapshot import image_from_records, image_to_records
-from quorum.metadata.steps import Steps
-from replog.errors import MetadataLoadError, MetadataReplayError
+from replog.quorum.metadata.snapshot import image_from_records, image_to_records
+from replog.quorum.metadata.steps import Steps
 
 EPOCH = 4
 BOOTSTRAP = FeatureLevelRecord(METADATA_VERSION_FEATURE, 7)

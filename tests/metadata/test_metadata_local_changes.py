@@ -10,9 +10,9 @@ from uuid import UUID
 import pytest
 from metadata_helpers import bootstrapped, create_topic, delta_of, register, replayed, topic_id
 
-from quorum.metadata import local_changes as local_changes_module
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.local_changes import (
+from replog.quorum.metadata import local_changes as local_changes_module
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.local_changes import (
     CLASSIFY_STEP_PARTITIONS,
     LocalChanges,
     LocalPartition,
@@ -23,8 +23,8 @@ from quorum.metadata.local_changes import (
     local_changes_between_in_steps,
     local_changes_in_steps,
 )
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import (
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
     FenceChange,
     MetadataRecord,
@@ -32,7 +32,7 @@ from quorum.metadata.records import (
     PartitionChangeRecord,
     RemoveTopicRecord,
 )
-from quorum.metadata.steps import run_to_end
+from replog.quorum.metadata.steps import run_to_end
 
 ME = 1
 ORDERS = topic_id(1)

@@ -15,13 +15,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from metadata_strategies import BROKER_POOL, valid_logs
 
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance, TopicsImage
-from quorum.metadata.local_changes import LocalChanges, local_changes, local_changes_between
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.record_codec import decode_record, encode_record
-from quorum.metadata.records import METADATA_VERSION_FEATURE, FeatureLevelRecord, MetadataRecord
-from quorum.metadata.snapshot import (
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance, TopicsImage
+from replog.quorum.metadata.local_changes import LocalChanges, local_changes, local_changes_between
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.record_codec import decode_record, encode_record
+from replog.quorum.metadata.records import (
+    METADATA_VERSION_FEATURE,
+    FeatureLevelRecord,
+    MetadataRecord,
+)
+from replog.quorum.metadata.snapshot import (
     delta_from_records,
     image_from_records,
     image_record_count,

@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from metadata_strategies import any_record
 
-from quorum.metadata import record_batches
-from quorum.metadata.record_batches import (
+from replog.errors import CorruptMetadataRecordError, CorruptRecordError
+from replog.quorum.metadata import record_batches
+from replog.quorum.metadata.record_batches import (
     SNAPSHOT_RECORDS_PER_BATCH,
     decode_batch,
     decode_snapshot,
@@ -18,17 +19,16 @@ from quorum.metadata.record_batches import (
     encode_snapshot,
     encode_snapshot_in_steps,
 )
-from quorum.metadata.record_codec import encode_record
-from quorum.metadata.records import (
+from replog.quorum.metadata.record_codec import encode_record
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     FeatureLevelRecord,
     MetadataRecord,
     NoOpRecord,
     TopicRecord,
 )
-from quorum.metadata.steps import run_to_end
-from quorum.raft.control_records import LeaderChangeRecord, leader_change_batch
-from replog.errors import CorruptMetadataRecordError, CorruptRecordError
+from replog.quorum.metadata.steps import run_to_end
+from replog.quorum.raft.control_records import LeaderChangeRecord, leader_change_batch
 from replog.record import BatchBuilder, build_batch, iter_batches
 
 

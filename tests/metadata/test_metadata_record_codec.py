@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from metadata_strategies import STRATEGIES, any_record
 
-from quorum.metadata.record_codec import decode_record, encode_record
-from quorum.metadata.records import (
+from replog.errors import CorruptMetadataRecordError, CorruptRecordError
+from replog.pb import metadata_pb2 as pb
+from replog.quorum.metadata.record_codec import decode_record, encode_record
+from replog.quorum.metadata.records import (
     API_KEYS,
     LEADER_UNCHANGED,
     NO_LEADER,
@@ -28,8 +30,6 @@ from quorum.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from replog.errors import CorruptMetadataRecordError, CorruptRecordError
-from replog.pb import metadata_pb2 as pb
 
 TOPIC_ID = UUID("00000000-0000-0000-0000-00000000000a")
 

@@ -19,11 +19,17 @@ from metadata_helpers import (
 )
 from metadata_strategies import partition, partition_change
 
-from quorum.metadata.broker_registration import BrokerRegistration
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import ConfigResource, MetadataImage, MetadataProvenance, TopicsImage
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import (
+from replog.errors import MetadataReplayError
+from replog.quorum.metadata.broker_registration import BrokerRegistration
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import (
+    ConfigResource,
+    MetadataImage,
+    MetadataProvenance,
+    TopicsImage,
+)
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import (
     LEADER_UNCHANGED,
     METADATA_VERSION_FEATURE,
     NO_LEADER,
@@ -42,7 +48,6 @@ from quorum.metadata.records import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
-from replog.errors import MetadataReplayError
 
 ORDERS = topic_id(1)
 PAYMENTS = topic_id(2)

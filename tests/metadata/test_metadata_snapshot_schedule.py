@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from quorum.metadata.snapshot_schedule import SnapshotSchedule
+from replog.quorum.metadata.snapshot_schedule import SnapshotSchedule
 
 
 def test_due_by_bytes() -> None:

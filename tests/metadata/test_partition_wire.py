@@ -16,19 +16,19 @@ from metadata_strategies import (
     partition_records,
 )
 
-from quorum.metadata.partition_wire import (
+from replog.errors import CorruptMetadataRecordError
+from replog.pb import metadata_pb2 as pb
+from replog.quorum.metadata.partition_wire import (
     partition_change_record_bytes,
     partition_record_bytes,
     read_partition_change_record,
     read_partition_record,
 )
-from quorum.metadata.record_codec import _ENCODERS, _decode_with_protobuf, decode_record
-from quorum.metadata.records import (
+from replog.quorum.metadata.record_codec import _ENCODERS, _decode_with_protobuf, decode_record
+from replog.quorum.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
 )
-from replog.errors import CorruptMetadataRecordError
-from replog.pb import metadata_pb2 as pb
 
 # Broker ids around the one-byte varint's end, where the packed lists change form.
 SMALL_IDS = st.lists(st.integers(0, 300), max_size=5).map(tuple)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from sim_memory_log import MemoryLog
 
-from quorum.raft import (
+from replog.quorum.raft import (
     AppendBatches,
     ElectionState,
     Message,
@@ -16,7 +16,7 @@ from quorum.raft import (
     Ready,
     VoterAddress,
 )
-from quorum.raft.messages import RaftBody, VoteRequest
+from replog.quorum.raft.messages import RaftBody, VoteRequest
 from replog.record import build_batch
 
 VOTERS = (1, 2, 3)

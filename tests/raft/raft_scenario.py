@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 
 from sim_host import NodeHost
 
-from quorum.raft import Message, RaftConfig, VoterAddress
-from quorum.raft.messages import (
+from replog.errors import ReplogError
+from replog.quorum.raft import Message, RaftConfig, VoterAddress
+from replog.quorum.raft.messages import (
     BeginQuorumEpochRequest,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
@@ -49,7 +50,6 @@ from quorum.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from replog.errors import ReplogError
 from replog.record import RecordBatch
 from tests.scenario_scripts import dispatch
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from quorum.raft import EpochEndOffset, EpochStart, LogSummary, SnapshotId
-from quorum.raft.divergence import (
+from replog.quorum.raft import EpochEndOffset, EpochStart, LogSummary, SnapshotId
+from replog.quorum.raft.divergence import (
     DivergingPosition,
     SnapshotPosition,
     ValidPosition,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from raft_helpers import log_with
 
-from quorum.raft.log_tail import LogTail
-from quorum.raft.log_view import EpochStart
-from quorum.raft.snapshot_id import SnapshotId
+from replog.quorum.raft.log_tail import LogTail
+from replog.quorum.raft.log_view import EpochStart
+from replog.quorum.raft.snapshot_id import SnapshotId
 from replog.record import build_batch
 
 

@@ -13,7 +13,8 @@ import pytest
 from raft_helpers import bodies, config, drain, log_with, merge, node, step, vote_request
 from sim_memory_log import MemoryLog
 
-from quorum.raft import (
+from replog.errors import NotLeaderOrFollowerError
+from replog.quorum.raft import (
     CommittedBatch,
     ElectionState,
     EpochEndOffset,
@@ -25,7 +26,7 @@ from quorum.raft import (
     SnapshotId,
     TruncateTo,
 )
-from quorum.raft.messages import (
+from replog.quorum.raft.messages import (
     DescribeQuorumRequest,
     DescribeQuorumResponse,
     EndQuorumEpochRequest,
@@ -36,7 +37,6 @@ from quorum.raft.messages import (
     FetchSnapshotResponse,
     VoteResponse,
 )
-from replog.errors import NotLeaderOrFollowerError
 from replog.record import build_batch, read_header
 
 EPOCH = 5

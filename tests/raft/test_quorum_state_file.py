@@ -6,9 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from checkpoints import QUORUM_STATE, QuorumStateData, parse_quorum_state, render_quorum_state
-from quorum.raft import ElectionState
+from replog.checkpoints import (
+    QUORUM_STATE,
+    QuorumStateData,
+    parse_quorum_state,
+    render_quorum_state,
+)
 from replog.errors import CorruptCheckpointError
+from replog.quorum.raft import ElectionState
 
 SOURCE = f"/data/metadata/{QUORUM_STATE}"
 INT32_MAX = 2**31 - 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from quorum.raft import RaftConfig, VoterAddress, parse_voters
 from replog.errors import ConfigError
+from replog.quorum.raft import RaftConfig, VoterAddress, parse_voters
 
 VOTERS = "controller.quorum.voters"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from quorum.raft import SnapshotId, parse_snapshot_file_name
-from quorum.raft.control_records import (
+from replog.quorum.raft import SnapshotId, parse_snapshot_file_name
+from replog.quorum.raft.control_records import (
     LeaderChangeRecord,
     decode_leader_change,
     encode_leader_change,

@@ -13,8 +13,8 @@ import pytest
 from raft_helpers import bodies, log_with, node, step, vote_request
 from sim_memory_log import MemoryLog
 
-from quorum.raft import ElectionState, RaftNode
-from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse, VoteResponse
+from replog.quorum.raft import ElectionState, RaftNode
+from replog.quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse, VoteResponse
 
 EPOCH = 5
 LAST_EPOCH, END = 3, 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quorum.raft.voters import (
+from replog.quorum.raft.voters import (
     VoteResult,
     VoteTally,
     end_quorum_epoch_delay_ms,

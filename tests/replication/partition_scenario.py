@@ -39,11 +39,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from quorum.metadata.image import frozen_mapping
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import LeaderRecoveryState
 from replog.error_codes import KAFKA_ERRORS
 from replog.errors import KafkaError, error_for_code
+from replog.quorum.metadata.image import frozen_mapping
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import LeaderRecoveryState
 from replog.record import build_batch, iter_frames, read_header
 from replog.replication.leader_state import (
     ANY_BROKER_EPOCH,

@@ -39,10 +39,16 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import (
+from replog.errors import (
+    FencedLeaderEpochError,
+    IneligibleReplicaError,
+    InvalidUpdateVersionError,
+    KafkaError,
+)
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import (
     LEADER_UNCHANGED,
     METADATA_VERSION_FEATURE,
     NO_LEADER,
@@ -59,12 +65,6 @@ from quorum.metadata.records import (
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
-)
-from replog.errors import (
-    FencedLeaderEpochError,
-    IneligibleReplicaError,
-    InvalidUpdateVersionError,
-    KafkaError,
 )
 from replog.record import BatchOptions, RecordBatch, build_batch, iter_frames, read_header
 from replog.replication.fetch_session import (
@@ -89,9 +89,9 @@ from replog.replication.messages import (
     ProducePartitionResult,
     ProduceRequest,
 )
-from replog.server.broker_cores import BrokerCores
-from replog.server.repeat_reads import RepeatReads
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.data_plane.repeat_reads import RepeatReads
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager, LogManagerConfig

@@ -23,8 +23,8 @@ from uuid import UUID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quorum.metadata.partition_registration import PartitionRegistration
 from replog.errors import OperationNotAttemptedError
+from replog.quorum.metadata.partition_registration import PartitionRegistration
 from replog.replication.fetch_session import FetcherSession, LeaderFetchSession
 from replog.replication.leader_state import (
     PartitionLeaderState,

@@ -15,7 +15,7 @@ import pytest
 from scenario_harness import Cluster
 
 from replog.errors import KafkaStorageError, UnknownServerError
-from replog.server.replica_fetcher import ReplicaFetcherManager
+from replog.server.data_plane.replica_fetcher import ReplicaFetcherManager
 from replog.storage.log import Log
 from replog.storage.producer_snapshot_file import ProducerSnapshotFiles
 from replog.testing import LoopTasks

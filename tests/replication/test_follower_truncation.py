@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkpoints.leader_epoch_checkpoint import EpochEntry
+from replog.checkpoints.leader_epoch_checkpoint import EpochEntry
 from replog.errors import OffsetOutOfRangeError
 from replog.replication.fetch_rules import check_fetch_offset, diverging_epoch
 from replog.replication.follower_truncation import (

@@ -7,10 +7,6 @@ from uuid import UUID
 
 import pytest
 
-from quorum.metadata.broker_registration import BrokerRegistration
-from quorum.metadata.image import ClusterImage, frozen_mapping
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import LeaderRecoveryState
 from replog.errors import (
     FencedLeaderEpochError,
     IneligibleReplicaError,
@@ -21,6 +17,10 @@ from replog.errors import (
     OffsetOutOfRangeError,
     UnknownServerError,
 )
+from replog.quorum.metadata.broker_registration import BrokerRegistration
+from replog.quorum.metadata.image import ClusterImage, frozen_mapping
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import LeaderRecoveryState
 from replog.replication.leader_state import (
     FollowerFetchUpdate,
     IsrChange,

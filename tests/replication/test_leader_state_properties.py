@@ -24,8 +24,6 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from quorum.metadata.image import frozen_mapping
-from quorum.metadata.partition_registration import PartitionRegistration
 from replog.errors import (
     FencedLeaderEpochError,
     IneligibleReplicaError,
@@ -33,6 +31,8 @@ from replog.errors import (
     KafkaError,
     UnknownServerError,
 )
+from replog.quorum.metadata.image import frozen_mapping
+from replog.quorum.metadata.partition_registration import PartitionRegistration
 from replog.replication.leader_state import (
     PartitionLeaderState,
     PartitionReplicationConfig,

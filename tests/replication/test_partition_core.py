@@ -8,12 +8,12 @@ from uuid import UUID
 
 import pytest
 
-from quorum.metadata.partition_registration import PartitionRegistration
 from replog.errors import (
     CorruptRecordError,
     NotLeaderOrFollowerError,
     OutOfOrderSequenceNumberError,
 )
+from replog.quorum.metadata.partition_registration import PartitionRegistration
 from replog.record import build_batch, read_header
 from replog.replication.leader_state import PartitionReplicationConfig, ReplicaEligibility
 from replog.replication.messages import ACKS_LEADER

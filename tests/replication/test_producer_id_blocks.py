@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from quorum.controller.producer_id_control import ProducerIdsBlock
 from replog.errors import (
     CoordinatorLoadInProgressError,
     StaleBrokerEpochError,
     UnknownServerError,
 )
+from replog.quorum.controller.producer_id_control import ProducerIdsBlock
 from replog.replication.producer_id_blocks import ProducerIdBlocks
 
 

@@ -84,13 +84,13 @@ from pathlib import Path
 import pytest
 from scenario_harness import Cluster
 
-from quorum.metadata.records import NO_LEADER
 from replog.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
 )
+from replog.quorum.metadata.records import NO_LEADER
 from replog.record import RecordBatch, iter_frames
 from replog.replication.messages import (
     ACKS_ALL,

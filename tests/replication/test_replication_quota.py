@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
+from replog.quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
 from replog.replication.replication_quota import (
     ALL_PARTITIONS,
     UNBOUNDED,

@@ -10,8 +10,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from uuid import UUID
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import (
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import (
     ConfigRecord,
     ConfigResourceType,
     Endpoint,
@@ -19,9 +19,9 @@ from quorum.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from replog.server.broker_cores import BrokerCores
-from replog.server.kafka_apis import KafkaApis
-from replog.server.kafka_listener import KafkaListener
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.kafka.kafka_apis import KafkaApis
+from replog.server.kafka.kafka_listener import KafkaListener
 from replog.testing import ManualClock
 from tests.metadata.metadata_helpers import bootstrapped, replayed
 from tests.server.test_replica_manager import TID, Node

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from replog.server import node as node_module
-from replog.server.raft_storage import RaftStorage
+from replog.server.process import node as node_module
+from replog.server.raft.raft_storage import RaftStorage
 
 
 @pytest.fixture

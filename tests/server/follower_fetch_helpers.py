@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 from uuid import UUID
 
-from replog.server.follower_fetch import FollowerFetchSteps
-from replog.server.replica_manager_config import ReplicaManagerConfig
+from replog.server.config.replica_manager_config import ReplicaManagerConfig
+from replog.server.data_plane.follower_fetch import FollowerFetchSteps
 
 LOCAL = 1  # the broker whose follower fetches are planned
 

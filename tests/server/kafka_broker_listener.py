@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from quorum.metadata.image import MetadataImage
-from replog.server.broker_cores import BrokerCores, ProducerIds
-from replog.server.kafka_apis import KafkaApis
-from replog.server.kafka_listener import KafkaListener
+from replog.quorum.metadata.image import MetadataImage
+from replog.server.data_plane.broker_cores import BrokerCores, ProducerIds
+from replog.server.kafka.kafka_apis import KafkaApis
+from replog.server.kafka.kafka_listener import KafkaListener
 from replog.wire.kafka_broker_client import KafkaBrokerClient
 from tests.kafka_broker_clients import kafka_broker_client
 

@@ -21,11 +21,11 @@ import socket
 import grpc
 import pytest
 
-from quorum.metadata.records import Endpoint
 from replog.errors import ConfigError
-from replog.server import broker_runtime
-from replog.server.broker_runtime import broker_config_from_node
-from replog.server.node_config import NodeConfig
+from replog.quorum.metadata.records import Endpoint
+from replog.server.broker import broker_runtime
+from replog.server.broker.broker_runtime import broker_config_from_node
+from replog.server.config.node_config import NodeConfig
 from tests.ipv6_loopback import needs_ipv6
 
 

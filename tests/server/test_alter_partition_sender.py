@@ -26,15 +26,15 @@ from replog.errors import (
 from replog.pb import common_pb2, controller_pb2_grpc
 from replog.pb import controller_pb2 as pb
 from replog.replication.leader_state import IsrChange
-from replog.server import alter_partition_sender
-from replog.server.alter_partition_sender import (
+from replog.server.data_plane import alter_partition_sender
+from replog.server.data_plane.alter_partition_sender import (
     ALTER_PARTITION_BATCH_MAX,
     ALTER_PARTITION_IN_FLIGHT_MAX,
     RESULTS_PER_TURN,
     AlterPartitionSender,
 )
-from replog.server.replica_fetcher import ReplicaFetcherManager
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.server.data_plane.replica_fetcher import ReplicaFetcherManager
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks

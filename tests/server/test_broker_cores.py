@@ -28,10 +28,10 @@ from replog.errors import (
 from replog.record import build_batch
 from replog.replication import messages as m
 from replog.replication.fetch_session import FetcherSession, LeaderFetchSession
-from replog.server import broker_cores
-from replog.server.broker_cores import BrokerCores
-from replog.server.repeat_reads import RepeatReads
-from replog.server.tolerant_service import Refused
+from replog.server.data_plane import broker_cores
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.data_plane.repeat_reads import RepeatReads
+from replog.server.runtime.tolerant_service import Refused
 from replog.wire import broker_codec as codec
 from tests.metadata.metadata_helpers import topic_id
 

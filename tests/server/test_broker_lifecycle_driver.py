@@ -16,19 +16,7 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from checkpoints import CLEAN_SHUTDOWN_MARKER
-from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
-from quorum.metadata.record_codec import encode_record
-from quorum.metadata.records import (
-    METADATA_VERSION_FEATURE,
-    Endpoint,
-    FeatureLevelRecord,
-    MetadataRecord,
-    PartitionRecord,
-    RegisterBrokerRecord,
-    TopicRecord,
-)
-from quorum.raft.ready import CommittedBatch, LeaderChange
+from replog.checkpoints import CLEAN_SHUTDOWN_MARKER
 from replog.errors import (
     BrokerLifecycleError,
     DuplicateBrokerRegistrationError,
@@ -39,10 +27,22 @@ from replog.errors import (
 )
 from replog.pb import common_pb2, controller_pb2_grpc
 from replog.pb import controller_pb2 as pb
+from replog.quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
+from replog.quorum.metadata.record_codec import encode_record
+from replog.quorum.metadata.records import (
+    METADATA_VERSION_FEATURE,
+    Endpoint,
+    FeatureLevelRecord,
+    MetadataRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from replog.quorum.raft.ready import CommittedBatch, LeaderChange
 from replog.record import build_batch
-from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
-from replog.server.broker_runtime import BrokerRuntime, DataPlaneConfig
-from replog.server.data_plane_host import DataPlaneHost
+from replog.server.broker.broker_lifecycle_driver import BrokerLifecycleDriver
+from replog.server.broker.broker_runtime import BrokerRuntime, DataPlaneConfig
+from replog.server.data_plane.data_plane_host import DataPlaneHost
 from replog.storage.log_manager import LogManager, LogManagerConfig
 from replog.testing import LoopTasks
 from tests.open_descriptors import descriptors_under

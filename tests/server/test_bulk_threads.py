@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from replog.server import broker_runtime, bulk_threads
-from replog.server.bulk_threads import BULK_NICE_STEP, MAX_NICE, run_bulk
-from replog.server.data_plane_host import DataPlaneHost
-from replog.server.deferred_syncs import DeferredSyncs
+from replog.server.broker import broker_runtime
+from replog.server.data_plane.data_plane_host import DataPlaneHost
+from replog.server.data_plane.deferred_syncs import DeferredSyncs
+from replog.server.runtime import bulk_threads
+from replog.server.runtime.bulk_threads import BULK_NICE_STEP, MAX_NICE, run_bulk
 from replog.storage.fs import Unsynced
 from replog.storage.log_manager import LogManager, LogManagerConfig
 from replog.testing import LoopTasks, ManualClock
@@ -182,7 +183,8 @@ def test_a_node_process_takes_the_gil_back_within_half_a_millisecond() -> None:
     the loop waits that long, not 5 ms, each time it takes the GIL back from a bulk thread."""
     code = (
         "import sys\n"
-        "from replog.server.bulk_threads import GIL_SWITCH_INTERVAL_S, share_the_gil_promptly\n"
+        "from replog.server.runtime.bulk_threads import GIL_SWITCH_INTERVAL_S\n"
+        "from replog.server.runtime.bulk_threads import share_the_gil_promptly\n"
         "before = sys.getswitchinterval()\n"
         "share_the_gil_promptly()\n"
         "print(before, sys.getswitchinterval(), GIL_SWITCH_INTERVAL_S)\n"

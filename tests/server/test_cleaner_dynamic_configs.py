@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from quorum.metadata.records import ConfigRecord, ConfigResourceType
+from replog.quorum.metadata.records import ConfigRecord, ConfigResourceType
 from replog.storage.cleaner.cleaner_config import CleanerConfig
 from replog.testing import ManualClock
 from tests.metadata.metadata_helpers import replayed
@@ -48,7 +48,7 @@ def test_the_cleaner_takes_the_dynamic_broker_levels(
         threads=2, dedupe_buffer_size=2400, io_max_bytes_per_second=1e6, backoff_ms=50
     )
     # More than double the running threads: kept, with a warning naming the key.
-    with caplog.at_level(logging.WARNING, logger="replog.server.replica_manager"):
+    with caplog.at_level(logging.WARNING, logger="replog.server.data_plane.replica_manager"):
         image = replayed(image, broker_config("1", "log.cleaner.threads", "5"))
         node.rm.apply_image(image)
     assert cleaner.config.threads == 2

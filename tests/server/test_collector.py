@@ -1,4 +1,4 @@
-"""The node's start-up freeze (replog/server/collector.py): what exists is frozen, start-up
+"""The node's start-up freeze (replog/server/runtime/collector.py): what exists is frozen, start-up
 garbage is collected first, and full collections then skip the frozen objects."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from uuid import UUID
 
 import pytest
 
-from quorum.metadata.loader import MetadataLoader
-from quorum.metadata.log_batches import CommittedRecords
-from quorum.metadata.records import (
+from replog.quorum.metadata.loader import MetadataLoader
+from replog.quorum.metadata.log_batches import CommittedRecords
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     FeatureLevelRecord,
     MetadataRecord,
@@ -20,7 +20,7 @@ from quorum.metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from replog.server.collector import GrowthFreezer, freeze_startup_objects
+from replog.server.runtime.collector import GrowthFreezer, freeze_startup_objects
 
 
 class Node:

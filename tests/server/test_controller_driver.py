@@ -19,23 +19,23 @@ from typing import TypeVar
 
 import pytest
 
-from quorum.controller.controller_config import ControllerConfig
-from quorum.controller.pending_response import PendingResponse
-from quorum.metadata import record_batches
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.record_batches import encode_snapshot
-from quorum.metadata.steps import run_to_end
-from quorum.raft import RaftConfig, VoterAddress
-from quorum.raft.snapshot_id import SnapshotId
 from replog.errors import CorruptMetadataRecordError
 from replog.pb import controller_pb2 as pb
 from replog.pb import raft_pb2
-from replog.server.controller_driver import ControllerDriver
-from replog.server.controller_service import ControllerService
-from replog.server.metadata_snapshots import StopState, snapshot_before_stop
-from replog.server.raft_driver import RaftDriver
-from replog.server.raft_service import MetadataLogService
-from replog.server.raft_storage import RaftStorage
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.controller.pending_response import PendingResponse
+from replog.quorum.metadata import record_batches
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.record_batches import encode_snapshot
+from replog.quorum.metadata.steps import run_to_end
+from replog.quorum.raft import RaftConfig, VoterAddress
+from replog.quorum.raft.snapshot_id import SnapshotId
+from replog.server.controller.controller_driver import ControllerDriver
+from replog.server.controller.controller_service import ControllerService
+from replog.server.raft.metadata_snapshots import StopState, snapshot_before_stop
+from replog.server.raft.raft_driver import RaftDriver
+from replog.server.raft.raft_service import MetadataLogService
+from replog.server.raft.raft_storage import RaftStorage
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.testing import LoopTasks

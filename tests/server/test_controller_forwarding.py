@@ -28,9 +28,9 @@ from replog.errors import NotControllerError, RequestTimedOutError
 from replog.kafka.messages import alter_partition_reassignments_request as apr
 from replog.pb import common_pb2, controller_pb2_grpc
 from replog.pb import controller_pb2 as cpb
-from replog.server.controller_calls import ControllerCalls
-from replog.server.controller_retry import NOTE_AFTER_MS
-from replog.server.kafka_admin_apis import KafkaAdminApis
+from replog.server.controller.controller_calls import ControllerCalls
+from replog.server.controller.controller_retry import NOTE_AFTER_MS
+from replog.server.kafka.kafka_admin_apis import KafkaAdminApis
 from tests.eventually import eventually
 from tests.server.test_kafka_admin_apis import image
 
@@ -133,7 +133,7 @@ async def test_a_request_forwarded_during_an_election_longer_than_2_s_is_answere
 ) -> None:
     skew = [0]  # the broker's clock runs ahead by this much: a long wait without waiting it
     apis, calls = broker_forwarding(quorum, lambda: monotonic_ms() + skew[0])
-    caplog.set_level(logging.WARNING, "replog.server.controller_calls")
+    caplog.set_level(logging.WARNING, "replog.server.controller.controller_calls")
     try:
         started = monotonic_ms()
         answer = asyncio.ensure_future(apis.alter_partition_reassignments(reassign(30_000)))

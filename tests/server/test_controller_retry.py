@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from replog.errors import NetworkError, NotControllerError, RequestTimedOutError
-from replog.server.controller_retry import (
+from replog.server.controller.controller_retry import (
     FORWARD_TIMEOUT_MS_DEFAULT,
     NOTE_AFTER_MS,
     NOTE_EVERY_MS,

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import PartitionChangeRecord, RemoveTopicRecord
 from replog.errors import KafkaStorageError
-from replog.server.deferred_syncs import DeferredSyncs
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import PartitionChangeRecord, RemoveTopicRecord
+from replog.server.data_plane.deferred_syncs import DeferredSyncs
 from replog.storage.fs import OsFileSystem, Unsynced
 from replog.testing import LoopTasks
 from tests.metadata.metadata_helpers import create_topic, replayed

@@ -20,9 +20,9 @@ from replog.replication.messages import (
     LogDirDescription,
     ReplicaLogInfo,
 )
-from replog.server.broker_cores import BrokerCores
-from replog.server.log_dirs import describe_log_dirs, offset_lag
-from replog.server.tolerant_service import Refused
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.data_plane.log_dirs import describe_log_dirs, offset_lag
+from replog.server.runtime.tolerant_service import Refused
 from replog.storage.log_manager import LogManager
 
 

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from quorum.metadata.records import Endpoint
 from replog.errors import ConfigError
-from replog.server import broker_runtime
-from replog.server.broker_runtime import broker_config_from_node
-from replog.server.node import Node
-from replog.server.node_config import NodeConfig
+from replog.quorum.metadata.records import Endpoint
+from replog.server.broker import broker_runtime
+from replog.server.broker.broker_runtime import broker_config_from_node
+from replog.server.config.node_config import NodeConfig
+from replog.server.process.node import Node
 from tests.server.test_advertised_listeners import node as broker_node
 
 

@@ -15,9 +15,9 @@ import pytest
 
 from replog.errors import NotLeaderOrFollowerError, UnknownServerError
 from replog.replication.messages import FetchPartitionResult, FetchRequest, FetchResponse
-from replog.server import follower_fetch
-from replog.server.follower_fetch import FollowerFetchSteps
-from replog.server.replica_manager_config import ReplicaManagerConfig
+from replog.server.config.replica_manager_config import ReplicaManagerConfig
+from replog.server.data_plane import follower_fetch
+from replog.server.data_plane.follower_fetch import FollowerFetchSteps
 from tests.server.follower_fetch_helpers import LOCAL
 from tests.server.follower_fetch_helpers import partition as followed
 

@@ -17,8 +17,6 @@ from typing import Any
 
 import pytest
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import MetadataRecord, PartitionChangeRecord, RemoveTopicRecord
 from replog.coordinator import messages as cm
 from replog.coordinator.group_partition import partition_for_group
 from replog.coordinator.offsets_records import (
@@ -42,12 +40,14 @@ from replog.errors import (
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import MetadataRecord, PartitionChangeRecord, RemoveTopicRecord
 from replog.record import iter_batches
 from replog.replication import messages as m
-from replog.server.group_coordinator import GroupCoordinator, ShardState
-from replog.server.group_coordinator_config import GroupCoordinatorConfig
-from replog.server.partition import Partition
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.data_plane.partition import Partition
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.server.groups.group_coordinator import GroupCoordinator, ShardState
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks
@@ -724,7 +724,7 @@ async def test_a_failed_tombstone_append_is_logged_and_stop_cancels_a_waiting_on
     )
     assert response.error is None
     fake.answer = NotEnoughReplicasError("isr 1 < 2")
-    with caplog.at_level(logging.WARNING, "replog.server.group_coordinator"):
+    with caplog.at_level(logging.WARNING, "replog.server.groups.group_coordinator"):
         image = replayed(image, RemoveTopicRecord(DATA_TID))
         broker.publish(image)
         await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
@@ -1084,7 +1084,7 @@ async def test_topic_changes_walk_the_image_only_for_led_offsets_partitions(
     each image whose topics changed (an ISR change's too) came with that walk, thousands of
     them while 100,000 partitions were created (docs/benchmarks.md, "Where a creation's CPU
     goes")."""
-    from replog.server import group_coordinator
+    from replog.server.groups import group_coordinator
 
     walks: list[int] = []
     real = group_coordinator._topic_sizes

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from quorum.metadata.records import ConfigRecord, ConfigResourceType
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import messages as cm
@@ -27,8 +26,9 @@ from replog.errors import (
     RequestTimedOutError,
     StaleMemberEpochError,
 )
-from replog.server.group_coordinator import GroupCoordinator
-from replog.server.group_coordinator_config import GroupCoordinatorConfig
+from replog.quorum.metadata.records import ConfigRecord, ConfigResourceType
+from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.groups.group_coordinator import GroupCoordinator
 from replog.testing import LoopTasks
 from tests.metadata.metadata_helpers import replayed
 from tests.server.test_group_coordinator import (

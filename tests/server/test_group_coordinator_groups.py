@@ -32,8 +32,8 @@ from replog.errors import (
     UnknownMemberIdError,
 )
 from replog.record import iter_batches
-from replog.server.group_coordinator import GroupCoordinator
-from replog.server.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.groups.group_coordinator import GroupCoordinator
 from replog.testing import LoopTasks
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
 from tests.eventually import eventually
@@ -266,7 +266,7 @@ async def test_group_records_are_stamped_with_the_wall_clock(broker: Broker) -> 
 async def test_the_members_reasons_are_logged_with_their_member_ids(
     broker: Broker, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, "replog.server.group_coordinator")
+    caplog.set_level(logging.INFO, "replog.server.groups.group_coordinator")
     await loaded(broker, IMAGE)
     leader, follower, generation = await stable_pair(broker)
     caplog.clear()

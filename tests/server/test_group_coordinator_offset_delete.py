@@ -21,7 +21,7 @@ from replog.errors import (
     GroupSubscribedToTopicError,
     NonEmptyGroupError,
 )
-from replog.server.group_coordinator import GroupCoordinator
+from replog.server.groups.group_coordinator import GroupCoordinator
 from replog.testing import LoopTasks
 from tests.server.test_group_coordinator import (
     DATA,

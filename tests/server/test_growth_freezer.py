@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from quorum.raft.ready import CommittedBatch, LeaderChange, LoadSnapshot
-from quorum.raft.snapshot_id import SnapshotId
-from replog.server import collector
-from replog.server.collector import GrowthFreezer
+from replog.quorum.raft.ready import CommittedBatch, LeaderChange, LoadSnapshot
+from replog.quorum.raft.snapshot_id import SnapshotId
+from replog.server.runtime import collector
+from replog.server.runtime.collector import GrowthFreezer
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from replog.pb import broker_pb2, controller_pb2, raft_pb2, replica_fetch_pb2
-from replog.server.node import Node
+from replog.server.process.node import Node
 from tests.server.test_node_failed_start import combined_node
 
 GARBAGE = b"\xff" * 64  # a varint that never ends: no message of any type

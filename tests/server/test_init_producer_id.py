@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from quorum.metadata.image import MetadataImage
 from replog.errors import (
     CoordinatorLoadInProgressError,
     InvalidRequestError,
@@ -19,9 +18,10 @@ from replog.errors import (
     UnsupportedVersionError,
 )
 from replog.kafka.messages.init_producer_id_request import InitProducerIdRequest
+from replog.quorum.metadata.image import MetadataImage
 from replog.replication import messages as m
-from replog.server.broker_cores import BrokerCores, init_producer_id
-from replog.server.kafka_apis import KafkaApis
+from replog.server.data_plane.broker_cores import BrokerCores, init_producer_id
+from replog.server.kafka.kafka_apis import KafkaApis
 from tests.server.kafka_broker_listener import kafka_client_of
 
 

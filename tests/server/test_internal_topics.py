@@ -18,8 +18,8 @@ from replog.replication.messages import (
     ProducePartition,
     ProduceRequest,
 )
-from replog.server.broker_cores import BrokerCores
-from replog.server.tolerant_service import Refused
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.runtime.tolerant_service import Refused
 from replog.testing import ManualClock
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPICS, is_internal_topic
 from tests.metadata.metadata_helpers import create_topic, topic_id

@@ -29,8 +29,6 @@ from typing import Any, cast
 
 import pytest
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import ConfigRecord, ConfigResourceType, Endpoint, RegisterBrokerRecord
 from replog.errors import (
     BrokerIdNotRegisteredError,
     InvalidConfigError,
@@ -64,12 +62,19 @@ from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequ
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    Endpoint,
+    RegisterBrokerRecord,
+)
 from replog.replication import messages as m
 from replog.replication.producer_state import BatchMetadata, ProducerEntry
-from replog.server.broker_cores import BrokerCores
-from replog.server.kafka_admin_apis import ADMIN_SERVED, KafkaAdminApis
-from replog.server.kafka_apis import SERVED, KafkaApis
-from replog.server.runtime_loggers import RuntimeLoggers
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.kafka.kafka_admin_apis import ADMIN_SERVED, KafkaAdminApis
+from replog.server.kafka.kafka_apis import SERVED, KafkaApis
+from replog.server.kafka.runtime_loggers import RuntimeLoggers
 from replog.wire.controller_codec import error_status
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 

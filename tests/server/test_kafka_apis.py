@@ -29,8 +29,6 @@ from collections.abc import Iterable
 
 import pytest
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import Endpoint, RegisterBrokerRecord
 from replog.errors import (
     IllegalStateError,
     KafkaStorageError,
@@ -62,10 +60,12 @@ from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.kafka.messages.produce_response import ProduceResponse, TopicProduceResponse
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import ZERO_UUID
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import Endpoint, RegisterBrokerRecord
 from replog.replication import messages as m
 from replog.replication.fetch_session_cache import FetchSessionCache
-from replog.server.broker_cores import BrokerCores
-from replog.server.kafka_apis import (
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.kafka.kafka_apis import (
     SERVED,
     KafkaApis,
     _fetched,
@@ -73,7 +73,7 @@ from replog.server.kafka_apis import (
     _produce_partition,
     fetch_session_cache,
 )
-from replog.server.metadata_staleness import Staleness
+from replog.server.raft.metadata_staleness import Staleness
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
 

@@ -20,9 +20,6 @@ from typing import Any
 import grpc
 import pytest
 
-from quorum.controller.reads import FinalizedFeatures
-from quorum.metadata.records import Endpoint
-from quorum.raft.config import VoterAddress
 from replog.errors import BrokerIdNotRegisteredError, KafkaError, NotControllerError
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
@@ -31,9 +28,12 @@ from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
 from replog.kafka.protocol.codec import Message
 from replog.pb import raft_pb2 as pb
-from replog.server.controller_endpoints import ControllerEndpoints, endpoint_answer
-from replog.server.kafka_controller_apis import KafkaControllerApis
-from replog.server.kafka_quorum_apis import KafkaQuorumApis
+from replog.quorum.controller.reads import FinalizedFeatures
+from replog.quorum.metadata.records import Endpoint
+from replog.quorum.raft.config import VoterAddress
+from replog.server.kafka.kafka_controller_apis import KafkaControllerApis
+from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis
+from replog.server.raft.controller_endpoints import ControllerEndpoints, endpoint_answer
 
 
 @dataclass

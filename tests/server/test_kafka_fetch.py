@@ -33,7 +33,6 @@ from typing import Any
 
 import pytest
 
-from quorum.metadata.records import PartitionChangeRecord
 from replog.errors import (
     FencedLeaderEpochError,
     InvalidRequestError,
@@ -57,9 +56,10 @@ from replog.kafka.messages.offset_for_leader_epoch_response import OffsetForLead
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import ZERO_UUID
 from replog.kafka.protocol.framing import decode_response, encode_request
-from replog.server.broker_cores import BrokerCores
-from replog.server.kafka_apis import KafkaApis
-from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
+from replog.quorum.metadata.records import PartitionChangeRecord
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.kafka.kafka_apis import KafkaApis
+from replog.server.kafka.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.storage.file_region import FileRegion
 from replog.testing import ManualClock
 from tests.eventually import eventually

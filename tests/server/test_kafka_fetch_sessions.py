@@ -23,8 +23,8 @@ from replog.kafka.messages.fetch_request import (
     ForgottenTopic,
 )
 from replog.replication.fetch_session_cache import SESSION_ID_MAX, FetchSessionCache
-from replog.server.broker_cores import BrokerCores
-from replog.server.kafka_apis import KafkaApis
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.kafka.kafka_apis import KafkaApis
 from tests.server.test_kafka_apis import FetchLog, fetch_now, image
 
 PARTITIONS = 2  # the test image's topic "orders" has two

@@ -49,7 +49,7 @@ from replog.kafka.messages.offset_delete_request import (
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import Message
 from replog.kafka.protocol.framing import encode_response
-from replog.server.kafka_group_apis import KafkaGroupApis
+from replog.server.kafka.kafka_group_apis import KafkaGroupApis
 from replog.wire import shared_commit_tags
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 

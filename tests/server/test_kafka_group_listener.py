@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from quorum.metadata.image import MetadataImage
 from replog.common import OffsetAndMetadata, TopicPartition
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import consumer_group_messages as cgm
@@ -37,10 +36,11 @@ from replog.errors import (
     OffsetMetadataTooLargeError,
     UnknownMemberIdError,
 )
-from replog.server.group_coordinator_config import GroupCoordinatorConfig
-from replog.server.kafka_apis import KafkaApis
-from replog.server.kafka_group_apis import KafkaGroupApis
-from replog.server.kafka_listener import KafkaListener
+from replog.quorum.metadata.image import MetadataImage
+from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.kafka.kafka_apis import KafkaApis
+from replog.server.kafka.kafka_group_apis import KafkaGroupApis
+from replog.server.kafka.kafka_listener import KafkaListener
 from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 from tests.server.test_group_coordinator import (
     DATA,

@@ -39,7 +39,7 @@ from replog.kafka.messages.metadata_response import MetadataResponse, MetadataRe
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import Message
 from replog.kafka.protocol.framing import decode_response, encode_request
-from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig, RequestObserver
+from replog.server.kafka.kafka_listener import KafkaListener, KafkaListenerConfig, RequestObserver
 from tests.eventually import eventually
 
 T = TypeVar("T")

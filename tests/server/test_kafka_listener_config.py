@@ -25,13 +25,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from quorum.metadata.records import Endpoint
 from replog.errors import BrokerLifecycleError, ConfigError
-from replog.server.broker_runtime import broker_config_from_node, data_plane_config_from_node
-from replog.server.kafka_listener import KafkaListenerConfig
-from replog.server.known_properties import unknown_properties
-from replog.server.node import Node
-from replog.server.node_config import NodeConfig
+from replog.quorum.metadata.records import Endpoint
+from replog.server.broker.broker_runtime import broker_config_from_node, data_plane_config_from_node
+from replog.server.config.node_config import NodeConfig
+from replog.server.kafka.kafka_listener import KafkaListenerConfig
+from replog.server.process.known_properties import unknown_properties
+from replog.server.process.node import Node
 from tests.local_ports import free_port
 
 

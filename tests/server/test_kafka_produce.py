@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from quorum.metadata.records import ConfigRecord, ConfigResourceType, PartitionRecord, TopicRecord
 from replog.errors import (
     CorruptRecordError,
     InvalidRequiredAcksError,
@@ -42,9 +41,15 @@ from replog.kafka.messages.produce_request import (
     TopicProduceData,
 )
 from replog.kafka.messages.produce_response import PartitionProduceResponse, ProduceResponse
+from replog.quorum.metadata.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    PartitionRecord,
+    TopicRecord,
+)
 from replog.replication import messages as m
-from replog.server.broker_cores import BrokerCores
-from replog.server.kafka_apis import KafkaApis
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.kafka.kafka_apis import KafkaApis
 from replog.testing import ManualClock
 from tests.server.test_replica_manager import (
     TID,

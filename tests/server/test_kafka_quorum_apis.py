@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from quorum.metadata.records import Endpoint
 from replog.errors import ReplogError
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages.describe_quorum_request import (
@@ -28,7 +27,8 @@ from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import ZERO_UUID
 from replog.pb import common_pb2
 from replog.pb import raft_pb2 as pb
-from replog.server.kafka_quorum_apis import KafkaQuorumApis
+from replog.quorum.metadata.records import Endpoint
+from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis
 
 
 def leader_answer() -> pb.DescribeQuorumResponse:

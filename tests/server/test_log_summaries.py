@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from quorum.metadata.local_changes import LocalPartition
-from quorum.metadata.partition_registration import PartitionRegistration
-from replog.server.log_summaries import TurnSummary, few_names, partition_names
+from replog.quorum.metadata.local_changes import LocalPartition
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.server.data_plane.log_summaries import TurnSummary, few_names, partition_names
 
 LOGGER = "replog.test.summaries"
 

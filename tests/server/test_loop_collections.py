@@ -1,5 +1,6 @@
 """A node's automatic garbage collections run on its event loop, never in another thread
-(replog/server/loop_collections.py), at CPython's thresholds, and free what they always freed."""
+(replog/server/runtime/loop_collections.py), at CPython's thresholds, and free what they always
+freed."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from replog.server import loop_collections
-from replog.server.loop_collections import LoopCollections
+from replog.server.runtime import loop_collections
+from replog.server.runtime.loop_collections import LoopCollections
 
 
 class Cyclic:
@@ -104,7 +105,7 @@ def test_the_collection_chosen_is_cpythons() -> None:
 
 
 def test_the_next_check_comes_when_the_young_generation_should_cross_its_threshold() -> None:
-    from replog.server.loop_collections import CHECK_EVERY_S, IDLE_CHECK_EVERY_S
+    from replog.server.runtime.loop_collections import CHECK_EVERY_S, IDLE_CHECK_EVERY_S
 
     # 200 of 700 counted: 500 to go; 100 grew in the last 20 ms, so 100 ms more at that rate.
     assert fake((200, 0, 0))[0].next_check_s(0.02, 100) == pytest.approx(0.1)

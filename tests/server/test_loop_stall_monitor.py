@@ -17,8 +17,8 @@ import pytest
 
 from replog.clock import SCHEDSTAT, ThreadRunQueueClock
 from replog.errors import ConfigError
-from replog.server import loop_stall_monitor
-from replog.server.loop_stall_monitor import LoopStallMonitor, StallSampler, call_chain
+from replog.server.runtime import loop_stall_monitor
+from replog.server.runtime.loop_stall_monitor import LoopStallMonitor, StallSampler, call_chain
 
 DEADLINE_S = 30  # only a broken monitor waits this long
 

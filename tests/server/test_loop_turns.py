@@ -1,5 +1,5 @@
-"""`yield_turn` (replog/server/loop_turns.py): what became ready during a step runs before the
-next step, which one `asyncio.sleep(0)` does not give."""
+"""`yield_turn` (replog/server/runtime/loop_turns.py): what became ready during a step runs before
+the next step, which one `asyncio.sleep(0)` does not give."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from replog.server.loop_turns import yield_turn
+from replog.server.runtime.loop_turns import yield_turn
 
 
 async def _order(pause: Callable[[], Awaitable[None]]) -> list[str]:

@@ -24,12 +24,12 @@ from replog.errors import (
     UnknownServerError,
 )
 from replog.pb import raft_pb2 as pb
-from replog.server import metadata_append_server
-from replog.server import metadata_append_wire as wire
-from replog.server.metadata_append_client import AppendResult, MetadataAppendClient
-from replog.server.metadata_append_server import MetadataAppendListener
-from replog.server.metadata_log_appends import MetadataLogAppends
-from replog.server.raft_driver import RaftDriver
+from replog.server.raft import metadata_append_server
+from replog.server.raft import metadata_append_wire as wire
+from replog.server.raft.metadata_append_client import AppendResult, MetadataAppendClient
+from replog.server.raft.metadata_append_server import MetadataAppendListener
+from replog.server.raft.metadata_log_appends import MetadataLogAppends
+from replog.server.raft.raft_driver import RaftDriver
 from replog.wire import framed_wire
 
 

@@ -18,7 +18,7 @@ from replog.errors import (
     NotLeaderOrFollowerError,
 )
 from replog.pb import raft_pb2 as pb
-from replog.server import metadata_append_wire as wire
+from replog.server.raft import metadata_append_wire as wire
 
 values_lists = st.lists(st.binary(max_size=200), max_size=5)
 

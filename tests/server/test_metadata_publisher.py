@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.loader import LoaderManifest, ManifestKind, Publication
-from quorum.metadata.local_changes import LocalChanges
-from quorum.metadata.record_batches import encode_snapshot
-from quorum.metadata.record_codec import encode_record
-from quorum.metadata.records import (
+from replog.errors import CorruptRecordError, KafkaStorageError, MetadataLoadError
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.loader import LoaderManifest, ManifestKind, Publication
+from replog.quorum.metadata.local_changes import LocalChanges
+from replog.quorum.metadata.record_batches import encode_snapshot
+from replog.quorum.metadata.record_codec import encode_record
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     Endpoint,
     FeatureLevelRecord,
@@ -26,17 +27,16 @@ from quorum.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from quorum.metadata.snapshot import image_from_records, image_to_records
-from quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps
-from quorum.raft.control_records import LeaderChangeRecord, leader_change_batch
-from quorum.raft.ready import CommittedBatch, LeaderChange, LoadSnapshot
-from quorum.raft.snapshot_id import SnapshotId
-from replog.errors import CorruptRecordError, KafkaStorageError, MetadataLoadError
+from replog.quorum.metadata.snapshot import image_from_records, image_to_records
+from replog.quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps
+from replog.quorum.raft.control_records import LeaderChangeRecord, leader_change_batch
+from replog.quorum.raft.ready import CommittedBatch, LeaderChange, LoadSnapshot
+from replog.quorum.raft.snapshot_id import SnapshotId
 from replog.record import build_batch
-from replog.server.broker_runtime import BrokerRuntime, broker_config_from_node
-from replog.server.metadata_publisher import BrokerMetadataListener
-from replog.server.node_config import NodeConfig
-from replog.server.raft_metadata_log import committed_records_in_steps
+from replog.server.broker.broker_runtime import BrokerRuntime, broker_config_from_node
+from replog.server.broker.metadata_publisher import BrokerMetadataListener
+from replog.server.config.node_config import NodeConfig
+from replog.server.raft.raft_metadata_log import committed_records_in_steps
 from replog.testing import LoopTasks
 
 BROKER = 2
@@ -301,7 +301,7 @@ def test_a_storage_error_applying_an_image_stops_the_broker_without_a_traceback(
 ) -> None:
     # A leader-epoch checkpoint's ENOSPC is a storage failure, not a publisher fault to log
     # with a traceback while the broker goes on.
-    from replog.server.broker_runtime import _StorageGuard
+    from replog.server.broker.broker_runtime import _StorageGuard
 
     class FailingManager:
         name = "replica-manager"

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from quorum.metadata.record_batches import encode_snapshot
-from quorum.metadata.records import NoOpRecord
-from quorum.raft.ready import WriteSnapshot
-from quorum.raft.snapshot_id import SnapshotId
-from replog.server.metadata_snapshots import SnapshotWriter
-from replog.server.raft_storage import RaftStorage
+from replog.quorum.metadata.record_batches import encode_snapshot
+from replog.quorum.metadata.records import NoOpRecord
+from replog.quorum.raft.ready import WriteSnapshot
+from replog.quorum.raft.snapshot_id import SnapshotId
+from replog.server.raft.metadata_snapshots import SnapshotWriter
+from replog.server.raft.raft_storage import RaftStorage
 
 NOW = 1_700_000_000_000  # a wall clock: 0 is long ago
 DAY = 86_400_000

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from quorum.metadata.broker_lifecycle import LifecycleState
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.loader import LoaderManifest, ManifestKind
-from quorum.metadata.record_batches import decode_snapshot, encode_snapshot
-from quorum.metadata.record_codec import encode_record
-from quorum.metadata.records import (
+from replog.quorum.metadata.broker_lifecycle import LifecycleState
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.loader import LoaderManifest, ManifestKind
+from replog.quorum.metadata.record_batches import decode_snapshot, encode_snapshot
+from replog.quorum.metadata.record_codec import encode_record
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     FeatureLevelRecord,
     MetadataRecord,
@@ -33,18 +33,18 @@ from quorum.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from quorum.metadata.snapshot import image_from_records
-from quorum.raft import RaftConfig, RaftNode, VoterAddress
-from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse, Message
-from quorum.raft.ready import LoadSnapshot
-from quorum.raft.snapshot_id import SnapshotId
-from replog.server.broker_runtime import BrokerRuntime
-from replog.server.metadata_snapshots import BrokerMetadataSnapshots
-from replog.server.node import Node
-from replog.server.node_config import NodeConfig
-from replog.server.raft_driver import RaftDriver
-from replog.server.raft_metadata_log import snapshot_records
-from replog.server.raft_storage import RaftStorage
+from replog.quorum.metadata.snapshot import image_from_records
+from replog.quorum.raft import RaftConfig, RaftNode, VoterAddress
+from replog.quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse, Message
+from replog.quorum.raft.ready import LoadSnapshot
+from replog.quorum.raft.snapshot_id import SnapshotId
+from replog.server.broker.broker_runtime import BrokerRuntime
+from replog.server.config.node_config import NodeConfig
+from replog.server.process.node import Node
+from replog.server.raft.metadata_snapshots import BrokerMetadataSnapshots
+from replog.server.raft.raft_driver import RaftDriver
+from replog.server.raft.raft_metadata_log import snapshot_records
+from replog.server.raft.raft_storage import RaftStorage
 from replog.testing import LoopTasks
 from tests.eventually import eventually
 from tests.local_ports import free_port

@@ -3,7 +3,7 @@ last heard (a leader, a follower, a node campaigning with the quorum lost)."""
 
 from __future__ import annotations
 
-from replog.server.metadata_staleness import QuorumContact, metadata_staleness
+from replog.server.raft.metadata_staleness import QuorumContact, metadata_staleness
 
 SESSION_MS = 9_000
 

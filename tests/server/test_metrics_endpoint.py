@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry, Counter
 from replog.cli.local_cluster import LocalCluster
 from replog.config import parse_properties
 from replog.errors import ConfigError, ReplogError
+from replog.server.config.node_config import NodeConfig
 from replog.server.metrics.http_endpoint import MetricsEndpoint
-from replog.server.node_config import NodeConfig
 
 
 def test_endpoint_serves_its_registry_and_releases_the_port() -> None:

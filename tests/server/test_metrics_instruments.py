@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from quorum.metadata.records import PartitionChangeRecord
+from replog.quorum.metadata.records import PartitionChangeRecord
 from replog.server.metrics.instruments import BrokerCounters, NodeMetrics
 from replog.server.metrics.request_interceptor import (
     RequestMetricsInterceptor,

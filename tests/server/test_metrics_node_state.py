@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from replog.server.metrics.node_state import (
+from replog.server.process.node_state import (
     BrokerState,
     NodeState,
     RaftState,
@@ -167,8 +167,8 @@ def test_the_dropped_write_hints_are_the_process_hint_runners_count(
 def test_a_leaders_replication_factor_leaves_out_the_replicas_being_added(tmp_path: Path) -> None:
     # As Kafka's UnderReplicatedPartitions counts it: during a reassignment the replicas being
     # added are not expected in the ISR yet.
-    from quorum.metadata.records import PartitionChangeRecord
-    from replog.server.metrics.node_state import _replica_state
+    from replog.quorum.metadata.records import PartitionChangeRecord
+    from replog.server.process.node_state import _replica_state
     from replog.testing import ManualClock
     from tests.metadata.metadata_helpers import replayed
     from tests.server.test_replica_manager import TID, two_nodes
@@ -183,7 +183,7 @@ def test_a_leaders_replication_factor_leaves_out_the_replicas_being_added(tmp_pa
 
 
 def test_consumer_groups_lag_states_members_and_rebalances() -> None:
-    from replog.server.group_coordinator import GroupMetrics, GroupSnapshot
+    from replog.server.groups.group_coordinator import GroupMetrics, GroupSnapshot
 
     replicas = (
         ReplicaState("t", 0, True, 1, 1, 1, 0, high_watermark=50),
@@ -260,7 +260,7 @@ def test_a_scrape_naming_summary_families_never_reads_each_replica() -> None:
 def test_a_live_brokers_replicas_counted_without_reading_them_match_their_states(
     tmp_path: Path,
 ) -> None:
-    from replog.server.metrics.node_state import _count_replicas, _replica_state
+    from replog.server.process.node_state import _count_replicas, _replica_state
     from replog.testing import ManualClock
     from tests.server.test_replica_manager import two_nodes
 

@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from quorum.controller.config_control import ConfigControl, topic_resource
 from replog.errors import ConfigError
-from replog.server.node_config import NodeConfig
+from replog.quorum.controller.config_control import ConfigControl, topic_resource
+from replog.server.config.node_config import NodeConfig
 from replog.storage.log_config import BY_DOTTED_NAME, LogConfig
 from replog.storage.log_manager import LogManagerConfig
-from timeline import SnapshotRegistry
+from replog.timeline import SnapshotRegistry
 
 
 def properties(**extra: str) -> dict[str, str]:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from replog.server import broker_runtime
-from replog.server.node import Node
-from replog.server.node_config import NodeConfig
+from replog.server.broker import broker_runtime
+from replog.server.config.node_config import NodeConfig
+from replog.server.process.node import Node
 from tests.local_ports import free_port
 
 

@@ -28,10 +28,10 @@ from types import SimpleNamespace
 import pytest
 
 from replog.errors import KafkaStorageError
-from replog.server.broker_runtime import BrokerRuntime
-from replog.server.known_properties import unknown_properties
-from replog.server.node import Node
-from replog.server.node_config import NodeConfig
+from replog.server.broker.broker_runtime import BrokerRuntime
+from replog.server.config.node_config import NodeConfig
+from replog.server.process.known_properties import unknown_properties
+from replog.server.process.node import Node
 from replog.storage import log_manager as log_manager_module
 from replog.storage.log import Log
 from tests.local_ports import free_port

@@ -2,8 +2,8 @@
 
 The stall monitor, the Raft driver, the Kafka listeners' start and the background tasks of the
 parts the node builds (here the replica manager's timers) run as tasks of the node's group
-(`replog.server.node_tasks`); one that raises stops the node with exit code 1 (roles stopped,
-the gRPC server stopped, the metadata log closed) and its cause is logged once, with the
+(`replog.server.runtime.node_tasks`); one that raises stops the node with exit code 1 (roles
+stopped, the gRPC server stopped, the metadata log closed) and its cause is logged once, with the
 traceback. Outside `node_tasks`, the server and the wire start a task only where a call, a
 connection or a stream owns it (the last test holds the list).
 """
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from replog.server.node import Node
-from replog.server.node_config import NodeConfig
-from replog.server.node_tasks import NodeTasks
-from replog.server.replica_manager import ReplicaManager
+from replog.server.config.node_config import NodeConfig
+from replog.server.data_plane.replica_manager import ReplicaManager
+from replog.server.process.node import Node
+from replog.server.runtime.node_tasks import NodeTasks
 from tests.local_ports import free_port
 from tests.task_starts import task_starts
 

@@ -20,7 +20,7 @@ from replog.errors import (
 )
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
-from replog.server.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
+from replog.server.groups.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
 from replog.testing import LoopTasks, ManualClock
 
 

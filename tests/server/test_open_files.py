@@ -1,10 +1,10 @@
-"""A node raises its soft open-file limit to the hard one (replog/server/open_files.py)."""
+"""A node raises its soft open-file limit to the hard one (replog/server/runtime/open_files.py)."""
 
 from __future__ import annotations
 
 import resource
 
-from replog.server.open_files import raise_open_file_limit
+from replog.server.runtime.open_files import raise_open_file_limit
 
 
 def test_the_soft_limit_is_raised_to_the_hard_one_and_never_lowered() -> None:

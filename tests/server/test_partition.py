@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from checkpoints import RECOVERY_POINT_CHECKPOINT
-from quorum.metadata.partition_registration import PartitionRegistration
+from replog.checkpoints import RECOVERY_POINT_CHECKPOINT
+from replog.quorum.metadata.partition_registration import PartitionRegistration
 from replog.record import build_batch
 from replog.replication.leader_state import PartitionReplicationConfig, ReplicaEligibility
-from replog.server.partition import Partition
-from replog.server.producer_state_loader import ProducerExpiry
+from replog.server.data_plane.partition import Partition
+from replog.server.data_plane.producer_state_loader import ProducerExpiry
 from replog.storage import log as log_module
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from quorum.metadata.records import PartitionChangeRecord
+from replog.quorum.metadata.records import PartitionChangeRecord
 from replog.record import build_batch, read_header
 from replog.record.header import BatchHeader
 from replog.replication.producer_snapshot import decode_producer_snapshot
 from replog.replication.producer_state import ProducerStateTable
-from replog.server.partition import Partition
-from replog.server.producer_state_loader import ProducerExpiry
+from replog.server.data_plane.partition import Partition
+from replog.server.data_plane.producer_state_loader import ProducerExpiry
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.producer_snapshot_file import ProducerSnapshotFiles

@@ -1,6 +1,6 @@
 """A quorum peer failing for a while is said once, and its return too."""
 
-from replog.server.peer_failures import PeerFailures
+from replog.server.raft.peer_failures import PeerFailures
 
 
 def test_a_peer_failing_past_the_limit_is_said_once_with_the_last_error() -> None:

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from replog.replication.messages import FetchPartition
-from replog.server.follower_fetch import PlanAsBuilt
+from replog.server.data_plane.follower_fetch import PlanAsBuilt
 
 KEYS = [("t", p) for p in range(4)]
 

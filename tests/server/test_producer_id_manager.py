@@ -36,9 +36,9 @@ from replog.errors import (
 )
 from replog.pb import common_pb2, controller_pb2_grpc
 from replog.pb import controller_pb2 as pb
-from replog.server.controller_calls import ControllerCalls
-from replog.server.controller_retry import ActiveController
-from replog.server.producer_id_manager import ProducerIdManager, allocate_from_controller
+from replog.server.broker.producer_id_manager import ProducerIdManager, allocate_from_controller
+from replog.server.controller.controller_calls import ControllerCalls
+from replog.server.controller.controller_retry import ActiveController
 from replog.testing import LoopTasks
 from tests.eventually import eventually
 from tests.server.test_controller_driver import active, lone_controller, start_brokers

@@ -8,10 +8,10 @@ import asyncio
 import time
 from pathlib import Path
 
-from quorum.raft import RaftConfig, VoterAddress
 from replog.errors import NodeStoppingError
-from replog.server.raft_driver import RaftDriver
-from replog.server.raft_storage import RaftStorage
+from replog.quorum.raft import RaftConfig, VoterAddress
+from replog.server.raft.raft_driver import RaftDriver
+from replog.server.raft.raft_storage import RaftStorage
 from replog.testing import LoopTasks
 
 

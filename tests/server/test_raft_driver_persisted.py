@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from quorum.raft import RaftConfig, VoterAddress
 from replog.errors import KafkaStorageError
-from replog.server.raft_driver import RaftDriver
-from replog.server.raft_storage import RaftStorage
+from replog.quorum.raft import RaftConfig, VoterAddress
+from replog.server.raft.raft_driver import RaftDriver
+from replog.server.raft.raft_storage import RaftStorage
 from replog.testing import LoopTasks
 from tests.eventually import eventually
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from quorum.raft import RaftConfig, VoterAddress
-from quorum.raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, Message
-from quorum.raft.ready import ApplyItem, CommittedBatch
-from replog.server.raft_driver import TIMER_RETICK_MS, RaftDriver
-from replog.server.raft_storage import RaftStorage
+from replog.quorum.raft import RaftConfig, VoterAddress
+from replog.quorum.raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, Message
+from replog.quorum.raft.ready import ApplyItem, CommittedBatch
+from replog.server.raft.raft_driver import TIMER_RETICK_MS, RaftDriver
+from replog.server.raft.raft_storage import RaftStorage
 from replog.testing import LoopTasks, ManualClock
 from tests.eventually import eventually
 

@@ -14,13 +14,19 @@ from typing import Any, cast
 import pytest
 import pytest_asyncio
 
-from quorum.raft.config import RaftConfig, VoterAddress
-from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse, Message, RaftResponse
 from replog.pb import raft_pb2 as pb
-from replog.server import raft_fetch_wire as wire
-from replog.server.raft_fetch_client import EndpointUnknown, FetchConnection
-from replog.server.raft_fetch_server import FetchListener, Reply
-from replog.server.raft_transport import RaftTransport
+from replog.quorum.raft.config import RaftConfig, VoterAddress
+from replog.quorum.raft.messages import (
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    RaftResponse,
+)
+from replog.server.raft import raft_fetch_wire as wire
+from replog.server.raft.raft_fetch_client import EndpointUnknown, FetchConnection
+from replog.server.raft.raft_fetch_server import FetchListener, Reply
+from replog.server.raft.raft_transport import RaftTransport
 from replog.testing import LoopTasks
 from replog.wire import framed_wire
 from tests.ipv6_loopback import needs_ipv6

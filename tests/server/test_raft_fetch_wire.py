@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from replog.errors import InvalidRequestError
-from replog.server import raft_fetch_wire as wire
+from replog.server.raft import raft_fetch_wire as wire
 
 
 def test_a_greeting_names_the_caller() -> None:

@@ -1,18 +1,18 @@
 """The metadata quorum's storage (`RaftStorage`) on a `MemoryFileSystem` that loses what was
 not synced at a crash: what `apply` made durable before the shell may send (the election
 state, the flushed log, a frozen snapshot) survives; an unflushed tail and a partial
-download do not (replog/server/raft_storage.py, Rules)."""
+download do not (replog/server/raft/raft_storage.py, Rules)."""
 
 from __future__ import annotations
 
 import pytest
 
-from quorum.raft.election_state import ElectionState
-from quorum.raft.ready import AppendBatches, LogOp, Ready, WriteSnapshot, WriteSnapshotChunk
-from quorum.raft.snapshot_id import SnapshotId
 from replog.errors import KafkaStorageError
+from replog.quorum.raft.election_state import ElectionState
+from replog.quorum.raft.ready import AppendBatches, LogOp, Ready, WriteSnapshot, WriteSnapshotChunk
+from replog.quorum.raft.snapshot_id import SnapshotId
 from replog.record import build_batch, stamp_batch
-from replog.server.raft_storage import RaftStorage
+from replog.server.raft.raft_storage import RaftStorage
 from replog.storage.memory_fs import MemoryFileSystem
 from replog.testing import ManualClock
 

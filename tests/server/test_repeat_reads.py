@@ -1,5 +1,5 @@
-"""Kept reads (`replog/server/repeat_reads.py`) change nothing that a fetcher or the leader's
-replication rules can see.
+"""Kept reads (`replog/server/data_plane/repeat_reads.py`) change nothing that a fetcher or the
+leader's replication rules can see.
 
 The main check is differential: two identical clusters go through the same random steps
 (appends, follower and consumer fetch rounds on sessions, consumer fetches that wait in the
@@ -26,15 +26,15 @@ from typing import Any
 
 import pytest
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import (
+from replog.errors import OperationNotAttemptedError
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
     FenceChange,
     PartitionChangeRecord,
 )
-from replog.errors import OperationNotAttemptedError
 from replog.replication.fetch_session import FetchChanges, FetcherSession, LeaderFetchSession
 from replog.replication.messages import (
     NO_SESSION,
@@ -44,9 +44,9 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
 )
-from replog.server import replica_manager
-from replog.server.broker_cores import BrokerCores
-from replog.server.repeat_reads import RepeatReads
+from replog.server.data_plane import replica_manager
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.data_plane.repeat_reads import RepeatReads
 from replog.testing import ManualClock
 from replog.wire import broker_codec as codec
 from tests.metadata.metadata_helpers import create_topic, replayed

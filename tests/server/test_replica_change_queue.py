@@ -9,9 +9,9 @@ from uuid import UUID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum.metadata.local_changes import LocalChanges, LocalPartition
-from quorum.metadata.partition_registration import PartitionRegistration
-from replog.server.replica_change_queue import (
+from replog.quorum.metadata.local_changes import LocalChanges, LocalPartition
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.server.data_plane.replica_change_queue import (
     DELETE,
     FOLLOWER,
     LEADER,

@@ -12,7 +12,8 @@ from uuid import UUID
 
 import pytest
 
-from quorum.metadata.records import (
+from replog.errors import RequestTimedOutError
+from replog.quorum.metadata.records import (
     ConfigRecord,
     ConfigResourceType,
     MetadataRecord,
@@ -21,9 +22,8 @@ from quorum.metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from replog.errors import RequestTimedOutError
-from replog.server.metrics.node_state import _count_replicas
-from replog.server.metrics.replica_counts import LiveReplicaCounts, ReplicaCounts
+from replog.server.data_plane.replica_counts import LiveReplicaCounts, ReplicaCounts
+from replog.server.process.node_state import _count_replicas
 from replog.testing import ManualClock
 from tests.metadata.metadata_helpers import replayed, topic_id
 from tests.server.test_replica_manager import Node, cluster_image

@@ -16,11 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import RemoveTopicRecord
 from replog.errors import KafkaStorageError
-from replog.server import file_maker
-from replog.server.replica_manager import SYNC_EACH_MAX, ReplicaManager, ReplicaManagerConfig
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import RemoveTopicRecord
+from replog.server.data_plane import file_maker
+from replog.server.data_plane.replica_manager import (
+    SYNC_EACH_MAX,
+    ReplicaManager,
+    ReplicaManagerConfig,
+)
 from replog.storage.file_maker_process import FileMakerAnswer, FileMakerProcess, NewLogRequest
 from replog.storage.fs import OsFileSystem
 from replog.storage.log_config import LogConfig
@@ -129,7 +133,7 @@ async def test_a_child_killed_mid_creation_falls_back_to_the_bulk_threads_for_go
     broker = Broker(tmp_path, maker=DyingMaker(FileMakerProcess.start()._process))
     await broker.rm.start()
     try:
-        with caplog.at_level(logging.WARNING, logger="replog.server.replica_manager"):
+        with caplog.at_level(logging.WARNING, logger="replog.server.data_plane.replica_manager"):
             await broker.apply(image())
             assert len(broker.rm.partitions()) == PARTITIONS
             # Later rounds go to the bulk threads at once.

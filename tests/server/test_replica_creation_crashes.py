@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from checkpoints import CLEAN_SHUTDOWN_MARKER
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import RemoveTopicRecord
+from replog.checkpoints import CLEAN_SHUTDOWN_MARKER
 from replog.errors import KafkaStorageError
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import RemoveTopicRecord
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.fs import OsFileSystem
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig

@@ -11,9 +11,9 @@ import contextlib
 
 import pytest
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import RemoveTopicRecord
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import RemoveTopicRecord
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.storage.memory_fs import MemoryFileSystem

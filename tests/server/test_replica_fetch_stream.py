@@ -30,15 +30,15 @@ from replog.pb import broker_pb2 as pb
 from replog.record import build_batch
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server.broker_cores import BrokerCores
-from replog.server.repeat_reads import RepeatReads
-from replog.server.replica_fetch_service import (
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.data_plane.repeat_reads import RepeatReads
+from replog.server.data_plane.replica_fetch_service import (
     SERVICE_NAME,
     ReplicaFetchService,
     add_replica_fetch_service,
 )
-from replog.server.replica_fetch_stream import ReplicaFetchStream
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.server.data_plane.replica_fetch_stream import ReplicaFetchStream
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import GARBAGE, LoopTasks
 from replog.wire import broker_codec as codec

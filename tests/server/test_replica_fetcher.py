@@ -20,21 +20,24 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import Endpoint, RegisterBrokerRecord
 from replog.errors import KafkaStorageError, NotLeaderOrFollowerError
 from replog.pb import broker_pb2 as pb
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import Endpoint, RegisterBrokerRecord
 from replog.record import build_batch
 from replog.record.batch import iter_batches
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server.broker_cores import BrokerCores
-from replog.server.repeat_reads import RepeatReads
-from replog.server.replica_fetch_service import SERVICE_NAME as REPLICA_FETCH_SERVICE
-from replog.server.replica_fetch_service import ReplicaFetchService, add_replica_fetch_service
-from replog.server.replica_fetcher import ReplicaFetcherManager
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
-from replog.server.tolerant_service import Refused
+from replog.server.data_plane.broker_cores import BrokerCores
+from replog.server.data_plane.repeat_reads import RepeatReads
+from replog.server.data_plane.replica_fetch_service import SERVICE_NAME as REPLICA_FETCH_SERVICE
+from replog.server.data_plane.replica_fetch_service import (
+    ReplicaFetchService,
+    add_replica_fetch_service,
+)
+from replog.server.data_plane.replica_fetcher import ReplicaFetcherManager
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.server.runtime.tolerant_service import Refused
 from replog.storage.log_manager import LogManager
 from replog.testing import GARBAGE, LoopTasks
 from replog.wire import broker_codec as codec

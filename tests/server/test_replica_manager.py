@@ -16,20 +16,7 @@ from typing import Any
 
 import pytest
 
-from checkpoints.partition_metadata import render_partition_metadata
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.loader import LoaderManifest, ManifestKind
-from quorum.metadata.records import (
-    BrokerRegistrationChangeRecord,
-    ConfigRecord,
-    ConfigResourceType,
-    FenceChange,
-    MetadataRecord,
-    PartitionChangeRecord,
-    PartitionRecord,
-    RemoveTopicRecord,
-    TopicRecord,
-)
+from replog.checkpoints.partition_metadata import render_partition_metadata
 from replog.errors import (
     ConfigError,
     CorruptRecordError,
@@ -49,6 +36,19 @@ from replog.errors import (
     UnknownServerError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
+)
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.loader import LoaderManifest, ManifestKind
+from replog.quorum.metadata.records import (
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    FenceChange,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
 )
 from replog.record import build_batch, iter_frames, read_header
 from replog.replication.messages import (
@@ -74,9 +74,9 @@ from replog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from replog.server import follower_fetch, replica_manager
-from replog.server.partition import Partition
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.server.data_plane import follower_fetch, replica_manager
+from replog.server.data_plane.partition import Partition
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks, ManualClock
@@ -1126,7 +1126,7 @@ async def test_a_leader_serving_a_corrupt_batch_counts_each_refusal_and_logs_one
         (result,) = (await leader.rm.fetch(replace(request, max_wait_ms=0))).partitions
         records = bytearray(result.records)
         records[-1] ^= 4  # the second batch (offsets 2-4) fails its CRC
-        with caplog.at_level(logging.DEBUG, logger="replog.server.replica_manager"):
+        with caplog.at_level(logging.DEBUG, logger="replog.server.data_plane.replica_manager"):
             follower.rm.process_follower_fetch(
                 1, request, FetchResponse((replace(result, records=bytes(records)),)), clock()
             )
@@ -1241,7 +1241,7 @@ async def test_isr_shrinks_after_the_lag_and_expands_when_caught_up(
     assert leader.rm.pending_isr_changes() == []  # still within replica.lag.time.max.ms
     assert leader.rm.next_tick_ms() == clock() + 15000
     leader.rm.isr_wakeup.clear()
-    with caplog.at_level(logging.INFO, logger="replog.server.replica_manager"):
+    with caplog.at_level(logging.INFO, logger="replog.server.data_plane.replica_manager"):
         leader.rm.tick(clock.advance(15001))
     # One line per check, whatever the number of partitions shrunk.
     (line,) = [r.getMessage() for r in caplog.records if "shrinking the ISR" in r.getMessage()]
@@ -1686,7 +1686,7 @@ async def test_metadata_publisher_entry_point(
     provenance = MetadataProvenance(base.provenance.last_offset + len(records), 3)
     image = delta.apply(provenance)
     manifest = LoaderManifest(ManifestKind.LOG, provenance, base, 1, len(records))
-    with caplog.at_level(logging.INFO, logger="replog.server.replica_manager"):
+    with caplog.at_level(logging.INFO, logger="replog.server.data_plane.replica_manager"):
         node.rm.on_metadata_update(delta, image, manifest)
     # One line per publication says what it asks of this broker.
     said = f"broker 1 at metadata offset {provenance.last_offset}: lead 1 (t-0), follow -, "
@@ -2009,7 +2009,7 @@ def test_leadership_errors_of_one_answer_are_logged_in_one_line(
             for e in request.partitions
         )
     )
-    with caplog.at_level(logging.INFO, logger="replog.server.replica_manager"):
+    with caplog.at_level(logging.INFO, logger="replog.server.data_plane.replica_manager"):
         follower.rm.process_follower_fetch(1, request, response, clock())
         follower.rm.process_follower_fetch(1, request, response, clock())
     lines = [r.getMessage() for r in caplog.records if "waiting for new metadata" in r.getMessage()]
@@ -2108,7 +2108,7 @@ async def test_the_isr_check_walks_the_replicas_a_slice_per_tick(
     monkeypatch.setattr(replica_manager, "SWEEP_SLICE", 2, raising=False)
     leader, *_ = nodes_with(tmp_path, clock, *[(1, 2)] * 5)
     clock.advance(30_001)  # no follower fetched: every ISR shrinks at its check
-    with caplog.at_level(logging.INFO, logger="replog.server.replica_manager"):
+    with caplog.at_level(logging.INFO, logger="replog.server.data_plane.replica_manager"):
         walked = []
         for _ in range(3):
             leader.rm.tick(clock())

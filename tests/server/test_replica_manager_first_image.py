@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.loader import LoaderManifest, ManifestKind, Publication
-from quorum.metadata.local_changes import LocalPartition
-from replog.server import replica_change_queue
-from replog.server.replica_change_queue import ReplicaChange
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.loader import LoaderManifest, ManifestKind, Publication
+from replog.quorum.metadata.local_changes import LocalPartition
+from replog.server.data_plane import replica_change_queue
+from replog.server.data_plane.replica_change_queue import ReplicaChange
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks

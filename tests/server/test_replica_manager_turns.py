@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from test_replica_manager import TID, Node, clock, cluster_image, nodes_with
 
-from quorum.metadata.records import (
+from replog.quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
     FenceChange,
     PartitionChangeRecord,
 )
-from replog.server import replica_manager
-from replog.server.replica_manager import ReplicaManager
+from replog.server.data_plane import replica_manager
+from replog.server.data_plane.replica_manager import ReplicaManager
 from replog.testing import ManualClock
 from tests.metadata.metadata_helpers import create_topic, replayed, topic_id
 

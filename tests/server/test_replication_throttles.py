@@ -11,9 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import ConfigRecord, ConfigResourceType, PartitionRecord, TopicRecord
 from replog.errors import OffsetOutOfRangeError
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    PartitionRecord,
+    TopicRecord,
+)
 from replog.replication.messages import FetchPartitionResult, FetchRequest, FetchResponse
 from replog.testing import ManualClock
 from tests.metadata.metadata_helpers import replayed

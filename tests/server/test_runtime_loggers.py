@@ -10,7 +10,7 @@ import re
 import pytest
 
 from replog.errors import InvalidRequestError
-from replog.server.runtime_loggers import LEVELS, RuntimeLoggers, kafka_level
+from replog.server.kafka.runtime_loggers import LEVELS, RuntimeLoggers, kafka_level
 
 
 @pytest.mark.parametrize(

@@ -22,10 +22,10 @@ from test_controller_driver import (
 )
 from test_stop_snapshot_steps import create_topics, parts_taken_at_ticks
 
-from quorum.controller import controller as controller_module
-from quorum.metadata import record_batches
-from quorum.metadata.records import PartitionRecord
-from quorum.raft.snapshot_id import SnapshotId
+from replog.quorum.controller import controller as controller_module
+from replog.quorum.metadata import record_batches
+from replog.quorum.metadata.records import PartitionRecord
+from replog.quorum.raft.snapshot_id import SnapshotId
 
 
 async def snapshot_due_at_next_commit(

@@ -17,7 +17,7 @@ from test_controller_driver import (
     wide_after_restart,
 )
 
-from replog.server.metadata_snapshots import snapshot_before_stop
+from replog.server.raft.metadata_snapshots import snapshot_before_stop
 
 
 def test_a_stop_snapshot_cut_short_while_encoded_leaves_no_file(

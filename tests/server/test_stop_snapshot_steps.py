@@ -19,10 +19,10 @@ from test_controller_driver import (
     start_brokers,
 )
 
-from quorum.controller import controller as controller_module
-from quorum.controller.replication_control import ReplicationControl
-from quorum.metadata.steps import Steps
-from replog.server.metadata_snapshots import StopState
+from replog.quorum.controller import controller as controller_module
+from replog.quorum.controller.replication_control import ReplicationControl
+from replog.quorum.metadata.steps import Steps
+from replog.server.raft.metadata_snapshots import StopState
 
 
 async def create_topics(node: LoneController, *names: str, first: bool = False) -> None:

@@ -14,12 +14,12 @@ from uuid import UUID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance, TopicsImage
-from quorum.metadata.loader import LoaderManifest, ManifestKind, Publication
-from quorum.metadata.records import MetadataRecord, RemoveTopicRecord
-from replog.server.group_coordinator import GroupCoordinator, _topics_deleted
-from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance, TopicsImage
+from replog.quorum.metadata.loader import LoaderManifest, ManifestKind, Publication
+from replog.quorum.metadata.records import MetadataRecord, RemoveTopicRecord
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.server.groups.group_coordinator import GroupCoordinator, _topics_deleted
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks

@@ -8,7 +8,7 @@ import weakref
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replog.server.weak_members import WeakMembers
+from replog.server.data_plane.weak_members import WeakMembers
 
 
 class Member:

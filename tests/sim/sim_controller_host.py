@@ -10,7 +10,7 @@ The shell rules this host follows (`quorum/raft/ready.py`, `quorum/controller/me
   `finish_phase` advances first and applies after, and every other call into the controller
   (requests, ticks) is made by the simulator only while no `Ready` is in flight.
   `RaftMetadataLog.prepare_append` asserts it.
-- `prepare_append` encodes the records (`quorum.metadata.record_codec`), one Raft record per
+- `prepare_append` encodes the records (`replog.quorum.metadata.record_codec`), one Raft record per
   metadata record, and proposes them as one batch; it refuses with NOT_CONTROLLER unless this
   node is the Raft leader of exactly the quorum epoch the controller names, before touching the
   accumulator.
@@ -34,15 +34,16 @@ from dataclasses import dataclass
 
 from sim_host import NodeHost, ReplicatedStateMachine
 
-from quorum.controller.controller import QuorumController
-from quorum.controller.controller_config import ControllerConfig
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
-from quorum.metadata.record_codec import decode_record, encode_record
-from quorum.metadata.records import MetadataRecord
-from quorum.metadata.snapshot import image_from_records, image_to_records
-from quorum.raft import (
+from replog.errors import NotControllerError, NotLeaderOrFollowerError
+from replog.quorum.controller.controller import QuorumController
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
+from replog.quorum.metadata.record_codec import decode_record, encode_record
+from replog.quorum.metadata.records import MetadataRecord
+from replog.quorum.metadata.snapshot import image_from_records, image_to_records
+from replog.quorum.raft import (
     ApplyItem,
     CommittedBatch,
     LeaderChange,
@@ -50,7 +51,6 @@ from quorum.raft import (
     RaftNode,
     SnapshotId,
 )
-from replog.errors import NotControllerError, NotLeaderOrFollowerError
 from replog.record import RecordBatch
 
 _HEADER_SIZE = struct.calcsize(">q32s")  # sim_host's snapshot header

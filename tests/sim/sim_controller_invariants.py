@@ -58,12 +58,12 @@ from sim_host import NodeHost
 from sim_invariants import InvariantChecker, InvariantViolation
 from sim_memory_log import StoredBatch
 
-from quorum.metadata.broker_registration import BrokerRegistration
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.record_codec import decode_record
-from quorum.metadata.records import (
+from replog.quorum.metadata.broker_registration import BrokerRegistration
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.record_codec import decode_record
+from replog.quorum.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
     BrokerRegistrationChangeRecord,
@@ -74,7 +74,7 @@ from quorum.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
 )
-from quorum.metadata.snapshot import image_to_records
+from replog.quorum.metadata.snapshot import image_to_records
 from replog.record import RecordBatch
 
 Canonical = tuple[MetadataRecord, ...]

@@ -58,14 +58,14 @@ from sim_controller_workload import CLUSTER_ID, AdminClient, Invoke, Reply, SimB
 from sim_invariants import InvariantViolation
 from sim_runner import Simulation, SimulationFailure, _HostState
 
-from quorum.controller.controller import QuorumController
-from quorum.controller.controller_config import ControllerConfig
-from quorum.controller.operation import ReadContext
-from quorum.controller.pending_response import PendingResponse
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import NO_LEADER, PartitionRecord
-from quorum.raft import RaftNode
 from replog.errors import NotControllerError
+from replog.quorum.controller.controller import QuorumController
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.controller.operation import ReadContext
+from replog.quorum.controller.pending_response import PendingResponse
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import NO_LEADER, PartitionRecord
+from replog.quorum.raft import RaftNode
 
 CONTROLLER_TICK_MS = 10
 RPC_TIMEOUT_MS = 150

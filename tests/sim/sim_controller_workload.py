@@ -28,17 +28,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
-from quorum.controller.cluster_control import BrokerRegistrationReply, BrokerRegistrationRequest
-from quorum.controller.config_control import (
+from replog.errors import NotControllerError, StaleBrokerEpochError
+from replog.quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
+from replog.quorum.controller.cluster_control import (
+    BrokerRegistrationReply,
+    BrokerRegistrationRequest,
+)
+from replog.quorum.controller.config_control import (
     AlterConfigOp,
     AlterConfigOpType,
     broker_resource,
     topic_resource,
 )
-from quorum.controller.controller import QuorumController
-from quorum.controller.pending_response import PendingResponse
-from quorum.controller.replication_control import (
+from replog.quorum.controller.controller import QuorumController
+from replog.quorum.controller.pending_response import PendingResponse
+from replog.quorum.controller.replication_control import (
     AlterPartitionItem,
     CreatableTopic,
     CreatePartitionsTopic,
@@ -47,14 +51,13 @@ from quorum.controller.replication_control import (
     IsrMember,
     ReassignablePartition,
 )
-from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import (
+from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
     Endpoint,
     FeatureRange,
 )
-from replog.errors import NotControllerError, StaleBrokerEpochError
 
 if TYPE_CHECKING:
     from sim_controller_host import AppendedBatch

@@ -2,7 +2,7 @@
 
 `NodeHost` does what the asyncio shell will do, in the order `Ready` prescribes, but against
 in-memory seams: the quorum-state "file" (`QuorumStateStore`, rendered and parsed through the
-real `checkpoints.quorum_state` format), a `MemoryLog`, and `ReplicatedStateMachine`, which
+real `replog.checkpoints.quorum_state` format), a `MemoryLog`, and `ReplicatedStateMachine`, which
 chains a digest over every committed batch so that two nodes agree on their committed history
 iff their digests at the same offset agree. Processing a `Ready` is split in two phases so the
 simulator can crash a node between writing and flushing:
@@ -22,8 +22,8 @@ from typing import Protocol
 
 from sim_memory_log import MemoryLog
 
-from checkpoints.quorum_state import QUORUM_STATE, parse_quorum_state, render_quorum_state
-from quorum.raft import (
+from replog.checkpoints.quorum_state import QUORUM_STATE, parse_quorum_state, render_quorum_state
+from replog.quorum.raft import (
     ApplyItem,
     CommittedBatch,
     ElectionState,

@@ -31,14 +31,14 @@ from collections.abc import Iterable
 
 from sim_host import ZERO_DIGEST, NodeHost, chain_digest, decode_snapshot
 
-from quorum.raft import (
+from replog.quorum.raft import (
     ApplyItem,
     CommittedBatch,
     ElectionState,
     LeaderChange,
     LoadSnapshot,
 )
-from quorum.raft.voters import majority_size
+from replog.quorum.raft.voters import majority_size
 
 
 class InvariantViolation(AssertionError):

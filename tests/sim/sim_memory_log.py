@@ -1,6 +1,6 @@
 """An in-memory Raft log with a flushed/unflushed split, for the simulator and scenario tests.
 
-It implements `quorum.raft.RaftLog` and applies the core's `LogOp`s the way a storage shell
+It implements `replog.quorum.raft.RaftLog` and applies the core's `LogOp`s the way a storage shell
 would. What a crash keeps: the flushed prefix of the log, frozen snapshots (written with fsync
 and rename) and the log start offset; what it loses: unflushed batches (a random prefix of them
 may survive, as a page cache may have written some back) and partial snapshot downloads.
@@ -13,7 +13,7 @@ import random
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from quorum.raft import (
+from replog.quorum.raft import (
     AbortSnapshot,
     AppendBatches,
     DeleteLogPrefix,

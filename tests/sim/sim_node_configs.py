@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import random
 
-from quorum.controller.controller_config import ControllerConfig
-from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
-from quorum.raft import RaftConfig
-from replog.server.controller_service import ControllerService
-from replog.server.raft_driver import RaftDriver
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
+from replog.quorum.raft import RaftConfig
+from replog.server.controller.controller_service import ControllerService
+from replog.server.raft.raft_driver import RaftDriver
 from replog.sim import cluster as sim_cluster
 from replog.sim.cluster import SESSION_TIMEOUT_MS
 from replog.sim.controller_node import simulated_controller

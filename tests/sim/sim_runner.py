@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 from sim_host import NodeHost
 from sim_invariants import InvariantChecker, InvariantViolation
 
-from quorum.raft import CommittedBatch, Message, RaftConfig, RaftNode, VoterAddress
-from quorum.raft.messages import DescribeQuorumRequest
 from replog.errors import NotLeaderOrFollowerError
+from replog.quorum.raft import CommittedBatch, Message, RaftConfig, RaftNode, VoterAddress
+from replog.quorum.raft.messages import DescribeQuorumRequest
 
 OBSERVER_BASE_ID = 101
 CLIENT_ID = 999

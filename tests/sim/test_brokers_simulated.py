@@ -20,16 +20,16 @@ from unittest import mock
 
 from sim_node_configs import NODES, lifecycle_config, quorum_node
 
-from quorum.metadata.broker_lifecycle import LifecycleState
 from replog import clock
 from replog.pb import controller_pb2 as pb
+from replog.quorum.metadata.broker_lifecycle import LifecycleState
 from replog.record import build_batch
 from replog.replication import messages as m
-from replog.server.broker_runtime import BrokerRuntime
-from replog.server.controller_service import ControllerService
-from replog.server.partition import Partition
-from replog.server.raft_driver import RaftDriver
-from replog.server.replica_fetch_service import ReplicaFetchService
+from replog.server.broker.broker_runtime import BrokerRuntime
+from replog.server.controller.controller_service import ControllerService
+from replog.server.data_plane.partition import Partition
+from replog.server.data_plane.replica_fetch_service import ReplicaFetchService
+from replog.server.raft.raft_driver import RaftDriver
 from replog.sim.broker_node import LOG_DIR, simulated_broker
 from replog.sim.network import NetworkFaults, SimNetwork
 from replog.sim.raft_node import METADATA_DIR

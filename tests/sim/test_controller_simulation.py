@@ -36,13 +36,13 @@ from sim_controller_runner import (
 )
 from sim_runner import SimulationFailure
 
-from quorum.controller.cluster_control import ClusterControl
-from quorum.controller.controller import QuorumController
-from quorum.controller.controller_result import ControllerResult
-from quorum.controller.deferred_queue import DeferredQueue
-from quorum.controller.operation import ReadContext, ReadOperation
-from quorum.controller.replication_control import ReplicationControl
-from quorum.metadata.records import PartitionChangeRecord
+from replog.quorum.controller.cluster_control import ClusterControl
+from replog.quorum.controller.controller import QuorumController
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.controller.deferred_queue import DeferredQueue
+from replog.quorum.controller.operation import ReadContext, ReadOperation
+from replog.quorum.controller.replication_control import ReplicationControl
+from replog.quorum.metadata.records import PartitionChangeRecord
 
 R = TypeVar("R")
 DEFAULT_SEEDS = 200

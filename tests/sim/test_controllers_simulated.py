@@ -12,9 +12,9 @@ import random
 from sim_node_configs import NODES, lifecycle_config, quorum_node
 
 from replog.pb import controller_pb2 as pb
-from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
-from replog.server.controller_service import ControllerService
-from replog.server.raft_driver import RaftDriver
+from replog.server.broker.broker_lifecycle_driver import BrokerLifecycleDriver
+from replog.server.controller.controller_service import ControllerService
+from replog.server.raft.raft_driver import RaftDriver
 from replog.sim.controller_link import sim_controller_links
 from replog.sim.network import NetworkFaults, SimNetwork
 from replog.sim.virtual_loop import VirtualLoop

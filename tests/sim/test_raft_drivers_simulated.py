@@ -1,4 +1,4 @@
-"""The real Raft driver (`replog.server.raft_driver`) and its storage on the simulator's
+"""The real Raft driver (`replog.server.raft.raft_driver`) and its storage on the simulator's
 virtual loop, network and in-memory disks: three nodes elect a leader, commit what it is asked,
 elect another when it is cut off, and keep every commit through a power loss of every node;
 a seed replays the same run."""
@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from quorum.raft import RaftConfig, VoterAddress
 from replog.errors import KafkaError
-from replog.server.raft_driver import RaftDriver
+from replog.quorum.raft import RaftConfig, VoterAddress
+from replog.server.raft.raft_driver import RaftDriver
 from replog.sim.network import NetworkFaults, SimNetwork
 from replog.sim.raft_node import simulated_raft_driver
 from replog.sim.virtual_loop import VirtualLoop

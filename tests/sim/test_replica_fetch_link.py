@@ -16,9 +16,9 @@ from replog.errors import InvalidRequestError, NetworkError, RequestTimedOutErro
 from replog.pb import broker_pb2 as pb
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server.repeat_reads import RepeatReads
-from replog.server.replica_fetch_service import ReplicaFetchService
-from replog.server.replica_fetcher import FetchStream
+from replog.server.data_plane.repeat_reads import RepeatReads
+from replog.server.data_plane.replica_fetch_service import ReplicaFetchService
+from replog.server.data_plane.replica_fetcher import FetchStream
 from replog.sim.network import SimNetwork
 from replog.sim.replica_fetch_link import sim_fetch_streams
 from replog.sim.virtual_loop import VirtualLoop

@@ -14,9 +14,9 @@ import os
 import pytest
 from sim_runner import SimulationFailure, run_seed
 
-from quorum.raft import RaftNode
-from quorum.raft.election_state import ElectionState
-from quorum.raft.messages import VoteRequest
+from replog.quorum.raft import RaftNode
+from replog.quorum.raft.election_state import ElectionState
+from replog.quorum.raft.messages import VoteRequest
 
 DEFAULT_SEEDS = 500
 

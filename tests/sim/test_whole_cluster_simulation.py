@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 import pytest
 
-from quorum.raft import node as raft_node_module
-from quorum.raft.node import RaftNode
+from replog.quorum.raft import node as raft_node_module
+from replog.quorum.raft.node import RaftNode
 from replog.replication.leader_state import PartitionLeaderState
 from replog.replication.producer_state import ProducerStateTable
-from replog.server import replica_manager
-from replog.server.raft_storage import RaftStorage
+from replog.server.data_plane import replica_manager
+from replog.server.raft.raft_storage import RaftStorage
 from replog.sim.run import SimulationFailure, simulate
 
 SEEDS_PER_CHUNK = 50

@@ -50,7 +50,7 @@ from replog.kafka.messages.fetch_response import (
     PartitionData,
 )
 from replog.kafka.protocol.framing import decode_request, encode_response
-from replog.server.kafka_listener import KafkaListener
+from replog.server.kafka.kafka_listener import KafkaListener
 from replog.spark import range_reader
 from replog.spark.errors import DataLossError, ReadTimeoutError
 from replog.spark.fetch_sessions import SessionPool

@@ -9,8 +9,8 @@ from uuid import UUID
 
 import pytest
 
-from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, EpochEntry
-from checkpoints.offset_checkpoint import REPLICATION_OFFSET_CHECKPOINT
+from replog.checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, EpochEntry
+from replog.checkpoints.offset_checkpoint import REPLICATION_OFFSET_CHECKPOINT
 from replog.errors import CorruptCheckpointError, KafkaStorageError
 from replog.storage.checkpoint_file import (
     LeaderEpochCheckpointFile,

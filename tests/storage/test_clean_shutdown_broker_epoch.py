@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checkpoints import CLEAN_SHUTDOWN_MARKER, render_clean_shutdown_marker
+from replog.checkpoints import CLEAN_SHUTDOWN_MARKER, render_clean_shutdown_marker
 from replog.storage.log_manager import clean_shutdown_broker_epoch
 
 

@@ -19,7 +19,7 @@ from storage_helpers import T0
 
 from replog.record import build_batch
 from replog.replication.messages import DescribeLogDirsRequest
-from replog.server.broker_cores import BrokerCores
+from replog.server.data_plane.broker_cores import BrokerCores
 from replog.storage import LogConfig
 from replog.storage.cleaner.cleaner_checkpoint import CleanerCheckpoint
 from replog.storage.cleaner.dirty_ratios import dirty_ratios

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from checkpoints.leader_epoch_checkpoint import (
+from replog.checkpoints.leader_epoch_checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     EpochEntry,
     is_strictly_increasing,

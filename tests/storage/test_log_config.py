@@ -24,8 +24,8 @@ from storage_helpers import (
     small_config,
 )
 
-from quorum.controller.config_definitions import TOPIC_CONFIGS
 from replog.errors import ConfigError
+from replog.quorum.controller.config_definitions import TOPIC_CONFIGS
 from replog.storage.log_config import BY_DOTTED_NAME, LONG_MAX, LogConfig
 from replog.storage.log_manager import LogManagerConfig
 from replog.testing import ManualClock

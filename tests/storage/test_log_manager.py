@@ -23,7 +23,7 @@ from storage_helpers import (
     small_config,
 )
 
-from checkpoints import (
+from replog.checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from timeline import (
+from replog.timeline import (
     SnapshotRegistry,
     TimelineHashMap,
     TimelineHashSet,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from timeline import (
+from replog.timeline import (
     NoneNotAllowedError,
     SnapshotOrderError,
     SnapshotRegistry,

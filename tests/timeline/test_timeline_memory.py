@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from timeline import SnapshotRegistry, TimelineHashMap, TimelineHashSet, TimelineObject
+from replog.timeline import SnapshotRegistry, TimelineHashMap, TimelineHashSet, TimelineObject
 
 
 class Value:

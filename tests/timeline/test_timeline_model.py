@@ -13,7 +13,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from timeline import (
+from replog.timeline import (
     SnapshotOrderError,
     SnapshotRegistry,
     TimelineHashMap,

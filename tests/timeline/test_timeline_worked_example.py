@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from timeline import SnapshotRegistry, TimelineHashMap, TimelineInteger, TimelineObject
+from replog.timeline import SnapshotRegistry, TimelineHashMap, TimelineInteger, TimelineObject
 
 
 class WorkedExample:

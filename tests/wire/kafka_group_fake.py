@@ -17,8 +17,8 @@ from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from replog.kafka.protocol.codec import Message
-from replog.server.kafka_group_apis import GROUP_SERVED
-from replog.server.kafka_listener import KafkaListener
+from replog.server.kafka.kafka_group_apis import GROUP_SERVED
+from replog.server.kafka.kafka_listener import KafkaListener
 
 API_VERSIONS = 18
 

@@ -8,32 +8,6 @@ from uuid import UUID
 
 import pytest
 
-from quorum.controller.broker_heartbeat import BrokerHeartbeatReply
-from quorum.controller.config_control import AlterConfigOpType, ConfigSource, DescribedConfig
-from quorum.controller.producer_id_control import ProducerIdsBlock
-from quorum.controller.reads import (
-    BrokerView,
-    ClusterDescription,
-    ConfigDescription,
-    MetadataView,
-    PartitionView,
-    TopicView,
-)
-from quorum.controller.replication_control import (
-    AlterPartitionResult,
-    ApiError,
-    CreateTopicResult,
-    DeleteTopicResult,
-    ElectionType,
-)
-from quorum.metadata.image import ConfigResource
-from quorum.metadata.partition_registration import PartitionRegistration
-from quorum.metadata.records import (
-    ConfigResourceType,
-    Endpoint,
-    FeatureRange,
-    LeaderRecoveryState,
-)
 from replog.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
@@ -42,6 +16,32 @@ from replog.errors import (
 )
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
+from replog.quorum.controller.broker_heartbeat import BrokerHeartbeatReply
+from replog.quorum.controller.config_control import AlterConfigOpType, ConfigSource, DescribedConfig
+from replog.quorum.controller.producer_id_control import ProducerIdsBlock
+from replog.quorum.controller.reads import (
+    BrokerView,
+    ClusterDescription,
+    ConfigDescription,
+    MetadataView,
+    PartitionView,
+    TopicView,
+)
+from replog.quorum.controller.replication_control import (
+    AlterPartitionResult,
+    ApiError,
+    CreateTopicResult,
+    DeleteTopicResult,
+    ElectionType,
+)
+from replog.quorum.metadata.image import ConfigResource
+from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.quorum.metadata.records import (
+    ConfigResourceType,
+    Endpoint,
+    FeatureRange,
+    LeaderRecoveryState,
+)
 from replog.wire import controller_codec as codec
 
 TOPIC_ID = UUID(int=0xA1)

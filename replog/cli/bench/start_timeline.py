@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from replog.cli.bench.cluster_metrics import Scrape, scrapes
 
-# The broker's `START_PHASES` (replog/server/broker_runtime.py; not imported: a bench script
+# The broker's `START_PHASES` (replog/server/broker/broker_runtime.py; not imported: a bench script
 # run from bench/ cannot import the server's modules, bench/timeline.py shadows a package).
 NODE_PHASES = (
     "started",

@@ -3,7 +3,7 @@
 
 Rules:
 - Kafka's format, that of the other offset checkpoints: version 0, the entry count, then one
-  "topic partition offset" line per partition (`checkpoints.offset_checkpoint`), replaced
+  "topic partition offset" line per partition (`replog.checkpoints.offset_checkpoint`), replaced
   atomically (`OffsetCheckpointFile`).
 - `update` changes one partition's offset and leaves the others as they are (Kafka's
   `updateCheckpoints`); `remove` forgets a partition (a deleted or moved log). A missing file
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from checkpoints.offset_checkpoint import CLEANER_OFFSET_CHECKPOINT
+from replog.checkpoints.offset_checkpoint import CLEANER_OFFSET_CHECKPOINT
 from replog.common import TopicPartitionKey
 from replog.storage.checkpoint_file import OffsetCheckpointFile
 from replog.storage.fs import LOCAL_FS, FileSystem

@@ -1,0 +1,2431 @@
+"""The broker's data plane: every partition replica on this broker, driven by metadata, serving
+Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch and DeleteRecords, and replicating as a
+follower through synchronous steps an async fetcher drives.
+
+Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
+- Declarative: on every metadata image the manager computes this broker's local changes (deletes
+  first, then leaders, then followers) and brings each replica to the state the image describes.
+  Once started, it applies them in rounds (`APPLY_ROUND_CHANGES` a round, fewer once the round's
+  loop time is up, then the event loop runs others), each partition's changes in order
+  (`ReplicaChangeQueue`), and a replica that needs its log opened or created gets it from a worker
+  thread, in one batch per round with one file-system sync, and is installed on the loop in turns
+  bounded in time (`APPLY_TURN_BUDGET_MS`; docs/storage.md, "Creating many replicas"). A new log's
+  files are all the thread makes (system calls, little Python between them: a thread at a lower
+  priority preempted while holding the GIL keeps the loop waiting); its objects are built on the
+  loop as it is installed, from the plain data the thread returns (`LogManager.make_new_log`,
+  `add_new_log`). With a file maker process (`use_file_maker`: a `replog node`'s brokers), a
+  round of more than `SYNC_EACH_MAX` creations has the child make its new logs' files instead,
+  awaited on the loop without a thread (`_open_logs_by_file_maker`; the bulk threads for good
+  once the child is gone). The new leaders' epoch checkpoints a round wrote are written and
+  synced off the loop by `DeferredSyncs`, which the rounds do not wait for. Before `start`
+  (tests, tools), `apply_image` applies everything at once. Every image also refreshes ISR
+  eligibility (registered, unfenced, not shutting down) and each leader's `min.insync.replicas`
+  (topic config, else this broker's dynamic config, else the dynamic cluster default, else
+  server.properties: Kafka's precedence), once started in rounds of `APPLY_ROUND_CHANGES` leaders
+  too (fewer once a round's time is up); a leader not reached yet acts on the previous image
+  meanwhile (docs/replication.md, "Images in rounds").
+  Each replica's log settings follow the same precedence, key by key: a value this broker
+  refuses is skipped with a warning, and the level below gives that key (`_log_config`). So do
+  the log cleaner's (`log.cleaner.threads`, `.dedupe.buffer.size`, `.io.max.bytes.per.second`,
+  `.backoff.ms`), which the running cleaner takes when a broker level changes
+  (`_refresh_cleaner`, `cleaner_config.reconfigured`).
+- Logs of deleted topics (Kafka's KIP-516 topic ids and stray logs): a replica's log records
+  its topic id in `partition.metadata` before the replica appends anything. A log whose file
+  names another topic id belongs to a deleted topic of the same name: it is set aside as a
+  stray log and an empty one replaces it when the new topic's replica takes it; a log without
+  the file is taken as it is (an empty log made just before a crash, or one a replog without
+  the file wrote). The first image also sets aside every log on disk that no replica took (its
+  topic deleted, its partition gone, or this broker no longer a replica: all while the broker
+  was down or starting), with a warning naming it. Setting aside is Kafka's: the directory is
+  renamed `<topic>-<partition>.<id>-stray` (`LogManager.set_aside_stray_log`), never served
+  or opened again, and left for an operator to remove, so that a wrong verdict (a bug, a
+  metadata log restored from elsewhere) costs disk, not data. A log without the file is a
+  stray in Kafka (it has written the file since 2.8); replog takes it, so that logs written
+  before replog had the file keep their data. Without the id check, a topic deleted while a
+  broker started would stay on its disk, and a topic created later under the same name would
+  take that log: its first committed records would be the deleted topic's.
+  The file costs a new replica one small atomic write (about 0.45 ms here, as much again as
+  creating the log); a log that has one costs a read of it at start-up.
+- Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: an internal topic
+  (`__consumer_offsets`, `topic_names.INTERNAL_TOPICS`) -> INVALID_TOPIC_EXCEPTION naming it,
+  unless the caller passes `internal_topics_allowed=True` (Kafka's `internalTopicsAllowed`:
+  only the broker's own group coordinator does; a client's produce never); unknown ->
+  UNKNOWN_TOPIC_OR_PARTITION; not the leader -> NOT_LEADER_OR_FOLLOWER with the current leader;
+  acks=-1 with a committed ISR below the effective min ISR -> NOT_ENOUGH_REPLICAS before any
+  append; an idempotent retry of one of a producer's last 5 batches is answered with the
+  original offsets and not appended; storage errors (size, CRC, magic, base offset) pass
+  through. acks=-1 then waits until the leader core says done (HW past the append) or the
+  request's timeout (REQUEST_TIMED_OUT); acks=1 answers after the local append; acks=0 answers
+  only the partitions that failed (empty when all succeeded): the Kafka listener sends no
+  response, or on a failure closes the connection, as Kafka's broker does (`kafka_apis`).
+- Fetch: only the leader serves. Followers read up to the LEO, consumers up to the HW (never a
+  batch at or above it); the HW in the answer is captured before a follower's fetch updates its
+  progress, and a fetch that reports a diverging epoch updates nothing
+  (docs/design/replication.md#truncate-on-fetch, #follower-progress). The byte
+  budget is `max_bytes` over partitions, `partition_max_bytes` each, and the first batch is
+  returned whole until the first partition with data
+  (docs/design/replication.md#answer-now-or-wait). A fetch that cannot be answered at
+  once waits in the fetch purgatory until a wake (leader append, HW move, leadership change)
+  finds enough data or a docs/design/replication.md#delayed-fetch-completion condition, or
+  `max_wait_ms` passes; either way it re-reads.
+- ListOffsets, OffsetsForLeaderEpoch and DeleteRecords' log-start move: `leader_offsets`.
+  DeleteRecords' checks (policy, offset range, the purgatory bound) and its wait for the low
+  watermark are the partition core's; it answers once the low watermark reaches the offset,
+  or REQUEST_TIMED_OUT.
+  DeleteRecords on an internal topic is INVALID_TOPIC_EXCEPTION unless
+  `internal_topics_allowed=True` (Kafka's `allowInternalTopicDeletion`).
+- Follower: `follower_fetch` (truncation on a diverging epoch, OFFSET_OUT_OF_RANGE as in
+  docs/design/replication.md#follower-out-of-range,
+  back-off for `replica.fetch.backoff.ms`).
+- Waiting requests: `delayed_operations`. Every waiting operation is bounded
+  (`purgatory_pending_max` per purgatory); every error names the topic-partition and carries
+  its Kafka class.
+
+Theory of operation: everything here runs on the event loop thread and is synchronous except the
+`await` of a delayed operation's future and the applier's worker-thread batches (which touch
+only logs no replica uses yet, and epoch files under their own lock). The pure cores decide:
+each replica's `PartitionCore` (acks gating, produce purgatory admission, duplicates, HW
+advance, ISR shrink and expansion, AlterPartition retries, which waiters to re-check), stepped
+with what happened and answered with effects that `_execute` and the produce path carry out;
+fetch_rules, follower_truncation and purgatory besides. This shell owns the replicas, reads and
+writes logs, and wakes delayed operations on the keys the effects name. It
+is the facade of the data plane: `DelayedOperations` (the purgatories) and `FollowerFetchSteps`
+(the follower side) read its partition map, which only this class changes. Timers (ISR shrink
+every `replica.lag.time.max.ms / 2`, producer-id expiry every
+`producer.id.expiration.check.interval.ms` against the wall clock, purgatory expiry, follower
+back-offs, AlterPartition retries) run in `tick(now_ms)`, which `start()` schedules from
+`next_tick_ms()` and tests call by hand with a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Set as AbstractSet
+from dataclasses import replace
+from typing import NamedTuple
+from uuid import UUID
+
+from replog.clock import Clock, monotonic_ms, wall_clock_ms
+from replog.common import TopicPartitionKey
+from replog.errors import (
+    FencedLeaderEpochError,
+    KafkaError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    PurgatoryFullError,
+    UnknownLeaderEpochError,
+    UnknownServerError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from replog.quorum.metadata.delta import MetadataDelta
+from replog.quorum.metadata.image import ConfigResource, ConfigsImage, MetadataImage
+from replog.quorum.metadata.loader import LoaderManifest, Publication
+from replog.quorum.metadata.local_changes import LocalChanges, LocalPartition, local_changes_between
+from replog.quorum.metadata.records import ConfigResourceType
+from replog.quorum.metadata.steps import Steps, run_to_end
+from replog.replication.fetch_rules import (
+    answer_immediately,
+    check_current_leader_epoch,
+    check_fetch_offset,
+    diverging_epoch,
+    fetch_upper_bound,
+)
+from replog.replication.fetch_session import FetchChanges, LeaderFetchSession
+from replog.replication.leader_state import (
+    IsrChange,
+    PartitionReplicationConfig,
+    ReplicaEligibility,
+)
+from replog.replication.messages import (
+    ACKS_NONE,
+    NO_OFFSET,
+    DeleteRecordsPartitionResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    EpochEndOffsetResult,
+    FetchPartition,
+    FetchPartitionResult,
+    FetchRequest,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    ListOffsetsPartitionResult,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderPartitionResult,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+    ProducePartition,
+    ProducePartitionResult,
+    ProduceRequest,
+    ProduceResponse,
+)
+from replog.replication.min_insync_replicas import min_insync_replicas
+from replog.replication.partition_core import Effects
+from replog.replication.partition_effects import (
+    AdvanceHighWatermark,
+    AnswerDuplicate,
+    AnswerProduce,
+    CompleteDeleteRecords,
+    MoveLogStart,
+    ParkProduce,
+    Refuse,
+    ScheduleWakeup,
+    SendAlterPartition,
+    WakeWaiters,
+)
+from replog.replication.partition_events import (
+    AlterPartitionAnswered,
+    DeleteRecordsArrived,
+    FollowerFetchArrived,
+    ImageRefreshed,
+    LogAppended,
+    LogStartMoved,
+    ProduceArrived,
+    TimerFired,
+)
+from replog.replication.producer_state import ProducerEntry, ProducerStateTable
+from replog.replication.replication_quota import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    ReplicationQuota,
+    effective_rate,
+    throttled_partitions,
+)
+from replog.replication.request_admission import (
+    VALID_ACKS,
+    internal_topic_error,
+    invalid_acks_error,
+)
+from replog.server.config.replica_manager_config import ReplicaManagerConfig
+from replog.server.data_plane.deferred_syncs import DeferredSyncs
+from replog.server.data_plane.delayed_operations import (
+    DelayedDeleteRecords,
+    DelayedFetch,
+    DelayedOperations,
+    DelayedProduce,
+    FetchRead,
+    Reread,
+)
+from replog.server.data_plane.follower_fetch import FollowerFetchSteps
+from replog.server.data_plane.leader_offsets import (
+    delete_records_on_leader,
+    list_offset,
+    offset_for_leader_epoch,
+)
+from replog.server.data_plane.log_summaries import TurnSummary, few_names, partition_names
+from replog.server.data_plane.partition import Partition
+from replog.server.data_plane.producer_state_loader import (
+    PreloadedTable,
+    ProducerExpiry,
+    preload_producer_tables,
+)
+from replog.server.data_plane.repeat_reads import RepeatReads, asker_of
+from replog.server.data_plane.replica_change_queue import (
+    DELETE,
+    FOLLOWER,
+    LEADER,
+    ReplicaChange,
+    ReplicaChangeQueue,
+    StagedChanges,
+    stage_in_steps,
+)
+from replog.server.data_plane.replica_counts import LiveReplicaCounts, led_figures
+from replog.server.data_plane.weak_members import WeakMembers
+from replog.server.metrics.instruments import BrokerCounters
+from replog.server.runtime import collector
+from replog.server.runtime.bulk_threads import run_bulk
+from replog.server.runtime.loop_turns import yield_turn
+from replog.server.runtime.node_tasks import Spawner
+from replog.storage.cleaner.batch_filter import ProducerLastBatch
+from replog.storage.cleaner.cleaner_config import reconfigured
+from replog.storage.file_maker_process import (
+    FileMakerGone,
+    FileMakerProcess,
+    left_to_the_caller,
+)
+from replog.storage.file_region import Region
+from replog.storage.log import Log
+from replog.storage.log_config import LogConfig
+from replog.storage.log_loader import cannot_create_log
+from replog.storage.log_manager import LogManager, NewLog, NewLogPlace
+
+__all__ = ["ReplicaManager", "ReplicaManagerConfig"]
+
+log = logging.getLogger("replog.server.data_plane.replica_manager")
+
+
+# Changes one round applies before it yields to the event loop, and the most log creations one
+# worker-thread batch (one file-system sync) carries. A round of leader changes costs ~25 ms
+# here; a batch's sync is one `syncfs`, whatever its size.
+APPLY_ROUND_CHANGES = 250
+# A round stops taking changes once it has run this long: each deletion renames its log's
+# directory on the loop (4-20 ms each on a busy file system: 250 of them held a loop for 4.8 s
+# and cost the active controller the quorum's leadership), so a count alone does not bound it.
+APPLY_ROUND_BUDGET_MS = 50
+# The loop time one turn of the applier's other work may take (the event loop's clock, ms): a
+# round's role changes of existing replicas, a turn installing a round's new replicas, a round
+# of the leaders' refresh, each stopping after the change that used it up. 250 of them a turn
+# held the loop 20-55 ms of CPU on a loaded machine (creating 30,000-100,000 partitions, three
+# nodes on 2 cores), which the run-queue wait makes 1.5-3x that of wall time.
+APPLY_TURN_BUDGET_MS = 8
+# How long the applier waits before it tries again to install new logs while the log manager's
+# lock is held by another thread (`LogManager.add_new_log`'s `wait`).
+LOG_MANAGER_BUSY_WAIT_S = 0.002
+# Partitions one step of a fetch session round's initial reads covers before the loop's other
+# tasks run (`_read_entries`): 10-25 us each on a loaded machine, so a step is a few ms; a round
+# reads at most `fetch_session.ROUND_PARTITIONS` (250), whose reads held the loop up to 6 ms of
+# CPU in one step (creating 10,000-30,000 partitions, three nodes on 2 cores).
+FETCH_READ_STEP_PARTITIONS = 100
+# Up to this many writes a round or a batch makes are each synced on their own (a few fsyncs of
+# small files, ~1-5 ms each here); above it one `syncfs` syncs them all.
+SYNC_EACH_MAX = 8
+# A delta of at most this many local changes, arriving with none queued, is applied at once.
+APPLY_AT_ONCE_MAX = 4
+# Replicas one tick visits in a periodic walk over all of them (the ISR shrink check every
+# replica.lag.time.max.ms / 2, producer-id expiry): 100,000 replicas in one tick held the loop
+# 50-65 ms for the ISR check alone; a slice of 2,000 is 1-2 ms, and a walk of 100,000 ends
+# within a second of loop turns, against a lag bound of 30 s.
+SWEEP_SLICE = 2_000
+# Producer snapshots (a small file each) a stop writes in one loop turn.
+STOP_SNAPSHOT_WRITES_PER_TURN = 20
+
+
+class _Creation(NamedTuple):
+    """A leader or follower change whose replica needs its log opened first."""
+
+    change: ReplicaChange
+    config: LogConfig
+
+
+# What `_open_logs` hands `_install`: the change, its log (a new one's files, its objects still
+# to build: `LogManager.add_new_log`), whether an older log was set aside for it, and its
+# producer table when `_open_logs` loaded one.
+_Opened = tuple[_Creation, Log | NewLog, bool, PreloadedTable | None]
+
+
+class ReplicaManager:
+    """Every partition replica of this broker (module docstring). A MetadataPublisher."""
+
+    name = "replica-manager"
+
+    def __init__(
+        self,
+        config: ReplicaManagerConfig,
+        log_manager: LogManager,
+        *,
+        tasks: Spawner,
+        clock: Clock = monotonic_ms,
+        wall_clock: Clock = wall_clock_ms,
+        broker_epoch: Callable[[], int] = lambda: -1,
+        counters: BrokerCounters | None = None,
+        on_storage_error: Callable[[KafkaStorageError], None] | None = None,
+    ) -> None:
+        self._spawner = tasks  # its background tasks' owner (node_tasks)
+        self.config = config
+        # Metrics (issue #9): per request and per batch, never per record.
+        self.counters = counters if counters is not None else BrokerCounters()
+        # The metrics summary's replica counts, reported at every change of what they count
+        # (`_count_replicas`, `_count_leader`): a scrape reads them without a walk.
+        self.replica_counts = LiveReplicaCounts()
+        self.broker_id = config.broker_id
+        self.log_manager = log_manager
+        # The cleaner keeps each producer's last batch (`batch_filter`): it asks the replicas.
+        log_manager.cleaner.producer_last_batches = self._producer_last_batches
+        self._clock = clock
+        # Producer-id expiry compares record timestamps (CreateTime, wall-clock ms), which the
+        # monotonic `clock` used for lags and timeouts cannot be compared with.
+        self._wall_clock = wall_clock
+        self.image: MetadataImage = MetadataImage.EMPTY
+        self._partitions: dict[TopicPartitionKey, Partition] = {}
+        self._replicas_deleted = 0  # in the applier's current round
+        self._eligibility = ReplicaEligibility.from_cluster(self.image.cluster)
+        self._delayed = DelayedOperations(
+            broker_id=self.broker_id,
+            pending_max=config.purgatory_pending_max,
+            partitions=self._partitions,
+            current_leader=self._current_leader,
+            read_fetch=lambda request, now_ms, reread: self._read_fetch(
+                request, now_ms, initial=False, reread=reread
+            ),
+            clock=clock,
+            on_new_deadline=self._on_new_deadline,
+        )
+        # The replication throttles (`replication_quota`), set from the configs of each image.
+        window_ms = config.replication_quota_window_size_seconds * 1000
+        self.leader_quota = ReplicationQuota(config.replication_quota_window_num, window_ms)
+        self.follower_quota = ReplicationQuota(config.replication_quota_window_num, window_ms)
+        self._follower = FollowerFetchSteps(
+            config,
+            self._partitions,
+            broker_epoch=broker_epoch,
+            on_new_deadline=self._on_new_deadline,
+            counters=self.counters,
+            quota=self.follower_quota,
+        )
+        # Producer tables a starting broker loaded before its replicas existed, until the
+        # first metadata image's replicas take them (`preload_producer_states`).
+        self._preloaded: dict[TopicPartitionKey, PreloadedTable] = {}
+        self._isr_dirty: set[TopicPartitionKey] = set()
+        # The ReplicaFetch sessions served here, told of every partition's news (dirty-only
+        # rounds, `fetch_session`); a session leaves with its call (no reference is left).
+        self._fetch_sessions: WeakMembers[LeaderFetchSession] = WeakMembers()
+        self._isr_sent: dict[TopicPartitionKey, IsrChange] = {}
+        # `_replication_config`'s answers per topic, for the configs they were read from.
+        self._replication_configs_of: ConfigsImage | None = None
+        self._replication_configs: dict[str, PartitionReplicationConfig] = {}
+        self._broker_resources = (
+            ConfigResource(ConfigResourceType.BROKER, ""),
+            ConfigResource(ConfigResourceType.BROKER, str(self.broker_id)),
+        )
+        # Answers about many partitions arrive one partition at a time: one line per turn.
+        self._isr_log = TurnSummary(log)
+        self._isr_retry_at_ms: dict[TopicPartitionKey, int] = {}
+        self._next_isr_check_ms = clock() + self._isr_check_interval_ms
+        self._next_producer_expiry_ms = clock() + config.producer_id_expiration_check_interval_ms
+        # The periodic walks over every replica, a slice per tick (`SWEEP_SLICE`): the
+        # partitions a walk has yet to visit (None: none under way), and the ISR walk's shrinks.
+        self._isr_sweep: list[TopicPartitionKey] | None = None
+        self._isr_shrunk: list[str] = []
+        self._expiry_sweep: list[TopicPartitionKey] | None = None
+        self._fetch_sources: list[int] = []
+        # One wake per consumer: with a single event shared by the fetcher and the
+        # AlterPartition sender, one could clear the other's wake, and an ISR change or a
+        # new fetch source could wait for the 1 s idle poll. `isr_wakeup`: IsrChanges are
+        # pending (the sender); `fetch_wakeup`: fetch sources changed or a back-off ended
+        # (the fetchers).
+        self.isr_wakeup = asyncio.Event()
+        self.fetch_wakeup = asyncio.Event()
+        self._timers_changed = asyncio.Event()
+        # When the timer loop wakes next by itself; no time while it is not waiting.
+        self._timer_due_ms: int | None = None
+        self._timer_task: asyncio.Task[None] | None = None
+        self._stopped = False
+        # Local changes not applied yet; once `start` ran, a task applies them a round at a
+        # time (docs/storage.md, "Creating many replicas"), before that `_apply` does at once.
+        self._changes = ReplicaChangeQueue()
+        self._applier_task: asyncio.Task[None] | None = None
+        # The epoch checkpoints rounds wrote without a sync, synced off the loop while the
+        # rounds go on.
+        self._syncs = DeferredSyncs(
+            lambda unsynced: log_manager.sync_unsynced(unsynced, each_up_to=SYNC_EACH_MAX),
+            tasks=tasks,
+            on_storage_error=on_storage_error,
+        )
+        self._applier_wake = asyncio.Event()
+        self._applied = asyncio.Event()
+        self._on_applied: list[Callable[[MetadataImage, Collection[UUID] | None], None]] = []
+        # The topic ids the images since the followers' last call removed (from each delta),
+        # or None when an image came without a delta over the previous one (`apply_image`, a
+        # snapshot): then only a comparison of the whole images tells.
+        self._removed_topic_ids: set[UUID] | None = set()
+        self._on_storage_error = on_storage_error
+        self._strays_unchecked = False
+        self._roles_taken: dict[str, list[str]] = {LEADER: [], FOLLOWER: []}
+        # The partitions whose leader state the applier still gives the current image's
+        # eligibility and replication config (`_refresh_leaders`), taken from the end.
+        self._leaders_to_refresh: list[TopicPartitionKey] = []
+        self._refresh_next = True  # whether the applier's next round refreshes leaders
+        # The child process that makes a large round's new logs' files (`use_file_maker`),
+        # or None: the bulk threads make them.
+        self._file_maker: FileMakerProcess | None = None
+
+    def _on_new_deadline(self, deadline_ms: int) -> None:
+        # Only a deadline before the timer's next wake needs it sooner. Fetches park hundreds
+        # of times a second with deadlines max_wait_ms away, and each wake ran a tick that
+        # walks every partition (back-offs) for nothing.
+        if self._timer_due_ms is None or deadline_ms < self._timer_due_ms:
+            self._timers_changed.set()
+
+    @property
+    def _isr_check_interval_ms(self) -> int:
+        return max(1, self.config.replica_lag_time_ms_max // 2)
+
+    # --- lookups ------------------------------------------------------------------------------
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        """The local replica of topic-partition, if this broker hosts one."""
+        return self._partitions.get((topic, partition))
+
+    def partitions(self) -> dict[TopicPartitionKey, Partition]:
+        return dict(self._partitions)
+
+    def purgatory_sizes(self) -> dict[str, int]:
+        """How many requests wait in the produce and fetch purgatories (for metrics)."""
+        return {"produce": len(self._delayed.produce), "fetch": len(self._delayed.fetch)}
+
+    def _current_leader(self, topic: str, partition_id: int) -> LeaderIdAndEpoch | None:
+        topic_image = self.image.topics.by_name.get(topic)
+        registration = topic_image.partitions.get(partition_id) if topic_image else None
+        if registration is None:
+            return None
+        return LeaderIdAndEpoch(registration.leader, registration.leader_epoch)
+
+    def _leader_partition(
+        self, topic: str, partition_id: int, topic_id: UUID | None = None
+    ) -> Partition:
+        """The partition if this broker leads it; otherwise the error Kafka answers."""
+        found = self._partitions.get((topic, partition_id))
+        if (
+            found is not None
+            and found.leader_state is not None
+            and (topic_id is None or found.topic_id == topic_id)
+        ):
+            return found  # each round, for every partition of every session: kept lean
+        where = f"{topic}-{partition_id}"
+        if found is not None and topic_id is not None and found.topic_id != topic_id:
+            raise UnknownTopicIdError(
+                f"{where}: topic id {topic_id} is not this broker's {found.topic_id}"
+            )
+        topic_image = self.image.topics.by_name.get(topic)
+        if topic_image is None or partition_id not in topic_image.partitions:
+            raise UnknownTopicOrPartitionError(f"{where}: unknown topic-partition")
+        if topic_id is not None and topic_image.topic_id != topic_id:
+            raise UnknownTopicIdError(f"{where}: topic id {topic_id} is not {topic_image.topic_id}")
+        registration = topic_image.partitions[partition_id]
+        if registration.leader == self.broker_id and self._changes.hurry((topic, partition_id)):
+            # Asked for before its log exists: create it next (replica_change_queue.py).
+            self._applier_wake.set()
+        raise NotLeaderOrFollowerError(
+            f"{where}: broker {self.broker_id} is not the leader (leader is broker "
+            f"{registration.leader} at leader epoch {registration.leader_epoch})"
+        )
+
+    def _error_leader(
+        self, error: KafkaError, topic: str, partition_id: int
+    ) -> LeaderIdAndEpoch | None:
+        """The current leader to put in an answer with `error` (KIP-951), else None."""
+        if isinstance(
+            error, NotLeaderOrFollowerError | FencedLeaderEpochError | UnknownLeaderEpochError
+        ):
+            return self._current_leader(topic, partition_id)
+        return None
+
+    # --- metadata -----------------------------------------------------------------------------
+
+    def on_metadata_update(
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        """MetadataPublisher: act on what changed for this broker."""
+        run_to_end(self.update_in_steps(Publication(delta, image, manifest)))
+
+    def update_in_steps(self, publication: Publication) -> Steps[None]:
+        """SteppedMetadataPublisher: `on_metadata_update` with the local changes found in
+        steps (a first image names every replica this broker holds), acted on in the last."""
+        changes = yield from publication.local_changes_in_steps(self.broker_id)
+        # Queued in steps too: the step that acts on the image only links them in
+        # (`replica_change_queue`, Rules).
+        staged = yield from stage_in_steps(changes)
+        image, manifest = publication.image, publication.manifest
+        delta = publication.delta
+        from_here = delta.base is self.image
+        self._note_removed_topics(delta.deleted_topic_ids if from_here else None)
+        if not changes.is_empty():
+            log.info(
+                "broker %d at metadata offset %d: lead %s, follow %s, delete %s",
+                self.broker_id,
+                manifest.provenance.last_offset,
+                partition_names(changes.leaders),
+                partition_names(changes.followers),
+                partition_names(changes.deletes),
+            )
+        self._apply(changes, image, staged, delta.changed_config_resources if from_here else None)
+
+    def apply_image(self, image: MetadataImage) -> None:
+        """Reach the state `image` describes from the last applied one (tests, harnesses)."""
+        self._note_removed_topics(None)
+        self._apply(local_changes_between(self.image, image, self.broker_id), image)
+
+    def _apply(
+        self,
+        changes: LocalChanges,
+        image: MetadataImage,
+        staged: StagedChanges | None = None,
+        changed_configs: Collection[ConfigResource] | None = None,
+    ) -> None:
+        """Queue `changes` (`staged` already, when given) and reach `image`; the config
+        resources it changed from the last image are `changed_configs` (None: compare)."""
+        if self._stopped:
+            return  # stopping: no replica is created, deleted or given a role any more
+        previous = self.image
+        if previous is MetadataImage.EMPTY:
+            self._strays_unchecked = True  # once the first image's replicas exist
+        self.image = image
+        cluster_changed = image.cluster is not previous.cluster
+        if cluster_changed:
+            self._eligibility = ReplicaEligibility.from_cluster(image.cluster)
+        was_idle = self._changes.idle
+        if staged is None:
+            self._changes.add(changes)
+        else:
+            self._changes.add_staged(staged)
+        # The replicas whose topic's settings changed (all of them when a broker level did).
+        reconfigured: AbstractSet[TopicPartitionKey] = frozenset()
+        if image.configs is not previous.configs:
+            topics = self._reconfigured_topics(previous, image, changed_configs)
+            self._refresh_throttles(image, topics)
+            if topics is None:  # a broker level changed
+                self._refresh_cleaner(image, starting=previous is MetadataImage.EMPTY)
+            reconfigured = (
+                self._partitions.keys() if topics is None else self._replica_keys_of(image, topics)
+            )
+            self._refresh_log_configs(image, reconfigured)
+        if cluster_changed or reconfigured:
+            # Every leader's eligibility and replication config, in rounds once started (a
+            # broker leading 10,000 replicas walks them all when a broker is fenced): the
+            # leaders not reached yet act on the previous image meanwhile, as if this one
+            # reached them a few loop turns later (docs/replication.md, "Images in rounds").
+            # Those an earlier image has not reached yet go first (the list is taken from its
+            # end): restarting the walk in the same order would let a stream of images, one
+            # every few rounds, leave the same leaders on an old image for ever.
+            # Built with no Python-level step per replica (a list comprehension over 100,000
+            # held the loop 69-84 ms of CPU under load): a copy of the keys, or a set
+            # difference when some wait.
+            behind = self._leaders_to_refresh
+            # Without a cluster change, only the reconfigured topics' replication configs
+            # may differ.
+            keys = self._partitions.keys() if cluster_changed else reconfigured
+            if behind:
+                self._leaders_to_refresh = [*(keys - set(behind)), *behind]
+            else:
+                self._leaders_to_refresh = list(keys)
+        small = len(changes.deletes) + len(changes.leaders) + len(changes.followers)
+        if self._applier_task is not None and not (was_idle and small <= APPLY_AT_ONCE_MAX):
+            self._applied.clear()
+            self._applier_wake.set()
+        else:
+            # Not started, or a small delta with nothing queued before it (a CreateTopics of a
+            # few partitions): applied at once, as Kafka's broker applies a delta before its
+            # next one, so a replica exists when its image is published (a few small files
+            # synced, milliseconds on the loop).
+            self._apply_changes_now()
+            if self._leaders_to_refresh:
+                self._applier_wake.set()  # the leaders' refresh, in rounds
+
+    # --- applying local changes (docs/storage.md, "Creating many replicas") ----------------------
+
+    def _refresh_leaders(self, limit: int, budget_ms: int | None = None) -> None:
+        """Give up to `limit` of the partitions `_apply` listed the current image's
+        eligibility and replication config, if they lead (module Rules); with `budget_ms`,
+        no more once that long has passed."""
+        pending = self._leaders_to_refresh
+        now_ms = self._clock()
+        image = self.image
+        # A topic's partitions share its config: read once per topic in a round, not per
+        # replica.
+        configs: dict[str, PartitionReplicationConfig] = {}
+        for _ in range(min(limit, len(pending))):
+            if budget_ms is not None and self._clock() - now_ms >= budget_ms:
+                break
+            key = pending.pop()
+            partition = self._partitions.get(key)
+            leader_state = None if partition is None else partition.leader_state
+            if partition is None or leader_state is None:
+                continue
+            if leader_state.eligibility is not self._eligibility:
+                # Eligibility is read by every follower fetch's ISR expansion check: a
+                # follower parked while this leader held the previous one is read again.
+                self._fetch_news(key)
+            config = configs.get(partition.topic)
+            if config is None:
+                config = configs[partition.topic] = self._replication_config(image, partition.topic)
+            config_changed = config != leader_state.config
+            effects = partition.core.step(
+                ImageRefreshed(self._eligibility, config, partition.log.log_end_offset), now_ms
+            )
+            if config_changed:
+                self._count_leader(partition)  # min.insync.replicas may have changed
+            self._execute(partition, effects)
+
+    def _apply_changes_now(self) -> None:
+        """Apply every queued change on this thread (no event loop applies them: tests, tools
+        and harnesses that call `apply_image` expect the replicas at once); and the leaders'
+        refresh, unless the applier task runs it in rounds."""
+        if self._applier_task is None:
+            self._refresh_leaders(len(self._leaders_to_refresh))
+        while not self._changes.idle:
+            creations = self._apply_round(len(self._changes))
+            if not creations:
+                continue
+            self._install(self._open_logs_or_release(creations))
+        self._log_roles_taken()
+        self._refresh_fetch_sources()
+        self._on_changes_applied()
+
+    async def _run_applier(self) -> None:
+        """Apply queued changes a round at a time, yielding to the event loop between rounds,
+        with every log creation's file work in a worker thread."""
+        while not self._stopped:
+            if self._leaders_to_refresh and (self._changes.idle or self._refresh_next):
+                # A round of the leaders' refresh, then one of the changes (which a restart's
+                # unfencing waits for), in turn: neither waits for all of the other.
+                self._refresh_next = False
+                self._refresh_leaders(APPLY_ROUND_CHANGES, APPLY_TURN_BUDGET_MS)
+                await yield_turn()
+                continue
+            self._refresh_next = True
+            if self._changes.idle:
+                if not self._applied.is_set():  # once per image applied, not per wake
+                    self._on_changes_applied()
+                self._applier_wake.clear()
+                await self._applier_wake.wait()
+                continue
+            try:
+                started = self._clock()
+                waiting = len(self._changes)
+                # New leaders' epoch checkpoints are written without a sync on the loop and
+                # synced together off it (docs/storage.md, "Creating many replicas").
+                self._replicas_deleted = 0
+                with self.log_manager.collect_unsynced() as unsynced:
+                    creations = self._apply_round(APPLY_ROUND_CHANGES)
+                self._refresh_fetch_sources()
+                self._syncs.add(unsynced)
+                if creations:
+                    try:
+                        if self._file_maker is not None and len(creations) > SYNC_EACH_MAX:
+                            opened = await self._open_logs_by_file_maker(creations)
+                        else:
+                            opened = await run_bulk(self._open_logs, creations)
+                    except BaseException:
+                        self._release(creations)
+                        raise
+                    installed = 0
+                    stuck = False
+                    while installed < len(opened):
+                        if stuck:
+                            # The log manager's lock was busy (its task thread's pass over
+                            # every log): come back shortly, not turn the loop over and over.
+                            await asyncio.sleep(LOG_MANAGER_BUSY_WAIT_S)
+                        else:
+                            await yield_turn()
+                        with self.log_manager.collect_unsynced() as unsynced:
+                            done = self._install(opened, installed, APPLY_TURN_BUDGET_MS)
+                        stuck, installed = done == installed, done
+                        self._refresh_fetch_sources()
+                        self._syncs.add(unsynced)
+                    await yield_turn()
+                    self._log_roles_taken()
+                    if waiting > APPLY_ROUND_CHANGES:
+                        log.info(
+                            "broker %d: created %d replica logs in %d ms; %d replica changes "
+                            "still to apply",
+                            self.broker_id,
+                            len(opened),
+                            self._clock() - started,
+                            len(self._changes),
+                        )
+                self._log_roles_taken()
+                # The round's new replicas live long: out of full collections (collector.py),
+                # after a young collection, in a turn of its own.
+                collector.replicas_changed(
+                    len(creations),
+                    self._replicas_deleted,
+                    len(self._partitions),
+                    more_waiting=bool(len(self._changes)),
+                )
+                await yield_turn()
+            except asyncio.CancelledError:
+                raise
+            except (KafkaStorageError, OSError) as exc:
+                error = (
+                    exc
+                    if isinstance(exc, KafkaStorageError)
+                    else KafkaStorageError(f"applying replica changes: {exc}")
+                )
+                if self._on_storage_error is None:
+                    log.critical("broker %d: replica changes stop: %s", self.broker_id, error)
+                else:
+                    self._on_storage_error(error)
+                return
+            except Exception:  # a bug in one change must not stop all the later ones
+                log.exception("broker %d: applying replica changes failed", self.broker_id)
+
+    def _apply_round(self, limit: int) -> list[_Creation]:
+        """Take up to `limit` queued changes (fewer when a deletion used up the round's
+        `APPLY_ROUND_BUDGET_MS`, or role changes `APPLY_TURN_BUDGET_MS`) and apply those that
+        need no new log; return the others, their partitions held, for `_open_logs` and
+        `_install`."""
+        now_ms = self._clock()
+        creations: list[_Creation] = []
+        # A topic's partitions share its LogConfig: built once per topic in a round (the image
+        # cannot change within it), not once per replica.
+        configs: dict[str, LogConfig] = {}
+        taking = self._changes.taking(limit)
+        try:
+            for change in taking:
+                if self._apply_change(change, now_ms, configs, creations):
+                    break
+        finally:
+            taking.close()
+        return creations
+
+    def _apply_change(
+        self,
+        change: ReplicaChange,
+        now_ms: int,
+        configs: dict[str, LogConfig],
+        creations: list[_Creation],
+    ) -> bool:
+        """Apply one change of a round, or add it to `creations`; whether the round's time is
+        up (`APPLY_ROUND_BUDGET_MS` after a deletion, the change that costs file work here;
+        `APPLY_TURN_BUDGET_MS` after a role change)."""
+        local = change.local
+        if change.kind == DELETE:
+            self._delete_partition(local)
+            return self._clock() - now_ms >= APPLY_ROUND_BUDGET_MS
+        existing = self._partitions.get(change.key)
+        if existing is not None and existing.topic_id == local.topic_id:
+            self._take_role(change, existing, now_ms)
+            return self._clock() - now_ms >= APPLY_TURN_BUDGET_MS
+        if existing is not None:
+            # Same name, another topic id: the old topic was deleted and the name reused.
+            self._drop(existing, delete_log=True)
+        self._changes.hold(change.key)
+        config = configs.get(local.topic_name)
+        if config is None:
+            config = configs[local.topic_name] = self._log_config(self.image, local.topic_name)
+        creations.append(_Creation(change, config))
+        return False
+
+    def use_file_maker(self, maker: FileMakerProcess) -> None:
+        """Have `maker` make the files of large rounds' new logs from now on, and close it at
+        `stop` (docs/storage.md, "Creating many replicas")."""
+        self._file_maker = maker
+
+    async def _open_logs_by_file_maker(self, creations: list[_Creation]) -> list[_Opened]:
+        """`_open_logs`, with the files of the logs neither open, being made nor on disk made
+        by the file maker process, awaited on the loop: files, one sync per file system, then
+        the logs as `NewLog`s for `_install`. The other logs go to `_open_logs` in a bulk
+        thread. Once the maker is gone, the bulk threads make every round's logs."""
+        log_manager = self.log_manager
+        wanted = [
+            (c.change.local.topic_name, c.change.local.partition_id, c.config) for c in creations
+        ]
+        # No new log before a deleted namesake's checkpoint entries are gone, durably.
+        while (places := log_manager.reserve_new_logs(wanted)) is None:
+            if log_manager.has_stale_checkpoints:
+                await run_bulk(log_manager.rewrite_stale_checkpoints)
+            else:  # the manager's lock is busy: the loop must not wait for it
+                await asyncio.sleep(LOG_MANAGER_BUSY_WAIT_S)
+        pairs = list(zip(creations, places, strict=True))
+        rest = [creation for creation, place in pairs if place is None]
+        made = [
+            (creation, place, creation.change.local.topic_id, self._new_leader_epoch(creation))
+            for creation, place in pairs
+            if place is not None
+        ]
+        if not made:
+            return await run_bulk(self._open_logs, creations)
+        reserved = [place for _, place, _, _ in made]
+        maker = self._file_maker
+        assert maker is not None
+        try:
+            answer = await maker.make(
+                [
+                    (
+                        place.directory,
+                        log_manager.new_log_files(place, topic_id=topic_id, leader_epoch=epoch),
+                    )
+                    for _, place, topic_id, epoch in made
+                ],
+                sorted({place.log_dir for place in reserved}),
+            )
+        except FileMakerGone as gone:
+            log.warning(
+                "broker %d: %s; the bulk threads make new logs' files from now on",
+                self.broker_id,
+                gone,
+            )
+            self._file_maker = None
+            await asyncio.to_thread(maker.close)
+            return await run_bulk(self._open_logs_reserved, reserved, creations)
+        except BaseException:
+            log_manager.cancel_new_logs(reserved, wait=False)
+            raise
+        opened: list[_Opened] = []
+        given_back: list[NewLogPlace] = []
+        failure: OSError | None = None
+        answered = len(answer.results)
+        for (creation, place, topic_id, epoch), result in zip(
+            made[:answered], answer.results, strict=True
+        ):
+            if result is None:
+                new = log_manager.new_log_made(place, topic_id=topic_id, leader_epoch=epoch)
+                opened.append((creation, new, False, None))
+                continue
+            given_back.append(place)
+            if left_to_the_caller(result, place.directory):
+                rest.append(creation)  # a directory no log took: opened the old way
+            elif failure is None:
+                failure = OSError(*result)
+        # The logs past the child's first failure were not made.
+        given_back.extend(reserved[answered:])
+        if failure is None and answer.sync_error is not None:
+            error, strerror, directory = answer.sync_error
+            failure = OSError(error, f"syncfs of {directory}: {strerror}")
+        if failure is not None:
+            await self._cancel_new_logs(reserved)
+            if failure.filename is None:
+                raise failure  # a failed sync: as the bulk threads' `deferred_sync` raises it
+            raise cannot_create_log(failure.filename, failure)
+        if rest:
+            opened.extend(await run_bulk(self._open_logs_reserved, given_back, rest))
+        return opened
+
+    async def _cancel_new_logs(self, places: list[NewLogPlace]) -> None:
+        """`LogManager.cancel_new_logs`, never waiting for its lock on the loop."""
+        while not self.log_manager.cancel_new_logs(places, wait=False):
+            await asyncio.sleep(LOG_MANAGER_BUSY_WAIT_S)
+
+    def _open_logs_reserved(
+        self, places: list[NewLogPlace], creations: list[_Creation]
+    ) -> list[_Opened]:
+        """`_open_logs` of `creations` once the reservations `places` are given up (in a bulk
+        thread: it may wait for the log manager's lock)."""
+        self.log_manager.cancel_new_logs(places)
+        return self._open_logs(creations)
+
+    @staticmethod
+    def _new_leader_epoch(creation: _Creation) -> int | None:
+        """The epoch a new leader's log starts with; None for a follower's."""
+        local = creation.change.local
+        return local.registration.leader_epoch if creation.change.kind == LEADER else None
+
+    def _open_logs_or_release(self, creations: list[_Creation]) -> list[_Opened]:
+        """`_open_logs`; if it fails (a storage error: the broker stops), its partitions are
+        released, so that nothing waits for them."""
+        try:
+            return self._open_logs(creations)
+        except BaseException:
+            self._release(creations)
+            raise
+
+    def _release(self, creations: list[_Creation]) -> None:
+        for creation in creations:
+            self._changes.release(creation.change.key)
+
+    def _open_logs(self, creations: list[_Creation]) -> list[_Opened]:
+        """Open (creating where needed: their files only, `_log_of_topic`) the logs of
+        `creations`, each with its topic id recorded and, for a leader, its leader epoch
+        assigned, then make all of them durable with one sync of their file systems. Runs in
+        a worker thread: no replica uses these logs until `_install`."""
+        self.log_manager.rewrite_stale_checkpoints()
+        # A few logs sync each write as it goes: a file-system sync also writes back
+        # everything else dirty on the disk, 0.1-0.5 s under a produce load here.
+        batched = len(creations) > SYNC_EACH_MAX
+        with self.log_manager.deferred_sync() if batched else contextlib.nullcontext():
+            opened = [(creation, *self._log_of_topic(creation)) for creation in creations]
+        # Producer tables too (a snapshot directory's listing, at least), for the logs the
+        # broker's start-up did not preload: no replica reads its log on the loop.
+        unloaded = {
+            creation.change.key: log_
+            for creation, log_, replaced in opened
+            if isinstance(log_, Log)
+            and not _fresh(log_)
+            and (replaced or creation.change.key not in self._preloaded)
+        }
+        tables = preload_producer_tables(unloaded, self._producer_expiry())
+        for creation, log_, _replaced in opened:
+            if isinstance(log_, Log) and _fresh(log_):  # nothing to read: an empty table
+                tables[creation.change.key] = _empty_table(log_)
+        return [
+            (creation, log_, replaced, tables.get(creation.change.key))
+            for creation, log_, replaced in opened
+        ]
+
+    def _install(self, opened: list[_Opened], first: int = 0, budget_ms: int | None = None) -> int:
+        """Make replicas of the logs `_open_logs` opened, from `opened[first]` on, and give
+        each its role; with `budget_ms`, no more once that long has passed, and none while
+        another thread holds the log manager's lock (`LogManager.add_new_log`). Where it
+        stopped (the index of the first one left)."""
+        now_ms = self._clock()
+        index = first
+        while index < len(opened):
+            if budget_ms is not None and index > first and self._clock() - now_ms >= budget_ms:
+                break
+            creation, made, replaced, table = opened[index]
+            if isinstance(made, NewLog):
+                log_ = self.log_manager.add_new_log(made, wait=budget_ms is None)
+                if log_ is None:  # the log manager's lock is busy: the loop must not wait
+                    break
+                table = _empty_table(log_)
+            else:
+                log_ = made
+            index += 1
+            change = creation.change
+            local = change.local
+            key = change.key
+            self._changes.release(key)
+            preloaded = self._preloaded.pop(key, None) if table is None else table
+            created = Partition(
+                topic=local.topic_name,
+                topic_id=local.topic_id,
+                partition=local.partition_id,
+                local_broker_id=self.broker_id,
+                log=log_,
+                log_manager=self.log_manager,
+                producer_expiry=self._producer_expiry,
+                preloaded=None if replaced else preloaded,
+                alter_partition_retry_ms=self.config.replica_fetch_backoff_ms,
+            )
+            self._partitions[key] = created
+            self._count_replicas()
+            self._take_role(change, created, now_ms)
+        return index
+
+    def _take_role(self, change: ReplicaChange, partition: Partition, now_ms: int) -> None:
+        # Whether and where it is fetched from may change (`follower_fetch`, dirty-only).
+        self._follower.touch(partition.key)
+        if change.kind == LEADER:
+            self._make_leader(partition, change.local, now_ms)
+        else:
+            self._make_follower(partition, change.local, now_ms)
+        self._roles_taken[change.kind].append(partition.name)
+
+    def _log_roles_taken(self) -> None:
+        """One line per round for the roles it gave (a line per replica cost a broker creating
+        10,000 replicas seconds of its event loop; each replica's own line is at DEBUG)."""
+        for kind, names in self._roles_taken.items():
+            if names:
+                verb = "leads" if kind == LEADER else "follows"
+                log.info(
+                    "broker %d %s %d replicas: %s",
+                    self.broker_id,
+                    verb,
+                    len(names),
+                    few_names(names),
+                )
+                names.clear()
+
+    def _on_changes_applied(self) -> None:
+        """Every queued change is applied: the replicas are those `self.image` describes."""
+        if self._strays_unchecked:
+            self._strays_unchecked = False
+            self._set_aside_stray_logs(self.image)
+            # Tables no replica took (a deleted topic's) are not kept: a later replica loads
+            # its own.
+            self._preloaded.clear()
+        self._applied.set()
+        removed, self._removed_topic_ids = self._removed_topic_ids, set()
+        for follower in self._on_applied:
+            follower(self.image, removed)
+
+    def _note_removed_topics(self, topic_ids: Collection[UUID] | None) -> None:
+        """Add the topics an image removed for the followers' next call (None: unknown)."""
+        if topic_ids is None or self._removed_topic_ids is None:
+            self._removed_topic_ids = None
+        else:
+            self._removed_topic_ids.update(topic_ids)
+
+    def follow_applied_images(
+        self, follower: Callable[[MetadataImage, Collection[UUID] | None], None]
+    ) -> None:
+        """Call `follower` with the image each time every replica it describes exists in its
+        role (the group coordinator loads offsets partitions only then), and the ids of the
+        topics the images since the previous call removed (None when unknown: compare the
+        images). The first call's previous image is the empty one."""
+        self._on_applied.append(follower)
+        if self._changes.idle and self.image is not MetadataImage.EMPTY:
+            follower(self.image, ())
+
+    @property
+    def pending_changes(self) -> int:
+        """Replica changes not applied yet (metrics, progress lines)."""
+        return len(self._changes)
+
+    async def wait_applied(self) -> None:
+        """Until every change of the images so far is applied."""
+        await self._applied.wait()
+
+    def _replication_config(self, image: MetadataImage, topic: str) -> PartitionReplicationConfig:
+        """The topic's replication config in `image`: kept per topic until the image's
+        configs change (it reads nothing else that changes), so that each new leader does
+        not build it again (three config lookups and two objects, ~6 us a leader, on every
+        node at a creation)."""
+        if image.configs is not self._replication_configs_of:
+            self._replication_configs_of = image.configs
+            self._replication_configs = {}
+        config = self._replication_configs.get(topic)
+        if config is None:
+            config = self._replication_configs[topic] = PartitionReplicationConfig(
+                min_insync_replicas=self._min_insync_replicas(image, topic),
+                replica_lag_time_ms_max=self.config.replica_lag_time_ms_max,
+            )
+        return config
+
+    def _min_insync_replicas(self, image: MetadataImage, topic: str) -> int:
+        """`min_insync_replicas`' precedence over the topic's config, this broker's dynamic
+        config, the dynamic cluster default (the broker resource named ""), server.properties.
+
+        The two dynamic broker levels count: the controller stores them in the image and
+        DescribeConfigs reports them as in force. `_apply` re-reads this on
+        every image whose configs changed, for every led partition.
+        """
+        value, refused = min_insync_replicas(
+            (
+                (resource, image.configs.get(resource).get("min.insync.replicas"))
+                for resource in reversed(self._log_config_resources(topic))  # strongest first
+            ),
+            self.config.default_min_insync_replicas,
+        )
+        for resource, raw in refused:
+            assert isinstance(resource, ConfigResource)
+            log.warning(
+                "%s: ignoring min.insync.replicas=%r of %s %r (not an integer)",
+                topic,
+                raw,
+                resource.resource_type.name.lower(),
+                resource.resource_name,
+            )
+        return value
+
+    def _log_config_resources(self, topic: str) -> tuple[ConfigResource, ...]:
+        """Where a topic's log settings come from over server.properties, weakest first:
+        the dynamic cluster default, this broker's dynamic config, the topic's own (Kafka's
+        DynamicLogConfig and topic overrides)."""
+        return (*self._broker_config_resources(), ConfigResource(ConfigResourceType.TOPIC, topic))
+
+    def _broker_config_resources(self) -> tuple[ConfigResource, ...]:
+        """The dynamic broker levels, weakest first: the cluster default, this broker's (made
+        once: read for every new topic's log and replication configs)."""
+        return self._broker_resources
+
+    def _log_config(self, image: MetadataImage, topic: str) -> LogConfig:
+        """The topic's `LogConfig`: server.properties, then each level of
+        `_log_config_resources` over it.
+
+        A value this broker refuses keeps the level below's value for that key alone, with a
+        warning naming the topic, the key and the value: dropping the whole level would lose
+        its good settings too (one bad key beside `retention.ms=-1` would have data deleted
+        after 7 days). The dynamic broker levels count, as for `min.insync.replicas`.
+        """
+        config = self.log_manager.config.log
+        for resource in self._log_config_resources(topic):
+            config, refused = config.with_each_valid(image.configs.get(resource))
+            for error in refused:
+                log.warning(
+                    "%s: ignoring a log setting of %s %r, keeping the value below it: %s",
+                    topic,
+                    resource.resource_type.name.lower(),
+                    resource.resource_name,
+                    error,
+                )
+        return config
+
+    def _reconfigured_topics(
+        self,
+        previous: MetadataImage,
+        image: MetadataImage,
+        changed: Collection[ConfigResource] | None,
+    ) -> Collection[str] | None:
+        """The topics whose own config resource differs between the images (`changed`: the
+        resources that did, when known); None when a dynamic broker level did (every topic's
+        settings may change)."""
+        if changed is None:
+            before, after = previous.configs.resources, image.configs.resources
+            # An unchanged resource keeps its mapping object from image to image.
+            changed = [r for r in before.keys() | after.keys() if before.get(r) is not after.get(r)]
+        if any(resource in changed for resource in self._broker_config_resources()):
+            return None
+        return {
+            resource.resource_name
+            for resource in changed
+            if resource.resource_type is ConfigResourceType.TOPIC
+        }
+
+    def _refresh_throttles(self, image: MetadataImage, topics: Collection[str] | None) -> None:
+        """Set the replication throttles from `image`: the rates (this broker's dynamic config,
+        else the dynamic cluster default, else server.properties: a broker level changed when
+        `topics` is None) and the throttled replicas of `topics` (every topic then)."""
+        configs = image.configs
+        if topics is None:
+            levels = [configs.get(r) for r in reversed(self._broker_config_resources())]
+            for quota, key, static in (
+                (self.leader_quota, LEADER_RATE, self.config.leader_replication_throttled_rate),
+                (
+                    self.follower_quota,
+                    FOLLOWER_RATE,
+                    self.config.follower_replication_throttled_rate,
+                ),
+            ):
+                bound, refused = effective_rate([*levels, {key: str(static)}], key)
+                for raw in refused:
+                    log.warning("ignoring %s=%r (not a long of at least 0)", key, raw)
+                quota.bound = bound
+            topics = {
+                *(
+                    r.resource_name
+                    for r in configs.resources
+                    if r.resource_type is ConfigResourceType.TOPIC
+                ),
+                *self.leader_quota.throttled,
+                *self.follower_quota.throttled,
+            }
+        for topic in topics:
+            own = configs.get(ConfigResource(ConfigResourceType.TOPIC, topic))
+            for quota, key in (
+                (self.leader_quota, LEADER_REPLICAS),
+                (self.follower_quota, FOLLOWER_REPLICAS),
+            ):
+                value = own.get(key)
+                partitions: frozenset[int] = frozenset()
+                if value:
+                    try:
+                        partitions = throttled_partitions(value, self.broker_id)
+                    except ValueError as reason:
+                        log.warning("%s: ignoring %s=%r: %s", topic, key, value, reason)
+                quota.set_throttled(topic, partitions)
+        self._follower.throttles_changed()
+
+    def _refresh_cleaner(self, image: MetadataImage, *, starting: bool) -> None:
+        """Give the log cleaner the settings of the dynamic broker levels over server.properties
+        (Kafka's `LogCleaner.reconfigure`; `cleaner_config.reconfigured` says which it takes)."""
+        cleaner = self.log_manager.cleaner
+        levels = [image.configs.get(r) for r in self._broker_config_resources()]
+        config, refused = reconfigured(
+            cleaner.config, self.log_manager.config.cleaner, levels, starting=starting
+        )
+        for warning in refused:
+            log.warning("log cleaner: %s", warning)
+        if config != cleaner.config:
+            log.info("log cleaner reconfigured: %s", config)
+            cleaner.reconfigure(config)
+
+    def _replica_keys_of(
+        self, image: MetadataImage, topics: Collection[str]
+    ) -> set[TopicPartitionKey]:
+        """The keys of this broker's replicas of `topics` (as `image` names their partitions)."""
+        keys: set[TopicPartitionKey] = set()
+        for topic in topics:
+            found = image.topics.by_name.get(topic)
+            if found is not None:
+                keys.update(
+                    key for p in found.partitions if (key := (topic, p)) in self._partitions
+                )
+        return keys
+
+    def _refresh_log_configs(self, image: MetadataImage, keys: Iterable[TopicPartitionKey]) -> None:
+        """Give the local replicas `keys` (those of the topics whose settings changed) their
+        new `LogConfig`.
+
+        A topic's log settings (`segment.bytes`, `retention.ms`, `max.message.bytes`, ...)
+        may change at any time, so they reach open logs too, not only a Partition being
+        created. Only the replicas of topics whose config resource changed are visited (a
+        walk over all of them, 100,000 at a time, for each topic created with a setting);
+        `get_or_create_log` applies the config to the open log (and does nothing when it is
+        equal).
+        """
+        new_configs: dict[str, LogConfig] = {}
+        for topic, partition_id in keys:
+            config = new_configs.get(topic)
+            if config is None:
+                config = new_configs[topic] = self._log_config(image, topic)
+            found = self.log_manager.get_or_create_log(topic, partition_id, config)
+            assert found is self._partitions[(topic, partition_id)].log, (
+                f"{topic}-{partition_id}: another log is open"
+            )
+
+    def _log_of_topic(self, creation: _Creation) -> tuple[Log | NewLog, bool]:
+        """The log of a new replica, its `partition.metadata` naming the topic id and, for a
+        leader, its leader epoch assigned (what `make_leader` would write on the event loop),
+        and whether an older log had to be replaced (module docstring: logs of deleted
+        topics). The file is written before the replica appends anything. A log made here
+        (no log of that name open or on disk) is its files only, as plain data, for
+        `_install` to build on the loop: this thread holds the GIL only between system
+        calls (a bulk thread at a lower priority preempted while holding it keeps the loop
+        waiting: `bulk_threads`' Rules)."""
+        local = creation.change.local
+        name, partition_id = local.topic_name, local.partition_id
+        leader = creation.change.kind == LEADER
+        try:
+            made = self.log_manager.make_new_log(
+                name,
+                partition_id,
+                creation.config,
+                topic_id=local.topic_id,
+                leader_epoch=self._new_leader_epoch(creation),
+            )
+        except FileExistsError:  # a directory no log took: opened below
+            made = None
+        if made is not None:
+            return made, False
+        found = self.log_manager.get_or_create_log(name, partition_id, creation.config)
+        recorded = found.topic_id()
+        replaced = recorded is not None and recorded != local.topic_id
+        if replaced:
+            end = found.log_end_offset
+            aside = self.log_manager.set_aside_stray_log(name, partition_id)
+            log.warning(
+                "%s: the log on disk belongs to topic id %s, a deleted topic of the same name "
+                "(the topic is now %s): set aside as %s (log end offset %d), starting an "
+                "empty one",
+                found.name,
+                recorded,
+                local.topic_id,
+                aside,
+                end,
+            )
+            found = self.log_manager.get_or_create_log(name, partition_id, creation.config)
+        if recorded != local.topic_id:
+            found.record_topic_id(local.topic_id)
+        if leader:
+            found.leader_epoch_cache.assign(local.registration.leader_epoch, found.log_end_offset)
+        return found, replaced
+
+    def _set_aside_stray_logs(self, image: MetadataImage) -> None:
+        """At the first image: set aside every log no replica took (module docstring)."""
+        taken = set(self._partitions)
+        for (topic, partition_id), stray in sorted(self.log_manager.all_logs().items()):
+            if (topic, partition_id) in taken:
+                continue
+            topic_image = image.topics.by_name.get(topic)
+            registration = None if topic_image is None else topic_image.partitions.get(partition_id)
+            why = (
+                "its topic no longer exists"
+                if topic_image is None
+                else "its partition no longer exists"
+                if registration is None
+                else f"broker {self.broker_id} is not one of its replicas"
+            )
+            end = stray.log_end_offset
+            aside = self.log_manager.set_aside_stray_log(topic, partition_id)
+            log.warning(
+                "%s: stray log (%s; log end offset %d): set aside as %s, not served; remove "
+                "it once nothing in it is wanted",
+                stray.name,
+                why,
+                end,
+                aside,
+            )
+            self._preloaded.pop((topic, partition_id), None)
+
+    def _producer_last_batches(self, key: TopicPartitionKey) -> dict[int, ProducerLastBatch] | None:
+        """Each producer's last data batch in the replica's log, for the cleaner's thread;
+        None while the replica's producer table is not loaded (the log waits to be
+        cleaned). Reads one copy of the table (`entries`), which the event loop replaces
+        entries of, never mutates."""
+        partition = self._partitions.get(key)
+        if partition is None or not partition.producer_state_loaded:
+            return None
+        return {
+            producer_id: ProducerLastBatch(
+                entry.batches[-1].last_offset if entry.batches else None, entry.producer_epoch
+            )
+            for producer_id, entry in partition.producer_state.entries().items()
+        }
+
+    def preload_producer_states(self) -> None:
+        """Load every log's producer table now. A starting broker calls this in a worker
+        thread before it installs the metadata image, as Kafka loads producer state with its
+        logs: after a crash a table is its last snapshot plus the headers written since (up
+        to a segment), and the replicas the image creates then take their roles without
+        reading them on the event loop."""
+        self._preloaded = preload_producer_tables(
+            self.log_manager.all_logs(), self._producer_expiry()
+        )
+
+    def _producer_expiry(self) -> ProducerExpiry:
+        return ProducerExpiry(self._wall_clock(), self.config.producer_id_expiration_ms)
+
+    def _make_leader(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
+        # Metrics: an ISR change of a partition this broker goes on leading may arrive here
+        # (metadata) before the AlterPartition answer does (which then changes nothing).
+        led = partition.leader_state
+        isr_size_before = None if led is None else len(led.isr)
+        effects = partition.make_leader(
+            local.registration,
+            config=self._replication_config(self.image, local.topic_name),
+            eligibility=self._eligibility,
+            now_ms=now_ms,
+        )
+        if isr_size_before is not None and partition.leader_state is not None:
+            self.counters.isr_changed(isr_size_before, len(partition.leader_state.isr))
+        self._count_leader(partition)
+        # A new leadership: whatever was handed to the sender before is sent anew.
+        self._isr_sent.pop(partition.key, None)
+        self._execute(partition, effects)
+
+    def _count_replicas(self) -> None:
+        self.replica_counts.set_partitions(len(self._partitions))
+
+    def _count_leader(self, partition: Partition) -> None:
+        """After a change of what `led_figures` reads of `partition` (metadata, an ISR or
+        config change): the metrics summary's counts follow."""
+        self.replica_counts.set_figures(partition.key, led_figures(partition))
+
+    def _make_follower(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
+        effects = partition.lose_leadership(now_ms)
+        partition.make_follower(local.registration, now_ms)
+        key = partition.key
+        self.replica_counts.set_figures(key, None)
+        self._isr_sent.pop(key, None)
+        self._execute(partition, effects)
+
+    def _delete_partition(self, local: LocalPartition) -> None:
+        key = (local.topic_name, local.partition_id)
+        existing = self._partitions.get(key)
+        if existing is None or existing.topic_id != local.topic_id:
+            return
+        self._drop(existing, delete_log=True)
+        self._replicas_deleted += 1
+
+    def _drop(self, partition: Partition, *, delete_log: bool) -> None:
+        key = partition.key
+        del self._partitions[key]
+        self.replica_counts.set_figures(key, None)
+        self._count_replicas()
+        self._follower.touch(key)
+        self._isr_sent.pop(key, None)
+        self._isr_dirty.discard(key)
+        effects = partition.lose_leadership(self._clock())
+        if delete_log:
+            partition.delete()
+        else:
+            partition.stop()
+        log.info("%s: replica removed from broker %d", partition.name, self.broker_id)
+        self._execute(partition, effects)
+
+    def _refresh_fetch_sources(self) -> None:
+        """After a round of replica changes: the leaders to fetch from, and the touched
+        partitions' fetch entries, each costing what the round changed."""
+        self._follower.refresh(self._clock())
+        sources = self._follower.fetch_sources(self.broker_id)
+        if sources != self._fetch_sources:
+            self._fetch_sources = sources
+            self.fetch_wakeup.set()
+
+    # --- waking delayed operations ------------------------------------------------------------
+
+    def _on_high_watermark_moved(self, partition: Partition) -> None:
+        partition.mirror_high_watermark()
+        self._wake(partition.key)
+
+    def _execute(self, partition: Partition, effects: Effects) -> bool:
+        """Do what `partition`'s core decided (`partition_effects`), in order: the effects
+        every event may have (a produce's own answer is its caller's). Whether the HW moved."""
+        key = partition.key
+        moved = False
+        for effect in effects:
+            kind = type(effect)
+            if kind is AdvanceHighWatermark:
+                self._on_high_watermark_moved(partition)
+                moved = True
+            elif kind is WakeWaiters:
+                assert isinstance(effect, WakeWaiters)
+                self._wake(key, produce=effect.produce, fetch=effect.fetch, delete=effect.delete)
+            elif kind is SendAlterPartition:
+                self._mark_isr_dirty(key)
+            elif kind is ScheduleWakeup:
+                assert isinstance(effect, ScheduleWakeup)
+                self._isr_retry_at_ms[key] = effect.at_ms
+                self._timers_changed.set()
+            elif kind is Refuse:
+                assert isinstance(effect, Refuse)
+                raise effect.error
+            else:
+                raise AssertionError(f"{partition.name}: effect {effect!r} out of place")
+        return moved
+
+    def _wake(
+        self,
+        key: TopicPartitionKey,
+        *,
+        produce: bool = True,
+        fetch: bool = True,
+        delete: bool = True,
+    ) -> None:
+        if fetch:
+            self._fetch_news(key)
+        self._delayed.wake(key, produce=produce, fetch=fetch, delete=delete)
+
+    def _fetch_news(self, key: TopicPartitionKey) -> None:
+        """`key`'s answer or its fetches' ISR decisions may differ now: every session reads it
+        at its next round (`fetch_session` Rules, dirty-only rounds)."""
+        for session in self._fetch_sessions:
+            session.mark(key)
+
+    # --- produce ------------------------------------------------------------------------------
+
+    async def produce(
+        self, request: ProduceRequest, *, internal_topics_allowed: bool = False
+    ) -> ProduceResponse:
+        """Append `request`'s batches as leader and answer per partition (module docstring).
+
+        `internal_topics_allowed`: the broker itself appends to an internal topic (its group
+        coordinator writing `__consumer_offsets`); a client's Produce never passes it.
+
+        Every append happens before the first await (only the acks=all wait for the high
+        watermark comes after): the Kafka listener starts one connection's requests in the
+        order sent and relies on each reaching its appends before the next starts.
+        """
+        if request.acks not in VALID_ACKS:
+            return ProduceResponse(
+                tuple(
+                    ProducePartitionResult(
+                        p.topic, p.partition, invalid_acks_error(p.topic, p.partition, request.acks)
+                    )
+                    for p in request.partitions
+                )
+            )
+        now_ms = self._clock()
+        results: list[ProducePartitionResult] = []
+        pending: dict[int, tuple[Partition, int]] = {}
+        for index, entry in enumerate(request.partitions):
+            try:
+                if not internal_topics_allowed:
+                    _refuse_internal(entry.topic, entry.partition, "append to")
+                result, partition, required_offset = self._append_to_leader(
+                    entry, request.acks, now_ms
+                )
+            except KafkaError as exc:
+                result = self._produce_error(entry, exc)
+                partition, required_offset = None, -1
+            except Exception as exc:  # a bug must not take the other partitions down
+                log.exception("%s-%d: produce failed", entry.topic, entry.partition)
+                result = self._produce_error(
+                    entry, UnknownServerError(f"{entry.topic}-{entry.partition}: {exc!r}")
+                )
+                partition, required_offset = None, -1
+            results.append(result)
+            if partition is not None:
+                pending[index] = (partition, required_offset)
+        if request.acks == ACKS_NONE:
+            return ProduceResponse(tuple(r for r in results if r.error is not None))
+        if not pending:
+            return ProduceResponse(tuple(results))
+        op = DelayedProduce(results, pending)
+        if self._delayed.check_produce(op):
+            return ProduceResponse(tuple(op.results))
+        if request.timeout_ms <= 0 or self._stopped:
+            self._delayed.expire_produce(op)
+            return ProduceResponse(tuple(op.results))
+        await self._delayed.wait_produce(op, now_ms + request.timeout_ms)
+        return ProduceResponse(tuple(op.results))
+
+    def _produce_error(self, entry: ProducePartition, error: KafkaError) -> ProducePartitionResult:
+        return ProducePartitionResult(
+            entry.topic,
+            entry.partition,
+            error,
+            current_leader=self._error_leader(error, entry.topic, entry.partition),
+        )
+
+    def _append_to_leader(
+        self, entry: ProducePartition, acks: int, now_ms: int
+    ) -> tuple[ProducePartitionResult, Partition | None, int]:
+        """Append one partition's batches as leader, as its core decides: (result, the
+        partition and required offset when the produce waits for acks=all, else None)."""
+        partition = self._leader_partition(entry.topic, entry.partition)
+        core = partition.core
+        plog = partition.log
+        waiting = self._delayed.produce
+        effects = core.step(
+            ProduceArrived(acks, entry.records, len(waiting), waiting.max_pending), now_ms
+        )
+        first = effects[0]
+        if type(first) is Refuse:
+            raise first.error
+        if type(first) is AnswerDuplicate:
+            duplicate = first.batch
+            log.debug(
+                "%s: duplicate batch, answering with offsets %d-%d",
+                partition.name,
+                duplicate.first_offset,
+                duplicate.last_offset,
+            )
+            result = ProducePartitionResult(
+                entry.topic,
+                entry.partition,
+                base_offset=duplicate.first_offset,
+                log_start_offset=plog.log_start_offset,
+            )
+            return _acks_answer(result, partition, effects[1])
+        info = partition.append_as_leader(entry.records, partition.leader_epoch)
+        self.counters.produced(
+            entry.topic, len(entry.records), info.last_offset - info.first_offset + 1
+        )
+        effects = core.step(LogAppended(acks, info.last_offset, plog.log_end_offset), now_ms)
+        self._execute(partition, effects[:-1])
+        result = ProducePartitionResult(
+            entry.topic,
+            entry.partition,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            log_start_offset=plog.log_start_offset,
+        )
+        return _acks_answer(result, partition, effects[-1])
+
+    # --- fetch --------------------------------------------------------------------------------
+
+    async def fetch(
+        self,
+        request: FetchRequest,
+        repeats: RepeatReads | None = None,
+        session: LeaderFetchSession | None = None,
+    ) -> FetchResponse:
+        """`fetch_or_wait`'s answer, awaited when the fetch waits."""
+        answer = self.fetch_or_wait(request, repeats, session)
+        return answer if isinstance(answer, FetchResponse) else await answer
+
+    def fetch_or_wait(
+        self,
+        request: FetchRequest,
+        repeats: RepeatReads | None = None,
+        session: LeaderFetchSession | None = None,
+    ) -> FetchResponse | Awaitable[FetchResponse]:
+        """Answer a fetch now or from the purgatory (docs/design/replication.md#answer-now-or-wait,
+        #delayed-fetch-completion): the answer itself when it is given at once, else an
+        awaitable of it, the fetch already parked (await it at once: see
+        `DelayedOperations.watch_fetch`). `repeats`: the calling fetch session's kept reads
+        (`repeat_reads`), which its unchanged idle entries reuse.
+
+        With `session`, `request` is one dirty-only round of that ReplicaFetch session
+        (`fetch_session` Rules): its entries are the session's dirty partitions, an idle one
+        read is parked, and a round that waits is woken by news for any of the session's
+        partitions, which then join its answer. A round of more than
+        FETCH_READ_STEP_PARTITIONS partitions is read in steps (`_read_entries`): its answer
+        is an awaitable."""
+        now_ms = self._clock()
+        if session is not None:
+            self._fetch_sessions.add(session)  # before the reads: they may make news
+            for key in session.take_left():
+                if request.is_from_follower:
+                    self._unpark(session, request.replica_id, key)
+        step = FETCH_READ_STEP_PARTITIONS
+        if session is None or len(request.partitions) <= step:
+            read = self._read_fetch(request, now_ms, initial=True, repeats=repeats, session=session)
+            return self._answer_read(request, read, now_ms, session)
+        read = FetchRead([], 0, False, False)
+        self._read_entries(request, read, range(step), now_ms, repeats=repeats, session=session)
+        return self._answer_stepped_read(request, read, now_ms, repeats, session)
+
+    async def _answer_stepped_read(
+        self,
+        request: FetchRequest,
+        read: FetchRead,
+        now_ms: int,
+        repeats: RepeatReads | None,
+        session: LeaderFetchSession,
+    ) -> FetchResponse:
+        """A session round of more than FETCH_READ_STEP_PARTITIONS partitions, its first step
+        read (`read`): the others read that many at a time (`_read_entries`), the loop's other
+        tasks run between two steps, then answered as `fetch_or_wait` answers. News the other
+        tasks make meanwhile for any of the session's partitions (`LeaderFetchSession.mark`,
+        here with no waiting round to wake) makes the round answer without waiting: a
+        partition read in an earlier step and parked is dirty again, and the next round, which
+        follows at once, reads it, as it reads one a bounded round deferred."""
+        news: list[TopicPartitionKey] = []
+        step = FETCH_READ_STEP_PARTITIONS
+        count = len(request.partitions)
+        for start in range(step, count, step):
+            # Only the other tasks' news: the round's own reads' (a HW they moved) is no news
+            # to it, as in one step.
+            session.waiter = news.append
+            try:
+                await yield_turn()
+            finally:
+                session.waiter = None
+            indexes = range(start, min(start + step, count))
+            self._read_entries(request, read, indexes, now_ms, repeats=repeats, session=session)
+        answer = self._answer_read(request, read, now_ms, session, at_once=bool(news))
+        return answer if isinstance(answer, FetchResponse) else await answer
+
+    def _answer_read(
+        self,
+        request: FetchRequest,
+        read: FetchRead,
+        now_ms: int,
+        session: LeaderFetchSession | None,
+        *,
+        at_once: bool = False,
+    ) -> FetchResponse | Awaitable[FetchResponse]:
+        """`fetch_or_wait`'s answer to `read`, its initial read of `request` (taken at
+        `now_ms`): now, or parked in the purgatory."""
+        if session is not None:
+            session.clock.advance(now_ms)  # after the round's reads (replica_progress)
+        if (
+            at_once
+            or answer_immediately(
+                max_wait_ms=request.max_wait_ms,
+                partition_count=len(request.partitions if session is None else session),
+                bytes_read=read.bytes_read,
+                min_bytes=request.min_bytes,
+                any_error=read.any_error,
+                any_diverging=read.any_diverging,
+            )
+            or self._stopped
+        ):
+            return self._count_sent(request, FetchResponse(tuple(read.results)))
+        try:
+            waiting = self._delayed.watch_fetch(
+                DelayedFetch(request, read), now_ms + request.max_wait_ms, session
+            )
+        except PurgatoryFullError:
+            log.warning("fetch purgatory full: answering a fetch at once")
+            return self._count_sent(request, FetchResponse(tuple(read.results)))
+        return self._sent_when_answered(request, waiting)
+
+    async def _sent_when_answered(
+        self, request: FetchRequest, waiting: Awaitable[FetchResponse]
+    ) -> FetchResponse:
+        return self._count_sent(request, await waiting)
+
+    def _count_sent(self, request: FetchRequest, response: FetchResponse) -> FetchResponse:
+        """Bytes out to consumers, per partition answered (followers' fetches are not); to a
+        follower, the bytes of the partitions the leader throttle names count against it,
+        an in-sync replica's too (Kafka's `sizeOfThrottledPartitions`)."""
+        if request.is_from_follower:
+            quota = self.leader_quota
+            if quota.throttled:
+                size = sum(
+                    result.records_size
+                    for result in response.partitions
+                    if quota.is_throttled(result.topic, result.partition)
+                )
+                if size:
+                    quota.record(size, self._clock())
+        else:
+            sent = self.counters.sent
+            for result in response.partitions:
+                size = result.records_size
+                if size:
+                    sent(result.topic, size)
+        return response
+
+    def _read_fetch(
+        self,
+        request: FetchRequest,
+        now_ms: int,
+        *,
+        initial: bool,
+        reread: Reread | None = None,
+        repeats: RepeatReads | None = None,
+        session: LeaderFetchSession | None = None,
+    ) -> FetchRead:
+        """Read every partition of a fetch with the byte budget of
+        docs/design/replication.md#answer-now-or-wait; with `reread`, only the
+        entries it names, the others answered with its results (which hold no records, so
+        they take none of the budget). With `repeats` (initial reads only), an entry whose
+        kept read still holds is answered from it (no records either)."""
+        if reread is None:
+            read = FetchRead([], 0, False, False)
+            indexes: Iterable[int] = range(len(request.partitions))
+        else:
+            read = FetchRead(list(reread.results), 0, False, False)
+            indexes = sorted(reread.indexes)
+        self._read_entries(
+            request,
+            read,
+            indexes,
+            now_ms,
+            initial=initial,
+            reread=reread is not None,
+            repeats=repeats,
+            session=session,
+        )
+        return read
+
+    def _read_entries(
+        self,
+        request: FetchRequest,
+        read: FetchRead,
+        indexes: Iterable[int],
+        now_ms: int,
+        *,
+        initial: bool = True,
+        reread: bool = False,
+        repeats: RepeatReads | None = None,
+        session: LeaderFetchSession | None = None,
+    ) -> None:
+        """Read the entries of `request` at `indexes`, in order, into `read` (appended to
+        its results; with `reread`, in their places), whose `bytes_read` the byte budget
+        (`max_bytes`, `partition_max_bytes`, the first batch) has spent already.
+
+        A session round of many partitions is read in steps of entries with the loop's other
+        tasks run between two (`fetch_or_wait`). Each partition is read whole within one step,
+        so every rule of one partition's read holds as in one step (its HW captured before its
+        follower progress moves, its kept read, parking, the round's `now_ms`), the byte budget
+        carries from step to step and the entries are read in the request's order: the answer
+        is the one a single step would give on the same logs. What differs is only what a
+        leader sees between two partitions' reads, as Kafka's leader, whose appends run beside
+        a fetch's reads: a partition read later in the round may hold records appended, or a
+        HW moved, after an earlier one was read (each answer is its partition's own consistent
+        read); news for a partition read and parked in an earlier step makes it dirty again
+        (`_answer_stepped_read` answers at once); the session's clock moves only after the
+        last step, so until then a partition parked in an earlier step reads as fetched at the
+        previous round's time, never later than true (only the ISR's lag check,
+        `replica.lag.time.max.ms`, reads it)."""
+        # The broker's fetch.max.bytes bounds what any request may ask for.
+        remaining = min(request.max_bytes, self.config.fetch_max_bytes) - read.bytes_read
+        min_one_message = not read.bytes_read
+        entries = request.partitions
+        asker = asker_of(request)
+        assert repeats is None or not reread, "kept reads answer initial reads only"
+        unpark = session is not None and request.is_from_follower
+        for index in indexes:
+            entry = entries[index]
+            if unpark:
+                # Read again: the fetch is recorded by this read or, if it fails, not at all
+                # (`fetch_session` Rules).
+                assert session is not None
+                self._unpark(session, request.replica_id, (entry.topic, entry.partition))
+            if repeats is not None:
+                repeated = repeats.answer(entry, self._partitions, asker, now_ms)
+                if repeated is not None:
+                    read.results.append(repeated)  # no records, no error: nothing to count
+                    if session is not None:
+                        self._park(session, request, entry)
+                    continue
+            budget = max(0, min(entry.partition_max_bytes, remaining))
+            try:
+                result, hw_moved = self._read_partition(
+                    request,
+                    entry,
+                    budget,
+                    min_one_message,
+                    now_ms,
+                    initial=initial,
+                    repeats=repeats,
+                    session=session,
+                )
+                if hw_moved:
+                    read.hw_moved.append(index)
+            except KafkaError as exc:
+                result = self._fetch_error(request, entry, exc)
+            except Exception as exc:  # a bug must not take the other partitions down
+                log.exception("%s-%d: fetch failed", entry.topic, entry.partition)
+                result = self._fetch_error(
+                    request, entry, UnknownServerError(f"{entry.topic}-{entry.partition}: {exc!r}")
+                )
+            if not reread:
+                read.results.append(result)
+            else:
+                read.results[index] = result
+            size = result.records_size
+            if size:
+                min_one_message = False
+                remaining -= size
+                read.bytes_read += size
+            read.any_error = read.any_error or result.error is not None
+            read.any_diverging = read.any_diverging or result.diverging_epoch is not None
+
+    def _read_partition(
+        self,
+        request: FetchRequest,
+        entry: FetchPartition,
+        max_bytes: int,
+        min_one_message: bool,
+        now_ms: int,
+        *,
+        initial: bool,
+        repeats: RepeatReads | None = None,
+        session: LeaderFetchSession | None = None,
+    ) -> tuple[FetchPartitionResult, bool]:
+        """The entry's result, and whether this read then moved the partition's HW (only an
+        initial follower read records progress, docs/design/replication.md#follower-progress). A
+        read that found nothing to read and
+        did not move the HW goes into `repeats` (`repeat_reads` Rules)."""
+        partition = self._leader_partition(entry.topic, entry.partition, entry.topic_id)
+        leader_state = partition.leader_state
+        assert leader_state is not None
+        where = partition.name
+        check_current_leader_epoch(where, entry.current_leader_epoch, leader_state.leader_epoch)
+        plog = partition.log
+        # Captured before this fetch changes any progress
+        # (docs/design/replication.md#follower-progress).
+        log_end_offset = plog.log_end_offset
+        log_start_offset = plog.log_start_offset
+        high_watermark = leader_state.high_watermark
+        diverging = diverging_epoch(
+            where,
+            fetch_offset=entry.fetch_offset,
+            last_fetched_epoch=entry.last_fetched_epoch,
+            leader_end_offset_for_last_epoch=plog.leader_epoch_cache.end_offset_for(
+                entry.last_fetched_epoch, log_end_offset
+            ),
+            log_start_offset=log_start_offset,
+        )
+        if diverging is not None:
+            answer = _leader_answer(
+                partition, high_watermark, log_start_offset, diverging_epoch=diverging
+            )
+            return answer, False
+        check_fetch_offset(
+            where,
+            fetch_offset=entry.fetch_offset,
+            log_start_offset=log_start_offset,
+            log_end_offset=log_end_offset,
+        )
+        bound = fetch_upper_bound(
+            is_follower=request.is_from_follower,
+            isolation_level=request.isolation_level,
+            log_end_offset=log_end_offset,
+            high_watermark=high_watermark,
+            last_stable_offset=high_watermark,  # no transactions: LSO = HW
+        )
+        # Nothing to read at or past the bound (the offset is in range: checked above); most
+        # partitions of a follower's request are idle, and are asked for every round.
+        records = (
+            plog.read_or_region(
+                entry.fetch_offset,
+                max_bytes,
+                bound,
+                min_one_message=min_one_message,
+                region_min_bytes=request.region_min_bytes,
+            )
+            if entry.fetch_offset < bound
+            and not (
+                self.leader_quota.throttled
+                and request.is_from_follower
+                and self._leader_throttles(partition, request.replica_id, now_ms)
+            )
+            else b""
+        )
+        result = partition.empty_fetch_result
+        if (
+            records
+            or result is None
+            or result.high_watermark != high_watermark
+            or result.log_start_offset != log_start_offset
+        ):
+            result = _leader_answer(partition, high_watermark, log_start_offset, records=records)
+            if not records:
+                partition.empty_fetch_result = result
+        if request.is_from_follower and initial:
+            effects = partition.core.step(
+                FollowerFetchArrived(
+                    request.replica_id,
+                    request.replica_epoch,
+                    entry.fetch_offset,
+                    entry.log_start_offset,
+                    log_end_offset,
+                ),
+                now_ms,
+            )
+            if effects and self._execute(partition, effects):
+                return result, True  # its answer holds the HW from before: not kept
+        if not records and entry.fetch_offset >= bound:
+            if repeats is not None:
+                repeats.keep(
+                    entry, asker_of(request), partition, log_end_offset, log_start_offset, result
+                )
+            if session is not None and initial:
+                self._park(session, request, entry)
+        return result, False
+
+    def _leader_throttles(self, partition: Partition, replica_id: int, now_ms: int) -> bool:
+        """Whether a fetch by follower `replica_id` gets no records of `partition` now
+        (Kafka's `shouldLeaderThrottle`): a replica outside the ISR, of a partition the leader
+        throttle names, while that throttle is over its bound. A fetch that gets none of
+        them waits as one with nothing to read (Kafka's `DelayedFetch` counts no bytes of
+        such a partition)."""
+        leader_state = partition.leader_state
+        assert leader_state is not None
+        quota = self.leader_quota
+        return (
+            replica_id not in leader_state.isr
+            and quota.is_throttled(partition.topic, partition.partition)
+            and quota.is_exceeded(now_ms)
+        )
+
+    def _unpark(self, session: LeaderFetchSession, replica_id: int, key: TopicPartitionKey) -> None:
+        partition = self._partitions.get(key)
+        if partition is not None and partition.leader_state is not None:
+            partition.leader_state.unpark_follower(replica_id, session.clock)
+
+    def _park(
+        self, session: LeaderFetchSession, request: FetchRequest, entry: FetchPartition
+    ) -> None:
+        """An initial read of `entry` found nothing to read and moved no HW: it leaves the
+        session's dirty partitions, a follower's progress parked on the session's clock
+        (`fetch_session` Rules)."""
+        key = (entry.topic, entry.partition)
+        if request.is_from_follower:
+            partition = self._partitions.get(key)
+            leader_state = None if partition is None else partition.leader_state
+            if (
+                partition is None
+                or leader_state is None
+                or not leader_state.park_follower(
+                    request.replica_id,
+                    session.clock,
+                    leader_log_end_offset=partition.log.log_end_offset,
+                )
+            ):
+                return
+        session.park(key)
+
+    def _fetch_error(
+        self, request: FetchRequest, entry: FetchPartition, error: KafkaError
+    ) -> FetchPartitionResult:
+        high_watermark = log_start_offset = log_end_offset = NO_OFFSET
+        partition = self._partitions.get((entry.topic, entry.partition))
+        if partition is not None and partition.leader_state is not None:
+            high_watermark = partition.leader_state.high_watermark
+            log_start_offset = partition.log.log_start_offset
+            if request.is_from_follower and isinstance(error, OffsetOutOfRangeError):
+                # The follower places itself with it
+                # (docs/design/replication.md#follower-out-of-range).
+                log_end_offset = partition.log.log_end_offset
+        return FetchPartitionResult(
+            entry.topic,
+            entry.partition,
+            error,
+            high_watermark=high_watermark,
+            last_stable_offset=high_watermark,
+            log_start_offset=log_start_offset,
+            current_leader=self._error_leader(error, entry.topic, entry.partition),
+            topic_id=entry.topic_id,
+            log_end_offset=log_end_offset,
+        )
+
+    # --- list offsets, offsets for leader epoch -----------------------------------------------
+
+    def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        is_replica = request.replica_id >= 0
+        results = []
+        for entry in request.partitions:
+            try:
+                partition = self._leader_partition(entry.topic, entry.partition)
+                results.append(list_offset(partition, entry, is_replica=is_replica))
+            except KafkaError as exc:
+                results.append(ListOffsetsPartitionResult(entry.topic, entry.partition, exc))
+        return ListOffsetsResponse(tuple(results))
+
+    def offsets_for_leader_epoch(
+        self, request: OffsetsForLeaderEpochRequest
+    ) -> OffsetsForLeaderEpochResponse:
+        results = []
+        for entry in request.partitions:
+            try:
+                partition = self._leader_partition(entry.topic, entry.partition)
+                results.append(offset_for_leader_epoch(partition, entry))
+            except KafkaError as exc:
+                results.append(OffsetForLeaderPartitionResult(entry.topic, entry.partition, exc))
+        return OffsetsForLeaderEpochResponse(tuple(results))
+
+    # --- producers ----------------------------------------------------------------------------
+
+    def describe_producers(self, topic: str, partition_id: int) -> tuple[ProducerEntry, ...]:
+        """The producers a replica of the partition on this broker knows of (Kafka's
+        DescribeProducers: a follower's table is the leader's as of its log end), by producer
+        id; UNKNOWN_TOPIC_OR_PARTITION, or NOT_LEADER_OR_FOLLOWER if this broker hosts no
+        replica of it."""
+        partition = self._partitions.get((topic, partition_id))
+        if partition is None:
+            where = f"{topic}-{partition_id}"
+            topic_image = self.image.topics.by_name.get(topic)
+            if topic_image is None or partition_id not in topic_image.partitions:
+                raise UnknownTopicOrPartitionError(f"{where}: unknown topic-partition")
+            replicas = topic_image.partitions[partition_id].replicas
+            raise NotLeaderOrFollowerError(
+                f"{where}: broker {self.broker_id} hosts no replica of it (replicas: "
+                f"{', '.join(map(str, replicas))})"
+            )
+        partition.ensure_producer_state()
+        entries = partition.producer_state.entries()
+        return tuple(entries[producer_id] for producer_id in sorted(entries))
+
+    # --- delete records -----------------------------------------------------------------------
+
+    async def delete_records(
+        self, request: DeleteRecordsRequest, *, internal_topics_allowed: bool = False
+    ) -> DeleteRecordsResponse:
+        now_ms = self._clock()
+        results: list[DeleteRecordsPartitionResult] = []
+        pending: dict[int, tuple[Partition, int]] = {}
+        may_wait = request.timeout_ms > 0 and not self._stopped
+        for index, entry in enumerate(request.partitions):
+            try:
+                if not internal_topics_allowed:
+                    _refuse_internal(entry.topic, entry.partition, "delete records of")
+                partition = self._leader_partition(entry.topic, entry.partition)
+                plog = partition.log
+                waiting = self._delayed.delete_records
+                effects = partition.core.step(
+                    DeleteRecordsArrived(
+                        entry.offset,
+                        plog.config.cleanup_policy,
+                        plog.log_start_offset,
+                        may_wait,
+                        len(waiting),
+                        waiting.max_pending,
+                    ),
+                    now_ms,
+                )
+                move = effects[0]
+                if type(move) is Refuse:
+                    raise move.error
+                assert isinstance(move, MoveLogStart)
+                offset = move.offset
+                moved = delete_records_on_leader(partition, offset)
+                effects = partition.core.step(
+                    LogStartMoved(offset, moved, plog.log_start_offset), now_ms
+                )
+                self._execute(partition, effects[:-1])
+                result = DeleteRecordsPartitionResult(entry.topic, entry.partition)
+                done = effects[-1]
+                if type(done) is CompleteDeleteRecords:
+                    result = done.applied_to(result)
+                else:
+                    pending[index] = (partition, offset)
+                results.append(result)
+            except KafkaError as exc:
+                results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition, exc))
+        if not pending:
+            return DeleteRecordsResponse(tuple(results))
+        op = DelayedDeleteRecords(results, pending)
+        if self._delayed.check_delete_records(op):
+            return DeleteRecordsResponse(tuple(op.results))
+        if request.timeout_ms <= 0 or self._stopped:
+            self._delayed.expire_delete_records(op)
+            return DeleteRecordsResponse(tuple(op.results))
+        try:
+            await self._delayed.wait_delete_records(op, now_ms + request.timeout_ms)
+        except PurgatoryFullError as exc:
+            refused: KafkaError = exc
+            op.fail_pending(lambda _partition, _offset: refused)
+        return DeleteRecordsResponse(tuple(op.results))
+
+    # --- follower side (`follower_fetch`) -----------------------------------------------------
+
+    def fetch_sources(self) -> list[int]:
+        """The leader broker ids this broker fetches from."""
+        return list(self._fetch_sources)
+
+    def build_follower_fetch(self, source_broker_id: int, now_ms: int) -> FetchRequest | None:
+        """The next Fetch to send to `source_broker_id`; None when nothing is due."""
+        return self._follower.build(source_broker_id, now_ms)
+
+    def follower_fetch_changes(self, source_broker_id: int) -> FetchChanges | None:
+        """What the last request built for `source_broker_id` changed since the one built
+        before it: its fetch session encodes only that (`follower_fetch`, dirty-only)."""
+        return self._follower.changes(source_broker_id)
+
+    def process_follower_fetch(
+        self,
+        source_broker_id: int,
+        request: FetchRequest,
+        response: FetchResponse,
+        now_ms: int,
+    ) -> None:
+        """Apply a leader's Fetch answer (docs/design/replication.md#follower-truncation,
+        #truncate-on-fetch, #follower-out-of-range, #high-watermark "Follower HW")."""
+        fetched = sum(len(result.records) for result in response.partitions)
+        if fetched:
+            self.counters.replication_bytes_in.inc(fetched)
+        self._follower.process(source_broker_id, request, response, now_ms)
+
+    def follower_fetch_failed(
+        self, source_broker_id: int, request: FetchRequest, now_ms: int
+    ) -> None:
+        """The fetch itself failed (peer down, timeout): back off every partition it asked."""
+        self._follower.fetch_failed(source_broker_id, request, now_ms)
+
+    # --- AlterPartition -----------------------------------------------------------------------
+
+    def _mark_isr_dirty(self, key: TopicPartitionKey) -> None:
+        self._isr_dirty.add(key)
+        self.isr_wakeup.set()
+        # The ISR or its pending change moved: a follower's next fetch may expand it.
+        self._fetch_news(key)
+
+    def pending_isr_changes(self) -> list[IsrChange]:
+        """ISR changes to send to the controller; each is handed out once until answered."""
+        changes = []
+        for key in sorted(self._isr_dirty):
+            partition = self._partitions.get(key)
+            leader_state = partition.leader_state if partition is not None else None
+            change = leader_state.isr_change_to_send if leader_state is not None else None
+            if change is None:
+                self._isr_sent.pop(key, None)
+                continue
+            if self._isr_sent.get(key) != change:
+                self._isr_sent[key] = change
+                changes.append(change)
+        self._isr_dirty.clear()
+        return changes
+
+    def on_isr_change_result(
+        self,
+        change: IsrChange,
+        error: KafkaError | None,
+        isr: tuple[int, ...],
+        leader_epoch: int,
+        partition_epoch: int,
+    ) -> None:
+        """The controller's answer to `change` (or the sender's error for it)."""
+        key = (change.topic, change.partition)
+        if self._isr_sent.get(key) == change:
+            del self._isr_sent[key]
+        partition = self._partitions.get(key)
+        leader_state = partition.leader_state if partition is not None else None
+        if partition is None or leader_state is None or partition.topic_id != change.topic_id:
+            return  # leadership moved on meanwhile
+        now_ms = self._clock()
+        answered = AlterPartitionAnswered(
+            change, error, isr, leader_epoch, partition_epoch, partition.log.log_end_offset
+        )
+        if error is None:
+            isr_size_before = len(leader_state.isr)
+            effects = partition.core.step(answered, now_ms)
+            self.counters.isr_changed(isr_size_before, len(leader_state.isr))
+            self._count_leader(partition)
+            isr_now = f"ISR is now {list(leader_state.isr)}"
+            self._isr_log.add(
+                logging.INFO,
+                isr_now,
+                partition.name,
+                f"{partition.name}: {isr_now} (partition epoch {leader_state.partition_epoch})",
+            )
+            self._execute(partition, effects)
+            return
+        self._isr_log.add(
+            logging.WARNING,
+            f"AlterPartition failed ({type(error).__name__})",
+            partition.name,
+            f"{partition.name}: AlterPartition to ISR {list(change.new_isr)} failed: {error}",
+        )
+        self._execute(partition, partition.core.step(answered, now_ms))
+
+    # --- timers -------------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        """ISR shrink every lag/2, producer-id expiry, AlterPartition retries, purgatory expiry,
+        follower back-offs."""
+        if now_ms >= self._next_isr_check_ms and self._isr_sweep is None:
+            self._next_isr_check_ms = now_ms + self._isr_check_interval_ms
+            self._isr_sweep = list(self._partitions)
+        if self._isr_sweep is not None:
+            self._isr_sweep = self._check_isrs(_slice(self._isr_sweep), now_ms)
+        if now_ms >= self._next_producer_expiry_ms and self._expiry_sweep is None:
+            self._next_producer_expiry_ms = (
+                now_ms + self.config.producer_id_expiration_check_interval_ms
+            )
+            self._expiry_sweep = list(self._partitions)
+        if self._expiry_sweep is not None:
+            self._expire_producer_ids(_slice(self._expiry_sweep))
+            self._expiry_sweep = self._expiry_sweep or None
+        for key, retry_at_ms in list(self._isr_retry_at_ms.items()):
+            if retry_at_ms <= now_ms:
+                del self._isr_retry_at_ms[key]
+                partition = self._partitions.get(key)
+                if partition is not None:
+                    fired = TimerFired(partition.log.log_end_offset)
+                    self._execute(partition, partition.core.step(fired, now_ms))
+        self._delayed.expire(now_ms)
+        if self._follower.end_backoffs(now_ms):
+            # Refreshed here, a bounded number per tick, not all at the fetcher's next build.
+            self._follower.refresh(now_ms)
+            self.fetch_wakeup.set()  # the fetcher may send again
+
+    def _check_isrs(
+        self, keys: list[TopicPartitionKey], now_ms: int
+    ) -> list[TopicPartitionKey] | None:
+        """The ISR shrink check (every lag/2) of `keys`, a slice of the walk; the walk's rest,
+        or None once it is done."""
+        for key in keys:
+            partition = self._partitions.get(key)
+            leader_state = None if partition is None else partition.leader_state
+            if partition is None or leader_state is None:
+                continue
+            effects = partition.core.step(
+                TimerFired(partition.log.log_end_offset, check_isr=True), now_ms
+            )
+            for effect in effects:
+                if type(effect) is SendAlterPartition and effect.shrink:
+                    assert effect.change is not None
+                    log.debug(
+                        "%s: shrinking the ISR from %s to %s",
+                        partition.name,
+                        list(leader_state.isr),
+                        list(effect.change.new_isr),
+                    )
+                    self._isr_shrunk.append(partition.name)
+            self._execute(partition, effects)
+        if self._isr_sweep:
+            return self._isr_sweep
+        # One INFO line per check, each partition's at DEBUG: thousands of lines (followers
+        # of a large CreateTopics still being created elsewhere) held the loop for seconds.
+        shrunk, self._isr_shrunk = self._isr_shrunk, []
+        if shrunk:
+            log.info(
+                "broker %d: shrinking the ISR of %d partitions (a follower more than "
+                "replica.lag.time.max.ms behind): %s",
+                self.broker_id,
+                len(shrunk),
+                few_names(shrunk),
+            )
+        return None
+
+    def _expire_producer_ids(self, keys: list[TopicPartitionKey]) -> None:
+        """Forget, in the producer tables of `keys` (followers keep one too), a producer
+        whose last batch's max timestamp is `producer.id.expiration.ms` or more behind the
+        wall clock (Kafka's rule; without it the tables grow without bound)."""
+        wall_now_ms = self._wall_clock()
+        for key in keys:
+            partition = self._partitions.get(key)
+            if partition is None:
+                continue
+            expired = partition.producer_state.remove_expired(
+                wall_now_ms, self.config.producer_id_expiration_ms
+            )
+            if expired:
+                log.info("%s: expired %d producer ids", partition.name, len(expired))
+            # Retention deleted segments since the last check: their snapshots go too.
+            partition.prune_producer_snapshots()
+
+    def next_tick_ms(self) -> int:
+        """When `tick` has something to do next."""
+        if self._isr_sweep is not None or self._expiry_sweep is not None:
+            return self._clock()  # the walk's next slice, after the loop's other tasks
+        candidates = [
+            self._next_isr_check_ms,
+            self._next_producer_expiry_ms,
+            *self._isr_retry_at_ms.values(),
+        ]
+        for deadline in (self._delayed.next_deadline_ms(), self._follower.next_backoff_end_ms()):
+            if deadline is not None:
+                candidates.append(deadline)
+        return min(candidates)
+
+    async def start(self) -> None:
+        """Run `tick` on the event loop whenever it is due, and apply metadata changes from
+        now on in rounds, off the loop where they touch files."""
+        if self._timer_task is None:
+            self._stopped = False
+            self._timer_task = self._spawner.spawn(
+                self._run_timers(), name="the replica manager's timers"
+            )
+            self._applier_task = self._spawner.spawn(
+                self._run_applier(), name="the replica manager's metadata applier"
+            )
+
+    async def _run_timers(self) -> None:
+        while not self._stopped:
+            try:
+                self.tick(self._clock())
+            except Exception:  # a failing tick must not stop ISR shrinks and expiry for good
+                log.exception("replica manager tick failed")
+            due_ms = self.next_tick_ms()
+            delay_ms = max(0, due_ms - self._clock())
+            self._timers_changed.clear()
+            self._timer_due_ms = due_ms
+            # (asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+            # cancellation that races with the event.)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay_ms / 1000):
+                        await self._timers_changed.wait()
+            finally:
+                self._timer_due_ms = None
+
+    async def stop(self) -> None:
+        """Stop the timers, answer every waiting request (NOT_LEADER_OR_FOLLOWER), and write
+        the replicas' producer snapshots, a slice a loop turn."""
+        self._stopped = True
+        task, self._timer_task = self._timer_task, None
+        if task is not None:
+            self._timers_changed.set()  # the loop sees `_stopped` and returns
+            await task
+        applier, self._applier_task = self._applier_task, None
+        if applier is not None:
+            applier.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await applier
+        maker, self._file_maker = self._file_maker, None
+        if maker is not None:
+            await asyncio.to_thread(maker.close)
+        # One sync for every epoch checkpoint still waiting, rather than one each at the
+        # logs' close.
+        await self._syncs.drain()
+        await self._syncs.stop()
+        self._delayed.answer_all_shutting_down()
+        await self._write_producer_snapshots_at_stop()
+
+    async def _write_producer_snapshots_at_stop(self) -> None:
+        """Each replica's producer snapshot at the LEO
+        (`Partition.write_producer_snapshot_at_stop`), `SWEEP_SLICE` replicas a loop turn: the
+        check alone, over 100,000 replicas in one turn, held the loop 158-168 ms of CPU, while
+        the node's Raft driver (its controller's stop snapshot among others) still runs on it.
+        A turn also ends after `STOP_SNAPSHOT_WRITES_PER_TURN` written snapshots (a file
+        each)."""
+        rest = list(self._partitions.values())
+        rest.reverse()  # taken off the end, in the map's order
+        while rest:
+            written = 0
+            for _ in range(min(SWEEP_SLICE, len(rest))):
+                if rest.pop().write_producer_snapshot_at_stop():
+                    written += 1
+                    if written >= STOP_SNAPSHOT_WRITES_PER_TURN:
+                        break
+            if rest:
+                await yield_turn()
+
+
+def _empty_table(plog: Log) -> PreloadedTable:
+    """The producer table of a log that holds nothing: empty, nothing to read."""
+    return PreloadedTable(plog, 0, 0, ProducerStateTable(plog.name))
+
+
+def _fresh(plog: Log) -> bool:
+    """A log this broker created empty and nothing appended to since: no producer state."""
+    return plog.created_empty and plog.log_end_offset == 0
+
+
+def _leader_answer(
+    partition: Partition,
+    high_watermark: int,
+    log_start_offset: int,
+    *,
+    records: bytes | Region = b"",
+    diverging_epoch: EpochEndOffsetResult | None = None,
+) -> FetchPartitionResult:
+    """A leader's answer for one partition of a fetch (no transactions: LSO = HW)."""
+    region = None
+    if not isinstance(records, bytes):
+        region, records = records, b""
+    return FetchPartitionResult(
+        partition.topic,
+        partition.partition,
+        high_watermark=high_watermark,
+        last_stable_offset=high_watermark,
+        log_start_offset=log_start_offset,
+        diverging_epoch=diverging_epoch,
+        records=records,
+        topic_id=partition.topic_id,
+        region=region,
+    )
+
+
+def _refuse_internal(topic: str, partition: int, what: str) -> None:
+    """Raise `request_admission`'s INVALID_TOPIC_EXCEPTION for an internal topic."""
+    error = internal_topic_error(topic, partition, what)
+    if error is not None:
+        raise error
+
+
+def _acks_answer(
+    result: ProducePartitionResult, partition: Partition, answer: object
+) -> tuple[ProducePartitionResult, Partition | None, int]:
+    """A produce's answer as its core decided (`AnswerProduce` or `ParkProduce`)."""
+    if type(answer) is ParkProduce:
+        assert isinstance(answer, ParkProduce)
+        return result, partition, answer.required_offset
+    assert isinstance(answer, AnswerProduce)
+    if answer.error is not None:
+        result = replace(result, error=answer.error)
+    return result, None, -1
+
+
+def _slice(rest: list[TopicPartitionKey]) -> list[TopicPartitionKey]:
+    """The next `SWEEP_SLICE` keys of a walk, taken off the end of `rest` (in place)."""
+    taken = rest[-SWEEP_SLICE:]
+    del rest[-SWEEP_SLICE:]
+    return taken

@@ -166,7 +166,8 @@ def test_running_brokers_take_the_cleaners_dynamic_settings(cluster: ClientClust
         text = Path(cluster.loopback.layout.node(node).log_path).read_text(errors="replace")
         return (
             f"log cleaner reconfigured: CleanerConfig(enable=True, threads={threads}, "
-            "dedupe_buffer_size=134217728, io_max_bytes_per_second=52428800.0, backoff_ms=300)"
+            "dedupe_buffer_size=134217728, io_max_bytes_per_second=52428800.0, backoff_ms=300, "
+            "idle_max_wait_ms=60000)"
         ) in text
 
     for node in nodes:

@@ -267,16 +267,18 @@ def _end_transaction(
     stats: ReplayStats,
     where: str,
 ) -> None:
-    for record in records:  # one end-transaction marker per control batch
-        try:
-            marker = decode_marker(record.key, record.value, f"{where} at {record.offset}")
-        except CorruptRecordError as error:
-            stats.skip(f"offset {record.offset}: {error}")
-            return
-        for staged in pending.end(producer_id, commit=not marker.aborted):
-            if cache.replay(staged.key, staged.value, staged.record_offset):
-                stats.applied += 1
+    """A control batch: its one record is the end-transaction marker (none: already cleaned)."""
+    record = next(iter(records), None)
+    if record is None:
         return
+    try:
+        marker = decode_marker(record.key, record.value, f"{where} at {record.offset}")
+    except CorruptRecordError as error:
+        stats.skip(f"offset {record.offset}: {error}")
+        return
+    for staged in pending.end(producer_id, commit=not marker.aborted):
+        if cache.replay(staged.key, staged.value, staged.record_offset):
+            stats.applied += 1
 
 
 def replay_record(

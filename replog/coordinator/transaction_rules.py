@@ -153,23 +153,13 @@ def init_producer_id(
     ):
         return Refuse(ProducerFencedError, f"{who}: producer id {expected[0]} was fenced")
     if meta.state is TxnState.ONGOING:
-        fenced, fence = prepare_fence_producer_epoch(meta)
-        decision = end_txn(
-            fenced,
-            transactional_id,
-            meta.producer_id,
-            fence.producer_epoch,
-            commit=False,
-            from_client=False,
-            version=server_version,
-            now_ms=now_ms,
-            allocate=allocate,
+        decision = abort_timed_out(
+            meta, now_ms=now_ms, server_version=server_version, allocate=allocate
         )
         if isinstance(decision, Append):
             return replace(decision, answer_error=ConcurrentTransactionsError)
         return decision
-    if meta.state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
-        raise AssertionError(f"{who} is in state {meta.state.display_name}, never a resting one")
+    _check_resting(who, meta.state)
     if is_epoch_exhausted(meta.producer_epoch) and (
         expected is None or expected[1] == meta.producer_epoch
     ):
@@ -293,19 +283,13 @@ def end_txn(
     state = meta.state
     if state is TxnState.ONGOING:
         target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        if fencing and not commit:
-            meta = replace(
-                meta, pending=None, producer_epoch=epoch, last_producer_epoch=NO_PRODUCER_EPOCH
-            )
-        pending, record = prepare_abort_or_commit(meta, target, 0, NO_PRODUCER_ID, now_ms, False)
-        return Append(pending, record, fence=fencing and not commit)
+        fences = fencing and not commit
+        base = _fence_handed_over(meta, epoch) if fences else meta
+        pending, record = prepare_abort_or_commit(base, target, 0, NO_PRODUCER_ID, now_ms, False)
+        return Append(pending, record, fence=fences)
     if state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
         return Answer()
-    if state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
-        return Refuse(ConcurrentTransactionsError, f"{who}: the transaction is completing")
-    if state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
-        raise AssertionError(f"{who} is in state {state.display_name}, never a resting one")
-    return _invalid_state(who, state, commit)
+    return _completing_or_invalid(who, state, commit)
 
 
 def _invalid_state(who: str, state: TxnState, commit: bool) -> Refuse:
@@ -313,6 +297,27 @@ def _invalid_state(who: str, state: TxnState, commit: bool) -> Refuse:
         InvalidTxnStateError,
         f"{who} is {state.display_name}: cannot {'commit' if commit else 'abort'}",
     )
+
+
+def _check_resting(who: str, state: TxnState) -> None:
+    """Dead and PrepareEpochFence are only ever pending, never a state to answer from."""
+    if state in (TxnState.DEAD, TxnState.PREPARE_EPOCH_FENCE):
+        raise AssertionError(f"{who} is in state {state.display_name}, never a resting one")
+
+
+def _completing_or_invalid(who: str, state: TxnState, commit: bool) -> Refuse:
+    """The answer in a state that takes no EndTxn: the same outcome while it completes is
+    CONCURRENT_TRANSACTIONS (retriable), anything else INVALID_TXN_STATE."""
+    _check_resting(who, state)
+    if state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+        return Refuse(ConcurrentTransactionsError, f"{who}: the transaction is completing")
+    return _invalid_state(who, state, commit)
+
+
+def _fence_handed_over(meta: TxnMetadata, epoch: int) -> TxnMetadata:
+    """A pending fence becomes the abort about to be prepared: its bumped epoch taken, no
+    last epoch (as Kafka's endTransaction does before prepareAbortOrCommit)."""
+    return replace(meta, pending=None, producer_epoch=epoch, last_producer_epoch=NO_PRODUCER_EPOCH)
 
 
 def _end_txn_v2(
@@ -363,18 +368,15 @@ def _end_txn_v2(
         return Refuse(ConcurrentTransactionsError, f"{who}: a transition is in progress")
 
     def completion(target: TxnState, no_partition_added: bool) -> Decision:
-        base = meta
         next_id = NO_PRODUCER_ID
-        if not fencing and is_epoch_exhausted(base.producer_epoch):
+        if not fencing and is_epoch_exhausted(meta.producer_epoch):
             next_id = allocate()
-        if target is TxnState.PREPARE_ABORT and fencing:
-            base = replace(
-                base, pending=None, producer_epoch=epoch, last_producer_epoch=NO_PRODUCER_EPOCH
-            )
+        fences = fencing and target is TxnState.PREPARE_ABORT
+        base = _fence_handed_over(meta, epoch) if fences else meta
         pending, record = prepare_abort_or_commit(
             base, target, version, next_id, now_ms, no_partition_added
         )
-        return Append(pending, record, fence=fencing and target is TxnState.PREPARE_ABORT)
+        return Append(pending, record, fence=fences)
 
     if state is TxnState.ONGOING:
         return completion(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, False)
@@ -394,15 +396,9 @@ def _end_txn_v2(
                 return Answer(meta.producer_id, meta.producer_epoch)
             return completion(TxnState.PREPARE_ABORT, True)
         return _invalid_state(who, state, commit)
-    if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-        if commit == (state is TxnState.PREPARE_COMMIT):
-            return Refuse(ConcurrentTransactionsError, f"{who}: the transaction is completing")
-        return _invalid_state(who, state, commit)
-    if state is TxnState.EMPTY:
-        if not commit:
-            return completion(TxnState.PREPARE_ABORT, True)
-        return _invalid_state(who, state, commit)
-    raise AssertionError(f"{who} is in state {state.display_name}, never a resting one")
+    if state is TxnState.EMPTY and not commit:
+        return completion(TxnState.PREPARE_ABORT, True)
+    return _completing_or_invalid(who, state, commit)
 
 
 def complete_after_markers(meta: TxnMetadata, now_ms: int) -> Append:
@@ -441,7 +437,8 @@ def expired_ids(metas: Iterable[TxnMetadata], now_ms: int, expiration_ms: int) -
 def abort_timed_out(
     meta: TxnMetadata, *, now_ms: int, server_version: int, allocate: ProducerIds
 ) -> Decision:
-    """The coordinator fences and aborts a timed-out transaction."""
+    """The coordinator fences and aborts an Ongoing transaction: one past its timeout, or one
+    a new producer's InitProducerId finds (`init_producer_id`)."""
     fenced, fence = prepare_fence_producer_epoch(meta)
     return end_txn(
         fenced,

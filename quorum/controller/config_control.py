@@ -207,58 +207,15 @@ class ConfigControl:
         *,
         exists: bool,
     ) -> tuple[DescribedConfig, ...]:
-        """DescribeConfigs of one resource at `offset`: every known key (`names` None) or the
-        known keys among `names` (unknown names are left out, as Kafka does), sorted, each
-        with its effective value and source. `exists`: whether the resource's topic exists, or
-        its broker is registered, at `offset` (UNKNOWN_TOPIC_OR_PARTITION or
-        BROKER_NOT_AVAILABLE if not: Kafka's admin could not reach a broker that is not there,
-        and listing defaults for it would read as if it were)."""
-        _check_resource_name(resource)
-        is_topic = resource.resource_type is ConfigResourceType.TOPIC
-        is_group = resource.resource_type is ConfigResourceType.GROUP
-        if not exists:
-            if is_topic:
-                raise UnknownTopicOrPartitionError(
-                    f"cannot describe configs of topic {resource.resource_name!r}: it does not "
-                    "exist"
-                )
-            raise BrokerNotAvailableError(
-                f"cannot describe configs of broker {resource.resource_name}: no broker with "
-                "that id is registered"
-            )
-        known = _definitions(resource)
-        wanted = sorted(known) if names is None else sorted({n for n in names if n in known})
-        own = self._configs.get(resource, _EMPTY, offset=offset)
-        cluster_default = self._configs.get(broker_resource(), _EMPTY, offset=offset)
-        own_source = (
-            ConfigSource.TOPIC_CONFIG
-            if is_topic
-            else ConfigSource.GROUP_CONFIG
-            if is_group
-            else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-            if resource.resource_name == CLUSTER_DEFAULT
-            else ConfigSource.DYNAMIC_BROKER_CONFIG
+        """DescribeConfigs of one resource at `offset` (`describe_resource_configs`)."""
+        return describe_resource_configs(
+            resource,
+            names,
+            own=self._configs.get(resource, _EMPTY, offset=offset),
+            cluster_default=self._configs.get(broker_resource(), _EMPTY, offset=offset),
+            static=self._static,
+            exists=exists,
         )
-        described = []
-        for name in wanted:
-            definition = known[name]
-            # The broker-level key that stands in for this one below its own value.
-            broker_key = definition.broker_name if is_topic or is_group else name
-            candidates: list[tuple[str | None, ConfigSource]] = []
-            if definition.dynamic:
-                candidates.append((own.get(name), own_source))
-                if broker_key is not None:
-                    default_source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
-                    candidates.append((cluster_default.get(broker_key), default_source))
-            if broker_key is not None:
-                candidates.append((self._static.get(broker_key), ConfigSource.STATIC_BROKER_CONFIG))
-            described.append(
-                next(
-                    (DescribedConfig(name, v, s) for v, s in candidates if v is not None),
-                    DescribedConfig(name, definition.default, ConfigSource.DEFAULT_CONFIG),
-                )
-            )
-        return tuple(described)
 
     # -- validation and writes -----------------------------------------------------------------
 
@@ -425,6 +382,67 @@ class ConfigControl:
 
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def describe_resource_configs(
+    resource: ConfigResource,
+    names: Sequence[str] | None,
+    *,
+    own: Mapping[str, str],
+    cluster_default: Mapping[str, str],
+    static: Mapping[str, str],
+    exists: bool,
+) -> tuple[DescribedConfig, ...]:
+    """DescribeConfigs of one resource whose own keys are `own`, over the cluster default's
+    and the node's `static` ones: every known key (`names` None) or the known keys among
+    `names` (unknown names are left out, as Kafka does), sorted, each with its effective value
+    and source. `exists`: whether the resource's topic exists, or its broker is registered
+    (UNKNOWN_TOPIC_OR_PARTITION or BROKER_NOT_AVAILABLE if not: Kafka's admin could not reach
+    a broker that is not there, and listing defaults for it would read as if it were). Pure:
+    the controller runs it on its timeline state, a broker on its metadata image."""
+    _check_resource_name(resource)
+    is_topic = resource.resource_type is ConfigResourceType.TOPIC
+    is_group = resource.resource_type is ConfigResourceType.GROUP
+    if not exists:
+        if is_topic:
+            raise UnknownTopicOrPartitionError(
+                f"cannot describe configs of topic {resource.resource_name!r}: it does not exist"
+            )
+        raise BrokerNotAvailableError(
+            f"cannot describe configs of broker {resource.resource_name}: no broker with "
+            "that id is registered"
+        )
+    known = _definitions(resource)
+    wanted = sorted(known) if names is None else sorted({n for n in names if n in known})
+    own_source = (
+        ConfigSource.TOPIC_CONFIG
+        if is_topic
+        else ConfigSource.GROUP_CONFIG
+        if is_group
+        else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        if resource.resource_name == CLUSTER_DEFAULT
+        else ConfigSource.DYNAMIC_BROKER_CONFIG
+    )
+    described = []
+    for name in wanted:
+        definition = known[name]
+        # The broker-level key that stands in for this one below its own value.
+        broker_key = definition.broker_name if is_topic or is_group else name
+        candidates: list[tuple[str | None, ConfigSource]] = []
+        if definition.dynamic:
+            candidates.append((own.get(name), own_source))
+            if broker_key is not None:
+                default_source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+                candidates.append((cluster_default.get(broker_key), default_source))
+        if broker_key is not None:
+            candidates.append((static.get(broker_key), ConfigSource.STATIC_BROKER_CONFIG))
+        described.append(
+            next(
+                (DescribedConfig(name, v, s) for v, s in candidates if v is not None),
+                DescribedConfig(name, definition.default, ConfigSource.DEFAULT_CONFIG),
+            )
+        )
+    return tuple(described)
 
 
 def _definitions(resource: ConfigResource) -> Mapping[str, ConfigDefinition]:

@@ -21,16 +21,21 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
 from replog.errors import KafkaError, LeaderNotAvailableError
-from replog.quorum.controller.config_control import CLUSTER_DEFAULT, DescribedConfig
+from replog.quorum.controller.config_control import (
+    CLUSTER_DEFAULT,
+    DescribedConfig,
+    broker_resource,
+    describe_resource_configs,
+)
 from replog.quorum.controller.operation import ReadContext, ReadOperation
 from replog.quorum.controller.replication_control import ApiError, OngoingReassignment
 from replog.quorum.metadata.broker_registration import BrokerRegistration
-from replog.quorum.metadata.image import ConfigResource
+from replog.quorum.metadata.image import ConfigResource, MetadataImage
 from replog.quorum.metadata.partition_registration import PartitionRegistration
 from replog.quorum.metadata.records import NO_LEADER, ConfigResourceType, Endpoint
 
@@ -177,34 +182,72 @@ def describe_configs(
 
     def read(ctx: ReadContext) -> tuple[ConfigDescription, ...]:
         topics: set[str] | None = None
-        described: list[ConfigDescription] = []
-        for resource, names in resources:
-            if resource.resource_type is ConfigResourceType.TOPIC:
-                if topics is None:
-                    topics = set(ctx.replication.topic_ids(ctx.offset))
-                exists = resource.resource_name in topics
-            elif resource.resource_type is ConfigResourceType.GROUP:
-                exists = True  # any group id has configs (its own, or the defaults)
-            else:
-                exists = _broker_exists(ctx, resource.resource_name)
+
+        def topic_exists(name: str) -> bool:
+            nonlocal topics
+            if topics is None:
+                topics = set(ctx.replication.topic_ids(ctx.offset))
+            return name in topics
+
+        def described(resource: ConfigResource, names: Sequence[str] | None) -> ConfigDescription:
+            exists = config_resource_exists(
+                resource,
+                topic_exists,
+                lambda broker_id: ctx.cluster.registration(broker_id, ctx.offset) is not None,
+            )
             try:
                 configs = ctx.configs.describe_configs(resource, names, ctx.offset, exists=exists)
             except KafkaError as error:
-                described.append(ConfigDescription(resource, error=ApiError.of(error)))
-                continue
-            described.append(ConfigDescription(resource, configs))
-        return tuple(described)
+                return ConfigDescription(resource, error=ApiError.of(error))
+            return ConfigDescription(resource, configs)
+
+        return tuple(described(resource, names) for resource, names in resources)
 
     return read
 
 
-def _broker_exists(ctx: ReadContext, name: str) -> bool:
-    """Whether a broker resource names the cluster default or a registered broker (a name
-    that is no broker id is the config manager's to refuse, as INVALID_REQUEST)."""
-    if name == CLUSTER_DEFAULT:
+def describe_image_configs(
+    image: MetadataImage,
+    static: Mapping[str, str],
+    resource: ConfigResource,
+    names: Sequence[str] | None,
+) -> ConfigDescription:
+    """One resource's configs as a broker describes them from its metadata image over its own
+    static configs (Kafka's brokers answer DescribeConfigs locally, so a broker answers while
+    the quorum has no leader): the values and sources of the controller's read."""
+    exists = config_resource_exists(
+        resource, image.topics.by_name.__contains__, image.cluster.brokers.__contains__
+    )
+    try:
+        configs = describe_resource_configs(
+            resource,
+            names,
+            own=image.configs.get(resource),
+            cluster_default=image.configs.get(broker_resource()),
+            static=static,
+            exists=exists,
+        )
+    except KafkaError as error:
+        return ConfigDescription(resource, error=ApiError.of(error))
+    return ConfigDescription(resource, configs)
+
+
+def config_resource_exists(
+    resource: ConfigResource,
+    topic_exists: Callable[[str], bool],
+    broker_registered: Callable[[int], bool],
+) -> bool:
+    """Whether a config resource's topic exists or its broker is registered. Any group id has
+    configs (its own, or the defaults); a broker resource naming the cluster default, or no
+    broker id at all (the config manager's to refuse, as INVALID_REQUEST), counts as there."""
+    if resource.resource_type is ConfigResourceType.TOPIC:
+        return topic_exists(resource.resource_name)
+    if resource.resource_type is ConfigResourceType.GROUP:
+        return True
+    if resource.resource_name == CLUSTER_DEFAULT:
         return True
     try:
-        broker_id = int(name)
+        broker_id = int(resource.resource_name)
     except ValueError:
         return True
-    return ctx.cluster.registration(broker_id, ctx.offset) is not None
+    return broker_registered(broker_id)

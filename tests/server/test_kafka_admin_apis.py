@@ -72,7 +72,11 @@ from replog.quorum.metadata.records import (
 from replog.replication import messages as m
 from replog.replication.producer_state import BatchMetadata, ProducerEntry
 from replog.server.data_plane.broker_cores import BrokerCores
-from replog.server.kafka.kafka_admin_apis import ADMIN_SERVED, KafkaAdminApis
+from replog.server.kafka.kafka_admin_apis import (
+    ADMIN_SERVED,
+    DESCRIBE_FORWARD_TIMEOUT_MS,
+    KafkaAdminApis,
+)
 from replog.server.kafka.kafka_apis import SERVED, KafkaApis
 from replog.server.kafka.runtime_loggers import RuntimeLoggers
 from replog.wire.controller_codec import error_status
@@ -81,6 +85,8 @@ from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 INVALID_CONFIG = 40
+UNKNOWN_TOPIC_OR_PARTITION = 3
+REQUEST_TIMED_OUT = 7
 
 
 class Controller:
@@ -333,13 +339,66 @@ async def test_describe_configs_names_source_type_and_synonym() -> None:
     response = await answer(admin(controller), body, 4)
     ((_, sent),) = controller.sent
     assert [(r.resource_type, r.resource_name) for r in sent.resources] == [(2, "orders")]
-    assert controller.timeouts == [30_000]  # no timeout of its own: Kafka's request.timeout.ms
+    # Bounded well inside the client's timeout, so that the image can answer after it.
+    assert controller.timeouts == [DESCRIBE_FORWARD_TIMEOUT_MS]
     metrics, orders = response.results
     assert metrics.error_code == INVALID_REQUEST and "type 16" in metrics.error_message
     retention, segment = orders.configs
     assert (retention.name, retention.value, retention.config_source) == ("retention.ms", "1000", 1)
     assert retention.config_type == 5  # LONG
     assert [(s.name, s.source) for s in segment.synonyms] == [("log.segment.bytes", 4)]
+
+
+def configs_of(result: Any) -> dict[str, tuple[str | None, int]]:
+    return {c.name: (c.value, c.config_source) for c in result.configs}
+
+
+DESCRIBED_HERE = dcf.DescribeConfigsRequest(
+    resources=[
+        dcf.DescribeConfigsResource(
+            resource_type=2,
+            resource_name="orders",
+            configuration_keys=["retention.ms", "segment.bytes"],
+        ),
+        dcf.DescribeConfigsResource(resource_type=2, resource_name="gone"),
+        dcf.DescribeConfigsResource(
+            resource_type=4, resource_name="2", configuration_keys=["log.segment.bytes"]
+        ),
+        dcf.DescribeConfigsResource(resource_type=4, resource_name="1"),
+    ]
+)
+
+
+@pytest.mark.asyncio
+async def test_describe_configs_with_no_quorum_leader_is_answered_from_the_image() -> None:
+    """The quorum lost: a topic's and this broker's configs come from the image over the
+    node's static configs, at once; only another broker's resource is forwarded."""
+    controller = Controller(
+        DescribeConfigs=describing(4, "1", ("log.segment.bytes", "9", "DEFAULT_CONFIG"))
+    )
+    apis = admin(controller, quorum_leader=lambda: None, static_configs={"log.segment.bytes": "5"})
+    response = await answer(apis, DESCRIBED_HERE, 4)
+    ((_, sent),) = controller.sent
+    assert [(r.resource_type, r.resource_name) for r in sent.resources] == [(4, "1")]
+    orders, gone, mine, other = response.results
+    assert configs_of(orders) == {"retention.ms": ("1000", 1), "segment.bytes": ("5", 4)}
+    assert gone.error_code == UNKNOWN_TOPIC_OR_PARTITION and "'gone'" in gone.error_message
+    assert configs_of(mine) == {"log.segment.bytes": ("5", 4)}
+    assert configs_of(other) == {"log.segment.bytes": ("9", 5)}
+
+
+@pytest.mark.asyncio
+async def test_describe_configs_no_controller_answers_is_answered_from_the_image() -> None:
+    """A quorum leader known but no controller answering in time: the image answers what
+    this broker can; another broker's resource carries the time-out."""
+    controller = Controller(DescribeConfigs=RequestTimedOutError("no controller answered"))
+    response = await answer(admin(controller, quorum_leader=lambda: 1), DESCRIBED_HERE, 4)
+    assert len(controller.sent) == 1
+    orders, gone, mine, other = response.results
+    assert configs_of(orders) == {"retention.ms": ("1000", 1), "segment.bytes": ("1073741824", 5)}
+    assert gone.error_code == UNKNOWN_TOPIC_OR_PARTITION
+    assert configs_of(mine) == {"log.segment.bytes": ("1073741824", 5)}
+    assert other.error_code == REQUEST_TIMED_OUT and other.configs == []
 
 
 @pytest.mark.asyncio

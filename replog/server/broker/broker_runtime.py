@@ -103,7 +103,7 @@ from replog.server.broker.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker.metadata_publisher import BrokerMetadataListener
 from replog.server.broker.producer_id_manager import ProducerIdManager, allocate_from_controller
 from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
-from replog.server.config.node_config import NodeConfig
+from replog.server.config.node_config import NodeConfig, static_broker_configs
 from replog.server.controller.controller_calls import ControllerCalls
 from replog.server.data_plane.alter_partition_sender import AlterPartitionSender
 from replog.server.data_plane.broker_cores import REQUEST_BYTES_MAX_DEFAULT, BrokerCores
@@ -292,6 +292,15 @@ class BrokerRuntime:
                     forward=self.controller_calls.call,
                     broker_service=self.service,
                     describe_producers=self._describe_producers,
+                    quorum_leader=lambda: self._raft_leader,
+                    static_configs=(
+                        {}
+                        if data_plane is None
+                        else static_broker_configs(
+                            data_plane.properties,
+                            LogManagerConfig.from_properties(data_plane.properties).log,
+                        )
+                    ),
                 ),
                 KafkaGroupApis(
                     config.broker_id,

@@ -3,17 +3,23 @@ translated into the call replog's own admin tools make, its answer into Kafka's 
 (docs/kafka-protocol.md, "Listener").
 
 Rules:
-- Controller requests (CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-  AlterConfigs, IncrementalAlterConfigs, ElectLeaders, AlterPartitionReassignments,
-  ListPartitionReassignments, UnregisterBroker) are forwarded to the active controller's gRPC
-  `Controller` service through the broker's `ControllerCalls` (redirects followed, as Kafka's
-  brokers forward admin requests, KIP-590): the controller validates and decides exactly as for
-  `replog topics`, `replog configs` and the other admin commands. Here only the encoding
-  changes. A forwarded request is sent again through a controller election for as long as
-  the client's request allows (its `timeout_ms`, else 30 s: `controller_retry`), as Kafka's
-  forwarding manager does; no controller answering by then is REQUEST_TIMED_OUT for every
-  entry. An error of the whole request (a policy violation, a duplicate resource) is every
-  entry's error.
+- Controller requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+  IncrementalAlterConfigs, DescribeConfigs of another broker's resource, ElectLeaders,
+  AlterPartitionReassignments, ListPartitionReassignments, UnregisterBroker) are forwarded to
+  the active controller's gRPC `Controller` service through the broker's `ControllerCalls`
+  (redirects followed, as Kafka's brokers forward admin requests, KIP-590): the controller
+  validates and decides exactly as for `replog topics`, `replog configs` and the other admin
+  commands. Here only the encoding changes. A forwarded request is sent again through a
+  controller election for as long as the client's request allows (its `timeout_ms`, else 30 s:
+  `controller_retry`), as Kafka's forwarding manager does; no controller answering by then is
+  REQUEST_TIMED_OUT for every entry. An error of the whole request (a policy violation, a
+  duplicate resource) is every entry's error.
+- DescribeConfigs is forwarded too while this broker knows a quorum leader, so that a change
+  forwarded a moment ago shows. With no leader known, or no controller answering within
+  `DESCRIBE_FORWARD_TIMEOUT_MS`, a topic's, a group's, the cluster default's and this broker's
+  own configs are answered from this broker's metadata image over its static configs
+  (`describe_image_configs`), as a Kafka broker answers them always: served while the quorum
+  has lost its majority, as last committed.
 - BROKER_LOGGER (8) resources are this node's own loggers, described and altered here
   (`runtime_loggers`), never forwarded: Kafka's brokers answer them locally too. The legacy
   AlterConfigs refuses them with INVALID_REQUEST, as Kafka does.
@@ -58,6 +64,7 @@ from replog.errors import (
     InvalidRequestError,
     KafkaError,
     RequestRefusedError,
+    RequestTimedOutError,
     UnknownServerError,
     UnsupportedVersionError,
 )
@@ -109,12 +116,14 @@ from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.kafka.replica_offsets_tag import ReplicaOffsets
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
+from replog.quorum.controller.config_control import CLUSTER_DEFAULT
 from replog.quorum.controller.config_definitions import (
     BROKER_CONFIGS,
     GROUP_CONFIGS,
     TOPIC_CONFIGS,
     ConfigType,
 )
+from replog.quorum.controller.reads import describe_image_configs
 from replog.quorum.metadata.image import ConfigResource, MetadataImage
 from replog.quorum.metadata.records import ConfigResourceType
 from replog.replication import messages as m
@@ -127,6 +136,11 @@ from replog.server.kafka.kafka_apis import error_code, per_topic
 from replog.server.kafka.runtime_loggers import BROKER_LOGGER, RuntimeLoggers
 from replog.server.runtime.tolerant_service import Refused
 from replog.wire.broker_codec import error_from_proto
+from replog.wire.controller_codec import describe_configs_to_proto
+
+# How long a DescribeConfigs waits for the controller before this broker's image answers: well
+# inside a client's request timeout (the CLI's 10 s, Kafka's admin 30 s).
+DESCRIBE_FORWARD_TIMEOUT_MS = 5_000
 
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -218,8 +232,16 @@ class KafkaAdminApis:
         broker_service: BrokerCores | None = None,
         describe_producers: Callable[[str, int], Sequence[ProducerEntry]] | None = None,
         loggers: RuntimeLoggers | None = None,
+        static_configs: Mapping[str, str] | None = None,
+        quorum_leader: Callable[[], int | None] | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # The node's static broker configs (server.properties), below every dynamic value in
+        # the configs it describes.
+        self._static_configs: Mapping[str, str] = dict(static_configs or {})
+        # The metadata quorum's leader this broker knows of (answering None: none, its image
+        # is as last committed); not given: taken to be known.
+        self._quorum_leader = quorum_leader
         self._loggers = loggers if loggers is not None else RuntimeLoggers(broker_id)
         self._cluster_id = cluster_id
         self._image = image
@@ -266,14 +288,19 @@ class KafkaAdminApis:
     # --- forwarding to the controller ----------------------------------------------------------
 
     async def _forward(
-        self, method: str, request: Any, client_timeout_ms: int | None = None
+        self,
+        method: str,
+        request: Any,
+        client_timeout_ms: int | None = None,
+        *,
+        timeout_ms: int | None = None,
     ) -> tuple[Any, KafkaError | None]:
         """`request` to the active controller's `method`: its answer and the error of the
         whole request (the answer's, or why no controller answered; then no answer).
 
         It is sent again through an election for as long as the client's request allows
-        (`forward_timeout_ms`); a request whose controller call has a `timeout_ms` gives the
-        controller what is left of it at each attempt."""
+        (`forward_timeout_ms`), or for `timeout_ms` where given; a request whose controller call
+        has a `timeout_ms` gives the controller what is left of it at each attempt."""
         if self._forward_call is None:
             raise RequestRefusedError(f"broker {self.broker_id} forwards no {method}")
 
@@ -289,7 +316,9 @@ class KafkaAdminApis:
             answer = await self._forward_call(
                 f"{method} from a Kafka client of broker {self.broker_id}",
                 send,
-                timeout_ms=forward_timeout_ms(client_timeout_ms),
+                timeout_ms=(
+                    forward_timeout_ms(client_timeout_ms) if timeout_ms is None else timeout_ms
+                ),
             )
         except KafkaError as error:
             return None, error
@@ -431,9 +460,15 @@ class KafkaAdminApis:
             for i, r in enumerate(request.resources)
             if r.resource_type == BROKER_LOGGER
         }
-        known = [i for i, r in enumerate(resources) if _config_resource(*r) is not None]
+        known = {i: c for i, r in enumerate(resources) if (c := _config_resource(*r)) is not None}
+        here = [i for i, resource in known.items() if self._describes_here(resource)]
+        # With a quorum leader known, the controller's committed state answers (a change
+        # forwarded a moment ago shows); without one, or when no controller answers in time,
+        # this broker's image does, as a Kafka broker's always does (module docstring).
+        leader_known = self._quorum_leader is None or self._quorum_leader() is not None
+        forwarded = [i for i in known if leader_known or i not in here]
         answer, failure = None, None
-        if known:
+        if forwarded:
             answer, failure = await self._forward(
                 "DescribeConfigs",
                 cpb.DescribeConfigsRequest(
@@ -443,11 +478,20 @@ class KafkaAdminApis:
                             resource_name=request.resources[i].resource_name,
                             configuration_keys=request.resources[i].configuration_keys or (),
                         )
-                        for i in known
+                        for i in forwarded
                     ]
                 ),
+                timeout_ms=DESCRIBE_FORWARD_TIMEOUT_MS,
             )
-        answered = dict(zip(known, _results(answer, "results", len(known), failure), strict=True))
+        answered: dict[int, Any] = dict(
+            zip(forwarded, _results(answer, "results", len(forwarded), failure), strict=True)
+        )
+        if not leader_known or isinstance(failure, RequestTimedOutError):
+            image = self._image()
+            for i in here:
+                keys = request.resources[i].configuration_keys or None
+                described = describe_image_configs(image, self._static_configs, known[i], keys)
+                answered[i] = describe_configs_to_proto([described]).results[0]
         results = []
         for index, (resource_type, resource_name) in enumerate(resources):
             result = answered.get(index, _unknown_resource_type(resource_type))
@@ -469,6 +513,13 @@ class KafkaAdminApis:
                 )
             )
         return dcfr.DescribeConfigsResponse(results=results)
+
+    def _describes_here(self, resource: ConfigResource) -> bool:
+        """Whether this broker answers a config resource from its own image and static configs
+        (module docstring): all but another broker's."""
+        return resource.resource_type is not ConfigResourceType.BROKER or (
+            resource.resource_name in (CLUSTER_DEFAULT, str(self.broker_id))
+        )
 
     def _describe_loggers(
         self, resource_name: str, keys: Sequence[str] | None

@@ -1,9 +1,12 @@
 """Does the log cleaner stall produce? Produce latency on a compacted topic with the cleaner
 cleaning all the while, against the same cluster with `log.cleaner.enable=false` (issue #78).
 
-Per run, three 3-node clusters one after the other (the order reverses every other run): the
-cleaner on, on and throttled to 1 MB/s (`log.cleaner.io.max.bytes.per.second`, each node), and
-off. Each with:
+Per run, five 3-node clusters one after the other (the order reverses every other run): the
+cleaner on, on and throttled to 1 MB/s (`log.cleaner.io.max.bytes.per.second`, each node),
+off, and off with a process beside the cluster at `SCHED_IDLE` as the cleaning children run,
+either spinning in the interpreter or copying 64 MiB over and over (`IDLE_WORK`: what CPU work
+at idle priority costs produce on this machine, with and without the caches and memory
+bandwidth a pass uses). Each with:
 - a load: a background producer writing `--load-rate` records a second (200-byte values over
   5,000 keys, acks=1) to `load`, compacted, `segment.bytes` 256 KiB and
   `min.cleanable.dirty.ratio` 0.01, so a segment rolls about every quarter second and, with the
@@ -11,7 +14,7 @@ off. Each with:
 - a probe: `--probes` records sent one at a time, each awaited (acks=all, idempotent), to
   `probe`, compacted too, after 3 s of load; its latencies (client clock) are the figures.
 
-`--compare-checkout DIR` adds a fourth cluster per run, the cleaner on with the code of DIR
+`--compare-checkout DIR` adds a cluster per run, the cleaner on with the code of DIR
 (another version, e.g. a worktree of the main branch), in the same alternating order.
 
 The cleaner settings are its worst case: with Kafka's defaults (a ratio of 0.5, a backoff of
@@ -23,7 +26,9 @@ the runs, and the `load` partition's bytes on node 1 at the end (cleaning on: ab
 keys; off: everything written), which shows the cleaner ran. Over the probe's time (Linux's
 /proc), where the cores went: how long each node's event loop (its main thread) waited for a
 core, per second (`loop_wait_ms_per_s`, the median node; its schedstat's run delay), and the
-CPU of the nodes' cleaning children (`cleaning_cores`, the three summed). Over the cluster's
+CPU of the nodes' cleaning children (`cleaning_cores`, the three summed), of the nodes' main
+threads (`loop_cores`) and of their other threads (`other_thread_cores`: the cleaner threads'
+side of a pass among them), and of the idle process (`idle_work_cores`). Over the cluster's
 life, from the nodes' logs: the passes run (`passes`, the three nodes), those that ran at the
 cleaner's nice (`urgent_passes`, promoted ones included: `pass_priority`) and those promoted
 while under way (`promoted_passes`). The machine is shared: compare the configurations within
@@ -40,6 +45,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -63,6 +69,19 @@ CONFIGURATIONS = {
     "cleaner on": ("log.cleaner.enable=true",),
     "cleaner on, 1 MB/s": ("log.cleaner.enable=true", "log.cleaner.io.max.bytes.per.second=1e6"),
     "cleaner off": ("log.cleaner.enable=false",),
+    "cleaner off, idle spinner": ("log.cleaner.enable=false",),
+    "cleaner off, idle copier": ("log.cleaner.enable=false",),
+}
+# Configurations with a process beside the cluster at SCHED_IDLE, as the cleaning children run:
+# what CPU work at idle priority costs produce on this machine, spinning in the interpreter
+# (a few cache lines) or copying 64 MiB over and over (the caches and memory bandwidth the
+# nodes share with it, as a pass's reads, hashing and writes use them).
+_AT_IDLE = "import os\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+IDLE_WORK = {
+    "cleaner off, idle spinner": _AT_IDLE + "while True:\n    pass\n",
+    "cleaner off, idle copier": (
+        _AT_IDLE + "buffer = bytearray(64 << 20)\nwhile True:\n    bytes(buffer)\n"
+    ),
 }
 
 
@@ -129,7 +148,11 @@ def node_pids(data_dir: str) -> list[int]:
 
 
 def _proc_cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", "rb") as f:
+    return _proc_cpu_s_of(f"/proc/{pid}/stat")
+
+
+def _proc_cpu_s_of(stat_path: str) -> float:
+    with open(stat_path, "rb") as f:
         fields = f.read().rsplit(b")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
@@ -153,30 +176,57 @@ def _cleaning_children(pids: Sequence[int]) -> dict[int, float]:
     return found
 
 
-def cores_sample(pids: Sequence[int]) -> tuple[float, list[int], dict[int, float]]:
-    """Now, each node's main thread's run delay (ns), its cleaning children's CPU."""
+Sample = tuple[float, list[int], dict[int, float], float, float]
+
+
+def _threads_cpu_s(pid: int) -> tuple[float, float]:
+    """The CPU seconds of a process's main thread and of its other threads, summed."""
+    main = others = 0.0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            cpu = _proc_cpu_s_of(f"/proc/{pid}/task/{task}/stat")
+        except OSError:  # a thread that ended meanwhile
+            continue
+        if int(task) == pid:
+            main = cpu
+        else:
+            others += cpu
+    return main, others
+
+
+def cores_sample(pids: Sequence[int]) -> Sample:
+    """Now, each node's main thread's run delay (ns), its cleaning children's CPU, and the
+    CPU of the nodes' main threads and of their other threads (all nodes summed)."""
     delays = []
+    mains = others = 0.0
     for pid in pids:
         with open(f"/proc/{pid}/task/{pid}/schedstat", encoding="ascii") as f:
             delays.append(int(f.read().split()[1]))
-    return time.monotonic(), delays, _cleaning_children(pids)
+        main, other = _threads_cpu_s(pid)
+        mains += main
+        others += other
+    return time.monotonic(), delays, _cleaning_children(pids), mains, others
 
 
-def cores_used(
-    before: tuple[float, list[int], dict[int, float]],
-    after: tuple[float, list[int], dict[int, float]],
-) -> dict[str, float]:
+def cores_used(before: Sample, after: Sample) -> dict[str, float]:
     elapsed = after[0] - before[0]
     waits = [(b - a) / 1e6 / elapsed for a, b in zip(before[1], after[1], strict=True)]
     children = sum(cpu - before[2].get(pid, 0.0) for pid, cpu in after[2].items())
     return {
         "loop_wait_ms_per_s": statistics.median(waits),
         "cleaning_cores": children / elapsed,
+        "loop_cores": (after[3] - before[3]) / elapsed,
+        "other_thread_cores": (after[4] - before[4]) / elapsed,
+        "seconds": elapsed,
     }
 
 
 def one(
-    args: argparse.Namespace, data_dir: str, settings: Sequence[str], checkout: str | None
+    args: argparse.Namespace,
+    data_dir: str,
+    settings: Sequence[str],
+    checkout: str | None,
+    idle_work: str | None,
 ) -> dict[str, Any]:
     overrides = (
         *(item for setting in settings for item in ("--override", setting)),
@@ -201,11 +251,23 @@ def one(
             target=lambda: counted.append(load(bootstrap, args.load_rate, stop)), daemon=True
         )
         writer.start()
-        time.sleep(3)
-        pids = node_pids(data_dir)
-        before = cores_sample(pids)
-        latencies = probe(bootstrap, args.probes)
-        cores = cores_used(before, cores_sample(pids))
+        spinning = (
+            None if idle_work is None else subprocess.Popen([sys.executable, "-c", idle_work])
+        )
+        try:
+            time.sleep(3)
+            pids = node_pids(data_dir)
+            before = cores_sample(pids)
+            spun_before = 0.0 if spinning is None else _proc_cpu_s(spinning.pid)
+            latencies = probe(bootstrap, args.probes)
+            cores = cores_used(before, cores_sample(pids))
+            if spinning is not None:
+                spun = _proc_cpu_s(spinning.pid) - spun_before
+                cores["idle_work_cores"] = spun / cores["seconds"]
+        finally:
+            if spinning is not None:
+                spinning.kill()
+                spinning.wait()
         stop.set()
         writer.join(120)
         time.sleep(1)  # the last pass
@@ -240,14 +302,15 @@ def main() -> None:
     parser.add_argument("--json")
     args = parser.parse_args()
     # Each configuration: its cleaner settings, and the checkout whose code runs (None: this).
-    configurations: dict[str, tuple[Sequence[str], str | None]] = {
-        name: (settings, None) for name, settings in CONFIGURATIONS.items()
+    configurations: dict[str, tuple[Sequence[str], str | None, str | None]] = {
+        name: (settings, None, IDLE_WORK.get(name)) for name, settings in CONFIGURATIONS.items()
     }
     if args.compare_checkout:
         other = os.path.abspath(args.compare_checkout)
         configurations[f"cleaner on, {os.path.basename(other)}"] = (
             CONFIGURATIONS["cleaner on"],
             other,
+            None,
         )
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in configurations}
     with tempfile.TemporaryDirectory(prefix="cleaner-bench-") as scratch:
@@ -268,7 +331,14 @@ def main() -> None:
             f"max {spread([r['max_ms'] for r in runs])}, "
             f"load partition on node 1 {spread([r['load_bytes_node1'] / 1e6 for r in runs])} MB, "
             f"loop wait {spread([r['loop_wait_ms_per_s'] for r in runs])} ms/s, "
-            f"cleaning children {spread([r['cleaning_cores'] for r in runs])} cores"
+            f"cleaning children {spread([r['cleaning_cores'] for r in runs])} cores, "
+            f"nodes' loops {spread([r['loop_cores'] for r in runs])} cores, "
+            f"nodes' other threads {spread([r['other_thread_cores'] for r in runs])} cores"
+            + (
+                f", idle work {spread([r['idle_work_cores'] for r in runs])} cores"
+                if name in IDLE_WORK
+                else ""
+            )
         )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

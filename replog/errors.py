@@ -197,6 +197,11 @@ class InvalidCommitOffsetSizeError(KafkaError, code=28): ...
 class TopicAuthorizationFailedError(KafkaError, code=29): ...
 
 
+class IllegalSaslStateError(KafkaError, code=34):
+    """A SASL message out of order: a SaslAuthenticate before the handshake, or a SCRAM
+    message after the exchange ended."""
+
+
 class UnsupportedVersionError(KafkaError, code=35): ...
 
 
@@ -263,6 +268,11 @@ class OperationNotAttemptedError(KafkaError, code=55):
 
 class KafkaStorageError(KafkaError, code=56):
     """The disk failed under a write or read (full disk, I/O error)."""
+
+
+class SaslAuthenticationFailedError(KafkaError, code=58):
+    """A SASL exchange that failed: an unknown user, a wrong proof, a malformed SCRAM message.
+    The message says which, and never holds a password or key."""
 
 
 class UnknownProducerIdError(KafkaError, code=59): ...
@@ -346,6 +356,11 @@ class RecordsRejectedError(InvalidRecordError):
     def __init__(self, message: str, record_errors: Sequence[tuple[int, str]] = ()) -> None:
         super().__init__(message)
         self.record_errors = tuple(record_errors)
+
+
+class UnacceptableCredentialError(KafkaError, code=93):
+    """A SCRAM credential that cannot be stored: iterations outside 4096..16384, an empty
+    salt or user name."""
 
 
 class InvalidUpdateVersionError(KafkaError, code=95):
@@ -442,6 +457,18 @@ class MalformedResponseError(UnknownServerError):
     retriable, since asking again gets the same answer, and for a Produce the outcome is
     unknown (the broker may have appended the records before answering).
     """
+
+
+class AuthorizerNotReadyError(UnknownServerError):
+    """An authorization asked before the broker's authorizer loaded the ACLs of the metadata
+    log (Kafka's AuthorizerNotReadyException, which has no wire code of its own); super users
+    are answered regardless."""
+
+
+class InvalidAclError(InvalidRequestError):
+    """An ACL that cannot be stored or asked about: a filter value (UNKNOWN, ANY, MATCH) where
+    a stored ACL needs a concrete one, an empty resource name, a principal that is not
+    "Type:name". The message names the field."""
 
 
 class MalformedRequestError(InvalidRequestError):

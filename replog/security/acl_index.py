@@ -124,6 +124,14 @@ class AclIndex:
             if not acls.prefix_lengths[length]:
                 del acls.prefix_lengths[length]
 
+    def of_type(self, resource_type: ResourceType) -> list[AccessControlEntryRecord]:
+        """Every ACL on resources of `resource_type`, whatever its pattern."""
+        acls = self._by_type.get(resource_type)
+        if acls is None:
+            return []
+        sections = (acls.literal, acls.prefixed)
+        return [acl for section in sections for named in section.values() for acl in named.values()]
+
     def matching(
         self, resource_type: ResourceType, name: str
     ) -> tuple[list[AccessControlEntryRecord], list[AccessControlEntryRecord]]:

@@ -1,6 +1,7 @@
 """Kafka 4.4.0's own answers (tests/security/gold/KafkaSecurityGold.java, run against its jars;
 the file's header says how to regenerate them): the ACL and SCRAM codes and record api keys,
-StandardAuthorizer's decisions over a fixed ACL set (every question) and 40 seeded random sets,
+StandardAuthorizer's decisions over a fixed ACL set (every question) and 40 seeded random sets
+(`authorize`, and `authorizeByResourceType` for every caller, host, operation and type),
 SCRAM credentials from ScramFormatter, and a whole SCRAM exchange as Kafka writes it."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from replog.quorum.metadata.records import API_KEYS, AccessControlEntryRecord
 from replog.security.acl_index import AclIndex
 from replog.security.authorizer import Action, Authorizer
 from replog.security.principal import parse_principal, parse_super_users
+from replog.security.resource_type_authorization import authorize_by_resource_type
 from replog.security.scram_client import ScramClient
 from replog.security.scram_credential import derive_credential, salted_password
 from replog.security.scram_server import ScramServer
@@ -80,10 +82,7 @@ def fixed_questions() -> list[list[int]]:
 AUTHORIZER_RUNS = of_kind("authorizer")
 
 
-@pytest.mark.parametrize(
-    "run", AUTHORIZER_RUNS, ids=[f"{r['label']}-{r['allow_everyone']}" for r in AUTHORIZER_RUNS]
-)
-def test_decisions_are_standard_authorizers(run: dict[str, Any]) -> None:
+def authorizer_of(run: dict[str, Any]) -> Authorizer:
     acls = [
         AccessControlEntryRecord(
             UUID(int=i),
@@ -97,12 +96,20 @@ def test_decisions_are_standard_authorizers(run: dict[str, Any]) -> None:
         )
         for i, (rtype, name, pattern, principal, host, op, permission) in enumerate(run["acls"])
     ]
-    authorizer = Authorizer(
+    return Authorizer(
         AclIndex(acls),
         super_users=parse_super_users(run["super_users"]),
         allow_everyone_if_no_acl_found=run["allow_everyone"],
         loaded=True,
     )
+
+
+RUN_IDS = [f"{r['label']}-{r['allow_everyone']}" for r in AUTHORIZER_RUNS]
+
+
+@pytest.mark.parametrize("run", AUTHORIZER_RUNS, ids=RUN_IDS)
+def test_decisions_are_standard_authorizers(run: dict[str, Any]) -> None:
+    authorizer = authorizer_of(run)
     questions = run.get("queries") or fixed_questions()
     assert len(questions) == len(run["allowed"])
     wrong = []
@@ -112,6 +119,22 @@ def test_decisions_are_standard_authorizers(run: dict[str, Any]) -> None:
         ours = authorizer.authorize(principal, TABLES["hosts"][host], action).allowed
         if ours != (kafka == "1"):
             wrong.append((str(principal), TABLES["hosts"][host], action, kafka))
+    assert not wrong, wrong[:5]
+
+
+@pytest.mark.parametrize("run", AUTHORIZER_RUNS, ids=RUN_IDS)
+def test_decisions_by_resource_type_are_standard_authorizers(run: dict[str, Any]) -> None:
+    authorizer = authorizer_of(run)
+    questions = itertools.product(
+        TABLES["callers"], TABLES["hosts"], TABLES["operations"], TABLES["resource_types"]
+    )
+    wrong = []
+    for (caller, host, op, rtype), kafka in zip(questions, run["by_type_allowed"], strict=True):
+        principal = parse_principal(caller)
+        operation, resource_type = AclOperation(op), ResourceType(rtype)
+        ours = authorize_by_resource_type(authorizer, principal, host, operation, resource_type)
+        if ours != (kafka == "1"):
+            wrong.append((caller, host, operation.name, resource_type.name, kafka))
     assert not wrong, wrong[:5]
 
 

@@ -1,7 +1,7 @@
 // Prints golden vectors from Kafka's own classes for tests/security (one JSON object a line):
 // the ACL and SCRAM codes, the api keys of the security metadata records, SCRAM credentials and
-// a whole SCRAM exchange from ScramFormatter, and StandardAuthorizer's decisions over fixed and
-// seeded random ACL sets. Regenerate (Kafka 4.4.0's jars, from bench/kafka/kafka.sh):
+// a whole SCRAM exchange from ScramFormatter, and StandardAuthorizer's decisions (authorize and
+// authorizeByResourceType) over fixed and seeded random ACL sets. Regenerate (Kafka 4.4.0's jars, from bench/kafka/kafka.sh):
 //   L=~/.cache/replog-bench/kafka-4.4.0/libs
 //   javac -cp "$L/*" -d /tmp/secgold tests/security/gold/KafkaSecurityGold.java
 //   java -cp "/tmp/secgold:$L/*" KafkaSecurityGold > tests/security/gold/kafka_security_gold.jsonl
@@ -110,9 +110,18 @@ public class KafkaSecurityGold {
             asked.append(Arrays.toString(query).replace(" ", ""));
         }
         asked.append(']');
+        // authorizeByResourceType: every (caller, host, operation, type), in this loop order.
+        StringBuilder byType = new StringBuilder();
+        for (int caller = 0; caller < CALLERS.length; caller++)
+            for (int host = 0; host < HOSTS.length; host++)
+                for (AclOperation op : Arrays.copyOfRange(OPS, 1, OPS.length))
+                    for (ResourceType type : TYPES)
+                        byType.append(authorizer.authorizeByResourceType(context(CALLERS[caller], HOSTS[host]), op, type)
+                            == AuthorizationResult.ALLOWED ? '1' : '0');
         System.out.println("{\"kind\":\"authorizer\",\"label\":" + q(label) + ",\"allow_everyone\":" + allowEveryone
             + ",\"super_users\":\"User:admin\",\"acls\":" + aclJson
-            + (printQueries ? ",\"queries\":" + asked : "") + ",\"allowed\":\"" + results + "\"}");
+            + (printQueries ? ",\"queries\":" + asked : "") + ",\"allowed\":\"" + results + "\""
+            + ",\"by_type_allowed\":\"" + byType + "\"}");
     }
 
     static List<int[]> randomQueries(Random random, int count) {

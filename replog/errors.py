@@ -482,6 +482,16 @@ class MalformedRequestError(InvalidRequestError):
 # --- Local-only errors -------------------------------------------------------------------------
 
 
+class InvalidCertificateError(ReplogError):
+    """A peer certificate whose DER bytes cannot be read for its subject; the message names the
+    element that is wrong."""
+
+
+class NoMatchingPrincipalRuleError(ReplogError):
+    """A certificate subject no `ssl.principal.mapping.rules` rule maps (Kafka's NoMatchingRule):
+    the connection cannot be given a principal. The message names the subject and the rules."""
+
+
 class CorruptCheckpointError(ReplogError):
     """A checkpoint file that cannot be parsed; the message names file, line and reason."""
 

@@ -4,7 +4,9 @@
 // authorizeByResourceType) over fixed and seeded random ACL sets. Regenerate (Kafka 4.4.0's jars, from bench/kafka/kafka.sh):
 //   L=~/.cache/replog-bench/kafka-4.4.0/libs
 //   javac -cp "$L/*" -d /tmp/secgold tests/security/gold/KafkaSecurityGold.java
-//   java -cp "/tmp/secgold:$L/*" KafkaSecurityGold > tests/security/gold/kafka_security_gold.jsonl
+//   java -cp "/tmp/secgold:$L/*" KafkaSecurityGold tests/security/gold/subjects.pem \
+//     > tests/security/gold/kafka_security_gold.jsonl
+// (subjects.pem: certificates with awkward subjects, for the distinguished-name vectors.)
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.acl.AclPermissionType;
@@ -26,7 +28,12 @@ import org.apache.kafka.server.authorizer.Action;
 import org.apache.kafka.server.authorizer.AuthorizableRequestContext;
 import org.apache.kafka.server.authorizer.AuthorizationResult;
 
+import org.apache.kafka.common.security.ssl.SslPrincipalMapper;
+
+import java.io.FileInputStream;
 import java.net.InetAddress;
+import java.security.cert.CertificateFactory;
+import java.security.cert.X509Certificate;
 import java.nio.charset.StandardCharsets;
 import java.util.*;
 
@@ -135,7 +142,51 @@ public class KafkaSecurityGold {
         return queries;
     }
 
+    static final String[] RULES = {
+        "DEFAULT",
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,DEFAULT",
+        "RULE:^CN=([^,]*).*$/$1/L",
+        "RULE:^CN=([^,]*),.*O=([^,]*).*$/$2-$1/U, DEFAULT",
+        "RULE:^.*[Cc][Nn]=([a-zA-Z0-9.-]*).*$/$1@$3/",
+        "RULE:^CN=(multi)\\+OU=(.*?),.*$/$2:$1/",
+        "RULE:^(.*)$/[$1]/",
+        "RULE:^CN=app.*$/app/",
+    };
+    static final String[] EXTRA_SUBJECTS = {
+        "CN=kafka1,OU=ServiceUsers,O=Org,C=US",
+        "CN=Duke,OU=JavaSoft,O=Sun Microsystems,C=US",
+        "OU=nobody",
+    };
+
+    // Each certificate of subjects.pem (made by the cryptography package): its subject as Java
+    // prints it; then every subject under every rule set (the mapped name, or null for none).
+    static void subjects(String pemFile) throws Exception {
+        List<String> names = new ArrayList<>();
+        try (FileInputStream in = new FileInputStream(pemFile)) {
+            for (Object c : CertificateFactory.getInstance("X.509").generateCertificates(in))
+                names.add(((X509Certificate) c).getSubjectX500Principal().getName());
+        }
+        System.out.println("{\"kind\":\"subjects\",\"names\":[" + String.join(",", names.stream().map(KafkaSecurityGold::q).toList()) + "]}");
+        names.addAll(Arrays.asList(EXTRA_SUBJECTS));
+        for (String rules : RULES) {
+            SslPrincipalMapper mapper = SslPrincipalMapper.fromRules(rules);
+            StringBuilder mapped = new StringBuilder();
+            for (String name : names) {
+                if (mapped.length() > 0) mapped.append(',');
+                String result;
+                try {
+                    result = q(mapper.getName(name));
+                } catch (SslPrincipalMapper.NoMatchingRule e) {
+                    result = "null";
+                }
+                mapped.append("[").append(q(name)).append(",").append(result).append("]");
+            }
+            System.out.println("{\"kind\":\"mapping\",\"rules\":" + q(rules) + ",\"mapped\":[" + mapped + "]}");
+        }
+    }
+
     public static void main(String[] args) throws Exception {
+        subjects(args.length > 0 ? args[0] : "tests/security/gold/subjects.pem");
         StringBuilder codes = new StringBuilder("{\"kind\":\"codes\"");
         for (ResourceType t : ResourceType.values()) codes.append(",\"resource_type.").append(t.name()).append("\":").append(t.code());
         for (PatternType t : PatternType.values()) codes.append(",\"pattern_type.").append(t.name()).append("\":").append(t.code());

@@ -34,19 +34,7 @@ from replog.quorum.metadata.records import (
     AccessControlEntryRecord,
     RemoveAccessControlEntryRecord,
 )
-
-
-def acl_content(acl: AccessControlEntryRecord) -> tuple[object, ...]:
-    """Every field of `acl` but its id: two ACLs with equal content are the same rule."""
-    return (
-        acl.resource_type,
-        acl.resource_name,
-        acl.pattern_type,
-        acl.principal,
-        acl.host,
-        acl.operation,
-        acl.permission_type,
-    )
+from replog.security.acl_bindings import AclBinding
 
 
 class _TypeAcls:
@@ -70,7 +58,7 @@ class AclIndex:
 
     def __init__(self, acls: Iterable[AccessControlEntryRecord] = ()) -> None:
         self._by_id: dict[UUID, AccessControlEntryRecord] = {}
-        self._contents: set[tuple[object, ...]] = set()
+        self._contents: set[AclBinding] = set()  # every ACL but its id: one rule each
         self._by_type: dict[ResourceType, _TypeAcls] = {}
         for acl in acls:
             self.add(acl)
@@ -94,7 +82,7 @@ class AclIndex:
     def add(self, acl: AccessControlEntryRecord) -> None:
         if acl.acl_id in self._by_id:
             raise MetadataReplayError(f"{acl!r} adds ACL id {acl.acl_id}, which already exists")
-        content = acl_content(acl)
+        content = AclBinding.of(acl)
         if content in self._contents:
             raise MetadataReplayError(f"{acl!r} repeats an ACL stored under another id")
         self._by_id[acl.acl_id] = acl
@@ -110,7 +98,7 @@ class AclIndex:
         acl = self._by_id.pop(acl_id, None)
         if acl is None:
             raise MetadataReplayError(f"RemoveAccessControlEntryRecord names unknown ACL {acl_id}")
-        self._contents.discard(acl_content(acl))
+        self._contents.discard(AclBinding.of(acl))
         acls = self._by_type[acl.resource_type]
         section = acls.section(acl.pattern_type)
         named = section[acl.resource_name]

@@ -8,6 +8,7 @@ from uuid import UUID
 
 from replog.common.acl_codes import AclOperation, AclPermissionType, PatternType, ResourceType
 from replog.quorum.metadata.records import AccessControlEntryRecord
+from replog.security.acl_bindings import AclBinding
 
 _ids = itertools.count(1)
 TOPIC, GROUP, CLUSTER, TXN = (
@@ -86,3 +87,18 @@ def model_allows(
     if applying:
         return True
     return bool(allow_everyone and not pattern_matches)
+
+
+def binding_of_row(row: list[object]) -> AclBinding:
+    """An ACL of the golden file (`[type, name, pattern, principal, host, operation,
+    permission]`, Kafka's codes) as a binding."""
+    rtype, name, pattern, principal, host, op, permission = row
+    return AclBinding(
+        ResourceType(rtype),
+        str(name),
+        PatternType(pattern),
+        str(principal),
+        str(host),
+        AclOperation(op),
+        AclPermissionType(permission),
+    )

@@ -21,7 +21,8 @@ from replog.quorum.metadata.records import (
     AccessControlEntryRecord,
     RemoveAccessControlEntryRecord,
 )
-from replog.security.acl_index import AclIndex, acl_content
+from replog.security.acl_bindings import AclBinding
+from replog.security.acl_index import AclIndex
 from replog.security.authorizer import Action, Authorizer
 from replog.security.principal import parse_principal
 
@@ -52,9 +53,9 @@ def acls(draw: st.DrawFn, acl_id: int) -> AccessControlEntryRecord:
 @st.composite
 def acl_sets(draw: st.DrawFn) -> list[AccessControlEntryRecord]:
     drawn = [draw(acls(i)) for i in range(draw(st.integers(0, 12)))]
-    unique: dict[tuple[object, ...], AccessControlEntryRecord] = {}
+    unique: dict[AclBinding, AccessControlEntryRecord] = {}
     for acl in drawn:
-        unique.setdefault(acl_content(acl), acl)
+        unique.setdefault(AclBinding.of(acl), acl)
     return list(unique.values())
 
 
@@ -115,7 +116,7 @@ def test_replayed_adds_and_removes_keep_the_index_equal_to_the_live_set(
             del live[gone]
         else:
             acl = data.draw(acls(1000 + step))
-            if acl_content(acl) in {acl_content(a) for a in live.values()}:
+            if AclBinding.of(acl) in {AclBinding.of(a) for a in live.values()}:
                 continue
             index.replay(acl)
             live[acl.acl_id] = acl

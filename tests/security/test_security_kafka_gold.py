@@ -13,10 +13,11 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from acl_helpers import binding_of_row
 
 from replog.common.acl_codes import AclOperation, AclPermissionType, PatternType, ResourceType
 from replog.common.scram_mechanism import MECHANISM_BY_NAME, MIN_ITERATIONS, SCRAM_MECHANISMS
-from replog.quorum.metadata.records import API_KEYS, AccessControlEntryRecord
+from replog.quorum.metadata.records import API_KEYS
 from replog.security.acl_index import AclIndex
 from replog.security.authorizer import Action, Authorizer
 from replog.security.principal import parse_principal, parse_super_users
@@ -83,19 +84,7 @@ AUTHORIZER_RUNS = of_kind("authorizer")
 
 
 def authorizer_of(run: dict[str, Any]) -> Authorizer:
-    acls = [
-        AccessControlEntryRecord(
-            UUID(int=i),
-            ResourceType(rtype),
-            name,
-            PatternType(pattern),
-            principal,
-            host,
-            AclOperation(op),
-            AclPermissionType(permission),
-        )
-        for i, (rtype, name, pattern, principal, host, op, permission) in enumerate(run["acls"])
-    ]
+    acls = [binding_of_row(row).with_id(UUID(int=i)) for i, row in enumerate(run["acls"])]
     return Authorizer(
         AclIndex(acls),
         super_users=parse_super_users(run["super_users"]),

@@ -1,13 +1,18 @@
 // Prints golden vectors from Kafka's own classes for tests/security (one JSON object a line):
 // the ACL and SCRAM codes, the api keys of the security metadata records, SCRAM credentials and
 // a whole SCRAM exchange from ScramFormatter, and StandardAuthorizer's decisions (authorize and
-// authorizeByResourceType) over fixed and seeded random ACL sets. Regenerate (Kafka 4.4.0's jars, from bench/kafka/kafka.sh):
+// authorizeByResourceType) over fixed and seeded random ACL sets, AclBindingFilter's matches, the
+// subjects of certificates as Java prints them and SslPrincipalMapper's names. Regenerate (Kafka 4.4.0's jars, from bench/kafka/kafka.sh):
 //   L=~/.cache/replog-bench/kafka-4.4.0/libs
 //   javac -cp "$L/*" -d /tmp/secgold tests/security/gold/KafkaSecurityGold.java
 //   java -cp "/tmp/secgold:$L/*" KafkaSecurityGold tests/security/gold/subjects.pem \
 //     > tests/security/gold/kafka_security_gold.jsonl
 // (subjects.pem: certificates with awkward subjects, for the distinguished-name vectors.)
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AccessControlEntryFilter;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.acl.AclPermissionType;
 import org.apache.kafka.common.metadata.AccessControlEntryRecord;
@@ -16,6 +21,7 @@ import org.apache.kafka.common.metadata.RemoveUserScramCredentialRecord;
 import org.apache.kafka.common.metadata.UserScramCredentialRecord;
 import org.apache.kafka.common.resource.PatternType;
 import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourcePatternFilter;
 import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.security.auth.KafkaPrincipal;
 import org.apache.kafka.common.security.auth.SecurityProtocol;
@@ -129,6 +135,31 @@ public class KafkaSecurityGold {
             + ",\"super_users\":\"User:admin\",\"acls\":" + aclJson
             + (printQueries ? ",\"queries\":" + asked : "") + ",\"allowed\":\"" + results + "\""
             + ",\"by_type_allowed\":\"" + byType + "\"}");
+    }
+
+    // AclBindingFilter.matches: 300 seeded random filters, each over every ACL of the runs above
+    // (the ACLs are the "acls" of the authorizer lines, fixed first, in order).
+    static void filters(Random random, List<StandardAcl> acls) {
+        ResourceType[] types = {ResourceType.ANY, ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID};
+        PatternType[] patterns = {PatternType.ANY, PatternType.MATCH, PatternType.LITERAL, PatternType.PREFIXED};
+        String[] hosts = {null, "*", "127.0.0.1", "10.0.0.7"};
+        AclPermissionType[] permissions = {AclPermissionType.ANY, AclPermissionType.ALLOW, AclPermissionType.DENY};
+        for (int n = 0; n < 300; n++) {
+            String name = random.nextInt(4) == 0 ? null : NAMES[random.nextInt(NAMES.length)];
+            String principal = random.nextInt(3) == 0 ? null : PRINCIPALS[random.nextInt(PRINCIPALS.length)];
+            AclOperation op = random.nextInt(3) == 0 ? AclOperation.ANY : OPS[random.nextInt(OPS.length)];
+            AclBindingFilter filter = new AclBindingFilter(
+                new ResourcePatternFilter(types[random.nextInt(types.length)], name, patterns[random.nextInt(patterns.length)]),
+                new AccessControlEntryFilter(principal, hosts[random.nextInt(hosts.length)], op, permissions[random.nextInt(permissions.length)]));
+            StringBuilder matched = new StringBuilder();
+            for (StandardAcl acl : acls) matched.append(filter.matches(acl.toBinding()) ? '1' : '0');
+            System.out.println("{\"kind\":\"filter\",\"resource_type\":" + filter.patternFilter().resourceType().code()
+                + ",\"name\":" + (name == null ? "null" : q(name)) + ",\"pattern_type\":" + filter.patternFilter().patternType().code()
+                + ",\"principal\":" + (principal == null ? "null" : q(principal))
+                + ",\"host\":" + (filter.entryFilter().host() == null ? "null" : q(filter.entryFilter().host()))
+                + ",\"operation\":" + op.code() + ",\"permission_type\":" + filter.entryFilter().permissionType().code()
+                + ",\"matches\":\"" + matched + "\"}");
+        }
     }
 
     static List<int[]> randomQueries(Random random, int count) {
@@ -264,6 +295,7 @@ public class KafkaSecurityGold {
         decisions("fixed", fixed, true, every, false);
 
         Random random = new Random(81);
+        List<StandardAcl> everyAcl = new ArrayList<>(fixed);
         PatternType[] patterns = {PatternType.LITERAL, PatternType.PREFIXED};
         AclPermissionType[] permissions = {AclPermissionType.ALLOW, AclPermissionType.DENY};
         String[] aclHosts = {"*", "127.0.0.1", "10.0.0.7"};
@@ -277,6 +309,8 @@ public class KafkaSecurityGold {
                     permissions[random.nextInt(2)]));
             }
             decisions("random-" + set, new ArrayList<>(acls), set % 2 == 1, randomQueries(random, 150), true);
+            everyAcl.addAll(acls);
         }
+        filters(new Random(82), everyAcl);
     }
 }

@@ -197,6 +197,11 @@ class InvalidCommitOffsetSizeError(KafkaError, code=28): ...
 class TopicAuthorizationFailedError(KafkaError, code=29): ...
 
 
+class UnsupportedSaslMechanismError(KafkaError, code=33):
+    """A SCRAM credential named with a mechanism code that is neither SCRAM-SHA-256 (1) nor
+    SCRAM-SHA-512 (2)."""
+
+
 class IllegalSaslStateError(KafkaError, code=34):
     """A SASL message out of order: a SaslAuthenticate before the handshake, or a SCRAM
     message after the exchange ended."""
@@ -356,6 +361,14 @@ class RecordsRejectedError(InvalidRecordError):
     def __init__(self, message: str, record_errors: Sequence[tuple[int, str]] = ()) -> None:
         super().__init__(message)
         self.record_errors = tuple(record_errors)
+
+
+class ResourceNotFoundError(KafkaError, code=91):
+    """A SCRAM credential deletion naming a credential the user does not have."""
+
+
+class DuplicateResourceError(KafkaError, code=92):
+    """One AlterUserScramCredentials request altering a user's credentials twice."""
 
 
 class UnacceptableCredentialError(KafkaError, code=93):

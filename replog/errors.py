@@ -197,6 +197,16 @@ class InvalidCommitOffsetSizeError(KafkaError, code=28): ...
 class TopicAuthorizationFailedError(KafkaError, code=29): ...
 
 
+class UnsupportedSaslMechanismError(KafkaError, code=33):
+    """A SCRAM credential named with a mechanism code that is neither SCRAM-SHA-256 (1) nor
+    SCRAM-SHA-512 (2)."""
+
+
+class IllegalSaslStateError(KafkaError, code=34):
+    """A SASL message out of order: a SaslAuthenticate before the handshake, or a SCRAM
+    message after the exchange ended."""
+
+
 class UnsupportedVersionError(KafkaError, code=35): ...
 
 
@@ -263,6 +273,11 @@ class OperationNotAttemptedError(KafkaError, code=55):
 
 class KafkaStorageError(KafkaError, code=56):
     """The disk failed under a write or read (full disk, I/O error)."""
+
+
+class SaslAuthenticationFailedError(KafkaError, code=58):
+    """A SASL exchange that failed: an unknown user, a wrong proof, a malformed SCRAM message.
+    The message says which, and never holds a password or key."""
 
 
 class UnknownProducerIdError(KafkaError, code=59): ...
@@ -346,6 +361,19 @@ class RecordsRejectedError(InvalidRecordError):
     def __init__(self, message: str, record_errors: Sequence[tuple[int, str]] = ()) -> None:
         super().__init__(message)
         self.record_errors = tuple(record_errors)
+
+
+class ResourceNotFoundError(KafkaError, code=91):
+    """A SCRAM credential deletion naming a credential the user does not have."""
+
+
+class DuplicateResourceError(KafkaError, code=92):
+    """One AlterUserScramCredentials request altering a user's credentials twice."""
+
+
+class UnacceptableCredentialError(KafkaError, code=93):
+    """A SCRAM credential that cannot be stored: iterations outside 4096..16384, an empty
+    salt or user name."""
 
 
 class InvalidUpdateVersionError(KafkaError, code=95):
@@ -444,6 +472,18 @@ class MalformedResponseError(UnknownServerError):
     """
 
 
+class AuthorizerNotReadyError(UnknownServerError):
+    """An authorization asked before the broker's authorizer loaded the ACLs of the metadata
+    log (Kafka's AuthorizerNotReadyException, which has no wire code of its own); super users
+    are answered regardless."""
+
+
+class InvalidAclError(InvalidRequestError):
+    """An ACL that cannot be stored or asked about: a filter value (UNKNOWN, ANY, MATCH) where
+    a stored ACL needs a concrete one, an empty resource name, a principal that is not
+    "Type:name". The message names the field."""
+
+
 class MalformedRequestError(InvalidRequestError):
     """A request whose bytes are not a request of its kind: a frame on a framed connection
     (`metadata_append_wire`) that does not parse as its protobuf message. The message names
@@ -453,6 +493,16 @@ class MalformedRequestError(InvalidRequestError):
 
 
 # --- Local-only errors -------------------------------------------------------------------------
+
+
+class InvalidCertificateError(ReplogError):
+    """A peer certificate whose DER bytes cannot be read for its subject; the message names the
+    element that is wrong."""
+
+
+class NoMatchingPrincipalRuleError(ReplogError):
+    """A certificate subject no `ssl.principal.mapping.rules` rule maps (Kafka's NoMatchingRule):
+    the connection cannot be given a principal. The message names the subject and the rules."""
 
 
 class CorruptCheckpointError(ReplogError):

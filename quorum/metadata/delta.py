@@ -18,6 +18,10 @@ Rules (Kafka's replay semantics, KIP-631):
 - FeatureLevelRecord sets a level; level 0 removes the feature. `metadata.version` can be set,
   never removed.
 - ProducerIdsRecord moves the next producer id forward, never back.
+- AccessControlEntryRecord adds an ACL under an id no live ACL has;
+  RemoveAccessControlEntryRecord removes a live one. UserScramCredentialRecord sets (or
+  replaces) a user's credential for its mechanism; RemoveUserScramCredentialRecord removes one
+  that exists.
 - NoOpRecord changes nothing.
 - A record that names an unknown topic, partition or broker, a stale broker epoch, or that breaks
   a rule above raises `MetadataReplayError` naming the record and the offending part. The
@@ -43,12 +47,14 @@ from uuid import UUID
 from replog.errors import MetadataReplayError
 from replog.quorum.metadata.broker_registration import BrokerRegistration, registration_named_by
 from replog.quorum.metadata.image import (
+    AclsImage,
     ClusterImage,
     ConfigResource,
     ConfigsImage,
     FeaturesImage,
     MetadataImage,
     MetadataProvenance,
+    ScramImage,
     TopicImage,
     TopicsImage,
     copied,
@@ -57,6 +63,7 @@ from replog.quorum.metadata.image import (
 from replog.quorum.metadata.partition_registration import PartitionRegistration
 from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -67,9 +74,12 @@ from replog.quorum.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 
@@ -127,6 +137,8 @@ class MetadataDelta:
         self._deleted_topic_ids: set[UUID] = set()  # base topics removed
         self._configs: dict[ConfigResource, dict[str, str]] = {}  # whole new key maps
         self._next_producer_id: int | None = None
+        self._acls: dict[UUID, AccessControlEntryRecord | None] = {}  # None: removed
+        self._scram: dict[tuple[str, int], UserScramCredentialRecord | None] = {}
 
     @classmethod
     def of_image(cls, image: MetadataImage) -> MetadataDelta:
@@ -155,6 +167,8 @@ class MetadataDelta:
             delta._configs[resource] = dict(sorted(resources[resource].items()))
         if image.next_producer_id != -1:
             delta._next_producer_id = image.next_producer_id
+        delta._acls.update(sorted(image.acls.acls.items()))
+        delta._scram.update(sorted(image.scram.credentials.items()))
         return delta
 
     # --- what changed (for publishers and local_changes) -----------------------------------
@@ -183,6 +197,16 @@ class MetadataDelta:
     @property
     def changed_config_resources(self) -> frozenset[ConfigResource]:
         return frozenset(self._configs)
+
+    @property
+    def acl_changes(self) -> Mapping[UUID, AccessControlEntryRecord | None]:
+        """ACL id -> the ACL added; None when it was removed."""
+        return MappingProxyType(self._acls)
+
+    @property
+    def scram_changes(self) -> Mapping[tuple[str, int], UserScramCredentialRecord | None]:
+        """(user, mechanism code) -> the credential set; None when it was removed."""
+        return MappingProxyType(self._scram)
 
     # --- replay ----------------------------------------------------------------------------
 
@@ -242,8 +266,33 @@ class MetadataDelta:
             self._next_producer_id = record.next_producer_id
         elif isinstance(record, NoOpRecord):
             pass  # keeps the high watermark moving; nothing to replay
+        elif isinstance(record, AccessControlEntryRecord | RemoveAccessControlEntryRecord):
+            self._replay_acl(record, offset)
+        elif isinstance(record, UserScramCredentialRecord):
+            self._scram[(record.name, record.mechanism)] = record
+        elif isinstance(record, RemoveUserScramCredentialRecord):
+            key = (record.name, record.mechanism)
+            live = self._scram[key] if key in self._scram else self.base.scram.credentials.get(key)
+            if live is None:
+                raise MetadataReplayError(
+                    f"{record!r} at offset {offset} removes a credential the user does not have"
+                )
+            self._scram[key] = None
         else:
             raise TypeError(f"not a metadata record: {record!r}")
+
+    def _replay_acl(
+        self, record: AccessControlEntryRecord | RemoveAccessControlEntryRecord, offset: int
+    ) -> None:
+        acl_id = record.acl_id
+        live = self._acls[acl_id] if acl_id in self._acls else self.base.acls.acls.get(acl_id)
+        adding = isinstance(record, AccessControlEntryRecord)
+        if adding == (live is not None):
+            state = "an existing" if adding else "an unknown"
+            raise MetadataReplayError(
+                f"{type(record).__name__} at offset {offset} names {state} ACL id {acl_id}"
+            )
+        self._acls[acl_id] = record if isinstance(record, AccessControlEntryRecord) else None
 
     def _registered(
         self, record: UnregisterBrokerRecord | BrokerRegistrationChangeRecord, offset: int
@@ -345,6 +394,12 @@ class MetadataDelta:
             configs=self._apply_configs(base.configs),
             next_producer_id=(
                 base.next_producer_id if self._next_producer_id is None else self._next_producer_id
+            ),
+            acls=AclsImage(_patched(base.acls.acls, self._acls)) if self._acls else base.acls,
+            scram=(
+                ScramImage(_patched(base.scram.credentials, self._scram))
+                if self._scram
+                else base.scram
             ),
         )
 

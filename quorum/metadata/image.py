@@ -7,10 +7,11 @@ Rules:
 - Immutable: frozen dataclasses over read-only mappings (`MappingProxyType`). Equality is by
   value, so two nodes that replayed the same log hold equal images.
 - Shared structurally: a new image reuses every part the delta did not touch. An untouched
-  section (features, cluster, topics, configs) is the very same object, and inside a touched
-  topics section each untouched `TopicImage` is too, so a change to one partition costs a copy
-  of the topic index, not of every partition. Whoever compares images may use `is` as a fast
-  "unchanged" test; equal-but-not-identical parts are still compared by value.
+  section (features, cluster, topics, configs, acls, scram) is the very same object, and
+  inside a touched topics section each untouched `TopicImage` is too, so a change to one
+  partition costs a copy of the topic index, not of every partition. Whoever compares images
+  may use `is` as a fast "unchanged" test; equal-but-not-identical parts are still compared
+  by value.
 - The provenance names the last record the image contains: `last_offset` (-1 = none) and the
   quorum epoch that record was written in (-1 = none).
 """
@@ -25,7 +26,12 @@ from uuid import UUID
 
 from replog.quorum.metadata.broker_registration import BrokerRegistration
 from replog.quorum.metadata.partition_registration import PartitionRegistration
-from replog.quorum.metadata.records import METADATA_VERSION_FEATURE, ConfigResourceType
+from replog.quorum.metadata.records import (
+    METADATA_VERSION_FEATURE,
+    AccessControlEntryRecord,
+    ConfigResourceType,
+    UserScramCredentialRecord,
+)
 from replog.quorum.raft.snapshot_id import SnapshotId
 
 K = TypeVar("K")
@@ -153,6 +159,22 @@ _NO_CONFIGS: Mapping[str, str] = frozen_mapping()
 
 
 @dataclass(frozen=True, slots=True)
+class AclsImage:
+    """ACLs by id (the records that added them)."""
+
+    acls: Mapping[UUID, AccessControlEntryRecord] = field(default_factory=frozen_mapping)
+
+
+@dataclass(frozen=True, slots=True)
+class ScramImage:
+    """SCRAM credentials by (user name, mechanism code) (the records that set them)."""
+
+    credentials: Mapping[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=frozen_mapping
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     provenance: MetadataProvenance = MetadataProvenance.EMPTY
     features: FeaturesImage = field(default_factory=FeaturesImage)
@@ -160,6 +182,8 @@ class MetadataImage:
     topics: TopicsImage = field(default_factory=TopicsImage)
     configs: ConfigsImage = field(default_factory=ConfigsImage)
     next_producer_id: int = -1  # the first id of the next block; -1: no block handed out yet
+    acls: AclsImage = field(default_factory=AclsImage)
+    scram: ScramImage = field(default_factory=ScramImage)
 
     EMPTY: ClassVar[MetadataImage]
 
@@ -179,6 +203,8 @@ class MetadataImage:
             and not self.topics.by_id
             and not self.configs.resources
             and self.next_producer_id == -1
+            and not self.acls.acls
+            and not self.scram.credentials
         )
 
 

@@ -13,7 +13,10 @@ Rules:
   is an unset wrapper message, an empty tuple is a set, empty one; `LEADER_UNCHANGED` and
   `RECOVERY_STATE_UNCHANGED` are unset `optional` fields. A None rack or config value is an
   unset `optional` string.
-- Decoding checks what protobuf cannot: a UUID is exactly 16 bytes, enums hold a known value,
+- Decoding checks what protobuf cannot: a UUID is exactly 16 bytes, enums hold a known value
+  (an ACL's codes one a stored ACL may hold: no UNKNOWN, ANY or MATCH; a SCRAM mechanism 1
+  or 2), an ACL's principal is "Type:name" and its resource name not empty, a SCRAM
+  credential's keys are its hash's size and its iterations within 4096..16384,
   Kafka's narrower integers (int16 feature versions and levels, uint16 port) are in range,
   partition ids, broker ids, replica ids and epochs of a partition are not negative, a leader
   is -1 (none) or a broker id. A field that breaks one of these, malformed protobuf (strings
@@ -30,13 +33,25 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import IntEnum
 from typing import Any, TypeVar
 from uuid import UUID
 
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from replog.common.acl_codes import (
+    STORED_OPERATIONS,
+    STORED_PATTERN_TYPES,
+    STORED_PERMISSION_TYPES,
+    STORED_RESOURCE_TYPES,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from replog.common.ids import UUID_BYTES
+from replog.common.scram_mechanism import MAX_ITERATIONS, MECHANISM_BY_CODE, MIN_ITERATIONS
 from replog.errors import CorruptMetadataRecordError
 from replog.pb import metadata_pb2 as pb
 from replog.quorum.metadata.partition_wire import (
@@ -52,6 +67,7 @@ from replog.quorum.metadata.records import (
     NO_LEADER,
     RECOVERY_STATE_OF,
     RECOVERY_STATE_UNCHANGED,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -66,16 +82,28 @@ from replog.quorum.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 PORT_MAX = (1 << 16) - 1
 
 
-_E = TypeVar("_E", ConfigResourceType, FenceChange, LeaderRecoveryState)
+_E = TypeVar(
+    "_E",
+    ConfigResourceType,
+    FenceChange,
+    LeaderRecoveryState,
+    ResourceType,
+    PatternType,
+    AclOperation,
+    AclPermissionType,
+)
 
 
 class _Invalid(Exception):
@@ -219,6 +247,42 @@ def _no_op(r: Any) -> pb.NoOpRecord:
     return pb.NoOpRecord()
 
 
+def _access_control_entry(r: Any) -> pb.AccessControlEntryRecord:
+    assert isinstance(r, AccessControlEntryRecord)
+    return pb.AccessControlEntryRecord(
+        id=r.acl_id.bytes,
+        resource_type=int(r.resource_type),
+        resource_name=r.resource_name,
+        pattern_type=int(r.pattern_type),
+        principal=r.principal,
+        host=r.host,
+        operation=int(r.operation),
+        permission_type=int(r.permission_type),
+    )
+
+
+def _remove_access_control_entry(r: Any) -> pb.RemoveAccessControlEntryRecord:
+    assert isinstance(r, RemoveAccessControlEntryRecord)
+    return pb.RemoveAccessControlEntryRecord(id=r.acl_id.bytes)
+
+
+def _user_scram_credential(r: Any) -> pb.UserScramCredentialRecord:
+    assert isinstance(r, UserScramCredentialRecord)
+    return pb.UserScramCredentialRecord(
+        name=r.name,
+        mechanism=r.mechanism,
+        salt=r.salt,
+        stored_key=r.stored_key,
+        server_key=r.server_key,
+        iterations=r.iterations,
+    )
+
+
+def _remove_user_scram_credential(r: Any) -> pb.RemoveUserScramCredentialRecord:
+    assert isinstance(r, RemoveUserScramCredentialRecord)
+    return pb.RemoveUserScramCredentialRecord(name=r.name, mechanism=r.mechanism)
+
+
 # Record type -> (MetadataRecord oneof field, builder of the inner message).
 _ENCODERS: dict[type, tuple[str, Callable[[Any], Any]]] = {
     RegisterBrokerRecord: ("register_broker", _register_broker),
@@ -232,6 +296,13 @@ _ENCODERS: dict[type, tuple[str, Callable[[Any], Any]]] = {
     FeatureLevelRecord: ("feature_level", _feature_level),
     ProducerIdsRecord: ("producer_ids", _producer_ids),
     NoOpRecord: ("no_op", _no_op),
+    AccessControlEntryRecord: ("access_control_entry", _access_control_entry),
+    RemoveAccessControlEntryRecord: ("remove_access_control_entry", _remove_access_control_entry),
+    UserScramCredentialRecord: ("user_scram_credential", _user_scram_credential),
+    RemoveUserScramCredentialRecord: (
+        "remove_user_scram_credential",
+        _remove_user_scram_credential,
+    ),
 }
 
 
@@ -422,6 +493,42 @@ def _dec_no_op(m: pb.NoOpRecord) -> NoOpRecord:
     return NoOpRecord()
 
 
+def _dec_access_control_entry(m: pb.AccessControlEntryRecord) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        acl_id=_uuid("id", m.id),
+        resource_type=_enum(ResourceType, "resource_type", m.resource_type),
+        resource_name=m.resource_name,
+        pattern_type=_enum(PatternType, "pattern_type", m.pattern_type),
+        principal=m.principal,
+        host=m.host,
+        operation=_enum(AclOperation, "operation", m.operation),
+        permission_type=_enum(AclPermissionType, "permission_type", m.permission_type),
+    )
+
+
+def _dec_remove_access_control_entry(
+    m: pb.RemoveAccessControlEntryRecord,
+) -> RemoveAccessControlEntryRecord:
+    return RemoveAccessControlEntryRecord(acl_id=_uuid("id", m.id))
+
+
+def _dec_user_scram_credential(m: pb.UserScramCredentialRecord) -> UserScramCredentialRecord:
+    return UserScramCredentialRecord(
+        name=m.name,
+        mechanism=m.mechanism,
+        salt=m.salt,
+        stored_key=m.stored_key,
+        server_key=m.server_key,
+        iterations=m.iterations,
+    )
+
+
+def _dec_remove_user_scram_credential(
+    m: pb.RemoveUserScramCredentialRecord,
+) -> RemoveUserScramCredentialRecord:
+    return RemoveUserScramCredentialRecord(name=m.name, mechanism=m.mechanism)
+
+
 # MetadataRecord oneof field -> decoder of the inner message.
 _DECODERS: dict[str, Callable[[Any], MetadataRecord]] = {
     "register_broker": _dec_register_broker,
@@ -435,6 +542,10 @@ _DECODERS: dict[str, Callable[[Any], MetadataRecord]] = {
     "feature_level": _dec_feature_level,
     "producer_ids": _dec_producer_ids,
     "no_op": _dec_no_op,
+    "access_control_entry": _dec_access_control_entry,
+    "remove_access_control_entry": _dec_remove_access_control_entry,
+    "user_scram_credential": _dec_user_scram_credential,
+    "remove_user_scram_credential": _dec_remove_user_scram_credential,
 }
 assert set(_DECODERS) == {field for field, _ in _ENCODERS.values()}, "encoders and decoders differ"
 
@@ -517,6 +628,49 @@ def _check_feature_level(record: FeatureLevelRecord) -> None:
         raise _Invalid(f"feature {record.name!r} level {record.feature_level} not in 0..32767")
 
 
+def _check_access_control_entry(record: AccessControlEntryRecord) -> None:
+    codes: tuple[tuple[str, int, frozenset[IntEnum]], ...] = (
+        ("resource_type", record.resource_type, STORED_RESOURCE_TYPES),
+        ("pattern_type", record.pattern_type, STORED_PATTERN_TYPES),
+        ("operation", record.operation, STORED_OPERATIONS),
+        ("permission_type", record.permission_type, STORED_PERMISSION_TYPES),
+    )
+    for field, value, stored in codes:
+        if value not in stored:
+            known = ", ".join(str(int(v)) for v in sorted(stored))
+            raise _Invalid(f"{field} {int(value)} is not one of {known}")
+    if not record.resource_name:
+        raise _Invalid("resource_name is empty")
+    if ":" not in record.principal:
+        raise _Invalid(f"principal {record.principal!r} is not Type:name")
+
+
+def _check_scram_mechanism(code: int) -> int:
+    """The digest size of mechanism `code`."""
+    mechanism = MECHANISM_BY_CODE.get(code)
+    if mechanism is None:
+        raise _Invalid(f"mechanism {code} is not one of {', '.join(map(str, MECHANISM_BY_CODE))}")
+    return mechanism.digest_size
+
+
+def _check_user_scram_credential(record: UserScramCredentialRecord) -> None:
+    size = _check_scram_mechanism(record.mechanism)
+    for field in ("stored_key", "server_key"):
+        if len(getattr(record, field)) != size:
+            raise _Invalid(f"{field} of user {record.name!r} is not {size} bytes")
+    if not record.salt:
+        raise _Invalid(f"salt of user {record.name!r} is empty")
+    if not MIN_ITERATIONS <= record.iterations <= MAX_ITERATIONS:
+        raise _Invalid(
+            f"iterations {record.iterations} of user {record.name!r} not in "
+            f"{MIN_ITERATIONS}..{MAX_ITERATIONS}"
+        )
+
+
+def _check_remove_user_scram_credential(record: RemoveUserScramCredentialRecord) -> None:
+    _check_scram_mechanism(record.mechanism)
+
+
 # Record type -> its rules (the kinds not named have none beyond protobuf's).
 _CHECKS: dict[type, Callable[[Any], None]] = {
     RegisterBrokerRecord: _check_register_broker,
@@ -527,6 +681,9 @@ _CHECKS: dict[type, Callable[[Any], None]] = {
     PartitionChangeRecord: _check_partition_change,
     ConfigRecord: _check_config,
     FeatureLevelRecord: _check_feature_level,
+    AccessControlEntryRecord: _check_access_control_entry,
+    UserScramCredentialRecord: _check_user_scram_credential,
+    RemoveUserScramCredentialRecord: _check_remove_user_scram_credential,
 }
 
 

@@ -18,6 +18,11 @@ Rules:
 - `RegisterBrokerRecord.broker_epoch` is the offset at which that record lands in the log.
 - `ConfigRecord.value is None` deletes the key.
 - `FeatureLevelRecord.feature_level == 0` removes a feature (except `metadata.version`).
+- An `AccessControlEntryRecord` is one ACL under its id; `RemoveAccessControlEntryRecord`
+  removes that id. Its codes are Kafka's (`replog.common.acl_codes`).
+- A `UserScramCredentialRecord` sets a user's credential for one mechanism (salt, stored key,
+  server key, iterations: never the password nor the salted password);
+  `RemoveUserScramCredentialRecord` removes it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 from uuid import UUID
+
+from replog.common.acl_codes import AclOperation, AclPermissionType, PatternType, ResourceType
 
 NO_LEADER = -1
 LEADER_UNCHANGED = -2
@@ -162,6 +169,46 @@ class NoOpRecord:
     """Written every `metadata.max.idle.interval.ms` so the high watermark keeps moving."""
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    acl_id: UUID
+    resource_type: ResourceType
+    resource_name: str  # "*" with a literal pattern: every resource of the type
+    pattern_type: PatternType  # LITERAL or PREFIXED
+    principal: str  # "User:alice", "User:*" for every principal
+    host: str  # an IP address, "*" for every host
+    operation: AclOperation
+    permission_type: AclPermissionType
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    acl_id: UUID
+
+
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    name: str  # the user name
+    mechanism: int  # `replog.common.scram_mechanism` code: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def __repr__(self) -> str:
+        # Stored and server keys are not the password, but a log line has no use for them.
+        return (
+            f"UserScramCredentialRecord(name={self.name!r}, mechanism={self.mechanism}, "
+            f"iterations={self.iterations})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | UnregisterBrokerRecord
@@ -174,6 +221,10 @@ MetadataRecord = (
     | FeatureLevelRecord
     | ProducerIdsRecord
     | NoOpRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 # Kafka's metadata record api keys (metadata/src/main/resources/common/metadata/*.json).
@@ -189,4 +240,8 @@ API_KEYS: dict[type, int] = {
     ProducerIdsRecord: 15,
     BrokerRegistrationChangeRecord: 17,
     NoOpRecord: 20,
+    UserScramCredentialRecord: 11,
+    AccessControlEntryRecord: 18,
+    RemoveAccessControlEntryRecord: 19,
+    RemoveUserScramCredentialRecord: 22,
 }

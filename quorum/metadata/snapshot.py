@@ -6,8 +6,9 @@ empty image to load it.
 
 Rules:
 - Order: the `metadata.version` FeatureLevelRecord first (new logs and snapshots begin with it),
-  then the other features, brokers, each topic followed by its partitions, configs, and the
-  producer-id block. Within each group by id or name, so equal images give equal records.
+  then the other features, brokers, each topic followed by its partitions, configs, the
+  producer-id block, ACLs (by id) and SCRAM credentials (by user and mechanism). Within each
+  group by id or name, so equal images give equal records.
 - A broker is written as one RegisterBrokerRecord carrying its current fenced and
   controlled-shutdown flags; a partition as one PartitionRecord with its current epochs; the
   producer-id block as a ProducerIdsRecord naming no broker (-1, -1), as Kafka writes it.
@@ -77,6 +78,9 @@ def image_records_in_steps(
             items.append(ConfigRecord(resource.resource_type, resource.resource_name, key, value))
     if image.next_producer_id != -1:
         items.append(ProducerIdsRecord(-1, -1, image.next_producer_id))
+    items.extend(image.acls.acls[acl_id] for acl_id in sorted(image.acls.acls))
+    credentials = image.scram.credentials
+    items.extend(credentials[key] for key in sorted(credentials))
     return DeferredRecords(items)
 
 
@@ -88,6 +92,8 @@ def image_record_count(image: MetadataImage) -> int:
         + sum(1 + len(topic.partitions) for topic in image.topics.by_id.values())
         + sum(len(keys) for keys in image.configs.resources.values())
         + (image.next_producer_id != -1)
+        + len(image.acls.acls)
+        + len(image.scram.credentials)
     )
 
 

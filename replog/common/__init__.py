@@ -1,5 +1,6 @@
 """Value types every layer shares: a topic-partition (`topic_partition`), offsets and a
-committed position (`offsets`), topic ids (`ids`); and `frozen_init`, the cheaper `__init__`
+committed position (`offsets`), topic ids (`ids`), Kafka's ACL codes (`acl_codes`), the SCRAM
+mechanisms (`scram_mechanism`); and `frozen_init`, the cheaper `__init__`
 of the frozen dataclasses built per partition on hot paths.
 
 Rules:

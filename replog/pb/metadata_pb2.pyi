@@ -166,8 +166,58 @@ class NoOpRecord(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class AccessControlEntryRecord(_message.Message):
+    __slots__ = ("id", "resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    id: bytes
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    def __init__(self, id: _Optional[bytes] = ..., resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., pattern_type: _Optional[int] = ..., principal: _Optional[str] = ..., host: _Optional[str] = ..., operation: _Optional[int] = ..., permission_type: _Optional[int] = ...) -> None: ...
+
+class RemoveAccessControlEntryRecord(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: bytes
+    def __init__(self, id: _Optional[bytes] = ...) -> None: ...
+
+class UserScramCredentialRecord(_message.Message):
+    __slots__ = ("name", "mechanism", "salt", "stored_key", "server_key", "iterations")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    STORED_KEY_FIELD_NUMBER: _ClassVar[int]
+    SERVER_KEY_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[int] = ..., salt: _Optional[bytes] = ..., stored_key: _Optional[bytes] = ..., server_key: _Optional[bytes] = ..., iterations: _Optional[int] = ...) -> None: ...
+
+class RemoveUserScramCredentialRecord(_message.Message):
+    __slots__ = ("name", "mechanism")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: int
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[int] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("register_broker", "unregister_broker", "topic", "partition", "config", "partition_change", "remove_topic", "feature_level", "producer_ids", "broker_registration_change", "no_op")
+    __slots__ = ("register_broker", "unregister_broker", "topic", "partition", "config", "partition_change", "remove_topic", "user_scram_credential", "feature_level", "producer_ids", "broker_registration_change", "access_control_entry", "remove_access_control_entry", "no_op", "remove_user_scram_credential")
     REGISTER_BROKER_FIELD_NUMBER: _ClassVar[int]
     UNREGISTER_BROKER_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -175,10 +225,14 @@ class MetadataRecord(_message.Message):
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     PARTITION_CHANGE_FIELD_NUMBER: _ClassVar[int]
     REMOVE_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_IDS_FIELD_NUMBER: _ClassVar[int]
     BROKER_REGISTRATION_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _ClassVar[int]
     NO_OP_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     register_broker: RegisterBrokerRecord
     unregister_broker: UnregisterBrokerRecord
     topic: TopicRecord
@@ -186,8 +240,12 @@ class MetadataRecord(_message.Message):
     config: ConfigRecord
     partition_change: PartitionChangeRecord
     remove_topic: RemoveTopicRecord
+    user_scram_credential: UserScramCredentialRecord
     feature_level: FeatureLevelRecord
     producer_ids: ProducerIdsRecord
     broker_registration_change: BrokerRegistrationChangeRecord
+    access_control_entry: AccessControlEntryRecord
+    remove_access_control_entry: RemoveAccessControlEntryRecord
     no_op: NoOpRecord
-    def __init__(self, register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., feature_level: _Optional[_Union[FeatureLevelRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ...) -> None: ...
+    remove_user_scram_credential: RemoveUserScramCredentialRecord
+    def __init__(self, register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., unregister_broker: _Optional[_Union[UnregisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., partition_change: _Optional[_Union[PartitionChangeRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., feature_level: _Optional[_Union[FeatureLevelRecord, _Mapping]] = ..., producer_ids: _Optional[_Union[ProducerIdsRecord, _Mapping]] = ..., broker_registration_change: _Optional[_Union[BrokerRegistrationChangeRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., no_op: _Optional[_Union[NoOpRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ...) -> None: ...

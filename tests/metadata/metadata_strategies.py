@@ -14,11 +14,19 @@ from uuid import UUID
 
 from hypothesis import strategies as st
 
+from replog.common.acl_codes import (
+    STORED_OPERATIONS,
+    STORED_PATTERN_TYPES,
+    STORED_PERMISSION_TYPES,
+    STORED_RESOURCE_TYPES,
+)
+from replog.common.scram_mechanism import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISMS
 from replog.quorum.metadata.records import (
     LEADER_UNCHANGED,
     METADATA_VERSION_FEATURE,
     NO_LEADER,
     RECOVERY_STATE_UNCHANGED,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
@@ -33,9 +41,12 @@ from replog.quorum.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 INT16 = st.integers(-(2**15), 2**15 - 1)
@@ -115,6 +126,38 @@ config = st.builds(ConfigRecord, st.sampled_from(ConfigResourceType), TEXT, TEXT
 feature_level = st.builds(FeatureLevelRecord, TEXT, st.integers(0, 2**15 - 1))
 producer_ids = st.builds(ProducerIdsRecord, st.integers(-1, 2**31 - 1), INT64, INT64)
 no_op = st.just(NoOpRecord())
+access_control_entry = st.builds(
+    AccessControlEntryRecord,
+    st.uuids(),
+    st.sampled_from(sorted(STORED_RESOURCE_TYPES)),
+    TEXT.filter(bool),
+    st.sampled_from(sorted(STORED_PATTERN_TYPES)),
+    st.builds("{}:{}".format, TEXT.map(lambda t: t.replace(":", "")), TEXT),
+    TEXT,
+    st.sampled_from(sorted(STORED_OPERATIONS)),
+    st.sampled_from(sorted(STORED_PERMISSION_TYPES)),
+)
+remove_access_control_entry = st.builds(RemoveAccessControlEntryRecord, st.uuids())
+
+
+@st.composite
+def user_scram_credentials(draw: st.DrawFn) -> UserScramCredentialRecord:
+    mechanism = draw(st.sampled_from(SCRAM_MECHANISMS))
+    key = st.binary(min_size=mechanism.digest_size, max_size=mechanism.digest_size)
+    return UserScramCredentialRecord(
+        name=draw(TEXT),
+        mechanism=mechanism.code,
+        salt=draw(st.binary(min_size=1, max_size=32)),
+        stored_key=draw(key),
+        server_key=draw(key),
+        iterations=draw(st.integers(MIN_ITERATIONS, MAX_ITERATIONS)),
+    )
+
+
+user_scram_credential = user_scram_credentials()
+remove_user_scram_credential = st.builds(
+    RemoveUserScramCredentialRecord, TEXT, st.sampled_from([m.code for m in SCRAM_MECHANISMS])
+)
 
 STRATEGIES: dict[type, st.SearchStrategy[MetadataRecord]] = {
     RegisterBrokerRecord: register_broker,
@@ -128,6 +171,10 @@ STRATEGIES: dict[type, st.SearchStrategy[MetadataRecord]] = {
     FeatureLevelRecord: feature_level,
     ProducerIdsRecord: producer_ids,
     NoOpRecord: no_op,
+    AccessControlEntryRecord: access_control_entry,
+    RemoveAccessControlEntryRecord: remove_access_control_entry,
+    UserScramCredentialRecord: user_scram_credential,
+    RemoveUserScramCredentialRecord: remove_user_scram_credential,
 }
 any_record = st.one_of(*STRATEGIES.values())
 
@@ -147,6 +194,9 @@ class LogModel:
     topics: dict[UUID, tuple[str, int]] = field(default_factory=dict)  # id -> name, partitions
     used_topic_ids: set[UUID] = field(default_factory=set)
     next_producer_id: int = 0
+    acl_ids: set[UUID] = field(default_factory=set)  # live ACLs
+    used_acl_ids: set[UUID] = field(default_factory=set)
+    credentials: set[tuple[str, int]] = field(default_factory=set)  # (user, mechanism) set
     records: list[MetadataRecord] = field(default_factory=list)
 
     @property
@@ -273,6 +323,29 @@ def _write_producer_ids(draw: st.DrawFn, log: LogModel) -> None:
     log.records.append(ProducerIdsRecord(broker_id, 0, log.next_producer_id))
 
 
+def _write_acl(draw: st.DrawFn, log: LogModel) -> None:
+    if log.acl_ids and draw(st.booleans()):
+        gone = draw(st.sampled_from(sorted(log.acl_ids)))
+        log.acl_ids.discard(gone)
+        log.records.append(RemoveAccessControlEntryRecord(gone))
+        return
+    acl = draw(access_control_entry.filter(lambda a: a.acl_id not in log.used_acl_ids))
+    log.acl_ids.add(acl.acl_id)
+    log.used_acl_ids.add(acl.acl_id)
+    log.records.append(acl)
+
+
+def _write_scram(draw: st.DrawFn, log: LogModel) -> None:
+    if log.credentials and draw(st.booleans()):
+        name, mechanism = draw(st.sampled_from(sorted(log.credentials)))
+        log.credentials.discard((name, mechanism))
+        log.records.append(RemoveUserScramCredentialRecord(name, mechanism))
+        return
+    credential = draw(user_scram_credential)
+    log.credentials.add((credential.name, credential.mechanism))
+    log.records.append(credential)
+
+
 WRITERS = [
     _write_register,
     _write_register,
@@ -288,6 +361,8 @@ WRITERS = [
     _write_config,
     _write_feature,
     _write_producer_ids,
+    _write_acl,
+    _write_scram,
 ]
 
 

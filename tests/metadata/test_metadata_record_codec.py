@@ -32,6 +32,34 @@ from replog.quorum.metadata.records import (
 )
 
 TOPIC_ID = UUID("00000000-0000-0000-0000-00000000000a")
+ACL_FIELDS: dict[str, Any] = dict(
+    id=TOPIC_ID.bytes,
+    resource_type=2,
+    resource_name="orders",
+    pattern_type=3,
+    principal="User:alice",
+    host="*",
+    operation=3,
+    permission_type=3,
+)
+SCRAM_FIELDS: dict[str, Any] = dict(
+    name="alice",
+    mechanism=1,
+    salt=b"s",
+    stored_key=bytes(32),
+    server_key=bytes(32),
+    iterations=4096,
+)
+
+
+def acl(**changes: Any) -> pb.AccessControlEntryRecord:
+    """A valid AccessControlEntryRecord message but for `changes`."""
+    return pb.AccessControlEntryRecord(**{**ACL_FIELDS, **changes})
+
+
+def scram(**changes: Any) -> pb.UserScramCredentialRecord:
+    """A valid UserScramCredentialRecord message but for `changes`."""
+    return pb.UserScramCredentialRecord(**{**SCRAM_FIELDS, **changes})
 
 
 @pytest.mark.parametrize("record_type", list(STRATEGIES), ids=lambda t: t.__name__)
@@ -123,10 +151,10 @@ def test_no_record_at_all() -> None:
 
 
 def test_a_record_kind_this_version_does_not_know() -> None:
-    # Field 23 (api key 22, RemoveUserScramCredentialRecord in Kafka), empty message.
-    message = corrupt(b"\xba\x01\x00")
+    # Field 15 (api key 14, ClientQuotaRecord in Kafka), empty message.
+    message = corrupt(b"\x7a\x00")
     assert "does not know" in message
-    assert "api keys [22]" in message
+    assert "api keys [14]" in message
 
 
 @settings(max_examples=60, deadline=None)
@@ -215,6 +243,46 @@ def wire(**record: Any) -> bytes:
                 )
             ),
             "endpoint 'PLAINTEXT' port 70000 not in 0..65535",
+        ),
+        (wire(access_control_entry=acl(id=b"")), "id must be 16 bytes, got 0"),
+        (
+            wire(access_control_entry=acl(resource_type=1)),
+            "access_control_entry: resource_type 1 is not one of 2, 3, 4, 5, 6, 7",
+        ),
+        (
+            wire(access_control_entry=acl(resource_type=9)),
+            "resource_type 9 is not one of 0, 1, 2, 3, 4, 5, 6, 7",
+        ),
+        (
+            wire(access_control_entry=acl(pattern_type=2)),
+            "pattern_type 2 is not one of 3, 4",
+        ),
+        (wire(access_control_entry=acl(operation=1)), "operation 1 is not one of 2, 3,"),
+        (
+            wire(access_control_entry=acl(permission_type=0)),
+            "permission_type 0 is not one of 2, 3",
+        ),
+        (wire(access_control_entry=acl(resource_name="")), "resource_name is empty"),
+        (
+            wire(access_control_entry=acl(principal="alice")),
+            "principal 'alice' is not Type:name",
+        ),
+        (
+            wire(user_scram_credential=scram(mechanism=3)),
+            "user_scram_credential: mechanism 3 is not one of 1, 2",
+        ),
+        (
+            wire(user_scram_credential=scram(stored_key=bytes(64))),
+            "stored_key of user 'alice' is not 32 bytes",
+        ),
+        (wire(user_scram_credential=scram(salt=b"")), "salt of user 'alice' is empty"),
+        (
+            wire(user_scram_credential=scram(iterations=4095)),
+            "iterations 4095 of user 'alice' not in 4096..16384",
+        ),
+        (
+            wire(remove_user_scram_credential=pb.RemoveUserScramCredentialRecord(name="a")),
+            "remove_user_scram_credential: mechanism 0 is not one of 1, 2",
         ),
     ],
 )

@@ -2,7 +2,8 @@
 
 - none by default: the first entry is always the gRPC listener, so existing configs change
   nothing; each later entry whose security protocol is PLAINTEXT (its name, or
-  `listener.security.protocol.map`) is one; SSL and SASL entries are not served;
+  `listener.security.protocol.map`) is one, and so is each SSL entry (served with TLS:
+  test_tls_settings.py); SASL entries are not served;
 - a later entry named in `controller.listener.names` is the controller's Kafka listener (one
   at most, PLAINTEXT, on a controller only), never registered as a broker endpoint;
 - a Kafka listener may not share a port with the gRPC listener or another Kafka listener;
@@ -52,7 +53,7 @@ def node(listeners: str, **extra: str) -> NodeConfig:
 def test_no_kafka_listener_by_default() -> None:
     assert node("PLAINTEXT://127.0.0.1:9092").kafka_listeners == ()
     assert node("CONTROLLER://127.0.0.1:9093").kafka_listeners == ()
-    assert node("PLAINTEXT://h:9092,SSL://h:9093").kafka_listeners == ()
+    assert node("PLAINTEXT://h:9092,SASL_SSL://h:9093").kafka_listeners == ()
 
 
 def test_a_later_plaintext_entry_is_a_kafka_listener() -> None:
@@ -64,7 +65,7 @@ def test_a_later_plaintext_entry_is_a_kafka_listener() -> None:
 def test_the_security_protocol_map_names_kafka_listeners() -> None:
     config = node(
         "CONTROLLER://h:19092,CLIENT://h:9092,PLAINTEXT://h:9093",
-        **{"listener.security.protocol.map": "CLIENT:PLAINTEXT, PLAINTEXT:SSL"},
+        **{"listener.security.protocol.map": "CLIENT:PLAINTEXT, PLAINTEXT:SASL_SSL"},
     )
     assert [e.name for e in config.kafka_listeners] == ["CLIENT"]
     with pytest.raises(ConfigError, match=r"listener.security.protocol.map entry 'CLIENT'"):

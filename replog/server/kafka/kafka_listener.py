@@ -11,6 +11,9 @@ event loop and one write: what a client that waits for each answer pays per requ
 Kafka source asks offsets after every poll; docs/benchmarks.md, "Kafka listener round trips").
 
 Rules (docs/kafka-protocol.md, "Listener"):
+- An SSL listener (`ssl_context` given) runs TLS on every connection before any Kafka byte
+  (`tls_context.py`); a connection whose handshake fails (plaintext bytes, an untrusted or
+  missing client certificate where one is required) is closed by asyncio, the listener goes on.
 - `bind` binds and listens synchronously, so that the broker can register the port the OS
   chose for port 0; `start` accepts from then on (the node calls it once the broker serves
   clients: like Kafka's broker, it serves none before), `stop` closes the socket and every
@@ -51,8 +54,9 @@ Rules (docs/kafka-protocol.md, "Listener"):
   (30 s, a Kafka client's default `request.timeout.ms`: by then the client has given up on
   those answers); past it the connection closes with a WARNING line naming the requests left
   unanswered. The peer's EOF closes a connection the same way (a client that only shut down
-  its sending side reads the answers to what it sent, as from Kafka), its unanswered requests
-  named at DEBUG only (the client left); `stop` drops every connection at once.
+  its sending side reads the answers to what it sent, as from Kafka; not over TLS, which has no
+  half-close), its unanswered requests named at DEBUG only (the client left); `stop` drops every
+  connection at once.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ import contextlib
 import fcntl
 import logging
 import socket
+import ssl
 import struct
 import sys
 from asyncio.trsock import TransportSocket
@@ -142,8 +147,10 @@ class KafkaListener:
         port: int,
         config: KafkaListenerConfig | None = None,
         on_request: RequestObserver | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.name = name
+        self.ssl_context = ssl_context
         self.on_request = on_request
         self.host = host
         self.port = port
@@ -194,8 +201,15 @@ class KafkaListener:
             self.bind()
         assert self._socket is not None
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), sock=self._socket)
-        log.info("Kafka listener %s serving on %s", self.name, self.address)
+        self._server = await loop.create_server(
+            lambda: _Connection(self), sock=self._socket, ssl=self.ssl_context
+        )
+        log.info(
+            "Kafka listener %s serving on %s%s",
+            self.name,
+            self.address,
+            " with TLS" if self.ssl_context is not None else "",
+        )
 
     async def stop(self) -> None:
         server, self._server = self._server, None
@@ -284,7 +298,10 @@ class _Connection(asyncio.Protocol):
                 f"closed in the middle of a frame ({self._core.buffered_bytes} bytes of it read)",
             )
         self._fail(failure)
-        return True  # open for the answers: `_fail` closes it once they are written
+        # Open for the answers: `_fail` closes it once they are written. TLS has no half-close
+        # (asyncio closes a TLS transport at its peer's EOF whatever this returns, and warns if
+        # told otherwise), so a TLS client that stops sending gets no more answers.
+        return self._listener.ssl_context is None
 
     def pause_writing(self) -> None:
         self._writing_paused = True

@@ -25,6 +25,7 @@ from replog.quorum.raft.config import PROPERTY_FIELDS, VOTERS_PROPERTY
 from replog.server.broker.broker_runtime import BROKER_PROPERTIES
 from replog.server.config import group_coordinator_config, replica_manager_config
 from replog.server.config.node_config import CONTROLLER_PROPERTIES, NODE_PROPERTIES
+from replog.server.config.tls_config import TLS_PROPERTIES
 from replog.server.kafka.kafka_listener import KAFKA_LISTENER_PROPERTIES
 from replog.storage import log_config, log_manager
 from replog.storage.cleaner import cleaner_config
@@ -36,6 +37,7 @@ KNOWN_NODE_PROPERTIES = frozenset(
     | CONTROLLER_PROPERTIES.keys()
     | BROKER_PROPERTIES
     | KAFKA_LISTENER_PROPERTIES
+    | TLS_PROPERTIES
     | BROKER_CONFIGS.keys()
     | replica_manager_config.PROPERTY_NAMES.keys()
     | group_coordinator_config.PROPERTY_NAMES.keys()

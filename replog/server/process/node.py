@@ -77,6 +77,7 @@ from replog.server.data_plane.replica_fetch_service import add_replica_fetch_ser
 from replog.server.kafka.kafka_controller_apis import KafkaControllerApis
 from replog.server.kafka.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis, describe_from_leader
+from replog.server.kafka.tls_context import server_ssl_context
 from replog.server.metrics.http_endpoint import MetricsEndpoint
 from replog.server.metrics.instruments import NodeMetrics
 from replog.server.metrics.request_interceptor import RequestMetricsInterceptor
@@ -150,7 +151,8 @@ class Node:
         self.stall_monitor = LoopStallMonitor(
             self.metrics.event_loop_stall.observe, warn_s=warn_stall_s(os.environ)
         )
-        # Kafka listeners (`listeners` entries after the first with protocol PLAINTEXT): bound
+        # Kafka listeners (`listeners` entries after the first with protocol PLAINTEXT or SSL,
+        # the SSL ones with the TLS context of the `ssl.*` settings): bound
         # now, so the broker registers their ports; they accept once its metadata caught up.
         # Bound before the gRPC port: a failed construction releases their ports, but gRPC
         # gives back a bound port only when a started server stops (`_close_unstarted`), so a
@@ -158,6 +160,11 @@ class Node:
         self.kafka_listeners: list[KafkaListener] = []
         if config.runs_broker:
             kafka_config = KafkaListenerConfig.from_properties(config.properties)
+            tls = None
+            if config.tls is not None and any(
+                e.security_protocol == "SSL" for e in config.kafka_listeners
+            ):
+                tls = server_ssl_context(config.tls)
             for endpoint in config.kafka_listeners:
                 listener = KafkaListener(
                     endpoint.name,
@@ -165,6 +172,7 @@ class Node:
                     endpoint.port,
                     kafka_config,
                     on_request=self.metrics.kafka_request,
+                    ssl_context=tls if endpoint.security_protocol == "SSL" else None,
                 )
                 self.kafka_listeners.append(listener)
                 listener.bind()

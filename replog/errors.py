@@ -253,10 +253,6 @@ class TransactionCoordinatorFencedError(KafkaError, code=52):
     """A transaction marker came from a coordinator older than the last one seen."""
 
 
-class TransactionalIdAuthorizationFailedError(KafkaError, code=53):
-    """Kafka's fatal answer for a transactional id; replog's for every one (no transactions)."""
-
-
 class OperationNotAttemptedError(KafkaError, code=55):
     """The controller did not try this change because another in the same request failed."""
 
@@ -363,6 +359,10 @@ class BrokerIdNotRegisteredError(KafkaError, code=102): ...
 
 class InconsistentClusterIdError(KafkaError, code=104):
     """A broker registration that names another cluster id than the controller's."""
+
+
+class TransactionalIdNotFoundError(KafkaError, code=105):
+    """DescribeTransactions of a transactional id its coordinator does not know."""
 
 
 class FetchSessionTopicIdError(KafkaError, code=106):

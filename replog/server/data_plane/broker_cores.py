@@ -26,7 +26,8 @@ Rules:
 - Until the broker has recovered its logs and created its replica manager (`attach`), and
   once it stops serving them (`attach(None)`), data requests raise `Refused` (UNAVAILABLE).
 - InitProducerId (`init_producer_id`, Kafka's rules for a producer without a transactional
-  id): a transactional id is UNSUPPORTED_VERSION (transactions are not supported); exactly one
+  id): a transactional id is UNSUPPORTED_VERSION here (the Kafka listener gives those to the
+  transaction coordinator); exactly one
   of producer id and epoch -1 is INVALID_REQUEST; otherwise a new id from the producer-id
   manager with epoch 0 (an idempotent producer's old id and epoch are not checked, as in
   Kafka), or COORDINATOR_LOAD_IN_PROGRESS while the manager has none (or the broker has no
@@ -491,8 +492,8 @@ def init_producer_id(
         return m.InitProducerIdResponse(
             UnsupportedVersionError(
                 f"broker {broker_id}: InitProducerId with transactional_id "
-                f"{request.transactional_id!r}: transactions are not supported (only idempotent "
-                "producers, without a transactional id)"
+                f"{request.transactional_id!r}: transactional producers are served by the "
+                "transaction coordinator of the Kafka listener, not here"
             )
         )
     if (request.producer_id == m.NO_PRODUCER_ID) != (request.producer_epoch == m.NO_PRODUCER_EPOCH):

@@ -75,13 +75,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
@@ -136,7 +135,7 @@ from replog.errors import (
     UnknownServerError,
 )
 from replog.quorum.metadata.delta import MetadataDelta
-from replog.quorum.metadata.image import MetadataImage, TopicImage
+from replog.quorum.metadata.image import MetadataImage
 from replog.quorum.metadata.loader import LoaderManifest
 from replog.quorum.metadata.records import ConfigResourceType
 from replog.record.builder import BatchBuilder
@@ -144,10 +143,16 @@ from replog.replication.messages import (
     ACKS_ALL,
     ProducePartition,
     ProduceRequest,
-    ProduceResponse,
 )
 from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
-from replog.server.data_plane.partition import Partition
+from replog.server.coordination.internal_partitions import (
+    CoordinatorReplicas,
+    ShardState,
+    TopicCreator,
+    coordinating,
+    coordinator_of,
+    leadership_changes,
+)
 from replog.server.runtime.node_tasks import Spawner
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
@@ -157,29 +162,8 @@ log = logging.getLogger("replog.server.groups.group_coordinator")
 T = TypeVar("T")
 
 
-class OffsetsReplicas(Protocol):
-    """What the coordinator needs of the replica manager (`replica_manager.ReplicaManager`)."""
-
-    def partition(self, topic: str, partition: int) -> Partition | None: ...
-
-    async def produce(
-        self, request: ProduceRequest, *, internal_topics_allowed: bool = False
-    ) -> ProduceResponse: ...
-
-
-class TopicCreator(Protocol):
-    """What the coordinator needs of `offsets_topic_creator.OffsetsTopicCreator`."""
-
-    @property
-    def last_failure(self) -> KafkaError | None: ...
-    def request(self) -> None: ...
-    async def stop(self) -> None: ...
-
-
-class ShardState(enum.Enum):
-    LOADING = "loading"
-    ACTIVE = "active"
-    FAILED = "failed"
+# What the coordinator needs of the replica manager and the topic's creator.
+OffsetsReplicas = CoordinatorReplicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,18 +295,13 @@ class GroupCoordinator:
             self._remove_deleted_topics(deleted)
 
     def _follow(self, image: MetadataImage) -> None:
-        topic = image.topics.by_name.get(CONSUMER_OFFSETS_TOPIC)
-        led: dict[int, tuple[UUID, int]] = {}
-        if topic is not None:
-            for partition_id, registration in topic.partitions.items():
-                if registration.leader == self.broker_id:
-                    led[partition_id] = (topic.topic_id, registration.leader_epoch)
-        for partition_id, shard in list(self._shards.items()):
-            if led.get(partition_id) != (shard.topic_id, shard.leader_epoch):
-                self._unload(shard)
-        for partition_id, (topic_id, leader_epoch) in sorted(led.items()):
-            if partition_id not in self._shards:
-                self._load(_Shard(partition_id, topic_id, leader_epoch))
+        dropped, loaded = leadership_changes(
+            image, CONSUMER_OFFSETS_TOPIC, self.broker_id, self._shards
+        )
+        for shard in dropped:
+            self._unload(shard)
+        for partition_id, topic_id, leader_epoch in loaded:
+            self._load(_Shard(partition_id, topic_id, leader_epoch))
 
     def metrics_snapshot(self) -> GroupMetrics:
         """The groups this broker coordinates, for a metrics scrape on another thread: copies
@@ -1109,30 +1088,7 @@ class GroupCoordinator:
                 )
             )
         partition_id = partition_for_group(group_id, len(topic.partitions))
-        leader = _leader_of(topic, partition_id)
-        if leader < 0:
-            return cm.FindCoordinatorResponse(
-                CoordinatorNotAvailableError(
-                    f"group {group_id!r}: {CONSUMER_OFFSETS_TOPIC}-{partition_id} has no leader"
-                )
-            )
-        broker = image.cluster.brokers.get(leader)
-        if broker is None or not broker.endpoints:
-            return cm.FindCoordinatorResponse(
-                CoordinatorNotAvailableError(
-                    f"group {group_id!r}: the coordinator, broker {leader}, has no registered "
-                    "listener"
-                )
-            )
-        endpoint = next((e for e in broker.endpoints if listener_name in (None, e.name)), None)
-        if endpoint is None:
-            return cm.FindCoordinatorResponse(
-                CoordinatorNotAvailableError(
-                    f"group {group_id!r}: the coordinator, broker {leader}, has no listener "
-                    f"{listener_name!r}"
-                )
-            )
-        return cm.FindCoordinatorResponse(None, leader, endpoint.host, endpoint.port)
+        return coordinator_of(image, topic, partition_id, listener_name, f"group {group_id!r}")
 
     # --- OffsetCommit -------------------------------------------------------------------------
 
@@ -1367,40 +1323,19 @@ class GroupCoordinator:
         problem = group_id_problem(group_id)
         if problem is not None:
             return None, problem
-        topic = self.image.topics.by_name.get(CONSUMER_OFFSETS_TOPIC)
-        if topic is None or not topic.partitions:
-            return None, NotCoordinatorError(
-                f"group {group_id!r}: broker {self.broker_id} is not its coordinator: "
-                f"{CONSUMER_OFFSETS_TOPIC} does not exist yet"
-            )
-        partition_id = partition_for_group(group_id, len(topic.partitions))
-        shard = self._shards.get(partition_id)
-        if shard is None:
-            return None, NotCoordinatorError(
-                f"group {group_id!r}: broker {self.broker_id} is not its coordinator: "
-                f"{CONSUMER_OFFSETS_TOPIC}-{partition_id} is led by broker "
-                f"{_leader_of(topic, partition_id)}"
-            )
-        if shard.state is ShardState.LOADING:
-            return None, CoordinatorLoadInProgressError(
-                f"group {group_id!r}: broker {self.broker_id} is still loading the offsets of "
-                f"{shard.name}"
-            )
-        if shard.state is ShardState.FAILED:
-            return None, NotCoordinatorError(
-                f"group {group_id!r}: broker {self.broker_id} could not load the offsets of "
-                f"{shard.name}: {shard.failure}"
-            )
-        return shard, None
+        return coordinating(
+            self.image,
+            CONSUMER_OFFSETS_TOPIC,
+            self._shards,
+            functools.partial(partition_for_group, group_id),
+            f"group {group_id!r}",
+            self.broker_id,
+            "the offsets",
+        )
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         found = self.image.topics.by_name.get(topic)
         return found is not None and partition in found.partitions
-
-
-def _leader_of(topic: TopicImage, partition_id: int) -> int:
-    registration = topic.partitions.get(partition_id)
-    return -1 if registration is None else registration.leader
 
 
 def _topics_deleted(

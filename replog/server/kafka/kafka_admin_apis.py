@@ -1,4 +1,4 @@
-"""The Kafka listener's admin handlers, and its answers to the transaction APIs: each request
+"""The Kafka listener's admin handlers, and its answer to TxnOffsetCommit: each request
 translated into the call replog's own admin tools make, its answer into Kafka's response
 (docs/kafka-protocol.md, "Listener").
 
@@ -46,9 +46,8 @@ Rules:
   dirty ratio (`replica_offsets_tag`, v2+);
   DescribeProducers asks the replica manager for the producers of partitions this broker
   hosts a replica of, leader or follower, as Kafka answers (`ReplicaManager.describe_producers`).
-- The transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit) answer
-  UNSUPPORTED_VERSION for every entry, as InitProducerId does for a transactional id:
-  transactions are not supported, and a transactional producer fails at once.
+- TxnOffsetCommit answers UNSUPPORTED_VERSION for every partition: offsets committed inside a
+  transaction are not served yet (the other transaction APIs are `kafka_txn_apis`').
 """
 
 from __future__ import annotations
@@ -70,8 +69,6 @@ from replog.errors import (
 )
 from replog.kafka import replica_offsets_tag
 from replog.kafka.connection import KafkaRequest, Served
-from replog.kafka.messages import add_offsets_to_txn_response as aotr
-from replog.kafka.messages import add_partitions_to_txn_response as aptr
 from replog.kafka.messages import alter_configs_response as acr
 from replog.kafka.messages import alter_partition_reassignments_response as aprr
 from replog.kafka.messages import create_partitions_response as cpr
@@ -83,13 +80,10 @@ from replog.kafka.messages import describe_configs_response as dcfr
 from replog.kafka.messages import describe_log_dirs_response as dldr
 from replog.kafka.messages import describe_producers_response as dpr
 from replog.kafka.messages import elect_leaders_response as elr
-from replog.kafka.messages import end_txn_response as etr
 from replog.kafka.messages import incremental_alter_configs_response as iacr
 from replog.kafka.messages import list_partition_reassignments_response as lprr
 from replog.kafka.messages import txn_offset_commit_response as tocr
 from replog.kafka.messages import unregister_broker_response as ubr
-from replog.kafka.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
-from replog.kafka.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from replog.kafka.messages.alter_configs_request import AlterConfigsRequest
 from replog.kafka.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest,
@@ -103,7 +97,6 @@ from replog.kafka.messages.describe_configs_request import DescribeConfigsReques
 from replog.kafka.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from replog.kafka.messages.describe_producers_request import DescribeProducersRequest
 from replog.kafka.messages.elect_leaders_request import ElectLeadersRequest
-from replog.kafka.messages.end_txn_request import EndTxnRequest
 from replog.kafka.messages.incremental_alter_configs_request import (
     IncrementalAlterConfigsRequest,
 )
@@ -145,9 +138,6 @@ DESCRIBE_FORWARD_TIMEOUT_MS = 5_000
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 DELETE_RECORDS = 21
-ADD_PARTITIONS_TO_TXN = 24
-ADD_OFFSETS_TO_TXN = 25
-END_TXN = 26
 TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
@@ -165,9 +155,6 @@ ADMIN_SERVED: Mapping[int, tuple[int, int]] = {
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
     DELETE_RECORDS: (0, 2),
-    ADD_PARTITIONS_TO_TXN: (0, 5),
-    ADD_OFFSETS_TO_TXN: (0, 4),
-    END_TXN: (0, 5),
     TXN_OFFSET_COMMIT: (0, 5),
     DESCRIBE_CONFIGS: (1, 4),
     ALTER_CONFIGS: (0, 2),
@@ -220,7 +207,7 @@ class ForwardToController(Protocol):
 
 
 class KafkaAdminApis:
-    """The admin and transaction handlers of one broker's Kafka listeners."""
+    """The admin handlers of one broker's Kafka listeners."""
 
     def __init__(
         self,
@@ -932,29 +919,8 @@ def other_endpoint_type(
 
 
 def transactions_unsupported(body: Message, version: int) -> Message:
-    """The answer to a transaction API: UNSUPPORTED_VERSION for every entry."""
+    """The answer to TxnOffsetCommit: UNSUPPORTED_VERSION for every partition."""
     code = UnsupportedVersionError.code
-    if isinstance(body, AddPartitionsToTxnRequest):
-        if version >= 4:  # the broker-to-broker form (KIP-890), by transaction
-            return aptr.AddPartitionsToTxnResponse(error_code=code)
-        return aptr.AddPartitionsToTxnResponse(
-            results_by_topic_v3_and_below=[
-                aptr.AddPartitionsToTxnTopicResult(
-                    name=topic.name,
-                    results_by_partition=[
-                        aptr.AddPartitionsToTxnPartitionResult(
-                            partition_index=p, partition_error_code=code
-                        )
-                        for p in topic.partitions
-                    ],
-                )
-                for topic in body.v3_and_below_topics
-            ]
-        )
-    if isinstance(body, AddOffsetsToTxnRequest):
-        return aotr.AddOffsetsToTxnResponse(error_code=code)
-    if isinstance(body, EndTxnRequest):
-        return etr.EndTxnResponse(error_code=code)
     if isinstance(body, TxnOffsetCommitRequest):
         return tocr.TxnOffsetCommitResponse(
             topics=[

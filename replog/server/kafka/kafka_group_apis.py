@@ -6,11 +6,10 @@ Rules:
   these handlers to `kafka_apis.KafkaApis` as an extension, which advertises them. Until the
   broker's data plane runs (no coordinator yet), every group request is answered
   COORDINATOR_NOT_AVAILABLE, which clients retry.
-- FindCoordinator (v0-3 one key, v4+ a batch of keys) finds group coordinators only (key type
-  0); a transaction coordinator (key type 1) is TRANSACTIONAL_ID_AUTHORIZATION_FAILED naming
-  why (no transactions: a fatal answer, so that a transactional producer fails at once), another
-  key type INVALID_REQUEST. The coordinator is named by its
-  endpoint of the listener the client connected through.
+- FindCoordinator (v0-3 one key, v4+ a batch of keys) finds group coordinators (key type 0)
+  and transaction coordinators (key type 1, the broker's `TransactionCoordinator`;
+  COORDINATOR_NOT_AVAILABLE while it has none); another key type is INVALID_REQUEST. The
+  coordinator is named by its endpoint of the listener the client connected through.
 - JoinGroup, SyncGroup, Heartbeat, LeaveGroup (v0-2: one member; v3+: a batch), DescribeGroups,
   ListGroups and DeleteGroups are the classic protocol's; the JoinGroup's client id is the
   request header's, its client host the connection's peer (described as Kafka writes it,
@@ -47,7 +46,6 @@ from replog.errors import (
     GroupIdNotFoundError,
     InvalidRequestError,
     KafkaError,
-    TransactionalIdAuthorizationFailedError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
@@ -119,6 +117,7 @@ from replog.kafka.messages.sync_group_response import SyncGroupResponse
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.quorum.metadata.image import MetadataImage
 from replog.server.kafka.coordinator_requests import CoordinatorRequests, UnavailableCoordinator
+from replog.server.transactions.transaction_coordinator import TransactionCoordinator
 from replog.wire import shared_commit_tags
 
 OFFSET_COMMIT = 8
@@ -171,9 +170,11 @@ class KafkaGroupApis:
         broker_id: int,
         coordinator: Callable[[], CoordinatorRequests | None],
         image: Callable[[], MetadataImage],
+        transactions: Callable[[], TransactionCoordinator | None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
         self._coordinator = coordinator
+        self._transactions = transactions
         self._image = image
 
     @property
@@ -283,16 +284,14 @@ class KafkaGroupApis:
         if key_type == GROUP_KEY_TYPE:
             return coordinator.find_coordinator(key, listener_name)
         if key_type == TRANSACTION_KEY_TYPE:
-            # Fatal for every client: librdkafka retries a retriable answer (such as
-            # COORDINATOR_NOT_AVAILABLE) until init_transactions' timeout.
-            return cm.FindCoordinatorResponse(
-                TransactionalIdAuthorizationFailedError(
-                    f"transactional id {key!r}: transactions are not supported by replog "
-                    f"(broker {self.broker_id} has no transaction coordinator)"
-                )
-            )
+            transactions = self._transactions()
+            if transactions is None:
+                return UnavailableCoordinator(self.broker_id).find_coordinator(key)
+            return transactions.find_coordinator(key, listener_name)
         return cm.FindCoordinatorResponse(
-            InvalidRequestError(f"key type {key_type}: only group coordinators (0) are found")
+            InvalidRequestError(
+                f"key type {key_type}: only group (0) and transaction (1) coordinators are found"
+            )
         )
 
     # --- JoinGroup, SyncGroup, LeaveGroup ------------------------------------------------------

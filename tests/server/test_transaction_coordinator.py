@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -116,12 +116,13 @@ class Broker:
         self.channel = channel or FakeChannel()
         self.sleeps: list[float] = []
         self.ids = itertools.count(FIRST_PID)
+        self.allocate: Callable[[], int] = lambda: next(self.ids)  # the producer-id manager
         self.coordinator = TransactionCoordinator(
             1,
             self.rm,
             self.creator,
             lambda leaders: TxnMarkerSender(1, self.channel, leaders, sleep=self.sleep),
-            lambda: next(self.ids),
+            lambda: self.allocate(),
             config,
             tasks=LoopTasks(),
             wall_clock=lambda: self.now,
@@ -368,6 +369,19 @@ async def test_a_new_producer_fences_the_zombie_and_aborts_its_transaction(
     # KIP-360: a producer naming the id and epoch it had keeps its id only if it is current.
     fenced = await broker.coordinator.init_producer_id("tx", 60_000, (pid + 1, 0))
     assert isinstance(fenced.error, ProducerFencedError)
+    await broker.coordinator.stop()
+
+
+@pytest.mark.asyncio
+async def test_no_producer_id_block_yet_is_retriable_and_writes_nothing(broker: Broker) -> None:
+    def no_block() -> int:
+        raise CoordinatorLoadInProgressError("broker 1 has no producer id block yet")
+
+    broker.allocate = no_block
+    await broker.loaded()
+    answer = await broker.coordinator.init_producer_id("tx", 60_000, None)
+    assert isinstance(answer.error, CoordinatorLoadInProgressError) and answer.error.retriable
+    assert broker.states() == [] and broker.coordinator.metadata_of("tx") is None
     await broker.coordinator.stop()
 
 

@@ -113,6 +113,7 @@ from replog.server.controller.controller_calls import ControllerCalls
 from replog.server.coordination import internal_topic_creator
 from replog.server.data_plane.alter_partition_sender import AlterPartitionSender
 from replog.server.data_plane.broker_cores import REQUEST_BYTES_MAX_DEFAULT, BrokerCores
+from replog.server.data_plane.broker_service import BrokerService
 from replog.server.data_plane.data_plane_host import DataPlaneHost
 from replog.server.data_plane.replica_fetch_service import ReplicaFetchService
 from replog.server.data_plane.replica_fetcher import ReplicaFetcherManager
@@ -124,6 +125,7 @@ from replog.server.kafka.kafka_apis import KafkaApis, MetadataStalenessOf, fetch
 from replog.server.kafka.kafka_group_apis import KafkaGroupApis
 from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis
 from replog.server.kafka.kafka_txn_apis import KafkaTxnApis
+from replog.server.kafka.kafka_txn_marker_apis import KafkaTxnMarkerApis
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.raft.raft_driver import RaftDriver
 from replog.server.runtime.bulk_threads import run_bulk
@@ -278,6 +280,9 @@ class BrokerRuntime:
         self.replica_fetch_service = ReplicaFetchService(
             config.broker_id, self.service.replica_fetch, self.service.request_bytes_max
         )
+        # Other nodes' calls to this broker (`broker_service`: WriteTxnMarkers); the node
+        # registers it.
+        self.broker_service = BrokerService(config.broker_id, self.service)
         # The handlers of the Kafka listeners (if any `listeners` entry is one).
         self.kafka_apis = KafkaApis(
             config.broker_id,
@@ -327,6 +332,7 @@ class BrokerRuntime:
                     lambda: self.transaction_coordinator,
                     lambda: self.metadata.image,
                 ),
+                KafkaTxnMarkerApis(config.broker_id, self.service),
                 *([] if quorum_apis is None else [quorum_apis]),
             ],
         )

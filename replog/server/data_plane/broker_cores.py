@@ -42,6 +42,8 @@ Rules:
   another `KafkaError` becomes every partition's error.
 - `fetch` gives a fetch answered at once (records there, an error, no wait asked) in the step
   that read it, and an awaitable for one that waits in the replica manager's purgatory.
+- WriteTxnMarkers (`write_txn_markers`, one call for the Kafka listener and the Broker
+  service) is the replica manager's, per marker and partition.
 - DescribeLogDirs answers from the replica manager's log manager (`log_dirs.describe_log_dirs`:
   every log dir and the replicas in it, filtered by topic, with each compacted log's dirty
   ratio from `replog.storage.cleaner.dirty_ratios`); like the other data requests it is
@@ -117,6 +119,9 @@ class BrokerRequests(Protocol):
         self, request: m.OffsetsForLeaderEpochRequest
     ) -> m.OffsetsForLeaderEpochResponse: ...
     async def delete_records(self, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse: ...
+    async def write_txn_markers(
+        self, request: m.WriteTxnMarkersRequest
+    ) -> m.WriteTxnMarkersResponse: ...
 
 
 class LogDirectories(Protocol):
@@ -349,6 +354,23 @@ class BrokerCores:
             lambda p, error: m.DeleteRecordsPartitionResult(p.topic, p.partition, error),
         )
         return m.DeleteRecordsResponse(tuple(results))
+
+    async def write_txn_markers(
+        self, request: m.WriteTxnMarkersRequest
+    ) -> m.WriteTxnMarkersResponse:
+        """WriteTxnMarkers, as the Kafka listener and the Broker service answer it: the
+        replica manager's answer per marker and partition. Raises `Refused`; a storage error
+        goes to `on_storage_error` as a produce's does."""
+        rm = self._ready()
+        try:
+            response = await rm.write_txn_markers(request)
+        except KafkaStorageError as error:
+            if self._on_storage_error is not None:
+                self._on_storage_error(error)
+            raise Refused(grpc.StatusCode.UNAVAILABLE, f"storage error: {error}") from None
+        for marker in response.markers:
+            self._manager_answered(marker)
+        return response
 
     def describe_log_dirs(self, request: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:
         """DescribeLogDirs, as the Kafka listener answers it, called directly. Raises

@@ -45,7 +45,8 @@ Rules:
   with replog's tag of its log start, log end and high watermark, and one of a compacted log's
   dirty ratio (`replica_offsets_tag`, v2+);
   DescribeProducers asks the replica manager for the producers of partitions this broker
-  hosts a replica of, leader or follower, as Kafka answers (`ReplicaManager.describe_producers`).
+  hosts a replica of, leader or follower, as Kafka answers (`ReplicaManager.describe_producers`),
+  with each one's open transaction's first offset and last marker's coordinator epoch.
 - TxnOffsetCommit answers UNSUPPORTED_VERSION for every partition: offsets committed inside a
   transaction are not served yet (the other transaction APIs are `kafka_txn_apis`').
 """
@@ -193,8 +194,6 @@ CONFIG_TYPES = {
 }
 INCREMENTAL_SET = 0
 PREFERRED_ELECTION = 0
-NO_TXN_START_OFFSET = -1
-NO_COORDINATOR_EPOCH = -1
 T = TypeVar("T")
 
 
@@ -877,8 +876,8 @@ class KafkaAdminApis:
                                 producer_epoch=p.producer_epoch,
                                 last_sequence=p.last_sequence,
                                 last_timestamp=p.last_timestamp_ms,
-                                coordinator_epoch=NO_COORDINATOR_EPOCH,
-                                current_txn_start_offset=NO_TXN_START_OFFSET,
+                                coordinator_epoch=p.coordinator_epoch,
+                                current_txn_start_offset=p.current_txn_first_offset,
                             )
                             for p in producers
                         ],

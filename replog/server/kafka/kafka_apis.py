@@ -47,8 +47,8 @@ Rules:
   named by id from v13 (an unknown id is UNKNOWN_TOPIC_ID, answered at once), and the answer
   groups consecutive partitions of one topic, as Kafka's does. A fetch from a replica
   (replica id >= 0) is refused. Records are the bytes the log read, never decoded, put into
-  the answer as they are; aborted transactions are null for READ_UNCOMMITTED, empty for
-  READ_COMMITTED (no transactions yet).
+  the answer as they are; aborted transactions are null for READ_UNCOMMITTED, and for
+  READ_COMMITTED those the replica manager found for the records read (none: empty).
 - OffsetForLeaderEpoch (v2-4, consumers only) goes through the broker's core
   (`BrokerCores.offsets_for_leader_epoch`) the same way, answered at once.
 - ListOffsets (v1-11: earliest, latest, by timestamp, max timestamp; from v8 earliest local,
@@ -676,7 +676,14 @@ def _fetched(
             if leader is None
             else kf.LeaderIdAndEpoch(leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
         ),
-        aborted_transactions=None if aborted is None else list(aborted),
+        aborted_transactions=(
+            None
+            if aborted is None
+            else [
+                kf.AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
+                for producer_id, first_offset in result.aborted_transactions or ()
+            ]
+        ),
         records=result.records,
     )
 

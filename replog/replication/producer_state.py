@@ -34,6 +34,10 @@ Rules (paraphrasing Kafka's broker: `storage/src/main/java/org/apache/kafka/stor
   the producer's own bookkeeping catches real gaps.
 - Within one request the batches are checked in order against the state the earlier batches
   of the same request would leave.
+- A coordinator's append (`AppendOrigin.COORDINATOR`: the group coordinator's transactional
+  offset commits, in the client producer's id and epoch with no sequence) is checked for its
+  epoch and transaction state only: no duplicate lookup, no sequence check (Kafka's
+  `ProducerAppendInfo` checks sequences for `AppendOrigin.CLIENT` alone).
 - Applying a batch (leader after its append, follower replication, rebuild from the log) checks
   nothing: a different epoch replaces the epoch and forgets the retained batches; a data batch
   is added (the oldest of 6 is dropped); a control batch (transaction marker) only moves the
@@ -71,6 +75,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from enum import Enum
 from itertools import pairwise
 
 from replog.common.offsets import NO_OFFSET
@@ -92,6 +97,13 @@ NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
 NO_COORDINATOR_EPOCH = -1
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+
+
+class AppendOrigin(Enum):
+    """Who appends a batch as leader (Kafka's AppendOrigin; Rules)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,16 +214,21 @@ class ProducerStateTable:
         """Validate one client batch: its duplicate's metadata, None to append, or an error."""
         return self.check_batches((header,))
 
-    def check_batches(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
+    def check_batches(
+        self, headers: Iterable[BatchHeader], origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> BatchMetadata | None:
         """Validate the batches of one produce in order (Rules): None to append them, the
         offsets of the duplicates when all are, or an error."""
+        client = origin is AppendOrigin.CLIENT
         pending: dict[int, ProducerEntry] = {}
         duplicates: list[BatchMetadata] = []
         fresh = 0  # batches that are not duplicates
         for header in headers:
             producer_id = header.producer_id
             committed = self._entries.get(producer_id) if producer_id >= 0 else None
-            duplicate = committed.find_duplicate(header) if committed is not None else None
+            duplicate = (
+                committed.find_duplicate(header) if client and committed is not None else None
+            )
             if duplicate is not None:
                 duplicates.append(duplicate)
                 continue
@@ -219,7 +236,7 @@ class ProducerStateTable:
             if producer_id < 0:
                 continue
             current = pending.get(producer_id, committed)
-            self._validate(committed, current, header)
+            self._validate(committed, current, header, client)
             pending[producer_id] = _applied(current, header)
         if not duplicates:
             return None
@@ -240,7 +257,11 @@ class ProducerStateTable:
         return replace(first, last_sequence=last.last_sequence, last_offset=last.last_offset)
 
     def _validate(
-        self, committed: ProducerEntry | None, current: ProducerEntry | None, header: BatchHeader
+        self,
+        committed: ProducerEntry | None,
+        current: ProducerEntry | None,
+        header: BatchHeader,
+        client: bool,
     ) -> None:
         producer_id, producer_epoch = header.producer_id, header.producer_epoch
         current_epoch = current.producer_epoch if current is not None else NO_PRODUCER_EPOCH
@@ -256,6 +277,8 @@ class ProducerStateTable:
                 f"{self.where}: producer {producer_id} sent a non-transactional batch while its "
                 f"transaction from offset {current.current_txn_first_offset} is open"
             )
+        if not client:
+            return  # a coordinator's batch carries no sequence
         first_sequence = header.base_sequence
         if producer_epoch != current_epoch:
             if first_sequence != 0 and current_epoch != NO_PRODUCER_EPOCH:

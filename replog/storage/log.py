@@ -402,9 +402,11 @@ class Log:
         """Validate client batches, give them offsets from the log end and stamp `leader_epoch`.
 
         Each batch must be a valid v2 batch with base offset 0, no larger than
-        `max.message.bytes`; the whole append must fit in a segment. Control batches are
-        accepted only with `allow_control` (the Raft leader's own control records, a
-        transaction coordinator's markers).
+        `max.message.bytes`; the whole append must fit in a segment. Control batches, and
+        producer batches without a sequence, are accepted only with `allow_control`: an append
+        that is no client's (the Raft leader's own control records, a transaction
+        coordinator's markers, the group coordinator's transactional offset commits; Kafka
+        checks both of clients' batches only).
         """
         with self._lock:
             # Calls are the dearest part of this path (with a 16 KiB write evicting Python's
@@ -612,13 +614,9 @@ class Log:
                 f"{self._where('append', headers, position)}: clients may not append "
                 "control batches"
             )
-        # A coordinator's marker (a control batch) carries no sequence (Kafka checks it of
-        # clients' batches only).
-        if (
-            header.producer_id >= 0
-            and header.base_sequence < 0
-            and not header.attributes & CONTROL_FLAG_MASK
-        ):
+        # A coordinator's batch (a marker, a transactional offset commit) carries no sequence
+        # (Kafka checks it of clients' batches only).
+        if header.producer_id >= 0 and header.base_sequence < 0 and not allow_control:
             raise InvalidRecordError(
                 f"{self._where('append', headers, position)}: idempotent batch (producer id "
                 f"{header.producer_id}) has base sequence {header.base_sequence}"

@@ -1,7 +1,8 @@
 """The idempotent producer state's transaction rules (Kafka's ProducerAppendInfo): a
 transaction opens at the first transactional batch and closes at its marker; a plain batch
 while it is open is INVALID_TXN_STATE; markers are checked by epoch (transaction version aware,
-KAFKA-19999's retried marker) and coordinator epoch; the end-transaction marker's bytes."""
+KAFKA-19999's retried marker) and coordinator epoch; a coordinator's batches (no sequence)
+are checked for their epoch only; the end-transaction marker's bytes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from replog.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
     InvalidTxnStateError,
+    OutOfOrderSequenceNumberError,
     TransactionCoordinatorFencedError,
 )
 from replog.record.control_record import (
@@ -24,7 +26,7 @@ from replog.replication.producer_snapshot import (
     decode_producer_snapshot,
     encode_producer_snapshot,
 )
-from replog.replication.producer_state import ProducerStateTable
+from replog.replication.producer_state import AppendOrigin, ProducerStateTable
 from replog.storage.aborted_transactions import AbortedTransaction
 from tests.replication.test_producer_state import batch
 
@@ -186,3 +188,19 @@ def test_a_producer_with_an_open_transaction_never_expires():
     assert table.entry(7) is not None
     table.update(marker_batch(7, 0, base_offset=2), COMMIT)
     assert table.remove_expired(10**12, producer_id_expiration_ms=1) == [7]
+
+
+def test_a_coordinators_batches_are_checked_for_their_epoch_only():
+    table = ProducerStateTable("__consumer_offsets-0")
+    coordinator = AppendOrigin.COORDINATOR
+    table.update(txn_batch(7, 2, -1, base_offset=0))
+    # Checked as a client's, a batch after it would need sequence 0, and its range (-1) is a
+    # duplicate of it.
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        table.check_batches([txn_batch(7, 2, 5, base_offset=0)])
+    assert table.check(txn_batch(7, 2, -1, base_offset=0)) is not None
+    # The coordinator's next batch of the same transaction (no sequence) is neither.
+    assert table.check_batches([txn_batch(7, 2, -1, base_offset=0)], coordinator) is None
+    assert table.check_batches([txn_batch(7, 3, -1, base_offset=0)], coordinator) is None
+    with pytest.raises(InvalidProducerEpochError):
+        table.check_batches([txn_batch(7, 1, -1, base_offset=0)], coordinator)

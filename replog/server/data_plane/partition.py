@@ -290,14 +290,17 @@ class Partition:
             return True
         return False
 
-    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(
+        self, records: bytes | memoryview, leader_epoch: int, *, coordinator: bool = False
+    ) -> LogAppendInfo:
         """Append a produce's batches to the log and record them in the producer table; a
         compacted log refuses records without a key (`replog.record.keyless`, Kafka's
-        LogValidator), the only records whose keys a broker reads."""
+        LogValidator), the only records whose keys a broker reads. `coordinator`: the broker's
+        own coordinator appends (its producer batches carry no sequence)."""
         if self.log.config.compacts:
             refuse_keyless_records(records, self.name)
         base_before = self.log.active_segment.base_offset
-        info = self.log.append_as_leader(records, leader_epoch)
+        info = self.log.append_as_leader(records, leader_epoch, allow_control=coordinator)
         self._record_appended(info.batches, base_before, records)
         return info
 

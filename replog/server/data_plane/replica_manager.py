@@ -205,7 +205,7 @@ from replog.replication.partition_events import (
     ProduceArrived,
     TimerFired,
 )
-from replog.replication.producer_state import ProducerEntry, ProducerStateTable
+from replog.replication.producer_state import AppendOrigin, ProducerEntry, ProducerStateTable
 from replog.replication.replication_quota import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -1475,7 +1475,9 @@ class ReplicaManager:
         """Append `request`'s batches as leader and answer per partition (module docstring).
 
         `internal_topics_allowed`: the broker itself appends to an internal topic (its group
-        coordinator writing `__consumer_offsets`); a client's Produce never passes it.
+        coordinator writing `__consumer_offsets`); a client's Produce never passes it. Such an
+        append is a coordinator's (`AppendOrigin.COORDINATOR`): its producer batches, a
+        transactional offset commit's, get no sequence check.
 
         Every append happens before the first await (only the acks=all wait for the high
         watermark comes after): the Kafka listener starts one connection's requests in the
@@ -1491,6 +1493,7 @@ class ReplicaManager:
                 )
             )
         now_ms = self._clock()
+        origin = AppendOrigin.COORDINATOR if internal_topics_allowed else AppendOrigin.CLIENT
         results: list[ProducePartitionResult] = []
         pending: dict[int, tuple[Partition, int]] = {}
         for index, entry in enumerate(request.partitions):
@@ -1498,7 +1501,7 @@ class ReplicaManager:
                 if not internal_topics_allowed:
                     _refuse_internal(entry.topic, entry.partition, "append to")
                 result, partition, required_offset = self._append_to_leader(
-                    entry, request.acks, now_ms
+                    entry, request.acks, now_ms, origin=origin
                 )
             except KafkaError as exc:
                 result = self._produce_error(entry, exc)
@@ -1609,11 +1612,21 @@ class ReplicaManager:
             is_control=True,
         )
         return self._append_to_leader(
-            ProducePartition(topic, partition_id, batch), ACKS_ALL, now_ms, marker=True
+            ProducePartition(topic, partition_id, batch),
+            ACKS_ALL,
+            now_ms,
+            marker=True,
+            origin=AppendOrigin.COORDINATOR,
         )
 
     def _append_to_leader(
-        self, entry: ProducePartition, acks: int, now_ms: int, *, marker: bool = False
+        self,
+        entry: ProducePartition,
+        acks: int,
+        now_ms: int,
+        *,
+        marker: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> tuple[ProducePartitionResult, Partition | None, int]:
         """Append one partition's batches as leader, as its core decides: (result, the
         partition and required offset when the produce waits for acks=all, else None);
@@ -1623,7 +1636,7 @@ class ReplicaManager:
         plog = partition.log
         waiting = self._delayed.produce
         effects = core.step(
-            ProduceArrived(acks, entry.records, len(waiting), waiting.max_pending), now_ms
+            ProduceArrived(acks, entry.records, len(waiting), waiting.max_pending, origin), now_ms
         )
         first = effects[0]
         if type(first) is Refuse:
@@ -1646,7 +1659,11 @@ class ReplicaManager:
         if marker:
             info = partition.append_marker_as_leader(bytes(entry.records), partition.leader_epoch)
         else:
-            info = partition.append_as_leader(entry.records, partition.leader_epoch)
+            info = partition.append_as_leader(
+                entry.records,
+                partition.leader_epoch,
+                coordinator=origin is AppendOrigin.COORDINATOR,
+            )
         self.counters.produced(
             entry.topic, len(entry.records), info.last_offset - info.first_offset + 1
         )

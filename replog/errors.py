@@ -334,6 +334,11 @@ class InvalidRecordError(KafkaError, code=87):
     """A batch that is well framed and CRC-valid but breaks a record-level rule."""
 
 
+class UnstableOffsetCommitError(KafkaError, code=88):
+    """An OffsetFetch with require_stable of a partition whose offset an open transaction
+    commits (TxnOffsetCommit staged until its marker): asked again once it ended."""
+
+
 class RecordsRejectedError(InvalidRecordError):
     """Records of a produce refused one by one (Kafka's RecordValidationException), e.g. a
     record without a key on a compacted topic: `record_errors` holds (the record's index in

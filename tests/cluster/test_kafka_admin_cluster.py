@@ -303,8 +303,7 @@ def configs_of_kp(admin: Any, resource: Any) -> dict[str, str]:
 def test_a_transactional_producer_initializes_and_commits(cluster: LoopbackCluster) -> None:
     # The first FindCoordinator of a transactional id creates __transaction_state (50
     # partitions, its replication factor capped at the 2 brokers); librdkafka retries
-    # COORDINATOR_NOT_AVAILABLE meanwhile. The markers are not written yet: the commit is
-    # answered once PrepareCommit is, and the transaction waits there (docs/not-built.md).
+    # COORDINATOR_NOT_AVAILABLE meanwhile.
     admin = confluent_admin(cluster)
     done(admin.create_topics([NewTopic("txn-orders", 1, 2)]))
     producer = confluent_kafka.Producer(

@@ -2,13 +2,14 @@
 producer on its Kafka listener: confluent-kafka's `init_transactions` makes the broker create
 `__transaction_state` (its replication factor capped at the one broker registered) and find
 its coordinator, the transaction adds its partition and commits (EndTxn answered once
-PrepareCommit is written); DescribeTransactions and ListTransactions then show it in
-PrepareCommit, where it stays: no broker writes its markers yet (docs/not-built.md)."""
+PrepareCommit is written); its marker goes through the broker's own Broker gRPC service, and
+DescribeTransactions and ListTransactions then show it in CompleteCommit."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from replog.kafka.messages.describe_transactions_request import DescribeTransact
 from replog.kafka.messages.list_transactions_request import ListTransactionsRequest
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from replog.topic_names import TRANSACTION_STATE_TOPIC
+from tests.eventually import wait_until
 from tests.kafka.kafka_node import RunningNode, running_node
 from tests.kafka.test_kafka_listener_node import ask, wait_serving
 
@@ -48,11 +50,15 @@ def test_a_transactional_producer_commits_through_a_real_node(node: RunningNode)
     (described,) = ask(node, wanted, 9).topics
     assert described.error_code == 0 and len(described.partitions) == 3
     assert {tuple(p.replica_nodes) for p in described.partitions} == {(1,)}
-    described_txn = ask(node, DescribeTransactionsRequest(transactional_ids=["orders-tx"]), 0)
-    (state,) = described_txn.transaction_states
-    assert (state.error_code, state.transaction_state) == (0, "PrepareCommit")
-    assert [(t.topic, t.partitions) for t in state.topics] == [("orders", [0])]
+
+    def state() -> tuple[int, str, list[Any]]:
+        answer = ask(node, DescribeTransactionsRequest(transactional_ids=["orders-tx"]), 0)
+        (found,) = answer.transaction_states
+        return found.error_code, found.transaction_state, found.topics
+
+    # Complete*: the marker is written and the transaction holds no partition any more.
+    wait_until(lambda: state() == (0, "CompleteCommit", []), "the commit's marker written")
     listed = ask(node, ListTransactionsRequest(), 0)
     assert [(s.transactional_id, s.transaction_state) for s in listed.transaction_states] == [
-        ("orders-tx", "PrepareCommit")
+        ("orders-tx", "CompleteCommit")
     ]

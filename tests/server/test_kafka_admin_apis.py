@@ -52,7 +52,6 @@ from replog.kafka.messages import describe_producers_request as dp
 from replog.kafka.messages import elect_leaders_request as el
 from replog.kafka.messages import incremental_alter_configs_request as iac
 from replog.kafka.messages import list_partition_reassignments_request as lpr
-from replog.kafka.messages import txn_offset_commit_request as toc
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
@@ -913,27 +912,7 @@ async def test_describe_producers_answers_the_replica_managers_producers() -> No
     assert one.error_code == NotLeaderOrFollowerError.code and "broker 1" in one.error_message
 
 
-# --- TxnOffsetCommit and ApiVersions -------------------------------------------------------------
-
-
-@pytest.mark.asyncio
-async def test_txn_offset_commit_answers_unsupported_version_for_every_partition() -> None:
-    body = toc.TxnOffsetCommitRequest(
-        transactional_id="t",
-        group_id="g",
-        topics=[
-            toc.TxnOffsetCommitRequestTopic(
-                name="orders",
-                partitions=[
-                    toc.TxnOffsetCommitRequestPartition(partition_index=0),
-                    toc.TxnOffsetCommitRequestPartition(partition_index=1),
-                ],
-            )
-        ],
-    )
-    response = await answer(admin(), body, 3)
-    codes = [p.error_code for t in response.topics for p in t.partitions]
-    assert codes == [UNSUPPORTED_VERSION, UNSUPPORTED_VERSION]
+# --- ApiVersions -----------------------------------------------------------------------------
 
 
 def test_api_versions_advertises_the_core_and_admin_tables_once_each() -> None:

@@ -12,7 +12,8 @@ from replog.common.topic_partition import TopicPartitionKey
 from replog.coordinator.transaction_markers import NO_LEADER, TxnMarker
 from replog.coordinator.transaction_metadata import TxnMetadata, TxnState
 from replog.errors import KafkaError, NotEnoughReplicasError
-from replog.server.transactions.marker_sender import MarkersNotServed, TxnMarkerSender
+from replog.server.transactions.marker_channel import GrpcMarkerChannel
+from replog.server.transactions.marker_sender import TxnMarkerSender
 
 META = TxnMetadata(
     "tx",
@@ -79,9 +80,12 @@ async def test_the_write_stops_when_the_coordinator_moves_on() -> None:
 
 
 @pytest.mark.asyncio
-async def test_no_channel_yet_keeps_the_markers_waiting_with_a_capped_backoff() -> None:
+async def test_a_leader_without_an_address_keeps_the_markers_waiting_with_a_capped_backoff() -> (
+    None
+):
     attempts = iter(range(8))
     sleeps = Sleeps()
-    sender = TxnMarkerSender(1, MarkersNotServed(1), {("a", 0): 2, ("a", 1): 2}.get, sleep=sleeps)
+    channel = GrpcMarkerChannel(1, {}.get, request_timeout_ms=1000)  # broker 2 not registered
+    sender = TxnMarkerSender(1, channel, {("a", 0): 2, ("a", 1): 2}.get, sleep=sleeps)
     assert not await sender.write(META, 3, lambda: next(attempts) < 7)
     assert sleeps.slept == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]

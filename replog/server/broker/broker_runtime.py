@@ -40,8 +40,9 @@ Rules:
   coordinator and the transaction coordinator follow the images the replica manager has
   applied (the `__consumer_offsets` and `__transaction_state` leaderships it took) and the
   Kafka listeners' group and transaction handlers serve from them (COORDINATOR_NOT_AVAILABLE
-  before, and again once the data plane stops). No broker sends WriteTxnMarkers to another
-  yet (`MarkersNotServed`): a transaction's markers wait in Prepare*.
+  before, and again once the data plane stops). The transaction coordinator writes its
+  markers through each leader's Broker gRPC service (`GrpcMarkerChannel`), at the address the
+  replica fetchers use.
 - `stop(graceful=True)`: controlled shutdown first (the controller moves leaderships away while
   this broker still replicates), bounded by `controlled_shutdown_timeout_ms`; then the data
   plane stops (service detached, fetchers, sender, replica manager) and the log manager shuts
@@ -132,7 +133,8 @@ from replog.server.runtime.bulk_threads import run_bulk
 from replog.server.runtime.loop_turns import yield_turn
 from replog.server.runtime.node_tasks import Spawner
 from replog.server.runtime.peer_channels import PeerChannels, PeerLinksFactory
-from replog.server.transactions.marker_sender import MarkersNotServed, TxnMarkerSender
+from replog.server.transactions.marker_channel import GrpcMarkerChannel
+from replog.server.transactions.marker_sender import TxnMarkerSender
 from replog.server.transactions.transaction_coordinator import TransactionCoordinator
 from replog.storage.log_manager import (
     LogLoadingAborted,
@@ -275,6 +277,7 @@ class BrokerRuntime:
             ),
             on_storage_error=self._on_storage_error,
             wall_clock=self._host.wall_clock,
+            on_markers_written=self._on_markers_written,
         )
         # Followers' fetch streams (`replica_fetch_service`); the node registers it.
         self.replica_fetch_service = ReplicaFetchService(
@@ -339,6 +342,7 @@ class BrokerRuntime:
         self._serving_clients = asyncio.Event()  # what `wait_serving_clients` waits for
         self.group_coordinator: GroupCoordinator | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
+        self._marker_channel: GrpcMarkerChannel | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
@@ -728,11 +732,15 @@ class BrokerRuntime:
             tasks=self._spawner,
             clock=self._clock,
         )
+        # The markers go to each leader's Broker service, at the address its fetchers use.
+        channel = self._marker_channel = GrpcMarkerChannel(
+            broker_id, self._broker_address, request_timeout_ms=config.request_timeout_ms
+        )
         coordinator = TransactionCoordinator(
             broker_id,
             replica_manager,
             creator,
-            lambda leaders: TxnMarkerSender(broker_id, MarkersNotServed(broker_id), leaders),
+            lambda leaders: TxnMarkerSender(broker_id, channel, leaders),
             self.producer_ids.generate_producer_id,
             config,
             offsets_topic_num_partitions=data_plane.group_coordinator.offsets_topic_num_partitions,
@@ -752,6 +760,9 @@ class BrokerRuntime:
         transactions, self.transaction_coordinator = self.transaction_coordinator, None
         if transactions is not None:
             await transactions.stop()
+        channel, self._marker_channel = self._marker_channel, None
+        if channel is not None:
+            await channel.close()
         # The group handlers answer COORDINATOR_NOT_AVAILABLE from here on.
         coordinator, self.group_coordinator = self.group_coordinator, None
         if coordinator is not None:
@@ -779,6 +790,14 @@ class BrokerRuntime:
     def _broker_epoch(self) -> int:
         epoch = self.lifecycle.broker_epoch
         return -1 if epoch is None else epoch
+
+    def _on_markers_written(
+        self, producer_id: int, committed: bool, partitions: list[tuple[str, int]]
+    ) -> None:
+        """A transaction's marker written here: its offsets in `__consumer_offsets` apply."""
+        coordinator = self.group_coordinator
+        if coordinator is not None:
+            coordinator.on_markers_written(producer_id, committed, partitions)
 
     def _broker_address(self, broker_id: int) -> str | None:
         """host:port of a broker's first registered listener in the current image."""

@@ -43,7 +43,9 @@ Rules:
 - `fetch` gives a fetch answered at once (records there, an error, no wait asked) in the step
   that read it, and an awaitable for one that waits in the replica manager's purgatory.
 - WriteTxnMarkers (`write_txn_markers`, one call for the Kafka listener and the Broker
-  service) is the replica manager's, per marker and partition.
+  service) is the replica manager's, per marker and partition; before the answer each marker
+  goes to `on_markers_written` with the partitions that took it (the group coordinator applies
+  or drops a transaction's offsets at its marker, as Kafka's `onTransactionCompleted`).
 - DescribeLogDirs answers from the replica manager's log manager (`log_dirs.describe_log_dirs`:
   every log dir and the replicas in it, filtered by topic, with each compacted log's dirty
   ratio from `replog.storage.cleaner.dirty_ratios`); like the other data requests it is
@@ -140,6 +142,10 @@ class HostsLogs(Protocol):
     def log_manager(self) -> LogDirectories: ...
 
 
+# (producer id, COMMIT, the partitions the marker was written to)
+MarkersWritten = Callable[[int, bool, list[tuple[str, int]]], None]
+
+
 class ProducerIds(Protocol):
     """What InitProducerId needs of the producer-id manager (`producer_id_manager`)."""
 
@@ -182,8 +188,10 @@ class BrokerCores:
         request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT,
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
         wall_clock: Callable[[], int] = wall_clock_ms,
+        on_markers_written: MarkersWritten | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self._on_markers_written = on_markers_written
         self._wall_clock = wall_clock  # DescribeLogDirs' dirty ratios (compaction lags)
         self._replica_manager = replica_manager
         self.request_bytes_max = request_bytes_max
@@ -370,6 +378,11 @@ class BrokerCores:
             raise Refused(grpc.StatusCode.UNAVAILABLE, f"storage error: {error}") from None
         for marker in response.markers:
             self._manager_answered(marker)
+        if self._on_markers_written is not None:
+            for asked, result in zip(request.markers, response.markers, strict=False):
+                written = [(p.topic, p.partition) for p in result.partitions if p.error is None]
+                if written:
+                    self._on_markers_written(asked.producer_id, asked.committed, written)
         return response
 
     def describe_log_dirs(self, request: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:

@@ -1,6 +1,5 @@
-"""The Kafka listener's admin handlers, and its answer to TxnOffsetCommit: each request
-translated into the call replog's own admin tools make, its answer into Kafka's response
-(docs/kafka-protocol.md, "Listener").
+"""The Kafka listener's admin handlers: each request translated into the call replog's own
+admin tools make, its answer into Kafka's response (docs/kafka-protocol.md, "Listener").
 
 Rules:
 - Controller requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
@@ -47,8 +46,6 @@ Rules:
   DescribeProducers asks the replica manager for the producers of partitions this broker
   hosts a replica of, leader or follower, as Kafka answers (`ReplicaManager.describe_producers`),
   with each one's open transaction's first offset and last marker's coordinator epoch.
-- TxnOffsetCommit answers UNSUPPORTED_VERSION for every partition: offsets committed inside a
-  transaction are not served yet (the other transaction APIs are `kafka_txn_apis`').
 """
 
 from __future__ import annotations
@@ -66,7 +63,6 @@ from replog.errors import (
     RequestRefusedError,
     RequestTimedOutError,
     UnknownServerError,
-    UnsupportedVersionError,
 )
 from replog.kafka import replica_offsets_tag
 from replog.kafka.connection import KafkaRequest, Served
@@ -83,7 +79,6 @@ from replog.kafka.messages import describe_producers_response as dpr
 from replog.kafka.messages import elect_leaders_response as elr
 from replog.kafka.messages import incremental_alter_configs_response as iacr
 from replog.kafka.messages import list_partition_reassignments_response as lprr
-from replog.kafka.messages import txn_offset_commit_response as tocr
 from replog.kafka.messages import unregister_broker_response as ubr
 from replog.kafka.messages.alter_configs_request import AlterConfigsRequest
 from replog.kafka.messages.alter_partition_reassignments_request import (
@@ -104,7 +99,6 @@ from replog.kafka.messages.incremental_alter_configs_request import (
 from replog.kafka.messages.list_partition_reassignments_request import (
     ListPartitionReassignmentsRequest,
 )
-from replog.kafka.messages.txn_offset_commit_request import TxnOffsetCommitRequest
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.kafka.replica_offsets_tag import ReplicaOffsets
@@ -139,7 +133,6 @@ DESCRIBE_FORWARD_TIMEOUT_MS = 5_000
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 DELETE_RECORDS = 21
-TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
@@ -156,7 +149,6 @@ ADMIN_SERVED: Mapping[int, tuple[int, int]] = {
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
     DELETE_RECORDS: (0, 2),
-    TXN_OFFSET_COMMIT: (0, 5),
     DESCRIBE_CONFIGS: (1, 4),
     ALTER_CONFIGS: (0, 2),
     DESCRIBE_LOG_DIRS: (1, 5),
@@ -269,7 +261,7 @@ class KafkaAdminApis:
             return self.describe_producers(body)
         if isinstance(body, UnregisterBrokerRequest):
             return await self.unregister_broker(body)
-        return transactions_unsupported(body, version)
+        raise InvalidRequestError(f"no admin handler for {type(body).__name__}")
 
     # --- forwarding to the controller ----------------------------------------------------------
 
@@ -915,27 +907,6 @@ def other_endpoint_type(
         endpoint_type=request.endpoint_type,
         cluster_id=cluster_id,
     )
-
-
-def transactions_unsupported(body: Message, version: int) -> Message:
-    """The answer to TxnOffsetCommit: UNSUPPORTED_VERSION for every partition."""
-    code = UnsupportedVersionError.code
-    if isinstance(body, TxnOffsetCommitRequest):
-        return tocr.TxnOffsetCommitResponse(
-            topics=[
-                tocr.TxnOffsetCommitResponseTopic(
-                    name=topic.name,
-                    partitions=[
-                        tocr.TxnOffsetCommitResponsePartition(
-                            partition_index=p.partition_index, error_code=code
-                        )
-                        for p in topic.partitions
-                    ],
-                )
-                for topic in body.topics
-            ]
-        )
-    raise InvalidRequestError(f"no handler for {type(body).__name__}")
 
 
 def _results(answer: Any, field: str, count: int, failure: KafkaError | None) -> list[Any]:

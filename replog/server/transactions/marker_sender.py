@@ -169,20 +169,3 @@ class TxnMarkerSender:
             unanswered = RequestTimedOutError(f"broker {broker} did not answer for {missing}")
             return {**answer, **dict.fromkeys(missing, unanswered)}
         return answer
-
-
-class MarkersNotServed:
-    """The channel of a cluster whose brokers serve no WriteTxnMarkers to each other yet: every
-    send fails retriably, so a Prepare* transaction stays there (DescribeTransactions shows it,
-    its producer gets CONCURRENT_TRANSACTIONS) and completes once a channel delivers."""
-
-    def __init__(self, broker_id: int) -> None:
-        self.broker_id = broker_id
-
-    async def send(
-        self, broker_id: int, markers: Sequence[TxnMarker]
-    ) -> list[Mapping[TopicPartitionKey, KafkaError | None]]:
-        raise RequestTimedOutError(
-            f"broker {self.broker_id}: no WriteTxnMarkers channel to broker {broker_id} "
-            f"(the Broker service's RPC is not built yet)"
-        )

@@ -263,10 +263,6 @@ class TransactionCoordinatorFencedError(KafkaError, code=52):
     """A transaction marker came from a coordinator older than the last one seen."""
 
 
-class TransactionalIdAuthorizationFailedError(KafkaError, code=53):
-    """Kafka's fatal answer for a transactional id; replog's for every one (no transactions)."""
-
-
 class OperationNotAttemptedError(KafkaError, code=55):
     """The controller did not try this change because another in the same request failed."""
 
@@ -353,6 +349,11 @@ class InvalidRecordError(KafkaError, code=87):
     """A batch that is well framed and CRC-valid but breaks a record-level rule."""
 
 
+class UnstableOffsetCommitError(KafkaError, code=88):
+    """An OffsetFetch with require_stable of a partition whose offset an open transaction
+    commits (TxnOffsetCommit staged until its marker): asked again once it ended."""
+
+
 class RecordsRejectedError(InvalidRecordError):
     """Records of a produce refused one by one (Kafka's RecordValidationException), e.g. a
     record without a key on a compacted topic: `record_errors` holds (the record's index in
@@ -391,6 +392,10 @@ class BrokerIdNotRegisteredError(KafkaError, code=102): ...
 
 class InconsistentClusterIdError(KafkaError, code=104):
     """A broker registration that names another cluster id than the controller's."""
+
+
+class TransactionalIdNotFoundError(KafkaError, code=105):
+    """DescribeTransactions of a transactional id its coordinator does not know."""
 
 
 class FetchSessionTopicIdError(KafkaError, code=106):

@@ -46,7 +46,12 @@ from replog.errors import wire_error_classes
 from replog.quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
 from replog.quorum.controller.controller_config import ControllerConfig
 from replog.quorum.raft.config import PROPERTY_FIELDS, VOTERS_PROPERTY, RaftConfig
-from replog.server.config import group_coordinator_config, node_config, replica_manager_config
+from replog.server.config import (
+    group_coordinator_config,
+    node_config,
+    replica_manager_config,
+    transaction_coordinator_config,
+)
 from replog.server.process.known_properties import KNOWN_NODE_PROPERTIES
 from replog.spark import options as source_options
 from replog.spark import sink_plan
@@ -245,6 +250,10 @@ def node_code_defaults() -> dict[str, list[Any]]:
     for cls, names in (
         (replica_manager_config.ReplicaManagerConfig, replica_manager_config.PROPERTY_NAMES),
         (group_coordinator_config.GroupCoordinatorConfig, group_coordinator_config.PROPERTY_NAMES),
+        (
+            transaction_coordinator_config.TransactionCoordinatorConfig,
+            transaction_coordinator_config.PROPERTY_NAMES,
+        ),
         (LogManagerConfig, log_manager.PROPERTY_NAMES),
         (cleaner_config.CleanerConfig, cleaner_config.PROPERTY_NAMES),
     ):

@@ -1,5 +1,5 @@
-"""`replog dump-log FILE...`: print what a segment's `.log`, `.index` or `.timeindex`, or a
-producer `.snapshot`, holds.
+"""`replog dump-log FILE...`: print what a segment's `.log`, `.index`, `.timeindex` or
+`.txnindex`, or a producer `.snapshot`, holds.
 
 Like Kafka's `kafka-dump-log.sh`: one line per batch with its byte position, offsets, record
 count, leader epoch, producer fields, timestamps, codec and whether its CRC-32C is valid; with
@@ -7,7 +7,11 @@ count, leader epoch, producer fields, timestamps, codec and whether its CRC-32C 
 is printed as `crcValid: false`, and bytes that do not frame as a batch are reported with
 their position. An index prints one line per entry, and stops at the first entry that is out
 of order or outside its segment (its `.log`, when next to it), naming its byte position. A
-producer snapshot prints one line per producer, or what fails its checks.
+producer snapshot prints one line per producer (with its open transaction's first offset and
+its last marker's coordinator epoch), or what fails its checks. With `--print-data` a control
+batch's record is printed as Kafka prints it, `endTxnMarker: COMMIT coordinatorEpoch: 5` (or
+ABORT) in place of key and payload. An aborted transaction index prints one line per
+aborted transaction, as Kafka's `--transaction-index` dump does.
 The exit code is 1 when anything invalid was found.
 
 A compacted log's cleaned segments print as Kafka prints them, and say what the cleaner did:
@@ -26,9 +30,15 @@ from typing import Any, TextIO
 
 from replog.cli.arguments import add_documented_command
 from replog.cli.segment_checks import base_offset_of, offset_index_entries, time_index_entries
-from replog.errors import CorruptProducerSnapshotError, ReplogError
+from replog.errors import CorruptIndexError, CorruptProducerSnapshotError, ReplogError
 from replog.record.batch import RecordBatch
 from replog.record.compression import codec_name
+from replog.record.control_record import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    decode_marker,
+    marker_type,
+)
 from replog.record.header import (
     DELETE_HORIZON_FLAG_MASK,
     LOG_OVERHEAD,
@@ -40,6 +50,8 @@ from replog.record.header import (
     read_header,
 )
 from replog.replication.producer_snapshot import decode_producer_snapshot
+from replog.storage.aborted_transactions import decode as decode_aborted
+from replog.storage.transaction_index import TXN_INDEX_SUFFIX
 
 _READ_BYTES = 8 * 1024 * 1024
 
@@ -51,7 +63,10 @@ def register(commands: Any) -> None:
         __doc__,
     )
     parser.add_argument(
-        "files", nargs="+", metavar="FILE", help=".log, .index, .timeindex or .snapshot file"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help=".log, .index, .timeindex, .txnindex or .snapshot file",
     )
     parser.add_argument("--print-data", action="store_true", help="print every record too")
     parser.add_argument("--max-bytes", type=int, default=None, help="stop after this many bytes")
@@ -70,8 +85,12 @@ def run(args: argparse.Namespace) -> int:
             status |= dump_index(path, sys.stdout)
         elif path.endswith(".snapshot"):
             status |= dump_producer_snapshot(path, sys.stdout)
+        elif path.endswith(TXN_INDEX_SUFFIX):
+            status |= dump_txn_index(path, sys.stdout)
         else:
-            raise ReplogError(f"{path}: not a .log, .index, .timeindex or .snapshot file")
+            raise ReplogError(
+                f"{path}: not a .log, .index, .timeindex, .txnindex or .snapshot file"
+            )
     return status
 
 
@@ -164,14 +183,46 @@ def _print_records(data: bytes, path: str, position: int, out: TextIO) -> int:
             key_size = -1 if record.key is None else len(record.key)
             value_size = -1 if record.value is None else len(record.value)
             header_keys = [key for key, _ in record.headers]
+            if batch.header.is_control:
+                shown = _control(record.key, record.value, f"{path} at byte {position}")
+            else:
+                shown = f"key: {_show(record.key)} payload: {_show(record.value)}"
             out.write(
                 f"| offset: {record.offset} {timestamp_type}: {record.timestamp} "
                 f"keySize: {key_size} valueSize: {value_size} headerKeys: {header_keys} "
-                f"key: {_show(record.key)} payload: {_show(record.value)}\n"
+                f"{shown}\n"
             )
     except ReplogError as exc:
         out.write(f"| cannot decode records: {exc}\n")
         return 1
+    return 0
+
+
+def _control(key: bytes | None, value: bytes | None, where: str) -> str:
+    """A control record as Kafka's dump prints it: an end-transaction marker's type and
+    coordinator epoch, else its control type id."""
+    kind = marker_type(key)
+    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return f"controlType: {kind if kind is not None else 'unknown'}"
+    marker = decode_marker(key, value, where)
+    name = "ABORT" if marker.aborted else "COMMIT"
+    return f"endTxnMarker: {name} coordinatorEpoch: {marker.coordinator_epoch}"
+
+
+def dump_txn_index(path: str, out: TextIO) -> int:
+    """Print every aborted transaction of a `.txnindex`; return 1 if it fails its checks."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        entries = decode_aborted(raw, path, base_offset_of(path) or 0)
+    except CorruptIndexError as exc:
+        out.write(f"{exc}\n")
+        return 1
+    for entry in entries:
+        out.write(
+            f"version: 0 producerId: {entry.producer_id} firstOffset: {entry.first_offset} "
+            f"lastOffset: {entry.last_offset} lastStableOffset: {entry.last_stable_offset}\n"
+        )
     return 0
 
 
@@ -223,6 +274,8 @@ def dump_producer_snapshot(path: str, out: TextIO) -> int:
             )
         out.write(
             f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+            f"coordinatorEpoch: {entry.coordinator_epoch} "
+            f"currentTxnFirstOffset: {entry.current_txn_first_offset} "
             f"lastTimestamp: {entry.last_timestamp_ms} {batch}\n"
         )
     return 0

@@ -87,6 +87,22 @@ class OffsetCommitRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """Offsets committed inside a producer's transaction (Kafka's TxnOffsetCommit): written
+    in its producer id and epoch, applied when the transaction commits."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    entries: tuple[CommitEntry, ...]
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    api_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetCommitPartitionResult:
     topic: str
     partition: int
@@ -107,6 +123,8 @@ class OffsetFetchRequest:
     # OffsetFetch v9+: a consumer-protocol member's id and epoch (None, -1: not a member).
     member_id: str | None = None
     member_epoch: int = -1
+    # UNSTABLE_OFFSET_COMMIT for a partition an open transaction commits (v7+).
+    require_stable: bool = False
 
 
 @dataclass(frozen=True, slots=True)

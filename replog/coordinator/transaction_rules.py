@@ -27,6 +27,11 @@ Rules (Kafka 4.x's, transaction versions 0-1 and 2):
 - Timeouts: an Ongoing transaction older than its timeout is fenced and aborted by the
   coordinator (`timed_out`, `abort_timed_out`); an id idle in Empty or Complete* for
   transactional.id.expiration.ms expires (`expired_ids`, then a tombstone).
+- A failed append to `__transaction_state` (`state_append_error`, Kafka's
+  `TransactionStateManager.appendTransactionToLog`): no partition, too few replicas or no
+  acknowledgement in time is COORDINATOR_NOT_AVAILABLE (retriable: the client asks again,
+  perhaps elsewhere); a replica that is no longer the leader or a failed disk NOT_COORDINATOR;
+  anything else UNKNOWN_SERVER_ERROR.
 Pure: the producer-id allocator is a callable; times are arguments.
 """
 
@@ -52,13 +57,22 @@ from replog.coordinator.transaction_metadata import (
 )
 from replog.errors import (
     ConcurrentTransactionsError,
+    CoordinatorNotAvailableError,
     InvalidProducerIdMappingError,
     InvalidRequestError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     KafkaError,
+    KafkaStorageError,
+    NotCoordinatorError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
     ProducerFencedError,
+    RequestTimedOutError,
     TransactionAbortableError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
 )
 
 __all__ = [
@@ -72,6 +86,7 @@ __all__ = [
     "end_txn",
     "expired_ids",
     "init_producer_id",
+    "state_append_error",
     "timed_out",
     "verify_partitions",
 ]
@@ -451,3 +466,19 @@ def abort_timed_out(
         now_ms=now_ms,
         allocate=allocate,
     )
+
+
+def state_append_error(error: KafkaError, where: str) -> KafkaError:
+    """What a failed append to `__transaction_state` answers (module Rules)."""
+    what = f"{where}: the transaction state could not be written: {error.error_name}: {error}"
+    if isinstance(
+        error,
+        UnknownTopicOrPartitionError
+        | NotEnoughReplicasError
+        | NotEnoughReplicasAfterAppendError
+        | RequestTimedOutError,
+    ):
+        return CoordinatorNotAvailableError(what)
+    if isinstance(error, NotLeaderOrFollowerError | KafkaStorageError):
+        return NotCoordinatorError(what)
+    return UnknownServerError(what)

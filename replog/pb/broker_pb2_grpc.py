@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from replog.pb import broker_pb2 as replog_dot_pb_dot_broker__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -22,3 +23,78 @@ if _version_not_supported:
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
+
+
+class BrokerStub:
+    """The broker's own RPCs between nodes (the followers' fetch streams are ReplicaFetch's).
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/replog.pb.broker.Broker/WriteTxnMarkers',
+                request_serializer=replog_dot_pb_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
+
+
+class BrokerServicer:
+    """The broker's own RPCs between nodes (the followers' fetch streams are ReplicaFetch's).
+    """
+
+    def WriteTxnMarkers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_BrokerServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=replog_dot_pb_dot_broker__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_broker__pb2.WriteTxnMarkersResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'replog.pb.broker.Broker', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('replog.pb.broker.Broker', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Broker:
+    """The broker's own RPCs between nodes (the followers' fetch streams are ReplicaFetch's).
+    """
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.broker.Broker/WriteTxnMarkers',
+            replog_dot_pb_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
+            replog_dot_pb_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -11,6 +11,8 @@ Rules: `marker_type` reads a key leniently (None when it is no marker key: too s
 control type of another kind), as Kafka's cleaner does; `decode_marker` is strict and raises
 `CorruptRecordError` naming what is wrong, for the producer state that must know the outcome.
 A value longer than its fields is accepted (Kafka reads only the fields it knows).
+`batch_marker` reads the marker of a control batch in a buffer: the one record a broker decodes
+on its append paths (the batch header says where it is; nothing else of the batch is read).
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ import struct
 from dataclasses import dataclass
 
 from replog.errors import CorruptRecordError
+from replog.record.batch import RecordBatch
+from replog.record.header import BatchHeader
 
 __all__ = [
     "CONTROL_ABORT",
     "CONTROL_COMMIT",
     "EndTxnMarker",
+    "batch_marker",
     "decode_marker",
     "encode_marker",
     "marker_type",
@@ -66,3 +71,13 @@ def decode_marker(key: bytes | None, value: bytes | None, where: str) -> EndTxnM
     if version < 0:
         raise CorruptRecordError(f"{where}: end-transaction marker version {version}")
     return EndTxnMarker(kind == CONTROL_ABORT, coordinator_epoch)
+
+
+def batch_marker(
+    buf: bytes | bytearray | memoryview, position: int, header: BatchHeader, where: str
+) -> EndTxnMarker:
+    """The marker of the control batch `header` at `position` of `buf` (its first record)."""
+    data = bytes(buf[position : position + header.size_in_bytes])
+    for record in RecordBatch(header, data, 0, where).records():
+        return decode_marker(record.key, record.value, f"{where} at offset {record.offset}")
+    raise CorruptRecordError(f"{where}: control batch at {header.base_offset} has no record")

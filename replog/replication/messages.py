@@ -163,6 +163,9 @@ class FetchPartitionResult:
     # The records, left in the leader's file (`FetchRequest.region_min_bytes`); `records`
     # is then empty.
     region: RecordsRegion | None = None
+    # READ_COMMITTED only: (producer id, first offset) of each aborted transaction the
+    # records overlap, for the consumer to skip (None: READ_UNCOMMITTED).
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
     @property
     def records_size(self) -> int:
@@ -290,6 +293,47 @@ class InitProducerIdResponse:
     error: KafkaError | None = None
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+# --- WriteTxnMarkers ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """A coordinator's end of one transaction: a COMMIT (`committed`) or ABORT marker to write
+    to each of `partitions`, as leader, once replicated to the ISR (Kafka's WritableTxnMarker;
+    `transaction_version` 0 or 1 before KIP-890 part 2, 2 after)."""
+
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    coordinator_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+    transaction_version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTxnMarkersRequest:
+    markers: tuple[TxnMarker, ...]
+    timeout_ms: int = 30000
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarkerPartitionResult:
+    topic: str
+    partition: int
+    error: KafkaError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarkerResult:
+    producer_id: int
+    partitions: tuple[TxnMarkerPartitionResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTxnMarkersResponse:
+    markers: tuple[TxnMarkerResult, ...]
 
 
 # --- DescribeLogDirs ----------------------------------------------------------------------------

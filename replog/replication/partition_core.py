@@ -191,7 +191,7 @@ class PartitionCore:
         headers = [read_header(records, position) for position, _ in iter_frames(records)]
         if any(h.producer_id >= 0 for h in headers):
             try:
-                duplicate = self.producers.check_batches(headers)
+                duplicate = self.producers.check_batches(headers, event.origin)
             except KafkaError as error:
                 # Corruption is reported as itself, not as a sequence error.
                 try:

@@ -22,6 +22,7 @@ from replog.replication.leader_state import (
     PartitionReplicationConfig,
     ReplicaEligibility,
 )
+from replog.replication.producer_state import AppendOrigin
 
 
 @fast_frozen_init
@@ -36,6 +37,7 @@ class ProduceArrived:
     # acks=-1 produces waiting in the broker's produce purgatory, and its bound.
     waiting_produces: int = 0
     waiting_produces_max: int = 1
+    origin: AppendOrigin = AppendOrigin.CLIENT  # a coordinator's batches skip sequence checks
 
 
 @fast_frozen_init

@@ -45,6 +45,11 @@ class PartitionTransactions:
         self._open_by_producer: dict[int, int] = {}  # producer id -> first offset
         self._unreplicated: SortedDict[int, CompletedTransaction] = SortedDict()  # by first
 
+    @property
+    def idle(self) -> bool:
+        """No open or unreplicated transaction: the LSO is the HW."""
+        return not self._open and not self._unreplicated
+
     def open_first_offset(self, producer_id: int) -> int | None:
         return self._open_by_producer.get(producer_id)
 

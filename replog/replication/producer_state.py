@@ -34,6 +34,10 @@ Rules (paraphrasing Kafka's broker: `storage/src/main/java/org/apache/kafka/stor
   the producer's own bookkeeping catches real gaps.
 - Within one request the batches are checked in order against the state the earlier batches
   of the same request would leave.
+- A coordinator's append (`AppendOrigin.COORDINATOR`: the group coordinator's transactional
+  offset commits, in the client producer's id and epoch with no sequence) is checked for its
+  epoch and transaction state only: no duplicate lookup, no sequence check (Kafka's
+  `ProducerAppendInfo` checks sequences for `AppendOrigin.CLIENT` alone).
 - Applying a batch (leader after its append, follower replication, rebuild from the log) checks
   nothing: a different epoch replaces the epoch and forgets the retained batches; a data batch
   is added (the oldest of 6 is dropped); a control batch (transaction marker) only moves the
@@ -46,8 +50,16 @@ Rules (paraphrasing Kafka's broker: `storage/src/main/java/org/apache/kafka/stor
   coordinator epoch not below the last marker's, else TRANSACTION_COORDINATOR_FENCED). The
   marker's coordinator epoch is kept when the caller passes the marker; a rebuild from headers
   alone keeps the previous one.
+- The partition's open and unreplicated transactions, the last stable offset and the aborted
+  transaction index entries are `partition_transactions`'s, fed by every `update` (an
+  ABORT's entry is `update`'s answer, for the shell to write to the segment's `.txnindex`),
+  rebuilt by `replay` (the log's headers with their markers) and by `load` (a snapshot's open
+  transactions).
+  A control batch is applied with its marker (`EndTxnMarker`): without it (a caller that did
+  not read it) the producer's transaction still closes, as a commit, and no index entry is
+  made; an empty control batch (its marker cleaned away) closes nothing, as Kafka's.
 - Expiry: a producer whose last timestamp is `producer.id.expiration.ms` (default 1 day) or more
-  before now is forgotten.
+  before now is forgotten, unless its transaction is open (Kafka's rule).
 
 Theory of operation: the leader calls `check(header)` (or `check_batches`) on the headers of a
 produce before appending; a BatchMetadata answer means "duplicate: reply with these offsets and
@@ -63,6 +75,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from enum import Enum
 from itertools import pairwise
 
 from replog.common.offsets import NO_OFFSET
@@ -75,6 +88,8 @@ from replog.errors import (
 )
 from replog.record.control_record import EndTxnMarker
 from replog.record.header import BatchHeader
+from replog.replication.partition_transactions import PartitionTransactions
+from replog.storage.aborted_transactions import AbortedTransaction
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
@@ -82,6 +97,13 @@ NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
 NO_COORDINATOR_EPOCH = -1
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+
+
+class AppendOrigin(Enum):
+    """Who appends a batch as leader (Kafka's AppendOrigin; Rules)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +165,8 @@ def _applied(
     txn_first = entry.current_txn_first_offset if entry is not None else NO_OFFSET
     coordinator_epoch = entry.coordinator_epoch if entry is not None else NO_COORDINATOR_EPOCH
     if header.is_control:
-        txn_first = NO_OFFSET
+        if header.records_count:
+            txn_first = NO_OFFSET
         if marker is not None:
             coordinator_epoch = marker.coordinator_epoch
     else:
@@ -173,6 +196,7 @@ class ProducerStateTable:
     def __init__(self, where: str) -> None:
         self.where = where
         self._entries: dict[int, ProducerEntry] = {}
+        self.transactions = PartitionTransactions()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -190,16 +214,21 @@ class ProducerStateTable:
         """Validate one client batch: its duplicate's metadata, None to append, or an error."""
         return self.check_batches((header,))
 
-    def check_batches(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
+    def check_batches(
+        self, headers: Iterable[BatchHeader], origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> BatchMetadata | None:
         """Validate the batches of one produce in order (Rules): None to append them, the
         offsets of the duplicates when all are, or an error."""
+        client = origin is AppendOrigin.CLIENT
         pending: dict[int, ProducerEntry] = {}
         duplicates: list[BatchMetadata] = []
         fresh = 0  # batches that are not duplicates
         for header in headers:
             producer_id = header.producer_id
             committed = self._entries.get(producer_id) if producer_id >= 0 else None
-            duplicate = committed.find_duplicate(header) if committed is not None else None
+            duplicate = (
+                committed.find_duplicate(header) if client and committed is not None else None
+            )
             if duplicate is not None:
                 duplicates.append(duplicate)
                 continue
@@ -207,7 +236,7 @@ class ProducerStateTable:
             if producer_id < 0:
                 continue
             current = pending.get(producer_id, committed)
-            self._validate(committed, current, header)
+            self._validate(committed, current, header, client)
             pending[producer_id] = _applied(current, header)
         if not duplicates:
             return None
@@ -228,7 +257,11 @@ class ProducerStateTable:
         return replace(first, last_sequence=last.last_sequence, last_offset=last.last_offset)
 
     def _validate(
-        self, committed: ProducerEntry | None, current: ProducerEntry | None, header: BatchHeader
+        self,
+        committed: ProducerEntry | None,
+        current: ProducerEntry | None,
+        header: BatchHeader,
+        client: bool,
     ) -> None:
         producer_id, producer_epoch = header.producer_id, header.producer_epoch
         current_epoch = current.producer_epoch if current is not None else NO_PRODUCER_EPOCH
@@ -244,6 +277,8 @@ class ProducerStateTable:
                 f"{self.where}: producer {producer_id} sent a non-transactional batch while its "
                 f"transaction from offset {current.current_txn_first_offset} is open"
             )
+        if not client:
+            return  # a coordinator's batch carries no sequence
         first_sequence = header.base_sequence
         if producer_epoch != current_epoch:
             if first_sequence != 0 and current_epoch != NO_PRODUCER_EPOCH:
@@ -295,43 +330,85 @@ class ProducerStateTable:
                 f"{coordinator_epoch}, older than {entry.coordinator_epoch}"
             )
 
-    def update(self, header: BatchHeader, marker: EndTxnMarker | None = None) -> None:
+    def update(
+        self, header: BatchHeader, marker: EndTxnMarker | None = None
+    ) -> AbortedTransaction | None:
         """Record a batch now in the log, with its stamped offsets (leader or follower);
-        `marker`: a control batch's end-transaction marker, when the caller read it."""
-        if header.producer_id < 0:
-            return
-        self._entries[header.producer_id] = _applied(
-            self._entries.get(header.producer_id), header, marker
-        )
+        `marker`: a control batch's end-transaction marker, when the caller read it. Returns
+        the aborted transaction index entry an ABORT marker makes, else None."""
+        producer_id = header.producer_id
+        if producer_id < 0:
+            return None
+        self._entries[producer_id] = _applied(self._entries.get(producer_id), header, marker)
+        if not header.is_control:
+            if header.is_transactional:
+                self.transactions.on_data_batch(producer_id, header.base_offset, True)
+            return None
+        if not header.records_count:
+            return None
+        aborted = marker is not None and marker.aborted
+        _, entry = self.transactions.on_marker(producer_id, header.base_offset, aborted)
+        return entry
 
-    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
-        """Forget everything, then apply the log's batch headers in offset order."""
-        self._entries = {}
+    def rebuild(self, headers: Iterable[BatchHeader]) -> list[AbortedTransaction]:
+        """`replay` of headers read without their markers (Rules: control batches commit)."""
+        return self.replay((header, None) for header in headers)
+
+    def replay(
+        self, batches: Iterable[tuple[BatchHeader, EndTxnMarker | None]]
+    ) -> list[AbortedTransaction]:
+        """Forget everything, then apply the log's batches in offset order, each header with
+        its control batch's marker (None for a data batch). Returns the aborted transactions'
+        index entries."""
+        self.truncate()
+        aborted: list[AbortedTransaction] = []
         previous_next_offset = -1
-        for header in headers:
+        for header, marker in batches:
             assert header.base_offset >= previous_next_offset, (
                 f"{self.where}: rebuild got batch at offset {header.base_offset} after one "
                 f"ending at {previous_next_offset - 1}"
             )
             previous_next_offset = header.next_offset
-            self.update(header)
+            entry = self.update(header, marker)
+            if entry is not None:
+                aborted.append(entry)
+        return aborted
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: below the first open or unreplicated transaction, at most the HW
+        (`partition_transactions`)."""
+        transactions = self.transactions
+        if transactions.idle:  # most partitions: no transaction, read by every fetch
+            return high_watermark
+        transactions.on_high_watermark(high_watermark)
+        return transactions.last_stable_offset(high_watermark)
 
     def truncate(self) -> None:
-        """Forget every producer (the log was emptied)."""
+        """Forget every producer and transaction (the log was emptied)."""
         self._entries = {}
+        self.transactions.reset()
 
     def load(self, entries: Iterable[ProducerEntry]) -> None:
-        """Forget everything, then take `entries` (a producer-state snapshot's)."""
+        """Forget everything, then take `entries` (a producer-state snapshot's), their open
+        transactions included."""
+        self.truncate()
         self._entries = {entry.producer_id: entry for entry in entries}
+        for entry in self._entries.values():
+            if entry.in_transaction:
+                self.transactions.on_data_batch(
+                    entry.producer_id, entry.current_txn_first_offset, True
+                )
 
     def remove_expired(
         self, now_ms: int, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
     ) -> list[int]:
-        """Forget producers idle for `producer_id_expiration_ms` or more; returns their ids."""
+        """Forget producers idle for `producer_id_expiration_ms` or more, but none with an
+        open transaction; returns their ids."""
         expired = [
             producer_id
             for producer_id, entry in self._entries.items()
             if now_ms - entry.last_timestamp_ms >= producer_id_expiration_ms
+            and not entry.in_transaction
         ]
         for producer_id in expired:
             del self._entries[producer_id]

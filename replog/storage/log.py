@@ -49,7 +49,7 @@ import random
 import struct
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import pairwise
@@ -72,6 +72,7 @@ from replog.errors import (
     RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from replog.record.control_record import EndTxnMarker, batch_marker
 from replog.record.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODEC_MASK,
@@ -89,6 +90,7 @@ from replog.record.header import (
     stamp_batch,
     validate_batch,
 )
+from replog.storage.aborted_transactions import AbortedTransaction
 from replog.storage.checkpoint_file import PartitionMetadataFile
 from replog.storage.file_region import Region
 from replog.storage.fs import LOCAL_FS, Buffer, FileSystem, OsFileSystem
@@ -236,6 +238,10 @@ class Log:
         self._roll_jitter_ms = _random_roll_jitter(config)
         # (bound offset, segment base, byte position) of the last upper bound a read resolved.
         self._bound_cache: tuple[int, int, int] | None = None
+        # The base of the first segment recovery rescanned, whose `.txnindex` and later ones'
+        # wait for a replay of the log's transactions (`rebuild_aborted_transactions`); None
+        # when every index stands.
+        self.txn_index_rebuild_from: int | None = None
         tp = parse_topic_partition(directory)
         self.topic_partition = tp
         self.name = f"{tp[0]}-{tp[1]}" if tp else os.path.basename(os.path.normpath(directory))
@@ -396,8 +402,11 @@ class Log:
         """Validate client batches, give them offsets from the log end and stamp `leader_epoch`.
 
         Each batch must be a valid v2 batch with base offset 0, no larger than
-        `max.message.bytes`; the whole append must fit in a segment. Control batches are
-        accepted only with `allow_control` (the Raft leader's own control records).
+        `max.message.bytes`; the whole append must fit in a segment. Control batches, and
+        producer batches without a sequence, are accepted only with `allow_control`: an append
+        that is no client's (the Raft leader's own control records, a transaction
+        coordinator's markers, the group coordinator's transactional offset commits; Kafka
+        checks both of clients' batches only).
         """
         with self._lock:
             # Calls are the dearest part of this path (with a 16 KiB write evicting Python's
@@ -605,7 +614,9 @@ class Log:
                 f"{self._where('append', headers, position)}: clients may not append "
                 "control batches"
             )
-        if header.producer_id >= 0 and header.base_sequence < 0:
+        # A coordinator's batch (a marker, a transactional offset commit) carries no sequence
+        # (Kafka checks it of clients' batches only).
+        if header.producer_id >= 0 and header.base_sequence < 0 and not allow_control:
             raise InvalidRecordError(
                 f"{self._where('append', headers, position)}: idempotent batch (producer id "
                 f"{header.producer_id}) has base sequence {header.base_sequence}"
@@ -1096,6 +1107,76 @@ class Log:
             start_offset, upper_bound_offset, HEADER_WALK_CHUNK_BYTES, read_header
         ):
             yield header
+
+    def batch_headers_and_markers(
+        self, start_offset: int, upper_bound_offset: int | None = None
+    ) -> Iterator[tuple[BatchHeader, EndTxnMarker | None]]:
+        """`batch_headers`, each with its end-transaction marker when it is a control batch
+        holding one (its one record decoded, `batch_marker`), else None."""
+        for data, position, _, header in self._walk(
+            start_offset, upper_bound_offset, HEADER_WALK_CHUNK_BYTES, read_header
+        ):
+            if header.is_control and header.records_count:
+                yield header, batch_marker(data, position, header, self.name)
+            else:
+                yield header, None
+
+    # --- aborted transactions -----------------------------------------------------------------
+
+    def append_aborted_transactions(self, entries: Iterable[AbortedTransaction]) -> None:
+        """Add ABORT markers' entries, in marker order, to the `.txnindex` of the segments
+        holding the markers (`transaction_index`)."""
+        with self._lock:
+            self._check_open()
+            segments = self._segments
+            try:
+                for entry in entries:
+                    base = next(segments.irange(maximum=entry.last_offset, reverse=True))
+                    segments[base].txn_index.append(entry)
+            except OSError as exc:
+                raise KafkaStorageError(
+                    f"{self.name}: aborted transaction index not written: {exc}"
+                ) from exc
+
+    def collect_aborted_transactions(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTransaction]:
+        """The aborted transactions a read_committed fetch of [fetch_offset,
+        upper_bound_offset) must be told of: the segments' indexes from the one holding
+        `fetch_offset` on, until one says no later one can hold more (Kafka's
+        `collectAbortedTransactions`)."""
+        with self._lock:
+            self._check_open()
+            segments = self._segments
+            first = next(segments.irange(maximum=fetch_offset, reverse=True), None)
+            found: list[AbortedTransaction] = []
+            try:
+                for base in segments.irange(minimum=first):
+                    result = segments[base].txn_index.collect(fetch_offset, upper_bound_offset)
+                    found.extend(result.found)
+                    if result.complete:
+                        break
+            except OSError as exc:
+                raise KafkaStorageError(
+                    f"{self.name}: aborted transaction index not read: {exc}"
+                ) from exc
+            return found
+
+    def rebuild_aborted_transactions(
+        self, from_offset: int, entries: Iterable[AbortedTransaction]
+    ) -> None:
+        """Replace the `.txnindex` of every segment from the one holding `from_offset` with
+        `entries` (those of its markers, from a replay of the log: recovery)."""
+        with self._lock:
+            self._check_open()
+            segments = self._segments
+            first = next(segments.irange(maximum=from_offset, reverse=True), None)
+            for base in segments.irange(minimum=first):
+                segments[base].txn_index.reset()
+            self.append_aborted_transactions(
+                entry for entry in entries if first is None or entry.last_offset >= first
+            )
+            self.txn_index_rebuild_from = None
 
     def _walk(
         self,
@@ -1594,6 +1675,9 @@ class Log:
                         index_file.fdatasync()
                     finally:
                         index_file.close()
+                # Recovery will not rescan it: its aborted transactions must be durable too
+                # (a sealed segment takes no more entries, so nothing writes it meanwhile).
+                segment.flush_txn_index()
             except (OSError, ValueError) as exc:
                 failure = (segment, exc)
                 break

@@ -17,6 +17,11 @@ Rules (docs/design/storage.md#log-recovery):
   the file, the offset and the number of bytes.
 - A segment with a missing `.index` or `.timeindex` gets its indexes rebuilt even after a
   clean shutdown.
+- The `.txnindex` of every segment recovery validates is emptied, and when those segments hold
+  a control batch the log names the first of them (`Log.txn_index_rebuild_from`): its entries
+  need the transactions of the batches before it, which the producer state's load replays and
+  writes back (`Log.rebuild_aborted_transactions`, docs/storage.md "Transactions in the log").
+  Without a control batch there is nothing to write back, and the load starts where it would.
 - The leader-epoch cache is then cut to the log end and to the log start; if its checkpoint is
   unreadable, or missing or empty while the log holds records, it is rebuilt from the batch
   headers of the whole log (and then witnesses nothing: below). The cut at the end drops the
@@ -333,11 +338,22 @@ def _load_opened(
         if epoch >= 0 and (latest is None or epoch > latest):
             epoch_cache.assign(epoch, header.base_offset)
 
+    # Whether recovery validated a control batch: only then can a rescanned `.txnindex` have
+    # held anything, and only then is a replay needed to rebuild it.
+    markers_recovered = False
+
+    def tail_recovered(header: BatchHeader) -> None:
+        nonlocal markers_recovered
+        markers_recovered = markers_recovered or header.is_control
+        assign_newer_epoch(header)
+
     recovered_from: int | None = None
     if not had_clean_shutdown and segments:
         epoch_starts: list[EpochEntry] = []  # where each epoch begins in the batches recovered
 
         def recovered(header: BatchHeader) -> None:
+            nonlocal markers_recovered
+            markers_recovered = markers_recovered or header.is_control
             epoch = header.partition_leader_epoch
             if epoch >= 0 and (not epoch_starts or epoch_starts[-1].leader_epoch != epoch):
                 epoch_starts.append(EpochEntry(epoch, header.base_offset))
@@ -348,8 +364,12 @@ def _load_opened(
             epoch_cache, recovered_from, epoch_starts, segments.peekitem(-1)[1].next_offset
         )
     _rebuild_missing_indexes(segments, recovered_from, names)
+    # The first segment whose `.txnindex` waits for a replay of the log's transactions.
+    txn_rebuild_from = recovered_from
     if recovered_from is None:
-        _verify_clean_tail(directory, segments, assign_newer_epoch, fs)
+        txn_rebuild_from = _verify_clean_tail(directory, segments, tail_recovered, fs)
+    if not markers_recovered:
+        txn_rebuild_from = None  # no marker among the batches rescanned: nothing to rebuild
     if epochs_missing and _holds_records(segments, log_start_offset):
         # Gone (or never written) while the log holds records: a first entry made later
         # would start above the log start and pass for the witness below. Rebuilt instead.
@@ -395,7 +415,7 @@ def _load_opened(
     epoch_cache.truncate_from_end(log_end_offset + 1 if kept_at_end else log_end_offset)
     epoch_cache.truncate_from_start(log_start_offset)
 
-    return log_class(
+    opened = log_class(
         directory,
         config,
         segments,
@@ -408,6 +428,9 @@ def _load_opened(
         on_truncate=on_truncate,
         persist_standalone_state=persist,
     )
+    if txn_rebuild_from is not None and txn_rebuild_from in segments:
+        opened.txn_index_rebuild_from = txn_rebuild_from
+    return opened
 
 
 def _remove_leftovers(directory: str, names: list[str], fs: FileSystem) -> set[str]:
@@ -546,6 +569,9 @@ def _recover(
     )
     for i, base in enumerate(unflushed):
         segment: LogSegment = segments[base]
+        # Its aborted transactions are rebuilt from a replay of the log's transactions by
+        # whoever keeps them (`Log.txn_index_rebuild_from`).
+        segment.txn_index.reset()
         result = segment.recover(on_batch)
         if result.truncated_bytes:
             log.warning(
@@ -583,10 +609,11 @@ def _verify_clean_tail(
     segments: SegmentMap[LogSegment],
     on_batch: Callable[[BatchHeader], None],
     fs: FileSystem,
-) -> None:
-    """After a clean shutdown, find the active segment's end; recover it if that fails."""
+) -> int | None:
+    """After a clean shutdown, find the active segment's end; recover it if that fails.
+    Returns the base offset of the segment recovered, if any."""
     if not segments:
-        return
+        return None
     active: LogSegment = segments.peekitem(-1)[1]
     try:
         active.next_offset  # noqa: B018 - loads the tail state, raising on damage
@@ -594,6 +621,7 @@ def _verify_clean_tail(
         log.warning(
             "%s: clean shutdown recorded but %s; recovering the active segment", directory, exc
         )
+        active.txn_index.reset()  # rebuilt as `_recover`'s are
         result = active.recover(on_batch)
         if result.truncated_bytes:
             log.warning(
@@ -604,3 +632,5 @@ def _verify_clean_tail(
                 result.next_offset,
                 result.reason,
             )
+        return active.base_offset
+    return None

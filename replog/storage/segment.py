@@ -1,4 +1,5 @@
-"""One log segment: a `.log` file of concatenated batches plus its `.index` and `.timeindex`.
+"""One log segment: a `.log` file of concatenated batches plus its `.index`, `.timeindex` and
+`.txnindex` (aborted transactions, `transaction_index`).
 
 Rules:
 - A segment covers [base_offset, next segment's base_offset). Its first batch starts at byte 0
@@ -54,6 +55,7 @@ from replog.storage.fs import Buffer, FileSystem
 from replog.storage.index_builder import SparseIndexBuilder
 from replog.storage.index_file import OffsetIndex, TimeIndex
 from replog.storage.log_config import LogConfig
+from replog.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger("replog.storage")
 
@@ -152,12 +154,22 @@ class LogSegment:
             prefix + ".timeindex", self.base_offset, self.config.time_index_entries_max, self._fs
         )
 
-    if not TYPE_CHECKING:  # hidden from mypy, which would then take any attribute
+    if TYPE_CHECKING:
+        txn_index: TransactionIndex  # made on first use (`__getattr__`)
+    else:  # hidden from mypy, which would then take any attribute
 
         def __getattr__(self, name: str) -> object:
-            """Called only for an attribute not set: a `made_empty` segment's indexes, made
-            on first use as that segment's (empty: `start_empty`), whatever was appended
-            since (entries are added on reaching `index_interval_bytes` only)."""
+            """Called only for an attribute not set: the `.txnindex`, and a `made_empty`
+            segment's indexes, made on first use as that segment's (empty: `start_empty`),
+            whatever was appended since (entries are added on reaching
+            `index_interval_bytes` only)."""
+            if name == "txn_index" and "log_path" in self.__dict__:
+                # Made on first use: most segments never hold an ABORT marker (no file).
+                txn_index = TransactionIndex(
+                    self.log_path[: -len(".log")] + TXN_INDEX_SUFFIX, self.base_offset, self._fs
+                )
+                self.txn_index = txn_index
+                return txn_index
             if name not in _LAZY_INDEXES or "log_path" not in self.__dict__:
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
             self._make_indexes(self.log_path[: -len(".log")])
@@ -689,6 +701,7 @@ class LogSegment:
         removed = self.size - position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.log_file.truncate(position)
         # Recompute the tail state from what remains.
         self._next_offset = None
@@ -711,10 +724,18 @@ class LogSegment:
             )
 
     def flush(self) -> None:
-        """Make the log and both indexes durable."""
+        """Make the log and its indexes durable."""
         self.log_file.fdatasync()
         self.offset_index.flush(fsync=True)
         self.time_index.flush(fsync=True)
+        self.flush_txn_index()
+
+    def flush_txn_index(self) -> None:
+        """Make the aborted transactions written since the last flush durable (none if the
+        index was never used)."""
+        txn_index: TransactionIndex | None = self.__dict__.get("txn_index")
+        if txn_index is not None:
+            txn_index.flush()
 
     def close(self) -> None:
         """Add the final time-index entry, write pending index entries (without fsync) and
@@ -749,6 +770,7 @@ class LogSegment:
         self._fs.remove(self.log_path)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def retire(self) -> list[str]:
         """Close the segment and rename its files to `<name>.deleted` (Kafka's asynchronous
@@ -757,7 +779,8 @@ class LogSegment:
         a file that is not there (an index never written) is skipped."""
         self.log_file.close()
         renamed = []
-        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+        paths = (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path)
+        for path in paths:
             try:
                 self._fs.rename(path, path + DELETED_SUFFIX)
             except FileNotFoundError:

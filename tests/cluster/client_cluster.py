@@ -174,9 +174,15 @@ NO_GROUP_DELAY = ("--override", "group.initial.rebalance.delay.ms=0")
 
 
 def start_client_cluster(
-    data_dir: Path, node_count: int = 3, *start_args: str, timeout_s: float = 60
+    data_dir: Path,
+    node_count: int = 3,
+    *start_args: str,
+    timeout_s: float = 60,
+    base_port: int | None = None,
 ) -> ClientCluster:
-    loopback = LoopbackCluster(data_dir, free_base_port(node_count), node_count)
+    """`base_port`: the cluster's first port (`free_base_port`'s by default)."""
+    base = free_base_port(node_count) if base_port is None else base_port
+    loopback = LoopbackCluster(data_dir, base, node_count)
     cluster = ClientCluster(loopback)
     try:
         loopback.start(*start_args)
@@ -199,10 +205,10 @@ def start_client_cluster(
 
 @contextmanager
 def client_cluster(
-    data_dir: Path, node_count: int = 3, *start_args: str
+    data_dir: Path, node_count: int = 3, *start_args: str, base_port: int | None = None
 ) -> Iterator[ClientCluster]:
     """A started cluster, killed when the block ends (for module-scoped fixtures)."""
-    cluster = start_client_cluster(data_dir, node_count, *start_args)
+    cluster = start_client_cluster(data_dir, node_count, *start_args, base_port=base_port)
     try:
         yield cluster
     finally:

@@ -2,8 +2,8 @@
 `KafkaBrokerClient`, a new id with epoch 0 and the manager's COORDINATOR_LOAD_IN_PROGRESS
 reaching the client as its class (a broker without a manager answers the same); Kafka's
 request checks (`KafkaApis.init_producer_id`): an idempotent producer's old id gets a new one,
-a transactional id is UNSUPPORTED_VERSION naming transactions, one of id/epoch -1 is
-INVALID_REQUEST."""
+a transactional id is UNSUPPORTED_VERSION there (the listener gives it to the transaction
+coordinator when the broker has one), one of id/epoch -1 is INVALID_REQUEST."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_a_transactional_id_is_unsupported_naming_transactions() -> None:
             3, m.InitProducerIdRequest(transactional_id=transactional_id), ids
         )
         assert isinstance(answer.error, UnsupportedVersionError)
-        assert "transactions are not supported" in str(answer.error)
+        assert "served by the transaction coordinator" in str(answer.error)
         assert repr(transactional_id) in str(answer.error) and "broker 3" in str(answer.error)
         assert (answer.producer_id, answer.producer_epoch) == (-1, -1)
     apis = KafkaApis(3, cluster_id="c1", image=lambda: MetadataImage.EMPTY, producer_ids=ids)

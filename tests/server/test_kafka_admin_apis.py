@@ -39,8 +39,6 @@ from replog.errors import (
 )
 from replog.kafka import replica_offsets_tag
 from replog.kafka.connection import KafkaRequest
-from replog.kafka.messages import add_offsets_to_txn_request as aot
-from replog.kafka.messages import add_partitions_to_txn_request as apt
 from replog.kafka.messages import alter_configs_request as ac
 from replog.kafka.messages import alter_partition_reassignments_request as apr
 from replog.kafka.messages import create_partitions_request as cp
@@ -52,10 +50,8 @@ from replog.kafka.messages import describe_configs_request as dcf
 from replog.kafka.messages import describe_log_dirs_request as dld
 from replog.kafka.messages import describe_producers_request as dp
 from replog.kafka.messages import elect_leaders_request as el
-from replog.kafka.messages import end_txn_request as et
 from replog.kafka.messages import incremental_alter_configs_request as iac
 from replog.kafka.messages import list_partition_reassignments_request as lpr
-from replog.kafka.messages import txn_offset_commit_request as toc
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
@@ -916,53 +912,7 @@ async def test_describe_producers_answers_the_replica_managers_producers() -> No
     assert one.error_code == NotLeaderOrFollowerError.code and "broker 1" in one.error_message
 
 
-# --- transactions and ApiVersions -------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("body", "version", "codes"),
-    [
-        (
-            apt.AddPartitionsToTxnRequest(
-                v3_and_below_transactional_id="t",
-                v3_and_below_topics=[apt.AddPartitionsToTxnTopic(name="orders", partitions=[0, 1])],
-            ),
-            3,
-            lambda r: [
-                p.partition_error_code
-                for t in r.results_by_topic_v3_and_below
-                for p in t.results_by_partition
-            ],
-        ),
-        (apt.AddPartitionsToTxnRequest(), 5, lambda r: [r.error_code]),
-        (
-            aot.AddOffsetsToTxnRequest(transactional_id="t", group_id="g"),
-            4,
-            lambda r: [r.error_code],
-        ),
-        (et.EndTxnRequest(transactional_id="t", committed=True), 5, lambda r: [r.error_code]),
-        (
-            toc.TxnOffsetCommitRequest(
-                transactional_id="t",
-                group_id="g",
-                topics=[
-                    toc.TxnOffsetCommitRequestTopic(
-                        name="orders",
-                        partitions=[toc.TxnOffsetCommitRequestPartition(partition_index=0)],
-                    )
-                ],
-            ),
-            3,
-            lambda r: [p.error_code for t in r.topics for p in t.partitions],
-        ),
-    ],
-)
-@pytest.mark.asyncio
-async def test_transaction_apis_answer_unsupported_version_for_every_entry(
-    body: Message, version: int, codes: Callable[[Any], list[int]]
-) -> None:
-    response = await answer(admin(), body, version)
-    assert codes(response) and set(codes(response)) == {UNSUPPORTED_VERSION}
+# --- ApiVersions -----------------------------------------------------------------------------
 
 
 def test_api_versions_advertises_the_core_and_admin_tables_once_each() -> None:

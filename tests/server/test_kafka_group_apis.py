@@ -23,7 +23,6 @@ from replog.errors import (
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
     KafkaError,
-    TransactionalIdAuthorizationFailedError,
     UnknownMemberIdError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -232,9 +231,9 @@ def test_find_coordinator_one_key_or_a_batch_for_the_clients_listener() -> None:
         ("b", "host-of-b", 0),
     ]
     assert fake.listeners == ["CLIENTS"] * 3
+    # No transaction coordinator running (its own tests: test_transaction_coordinator.py).
     txn = handled(fake, 10, 2, FindCoordinatorRequest(key="t", key_type=1))
-    assert txn.error_code == TransactionalIdAuthorizationFailedError.code  # fatal at once
-    assert "transactions are not supported" in txn.error_message
+    assert txn.error_code == CoordinatorNotAvailableError.code
 
 
 def test_leave_group_one_member_before_v3_a_batch_after() -> None:

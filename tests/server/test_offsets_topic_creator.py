@@ -20,6 +20,7 @@ from replog.errors import (
 )
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
+from replog.server.coordination import internal_topic_creator
 from replog.server.groups.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
 from replog.testing import LoopTasks, ManualClock
 
@@ -37,7 +38,7 @@ class FakeCreate:
             raise self.failures.pop(0)
 
 
-async def settled(creator: OffsetsTopicCreator) -> None:
+async def settled(creator: internal_topic_creator.InternalTopicCreator) -> None:
     for _ in range(100):
         if not creator.in_flight:
             return
@@ -145,3 +146,38 @@ async def test_the_create_topics_request_and_its_errors() -> None:
     calls.answer = pb.CreateTopicsResponse(error=status(RequestTimedOutError, "slow"))
     with pytest.raises(RequestTimedOutError, match="slow"):
         await create()
+
+
+@pytest.mark.asyncio
+async def test_an_internal_topic_asks_its_replication_factor_at_each_attempt() -> None:
+    calls = FakeCalls(pb.CreateTopicsResponse(topics=[pb.CreatableTopicResult(name="x")]))
+    brokers = [1]
+    create = internal_topic_creator.create_via_controller(
+        calls,  # type: ignore[arg-type]
+        4,
+        topic="__transaction_state",
+        num_partitions=50,
+        replication_factor=lambda: min(3, len(brokers)),
+        configs=lambda replicas: {"min.insync.replicas": str(min(2, replicas))},
+        timeout_ms=9000,
+    )
+    await create()
+    brokers += [2, 3]
+    await create()
+    sent = [
+        (topic.name, topic.replication_factor, dict(topic.configs))
+        for what, request, _ in calls.sent
+        for topic in request.topics
+    ]
+    assert sent == [
+        ("__transaction_state", 1, {"min.insync.replicas": "1"}),
+        ("__transaction_state", 3, {"min.insync.replicas": "2"}),
+    ]
+    assert calls.sent[0][0] == "CreateTopics __transaction_state for broker 4"
+    creator = internal_topic_creator.InternalTopicCreator(
+        4, "__transaction_state", create, clock=ManualClock(0), tasks=LoopTasks()
+    )
+    creator.request()
+    await settled(creator)
+    assert creator.last_failure is None and len(calls.sent) == 3
+    await creator.stop()

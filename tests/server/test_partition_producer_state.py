@@ -10,6 +10,7 @@ import pytest
 
 from replog.quorum.metadata.records import PartitionChangeRecord
 from replog.record import build_batch, read_header
+from replog.record.control_record import EndTxnMarker
 from replog.record.header import BatchHeader
 from replog.replication.producer_snapshot import decode_producer_snapshot
 from replog.replication.producer_state import ProducerStateTable
@@ -48,14 +49,16 @@ def record_walk_starts(monkeypatch: pytest.MonkeyPatch, of: Log | None = None) -
     """The start offset of every header walk of the log `of` (of any log when None) from now
     on."""
     walked_from: list[int] = []
-    walk = Log.batch_headers
+    walk = Log.batch_headers_and_markers
 
-    def recording(plog: Log, start: int, end: int | None = None) -> Iterator[BatchHeader]:
+    def recording(
+        plog: Log, start: int, end: int | None = None
+    ) -> Iterator[tuple[BatchHeader, EndTxnMarker | None]]:
         if of is None or plog is of:
             walked_from.append(start)
         return walk(plog, start, end)
 
-    monkeypatch.setattr(Log, "batch_headers", recording)
+    monkeypatch.setattr(Log, "batch_headers_and_markers", recording)
     return walked_from
 
 

@@ -21,9 +21,11 @@ from storage_helpers import (
 )
 
 from replog.cli.main import main
-from replog.record import RECORD_BATCH_OVERHEAD, read_header
+from replog.record import RECORD_BATCH_OVERHEAD, build_batch, read_header
+from replog.record.control_record import EndTxnMarker, encode_marker
 from replog.replication.producer_snapshot import encode_producer_snapshot
 from replog.replication.producer_state import BatchMetadata, ProducerEntry
+from replog.storage.aborted_transactions import AbortedTransaction
 from replog.testing import ManualClock
 
 BATCH_LINE = re.compile(
@@ -164,7 +166,7 @@ def test_a_producer_snapshot_prints_each_producer_or_what_is_wrong(
     path.write_bytes(
         encode_producer_snapshot(
             [
-                ProducerEntry(9, 2, (BatchMetadata(10, 14, 37, 41, T0),), T0),
+                ProducerEntry(9, 2, (BatchMetadata(10, 14, 37, 41, T0),), T0, 40, 3),
                 ProducerEntry(4, 0, (), T0 + 1),
             ]
         )
@@ -172,13 +174,57 @@ def test_a_producer_snapshot_prints_each_producer_or_what_is_wrong(
     code, lines = dump(capsys, str(path))
     assert code == 0
     assert lines[1:] == [
-        f"producerId: 9 producerEpoch: 2 lastTimestamp: {T0} firstSequence: 10 "
-        "lastSequence: 14 firstOffset: 37 lastOffset: 41",
-        f"producerId: 4 producerEpoch: 0 lastTimestamp: {T0 + 1} no data batch",
+        "producerId: 9 producerEpoch: 2 coordinatorEpoch: 3 currentTxnFirstOffset: 40 "
+        f"lastTimestamp: {T0} firstSequence: 10 lastSequence: 14 firstOffset: 37 lastOffset: 41",
+        "producerId: 4 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: -1 "
+        f"lastTimestamp: {T0 + 1} no data batch",
     ]
     path.write_bytes(path.read_bytes()[:-1])
     code, lines = dump(capsys, str(path))
     assert code == 1 and "does not match the stored" in lines[1]
+
+
+def test_markers_and_the_aborted_transaction_index_print_as_kafkas_dump_prints_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = open_log(tmp_path / "orders-0", small_config(), clock=ManualClock(T0))
+    data = build_batch(
+        [(T0, b"k", b"v", ())],
+        producer_id=7,
+        producer_epoch=1,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    log.append_as_leader(data, 0)
+    key, value = encode_marker(EndTxnMarker(aborted=True, coordinator_epoch=5))
+    control = build_batch(
+        [(T0, key, value, ())],
+        producer_id=7,
+        producer_epoch=1,
+        is_transactional=True,
+        is_control=True,
+    )
+    log.append_as_leader(control, 0, allow_control=True)
+    log.append_aborted_transactions([AbortedTransaction(7, 0, 1, 2)])
+    log.close()
+    directory = tmp_path / "orders-0"
+    (path,) = files_with_suffix(directory, ".log")
+    code, lines = dump(capsys, str(path), "--print-data")
+    assert code == 0
+    assert "isTransactional: true isControl: true" in lines[3]
+    assert lines[4] == (
+        f"| offset: 1 CreateTime: {T0} keySize: 4 valueSize: 6 headerKeys: [] "
+        "endTxnMarker: ABORT coordinatorEpoch: 5"
+    )
+    (index,) = files_with_suffix(directory, ".txnindex")
+    code, lines = dump(capsys, str(index))
+    assert (code, lines[1:]) == (
+        0,
+        ["version: 0 producerId: 7 firstOffset: 0 lastOffset: 1 lastStableOffset: 2"],
+    )
+    index.write_bytes(index.read_bytes()[:-1])
+    code, lines = dump(capsys, str(index))
+    assert code == 1 and "not a whole number of 34-byte entries" in lines[1]
 
 
 def test_a_reader_that_stops_early_ends_the_dump_quietly(

@@ -12,6 +12,9 @@ It wires the broker side of the metadata plane and the data plane together:
     KafkaApis.init_producer_id --> ProducerIdManager --AllocateProducerIds--> controller
     KafkaGroupApis (Kafka listeners) --> GroupCoordinator --> ReplicaManager
                                                    '--CreateTopics __consumer_offsets--> controller
+    KafkaTxnApis (Kafka listeners) --> TransactionCoordinator --> ReplicaManager
+                                          |--CreateTopics __transaction_state--> controller
+                                          '--TxnMarkerSender--WriteTxnMarkers--> leaders
 
 Rules:
 - The metadata offset in heartbeats is the loader's last published offset: the controller
@@ -34,10 +37,12 @@ Rules:
   manager (which asks the controller for its first block at once) start, and the Broker
   service starts serving data requests (it answers UNAVAILABLE before; Metadata always;
   InitProducerId COORDINATOR_LOAD_IN_PROGRESS until the first block arrived); last the group
-  coordinator follows the images the replica manager has applied (it follows the
-  `__consumer_offsets` leaderships the replica manager took) and the Kafka listeners' group
-  handlers serve from it (COORDINATOR_NOT_AVAILABLE before, and again once the data plane
-  stops).
+  coordinator and the transaction coordinator follow the images the replica manager has
+  applied (the `__consumer_offsets` and `__transaction_state` leaderships it took) and the
+  Kafka listeners' group and transaction handlers serve from them (COORDINATOR_NOT_AVAILABLE
+  before, and again once the data plane stops). The transaction coordinator writes its
+  markers through each leader's Broker gRPC service (`GrpcMarkerChannel`), at the address the
+  replica fetchers use.
 - `stop(graceful=True)`: controlled shutdown first (the controller moves leaderships away while
   this broker still replicates), bounded by `controlled_shutdown_timeout_ms`; then the data
   plane stops (service detached, fetchers, sender, replica manager) and the log manager shuts
@@ -63,8 +68,8 @@ Rules:
   is why the node binds before it builds this runtime), `replica.socket.timeout.ms` (30000),
   `socket.request.max.bytes` (104857600), `max.incremental.fetch.session.cache.slots` (1000)
   and `min.incremental.fetch.session.eviction.ms` (120000) for the Kafka listeners' fetch
-  sessions, the `LogManagerConfig`, `ReplicaManagerConfig` and
-  `GroupCoordinatorConfig` keys; the controllers are `controller.quorum.voters`, the request
+  sessions, the `LogManagerConfig`, `ReplicaManagerConfig`, `GroupCoordinatorConfig` and
+  `TransactionCoordinatorConfig` keys; the controllers are `controller.quorum.voters`, the request
   timeout `controller.quorum.request.timeout.ms`.
 """
 
@@ -104,9 +109,12 @@ from replog.server.broker.metadata_publisher import BrokerMetadataListener
 from replog.server.broker.producer_id_manager import ProducerIdManager, allocate_from_controller
 from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.config.node_config import NodeConfig, static_broker_configs
+from replog.server.config.transaction_coordinator_config import TransactionCoordinatorConfig
 from replog.server.controller.controller_calls import ControllerCalls
+from replog.server.coordination import internal_topic_creator
 from replog.server.data_plane.alter_partition_sender import AlterPartitionSender
 from replog.server.data_plane.broker_cores import REQUEST_BYTES_MAX_DEFAULT, BrokerCores
+from replog.server.data_plane.broker_service import BrokerService
 from replog.server.data_plane.data_plane_host import DataPlaneHost
 from replog.server.data_plane.replica_fetch_service import ReplicaFetchService
 from replog.server.data_plane.replica_fetcher import ReplicaFetcherManager
@@ -117,18 +125,24 @@ from replog.server.kafka.kafka_admin_apis import KafkaAdminApis
 from replog.server.kafka.kafka_apis import KafkaApis, MetadataStalenessOf, fetch_session_cache
 from replog.server.kafka.kafka_group_apis import KafkaGroupApis
 from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis
+from replog.server.kafka.kafka_txn_apis import KafkaTxnApis
+from replog.server.kafka.kafka_txn_marker_apis import KafkaTxnMarkerApis
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.raft.raft_driver import RaftDriver
 from replog.server.runtime.bulk_threads import run_bulk
 from replog.server.runtime.loop_turns import yield_turn
 from replog.server.runtime.node_tasks import Spawner
 from replog.server.runtime.peer_channels import PeerChannels, PeerLinksFactory
+from replog.server.transactions.marker_channel import GrpcMarkerChannel
+from replog.server.transactions.marker_sender import TxnMarkerSender
+from replog.server.transactions.transaction_coordinator import TransactionCoordinator
 from replog.storage.log_manager import (
     LogLoadingAborted,
     LogManager,
     LogManagerConfig,
     clean_shutdown_broker_epoch,
 )
+from replog.topic_names import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger("replog.server.broker")
 
@@ -170,6 +184,9 @@ class DataPlaneConfig:
     replica_socket_timeout_ms: int = REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
     request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT
     group_coordinator: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
+    transaction_coordinator: TransactionCoordinatorConfig = field(
+        default_factory=TransactionCoordinatorConfig
+    )
     # The Kafka listeners' fetch session cache (docs/kafka-protocol.md, "Fetch sessions").
     fetch_session_cache_slots: int = CACHE_SLOTS_DEFAULT
     fetch_session_eviction_ms: int = EVICTION_MS_DEFAULT
@@ -260,11 +277,15 @@ class BrokerRuntime:
             ),
             on_storage_error=self._on_storage_error,
             wall_clock=self._host.wall_clock,
+            on_markers_written=self._on_markers_written,
         )
         # Followers' fetch streams (`replica_fetch_service`); the node registers it.
         self.replica_fetch_service = ReplicaFetchService(
             config.broker_id, self.service.replica_fetch, self.service.request_bytes_max
         )
+        # Other nodes' calls to this broker (`broker_service`: WriteTxnMarkers); the node
+        # registers it.
+        self.broker_service = BrokerService(config.broker_id, self.service)
         # The handlers of the Kafka listeners (if any `listeners` entry is one).
         self.kafka_apis = KafkaApis(
             config.broker_id,
@@ -275,6 +296,7 @@ class BrokerRuntime:
             broker_service=self.service,
             producer_ids=self.producer_ids,
             clock=clock,
+            transactions=lambda: self.transaction_coordinator,
             fetch_sessions=(
                 None
                 if data_plane is None
@@ -306,12 +328,21 @@ class BrokerRuntime:
                     config.broker_id,
                     lambda: self.group_coordinator,
                     lambda: self.metadata.image,
+                    lambda: self.transaction_coordinator,
                 ),
+                KafkaTxnApis(
+                    config.broker_id,
+                    lambda: self.transaction_coordinator,
+                    lambda: self.metadata.image,
+                ),
+                KafkaTxnMarkerApis(config.broker_id, self.service),
                 *([] if quorum_apis is None else [quorum_apis]),
             ],
         )
         self._serving_clients = asyncio.Event()  # what `wait_serving_clients` waits for
         self.group_coordinator: GroupCoordinator | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
+        self._marker_channel: GrpcMarkerChannel | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
@@ -615,6 +646,7 @@ class BrokerRuntime:
         self.service.attach(replica_manager)
         self._serving_clients.set()
         self._start_group_coordinator(data_plane, replica_manager)
+        self._start_transaction_coordinator(data_plane, replica_manager)
         log.info(
             "broker %d: %d partition logs recovered; serving the data plane",
             broker_id,
@@ -676,9 +708,61 @@ class BrokerRuntime:
         replica_manager.follow_applied_images(coordinator.apply_image)
         coordinator.start()  # offsets retention; `_stop_data_plane` stops it
 
+    def _start_transaction_coordinator(
+        self, data_plane: DataPlaneConfig, replica_manager: ReplicaManager
+    ) -> None:
+        """The transaction coordinator follows `__transaction_state` leadership from now on,
+        as the group coordinator follows `__consumer_offsets`."""
+        broker_id = self.config.broker_id
+        config = data_plane.transaction_coordinator
+        creator = internal_topic_creator.InternalTopicCreator(
+            broker_id,
+            TRANSACTION_STATE_TOPIC,
+            internal_topic_creator.create_via_controller(
+                self.controller_calls,
+                broker_id,
+                topic=TRANSACTION_STATE_TOPIC,
+                num_partitions=config.state_log_num_partitions,
+                replication_factor=lambda: config.state_log_replication(
+                    len(self.metadata.image.cluster.brokers)
+                ),
+                configs=config.state_log_configs,
+                timeout_ms=self.config.request_timeout_ms,
+            ),
+            tasks=self._spawner,
+            clock=self._clock,
+        )
+        # The markers go to each leader's Broker service, at the address its fetchers use.
+        channel = self._marker_channel = GrpcMarkerChannel(
+            broker_id, self._broker_address, request_timeout_ms=config.request_timeout_ms
+        )
+        coordinator = TransactionCoordinator(
+            broker_id,
+            replica_manager,
+            creator,
+            lambda leaders: TxnMarkerSender(broker_id, channel, leaders),
+            self.producer_ids.generate_producer_id,
+            config,
+            offsets_topic_num_partitions=data_plane.group_coordinator.offsets_topic_num_partitions,
+            tasks=self._spawner,
+            clock=self._clock,
+            wall_clock=self._host.wall_clock,
+        )
+        self.transaction_coordinator = coordinator
+        replica_manager.follow_applied_images(
+            lambda image, _removed: coordinator.apply_image(image)
+        )
+        coordinator.start()  # timeouts and expiration; `_stop_data_plane` stops them
+
     async def _stop_data_plane(self) -> None:
         self.service.attach(None)
         self.replica_fetch_service.stop()
+        transactions, self.transaction_coordinator = self.transaction_coordinator, None
+        if transactions is not None:
+            await transactions.stop()
+        channel, self._marker_channel = self._marker_channel, None
+        if channel is not None:
+            await channel.close()
         # The group handlers answer COORDINATOR_NOT_AVAILABLE from here on.
         coordinator, self.group_coordinator = self.group_coordinator, None
         if coordinator is not None:
@@ -706,6 +790,14 @@ class BrokerRuntime:
     def _broker_epoch(self) -> int:
         epoch = self.lifecycle.broker_epoch
         return -1 if epoch is None else epoch
+
+    def _on_markers_written(
+        self, producer_id: int, committed: bool, partitions: list[tuple[str, int]]
+    ) -> None:
+        """A transaction's marker written here: its offsets in `__consumer_offsets` apply."""
+        coordinator = self.group_coordinator
+        if coordinator is not None:
+            coordinator.on_markers_written(producer_id, committed, partitions)
 
     def _broker_address(self, broker_id: int) -> str | None:
         """host:port of a broker's first registered listener in the current image."""
@@ -860,6 +952,7 @@ def data_plane_config(log_dirs: Sequence[str], properties: Mapping[str, str]) ->
             properties, "socket.request.max.bytes", REQUEST_BYTES_MAX_DEFAULT
         ),
         group_coordinator=GroupCoordinatorConfig.from_properties(properties),
+        transaction_coordinator=TransactionCoordinatorConfig.from_properties(properties),
         fetch_session_cache_slots=non_negative_setting(
             properties, "max.incremental.fetch.session.cache.slots", CACHE_SLOTS_DEFAULT
         ),

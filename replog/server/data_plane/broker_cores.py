@@ -26,7 +26,8 @@ Rules:
 - Until the broker has recovered its logs and created its replica manager (`attach`), and
   once it stops serving them (`attach(None)`), data requests raise `Refused` (UNAVAILABLE).
 - InitProducerId (`init_producer_id`, Kafka's rules for a producer without a transactional
-  id): a transactional id is UNSUPPORTED_VERSION (transactions are not supported); exactly one
+  id): a transactional id is UNSUPPORTED_VERSION here (the Kafka listener gives those to the
+  transaction coordinator); exactly one
   of producer id and epoch -1 is INVALID_REQUEST; otherwise a new id from the producer-id
   manager with epoch 0 (an idempotent producer's old id and epoch are not checked, as in
   Kafka), or COORDINATOR_LOAD_IN_PROGRESS while the manager has none (or the broker has no
@@ -41,6 +42,10 @@ Rules:
   another `KafkaError` becomes every partition's error.
 - `fetch` gives a fetch answered at once (records there, an error, no wait asked) in the step
   that read it, and an awaitable for one that waits in the replica manager's purgatory.
+- WriteTxnMarkers (`write_txn_markers`, one call for the Kafka listener and the Broker
+  service) is the replica manager's, per marker and partition; before the answer each marker
+  goes to `on_markers_written` with the partitions that took it (the group coordinator applies
+  or drops a transaction's offsets at its marker, as Kafka's `onTransactionCompleted`).
 - DescribeLogDirs answers from the replica manager's log manager (`log_dirs.describe_log_dirs`:
   every log dir and the replicas in it, filtered by topic, with each compacted log's dirty
   ratio from `replog.storage.cleaner.dirty_ratios`); like the other data requests it is
@@ -116,6 +121,9 @@ class BrokerRequests(Protocol):
         self, request: m.OffsetsForLeaderEpochRequest
     ) -> m.OffsetsForLeaderEpochResponse: ...
     async def delete_records(self, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse: ...
+    async def write_txn_markers(
+        self, request: m.WriteTxnMarkersRequest
+    ) -> m.WriteTxnMarkersResponse: ...
 
 
 class LogDirectories(Protocol):
@@ -132,6 +140,10 @@ class HostsLogs(Protocol):
 
     @property
     def log_manager(self) -> LogDirectories: ...
+
+
+# (producer id, COMMIT, the partitions the marker was written to)
+MarkersWritten = Callable[[int, bool, list[tuple[str, int]]], None]
 
 
 class ProducerIds(Protocol):
@@ -176,8 +188,10 @@ class BrokerCores:
         request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT,
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
         wall_clock: Callable[[], int] = wall_clock_ms,
+        on_markers_written: MarkersWritten | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self._on_markers_written = on_markers_written
         self._wall_clock = wall_clock  # DescribeLogDirs' dirty ratios (compaction lags)
         self._replica_manager = replica_manager
         self.request_bytes_max = request_bytes_max
@@ -349,6 +363,28 @@ class BrokerCores:
         )
         return m.DeleteRecordsResponse(tuple(results))
 
+    async def write_txn_markers(
+        self, request: m.WriteTxnMarkersRequest
+    ) -> m.WriteTxnMarkersResponse:
+        """WriteTxnMarkers, as the Kafka listener and the Broker service answer it: the
+        replica manager's answer per marker and partition. Raises `Refused`; a storage error
+        goes to `on_storage_error` as a produce's does."""
+        rm = self._ready()
+        try:
+            response = await rm.write_txn_markers(request)
+        except KafkaStorageError as error:
+            if self._on_storage_error is not None:
+                self._on_storage_error(error)
+            raise Refused(grpc.StatusCode.UNAVAILABLE, f"storage error: {error}") from None
+        for marker in response.markers:
+            self._manager_answered(marker)
+        if self._on_markers_written is not None:
+            for asked, result in zip(request.markers, response.markers, strict=False):
+                written = [(p.topic, p.partition) for p in result.partitions if p.error is None]
+                if written:
+                    self._on_markers_written(asked.producer_id, asked.committed, written)
+        return response
+
     def describe_log_dirs(self, request: m.DescribeLogDirsRequest) -> m.DescribeLogDirsResponse:
         """DescribeLogDirs, as the Kafka listener answers it, called directly. Raises
         `Refused`."""
@@ -491,8 +527,8 @@ def init_producer_id(
         return m.InitProducerIdResponse(
             UnsupportedVersionError(
                 f"broker {broker_id}: InitProducerId with transactional_id "
-                f"{request.transactional_id!r}: transactions are not supported (only idempotent "
-                "producers, without a transactional id)"
+                f"{request.transactional_id!r}: transactional producers are served by the "
+                "transaction coordinator of the Kafka listener, not here"
             )
         )
     if (request.producer_id == m.NO_PRODUCER_ID) != (request.producer_epoch == m.NO_PRODUCER_EPOCH):

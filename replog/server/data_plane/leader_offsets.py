@@ -59,15 +59,25 @@ def _checked_leader_state(partition: Partition, current_leader_epoch: int) -> Pa
 
 
 def list_offset(
-    partition: Partition, entry: ListOffsetsPartition, *, is_replica: bool
+    partition: Partition,
+    entry: ListOffsetsPartition,
+    *,
+    is_replica: bool,
+    read_committed: bool = False,
 ) -> ListOffsetsPartitionResult:
-    """ListOffsets for one partition this broker leads (docs/design/replication.md#read-bounds)."""
+    """ListOffsets for one partition this broker leads (docs/design/replication.md#read-bounds);
+    `read_committed`: a consumer's at isolation level 1, bounded by the last stable offset."""
     leader_state = _checked_leader_state(partition, entry.current_leader_epoch)
     plog = partition.log
     cache = plog.leader_epoch_cache
-    # Consumers see only committed data; replicas see up to the LEO
-    # (docs/design/replication.md#read-bounds).
-    bound = plog.log_end_offset if is_replica else leader_state.high_watermark
+    # Consumers see only committed data, read_committed ones only below the LSO; replicas see
+    # up to the LEO (docs/design/replication.md#read-bounds; Kafka's lastFetchableOffset).
+    if is_replica:
+        bound = plog.log_end_offset
+    elif read_committed:
+        bound = partition.last_stable_offset(leader_state.high_watermark)
+    else:
+        bound = leader_state.high_watermark
 
     def epoch_of(offset: int) -> int:
         found = cache.epoch_for_offset(offset)

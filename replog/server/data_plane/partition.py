@@ -15,9 +15,16 @@ Rules (docs/design/replication.md#leader-epoch-cache, #truncate-on-fetch, #caugh
   follower that is elected answers produces at once, without reading its log. The table is
   loaded when the replica first takes a role, unless the broker's start-up loaded it already,
   off the event loop (`producer_state_loader`: the newest producer snapshot at or below the
-  LEO plus the batch headers after it, else the log's headers; records are never decoded).
+  LEO plus the batch headers after it, else the log's headers; of the records only control
+  batches' markers are decoded).
   Every append updates it (`append_as_leader`, `append_as_follower`); a truncation reloads
   it, since an applied batch cannot be taken back.
+- Transactions (the table's `partition_transactions`): of an appended control batch the one
+  marker record is decoded (leader and follower alike; nothing else of any batch is), so the
+  table closes the producer's transaction as a commit or an abort, and an ABORT's entry goes
+  to the `.txnindex` of the segment holding the marker (`Log.append_aborted_transactions`).
+  A leader writes markers only for a coordinator (`append_marker_as_leader`); a client's
+  control batch is refused by the log.
 - A producer snapshot `<base>.snapshot` is written when an append rolls a new segment, as of
   that base (the batches before the roll applied, the ones after not yet), and one at the LEO
   when the replica manager stops; snapshots above the LEO (a truncation) are deleted at once,
@@ -38,12 +45,13 @@ place, so the manager does not reach into storage for them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
 from replog.errors import UnknownTopicOrPartitionError
 from replog.quorum.metadata.partition_registration import PartitionRegistration
+from replog.record.control_record import EndTxnMarker, batch_marker
 from replog.record.header import BatchHeader
 from replog.record.keyless import refuse_keyless_records
 from replog.replication.follower_truncation import initial_fetch_offset
@@ -64,6 +72,7 @@ from replog.server.data_plane.producer_state_loader import (
     drop_snapshots_outside_log,
     load_producer_table,
 )
+from replog.storage.aborted_transactions import AbortedTransaction
 from replog.storage.log import Log
 from replog.storage.log_append_info import LogAppendInfo
 from replog.storage.log_manager import LogManager
@@ -281,15 +290,25 @@ class Partition:
             return True
         return False
 
-    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> LogAppendInfo:
+    def append_as_leader(
+        self, records: bytes | memoryview, leader_epoch: int, *, coordinator: bool = False
+    ) -> LogAppendInfo:
         """Append a produce's batches to the log and record them in the producer table; a
         compacted log refuses records without a key (`replog.record.keyless`, Kafka's
-        LogValidator), the only records whose keys a broker reads."""
+        LogValidator), the only records whose keys a broker reads. `coordinator`: the broker's
+        own coordinator appends (its producer batches carry no sequence)."""
         if self.log.config.compacts:
             refuse_keyless_records(records, self.name)
         base_before = self.log.active_segment.base_offset
-        info = self.log.append_as_leader(records, leader_epoch)
-        self._record_appended(info.batches, base_before)
+        info = self.log.append_as_leader(records, leader_epoch, allow_control=coordinator)
+        self._record_appended(info.batches, base_before, records)
+        return info
+
+    def append_marker_as_leader(self, batch: bytes, leader_epoch: int) -> LogAppendInfo:
+        """Append a coordinator's end-transaction marker (one control batch) as leader."""
+        base_before = self.log.active_segment.base_offset
+        info = self.log.append_as_leader(batch, leader_epoch, allow_control=True)
+        self._record_appended(info.batches, base_before, batch)
         return info
 
     def append_as_follower(
@@ -299,22 +318,52 @@ class Partition:
         `leader_epoch`, of the leader that sent them, bounds theirs (`Log.append_as_follower`)."""
         base_before = self.log.active_segment.base_offset
         info = self.log.append_as_follower(records, leader_epoch=leader_epoch)
-        self._record_appended(info.batches, base_before)
+        self._record_appended(info.batches, base_before, records)
         return info
 
-    def _record_appended(self, headers: Iterable[BatchHeader], base_before: int) -> None:
+    def _record_appended(
+        self,
+        headers: Sequence[BatchHeader],
+        base_before: int,
+        records: bytes | memoryview,
+    ) -> None:
+        """`headers` (of the batches of `records`, in order, as stamped) are in the log."""
         if not self.producer_state_loaded:
             return  # loaded from the log, these batches included, when the replica takes a role
-        update = self.producer_state.update
+        table = self.producer_state
+        update = table.update
         new_base = self.log.active_segment.base_offset
         # If the append rolled a segment, snapshot the table as of the new base (of the last
         # roll, if it rolled more than once), between the batches before it and those after.
         rolled_to = new_base if new_base != base_before else None
-        for header in headers:
+        aborted: list[AbortedTransaction] | None = None
+        for index, header in enumerate(headers):
             if rolled_to is not None and header.base_offset >= rolled_to:
                 self._write_snapshot_or_warn(rolled_to)
                 rolled_to = None
-            update(header)
+            if not header.is_control:
+                update(header)
+                continue
+            marker = self._marker_of(records, headers, index) if header.records_count else None
+            entry = update(header, marker)
+            if entry is not None:
+                aborted = [*(aborted or ()), entry]
+            # A closed transaction waits only for the HW to pass its marker.
+            table.transactions.on_high_watermark(self.log.high_watermark)
+        if aborted:
+            self.log.append_aborted_transactions(aborted)
+
+    def _marker_of(
+        self, records: bytes | memoryview, headers: Sequence[BatchHeader], index: int
+    ) -> EndTxnMarker:
+        """The marker of control batch `headers[index]`: appends keep every batch's size, so
+        it starts where the sizes of the batches before it add up to."""
+        position = sum(h.size_in_bytes for h in headers[:index])
+        return batch_marker(records, position, headers[index], self.name)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: below every open or unreplicated transaction, at most `high_watermark`."""
+        return self.producer_state.last_stable_offset(high_watermark)
 
     def _write_snapshot_or_warn(self, offset: int) -> None:
         try:

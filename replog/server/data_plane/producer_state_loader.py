@@ -10,7 +10,12 @@ Rules:
   log's headers from `rebuild_start`; then the expired producers are forgotten. Snapshots above
   the LEO (a truncation; deleted durably) or below the log start are deleted first, and one that
   fails its checks is deleted and the next older one, or the log, is used instead.
-- Headers are read with `Log.batch_headers` (bounded chunks); records are never decoded.
+- Headers are read with `Log.batch_headers_and_markers` (bounded chunks); of the records only a
+  control batch's one marker is decoded, so the table's transactions know commits from aborts.
+- After a recovery (`Log.txn_index_rebuild_from`), the replay starts at or below the first
+  segment rescanned (no newer snapshot is used), and the aborted transactions whose markers
+  it applied from there rewrite those segments' `.txnindex` (Kafka's recovery rebuilds them
+  with the producer state the same way).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from replog.common.frozen_init import fast_frozen_init
 from replog.errors import CorruptProducerSnapshotError, KafkaError
 from replog.replication.producer_snapshot import decode_producer_snapshot
 from replog.replication.producer_state import ProducerEntry, ProducerStateTable
+from replog.storage.aborted_transactions import AbortedTransaction
 from replog.storage.log import Log
 from replog.storage.producer_snapshot_file import ProducerSnapshotFiles
 
@@ -70,8 +76,14 @@ def load_producer_table(
 ) -> None:
     """Make `table` match `plog` (module Rules)."""
     start = rebuild_start(plog, expiry)
+    rebuild_txn_from = plog.txn_index_rebuild_from
+    ceiling = plog.log_end_offset
+    if rebuild_txn_from is not None:
+        start = min(start, rebuild_txn_from)
+        ceiling = rebuild_txn_from
     # A snapshot below where a rebuild would start saves nothing (`rebuild_start` says why).
-    usable = [o for o in drop_snapshots_outside_log(plog, snapshots) if o >= start]
+    usable = [o for o in drop_snapshots_outside_log(plog, snapshots) if start <= o <= ceiling]
+    aborted: list[AbortedTransaction] = []
     for offset in reversed(usable):
         entries = _read_snapshot(name, snapshots, offset)
         if entries is None:
@@ -79,8 +91,10 @@ def load_producer_table(
         table.load(entries)
         # Snapshots sit on batch boundaries (a segment base, the LEO): the walk from one
         # starts with the batch at its offset.
-        for header in plog.batch_headers(offset):
-            table.update(header)
+        for header, marker in plog.batch_headers_and_markers(offset):
+            entry = table.update(header, marker)
+            if entry is not None:
+                aborted.append(entry)
         log.info(
             "%s: producer state from snapshot %d, replayed to %d",
             name,
@@ -89,7 +103,9 @@ def load_producer_table(
         )
         break
     else:
-        table.rebuild(plog.batch_headers(start))
+        aborted = table.replay(plog.batch_headers_and_markers(start))
+    if rebuild_txn_from is not None:
+        plog.rebuild_aborted_transactions(rebuild_txn_from, aborted)
     if expiry is not None:
         table.remove_expired(expiry.wall_now_ms, expiry.expiration_ms)
 

@@ -58,17 +58,24 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   request's timeout (REQUEST_TIMED_OUT); acks=1 answers after the local append; acks=0 answers
   only the partitions that failed (empty when all succeeded): the Kafka listener sends no
   response, or on a failure closes the connection, as Kafka's broker does (`kafka_apis`).
+- WriteTxnMarkers (a transaction coordinator's end of a transaction): per partition, only the
+  leader; the marker is checked against the producer state (`check_marker`), appended as one
+  control batch through the produce path with acks=all (internal topics too) and answered
+  once the HW passes it, or REQUEST_TIMED_OUT.
 - Fetch: only the leader serves. Followers read up to the LEO, consumers up to the HW (never a
-  batch at or above it); the HW in the answer is captured before a follower's fetch updates its
-  progress, and a fetch that reports a diverging epoch updates nothing
-  (docs/design/replication.md#truncate-on-fetch, #follower-progress). The byte
+  batch at or above it), read_committed ones up to the last stable offset, with the aborted
+  transactions of what they read (`Log.collect_aborted_transactions`); the HW in the answer
+  is captured before a follower's fetch updates its progress, and a fetch that reports a
+  diverging epoch updates nothing (docs/design/replication.md#truncate-on-fetch,
+  #follower-progress). The byte
   budget is `max_bytes` over partitions, `partition_max_bytes` each, and the first batch is
   returned whole until the first partition with data
   (docs/design/replication.md#answer-now-or-wait). A fetch that cannot be answered at
   once waits in the fetch purgatory until a wake (leader append, HW move, leadership change)
   finds enough data or a docs/design/replication.md#delayed-fetch-completion condition, or
   `max_wait_ms` passes; either way it re-reads.
-- ListOffsets, OffsetsForLeaderEpoch and DeleteRecords' log-start move: `leader_offsets`.
+- ListOffsets (read_committed: bounded by the LSO), OffsetsForLeaderEpoch and DeleteRecords'
+  log-start move: `leader_offsets`.
   DeleteRecords' checks (policy, offset range, the purgatory bound) and its wait for the low
   watermark are the partition core's; it answers once the low watermark reaches the offset,
   or REQUEST_TIMED_OUT.
@@ -105,6 +112,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
+from itertools import islice
 from typing import NamedTuple
 from uuid import UUID
 
@@ -128,6 +136,8 @@ from replog.quorum.metadata.loader import LoaderManifest, Publication
 from replog.quorum.metadata.local_changes import LocalChanges, LocalPartition, local_changes_between
 from replog.quorum.metadata.records import ConfigResourceType
 from replog.quorum.metadata.steps import Steps, run_to_end
+from replog.record.builder import build_batch
+from replog.record.control_record import EndTxnMarker, encode_marker
 from replog.replication.fetch_rules import (
     answer_immediately,
     check_current_leader_epoch,
@@ -142,6 +152,7 @@ from replog.replication.leader_state import (
     ReplicaEligibility,
 )
 from replog.replication.messages import (
+    ACKS_ALL,
     ACKS_NONE,
     NO_OFFSET,
     DeleteRecordsPartitionResult,
@@ -152,6 +163,7 @@ from replog.replication.messages import (
     FetchPartitionResult,
     FetchRequest,
     FetchResponse,
+    IsolationLevel,
     LeaderIdAndEpoch,
     ListOffsetsPartitionResult,
     ListOffsetsRequest,
@@ -163,6 +175,11 @@ from replog.replication.messages import (
     ProducePartitionResult,
     ProduceRequest,
     ProduceResponse,
+    TxnMarker,
+    TxnMarkerPartitionResult,
+    TxnMarkerResult,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from replog.replication.min_insync_replicas import min_insync_replicas
 from replog.replication.partition_core import Effects
@@ -188,7 +205,7 @@ from replog.replication.partition_events import (
     ProduceArrived,
     TimerFired,
 )
-from replog.replication.producer_state import ProducerEntry, ProducerStateTable
+from replog.replication.producer_state import AppendOrigin, ProducerEntry, ProducerStateTable
 from replog.replication.replication_quota import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -1458,7 +1475,9 @@ class ReplicaManager:
         """Append `request`'s batches as leader and answer per partition (module docstring).
 
         `internal_topics_allowed`: the broker itself appends to an internal topic (its group
-        coordinator writing `__consumer_offsets`); a client's Produce never passes it.
+        coordinator writing `__consumer_offsets`); a client's Produce never passes it. Such an
+        append is a coordinator's (`AppendOrigin.COORDINATOR`): its producer batches, a
+        transactional offset commit's, get no sequence check.
 
         Every append happens before the first await (only the acks=all wait for the high
         watermark comes after): the Kafka listener starts one connection's requests in the
@@ -1474,6 +1493,7 @@ class ReplicaManager:
                 )
             )
         now_ms = self._clock()
+        origin = AppendOrigin.COORDINATOR if internal_topics_allowed else AppendOrigin.CLIENT
         results: list[ProducePartitionResult] = []
         pending: dict[int, tuple[Partition, int]] = {}
         for index, entry in enumerate(request.partitions):
@@ -1481,7 +1501,7 @@ class ReplicaManager:
                 if not internal_topics_allowed:
                     _refuse_internal(entry.topic, entry.partition, "append to")
                 result, partition, required_offset = self._append_to_leader(
-                    entry, request.acks, now_ms
+                    entry, request.acks, now_ms, origin=origin
                 )
             except KafkaError as exc:
                 result = self._produce_error(entry, exc)
@@ -1497,16 +1517,28 @@ class ReplicaManager:
                 pending[index] = (partition, required_offset)
         if request.acks == ACKS_NONE:
             return ProduceResponse(tuple(r for r in results if r.error is not None))
+        answered = await self._acknowledged(results, pending, request.timeout_ms, now_ms)
+        return ProduceResponse(answered)
+
+    async def _acknowledged(
+        self,
+        results: list[ProducePartitionResult],
+        pending: dict[int, tuple[Partition, int]],
+        timeout_ms: int,
+        now_ms: int,
+    ) -> tuple[ProducePartitionResult, ...]:
+        """`results` once the appends `pending` names (result index -> partition, required
+        offset) are replicated as acks=all requires, or failed, or `timeout_ms` passed."""
         if not pending:
-            return ProduceResponse(tuple(results))
+            return tuple(results)
         op = DelayedProduce(results, pending)
         if self._delayed.check_produce(op):
-            return ProduceResponse(tuple(op.results))
-        if request.timeout_ms <= 0 or self._stopped:
+            return tuple(op.results)
+        if timeout_ms <= 0 or self._stopped:
             self._delayed.expire_produce(op)
-            return ProduceResponse(tuple(op.results))
-        await self._delayed.wait_produce(op, now_ms + request.timeout_ms)
-        return ProduceResponse(tuple(op.results))
+            return tuple(op.results)
+        await self._delayed.wait_produce(op, now_ms + timeout_ms)
+        return tuple(op.results)
 
     def _produce_error(self, entry: ProducePartition, error: KafkaError) -> ProducePartitionResult:
         return ProducePartitionResult(
@@ -1516,17 +1548,95 @@ class ReplicaManager:
             current_leader=self._error_leader(error, entry.topic, entry.partition),
         )
 
+    # --- transaction markers ------------------------------------------------------------------
+
+    async def write_txn_markers(self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+        """Write each marker to each of its partitions as leader and answer once the ISR has
+        them (acks=all), per marker and partition (Kafka's WriteTxnMarkers, the broker's side
+        of a coordinator's EndTxn): a partition this broker does not lead is
+        NOT_LEADER_OR_FOLLOWER; a stale producer epoch INVALID_PRODUCER_EPOCH and an older
+        coordinator epoch TRANSACTION_COORDINATOR_FENCED (`ProducerStateTable.check_marker`);
+        internal topics (`__consumer_offsets`) take markers too."""
+        now_ms = self._clock()
+        results: list[ProducePartitionResult] = []
+        pending: dict[int, tuple[Partition, int]] = {}
+        for marker in request.markers:
+            for topic, partition_id in marker.partitions:
+                try:
+                    result, partition, required_offset = self._append_marker(
+                        marker, topic, partition_id, now_ms
+                    )
+                except KafkaError as exc:
+                    result = ProducePartitionResult(topic, partition_id, exc)
+                    partition, required_offset = None, -1
+                except Exception as exc:  # a bug must not take the other partitions down
+                    log.exception("%s-%d: marker not written", topic, partition_id)
+                    error = UnknownServerError(f"{topic}-{partition_id}: {exc!r}")
+                    result = ProducePartitionResult(topic, partition_id, error)
+                    partition, required_offset = None, -1
+                results.append(result)
+                if partition is not None:
+                    pending[len(results) - 1] = (partition, required_offset)
+        answered = iter(await self._acknowledged(results, pending, request.timeout_ms, now_ms))
+        return WriteTxnMarkersResponse(
+            tuple(
+                TxnMarkerResult(
+                    marker.producer_id,
+                    tuple(
+                        TxnMarkerPartitionResult(r.topic, r.partition, r.error)
+                        for r in islice(answered, len(marker.partitions))
+                    ),
+                )
+                for marker in request.markers
+            )
+        )
+
+    def _append_marker(
+        self, marker: TxnMarker, topic: str, partition_id: int, now_ms: int
+    ) -> tuple[ProducePartitionResult, Partition | None, int]:
+        """Check `marker` against the partition's producer state and append its control
+        batch through the produce path (acks=all)."""
+        partition = self._leader_partition(topic, partition_id)
+        partition.producer_state.check_marker(
+            marker.producer_id,
+            marker.producer_epoch,
+            marker.coordinator_epoch,
+            marker.transaction_version,
+        )
+        key, value = encode_marker(EndTxnMarker(not marker.committed, marker.coordinator_epoch))
+        batch = build_batch(
+            [(self._wall_clock(), key, value, ())],
+            producer_id=marker.producer_id,
+            producer_epoch=marker.producer_epoch,
+            is_transactional=True,
+            is_control=True,
+        )
+        return self._append_to_leader(
+            ProducePartition(topic, partition_id, batch),
+            ACKS_ALL,
+            now_ms,
+            marker=True,
+            origin=AppendOrigin.COORDINATOR,
+        )
+
     def _append_to_leader(
-        self, entry: ProducePartition, acks: int, now_ms: int
+        self,
+        entry: ProducePartition,
+        acks: int,
+        now_ms: int,
+        *,
+        marker: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> tuple[ProducePartitionResult, Partition | None, int]:
         """Append one partition's batches as leader, as its core decides: (result, the
-        partition and required offset when the produce waits for acks=all, else None)."""
+        partition and required offset when the produce waits for acks=all, else None);
+        `marker`: the batch is a coordinator's end-transaction marker."""
         partition = self._leader_partition(entry.topic, entry.partition)
         core = partition.core
         plog = partition.log
         waiting = self._delayed.produce
         effects = core.step(
-            ProduceArrived(acks, entry.records, len(waiting), waiting.max_pending), now_ms
+            ProduceArrived(acks, entry.records, len(waiting), waiting.max_pending, origin), now_ms
         )
         first = effects[0]
         if type(first) is Refuse:
@@ -1546,7 +1656,14 @@ class ReplicaManager:
                 log_start_offset=plog.log_start_offset,
             )
             return _acks_answer(result, partition, effects[1])
-        info = partition.append_as_leader(entry.records, partition.leader_epoch)
+        if marker:
+            info = partition.append_marker_as_leader(bytes(entry.records), partition.leader_epoch)
+        else:
+            info = partition.append_as_leader(
+                entry.records,
+                partition.leader_epoch,
+                coordinator=origin is AppendOrigin.COORDINATOR,
+            )
         self.counters.produced(
             entry.topic, len(entry.records), info.last_offset - info.first_offset + 1
         )
@@ -1862,12 +1979,17 @@ class ReplicaManager:
             log_start_offset=log_start_offset,
             log_end_offset=log_end_offset,
         )
+        is_follower = request.is_from_follower
+        last_stable_offset = (
+            high_watermark if is_follower else partition.last_stable_offset(high_watermark)
+        )
+        committed = request.isolation_level == IsolationLevel.READ_COMMITTED
         bound = fetch_upper_bound(
-            is_follower=request.is_from_follower,
+            is_follower=is_follower,
             isolation_level=request.isolation_level,
             log_end_offset=log_end_offset,
             high_watermark=high_watermark,
-            last_stable_offset=high_watermark,  # no transactions: LSO = HW
+            last_stable_offset=last_stable_offset,
         )
         # Nothing to read at or past the bound (the offset is in range: checked above); most
         # partitions of a follower's request are idle, and are asked for every round.
@@ -1888,13 +2010,31 @@ class ReplicaManager:
             else b""
         )
         result = partition.empty_fetch_result
-        if (
+        if committed and records:
+            # The aborted transactions of what it reads (Kafka's: up to the bound it read to).
+            aborted = partition.log.collect_aborted_transactions(entry.fetch_offset, bound)
+            result = _leader_answer(
+                partition,
+                high_watermark,
+                log_start_offset,
+                records=records,
+                last_stable_offset=last_stable_offset,
+                aborted_transactions=tuple((a.producer_id, a.first_offset) for a in aborted),
+            )
+        elif (
             records
             or result is None
             or result.high_watermark != high_watermark
             or result.log_start_offset != log_start_offset
+            or result.last_stable_offset != last_stable_offset
         ):
-            result = _leader_answer(partition, high_watermark, log_start_offset, records=records)
+            result = _leader_answer(
+                partition,
+                high_watermark,
+                log_start_offset,
+                records=records,
+                last_stable_offset=last_stable_offset,
+            )
             if not records:
                 partition.empty_fetch_result = result
         if request.is_from_follower and initial:
@@ -1989,11 +2129,16 @@ class ReplicaManager:
 
     def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
         is_replica = request.replica_id >= 0
+        read_committed = request.isolation_level == IsolationLevel.READ_COMMITTED
         results = []
         for entry in request.partitions:
             try:
                 partition = self._leader_partition(entry.topic, entry.partition)
-                results.append(list_offset(partition, entry, is_replica=is_replica))
+                results.append(
+                    list_offset(
+                        partition, entry, is_replica=is_replica, read_committed=read_committed
+                    )
+                )
             except KafkaError as exc:
                 results.append(ListOffsetsPartitionResult(entry.topic, entry.partition, exc))
         return ListOffsetsResponse(tuple(results))
@@ -2386,8 +2531,11 @@ def _leader_answer(
     *,
     records: bytes | Region = b"",
     diverging_epoch: EpochEndOffsetResult | None = None,
+    last_stable_offset: int | None = None,
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None,
 ) -> FetchPartitionResult:
-    """A leader's answer for one partition of a fetch (no transactions: LSO = HW)."""
+    """A leader's answer for one partition of a fetch (`last_stable_offset`: the HW when not
+    given; `aborted_transactions`: a READ_COMMITTED read's)."""
     region = None
     if not isinstance(records, bytes):
         region, records = records, b""
@@ -2395,12 +2543,13 @@ def _leader_answer(
         partition.topic,
         partition.partition,
         high_watermark=high_watermark,
-        last_stable_offset=high_watermark,
+        last_stable_offset=high_watermark if last_stable_offset is None else last_stable_offset,
         log_start_offset=log_start_offset,
         diverging_epoch=diverging_epoch,
         records=records,
         topic_id=partition.topic_id,
         region=region,
+        aborted_transactions=aborted_transactions,
     )
 
 

@@ -65,6 +65,15 @@ Rules:
 - Commits are fenced by the group's generation, member and instance id
   (`ClassicGroupCoordinator.commit_error`); a group the core does not know takes commits from
   outside any generation only (`commit_rules`).
+- TxnOffsetCommit (Kafka's transactional offset commit): the same checks as a commit; the
+  offsets are appended as one transactional batch in the client producer's id and epoch with
+  no sequence (the replica manager checks a coordinator's batch for its epoch only) and, once
+  acknowledged, staged (`transactional_offsets`) rather than applied. The transaction's marker
+  reaching the partition (`on_markers_written`, after the broker wrote it) applies them on
+  COMMIT, each at its record's log offset, and drops them on ABORT. A load replays staged
+  offsets and markers from the log, then the markers written while it read (the log's tail,
+  read on the event loop, so no marker falls between). OffsetFetch with require_stable answers
+  UNSTABLE_OFFSET_COMMIT for a partition with staged offsets.
 - Order in the log: a commit waits (one turn of the event loop, never for acks) until the
   tombstones of its partition that were scheduled before it are appended, so a tombstone never
   lands after a commit accepted after the removal (the replica manager appends every entry of a
@@ -75,16 +84,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
+from replog.common.topic_partition import TopicPartitionKey
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import consumer_group_records as cgr
@@ -124,6 +133,7 @@ from replog.coordinator.offsets_records import (
     encode_value,
 )
 from replog.coordinator.shared_commits import SharedCommits
+from replog.coordinator.transactional_offsets import PendingTransactionalOffsets
 from replog.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -134,9 +144,10 @@ from replog.errors import (
     RebalanceInProgressError,
     RequestTimedOutError,
     UnknownServerError,
+    UnstableOffsetCommitError,
 )
 from replog.quorum.metadata.delta import MetadataDelta
-from replog.quorum.metadata.image import MetadataImage, TopicImage
+from replog.quorum.metadata.image import MetadataImage
 from replog.quorum.metadata.loader import LoaderManifest
 from replog.quorum.metadata.records import ConfigResourceType
 from replog.record.builder import BatchBuilder
@@ -144,10 +155,16 @@ from replog.replication.messages import (
     ACKS_ALL,
     ProducePartition,
     ProduceRequest,
-    ProduceResponse,
 )
 from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
-from replog.server.data_plane.partition import Partition
+from replog.server.coordination.internal_partitions import (
+    CoordinatorReplicas,
+    ShardState,
+    TopicCreator,
+    coordinating,
+    coordinator_of,
+    leadership_changes,
+)
 from replog.server.runtime.node_tasks import Spawner
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
@@ -157,29 +174,8 @@ log = logging.getLogger("replog.server.groups.group_coordinator")
 T = TypeVar("T")
 
 
-class OffsetsReplicas(Protocol):
-    """What the coordinator needs of the replica manager (`replica_manager.ReplicaManager`)."""
-
-    def partition(self, topic: str, partition: int) -> Partition | None: ...
-
-    async def produce(
-        self, request: ProduceRequest, *, internal_topics_allowed: bool = False
-    ) -> ProduceResponse: ...
-
-
-class TopicCreator(Protocol):
-    """What the coordinator needs of `offsets_topic_creator.OffsetsTopicCreator`."""
-
-    @property
-    def last_failure(self) -> KafkaError | None: ...
-    def request(self) -> None: ...
-    async def stop(self) -> None: ...
-
-
-class ShardState(enum.Enum):
-    LOADING = "loading"
-    ACTIVE = "active"
-    FAILED = "failed"
+# What the coordinator needs of the replica manager and the topic's creator.
+OffsetsReplicas = CoordinatorReplicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +210,8 @@ class _Shard:
     deleted_topics: set[str] = field(default_factory=set)
     # Keys of the commits appended and waiting for acks=all.
     in_flight: Counter[OffsetCommitKey] = field(default_factory=Counter)
+    # TxnOffsetCommit offsets waiting for their transaction's marker.
+    pending: PendingTransactionalOffsets = field(default_factory=PendingTransactionalOffsets)
     # Set once the latest tombstones scheduled here are appended; commits wait for it.
     tombstone_gate: asyncio.Event | None = None
     # Keys whose tombstones failed to append, to append again (`_retry_tombstones`), the timer
@@ -234,6 +232,41 @@ class _Shard:
     @property
     def name(self) -> str:
         return f"{CONSUMER_OFFSETS_TOPIC}-{self.partition}"
+
+
+@dataclass
+class _LoadedOffsets:
+    """What a load replayed from a partition's log, up to `next_offset`."""
+
+    cache: OffsetsCache
+    groups: ClassicGroupCoordinator
+    consumer: ConsumerGroupCoordinator
+    chunk_bytes: int
+    next_offset: int
+    pending: PendingTransactionalOffsets = field(default_factory=PendingTransactionalOffsets)
+    stats: ReplayStats = field(default_factory=ReplayStats)
+
+    def replay(self, plog: Log) -> None:
+        """Replay from `next_offset` to the log's end as it is now."""
+        offset = self.next_offset
+        end = plog.log_end_offset
+        while offset < end:
+            data = plog.read(offset, self.chunk_bytes, end)
+            if not data:
+                break
+            next_offset = replay_batches(
+                self.cache,
+                data,
+                self.stats,
+                f"{plog.name} at offset {offset}",
+                self.groups.replay,
+                self.consumer.replay,
+                self.pending,
+            )
+            if next_offset <= offset:
+                break
+            offset = next_offset
+        self.next_offset = offset
 
 
 class GroupCoordinator:
@@ -311,18 +344,13 @@ class GroupCoordinator:
             self._remove_deleted_topics(deleted)
 
     def _follow(self, image: MetadataImage) -> None:
-        topic = image.topics.by_name.get(CONSUMER_OFFSETS_TOPIC)
-        led: dict[int, tuple[UUID, int]] = {}
-        if topic is not None:
-            for partition_id, registration in topic.partitions.items():
-                if registration.leader == self.broker_id:
-                    led[partition_id] = (topic.topic_id, registration.leader_epoch)
-        for partition_id, shard in list(self._shards.items()):
-            if led.get(partition_id) != (shard.topic_id, shard.leader_epoch):
-                self._unload(shard)
-        for partition_id, (topic_id, leader_epoch) in sorted(led.items()):
-            if partition_id not in self._shards:
-                self._load(_Shard(partition_id, topic_id, leader_epoch))
+        dropped, loaded = leadership_changes(
+            image, CONSUMER_OFFSETS_TOPIC, self.broker_id, self._shards
+        )
+        for shard in dropped:
+            self._unload(shard)
+        for partition_id, topic_id, leader_epoch in loaded:
+            self._load(_Shard(partition_id, topic_id, leader_epoch))
 
     def metrics_snapshot(self) -> GroupMetrics:
         """The groups this broker coordinates, for a metrics scrape on another thread: copies
@@ -390,7 +418,7 @@ class GroupCoordinator:
                 raise NotCoordinatorError(
                     f"{shard.name}: the replica manager has no leader replica of it"
                 )
-            cache, groups, consumer, stats = await asyncio.to_thread(
+            loaded = await asyncio.to_thread(
                 self._read_offsets,
                 partition.log,
                 self.config.offsets_load_buffer_size,
@@ -398,6 +426,11 @@ class GroupCoordinator:
                 self.config.consumer,
                 self._wall_clock,
             )
+            # The markers written while the worker thread read (nothing else is appended to a
+            # loading partition), read here so that none falls between the load and
+            # `on_markers_written`.
+            loaded.replay(partition.log)
+            loaded.cache.loaded()
         except asyncio.CancelledError:
             raise
         except Exception as error:  # a failed load answers NOT_COORDINATOR, never crashes
@@ -413,9 +446,11 @@ class GroupCoordinator:
             return
         if self._shards.get(shard.partition) is not shard:
             return  # leadership moved on while the worker thread read
+        cache, groups, consumer, stats = loaded.cache, loaded.groups, loaded.consumer, loaded.stats
         shard.cache = cache
         shard.groups = groups
         shard.consumer = consumer
+        shard.pending = loaded.pending
         consumer.set_topics(_topic_sizes(self.image), _replica_racks(self.image))
         consumer.set_group_configs(_group_configs(self.image))
         groups.loaded(self._clock())  # every member's session starts now
@@ -457,31 +492,15 @@ class GroupCoordinator:
         classic: ClassicGroupConfig,
         consumer: ConsumerGroupConfig,
         wall_clock: Clock,
-    ) -> tuple[OffsetsCache, ClassicGroupCoordinator, ConsumerGroupCoordinator, ReplayStats]:
+    ) -> _LoadedOffsets:
         """Replay the log from its start to its end (on a worker thread): the committed
-        offsets and both protocols' group records."""
-        cache = OffsetsCache()
+        offsets, both protocols' group records and the staged transactional offsets."""
         groups, consumer_groups = _group_cores(classic, consumer, wall_clock)
-        stats = ReplayStats()
-        offset = plog.log_start_offset
-        end = plog.log_end_offset
-        while offset < end:
-            data = plog.read(offset, chunk_bytes, end)
-            if not data:
-                break
-            next_offset = replay_batches(
-                cache,
-                data,
-                stats,
-                f"{plog.name} at offset {offset}",
-                groups.replay,
-                consumer_groups.replay,
-            )
-            if next_offset <= offset:
-                break
-            offset = next_offset
-        cache.loaded()
-        return cache, groups, consumer_groups, stats
+        loaded = _LoadedOffsets(
+            OffsetsCache(), groups, consumer_groups, chunk_bytes, plog.log_start_offset
+        )
+        loaded.replay(plog)
+        return loaded
 
     def state_of(self, partition: int) -> ShardState | None:
         """The state of an offsets partition led here (None: not led here); for tests."""
@@ -1109,30 +1128,7 @@ class GroupCoordinator:
                 )
             )
         partition_id = partition_for_group(group_id, len(topic.partitions))
-        leader = _leader_of(topic, partition_id)
-        if leader < 0:
-            return cm.FindCoordinatorResponse(
-                CoordinatorNotAvailableError(
-                    f"group {group_id!r}: {CONSUMER_OFFSETS_TOPIC}-{partition_id} has no leader"
-                )
-            )
-        broker = image.cluster.brokers.get(leader)
-        if broker is None or not broker.endpoints:
-            return cm.FindCoordinatorResponse(
-                CoordinatorNotAvailableError(
-                    f"group {group_id!r}: the coordinator, broker {leader}, has no registered "
-                    "listener"
-                )
-            )
-        endpoint = next((e for e in broker.endpoints if listener_name in (None, e.name)), None)
-        if endpoint is None:
-            return cm.FindCoordinatorResponse(
-                CoordinatorNotAvailableError(
-                    f"group {group_id!r}: the coordinator, broker {leader}, has no listener "
-                    f"{listener_name!r}"
-                )
-            )
-        return cm.FindCoordinatorResponse(None, leader, endpoint.host, endpoint.port)
+        return coordinator_of(image, topic, partition_id, listener_name, f"group {group_id!r}")
 
     # --- OffsetCommit -------------------------------------------------------------------------
 
@@ -1142,44 +1138,17 @@ class GroupCoordinator:
         """Commit `request`'s offsets; `timeout_ms` bounds the wait for acks=all (at most
         `offsets.commit.timeout.ms`)."""
         group_id = request.group_id
-        shard, error = self._coordinating(group_id)
-        while shard is not None and shard.tombstone_gate is not None:
-            await shard.tombstone_gate.wait()  # one turn of the event loop (module docstring)
-            shard, error = self._coordinating(group_id)
-        if error is not None:
-            return cm.OffsetCommitResponse(error)
-        assert shard is not None
-        refused = commit_errors(
-            group_id,
-            request.generation_id,
-            request.member_id,
-            request.entries,
-            partition_exists=self._partition_exists,
-            metadata_max_bytes=self.config.offset_metadata_max_bytes,
-            membership=lambda: (
-                shard.consumer.commit_error(
-                    group_id, request.member_id, request.generation_id, request.api_version
-                )
-                if group_id in shard.consumer.groups
-                else shard.groups.commit_error(
-                    group_id, request.generation_id, request.member_id, request.group_instance_id
-                )
-            ),
-        )
-        accepted = [e for i, e in enumerate(request.entries) if i not in refused]
+        found = await self._committing(request)
+        if isinstance(found, KafkaError):
+            return cm.OffsetCommitResponse(found)
+        shard, refused, accepted = found
         shared: tuple[cm.SharedCommit, ...] = ()
         if request.generation_id < 0 and not request.member_id:
             # Members of a group split its partitions: only commits from outside it can clash.
             shared = self._note_committer(request, accepted)
         if accepted:
             now_ms = self._wall_clock()
-            records: list[tuple[OffsetCommitKey, OffsetCommitValue]] = [
-                (
-                    OffsetCommitKey(group_id, e.topic, e.partition),
-                    OffsetCommitValue(e.offset, e.leader_epoch, e.metadata, now_ms),
-                )
-                for e in accepted
-            ]
+            records = _offset_records(group_id, accepted, now_ms)
             # The topic ids the commit was accepted for (each topic exists: commit_errors).
             topic_ids = {e.topic: self.image.topics.by_name[e.topic].topic_id for e in accepted}
             commit_timeout_ms = self.config.offsets_commit_timeout_ms
@@ -1206,14 +1175,96 @@ class GroupCoordinator:
                     topic = topics.get(key.topic)
                     if topic is not None and topic.topic_id == topic_ids[key.topic]:
                         shard.cache.replay(key, value, base_offset + delta)
-        return cm.OffsetCommitResponse(
-            None,
-            tuple(
-                cm.OffsetCommitPartitionResult(e.topic, e.partition, refused.get(i))
-                for i, e in enumerate(request.entries)
+        return cm.OffsetCommitResponse(None, _answers(request.entries, refused), shared)
+
+    async def _committing(
+        self, request: cm.OffsetCommitRequest | cm.TxnOffsetCommitRequest
+    ) -> tuple[_Shard, dict[int, KafkaError], list[cm.CommitEntry]] | KafkaError:
+        """The partition to commit the group's offsets to, once the tombstones scheduled before
+        are appended (module docstring, "Order in the log"), the entries refused by index and
+        those accepted; or the request-level error."""
+        shard, error = self._coordinating(request.group_id)
+        while shard is not None and shard.tombstone_gate is not None:
+            await shard.tombstone_gate.wait()  # one turn of the event loop
+            shard, error = self._coordinating(request.group_id)
+        if shard is None:
+            assert error is not None
+            return error
+        refused = self._commit_refusals(shard, request)
+        return shard, refused, [e for i, e in enumerate(request.entries) if i not in refused]
+
+    def _commit_refusals(
+        self, shard: _Shard, request: cm.OffsetCommitRequest | cm.TxnOffsetCommitRequest
+    ) -> dict[int, KafkaError]:
+        """Index -> error of each entry of a commit refused (`commit_rules`), fenced by the
+        group's generation and member, or a consumer-protocol group's member epoch."""
+        group_id = request.group_id
+        return commit_errors(
+            group_id,
+            request.generation_id,
+            request.member_id,
+            request.entries,
+            partition_exists=self._partition_exists,
+            metadata_max_bytes=self.config.offset_metadata_max_bytes,
+            membership=lambda: (
+                shard.consumer.commit_error(
+                    group_id, request.member_id, request.generation_id, request.api_version
+                )
+                if group_id in shard.consumer.groups
+                else shard.groups.commit_error(
+                    group_id, request.generation_id, request.member_id, request.group_instance_id
+                )
             ),
-            shared,
         )
+
+    # --- TxnOffsetCommit ----------------------------------------------------------------------
+
+    async def txn_offset_commit(
+        self, request: cm.TxnOffsetCommitRequest
+    ) -> cm.OffsetCommitResponse:
+        """Append `request`'s offsets as a transactional batch of its producer and stage them
+        until the transaction's marker (module Rules)."""
+        group_id = request.group_id
+        found = await self._committing(request)
+        if isinstance(found, KafkaError):
+            return cm.OffsetCommitResponse(found)
+        shard, refused, accepted = found
+        if accepted:
+            now_ms = self._wall_clock()
+            records = _offset_records(group_id, accepted, now_ms)
+            # No sequence: the partition checks a coordinator's batch for its epoch only.
+            batch = BatchBuilder(
+                producer_id=request.producer_id,
+                producer_epoch=request.producer_epoch,
+                is_transactional=True,
+            )
+            for key, value in records:
+                batch.append(now_ms, encode_key(key), encode_value(value))
+            ((base_offset, failure),) = await self._produce(
+                shard, [batch.build()], self.config.offsets_commit_timeout_ms
+            )
+            if failure is not None:
+                return cm.OffsetCommitResponse(
+                    append_error(failure, f"group {group_id!r} in {shard.name}")
+                )
+            if self._shards.get(shard.partition) is shard and shard.state is ShardState.ACTIVE:
+                for delta, (key, value) in enumerate(records):
+                    shard.pending.stage(request.producer_id, key, value, base_offset + delta)
+        return cm.OffsetCommitResponse(None, _answers(request.entries, refused))
+
+    def on_markers_written(
+        self, producer_id: int, committed: bool, partitions: Iterable[TopicPartitionKey]
+    ) -> None:
+        """The broker wrote a transaction's marker to `partitions` as their leader: the
+        producer's staged offsets in those of `__consumer_offsets` loaded here are applied
+        (COMMIT) or dropped (module Rules). A partition still loading reads the marker from
+        its log."""
+        for topic, partition in partitions:
+            shard = self._shards.get(partition) if topic == CONSUMER_OFFSETS_TOPIC else None
+            if shard is None or shard.state is not ShardState.ACTIVE:
+                continue
+            for staged in shard.pending.end(producer_id, committed):
+                shard.cache.replay(staged.key, staged.value, staged.record_offset)
 
     def _note_committer(
         self, request: cm.OffsetCommitRequest, accepted: Sequence[cm.CommitEntry]
@@ -1348,10 +1399,28 @@ class GroupCoordinator:
         if fenced is not None:
             return cm.OffsetFetchResponse(fenced)
         committed = shard.cache.committed(request.group_id, request.partitions)
+        unstable = (
+            {
+                (topic, partition)
+                for topic, partition in committed
+                if shard.pending.pending(request.group_id, topic, partition)
+            }
+            if request.require_stable
+            else set()
+        )
         return cm.OffsetFetchResponse(
             None,
             tuple(
-                cm.FetchedOffset(topic, partition)
+                cm.FetchedOffset(
+                    topic,
+                    partition,
+                    error=UnstableOffsetCommitError(
+                        f"group {request.group_id!r}, {topic}-{partition}: an open "
+                        "transaction commits an offset of it"
+                    ),
+                )
+                if (topic, partition) in unstable
+                else cm.FetchedOffset(topic, partition)
                 if value is None
                 else cm.FetchedOffset(
                     topic, partition, value.offset, value.leader_epoch, value.metadata
@@ -1367,40 +1436,42 @@ class GroupCoordinator:
         problem = group_id_problem(group_id)
         if problem is not None:
             return None, problem
-        topic = self.image.topics.by_name.get(CONSUMER_OFFSETS_TOPIC)
-        if topic is None or not topic.partitions:
-            return None, NotCoordinatorError(
-                f"group {group_id!r}: broker {self.broker_id} is not its coordinator: "
-                f"{CONSUMER_OFFSETS_TOPIC} does not exist yet"
-            )
-        partition_id = partition_for_group(group_id, len(topic.partitions))
-        shard = self._shards.get(partition_id)
-        if shard is None:
-            return None, NotCoordinatorError(
-                f"group {group_id!r}: broker {self.broker_id} is not its coordinator: "
-                f"{CONSUMER_OFFSETS_TOPIC}-{partition_id} is led by broker "
-                f"{_leader_of(topic, partition_id)}"
-            )
-        if shard.state is ShardState.LOADING:
-            return None, CoordinatorLoadInProgressError(
-                f"group {group_id!r}: broker {self.broker_id} is still loading the offsets of "
-                f"{shard.name}"
-            )
-        if shard.state is ShardState.FAILED:
-            return None, NotCoordinatorError(
-                f"group {group_id!r}: broker {self.broker_id} could not load the offsets of "
-                f"{shard.name}: {shard.failure}"
-            )
-        return shard, None
+        return coordinating(
+            self.image,
+            CONSUMER_OFFSETS_TOPIC,
+            self._shards,
+            functools.partial(partition_for_group, group_id),
+            f"group {group_id!r}",
+            self.broker_id,
+            "the offsets",
+        )
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
         found = self.image.topics.by_name.get(topic)
         return found is not None and partition in found.partitions
 
 
-def _leader_of(topic: TopicImage, partition_id: int) -> int:
-    registration = topic.partitions.get(partition_id)
-    return -1 if registration is None else registration.leader
+def _offset_records(
+    group_id: str, accepted: Iterable[cm.CommitEntry], now_ms: int
+) -> list[tuple[OffsetCommitKey, OffsetCommitValue]]:
+    """The offset commit records of `accepted`, committed at `now_ms`."""
+    return [
+        (
+            OffsetCommitKey(group_id, e.topic, e.partition),
+            OffsetCommitValue(e.offset, e.leader_epoch, e.metadata, now_ms),
+        )
+        for e in accepted
+    ]
+
+
+def _answers(
+    entries: Sequence[cm.CommitEntry], refused: Mapping[int, KafkaError]
+) -> tuple[cm.OffsetCommitPartitionResult, ...]:
+    """Each entry's answer: its refusal, or none (committed)."""
+    return tuple(
+        cm.OffsetCommitPartitionResult(e.topic, e.partition, refused.get(i))
+        for i, e in enumerate(entries)
+    )
 
 
 def _topics_deleted(

@@ -1,11 +1,5 @@
-"""Creating `__consumer_offsets` when a group's coordinator is first looked for (Kafka's
-automatic creation of the internal topic on FindCoordinator).
-
-Theory of operation: FindCoordinator on a broker whose metadata has no `__consumer_offsets`
-calls `request()` and answers COORDINATOR_NOT_AVAILABLE at once; `request()` starts one
-CreateTopics to the active controller unless one is in flight or the last one failed less
-than `retry_backoff_ms` ago, so a crowd of clients asking again and again makes one request
-at a time. The topic then reaches every broker through the metadata log like any other.
+"""Creating `__consumer_offsets` when a group's coordinator is first looked for, through the
+broker's `InternalTopicCreator` (one creation at a time, a backoff after a failure).
 
 Rules:
 - The topic is created as Kafka creates it (`GroupCoordinator.groupMetadataTopicConfigs`):
@@ -14,33 +8,20 @@ Rules:
   may drop the rest), `segment.bytes` from `offsets.topic.segment.bytes` (100 MiB: a
   segment is cleanable only once rolled, so a smaller one than the broker's 1 GiB lets the
   cleaner reach commits sooner) and `compression.type=producer`.
-- TOPIC_ALREADY_EXISTS is success (another broker created it first). Any other failure (no
-  controller answered, INVALID_REPLICATION_FACTOR with fewer live brokers than replicas) is
-  logged and kept in `last_failure`, which FindCoordinator names in its
-  COORDINATOR_NOT_AVAILABLE message so the user sees why.
-- The request itself is injected (`create_via_controller` is the gRPC one, through the
-  broker's `ControllerCalls`, which follows NOT_CONTROLLER redirects); everything else runs
-  on the event loop thread.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-from collections.abc import Awaitable, Callable
-
 from replog.clock import Clock, monotonic_ms
-from replog.errors import KafkaError, TopicAlreadyExistsError, UnknownServerError
-from replog.pb import controller_pb2 as controller_pb
-from replog.server.controller.controller_calls import ControllerCalls, Stub
+from replog.server.controller.controller_calls import ControllerCalls
+from replog.server.coordination import internal_topic_creator
+from replog.server.coordination.internal_topic_creator import (
+    RETRY_BACKOFF_MS_DEFAULT,
+    CreateTopic,
+    InternalTopicCreator,
+)
 from replog.server.runtime.node_tasks import Spawner
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
-from replog.wire.broker_codec import error_from_proto
-
-log = logging.getLogger("replog.server.groups.group_coordinator")
-
-RETRY_BACKOFF_MS_DEFAULT = 500
 
 
 def offsets_topic_configs(segment_bytes: int) -> dict[str, str]:
@@ -50,11 +31,6 @@ def offsets_topic_configs(segment_bytes: int) -> dict[str, str]:
         "segment.bytes": str(segment_bytes),
         "compression.type": "producer",
     }
-
-
-# Creates the topic; raises a KafkaError naming why it could not.
-CreateTopic = Callable[[], Awaitable[None]]
-Created = controller_pb.CreateTopicsResponse
 
 
 def create_via_controller(
@@ -67,37 +43,19 @@ def create_via_controller(
     timeout_ms: int,
 ) -> CreateTopic:
     """CreateTopics of `__consumer_offsets` to the active controller."""
-
-    async def create() -> None:
-        request = controller_pb.CreateTopicsRequest(
-            topics=[
-                controller_pb.CreatableTopic(
-                    name=CONSUMER_OFFSETS_TOPIC,
-                    num_partitions=num_partitions,
-                    replication_factor=replication_factor,
-                    configs=offsets_topic_configs(segment_bytes),
-                )
-            ],
-            timeout_ms=timeout_ms,
-        )
-
-        def send(stub: Stub, timeout_s: float) -> Awaitable[Created]:
-            answer: Awaitable[Created] = stub.CreateTopics(request, timeout=timeout_s)
-            return answer
-
-        answer = await calls.call(
-            f"CreateTopics {CONSUMER_OFFSETS_TOPIC} for broker {broker_id}", send
-        )
-        for holder in (answer, *answer.topics):
-            error = error_from_proto(holder)
-            if error is not None:
-                raise error
-
-    return create
+    return internal_topic_creator.create_via_controller(
+        calls,
+        broker_id,
+        topic=CONSUMER_OFFSETS_TOPIC,
+        num_partitions=num_partitions,
+        replication_factor=lambda: replication_factor,
+        configs=lambda _replicas: offsets_topic_configs(segment_bytes),
+        timeout_ms=timeout_ms,
+    )
 
 
-class OffsetsTopicCreator:
-    """At most one creation of `__consumer_offsets` at a time (module docstring)."""
+class OffsetsTopicCreator(InternalTopicCreator):
+    """At most one creation of `__consumer_offsets` at a time."""
 
     def __init__(
         self,
@@ -108,60 +66,11 @@ class OffsetsTopicCreator:
         clock: Clock = monotonic_ms,
         retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
     ) -> None:
-        self._spawner = tasks  # its background tasks' owner (node_tasks)
-        self.broker_id = broker_id
-        self._create = create
-        self._clock = clock
-        self._retry_backoff_ms = retry_backoff_ms
-        self._task: asyncio.Task[None] | None = None
-        self._not_before_ms = 0
-        self.last_failure: KafkaError | None = None
-        self.attempts = 0  # for tests and logs
-
-    @property
-    def in_flight(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    def request(self) -> None:
-        """Create the topic now, unless a creation is under way or backing off."""
-        if self.in_flight or self._clock() < self._not_before_ms:
-            return
-        self.attempts += 1
-        self._task = self._spawner.spawn(self._run(), name="creating the offsets topic")
-
-    async def _run(self) -> None:
-        log.info(
-            "broker %d: %s does not exist; asking the controller to create it",
-            self.broker_id,
+        super().__init__(
+            broker_id,
             CONSUMER_OFFSETS_TOPIC,
+            create,
+            tasks=tasks,
+            clock=clock,
+            retry_backoff_ms=retry_backoff_ms,
         )
-        try:
-            await self._create()
-        except TopicAlreadyExistsError:
-            self.last_failure = None
-            return
-        except KafkaError as error:
-            self.last_failure = error
-            self._not_before_ms = self._clock() + self._retry_backoff_ms
-            log.warning(
-                "broker %d: creating %s failed: %s: %s",
-                self.broker_id,
-                CONSUMER_OFFSETS_TOPIC,
-                error.error_name,
-                error,
-            )
-            return
-        except Exception as error:  # a bug must not leave the topic uncreatable for good
-            log.exception("broker %d: creating %s failed", self.broker_id, CONSUMER_OFFSETS_TOPIC)
-            self.last_failure = UnknownServerError(f"{type(error).__name__}: {error}")
-            self._not_before_ms = self._clock() + self._retry_backoff_ms
-            return
-        self.last_failure = None
-        log.info("broker %d: created %s", self.broker_id, CONSUMER_OFFSETS_TOPIC)
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task

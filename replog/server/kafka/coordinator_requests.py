@@ -40,6 +40,9 @@ class CoordinatorRequests(Protocol):
     async def offset_commit(
         self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
     ) -> cm.OffsetCommitResponse: ...
+    async def txn_offset_commit(
+        self, request: cm.TxnOffsetCommitRequest
+    ) -> cm.OffsetCommitResponse: ...
     def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse: ...
     async def offset_delete(self, request: cm.OffsetDeleteRequest) -> cm.OffsetDeleteResponse: ...
     async def consumer_group_heartbeat(
@@ -90,6 +93,11 @@ class UnavailableCoordinator:
 
     async def offset_commit(
         self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
+    ) -> cm.OffsetCommitResponse:
+        return cm.OffsetCommitResponse(self.error)
+
+    async def txn_offset_commit(
+        self, request: cm.TxnOffsetCommitRequest
     ) -> cm.OffsetCommitResponse:
         return cm.OffsetCommitResponse(self.error)
 

@@ -1,6 +1,5 @@
-"""The Kafka listener's admin handlers, and its answers to the transaction APIs: each request
-translated into the call replog's own admin tools make, its answer into Kafka's response
-(docs/kafka-protocol.md, "Listener").
+"""The Kafka listener's admin handlers: each request translated into the call replog's own
+admin tools make, its answer into Kafka's response (docs/kafka-protocol.md, "Listener").
 
 Rules:
 - Controller requests (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
@@ -45,10 +44,8 @@ Rules:
   with replog's tag of its log start, log end and high watermark, and one of a compacted log's
   dirty ratio (`replica_offsets_tag`, v2+);
   DescribeProducers asks the replica manager for the producers of partitions this broker
-  hosts a replica of, leader or follower, as Kafka answers (`ReplicaManager.describe_producers`).
-- The transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit) answer
-  UNSUPPORTED_VERSION for every entry, as InitProducerId does for a transactional id:
-  transactions are not supported, and a transactional producer fails at once.
+  hosts a replica of, leader or follower, as Kafka answers (`ReplicaManager.describe_producers`),
+  with each one's open transaction's first offset and last marker's coordinator epoch.
 """
 
 from __future__ import annotations
@@ -66,12 +63,9 @@ from replog.errors import (
     RequestRefusedError,
     RequestTimedOutError,
     UnknownServerError,
-    UnsupportedVersionError,
 )
 from replog.kafka import replica_offsets_tag
 from replog.kafka.connection import KafkaRequest, Served
-from replog.kafka.messages import add_offsets_to_txn_response as aotr
-from replog.kafka.messages import add_partitions_to_txn_response as aptr
 from replog.kafka.messages import alter_configs_response as acr
 from replog.kafka.messages import alter_partition_reassignments_response as aprr
 from replog.kafka.messages import create_partitions_response as cpr
@@ -83,13 +77,9 @@ from replog.kafka.messages import describe_configs_response as dcfr
 from replog.kafka.messages import describe_log_dirs_response as dldr
 from replog.kafka.messages import describe_producers_response as dpr
 from replog.kafka.messages import elect_leaders_response as elr
-from replog.kafka.messages import end_txn_response as etr
 from replog.kafka.messages import incremental_alter_configs_response as iacr
 from replog.kafka.messages import list_partition_reassignments_response as lprr
-from replog.kafka.messages import txn_offset_commit_response as tocr
 from replog.kafka.messages import unregister_broker_response as ubr
-from replog.kafka.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
-from replog.kafka.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from replog.kafka.messages.alter_configs_request import AlterConfigsRequest
 from replog.kafka.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest,
@@ -103,14 +93,12 @@ from replog.kafka.messages.describe_configs_request import DescribeConfigsReques
 from replog.kafka.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from replog.kafka.messages.describe_producers_request import DescribeProducersRequest
 from replog.kafka.messages.elect_leaders_request import ElectLeadersRequest
-from replog.kafka.messages.end_txn_request import EndTxnRequest
 from replog.kafka.messages.incremental_alter_configs_request import (
     IncrementalAlterConfigsRequest,
 )
 from replog.kafka.messages.list_partition_reassignments_request import (
     ListPartitionReassignmentsRequest,
 )
-from replog.kafka.messages.txn_offset_commit_request import TxnOffsetCommitRequest
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.kafka.replica_offsets_tag import ReplicaOffsets
@@ -145,10 +133,6 @@ DESCRIBE_FORWARD_TIMEOUT_MS = 5_000
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 DELETE_RECORDS = 21
-ADD_PARTITIONS_TO_TXN = 24
-ADD_OFFSETS_TO_TXN = 25
-END_TXN = 26
-TXN_OFFSET_COMMIT = 28
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
@@ -165,10 +149,6 @@ ADMIN_SERVED: Mapping[int, tuple[int, int]] = {
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
     DELETE_RECORDS: (0, 2),
-    ADD_PARTITIONS_TO_TXN: (0, 5),
-    ADD_OFFSETS_TO_TXN: (0, 4),
-    END_TXN: (0, 5),
-    TXN_OFFSET_COMMIT: (0, 5),
     DESCRIBE_CONFIGS: (1, 4),
     ALTER_CONFIGS: (0, 2),
     DESCRIBE_LOG_DIRS: (1, 5),
@@ -206,8 +186,6 @@ CONFIG_TYPES = {
 }
 INCREMENTAL_SET = 0
 PREFERRED_ELECTION = 0
-NO_TXN_START_OFFSET = -1
-NO_COORDINATOR_EPOCH = -1
 T = TypeVar("T")
 
 
@@ -220,7 +198,7 @@ class ForwardToController(Protocol):
 
 
 class KafkaAdminApis:
-    """The admin and transaction handlers of one broker's Kafka listeners."""
+    """The admin handlers of one broker's Kafka listeners."""
 
     def __init__(
         self,
@@ -283,7 +261,7 @@ class KafkaAdminApis:
             return self.describe_producers(body)
         if isinstance(body, UnregisterBrokerRequest):
             return await self.unregister_broker(body)
-        return transactions_unsupported(body, version)
+        raise InvalidRequestError(f"no admin handler for {type(body).__name__}")
 
     # --- forwarding to the controller ----------------------------------------------------------
 
@@ -890,8 +868,8 @@ class KafkaAdminApis:
                                 producer_epoch=p.producer_epoch,
                                 last_sequence=p.last_sequence,
                                 last_timestamp=p.last_timestamp_ms,
-                                coordinator_epoch=NO_COORDINATOR_EPOCH,
-                                current_txn_start_offset=NO_TXN_START_OFFSET,
+                                coordinator_epoch=p.coordinator_epoch,
+                                current_txn_start_offset=p.current_txn_first_offset,
                             )
                             for p in producers
                         ],
@@ -929,48 +907,6 @@ def other_endpoint_type(
         endpoint_type=request.endpoint_type,
         cluster_id=cluster_id,
     )
-
-
-def transactions_unsupported(body: Message, version: int) -> Message:
-    """The answer to a transaction API: UNSUPPORTED_VERSION for every entry."""
-    code = UnsupportedVersionError.code
-    if isinstance(body, AddPartitionsToTxnRequest):
-        if version >= 4:  # the broker-to-broker form (KIP-890), by transaction
-            return aptr.AddPartitionsToTxnResponse(error_code=code)
-        return aptr.AddPartitionsToTxnResponse(
-            results_by_topic_v3_and_below=[
-                aptr.AddPartitionsToTxnTopicResult(
-                    name=topic.name,
-                    results_by_partition=[
-                        aptr.AddPartitionsToTxnPartitionResult(
-                            partition_index=p, partition_error_code=code
-                        )
-                        for p in topic.partitions
-                    ],
-                )
-                for topic in body.v3_and_below_topics
-            ]
-        )
-    if isinstance(body, AddOffsetsToTxnRequest):
-        return aotr.AddOffsetsToTxnResponse(error_code=code)
-    if isinstance(body, EndTxnRequest):
-        return etr.EndTxnResponse(error_code=code)
-    if isinstance(body, TxnOffsetCommitRequest):
-        return tocr.TxnOffsetCommitResponse(
-            topics=[
-                tocr.TxnOffsetCommitResponseTopic(
-                    name=topic.name,
-                    partitions=[
-                        tocr.TxnOffsetCommitResponsePartition(
-                            partition_index=p.partition_index, error_code=code
-                        )
-                        for p in topic.partitions
-                    ],
-                )
-                for topic in body.topics
-            ]
-        )
-    raise InvalidRequestError(f"no handler for {type(body).__name__}")
 
 
 def _results(answer: Any, field: str, count: int, failure: KafkaError | None) -> list[Any]:

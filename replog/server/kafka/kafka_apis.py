@@ -47,8 +47,8 @@ Rules:
   named by id from v13 (an unknown id is UNKNOWN_TOPIC_ID, answered at once), and the answer
   groups consecutive partitions of one topic, as Kafka's does. A fetch from a replica
   (replica id >= 0) is refused. Records are the bytes the log read, never decoded, put into
-  the answer as they are; aborted transactions are null for READ_UNCOMMITTED, empty for
-  READ_COMMITTED (no transactions yet).
+  the answer as they are; aborted transactions are null for READ_UNCOMMITTED, and for
+  READ_COMMITTED those the replica manager found for the records read (none: empty).
 - OffsetForLeaderEpoch (v2-4, consumers only) goes through the broker's core
   (`BrokerCores.offsets_for_leader_epoch`) the same way, answered at once.
 - ListOffsets (v1-11: earliest, latest, by timestamp, max timestamp; from v8 earliest local,
@@ -57,11 +57,14 @@ Rules:
   ListOffsets core (`BrokerCores.list_offsets`): its refusals and answers, with no protobuf
   in between, and answered at once.
 - `handle` gives the answer itself for the requests answered at once (ApiVersions, Metadata,
-  ListOffsets, InitProducerId, OffsetForLeaderEpoch, a Fetch that need not wait) and an
+  ListOffsets, an idempotent InitProducerId, OffsetForLeaderEpoch, a Fetch that need not wait)
+  and an
   awaitable of it for the others: the listener answers the first kind with no task (a
   consumer asks offsets after every poll and waits; one catching up waits for each fetch).
-- InitProducerId (v0-5) is `broker_cores.init_producer_id`: a new id with epoch 0, a
-  transactional id UNSUPPORTED_VERSION (transactions are not supported).
+- InitProducerId (v0-5) without a transactional id is `broker_cores.init_producer_id`: a new id
+  with epoch 0, answered at once. With one it goes to the broker's transaction coordinator
+  (`TransactionCoordinator.init_producer_id`; COORDINATOR_NOT_AVAILABLE until it runs), its
+  producer id and epoch given when both are set (KIP-360), INVALID_REQUEST when only one is.
 - The admin APIs and the transaction APIs' refusals are `kafka_admin_apis.KafkaAdminApis`'s,
   passed in as an extension by the broker runtime; so are the consumer group APIs,
   `kafka_group_apis.KafkaGroupApis`'s.
@@ -80,6 +83,7 @@ from uuid import UUID
 
 from replog.clock import Clock, monotonic_ms
 from replog.errors import (
+    CoordinatorNotAvailableError,
     InvalidRequestError,
     KafkaError,
     LeaderNotAvailableError,
@@ -145,6 +149,7 @@ from replog.server.kafka.broker_metadata import (
 from replog.server.kafka.kafka_features import FEATURES_VERSION, with_features
 from replog.server.raft.metadata_staleness import Staleness
 from replog.server.runtime.tolerant_service import Refused
+from replog.server.transactions.transaction_coordinator import TransactionCoordinator
 from replog.topic_names import is_internal_topic
 from replog.wire import broker_codec
 
@@ -208,8 +213,12 @@ class KafkaApis:
         fetch_sessions: FetchSessionCache | None = None,
         clock: Clock = monotonic_ms,
         extensions: Sequence[ApiHandlers] = (),
+        transactions: Callable[[], TransactionCoordinator | None] | None = None,
     ) -> None:
+        """`transactions`: the broker's transaction coordinator (None while it has none);
+        not given, a transactional InitProducerId is refused (`broker_cores`)."""
         self.broker_id = broker_id
+        self._transactions = transactions
         self._served = dict(SERVED)
         self._extensions: dict[int, ApiHandlers] = {}
         for extension in extensions:
@@ -263,6 +272,8 @@ class KafkaApis:
         if isinstance(body, ApiVersionsRequest):
             return self.api_versions(body, request.api_version)
         if isinstance(body, InitProducerIdRequest):
+            if body.transactional_id is not None and self._transactions is not None:
+                return self.init_transactional_producer_id(body, self._transactions())
             return self.init_producer_id(body)
         if isinstance(body, OffsetForLeaderEpochRequest):
             return self.offset_for_leader_epoch(body)
@@ -542,9 +553,31 @@ class KafkaApis:
 
     # --- InitProducerId ------------------------------------------------------------------------
 
+    async def init_transactional_producer_id(
+        self, request: InitProducerIdRequest, coordinator: TransactionCoordinator | None
+    ) -> InitProducerIdResponse:
+        """InitProducerId with a transactional id: the transaction coordinator's (module
+        Rules)."""
+        assert request.transactional_id is not None
+        given = (request.producer_id, request.producer_epoch)
+        if (given[0] == m.NO_PRODUCER_ID) != (given[1] == m.NO_PRODUCER_EPOCH):
+            return InitProducerIdResponse(error_code=InvalidRequestError.code)
+        if coordinator is None:
+            return InitProducerIdResponse(error_code=CoordinatorNotAvailableError.code)
+        answer = await coordinator.init_producer_id(
+            request.transactional_id,
+            request.transaction_timeout_ms,
+            None if given[0] == m.NO_PRODUCER_ID else given,
+        )
+        return InitProducerIdResponse(
+            error_code=_code(answer.error),
+            producer_id=answer.producer_id,
+            producer_epoch=answer.producer_epoch,
+        )
+
     def init_producer_id(self, request: InitProducerIdRequest) -> InitProducerIdResponse:
-        """The broker's rule (`broker_cores.init_producer_id`): a new producer id with
-        epoch 0, a transactional id UNSUPPORTED_VERSION (no transactions yet)."""
+        """The broker's rule for an idempotent producer (`broker_cores.init_producer_id`): a
+        new producer id with epoch 0."""
         answer = init_producer_id(
             self.broker_id,
             m.InitProducerIdRequest(
@@ -643,7 +676,14 @@ def _fetched(
             if leader is None
             else kf.LeaderIdAndEpoch(leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
         ),
-        aborted_transactions=None if aborted is None else list(aborted),
+        aborted_transactions=(
+            None
+            if aborted is None
+            else [
+                kf.AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
+                for producer_id, first_offset in result.aborted_transactions or ()
+            ]
+        ),
         records=result.records,
     )
 

@@ -6,11 +6,10 @@ Rules:
   these handlers to `kafka_apis.KafkaApis` as an extension, which advertises them. Until the
   broker's data plane runs (no coordinator yet), every group request is answered
   COORDINATOR_NOT_AVAILABLE, which clients retry.
-- FindCoordinator (v0-3 one key, v4+ a batch of keys) finds group coordinators only (key type
-  0); a transaction coordinator (key type 1) is TRANSACTIONAL_ID_AUTHORIZATION_FAILED naming
-  why (no transactions: a fatal answer, so that a transactional producer fails at once), another
-  key type INVALID_REQUEST. The coordinator is named by its
-  endpoint of the listener the client connected through.
+- FindCoordinator (v0-3 one key, v4+ a batch of keys) finds group coordinators (key type 0)
+  and transaction coordinators (key type 1, the broker's `TransactionCoordinator`;
+  COORDINATOR_NOT_AVAILABLE while it has none); another key type is INVALID_REQUEST. The
+  coordinator is named by its endpoint of the listener the client connected through.
 - JoinGroup, SyncGroup, Heartbeat, LeaveGroup (v0-2: one member; v3+: a batch), DescribeGroups,
   ListGroups and DeleteGroups are the classic protocol's; the JoinGroup's client id is the
   request header's, its client host the connection's peer (described as Kafka writes it,
@@ -29,7 +28,12 @@ Rules:
   (v8+, `wire.shared_commit_tags`); the other consumers committing the same partitions are
   answered in replog's tag.
   OffsetFetch (v1-7 one group, v8+ a batch; v9+ with a member id and epoch, fenced for
-  consumer-protocol groups; v10 topics by id) answers the committed offset, -1 where none.
+  consumer-protocol groups; v10 topics by id) answers the committed offset, -1 where none;
+  with require_stable (v7+), UNSTABLE_OFFSET_COMMIT for a partition an open transaction
+  commits.
+- TxnOffsetCommit (v0-5; v3+ with the group's generation, member and instance id): the
+  coordinator appends the offsets in the producer's transaction and applies them at its COMMIT
+  marker (`GroupCoordinator.txn_offset_commit`). A request-level error is every partition's.
 - OffsetDelete (v0): a partition the image does not have is UNKNOWN_TOPIC_OR_PARTITION, as
   Kafka's KafkaApis answers it; the coordinator decides the rest (`offset_deletion`). A
   request-level error is the response's error code, with no topics.
@@ -47,7 +51,6 @@ from replog.errors import (
     GroupIdNotFoundError,
     InvalidRequestError,
     KafkaError,
-    TransactionalIdAuthorizationFailedError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
@@ -116,13 +119,21 @@ from replog.kafka.messages.offset_fetch_response import (
 )
 from replog.kafka.messages.sync_group_request import SyncGroupRequest
 from replog.kafka.messages.sync_group_response import SyncGroupResponse
+from replog.kafka.messages.txn_offset_commit_request import TxnOffsetCommitRequest
+from replog.kafka.messages.txn_offset_commit_response import (
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.quorum.metadata.image import MetadataImage
 from replog.server.kafka.coordinator_requests import CoordinatorRequests, UnavailableCoordinator
+from replog.server.transactions.transaction_coordinator import TransactionCoordinator
 from replog.wire import shared_commit_tags
 
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
+TXN_OFFSET_COMMIT = 28
 FIND_COORDINATOR = 10
 JOIN_GROUP = 11
 HEARTBEAT = 12
@@ -150,6 +161,7 @@ GROUP_SERVED: Mapping[int, tuple[int, int]] = {
     OFFSET_DELETE: (0, 0),
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
     CONSUMER_GROUP_DESCRIBE: (0, 1),
+    TXN_OFFSET_COMMIT: (0, 5),
 }
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -171,9 +183,11 @@ class KafkaGroupApis:
         broker_id: int,
         coordinator: Callable[[], CoordinatorRequests | None],
         image: Callable[[], MetadataImage],
+        transactions: Callable[[], TransactionCoordinator | None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
         self._coordinator = coordinator
+        self._transactions = transactions
         self._image = image
 
     @property
@@ -226,6 +240,8 @@ class KafkaGroupApis:
             )
         if isinstance(body, OffsetFetchRequest):
             return self.offset_fetch(coordinator, body, version)
+        if isinstance(body, TxnOffsetCommitRequest):
+            return await self.txn_offset_commit(coordinator, body, version)
         if isinstance(body, OffsetDeleteRequest):
             return await self.offset_delete(coordinator, body)
         if isinstance(body, ConsumerGroupHeartbeatRequest):
@@ -283,16 +299,14 @@ class KafkaGroupApis:
         if key_type == GROUP_KEY_TYPE:
             return coordinator.find_coordinator(key, listener_name)
         if key_type == TRANSACTION_KEY_TYPE:
-            # Fatal for every client: librdkafka retries a retriable answer (such as
-            # COORDINATOR_NOT_AVAILABLE) until init_transactions' timeout.
-            return cm.FindCoordinatorResponse(
-                TransactionalIdAuthorizationFailedError(
-                    f"transactional id {key!r}: transactions are not supported by replog "
-                    f"(broker {self.broker_id} has no transaction coordinator)"
-                )
-            )
+            transactions = self._transactions()
+            if transactions is None:
+                return UnavailableCoordinator(self.broker_id).find_coordinator(key)
+            return transactions.find_coordinator(key, listener_name)
         return cm.FindCoordinatorResponse(
-            InvalidRequestError(f"key type {key_type}: only group coordinators (0) are found")
+            InvalidRequestError(
+                f"key type {key_type}: only group (0) and transaction (1) coordinators are found"
+            )
         )
 
     # --- JoinGroup, SyncGroup, LeaveGroup ------------------------------------------------------
@@ -513,6 +527,51 @@ class KafkaGroupApis:
         response.unknown_tagged_fields = shared_commit_tags.shared_tags(answer.shared)
         return response
 
+    async def txn_offset_commit(
+        self, coordinator: CoordinatorRequests, request: TxnOffsetCommitRequest, version: int
+    ) -> TxnOffsetCommitResponse:
+        answer = await coordinator.txn_offset_commit(
+            cm.TxnOffsetCommitRequest(
+                request.transactional_id,
+                request.group_id,
+                request.producer_id,
+                request.producer_epoch,
+                tuple(
+                    cm.CommitEntry(
+                        topic.name,
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.committed_metadata or "",
+                    )
+                    for topic in request.topics
+                    for p in topic.partitions
+                ),
+                request.generation_id,
+                request.member_id,
+                request.group_instance_id,
+                version,
+            )
+        )
+        errors = {(r.topic, r.partition): r.error for r in answer.partitions}
+        return TxnOffsetCommitResponse(
+            topics=[
+                TxnOffsetCommitResponseTopic(
+                    name=topic.name,
+                    partitions=[
+                        TxnOffsetCommitResponsePartition(
+                            partition_index=p.partition_index,
+                            error_code=_code(
+                                answer.error or errors.get((topic.name, p.partition_index))
+                            ),
+                        )
+                        for p in topic.partitions
+                    ],
+                )
+                for topic in request.topics
+            ]
+        )
+
     async def offset_delete(
         self, coordinator: CoordinatorRequests, request: OffsetDeleteRequest
     ) -> OffsetDeleteResponse:
@@ -558,7 +617,9 @@ class KafkaGroupApis:
                 if request.topics is None
                 else [(t.name, list(t.partition_indexes)) for t in request.topics]
             )
-            answer = coordinator.offset_fetch(_fetch_request(request.group_id, wanted))
+            answer = coordinator.offset_fetch(
+                _fetch_request(request.group_id, wanted, require_stable=request.require_stable)
+            )
             fetched_offsets = answer.partitions
             if answer.error is not None and wanted is not None:
                 # v1 has no request-level error: every partition asked for carries it.
@@ -603,7 +664,13 @@ class KafkaGroupApis:
                 ]
             )
             answer = coordinator.offset_fetch(
-                _fetch_request(group.group_id, wanted, group.member_id, group.member_epoch)
+                _fetch_request(
+                    group.group_id,
+                    wanted,
+                    group.member_id,
+                    group.member_epoch,
+                    require_stable=request.require_stable,
+                )
             )
             groups.append(
                 OffsetFetchResponseGroup(
@@ -741,6 +808,8 @@ def _fetch_request(
     wanted: list[tuple[str, list[int]]] | None,
     member_id: str | None = None,
     member_epoch: int = -1,
+    *,
+    require_stable: bool = False,
 ) -> cm.OffsetFetchRequest:
     return cm.OffsetFetchRequest(
         group_id,
@@ -749,6 +818,7 @@ def _fetch_request(
         else tuple((name, partition) for name, partitions in wanted for partition in partitions),
         member_id,
         member_epoch,
+        require_stable,
     )
 
 

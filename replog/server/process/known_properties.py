@@ -7,9 +7,9 @@ key and names the closest known one.
 
 Rules:
 - The known set is the union of the keys each reader owns (node, Raft, controller, broker
-  runtime, broker-level topic defaults, replica manager, group coordinator, log manager, log
-  configs), never a second hand-written list; `tests/test_docs.py` holds it equal to the keys
-  the code reads.
+  runtime, broker-level topic defaults, replica manager, group and transaction coordinators,
+  log manager, log configs), never a second hand-written list; `tests/test_docs.py` holds it
+  equal to the keys the code reads.
 - Unknown keys are warned about, not refused, as Kafka does: a file shared with Kafka's own
   tools may carry settings replog has no use for.
 """
@@ -23,7 +23,11 @@ from replog.coordinator.group_migration import MIGRATION_POLICY_PROPERTY
 from replog.quorum.controller.config_definitions import BROKER_CONFIGS
 from replog.quorum.raft.config import PROPERTY_FIELDS, VOTERS_PROPERTY
 from replog.server.broker.broker_runtime import BROKER_PROPERTIES
-from replog.server.config import group_coordinator_config, replica_manager_config
+from replog.server.config import (
+    group_coordinator_config,
+    replica_manager_config,
+    transaction_coordinator_config,
+)
 from replog.server.config.node_config import CONTROLLER_PROPERTIES, NODE_PROPERTIES
 from replog.server.config.tls_config import TLS_PROPERTIES
 from replog.server.kafka.kafka_listener import KAFKA_LISTENER_PROPERTIES
@@ -41,6 +45,7 @@ KNOWN_NODE_PROPERTIES = frozenset(
     | BROKER_CONFIGS.keys()
     | replica_manager_config.PROPERTY_NAMES.keys()
     | group_coordinator_config.PROPERTY_NAMES.keys()
+    | transaction_coordinator_config.PROPERTY_NAMES.keys()
     | {
         group_coordinator_config.ASSIGNORS_PROPERTY,
         MIGRATION_POLICY_PROPERTY,

@@ -73,6 +73,7 @@ from replog.server.controller.controller_service import (
     ControllerService,
     add_controller_service,
 )
+from replog.server.data_plane.broker_service import add_broker_service
 from replog.server.data_plane.replica_fetch_service import add_replica_fetch_service
 from replog.server.kafka.kafka_controller_apis import KafkaControllerApis
 from replog.server.kafka.kafka_listener import KafkaListener, KafkaListenerConfig
@@ -262,6 +263,7 @@ class Node:
             )
             self.broker.counters = self.metrics.broker
             add_replica_fetch_service(self.broker.replica_fetch_service, self.server)
+            add_broker_service(self.broker.broker_service, self.server)
         # Without a controller the broker snapshots the metadata (a controller does it itself).
         # Built after the broker: its Raft listener must follow the broker's.
         self.broker_snapshots: BrokerMetadataSnapshots | None = None

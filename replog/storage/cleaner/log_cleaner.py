@@ -269,6 +269,11 @@ class LogCleaner:
             now_ms=now_ms,
             delete_retention_ms=target.config.delete_retention_ms,
             last_batches=last_batches,
+            # Kafka's: the aborted transactions of the whole range the pass rewrites, so it
+            # removes their data (`transactions.CleanedTransactions`).
+            aborted=target.collect_aborted_transactions(
+                target.log_start_offset, candidate.first_uncleanable
+            ),
         )
 
         def should_stop() -> bool:

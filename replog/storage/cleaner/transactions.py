@@ -2,11 +2,11 @@
 `CleanedTransactionMetadata`).
 
 Rules:
-- An aborted transaction (the transaction index's entry, `aborted_transactions`; none until
-  segments write that index) becomes ongoing once the pass reaches its first
-  offset. A transactional data batch of a producer with an ongoing aborted transaction is
-  discarded; one of any other producer marks that producer's transaction as committed data
-  seen.
+- An aborted transaction (the transaction index's entry, `aborted_transactions`, which the
+  cleaner collects from the segments' `.txnindex` over the range it rewrites) becomes ongoing
+  once the pass reaches its first offset. A transactional data batch of a producer with an
+  ongoing aborted transaction is discarded; one of any other producer marks that producer's
+  transaction as committed data seen.
 - An ABORT marker is discarded unless the pass saw batches of the transaction it ends (they
   are removed in this pass, and the marker must outlive them); a COMMIT marker is discarded
   when the pass saw no data batch of its transaction. An empty control batch (already

@@ -1,0 +1,130 @@
+"""GrpcMarkerChannel: a transaction coordinator's WriteTxnMarkers to the partition leaders, over
+the Broker gRPC service (`broker.proto`, `data_plane.broker_service`) of each leader.
+
+Rules:
+- A leader is reached at its first registered endpoint in this broker's metadata image, the
+  address the replica fetchers use (`addresses`); one `RedialingChannel` per broker, dialled
+  on first use, replaced when the broker registers another address.
+- The request carries `request_timeout_ms` (Kafka writes its markers with
+  `request.timeout.ms`); the call's deadline adds a margin, so a slow ISR comes back as a
+  partition's REQUEST_TIMED_OUT in the answer, not as a failed call.
+- Each partition's error crosses as its Kafka error (`txn_marker_codec`); the answer is one
+  mapping per marker sent, in order (`MarkerChannel`).
+- A call that fails as a whole raises a typed error naming the broker: no address
+  (NetworkError), the call's gRPC status (UNAVAILABLE and CANCELLED NetworkError,
+  DEADLINE_EXCEEDED RequestTimedOutError, other statuses UnknownServerError), or an answer
+  without one result per marker (MalformedResponseError); `TxnMarkerSender` retries every
+  partition the call carried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import grpc
+
+from replog.common.topic_partition import TopicPartitionKey
+from replog.coordinator.transaction_markers import TxnMarker
+from replog.errors import (
+    KafkaError,
+    MalformedResponseError,
+    NetworkError,
+    RequestTimedOutError,
+    UnknownServerError,
+)
+from replog.pb import broker_pb2 as pb
+from replog.pb import broker_pb2_grpc
+from replog.replication import messages as m
+from replog.wire import txn_marker_codec as codec
+from replog.wire.redialing_channel import RedialingChannel
+
+RPC = "WriteTxnMarkers"
+DEADLINE_MARGIN_MS = 5_000  # beyond the request's own timeout, so the leader answers it first
+
+_STATUS_ERRORS: dict[grpc.StatusCode, type[KafkaError]] = {
+    grpc.StatusCode.UNAVAILABLE: NetworkError,
+    grpc.StatusCode.CANCELLED: NetworkError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: RequestTimedOutError,
+}
+
+
+class GrpcMarkerChannel:
+    """Sends WriteTxnMarkers to a broker's Broker service (module Rules)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        addresses: Callable[[int], str | None],
+        *,
+        request_timeout_ms: int,
+    ) -> None:
+        self.broker_id = broker_id
+        self._addresses = addresses
+        self._request_timeout_ms = request_timeout_ms
+        self._channels: dict[int, RedialingChannel[broker_pb2_grpc.BrokerStub]] = {}
+        self._replaced: list[RedialingChannel[broker_pb2_grpc.BrokerStub]] = []
+
+    async def send(
+        self, broker_id: int, markers: Sequence[TxnMarker]
+    ) -> list[Mapping[TopicPartitionKey, KafkaError | None]]:
+        channel = self._channel(broker_id)
+        where = f"broker {broker_id} at {channel.address}"
+        request = codec.request_to_proto(
+            m.WriteTxnMarkersRequest(
+                tuple(
+                    m.TxnMarker(
+                        producer_id=marker.producer_id,
+                        producer_epoch=marker.producer_epoch,
+                        committed=marker.commit,
+                        coordinator_epoch=marker.coordinator_epoch,
+                        partitions=marker.partitions,
+                        transaction_version=marker.transaction_version,
+                    )
+                    for marker in markers
+                ),
+                timeout_ms=self._request_timeout_ms,
+            )
+        )
+        try:
+            answer: pb.WriteTxnMarkersResponse = await channel.call_rpc(
+                RPC, request, (self._request_timeout_ms + DEADLINE_MARGIN_MS) / 1000
+            )
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            error_type = _STATUS_ERRORS.get(code, UnknownServerError)
+            raise error_type(f"{where}: {RPC} failed: {code.name}: {exc.details()}") from None
+        results = codec.response_from_proto(answer, f"{RPC} from {where}").markers
+        if len(results) != len(markers):
+            raise MalformedResponseError(
+                f"{where} answered {RPC} with {len(results)} marker results for "
+                f"{len(markers)} markers"
+            )
+        return [{(p.topic, p.partition): p.error for p in result.partitions} for result in results]
+
+    def _channel(self, broker_id: int) -> RedialingChannel[broker_pb2_grpc.BrokerStub]:
+        address = self._addresses(broker_id)
+        if address is None:
+            raise NetworkError(
+                f"broker {self.broker_id}: broker {broker_id} has no registered address for {RPC}"
+            )
+        channel = self._channels.get(broker_id)
+        if channel is not None and channel.address == address:
+            return channel
+        if channel is not None:
+            self._replaced.append(channel)
+        channel = self._channels[broker_id] = RedialingChannel(
+            address,
+            broker_pb2_grpc.BrokerStub,
+            (),
+            peer="broker",
+            service=pb.DESCRIPTOR.services_by_name["Broker"],
+        )
+        return channel
+
+    async def close(self) -> None:
+        """Close every channel (calls in flight end)."""
+        channels = [*self._channels.values(), *self._replaced]
+        self._channels.clear()
+        self._replaced.clear()
+        for channel in channels:
+            await channel.close()

@@ -1,0 +1,269 @@
+"""Transactions end to end on a real 3-node cluster, through librdkafka (confluent-kafka): the
+transaction coordinator writes its markers to each partition leader over the Broker gRPC
+service, so a read_committed consumer sees exactly the committed records and a
+read_uncommitted one sees the aborted ones too; DescribeTransactions shows CompleteCommit and
+CompleteAbort. A consumer's offsets sent to a transaction (TxnOffsetCommit) are committed with
+it and dropped with an aborted one. A coordinator killed with -9 while its transaction is in
+PrepareCommit (its partition's one replica down, so no leader takes the markers) leaves it to
+the broker that takes its `__transaction_state` partition, which loads it and completes it
+once the partition is back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from client_cluster import NO_GROUP_DELAY, ClientCluster, client_cluster
+from cluster_helpers import wait_for
+
+from replog.errors import ReplogError
+from replog.kafka.messages.describe_transactions_request import DescribeTransactionsRequest
+from replog.kafka.messages.describe_transactions_response import (
+    DescribeTransactionsResponse,
+    TransactionState,
+)
+from replog.testing import METRICS_PORT_OFFSET
+from replog.wire.kafka_connection import KafkaConnection
+from tests.local_ports import KAFKA_CONTROLLER_PORT_OFFSET, KAFKA_PORT_OFFSET
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+admin_module = pytest.importorskip("confluent_kafka.admin")
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT_S = 60
+PORTS = (36_000, 36_999)  # this suite's own range
+
+
+def free_base(count: int) -> int:
+    """The first base port of PORTS whose cluster ports (its nodes', metrics, Kafka and
+    controller Kafka listeners') are all free now."""
+    offsets = (0, METRICS_PORT_OFFSET, KAFKA_PORT_OFFSET, KAFKA_CONTROLLER_PORT_OFFSET)
+    for base in range(PORTS[0], PORTS[1] - offsets[-1] - count, 10):
+        with contextlib.ExitStack() as held:
+            try:
+                for port in (base + o + i for o in offsets for i in range(count)):
+                    probe = held.enter_context(socket.socket())
+                    probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return base
+    raise AssertionError(f"no free cluster ports in {PORTS}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientCluster]:
+    base = free_base(3)
+    with client_cluster(
+        tmp_path_factory.mktemp("txn") / "cluster",
+        3,
+        *NO_GROUP_DELAY,
+        "--override",
+        "transaction.state.log.num.partitions=3",
+        base_port=base,
+    ) as running:
+        yield running
+
+
+def transactional(cluster: ClientCluster, transactional_id: str) -> Any:
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id}
+    )
+    producer.init_transactions(TIMEOUT_S)
+    return producer
+
+
+def transaction(producer: Any, topic: str, values: list[bytes], *, commit: bool) -> None:
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(topic, value=value, key=b"k", partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+    if commit:
+        producer.commit_transaction(TIMEOUT_S)
+    else:
+        producer.abort_transaction(TIMEOUT_S)
+
+
+def read(cluster: ClientCluster, topic: str, isolation: str, count: int) -> list[bytes]:
+    """The first `count` values of partition 0 of `topic` at `isolation`, then none more
+    within a second."""
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"reader-{isolation}-{topic}",
+            "isolation.level": isolation,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        quiet_until = time.monotonic() + 1
+        while time.monotonic() < quiet_until:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        return values
+    finally:
+        consumer.close()
+
+
+async def _describe(address: str, transactional_id: str) -> TransactionState:
+    connection = await KafkaConnection.open(address, client_id="tests", setup_timeout_ms=2000)
+    try:
+        request = DescribeTransactionsRequest(transactional_ids=[transactional_id])
+        answer, _ = await connection.call(request, timeout_ms=5000)
+    finally:
+        connection.close()
+    assert isinstance(answer, DescribeTransactionsResponse)
+    (state,) = answer.transaction_states
+    return state
+
+
+def describe(cluster: ClientCluster, transactional_id: str) -> tuple[int, str] | None:
+    """(its coordinator's broker id, its state) as the coordinator describes it; None while
+    no broker does."""
+    for broker, address in cluster.kafka_addresses.items():
+        try:
+            state = asyncio.run(_describe(address, transactional_id))
+        except (ReplogError, OSError):
+            continue
+        if state.error_code == 0:
+            return broker, state.transaction_state
+    return None
+
+
+def wait_state(cluster: ClientCluster, transactional_id: str, wanted: str) -> int:
+    """The coordinator's broker id once it describes the transaction in state `wanted`."""
+    found: list[tuple[int, str] | None] = [None]
+
+    def reached() -> bool:
+        found[0] = describe(cluster, transactional_id)
+        return found[0] is not None and found[0][1] == wanted
+
+    wait_for(reached, TIMEOUT_S, f"{transactional_id} in {wanted} (last seen: {found})")
+    assert found[0] is not None
+    return found[0][0]
+
+
+def test_read_committed_sees_exactly_the_committed_records(cluster: ClientCluster) -> None:
+    cluster.create_topic("orders", 1, 3)
+    producer = transactional(cluster, "orders-tx")
+    transaction(producer, "orders", [b"c1", b"c2"], commit=True)
+    wait_state(cluster, "orders-tx", "CompleteCommit")
+    transaction(producer, "orders", [b"a1", b"a2"], commit=False)
+    wait_state(cluster, "orders-tx", "CompleteAbort")
+    transaction(producer, "orders", [b"c3"], commit=True)
+    wait_state(cluster, "orders-tx", "CompleteCommit")
+    assert read(cluster, "orders", "read_committed", 3) == [b"c1", b"c2", b"c3"]
+    assert read(cluster, "orders", "read_uncommitted", 5) == [b"c1", b"c2", b"a1", b"a2", b"c3"]
+
+
+def group_offset(cluster: ClientCluster, group: str, topic: str) -> int:
+    """The committed offset of partition 0 of `topic` for `group`, asked with require_stable:
+    UNSTABLE_OFFSET_COMMIT (the commit's marker not yet written) is asked again, which the
+    admin client leaves to its caller."""
+    admin = admin_module.AdminClient({"bootstrap.servers": cluster.bootstrap})
+    wanted = confluent_kafka.ConsumerGroupTopicPartitions(
+        group, [confluent_kafka.TopicPartition(topic, 0)]
+    )
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        futures = admin.list_consumer_group_offsets([wanted], require_stable=True)
+        (answer,) = [future.result(TIMEOUT_S) for future in futures.values()]
+        (partition,) = answer.topic_partitions
+        error = partition.error
+        if error is None:
+            return int(partition.offset)
+        assert error.code() == confluent_kafka.KafkaError.UNSTABLE_OFFSET_COMMIT, error
+        assert time.monotonic() < deadline, f"{group}: {topic}-0 still unstable"
+        time.sleep(0.05)
+
+
+def test_offsets_sent_to_a_transaction_commit_with_it(cluster: ClientCluster) -> None:
+    cluster.create_topic("inputs", 1, 3)
+    cluster.create_topic("outputs", 1, 3)
+    feeder = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap})
+    for n in range(5):
+        feeder.produce("inputs", value=b"in-%d" % n, key=b"k", partition=0)
+    assert feeder.flush(TIMEOUT_S) == 0
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "copier",
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    producer = transactional(cluster, "copier-tx")
+    try:
+        consumer.subscribe(["inputs"])
+        copied: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(copied) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                copied.append(message.value())
+        assert copied == [b"in-0", b"in-1", b"in-2"]
+        # Read, copy, and commit the consumer's position inside the transaction (a member of
+        # the group: its generation and member id are checked).
+        producer.begin_transaction()
+        for value in copied:
+            producer.produce("outputs", value=value, key=b"k", partition=0)
+        producer.send_offsets_to_transaction(
+            consumer.position(consumer.assignment()), consumer.consumer_group_metadata()
+        )
+        producer.commit_transaction(TIMEOUT_S)
+        assert group_offset(cluster, "copier", "inputs") == 3
+        # An aborted transaction's offsets are dropped with it.
+        producer.begin_transaction()
+        producer.produce("outputs", value=b"dropped", key=b"k", partition=0)
+        producer.send_offsets_to_transaction(
+            [confluent_kafka.TopicPartition("inputs", 0, 5)], consumer.consumer_group_metadata()
+        )
+        producer.abort_transaction(TIMEOUT_S)
+        assert group_offset(cluster, "copier", "inputs") == 3
+    finally:
+        consumer.close()
+    assert read(cluster, "outputs", "read_committed", 3) == [b"in-0", b"in-1", b"in-2"]
+
+
+def test_a_new_coordinator_completes_a_prepared_commit(cluster: ClientCluster) -> None:
+    producer = transactional(cluster, "payments-tx")
+    coordinator = wait_state(cluster, "payments-tx", "Empty")
+    # The partition's one replica on another broker than the coordinator: killed, it leaves
+    # the partition without a leader, so the markers wait and the commit stays prepared.
+    (holder, *_) = sorted(set(cluster.kafka_addresses) - {coordinator})
+    admin = admin_module.AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = admin_module.NewTopic("payments", 1, replica_assignment=[[holder]])
+    for future in admin.create_topics([topic]).values():
+        future.result(TIMEOUT_S)
+    cluster.wait_for_leaders("payments", 1, TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce("payments", value=b"p1", key=b"k", partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+    cluster.loopback.kill(holder)
+    producer.commit_transaction(TIMEOUT_S)  # answered once PrepareCommit is written
+    assert wait_state(cluster, "payments-tx", "PrepareCommit") == coordinator
+    time.sleep(1)  # the markers wait for a leader meanwhile
+    assert describe(cluster, "payments-tx") == (coordinator, "PrepareCommit")
+    # The coordinator dies with its transaction prepared; the holder comes back (the quorum
+    # needs two of the three nodes) and another broker takes the `__transaction_state`
+    # partition, loads the transaction and writes its markers.
+    cluster.loopback.kill(coordinator)
+    cluster.loopback.restart(holder)
+    successor = wait_state(cluster, "payments-tx", "CompleteCommit")
+    assert successor != coordinator
+    assert read(cluster, "payments", "read_committed", 1) == [b"p1"]

@@ -28,3 +28,15 @@ def test_mypy_strict_passes_on_the_packages() -> None:
     packages = [p for p in TYPED_PACKAGES if (ROOT / p).exists()]
     result = run("mypy", *packages)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_test_skips_when_a_dependency_is_missing() -> None:
+    """Every package a test imports is a dev dependency (pyproject.toml): a missing one must fail
+    the run, not skip its tests silently, so `pytest.importorskip` has no place here."""
+    marker = "importor" + "skip("
+    users = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tests").rglob("*.py")
+        if marker in path.read_text(encoding="utf-8")
+    )
+    assert users == [], f"import the package instead (it fails when missing): {users}"

@@ -11,12 +11,12 @@ once the partition is back."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import confluent_kafka
+import confluent_kafka.admin as admin_module
 import pytest
 from client_cluster import NO_GROUP_DELAY, ClientCluster, client_cluster
 from cluster_helpers import wait_for
@@ -27,38 +27,17 @@ from replog.kafka.messages.describe_transactions_response import (
     DescribeTransactionsResponse,
     TransactionState,
 )
-from replog.testing import METRICS_PORT_OFFSET
 from replog.wire.kafka_connection import KafkaConnection
-from tests.local_ports import KAFKA_CONTROLLER_PORT_OFFSET, KAFKA_PORT_OFFSET
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
-admin_module = pytest.importorskip("confluent_kafka.admin")
+from tests.local_ports import free_base_port
 
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 60
-PORTS = (36_000, 36_999)  # this suite's own range
-
-
-def free_base(count: int) -> int:
-    """The first base port of PORTS whose cluster ports (its nodes', metrics, Kafka and
-    controller Kafka listeners') are all free now."""
-    offsets = (0, METRICS_PORT_OFFSET, KAFKA_PORT_OFFSET, KAFKA_CONTROLLER_PORT_OFFSET)
-    for base in range(PORTS[0], PORTS[1] - offsets[-1] - count, 10):
-        with contextlib.ExitStack() as held:
-            try:
-                for port in (base + o + i for o in offsets for i in range(count)):
-                    probe = held.enter_context(socket.socket())
-                    probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return base
-    raise AssertionError(f"no free cluster ports in {PORTS}")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientCluster]:
-    base = free_base(3)
+    base = free_base_port(3)
     with client_cluster(
         tmp_path_factory.mktemp("txn") / "cluster",
         3,

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kafka
 import pytest
 
 from replog.admin.controller_client import ControllerClient
@@ -81,7 +82,6 @@ from replog.server.kafka.kafka_txn_marker_apis import KafkaTxnMarkerApis
 from tests.eventually import wait_until
 from tests.kafka.kafka_node import RunningNode, running_node
 
-kafka = pytest.importorskip("kafka")
 API_VERSIONS = ApiVersionsRequest(
     client_software_name="replog-tests", client_software_version="1.0"
 )

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka as confluent
 import pytest
 
 from replog.admin.controller_client import ControllerClient
@@ -22,8 +23,6 @@ from replog.topic_names import TRANSACTION_STATE_TOPIC
 from tests.eventually import wait_until
 from tests.kafka.kafka_node import RunningNode, running_node
 from tests.kafka.test_kafka_listener_node import ask, wait_serving
-
-confluent = pytest.importorskip("confluent_kafka")
 
 
 @pytest.fixture

@@ -87,7 +87,8 @@ COMMITTED_ONLY = ["committed-1", "plain-1", "plain-2"]
 
 
 def confluent_values(node: RunningNode, isolation: str, expected: int) -> list[str]:
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import confluent_kafka
+
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": node.kafka_address,
@@ -123,7 +124,7 @@ def test_confluent_kafka_read_committed_skips_aborted_and_stops_at_the_open_tran
 def test_kafka_python_read_committed_skips_aborted_and_stops_at_the_open_transaction(
     node: RunningNode,
 ) -> None:
-    kafka = pytest.importorskip("kafka")
+    import kafka
 
     def values(isolation: str) -> list[str]:
         consumer: Any = kafka.KafkaConsumer(

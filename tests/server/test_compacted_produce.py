@@ -177,7 +177,8 @@ def test_replog_s_producer_fails_a_keyless_send_naming_the_topic(
 
 
 def test_confluent_kafka_gets_invalid_record(fronted: tuple[FakeKafkaBroker, Node]) -> None:
-    confluent = pytest.importorskip("confluent_kafka")
+    import confluent_kafka as confluent
+
     fake, node = fronted
     reports: list[Any] = []
     producer = confluent.Producer(
@@ -198,7 +199,8 @@ def _note(reports: list[Any]) -> Any:
 
 
 def test_kafka_python_gets_invalid_record(fronted: tuple[FakeKafkaBroker, Node]) -> None:
-    kafka = pytest.importorskip("kafka")
+    import kafka
+
     fake, node = fronted
     producer = kafka.KafkaProducer(bootstrap_servers=fake.address, acks=1, retries=0)
     try:
@@ -235,7 +237,8 @@ async def test_through_the_kafka_listener_replog_s_and_kafka_s_producers_are_ref
 
 
 def _kafka_python_keyless(address: str) -> str:
-    kafka = pytest.importorskip("kafka")
+    import kafka
+
     producer = kafka.KafkaProducer(bootstrap_servers=address, acks=1, retries=0)
     try:
         producer.send("t", value=b"v", partition=0).get(timeout=10)
@@ -247,7 +250,8 @@ def _kafka_python_keyless(address: str) -> str:
 
 
 def _confluent_keyless(address: str) -> int | None:
-    confluent = pytest.importorskip("confluent_kafka")
+    import confluent_kafka as confluent
+
     reports: list[Any] = []
     producer = confluent.Producer({"bootstrap.servers": address, "acks": 1})
     producer.produce("t", value=b"v", partition=0, on_delivery=_note(reports))

@@ -163,6 +163,9 @@ class FetchPartitionResult:
     # The records, left in the leader's file (`FetchRequest.region_min_bytes`); `records`
     # is then empty.
     region: RecordsRegion | None = None
+    # READ_COMMITTED only: (producer id, first offset) of each aborted transaction the
+    # records overlap, for the consumer to skip (None: READ_UNCOMMITTED).
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
     @property
     def records_size(self) -> int:

@@ -348,6 +348,11 @@ class KafkaBrokerClient:
                     ),
                     _leader(p.current_leader.leader_id, p.current_leader.leader_epoch),
                     b"" if p.records is None else p.records,  # type: ignore[arg-type]
+                    aborted_transactions=(
+                        None
+                        if p.aborted_transactions is None
+                        else tuple((a.producer_id, a.first_offset) for a in p.aborted_transactions)
+                    ),
                 )
                 for topic in answer.responses
                 for p in topic.partitions

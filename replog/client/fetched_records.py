@@ -60,7 +60,7 @@ from itertools import repeat
 from typing import Any
 
 from replog.client.answer_batches import answer_batches
-from replog.client.read_committed import AbortedTransactions, control_batch_type
+from replog.client.read_committed import AbortedTransactions
 from replog.client.records import (
     TIMESTAMP_TYPE_CREATE_TIME,
     TIMESTAMP_TYPE_LOG_APPEND_TIME,
@@ -205,6 +205,7 @@ def fetched_answer(
     batches: list[tuple[int, BatchHeader]] = []
     next_offset = position
     error: Exception | None = None
+    where = f"fetch of {topic}-{partition}"
     try:
         for batch_position, header in answer_batches(
             data,
@@ -212,16 +213,12 @@ def fetched_answer(
             bound,
             check_crcs=check_crcs,
             name=f"{topic}-{partition}",
-            where=f"fetch of {topic}-{partition}",
+            where=where,
             skip_hint=True,
         ):
             next_offset = min(header.base_offset + header.last_offset_delta + 1, bound)
-            if aborted is not None and header.producer_id >= 0:
-                kind = None
-                if header.is_control:
-                    kind = control_batch_type(data, batch_position, header, f"fetch of {tp}")
-                if aborted.is_aborted(header, kind):
-                    continue
+            if aborted is not None and aborted.hides(data, batch_position, header, where):
+                continue
             batches.append((batch_position, header))
     except Exception as exc:  # a bad batch: raised after the records before it
         error = exc

@@ -58,6 +58,18 @@ class AbortedTransactions:
             return False
         return header.is_transactional and producer_id in self._ongoing
 
+    def hides(
+        self, data: bytes | memoryview, batch_position: int, header: BatchHeader, where: str
+    ) -> bool:
+        """`is_aborted` for the checked batch at `batch_position` of an answer's `data`,
+        reading a control batch's marker type when it has a producer id."""
+        if header.producer_id < 0:
+            return False
+        kind = (
+            control_batch_type(data, batch_position, header, where) if header.is_control else None
+        )
+        return self.is_aborted(header, kind)
+
 
 def control_batch_type(
     data: bytes | memoryview, batch_position: int, header: BatchHeader, where: str

@@ -542,6 +542,12 @@ class IllegalStateError(ReplogError):
     seek on a partition not assigned, subscribe after assign)."""
 
 
+class TransactionStateError(IllegalStateError):
+    """A transactional producer's call its transaction state does not allow (a send outside a
+    transaction, a commit without begin_transaction, init_transactions twice): names the call
+    and the state (Kafka's IllegalStateException from its TransactionManager)."""
+
+
 class RecordDeserializationError(ReplogError):
     """The consumer's key or value deserializer raised on a record (Kafka's
     RecordDeserializationException): names the partition, the offset and which of the two

@@ -548,6 +548,11 @@ class TransactionStateError(IllegalStateError):
     and the state (Kafka's IllegalStateException from its TransactionManager)."""
 
 
+class TransactionAbortedError(ReplogError):
+    """A record of a transaction that `abort_transaction` aborted before it was sent (Kafka's
+    TransactionAbortedException): it was never written."""
+
+
 class RecordDeserializationError(ReplogError):
     """The consumer's key or value deserializer raised on a record (Kafka's
     RecordDeserializationException): names the partition, the offset and which of the two

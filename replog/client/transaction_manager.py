@@ -25,10 +25,10 @@ Rules:
   AddOffsetsToTxn before the TxnOffsetCommit. Version 2 (the brokers' finalized
   `transaction.version` >= 2, KIP-890): the Produce request (v12) and the TxnOffsetCommit add
   them, and every EndTxn answers the producer id and epoch to use next.
-- Epoch bump: an abortable error caused by the producer's own sequence state
-  (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING, a batch expired or refused out of order)
-  needs a new epoch. With version 2 the abort's EndTxn brings it; with version 1 the abort is
-  followed by an InitProducerId with the current id and epoch (KIP-360), before READY.
+- Epoch bump: an abortable error that leaves the producer's sequences unknown (a failed
+  batch, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING) needs a new epoch. With version 2
+  the abort's EndTxn brings it; with version 1 the abort is followed by an InitProducerId
+  with the current id and epoch (KIP-360), before READY.
 """
 
 from __future__ import annotations
@@ -45,9 +45,7 @@ from replog.errors import (
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
     KafkaError,
-    KafkaTimeoutError,
     NotCoordinatorError,
-    OutOfOrderSequenceNumberError,
     ProducerFencedError,
     ReplogError,
     RequestTimedOutError,
@@ -199,6 +197,10 @@ class TransactionManager:
         self._require("begin_transaction", TxnState.READY)
         self._to(TxnState.IN_TRANSACTION, "begin_transaction")
 
+    def check_sendable(self) -> None:
+        """A send is allowed only inside a transaction (raises otherwise)."""
+        self._require("send", TxnState.IN_TRANSACTION)
+
     def check_send(self, tp: TopicPartition) -> None:
         """A record for `tp` is sent: allowed only inside a transaction; the partition joins
         it (to be added before its first batch leaves, version 1)."""
@@ -305,7 +307,9 @@ class TransactionManager:
                 self.last_error = error
             self.state = TxnState.FATAL_ERROR
             return Outcome.FATAL
-        if isinstance(error, (*_NEEDS_BUMP, OutOfOrderSequenceNumberError, KafkaTimeoutError)):
+        if api == "Produce" or isinstance(error, _NEEDS_BUMP):
+            # A failed batch leaves the partition's sequences unknown (Kafka's
+            # handleFailedBatch with KIP-360): the next transaction starts on a new epoch.
             self.epoch_bump_required = True
         if state is not TxnState.ABORTABLE_ERROR:
             self.last_error = error

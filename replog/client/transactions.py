@@ -13,7 +13,9 @@ Rules:
 - The transaction version is read once, at init_transactions, from the ApiVersions answer of
   the coordinator's connection: `transaction.version` >= 2 among its finalized features.
 - AddPartitionsToTxn (version 1) runs whenever the manager has partitions to add (the sender
-  starts it, `poll`); their batches wait until it succeeds.
+  starts it, `poll`); their batches wait until it succeeds. It never raises (it runs in the
+  sender's task group): lost calls and timeouts are asked again, an error that ends the
+  transaction fails the queued batches with it.
 - Answers that end the transaction go to the manager (`fail`): an abortable one leaves only
   abort_transaction, a fatal one fails every queued batch and every later call.
 - commit_transaction sends everything queued first (a flush) and raises the abortable error if
@@ -269,11 +271,16 @@ class Transactions:
                         timeout_ms=t,
                     ),
                 )
-            except (NetworkError, RequestTimedOutError) as exc:
+            except (NetworkError, RequestTimedOutError, KafkaTimeoutError) as exc:
+                # Asked again: the batches wait, delivery.timeout.ms bounds them.
                 self._coordinator = None
                 log.debug("AddPartitionsToTxn: %s", exc)
-            except KafkaTimeoutError:
-                raise
+            except ReplogError as exc:
+                if not exc.retriable:  # refused for good, or an answer that is none
+                    self._failed(exc, "AddPartitionsToTxn")
+                    self._sender.abort_queued(manager.last_error)
+                    return
+                self._coordinator = None
             else:
                 outcome = manager.on_partitions_added(results)
                 if outcome is Outcome.FATAL:

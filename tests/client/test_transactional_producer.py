@@ -8,13 +8,16 @@ answers are Kafka's, scripted."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from replog import ConsumerGroupMetadata, OffsetAndMetadata, Producer, TopicPartition
+from replog import Consumer, ConsumerGroupMetadata, OffsetAndMetadata, Producer, TopicPartition
+from replog.aio import Producer as AsyncProducer
 from replog.errors import (
+    InvalidGroupIdError,
     ProducerFencedError,
     TransactionAbortedError,
     TransactionStateError,
@@ -303,3 +306,33 @@ def test_abort_fails_records_not_yet_sent(broker: FakeKafkaBroker) -> None:
         with pytest.raises(TransactionAbortedError):
             waiting.get(timeout=5)
     assert not asked(broker, "Produce")
+
+
+def test_the_asyncio_producer_has_the_same_calls(broker: FakeKafkaBroker) -> None:
+    async def run() -> None:
+        async with AsyncProducer(
+            bootstrap_servers=broker.address, transactional_id="tx", **PRODUCER
+        ) as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send("t", b"x", partition=0)
+            await producer.send_offsets_to_transaction({T0: OffsetAndMetadata(3)}, "billing")
+            await producer.abort_transaction()
+
+    asyncio.run(run())
+    ((_, commit, _),) = asked(broker, "TxnOffsetCommit")
+    assert (commit.group_id, commit.generation_id, commit.member_id) == ("billing", -1, "")
+    ((_, end, _),) = asked(broker, "EndTxn")
+    assert not end.committed
+
+
+def test_a_consumers_group_metadata_is_what_offsets_commit_as(broker: FakeKafkaBroker) -> None:
+    with (
+        Consumer(bootstrap_servers=broker.address) as loner,
+        pytest.raises(InvalidGroupIdError, match=r"no group\.id"),
+    ):
+        loner.group_metadata()
+    with Consumer(
+        bootstrap_servers=broker.address, group_id="billing", group_instance_id="i-1"
+    ) as member:
+        assert member.group_metadata() == ConsumerGroupMetadata("billing", -1, "", "i-1")

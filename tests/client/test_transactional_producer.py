@@ -18,6 +18,7 @@ from replog import Consumer, ConsumerGroupMetadata, OffsetAndMetadata, Producer,
 from replog.aio import Producer as AsyncProducer
 from replog.errors import (
     InvalidGroupIdError,
+    MalformedResponseError,
     ProducerFencedError,
     TransactionAbortedError,
     TransactionStateError,
@@ -336,3 +337,43 @@ def test_a_consumers_group_metadata_is_what_offsets_commit_as(broker: FakeKafkaB
         bootstrap_servers=broker.address, group_id="billing", group_instance_id="i-1"
     ) as member:
         assert member.group_metadata() == ConsumerGroupMetadata("billing", -1, "", "i-1")
+
+
+def test_coordinator_answers_to_retry_are_retried_and_a_moved_coordinator_found_again(
+    broker: FakeKafkaBroker,
+) -> None:
+    broker.answer(
+        "EndTxn",
+        EndTxnResponse(error_code=51),  # CONCURRENT_TRANSACTIONS: asked again
+        EndTxnResponse(error_code=16),  # NOT_COORDINATOR: found again, then asked again
+        EndTxnResponse(),
+    )
+    with Producer(bootstrap_servers=broker.address, transactional_id="tx", **PRODUCER) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("t", b"x", partition=0).get(timeout=5)
+        producer.commit_transaction()
+        producer.begin_transaction()  # READY again
+    assert len(asked(broker, "EndTxn")) == 3
+    finds = [r for _, r, _ in asked(broker, "FindCoordinator") if r.key_type == 1]
+    assert len(finds) == 2
+
+
+def test_a_coordinator_answer_naming_partitions_not_asked_for_is_malformed(
+    broker: FakeKafkaBroker,
+) -> None:
+    broker.answer(
+        "TxnOffsetCommit",
+        TxnOffsetCommitResponse(
+            topics=[
+                TxnOffsetCommitResponseTopic(
+                    name="other", partitions=[TxnOffsetCommitResponsePartition(partition_index=0)]
+                )
+            ]
+        ),
+    )
+    with Producer(bootstrap_servers=broker.address, transactional_id="tx", **PRODUCER) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        with pytest.raises(MalformedResponseError, match="TxnOffsetCommit for other-0"):
+            producer.send_offsets_to_transaction({T0: OffsetAndMetadata(1)}, "billing")

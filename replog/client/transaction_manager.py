@@ -9,7 +9,9 @@ error puts a transaction in ABORTABLE_ERROR, from which only abort_transaction l
 fatal one puts the producer in FATAL_ERROR for good (close it).
 
 Rules:
-- Transitions are Kafka's `State.isTransitionValid`; a call the state does not allow raises
+- Transitions are Kafka's `State.isTransitionValid`; a commit or abort called again after one
+  that did not finish (a timeout) resumes it, as Kafka's pending result does; a call the
+  state does not allow raises
   `TransactionStateError` naming the call and the state (a send outside a transaction, a
   commit without begin, a second init). In ABORTABLE_ERROR a send, commit or
   send_offsets_to_transaction raises the error that caused it (abort first); in FATAL_ERROR
@@ -254,10 +256,16 @@ class TransactionManager:
         self.group_added = True
 
     def begin_commit(self) -> None:
+        """commit_transaction; called again after one that timed out, it resumes it."""
+        if self.state is TxnState.COMMITTING_TRANSACTION:
+            return
         self._require("commit_transaction", TxnState.IN_TRANSACTION)
         self._to(TxnState.COMMITTING_TRANSACTION, "commit_transaction")
 
     def begin_abort(self) -> None:
+        """abort_transaction; called again after one that timed out, it resumes it."""
+        if self.state is TxnState.ABORTING_TRANSACTION:
+            return
         if self.state is not TxnState.ABORTABLE_ERROR:
             self._require("abort_transaction", TxnState.IN_TRANSACTION)
         self._to(TxnState.ABORTING_TRANSACTION, "abort_transaction")

@@ -77,6 +77,21 @@ def test_version_2_sends_at_once_and_takes_the_epoch_endtxn_answers() -> None:
     assert (tm.producer_id, tm.epoch) == (7, 1)
 
 
+def test_a_commit_or_abort_called_again_resumes_the_one_under_way() -> None:
+    tm = ready()
+    tm.begin_transaction()
+    tm.begin_commit()
+    tm.begin_commit()  # after a timeout: the same commit goes on
+    assert tm.state is TxnState.COMMITTING_TRANSACTION
+    with pytest.raises(TransactionStateError, match="abort_transaction needs"):
+        tm.begin_abort()
+    tm.on_end_txn()
+    tm.begin_transaction()
+    tm.begin_abort()
+    tm.begin_abort()
+    assert tm.on_end_txn() is True
+
+
 def test_an_empty_transaction_needs_no_endtxn() -> None:
     tm = ready()
     tm.begin_transaction()
@@ -247,10 +262,14 @@ def test_random_calls_keep_the_rules(version2: bool, steps: list[tuple[str, bool
                 assert tm.partitions_to_add() == []
             elif call == "commit":
                 tm.begin_commit()
-                assert before is TxnState.IN_TRANSACTION
+                assert before in (TxnState.IN_TRANSACTION, TxnState.COMMITTING_TRANSACTION)
             elif call == "abort":
                 tm.begin_abort()
-                assert before in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR)
+                assert before in (
+                    TxnState.IN_TRANSACTION,
+                    TxnState.ABORTABLE_ERROR,
+                    TxnState.ABORTING_TRANSACTION,
+                )
             elif call == "end":
                 ready_now = tm.on_end_txn(7, tm.epoch + 1)
                 began = False

@@ -18,6 +18,7 @@ from replog import Consumer, ConsumerGroupMetadata, OffsetAndMetadata, Producer,
 from replog.aio import Producer as AsyncProducer
 from replog.errors import (
     InvalidGroupIdError,
+    KafkaTimeoutError,
     MalformedResponseError,
     ProducerFencedError,
     TransactionAbortedError,
@@ -377,3 +378,20 @@ def test_a_coordinator_answer_naming_partitions_not_asked_for_is_malformed(
         producer.begin_transaction()
         with pytest.raises(MalformedResponseError, match="TxnOffsetCommit for other-0"):
             producer.send_offsets_to_transaction({T0: OffsetAndMetadata(1)}, "billing")
+
+
+def test_a_commit_that_timed_out_is_resumed_by_the_next_call(broker: FakeKafkaBroker) -> None:
+    broker.answer("EndTxn", EndTxnResponse(error_code=51))  # CONCURRENT_TRANSACTIONS, always
+    settings = {**PRODUCER, "max_block_ms": 400, "retry_backoff_ms": 50}
+    with Producer(bootstrap_servers=broker.address, transactional_id="tx", **settings) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send("t", b"x", partition=0).get(timeout=5)
+        with pytest.raises(
+            KafkaTimeoutError, match=r"EndTxn did not succeed within max\.block\.ms"
+        ):
+            producer.commit_transaction()
+        broker.answer("EndTxn", EndTxnResponse())
+        producer.commit_transaction()  # the same commit, finished
+        producer.begin_transaction()
+    assert all(r.committed for _, r, _ in asked(broker, "EndTxn"))

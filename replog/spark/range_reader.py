@@ -153,6 +153,7 @@ def _batches(
 ) -> Iterator[pa.RecordBatch]:
     """`read_range`'s loop; `cursor` says how far it got when it raises."""
     check_crcs = fetcher.config.check_crcs
+    read_committed = fetcher.config.isolation_level == "read_committed"
     where = f"fetch of {piece.topic}-{piece.partition}"
     pending: concurrent.futures.Future[FetchAnswer | None] | None = None
     constants = ConstantColumns(piece.topic, piece.partition)
@@ -194,8 +195,8 @@ def _batches(
         if answer.high_watermark >= 0:
             bound = min(bound, answer.high_watermark)
         aborted = None
-        if answer.aborted_transactions is not None:  # read_committed
-            aborted = AbortedTransactions(answer.aborted_transactions)
+        if read_committed:  # a leader may name no aborted transactions as null or as none
+            aborted = AbortedTransactions(answer.aborted_transactions or ())
             if answer.last_stable_offset >= 0:
                 bound = min(bound, answer.last_stable_offset)
         batches, next_position = _batches_to_read(data, position, bound, check_crcs, where, aborted)

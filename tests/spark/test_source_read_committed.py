@@ -39,7 +39,15 @@ class TwoBatchFetcher:
 
     def __init__(self, settings: Mapping[str, object]) -> None:
         self.isolation = settings["isolation.level"]
-        self.config = type("Config", (), {"check_crcs": True, "max_partition_fetch_bytes": 1 << 20})
+        self.config = type(
+            "Config",
+            (),
+            {
+                "check_crcs": True,
+                "max_partition_fetch_bytes": 1 << 20,
+                "isolation_level": self.isolation,
+            },
+        )
 
     def submit(self, position: int, deadline_ms: int, max_bytes: int | None = None) -> Any:
         return position
@@ -49,7 +57,10 @@ class TwoBatchFetcher:
         last = chosen[-1][0] + 1 if chosen else position
         aborted = None
         if self.isolation == "read_committed":
-            aborted = tuple((p, f) for p, f, end in ABORTED if f <= last and end >= position)
+            # None when no aborted transaction overlaps, as a leader may say it.
+            aborted = (
+                tuple((p, f) for p, f, end in ABORTED if f <= last and end >= position) or None
+            )
         records = b"".join(raw for _, raw in chosen)
         return FetchAnswer(memoryview(records), 8, 0, 8, aborted)
 

@@ -10,8 +10,9 @@ Rules:
   COORDINATOR_NOT_AVAILABLE; a transport error (lost connection, no answer in time) is retried
   after `retry.backoff.ms`, doubling up to `retry.backoff.max.ms`, until the deadline, which
   then raises KafkaTimeoutError naming the call and the last cause.
-- The transaction version is read once, at init_transactions, from the ApiVersions answer of
-  the coordinator's connection: `transaction.version` >= 2 among its finalized features.
+- The transaction version is read from the ApiVersions answer of the coordinator's connection
+  (`transaction.version` >= 2 among its finalized features) at init_transactions and again at
+  each begin_transaction, never inside a transaction, as Kafka's producer reads it.
 - AddPartitionsToTxn (version 1) runs whenever the manager has partitions to add (the sender
   starts it, `poll`); their batches wait until it succeeds. It never raises (it runs in the
   sender's task group): lost calls and timeouts are asked again, an error that ends the
@@ -215,7 +216,7 @@ class Transactions:
         manager.begin_init()
         address = await self._transaction_coordinator(deadline_ms)
         connection = await self._connections.kafka.get(address, COORDINATOR_LANE)
-        manager.version2 = connection.finalized_features.get(TRANSACTION_VERSION_FEATURE, 0) >= 2
+        manager.version2 = _version2(connection.finalized_features)
         await self._init_producer_id(deadline_ms)
 
     async def _init_producer_id(self, deadline_ms: int) -> None:
@@ -298,7 +299,16 @@ class Transactions:
             )
 
     def begin_transaction(self) -> None:
-        self.manager.begin_transaction()
+        """A transaction starts under the version the coordinator's connection finalized
+        last (Kafka reads it again at each begin, never inside a transaction)."""
+        manager = self.manager
+        address = self._coordinator
+        connection = (
+            None if address is None else self._connections.kafka.cached(address, COORDINATOR_LANE)
+        )
+        if connection is not None and manager.state is TxnState.READY:
+            manager.version2 = _version2(connection.finalized_features)
+        manager.begin_transaction()
 
     async def send_offsets_to_transaction(
         self,
@@ -387,6 +397,10 @@ class Transactions:
                 self._sender.start_over(manager.producer_id, manager.epoch)
             return
         await self._init_producer_id(deadline_ms)  # version 1: the epoch bump after an abort
+
+
+def _version2(features: Mapping[str, int]) -> bool:
+    return features.get(TRANSACTION_VERSION_FEATURE, 0) >= 2
 
 
 def _worst(results: Mapping[TopicPartition, KafkaError | None]) -> KafkaError | None:

@@ -164,16 +164,22 @@ class Log:
     def lso(self) -> int:
         return min((first for first, _ in self.open.values()), default=self.end)
 
-    def answer(self, position: int, batch_count: int) -> tuple[bytes, list[tuple[int, int]]]:
+    def answer(
+        self, position: int, batch_count: int, beyond: bool = False
+    ) -> tuple[bytes, list[tuple[int, int]]]:
         """A leader's read_committed answer from `position`: whole batches, below the LSO,
-        and the aborted transactions they overlap (Kafka's `collectAbortedTransactions`)."""
+        and the aborted transactions they overlap (Kafka's `collectAbortedTransactions`);
+        with `beyond`, also those starting after the answer's last offset, as a leader
+        that searches up to a segment's end names them."""
         lso = self.lso
         chosen = [b for b in self.batches if b[1] >= position and b[0] < lso][:batch_count]
         if not chosen:
             return b"", []
         upper = chosen[-1][1]
         overlapping = [
-            (pid, first) for pid, first, last in self.aborted if first <= upper and last >= position
+            (pid, first)
+            for pid, first, last in self.aborted
+            if (first <= upper or beyond) and last >= position
         ]
         return b"".join(raw for _, _, raw in chosen), overlapping
 
@@ -204,15 +210,15 @@ def build(steps: list[tuple[str, int, object]], close_all: bool) -> Log:
 
 
 @settings(max_examples=300, deadline=None)
-@given(ops, st.booleans(), st.lists(st.integers(1, 4), min_size=1, max_size=8))
+@given(ops, st.booleans(), st.lists(st.integers(1, 4), min_size=1, max_size=8), st.booleans())
 def test_read_committed_returns_exactly_the_committed_and_plain_records(
-    steps: list[tuple[str, int, object]], close_all: bool, sizes: list[int]
+    steps: list[tuple[str, int, object]], close_all: bool, sizes: list[int], beyond: bool
 ) -> None:
     log = build(steps, close_all)
     lso = log.lso
     position, seen, turn = 0, [], 0
     while position < lso:
-        answer, aborted = log.answer(position, sizes[turn % len(sizes)])
+        answer, aborted = log.answer(position, sizes[turn % len(sizes)], beyond)
         turn += 1
         offsets, moved = read(answer, position, aborted, hw=log.end, lso=lso)
         assert moved > position  # every answer moves the position, even one of skipped batches

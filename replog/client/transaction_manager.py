@@ -9,8 +9,8 @@ error puts a transaction in ABORTABLE_ERROR, from which only abort_transaction l
 fatal one puts the producer in FATAL_ERROR for good (close it).
 
 Rules:
-- Transitions are Kafka's `State.isTransitionValid`; a commit or abort called again after one
-  that did not finish (a timeout) resumes it, as Kafka's pending result does; a call the
+- Transitions are Kafka's `State.isTransitionValid`; an init, commit or abort called again
+  after one that did not finish (a timeout) resumes it, as Kafka's pending result does; a call the
   state does not allow raises
   `TransactionStateError` naming the call and the state (a send outside a transaction, a
   commit without begin, a second init). In ABORTABLE_ERROR a send, commit or
@@ -183,7 +183,10 @@ class TransactionManager:
     # --- init_transactions ------------------------------------------------------------------
 
     def begin_init(self) -> None:
-        """init_transactions: the coordinator's InitProducerId is asked next."""
+        """init_transactions: the coordinator's InitProducerId is asked next; called again
+        after one that timed out, it resumes it."""
+        if self.state is TxnState.INITIALIZING:
+            return
         self._to(TxnState.INITIALIZING, "init_transactions")
 
     def on_producer_id(self, producer_id: int, epoch: int) -> None:

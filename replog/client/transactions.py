@@ -182,10 +182,10 @@ class Transactions:
             attempts += 1
             try:
                 if group is None:
-                    address = await self._transaction_coordinator(deadline_ms)
+                    address = await self._lookup(api, deadline_ms)
                 else:
                     if group_address is None:
-                        group_address = await self._find(group, GROUP_KEY_TYPE, deadline_ms)
+                        group_address = await self._lookup(api, deadline_ms, group)
                     address = group_address
                 answer = await self._guarded(address, api, deadline_ms, call)
             except (NetworkError, RequestTimedOutError) as exc:
@@ -204,6 +204,19 @@ class Transactions:
                 self._coordinator = group_address = None
             await self._backoff(attempts, deadline_ms, api, last)
 
+    async def _lookup(self, api: str, deadline_ms: int, group: str | None = None) -> str:
+        """The coordinator `api` goes to (the transaction's, or `group`'s); a lookup refused
+        for good ends the transaction as `api`'s answer would (an unauthorized transactional
+        id is fatal, an unauthorized group abortable), as Kafka's FindCoordinator handler."""
+        try:
+            if group is None:
+                return await self._transaction_coordinator(deadline_ms)
+            return await self._find(group, GROUP_KEY_TYPE, deadline_ms)
+        except KafkaError as exc:
+            if not exc.retriable:
+                self._failed(exc, api)
+            raise
+
     def _failed(self, error: ReplogError, api: str) -> None:
         """The manager learns of `error`; a fatal one stops the sender's queued batches."""
         if self.manager.fail(error, api) is Outcome.FATAL:
@@ -214,7 +227,7 @@ class Transactions:
     async def init_transactions(self, deadline_ms: int) -> None:
         manager = self.manager
         manager.begin_init()
-        address = await self._transaction_coordinator(deadline_ms)
+        address = await self._lookup("InitProducerId", deadline_ms)
         connection = await self._connections.kafka.get(address, COORDINATOR_LANE)
         manager.version2 = _version2(connection.finalized_features)
         await self._init_producer_id(deadline_ms)

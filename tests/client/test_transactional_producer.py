@@ -22,6 +22,7 @@ from replog.errors import (
     MalformedResponseError,
     ProducerFencedError,
     TransactionAbortedError,
+    TransactionalIdAuthorizationFailedError,
     TransactionStateError,
     error_for_code,
 )
@@ -395,3 +396,30 @@ def test_a_commit_that_timed_out_is_resumed_by_the_next_call(broker: FakeKafkaBr
         producer.commit_transaction()  # the same commit, finished
         producer.begin_transaction()
     assert all(r.committed for _, r, _ in asked(broker, "EndTxn"))
+
+
+def test_a_coordinator_lookup_refused_for_the_transactional_id_is_fatal(
+    broker: FakeKafkaBroker,
+) -> None:
+    # What replog's brokers answer today: they serve no transaction coordinator.
+    refused = FindCoordinatorResponse(
+        coordinators=[Coordinator(key="tx", node_id=-1, host="", port=-1, error_code=53)]
+    )
+    broker.answer("FindCoordinator", refused)
+    with Producer(bootstrap_servers=broker.address, transactional_id="tx", **PRODUCER) as producer:
+        with pytest.raises(TransactionalIdAuthorizationFailedError):
+            producer.init_transactions()
+        with pytest.raises(TransactionalIdAuthorizationFailedError):
+            producer.begin_transaction()
+    assert not asked(broker, "InitProducerId")
+
+
+def test_init_transactions_that_timed_out_is_resumed(broker: FakeKafkaBroker) -> None:
+    broker.answer("InitProducerId", InitProducerIdResponse(error_code=51))  # always concurrent
+    settings = {**PRODUCER, "max_block_ms": 300, "retry_backoff_ms": 50}
+    with Producer(bootstrap_servers=broker.address, transactional_id="tx", **settings) as producer:
+        with pytest.raises(KafkaTimeoutError, match="InitProducerId"):
+            producer.init_transactions()
+        broker.answer("InitProducerId", InitProducerIdResponse(producer_id=42, producer_epoch=0))
+        producer.init_transactions()
+        producer.begin_transaction()

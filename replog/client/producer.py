@@ -54,7 +54,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replog.client.accumulator import (
     ProducerBatch,
@@ -71,7 +71,6 @@ from replog.client.partitioner import DefaultPartitioner
 from replog.client.records import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata
 from replog.client.sender import Sender
 from replog.client.topic_limits import TopicLimits
-from replog.client.transactions import Transactions
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.common import TopicPartition
 from replog.errors import (
@@ -86,6 +85,9 @@ from replog.record.header import RECORD_BATCH_OVERHEAD
 from replog.record.record import RECORD_OVERHEAD_MAX
 from replog.record.varint import INT64_MAX
 from replog.topic_names import check_topic_name
+
+if TYPE_CHECKING:
+    from replog.client.transactions import Transactions
 
 __all__ = ["Producer"]
 
@@ -194,6 +196,9 @@ class Producer:
         self._sender.on_too_large = self._limits.stale
         self._txn: Transactions | None = None
         if cfg.transactional_id is not None:
+            # Imported here: only a transactional producer loads the coordinator calls.
+            from replog.client.transactions import Transactions
+
             self._txn = Transactions(cfg, self._metadata, self._connections, self._sender, clock)
             self._sender.transactions = self._txn
             assert self._sender.idempotence is not None  # a transactional.id needs it (config)

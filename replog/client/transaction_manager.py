@@ -21,7 +21,8 @@ Rules:
   fatal. PRODUCER_FENCED and INVALID_PRODUCER_EPOCH are fatal (another producer with this
   transactional id took over); so are TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE
   and every code the API does not name. A batch failing in a transaction is abortable unless
-  fatal by the same rule.
+  fatal by Kafka's rule for batches (fenced, unauthorized, an unsupported version, a lost
+  producer id mapping; a stale epoch, INVALID_PRODUCER_EPOCH, is abortable there: KIP-588).
 - Transaction version 1: a partition is added with AddPartitionsToTxn before the first batch
   of the transaction is sent to it (`partitions_to_add`, `can_send`), the group with
   AddOffsetsToTxn before the TxnOffsetCommit. Version 2 (the brokers' finalized
@@ -328,13 +329,18 @@ class TransactionManager:
         return Outcome.ABORTABLE
 
 
+# A batch's errors that end the producer (Kafka's maybeTransitionToErrorState):
+# CLUSTER_AUTHORIZATION_FAILED, UNSUPPORTED_VERSION, INVALID_PRODUCER_ID_MAPPING,
+# TRANSACTIONAL_ID_AUTHORIZATION_FAILED, PRODUCER_FENCED. INVALID_PRODUCER_EPOCH is not among
+# them: a batch of an epoch the coordinator bumped (a timed-out transaction) is abortable
+# (KIP-588).
+_FATAL_FOR_BATCHES = frozenset({31, 35, 49, 53, 90})
+
+
 def _fatal(error: ReplogError, api: str) -> bool:
     """Whether `error` met by `api` ends the producer (module docstring)."""
-    if isinstance(error, _FENCED):
-        return True
     if not isinstance(error, KafkaError):
         return False
     if api == "Produce":
-        # TRANSACTIONAL_ID_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED
-        return error.code in (53, 31)
-    return classify(api, error) is Outcome.FATAL
+        return error.code in _FATAL_FOR_BATCHES
+    return isinstance(error, _FENCED) or classify(api, error) is Outcome.FATAL

@@ -174,12 +174,30 @@ def test_version_2_abort_takes_the_bumped_epoch_from_endtxn() -> None:
 def test_fencing_is_fatal_and_every_later_call_raises_it(error: KafkaError) -> None:
     tm = ready()
     tm.begin_transaction()
-    assert tm.fail(error) is Outcome.FATAL
+    assert tm.fail(error, "EndTxn") is Outcome.FATAL
     assert tm.state is TxnState.FATAL_ERROR
     for call in (tm.begin_abort, tm.begin_commit, tm.begin_transaction, tm.begin_init):
         with pytest.raises(type(error)):
             call()
     assert not tm.can_send(T0)
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome"),
+    [
+        (ProducerFencedError.code, Outcome.FATAL),
+        (53, Outcome.FATAL),  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        (31, Outcome.FATAL),  # CLUSTER_AUTHORIZATION_FAILED
+        (InvalidProducerEpochError.code, Outcome.ABORTABLE),  # KIP-588: a bumped epoch
+        (NotEnoughReplicasError.code, Outcome.ABORTABLE),
+    ],
+)
+def test_a_failed_batch_is_fatal_only_by_kafkas_rule_for_batches(
+    code: int, outcome: Outcome
+) -> None:
+    tm = ready()
+    tm.begin_transaction()
+    assert tm.fail(error_for_code(code, "t-0")) is outcome
 
 
 def test_an_error_while_aborting_leaves_batches_aborted_but_a_failed_endtxn_is_fatal() -> None:

@@ -72,6 +72,13 @@ Rules:
   fatal too, as it fails a Produce at once here; Kafka would count unparseable bytes as a
   lost connection and ask again, which against a peer that is no replog broker only runs the
   batches into the timeout.
+- A transactional producer (`transactions`): its producer id comes from init_transactions,
+  not from the sender; a partition's batches leave only once it is in the transaction
+  (AddPartitionsToTxn under version 1, started from here), carry the transactional flag and
+  the transactional id, and go at most as Produce v11 under version 1 (v12 tells a version 2
+  broker that produce adds the partition). A lost sequence is not renumbered: a batch that
+  fails ends the transaction (`TransactionManager.fail`), after which the batches not sent
+  fail with the transaction's error, as Kafka's abortUndrainedBatches.
 - `close` stops taking new work, sends what is queued (every batch is ready at once) and
   waits for the answers up to its timeout; then it fails whatever is left with
   ClientClosedError and cancels the requests on the wire. The error says which it was: a
@@ -104,7 +111,7 @@ from replog.client.config import ProducerConfig
 from replog.client.connections import Connections
 from replog.client.idempotence import MAX_PENDING_PER_PARTITION, Idempotence
 from replog.client.task_owner import TaskOwner
-from replog.client.transaction_manager import Outcome
+from replog.client.transaction_manager import Outcome, TxnState
 from replog.clock import monotonic_ms
 from replog.common import TopicPartition
 from replog.errors import (
@@ -467,6 +474,12 @@ class Sender:
             idempotence.maybe_resolve()
             if self.transactions is not None:
                 self.transactions.poll()  # its producer id comes from init_transactions
+                if (
+                    self.transactions.manager.state is TxnState.ABORTABLE_ERROR
+                    and self._acc.has_queued()
+                ):
+                    # Kafka's abortUndrainedBatches: nothing more of a doomed transaction goes.
+                    self.abort_queued(self.transactions.manager.last_error)
             elif idempotence.needs_producer_id() and not self._forced:
                 self._ensure_producer_id()
         result = self._acc.drain(

@@ -423,3 +423,52 @@ def test_init_transactions_that_timed_out_is_resumed(broker: FakeKafkaBroker) ->
         broker.answer("InitProducerId", InitProducerIdResponse(producer_id=42, producer_epoch=0))
         producer.init_transactions()
         producer.begin_transaction()
+
+
+def test_an_abortable_error_fails_the_batches_still_queued(broker: FakeKafkaBroker) -> None:
+    broker.answer("Metadata", broker.metadata("t", partitions=2))
+
+    def add_only_partition_0(request: Any, version: int) -> AddPartitionsToTxnResponse:
+        (topic,) = request.v3_and_below_topics
+        return AddPartitionsToTxnResponse(
+            results_by_topic_v3_and_below=[
+                AddPartitionsToTxnTopicResult(
+                    name=topic.name,
+                    results_by_partition=[
+                        # CONCURRENT_TRANSACTIONS for partition 1: asked again and again
+                        AddPartitionsToTxnPartitionResult(
+                            partition_index=p, partition_error_code=51 if p else 0
+                        )
+                        for p in topic.partitions
+                    ],
+                )
+            ]
+        )
+
+    broker.answer("AddPartitionsToTxn", add_only_partition_0)
+    refused = ProduceResponse(
+        responses=[
+            TopicProduceResponse(
+                name="t",
+                partition_responses=[PartitionProduceResponse(index=0, error_code=29)],
+            )
+        ]
+    )
+    broker.answer("Produce", refused)
+    with Producer(bootstrap_servers=broker.address, transactional_id="tx", **PRODUCER) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        waiting = producer.send("t", b"later", partition=1)  # its partition is never added
+        failed = producer.send("t", b"x", partition=0)
+        with pytest.raises(type(error_for_code(29))):
+            failed.get(timeout=5)
+        with pytest.raises(type(error_for_code(29))):
+            waiting.get(timeout=5)  # failed with the transaction's error, not sent
+        producer.abort_transaction()
+    sent = [
+        p.index
+        for _, r, _ in asked(broker, "Produce")
+        for t in r.topic_data
+        for p in t.partition_data
+    ]
+    assert sent == [0]

@@ -6,10 +6,11 @@ the producer's methods, as Kafka's).
 
 Rules:
 - The transaction coordinator is found with FindCoordinator key type 1 on any broker (the
-  metadata's, else the bootstrap ones), and looked up again after NOT_COORDINATOR or
-  COORDINATOR_NOT_AVAILABLE; a transport error (lost connection, no answer in time) is retried
-  after `retry.backoff.ms`, doubling up to `retry.backoff.max.ms`, until the deadline, which
-  then raises KafkaTimeoutError naming the call and the last cause.
+  metadata's, else the bootstrap ones), a group's with key type 0, each kept until
+  NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE (or a lost call) says to look it up again. A
+  transport error (lost connection, no answer in time) is retried after `retry.backoff.ms`,
+  doubling up to `retry.backoff.max.ms`, until the deadline, which then raises
+  KafkaTimeoutError naming the call and the last cause.
 - The transaction version is read from the ApiVersions answer of the coordinator's connection
   (`transaction.version` >= 2 among its finalized features) at init_transactions and again at
   each begin_transaction, never inside a transaction, as Kafka's producer reads it.
@@ -92,6 +93,7 @@ class Transactions:
         self._clock = clock
         self._clients: dict[str, KafkaTransactionClient] = {}
         self._coordinator: str | None = None  # the transaction coordinator's address
+        self._group_coordinators: dict[str, str] = {}  # group id -> its coordinator's address
         self._adding: asyncio.Task[None] | None = None
 
     # --- coordinators -----------------------------------------------------------------------
@@ -177,16 +179,15 @@ class Transactions:
         the manager and is raised."""
         attempts = 0
         last: ReplogError | None = None
-        group_address: str | None = None
         while True:
             attempts += 1
             try:
                 if group is None:
                     address = await self._lookup(api, deadline_ms)
                 else:
-                    if group_address is None:
-                        group_address = await self._lookup(api, deadline_ms, group)
-                    address = group_address
+                    known = self._group_coordinators.get(group)
+                    address = known or await self._lookup(api, deadline_ms, group)
+                    self._group_coordinators[group] = address
                 answer = await self._guarded(address, api, deadline_ms, call)
             except (NetworkError, RequestTimedOutError) as exc:
                 last, outcome = exc, Outcome.FIND_COORDINATOR
@@ -201,7 +202,10 @@ class Transactions:
                     self._failed(error, api)
                     raise error
             if outcome is Outcome.FIND_COORDINATOR:
-                self._coordinator = group_address = None
+                if group is None:
+                    self._coordinator = None
+                else:
+                    self._group_coordinators.pop(group, None)
             await self._backoff(attempts, deadline_ms, api, last)
 
     async def _lookup(self, api: str, deadline_ms: int, group: str | None = None) -> str:

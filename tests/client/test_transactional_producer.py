@@ -472,3 +472,17 @@ def test_an_abortable_error_fails_the_batches_still_queued(broker: FakeKafkaBrok
         for p in t.partition_data
     ]
     assert sent == [0]
+
+
+def test_the_group_coordinator_is_kept_across_transactions(broker: FakeKafkaBroker) -> None:
+    with Producer(bootstrap_servers=broker.address, transactional_id="tx", **PRODUCER) as producer:
+        producer.init_transactions()
+        for offset in (5, 9):
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction({T0: OffsetAndMetadata(offset)}, "billing")
+            producer.commit_transaction()
+    group_finds = [r for _, r, _ in asked(broker, "FindCoordinator") if r.key_type == 0]
+    assert len(group_finds) == 1
+    assert [
+        c.topics[0].partitions[0].committed_offset for _, c, _ in asked(broker, "TxnOffsetCommit")
+    ] == [5, 9]

@@ -3,8 +3,7 @@ as Kafka 4.x's producer speaks to a broker: FindCoordinator key type 1, InitProd
 the transactional id and timeout, AddPartitionsToTxn before a partition's first batch (version
 1) or Produce v12 adding it (version 2, the broker's finalized transaction.version),
 transactional batches, AddOffsetsToTxn and TxnOffsetCommit, EndTxn; misuse, fencing and
-abortable errors. The brokers' side of transactions is not served by replog yet: these
-answers are Kafka's, scripted."""
+abortable errors. The answers are Kafka's, scripted."""
 
 from __future__ import annotations
 
@@ -401,7 +400,7 @@ def test_a_commit_that_timed_out_is_resumed_by_the_next_call(broker: FakeKafkaBr
 def test_a_coordinator_lookup_refused_for_the_transactional_id_is_fatal(
     broker: FakeKafkaBroker,
 ) -> None:
-    # What replog's brokers answer today: they serve no transaction coordinator.
+    # What a broker serving no transaction coordinator answers.
     refused = FindCoordinatorResponse(
         coordinators=[Coordinator(key="tx", node_id=-1, host="", port=-1, error_code=53)]
     )

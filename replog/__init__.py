@@ -26,6 +26,7 @@ _SHARED_EXPORTS: dict[str, tuple[str, str]] = {
     "ConsumerRecord": ("replog.client.records", "ConsumerRecord"),
     "OffsetAndMetadata": ("replog.client.records", "OffsetAndMetadata"),
     "OffsetAndTimestamp": ("replog.client.records", "OffsetAndTimestamp"),
+    "ConsumerGroupMetadata": ("replog.client.records", "ConsumerGroupMetadata"),
     "NewTopic": ("replog.admin.controller_results", "NewTopic"),
     "NewPartitions": ("replog.admin.controller_results", "NewPartitions"),
     "ConfigResource": ("replog.admin.controller_results", "ConfigResource"),
@@ -50,6 +51,7 @@ __all__ = [
     "ConfigResource",
     "ConfigResourceType",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "ElectionType",
     "NewPartitions",
@@ -77,6 +79,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time `__getattr__` loads the
     )
     from replog.client.admin_results import OffsetSpec
     from replog.client.records import (
+        ConsumerGroupMetadata,
         ConsumerRecord,
         OffsetAndMetadata,
         OffsetAndTimestamp,

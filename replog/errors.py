@@ -597,6 +597,17 @@ class IllegalStateError(ReplogError):
     seek on a partition not assigned, subscribe after assign)."""
 
 
+class TransactionStateError(IllegalStateError):
+    """A transactional producer's call its transaction state does not allow (a send outside a
+    transaction, a commit without begin_transaction, init_transactions twice): names the call
+    and the state (Kafka's IllegalStateException from its TransactionManager)."""
+
+
+class TransactionAbortedError(ReplogError):
+    """A record of a transaction that `abort_transaction` aborted before it was sent (Kafka's
+    TransactionAbortedException): it was never written."""
+
+
 class RecordDeserializationError(ReplogError):
     """The consumer's key or value deserializer raised on a record (Kafka's
     RecordDeserializationException): names the partition, the offset and which of the two

@@ -111,7 +111,12 @@ from replog.errors import ConfigError, MessageSizeTooLargeError, ReplogError
 from replog.record.batch import RecordBatch
 from replog.record.builder import seal_batch
 from replog.record.compression import COMPRESSION_NONE, compress
-from replog.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, RECORD_BATCH_OVERHEAD
+from replog.record.header import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
+)
 from replog.record.record import (
     AFTER_EMPTY_HEADERS,
     EQUAL_TIMESTAMP_FIELDS,
@@ -159,6 +164,7 @@ RESERVATION_STEP = 16_384
 _PRODUCER_STATE = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence
 _PRODUCER_STATE_OFFSET = 43
 _CRC = struct.Struct(">I")
+_ATTRIBUTES = struct.Struct(">h")
 INT32_MAX = 2**31 - 1
 _NO_PARTS: list[bytes] = []  # a done or closed batch's: nothing is encoded after that
 BENCH_PARTITION = TopicPartition("bench", 0)
@@ -196,6 +202,7 @@ class ProducerBatch:
     producer_id = -1
     producer_epoch = -1
     base_sequence = -1
+    transactional = False  # a transactional producer's: the header's transactional flag
     attempts = 0  # sends so far
     retry_at_ms = 0  # not before this (a retry's backoff)
     in_flight = False
@@ -339,7 +346,7 @@ class ProducerBatch:
                 self.count,
                 self.base_timestamp,
                 self.max_timestamp,
-                codec,
+                codec | TRANSACTIONAL_FLAG_MASK if self.transactional else codec,
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
                 base_sequence=self.base_sequence,
@@ -360,6 +367,12 @@ class ProducerBatch:
         _PRODUCER_STATE.pack_into(
             buf, _PRODUCER_STATE_OFFSET, producer_id, producer_epoch, base_sequence
         )
+        if self.transactional:
+            _ATTRIBUTES.pack_into(
+                buf,
+                ATTRIBUTES_OFFSET,
+                _ATTRIBUTES.unpack_from(buf, ATTRIBUTES_OFFSET)[0] | TRANSACTIONAL_FLAG_MASK,
+            )
         _CRC.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
         self.records = bytes(buf)
 
@@ -425,6 +438,7 @@ class ProducerBatch:
             reserved_left -= piece.reserved
             piece.attempts = self.attempts
             piece.part = (*self.part, number)
+            piece.transactional = self.transactional
             piece.close()
             pieces.append(piece)
         if self.base_sequence >= 0:

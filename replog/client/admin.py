@@ -69,7 +69,7 @@ from replog.client.admin_results import OffsetSpec, TopicDescription
 from replog.client.cluster_metadata import ClusterMetadata as ClientMetadata
 from replog.client.config import AdminConfig, admin_config
 from replog.client.event_loop_binding import EventLoopBinding
-from replog.client.offset_lookup import OffsetLookup
+from replog.client.offset_lookup import ISOLATION_LEVELS, OffsetLookup
 from replog.client.records import OffsetAndTimestamp, TopicPartition
 from replog.clock import Clock, monotonic_ms
 from replog.errors import (
@@ -377,10 +377,17 @@ class Admin:
         specs: Mapping[TopicPartition, OffsetSpec | int],
         *,
         timeout_ms: int | None = None,
+        isolation_level: str = "read_uncommitted",
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """Per partition: the offset for an OffsetSpec (EARLIEST, LATEST = the high watermark,
-        MAX_TIMESTAMP) or the first offset whose timestamp is at or after a timestamp in ms.
-        None: no such record (a timestamp after the last record's)."""
+        or the last stable offset with isolation_level "read_committed", MAX_TIMESTAMP) or the
+        first offset whose timestamp is at or after a timestamp in ms. None: no such record (a
+        timestamp after the last record's)."""
+        if isolation_level not in ISOLATION_LEVELS:
+            raise InvalidRequestError(
+                f"list_offsets: isolation_level {isolation_level!r} is neither "
+                "'read_uncommitted' nor 'read_committed'"
+            )
         timestamps = {TopicPartition(*tp): int(spec) for tp, spec in specs.items()}
         for tp, ts in timestamps.items():
             if ts < m.MAX_TIMESTAMP:
@@ -395,6 +402,7 @@ class Admin:
             deadline_ms=self._clock() + budget_ms,
             what="list_offsets",
             timeout_ms=budget_ms,
+            isolation_level=ISOLATION_LEVELS[isolation_level],
         )
         return {
             tp: None if r.offset < 0 else OffsetAndTimestamp(r.offset, r.timestamp, r.leader_epoch)

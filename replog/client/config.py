@@ -19,8 +19,8 @@ Rules:
 - `partition.assignment.strategy` takes Kafka's assignor names (range, roundrobin,
   cooperative-sticky; default ``range,cooperative-sticky`` as Kafka's) as a comma-separated
   string or a list; Java's class names of those three are read as their names. Kafka keys
-  replog cannot honour (`transactional.id`, TLS/SASL, custom partitioner classes, other
-  assignors) are errors that say why.
+  replog cannot honour (TLS/SASL, custom partitioner classes, other assignors) are errors
+  that say why.
 - Every rejected input is a `ConfigError` whose message names the key, the value and what is
   accepted (a range, a list of values); an unknown key also names the closest known one, and a
   key that belongs to another client kind says so.
@@ -28,8 +28,11 @@ Rules:
   when set explicitly (left at its default it is raised to that sum, as Kafka does).
   Idempotence needs `acks=all`, `retries` > 0 and at most 5 requests in flight: an explicit
   ``enable.idempotence=true`` with a conflicting setting is an error; the default quietly turns
-  idempotence off (one log line), as Kafka 3.x does. A consumer without `group.id` cannot
-  auto-commit: explicit ``enable.auto.commit=true`` is an error, the default turns it off.
+  idempotence off (one log line), as Kafka 3.x does. A `transactional.id` needs idempotence:
+  with it, ``enable.idempotence=false`` or a conflicting setting is an error (Kafka's
+  "Cannot set a transactional.id without also enabling idempotence"). A consumer without
+  `group.id` cannot auto-commit: explicit ``enable.auto.commit=true`` is an error, the
+  default turns it off.
 - `compression.type` is checked against the codecs this process can run (a missing `lz4` or
   `zstandard` package fails here, not at the first send).
 - ``user_keys`` records which settings the user gave (dotted names), so clients can tell a
@@ -76,8 +79,6 @@ T = TypeVar("T")
 
 # Keys users bring from Kafka that replog knows but does not support: why, instead of "unknown".
 _UNSUPPORTED = {
-    "transactional.id": "transactions are not supported",
-    "transaction.timeout.ms": "transactions are not supported",
     "security.protocol": "replog clients speak plaintext gRPC only",
     "partitioner.class": "replog has one built-in partitioner (murmur2, sticky for null keys)",
     "interceptor.classes": "interceptors are not supported",
@@ -137,6 +138,15 @@ def _text(key: str, raw: object) -> str:
 
 def _optional_text(key: str, raw: object) -> str | None:
     return None if raw is None else _text(key, raw)
+
+
+def _transactional_id(key: str, raw: object) -> str | None:
+    text = _optional_text(key, raw)
+    if text is not None and not text:
+        raise _bad(
+            key, raw, "a non-empty string (leave it unset for a producer without transactions)"
+        )
+    return text
 
 
 def _choice(*values: str, aliases: Mapping[str, str] | None = None) -> Parser:
@@ -313,6 +323,10 @@ class ProducerConfig(_CommonConfig):
     delivery_timeout_ms: int = _setting(120_000, _integer(0))
     max_in_flight_requests_per_connection: int = _setting(5, _integer(1))
     enable_idempotence: bool = _setting(True, _boolean)
+    # A transactional producer's id (None: not transactional) and the longest a transaction
+    # may stay open before the coordinator aborts it.
+    transactional_id: str | None = _setting(None, _transactional_id)
+    transaction_timeout_ms: int = _setting(60_000, _integer(1))
     partitioner_ignore_keys: bool = _setting(False, _boolean)
     key_serializer: Serializer | None = field(default=None, metadata=_CALLABLE)
     value_serializer: Serializer | None = field(default=None, metadata=_CALLABLE)
@@ -335,7 +349,7 @@ class ConsumerConfig(_CommonConfig):
     fetch_max_bytes: int = _setting(52_428_800, _integer(0))
     fetch_max_wait_ms: int = _setting(500, _integer(0))
     max_partition_fetch_bytes: int = _setting(1_048_576, _integer(0))
-    # read_committed reads the same as read_uncommitted: without transactions LSO == HW.
+    # read_committed: up to the last stable offset, aborted transactions skipped (fetcher).
     isolation_level: str = _setting(
         "read_uncommitted", _choice("read_uncommitted", "read_committed")
     )
@@ -488,6 +502,12 @@ def producer_config(
         conflicts.append(
             "max.in.flight.requests.per.connection="
             f"{built.max_in_flight_requests_per_connection} (needs <= {IDEMPOTENCE_MAX_IN_FLIGHT})"
+        )
+    if built.transactional_id is not None and (conflicts or not built.enable_idempotence):
+        why = ", ".join(conflicts) or "enable.idempotence=false"
+        raise ConfigError(
+            f"transactional.id={built.transactional_id!r} needs idempotence, which {why} turns "
+            "off: a transactional producer is idempotent"
         )
     if built.enable_idempotence and conflicts:
         if "enable.idempotence" in user_keys:

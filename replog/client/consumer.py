@@ -92,6 +92,7 @@ from replog.client.group_membership import (
 from replog.client.group_offsets import AutoCommitter, GroupOffsets
 from replog.client.offset_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from replog.client.records import (
+    ConsumerGroupMetadata,
     ConsumerRecord,
     OffsetAndMetadata,
     OffsetAndTimestamp,
@@ -339,6 +340,25 @@ class Consumer:
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._subscriptions.assignment())
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This consumer's group membership now, for a transactional producer's
+        `send_offsets_to_transaction` (Kafka's groupMetadata()): the group id, and while a
+        subscribed member, its generation, member id and group instance id."""
+        group_id = self.config.group_id
+        if group_id is None:
+            raise InvalidGroupIdError("group_metadata(): this consumer has no group.id")
+        membership = self._membership
+        if membership is None or not membership.core.member_id:
+            return ConsumerGroupMetadata(group_id, group_instance_id=self.config.group_instance_id)
+        core = membership.core
+        # KIP-848's member epoch stands where the classic protocol's generation does.
+        generation = (
+            core.member_epoch if isinstance(core, ConsumerProtocolMember) else core.generation
+        )
+        return ConsumerGroupMetadata(
+            group_id, generation, core.member_id, self.config.group_instance_id
+        )
 
     def subscribe(
         self,

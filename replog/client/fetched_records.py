@@ -26,8 +26,10 @@ Rules:
   does not parse, fewer records than its count; or a CRC mismatch with `check.crcs`) yields
   none of its records, only its error, on every decoder path, as Kafka's consumer never
   hands out records of a batch that fails its checks.
-- Control batches (transaction markers; replog writes none) are skipped like Kafka's
-  consumer does, but still move the position past them.
+- Control batches (transaction markers) are skipped like Kafka's consumer does, but still
+  move the position past them. A read_committed answer (`aborted_transactions` given) also
+  drops the batches of the aborted transactions it names (`read_committed.py`, Kafka's rule)
+  and holds the line at the last stable offset; they too move the position.
 - A compacted topic's batches may be sparse (the log cleaner kept some of their records, at
   their offsets, or none: the last batch of a producer id stays for its sequence state). The
   position moves past a batch's last offset delta, not its record count, as Kafka's consumer
@@ -52,12 +54,13 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
 from replog.client.answer_batches import answer_batches
+from replog.client.read_committed import AbortedTransactions
 from replog.client.records import (
     TIMESTAMP_TYPE_CREATE_TIME,
     TIMESTAMP_TYPE_LOG_APPEND_TIME,
@@ -183,16 +186,26 @@ def fetched_answer(
     check_crcs: bool = True,
     key_deserializer: Deserializer = None,
     value_deserializer: Deserializer = None,
+    aborted_transactions: Iterable[tuple[int, int]] | None = None,
+    last_stable_offset: int = -1,
 ) -> CompletedFetch:
     """The batches of `data` (a fetch answer's bytes) holding records at or after `position`
     below the HW, checked (framing, header, CRC-32C with `check_crcs`) but not decoded: their
-    records are decoded as `take` reaches them."""
+    records are decoded as `take` reaches them. With `aborted_transactions` (a read_committed
+    answer's (producer id, first offset) list, possibly empty) the batches of aborted
+    transactions are dropped and nothing at or above `last_stable_offset` is returned."""
     topic, partition = tp
     # -1: the leader did not say; then only the position bounds what is returned.
     bound = high_watermark if high_watermark >= 0 else 1 << 63
+    aborted = None
+    if aborted_transactions is not None:
+        aborted = AbortedTransactions(aborted_transactions)
+        if last_stable_offset >= 0:
+            bound = min(bound, last_stable_offset)
     batches: list[tuple[int, BatchHeader]] = []
     next_offset = position
     error: Exception | None = None
+    where = f"fetch of {topic}-{partition}"
     try:
         for batch_position, header in answer_batches(
             data,
@@ -200,11 +213,13 @@ def fetched_answer(
             bound,
             check_crcs=check_crcs,
             name=f"{topic}-{partition}",
-            where=f"fetch of {topic}-{partition}",
+            where=where,
             skip_hint=True,
         ):
-            batches.append((batch_position, header))
             next_offset = min(header.base_offset + header.last_offset_delta + 1, bound)
+            if aborted is not None and aborted.hides(data, batch_position, header, where):
+                continue
+            batches.append((batch_position, header))
     except Exception as exc:  # a bad batch: raised after the records before it
         error = exc
     pending = None

@@ -45,7 +45,10 @@ Rules:
   still the partition's leader in the metadata: the session reports each value once, so a
   discarded one might not come again.
 - Reads never go above the high watermark: the leader serves consumers only committed data,
-  and `fetched_answer` drops anything at or above the HW the answer reported.
+  and `fetched_answer` drops anything at or above the HW the answer reported. With
+  `isolation.level` read_committed (Fetch and ListOffsets isolation level 1) they stop at
+  the last stable offset too, and the batches of the aborted transactions the answer names
+  are dropped (`read_committed.py`); control batches are never returned at either level.
 - OFFSET_OUT_OF_RANGE applies `auto.offset.reset`: earliest/latest mark the partition for a
   reset (looked up before the next fetch), said at WARNING with the log's range ("Fetch
   position 2 is out of range for partition t-0 (the log holds [5, 10)), resetting offset to
@@ -385,6 +388,12 @@ class Fetcher:
                 check_crcs=settings.check_crcs,
                 key_deserializer=settings.key_deserializer,
                 value_deserializer=settings.value_deserializer,
+                aborted_transactions=(
+                    (result.aborted_transactions or ())
+                    if settings.isolation_level == m.IsolationLevel.READ_COMMITTED
+                    else None
+                ),
+                last_stable_offset=result.last_stable_offset,
             )
             if not completed.empty or completed.next_offset > fetch_offset:
                 ahead = self._buffered.get(tp)

@@ -45,6 +45,7 @@ the epoch):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from replog.client.accumulator import ProducerBatch
@@ -110,6 +111,10 @@ class Idempotence:
         self.generation = 0  # producer ids received so far
         self.resets = 0  # partitions renumbered (a metric)
         self._partitions: dict[TopicPartition, _Partition] = {}
+        # A transactional producer's: its batches carry the transactional flag, and a
+        # partition's batches leave only once `gate` says it is in the transaction.
+        self.transactional = False
+        self.gate: Callable[[TopicPartition], bool] | None = None
 
     # --- the producer id ------------------------------------------------------------------------
 
@@ -127,11 +132,20 @@ class Idempotence:
         self.generation += 1
         self.maybe_resolve()
 
+    def start_over(self, producer_id: int, epoch: int) -> None:
+        """A transactional producer's new id or epoch (a new transaction version 2 epoch, an
+        epoch bump): every partition starts again from sequence 0 under it, as Kafka's
+        TransactionManager resets its sequences. Between transactions nothing is pending."""
+        self._partitions.clear()
+        self.set_producer_id(producer_id, epoch)
+
     # --- draining -------------------------------------------------------------------------------
 
     def can_drain(self, tp: TopicPartition, batch: ProducerBatch) -> bool:
         """Whether `batch`, the head of `tp`'s queue, may be sent now."""
         if self.producer is None:
+            return False
+        if self.gate is not None and not self.gate(tp):
             return False
         state = self._partitions.get(tp)
         if state is None:
@@ -159,6 +173,7 @@ class Idempotence:
                 state = self._partitions[tp] = _Partition(producer)
             elif state.producer != producer and not state.pending:
                 state.producer, state.next_sequence, state.last_acked = producer, 0, NO_SEQUENCE
+            batch.transactional = self.transactional
             batch.stamp(state.producer.producer_id, state.producer.epoch, state.next_sequence)
             state.next_sequence = increment_sequence(state.next_sequence, batch.record_count)
             state.pending.append(batch)

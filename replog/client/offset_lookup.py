@@ -40,6 +40,11 @@ from replog.replication import messages as m
 
 EARLIEST_TIMESTAMP = m.EARLIEST_TIMESTAMP
 LATEST_TIMESTAMP = m.LATEST_TIMESTAMP
+# `isolation.level`'s names (Kafka's IsolationLevel) and their wire values.
+ISOLATION_LEVELS = {
+    "read_uncommitted": m.IsolationLevel.READ_UNCOMMITTED,
+    "read_committed": m.IsolationLevel.READ_COMMITTED,
+}
 
 
 class OffsetLookup:
@@ -69,10 +74,13 @@ class OffsetLookup:
         deadline_ms: int,
         what: str,
         timeout_ms: int | None = None,
+        isolation_level: m.IsolationLevel | None = None,
     ) -> dict[TopicPartition, m.ListOffsetsPartitionResult]:
         """Each partition's answer for its timestamp (or EARLIEST/LATEST_TIMESTAMP).
         `timeout_ms`: the caller's timeout that set `deadline_ms`, named when it passes (else
-        the time from this call to the deadline is)."""
+        the time from this call to the deadline is). `isolation_level` overrides the lookup's
+        (READ_COMMITTED: LATEST is the last stable offset)."""
+        isolation = self._isolation_level if isolation_level is None else isolation_level
         pending = dict(timestamps)
         found: dict[TopicPartition, m.ListOffsetsPartitionResult] = {}
         start_ms = self._clock()
@@ -95,7 +103,7 @@ class OffsetLookup:
                 self._metadata.request_update()
             answers = await asyncio.gather(
                 *(
-                    self._ask(leader[0], leader[1], parts, pending, deadline_ms, what)
+                    self._ask(leader[0], leader[1], parts, pending, deadline_ms, what, isolation)
                     for leader, parts in by_leader.items()
                     if leader is not None
                 )
@@ -160,13 +168,14 @@ class OffsetLookup:
         timestamps: Mapping[TopicPartition, int],
         deadline_ms: int,
         what: str,
+        isolation_level: m.IsolationLevel,
     ) -> m.ListOffsetsResponse | ReplogError:
         entries = []
         for tp in partitions:
             state = self._metadata.partition(tp)
             epoch = state.leader_epoch if state is not None else m.NO_LEADER_EPOCH
             entries.append(m.ListOffsetsPartition(tp.topic, tp.partition, timestamps[tp], epoch))
-        request = m.ListOffsetsRequest(tuple(entries), isolation_level=self._isolation_level)
+        request = m.ListOffsetsRequest(tuple(entries), isolation_level=isolation_level)
         timeout_ms = max(1, min(self._request_timeout_ms, deadline_ms - self._clock()))
         try:
             return await guarded(

@@ -54,7 +54,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replog.client.accumulator import (
     ProducerBatch,
@@ -68,7 +68,7 @@ from replog.client.config import ProducerConfig, producer_config
 from replog.client.event_loop_binding import EventLoopBinding
 from replog.client.loop_thread import WAIT_SLICE_S
 from replog.client.partitioner import DefaultPartitioner
-from replog.client.records import RecordMetadata
+from replog.client.records import ConsumerGroupMetadata, OffsetAndMetadata, RecordMetadata
 from replog.client.sender import Sender
 from replog.client.topic_limits import TopicLimits
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
@@ -78,12 +78,16 @@ from replog.errors import (
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     ReplogError,
+    TransactionStateError,
     UnknownTopicOrPartitionError,
 )
 from replog.record.header import RECORD_BATCH_OVERHEAD
 from replog.record.record import RECORD_OVERHEAD_MAX
 from replog.record.varint import INT64_MAX
 from replog.topic_names import check_topic_name
+
+if TYPE_CHECKING:
+    from replog.client.transactions import Transactions
 
 __all__ = ["Producer"]
 
@@ -190,6 +194,16 @@ class Producer:
             max_age_ms=cfg.metadata_max_age_ms,
         )
         self._sender.on_too_large = self._limits.stale
+        self._txn: Transactions | None = None
+        if cfg.transactional_id is not None:
+            # Imported here: only a transactional producer loads the coordinator calls.
+            from replog.client.transactions import Transactions
+
+            self._txn = Transactions(cfg, self._metadata, self._connections, self._sender, clock)
+            self._sender.transactions = self._txn
+            assert self._sender.idempotence is not None  # a transactional.id needs it (config)
+            self._sender.idempotence.transactional = True
+            self._sender.idempotence.gate = self._txn.manager.can_send
         # The largest key + value size a blocking send appends without `_prepare`
         # (`_append_from_thread`): no serializer to call, and small enough that neither
         # max.request.size nor buffer.memory can refuse it (-1: never).
@@ -199,6 +213,7 @@ class Producer:
             - RECORD_OVERHEAD_MAX
             if cfg.key_serializer is None
             and cfg.value_serializer is None
+            and cfg.transactional_id is None
             and self._accumulator.first_reservation <= cfg.buffer_memory
             else -1
         )
@@ -423,6 +438,8 @@ class Producer:
         """Queue one record; the future resolves when it is delivered (module docstring)."""
         self._check_open()
         self._check_sender_for(topic)
+        if self._txn is not None:
+            self._txn.manager.check_sendable()  # at once, not when the record is appended
         self._start()
         record = self._prepare(topic, value, key, headers, partition, timestamp_ms)
         loop = self._home.loop
@@ -544,6 +561,12 @@ class Producer:
             partition = self._partitioner.partition(
                 topic, key, info.count, available=info.available
             )
+        txn = self._txn
+        if txn is not None:
+            # Inside a transaction only; the partition joins it (added before its first batch
+            # leaves). A blocking send runs this in the caller's thread: it reads the state
+            # and adds to a set, each atomic under the GIL.
+            txn.manager.check_send(info.partitions[partition])
         batch = acc.try_append(
             info.partitions[partition], timestamp_ms, key, value, headers, handle
         )
@@ -555,6 +578,8 @@ class Producer:
             partition = self._partitioner.partition(
                 topic, key, info.count, available=info.available
             )
+        if txn is not None:
+            txn.manager.check_send(info.partitions[partition])
         return acc.append_new(info.partitions[partition], timestamp_ms, key, value, headers, handle)
 
     async def _serve_waiting(self) -> None:
@@ -703,6 +728,73 @@ class Producer:
         finally:
             acc.flushing -= 1
         self._check_crashed("flush")
+
+    # --- transactions (a producer with transactional.id; `transactions`) ------------------------
+
+    def _transactions(self, call: str) -> Transactions:
+        self._check_open()
+        if self._txn is None:
+            raise TransactionStateError(
+                f"{call}: this producer has no transactional.id (set it to use transactions)"
+            )
+        return self._txn
+
+    def _txn_deadline(self) -> int:
+        return self._clock() + self.config.max_block_ms
+
+    async def init_transactions(self) -> None:
+        """Register the transactional.id with its coordinator (Kafka's initTransactions):
+        fences an earlier producer with the same id and completes or aborts what it left
+        open. Call once, before the first transaction; waits up to max.block.ms."""
+        txn = self._transactions("init_transactions")
+        self._start()
+        await txn.init_transactions(self._txn_deadline())
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: sends and send_offsets_to_transaction belong to it until
+        commit_transaction or abort_transaction."""
+        self._transactions("begin_transaction").begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Commit a consumer group's `offsets` as part of the transaction: they count only if
+        it commits (consume-transform-produce). `group_metadata` is the consumer's
+        `group_metadata()` (or a group id: then the coordinator checks no membership)."""
+        txn = self._transactions("send_offsets_to_transaction")
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        if not isinstance(group_metadata, ConsumerGroupMetadata):
+            raise TypeError(
+                "group_metadata must be a consumer's group_metadata() or a group id, not "
+                f"{type(group_metadata).__name__}"
+            )
+        checked = {}
+        for tp, committed in offsets.items():
+            if not isinstance(committed, OffsetAndMetadata):
+                committed = OffsetAndMetadata(int(committed))
+            if committed.offset < 0:
+                raise ValueError(f"offset {committed.offset} for {tp}: offsets are >= 0")
+            checked[TopicPartition(*tp)] = committed
+        self._start()
+        await txn.send_offsets_to_transaction(checked, group_metadata, self._txn_deadline())
+
+    async def commit_transaction(self) -> None:
+        """Send everything of the transaction and commit it: its records become visible to
+        read_committed consumers, its offsets committed. A failure that left the transaction
+        unable to commit raises the error: call abort_transaction then."""
+        txn = self._transactions("commit_transaction")
+        self._start()
+        await txn.commit_transaction(self._txn_deadline(), self.flush)
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: records not sent yet fail with TransactionAbortedError,
+        those written are hidden from read_committed consumers, its offsets dropped."""
+        txn = self._transactions("abort_transaction")
+        self._start()
+        await txn.abort_transaction(self._txn_deadline())
 
     async def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of `topic` (waits up to max.block.ms for metadata)."""

@@ -7,6 +7,8 @@
   convention), an optional metadata string and the leader epoch of the last record read
   (`replog.common`'s, re-exported).
 - `OffsetAndTimestamp`: an `offsets_for_times` answer.
+- `ConsumerGroupMetadata`: a consumer's group membership, what a transactional producer's
+  `send_offsets_to_transaction` commits offsets as (Kafka's `consumer.groupMetadata()`).
 
 All are immutable named tuples, so they compare, hash and unpack like kafka-python's.
 """
@@ -18,6 +20,7 @@ from typing import NamedTuple
 from replog.common import OffsetAndMetadata, TopicPartition
 
 __all__ = [
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
@@ -58,3 +61,14 @@ class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int
     leader_epoch: int = -1
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A group member's identity for transactional offset commits: the group id, and the
+    generation, member id and static instance id the coordinator checks (-1, "" and None
+    for a producer that commits as no member: the coordinator then checks only the group)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None

@@ -72,6 +72,13 @@ Rules:
   fatal too, as it fails a Produce at once here; Kafka would count unparseable bytes as a
   lost connection and ask again, which against a peer that is no replog broker only runs the
   batches into the timeout.
+- A transactional producer (`transactions`): its producer id comes from init_transactions,
+  not from the sender; a partition's batches leave only once it is in the transaction
+  (AddPartitionsToTxn under version 1, started from here), carry the transactional flag and
+  the transactional id, and go at most as Produce v11 under version 1 (v12 tells a version 2
+  broker that produce adds the partition). A lost sequence is not renumbered: a batch that
+  fails ends the transaction (`TransactionManager.fail`), after which the batches not sent
+  fail with the transaction's error, as Kafka's abortUndrainedBatches.
 - `close` stops taking new work, sends what is queued (every batch is ready at once) and
   waits for the answers up to its timeout; then it fails whatever is left with
   ClientClosedError and cancels the requests on the wire. The error says which it was: a
@@ -95,6 +102,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from replog.client import wait_notice
 from replog.client.accumulator import ProducerBatch, RecordAccumulator
@@ -103,6 +111,7 @@ from replog.client.config import ProducerConfig
 from replog.client.connections import Connections
 from replog.client.idempotence import MAX_PENDING_PER_PARTITION, Idempotence
 from replog.client.task_owner import TaskOwner
+from replog.client.transaction_manager import Outcome, TxnState
 from replog.clock import monotonic_ms
 from replog.common import TopicPartition
 from replog.errors import (
@@ -123,12 +132,20 @@ from replog.errors import (
     RecordBatchTooLargeError,
     ReplogError,
     RequestTimedOutError,
+    TransactionAbortedError,
     UnknownLeaderEpochError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
 from replog.replication import messages as m
+from replog.wire.kafka_broker_client import (
+    PRODUCE_MAX_VERSION,
+    TRANSACTION_V1_PRODUCE_MAX_VERSION,
+)
+
+if TYPE_CHECKING:
+    from replog.client.transactions import Transactions
 
 log = logging.getLogger("replog.client")
 
@@ -270,6 +287,8 @@ class Sender:
         # Called with a topic whose batch the broker refused as too large (the producer asks
         # for the topic's max.message.bytes again).
         self.on_too_large: Callable[[str], None] = _ignore_topic
+        # A transactional producer's coordinator calls (`transactions`; None: not one).
+        self.transactions: Transactions | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -453,7 +472,15 @@ class Sender:
         idempotence = self.idempotence
         if idempotence is not None:
             idempotence.maybe_resolve()
-            if idempotence.needs_producer_id() and not self._forced:
+            if self.transactions is not None:
+                self.transactions.poll()  # its producer id comes from init_transactions
+                if (
+                    self.transactions.manager.state is TxnState.ABORTABLE_ERROR
+                    and self._acc.has_queued()
+                ):
+                    # Kafka's abortUndrainedBatches: nothing more of a doomed transaction goes.
+                    self.abort_queued(self.transactions.manager.last_error)
+            elif idempotence.needs_producer_id() and not self._forced:
                 self._ensure_producer_id()
         result = self._acc.drain(
             now_ms, self._leader_of, self._node_ready, self._config.max_request_size
@@ -663,6 +690,7 @@ class Sender:
                 )
                 for tp, parts in entries.items()
             ),
+            transactional_id=self._config.transactional_id,
         )
         for batch in batches:
             if self._mute:
@@ -690,7 +718,7 @@ class Sender:
         )
         try:
             response = await self._connections.produce_stream(address).produce(
-                request, timeout_ms=transport_ms
+                request, timeout_ms=transport_ms, max_version=self._produce_max_version()
             )
         except (NetworkError, RequestTimedOutError, UnsupportedVersionError) as exc:
             # No answer in time, a lost connection, or a broker that does not serve Produce.
@@ -820,7 +848,10 @@ class Sender:
                 self._split(batch, error, now_ms)
                 return
             error = self._record_too_large(batch, error)
-        retriable = error.retriable or (idempotence is not None and idempotence.can_retry(error))
+        # In a transaction a lost sequence is not renumbered: the transaction aborts instead.
+        retriable = error.retriable or (
+            idempotence is not None and self.transactions is None and idempotence.can_retry(error)
+        )
         deadline_ms = batch.created_ms + self._config.delivery_timeout_ms
         # The broker refused an entry of several batches as a whole for what may be one
         # batch's fault (too large, a bad timestamp): each is resent at once on its own (a
@@ -932,6 +963,14 @@ class Sender:
         )
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        transactions = self.transactions
+        if (
+            transactions is not None
+            and isinstance(error, ReplogError)
+            and not isinstance(error, TransactionAbortedError | ClientClosedError)
+            and transactions.manager.fail(error) is Outcome.FATAL
+        ):
+            self.transaction_failed(transactions.manager.last_error)
         if batch.fail(error):
             self.metrics.batches_failed += 1
         self._acc.deallocate(batch)
@@ -1036,6 +1075,37 @@ class Sender:
             if self.idempotence is not None:
                 self.idempotence.on_failed(batch)
             self._fail(batch, fatal)
+
+    # --- a transactional producer's (`transactions`) --------------------------------------------
+
+    def _produce_max_version(self) -> int:
+        transactions = self.transactions
+        if transactions is None or transactions.manager.version2:
+            return PRODUCE_MAX_VERSION
+        return TRANSACTION_V1_PRODUCE_MAX_VERSION
+
+    def start_over(self, producer_id: int, epoch: int) -> None:
+        """A transactional producer's new id or epoch: every partition's sequences start
+        again from 0 under it (nothing of the producer is pending between transactions)."""
+        assert self.idempotence is not None
+        self.idempotence.start_over(producer_id, epoch)
+        self.metrics.producer_ids += 1
+        self.wakeup()
+
+    def abort_queued(self, error: BaseException | None) -> None:
+        """Fail every batch not yet sent with `error` (an aborted or failed transaction's);
+        those on the wire keep their answers."""
+        for batch in self._acc.abort_queued():
+            if self.idempotence is not None:
+                self.idempotence.on_failed(batch)
+            self._fail(batch, error if error is not None else TransactionAbortedError("aborted"))
+
+    def transaction_failed(self, error: ReplogError | None) -> None:
+        """The transaction manager hit a fatal error: queued and later batches fail with it
+        (as after a fatal InitProducerId)."""
+        if isinstance(error, KafkaError) and self._fatal is None:
+            self._fatal = error
+            self.wakeup()
 
     def _peer_misbehaved(self, address: str) -> None:
         """A broker answered bytes that are no answer: treat it as Kafka treats a connection

@@ -126,6 +126,7 @@ class Consumer:
     # the caller's thread first.
     assign = on_loop(AioConsumer.assign, convert={"partitions": _drained})
     assignment = on_loop(AioConsumer.assignment)
+    group_metadata = on_loop(AioConsumer.group_metadata)
     subscribe = on_loop(AioConsumer.subscribe, convert={"topics": _drained})
     unsubscribe = on_loop(AioConsumer.unsubscribe)
     subscription = on_loop(AioConsumer.subscription)

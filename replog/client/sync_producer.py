@@ -61,7 +61,7 @@ from replog.client.config import ProducerConfig
 from replog.client.loop_thread import EXIT_CLOSE_S, WAIT_SLICE_S, LoopThread, checked_wait
 from replog.client.producer import Producer as AsyncProducer
 from replog.client.records import RecordMetadata
-from replog.client.twin import awaited, in_caller
+from replog.client.twin import awaited, in_caller, on_loop
 from replog.clock import Clock, monotonic_ms
 from replog.errors import ClientClosedError, KafkaTimeoutError
 
@@ -342,7 +342,13 @@ class Producer:
         return self._loop.run(coro, timeout_s=None, what=what)
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        raise AssertionError(f"{what}: the producer has no method of local state")
+        """A local-state method (begin_transaction), run on the loop so it never races the
+        engine."""
+
+        async def call() -> T:
+            return fn(*args, **kwargs)
+
+        return self._run(call(), what, None)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until each record is delivered or failed;
@@ -403,6 +409,11 @@ class Producer:
 
     # The asyncio methods a blocking producer forwards as they are (`twin`).
     partitions_for = awaited(AsyncProducer.partitions_for)
+    init_transactions = awaited(AsyncProducer.init_transactions)
+    begin_transaction = on_loop(AsyncProducer.begin_transaction)
+    send_offsets_to_transaction = awaited(AsyncProducer.send_offsets_to_transaction)
+    commit_transaction = awaited(AsyncProducer.commit_transaction)
+    abort_transaction = awaited(AsyncProducer.abort_transaction)
     metrics = in_caller(AsyncProducer.metrics)
 
 

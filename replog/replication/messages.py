@@ -76,6 +76,7 @@ class ProduceRequest:
     acks: int
     timeout_ms: int
     partitions: tuple[ProducePartition, ...]
+    transactional_id: str | None = None  # a transactional producer's (Kafka's Produce v3+)
 
 
 @dataclass(frozen=True, slots=True)

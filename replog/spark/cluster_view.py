@@ -13,11 +13,13 @@ Admin's leaders may be stale after a leader change: the old leader refuses its L
   partition); a streaming query may subscribe before the topic exists (Spark's Kafka source
   does the same: the topic's partitions are picked up once it is created).
   `subscribePattern` matches every non-internal topic.
-- `bounds(partitions)`: each partition's [log start offset, high watermark) now.
+- `bounds(partitions)`: each partition's [log start offset, latest) now.
 - `offsets_for_times(times)`: the first offset at or after each time in ms (None: none).
 
-Rules: "latest" is always the high watermark (ListOffsets LATEST), so nothing planned is above
-what every in-sync replica holds.
+Rules: "latest" is the last stable offset with read_committed (the source's default;
+ListOffsets LATEST at isolation level 1) and the high watermark with read_uncommitted, so
+nothing planned is above what every in-sync replica holds, nor, read_committed, inside a
+transaction not yet ended.
 """
 
 from __future__ import annotations
@@ -53,8 +55,10 @@ class ClusterView:
         *,
         strict: bool,
         sessions: SessionPool | None = None,
+        isolation_level: str = "read_committed",
     ) -> None:
         self._settings = dict(settings)
+        self._isolation_level = isolation_level  # what "latest" is (module docstring)
         self._strict = strict  # batch: subscribed topics and partitions must exist
         self._sessions = sessions  # where the Admin comes from and goes back to (None: its own)
         self._key = ("admin", settings_key(settings))
@@ -64,6 +68,7 @@ class ClusterView:
         return {
             "_settings": self._settings,
             "_strict": self._strict,
+            "_isolation_level": self._isolation_level,
             "_key": self._key,
             "_sessions": None,
             "_admin": None,
@@ -134,7 +139,9 @@ class ClusterView:
         admin = self._client()
         tps = [TopicPartition(t, p) for t, p in partitions]
         earliest = admin.list_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
-        latest = admin.list_offsets({tp: OffsetSpec.LATEST for tp in tps})
+        latest = admin.list_offsets(
+            {tp: OffsetSpec.LATEST for tp in tps}, isolation_level=self._isolation_level
+        )
         found: dict[TopicPartitionKey, Bounds] = {}
         for tp in tps:
             low, high = earliest.get(tp), latest.get(tp)

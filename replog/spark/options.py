@@ -27,7 +27,10 @@ The names and meanings are those of Spark's Kafka source, so code written agains
 - `kafka.<setting>`: passed to the executors' fetchers (checked as consumer settings) and, for
   the `ADMIN_PASSTHROUGH` settings, the driver's admin client; settings that would change what
   is read (`group.id`, `auto.offset.reset`, `enable.auto.commit`, deserializers, ...) are
-  refused, as Kafka refuses them.
+  refused, as Kafka refuses them. `kafka.isolation.level` is read_committed unless given
+  (Spark's Kafka source reads read_uncommitted unless told; replog's reads what a
+  transactional writer committed: below the last stable offset, aborted records skipped);
+  read_uncommitted reads up to the high watermark, aborted records included.
 
 Rules:
 - Spark hands options over lower-cased (a case-insensitive dict), so keys are matched without
@@ -188,11 +191,17 @@ class SourceOptions:
     poll_timeout_ms: int
     client_settings: Mapping[str, str] = field(default_factory=dict)  # kafka.* passthrough
 
+    @property
+    def isolation_level(self) -> str:
+        """read_committed unless `kafka.isolation.level` says otherwise (module docstring)."""
+        return self.client_settings.get("isolation.level", "read_committed")
+
     def consumer_settings(self) -> dict[str, str]:
         """The executors' consumer config: passthrough plus what exact-range reads need."""
         return {
             **self.client_settings,
             "bootstrap.servers": self.bootstrap_servers,
+            "isolation.level": self.isolation_level,
             "enable.auto.commit": "false",
             "auto.offset.reset": "none",
         }

@@ -71,6 +71,10 @@ class FetchAnswer:
     records: memoryview  # a view of the buffer the answer was received into (module docstring)
     high_watermark: int  # -1: not said
     log_start_offset: int  # -1: not said
+    last_stable_offset: int = -1  # -1: not said
+    # read_committed: (producer id, first offset) of the aborted transactions the records
+    # overlap; None: read_uncommitted.
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
 
 class PartitionFetcher:
@@ -277,10 +281,15 @@ def answer_for(tp: TopicPartition, response: FetchResponse, fetch_offset: int) -
         code = result.error_code
         if code == 0:
             records = result.records
+            aborted = result.aborted_transactions
             return FetchAnswer(
                 _EMPTY if records is None else memoryview(records),
                 result.high_watermark,
                 result.log_start_offset,
+                result.last_stable_offset,
+                None
+                if aborted is None
+                else tuple((a.producer_id, a.first_offset) for a in aborted),
             )
         error = error_for_code(code)
         if isinstance(error, OffsetOutOfRangeError):

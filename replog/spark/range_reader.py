@@ -22,6 +22,10 @@ Rules:
   partition and offset); a partial batch at the end of an answer is fetched again next time;
   batches wholly before the position are skipped undecoded; control batches are skipped but
   move the position; the records themselves are checked by the decoder (`batch_columns`).
+- read_committed (the source's default, `options`): the range was planned below the last
+  stable offset, the records of the aborted transactions each answer names are skipped as
+  the consumer skips them (`replog/client/read_committed.py`) and move the position too, and
+  nothing at or above the answer's last stable offset is returned.
 - Offsets missing from the log are data loss, reported as `report_data_loss` says: with
   `failOnDataLoss=true` a `DataLossError` naming partition and offsets, with false a warning,
   and the read goes on where the log still has records. The cases, as Spark's Kafka source
@@ -61,6 +65,7 @@ import numpy as np
 import pyarrow as pa
 
 from replog.client.answer_batches import answer_batches
+from replog.client.read_committed import AbortedTransactions
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
 from replog.errors import OffsetOutOfRangeError, ReplogError, UnknownTopicOrPartitionError
@@ -148,6 +153,7 @@ def _batches(
 ) -> Iterator[pa.RecordBatch]:
     """`read_range`'s loop; `cursor` says how far it got when it raises."""
     check_crcs = fetcher.config.check_crcs
+    read_committed = fetcher.config.isolation_level == "read_committed"
     where = f"fetch of {piece.topic}-{piece.partition}"
     pending: concurrent.futures.Future[FetchAnswer | None] | None = None
     constants = ConstantColumns(piece.topic, piece.partition)
@@ -188,7 +194,12 @@ def _batches(
         bound = piece.end
         if answer.high_watermark >= 0:
             bound = min(bound, answer.high_watermark)
-        batches, next_position = _batches_to_read(data, position, bound, check_crcs, where)
+        aborted = None
+        if read_committed:  # a leader may name no aborted transactions as null or as none
+            aborted = AbortedTransactions(answer.aborted_transactions or ())
+            if answer.last_stable_offset >= 0:
+                bound = min(bound, answer.last_stable_offset)
+        batches, next_position = _batches_to_read(data, position, bound, check_crcs, where, aborted)
         if next_position > position:
             cursor.position = next_position
             cursor.deadline = monotonic_ms() + options.poll_timeout_ms
@@ -208,10 +219,16 @@ def _batches(
 
 
 def _batches_to_read(
-    data: bytes | memoryview, position: int, bound: int, check_crcs: bool, where: str
+    data: bytes | memoryview,
+    position: int,
+    bound: int,
+    check_crcs: bool,
+    where: str,
+    aborted: AbortedTransactions | None = None,
 ) -> tuple[list[tuple[int, BatchHeader]], int]:
     """The checked, non-control batches of a fetch answer that hold offsets in
-    [position, bound), and the position after the last complete batch (at most `bound`)."""
+    [position, bound), but those of the `aborted` transactions (read_committed), and the
+    position after the last complete batch (at most `bound`)."""
     found: list[tuple[int, BatchHeader]] = []
     next_position = position
     after = 0  # the byte after the last batch read
@@ -221,6 +238,8 @@ def _batches_to_read(
     ):
         next_position = min(header.next_offset, bound)
         after = batch_position + header.size_in_bytes
+        if aborted is not None and aborted.hides(data, batch_position, header, where):
+            continue
         if not header.is_control:
             found.append((batch_position, header))
     if next_position < bound and _next_batch_base(data, after, next_position) >= bound:

@@ -182,7 +182,12 @@ class ReplogBatchReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         # The planning worker keeps its Admin for the next planning (`cluster_view`).
-        view = ClusterView(self.options.admin_settings(), strict=True, sessions=worker_sessions())
+        view = ClusterView(
+            self.options.admin_settings(),
+            strict=True,
+            sessions=worker_sessions(),
+            isolation_level=self.options.isolation_level,
+        )
         planned = False
         try:
             start, bounds = _start_positions(
@@ -207,7 +212,9 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
-        self._view = ClusterView(options.admin_settings(), strict=False)
+        self._view = ClusterView(
+            options.admin_settings(), strict=False, isolation_level=options.isolation_level
+        )
         self._target: dict[TopicPartitionKey, int] | None = None  # availableNow snapshot
         self._latest: dict[TopicPartitionKey, int] | None = None  # last HWs seen
         minimum = options.min_offsets_per_trigger
@@ -217,7 +224,11 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_view"] = ClusterView(self.options.admin_settings(), strict=False)
+        state["_view"] = ClusterView(
+            self.options.admin_settings(),
+            strict=False,
+            isolation_level=self.options.isolation_level,
+        )
         return state
 
     def _high_watermarks(self) -> dict[TopicPartitionKey, int]:

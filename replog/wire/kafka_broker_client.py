@@ -94,6 +94,9 @@ from replog.wire.kafka_connection import KafkaConnection, KafkaConnections
 
 REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 PRODUCE_MAX_VERSION = 12  # v13 names topics by id
+# v12 tells a broker with transaction version 2 that the producer adds partitions by producing
+# (KIP-890): a version 1 transactional producer stays below it, as Kafka's does.
+TRANSACTION_V1_PRODUCE_MAX_VERSION = 11
 FETCH_MAX_VERSION = 12  # likewise
 INIT_PRODUCER_ID_MAX_VERSION = 5  # v6 is two-phase commit
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type TOPIC
@@ -246,6 +249,7 @@ class KafkaBrokerClient:
 
     def produce_request(self, request: m.ProduceRequest) -> ProduceRequest:
         return ProduceRequest(
+            transactional_id=request.transactional_id,
             acks=request.acks,
             timeout_ms=request.timeout_ms,
             topic_data=[
@@ -348,6 +352,11 @@ class KafkaBrokerClient:
                     ),
                     _leader(p.current_leader.leader_id, p.current_leader.leader_epoch),
                     b"" if p.records is None else p.records,  # type: ignore[arg-type]
+                    aborted_transactions=(
+                        None
+                        if p.aborted_transactions is None
+                        else tuple((a.producer_id, a.first_offset) for a in p.aborted_transactions)
+                    ),
                 )
                 for topic in answer.responses
                 for p in topic.partitions
@@ -678,10 +687,15 @@ class ProduceStream:
         return self._in_flight
 
     async def produce(
-        self, request: m.ProduceRequest, *, timeout_ms: int | None = None
+        self,
+        request: m.ProduceRequest,
+        *,
+        timeout_ms: int | None = None,
+        max_version: int = PRODUCE_MAX_VERSION,
     ) -> m.ProduceResponse:
         """Send `request` and wait for its answer: at most `timeout_ms` (default the client's
-        `request_timeout_ms`) plus the request's own `timeout_ms`."""
+        `request_timeout_ms`) plus the request's own `timeout_ms`. A transactional producer
+        under transaction version 1 sends at most `TRANSACTION_V1_PRODUCE_MAX_VERSION`."""
         client = self._client
         if self._closed:
             raise ClientClosedError(
@@ -692,7 +706,7 @@ class ProduceStream:
             connection = await client.connection(PRODUCE_LANE)
         wire = client.produce_request(request)
         if request.acks == m.ACKS_NONE:
-            connection.send(wire, max_version=PRODUCE_MAX_VERSION)
+            connection.send(wire, max_version=max_version)
             return m.ProduceResponse(())
         transport_ms = client.request_timeout_ms if timeout_ms is None else timeout_ms
         self._in_flight += 1
@@ -700,7 +714,7 @@ class ProduceStream:
             answer, _ = await connection.call(
                 wire,
                 timeout_ms=transport_ms + max(0, request.timeout_ms),
-                max_version=PRODUCE_MAX_VERSION,
+                max_version=max_version,
             )
         finally:
             self._in_flight -= 1

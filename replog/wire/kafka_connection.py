@@ -107,6 +107,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.client_id = client_id
         self._allocate = allocate  # a large frame's own buffer: writable, `len` bytes
         self.api_versions: dict[int, tuple[int, int]] = {}
+        self.finalized_features: dict[str, int] = {}
         self._transport: asyncio.Transport | None = None
         self._pending: deque[_Pending] = deque()
         self._correlation = itertools.count(1)
@@ -208,6 +209,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 f"{self.address} refused ApiVersions with error code {response.error_code}"
             )
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        # ApiVersions v3+: the cluster's finalized feature levels (a transactional producer
+        # reads transaction.version from them).
+        self.finalized_features = {
+            f.name: f.max_version_level for f in (response.finalized_features or ())
+        }
 
     def _not_kafka(self, exc: ReplogError) -> ReplogError:
         """What a failed handshake means (module docstring)."""

@@ -190,14 +190,16 @@ class KafkaCoordinatorClient:
         return answer_error(code, message, f"from the {who} at {self.address}{where}")
 
     async def find_coordinator(
-        self, group_id: str, *, timeout_ms: int | None = None
+        self, group_id: str, *, timeout_ms: int | None = None, key_type: int = GROUP_KEY_TYPE
     ) -> tuple[int, str]:
-        """(node id, "host:port") of the group's coordinator; raises the answer's error."""
+        """(node id, "host:port") of the group's coordinator (`key_type` 1: the transaction
+        coordinator of the transactional id `group_id`); raises the answer's error."""
+        kind = "group" if key_type == GROUP_KEY_TYPE else "transactional id"
 
         def build(version: int) -> Message:
             if version >= FIND_COORDINATOR_BATCH_VERSION:
-                return FindCoordinatorRequest(key_type=GROUP_KEY_TYPE, coordinator_keys=[group_id])
-            return FindCoordinatorRequest(key=group_id, key_type=GROUP_KEY_TYPE)
+                return FindCoordinatorRequest(key_type=key_type, coordinator_keys=[group_id])
+            return FindCoordinatorRequest(key=group_id, key_type=key_type)
 
         answer, version = await self._call(
             build,
@@ -208,8 +210,8 @@ class KafkaCoordinatorClient:
             found = [c for c in answer.coordinators if c.key == group_id]
             if len(found) != 1:
                 raise MalformedResponseError(
-                    f"the broker at {self.address} answered FindCoordinator for group "
-                    f"{group_id!r} with {len(found)} coordinators of that group"
+                    f"the broker at {self.address} answered FindCoordinator for {kind} "
+                    f"{group_id!r} with {len(found)} coordinators of that {kind}"
                 )
             (one,) = found
             code, message, node_id, host, port = (
@@ -228,7 +230,7 @@ class KafkaCoordinatorClient:
                 answer.port,
             )
         error = self._error(
-            code, message, about=f"FindCoordinator of group '{group_id}'", who="broker"
+            code, message, about=f"FindCoordinator of {kind} '{group_id}'", who="broker"
         )
         if error is not None:
             raise error

@@ -56,6 +56,7 @@ from replog.kafka.messages.metadata_response import (
 from replog.record import RecordBatch, iter_frames, read_header, stamp_batch
 from replog.replication import messages as m
 from replog.replication.producer_state import ProducerStateTable
+from replog.wire.kafka_broker_client import PRODUCE_MAX_VERSION
 
 
 class Gate:
@@ -409,7 +410,11 @@ class FakeBroker:
     address: str
 
     async def produce(
-        self, request: m.ProduceRequest, *, timeout_ms: int | None = None
+        self,
+        request: m.ProduceRequest,
+        *,
+        timeout_ms: int | None = None,
+        max_version: int = PRODUCE_MAX_VERSION,
     ) -> m.ProduceResponse:
         return await self.cluster.produce(self.address, request)
 

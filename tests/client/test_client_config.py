@@ -304,8 +304,6 @@ def test_a_key_of_another_client_kind_says_so() -> None:
 
 
 def test_unsupported_kafka_keys_say_why() -> None:
-    message = error_of(producer_config, {"transactional.id": "t"})
-    assert message == "transactional.id: not supported by replog: transactions are not supported"
     assert "plaintext" in error_of(consumer_config, security_protocol="SSL")
     # Every SASL and TLS key, whichever client's spelling, says why (not "did you mean").
     for key in ("sasl.mechanism", "sasl.username", "sasl.mechanisms", "ssl.truststore.location"):
@@ -455,3 +453,17 @@ def test_assignment_strategies_take_kafkas_names_and_java_class_names() -> None:
     with pytest.raises(ConfigError, match="not known: \\(empty\\)"):
         consumer_config({"partition.assignment.strategy": ""})
     assert consumer_config(group_instance_id="host-1").group_instance_id == "host-1"
+
+
+def test_a_transactional_id_needs_idempotence_and_is_not_empty() -> None:
+    built = producer_config({"transactional.id": "t", "transaction.timeout.ms": "900"})
+    assert (built.transactional_id, built.transaction_timeout_ms) == ("t", 900)
+    assert producer_config().transactional_id is None
+    assert producer_config().transaction_timeout_ms == 60_000  # Kafka's default
+    assert "needs idempotence, which enable.idempotence=false turns off" in error_of(
+        producer_config, transactional_id="t", enable_idempotence=False
+    )
+    assert "needs idempotence, which acks=1 (needs all) turns off" in error_of(
+        producer_config, transactional_id="t", acks=1
+    )
+    assert "non-empty" in error_of(producer_config, transactional_id="")

@@ -175,3 +175,18 @@ class Handle:
 
     def set_exception(self, exception: BaseException, /) -> None:
         self.result = (exception,)
+
+
+def test_a_transactional_batch_and_its_pieces_carry_the_transactional_flag() -> None:
+    tp = TopicPartition("t", 0)
+    acc = RecordAccumulator(batch_size=16_384, linger_ms=0)
+    for index, value in enumerate(VALUES):
+        acc.append(tp, 1_000 + index, b"k", value, (), Handle())
+    (batch,) = acc.drain_all()  # built before the flag is set: stamping writes it
+    batch.transactional = True
+    batch.stamp(7, 1, 0)
+    whole = RecordBatch.parse(batch.records or b"")  # parse checks the CRC
+    assert whole.is_transactional and (whole.producer_id, whole.producer_epoch) == (7, 1)
+    pieces = batch.split(1000)
+    parsed = [RecordBatch.parse(p.records or b"") for p in pieces]
+    assert all(p.is_transactional and not p.is_control for p in parsed)

@@ -53,10 +53,14 @@ class CountingAdmin:
         wanted = sorted(TOPICS) if names is None else names
         return {n: _Described(TOPICS[n]) for n in wanted}
 
-    def list_offsets(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, Any]:
+    def list_offsets(
+        self, specs: dict[TopicPartition, int], isolation_level: str = "read_uncommitted"
+    ) -> dict[TopicPartition, Any]:
         self.calls.append("list_offsets")
+        # The last stable offset below the high watermark, as with a transaction open.
+        latest = 8 if isolation_level == "read_committed" else 10
         return {
-            tp: OffsetAndTimestamp(2 if spec == OffsetSpec.EARLIEST else 10, -1, 0)
+            tp: OffsetAndTimestamp(2 if spec == OffsetSpec.EARLIEST else latest, -1, 0)
             for tp, spec in specs.items()
         }
 
@@ -87,7 +91,12 @@ def test_partitions_come_from_one_metadata_request(admins: list[CountingAdmin]) 
         view.partitions(Assign((("a", 5),)))
     loose = ClusterView({"bootstrap.servers": "x:1"}, strict=False)
     assert loose.partitions(Subscribe(("a", "c"))) == [("a", 0), ("a", 1)]
-    assert view.bounds([("a", 0)]) == {("a", 0): Bounds(2, 10)}
+    # Latest is the last stable offset (read_committed, the source's default) unless told.
+    assert view.bounds([("a", 0)]) == {("a", 0): Bounds(2, 8)}
+    uncommitted = ClusterView(
+        {"bootstrap.servers": "x:1"}, strict=True, isolation_level="read_uncommitted"
+    )
+    assert uncommitted.bounds([("a", 0)]) == {("a", 0): Bounds(2, 10)}
 
 
 def _batch_reader(**extra: str) -> ReplogBatchReader:
@@ -101,7 +110,8 @@ def test_a_planning_worker_keeps_its_admin_for_the_next_planning(
     pool = SessionPool()
     monkeypatch.setattr(source, "worker_sessions", lambda: pool)
     planned = [p.piece for p in _batch_reader().partitions()]  # type: ignore[attr-defined]
-    assert planned == [OffsetRange("a", 0, 2, 10), OffsetRange("a", 1, 2, 10)]
+    # Planned to the last stable offset: the source reads read_committed.
+    assert planned == [OffsetRange("a", 0, 2, 8), OffsetRange("a", 1, 2, 8)]
     assert len(admins) == 1 and not admins[0].closed and pool.kept() == 1
     _batch_reader().partitions()
     assert len(admins) == 1 and admins[0].calls.count("describe_topics") == 2

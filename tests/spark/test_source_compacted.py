@@ -103,7 +103,10 @@ class CleanedFetcher:
         self.log = log
         self.per_answer = per_answer
         self.config = SimpleNamespace(
-            check_crcs=True, request_timeout_ms=30_000, max_partition_fetch_bytes=8 << 20
+            check_crcs=True,
+            request_timeout_ms=30_000,
+            max_partition_fetch_bytes=8 << 20,
+            isolation_level="read_committed",
         )
         self.asked: list[int] = []
         self.last_failure: str | None = None

@@ -129,7 +129,9 @@ def test_timestamps_are_looked_up_before_the_bounds(monkeypatch: pytest.MonkeyPa
     # HW 10 until the lookup, which finds offset 12 (written meanwhile; the HW is then 15).
     options = {"bootstrap.servers": "scripted:9092", "subscribe": "t", "startingTimestamp": "7"}
     view = ScriptedView(10, found=12)
-    monkeypatch.setattr(source, "ClusterView", lambda settings, strict, sessions=None: view)
+    monkeypatch.setattr(
+        source, "ClusterView", lambda settings, strict, sessions=None, isolation_level="": view
+    )
     batch = ReplogBatchReader(parse_options(options, Mode.BATCH), StructType())
     assert [p.piece for p in batch.partitions()] == [OffsetRange("t", 0, 12, 15)]  # type: ignore[attr-defined]
     reader = stream(monkeypatch, ScriptedView(10, found=12))

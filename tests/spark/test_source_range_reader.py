@@ -54,7 +54,10 @@ class ScriptedFetcher:
         self.clock = clock
         self.script = script
         self.config = SimpleNamespace(
-            check_crcs=True, request_timeout_ms=30_000, max_partition_fetch_bytes=8 << 20
+            check_crcs=True,
+            request_timeout_ms=30_000,
+            max_partition_fetch_bytes=8 << 20,
+            isolation_level="read_committed",
         )
         self.log_start = 0
         self.log_end = 50  # also the high watermark

@@ -21,7 +21,8 @@ import pytest
 from client_cluster import NO_GROUP_DELAY, ClientCluster, client_cluster
 from cluster_helpers import wait_for
 
-from replog.errors import ReplogError
+from replog import Consumer, OffsetAndMetadata, TopicPartition
+from replog.errors import ProducerFencedError, ReplogError
 from replog.kafka.messages.describe_transactions_request import DescribeTransactionsRequest
 from replog.kafka.messages.describe_transactions_response import (
     DescribeTransactionsResponse,
@@ -217,6 +218,110 @@ def test_offsets_sent_to_a_transaction_commit_with_it(cluster: ClientCluster) ->
     finally:
         consumer.close()
     assert read(cluster, "outputs", "read_committed", 3) == [b"in-0", b"in-1", b"in-2"]
+
+
+def replog_read(cluster: ClientCluster, topic: str, isolation: str, count: int) -> list[bytes]:
+    """As `read`, through replog's own Consumer."""
+    partition = TopicPartition(topic, 0)
+    with cluster.consumer(isolation_level=isolation, enable_auto_commit=False) as consumer:
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        values: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(values) < count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value for r in records)
+        for records in consumer.poll(timeout_ms=1000).values():
+            values.extend(r.value for r in records)
+        return values
+
+
+def test_replogs_own_producer_commits_aborts_and_is_fenced(cluster: ClientCluster) -> None:
+    """replog's transactional Producer against replog's brokers: what it commits is read
+    exactly once by replog's read_committed Consumer, what it aborts only by a
+    read_uncommitted one; a second producer with its transactional id fences it."""
+    cluster.create_topic("ledger", 1, 3)
+    producer = cluster.producer(transactional_id="ledger-tx")
+    try:
+        producer.init_transactions()
+        for values, commit in (([b"c1", b"c2"], True), ([b"a1"], False), ([b"c3"], True)):
+            producer.begin_transaction()
+            for value in values:
+                producer.send("ledger", value, key=b"k", partition=0)
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.flush()  # written, then aborted (an abort drops what is unsent)
+                producer.abort_transaction()
+        wait_state(cluster, "ledger-tx", "CompleteCommit")
+        assert replog_read(cluster, "ledger", "read_committed", 3) == [b"c1", b"c2", b"c3"]
+        assert replog_read(cluster, "ledger", "read_uncommitted", 4) == [
+            b"c1",
+            b"c2",
+            b"a1",
+            b"c3",
+        ]
+        producer.begin_transaction()
+        producer.send("ledger", b"zombie", key=b"k", partition=0)
+        with cluster.producer(transactional_id="ledger-tx") as successor:
+            successor.init_transactions()  # bumps the epoch: the first producer is a zombie
+            with pytest.raises(ProducerFencedError):
+                producer.commit_transaction()
+            successor.begin_transaction()
+            successor.send("ledger", b"c4", key=b"k", partition=0)
+            successor.commit_transaction()
+        assert replog_read(cluster, "ledger", "read_committed", 4) == [b"c1", b"c2", b"c3", b"c4"]
+    finally:
+        producer.close()
+
+
+def test_replogs_own_consumer_offsets_commit_with_the_transaction(cluster: ClientCluster) -> None:
+    """A consume-transform-produce loop of replog's own clients: the offsets sent to an
+    aborted transaction are dropped, those of a committed one are the group's."""
+    cluster.create_topic("sources", 1, 3)
+    cluster.create_topic("copies", 1, 3)
+    with cluster.producer() as feeder:
+        for n in range(4):
+            feeder.send("sources", b"s-%d" % n, key=b"k", partition=0)
+        feeder.flush()
+    source = TopicPartition("sources", 0)
+    with (
+        Consumer(
+            "sources",
+            bootstrap_servers=cluster.bootstrap,
+            group_id="replog-copier",
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        ) as consumer,
+        cluster.producer(transactional_id="replog-copier-tx") as producer,
+    ):
+        producer.init_transactions()
+        copied: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(copied) < 4 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                copied.extend(r.value for r in records)
+        assert copied == [b"s-0", b"s-1", b"s-2", b"s-3"]
+        for commit, upto in ((False, 2), (True, 4)):
+            producer.begin_transaction()
+            for value in copied[:upto]:
+                producer.send("copies", value, key=b"k", partition=0)
+            offsets = {source: OffsetAndMetadata(upto)}
+            producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.flush()
+                producer.abort_transaction()
+                wait_state(cluster, "replog-copier-tx", "CompleteAbort")
+                assert consumer.committed(source) is None  # dropped with the transaction
+        wait_for(
+            lambda: consumer.committed(source) == 4,
+            TIMEOUT_S,
+            "the committed transaction's offset 4 of sources-0 for replog-copier",
+        )
+    assert replog_read(cluster, "copies", "read_committed", 4) == copied
 
 
 def test_a_new_coordinator_completes_a_prepared_commit(cluster: ClientCluster) -> None:

@@ -122,6 +122,8 @@ async def test_markers_end_transactions_and_read_committed_skips_the_aborted(
     assert (await produce(leader, txn(8, 0))).error is None  # offset 2
     await replicated(leader, follower)
     assert leader.leader().high_watermark == 3
+    # The cleaner stops at the first open transaction (`LogCleaner.first_unstable_offset`).
+    assert leader.log_manager.cleaner.first_unstable_offset(("t", 0)) == 0
     nothing = await committed_fetch(leader)
     assert (nothing.last_stable_offset, nothing.records, nothing.high_watermark) == (0, b"", 3)
 
@@ -135,6 +137,7 @@ async def test_markers_end_transactions_and_read_committed_skips_the_aborted(
     assert (await committed_fetch(leader)).last_stable_offset == 2
 
     assert await write_replicated(leader, follower, marker(8, committed=True)) == [None]
+    assert leader.log_manager.cleaner.first_unstable_offset(("t", 0)) is None
     read = await committed_fetch(leader)
     assert (read.last_stable_offset, read.high_watermark) == (5, 5)
     # Every record up to the LSO, with the aborted transaction named for the consumer to skip.

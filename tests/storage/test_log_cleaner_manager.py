@@ -161,6 +161,10 @@ def test_a_pass_removes_the_data_of_aborted_transactions_the_txnindex_names(
     values = [v for _, _, v in entries(log)]
     # The latest (and only) value of its key, yet aborted: gone; its marker stays.
     assert b"aborted" not in values and value in values
+    # And so does its entry, now in the cleaned segment's .txnindex.
+    assert log.collect_aborted_transactions(first, log.high_watermark) == [
+        AbortedTransaction(7, first, at, at + 1)
+    ]
     lm.shutdown()
 
 

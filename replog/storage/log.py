@@ -1165,6 +1165,12 @@ class Log:
                 ) from exc
             return found
 
+    def segment_base_of(self, offset: int) -> int:
+        """The base offset of the segment holding `offset` (the first segment's, below it)."""
+        with self._lock:
+            segments = self._segments
+            return next(segments.irange(maximum=offset, reverse=True), segments.peekitem(0)[0])
+
     def rebuild_aborted_transactions(
         self, from_offset: int, entries: Iterable[AbortedTransaction]
     ) -> None:

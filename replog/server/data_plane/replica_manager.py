@@ -2006,7 +2006,7 @@ class ReplicaManager:
         result = partition.empty_fetch_result
         if committed and records:
             # The aborted transactions of what it reads (Kafka's: up to the bound it read to).
-            aborted = partition.log.collect_aborted_transactions(entry.fetch_offset, bound)
+            aborted = partition.aborted_transactions(entry.fetch_offset, bound)
             result = _leader_answer(
                 partition,
                 high_watermark,

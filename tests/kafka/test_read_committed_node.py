@@ -10,6 +10,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import confluent_kafka
+import kafka
 import pytest
 
 from replog.kafka.messages.produce_request import (
@@ -87,7 +89,6 @@ COMMITTED_ONLY = ["committed-1", "plain-1", "plain-2"]
 
 
 def confluent_values(node: RunningNode, isolation: str, expected: int) -> list[str]:
-    confluent_kafka = pytest.importorskip("confluent_kafka")
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": node.kafka_address,
@@ -123,8 +124,6 @@ def test_confluent_kafka_read_committed_skips_aborted_and_stops_at_the_open_tran
 def test_kafka_python_read_committed_skips_aborted_and_stops_at_the_open_transaction(
     node: RunningNode,
 ) -> None:
-    kafka = pytest.importorskip("kafka")
-
     def values(isolation: str) -> list[str]:
         consumer: Any = kafka.KafkaConsumer(
             bootstrap_servers=node.kafka_address,

@@ -10,8 +10,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import confluent_kafka
-import kafka
 import pytest
 
 from replog.kafka.messages.produce_request import (
@@ -89,6 +87,8 @@ COMMITTED_ONLY = ["committed-1", "plain-1", "plain-2"]
 
 
 def confluent_values(node: RunningNode, isolation: str, expected: int) -> list[str]:
+    import confluent_kafka
+
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": node.kafka_address,
@@ -124,6 +124,8 @@ def test_confluent_kafka_read_committed_skips_aborted_and_stops_at_the_open_tran
 def test_kafka_python_read_committed_skips_aborted_and_stops_at_the_open_transaction(
     node: RunningNode,
 ) -> None:
+    import kafka
+
     def values(isolation: str) -> list[str]:
         consumer: Any = kafka.KafkaConsumer(
             bootstrap_servers=node.kafka_address,

@@ -11,7 +11,7 @@ producer snapshot prints one line per producer (with its open transaction's firs
 its last marker's coordinator epoch), or what fails its checks. With `--print-data` a control
 batch's record is printed as Kafka prints it, `endTxnMarker: COMMIT coordinatorEpoch: 5` (or
 ABORT) in place of key and payload. An aborted transaction index prints one line per
-aborted transaction, as Kafka's `--transaction-index` dump does.
+aborted transaction, as Kafka's dump prints a `.txnindex`.
 The exit code is 1 when anything invalid was found.
 
 A compacted log's cleaned segments print as Kafka prints them, and say what the cleaner did:

@@ -61,6 +61,7 @@ from replog.checkpoints.partition_metadata import PARTITION_METADATA
 from replog.clock import Clock, wall_clock_ms
 from replog.errors import (
     CorruptCheckpointError,
+    CorruptIndexError,
     CorruptRecordError,
     FencedLeaderEpochError,
     InvalidRecordError,
@@ -1162,6 +1163,12 @@ class Log:
                 ) from exc
             return found
 
+    def segment_base_of(self, offset: int) -> int:
+        """The base offset of the segment holding `offset` (the first segment's, below it)."""
+        with self._lock:
+            segments = self._segments
+            return next(segments.irange(maximum=offset, reverse=True), segments.peekitem(0)[0])
+
     def rebuild_aborted_transactions(
         self, from_offset: int, entries: Iterable[AbortedTransaction]
     ) -> None:
@@ -1536,6 +1543,7 @@ class Log:
                 return None
             self._pending_swap = None
             base = replaced[0].base_offset
+            carried = self._aborted_transactions_of(replaced)
             try:
                 retired = complete_swap(self._fs, cleaned, replaced)
                 self._active = None
@@ -1546,17 +1554,39 @@ class Log:
                     self.directory, base, self.config, self._fs, self._clock(), create=False
                 )
                 self._segments[base] = segment
+                # Kafka's cleaner keeps the entry of every ABORT marker it keeps.
+                for entry in carried:
+                    found = segment.translate_offset(entry.last_offset)
+                    if found is not None and found[1].base_offset == entry.last_offset:
+                        segment.txn_index.append(entry)
             except OSError as exc:
                 raise KafkaStorageError(
                     f"{self.name}: swapping in the cleaned segment {cleaned} failed: {exc}"
                 ) from exc
         try:
             finish_swap(self._fs, directory, retired)
+            segment.flush_txn_index()  # not under the lock: a sealed segment's, written once
         except OSError as exc:
             raise KafkaStorageError(
                 f"{self.name}: removing the segments the cleaned {cleaned} replaced failed: {exc}"
             ) from exc
         return segment
+
+    def _aborted_transactions_of(self, segments: list[LogSegment]) -> list[AbortedTransaction]:
+        """The `.txnindex` entries of `segments`; an unreadable index gives none (its
+        transactions' data went with this pass or an earlier one: only a later pass's
+        knowledge of them is lost)."""
+        entries: list[AbortedTransaction] = []
+        for segment in segments:
+            try:
+                entries += segment.txn_index.entries()
+            except (OSError, CorruptIndexError) as exc:
+                log.warning(
+                    "%s: aborted transactions not carried into the cleaned segment: %s",
+                    self.name,
+                    exc,
+                )
+        return entries
 
     def _cancel_pending_swap(self, highest_changed: int | None = None) -> None:
         """Cancel a cleaner's swap decided but not completed (`replace_with_cleaned`) before

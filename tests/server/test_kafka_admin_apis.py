@@ -896,19 +896,26 @@ async def test_describe_producers_answers_the_replica_managers_producers() -> No
     def producers(topic: str, partition: int) -> tuple[ProducerEntry, ...]:
         if partition == 1:
             raise NotLeaderOrFollowerError(f"{topic}-1: broker 1 leads it")
-        return (ProducerEntry(7, 2, (BatchMetadata(0, 4, 10, 14, 99),), 99),)
+        return (
+            ProducerEntry(7, 2, (BatchMetadata(0, 4, 10, 14, 99),), 99),
+            # A transaction open since offset 15, its last marker from coordinator epoch 3.
+            ProducerEntry(8, 0, (BatchMetadata(0, 0, 15, 15, 99),), 99, 15, 3),
+        )
 
     body = dp.DescribeProducersRequest(
         topics=[dp.TopicRequest(name="orders", partition_indexes=[0, 1])]
     )
     response = await answer(admin(describe_producers=producers), body, 0)
     zero, one = response.topics[0].partitions
-    ((producer_id, epoch, sequence, timestamp),) = [
+    ((producer_id, epoch, sequence, timestamp), _) = [
         (p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp)
         for p in zero.active_producers
     ]
     assert (producer_id, epoch, sequence, timestamp) == (7, 2, 4, 99)
-    assert zero.active_producers[0].current_txn_start_offset == -1
+    assert [(p.current_txn_start_offset, p.coordinator_epoch) for p in zero.active_producers] == [
+        (-1, -1),
+        (15, 3),
+    ]
     assert one.error_code == NotLeaderOrFollowerError.code and "broker 1" in one.error_message
 
 

@@ -30,8 +30,8 @@ from replog.server.data_plane.broker_service import BrokerService
 from replog.server.kafka.kafka_txn_marker_apis import KafkaTxnMarkerApis
 from replog.testing import ManualClock
 from replog.wire import txn_marker_codec as codec
+from tests.server.test_partition_txn_markers import txn
 from tests.server.test_replica_manager import DONE_S, produce, replicate, settle, two_nodes
-from tests.server.test_transaction_markers import txn
 
 
 def kafka_request(body: WriteTxnMarkersRequest, version: int) -> KafkaRequest:

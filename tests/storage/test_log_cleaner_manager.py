@@ -23,7 +23,9 @@ from replog.coordinator.offsets_records import (
 )
 from replog.errors import InvalidRecordError
 from replog.record import RecordBatch, build_batch, iter_batches
+from replog.record.control_record import EndTxnMarker, encode_marker
 from replog.storage import Log, LogConfig
+from replog.storage.aborted_transactions import AbortedTransaction
 from replog.storage.cleaner.cleaner_config import CleanerConfig
 from replog.storage.cleaner.cleaning_process import clean_logs_in_processes, cleaning_in_processes
 from replog.storage.cleaner.log_cleaner import LogCleaner, PassReport
@@ -124,6 +126,60 @@ def test_a_cleaned_log_keeps_the_latest_value_of_each_key_at_its_offset(tmp_path
     assert kept == sorted(latest_below.values())
     assert [e for e in entries(log) if e[0] >= active] == [e for e in appended if e[0] >= active]
     assert log.log_end_offset == end
+    lm.shutdown()
+
+
+def transactional(log: Log, producer_id: int, key: bytes, value: bytes) -> int:
+    batch = build_batch(
+        [(T0, key, value, ())],
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    return log.append_as_leader(batch, 0).first_offset
+
+
+def test_a_pass_removes_the_data_of_aborted_transactions_the_txnindex_names(
+    tmp_path: Path,
+) -> None:
+    lm = manager(tmp_path, ManualClock(T0))
+    log = lm.get_or_create_log("t", 0, COMPACT)
+    first = transactional(log, 7, b"only-key", b"aborted")
+    key, value = encode_marker(EndTxnMarker(aborted=True, coordinator_epoch=0))
+    marker = build_batch(
+        [(T0, key, value, ())],
+        producer_id=7,
+        producer_epoch=0,
+        is_transactional=True,
+        is_control=True,
+    )
+    at = log.append_as_leader(marker, 0, allow_control=True).first_offset
+    log.append_aborted_transactions([AbortedTransaction(7, first, at, at + 1)])
+    fill(log, 60, keys=3)  # the transaction's segment is sealed and below the HW
+    assert lm.cleaner.clean_once(now_ms=T0) is not None
+    values = [v for _, _, v in entries(log)]
+    # The latest (and only) value of its key, yet aborted: gone; its marker stays.
+    assert b"aborted" not in values and value in values
+    # And so does its entry, now in the cleaned segment's .txnindex.
+    assert log.collect_aborted_transactions(first, log.high_watermark) == [
+        AbortedTransaction(7, first, at, at + 1)
+    ]
+    lm.shutdown()
+
+
+def test_nothing_at_or_past_an_open_transaction_is_cleaned(tmp_path: Path) -> None:
+    lm = manager(tmp_path, ManualClock(T0))
+    log = lm.get_or_create_log("t", 0, COMPACT)
+    fill(log, 20, keys=2)
+    open_at = transactional(log, 7, b"k0", b"open")
+    fill(log, 40, keys=2)
+    lm.cleaner.first_unstable_offset = lambda tp: open_at
+    report = lm.cleaner.clean_once(now_ms=T0)
+    assert report is not None and report.result.end_offset <= open_at
+    # Everything from the open transaction's segment on is as appended.
+    assert b"open" in [v for _, _, v in entries(log)]
+    assert next(e for e in entries(log) if e[0] >= open_at)[0] == open_at
     lm.shutdown()
 
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from storage_helpers import append_batches, open_log, small_config
 
+from replog.errors import CorruptIndexError
 from replog.record import build_batch
 from replog.record.control_record import EndTxnMarker, encode_marker
 from replog.storage.aborted_transactions import AbortedTransaction, encode
@@ -122,3 +124,12 @@ def test_a_rescan_without_a_marker_asks_for_no_rebuild(tmp_path: Path) -> None:
     log = log_of_segments(tmp_path / "t-0")
     log.close_without_flush()
     assert open_log(tmp_path / "t-0", CONFIG, clock=ManualClock(T0)).txn_index_rebuild_from is None
+
+
+def test_a_damaged_index_is_an_error_naming_its_file(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log = log_of_segments(directory)
+    first = log.segments()[0].base_offset
+    txn_index(directory, first).write_bytes(encode([AbortedTransaction(7, 0, 1, 2)])[:-1])
+    with pytest.raises(CorruptIndexError, match=r"00000000000000000000\.txnindex.*34-byte"):
+        log.collect_aborted_transactions(first, log.log_end_offset)

@@ -24,7 +24,8 @@ Rules (docs/design/replication.md#leader-epoch-cache, #truncate-on-fetch, #caugh
   table closes the producer's transaction as a commit or an abort, and an ABORT's entry goes
   to the `.txnindex` of the segment holding the marker (`Log.append_aborted_transactions`).
   A leader writes markers only for a coordinator (`append_marker_as_leader`); a client's
-  control batch is refused by the log.
+  control batch is refused by the log. A `.txnindex` a read finds damaged is rebuilt from the
+  log (`aborted_transactions`).
 - A producer snapshot `<base>.snapshot` is written when an append rolls a new segment, as of
   that base (the batches before the roll applied, the ones after not yet), and one at the LEO
   when the replica manager stops; snapshots above the LEO (a truncation) are deleted at once,
@@ -49,7 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from replog.errors import UnknownTopicOrPartitionError
+from replog.errors import CorruptIndexError, UnknownTopicOrPartitionError
 from replog.quorum.metadata.partition_registration import PartitionRegistration
 from replog.record.control_record import EndTxnMarker, batch_marker
 from replog.record.header import BatchHeader
@@ -360,6 +361,22 @@ class Partition:
         it starts where the sizes of the batches before it add up to."""
         position = sum(h.size_in_bytes for h in headers[:index])
         return batch_marker(records, position, headers[index], self.name)
+
+    def aborted_transactions(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTransaction]:
+        """What a read_committed read of [fetch_offset, upper_bound_offset) must be told of
+        (`Log.collect_aborted_transactions`). An index found damaged is rebuilt from the log
+        (its segment and the later ones, by a reload of the producer state, as recovery
+        rebuilds them) and read again: a corrupt `.txnindex` costs a replay, not the read."""
+        plog = self.log
+        try:
+            return plog.collect_aborted_transactions(fetch_offset, upper_bound_offset)
+        except CorruptIndexError as exc:
+            log.warning("%s: %s; rebuilding the aborted transaction indexes", self.name, exc)
+        plog.txn_index_rebuild_from = plog.segment_base_of(fetch_offset)
+        self.load_producer_state()
+        return plog.collect_aborted_transactions(fetch_offset, upper_bound_offset)
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """The LSO: below every open or unreplicated transaction, at most `high_watermark`."""

@@ -355,6 +355,7 @@ class ReplicaManager:
         self.log_manager = log_manager
         # The cleaner keeps each producer's last batch (`batch_filter`): it asks the replicas.
         log_manager.cleaner.producer_last_batches = self._producer_last_batches
+        log_manager.cleaner.first_unstable_offset = self._first_unstable_offset
         self._clock = clock
         # Producer-id expiry compares record timestamps (CreateTime, wall-clock ms), which the
         # monotonic `clock` used for lags and timeouts cannot be compared with.
@@ -1337,6 +1338,16 @@ class ReplicaManager:
             for producer_id, entry in partition.producer_state.entries().items()
         }
 
+    def _first_unstable_offset(self, key: TopicPartitionKey) -> int | None:
+        """The first offset of the replica's lowest open transaction, for the cleaner's thread
+        (None: none open, or the table not loaded, when the cleaner waits anyway). Reads one
+        copy of the table, as `_producer_last_batches` does."""
+        partition = self._partitions.get(key)
+        if partition is None or not partition.producer_state_loaded:
+            return None
+        entries = partition.producer_state.entries().values()
+        return min((e.current_txn_first_offset for e in entries if e.in_transaction), default=None)
+
     def preload_producer_states(self) -> None:
         """Load every log's producer table now. A starting broker calls this in a worker
         thread before it installs the metadata image, as Kafka loads producer state with its
@@ -2012,7 +2023,7 @@ class ReplicaManager:
         result = partition.empty_fetch_result
         if committed and records:
             # The aborted transactions of what it reads (Kafka's: up to the bound it read to).
-            aborted = partition.log.collect_aborted_transactions(entry.fetch_offset, bound)
+            aborted = partition.aborted_transactions(entry.fetch_offset, bound)
             result = _leader_answer(
                 partition,
                 high_watermark,

@@ -5,7 +5,9 @@ the pauses that truncations, deletions and retention need.
 Rules:
 - Candidates: the open logs whose policy has compact, in no cleaning state, not marked
   uncleanable, whose producer state is known (`producer_last_batches` answers, else the log
-  waits). Each is measured from its checkpoint entry (`cleanable.log_to_clean` over
+  waits). Nothing at or past a partition's first open transaction is cleanable
+  (`first_unstable_offset`: the last stable offset bounds a pass, as in Kafka). Each is
+  measured from its checkpoint entry (`cleanable.log_to_clean` over
   `log_summary.summarize_with_config`), outside the manager's lock; the filthiest qualifying
   one is started (`CleaningStates.start`) under the lock, so no two threads clean one log.
   An entry out of the log's range is reset to the log start (Kafka's forced update).
@@ -99,8 +101,16 @@ LogEntry = tuple[TopicPartitionKey, str, Log]  # the partition, its log dir, its
 ProducerSource = Callable[[TopicPartitionKey], Mapping[int, ProducerLastBatch] | None]
 
 
+# The first offset of the partition's lowest open transaction, None when none is open.
+UnstableSource = Callable[[TopicPartitionKey], int | None]
+
+
 def _no_producers(partition: TopicPartitionKey) -> Mapping[int, ProducerLastBatch]:
     return {}
+
+
+def _no_transactions(partition: TopicPartitionKey) -> int | None:
+    return None
 
 
 @dataclass(slots=True)
@@ -163,6 +173,7 @@ class LogCleaner:
         self._clock = clock
         self._timer = timer
         self.producer_last_batches: ProducerSource = _no_producers
+        self.first_unstable_offset: UnstableSource = _no_transactions
         self._lock = threading.Condition()
         self._states = CleaningStates()
         self._since: CleanableSince[TopicPartitionKey] = CleanableSince()  # under `_lock`
@@ -370,8 +381,13 @@ class LogCleaner:
             last_batches = self.producer_last_batches(tp)
             if last_batches is None:
                 continue  # its producer state is not loaded yet
+            # Kafka's: nothing at or past an open transaction is cleanable (its outcome is
+            # not known), so the last stable offset bounds the pass, not the HW.
+            unstable = self.first_unstable_offset(tp)
             try:
-                summary = summarize_with_config(target)
+                summary = summarize_with_config(
+                    target, None if unstable is None else min(unstable, target.high_watermark)
+                )
             except Exception as exc:  # closed or changed meanwhile: the next round sees it
                 log.debug("%s: not measured for cleaning: %s", target.name, exc)
                 continue

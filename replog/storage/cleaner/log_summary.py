@@ -5,8 +5,8 @@ Rules:
 - A segment's largest timestamp is its largest record timestamp (the file's mtime when it has
   none, as Kafka's `largestTimestamp`); its first batch timestamp is its first batch's max
   timestamp (-1 when empty), Kafka's `getFirstBatchTimestampForSegments`.
-- The last stable offset is the high watermark unless the caller knows better (no
-  transactions are kept yet).
+- The last stable offset is the high watermark unless the caller knows better (the cleaner
+  passes the first open transaction's offset, when one is open).
 - `dirty_ratio` is a log's ratio now, with its own config's lags (what the cleaner would
   compute for it: `cleanable.log_to_clean`), for reports (log dirs, metrics).
 - Reads batch headers only (one per segment); plain synchronous code, for a cleaner's thread.

@@ -122,6 +122,8 @@ async def test_markers_end_transactions_and_read_committed_skips_the_aborted(
     assert (await produce(leader, txn(8, 0))).error is None  # offset 2
     await replicated(leader, follower)
     assert leader.leader().high_watermark == 3
+    # The cleaner stops at the first open transaction (`LogCleaner.first_unstable_offset`).
+    assert leader.log_manager.cleaner.first_unstable_offset(("t", 0)) == 0
     nothing = await committed_fetch(leader)
     assert (nothing.last_stable_offset, nothing.records, nothing.high_watermark) == (0, b"", 3)
 
@@ -135,6 +137,7 @@ async def test_markers_end_transactions_and_read_committed_skips_the_aborted(
     assert (await committed_fetch(leader)).last_stable_offset == 2
 
     assert await write_replicated(leader, follower, marker(8, committed=True)) == [None]
+    assert leader.log_manager.cleaner.first_unstable_offset(("t", 0)) is None
     read = await committed_fetch(leader)
     assert (read.last_stable_offset, read.high_watermark) == (5, 5)
     # Every record up to the LSO, with the aborted transaction named for the consumer to skip.
@@ -218,3 +221,20 @@ async def test_recovery_rebuilds_the_index_and_the_open_transactions(tmp_path: P
     partition = again.rm.partition("t", 0)
     assert partition is not None and partition.producer_state.entry(8).in_transaction
     assert partition.last_stable_offset(3) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_damaged_index_is_rebuilt_by_the_read_that_finds_it(tmp_path: Path) -> None:
+    leader, follower, _ = two_nodes(tmp_path, ManualClock())
+    await produce(leader, txn(7, 0, count=2))
+    assert await write_replicated(leader, follower, marker(7, committed=False)) == [None]
+    index = tmp_path / "broker1" / "t-0" / SEGMENT_INDEX
+    written = index.read_bytes()
+    index.write_bytes(written[:-1])
+    partition = leader.rm.partition("t", 0)
+    assert partition is not None
+    # As after a restart: the segment's index is read from its file on first use.
+    del partition.log.segments()[0].txn_index
+    read = await committed_fetch(leader)
+    assert read.aborted_transactions == ((7, 0),)
+    assert index.read_bytes() == written

@@ -24,7 +24,7 @@ from replog.server.transactions.marker_sender import TxnMarkerSender
 from replog.testing import ManualClock
 from tests.local_ports import free_port
 from tests.server.test_replica_manager import DONE_S, Node, produce, replicate, settle, two_nodes
-from tests.server.test_transaction_markers import txn
+from tests.server.test_partition_txn_markers import txn
 
 
 async def serving(node: Node) -> tuple[Any, str]:

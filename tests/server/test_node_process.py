@@ -238,13 +238,16 @@ class _Stops:
 
 @pytest.mark.asyncio
 async def test_a_stopped_data_plane_leaves_no_group_coordinator_for_the_kafka_handlers() -> None:
-    """The Kafka group handlers read `group_coordinator`: None from the stop on, so they answer
-    COORDINATOR_NOT_AVAILABLE rather than ask a stopped coordinator."""
-    coordinator = _Stops()
+    """The Kafka group and transaction handlers read `group_coordinator` and
+    `transaction_coordinator`: None from the stop on, so they answer COORDINATOR_NOT_AVAILABLE
+    rather than ask a stopped coordinator."""
+    coordinator, transactions = _Stops(), _Stops()
     runtime = SimpleNamespace(
         service=SimpleNamespace(attach=lambda manager: None),
         replica_fetch_service=SimpleNamespace(stop=lambda: None),
         group_coordinator=coordinator,
+        transaction_coordinator=transactions,
+        _marker_channel=None,
         fetchers=None,
         alter_partition=None,
         replica_manager=None,
@@ -253,3 +256,4 @@ async def test_a_stopped_data_plane_leaves_no_group_coordinator_for_the_kafka_ha
     )
     await BrokerRuntime._stop_data_plane(runtime)  # type: ignore[arg-type]
     assert coordinator.stopped and runtime.group_coordinator is None
+    assert transactions.stopped and runtime.transaction_coordinator is None

@@ -23,8 +23,8 @@ from replog.server.transactions.marker_channel import GrpcMarkerChannel
 from replog.server.transactions.marker_sender import TxnMarkerSender
 from replog.testing import ManualClock
 from tests.local_ports import free_port
-from tests.server.test_replica_manager import DONE_S, Node, produce, replicate, settle, two_nodes
 from tests.server.test_partition_txn_markers import txn
+from tests.server.test_replica_manager import DONE_S, Node, produce, replicate, settle, two_nodes
 
 
 async def serving(node: Node) -> tuple[Any, str]:

@@ -256,13 +256,19 @@ def run_abort(args: argparse.Namespace) -> int:
     from replog.common import TopicPartition
 
     tp = TopicPartition(args.topic, args.partition)
-    by_producer = (args.producer_id, args.producer_epoch, args.coordinator_epoch)
-    if args.start_offset is None and args.producer_id is None:
-        raise ReplogError(
-            "abort needs the transaction: --start-offset O, or --producer-id, --producer-epoch "
-            "and --coordinator-epoch"
-        )
-    if args.start_offset is not None and any(v is not None for v in by_producer):
+    given = {
+        "--producer-id": args.producer_id,
+        "--producer-epoch": args.producer_epoch,
+        "--coordinator-epoch": args.coordinator_epoch,
+    }
+    if args.start_offset is None:
+        missing = [flag for flag, value in given.items() if value is None]
+        if missing:
+            raise ReplogError(
+                "abort needs the transaction: --start-offset O, or --producer-id, "
+                f"--producer-epoch and --coordinator-epoch (missing {', '.join(missing)})"
+            )
+    elif any(value is not None for value in given.values()):
         raise ReplogError(
             "abort takes --start-offset or --producer-id/--producer-epoch/--coordinator-epoch, "
             "not both"
@@ -271,13 +277,10 @@ def run_abort(args: argparse.Namespace) -> int:
         if args.start_offset is not None:
             spec = abort_spec_at(tp, _producers_of(client, tp), args.start_offset)
         else:
-            for flag, value in (("--producer-epoch", args.producer_epoch),
-                                ("--coordinator-epoch", args.coordinator_epoch)):  # fmt: skip
-                if value is None:
-                    raise ReplogError(f"abort --producer-id needs {flag}")
-            spec = AbortSpec(
-                tp, args.producer_id, args.producer_epoch, max(args.coordinator_epoch, 0)
-            )
+            # Kafka's tool: a producer that never saw a marker shows -1, which any leader
+            # epoch check accepts as 0.
+            coordinator_epoch = max(args.coordinator_epoch, 0)
+            spec = AbortSpec(tp, args.producer_id, args.producer_epoch, coordinator_epoch)
         client.abort_transaction(spec)
     if args.json:
         print(json.dumps(_spec_json(spec)))
@@ -363,6 +366,7 @@ def run_find_hanging(args: argparse.Namespace) -> int:
 def register(commands: Any) -> None:
     action = add_command(commands, "transactions", __doc__, headed=True)
     whole = at_least(0)
+    long = at_least(0, 2**63 - 1)  # producer ids and offsets are int64 on the wire
     listing = action("list", "list transactions", run_list)
     listing.add_argument(
         "--state",
@@ -374,13 +378,13 @@ def register(commands: Any) -> None:
     listing.add_argument(
         "--producer-id",
         action="append",
-        type=whole,
+        type=long,
         metavar="ID",
         help="only transactions of this producer id; repeatable",
     )
     listing.add_argument(
         "--duration-filter",
-        type=at_least(0, 2**63 - 1),
+        type=long,
         metavar="MS",
         help="only transactions open at least this many milliseconds",
     )
@@ -398,14 +402,17 @@ def register(commands: Any) -> None:
     abort = action("abort", "abort a hanging transaction on a partition", run_abort)
     _partition_arguments(abort, required=True)
     abort.add_argument(
-        "--start-offset", type=at_least(0, 2**63 - 1), metavar="O",
-        help="the offset the open transaction starts at",
-    )  # fmt: skip
-    abort.add_argument("--producer-id", type=at_least(0, 2**63 - 1), metavar="ID")
-    abort.add_argument("--producer-epoch", type=at_least(0, 2**15 - 1), metavar="E")
+        "--start-offset", type=long, metavar="O", help="the offset the open transaction starts at"
+    )
+    abort.add_argument(
+        "--producer-id", type=long, metavar="ID", help="the producer id (with the two epochs)"
+    )
+    abort.add_argument(
+        "--producer-epoch", type=at_least(0, 2**15 - 1), metavar="E", help="its producer epoch"
+    )
     abort.add_argument(
         "--coordinator-epoch", type=at_least(-1), metavar="C",
-        help="the coordinator epoch (as describe-producers shows it; -1 is sent as 0)",
+        help="its coordinator epoch (as describe-producers shows it; -1 is sent as 0)",
     )  # fmt: skip
     find = action("find-hanging", "find hanging transactions", run_find_hanging)
     _partition_arguments(find, required=False)

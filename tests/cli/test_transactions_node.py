@@ -218,6 +218,20 @@ def test_a_transaction_no_coordinator_knows_is_found_hanging_and_aborted(
         (["find-hanging", "--broker-id", "1", "--partition", "0"], "--partition needs --topic"),
         (["abort", "--topic", "orders", "--partition", "0"], "--start-offset"),
         (
+            [
+                "abort",
+                "--topic",
+                "orders",
+                "--partition",
+                "0",
+                "--start-offset",
+                "0",
+                "--producer-id",
+                "5",
+            ],
+            "not both",
+        ),
+        (
             ["abort", "--topic", "orders", "--partition", "0", "--producer-id", "5"],
             "--producer-epoch",
         ),

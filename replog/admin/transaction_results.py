@@ -6,7 +6,8 @@ Rules:
 - Pure: answers in, results out; the calls themselves are `kafka_admin_client`'s.
 - Kafka's "absent" values (-1 start time, coordinator epoch, transaction start offset) are None,
   as Kafka's admin client gives them as empty optionals.
-- An item's error is raised as its typed error naming the transactional id or partition.
+- An item's error is raised as its typed error naming the transactional id or partition; a
+  state filter the broker does not know is INVALID_REQUEST naming it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from replog.common import TopicPartition
-from replog.errors import KafkaError, UnknownServerError, answer_error
+from replog.errors import InvalidRequestError, KafkaError, UnknownServerError, answer_error
 from replog.kafka.messages import describe_producers_response as dpr
 from replog.kafka.messages import describe_transactions_response as dtr
 from replog.kafka.messages import list_transactions_response as ltr
@@ -104,6 +105,12 @@ def transaction_listings(
     )
     if failed is not None:
         raise failed
+    if answer.unknown_state_filters:
+        # The broker matches nothing to a name it does not know: an empty list would hide it.
+        raise InvalidRequestError(
+            f"broker {coordinator_id} at {address} knows no transaction state "
+            f"{', '.join(map(repr, answer.unknown_state_filters))}"
+        )
     return [
         TransactionListing(s.transactional_id, s.producer_id, s.transaction_state, coordinator_id)
         for s in answer.transaction_states

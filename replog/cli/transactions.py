@@ -25,8 +25,9 @@ Output, Kafka's columns:
 Rules, Kafka's:
 - `list` asks every unfenced broker (ListTransactions: each lists the transactional ids it
   coordinates), filtered by state (repeatable), producer id (repeatable) and the minimum
-  time a transaction has been open (`--duration-filter`, ms). A broker that does not answer is
-  a stderr line naming it; the others are still listed, exit code 1.
+  time a transaction has been open (`--duration-filter`, ms). A broker that does not answer,
+  or knows no state of a name given, is a stderr line naming it; the others are still listed,
+  exit code 1.
 - `describe` asks the id's coordinator (FindCoordinator key type 1, then DescribeTransactions);
   an id the coordinator does not know is TRANSACTIONAL_ID_NOT_FOUND naming it. "None" stands
   for the start time and duration when no transaction is open.

@@ -17,6 +17,7 @@ from replog.common import TopicPartition
 from replog.errors import (
     CoordinatorNotAvailableError,
     InvalidProducerEpochError,
+    InvalidRequestError,
     NoOpenTransactionError,
     NotLeaderOrFollowerError,
     TransactionalIdNotFoundError,
@@ -120,6 +121,9 @@ def test_answers_are_read_into_results_and_item_errors_raised_naming_them() -> N
     assert results.transaction_listings(listed, 1, "h:1") == [
         results.TransactionListing("a", 5, "Ongoing", 1)
     ]
+    unknown = ltr.ListTransactionsResponse(unknown_state_filters=["Bogus"])
+    with pytest.raises(InvalidRequestError, match="no transaction state 'Bogus'"):
+        results.transaction_listings(unknown, 1, "h:1")
     with pytest.raises(CoordinatorNotAvailableError, match="broker 2 at h:2"):
         results.transaction_listings(ltr.ListTransactionsResponse(error_code=15), 2, "h:2")
 

@@ -10,8 +10,10 @@ transactional producer:
 - a transaction no coordinator knows (a transactional batch of a producer id no
   InitProducerId gave) is found by `find-hanging` and closed by `abort` with the producer id,
   epoch and coordinator epoch it shows;
-- bad input: an unknown transactional id, no open transaction at the offset, an unknown topic,
-  a missing scope for `find-hanging`, each exit code 1 with the error naming it.
+- the tables carry Kafka's columns;
+- bad input: an unknown transactional id or state name, no open transaction at the offset, an
+  unknown topic or partition, a missing scope for `find-hanging`, missing or clashing `abort`
+  flags, each exit code 1 with the error naming it.
 """
 
 from __future__ import annotations
@@ -251,3 +253,27 @@ def test_transactional_id_not_found_is_its_kafka_error(
 ) -> None:
     _, _, err = replog(node, capsys, "describe", "--transactional-id", "nobody")
     assert "TRANSACTIONAL_ID_NOT_FOUND" in err or "TransactionalIdNotFound" in err, err
+
+
+def test_the_tables_have_kafkas_columns(
+    node: RunningNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from replog.cli import transactions
+
+    where = ["--bootstrap-server", node.kafka_address]
+    for words, header in (
+        (["list"], transactions.LIST_HEADER),
+        (["describe-producers", "--topic", "orders", "--partition", "0"],
+         transactions.PRODUCERS_HEADER),
+        (["find-hanging", "--topic", "orders"], transactions.HANGING_HEADER),
+    ):  # fmt: skip
+        assert main(["transactions", *words, *where]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].split() == list(header)
+    open_transaction(node, "tables-tx", "orders", b"t").abort_transaction(30)
+    assert main(["transactions", "describe", "--transactional-id", "tables-tx", *where]) == 0
+    first, row = capsys.readouterr().out.splitlines()
+    assert first.split() == list(transactions.DESCRIBE_HEADER)
+    # Aborted by its producer: the coordinator answers once PrepareAbort is written.
+    cells = row.split()
+    assert cells[1] == "tables-tx" and cells[4] in ("PrepareAbort", "CompleteAbort")

@@ -37,10 +37,10 @@ Rules, Kafka's:
   offset and partition); else with the producer id, epoch and coordinator epoch given (a
   negative coordinator epoch is sent as 0, Kafka's conservative choice).
 - `find-hanging` looks at the partitions of `--topic` (one with `--partition`), or every
-  partition with a replica on `--broker-id`: an open transaction whose last write is older
-  than `--max-transaction-timeout` minutes (default 15) is hanging when its producer id has no
-  transactional id any coordinator lists, the id is unknown, or the id's transaction does not
-  hold that partition (the coordinator will write no marker there).
+  partition of a topic not internal with a replica on `--broker-id`: an open transaction whose
+  last write is older than `--max-transaction-timeout` minutes (default 15) is hanging when its
+  producer id has no transactional id any coordinator lists, the id is unknown, or the id's
+  transaction does not hold that partition (the coordinator will write no marker there).
 - Exit code 0; 1 with the error on stderr for a failure (unknown id, topic or partition, a
   coordinator or leader not available within `--timeout`).
 """
@@ -311,11 +311,15 @@ def _partitions_to_search(
 
     if args.topic is not None and args.partition is not None:
         return [TopicPartition(args.topic, args.partition)]
+    from replog.topic_names import INTERNAL_TOPICS
+
     metadata = client.metadata(None if args.topic is None else [args.topic])
     found: list[TopicPartition] = []
     for topic in metadata.topics:
         if topic.error is not None:
             raise topic.error
+        if args.topic is None and topic.name in INTERNAL_TOPICS:
+            continue  # Kafka's tool lists topics without the internal ones
         found += [
             TopicPartition(topic.name, p.partition)
             for p in topic.partitions

@@ -1,8 +1,9 @@
 """The pure parts of `replog transactions`: Kafka's hanging-transaction rule (a candidate is an
 open transaction silent past the window; it hangs when no transactional id is listed for its
 producer, the id is unknown, or the id's transaction does not hold the partition), the abort
-found at a start offset, Kafka's columns and "None"/-1 for absent values, and the answers
-read into results (an item's error raised naming it)."""
+found at a start offset, Kafka's columns and "None"/-1 for absent values, the answers read
+into results (an item's error raised naming it), and which partitions find-hanging searches
+(a broker's replicas of topics not internal, or the topic named)."""
 
 from __future__ import annotations
 
@@ -192,3 +193,29 @@ def test_the_abort_marker_and_its_answer() -> None:
         results.abort_result(answer(47), spec, "h:1")
     with pytest.raises(UnknownServerError, match="did not answer"):
         results.abort_result(wtr.WriteTxnMarkersResponse(markers=[]), spec, "h:1")
+
+
+def test_find_hanging_searches_a_brokers_replicas_of_topics_not_internal() -> None:
+    """`--broker-id` alone: the partitions with a replica there, internal topics left out as
+    Kafka's tool lists topics; `--topic` names one, internal or not."""
+    from argparse import Namespace
+    from types import SimpleNamespace
+
+    def topic(name: str, *replicas: tuple[int, ...]) -> SimpleNamespace:
+        partitions = [SimpleNamespace(partition=i, replicas=r) for i, r in enumerate(replicas)]
+        return SimpleNamespace(name=name, error=None, partitions=partitions)
+
+    topics = [topic("t", (1, 2), (2, 3)), topic("__consumer_offsets", (1,)), topic("u", (3, 1))]
+
+    class Cluster:
+        def metadata(self, names: list[str] | None) -> SimpleNamespace:
+            return SimpleNamespace(topics=[t for t in topics if names is None or t.name in names])
+
+    def search(**options: object) -> list[TopicPartition]:
+        given: dict[str, object] = {"topic": None, "partition": None, "broker_id": None}
+        return cli._partitions_to_search(Cluster(), Namespace(**(given | options)))  # type: ignore[arg-type]
+
+    assert search(broker_id=1) == [T0, TopicPartition("u", 0)]
+    assert search(topic="__consumer_offsets") == [TopicPartition("__consumer_offsets", 0)]
+    assert search(topic="t", broker_id=3) == [T1]
+    assert search(topic="t", partition=7) == [TopicPartition("t", 7)]

@@ -592,6 +592,11 @@ class ClientClosedError(ReplogError):
         self.maybe_written = maybe_written
 
 
+class NoOpenTransactionError(ReplogError):
+    """No producer has an open transaction starting at the offset given (`replog transactions
+    abort --start-offset`): the message names the offset and the partition."""
+
+
 class IllegalStateError(ReplogError):
     """A call that the client's state does not allow (poll without assignment or subscription,
     seek on a partition not assigned, subscribe after assign)."""

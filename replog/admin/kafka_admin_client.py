@@ -57,15 +57,22 @@ from replog.admin.cluster_metadata import ClusterDescription, ClusterMetadata
 from replog.clock import monotonic_ms
 from replog.common import TopicPartition
 from replog.errors import (
+    BrokerNotAvailableError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
     KafkaError,
     KafkaTimeoutError,
+    LeaderNotAvailableError,
     NetworkError,
     NoBrokersAvailableError,
     NotControllerError,
+    NotCoordinatorError,
     NotLeaderOrFollowerError,
     ReplogError,
     RequestTimedOutError,
     UnknownServerError,
+    UnknownTopicOrPartitionError,
+    answer_error,
 )
 from replog.kafka.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse,
@@ -79,20 +86,27 @@ from replog.kafka.messages.describe_cluster_response import DescribeClusterRespo
 from replog.kafka.messages.describe_configs_response import DescribeConfigsResponse
 from replog.kafka.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from replog.kafka.messages.describe_log_dirs_response import DescribeLogDirsResponse
+from replog.kafka.messages.describe_producers_response import DescribeProducersResponse
 from replog.kafka.messages.describe_quorum_request import (
     DescribeQuorumRequest,
     PartitionData,
     TopicData,
 )
 from replog.kafka.messages.describe_quorum_response import DescribeQuorumResponse
+from replog.kafka.messages.describe_transactions_request import DescribeTransactionsRequest
+from replog.kafka.messages.describe_transactions_response import DescribeTransactionsResponse
 from replog.kafka.messages.elect_leaders_response import ElectLeadersResponse
+from replog.kafka.messages.find_coordinator_request import FindCoordinatorRequest
+from replog.kafka.messages.find_coordinator_response import FindCoordinatorResponse
 from replog.kafka.messages.incremental_alter_configs_response import (
     IncrementalAlterConfigsResponse,
 )
 from replog.kafka.messages.list_partition_reassignments_response import (
     ListPartitionReassignmentsResponse,
 )
+from replog.kafka.messages.list_transactions_response import ListTransactionsResponse
 from replog.kafka.messages.metadata_response import MetadataResponse
+from replog.kafka.messages.write_txn_markers_response import WriteTxnMarkersResponse
 from replog.kafka.protocol.codec import Message
 from replog.net_address import format_host_port
 from replog.wire.kafka_connection import KafkaConnections
@@ -117,6 +131,12 @@ if TYPE_CHECKING:
         ReassignmentResult,
         ResourceConfigs,
     )
+    from replog.admin.transaction_results import (
+        AbortSpec,
+        ProducerState,
+        TransactionDescription,
+        TransactionListing,
+    )
     from replog.replication import messages as m
 
 CLIENT_ID = "replog-admin"
@@ -124,6 +144,13 @@ METADATA_TOPIC = "__cluster_metadata"
 PREFERRED_ELECTION = 0  # ElectLeaders' election type; v0 knows no other
 BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2  # DescribeCluster's endpoint types (KIP-919)
 _REFUSED = "connection refused"
+TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key type of a transactional id
+# A transaction coordinator loading, moved or not yet created: found anew and asked again.
+_COORDINATOR_MOVING = (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+)
 
 T = TypeVar("T")
 A = TypeVar("A", bound=Message)  # the answer a call expects
@@ -417,7 +444,13 @@ class AsyncKafkaAdminClient:
         return cluster_answers.log_dirs(answer, topics)
 
     async def _once(
-        self, answer_type: type[A], address: str, request: Message, timeout_ms: int
+        self,
+        answer_type: type[A],
+        address: str,
+        request: Message,
+        timeout_ms: int,
+        *,
+        min_version: int = 0,
     ) -> A:
         if self._closed:
             raise ReplogError("the admin client is closed")
@@ -430,11 +463,163 @@ class AsyncKafkaAdminClient:
                 f"no connection to {address} within {timeout_ms} ms"
             ) from None
         try:
-            response, _ = await connection.call(request, timeout_ms=timeout_ms)
+            response, _ = await connection.call(
+                request, timeout_ms=timeout_ms, min_version=min_version
+            )
         except (NetworkError, RequestTimedOutError):
             self._connections.drop(address)
             raise
         return _expected(answer_type, response, address)
+
+    # --- transactions (kafka-transactions.sh's calls) ------------------------------------------
+
+    async def find_transaction_coordinator(
+        self, transactional_id: str, *, timeout_s: float | None = None
+    ) -> tuple[int, str]:
+        """(node id, Kafka listener) of the coordinator of `transactional_id` (FindCoordinator
+        key type 1); its error (COORDINATOR_NOT_AVAILABLE, ...) raised."""
+        from replog.admin.transaction_results import the_one
+
+        request = FindCoordinatorRequest(
+            key_type=TRANSACTION_KEY_TYPE, coordinator_keys=[transactional_id]
+        )
+        answer = await self._call(
+            FindCoordinatorResponse, lambda wait_ms: request, timeout_s, min_version=4
+        )
+        one = the_one(
+            [c for c in answer.coordinators if c.key == transactional_id],
+            "FindCoordinator",
+            f"coordinators of transactional id {transactional_id!r}",
+        )
+        about = f"finding the coordinator of transactional id {transactional_id!r}"
+        failed = answer_error(one.error_code, one.error_message, about)
+        if failed is not None:
+            raise failed
+        return one.node_id, format_host_port(one.host, one.port)
+
+    async def describe_transaction(
+        self, transactional_id: str, *, timeout_s: float | None = None
+    ) -> TransactionDescription:
+        """DescribeTransactions at the id's coordinator, found anew and asked again while the
+        coordinator is loading, moving or not yet available, until the deadline."""
+        from replog.admin import transaction_results as results
+
+        deadline_ms = self._deadline_ms(timeout_s)
+        backoff_s = self.retry_backoff_s
+        while True:
+            try:
+                node_id, address = await self.find_transaction_coordinator(
+                    transactional_id, timeout_s=self._left_s(deadline_ms)
+                )
+                answer = await self._once(
+                    DescribeTransactionsResponse,
+                    address,
+                    DescribeTransactionsRequest(transactional_ids=[transactional_id]),
+                    self._attempt_ms(deadline_ms),
+                )
+                return results.transaction_description(answer, transactional_id, node_id)
+            except _COORDINATOR_MOVING:
+                if monotonic_ms() + backoff_s * 1000 >= deadline_ms:
+                    raise
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, self.max_retry_backoff_s)
+
+    async def list_transactions(
+        self,
+        *,
+        states: Collection[str] = (),
+        producer_ids: Collection[int] = (),
+        duration_ms: int | None = None,
+        timeout_s: float | None = None,
+    ) -> tuple[list[TransactionListing], dict[int, ReplogError]]:
+        """Every unfenced broker's ListTransactions (each lists the transactions it
+        coordinates), filtered as given (the duration filter needs v1), and the error of each
+        broker that did not answer."""
+        from replog.admin import transaction_results as results
+
+        deadline_ms = self._deadline_ms(timeout_s)
+        cluster = await self.describe_cluster(timeout_s=self._left_s(deadline_ms))
+        request = results.list_transactions_request(states, producer_ids, duration_ms)
+        listings: list[TransactionListing] = []
+        failures: dict[int, ReplogError] = {}
+        for broker in sorted(cluster.brokers, key=lambda b: b.broker_id):
+            if broker.fenced:
+                continue
+            address = format_host_port(broker.host, broker.port)
+            try:
+                answer = await self._once(
+                    ListTransactionsResponse,
+                    address,
+                    request,
+                    self._attempt_ms(deadline_ms),
+                    min_version=0 if duration_ms is None else 1,
+                )
+                listings += results.transaction_listings(answer, broker.broker_id, address)
+            except ReplogError as error:
+                failures[broker.broker_id] = error
+        return listings, failures
+
+    async def describe_producers(
+        self,
+        partitions: Sequence[TopicPartition],
+        *,
+        broker_id: int | None = None,
+        timeout_s: float | None = None,
+    ) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
+        """DescribeProducers of each partition at its leader (or at `broker_id`, a replica):
+        its active producers, or its error."""
+        from replog.admin import transaction_results as results
+
+        deadline_ms = self._deadline_ms(timeout_s)
+        found: dict[TopicPartition, list[ProducerState] | KafkaError] = {}
+        for address, asked in (await self._where(partitions, broker_id, deadline_ms)).items():
+            if isinstance(address, KafkaError):
+                found |= dict.fromkeys(asked, address)
+                continue
+            answer = await self._once(
+                DescribeProducersResponse,
+                address,
+                results.describe_producers_request(asked),
+                self._attempt_ms(deadline_ms),
+            )
+            found |= results.producer_states(answer, asked, address)
+        return {tp: found[tp] for tp in partitions}
+
+    async def abort_transaction(self, spec: AbortSpec, *, timeout_s: float | None = None) -> None:
+        """Kafka's admin abortTransaction: WriteTxnMarkers with an ABORT marker to the
+        partition's leader, with the producer id, epoch and coordinator epoch of `spec`; the
+        marker's error raised."""
+        from replog.admin import transaction_results as results
+
+        deadline_ms = self._deadline_ms(timeout_s)
+        ((address, _),) = (await self._where([spec.partition], None, deadline_ms)).items()
+        if isinstance(address, KafkaError):
+            raise address
+        answer = await self._once(
+            WriteTxnMarkersResponse,
+            address,
+            results.abort_request(spec),
+            self._attempt_ms(deadline_ms),
+        )
+        results.abort_result(answer, spec, address)
+
+    async def _where(
+        self, partitions: Sequence[TopicPartition], broker_id: int | None, deadline_ms: int
+    ) -> dict[str | KafkaError, list[TopicPartition]]:
+        """The partitions by the Kafka listener to ask (the leader's, or `broker_id`'s when it
+        holds a replica), or by the error that leaves none to ask."""
+        found = await self.metadata(
+            sorted({tp.topic for tp in partitions}), timeout_s=self._left_s(deadline_ms)
+        )
+        addresses = {b.broker_id: format_host_port(b.host, b.port) for b in found.brokers}
+        topics = {t.name: t for t in found.topics}
+        where: dict[str | KafkaError, list[TopicPartition]] = {}
+        for tp in partitions:
+            where.setdefault(_listener(tp, topics, addresses, broker_id), []).append(tp)
+        return where
+
+    def _attempt_ms(self, deadline_ms: int) -> int:
+        return max(min(int(self.request_timeout_s * 1000), deadline_ms - monotonic_ms()), 1)
 
     # --- running a call -----------------------------------------------------------------------
 
@@ -541,6 +726,40 @@ def _expected(answer_type: type[A], response: Message, address: str) -> A:
             f"{address} answered {answer_type.NAME} with a {type(response).__name__}"
         )
     return response
+
+
+def _listener(
+    tp: TopicPartition,
+    topics: Mapping[str, Any],
+    addresses: Mapping[int, str],
+    broker_id: int | None,
+) -> str | KafkaError:
+    """The Kafka listener that answers for `tp` (`AsyncKafkaAdminClient._where`), or why none."""
+    where = f"{tp.topic}-{tp.partition}"
+    topic = topics.get(tp.topic)
+    if topic is None or topic.error is not None:
+        error = None if topic is None else topic.error
+        return error or UnknownTopicOrPartitionError(f"topic {tp.topic!r} does not exist")
+    partition = next((p for p in topic.partitions if p.partition == tp.partition), None)
+    if partition is None:
+        return UnknownTopicOrPartitionError(
+            f"partition {where} does not exist (topic {tp.topic!r} has "
+            f"{len(topic.partitions)} partitions)"
+        )
+    if broker_id is not None:
+        if broker_id not in partition.replicas:
+            return NotLeaderOrFollowerError(
+                f"broker {broker_id} holds no replica of {where} (replicas {partition.replicas})"
+            )
+        chosen = broker_id
+    elif partition.leader is None:
+        return LeaderNotAvailableError(f"{where} has no leader")
+    else:
+        chosen = partition.leader
+    address = addresses.get(chosen)
+    if address is None:
+        return BrokerNotAvailableError(f"broker {chosen} of {where} is not registered or fenced")
+    return address
 
 
 def _partitions_of(answer: Any) -> list[TopicPartition]:
@@ -666,3 +885,19 @@ class KafkaAdminClient:
 
     def describe_log_dirs_at(self, *args: Any, **kwargs: Any) -> m.DescribeLogDirsResponse:
         return self._run(self._async.describe_log_dirs_at(*args, **kwargs))
+
+    def describe_transaction(self, *args: Any, **kwargs: Any) -> TransactionDescription:
+        return self._run(self._async.describe_transaction(*args, **kwargs))
+
+    def list_transactions(
+        self, **kwargs: Any
+    ) -> tuple[list[TransactionListing], dict[int, ReplogError]]:
+        return self._run(self._async.list_transactions(**kwargs))
+
+    def describe_producers(
+        self, *args: Any, **kwargs: Any
+    ) -> dict[TopicPartition, list[ProducerState] | KafkaError]:
+        return self._run(self._async.describe_producers(*args, **kwargs))
+
+    def abort_transaction(self, *args: Any, **kwargs: Any) -> None:
+        return self._run(self._async.abort_transaction(*args, **kwargs))

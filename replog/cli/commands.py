@@ -68,6 +68,10 @@ COMMANDS: tuple[Command, ...] = (
         "(like kafka-consumer-groups.sh)",
     ),
     Command(
+        "transactions",
+        "list, describe and abort transactions, find hanging ones (like kafka-transactions.sh)",
+    ),
+    Command(
         "bench",
         "run a benchmark workload against replog and Apache Kafka, report with plots",
     ),

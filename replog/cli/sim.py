@@ -6,17 +6,20 @@ simulator in its server binary.
 
 Each seed is one run (`replog.sim.run`): the nodes' real Raft, controller and broker-lifecycle
 shells on in-memory disks, one virtual clock, a network that delays, drops, duplicates,
-reorders and partitions, nodes killed (kill -9) and losing power alone or all at once; the
-cluster's guarantees are checked after every step, and its liveness once the faults stop. A
-run takes no wall time it does not compute, and a seed replays byte for byte.
+reorders and partitions, nodes killed (kill -9) and losing power alone or all at once, disks
+that fail, fill up or turn slow, wall clocks that jump; the cluster's guarantees are checked
+after every step, and its liveness once the faults stop. A run takes no wall time it does
+not compute, and a seed replays byte for byte.
 
 Prints one line per seed. Exit code 0 only when every seed is clean; the first failing seed
-stops the command, printing what broke and its replay command (exit code 1).
+stops the command, printing what broke and its replay command (exit code 1). The nodes' own
+log lines (a node stopping on its failed disk, say) are printed with --seed only.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 from typing import Any
@@ -50,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         seeds = [args.seed]
     else:
         seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+        logging.disable(logging.CRITICAL)  # expected under the faults, one line per seed
     started = time.monotonic()
     simulated_s = 0.0
     for seed in seeds:

@@ -265,6 +265,7 @@ class BrokerRuntime:
         self.replica_fetch_service = ReplicaFetchService(
             config.broker_id, self.service.replica_fetch, self.service.request_bytes_max
         )
+
         # Each part's random choices from a generator of its own, drawn from `rng` when given
         # (a simulation's seeded one), so that a seed replays them.
         def child_rng() -> random.Random | None:

@@ -5,10 +5,13 @@ A run, all of it decided by its seed:
    controller and broker-lifecycle shells on in-memory disks, `cluster`); a client creates a
    topic every few hundred ms through whichever controller it believes active; the network
    delays, drops, duplicates and reorders messages at the seed's rates and partitions the
-   nodes; nodes are killed (kill -9), lose power alone or all together, and restart.
-   `SafetyChecker` runs after every iteration of the loop (the log rule every `LOG_CHECK_S`).
-2. Liveness: faults stop, the network heals, every node starts. Within `LIVENESS_BOUND_S` a
-   controller must lead, every broker be registered and unfenced, and a new topic be created.
+   nodes; nodes are killed (kill -9), lose power alone or all together, and restart; a node's
+   disk fails or fills up, turns slow, its wall clock jumps (`node_faults`: a node stops on a
+   disk failure, as a node process does). `SafetyChecker` runs after every iteration of the
+   loop (the log rule every `LOG_CHECK_S`).
+2. Liveness: faults stop, the network heals, every disk is healthy, every node starts. Within
+   `LIVENESS_BOUND_S` a controller must lead, every broker be registered and unfenced, and a
+   new topic be created.
 3. At the end every topic whose creation was acknowledged exists: a controller answers only
    once the creation is committed, so no crash or power loss may lose it.
 A break raises `SimulationFailure`, whose message names the seed and the command that replays
@@ -26,6 +29,7 @@ from replog.server.controller_service import ControllerService
 from replog.sim.cluster import SimCluster
 from replog.sim.invariants import InvariantViolation, SafetyChecker
 from replog.sim.network import CallLost, NetworkFaults, SimNetwork
+from replog.sim.node_faults import NodeFaults
 from replog.sim.virtual_loop import VirtualLoop
 
 __all__ = ["SimReport", "SimulationFailure", "replay_command", "simulate"]
@@ -62,6 +66,11 @@ class SimReport:
     power_losses: int = 0
     whole_cluster_power_losses: int = 0
     partitions: int = 0
+    disk_errors: int = 0
+    full_disks: int = 0
+    disk_fail_stops: int = 0  # nodes stopped by their failed disk
+    slow_disks: int = 0
+    clock_jumps: int = 0
     topics_acknowledged: int = 0
     checks: int = 0
     events: list[tuple[int, str]] = field(default_factory=list)
@@ -71,6 +80,9 @@ class SimReport:
             f"seed {self.seed}: clean ({self.nodes} nodes, {self.virtual_s:.1f} s simulated, "
             f"{self.kills} kills, {self.power_losses} power losses "
             f"({self.whole_cluster_power_losses} of every node), {self.partitions} partitions, "
+            f"{self.disk_errors} disk errors and {self.full_disks} full disks "
+            f"({self.disk_fail_stops} nodes stopped by them), {self.slow_disks} slow disks, "
+            f"{self.clock_jumps} clock jumps, "
             f"{self.topics_acknowledged} topics acknowledged, {self.checks} checks)"
         )
 
@@ -91,17 +103,26 @@ def simulate(seed: int) -> SimReport:
     cluster = SimCluster(node_ids, loop, network, random.Random(rng.getrandbits(64)))
     checker = SafetyChecker(cluster)
     run = _Run(cluster, report, random.Random(rng.getrandbits(64)))
+    node_faults = run.node_faults = NodeFaults(cluster, random.Random(rng.getrandbits(64)))
     main = loop.create_task(run.main())
     next_log_check = 0.0
+    unhandled: list[str] = []  # errors asyncio would only log: a callback's, say
+    loop.set_exception_handler(lambda _, context: unhandled.append(_unhandled(context)))
     try:
         while not main.done():
             loop.run_once()
+            if unhandled:
+                raise InvariantViolation(f"at {loop.now_ms()} ms: {unhandled[0]}")
+            for stopped in node_faults.stop_failed_nodes():
+                run.note(stopped)
             checker.check_states()
             if loop.time() >= next_log_check:
-                checker.check_logs()
+                with node_faults.suspended():
+                    checker.check_logs()
                 next_log_check = loop.time() + LOG_CHECK_S
         main.result()
-        checker.check_logs()
+        with node_faults.suspended():
+            checker.check_logs(whole=True)
     except (InvariantViolation, AssertionError) as exc:
         raise SimulationFailure(seed, str(exc)) from exc
     finally:
@@ -110,7 +131,15 @@ def simulate(seed: int) -> SimReport:
         loop.close()
     report.virtual_s = loop.time()
     report.checks = checker.checks
+    report.disk_errors, report.full_disks = node_faults.disk_errors, node_faults.full_disks
+    report.disk_fail_stops, report.slow_disks = node_faults.fail_stops, node_faults.slow_disks
+    report.clock_jumps = node_faults.clock_jumps
     return report
+
+
+def _unhandled(context: dict[str, object]) -> str:
+    error = context.get("exception")
+    return f"{context.get('message')}: {type(error).__name__}: {error}" if error else str(context)
 
 
 def _end_every_task(loop: VirtualLoop) -> None:
@@ -132,6 +161,7 @@ class _Run:
         self.acknowledged: set[str] = set()
         self.created = 0
         self.controller_hint: int | None = None
+        self.node_faults: NodeFaults | None = None
 
     def note(self, what: str) -> None:
         self.report.events.append((self.cluster.loop.now_ms(), what))
@@ -143,6 +173,8 @@ class _Run:
         client = asyncio.ensure_future(self.create_topics_forever())
         await self.faults(SAFETY_S)
         cluster.network.heal()
+        assert self.node_faults is not None
+        self.node_faults.heal()
         for node in cluster.nodes.values():
             if not node.up:
                 cluster.start(node.node_id)
@@ -158,6 +190,8 @@ class _Run:
     async def faults(self, duration_s: float) -> None:
         cluster, rng = self.cluster, self.rng
         loop = cluster.loop
+        node_faults = self.node_faults
+        assert node_faults is not None
         end = loop.time() + duration_s
         while loop.time() < end:
             await asyncio.sleep(rng.uniform(0.1, 1.0))
@@ -190,10 +224,15 @@ class _Run:
                 self.report.power_losses += len(up)
                 self.report.whole_cluster_power_losses += 1
                 self.note("power loss of every node")
+            elif roll < 0.72:
+                repaired = node_faults.repair_disk()
+                self.note(repaired or node_faults.fail_disk(rng.choice(cluster.node_ids)))
+            elif roll < 0.75:
+                self.note(node_faults.slow_disk(rng.choice(cluster.node_ids)))
+            elif roll < 0.78:
+                self.note(node_faults.jump_clock(rng.choice(cluster.node_ids)))
             elif down:
-                back = rng.choice(down)
-                cluster.start(back)
-                self.note(f"start node {back}")
+                self.note(node_faults.start(rng.choice(down)))
 
     # --- the client ---------------------------------------------------------------------------
 

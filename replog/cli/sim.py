@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         if args.seed is not None:
             for at_ms, what in report.events:
                 print(f"  {at_ms:>8} ms  {what}")
+            print(f"fingerprint {report.fingerprint} (the same on every replay)")
     took = time.monotonic() - started
     print(
         f"{len(seeds)} seed(s) clean: {simulated_s:.0f} s simulated in {took:.1f} s "

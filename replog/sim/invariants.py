@@ -51,19 +51,19 @@ class SafetyChecker:
     def check_states(self) -> None:
         """The cheap rules, after every iteration of the loop."""
         self.checks += 1
-        now = self._cluster.loop.now_ms()
-        for node in self._cluster.nodes.values():
+        looked_at = self._looked_at
+        for node in self._cluster.nodes.values():  # one pass, no list: it runs every iteration
             if node.tasks.failures:
                 raise InvariantViolation(
-                    f"at {now} ms a task of node {node.node_id} failed: {node.tasks.failures[0]}"
+                    f"at {self._cluster.loop.now_ms()} ms a task of node {node.node_id} "
+                    f"failed: {node.tasks.failures[0]}"
                 )
-        looked_at = self._looked_at
-        for node in self._cluster.up_nodes():
-            assert node.raft is not None
-            if looked_at.get(node.node_id) == node.steps:
-                continue  # its driver did not run: nothing of its state changed
+            raft = node.raft
+            if raft is None or looked_at.get(node.node_id) == node.steps:
+                continue  # down, or its driver did not run: nothing of its state changed
             looked_at[node.node_id] = node.steps
-            status = node.raft.status()
+            now = self._cluster.loop.now_ms()
+            status = raft.status()
             if status.role == "leader":
                 known = self.leaders.setdefault(status.quorum_epoch, status.node_id)
                 if known != status.node_id:

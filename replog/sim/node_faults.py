@@ -187,10 +187,10 @@ class NodeFaults:
 
     def stop_failed_nodes(self) -> list[str]:
         """Stop each node whose task ended on its failed disk (module Rules); what happened."""
-        stopped = []
-        for node in self._cluster.up_nodes():
+        stopped: list[str] = []
+        for node in self._cluster.nodes.values():  # no list made: it runs every iteration
             errors = node.tasks.errors
-            if not errors:
+            if not errors or node.raft is None:
                 continue
             fault = self._disk_failed(node.node_id)
             if fault is None or not all(isinstance(e, KafkaStorageError) for e in errors):

@@ -80,7 +80,11 @@ def _no_truncation(monkeypatch: pytest.MonkeyPatch) -> None:
     [
         (_no_fsync, "committed batch was lost or replaced|acknowledged topic creations lost"),
         (_any_log_wins, "committed batch was lost or replaced|acknowledged topic creations lost"),
-        (_votes_twice, "two leaders in quorum epoch|below the high watermark"),
+        (
+            _votes_twice,
+            "two leaders in quorum epoch|below the high watermark|committed batch was lost or "
+            "replaced",
+        ),
         (_no_truncation, "no progress"),
     ],
     ids=["fsync dropped", "stale log elected", "two votes in an epoch", "truncation skipped"],

@@ -33,7 +33,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import asdict, dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_TALLY = os.path.join(ROOT, "sim-tally.jsonl")
+DEFAULT_TALLY = os.path.join(ROOT, "bench", "sim-tally.jsonl")  # kept in git: the record
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import asdict, dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# bench/ off sys.path (its timeline.py would shadow the package of that name in the workers).
+_BENCH_DIR = os.path.join(ROOT, "bench")
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH_DIR]
 DEFAULT_TALLY = os.path.join(ROOT, "bench", "sim-tally.jsonl")  # kept in git: the record
 
 

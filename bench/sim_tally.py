@@ -144,7 +144,8 @@ def report(results: list[Result]) -> str:
         rate = f", {virtual / wall:.0f} simulated s per wall s per worker" if wall else ""
         lines.append(f"{commit}: {len(clean)} clean{span}, {len(failed)} failed{rate}")
         lines.extend(
-            f"  seed {r.seed}: {r.failure}\n    replay at {commit}: {replay_command(r.seed)}"
+            f"  seed {r.seed}: {r.failure.removeprefix(f'seed {r.seed}: ')}\n"
+            f"    replay at {commit}: {replay_command(r.seed)}"
             for r in failed
         )
     total = sum(1 for r in {(r.commit, r.seed): r for r in results}.values() if r.clean)

@@ -9,7 +9,8 @@ Rules:
 - A node stops on a disk failure, as a node process does (`node_tasks`: a task that ends with
   an error ends the run, and a storage error is how the disk's failure reaches a task): after
   every iteration of the loop `stop_failed_nodes` stops each node whose tasks ended with
-  `KafkaStorageError` while its disk had failed. Its disk keeps what the process wrote (kill),
+  `KafkaStorageError` after its disk failed it (since the node last started: a slow disk's
+  error may reach its task after the repair). Its disk keeps what the process wrote (kill),
   except after a failed fsync: then only what was synced (the kernel may drop the pages it
   could not write back, so nothing unsynced can be counted on). A failure of a node whose disk
   is healthy, or one that is not a storage error, is left to the checker: it is a bug.
@@ -21,7 +22,8 @@ Rules:
 - While `suspended`, no fault fires and no disk is slow: the checker reads the nodes' logs
   then, which no node's disk may fail or slow.
 - `heal` ends every disk fault and slow disk (the liveness phase); clocks stay where they
-  jumped to.
+  jumped to. A node that stops on its disk after that is started again at once, on the
+  repaired disk (a supervisor restarting it).
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ class NodeFaults:
         self.failed_disk: _DiskFault | None = None
         self.slow: dict[int, _SlowDisk] = {}
         self._suspended = False
+        self._healed = False
+        # node -> how its disk failed it (an EIO's operation, or "full") since it last started
+        self._failed_it: dict[int, str] = {}
         self.disk_errors = 0  # EIO faults begun
         self.full_disks = 0
         self.slow_disks = 0
@@ -96,6 +101,7 @@ class NodeFaults:
                 and (fault.rate >= 1.0 or self._rng.random() < fault.rate)
             ):
                 fault.fired = True
+                self._failed_it[node_id] = op
                 raise OSError(errno.EIO, os.strerror(errno.EIO), path)
             slow = self.slow.get(node_id)
             if slow is not None:
@@ -128,6 +134,7 @@ class NodeFaults:
             free = rng.choice(FREE_BYTES)
             self._cluster.nodes[node_id].disk.fill_after(free)
             self.failed_disk = _DiskFault(node_id, kind, fired=True)
+            self._failed_it[node_id] = kind
             self.full_disks += 1
             return f"disk of node {node_id} full ({free} bytes left)"
         if kind not in DISK_ERROR_KINDS:
@@ -166,12 +173,19 @@ class NodeFaults:
         """Every disk healthy and fast again (module Rules)."""
         self.repair_disk()
         self.slow.clear()
+        self._healed = True
+        for node in self._cluster.nodes.values():
+            if not node.up:  # its next start is a new process on a healthy disk
+                self._failed_it.pop(node.node_id, None)
 
     # --- what the nodes do about them ---------------------------------------------------------
 
-    def _disk_failed(self, node_id: int) -> _DiskFault | None:
+    def _disk_failed(self, node_id: int) -> str | None:
+        """How node `node_id`'s disk failed it since it last started (None: it did not)."""
         fault = self.failed_disk
-        return fault if fault is not None and fault.node_id == node_id and fault.fired else None
+        if fault is not None and fault.node_id == node_id and fault.kind == "full":
+            return "full"  # a full disk fails what it fails from the start
+        return self._failed_it.get(node_id)
 
     def start(self, node_id: int) -> str:
         """Start node `node_id` (`SimCluster.start`); on a failed disk the start may fail,
@@ -183,6 +197,8 @@ class NodeFaults:
                 raise
             self.failed_starts += 1
             return f"node {node_id} failed to start on its failed disk: {error}"
+        finally:
+            self._failed_it.pop(node_id, None)  # a new process: what failed the old is past
         return f"start node {node_id}"
 
     def stop_failed_nodes(self) -> list[str]:
@@ -192,16 +208,24 @@ class NodeFaults:
             errors = node.tasks.errors
             if not errors or node.raft is None:
                 continue
-            fault = self._disk_failed(node.node_id)
-            if fault is None or not all(isinstance(e, KafkaStorageError) for e in errors):
+            how = self._disk_failed(node.node_id)
+            if how is None or not all(isinstance(e, KafkaStorageError) for e in errors):
                 continue  # the checker's to report
             cause = node.tasks.failures[0]
             node.tasks.errors.clear()
             node.tasks.failures.clear()
-            if fault.kind == "sync":
+            self._failed_it.pop(node.node_id, None)
+            if how == "sync":
                 self._cluster.power_loss(node.node_id)
             else:
                 self._cluster.kill(node.node_id)
             self.fail_stops += 1
             stopped.append(f"node {node.node_id} stopped on its failed disk: {cause}")
+            if self._healed:  # at the loop's next turn: a start runs on the loop
+                self._cluster.loop.call_soon(self._start_again, node.node_id)
+                stopped.append(f"node {node.node_id} starts again on its repaired disk")
         return stopped
+
+    def _start_again(self, node_id: int) -> None:
+        if not self._cluster.nodes[node_id].up:
+            self._cluster.start(node_id)

@@ -132,3 +132,24 @@ def test_healing_ends_every_disk_fault(cluster: SimCluster) -> None:
     faults.heal()
     assert faults.failed_disk is None and not faults.slow
     assert cluster.nodes[2].disk.capacity is None
+
+
+def test_a_node_failed_by_its_disk_before_the_repair_stops_after_it_and_starts_again(
+    cluster: SimCluster,
+) -> None:
+    faults = NodeFaults(cluster, random.Random(3))
+    start_all(cluster, faults)
+    victim = leader(cluster)
+    faults.slow_disk(victim)  # the failed fsync's error reaches its task later
+    faults.fail_disk(victim, "sync", rate=1.0)
+    loop, events = cluster.loop, []
+    while victim not in faults._failed_it:
+        loop.run_once()
+    faults.heal()  # the faults stop with the error still on its way
+    end = loop.time() + 3.0
+    while loop.time() < end:
+        loop.run_once()
+        events += faults.stop_failed_nodes()
+    assert f"node {victim} starts again on its repaired disk" in events, events
+    assert cluster.nodes[victim].up and faults.fail_stops == 1
+    assert all(not n.tasks.failures for n in cluster.nodes.values())

@@ -55,7 +55,6 @@ class _DiskFault:
     node_id: int
     kind: str
     rate: float = 1.0
-    fired: bool = False  # an operation failed (EIO); a full disk counts from the start
 
 
 @dataclass
@@ -100,7 +99,6 @@ class NodeFaults:
                 and fault.kind == op
                 and (fault.rate >= 1.0 or self._rng.random() < fault.rate)
             ):
-                fault.fired = True
                 self._failed_it[node_id] = op
                 raise OSError(errno.EIO, os.strerror(errno.EIO), path)
             slow = self.slow.get(node_id)
@@ -133,7 +131,7 @@ class NodeFaults:
         if kind == "full":
             free = rng.choice(FREE_BYTES)
             self._cluster.nodes[node_id].disk.fill_after(free)
-            self.failed_disk = _DiskFault(node_id, kind, fired=True)
+            self.failed_disk = _DiskFault(node_id, kind)
             self._failed_it[node_id] = kind
             self.full_disks += 1
             return f"disk of node {node_id} full ({free} bytes left)"

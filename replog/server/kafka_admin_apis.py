@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
@@ -218,8 +219,12 @@ class KafkaAdminApis:
         broker_service: BrokerCores | None = None,
         describe_producers: Callable[[str, int], Sequence[ProducerEntry]] | None = None,
         loggers: RuntimeLoggers | None = None,
+        rng: random.Random | None = None,
     ) -> None:
+        """`rng`: the random choice of the controller named to clients (None: a fresh
+        source; a simulation passes its seeded one)."""
         self.broker_id = broker_id
+        self._choose = (rng or random.Random()).choice
         self._loggers = loggers if loggers is not None else RuntimeLoggers(broker_id)
         self._cluster_id = cluster_id
         self._image = image
@@ -604,7 +609,7 @@ class KafkaAdminApis:
         return dcr.DescribeClusterResponse(
             endpoint_type=request.endpoint_type,
             cluster_id=self._cluster_id,
-            controller_id=controller_for_clients(self.broker_id, listed),
+            controller_id=controller_for_clients(self.broker_id, listed, self._choose),
             brokers=brokers,
         )
 

@@ -12,10 +12,13 @@ Rules:
   brings a stopped node back from its disk as a restart would.
 - A node's broker replays the metadata its node's Raft driver has committed (its stepped
   listener), as a combined node's does; its ReplicaFetch servicer is in `fetch_services`
-  while the node runs.
+  while the node runs. A broker that cannot go on (a storage error, `wait_failed`) ends a
+  task of its node with that error, as its process would exit.
 - Each node reads two clocks, as a node process does: the loop's for timeouts and intervals
   (monotonic: it never goes back) and a wall clock of its own (`wall_clock`: record and file
-  timestamps), which starts at `WALL_EPOCH_MS` and jumps when `wall_offset_ms` changes.
+  timestamps), which starts at `WALL_EPOCH_MS` and jumps when `wall_offset_ms` changes. The
+  clients' wall clock (`client_wall_clock`, their record timestamps) never jumps: a broker
+  compares those timestamps with its own clock (producer-id expiry, retention).
 """
 
 from __future__ import annotations
@@ -146,6 +149,10 @@ class SimCluster:
 
         return wall_clock_ms
 
+    def client_wall_clock(self) -> int:
+        """The clients' wall clock (their record timestamps): the nodes' before any jump."""
+        return WALL_EPOCH_MS + self.loop.now_ms()
+
     def up_nodes(self) -> list[SimNode]:
         return [node for node in self.nodes.values() if node.up]
 
@@ -199,6 +206,7 @@ class SimCluster:
         node.raft, node.broker = raft, broker
         tasks.spawn(counted(raft.run(), node), name=f"node {node_id}'s Raft driver")
         tasks.spawn(broker.start(), name=f"node {node_id}'s broker start")
+        tasks.spawn(_broker_failure(broker), name=f"node {node_id}'s broker failure")
 
     def kill(self, node_id: int) -> None:
         """kill -9 (module Rules)."""
@@ -230,3 +238,13 @@ class SimCluster:
             tasks = node.tasks
             self._stop(node.node_id)
             await tasks.finished()
+
+
+async def _broker_failure(broker: BrokerRuntime) -> None:
+    """What a node process does when its broker role cannot go on (`wait_failed`): it exits.
+    Here the task ends with the broker's error: a storage error is the node's fail-stop on its
+    failed disk (`node_faults`), anything else a failed task the checks report."""
+    why = await broker.wait_failed()
+    if broker.storage_error is not None:
+        raise broker.storage_error
+    raise RuntimeError(f"broker {broker.config.broker_id} cannot go on: {why}")

@@ -305,12 +305,12 @@ class DataChecker:
 
     # --- metadata images --------------------------------------------------------------------
 
-    def follow_metadata(self, committed: bytes) -> None:
+    def follow_metadata(self, committed: bytes | bytearray) -> None:
         """Replay what is new in `committed`, the longest committed metadata log seen (the
         elections `loss_excuse` reads are found here)."""
         self._replay(committed)
 
-    def check_images(self, committed: bytes) -> None:
+    def check_images(self, committed: bytes | bytearray) -> None:
         """`follow_metadata`, then compare each broker's published image with the replay at
         its offset."""
         self._replay(committed)
@@ -349,7 +349,7 @@ class DataChecker:
                 ):
                     history.short_isr_leaders.append((registration.leader, now))
 
-    def _replay(self, committed: bytes) -> None:
+    def _replay(self, committed: bytes | bytearray) -> None:
         image = self._image
         for position, size in iter_frames(committed, self._replayed):
             header = read_header(committed, position)

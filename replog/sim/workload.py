@@ -262,7 +262,7 @@ class _Producer:
             self.producer_id = await self.workload.call(self.workload.rng.choice(up), generate)
 
     def _batch(self, values: list[bytes]) -> bytes:
-        now = self.workload.cluster.loop.now_ms()
+        now = self.workload.cluster.client_wall_clock()  # record timestamps: a client's clock
         return build_batch(
             [(now, None, value, ()) for value in values],
             producer_id=self.producer_id,

@@ -120,7 +120,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
     [
         (_no_fsync, f"{LOST_COMMITS}|below the high watermark"),
         (_any_log_wins, LOST_COMMITS),
-        (_votes_twice, "two leaders in quorum epoch|below the high watermark"),
+        (_votes_twice, f"two leaders in quorum epoch|below the high watermark|{LOST_COMMITS}"),
         (_no_truncation, "no progress|not led and fully replicated in time"),
         (_hw_before_isr, LOST_ACKED),
         (_acks_all_early, LOST_ACKED),

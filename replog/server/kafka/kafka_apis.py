@@ -208,8 +208,12 @@ class KafkaApis:
         fetch_sessions: FetchSessionCache | None = None,
         clock: Clock = monotonic_ms,
         extensions: Sequence[ApiHandlers] = (),
+        rng: random.Random | None = None,
     ) -> None:
+        """`rng`: the random choice of the controller named to clients (None: a fresh
+        source; a simulation passes its seeded one)."""
         self.broker_id = broker_id
+        self._choose = (rng or random.Random()).choice
         self._served = dict(SERVED)
         self._extensions: dict[int, ApiHandlers] = {}
         for extension in extensions:
@@ -334,7 +338,7 @@ class KafkaApis:
         response = MetadataResponse(
             brokers=brokers,
             cluster_id=self._cluster_id,
-            controller_id=controller_for_clients(self.broker_id, sorted(endpoints)),
+            controller_id=controller_for_clients(self.broker_id, sorted(endpoints), self._choose),
             topics=topics,
         )
         if self._metadata_staleness is not None and version >= FLEXIBLE_METADATA:

@@ -18,7 +18,9 @@ Rules:
   (monotonic: it never goes back) and a wall clock of its own (`wall_clock`: record and file
   timestamps), which starts at `WALL_EPOCH_MS` and jumps when `wall_offset_ms` changes. The
   clients' wall clock (`client_wall_clock`, their record timestamps) never jumps: a broker
-  compares those timestamps with its own clock (producer-id expiry, retention).
+  compares those timestamps with its own clock (producer-id expiry, retention). The checks
+  read when a record was sent from its timestamp on the loop's scale
+  (`client_time_to_virtual_ms`), as power losses are timed.
 """
 
 from __future__ import annotations
@@ -152,6 +154,11 @@ class SimCluster:
     def client_wall_clock(self) -> int:
         """The clients' wall clock (their record timestamps): the nodes' before any jump."""
         return WALL_EPOCH_MS + self.loop.now_ms()
+
+    def client_time_to_virtual_ms(self, timestamp_ms: int) -> int:
+        """The loop's ms (`power_losses`' scale) at which the clients' wall clock read
+        `timestamp_ms`: when a client built a record stamped so."""
+        return timestamp_ms - WALL_EPOCH_MS
 
     def up_nodes(self) -> list[SimNode]:
         return [node for node in self.nodes.values() if node.up]

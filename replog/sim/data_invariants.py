@@ -171,7 +171,9 @@ class DataChecker:
                     cut = base
                 since = history.seen_at_ms.get(cut, now)
                 written = (
-                    read_header(history.batches[cut]).base_timestamp
+                    self._cluster.client_time_to_virtual_ms(
+                        read_header(history.batches[cut]).base_timestamp
+                    )
                     if cut in history.batches
                     else since
                 )

@@ -311,7 +311,9 @@ class _Producer:
                             self.partition,
                             result.base_offset,
                             batch[PAYLOAD_START:],
-                            read_header(batch).base_timestamp,
+                            workload.cluster.client_time_to_virtual_ms(
+                                read_header(batch).base_timestamp
+                            ),
                             workload.cluster.loop.now_ms(),
                             self.name,
                         )

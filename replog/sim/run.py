@@ -146,6 +146,7 @@ def simulate(seed: int) -> SimReport:
                 raise InvariantViolation(f"at {loop.now_ms()} ms: {unhandled[0]}")
             for stopped in node_faults.stop_failed_nodes():
                 run.note(stopped)
+            data_checker.note_iteration()
             checker.check_states()
             now = loop.time()
             if now >= next_log_check:

@@ -368,9 +368,17 @@ class _Consumer:
         )
 
         async def fetch(broker: BrokerRuntime) -> m.FetchResponse:
-            answer = broker.service.fetch(request)
-            answer = answer if isinstance(answer, m.FetchResponse) else await answer
-            workload.checker.check_fenced(broker, leader, request, answer, self.name)
+            checker = workload.checker
+            waiting = broker.service.fetch(request)
+            if isinstance(waiting, m.FetchResponse):
+                checker.check_fenced(broker, leader, request, waiting, self.name)
+                return waiting
+            parked = checker.park_fetch(broker, request)
+            try:
+                answer = await waiting
+            finally:
+                checker.unpark(parked)
+            checker.check_fenced(broker, leader, request, answer, self.name, parked)
             return answer
 
         try:

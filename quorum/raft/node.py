@@ -523,6 +523,11 @@ class RaftNode:
             high_watermark_known=self._high_watermark_known,
         )
 
+    def learned_high_watermark(self) -> int | None:
+        """`status().high_watermark` once `high_watermark_known`, else None; without building
+        the whole status (a broker's metadata follower asks every few milliseconds)."""
+        return self._high_watermark if self._high_watermark_known else None
+
     @property
     def leader_id(self) -> int | None:
         """The leader this node knows now (itself when it leads); None if none."""

@@ -7,13 +7,15 @@ simulator in its server binary.
 Each seed is one run (`replog.sim.run`): the nodes' real Raft, controller and broker shells
 (the data plane included) on in-memory disks, one virtual clock, idempotent producers with
 acks 0, 1 and all and consumers, a network that delays, drops, duplicates, reorders and
-partitions, nodes killed (kill -9) and losing power alone or all at once; the cluster's
-guarantees are checked after every step, and its liveness once the faults stop. A
-run takes no wall time it does not compute, and a seed replays byte for byte.
+partitions, nodes killed (kill -9) and losing power alone or all at once, disks that fail,
+fill up or turn slow, wall clocks that jump; the cluster's guarantees are checked after every
+step, and its liveness once the faults stop. A run takes no wall time it does not compute,
+and a seed replays byte for byte.
 
-Prints one line per seed; the nodes' own log lines of WARNING and below are not shown. Exit
-code 0 only when every seed is clean; the first failing seed stops the command, printing what
-broke and its replay command (exit code 1).
+Prints one line per seed. Exit code 0 only when every seed is clean; the first failing seed
+stops the command, printing what broke and its replay command (exit code 1). The nodes' own
+log lines of WARNING and below are never shown; their errors (a node stopping on its failed
+disk, say) are printed with --seed only.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         seeds = [args.seed]
     else:
         seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+        logging.disable(logging.CRITICAL)  # expected under the faults, one line per seed
     started = time.monotonic()
     simulated_s = 0.0
     for seed in seeds:
@@ -70,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         if args.seed is not None:
             for at_ms, what in report.events:
                 print(f"  {at_ms:>8} ms  {what}")
+            print(f"fingerprint {report.fingerprint} (the same on every replay)")
     took = time.monotonic() - started
     print(
         f"{len(seeds)} seed(s) clean: {simulated_s:.0f} s simulated in {took:.1f} s "

@@ -10,8 +10,9 @@ Rules:
   tasks and log cleaner passes in one task of the node (`_log_tasks_on_the_loop`), every
   `LOG_TASKS_POLL_MS` of virtual time at most (a roll's segments are synced by the next pass,
   not by a wake-up); new logs' files made by the bulk work (no file maker process).
-- Every clock the broker reads is the loop's (`now_ms`), its randomness a seeded
-  `random.Random`: a seed replays the same run.
+- The broker's timeouts read the loop's clock (`now_ms`), its record and file timestamps the
+  node's wall clock when given; its randomness is a seeded `random.Random`: a seed replays
+  the same run.
 - The broker's ReplicaFetch servicer is entered in `fetch_services` under its node id once
   built, where followers' fetches find it; the simulation removes it when the node goes down.
 """
@@ -23,6 +24,7 @@ import random
 import uuid
 from collections.abc import Callable, Mapping, MutableMapping
 
+from replog.clock import Clock
 from replog.errors import KafkaStorageError
 from replog.quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
 from replog.server.broker.broker_runtime import BrokerRuntime, data_plane_config
@@ -73,11 +75,13 @@ def simulated_host(
     disk: MemoryFileSystem,
     tasks: SimTasks,
     fetch_services: Mapping[int, ReplicaFetchService],
+    wall_clock: Clock | None = None,
 ) -> DataPlaneHost:
-    """What node `node_id`'s data plane runs on in the simulation (module Rules)."""
+    """What node `node_id`'s data plane runs on in the simulation (module Rules);
+    `wall_clock`: the node's (record and file timestamps), the loop's when not given."""
     return DataPlaneHost(
         fs=disk,
-        wall_clock=loop.now_ms,
+        wall_clock=wall_clock or loop.now_ms,
         prepare_bulk_work=lambda: None,
         start_file_maker=lambda log_manager, broker_id: None,
         run_log_tasks=_log_tasks_on_the_loop(loop, tasks),
@@ -99,6 +103,7 @@ def simulated_broker(
     controller_services: Mapping[int, ControllerService],
     fetch_services: MutableMapping[int, ReplicaFetchService],
     properties: Mapping[str, str],
+    wall_clock: Clock | None = None,
 ) -> BrokerRuntime:
     """Node `config.broker_id`'s broker role over its Raft driver `raft` (module docstring);
     `properties`: its Kafka-named settings (log, replica manager). Call before `raft.run`."""
@@ -121,6 +126,7 @@ def simulated_broker(
             disk=disk,
             tasks=tasks,
             fetch_services=fetch_services,
+            wall_clock=wall_clock,
         ),
     )
     raft.add_stepped_listener(runtime.listener_steps)

@@ -12,7 +12,15 @@ Rules:
   brings a stopped node back from its disk as a restart would.
 - A node's broker replays the metadata its node's Raft driver has committed (its stepped
   listener), as a combined node's does; its ReplicaFetch servicer is in `fetch_services`
-  while the node runs.
+  while the node runs. A broker that cannot go on (a storage error, `wait_failed`) ends a
+  task of its node with that error, as its process would exit.
+- Each node reads two clocks, as a node process does: the loop's for timeouts and intervals
+  (monotonic: it never goes back) and a wall clock of its own (`wall_clock`: record and file
+  timestamps), which starts at `WALL_EPOCH_MS` and jumps when `wall_offset_ms` changes. The
+  clients' wall clock (`client_wall_clock`, their record timestamps) never jumps: a broker
+  compares those timestamps with its own clock (producer-id expiry, retention). The checks
+  read when a record was sent from its timestamp on the loop's scale
+  (`client_time_to_virtual_ms`), as power losses are timed.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import random
 import uuid
 from dataclasses import dataclass, field
 
+from replog.clock import Clock
 from replog.quorum.controller.controller_config import ControllerConfig
 from replog.quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
 from replog.quorum.metadata.records import Endpoint
@@ -31,6 +40,7 @@ from replog.server.data_plane.replica_fetch_service import ReplicaFetchService
 from replog.server.raft.raft_driver import RaftDriver
 from replog.sim.broker_node import simulated_broker
 from replog.sim.controller_node import simulated_controller
+from replog.sim.counted_steps import counted
 from replog.sim.network import SimNetwork
 from replog.sim.raft_link import SimRaftLink
 from replog.sim.raft_node import simulated_raft_driver
@@ -55,6 +65,9 @@ BROKER_PROPERTIES = {
     "replica.socket.timeout.ms": "300",
     "replica.fetch.backoff.ms": "100",
 }
+# The wall clocks' time at the start of a run: a real date, so that a clock jumping back
+# gives timestamps a real clock could (never negative, never Kafka's "no timestamp", -1).
+WALL_EPOCH_MS = 1_800_000_000_000
 
 
 def raft_config(node_ids: tuple[int, ...]) -> RaftConfig:
@@ -100,6 +113,8 @@ class SimNode:
     node_id: int
     disk: MemoryFileSystem
     incarnation: int = 0
+    wall_offset_ms: int = 0  # how far its wall clock has jumped, in all (module Rules)
+    steps: int = 0  # how often its Raft driver's task ran, in all (`counted_steps`)
     tasks: SimTasks = field(default_factory=SimTasks)
     raft: RaftDriver | None = None
     broker: BrokerRuntime | None = None
@@ -123,7 +138,27 @@ class SimCluster:
         self.services: dict[int, ControllerService] = {}
         self.fetch_services: dict[int, ReplicaFetchService] = {}
         self.power_losses: list[tuple[int, int]] = []  # (virtual ms, node), oldest first
-        self.nodes = {i: SimNode(i, MemoryFileSystem(clock=loop.now_ms)) for i in node_ids}
+        self.nodes: dict[int, SimNode] = {}
+        for i in node_ids:  # each disk's file times read its node's wall clock
+            self.nodes[i] = SimNode(i, MemoryFileSystem(clock=self.wall_clock(i)))
+
+    def wall_clock(self, node_id: int) -> Clock:
+        """Node `node_id`'s wall clock (module Rules)."""
+        now_ms, nodes = self.loop.now_ms, self.nodes
+
+        def wall_clock_ms() -> int:
+            return WALL_EPOCH_MS + now_ms() + nodes[node_id].wall_offset_ms
+
+        return wall_clock_ms
+
+    def client_wall_clock(self) -> int:
+        """The clients' wall clock (their record timestamps): the nodes' before any jump."""
+        return WALL_EPOCH_MS + self.loop.now_ms()
+
+    def client_time_to_virtual_ms(self, timestamp_ms: int) -> int:
+        """The loop's ms (`power_losses`' scale) at which the clients' wall clock read
+        `timestamp_ms`: when a client built a record stamped so."""
+        return timestamp_ms - WALL_EPOCH_MS
 
     def up_nodes(self) -> list[SimNode]:
         return [node for node in self.nodes.values() if node.up]
@@ -137,18 +172,29 @@ class SimCluster:
         loop, rng = self.loop, self.rng
         node.incarnation += 1
         node.tasks = tasks = SimTasks()
-        raft = simulated_raft_driver(
-            node_id,
-            self.node_ids,
-            self.raft_config,
-            loop=loop,
-            network=self.network,
-            disk=node.disk,
-            rng=random.Random(rng.getrandbits(64)),
-            tasks=tasks,
-        )
+        try:
+            raft = simulated_raft_driver(
+                node_id,
+                self.node_ids,
+                self.raft_config,
+                loop=loop,
+                network=self.network,
+                disk=node.disk,
+                rng=random.Random(rng.getrandbits(64)),
+                tasks=tasks,
+                wall_clock=self.wall_clock(node_id),
+            )
+        except BaseException:
+            # The process exits (its disk failed it at start): its link, made before the
+            # driver read its disk, listens no more.
+            self.network.down(node_id)
+            raise
         self.services[node_id] = simulated_controller(
-            raft, controller_config(node_id), loop=loop, rng=random.Random(rng.getrandbits(64))
+            raft,
+            controller_config(node_id),
+            loop=loop,
+            rng=random.Random(rng.getrandbits(64)),
+            wall_clock=self.wall_clock(node_id),
         )
         broker = simulated_broker(
             lifecycle_config(node_id, self.node_ids),
@@ -162,10 +208,12 @@ class SimCluster:
             controller_services=self.services,
             fetch_services=self.fetch_services,
             properties=BROKER_PROPERTIES,
+            wall_clock=self.wall_clock(node_id),
         )
         node.raft, node.broker = raft, broker
-        tasks.spawn(raft.run(), name=f"node {node_id}'s Raft driver")
+        tasks.spawn(counted(raft.run(), node), name=f"node {node_id}'s Raft driver")
         tasks.spawn(broker.start(), name=f"node {node_id}'s broker start")
+        tasks.spawn(_broker_failure(broker), name=f"node {node_id}'s broker failure")
 
     def kill(self, node_id: int) -> None:
         """kill -9 (module Rules)."""
@@ -197,3 +245,13 @@ class SimCluster:
             tasks = node.tasks
             self._stop(node.node_id)
             await tasks.finished()
+
+
+async def _broker_failure(broker: BrokerRuntime) -> None:
+    """What a node process does when its broker role cannot go on (`wait_failed`): it exits.
+    Here the task ends with the broker's error: a storage error is the node's fail-stop on its
+    failed disk (`node_faults`), anything else a failed task the checks report."""
+    why = await broker.wait_failed()
+    if broker.storage_error is not None:
+        raise broker.storage_error
+    raise RuntimeError(f"broker {broker.config.broker_id} cannot go on: {why}")

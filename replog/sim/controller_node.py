@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+from replog.clock import Clock
 from replog.quorum.controller.controller_config import ControllerConfig
 from replog.server.controller.controller_driver import ControllerDriver
 from replog.server.controller.controller_service import ControllerService
@@ -16,10 +17,16 @@ __all__ = ["simulated_controller"]
 
 
 def simulated_controller(
-    raft: RaftDriver, config: ControllerConfig, *, loop: VirtualLoop, rng: random.Random
+    raft: RaftDriver,
+    config: ControllerConfig,
+    *,
+    loop: VirtualLoop,
+    rng: random.Random,
+    wall_clock: Clock | None = None,
 ) -> ControllerService:
     """Node `config.node_id`'s controller over `raft` (module docstring); build it before the
-    node's broker role, whose Raft listener follows the controller's (as a node does)."""
+    node's broker role, whose Raft listener follows the controller's (as a node does);
+    `wall_clock`: the node's (the loop's unless given)."""
     controller = ControllerDriver(
         raft,
         config,
@@ -27,6 +34,6 @@ def simulated_controller(
         snapshot_bytes_max=1 << 30,
         snapshot_interval_ms=0,
         rng=rng,
-        wall_clock=loop.now_ms,
+        wall_clock=wall_clock or loop.now_ms,
     )
     return ControllerService(controller, voters=raft.config.voters)

@@ -18,7 +18,9 @@ Rules (Kafka's replication guarantees, docs/design/replication.md):
 - Fencing (KIP-320): a fetch naming a leader epoch is answered without an error only by a
   replica that leads in that epoch, at the moment it answers (`check_fenced`, at the broker;
   a break found there is raised at the next check, since the call's own error would go to
-  the client).
+  the client). A parked fetch is answered by its purgatory, and its caller resumes one loop
+  iteration later (`ParkedFetch`): a replica that stopped leading in the iteration that
+  answered, or since, may have answered while it led; one that stopped earlier may not.
 - Each broker's metadata image equals the replay of the committed metadata log up to the
   image's offset (`check_images`, at check points).
 The cost stays incremental: each replica (node, incarnation, partition) is read only from the
@@ -41,7 +43,7 @@ from replog.server.broker.broker_runtime import BrokerRuntime
 from replog.sim.cluster import SimCluster
 from replog.sim.invariants import InvariantViolation
 
-__all__ = ["DataChecker", "PartitionHistory", "TopicSpec"]
+__all__ = ["DataChecker", "ParkedFetch", "PartitionHistory", "TopicSpec"]
 
 READ_BYTES = 1 << 20
 CONTROL_ATTRIBUTE = 0x20
@@ -93,6 +95,23 @@ class PartitionHistory:
         self.resets += 1
 
 
+@dataclass
+class ParkedFetch:
+    """A consumer's fetch that waits at a broker: for each entry, the loop iteration after which
+    its replica was first seen not leading the epoch it names (module Rules, fencing)."""
+
+    broker: BrokerRuntime
+    request: FetchRequest
+    stopped_leading: dict[int, int] = field(default_factory=dict)  # entry index -> iteration
+
+
+def _leads(broker: BrokerRuntime, topic: str, partition: int, epoch: int) -> bool:
+    manager = broker.replica_manager
+    replica = None if manager is None else manager.partition(topic, partition)
+    leading = None if replica is None else replica.leader_state
+    return leading is not None and leading.leader_epoch == epoch
+
+
 class DataChecker:
     def __init__(self, cluster: SimCluster, topics: Iterable[TopicSpec]) -> None:
         self._cluster = cluster
@@ -106,6 +125,8 @@ class DataChecker:
         self.checks = 0
         self.images_checked = 0
         self._found: list[str] = []  # breaks seen inside a call, raised at the next check
+        self.iterations = 0  # the loop's iterations so far (`note_iteration`)
+        self._parked: list[ParkedFetch] = []
         self.excused = 0  # committed batches found replaced where `loss_excuse` allowed it
 
     # --- the committed history --------------------------------------------------------------
@@ -171,7 +192,9 @@ class DataChecker:
                     cut = base
                 since = history.seen_at_ms.get(cut, now)
                 written = (
-                    read_header(history.batches[cut]).base_timestamp
+                    self._cluster.client_time_to_virtual_ms(
+                        read_header(history.batches[cut]).base_timestamp
+                    )
                     if cut in history.batches
                     else since
                 )
@@ -263,6 +286,29 @@ class DataChecker:
                     checked = after
                 self._checked_to[key] = checked
 
+    def park_fetch(self, broker: BrokerRuntime, request: FetchRequest) -> ParkedFetch:
+        """`request` waits at `broker` from now on, until `unpark`."""
+        parked = ParkedFetch(broker, request)
+        self._parked.append(parked)
+        return parked
+
+    def unpark(self, parked: ParkedFetch) -> None:
+        """`parked` was answered (or its caller went away): no more iterations are noted."""
+        self._parked.remove(parked)
+
+    def note_iteration(self) -> None:
+        """After each iteration of the loop: which replicas of parked fetches stopped leading
+        the epoch the fetch names (module Rules, fencing)."""
+        self.iterations += 1
+        for parked in self._parked:
+            for index, asked in enumerate(parked.request.partitions):
+                if index in parked.stopped_leading or asked.current_leader_epoch < 0:
+                    continue
+                if not _leads(
+                    parked.broker, asked.topic, asked.partition, asked.current_leader_epoch
+                ):
+                    parked.stopped_leading[index] = self.iterations
+
     def check_fenced(
         self,
         broker: BrokerRuntime,
@@ -270,23 +316,32 @@ class DataChecker:
         request: FetchRequest,
         answer: FetchResponse,
         consumer: str,
+        parked: ParkedFetch | None = None,
     ) -> None:
         """The fencing rule (module Rules) for `answer`, which node `node_id`'s `broker` gives
-        `consumer` now."""
+        `consumer` now: at once, or as the answer of the fetch `parked` (`park_fetch`)."""
         manager = broker.replica_manager
-        for asked, result in zip(request.partitions, answer.partitions, strict=True):
-            if result.error is not None or asked.current_leader_epoch < 0:
+        pairs = zip(request.partitions, answer.partitions, strict=True)
+        for index, (asked, result) in enumerate(pairs):
+            epoch = asked.current_leader_epoch
+            if result.error is not None or epoch < 0:
                 continue
+            if _leads(broker, asked.topic, asked.partition, epoch):
+                continue
+            # Not noted yet: it stopped leading in this very iteration, after the answer.
+            stopped = None if parked is None else parked.stopped_leading.get(index, self.iterations)
+            if stopped is not None and stopped >= self.iterations:
+                continue  # it stopped leading in the iteration that answered, or since
             replica = None if manager is None else manager.partition(asked.topic, asked.partition)
             leading = None if replica is None else replica.leader_state
-            if leading is None or leading.leader_epoch != asked.current_leader_epoch:
-                self._found.append(
-                    f"at {self._cluster.loop.now_ms()} ms node {node_id} answered {consumer}'s "
-                    f"fetch at leader epoch {asked.current_leader_epoch} without an error, "
-                    f"leading {asked.topic}-{asked.partition} "
-                    f"{'not at all' if leading is None else f'in epoch {leading.leader_epoch}'}"
-                    ": a stale leader epoch accepted"
-                )
+            since = "" if stopped is None else f" since loop iteration {stopped}"
+            self._found.append(
+                f"at {self._cluster.loop.now_ms()} ms node {node_id} answered {consumer}'s "
+                f"fetch at leader epoch {epoch} without an error, leading "
+                f"{asked.topic}-{asked.partition} "
+                f"{'not at all' if leading is None else f'in epoch {leading.leader_epoch}'}"
+                f"{since}: a stale leader epoch accepted"
+            )
 
     def check_consumed(
         self, topic: str, partition: int, data: bytes, high_watermark: int, consumer: str
@@ -305,12 +360,12 @@ class DataChecker:
 
     # --- metadata images --------------------------------------------------------------------
 
-    def follow_metadata(self, committed: bytes) -> None:
+    def follow_metadata(self, committed: bytes | bytearray) -> None:
         """Replay what is new in `committed`, the longest committed metadata log seen (the
         elections `loss_excuse` reads are found here)."""
         self._replay(committed)
 
-    def check_images(self, committed: bytes) -> None:
+    def check_images(self, committed: bytes | bytearray) -> None:
         """`follow_metadata`, then compare each broker's published image with the replay at
         its offset."""
         self._replay(committed)
@@ -349,7 +404,7 @@ class DataChecker:
                 ):
                     history.short_isr_leaders.append((registration.leader, now))
 
-    def _replay(self, committed: bytes) -> None:
+    def _replay(self, committed: bytes | bytearray) -> None:
         image = self._image
         for position, size in iter_frames(committed, self._replayed):
             header = read_header(committed, position)

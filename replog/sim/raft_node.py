@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from replog.clock import Clock
 from replog.quorum.raft import RaftConfig
 from replog.server.raft.raft_driver import RaftDriver
 from replog.server.raft.raft_storage import RaftStorage
@@ -31,16 +32,19 @@ def simulated_raft_driver(
     disk: MemoryFileSystem,
     rng: random.Random,
     tasks: SimTasks | None = None,
+    wall_clock: Clock | None = None,
 ) -> RaftDriver:
     """Node `node_id`'s Raft driver over `disk`, as a restart finds it (module docstring);
-    `tasks`: the node's background tasks."""
+    `tasks`: the node's background tasks; `wall_clock`: its wall clock (the loop's unless
+    given: a node's own may jump), which its log's timestamps and batch times read."""
+    wall_clock = wall_clock or loop.now_ms
     return RaftDriver(
         node_id,
         config,
-        RaftStorage(METADATA_DIR, voter_ids, fs=disk, clock=loop.now_ms),
+        RaftStorage(METADATA_DIR, voter_ids, fs=disk, clock=wall_clock),
         tasks=tasks or SimTasks(),
         clock=loop.now_ms,
-        wall_clock=loop.now_ms,
+        wall_clock=wall_clock,
         rng=rng,
         transport=sim_raft_links(network),
         turn_clock=loop.time,

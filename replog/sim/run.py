@@ -6,14 +6,16 @@ A run, all of it decided by its seed:
    controller and broker shells on in-memory disks, `cluster`); a client creates a
    topic every few hundred ms through whichever controller it believes active; the network
    delays, drops, duplicates and reorders messages at the seed's rates and partitions the
-   nodes; nodes are killed (kill -9), lose power alone or all together, and restart. The
-   data workload (`workload`) produces (acks 0, 1 and all, idempotent) and consumes.
-   `SafetyChecker` runs after every iteration of the loop (the log rule every `LOG_CHECK_S`),
-   `DataChecker` every `DATA_CHECK_S` and before every power loss (its images every
-   `IMAGE_CHECK_S`).
-3. Liveness: faults stop, the network heals, every node starts, the producers stop. Within
-   `LIVENESS_BOUND_S` a controller must lead, every broker be registered and unfenced, a new
-   topic be created, and every data partition have a leader and its full ISR.
+   nodes; nodes are killed (kill -9), lose power alone or all together, and restart; a node's
+   disk fails or fills up, turns slow, its wall clock jumps (`node_faults`: a node stops on a
+   disk failure, as a node process does). The data workload (`workload`) produces (acks 0, 1
+   and all, idempotent) and consumes. `SafetyChecker` runs after every iteration of the loop
+   (the log rule every `LOG_CHECK_S`), `DataChecker` every `DATA_CHECK_S` and before every
+   power loss (its images every `IMAGE_CHECK_S`).
+3. Liveness: faults stop, the network heals, every disk is healthy, every node starts, the
+   producers stop. Within `LIVENESS_BOUND_S` a controller must lead, every broker be
+   registered and unfenced, a new topic be created, and every data partition have a leader
+   and its full ISR.
 4. At the end every topic whose creation was acknowledged exists: a controller answers only
    once the creation is committed, so no crash or power loss may lose it. Every acknowledged
    acks=all batch is readable at its offset from its leader, unless more than `replicas -
@@ -26,6 +28,7 @@ it; the same seed on the same code replays the run byte for byte.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 from dataclasses import dataclass, field
 
@@ -40,6 +43,7 @@ from replog.sim.data_liveness import (
 )
 from replog.sim.invariants import InvariantViolation, SafetyChecker
 from replog.sim.network import CallLost, NetworkFaults, SimNetwork
+from replog.sim.node_faults import NodeFaults
 from replog.sim.virtual_loop import VirtualLoop
 from replog.sim.workload import DataWorkload, topic_specs
 
@@ -82,18 +86,29 @@ class SimReport:
     power_losses: int = 0
     whole_cluster_power_losses: int = 0
     partitions: int = 0
+    disk_errors: int = 0
+    full_disks: int = 0
+    disk_fail_stops: int = 0  # nodes stopped by their failed disk
+    slow_disks: int = 0
+    clock_jumps: int = 0
     topics_acknowledged: int = 0
     checks: int = 0
     data: dict[str, int] = field(default_factory=dict)
     # Each acknowledged acks=all batch: (topic, partition, offset, virtual ms acknowledged).
     acked: list[tuple[str, int, int, int]] = field(default_factory=list)
     events: list[tuple[int, str]] = field(default_factory=list)
+    # A digest of the run's outcome (the committed metadata log, the network's counts, the
+    # exact virtual end time): two runs of a seed agree on it when they replay byte for byte.
+    fingerprint: str = ""
 
     def summary(self) -> str:
         return (
             f"seed {self.seed}: clean ({self.nodes} nodes, {self.virtual_s:.1f} s simulated, "
             f"{self.kills} kills, {self.power_losses} power losses "
             f"({self.whole_cluster_power_losses} of every node), {self.partitions} partitions, "
+            f"{self.disk_errors} disk errors and {self.full_disks} full disks "
+            f"({self.disk_fail_stops} nodes stopped by them), {self.slow_disks} slow disks, "
+            f"{self.clock_jumps} clock jumps, "
             f"{self.topics_acknowledged} topics acknowledged, {self.checks} checks; "
             + ", ".join(f"{count} {what}" for what, count in self.data.items())
             + ")"
@@ -119,28 +134,40 @@ def simulate(seed: int) -> SimReport:
     data_checker = DataChecker(cluster, specs)
     workload = DataWorkload(cluster, data_checker, specs, random.Random(rng.getrandbits(64)))
     run = _Run(cluster, report, random.Random(rng.getrandbits(64)), workload)
+    node_faults = run.node_faults = NodeFaults(cluster, random.Random(rng.getrandbits(64)))
     main = loop.create_task(run.main())
     next_log_check = next_data_check = next_image_check = 0.0
+    unhandled: list[str] = []  # errors asyncio would only log: a callback's, say
+    loop.set_exception_handler(lambda _, context: unhandled.append(_unhandled(context)))
     try:
         while not main.done():
             loop.run_once()
+            if unhandled:
+                raise InvariantViolation(f"at {loop.now_ms()} ms: {unhandled[0]}")
+            for stopped in node_faults.stop_failed_nodes():
+                run.note(stopped)
+            data_checker.note_iteration()
             checker.check_states()
             now = loop.time()
             if now >= next_log_check:
-                checker.check_logs()
+                with node_faults.suspended():
+                    checker.check_logs()
                 next_log_check = now + LOG_CHECK_S
             if now >= next_data_check:
-                data_checker.follow_metadata(checker.committed)
-                data_checker.check_replicas()
+                with node_faults.suspended():
+                    data_checker.follow_metadata(checker.committed)
+                    data_checker.check_replicas()
                 next_data_check = now + DATA_CHECK_S
             if now >= next_image_check:
-                checker.check_logs()
-                data_checker.check_images(checker.committed)
+                with node_faults.suspended():
+                    checker.check_logs()
+                    data_checker.check_images(checker.committed)
                 next_image_check = now + IMAGE_CHECK_S
         main.result()
-        checker.check_logs()
-        data_checker.check_replicas()
-        data_checker.check_images(checker.committed)
+        with node_faults.suspended():
+            checker.check_logs(whole=True)
+            data_checker.check_replicas()
+            data_checker.check_images(checker.committed)
     except (InvariantViolation, AssertionError) as exc:
         raise SimulationFailure(seed, str(exc)) from exc
     finally:
@@ -157,7 +184,18 @@ def simulate(seed: int) -> SimReport:
         "excused losses": data_checker.excused,
     }
     report.acked = [(a.topic, a.partition, a.base_offset, a.acked_ms) for a in workload.acked]
+    outcome = hashlib.sha256(checker.committed)
+    outcome.update(f"{network.sent} {network.delivered} {network.dropped} {loop.time()!r}".encode())
+    report.fingerprint = outcome.hexdigest()[:16]
+    report.disk_errors, report.full_disks = node_faults.disk_errors, node_faults.full_disks
+    report.disk_fail_stops, report.slow_disks = node_faults.fail_stops, node_faults.slow_disks
+    report.clock_jumps = node_faults.clock_jumps
     return report
+
+
+def _unhandled(context: dict[str, object]) -> str:
+    error = context.get("exception")
+    return f"{context.get('message')}: {type(error).__name__}: {error}" if error else str(context)
 
 
 def _end_every_task(loop: VirtualLoop) -> None:
@@ -182,6 +220,7 @@ class _Run:
         self.acknowledged: set[str] = set()
         self.created = 0
         self.controller_hint: int | None = None
+        self.node_faults: NodeFaults | None = None
 
     def note(self, what: str) -> None:
         self.report.events.append((self.cluster.loop.now_ms(), what))
@@ -203,6 +242,8 @@ class _Run:
         self.note("data topics created")
         await self.faults(SAFETY_S)
         cluster.network.heal()
+        assert self.node_faults is not None
+        self.node_faults.heal()
         for node in cluster.nodes.values():
             if not node.up:
                 cluster.start(node.node_id)
@@ -226,6 +267,8 @@ class _Run:
     async def faults(self, duration_s: float) -> None:
         cluster, rng = self.cluster, self.rng
         loop = cluster.loop
+        node_faults = self.node_faults
+        assert node_faults is not None
         end = loop.time() + duration_s
         while loop.time() < end:
             await asyncio.sleep(rng.uniform(0.1, 1.0))
@@ -249,21 +292,28 @@ class _Run:
                 self.note(f"kill -9 node {victim}")
             elif roll < 0.65 and up:
                 victim = rng.choice(up)
-                self.workload.checker.check_replicas()  # what is committed is seen before
+                with node_faults.suspended():  # what is committed is seen before
+                    self.workload.checker.check_replicas()
                 cluster.power_loss(victim)
                 self.report.power_losses += 1
                 self.note(f"power loss of node {victim}")
             elif roll < 0.68 and up:
-                self.workload.checker.check_replicas()
+                with node_faults.suspended():
+                    self.workload.checker.check_replicas()
                 for victim in up:
                     cluster.power_loss(victim)
                 self.report.power_losses += len(up)
                 self.report.whole_cluster_power_losses += 1
                 self.note("power loss of every node")
+            elif roll < 0.72:
+                repaired = node_faults.repair_disk()
+                self.note(repaired or node_faults.fail_disk(rng.choice(cluster.node_ids)))
+            elif roll < 0.75:
+                self.note(node_faults.slow_disk(rng.choice(cluster.node_ids)))
+            elif roll < 0.78:
+                self.note(node_faults.jump_clock(rng.choice(cluster.node_ids)))
             elif down:
-                back = rng.choice(down)
-                cluster.start(back)
-                self.note(f"start node {back}")
+                self.note(node_faults.start(rng.choice(down)))
 
     # --- the client ---------------------------------------------------------------------------
 

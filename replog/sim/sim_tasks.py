@@ -18,6 +18,7 @@ class SimTasks:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
         self.failures: list[str] = []  # "<task name>: <error>", in the order they ended
+        self.errors: list[BaseException] = []  # the errors of `failures`, in the same order
 
     def spawn(self, work: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work, name=name)
@@ -29,6 +30,7 @@ class SimTasks:
         self._tasks.discard(task)
         if not task.cancelled() and (error := task.exception()) is not None:
             self.failures.append(f"{task.get_name()}: {type(error).__name__}: {error}")
+            self.errors.append(error)
 
     def cancel_all(self) -> None:
         """The node died: none of its tasks runs again."""

@@ -13,6 +13,10 @@ Rules:
   loop's thread, and returns a finished future: the work a node hands to threads runs where
   the simulation can see it, in a deterministic order. `call_soon_threadsafe` from another
   thread is refused (a simulation has none).
+- Work that takes time (a slow disk's fsync: `block(seconds)`, called by what the work calls)
+  holds what runs it: inside `run_in_executor` its future is settled that much later (the
+  worker thread was busy, the loop was not); anywhere else the clock moves on at once, as
+  when the loop's own thread blocks (every timer due meanwhile fires late).
 - The clock starts at `start_s` and moves only while the loop waits for its next timer
   (`time()`; `now_ms()` in integer milliseconds, the shells' clock).
 - With nothing ready and no timer the simulated system can never move again: the loop raises
@@ -69,6 +73,7 @@ class VirtualLoop(asyncio.BaseEventLoop):
         self._selector = _NoIo(self)
         self._clock_resolution = 1e-9
         self._thread_id_at_start = threading.get_ident()
+        self._executor_busy_s: float | None = None  # the blocking of the work in `run_in_executor`
 
     # --- the clock ------------------------------------------------------------------------------
 
@@ -82,6 +87,15 @@ class VirtualLoop(asyncio.BaseEventLoop):
 
     def _advance(self, seconds: float) -> None:
         self._now += seconds
+
+    def block(self, seconds: float) -> None:
+        """The code running now takes `seconds` of virtual time (module Rules)."""
+        if seconds < 0:
+            raise ValueError(f"a block takes 0 seconds or more, not {seconds}")
+        if self._executor_busy_s is not None:
+            self._executor_busy_s += seconds
+        else:
+            self._advance(seconds)
 
     # --- running --------------------------------------------------------------------------------
 
@@ -113,12 +127,31 @@ class VirtualLoop(asyncio.BaseEventLoop):
         self, executor: concurrent.futures.Executor | None, func: Callable[..., T], *args: Any
     ) -> asyncio.Future[T]:
         future: asyncio.Future[T] = self.create_future()
+        outer = self._executor_busy_s  # None: not nested in another executor's work
+        self._executor_busy_s = 0.0
         try:
-            future.set_result(func(*args))
+            settle: Callable[..., object] = future.set_result
+            outcome: object = func(*args)
         except BaseException as exc:  # handed to the awaiting task, as a thread's would be
-            future.set_exception(exc)
+            settle, outcome = future.set_exception, exc
+        finally:
+            busy_s, self._executor_busy_s = self._executor_busy_s, outer
+        if outer is not None:
+            self._executor_busy_s = outer + busy_s  # the same thread ran both
+        if busy_s > 0 and outer is None:
+            self.call_later(busy_s, _settle_unless_cancelled, future, settle, outcome)
+        else:
+            settle(outcome)
         return future
 
     def close(self) -> None:
         super().close()
         self._selector = _NoIo(self)  # BaseEventLoop.close does not close it; nothing to free
+
+
+def _settle_unless_cancelled(
+    future: asyncio.Future[Any], settle: Callable[..., object], outcome: object
+) -> None:
+    """A blocked worker's result, unless its awaiter gave up meanwhile."""
+    if not future.cancelled():
+        settle(outcome)

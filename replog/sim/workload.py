@@ -262,7 +262,7 @@ class _Producer:
             self.producer_id = await self.workload.call(self.workload.rng.choice(up), generate)
 
     def _batch(self, values: list[bytes]) -> bytes:
-        now = self.workload.cluster.loop.now_ms()
+        now = self.workload.cluster.client_wall_clock()  # record timestamps: a client's clock
         return build_batch(
             [(now, None, value, ()) for value in values],
             producer_id=self.producer_id,
@@ -311,7 +311,9 @@ class _Producer:
                             self.partition,
                             result.base_offset,
                             batch[PAYLOAD_START:],
-                            read_header(batch).base_timestamp,
+                            workload.cluster.client_time_to_virtual_ms(
+                                read_header(batch).base_timestamp
+                            ),
                             workload.cluster.loop.now_ms(),
                             self.name,
                         )
@@ -366,9 +368,17 @@ class _Consumer:
         )
 
         async def fetch(broker: BrokerRuntime) -> m.FetchResponse:
-            answer = broker.service.fetch(request)
-            answer = answer if isinstance(answer, m.FetchResponse) else await answer
-            workload.checker.check_fenced(broker, leader, request, answer, self.name)
+            checker = workload.checker
+            waiting = broker.service.fetch(request)
+            if isinstance(waiting, m.FetchResponse):
+                checker.check_fenced(broker, leader, request, waiting, self.name)
+                return waiting
+            parked = checker.park_fetch(broker, request)
+            try:
+                answer = await waiting
+            finally:
+                checker.unpark(parked)
+            checker.check_fenced(broker, leader, request, answer, self.name, parked)
             return answer
 
         try:

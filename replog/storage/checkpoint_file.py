@@ -2,7 +2,8 @@
 
 Rules:
 - `read` of a missing file returns an empty checkpoint, exactly as an empty file does.
-- `read` of a malformed file raises `CorruptCheckpointError` naming the file, line and reason.
+- `read` of a malformed file raises `CorruptCheckpointError` naming the file, line and reason;
+  a failed read (EIO) is a `KafkaStorageError` naming the file, as a failed write is (below).
   This module never swallows it: whether a corrupt checkpoint means "recover from scratch"
   (Kafka's log manager for the recovery-point and log-start checkpoints) or "take the log dir
   offline" is the caller's decision.
@@ -70,7 +71,10 @@ class _CheckpointFile:
         self._new = new
 
     def _read_bytes(self) -> bytes:
-        data = self._fs.read_bytes(self.path)
+        try:
+            data = self._fs.read_bytes(self.path)
+        except OSError as exc:
+            raise KafkaStorageError(f"{self.path}: read failed: {exc}") from exc
         return b"" if data is None else data
 
     def _replace(self, data: bytes) -> None:

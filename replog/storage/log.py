@@ -152,16 +152,20 @@ HEADER_WALK_CHUNK_BYTES = 1 << 20
 _DIR_NAME_BYTES_MAX = 255  # a file name's limit on common file systems
 
 
-def renamed_dir_name(directory: str, suffix: str = DELETE_DIR_SUFFIX) -> str:
+def renamed_dir_name(
+    directory: str, suffix: str = DELETE_DIR_SUFFIX, *, rng: random.Random | None = None
+) -> str:
     """Kafka's name for a partition's directory renamed aside: `<topic>-<partition>.<id>-delete`
     for a deleted one, `...-stray` for a stray one (`RENAMED_DIR_SUFFIXES`), the id unique (so
-    a re-created partition can be renamed aside again before the first one is gone) and the
-    topic cut short where the whole name would not fit in 255 bytes."""
+    a re-created partition can be renamed aside again before the first one is gone; 128 random
+    bits, from `rng` when given, a simulation's seeded one) and the topic cut short where the
+    whole name would not fit in 255 bytes."""
     if suffix not in RENAMED_DIR_SUFFIXES:
         raise ValueError(f"{suffix!r} is not one of {RENAMED_DIR_SUFFIXES}")
     name = os.path.basename(os.path.normpath(directory))
     topic, _, partition = name.rpartition("-")
-    ending = f"-{partition}.{uuid.uuid4().hex}{suffix}"
+    unique = uuid.uuid4().hex if rng is None else f"{rng.getrandbits(128):032x}"
+    ending = f"-{partition}.{unique}{suffix}"
     room = _DIR_NAME_BYTES_MAX - len(ending.encode())
     kept = topic.encode()[:room].decode(errors="ignore")
     return kept + ending
@@ -195,8 +199,13 @@ class Log:
         clock: Clock,
         on_truncate: Callable[[Log], None] | None,
         persist_standalone_state: Callable[[Log, bool], None] | None,
+        rng: random.Random | None = None,
     ) -> None:
+        """`rng`: where the log's random choices come from (its roll jitter, the id of its
+        directory's name when renamed aside); None: a fresh source (a simulation passes
+        its seeded one)."""
         self.directory = directory
+        self._rng = rng
         self.config = config
         self._segments = segments  # base offset -> LogSegment
         # The last segment, cached: `peekitem(-1)` costs about 0.4 µs and every append and read
@@ -236,7 +245,7 @@ class Log:
         # log file and its first replaced segment's base offset.
         self._pending_swap: tuple[str, int] | None = None
         # segment.jitter.ms: drawn again for every new active segment, as Kafka does.
-        self._roll_jitter_ms = _random_roll_jitter(config)
+        self._roll_jitter_ms = _random_roll_jitter(config, rng)
         # (bound offset, segment base, byte position) of the last upper bound a read resolved.
         self._bound_cache: tuple[int, int, int] | None = None
         # The base of the first segment recovery rescanned, whose `.txnindex` and later ones'
@@ -263,6 +272,7 @@ class Log:
         high_watermark: int | None = None,
         had_clean_shutdown: bool | None = None,
         on_truncate: Callable[[Log], None] | None = None,
+        rng: random.Random | None = None,
     ) -> Log:
         """Open (creating if needed) the log in `directory`, recovering it if it was not closed
         cleanly.
@@ -284,6 +294,7 @@ class Log:
             high_watermark=high_watermark,
             had_clean_shutdown=had_clean_shutdown,
             on_truncate=on_truncate,
+            rng=rng,
         )
 
     @classmethod
@@ -295,13 +306,16 @@ class Log:
         fs: FileSystem = LOCAL_FS,
         clock: Clock = wall_clock_ms,
         on_truncate: Callable[[Log], None] | None = None,
+        rng: random.Random | None = None,
     ) -> Log:
         """A new, empty log in `directory`, which must not exist (a `LogManager`'s new
         partition: `log_loader.make_new_log_files`)."""
         from replog.storage.log_loader import make_new_log_files
 
         files = make_new_log_files(directory, fs, clock())
-        return cls.from_new_files(files, config, fs=fs, clock=clock, on_truncate=on_truncate)
+        return cls.from_new_files(
+            files, config, fs=fs, clock=clock, on_truncate=on_truncate, rng=rng
+        )
 
     @classmethod
     def from_new_files(
@@ -312,12 +326,15 @@ class Log:
         fs: FileSystem = LOCAL_FS,
         clock: Clock = wall_clock_ms,
         on_truncate: Callable[[Log], None] | None = None,
+        rng: random.Random | None = None,
     ) -> Log:
         """The new log whose files `log_loader.make_new_log_files` made, built without a
         system call (`build_new_log`)."""
         from replog.storage.log_loader import build_new_log
 
-        created = build_new_log(cls, files, config, fs=fs, clock=clock, on_truncate=on_truncate)
+        created = build_new_log(
+            cls, files, config, fs=fs, clock=clock, on_truncate=on_truncate, rng=rng
+        )
         created._known_topic_id = (files.topic_id,)
         created.created_empty = True
         return created
@@ -910,7 +927,7 @@ class Log:
         segment.time_index.reset()
         self._active = None
         self._segments[new_base] = segment
-        self._roll_jitter_ms = _random_roll_jitter(self.config)
+        self._roll_jitter_ms = _random_roll_jitter(self.config, self._rng)
         if (
             self._async_roll_flush
             and new_base > self._recovery_point
@@ -951,7 +968,7 @@ class Log:
             self.config = config
             for segment in self._segments.values():
                 segment.config = config
-            self._roll_jitter_ms = _random_roll_jitter(config)
+            self._roll_jitter_ms = _random_roll_jitter(config, self._rng)
             return True
 
     def roll(self) -> LogSegment:
@@ -1355,7 +1372,7 @@ class Log:
             segment.offset_index.reset()
             segment.time_index.reset()
             self._segments[new_offset] = segment
-            self._roll_jitter_ms = _random_roll_jitter(self.config)
+            self._roll_jitter_ms = _random_roll_jitter(self.config, self._rng)
             self._fs.fsync_dir(self.directory)
         except OSError as exc:
             raise KafkaStorageError(
@@ -1877,7 +1894,7 @@ class Log:
         (removing the files may then wait: `LogManager.delete_log`) and a stray log's setting
         aside, so the parent directory is fsynced. A failed rename or fsync is a
         `KafkaStorageError` naming the directory: the node treats it as a failed disk."""
-        target_name = renamed_dir_name(self.directory, suffix)
+        target_name = renamed_dir_name(self.directory, suffix, rng=self._rng)
         with self._lock:
             # An epoch checkpoint still waiting for its deferred write would be written into
             # a directory no longer there.
@@ -1911,13 +1928,14 @@ class Log:
             yield
 
 
-def _random_roll_jitter(config: LogConfig) -> int:
+def _random_roll_jitter(config: LogConfig, rng: random.Random | None) -> int:
     """Kafka's `randomSegmentJitter`: 0 without `segment.jitter.ms`, else uniform in
     [0, min(segment.jitter.ms, segment.ms)). A time-based roll waits `segment.ms` minus this,
     so partitions created together do not all roll at the same moment."""
     if config.segment_jitter_ms <= 0:
         return 0
-    return random.randrange(min(config.segment_jitter_ms, config.segment_ms))
+    draw = random.randrange if rng is None else rng.randrange
+    return draw(min(config.segment_jitter_ms, config.segment_ms))
 
 
 def _set_log_append_time(buf: bytearray, position: int, size: int, now_ms: int) -> None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 from uuid import UUID
@@ -93,6 +94,7 @@ def load_log(
     high_watermark: int | None,
     had_clean_shutdown: bool | None,
     on_truncate: Callable[[Log], None] | None,
+    rng: random.Random | None = None,
 ) -> Log:
     try:
         if had_clean_shutdown is None:
@@ -109,6 +111,7 @@ def load_log(
             high_watermark,
             had_clean_shutdown,
             on_truncate,
+            rng,
         )
     except OSError as exc:
         raise KafkaStorageError(f"{directory}: cannot open log: {exc}") from exc
@@ -201,6 +204,7 @@ def build_new_log(
     fs: FileSystem,
     clock: Clock,
     on_truncate: Callable[[Log], None] | None,
+    rng: random.Random | None = None,
 ) -> Log:
     """The log `make_new_log_files` made, without a system call (an empty segment holds no
     descriptor, and its indexes are empty)."""
@@ -223,6 +227,7 @@ def build_new_log(
         clock=clock,
         on_truncate=on_truncate,
         persist_standalone_state=None,
+        rng=rng,
     )
 
 
@@ -237,6 +242,7 @@ def _load(
     high_watermark: int | None,
     had_clean_shutdown: bool | None,
     on_truncate: Callable[[Log], None] | None,
+    rng: random.Random | None,
 ) -> Log:
     standalone = had_clean_shutdown is None
     persist: Callable[[Log, bool], None] | None = None
@@ -284,6 +290,7 @@ def _load(
             had_clean_shutdown=had_clean_shutdown,
             on_truncate=on_truncate,
             persist=persist,
+            rng=rng,
         )
     except BaseException:
         # Whatever failed, the descriptors opened so far are not left behind: the caller
@@ -308,6 +315,7 @@ def _load_opened(
     had_clean_shutdown: bool,
     on_truncate: Callable[[Log], None] | None,
     persist: Callable[[Log, bool], None] | None,
+    rng: random.Random | None,
 ) -> Log:
     """The rest of `_load` once the directory's `segments` are open: the epoch cache,
     recovery or the clean tail's check, and the offsets (module Rules)."""
@@ -427,6 +435,7 @@ def _load_opened(
         clock=clock,
         on_truncate=on_truncate,
         persist_standalone_state=persist,
+        rng=rng,
     )
     if txn_rebuild_from is not None and txn_rebuild_from in segments:
         opened.txn_index_rebuild_from = txn_rebuild_from

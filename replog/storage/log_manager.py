@@ -71,6 +71,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -277,8 +278,10 @@ class LogManager:
         topic_configs: Mapping[str, LogConfig] | None = None,
         on_logs_loaded: Callable[[int], None] | None = None,
         abort: threading.Event | None = None,
+        rng: random.Random | None = None,
     ) -> None:
-        """`on_logs_loaded(count)`, if given, hears from the loading thread after every
+        """`rng`: the random choices of its logs (`Log`'s); None: a fresh source.
+        `on_logs_loaded(count)`, if given, hears from the loading thread after every
         `LOADED_REPORT_EVERY` logs opened, and once for the rest (a node freezes the garbage
         collector's view of what it loaded: `replog.server.runtime.collector`). `abort`, once set,
         ends the loading before its next log with `LogLoadingAborted` (a node stopping while
@@ -294,6 +297,7 @@ class LogManager:
         self._fs = fs
         self._clock = clock
         self._task_clock = task_clock
+        self._rng = rng
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._lock = threading.RLock()
         # Guards the recovery-point checkpoint's writes, and nothing is locked under it: a
@@ -468,6 +472,7 @@ class LogManager:
                 high_watermark=high_watermarks.get(tp, 0),
                 had_clean_shutdown=had_clean_shutdown,
                 on_truncate=self._on_truncate,
+                rng=self._rng,
             )
             self._logs[tp].enable_async_roll_flush(self._on_roll_flush_pending)
             self._logs[tp].report_offset_moves_to(self._offset_moves)
@@ -519,6 +524,7 @@ class LogManager:
                     fs=self._fs,
                     clock=self._clock,
                     on_truncate=self._on_truncate,
+                    rng=self._rng,
                 )
             except FileExistsError:  # a directory loading did not take: opened, as it is
                 created = Log.open(
@@ -531,6 +537,7 @@ class LogManager:
                     high_watermark=0,
                     had_clean_shutdown=True,
                     on_truncate=self._on_truncate,
+                    rng=self._rng,
                 )
             except OSError as exc:
                 raise KafkaStorageError(f"{path}: cannot create log: {exc}") from exc
@@ -665,6 +672,7 @@ class LogManager:
                 fs=self._fs,
                 clock=self._clock,
                 on_truncate=self._on_truncate,
+                rng=self._rng,
             )
             self._making.pop((new.topic, new.partition), None)
             if self._logs.get((new.topic, new.partition)) is not None:

@@ -22,8 +22,13 @@ Rules:
 - Faults: `capacity` bounds the bytes all files hold (a write past it writes what fits and fails
   with ENOSPC, as a full disk does; truncation and removal give space back); `fail_next` makes
   the next operations of a kind on paths matching a glob fail with an errno, changing nothing
-  (a failed sync leaves the data unsynced); `on_operation(op, path)` is called before every
-  operation, for a simulator to charge time or raise. Nothing here sleeps.
+  but a failed sync's pages; `on_operation(op, path)` is called before every operation, for a
+  simulator to charge time or raise. Nothing here sleeps.
+- A failed sync of a file (or of the file system: every file) loses its unsynced bytes' way to
+  the disk, as Linux marks the pages a writeback could not write clean: they stay readable
+  until a crash, no later sync writes them, and a crash leaves there what the disk held (zeros
+  past its old end, with what later syncs wrote after them). A rewrite of those bytes makes
+  them unsynced again. Directories' entries are not affected.
 - Errors are the operating system's: OSError subclasses carrying errno and path, as
   `OsFileSystem` raises them, so callers handle both alike.
 - One lock per file system: a log's threads share it as they would share a disk. Each instance
@@ -73,8 +78,9 @@ def _error(code: int, path: str) -> OSError:
 
 
 class _File:
-    """A file's bytes: `data` now, `durable` as of its last sync. `durable[:dirty_from]` equals
-    `data[:dirty_from]`, so a sync copies only what changed since the last one."""
+    """A file's bytes: `data` now, `durable` on the disk. `durable[:dirty_from]` equals
+    `data[:dirty_from]` but where a failed sync lost bytes (module Rules), so a sync copies only
+    what changed since the last one."""
 
     __slots__ = ("data", "dirty_from", "durable", "links", "mtime_ms")
 
@@ -88,7 +94,13 @@ class _File:
     def sync(self) -> None:
         start = self.dirty_from
         del self.durable[start:]
+        # A failed sync's bytes never reached the disk: past its old end they read as zeros.
+        self.durable += bytes(start - len(self.durable))
         self.durable += self.data[start:]
+        self.dirty_from = len(self.data)
+
+    def writeback_failed(self) -> None:
+        """The unsynced bytes will not reach the disk (module Rules): they count as written."""
         self.dirty_from = len(self.data)
 
     def changed_from(self, position: int) -> None:
@@ -175,6 +187,30 @@ class MemoryFileSystem(SyncDeferral):
                     if not fault.times:
                         self._faults.remove(fault)
                     raise _error(fault.code, path)
+
+    def _begin_sync(self, path: str, files: Callable[[], Iterable[_File]]) -> None:
+        """`_begin` for a sync of `path`; when it fails, `files` (what it would have synced)
+        lose their unsynced bytes (module Rules)."""
+        try:
+            self._begin("sync", path)
+        except OSError:
+            with self._locked():
+                for file in files():
+                    file.writeback_failed()
+            raise
+
+    def _files_at(self, path: str) -> list[_File]:
+        node = self._lookup(path)
+        return [node] if isinstance(node, _File) else []
+
+    def _every_file(self) -> Iterator[_File]:
+        stack: list[_File | _Dir] = [self._root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, _Dir):
+                stack.extend(node.entries.values())
+            else:
+                yield node
 
     # --- crashes --------------------------------------------------------------------------
 
@@ -349,7 +385,7 @@ class MemoryFileSystem(SyncDeferral):
     # --- FileSystem -----------------------------------------------------------------------
 
     def fsync_file(self, path: str) -> None:
-        self._begin("sync", path)
+        self._begin_sync(path, lambda: self._files_at(path))
         with self._locked():
             node = self._lookup(path)
             if node is None:
@@ -359,7 +395,7 @@ class MemoryFileSystem(SyncDeferral):
     def sync_file_systems(self, directories: Iterable[str]) -> None:
         """Sync the whole file system: it is one disk, as `syncfs` syncs one."""
         for directory in directories:
-            self._begin("sync", directory)
+            self._begin_sync(directory, self._every_file)
         with self._locked():
             stack: list[_File | _Dir] = [self._root]
             while stack:
@@ -404,7 +440,7 @@ class MemoryFileSystem(SyncDeferral):
                 self._truncate(file, 0)
                 self._write_at(file, path, 0, data)
                 if sync:
-                    self._begin("sync", path)
+                    self._begin_sync(path, lambda: (file,))
                     file.sync()
             except BaseException:
                 if exclusive:
@@ -611,7 +647,7 @@ class MemorySegmentFile:
 
     def fsync(self) -> None:
         fs = self._fs
-        fs._begin("sync", self.path)
+        fs._begin_sync(self.path, lambda: (self._alive(),))
         with fs._lock:
             self._alive().sync()
 

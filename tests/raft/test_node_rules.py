@@ -127,11 +127,12 @@ def test_after_a_restart_the_high_watermark_is_known_only_once_the_leader_answer
     # teaches nothing; the next one does, even when it is the value the node already had.
     answer = FetchResponse(request.correlation_id, ErrorCode.NONE, 1, 2, 4, 1)
     (again,) = bodies(step(raft, log, 2, answer), FetchRequest, 2)
-    assert not raft.status().high_watermark_known
+    assert not raft.status().high_watermark_known and raft.learned_high_watermark() is None
     assert isinstance(again, FetchRequest)
     step(raft, log, 2, replace(answer, correlation_id=again.correlation_id, high_watermark=2))
     status = raft.status()
     assert (status.high_watermark, status.high_watermark_known) == (2, True)
+    assert raft.learned_high_watermark() == 2
 
 
 def test_a_leader_knows_its_high_watermark_once_its_epoch_start_commits() -> None:

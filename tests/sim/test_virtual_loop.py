@@ -132,3 +132,59 @@ def test_run_once_steps_one_round(loop: VirtualLoop) -> None:
     assert seen == ["now"] and loop.time() == 100.0
     loop.run_once()
     assert seen == ["now", "later"] and loop.time() == pytest.approx(105.0)
+
+
+def test_work_blocking_in_an_executor_finishes_later_and_holds_up_nothing_else(
+    loop: VirtualLoop,
+) -> None:
+    ticks: list[float] = []
+
+    def slow_fsync() -> str:
+        loop.block(0.25)
+        return "synced"
+
+    async def ticker() -> None:
+        for _ in range(3):
+            await asyncio.sleep(0.1)
+            ticks.append(round(loop.time() - 100, 3))
+
+    async def main() -> tuple[str, float]:
+        other = asyncio.ensure_future(ticker())
+        result = await asyncio.to_thread(slow_fsync)
+        took = loop.time() - 100
+        await other
+        return result, took
+
+    result, took = loop.run_until_complete(main())
+    assert result == "synced" and took == pytest.approx(0.25)
+    assert ticks == [0.1, 0.2, 0.3]  # the loop went on meanwhile
+
+
+def test_a_failure_after_a_block_in_an_executor_comes_late_too(loop: VirtualLoop) -> None:
+    def failing() -> None:
+        loop.block(1.0)
+        raise OSError(5, "Input/output error")
+
+    async def main() -> float:
+        with pytest.raises(OSError):
+            await loop.run_in_executor(None, failing)
+        return loop.time() - 100
+
+    assert loop.run_until_complete(main()) == pytest.approx(1.0)
+
+
+def test_blocking_on_the_loop_moves_the_clock_at_once_and_timers_fire_late(
+    loop: VirtualLoop,
+) -> None:
+    fired: list[float] = []
+    loop.call_later(0.1, lambda: fired.append(loop.time() - 100))
+
+    async def main() -> None:
+        loop.block(0.5)  # the loop's own thread held by a slow write
+
+    loop.run_until_complete(main())
+    loop.run_until_complete(asyncio.sleep(0))
+    assert loop.time() - 100 == pytest.approx(0.5)
+    assert fired == [pytest.approx(0.5)]
+    with pytest.raises(ValueError, match="0 seconds or more"):
+        loop.block(-1)

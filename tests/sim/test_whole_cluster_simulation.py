@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from replog.errors import KafkaStorageError
 from replog.quorum.raft import node as raft_node_module
 from replog.quorum.raft.node import RaftNode
 from replog.replication.leader_state import PartitionLeaderState
@@ -16,10 +17,11 @@ from replog.replication.producer_state import ProducerStateTable
 from replog.server.data_plane import replica_manager
 from replog.server.raft.raft_storage import RaftStorage
 from replog.sim.run import SimulationFailure, simulate
+from replog.storage.log import Log
 
 SEEDS_PER_CHUNK = 50
 CHUNKS = 4  # 200 seeds in CI, in chunks the test workers share
-PLANTED_BUG_SEEDS = 60  # a planted bug must be caught within this many seeds
+PLANTED_BUG_SEEDS = 100  # a planted bug must be caught within this many seeds
 
 
 @pytest.mark.parametrize("chunk", range(CHUNKS))
@@ -111,6 +113,28 @@ def _stale_epoch_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replica_manager, "check_current_leader_epoch", lambda *args: None)
 
 
+def _failed_fsync_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log takes a failed fsync for a success: the error is swallowed and its recovery point
+    moves to where the flush was to take it."""
+    flush, after_append = Log._flush, Log._after_append
+
+    def ignoring(self: Log, up_to_offset: int, *, indexes_of_last: bool = False) -> None:
+        try:
+            flush(self, up_to_offset, indexes_of_last=indexes_of_last)
+        except (OSError, KafkaStorageError):
+            point = min(up_to_offset, self.log_end_offset)
+            self._recovery_point = max(self._recovery_point, point)
+
+    def ignoring_after_append(self: Log, now_ms: int) -> None:
+        try:
+            after_append(self, now_ms)
+        except (OSError, KafkaStorageError):
+            self._recovery_point = self.log_end_offset
+
+    monkeypatch.setattr(Log, "_flush", ignoring)
+    monkeypatch.setattr(Log, "_after_append", ignoring_after_append)
+
+
 LOST_COMMITS = "committed batch was lost or replaced|acknowledged topic creations lost"
 LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record replaced"
 
@@ -120,12 +144,13 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
     [
         (_no_fsync, f"{LOST_COMMITS}|below the high watermark"),
         (_any_log_wins, LOST_COMMITS),
-        (_votes_twice, "two leaders in quorum epoch|below the high watermark"),
+        (_votes_twice, f"two leaders in quorum epoch|below the high watermark|{LOST_COMMITS}"),
         (_no_truncation, "no progress|not led and fully replicated in time"),
         (_hw_before_isr, LOST_ACKED),
         (_acks_all_early, LOST_ACKED),
         (_duplicates_accepted, "an idempotent duplicate"),
         (_stale_epoch_accepted, "a stale leader epoch accepted"),
+        (_failed_fsync_ignored, f"{LOST_COMMITS}|{LOST_ACKED}|below the high watermark"),
     ],
     ids=[
         "fsync dropped",
@@ -136,6 +161,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         "acks=all before min ISR",
         "idempotent duplicate accepted",
         "stale leader epoch accepted",
+        "failed fsync taken for a success",
     ],
 )
 def test_a_planted_bug_is_caught(

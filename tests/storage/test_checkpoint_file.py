@@ -1,4 +1,5 @@
-"""Checkpoint files on disk: missing files, atomic replacement, crashes before the rename."""
+"""Checkpoint files on disk: missing files, atomic replacement, crashes before the rename,
+failed reads and writes."""
 
 from __future__ import annotations
 
@@ -151,6 +152,25 @@ def test_a_failed_write_is_a_storage_error_naming_the_file(tmp_path: Path, kind:
             LeaderEpochCheckpointFile(str(path), fs).write([EpochEntry(3, 10)])
     assert str(failed.value) == f"{path}: write failed: [Errno 28] No space left on device"
     assert isinstance(failed.value.__cause__, OSError)
+
+
+class FailingReads(OsFileSystem):
+    def read_bytes(self, path: str) -> bytes | None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO), path)
+
+
+@pytest.mark.parametrize("kind", ["offsets", "leader-epochs"])
+def test_a_failed_read_is_a_storage_error_naming_the_file(tmp_path: Path, kind: str) -> None:
+    # A broker's storage-failure paths (a node's fail-stop on its disk) take this type only.
+    if kind == "offsets":
+        path = tmp_path / REPLICATION_OFFSET_CHECKPOINT
+        with pytest.raises(KafkaStorageError) as failed:
+            OffsetCheckpointFile(str(path), FailingReads()).read()
+    else:
+        path = tmp_path / LEADER_EPOCH_CHECKPOINT
+        with pytest.raises(KafkaStorageError) as failed:
+            LeaderEpochCheckpointFile(str(path), FailingReads()).read()
+    assert str(failed.value).startswith(f"{path}: read failed: [Errno 5]")
 
 
 def test_partition_metadata_round_trips_and_a_missing_file_is_none(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """`MemoryFileSystem` scenarios the crash model does not cover: nested directories whose
 parents were or were not synced, renames and removals of directories, the small-file writes'
 promises (`atomic_write`, `write_new_file`, `deferred_sync`), handles after a crash, regions,
-faults and the operation hook, and the operating system's errors
+faults (a failed sync's lost bytes) and the operation hook, and the operating system's errors
 (replog/storage/memory_fs.py, Rules)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import errno
 import pytest
 
 from replog.errors import KafkaStorageError
+from replog.storage.fs import SegmentFile
 from replog.storage.memory_fs import MemoryFileSystem
 
 
@@ -20,6 +21,15 @@ def fs() -> MemoryFileSystem:
     made.make_dirs("/logs")
     made.fsync_dir("/")
     return made
+
+
+def _synced_log(fs: MemoryFileSystem) -> SegmentFile:
+    """`/logs/0.log` holding b"synced", synced with its directory entry."""
+    file = fs.open_segment_file("/logs/0.log")
+    file.append(b"synced")
+    file.fsync()
+    fs.fsync_dir("/logs")
+    return file
 
 
 def test_a_new_directory_survives_a_crash_only_once_its_parent_is_synced(
@@ -109,10 +119,7 @@ def test_a_deferred_block_makes_its_writes_durable_only_at_its_end(fs: MemoryFil
 def test_a_killed_process_leaves_its_unsynced_writes_to_its_successor_until_a_power_loss(
     fs: MemoryFileSystem,
 ) -> None:
-    file = fs.open_segment_file("/logs/0.log")
-    file.append(b"synced")
-    file.fsync()
-    fs.fsync_dir("/logs")
+    file = _synced_log(fs)
     file.append(b"+cached")
     fs.write_bytes("/logs/new", b"unsynced", fsync=False)
     restarted = fs.kill()
@@ -213,6 +220,48 @@ def test_faults_hit_only_matching_paths_and_only_as_often_as_asked(fs: MemoryFil
     assert data.read(0, 10) == b"x"
     with pytest.raises(ValueError, match="unknown operation"):
         fs.fail_next("fsync", "*")
+
+
+def test_a_failed_syncs_bytes_stay_readable_and_never_reach_the_disk(
+    fs: MemoryFileSystem,
+) -> None:
+    file = _synced_log(fs)
+    file.append(b"+lost")
+    fs.fail_next("sync", "/logs/0.log")
+    with pytest.raises(OSError):
+        file.fsync()
+    file.append(b"+later")
+    file.fsync()  # writes what changed since the failed sync, not what that one lost
+    assert file.read(0, 100) == b"synced+lost+later"
+    restarted = fs.kill()  # the page cache survives: the lost bytes still read
+    assert restarted.read_bytes("/logs/0.log") == b"synced+lost+later"
+    assert restarted.crash().read_bytes("/logs/0.log") == b"synced" + bytes(5) + b"+later"
+
+
+def test_a_rewrite_of_a_failed_syncs_bytes_syncs_again(fs: MemoryFileSystem) -> None:
+    file = fs.open_segment_file("/logs/0.log")
+    fs.fsync_dir("/logs")
+    file.append(b"first")
+    fs.fail_next("sync", "/logs/0.log")
+    with pytest.raises(OSError):
+        file.fdatasync()
+    file.truncate(0)
+    file.append(b"again")
+    file.fdatasync()
+    assert fs.crash().read_bytes("/logs/0.log") == b"again"
+
+
+def test_a_failed_sync_of_the_file_system_loses_every_files_unsynced_bytes(
+    fs: MemoryFileSystem,
+) -> None:
+    fs.write_bytes("/logs/cp", b"12345678", fsync=False)
+    fs.fsync_dir("/logs")
+    fs.fail_next("sync", "/logs")
+    with pytest.raises(OSError), fs.deferred_sync():
+        fs.fsync_dir("/logs")  # deferred: the block's end syncs the file system, and fails
+    fs.sync_file_systems(["/logs"])
+    assert fs.read_bytes("/logs/cp") == b"12345678"
+    assert fs.crash().read_bytes("/logs/cp") == bytes(8)  # its size reached the disk, no data
 
 
 def test_the_hook_sees_every_operation_and_may_refuse_it(fs: MemoryFileSystem) -> None:

@@ -1,7 +1,9 @@
 """Stateful property: `MemoryFileSystem` against a model of what survives a crash
 (replog/storage/memory_fs.py, Rules). The model knows files by identity and keeps whole byte
-strings: each file's content now and at its last sync, and one directory's entries now and at
-its last sync. A crash keeps the directory's synced entries, each file with its synced content;
+strings: each file's content now and on the disk, and one directory's entries now and at its
+last sync. A sync writes a file's bytes from the first one changed since the last sync or failed
+sync (a failed sync's bytes never reach the disk: zeros past its old end).
+A crash keeps the directory's synced entries, each file with its synced content;
 with a seeded random source, a file whose content still begins with its synced content may also
 keep a prefix of the rest (a torn tail of appends). A process crash without a power loss
 (`kill`) keeps everything."""
@@ -28,7 +30,17 @@ CHUNKS = st.binary(min_size=0, max_size=24)
 @dataclass
 class ModelFile:
     content: bytes = b""
-    synced: bytes = b""
+    synced: bytes = b""  # what the disk holds
+    dirty_from: int = 0  # the first byte changed since the last sync or failed sync
+
+    def changed_from(self, position: int) -> None:
+        self.dirty_from = min(self.dirty_from, position)
+
+    def sync(self) -> None:
+        start = self.dirty_from
+        kept = self.synced[:start]
+        self.synced = kept + bytes(start - len(kept)) + self.content[start:]
+        self.dirty_from = len(self.content)
 
 
 class MemoryFsMachine(RuleBasedStateMachine):
@@ -71,6 +83,7 @@ class MemoryFsMachine(RuleBasedStateMachine):
         fits = self.capacity is None or not linked or self.used() + len(data) <= self.capacity
         if fits:
             assert file.append(data) == len(model.content)
+            model.changed_from(len(model.content))
             model.content += data
         else:
             with pytest.raises(OSError) as failed:
@@ -82,13 +95,14 @@ class MemoryFsMachine(RuleBasedStateMachine):
         file, model = self.handle(name)
         size = max(0, len(model.content) - cut)
         file.truncate(size)
+        model.changed_from(size)
         model.content = model.content[:size]
 
     @rule(name=NAMES)
     def fsync(self, name: str) -> None:
         file, model = self.handle(name)
         file.fsync()
-        model.synced = model.content
+        model.sync()
 
     @rule(name=NAMES, data=CHUNKS, whole=st.booleans())
     def write_whole(self, name: str, data: bytes, whole: bool) -> None:
@@ -101,7 +115,7 @@ class MemoryFsMachine(RuleBasedStateMachine):
                 open_file[0].close()
         if whole:
             self.fs.atomic_write(self.path(name), data)
-            tmp = ModelFile(data, data)
+            tmp = ModelFile(data, data, len(data))
             self.entries[name] = tmp
             self.entries.pop(name + ".tmp", None)
             self.synced_entries = dict(self.entries)
@@ -110,8 +124,9 @@ class MemoryFsMachine(RuleBasedStateMachine):
         self.fs.write_bytes(self.path(name), data, fsync=sync)
         model = self.entries.setdefault(name, ModelFile())
         model.content = data
+        model.changed_from(0)
         if sync:
-            model.synced = data
+            model.sync()
 
     @rule(source=NAMES, to=NAMES)
     def rename(self, source: str, to: str) -> None:
@@ -138,12 +153,13 @@ class MemoryFsMachine(RuleBasedStateMachine):
         with self.fs.deferred_sync():
             self.fs.fsync_dir(D)  # deferred: the block's end syncs the whole file system
         self.synced_entries = dict(self.entries)
-        for model in self.entries.values():
-            model.synced = model.content
+        for model in {id(m): m for m in self.entries.values()}.values():
+            model.sync()
 
     @rule(name=NAMES, op=st.sampled_from(["write", "sync"]))
     def fail_once(self, name: str, op: str) -> None:
-        """An EIO on the next write or sync of the file changes nothing."""
+        """An EIO on the next write of the file changes nothing; on its next sync, its
+        unsynced bytes stay readable but will not reach the disk."""
         self.fs.fail_next(op, f"*/{name}")
         file, model = self.handle(name)
         if file.path != self.path(name):  # renamed since it was opened: faults match its path
@@ -154,6 +170,8 @@ class MemoryFsMachine(RuleBasedStateMachine):
             file.append(b"x") if op == "write" else file.fsync()
         assert failed.value.errno == errno.EIO
         assert file.read(0, 1 << 20) == model.content
+        if op == "sync":
+            model.dirty_from = len(model.content)
 
     @precondition(lambda self: self.capacity is None)
     @rule(free=st.integers(0, 60))
@@ -177,6 +195,7 @@ class MemoryFsMachine(RuleBasedStateMachine):
             else:
                 assert kept == model.synced, before
             model.content = model.synced = kept
+            model.dirty_from = len(kept)
         if self.capacity is not None:
             self.capacity = max(self.capacity, self.used())
             self.fs.capacity = self.capacity

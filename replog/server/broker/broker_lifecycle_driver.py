@@ -89,11 +89,15 @@ class BrokerLifecycleDriver:
         # offset and once as it begins: whether the published image leaves nothing to hand
         # over (the core's Rule 7a).
         self._leaves_nothing_to_hand_over = leaves_nothing_to_hand_over
+        if incarnation_id is None:
+            # A fresh incarnation per process start: the controller tells a restart from a
+            # retried registration by it. From `rng` when given (a simulation's seeded one).
+            incarnation_id = (
+                uuid.uuid4() if rng is None else uuid.UUID(int=rng.getrandbits(128), version=4)
+            )
         self.core = BrokerLifecycle(
             config,
-            # A fresh incarnation per process start: the controller tells a restart from a
-            # retried registration by it.
-            incarnation_id=incarnation_id or uuid.uuid4(),
+            incarnation_id=incarnation_id,
             rng=rng or random.Random(),
             now_ms=clock(),
         )

@@ -286,6 +286,13 @@ class BrokerRuntime:
         # Other nodes' calls to this broker (`broker_service`: WriteTxnMarkers); the node
         # registers it.
         self.broker_service = BrokerService(config.broker_id, self.service)
+
+        # Each part's random choices from a generator of its own, drawn from `rng` when given
+        # (a simulation's seeded one), so that a seed replays them.
+        def child_rng() -> random.Random | None:
+            return None if rng is None else random.Random(rng.getrandbits(64))
+
+        self._log_rng, self._group_rng = child_rng(), child_rng()
         # The handlers of the Kafka listeners (if any `listeners` entry is one).
         self.kafka_apis = KafkaApis(
             config.broker_id,
@@ -303,9 +310,10 @@ class BrokerRuntime:
                 else fetch_session_cache(
                     data_plane.fetch_session_cache_slots,
                     data_plane.fetch_session_eviction_ms,
-                    None if rng is None else random.Random(rng.getrandbits(64)),
+                    child_rng(),
                 )
             ),
+            rng=child_rng(),
             extensions=[
                 KafkaAdminApis(
                     config.broker_id,
@@ -323,6 +331,7 @@ class BrokerRuntime:
                             LogManagerConfig.from_properties(data_plane.properties).log,
                         )
                     ),
+                    rng=child_rng(),
                 ),
                 KafkaGroupApis(
                     config.broker_id,
@@ -562,6 +571,7 @@ class BrokerRuntime:
             task_clock=self._clock,
             on_logs_loaded=self._host.on_logs_loaded,
             abort=self._abort_loading,
+            rng=self._log_rng,
         )
         self.log_manager = log_manager
         if self._stopping:
@@ -701,6 +711,7 @@ class BrokerRuntime:
             tasks=self._spawner,
             clock=self._clock,
             wall_clock=self._host.wall_clock,
+            rng=self._group_rng,
         )
         self.group_coordinator = coordinator
         # It follows the images whose replicas exist: an offsets partition it is to load must

@@ -86,6 +86,8 @@ import asyncio
 import contextlib
 import functools
 import logging
+import random
+import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -286,8 +288,12 @@ class GroupCoordinator:
         tasks: Spawner,
         clock: Clock = monotonic_ms,
         wall_clock: Clock = wall_clock_ms,
+        rng: random.Random | None = None,
     ) -> None:
+        """`rng`: where new member ids come from (None: random UUIDs; a simulation passes
+        its seeded one)."""
         self._spawner = tasks  # its background tasks' owner (node_tasks)
+        self._new_uuid = None if rng is None else functools.partial(_uuid_from, rng)
         self.broker_id = broker_id
         self.config = config if config is not None else GroupCoordinatorConfig()
         self._replicas = replicas
@@ -425,6 +431,7 @@ class GroupCoordinator:
                 self.config.classic,
                 self.config.consumer,
                 self._wall_clock,
+                self._new_uuid,
             )
             # The markers written while the worker thread read (nothing else is appended to a
             # loading partition), read here so that none falls between the load and
@@ -492,10 +499,11 @@ class GroupCoordinator:
         classic: ClassicGroupConfig,
         consumer: ConsumerGroupConfig,
         wall_clock: Clock,
+        new_uuid: Callable[[], str] | None,
     ) -> _LoadedOffsets:
         """Replay the log from its start to its end (on a worker thread): the committed
         offsets, both protocols' group records and the staged transactional offsets."""
-        groups, consumer_groups = _group_cores(classic, consumer, wall_clock)
+        groups, consumer_groups = _group_cores(classic, consumer, wall_clock, new_uuid)
         loaded = _LoadedOffsets(
             OffsetsCache(), groups, consumer_groups, chunk_bytes, plog.log_start_offset
         )
@@ -1579,15 +1587,27 @@ def _group_configs(image: MetadataImage) -> dict[str, Mapping[str, str]]:
     }
 
 
+def _uuid_from(rng: random.Random) -> str:
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
 def _group_cores(
-    classic: ClassicGroupConfig, consumer: ConsumerGroupConfig, wall_clock: Clock
+    classic: ClassicGroupConfig,
+    consumer: ConsumerGroupConfig,
+    wall_clock: Clock,
+    new_uuid: Callable[[], str] | None = None,
 ) -> tuple[ClassicGroupCoordinator, ConsumerGroupCoordinator]:
     """The two protocols' cores of one partition: a consumer group's classic members are
     answered by the consumer core; an Empty group of one protocol gives way to the other.
     Their timers run on the monotonic clock each call passes; `wall_clock` stamps the group
-    records' state timestamps, as Kafka's do."""
-    groups = ClassicGroupCoordinator(classic, wall_clock=wall_clock)
-    consumer_groups = ConsumerGroupCoordinator(consumer, classic=groups)
+    records' state timestamps, as Kafka's do; `new_uuid` makes member ids (None: the cores'
+    random UUIDs)."""
+    if new_uuid is None:
+        groups = ClassicGroupCoordinator(classic, wall_clock=wall_clock)
+        consumer_groups = ConsumerGroupCoordinator(consumer, classic=groups)
+    else:
+        groups = ClassicGroupCoordinator(classic, new_uuid, wall_clock=wall_clock)
+        consumer_groups = ConsumerGroupCoordinator(consumer, new_uuid, classic=groups)
     groups.other_protocol = consumer_groups.yield_to_classic
     groups.consumer_groups = consumer_groups
     return groups, consumer_groups

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
@@ -212,7 +213,10 @@ class KafkaAdminApis:
         loggers: RuntimeLoggers | None = None,
         static_configs: Mapping[str, str] | None = None,
         quorum_leader: Callable[[], int | None] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
+        """`rng`: the random choice of the controller named to clients (None: a fresh
+        source; a simulation passes its seeded one)."""
         self.broker_id = broker_id
         # The node's static broker configs (server.properties), below every dynamic value in
         # the configs it describes.
@@ -220,6 +224,7 @@ class KafkaAdminApis:
         # The metadata quorum's leader this broker knows of (answering None: none, its image
         # is as last committed); not given: taken to be known.
         self._quorum_leader = quorum_leader
+        self._choose = (rng or random.Random()).choice
         self._loggers = loggers if loggers is not None else RuntimeLoggers(broker_id)
         self._cluster_id = cluster_id
         self._image = image
@@ -633,7 +638,7 @@ class KafkaAdminApis:
         return dcr.DescribeClusterResponse(
             endpoint_type=request.endpoint_type,
             cluster_id=self._cluster_id,
-            controller_id=controller_for_clients(self.broker_id, listed),
+            controller_id=controller_for_clients(self.broker_id, listed, self._choose),
             brokers=brokers,
         )
 

@@ -214,11 +214,15 @@ class KafkaApis:
         clock: Clock = monotonic_ms,
         extensions: Sequence[ApiHandlers] = (),
         transactions: Callable[[], TransactionCoordinator | None] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         """`transactions`: the broker's transaction coordinator (None while it has none);
-        not given, a transactional InitProducerId is refused (`broker_cores`)."""
+        not given, a transactional InitProducerId is refused (`broker_cores`). `rng`: the
+        random choice of the controller named to clients (None: a fresh source; a simulation
+        passes its seeded one)."""
         self.broker_id = broker_id
         self._transactions = transactions
+        self._choose = (rng or random.Random()).choice
         self._served = dict(SERVED)
         self._extensions: dict[int, ApiHandlers] = {}
         for extension in extensions:
@@ -345,7 +349,7 @@ class KafkaApis:
         response = MetadataResponse(
             brokers=brokers,
             cluster_id=self._cluster_id,
-            controller_id=controller_for_clients(self.broker_id, sorted(endpoints)),
+            controller_id=controller_for_clients(self.broker_id, sorted(endpoints), self._choose),
             topics=topics,
         )
         if self._metadata_staleness is not None and version >= FLEXIBLE_METADATA:

@@ -468,8 +468,7 @@ class RaftDriver:
         """The high watermark once learned in this run, from the leader (or as the leader);
         None before: after a restart the core knows only its latest snapshot's end, which a
         state machine must not take for the quorum's current high watermark."""
-        status = self.node.status()
-        return status.high_watermark if status.high_watermark_known else None
+        return self.node.learned_high_watermark()
 
     def read_committed(self, start_offset: int, max_bytes: int) -> tuple[bytes, int, int]:
         """Committed batches from `start_offset`: (bytes, high watermark, log start offset)."""

@@ -104,7 +104,7 @@ def _acks_all_early(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _duplicates_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     """A leader appends an idempotent producer's retry of a batch it already holds."""
-    monkeypatch.setattr(ProducerStateTable, "check_batches", lambda self, headers: None)
+    monkeypatch.setattr(ProducerStateTable, "check_batches", lambda self, *args: None)
 
 
 def _stale_epoch_accepted(monkeypatch: pytest.MonkeyPatch) -> None:

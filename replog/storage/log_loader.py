@@ -113,7 +113,7 @@ def load_log(
             on_truncate,
             rng,
         )
-    except OSError as exc:
+    except (OSError, KafkaStorageError) as exc:
         raise KafkaStorageError(f"{directory}: cannot open log: {exc}") from exc
 
 

@@ -263,6 +263,7 @@ def test_replogs_own_producer_commits_aborts_and_is_fenced(cluster: ClientCluste
         ]
         producer.begin_transaction()
         producer.send("ledger", b"zombie", key=b"k", partition=0)
+        producer.flush()  # written at its epoch: only the coordinator can refuse it now
         with cluster.producer(transactional_id="ledger-tx") as successor:
             successor.init_transactions()  # bumps the epoch: the first producer is a zombie
             with pytest.raises(ProducerFencedError):

@@ -307,6 +307,12 @@ def check_main(
             results = [("run", False, str(exc)[-2000:])]
         if args.keep:
             shutil.copytree(work, args.keep, dirs_exist_ok=True)
+    return print_results(results)
+
+
+def print_results(results: Sequence[tuple[str, bool, str]]) -> int:
+    """A row per check (ok or FAIL, its name, what it said); the exit status: 1 when any
+    failed."""
     width = max(len(name) for name, _, _ in results)
     for name, ok, said in results:
         print(f"{'ok  ' if ok else 'FAIL'} {name:<{width}}  {said}")

@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from kafka_apps import JavaProcess, running_cluster, wait_for
+from kafka_apps import JavaProcess, print_results, running_cluster, wait_for
 from kafka_tools_check import kafka_libs
 from replog_cli import create_topic
 
@@ -213,10 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results = [("run", False, str(exc)[-2000:])]
         if args.keep:
             shutil.copytree(work, args.keep, dirs_exist_ok=True)
-    width = max(len(name) for name, _, _ in results)
-    for name, ok, said in results:
-        print(f"{'ok  ' if ok else 'FAIL'} {name:<{width}}  {said}")
-    return 0 if all(ok for _, ok, _ in results) else 1
+    return print_results(results)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
@@ -181,18 +182,13 @@ def describe_configs(
     """Each resource's configs: all known keys (None) or the named ones, in request order."""
 
     def read(ctx: ReadContext) -> tuple[ConfigDescription, ...]:
-        topics: set[str] | None = None
-
-        def topic_exists(name: str) -> bool:
-            nonlocal topics
-            if topics is None:
-                topics = set(ctx.replication.topic_ids(ctx.offset))
-            return name in topics
+        # The topic names, read once and only if a topic resource is asked for.
+        topics = functools.cache(lambda: set(ctx.replication.topic_ids(ctx.offset)))
 
         def described(resource: ConfigResource, names: Sequence[str] | None) -> ConfigDescription:
             exists = config_resource_exists(
                 resource,
-                topic_exists,
+                lambda name: name in topics(),
                 lambda broker_id: ctx.cluster.registration(broker_id, ctx.offset) is not None,
             )
             try:

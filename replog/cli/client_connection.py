@@ -7,8 +7,10 @@
   user did not name are tried with a TCP connect first: when none accepts one, the command
   stops at once saying the cluster does not run, instead of retrying for `max.block.ms`
   (60 s), as it must for an address the user named.
-- Config: the command's defaults < its config file < its `KEY=VALUE` props < what the command
-  forces; a malformed or repeated key, or an unreadable file, is a one-line `ReplogError`.
+- Config: the command's defaults < `--command-config` (the keys of the client's kind:
+  `command_config`) < its own config file (`--producer.config`, `--consumer.config`) < its
+  `KEY=VALUE` props < what the command forces; a malformed or repeated key, or an unreadable
+  file, is a one-line `ReplogError`.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ import argparse
 from collections.abc import Mapping, Sequence
 
 from replog.cli.arguments import parse_key_values
+from replog.cli.command_config import CommandConfig, add_command_config_argument
 from replog.cli.local_cluster import DEFAULT_DATA_DIR
 from replog.config import parse_properties
 from replog.errors import ReplogError
 
 
 def add_client_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--bootstrap-server` and `--data-dir`, as every client command takes them."""
+    """`--bootstrap-server`, `--data-dir` and `--command-config`, as every client command
+    takes them."""
     parser.add_argument(
         "--bootstrap-server",
         metavar="HOST:PORT,...",
@@ -35,6 +39,7 @@ def add_client_connection_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help=f"the local cluster whose Kafka listeners to use (default: {DEFAULT_DATA_DIR})",
     )
+    add_command_config_argument(parser)
 
 
 def parse_props(items: Sequence[str] | None, option: str) -> dict[str, str]:
@@ -70,15 +75,21 @@ def keys_named(config: Mapping[str, object], dotted: str) -> list[str]:
 def client_config(
     args: argparse.Namespace,
     *,
-    file_option: str,
+    kind: str,
     props_option: str,
     defaults: Mapping[str, object],
+    file_option: str | None = None,
     forced: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
-    """The config a command's client gets: `defaults` < config file < props < `forced` and
+    """The config a command's client of `kind` ("producer", "consumer", "admin") gets:
+    `defaults` < `--command-config` < its config file < props < `forced` and
     `--bootstrap-server`; the local cluster's brokers when nothing names any."""
     config: dict[str, object] = dict(defaults)
-    config.update(read_config_file(getattr(args, file_option), "--" + file_option))
+    command: CommandConfig | None = args.command_config
+    if command is not None:
+        config.update(command.for_kind(kind))
+    if file_option is not None:
+        config.update(read_config_file(getattr(args, file_option), "--" + file_option))
     config.update(parse_props(getattr(args, props_option), "--" + props_option.replace("_", "-")))
     config.update(forced or {})
     named = keys_named(config, "bootstrap.servers")

@@ -4,12 +4,15 @@ describe`) reaches the cluster, and its admin client: Kafka's admin APIs on Kafk
 As Kafka's tools: `--bootstrap-server host:port,...` names brokers' Kafka listeners, tried in
 turn (any of them answers every admin request: a broker forwards a change to the active
 controller); a command that also takes `--bootstrap-controller` may name controllers' Kafka
-listeners instead. Without either, the local cluster in `--data-dir` (default
+listeners instead. Without either, `bootstrap.servers` of `--command-config`'s file, else the
+local cluster in `--data-dir` (default
 `./.replog/cluster`, its `cluster.json`) gives its brokers' (or controllers') Kafka listeners;
 (a quorum of controllers only: its controllers'); without a local cluster,
 `127.0.0.1:9092`, Kafka's default. Addresses the user did not name are
 tried with a TCP connect first: none accepting one is a one-line error at once ("is it
-running?"), not a wait of `--timeout`.
+running?"), not a wait of `--timeout`. `--command-config FILE` gives the admin client its
+`security.protocol`, TLS settings and `client.id` (`command_config`); its timeouts are
+`--timeout`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ import argparse
 from typing import TYPE_CHECKING
 
 from replog.cli.arguments import positive_seconds
+from replog.cli.command_config import (
+    CommandConfig,
+    add_command_config_argument,
+    command_ssl_context,
+)
 from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
 from replog.errors import ReplogError
 
@@ -31,8 +39,8 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"  # Kafka's default listener
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser, *, controllers: bool = False) -> None:
-    """`--bootstrap-server` (and with `controllers`, `--bootstrap-controller`), `--data-dir`
-    and `--timeout`."""
+    """`--bootstrap-server` (and with `controllers`, `--bootstrap-controller`), `--data-dir`,
+    `--command-config` and `--timeout`."""
     where = parser.add_mutually_exclusive_group() if controllers else parser
     where.add_argument(
         "--bootstrap-server",
@@ -51,6 +59,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, controllers: bo
         metavar="DIR",
         help=f"the local cluster whose Kafka listeners to ask (default: {DEFAULT_DATA_DIR})",
     )
+    add_command_config_argument(parser)
     parser.add_argument(
         "--timeout",
         type=positive_seconds,
@@ -77,6 +86,11 @@ def _bootstrap(args: argparse.Namespace) -> tuple[list[str], bool]:
             flag = "--" + option.replace("_", "-")
             addresses = list(parse_bootstrap(named, what=flag).addresses)
             return addresses, option == "bootstrap_controller"
+    command: CommandConfig | None = getattr(args, "command_config", None)
+    servers = None if command is None else command.properties.get("bootstrap.servers")
+    if command is not None and servers:  # as a client command takes it from its config
+        where = f"{command.path}: bootstrap.servers"
+        return list(parse_bootstrap(servers, what=where).addresses), False
     return _local_bootstrap(args.data_dir, controllers=hasattr(args, "bootstrap_controller"))
 
 
@@ -123,9 +137,15 @@ def connect(args: argparse.Namespace) -> KafkaAdminClient:
     from replog.admin.kafka_admin_client import KafkaAdminClient
 
     addresses, controllers = _bootstrap(args)
+    from replog.admin.kafka_admin_client import CLIENT_ID
+
+    command = args.command_config
+    given = {} if command is None else command.for_kind("admin")
     return KafkaAdminClient(
         addresses,
+        client_id=given.get("client.id", CLIENT_ID),
         default_timeout_s=args.timeout,
         request_timeout_s=args.timeout,
         controllers=controllers,
+        tls=command_ssl_context(args),
     )

@@ -40,7 +40,7 @@ Rules (Kafka's NetworkClient where it has one):
   once per MiB of a large answer instead of for every few hundred KiB the kernel has, and
   never waits for bytes the frame does not have (the kernel also wakes a reader whose buffer
   is full, or whose connection closed or failed). A failed `setsockopt` turns it off for the
-  connection.
+  connection, and a TLS connection has none (its socket's bytes are not the frame's).
 """
 
 from __future__ import annotations
@@ -403,7 +403,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         self._ssl_object = transport.get_extra_info("ssl_object")  # None: plaintext
-        if _LOW_WATER_OPTION is not None:
+        # Over TLS the socket holds ciphertext, and the TLS layer may hold part of a record
+        # already: a mark in plaintext bytes could wait for bytes that never come.
+        if _LOW_WATER_OPTION is not None and self._ssl_object is None:
             self._socket_for_mark = transport.get_extra_info("socket")
 
     def connection_lost(self, exc: Exception | None) -> None:

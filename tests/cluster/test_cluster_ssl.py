@@ -132,6 +132,29 @@ def test_replog_clients_over_mutual_tls(ssl_cluster: LoopbackCluster) -> None:
     assert asyncio.run(asyncio_clients()) == [b"paid", b"refunded"]
 
 
+def test_a_large_fetch_over_tls_arrives_whole(ssl_cluster: LoopbackCluster) -> None:
+    """6 MB in one fetch: over TLS the socket's bytes are not the frame's, so the receive
+    low-water mark a plaintext connection sets for a large frame (which here waited for
+    ciphertext that never came, until the request timed out) is not set."""
+    config = settings(ssl_cluster, **{"request.timeout.ms": 10_000})
+    with Admin(config) as admin:
+        admin.create_topics([NewTopic("large", 1, 1)])
+    with Producer(config) as producer:
+        for _ in range(3000):
+            producer.send("large", b"x" * 2000)
+        producer.flush()
+    large = {"max.partition.fetch.bytes": 8_000_000, "fetch.max.bytes": 8_000_000}
+    with Consumer(config={**config, **large}) as consumer:
+        consumer.assign([TopicPartition("large", 0)])
+        consumer.seek(TopicPartition("large", 0), 0)
+        read = 0
+        for _ in range(20):
+            read += sum(len(batch) for batch in consumer.poll(timeout_ms=1000).values())
+            if read == 3000:
+                break
+    assert read == 3000
+
+
 def test_confluent_kafka_and_kcat_read_the_client_properties(ssl_cluster: LoopbackCluster) -> None:
     config = settings(ssl_cluster)
     admin = AdminClient(config)  # kept: a destroyed handle fails its futures

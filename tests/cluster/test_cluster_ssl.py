@@ -205,22 +205,22 @@ def test_sasl_ssl_is_refused_as_not_built(tmp_path: Path) -> None:
 
 
 def test_a_second_start_reuses_the_certificates(ssl_cluster: LoopbackCluster) -> None:
-    # Last in this module: it stops the cluster the others use.
+    # Last in this module: it stops the cluster the others use, and moves it to other ports.
     tls = ssl_cluster.data_dir / "tls"
     before = {p.name: p.read_bytes() for p in tls.iterdir()}
     stopped = ssl_cluster.cli("stop")
     assert stopped.returncode == 0, stopped.stderr
     downgrade = ssl_cluster.cli("start", "--security", "plaintext")
     assert downgrade.returncode == 1 and "--security ssl" in downgrade.stderr, downgrade.stderr
-    ssl_cluster.start(planned=False)
+    moved = free_base_port(1)
+    kafka_port = str(moved + KAFKA_PORT_OFFSET)
+    ssl_cluster.start("--base-port", str(moved), "--kafka-base-port", kafka_port, planned=False)
     assert {p.name: p.read_bytes() for p in tls.iterdir()} == before
+    # client.properties names the new ports; the certificates name hosts, not ports.
+    assert settings(ssl_cluster)["bootstrap.servers"] == f"127.0.0.1:{kafka_port}"
 
     def listed() -> bool:
-        return (
-            replog(
-                "topics", "list", "--command-config", str(client_properties(ssl_cluster))
-            ).returncode
-            == 0
-        )
+        config = str(client_properties(ssl_cluster))
+        return replog("topics", "list", "--command-config", config).returncode == 0
 
-    wait_for(listed, 30, "the restarted cluster to list its topics over TLS")
+    wait_for(listed, 30, "the moved cluster to list its topics over TLS")

@@ -3,7 +3,9 @@
 - Brokers' Kafka listeners: `--bootstrap-server host:port,...`, else `bootstrap.servers` from
   the command's props or config file, else the Kafka listeners of the local cluster in
   `--data-dir` (default `./.replog/cluster`, from its `cluster.json`), else (no local cluster)
-  `127.0.0.1:9092`, Kafka's default. `--bootstrap-server` wins over the props. Addresses the
+  `127.0.0.1:9092`, Kafka's default. `--bootstrap-server` wins over the props. A local
+  cluster started with `--security ssl` is refused, naming its client.properties, to a
+  client without a `security.protocol`. Addresses the
   user did not name are tried with a TCP connect first: when none accepts one, the command
   stops at once saying the cluster does not run, instead of retrying for `max.block.ms`
   (60 s), as it must for an address the user named.
@@ -58,12 +60,13 @@ def read_config_file(path: str | None, option: str) -> dict[str, str]:
     return parse_properties(text, source=path)
 
 
-def local_bootstrap(data_dir: str | None) -> str:
+def local_bootstrap(data_dir: str | None, *, secured: bool = False) -> str:
     """The Kafka listeners of the local cluster in `data_dir` (else, with no `data_dir` and no
-    local cluster, 127.0.0.1:9092) as a bootstrap.servers value (module docstring)."""
+    local cluster, 127.0.0.1:9092) as a bootstrap.servers value (module docstring);
+    `secured`: the client has a `security.protocol`."""
     from replog.cli.controller_connection import default_bootstrap
 
-    return ",".join(default_bootstrap(data_dir))
+    return ",".join(default_bootstrap(data_dir, secured=secured))
 
 
 def keys_named(config: Mapping[str, object], dotted: str) -> list[str]:
@@ -98,5 +101,6 @@ def client_config(
             del config[key]
         config["bootstrap.servers"] = args.bootstrap_server
     elif not named:
-        config["bootstrap.servers"] = local_bootstrap(args.data_dir)
+        secured = bool(keys_named(config, "security.protocol"))
+        config["bootstrap.servers"] = local_bootstrap(args.data_dir, secured=secured)
     return config

@@ -10,7 +10,9 @@ local cluster in `--data-dir` (default
 (a quorum of controllers only: its controllers'); without a local cluster,
 `127.0.0.1:9092`, Kafka's default. Addresses the user did not name are
 tried with a TCP connect first: none accepting one is a one-line error at once ("is it
-running?"), not a wait of `--timeout`. `--command-config FILE` gives the admin client its
+running?"), not a wait of `--timeout`; a local cluster started with `--security ssl` without
+`--command-config` is a one-line error naming its client.properties. `--command-config FILE`
+gives the admin client its
 `security.protocol`, TLS settings and `client.id` (`command_config`); its timeouts are
 `--timeout`.
 """
@@ -91,18 +93,27 @@ def _bootstrap(args: argparse.Namespace) -> tuple[list[str], bool]:
     if command is not None and servers:  # as a client command takes it from its config
         where = f"{command.path}: bootstrap.servers"
         return list(parse_bootstrap(servers, what=where).addresses), False
-    return _local_bootstrap(args.data_dir, controllers=hasattr(args, "bootstrap_controller"))
+    return _local_bootstrap(
+        args.data_dir,
+        controllers=hasattr(args, "bootstrap_controller"),
+        secured=command is not None and "security.protocol" in command.properties,
+    )
 
 
-def default_bootstrap(data_dir: str | None, *, controllers: bool = False) -> list[str]:
+def default_bootstrap(
+    data_dir: str | None, *, controllers: bool = False, secured: bool = False
+) -> list[str]:
     """The brokers' Kafka listeners of the local cluster in `data_dir` (default
     `./.replog/cluster`; with `controllers`, its controllers' when it has no broker), or with
     no `data_dir` and no local cluster 127.0.0.1:9092, checked to accept a TCP connection
-    (module docstring)."""
-    return _local_bootstrap(data_dir, controllers=controllers)[0]
+    (module docstring). `secured`: the client has security settings (a cluster started with
+    `--security ssl` is refused without, naming its client.properties)."""
+    return _local_bootstrap(data_dir, controllers=controllers, secured=secured)[0]
 
 
-def _local_bootstrap(data_dir: str | None, *, controllers: bool) -> tuple[list[str], bool]:
+def _local_bootstrap(
+    data_dir: str | None, *, controllers: bool, secured: bool
+) -> tuple[list[str], bool]:
     """`default_bootstrap`, and whether the addresses are controllers'."""
     from replog.cli.local_cluster import accepts_connections
 
@@ -116,6 +127,11 @@ def _local_bootstrap(data_dir: str | None, *, controllers: bool) -> tuple[list[s
             )
         return [DEFAULT_BOOTSTRAP], False
     cluster = LocalCluster.load(directory)
+    if not secured and cluster.client_config_path is not None:
+        raise ReplogError(
+            f"the local cluster in {cluster.directory} takes TLS clients only (started with "
+            f"--security ssl): pass --command-config {cluster.client_config_path}"
+        )
     addresses = [n.kafka_address for n in cluster.nodes if n.kafka_address]
     of_controllers = not addresses and controllers
     if of_controllers:

@@ -87,10 +87,16 @@ def test_replog_commands_work_with_the_command_config(ssl_cluster: LoopbackClust
     )  # fmt: skip
     assert sorted(consumed.splitlines()) == ["k1\ta", "k2\tb"], consumed
     assert "cli-readers" in cli(ssl_cluster, "consumer-groups", "--list")
-    # Without it, the TLS port is named at once, not waited on for the command's timeout.
-    plain = replog("topics", "list", "--data-dir", str(ssl_cluster.data_dir))
-    assert plain.returncode == 1 and "security.protocol=SSL" in plain.stderr, plain.stderr
-    assert len(plain.stderr.strip().splitlines()) == 1, plain.stderr
+    # Without it, the local cluster's client.properties is named at once, for admin and
+    # client commands alike; a plaintext client given the address meets the TLS port.
+    for command in (["topics", "list"], ["consume", "--topic", "orders", "--max-messages", "1"]):
+        plain = replog(*command, "--data-dir", str(ssl_cluster.data_dir))
+        assert plain.returncode == 1, plain.stderr
+        assert f"--command-config {client_properties(ssl_cluster)}" in plain.stderr
+        assert len(plain.stderr.strip().splitlines()) == 1, plain.stderr
+    kafka = settings(ssl_cluster)["bootstrap.servers"]
+    plain = replog("topics", "list", "--bootstrap-server", str(kafka))
+    assert plain.returncode == 1 and "set security.protocol=SSL" in plain.stderr, plain.stderr
 
 
 def test_replog_clients_over_mutual_tls(ssl_cluster: LoopbackCluster) -> None:

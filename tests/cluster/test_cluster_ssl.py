@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import confluent_kafka
+import pyarrow as pa
 import pytest
 from cluster_helpers import LoopbackCluster, replog, replog_in_process, wait_for
 from confluent_kafka.admin import AdminClient
@@ -23,6 +24,9 @@ from confluent_kafka.admin import AdminClient
 from replog import Admin, Consumer, NewTopic, Producer, TopicPartition, aio
 from replog.config import parse_properties
 from replog.errors import SecurityProtocolMismatchError, SslAuthenticationError
+from replog.spark import range_reader
+from replog.spark.options import Mode, parse_options
+from replog.spark.planning import OffsetRange
 from tests.kafka.client_tools import kcat
 from tests.local_ports import KAFKA_CONTROLLER_PORT_OFFSET, KAFKA_PORT_OFFSET, free_base_port
 from tests.tls_certificates import Pki
@@ -159,6 +163,28 @@ def test_a_large_fetch_over_tls_arrives_whole(ssl_cluster: LoopbackCluster) -> N
             if read == 3000:
                 break
     assert read == 3000
+
+
+def test_the_spark_source_reads_over_tls(ssl_cluster: LoopbackCluster) -> None:
+    """An executor's range read, with the client.properties settings as `kafka.*` options:
+    its fetches (received into numpy buffers) and its metadata go over mutual TLS."""
+    config = settings(ssl_cluster)
+    with Admin(config) as admin:
+        admin.create_topics([NewTopic("spark-read", 1, 1)])
+    with Producer(config) as producer:
+        for i in range(500):
+            producer.send("spark-read", b"%d" % i)
+        producer.flush()
+    options = {"bootstrap.servers": config["bootstrap.servers"], "subscribe": "spark-read"}
+    options |= {f"kafka.{k}": str(v) for k, v in config.items() if k != "bootstrap.servers"}
+    parsed = parse_options(options, Mode.BATCH)
+    schema = pa.schema([pa.field("offset", pa.int64())])
+    offsets = [
+        offset
+        for batch in range_reader.read_range(OffsetRange("spark-read", 0, 0, 500), parsed, schema)
+        for offset in batch.column("offset").to_pylist()
+    ]
+    assert offsets == list(range(500))
 
 
 def test_confluent_kafka_and_kcat_read_the_client_properties(ssl_cluster: LoopbackCluster) -> None:

@@ -37,6 +37,8 @@ from replog.errors import ConfigError
 T = TypeVar("T")
 PLAINTEXT = "PLAINTEXT"
 SSL = "SSL"
+# The security protocols whose connections are TLS (SASL_SSL: SASL inside TLS).
+TLS_PROTOCOLS = frozenset({SSL, "SASL_SSL"})
 # Kafka's security protocols replog's client does not speak yet: where SASL is built.
 NOT_BUILT_PROTOCOLS = {
     "SASL_PLAINTEXT": "SASL is not built in replog's client yet",
@@ -166,7 +168,7 @@ class ClientTls:
 def client_tls(settings: TlsSettings) -> ClientTls | None:
     """The TLS of `settings` (None under PLAINTEXT). Raises `ConfigError` naming the keys of
     two forms of one thing or half a pair."""
-    if settings.security_protocol != SSL:
+    if settings.security_protocol not in TLS_PROTOCOLS:
         return None
     trust = _one(
         settings,

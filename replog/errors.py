@@ -736,6 +736,20 @@ class NotAKafkaListenerError(ReplogError):
     it is not retriable; the message names the address and what answered."""
 
 
+class SecurityProtocolMismatchError(NotAKafkaListenerError):
+    """A Kafka listener of another security protocol than the client's `security.protocol`: a
+    TLS (SSL) listener spoken to in plaintext, or a PLAINTEXT one spoken to with TLS, each
+    found by a probe once the connection closed at its first bytes. The message names the
+    address and the setting to change; not retriable."""
+
+
+class SslAuthenticationError(ReplogError):
+    """A TLS handshake that failed on a certificate (Kafka's SslAuthenticationException): the
+    broker's is not trusted, has expired or does not name the host dialled, or the broker
+    refused this client's. The message names the address, what OpenSSL said and the setting
+    that decides it; not retriable."""
+
+
 class RequestRefusedError(ReplogError):
     """A request a Kafka listener's handler refuses as a whole, where the gRPC service would
     abort the call with a status (acks=0 produce that failed, a partition named twice, a

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -174,9 +175,11 @@ class AsyncKafkaAdminClient:
         refused_timeout_s: float = REFUSED_TIMEOUT_S,
         setup_timeout_ms: int = SETUP_TIMEOUT_MS,
         controllers: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """`controllers`: the bootstrap addresses are controllers' Kafka listeners
-        (`bootstrap.controllers`), whose DescribeCluster lists controllers."""
+        (`bootstrap.controllers`), whose DescribeCluster lists controllers. `tls`: the TLS
+        context of every connection (None: plaintext)."""
         self.controllers = controllers
         self.bootstrap: tuple[str, ...] = parse_bootstrap(bootstrap).addresses
         self.default_timeout_s = default_timeout_s
@@ -184,7 +187,9 @@ class AsyncKafkaAdminClient:
         self.retry_backoff_s = retry_backoff_s
         self.max_retry_backoff_s = max_retry_backoff_s
         self.refused_timeout_s = refused_timeout_s
-        self._connections = KafkaConnections(client_id=client_id, setup_timeout_ms=setup_timeout_ms)
+        self._connections = KafkaConnections(
+            client_id=client_id, setup_timeout_ms=setup_timeout_ms, tls=tls
+        )
         self._answered: str | None = None  # the address that answered last
         self._brokers: tuple[str, ...] = ()  # the brokers the last Metadata answer listed
         self._closed = False

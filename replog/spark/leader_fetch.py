@@ -26,6 +26,7 @@ Rules:
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,9 +66,14 @@ def answer_buffer(size: int) -> np.ndarray:
 class LeaderFetches:
     """One session's fetches (module rules). Lives on one event loop, as its connections do."""
 
-    def __init__(self, *, client_id: str, setup_timeout_ms: int) -> None:
+    def __init__(
+        self, *, client_id: str, setup_timeout_ms: int, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.connections = KafkaConnections(
-            client_id=client_id, setup_timeout_ms=setup_timeout_ms, allocate=answer_buffer
+            client_id=client_id,
+            setup_timeout_ms=setup_timeout_ms,
+            allocate=answer_buffer,
+            tls=tls,
         )
 
     async def fetch(self, address: str, ask: PartitionFetch, *, timeout_ms: int) -> FetchResponse:

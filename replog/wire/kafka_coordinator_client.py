@@ -30,6 +30,7 @@ Rules:
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -139,14 +140,15 @@ class KafkaCoordinatorClient:
         connections: KafkaConnections | None = None,
         client_id: str = "replog",
         setup_timeout_ms: int = SETUP_TIMEOUT_MS_DEFAULT,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """`connections`: the client's pool (closed by its owner); without, the client opens
-        its own, closed by `close`."""
+        its own, closed by `close`, over TLS with the context `tls` (None: plaintext)."""
         self.address = address
         self.request_timeout_ms = request_timeout_ms
         self._owns_connections = connections is None
         self._connections = connections or KafkaConnections(
-            client_id=client_id, setup_timeout_ms=setup_timeout_ms
+            client_id=client_id, setup_timeout_ms=setup_timeout_ms, tls=tls
         )
 
     def reconnect(self) -> None:

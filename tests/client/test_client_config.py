@@ -20,6 +20,7 @@ from replog.client.config import (
     consumer_config,
     producer_config,
 )
+from replog.client.tls_settings import SSL_FAMILY_REASON
 from replog.errors import ConfigError
 from replog.record.compression import COMPRESSION_GZIP, COMPRESSION_LZ4, COMPRESSION_NONE
 
@@ -304,16 +305,17 @@ def test_a_key_of_another_client_kind_says_so() -> None:
 
 
 def test_unsupported_kafka_keys_say_why() -> None:
-    assert "plaintext" in error_of(consumer_config, security_protocol="SSL")
-    # Every SASL and TLS key, whichever client's spelling, says why (not "did you mean").
-    for key in ("sasl.mechanism", "sasl.username", "sasl.mechanisms", "ssl.truststore.location"):
+    assert "SASL is not built" in error_of(consumer_config, security_protocol="SASL_SSL")
+    # Every SASL key, and every TLS key replog's client does not read, says why (not "did
+    # you mean"); a TLS key it reads is a setting.
+    for key in ("sasl.mechanism", "sasl.username", "sasl.mechanisms", "ssl.cipher.suites"):
         assert error_of(producer_config, {key: "x"}) == (
             f"{key}: not supported by replog: replog clients do not authenticate (no SASL)"
             if key.startswith("sasl.")
-            else f"{key}: not supported by replog: replog clients speak plaintext gRPC only "
-            "(no TLS)"
+            else f"{key}: not supported by replog: {SSL_FAMILY_REASON}"
         )
-    assert "no TLS" in error_of(consumer_config, ssl_ca_location="/ca.pem")
+    assert "ssl.key.password decrypts" in error_of(consumer_config, ssl_keystore_password="x")
+    assert consumer_config(ssl_ca_location="/ca.pem").ssl_ca_location == "/ca.pem"
     assert "no SASL" in error_of(admin_config, {"sasl.jaas.config": "x"})
 
 

@@ -174,6 +174,7 @@ class Node:
                     kafka_config,
                     on_request=self.metrics.kafka_request,
                     ssl_context=tls if endpoint.security_protocol == "SSL" else None,
+                    principal_mapper=config.authorizer.principal_mapper,
                 )
                 self.kafka_listeners.append(listener)
                 listener.bind()

@@ -1,0 +1,107 @@
+"""A broker's authorizer: Kafka's StandardAuthorizer (`replog.security.authorizer`) over the
+ACLs of the broker's current metadata image, asked on behalf of each request's principal.
+
+Rules:
+- The ACLs are the image's: the index is built again whenever the image published holds
+  another ACL section (images share a section that did not change), so the request after an
+  ACL's record is published is decided by it, on connections already open too.
+- Loaded from the start: a broker serves Kafka clients only once its metadata has caught up.
+- A refusal asked with `log` is one INFO line on `replog.server.kafka.authorizer`, in Kafka's
+  words (principal, operation, host, resource, request, rule).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from uuid import UUID
+
+from replog.common.acl_codes import AclOperation, PatternType, ResourceType
+from replog.kafka.connection import KafkaRequest, api_name
+from replog.quorum.metadata.image import AclsImage, MetadataImage
+from replog.security.acl_index import AclIndex
+from replog.security.authorizer import Action, Authorizer
+from replog.security.resource_type_authorization import authorize_by_resource_type
+from replog.server.config.authorizer_config import AuthorizerConfig
+
+log = logging.getLogger("replog.server.kafka.authorizer")
+
+
+class BrokerAuthorizer:
+    __slots__ = ("_acls_of", "_authorizer", "_config", "_image")
+
+    def __init__(self, config: AuthorizerConfig, image: Callable[[], MetadataImage]) -> None:
+        self._config = config
+        self._image = image
+        self._acls_of: AclsImage | None = None
+        self._authorizer = Authorizer(loaded=True)
+
+    def authorizer(self) -> Authorizer:
+        acls = self._image().acls
+        if acls is not self._acls_of:
+            self._authorizer = Authorizer(
+                AclIndex(acls.acls.values()),
+                super_users=self._config.super_users,
+                allow_everyone_if_no_acl_found=self._config.allow_everyone_if_no_acl_found,
+                loaded=True,
+            )
+            self._acls_of = acls
+        return self._authorizer
+
+    def caller(self, request: KafkaRequest) -> RequestCaller:
+        return RequestCaller(self.authorizer(), request, self._image)
+
+
+class RequestCaller:
+    """`api_authorization.Caller` for one request."""
+
+    __slots__ = ("_authorizer", "_image", "_request")
+
+    def __init__(
+        self, authorizer: Authorizer, request: KafkaRequest, image: Callable[[], MetadataImage]
+    ) -> None:
+        self._authorizer = authorizer
+        self._request = request
+        self._image = image
+
+    def may(
+        self, operation: AclOperation, resource_type: ResourceType, name: str, *, log: bool = True
+    ) -> bool:
+        request = self._request
+        decision = self._authorizer.authorize(
+            request.principal, request.client_host, Action(operation, resource_type, name)
+        )
+        if not decision.allowed and log:
+            _log_denied(request, operation, resource_type, name, decision.rule)
+        return decision.allowed
+
+    def may_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        request = self._request
+        return authorize_by_resource_type(
+            self._authorizer, request.principal, request.client_host, operation, resource_type
+        )
+
+    def topic_name(self, topic_id: UUID) -> str | None:
+        topic = self._image().topics.by_id.get(topic_id)
+        return None if topic is None else topic.name
+
+
+def _log_denied(
+    request: KafkaRequest,
+    operation: AclOperation,
+    resource_type: ResourceType,
+    name: str,
+    rule: str,
+) -> None:
+    log.info(
+        "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s:%s for "
+        "request = %s with resourceRefCount = 1 based on rule %s",
+        request.principal,
+        operation.name,
+        request.client_host,
+        resource_type.name.title().replace("_", ""),
+        PatternType.LITERAL.name,
+        name,
+        api_name(request.api_key),
+        rule,
+    )

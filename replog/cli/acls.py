@@ -45,11 +45,13 @@ from replog.common.acl_codes import (
     ResourceType,
 )
 from replog.errors import ReplogError, answer_error
-from replog.security.acl_bindings import AclBinding, AclBindingFilter
 from replog.security.principal import parse_principal
 
 if TYPE_CHECKING:
+    # Imported where a command runs: the ACL types load the metadata records, which `--help`
+    # has no use for.
     from replog.admin.kafka_admin_client import KafkaAdminClient
+    from replog.security.acl_bindings import AclBinding, AclBindingFilter
 
 CLUSTER_NAME = "kafka-cluster"
 PATTERN_TYPES = ("any", "match", "literal", "prefixed")
@@ -175,6 +177,8 @@ def check_operations(pattern: Pattern, named: Iterable[Entry]) -> None:
 
 
 def binding(pattern: Pattern, entry: Entry) -> AclBinding:
+    from replog.security.acl_bindings import AclBinding
+
     return AclBinding(
         pattern.resource_type,
         pattern.name,
@@ -187,6 +191,8 @@ def binding(pattern: Pattern, entry: Entry) -> AclBinding:
 
 
 def binding_filter(pattern: Pattern | None, entry: Entry | None = None) -> AclBindingFilter:
+    from replog.security.acl_bindings import AclBindingFilter
+
     return AclBindingFilter(
         ResourceType.ANY if pattern is None else pattern.resource_type,
         None if pattern is None else pattern.name,
@@ -219,6 +225,7 @@ def grouped(bindings: Iterable[AclBinding]) -> dict[Pattern, list[Entry]]:
 
 def describe(client: KafkaAdminClient, wanted: AclBindingFilter) -> list[AclBinding]:
     from replog.kafka.messages.describe_acls_request import DescribeAclsRequest
+    from replog.security.acl_bindings import AclBinding
 
     answer = client.describe_acls(
         DescribeAclsRequest(

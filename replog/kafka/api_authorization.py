@@ -175,6 +175,99 @@ def fetch_refused(topics: Iterable[str], caller: Caller) -> set[str]:
 # --- building blocks ----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """Where a request's topic entries keep their partitions and how its answer names them:
+    what `errors` needs to answer every partition of refused topics."""
+
+    topic: Callable[..., Any]  # the answer's topic entry
+    partition: Callable[..., Any]  # the answer's partition entry
+    asked: str = "partitions"  # the request topic's partition list
+    answered: str = "partitions"  # the answer topic's partition list
+    index: str = "partition_index"  # the answer partition's index field
+    index_of: Callable[[Any], int] = lambda p: int(p.partition_index)
+    copied: tuple[str, ...] = ("name",)  # fields the answer's topic entry repeats
+    fields: tuple[tuple[str, Any], ...] = ()  # more fields of each answered partition
+
+
+def errors(shape: Shape, topics: Sequence[Any], code: int) -> list[Any]:
+    """Every partition of `topics` answered with `code`."""
+    return [
+        shape.topic(
+            **{name: getattr(t, name) for name in shape.copied},
+            **{
+                shape.answered: [
+                    shape.partition(
+                        **{shape.index: shape.index_of(p)}, error_code=code, **dict(shape.fields)
+                    )
+                    for p in getattr(t, shape.asked)
+                ]
+            },
+        )
+        for t in topics
+    ]
+
+
+def _each(p: Any) -> int:
+    """A partition list of bare indexes."""
+    return int(p)
+
+
+PRODUCE = Shape(
+    pr.TopicProduceResponse,
+    pr.PartitionProduceResponse,
+    asked="partition_data",
+    answered="partition_responses",
+    index="index",
+    index_of=lambda p: int(p.index),
+    copied=("name", "topic_id"),
+    fields=(("base_offset", -1),),
+)
+LIST_OFFSETS = Shape(
+    lor.ListOffsetsTopicResponse,
+    lor.ListOffsetsPartitionResponse,
+    fields=(("timestamp", -1), ("offset", -1)),
+)
+OFFSET_FOR_LEADER_EPOCH = Shape(
+    oflr.OffsetForLeaderTopicResult,
+    oflr.EpochEndOffset,
+    index="partition",
+    index_of=lambda p: int(p.partition),
+    copied=("topic",),
+    fields=(("leader_epoch", -1), ("end_offset", -1)),
+)
+DELETE_RECORDS = Shape(
+    drr.DeleteRecordsTopicResult,
+    drr.DeleteRecordsPartitionResult,
+    fields=(("low_watermark", -1),),
+)
+DESCRIBE_PRODUCERS = Shape(
+    dpr.TopicResponse, dpr.PartitionResponse, asked="partition_indexes", index_of=_each
+)
+OFFSET_COMMIT = Shape(
+    ocr.OffsetCommitResponseTopic,
+    ocr.OffsetCommitResponsePartition,
+    copied=("name", "topic_id"),
+)
+OFFSET_DELETE = Shape(odr.OffsetDeleteResponseTopic, odr.OffsetDeleteResponsePartition)
+TXN_OFFSET_COMMIT = Shape(tocr.TxnOffsetCommitResponseTopic, tocr.TxnOffsetCommitResponsePartition)
+TXN_MARKERS = Shape(
+    wtmr.WritableTxnMarkerTopicResult,
+    wtmr.WritableTxnMarkerPartitionResult,
+    asked="partition_indexes",
+    index_of=_each,
+)
+ELECTIONS = Shape(
+    elr.ReplicaElectionResult,
+    elr.PartitionResult,
+    answered="partition_result",
+    index="partition_id",
+    index_of=_each,
+    copied=("topic",),
+    fields=(("error_message", "Authorization failed."),),
+)
+
+
 def _answered(response: Message) -> Gated:
     """The whole request answered here."""
     return Gated(None, lambda _: response)
@@ -226,19 +319,24 @@ def _topic_allowed(caller: Caller, operation: AclOperation) -> Callable[[Any], b
 
 
 def _filter_topics(
-    body: Message,
-    field: str,
+    body: Any,
     caller: Caller,
     operation: AclOperation,
     empty: Callable[[], Message],
     add: Callable[[Any, list[Any]], None],
 ) -> Gated | None:
-    kept, refused = _split(getattr(body, field), _topic_allowed(caller, operation))
+    """The request's `topics` the caller may do `operation` on go to the handler; `add` puts
+    the refused ones into the answer."""
+    kept, refused = _split(body.topics, _topic_allowed(caller, operation))
     if not refused:
         return None
-    return _partial(
-        _with(body, **{field: kept}) if kept else None, empty, lambda r: add(r, refused)
-    )
+    return _partial(_with(body, topics=kept) if kept else None, empty, lambda r: add(r, refused))
+
+
+def _partitions_refused(shape: Shape) -> Callable[[Any, list[Any]], None]:
+    """Every partition of the refused topics TOPIC_AUTHORIZATION_FAILED in the answer's
+    `topics`."""
+    return lambda r, refused: r.topics.extend(errors(shape, refused, TOPIC_DENIED))
 
 
 def _cluster(operation: AclOperation, refusal: Callable[[], Message]) -> Rule:
@@ -266,7 +364,7 @@ def _produce(body: Any, version: int, caller: Caller) -> Gated | None:
                 f"acks=0 Produce refused: may not WRITE transactional id {txn!r}"
             )
         return _answered(
-            pr.ProduceResponse(responses=_produce_errors(body.topic_data, TXN_ID_DENIED))
+            pr.ProduceResponse(responses=errors(PRODUCE, body.topic_data, TXN_ID_DENIED))
         )
     kept, refused = _split(body.topic_data, _topic_allowed(caller, WRITE))
     if not refused:
@@ -277,46 +375,13 @@ def _produce(body: Any, version: int, caller: Caller) -> Gated | None:
     return _partial(
         _with(body, topic_data=kept) if kept else None,
         pr.ProduceResponse,
-        lambda r: r.responses.extend(_produce_errors(refused, TOPIC_DENIED)),
+        lambda r: r.responses.extend(errors(PRODUCE, refused, TOPIC_DENIED)),
     )
-
-
-def _produce_errors(topics: Sequence[Any], code: int) -> list[pr.TopicProduceResponse]:
-    return [
-        pr.TopicProduceResponse(
-            name=t.name,
-            topic_id=t.topic_id,
-            partition_responses=[
-                pr.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1)
-                for p in t.partition_data
-            ],
-        )
-        for t in topics
-    ]
 
 
 def _list_offsets(body: Any, version: int, caller: Caller) -> Gated | None:
     return _filter_topics(
-        body,
-        "topics",
-        caller,
-        DESCRIBE,
-        lor.ListOffsetsResponse,
-        lambda r, refused: r.topics.extend(
-            lor.ListOffsetsTopicResponse(
-                name=t.name,
-                partitions=[
-                    lor.ListOffsetsPartitionResponse(
-                        partition_index=p.partition_index,
-                        error_code=TOPIC_DENIED,
-                        timestamp=-1,
-                        offset=-1,
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in refused
-        ),
+        body, caller, DESCRIBE, lor.ListOffsetsResponse, _partitions_refused(LIST_OFFSETS)
     )
 
 
@@ -329,63 +394,19 @@ def _offset_for_leader_epoch(body: Any, version: int, caller: Caller) -> Gated |
     return _partial(
         _with(body, topics=kept) if kept else None,
         oflr.OffsetForLeaderEpochResponse,
-        lambda r: r.topics.extend(
-            oflr.OffsetForLeaderTopicResult(
-                topic=t.topic,
-                partitions=[
-                    oflr.EpochEndOffset(
-                        error_code=TOPIC_DENIED,
-                        partition=p.partition,
-                        leader_epoch=-1,
-                        end_offset=-1,
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in refused
-        ),
+        lambda r: r.topics.extend(errors(OFFSET_FOR_LEADER_EPOCH, refused, TOPIC_DENIED)),
     )
 
 
 def _delete_records(body: Any, version: int, caller: Caller) -> Gated | None:
     return _filter_topics(
-        body,
-        "topics",
-        caller,
-        DELETE,
-        drr.DeleteRecordsResponse,
-        lambda r, refused: r.topics.extend(
-            drr.DeleteRecordsTopicResult(
-                name=t.name,
-                partitions=[
-                    drr.DeleteRecordsPartitionResult(
-                        partition_index=p.partition_index, low_watermark=-1, error_code=TOPIC_DENIED
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in refused
-        ),
+        body, caller, DELETE, drr.DeleteRecordsResponse, _partitions_refused(DELETE_RECORDS)
     )
 
 
 def _describe_producers(body: Any, version: int, caller: Caller) -> Gated | None:
     return _filter_topics(
-        body,
-        "topics",
-        caller,
-        READ,
-        dpr.DescribeProducersResponse,
-        lambda r, refused: r.topics.extend(
-            dpr.TopicResponse(
-                name=t.name,
-                partitions=[
-                    dpr.PartitionResponse(partition_index=p, error_code=TOPIC_DENIED)
-                    for p in t.partition_indexes
-                ],
-            )
-            for t in refused
-        ),
+        body, caller, READ, dpr.DescribeProducersResponse, _partitions_refused(DESCRIBE_PRODUCERS)
     )
 
 
@@ -420,7 +441,6 @@ def _create_topics(body: Any, version: int, caller: Caller) -> Gated | None:
         return None
     return _filter_topics(
         body,
-        "topics",
         caller,
         CREATE,
         ctr.CreateTopicsResponse,
@@ -488,7 +508,6 @@ def _delete_topics(body: Any, version: int, caller: Caller) -> Gated | None:
 def _create_partitions(body: Any, version: int, caller: Caller) -> Gated | None:
     return _filter_topics(
         body,
-        "topics",
         caller,
         ALTER,
         cpr.CreatePartitionsResponse,
@@ -540,23 +559,10 @@ def _configs(operation: AclOperation, empty: Callable[[], Message], field: str, 
 
 
 def _offset_commit(body: Any, version: int, caller: Caller) -> Gated | None:
-    def errors(topics: Sequence[Any], code: int) -> list[ocr.OffsetCommitResponseTopic]:
-        return [
-            ocr.OffsetCommitResponseTopic(
-                name=t.name,
-                topic_id=t.topic_id,
-                partitions=[
-                    ocr.OffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=code
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in topics
-        ]
-
     if not caller.may(READ, GROUP, body.group_id):
-        return _answered(ocr.OffsetCommitResponse(topics=errors(body.topics, GROUP_DENIED)))
+        return _answered(
+            ocr.OffsetCommitResponse(topics=errors(OFFSET_COMMIT, body.topics, GROUP_DENIED))
+        )
     named = _named_topics(body.topics, caller)
     kept, refused = _split(body.topics, lambda t: caller.may(READ, TOPIC, named(t)))
     if not refused:
@@ -564,7 +570,7 @@ def _offset_commit(body: Any, version: int, caller: Caller) -> Gated | None:
     return _partial(
         _with(body, topics=kept) if kept else None,
         ocr.OffsetCommitResponse,
-        lambda r: r.topics.extend(errors(refused, TOPIC_DENIED)),
+        lambda r: r.topics.extend(errors(OFFSET_COMMIT, refused, TOPIC_DENIED)),
     )
 
 
@@ -783,23 +789,7 @@ def _offset_delete(body: Any, version: int, caller: Caller) -> Gated | None:
     if not caller.may(DELETE, GROUP, body.group_id):
         return _answered(odr.OffsetDeleteResponse(error_code=GROUP_DENIED))
     return _filter_topics(
-        body,
-        "topics",
-        caller,
-        READ,
-        odr.OffsetDeleteResponse,
-        lambda r, refused: r.topics.extend(
-            odr.OffsetDeleteResponseTopic(
-                name=t.name,
-                partitions=[
-                    odr.OffsetDeleteResponsePartition(
-                        partition_index=p.partition_index, error_code=TOPIC_DENIED
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in refused
-        ),
+        body, caller, READ, odr.OffsetDeleteResponse, _partitions_refused(OFFSET_DELETE)
     )
 
 
@@ -870,31 +860,25 @@ def _add_partitions_to_txn(body: Any, version: int, caller: Caller) -> Gated | N
 
 
 def _txn_offset_commit(body: Any, version: int, caller: Caller) -> Gated | None:
-    def errors(topics: Sequence[Any], code: int) -> list[tocr.TxnOffsetCommitResponseTopic]:
-        return [
-            tocr.TxnOffsetCommitResponseTopic(
-                name=t.name,
-                partitions=[
-                    tocr.TxnOffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=code
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in topics
-        ]
-
     if not caller.may(WRITE, TXN_ID, body.transactional_id):
-        return _answered(tocr.TxnOffsetCommitResponse(topics=errors(body.topics, TXN_ID_DENIED)))
+        return _answered(
+            tocr.TxnOffsetCommitResponse(
+                topics=errors(TXN_OFFSET_COMMIT, body.topics, TXN_ID_DENIED)
+            )
+        )
     if not caller.may(READ, GROUP, body.group_id):
-        return _answered(tocr.TxnOffsetCommitResponse(topics=errors(body.topics, GROUP_DENIED)))
+        return _answered(
+            tocr.TxnOffsetCommitResponse(
+                topics=errors(TXN_OFFSET_COMMIT, body.topics, GROUP_DENIED)
+            )
+        )
     kept, refused = _split(body.topics, _topic_allowed(caller, READ))
     if not refused:
         return None
     return _partial(
         _with(body, topics=kept) if kept else None,
         tocr.TxnOffsetCommitResponse,
-        lambda r: r.topics.extend(errors(refused, TOPIC_DENIED)),
+        lambda r: r.topics.extend(errors(TXN_OFFSET_COMMIT, refused, TOPIC_DENIED)),
     )
 
 
@@ -932,18 +916,7 @@ def _write_txn_markers(body: Any, version: int, caller: Caller) -> Gated | None:
             markers=[
                 wtmr.WritableTxnMarkerResult(
                     producer_id=marker.producer_id,
-                    topics=[
-                        wtmr.WritableTxnMarkerTopicResult(
-                            name=t.name,
-                            partitions=[
-                                wtmr.WritableTxnMarkerPartitionResult(
-                                    partition_index=p, error_code=CLUSTER_DENIED
-                                )
-                                for p in t.partition_indexes
-                            ],
-                        )
-                        for t in marker.topics
-                    ],
+                    topics=errors(TXN_MARKERS, marker.topics, CLUSTER_DENIED),
                 )
                 for marker in body.markers
             ]
@@ -960,20 +933,7 @@ def _elect_leaders(body: Any, version: int, caller: Caller) -> Gated | None:
     return _answered(
         elr.ElectLeadersResponse(
             error_code=CLUSTER_DENIED if version >= 1 else 0,  # v0 has no top-level error
-            replica_election_results=[
-                elr.ReplicaElectionResult(
-                    topic=t.topic,
-                    partition_result=[
-                        elr.PartitionResult(
-                            partition_id=p,
-                            error_code=CLUSTER_DENIED,
-                            error_message="Authorization failed.",
-                        )
-                        for p in t.partitions
-                    ],
-                )
-                for t in body.topic_partitions or ()
-            ],
+            replica_election_results=errors(ELECTIONS, body.topic_partitions or (), CLUSTER_DENIED),
         )
     )
 

@@ -179,7 +179,9 @@ def test_a_principal_without_acls_is_refused_then_allowed_after_replog_acls_add(
         "patternType=LITERAL)`: \n \t(principal=User:alice, host=*, operation=WRITE, "
         "permissionType=ALLOW) \n\n"
     )
-    wait_until(lambda: produce_error(alice, "orders") is None, "alice allowed to write", 20)
+    wait_until(
+        lambda: produce_error(alice, "orders") is None, "alice allowed to write", timeout_s=20
+    )
     listed = acls(node, "--list", "--topic", "orders")
     assert "(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)" in listed.stdout
     # Write implies Describe, not Read: a consumer of alice's is refused the topic.
@@ -218,7 +220,9 @@ def test_deny_beats_allow_and_prefixed_patterns_match_their_prefix(node: AclNode
         added = acls(node, "--add", "--operation", "Write", *args)
         assert added.returncode == 0, added.stderr
     bob = node.client("bob")
-    wait_until(lambda: produce_error(bob, "audit-log") is None, "bob writing audit-log", 20)
+    wait_until(
+        lambda: produce_error(bob, "audit-log") is None, "bob writing audit-log", timeout_s=20
+    )
     assert produce_error(bob, "audit-secret") == TOPIC_AUTHORIZATION_FAILED
     assert produce_error(bob, "orders") == TOPIC_AUTHORIZATION_FAILED
 
@@ -242,7 +246,7 @@ def test_a_revoked_acl_stops_a_connected_producers_next_request(node: AclNode) -
     producer = confluent_kafka.Producer(
         {**node.client("alice"), "acks": "all", "message.timeout.ms": 8000}
     )
-    wait_until(lambda: send(producer, "revoked") is None, "alice writing revoked", 20)
+    wait_until(lambda: send(producer, "revoked") is None, "alice writing revoked", timeout_s=20)
     removed = acls(
         node,
         "--remove",
@@ -258,7 +262,7 @@ def test_a_revoked_acl_stops_a_connected_producers_next_request(node: AclNode) -
     wait_until(
         lambda: send(producer, "revoked") == TOPIC_AUTHORIZATION_FAILED,
         "the same producer refused",
-        20,
+        timeout_s=20,
     )
 
 
@@ -293,6 +297,8 @@ def test_acls_survive_a_restart(node: AclNode) -> None:
     after = acls(node, "--list").stdout
     assert sorted(after.splitlines()) == sorted(before.splitlines())
     wait_until(
-        lambda: produce_error(node.client("alice"), "kept") is None, "alice after restart", 20
+        lambda: produce_error(node.client("alice"), "kept") is None,
+        "alice after restart",
+        timeout_s=20,
     )
     assert produce_error(node.client("alice"), "revoked") == TOPIC_AUTHORIZATION_FAILED

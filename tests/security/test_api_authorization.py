@@ -350,3 +350,96 @@ def _resource(key: int) -> Any:
     module = __import__(item.__module__, fromlist=["x"])
     cls = getattr(module, "DescribeConfigsResource", None) or module.AlterConfigsResource
     return cls(resource_type=2, resource_name="paid")
+
+
+def one_topic_requests() -> dict[int, Message]:
+    """A request per API whose refusals answer each partition: topic "paid", partition 0."""
+    from replog.kafka.messages import delete_records_request as drq
+    from replog.kafka.messages import describe_producers_request as dpq
+    from replog.kafka.messages import list_offsets_request as loq
+    from replog.kafka.messages import offset_delete_request as odq
+    from replog.kafka.messages import offset_for_leader_epoch_request as oflq
+    from replog.kafka.messages import txn_offset_commit_request as tocq
+    from replog.kafka.messages import write_txn_markers_request as wtmq
+
+    return {
+        0: produce("paid"),
+        2: loq.ListOffsetsRequest(
+            topics=[loq.ListOffsetsTopic(name="paid", partitions=[loq.ListOffsetsPartition()])]
+        ),
+        8: ocq.OffsetCommitRequest(
+            group_id="billing",
+            topics=[
+                ocq.OffsetCommitRequestTopic(
+                    name="paid", partitions=[ocq.OffsetCommitRequestPartition()]
+                )
+            ],
+        ),
+        21: drq.DeleteRecordsRequest(
+            topics=[drq.DeleteRecordsTopic(name="paid", partitions=[drq.DeleteRecordsPartition()])]
+        ),
+        23: oflq.OffsetForLeaderEpochRequest(
+            topics=[
+                oflq.OffsetForLeaderTopic(
+                    topic="paid", partitions=[oflq.OffsetForLeaderPartition()]
+                )
+            ]
+        ),
+        27: wtmq.WriteTxnMarkersRequest(
+            markers=[
+                wtmq.WritableTxnMarker(
+                    topics=[wtmq.WritableTxnMarkerTopic(name="paid", partition_indexes=[0])]
+                )
+            ]
+        ),
+        28: tocq.TxnOffsetCommitRequest(
+            transactional_id="tx",
+            group_id="billing",
+            topics=[
+                tocq.TxnOffsetCommitRequestTopic(
+                    name="paid", partitions=[tocq.TxnOffsetCommitRequestPartition()]
+                )
+            ],
+        ),
+        43: elq.ElectLeadersRequest(
+            topic_partitions=[elq.TopicPartitions(topic="paid", partitions=[0])]
+        ),
+        47: odq.OffsetDeleteRequest(
+            group_id="billing",
+            topics=[
+                odq.OffsetDeleteRequestTopic(
+                    name="paid", partitions=[odq.OffsetDeleteRequestPartition()]
+                )
+            ],
+        ),
+        61: dpq.DescribeProducersRequest(
+            topics=[dpq.TopicRequest(name="paid", partition_indexes=[0])]
+        ),
+    }
+
+
+@pytest.mark.parametrize("key", sorted(one_topic_requests()))
+def test_each_refused_partition_is_answered_at_every_served_version(key: int) -> None:
+    """Every partition of a refused topic gets an entry with the refusal's code, and the
+    answer encodes at each version served (the group and transactional id allowed, so that
+    the topic, or for the cluster's APIs the cluster, is what is refused)."""
+    caller = Caller(acl(GROUP, "billing", Op.ALL), acl(TXN, "tx", Op.ALL))
+    low, high = served()[key]
+    for version in range(low, high + 1):
+        gated = gate(key, version, one_topic_requests()[key], caller)
+        assert gated is not None
+        response = gated.complete(None if gated.body is None else RESPONSES[key]())
+        assert response is not None
+        text = repr(vars_of(response))
+        assert "'error_code': 29" in text or "'error_code': 31" in text, text
+        response.encode(version)
+
+
+def vars_of(message: Any) -> Any:
+    """A message as nested dicts and lists, for searching its error codes."""
+    if isinstance(message, list):
+        return [vars_of(m) for m in message]
+    slots = getattr(type(message), "__slots__", None)
+    if slots is None:
+        return message
+    return {name: vars_of(getattr(message, name)) for name in slots}

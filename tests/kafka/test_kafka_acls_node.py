@@ -2,9 +2,9 @@
 StandardAuthorizer): confluent-kafka clients with mTLS certificates (principals mapped by
 `ssl.principal.mapping.rules` to their CN), ACLs managed with `replog acls` over the PLAINTEXT
 listener, whose ANONYMOUS principal is a super user. A principal without ACLs is refused, then
-allowed once `replog acls --add` gives it the operation; deny beats allow; prefixed patterns;
-super users; a revoked ACL stops an already connected producer's next request; the ACLs survive
-a restart of the node."""
+allowed once `replog acls --add` gives it the operation (a producer; a consumer in a group; a
+transactional producer); deny beats allow; prefixed patterns; super users; a revoked ACL stops
+an already connected producer's next request; the ACLs survive a restart of the node."""
 
 from __future__ import annotations
 
@@ -203,6 +203,56 @@ def test_a_principal_without_acls_is_refused_then_allowed_after_replog_acls_add(
         )
     finally:
         consumer.close()
+
+
+def test_a_consumer_reads_once_it_may_read_the_topic_and_its_group(node: AclNode) -> None:
+    for args in (("--topic", "orders"), ("--group", "readers")):
+        added = acls(node, "--add", "--allow-principal", "User:alice", "--operation", "Read", *args)
+        assert added.returncode == 0, added.stderr
+    consumer = confluent_kafka.Consumer(
+        node.client("alice", **{"group.id": "readers", "auto.offset.reset": "earliest"})
+    )
+    try:
+        consumer.subscribe(["orders"])
+        deadline = time.monotonic() + 30
+        message = None
+        while time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None:
+                break
+        assert message is not None and message.error() is None, message and message.error()
+        assert message.value() == b"value"
+        consumer.commit(message=message, asynchronous=False)  # OffsetCommit: READ on both
+    finally:
+        consumer.close()
+
+
+def test_a_transactional_producer_needs_write_on_its_transactional_id(node: AclNode) -> None:
+    config = {**node.client("alice"), "transactional.id": "alice-tx"}
+    refused = confluent_kafka.Producer(config)
+    with pytest.raises(confluent_kafka.KafkaException) as raised:
+        refused.init_transactions(15)
+    assert raised.value.args[0].code() == (
+        confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    )
+    added = acls(
+        node,
+        "--add",
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Write",
+        "--operation",
+        "Describe",
+        "--transactional-id",
+        "alice-tx",
+    )
+    assert added.returncode == 0, added.stderr
+    producer = confluent_kafka.Producer(config)
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    producer.produce("orders", b"in a transaction")
+    producer.commit_transaction(15)
 
 
 def test_deny_beats_allow_and_prefixed_patterns_match_their_prefix(node: AclNode) -> None:

@@ -106,7 +106,7 @@ from replog.errors import (
     UnknownTopicIdError,
 )
 from replog.kafka import staleness_tag
-from replog.kafka.api_authorization import Caller, fetch_refused, gate
+from replog.kafka.api_authorization import Caller, fetch_refused
 from replog.kafka.connection import Answer, KafkaRequest, Served
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
@@ -141,7 +141,7 @@ from replog.kafka.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from replog.kafka.protocol.codec import ZERO_UUID, Message
+from replog.kafka.protocol.codec import ZERO_UUID
 from replog.quorum.controller.reads import PartitionView, TopicView
 from replog.quorum.metadata.image import MetadataImage
 from replog.quorum.metadata.records import Endpoint
@@ -156,7 +156,7 @@ from replog.replication.fetch_session_cache import (
     new_context,
 )
 from replog.server.data_plane.broker_cores import BrokerCores, ProducerIds, init_producer_id
-from replog.server.kafka.broker_authorizer import BrokerAuthorizer
+from replog.server.kafka.broker_authorizer import BrokerAuthorizer, authorized
 from replog.server.kafka.broker_metadata import (
     controller_for_clients,
     listener_endpoint,
@@ -276,19 +276,11 @@ class KafkaApis:
         """`_handle` under the broker's authorizer, when it has one: the request's entries the
         principal may not touch are answered with Kafka's errors, the rest handled
         (`api_authorization`)."""
-        authorizer = self._authorizer
-        if authorizer is None:
-            return self._handle(request, listener_name, None)
-        caller = authorizer.caller(request)
-        gated = gate(request.api_key, request.api_version, request.body, caller)
-        if gated is None:
-            return self._handle(request, listener_name, caller)
-        if gated.body is None:
-            return gated.complete(None)
-        answer = self._handle(replace(request, body=gated.body), listener_name, caller)
-        if answer is None or isinstance(answer, Message):
-            return gated.complete(answer)
-        return _completed_later(answer, gated.complete)
+        return authorized(
+            self._authorizer,
+            request,
+            lambda asked, caller: self._handle(asked, listener_name, caller),
+        )
 
     def _handle(self, request: KafkaRequest, listener_name: str, caller: Caller | None) -> Answer:
         """The response to `request` (its key and version are in `SERVED`: the connection core
@@ -784,12 +776,6 @@ def _fetch_response(
             for topic, run in _runs_by_topic(answered.partitions)
         ],
     )
-
-
-async def _completed_later(
-    answer: Awaitable[Message | None], complete: Callable[[Message | None], Message | None]
-) -> Message | None:
-    return complete(await answer)
 
 
 def _unknown_id(topic: str) -> bool:

@@ -205,13 +205,19 @@ def test_a_principal_without_acls_is_refused_then_allowed_after_replog_acls_add(
         consumer.close()
 
 
-def test_a_consumer_reads_once_it_may_read_the_topic_and_its_group(node: AclNode) -> None:
-    for args in (("--topic", "orders"), ("--group", "readers")):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_consumer_reads_once_it_may_read_the_topic_and_its_group(
+    node: AclNode, protocol: str
+) -> None:
+    """Both group protocols: JoinGroup/SyncGroup/OffsetCommit, and ConsumerGroupHeartbeat
+    (KIP-848), each needing READ on the group (a prefixed ACL here) and on the topic."""
+    for args in (("--topic", "orders"), ("--resource-pattern-type", "prefixed", "--group", "rd-")):
         added = acls(node, "--add", "--allow-principal", "User:alice", "--operation", "Read", *args)
         assert added.returncode == 0, added.stderr
-    consumer = confluent_kafka.Consumer(
-        node.client("alice", **{"group.id": "readers", "auto.offset.reset": "earliest"})
-    )
+    settings = {"group.id": f"rd-{protocol}", "auto.offset.reset": "earliest"}
+    if protocol == "consumer":
+        settings["group.protocol"] = "consumer"
+    consumer = confluent_kafka.Consumer(node.client("alice", **settings))
     try:
         consumer.subscribe(["orders"])
         deadline = time.monotonic() + 30

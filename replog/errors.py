@@ -194,7 +194,16 @@ class RebalanceInProgressError(KafkaError, code=27):
 class InvalidCommitOffsetSizeError(KafkaError, code=28): ...
 
 
-class TopicAuthorizationFailedError(KafkaError, code=29): ...
+class TopicAuthorizationFailedError(KafkaError, code=29):
+    """The principal may not do this on the topic (the authorizer's answer)."""
+
+
+class GroupAuthorizationFailedError(KafkaError, code=30):
+    """The principal may not do this on the consumer group."""
+
+
+class ClusterAuthorizationFailedError(KafkaError, code=31):
+    """The principal may not do this on the cluster resource."""
 
 
 class UnsupportedSaslMechanismError(KafkaError, code=33):
@@ -261,6 +270,14 @@ class ConcurrentTransactionsError(KafkaError, code=51):
 
 class TransactionCoordinatorFencedError(KafkaError, code=52):
     """A transaction marker came from a coordinator older than the last one seen."""
+
+
+class TransactionalIdAuthorizationFailedError(KafkaError, code=53):
+    """The principal may not use the transactional id."""
+
+
+class SecurityDisabledError(KafkaError, code=54):
+    """An ACL API on a broker with no authorizer (`authorizer.class.name` empty)."""
 
 
 class OperationNotAttemptedError(KafkaError, code=55):

@@ -90,6 +90,7 @@ from replog.errors import (
     RequestTimedOutError,
     UnknownServerError,
 )
+from replog.quorum.controller.acl_state import AclState
 from replog.quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
 from replog.quorum.controller.cluster_control import (
     BrokerRegistrationReply,
@@ -131,6 +132,7 @@ from replog.quorum.metadata.fence_notices import FenceNotice
 from replog.quorum.metadata.image import ConfigResource
 from replog.quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from replog.quorum.metadata.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -140,6 +142,7 @@ from replog.quorum.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnregisterBrokerRecord,
@@ -147,6 +150,7 @@ from replog.quorum.metadata.records import (
 from replog.quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps, run_to_end
 
 R = TypeVar("R")
+AclRecord = AccessControlEntryRecord | RemoveAccessControlEntryRecord
 MOVE_OFF_FENCED = "move fenced brokers out of ISRs and leaderships"
 # Partitions (in whole topics) one step of `snapshot_records_in_steps` takes: 5-10 ms of CPU.
 SNAPSHOT_STEP_PARTITIONS = 5_000
@@ -196,6 +200,7 @@ class QuorumController:
         )
         self.configs = ConfigControl(registry, config.static_broker_configs)
         self.producer_ids = ProducerIdControl(registry, self.cluster)
+        self.acls = AclState(registry)
         self.replication = ReplicationControl(
             registry,
             self.cluster,
@@ -413,6 +418,22 @@ class QuorumController:
             "alter partition reassignments",
         )
 
+    def write_acls(
+        self,
+        decide: Callable[[list[AccessControlEntryRecord]], tuple[Sequence[AclRecord], R]],
+        now_ms: int,
+        description: str,
+    ) -> PendingResponse[R]:
+        """CreateAcls or DeleteAcls: `decide` (`replog.security.acl_control`, composed by the
+        shell) is given the latest ACLs and gives the records to write, in one atomic batch,
+        and the answer."""
+
+        def op(ctx: WriteContext) -> ControllerResult[R]:
+            records, response = decide(self.acls.acls())
+            return ControllerResult.of(records, response, is_atomic=True)
+
+        return self.write(op, now_ms, description)
+
     # -- reads -----------------------------------------------------------------------------------
 
     def read(self, query: ReadOperation[R]) -> R:
@@ -431,7 +452,7 @@ class QuorumController:
     def snapshot_records(self, offset: int | None = None) -> list[MetadataRecord]:
         """Records recreating the managers' state at `offset` (None: latest): features first
         (a log begins with `metadata.version`), then brokers, topics with their partitions,
-        configs (a topic's after the topic) and producer ids."""
+        configs (a topic's after the topic), producer ids and ACLs."""
         return list(self.deferred_snapshot_records(offset))
 
     def deferred_snapshot_records(self, offset: int | None = None) -> DeferredRecords:
@@ -463,7 +484,10 @@ class QuorumController:
             if parts_of:
                 yield  # before the next part is read: reading is the cost
         return DeferredRecords(
-            items, self.configs.snapshot_records(offset), self.producer_ids.snapshot_records(offset)
+            items,
+            self.configs.snapshot_records(offset),
+            self.producer_ids.snapshot_records(offset),
+            self.acls.snapshot_records(offset),
         )
 
     # -- Raft events -----------------------------------------------------------------------------
@@ -957,6 +981,8 @@ class QuorumController:
             ConfigRecord: self.configs.replay,  # type: ignore[dict-item]
             FeatureLevelRecord: self.features.replay,  # type: ignore[dict-item]
             ProducerIdsRecord: self.producer_ids.replay,  # type: ignore[dict-item]
+            AccessControlEntryRecord: self.acls.replay,  # type: ignore[dict-item]
+            RemoveAccessControlEntryRecord: self.acls.replay,  # type: ignore[dict-item]
             NoOpRecord: _replay_no_op,
         }
 

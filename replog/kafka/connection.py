@@ -26,6 +26,9 @@ Rules (Kafka's):
   holds a bounded amount of memory. `requests_read` and `requests_released` say where a
   connection that is to close stands: it closes once every request before the one that closes
   it is released (`unanswered` names those still waiting).
+- `principal` is who the connection authenticated as (`User:ANONYMOUS` until the shell sets
+  it: a TLS client certificate's subject, a SASL login) and `client_host` the client's IP
+  address: each request read carries both, for the authorizer.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from replog.kafka.protocol.framing import (
     encode_response,
     peek_request,
 )
+from replog.security.principal import ANONYMOUS, KafkaPrincipal
 
 SIZE_PREFIX_BYTES = 4
 REQUEST_BYTES_MAX_DEFAULT = 104_857_600  # socket.request.max.bytes
@@ -73,6 +77,8 @@ class KafkaRequest:
     body: Message
     size: int  # frame bytes, without the size prefix
     peer: str = ""  # the client's host:port, as the connection names it ("": not known)
+    principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as
+    client_host: str = ""  # the client's IP address, as ACL hosts name it ("": not known)
 
     @property
     def api_key(self) -> int:
@@ -107,6 +113,9 @@ class KafkaConnection:
         if API_VERSIONS_KEY not in served:
             raise ValueError("a Kafka listener serves ApiVersions")
         self.peer = peer
+        # The connection's identity (module Rules); the shell sets both once known.
+        self.principal = ANONYMOUS
+        self.client_host = ""
         self._served = dict(served)
         self._request_bytes_max = request_bytes_max
         # Bytes fed and not yet framed, in order: whole chunks as the socket gave them (never
@@ -247,7 +256,9 @@ class KafkaConnection:
                 f"{request_label(key, version, correlation_id)} does not decode: {error}",
             ) from None
         sequence = self._take_slot(key, version, correlation_id)
-        return KafkaRequest(sequence, header, body, len(frame), self.peer)
+        return KafkaRequest(
+            sequence, header, body, len(frame), self.peer, self.principal, self.client_host
+        )
 
     def _answer_unsupported_api_versions(self, correlation_id: int) -> None:
         """Answered at v0 whatever version was asked (KIP-511)."""

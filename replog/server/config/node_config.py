@@ -81,6 +81,7 @@ from replog.quorum.metadata.snapshot_schedule import (
     METADATA_MAX_RETENTION_MS,
 )
 from replog.quorum.raft.config import RaftConfig
+from replog.server.config.authorizer_config import NO_AUTHORIZATION, AuthorizerConfig
 from replog.server.config.replica_manager_config import ReplicaManagerConfig
 from replog.server.config.tls_config import KEYSTORE_LOCATION, TlsConfig
 from replog.storage.log_config import BY_DOTTED_NAME, LogConfig
@@ -179,6 +180,8 @@ class NodeConfig:
     kafka_listeners: tuple[Endpoint, ...] = ()
     # What an SSL Kafka listener runs with (None: no keystore named, so no SSL listener).
     tls: TlsConfig | None = None
+    # The Kafka listeners' authorization and TLS principal settings.
+    authorizer: AuthorizerConfig = NO_AUTHORIZATION
     # The one a controller serves with Kafka's protocol: a `listeners` entry after the first
     # named in `controller.listener.names` (None: none).
     kafka_controller_listener: Endpoint | None = None
@@ -353,6 +356,7 @@ class NodeConfig:
             advertised_listeners_key=advertised_key,
             kafka_listeners=kafka_listeners,
             tls=tls,
+            authorizer=AuthorizerConfig.from_properties(properties),
             kafka_controller_listener=kafka_controller_listener,
             advertised_kafka_controller_listener=advertised_controller_listener,
         )

@@ -307,6 +307,10 @@ class KafkaAdminApis:
             return None, error
         return answer, error_from_proto(answer)
 
+    async def forward_request(self, method: str, request: Any) -> tuple[Any, KafkaError | None]:
+        """`_forward` with the default timeout, for the other handler modules (the ACL APIs)."""
+        return await self._forward(method, request)
+
     # --- topics --------------------------------------------------------------------------------
 
     async def create_topics(

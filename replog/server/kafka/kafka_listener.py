@@ -14,6 +14,10 @@ Rules (docs/kafka-protocol.md, "Listener"):
 - An SSL listener (`ssl_context` given) runs TLS on every connection before any Kafka byte
   (`tls_context.py`); a connection whose handshake fails (plaintext bytes, an untrusted or
   missing client certificate where one is required) is closed by asyncio, the listener goes on.
+- A connection's principal (`KafkaConnection.principal`, which every request carries to the
+  authorizer) is `User:ANONYMOUS`, or on an SSL listener its client certificate's subject
+  mapped by `ssl.principal.mapping.rules` (`principal_mapping`); a certificate no rule maps
+  closes the connection with one WARNING line. Its `client_host` is the peer's IP address.
 - `bind` binds and listens synchronously, so that the broker can register the port the OS
   chose for port 0; `start` accepts from then on (the node calls it once the broker serves
   clients: like Kafka's broker, it serves none before), `stop` closes the socket and every
@@ -76,7 +80,13 @@ from typing import Protocol
 
 from replog.clock import monotonic_s
 from replog.config import positive_setting
-from replog.errors import KafkaConnectionError, KafkaError, RequestRefusedError
+from replog.errors import (
+    InvalidCertificateError,
+    KafkaConnectionError,
+    KafkaError,
+    NoMatchingPrincipalRuleError,
+    RequestRefusedError,
+)
 from replog.kafka.connection import (
     REQUEST_BYTES_MAX_DEFAULT,
     Answer,
@@ -87,6 +97,7 @@ from replog.kafka.connection import (
 )
 from replog.kafka.protocol.codec import Message
 from replog.net_address import format_host_port, format_peer
+from replog.security.principal_mapping import PrincipalMapper, tls_principal
 
 log = logging.getLogger("replog.server.kafka")
 
@@ -148,9 +159,13 @@ class KafkaListener:
         config: KafkaListenerConfig | None = None,
         on_request: RequestObserver | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        principal_mapper: PrincipalMapper | None = None,
     ) -> None:
+        """`principal_mapper`: `ssl.principal.mapping.rules` (an SSL listener's; DEFAULT if
+        not given)."""
         self.name = name
         self.ssl_context = ssl_context
+        self.principal_mapper = principal_mapper or PrincipalMapper.from_rules()
         self.on_request = on_request
         self.host = host
         self.port = port
@@ -276,6 +291,25 @@ class _Connection(asyncio.Protocol):
             self._handlers.served,
             request_bytes_max=self._listener.config.request_bytes_max,
         )
+        peername = transport.get_extra_info("peername")
+        if isinstance(peername, tuple):
+            self._core.client_host = str(peername[0])
+        if self._listener.ssl_context is not None:
+            ssl_object = transport.get_extra_info("ssl_object")
+            certificate = None if ssl_object is None else ssl_object.getpeercert(binary_form=True)
+            try:
+                self._core.principal = tls_principal(certificate, self._listener.principal_mapper)
+            except (NoMatchingPrincipalRuleError, InvalidCertificateError) as exc:
+                # Kafka fails such a client's authentication: no principal, no requests.
+                log.warning(
+                    "Kafka listener %s: closing connection from %s: no principal for its "
+                    "certificate: %s",
+                    self._name,
+                    self.peer,
+                    exc,
+                )
+                transport.abort()
+                return
         self._listener._connections.add(self)
         self._idle_timer = self._loop.call_later(self._idle_s(), self._idle_check)
 

@@ -75,6 +75,7 @@ from replog.server.controller.controller_service import (
 )
 from replog.server.data_plane.broker_service import add_broker_service
 from replog.server.data_plane.replica_fetch_service import add_replica_fetch_service
+from replog.server.kafka.broker_authorizer import BrokerAuthorizer, committed_acls
 from replog.server.kafka.kafka_controller_apis import KafkaControllerApis
 from replog.server.kafka.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis, describe_from_leader
@@ -174,6 +175,7 @@ class Node:
                     kafka_config,
                     on_request=self.metrics.kafka_request,
                     ssl_context=tls if endpoint.security_protocol == "SSL" else None,
+                    principal_mapper=config.authorizer.principal_mapper,
                 )
                 self.kafka_listeners.append(listener)
                 listener.bind()
@@ -237,6 +239,11 @@ class Node:
                 controller_listeners=self.controller_endpoints.lookup,
                 quorum=quorum_apis,
                 request_timeout_ms=REQUEST_TIMEOUT_MS_DEFAULT,
+                authorizer=(
+                    BrokerAuthorizer(config.authorizer, committed_acls(self.controller.controller))
+                    if config.authorizer.enabled
+                    else None
+                ),
             )
         metadata_log = MetadataLogService(
             self.driver,

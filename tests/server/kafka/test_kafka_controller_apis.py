@@ -5,7 +5,7 @@
 - DescribeCluster of controllers (type 2) lists each voter's controller listener and the
   active controller; brokers (type 1, v0) are UNSUPPORTED_ENDPOINT_TYPE;
 - UnregisterBroker is a controller write; its error (BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER)
-  is the answer's;
+  is the answer's; with an authorizer it needs ALTER on the cluster (refused: nothing written);
 - the controller endpoints are asked of each voter once per answer age, a failed or
   listener-less voter again next time; a voter that does not answer keeps its last known
   listener, one serving none is left out (`controller_endpoints`).
@@ -29,8 +29,11 @@ from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequ
 from replog.kafka.protocol.codec import Message
 from replog.pb import raft_pb2 as pb
 from replog.quorum.controller.reads import FinalizedFeatures
+from replog.quorum.metadata.image import MetadataImage
 from replog.quorum.metadata.records import Endpoint
 from replog.quorum.raft.config import VoterAddress
+from replog.server.config.authorizer_config import AuthorizerConfig
+from replog.server.kafka.broker_authorizer import BrokerAuthorizer
 from replog.server.kafka.kafka_controller_apis import KafkaControllerApis
 from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis
 from replog.server.raft.controller_endpoints import ControllerEndpoints, endpoint_answer
@@ -69,7 +72,9 @@ class FakeController:
         return Answer(2, error=self.unregister_error)
 
 
-def controller_apis(controller: FakeController | None = None) -> KafkaControllerApis:
+def controller_apis(
+    controller: FakeController | None = None, authorizer: BrokerAuthorizer | None = None
+) -> KafkaControllerApis:
     async def listeners() -> Mapping[int, Endpoint]:
         return {
             1: Endpoint("CONTROLLER_KAFKA", "h1", 9191),
@@ -85,6 +90,7 @@ def controller_apis(controller: FakeController | None = None) -> KafkaController
         controller_listeners=listeners,
         quorum=KafkaQuorumApis(describe, controller_listeners=listeners, grpc_listener_name="C"),
         request_timeout_ms=1000,
+        authorizer=authorizer,
     )
 
 
@@ -216,3 +222,22 @@ async def test_controller_endpoints_are_asked_again_once_old_and_kept_while_unan
     assert await endpoints.lookup() == {1: v1}
     assert await endpoints.lookup() == {1: v1}
     assert asked[-2:] == [2, 2]
+
+
+@pytest.mark.asyncio
+async def test_with_an_authorizer_unregister_broker_needs_alter_on_the_cluster() -> None:
+    controller = FakeController()
+    authorizer = BrokerAuthorizer(AuthorizerConfig(enabled=True), lambda: MetadataImage())
+    apis = controller_apis(controller, authorizer)
+    header = RequestHeader(request_api_key=64, request_api_version=0, correlation_id=1)
+    refused = apis.handle(KafkaRequest(0, header, UnregisterBrokerRequest(broker_id=3), 0), "C")
+    assert refused.error_code == 31  # type: ignore[union-attr]  # answered at once
+    assert controller.unregistered == []
+    admin = BrokerAuthorizer(
+        AuthorizerConfig(enabled=True, super_users=frozenset({"User:ANONYMOUS"})),
+        lambda: MetadataImage(),
+    )
+    response = await handled(
+        controller_apis(controller, admin), UnregisterBrokerRequest(broker_id=3), 0
+    )
+    assert response.error_code == 0 and controller.unregistered == [3]

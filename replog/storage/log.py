@@ -1517,46 +1517,20 @@ class Log:
     def replace_with_cleaned(
         self, groups: Sequence[tuple[list[LogSegment], str]], *, truncation_count: int
     ) -> list[LogSegment] | None:
-        """`swap_in_cleaned`, then `remove_retired` of the files it left: the whole swap;
-        returns the new segments, None when nothing was swapped."""
-        swapped = self.swap_in_cleaned(groups, truncation_count=truncation_count)
-        if swapped is None:
-            return None
-        segments, retired = swapped
-        self.remove_retired(retired)
-        return segments
-
-    def remove_retired(self, retired: Sequence[str]) -> None:
-        """The swap's last step (`segment_swap.finish_swap`), without the log's lock: sync the
-        directory, then remove the replaced segments' files `swap_in_cleaned` renamed to
-        `.deleted`. KafkaStorageError."""
-        if not retired:
-            return
-        try:
-            finish_swap(self._fs, os.path.dirname(retired[0]), retired)
-        except OSError as exc:
-            raise KafkaStorageError(
-                f"{self.name}: removing the segments a cleaned segment replaced failed: {exc}"
-            ) from exc
-
-    def swap_in_cleaned(
-        self, groups: Sequence[tuple[list[LogSegment], str]], *, truncation_count: int
-    ) -> tuple[list[LogSegment], list[str]] | None:
         """Swap each group's synced cleaned segment, whose log file is its `str`
         (`segment_swap.cleaned_paths` of its first replaced base) with its synced indexes
         beside it, in for its replaced segments, consecutive non-active segments of this log
-        (the groups disjoint, in offset order), all in `segment_swap`'s steps at once but the
-        last (`remove_retired`, whoever calls it: a cleaning process's child may); returns the
-        new segments and the replaced segments' files, renamed to `.deleted`. Under the log's
-        lock only renames and the segment map change; the decision's directory sync (one for
-        all the groups) runs without it. When the log changed since the cleaner read them
+        (the groups disjoint, in offset order), all in `segment_swap`'s steps at once; returns
+        the new segments. Under the log's lock only renames and the segment map change; the
+        directory's two syncs (one each for all the groups) and the removal of the replaced
+        files run without it. When the log changed since the cleaner read them
         (`truncation_count` is no longer the log's, a group's segments are no longer
         consecutive non-active segments, or a truncation or a deletion cancelled the swap
         while the directory synced), no group is swapped, every group's cleaned files are
         removed and the answer is None: a pass is never applied to segments other than those
         it read."""
         if not groups:
-            return [], []
+            return []
         cleaned = tuple(path for _, path in groups)
         directory = os.path.dirname(cleaned[0])
         with self._lock:
@@ -1620,14 +1594,15 @@ class Log:
                     f"{self.name}: swapping in the cleaned segment {path} failed: {exc}"
                 ) from exc
         try:
+            finish_swap(self._fs, directory, retired)
             for segment in swapped:  # not under the lock: a sealed segment's, written once
                 segment.flush_txn_index()
         except OSError as exc:
             raise KafkaStorageError(
-                f"{self.name}: writing the aborted transactions of the cleaned {list(cleaned)} "
+                f"{self.name}: removing the segments the cleaned {list(cleaned)} replaced "
                 f"failed: {exc}"
             ) from exc
-        return swapped, retired
+        return swapped
 
     def _aborted_transactions_of(self, segments: list[LogSegment]) -> list[AbortedTransaction]:
         """The `.txnindex` entries of `segments`; an unreadable index gives none (its

@@ -15,8 +15,7 @@ Rules:
   decisions are durable before any replaced file loses its name. `complete_swap`, under the
   lock again, each segment in turn: the replaced segments' files are renamed to `.deleted`
   (`LogSegment.retire`) and each `.swap` file to its final name, the `.log` last.
-  `finish_swap`, without the lock (`Log.remove_retired`, or a cleaning process's child, which
-  the parent hands the names): sync the directory once and remove the `.deleted` files.
+  `finish_swap`, without the lock: sync the directory once and remove the `.deleted` files.
   Under the lock that is renames only: the indexes are the cleaner's, synced with the data,
   and nothing is built, synced or removed there.
 - Between the two locked steps, a truncation or a deletion reaching a replaced segment would

@@ -122,16 +122,16 @@ def assert_indexes_as_rebuilt(log: Log) -> None:
 
 
 def counting_swaps(log: Log) -> list[int]:
-    """The number of groups of each cleaner's swap of `log` (`Log.swap_in_cleaned`), as
+    """The number of groups of each cleaner's swap of `log` (`Log.replace_with_cleaned`), as
     they come."""
     swaps: list[int] = []
-    swap_in = log.swap_in_cleaned
+    replace = log.replace_with_cleaned
 
     def counted(groups: Any, **kwargs: Any) -> Any:
         swaps.append(len(groups))
-        return swap_in(groups, **kwargs)
+        return replace(groups, **kwargs)
 
-    log.swap_in_cleaned = counted  # type: ignore[method-assign]
+    log.replace_with_cleaned = counted  # type: ignore[method-assign]
     return swaps
 
 

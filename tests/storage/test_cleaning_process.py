@@ -18,15 +18,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from storage_helpers import T0, assert_indexes_as_rebuilt, counting_swaps, open_log
 
 from replog.clock import monotonic_s, wall_clock_ms
-from replog.errors import CleaningProcessError, CleaningProcessGoneError, KafkaStorageError
+from replog.errors import CleaningProcessError, CleaningProcessGoneError
 from replog.record import RecordBatch, build_batch
 from replog.storage import Log, LogConfig
 from replog.storage.cleaner.cleanable import LogToClean, log_to_clean
@@ -224,16 +223,13 @@ def test_an_unthrottled_pass_turns_to_the_parent_for_its_one_swap_only(
 ) -> None:
     """Unthrottled, the child reports no reads and swaps every group at once: the parent
     hears from it for that swap and the pass's end, those messages carrying the bytes read;
-    the same pass throttled reports every `REPORT_BYTES`. The child, not the parent,
-    removes the files the swap replaced."""
+    the same pass throttled reports every `REPORT_BYTES`."""
     turns = {}
     for throttled in (False, True):
         log = open_log(tmp_path / f"{throttled}-0", CONFIG)
         fill(log, 300)
         before = latest(log)
         swaps = counting_swaps(log)
-        removed_here: list[Sequence[str]] = []
-        log.remove_retired = removed_here.append  # type: ignore[method-assign]
         reported: list[int] = []
         result = child.run(
             planned(log),
@@ -247,59 +243,8 @@ def test_an_unthrottled_pass_turns_to_the_parent_for_its_one_swap_only(
         assert latest(log) == before
         assert sum(reported) >= result.stats.bytes_read
         assert not [n for n in os.listdir(log.directory) if n.endswith(".deleted")]
-        assert not any(removed_here)
         turns[throttled] = len(reported)
     assert turns[False] <= 2 < turns[True]
-
-
-def swapping_then(log: Log, then: Callable[[list[str]], None]) -> None:
-    """Run `then` on the files each swap of `log` retires, once the swap is in."""
-    swap_in = log.swap_in_cleaned
-
-    def swap_then(groups: Any, **kwargs: Any) -> Any:
-        swapped = swap_in(groups, **kwargs)
-        if swapped is not None:
-            then(swapped[1])
-        return swapped
-
-    log.swap_in_cleaned = swap_then  # type: ignore[method-assign]
-
-
-def test_the_parent_removes_what_a_swap_replaced_when_the_child_is_gone_first(
-    tmp_path: Path, child: CleaningProcess
-) -> None:
-    log = open_log(tmp_path / "t-0", CONFIG)
-    fill(log, 300)
-    before = latest(log)
-    retired: list[str] = []
-
-    def kill(paths: list[str]) -> None:
-        retired.extend(paths)
-        os.kill(child.pid, signal.SIGKILL)
-        child._process.wait()
-
-    swapping_then(log, kill)
-    with pytest.raises(CleaningProcessGoneError):
-        child.run(planned(log), MAP_BYTES, should_stop=never, on_read=ignore, throttled=never)
-    assert retired and not [path for path in retired if os.path.exists(path)]
-    assert not [n for n in os.listdir(log.directory) if n.endswith((".deleted", ".cleaned"))]
-    assert latest(log) == before
-
-
-def test_a_removal_the_child_cannot_make_is_a_storage_error(
-    tmp_path: Path, child: CleaningProcess
-) -> None:
-    log = open_log(tmp_path / "t-0", CONFIG)
-    fill(log, 300)
-
-    def unremovable(paths: list[str]) -> None:
-        os.remove(paths[0])
-        os.mkdir(paths[0])  # a directory where the file was: os.remove fails (EISDIR)
-        Path(paths[0], "in-it").write_bytes(b"x")
-
-    swapping_then(log, unremovable)
-    with pytest.raises(KafkaStorageError, match=r"t-0: removing the segments .* replaced failed"):
-        child.run(planned(log), MAP_BYTES, should_stop=never, on_read=ignore, throttled=never)
 
 
 def test_a_throttle_set_during_a_pass_makes_the_child_report_from_then_on(

@@ -37,17 +37,14 @@ Rules:
   `read` every report's size read, only while the cleaner's I/O is throttled (the parent's
   throttle may sleep, then `go`; unthrottled, the size is None and the child asks nothing until
   its swap), `swap` for the synced `.cleaned` segments of one or more groups, their indexes
-  written and synced with them (the parent swaps them in and answers `swapped`: whether it did,
-  and the replaced segments' files it renamed to `.deleted`, which the child removes after
-  syncing the directory, `segment_swap.finish_swap`: the kernel's work of freeing them is the
-  child's, at its priority; should the child not get to its next message, killed or gone, the
-  parent removes them). A pass ends with `done` (its `CleaningPass`), `failed` (the exception's
-  name and message) or `storage` (that removal failed: the parent raises `KafkaStorageError`, as
-  the swap's own failures are). Every message of the child ends with the bytes read since its
-  last one. A throttle set or lifted during a pass reaches the child as `report` (the new size),
-  which it takes wherever it reads its stdin. So an unthrottled pass of a log whose cleaned
-  groups fit in one swap (`log_cleaning.SWAP_BATCH_BYTES`) is three turns of the parent's
-  thread: `pass`, `swap`, `done`.
+  written and synced with them (the parent swaps them in, the directory's syncs and the replaced
+  files' removal included, and answers `swapped`, whether it did). A pass ends with `done` (its
+  `CleaningPass`) or `failed` (the exception's name and message). Every message of the child
+  ends with the bytes read since its last one. A throttle set or lifted during a pass reaches
+  the child as `report` (the new size), which it takes wherever it reads its stdin. So an
+  unthrottled pass of a log whose cleaned groups fit in one swap
+  (`log_cleaning.SWAP_BATCH_BYTES`) is three turns of the parent's thread: `pass`, `swap`,
+  `done`.
 - Stopping: once the caller's `should_stop` answers True (asked at each message, when
   `interrupt` wakes the parent, and every `POLL_S`) the parent sends `stop` and answers nothing
   more; the child sees it as the answer it waits for or between two batches (it looks at its
@@ -81,7 +78,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from replog.clock import monotonic_s
-from replog.errors import CleaningProcessError, CleaningProcessGoneError, KafkaStorageError
+from replog.errors import CleaningProcessError, CleaningProcessGoneError
 from replog.storage.cleaner.log_cleaning import (
     CleanedGroup,
     CleaningPass,
@@ -98,7 +95,7 @@ from replog.storage.file_maker_process import (
     run_at_idle_priority,
 )
 from replog.storage.fs import LOCAL_FS, SegmentFile
-from replog.storage.segment_swap import discard_cleaned, finish_swap
+from replog.storage.segment_swap import discard_cleaned
 
 # The nice value of the cleaner's work on a thread, and of an urgent pass's child: below the
 # event loop's, so that on a busy machine the loop gets the cores first.
@@ -277,7 +274,6 @@ class CleaningProcess:
         by_base = {s.base_offset: s for s in plan.segments}
         stop_sent: float | None = None
         report_bytes = REPORT_BYTES if throttled() else None
-        retired: list[str] = []  # swapped out, for the child to remove before its next message
 
         def stop_if_asked() -> None:
             nonlocal stop_sent, report_bytes
@@ -300,7 +296,6 @@ class CleaningProcess:
             self._send(plan.name, ("pass", plan, map_bytes, report_bytes))
             while True:
                 message = self._receive(plan.name, stop_if_asked)
-                retired = []  # the child removed them (or says why not: `storage`)
                 kind = message[0]
                 if message[-1]:
                     on_read(message[-1])
@@ -312,8 +307,6 @@ class CleaningProcess:
                         f"{plan.name}: the log cleaner's process {self.pid} failed the pass: "
                         f"{message[1]}"
                     )
-                if kind == "storage":
-                    raise KafkaStorageError(f"{plan.name}: {message[1]}")
                 stop_if_asked()
                 if stop_sent is not None:
                     continue  # the child ends the pass when it reads the stop
@@ -323,21 +316,16 @@ class CleaningProcess:
                     groups = [
                         ([by_base[b] for b in bases], cleaned) for bases, cleaned in message[1]
                     ]
-                    swapped = prepared.swap_leaving_removal(groups)
-                    retired = swapped or []
-                    self._send(plan.name, ("swapped", swapped is not None, retired))
+                    self._send(plan.name, ("swapped", prepared.swap(groups)))
                 else:
                     raise self._gone_error(plan.name, f"it sent {kind!r}")
         except CleaningProcessError:
             raise  # the child answered: it waits for the next pass
         except _KilledIdle:
             self._kill("an idle child's pass stopped or was promoted")
-            prepared.target.remove_retired(retired)
             return CleaningPass(plan.first_dirty, plan.first_dirty, abandoned=True)
         except BaseException:
             self._kill("abandoned in the middle of a pass")
-            with contextlib.suppress(KafkaStorageError):  # the error raised says enough
-                prepared.target.remove_retired(retired)
             raise
 
     def _send(self, name: str, message: Message) -> None:
@@ -420,10 +408,6 @@ class CleaningProcess:
 # --- the child --------------------------------------------------------------------------------
 
 
-class _RemovalFailed(Exception):
-    """The child could not remove what a swap replaced: a storage error (module Rules)."""
-
-
 class _ChildPass:
     """The child's side of one pass: its callbacks for `run_pass`."""
 
@@ -486,15 +470,7 @@ class _ChildPass:
             for _, cleaned in groups:  # not swapped in: the pass ends here
                 discard_cleaned(LOCAL_FS, cleaned)
             return False
-        _, swapped, retired = answer
-        if retired:
-            try:
-                finish_swap(LOCAL_FS, os.path.dirname(retired[0]), retired)
-            except OSError as exc:
-                raise _RemovalFailed(
-                    f"removing the segments a cleaned segment replaced failed: {exc}"
-                ) from exc
-        return bool(swapped)
+        return bool(answer[1])
 
 
 @contextlib.contextmanager
@@ -531,8 +507,6 @@ def main() -> None:
                 should_stop=child.should_stop,
                 on_read=child.on_read,
             )
-        except _RemovalFailed as exc:
-            answer = ("storage", str(exc), child.take_read())
         except Exception as exc:
             answer = ("failed", f"{type(exc).__name__}: {exc}", child.take_read())
         else:

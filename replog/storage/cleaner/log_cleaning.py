@@ -142,24 +142,14 @@ class LogPass:
         """Swap each group's cleaned segment in for the segments it replaces, all at once
         (`Log.replace_with_cleaned`); False when the log changed since the plan was taken,
         and the `.cleaned` files are removed."""
-        swapped = self.swap_leaving_removal(groups)
-        if swapped is None:
-            return False
-        self.target.remove_retired(swapped)
-        return True
-
-    def swap_leaving_removal(self, groups: Sequence[CleanedGroup]) -> list[str] | None:
-        """`swap` but its last step (`Log.swap_in_cleaned`): the replaced segments' files,
-        renamed to `.deleted`, for the caller to remove after syncing the directory
-        (`segment_swap.finish_swap`); None when nothing was swapped."""
-        swapped = self.target.swap_in_cleaned(
+        swapped = self.target.replace_with_cleaned(
             [
                 ([self.segments[s.base_offset] for s in replaced], cleaned)
                 for replaced, cleaned in groups
             ],
             truncation_count=self.truncations,
         )
-        return None if swapped is None else swapped[1]
+        return swapped is not None
 
 
 def prepare_pass(

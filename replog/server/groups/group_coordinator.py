@@ -1224,7 +1224,11 @@ class GroupCoordinator:
             metadata_max_bytes=self.config.offset_metadata_max_bytes,
             membership=lambda: (
                 shard.consumer.commit_error(
-                    group_id, request.member_id, request.generation_id, request.api_version
+                    group_id,
+                    request.member_id,
+                    request.generation_id,
+                    request.api_version,
+                    transactional=isinstance(request, cm.TxnOffsetCommitRequest),
                 )
                 if group_id in shard.consumer.groups
                 else shard.groups.commit_error(

@@ -9,10 +9,13 @@ Rules (Kafka 4.x's `AddPartitionsToTxnManager` and `ReplicaManager.appendRecords
 - What the leader asks depends on the request's version (`operation_for_produce`,
   `operation_for_txn_offset_commit`): Produce v12+ and TxnOffsetCommit v5+ (transaction
   version 2) add the partition; older versions only verify that the client added it.
-- A verification holds only if nothing of that producer reached the partition between the
-  question and the append (`still_verified`): a marker in between ended the transaction, and
-  appending then would open one the coordinator does not know (a hanging transaction): such an
-  append is INVALID_TXN_STATE.
+- A verification holds unless a marker of a later producer epoch reached the partition
+  between the question and the append (`still_verified`): the coordinator fenced and aborted
+  the verified transaction, and appending then would open one it does not know (a hanging
+  transaction): such an append is INVALID_TXN_STATE. A marker at the batch's epoch ends an
+  earlier transaction (transaction version 2 bumps the epoch at EndTxn, so the previous
+  transaction's markers carry the next one's epoch and may still be landing while its first
+  produce is verified) and leaves the verification standing.
 - The coordinator's answer per partition (`client_error`): PRODUCER_FENCED is
   INVALID_PRODUCER_EPOCH (what producers expect here); CLUSTER_AUTHORIZATION_FAILED
   INVALID_TXN_STATE; TRANSACTION_ABORTABLE INVALID_TXN_STATE for clients older than the
@@ -92,9 +95,10 @@ def needs_verification(entry: ProducerEntry | None, producer_epoch: int) -> bool
 def still_verified(
     before: ProducerEntry | None, now: ProducerEntry | None, producer_epoch: int
 ) -> bool:
-    """Whether a verification asked when the producer's entry was `before` still holds with the
-    entry `now` (module Rules): unchanged, or a transaction open at the epoch."""
-    return now is before or not needs_verification(now, producer_epoch)
+    """Whether a verification of a batch at `producer_epoch`, asked when the producer's entry
+    was `before`, still holds with the entry `now` (module Rules): unchanged, or not at a
+    later epoch."""
+    return now is before or now is None or now.producer_epoch <= producer_epoch
 
 
 _UNANSWERED: tuple[type[KafkaError], ...] = (

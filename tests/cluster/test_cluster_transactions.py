@@ -233,9 +233,11 @@ def test_offsets_sent_to_a_transaction_commit_with_it(cluster: ClientCluster) ->
     assert read(cluster, "outputs", "read_committed", 3) == [b"in-0", b"in-1", b"in-2"]
 
 
-def replog_read(cluster: ClientCluster, topic: str, isolation: str, count: int) -> list[bytes]:
-    """As `read`, through replog's own Consumer."""
-    partition = TopicPartition(topic, 0)
+def replog_read(
+    cluster: ClientCluster, topic: str, isolation: str, count: int, partition_id: int = 0
+) -> list[bytes]:
+    """As `read` (of partition `partition_id`), through replog's own Consumer."""
+    partition = TopicPartition(topic, partition_id)
     with cluster.consumer(isolation_level=isolation, enable_auto_commit=False) as consumer:
         consumer.assign([partition])
         consumer.seek_to_beginning(partition)
@@ -287,6 +289,30 @@ def test_replogs_own_producer_commits_aborts_and_is_fenced(cluster: ClientCluste
         assert replog_read(cluster, "ledger", "read_committed", 4) == [b"c1", b"c2", b"c3", b"c4"]
     finally:
         producer.close()
+
+
+def test_back_to_back_version_2_transactions_race_their_markers(cluster: ClientCluster) -> None:
+    """Transaction version 2: EndTxn is answered once PrepareCommit is written, so the next
+    transaction's first produce to each partition (at the bumped epoch) may be verified while
+    the previous transaction's markers, at that same epoch, are still landing (the coordinator
+    answers CONCURRENT_TRANSACTIONS until they all have): every record is appended once, in
+    order, and each transaction bumps the epoch once. The race itself is pinned down in
+    tests/server/test_produce_verifier.py."""
+    cluster.create_topic("racing", 3, 3)
+    rounds = 15
+    with cluster.producer(transactional_id="racing-tx") as producer:
+        producer.init_transactions()
+        for n in range(rounds):
+            producer.begin_transaction()
+            for partition in range(3):
+                producer.send("racing", b"%d-%d" % (n, partition), partition=partition)
+            producer.commit_transaction()
+    coordinator = wait_state(cluster, "racing-tx", "CompleteCommit")
+    state = asyncio.run(_describe(cluster.kafka_addresses[coordinator], "racing-tx"))
+    assert state.producer_epoch == rounds  # one bump a transaction: version 2
+    for partition in range(3):
+        values = replog_read(cluster, "racing", "read_committed", rounds, partition)
+        assert values == [b"%d-%d" % (n, partition) for n in range(rounds)]
 
 
 def copier_consumer(

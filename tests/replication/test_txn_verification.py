@@ -63,13 +63,19 @@ def test_only_a_batch_outside_an_open_transaction_at_its_epoch_asks() -> None:
     assert needs_verification(entry(0, txn_first=5), 1)
 
 
-def test_a_verification_goes_stale_when_a_marker_ends_the_transaction_meanwhile() -> None:
+def test_a_verification_goes_stale_only_when_a_later_epoch_ended_the_transaction() -> None:
     before = entry(0)
     assert still_verified(before, before, 0)  # nothing happened
     assert still_verified(None, None, 0)
     assert still_verified(before, entry(0, txn_first=9), 0)  # opened at the epoch: fine
-    assert not still_verified(before, entry(0), 0)  # another state, no transaction open
-    assert not still_verified(entry(0, txn_first=3), entry(1), 1)  # a marker closed it
+    # Transaction version 2: the previous transaction's marker carries the bumped epoch, the
+    # one the next transaction's first batch has; landing during the verification it ends
+    # the previous transaction, not the verified one.
+    assert still_verified(entry(0, txn_first=3), entry(1), 1)
+    # The coordinator fenced and aborted the verified transaction: its marker's epoch is
+    # above the batch's.
+    assert not still_verified(entry(1), entry(2), 1)
+    assert not still_verified(None, entry(1), 0)
 
 
 @pytest.mark.parametrize(

@@ -142,13 +142,26 @@ async def test_one_producers_requests_keep_their_order_while_one_waits() -> None
 
 
 @pytest.mark.asyncio
-async def test_a_marker_during_the_verification_refuses_the_append() -> None:
+async def test_a_fencing_marker_during_the_verification_refuses_the_append() -> None:
     coordinator, partitions, verifier = setup()
     partitions.entries[("t", 0)] = entry(0)
     task = asyncio.ensure_future(verifier.verify("tx", produced(("t", 0, batch())), 12))
     await asyncio.sleep(0)
-    partitions.entries[("t", 0)] = entry(0)  # a new state of the producer: a marker ended it
+    partitions.entries[("t", 0)] = entry(1)  # the coordinator's abort, at a fenced epoch
     coordinator.answer()
     ((index, error),) = (await task).items()
     assert index == 0 and isinstance(error, InvalidTxnStateError)
     assert "not part of an ongoing transaction" in str(error)
+
+
+@pytest.mark.asyncio
+async def test_the_previous_transactions_marker_during_the_verification_is_no_refusal() -> None:
+    """Transaction version 2: the next transaction's first produce (epoch 1) races the
+    previous transaction's marker (written at the bumped epoch 1)."""
+    coordinator, partitions, verifier = setup()
+    partitions.entries[("t", 0)] = entry(0, txn_first=0)
+    task = asyncio.ensure_future(verifier.verify("tx", produced(("t", 0, batch(epoch=1))), 12))
+    await asyncio.sleep(0)
+    partitions.entries[("t", 0)] = entry(1)  # the marker closing epoch 0's transaction
+    coordinator.answer()
+    assert await task == {}

@@ -14,10 +14,10 @@ Rules:
 - `verify` returns the refusals (by partition index); the caller appends the others before
   it awaits anything else, so that a verification cannot go stale in between. The requests
   queued behind resume only after that append (the queue's next entry is woken, not run).
-- A verified partition whose producer state changed meanwhile without opening the
-  transaction at the batch's epoch (a marker ended it) is INVALID_TXN_STATE
-  (`still_verified`); a partition the coordinator did not confirm gets
-  `txn_verification.client_error`'s answer for the request's version.
+- A verified partition whose producer reached a later epoch meanwhile (a marker of the
+  coordinator's abort of the verified transaction) is INVALID_TXN_STATE (`still_verified`);
+  a partition the coordinator did not confirm gets `txn_verification.client_error`'s answer
+  for the request's version.
 """
 
 from __future__ import annotations
@@ -154,7 +154,8 @@ class ProduceVerifier:
             _, now = self._producers(p.topic, p.partition, header.producer_id)
             if not still_verified(before, now, header.producer_epoch):
                 refusals[i] = InvalidTxnStateError(
-                    f"{where}: producer {header.producer_id}'s transaction ended while the "
-                    "partition was verified; the record is not part of an ongoing transaction"
+                    f"{where}: producer {header.producer_id}'s transaction was aborted at a later "
+                    "epoch while the partition was verified; the record is not part of an "
+                    "ongoing transaction"
                 )
         return refusals

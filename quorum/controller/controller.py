@@ -650,9 +650,12 @@ class QuorumController:
         self._next_leaderless_ms = now_ms + self.config.leaderless_partition_check_interval_ms
         if self.features.metadata_version() is None:
             # An empty log: write what every metadata log begins with.
-            level = self.config.bootstrap_metadata_version
+            levels = (
+                self.config.bootstrap_metadata_version,
+                self.config.bootstrap_transaction_version,
+            )
             self.write(
-                lambda ctx: ControllerResult.of(FeatureControl.bootstrap_records(level), None),
+                lambda ctx: ControllerResult.of(FeatureControl.bootstrap_records(*levels), None),
                 now_ms,
                 "write the bootstrap records",
             )

@@ -28,20 +28,18 @@ from replog.quorum.controller.controller import QuorumController
 from replog.quorum.controller.controller_config import ControllerConfig
 from replog.quorum.controller.pending_response import PendingResponse
 from replog.quorum.controller.replication_control import CreatableTopic
+from replog.quorum.metadata.broker_lifecycle import SUPPORTED_FEATURES
 from replog.quorum.metadata.delta import MetadataDelta
 from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
 from replog.quorum.metadata.log_batches import CommittedRecords
 from replog.quorum.metadata.records import (
-    METADATA_VERSION_FEATURE,
-    METADATA_VERSION_LATEST,
     Endpoint,
-    FeatureRange,
     MetadataRecord,
     TopicRecord,
 )
 
 CLUSTER_ID = "test-cluster"
-BROKER_FEATURES = (FeatureRange(METADATA_VERSION_FEATURE, 1, METADATA_VERSION_LATEST),)
+BROKER_FEATURES = SUPPORTED_FEATURES
 
 
 @dataclass(frozen=True)

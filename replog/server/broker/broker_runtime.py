@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import threading
@@ -138,7 +139,9 @@ from replog.server.runtime.node_tasks import Spawner
 from replog.server.runtime.peer_channels import PeerChannels, PeerLinksFactory
 from replog.server.transactions.marker_channel import GrpcMarkerChannel
 from replog.server.transactions.marker_sender import TxnMarkerSender
+from replog.server.transactions.produce_verifier import ProduceVerifier, producer_entry
 from replog.server.transactions.transaction_coordinator import TransactionCoordinator
+from replog.server.transactions.txn_verifier import TxnVerifier, answer_to_wire
 from replog.storage.log_manager import (
     LogLoadingAborted,
     LogManager,
@@ -290,7 +293,11 @@ class BrokerRuntime:
         )
         # Other nodes' calls to this broker (`broker_service`: WriteTxnMarkers); the node
         # registers it.
-        self.broker_service = BrokerService(config.broker_id, self.service)
+        self.broker_service = BrokerService(
+            config.broker_id,
+            self.service,
+            lambda request: answer_to_wire(self.transaction_coordinator, request, config.broker_id),
+        )
 
         # Each part's random choices from a generator of its own, drawn from `rng` when given
         # (a simulation's seeded one), so that a seed replays them.
@@ -328,6 +335,7 @@ class BrokerRuntime:
             producer_ids=self.producer_ids,
             clock=clock,
             transactions=lambda: self.transaction_coordinator,
+            produce_verifier=lambda: self.produce_verifier,
             fetch_sessions=(
                 None
                 if data_plane is None
@@ -370,6 +378,9 @@ class BrokerRuntime:
         self.group_coordinator: GroupCoordinator | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
         self._marker_channel: GrpcMarkerChannel | None = None
+        # The leader's and group coordinator's questions to transaction coordinators (KIP-890).
+        self.txn_verifier: TxnVerifier | None = None
+        self.produce_verifier: ProduceVerifier | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
@@ -731,6 +742,7 @@ class BrokerRuntime:
             clock=self._clock,
             wall_clock=self._host.wall_clock,
             rng=self._group_rng,
+            txn_verifier=lambda: self.txn_verifier,
         )
         self.group_coordinator = coordinator
         # It follows the images whose replicas exist: an offsets partition it is to load must
@@ -779,6 +791,12 @@ class BrokerRuntime:
             wall_clock=self._host.wall_clock,
         )
         self.transaction_coordinator = coordinator
+        self.txn_verifier = TxnVerifier(
+            broker_id, lambda: self.transaction_coordinator, lambda: self.metadata.image, channel
+        )
+        self.produce_verifier = ProduceVerifier(
+            self.txn_verifier, functools.partial(producer_entry, replica_manager)
+        )
         replica_manager.follow_applied_images(
             lambda image, _removed: coordinator.apply_image(image)
         )
@@ -787,6 +805,7 @@ class BrokerRuntime:
     async def _stop_data_plane(self) -> None:
         self.service.attach(None)
         self.replica_fetch_service.stop()
+        self.produce_verifier = self.txn_verifier = None
         transactions, self.transaction_coordinator = self.transaction_coordinator, None
         if transactions is not None:
             await transactions.stop()

@@ -147,6 +147,9 @@ CONTROLLER_PROPERTIES: Mapping[str, tuple[str, Callable[[str, str], object]]] = 
         "leader_imbalance_check_interval_ms",
         _seconds_as_ms,
     ),
+    # replog's own: the transaction.version a new cluster finalizes (Kafka's
+    # `kafka-storage format --feature transaction.version=N`).
+    "bootstrap.transaction.version": ("bootstrap_transaction_version", _int),
 }
 
 

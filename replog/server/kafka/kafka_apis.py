@@ -24,6 +24,10 @@ Rules:
   replog's tagged field saying how current the metadata is (`replog.kafka.staleness_tag`):
   whether the quorum is lost, since when, and which brokers the node has not heard from.
 - Metadata v0: an empty topic list means every topic; v1+: null means every topic, empty none.
+- A Produce with a transactional id first passes the leader's transaction verification
+  (`produce_verifier`, KIP-890: a batch that begins its producer's transaction on a partition
+  waits for the coordinator to verify the partition, or with v12 to add it); a refused
+  partition is answered with the refusal and not appended.
 - Produce (v3-12, topics by name) goes through the broker's Produce core
   (`BrokerCores.produce`) with no protobuf in between:
   the records are the request's bytes as they arrived (never decoded here; the core checks
@@ -165,6 +169,7 @@ from replog.server.kafka.broker_metadata import (
 from replog.server.kafka.kafka_features import FEATURES_VERSION, with_features
 from replog.server.raft.metadata_staleness import Staleness
 from replog.server.runtime.tolerant_service import Refused
+from replog.server.transactions.produce_verifier import ProduceVerifier
 from replog.server.transactions.transaction_coordinator import TransactionCoordinator
 from replog.topic_names import is_internal_topic
 from replog.wire import broker_codec
@@ -230,16 +235,20 @@ class KafkaApis:
         clock: Clock = monotonic_ms,
         extensions: Sequence[ApiHandlers] = (),
         transactions: Callable[[], TransactionCoordinator | None] | None = None,
+        produce_verifier: Callable[[], ProduceVerifier | None] = lambda: None,
         rng: random.Random | None = None,
         authorizer: BrokerAuthorizer | None = None,
     ) -> None:
         """`transactions`: the broker's transaction coordinator (None while it has none);
-        not given, a transactional InitProducerId is refused (`broker_cores`). `rng`: the
+        not given, a transactional InitProducerId is refused (`broker_cores`).
+        `produce_verifier`: the transaction verification of a transactional Produce (None
+        while the data plane is not running: nothing is appended then). `rng`: the
         random choice of the controller named to clients (None: a fresh source; a simulation
         passes its seeded one)."""
         self.broker_id = broker_id
         self._authorizer = authorizer  # None: authorization off (`authorizer.class.name`)
         self._transactions = transactions
+        self._produce_verifier = produce_verifier
         self._choose = (rng or random.Random()).choice
         self._served = dict(SERVED)
         self._extensions: dict[int, ApiHandlers] = {}
@@ -409,12 +418,27 @@ class KafkaApis:
             for topic in request.topic_data
             for data in topic.partition_data
         )
+        verifier = self._produce_verifier() if request.transactional_id else None
+        refused = (
+            {}
+            if verifier is None
+            else await verifier.verify(request.transactional_id, partitions, version)
+        )
+        # No await between the verification and the appends (`produce_verifier`).
         with self._refusals():
             answer = await service.produce(
-                m.ProduceRequest(request.acks, request.timeout_ms, partitions)
+                m.ProduceRequest(
+                    request.acks,
+                    request.timeout_ms,
+                    tuple(p for i, p in enumerate(partitions) if i not in refused)
+                    if refused
+                    else partitions,
+                )
             )
         if answer is None:
             return None
+        if refused:
+            answer = m.ProduceResponse(_with_refusals(partitions, refused, answer.partitions))
         return ProduceResponse(
             responses=[
                 TopicProduceResponse(
@@ -794,6 +818,20 @@ def _runs_by_topic(
         else:
             runs.append((result.topic, [result]))
     return runs
+
+
+def _with_refusals(
+    partitions: Sequence[m.ProducePartition],
+    refused: Mapping[int, KafkaError],
+    answered: Sequence[m.ProducePartitionResult],
+) -> tuple[m.ProducePartitionResult, ...]:
+    """One result per partition in request order: the refusals where given, else the
+    answers of the partitions produced, in their order."""
+    rest = iter(answered)
+    return tuple(
+        m.ProducePartitionResult(p.topic, p.partition, refused[i]) if i in refused else next(rest)
+        for i, p in enumerate(partitions)
+    )
 
 
 def _per_topic(

@@ -31,6 +31,7 @@ from replog.quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, Lifec
 from replog.quorum.metadata.record_codec import encode_record
 from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
+    TRANSACTION_VERSION_FEATURE,
     Endpoint,
     FeatureLevelRecord,
     MetadataRecord,
@@ -213,7 +214,7 @@ async def test_register_catch_up_unfence_and_run(controllers: Controllers) -> No
     assert uuid.UUID(bytes=registration.incarnation_id) == INCARNATION
     assert [
         (f.name, f.min_supported_version, f.max_supported_version) for f in registration.features
-    ] == [(METADATA_VERSION_FEATURE, 1, 7)]
+    ] == [(METADATA_VERSION_FEATURE, 1, 7), (TRANSACTION_VERSION_FEATURE, 0, 2)]
     assert [(lst.name, lst.host, lst.port) for lst in registration.listeners] == [
         ("PLAINTEXT", "127.0.0.1", 9192)
     ]

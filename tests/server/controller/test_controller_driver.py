@@ -116,7 +116,10 @@ async def start_brokers(node: LoneController, broker_ids: tuple[int, ...]) -> di
                 features=[
                     pb.SupportedFeature(
                         name="metadata.version", min_supported_version=1, max_supported_version=7
-                    )
+                    ),
+                    pb.SupportedFeature(
+                        name="transaction.version", min_supported_version=0, max_supported_version=2
+                    ),
                 ],
             ),
             None,

@@ -4,11 +4,14 @@ channel): confluent-kafka's transactional producer finds its coordinator, initia
 produces inside a transaction and commits or aborts it (each ending with the markers the
 coordinator sends and a Complete* record); a second producer with the same transactional id
 fences the first; DescribeTransactions and ListTransactions show the transaction; a broker
-without a running coordinator answers COORDINATOR_NOT_AVAILABLE."""
+without a running coordinator answers COORDINATOR_NOT_AVAILABLE. The listener verifies each
+transaction's first produce to a partition with the coordinator (KIP-890), which librdkafka's
+transaction version 1 passes by adding its partitions first."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ from uuid import UUID
 import pytest
 
 from replog.coordinator.transaction_metadata import TxnState
-from replog.errors import CoordinatorNotAvailableError, InvalidRequestError
+from replog.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
@@ -33,11 +36,14 @@ from replog.kafka.messages.list_transactions_request import ListTransactionsRequ
 from replog.kafka.messages.request_header import RequestHeader
 from replog.quorum.metadata.image import MetadataImage
 from replog.quorum.metadata.records import Endpoint, RegisterBrokerRecord
+from replog.replication import messages as m
 from replog.server.data_plane.broker_cores import BrokerCores
 from replog.server.kafka.kafka_apis import KafkaApis
 from replog.server.kafka.kafka_group_apis import KafkaGroupApis
 from replog.server.kafka.kafka_listener import KafkaListener
 from replog.server.kafka.kafka_txn_apis import KafkaTxnApis
+from replog.server.transactions.produce_verifier import ProduceVerifier, producer_entry
+from replog.server.transactions.txn_verifier import TxnVerifier
 from replog.topic_names import TRANSACTION_STATE_TOPIC
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 from tests.server.transactions.test_transaction_coordinator import STATE_TID, Broker
@@ -52,9 +58,19 @@ class Current:
     coordinator: Any
 
 
+class NoOtherBroker:
+    """The inter-broker channel of a one-broker cluster: its coordinator is local."""
+
+    async def add_partitions(
+        self, broker_id: int, request: m.TxnPartitionsRequest
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        raise AssertionError(f"asked broker {broker_id} about {request}")
+
+
 @asynccontextmanager
 async def serving(tmp_path: Path) -> AsyncIterator[tuple[Broker, Current, KafkaApis, str]]:
-    """Broker 1 leading `__transaction_state-0` and t-0, behind its Kafka listener."""
+    """Broker 1 leading `__transaction_state-0` and t-0, behind its Kafka listener, verifying
+    transactional produces with its own coordinator (KIP-890)."""
     broker = Broker(tmp_path / "b")
     current = Current(broker.coordinator)
     images: list[MetadataImage] = [MetadataImage.EMPTY]
@@ -62,6 +78,10 @@ async def serving(tmp_path: Path) -> AsyncIterator[tuple[Broker, Current, KafkaA
     def image() -> MetadataImage:
         return images[-1]
 
+    verifier = ProduceVerifier(
+        TxnVerifier(1, lambda: current.coordinator, image, NoOtherBroker()),
+        functools.partial(producer_entry, broker.rm),
+    )
     apis = KafkaApis(
         1,
         cluster_id="c1",
@@ -72,6 +92,7 @@ async def serving(tmp_path: Path) -> AsyncIterator[tuple[Broker, Current, KafkaA
             KafkaTxnApis(1, lambda: current.coordinator, image),
         ],
         transactions=lambda: current.coordinator,
+        produce_verifier=lambda: verifier,
     )
     listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0)
     await listener.start(apis)

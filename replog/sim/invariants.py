@@ -8,6 +8,10 @@ Rules (the metadata quorum's, KRaft's):
   it, across crashes and power losses: a committed batch is never lost or replaced. (No node
   snapshots or compacts its log in these runs: every node's log starts at offset 0.)
 - A node's high watermark never moves back within one of its incarnations.
+- A node's election state changes only as Raft allows (`ElectionState.successor_problem`)
+  within one of its incarnations: its quorum epoch never decreases, its vote and its known
+  leader never change within an epoch. (The core asserts this too; the checker must not rely
+  on the code it checks.)
 - No task of a node ends with an error: a shell stops its node on one (fail-stop) and a core
   asserts its own rules (a truncation below the high watermark, say), so such an end is a
   broken guarantee seen from inside, reported as one. The one exception is a storage error
@@ -24,6 +28,7 @@ the end of a run, reads every log from its start again.
 
 from __future__ import annotations
 
+from replog.quorum.raft.election_state import ElectionState
 from replog.record import iter_frames, read_header
 from replog.sim.cluster import SimCluster
 
@@ -41,6 +46,7 @@ class SafetyChecker:
         self._cluster = cluster
         self.leaders: dict[int, int] = {}  # quorum epoch -> its leader
         self._high_watermarks: dict[tuple[int, int], int] = {}  # (node, incarnation) -> HW
+        self._elections: dict[tuple[int, int], ElectionState] = {}  # (node, incarnation) -> last
         self.committed = bytearray()  # the longest committed log seen
         self.checks = 0
         self._looked_at: dict[int, int] = {}  # node -> its `steps` when its state was checked
@@ -71,8 +77,18 @@ class SafetyChecker:
                         f"at {now} ms two leaders in quorum epoch {status.quorum_epoch}: "
                         f"nodes {known} and {status.node_id}"
                     )
+            key = (node.node_id, node.incarnation)
+            election = raft.node.election_state
+            last_election = self._elections.get(key)
+            if last_election is not None and last_election != election:
+                problem = last_election.successor_problem(election)
+                if problem is not None:
+                    raise InvariantViolation(
+                        f"at {now} ms node {node.node_id}'s election state changed illegally: "
+                        f"{problem}"
+                    )
+            self._elections[key] = election
             if status.high_watermark_known:
-                key = (node.node_id, node.incarnation)
                 last = self._high_watermarks.get(key, -1)
                 if status.high_watermark < last:
                     raise InvariantViolation(

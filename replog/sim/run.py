@@ -10,7 +10,8 @@ A run, all of it decided by its seed:
    disk fails or fills up, turns slow, its wall clock jumps (`node_faults`: a node stops on a
    disk failure, as a node process does). The data workload (`workload`) produces (acks 0, 1
    and all, idempotent) and consumes. `SafetyChecker` runs after every iteration of the loop
-   (the log rule every `LOG_CHECK_S`), `DataChecker` every `DATA_CHECK_S` and before every
+   (the log rule every `LOG_CHECK_S`), `DataChecker` and `MetadataChecker` (the committed
+   metadata log's partition records) every `DATA_CHECK_S`, `DataChecker` also before every
    power loss (its images every `IMAGE_CHECK_S`).
 3. Liveness: faults stop, the network heals, every disk is healthy, every node starts, the
    producers stop. Within `LIVENESS_BOUND_S` a controller must lead, every broker be
@@ -42,6 +43,7 @@ from replog.sim.data_liveness import (
     partitions_replicated,
 )
 from replog.sim.invariants import InvariantViolation, SafetyChecker
+from replog.sim.metadata_invariants import MetadataChecker
 from replog.sim.network import CallLost, NetworkFaults, SimNetwork
 from replog.sim.node_faults import NodeFaults
 from replog.sim.virtual_loop import VirtualLoop
@@ -132,6 +134,7 @@ def simulate(seed: int) -> SimReport:
     checker = SafetyChecker(cluster)
     specs = topic_specs(len(node_ids))
     data_checker = DataChecker(cluster, specs)
+    metadata_checker = MetadataChecker()
     workload = DataWorkload(cluster, data_checker, specs, random.Random(rng.getrandbits(64)))
     run = _Run(cluster, report, random.Random(rng.getrandbits(64)), workload)
     node_faults = run.node_faults = NodeFaults(cluster, random.Random(rng.getrandbits(64)))
@@ -156,6 +159,7 @@ def simulate(seed: int) -> SimReport:
             if now >= next_data_check:
                 with node_faults.suspended():
                     data_checker.follow_metadata(checker.committed)
+                    metadata_checker.follow(checker.committed)
                     data_checker.check_replicas()
                 next_data_check = now + DATA_CHECK_S
             if now >= next_image_check:
@@ -166,6 +170,7 @@ def simulate(seed: int) -> SimReport:
         main.result()
         with node_faults.suspended():
             checker.check_logs(whole=True)
+            metadata_checker.follow(checker.committed)
             data_checker.check_replicas()
             data_checker.check_images(checker.committed)
     except (InvariantViolation, AssertionError) as exc:
@@ -180,6 +185,7 @@ def simulate(seed: int) -> SimReport:
     report.data = {
         **workload.counts,
         "replica checks": data_checker.checks,
+        "partition records checked": metadata_checker.partition_records,
         "images checked": data_checker.images_checked,
         "excused losses": data_checker.excused,
     }

@@ -15,14 +15,21 @@ is replayed:
   among the replicas; no unregistered broker leads a partition or is in an ISR, except as the
   last ISR member of a partition whose leader is -1.
 - Every committed batch replays onto the state before it.
+- Controllers (`check_controllers`): each controller's committed view equals the replay of
+  the committed log at its last committed offset, which ends a committed batch: the active
+  controller's state at its stable offset, a standby's latest state (so a controller that
+  lost its leadership reverted every uncommitted write), a standby holding no state beyond
+  its stable offset; no two controllers active in one quorum epoch.
 The log is replayed once, batch by batch, from where the last call stopped.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from uuid import UUID
 
+from replog.quorum.controller.controller import QuorumController
 from replog.quorum.metadata.delta import MetadataDelta
 from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
 from replog.quorum.metadata.partition_registration import PartitionRegistration
@@ -35,6 +42,7 @@ from replog.quorum.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
 )
+from replog.quorum.metadata.snapshot import image_to_records
 from replog.record import RecordBatch
 from replog.record.header import iter_frames, read_header
 from replog.sim.invariants import InvariantViolation
@@ -49,10 +57,12 @@ class MetadataChecker:
 
     def __init__(self) -> None:
         self._image = MetadataImage.EMPTY
+        self._images: dict[int, MetadataImage] = {0: self._image}  # by batch end (exclusive)
         self._replayed = 0  # bytes of the committed log replayed
         self._leaders_at_epoch: dict[tuple[UUID, int, int], int] = {}
         self._epochs: dict[tuple[UUID, int], tuple[int, int]] = {}
         self.partition_records = 0
+        self.controller_views = 0
 
     def follow(self, committed: bytes | bytearray) -> None:
         """Replay and check what is new in `committed`, the longest committed log seen."""
@@ -64,8 +74,50 @@ class MetadataChecker:
                 image = replace(image, provenance=provenance)
             else:
                 image = self._replay_batch(image, committed, position, provenance)
+            self._images[header.next_offset] = image
             self._replayed = position + size
         self._image = image
+
+    def check_controllers(self, controllers: Iterable[tuple[int, QuorumController]]) -> None:
+        """The controllers rule (module docstring) for `controllers`, (node id, controller)
+        of each running node, against the log `follow` replayed."""
+        active_in: dict[int, int] = {}
+        replayed_end = self._image.provenance.last_offset + 1
+        for node_id, controller in controllers:
+            claim_epoch = controller.claim_epoch
+            if claim_epoch is not None:
+                other = active_in.setdefault(claim_epoch, node_id)
+                if other != node_id:
+                    raise InvariantViolation(
+                        f"nodes {other} and {node_id} are both active controllers in quorum "
+                        f"epoch {claim_epoch}"
+                    )
+            end = controller.last_committed_offset + 1
+            if end > replayed_end:
+                continue  # beyond what the run has seen committed
+            expected = self._images.get(end)
+            if expected is None:
+                raise InvariantViolation(
+                    f"controller {node_id}'s committed offset {end - 1} is not the end of a "
+                    "committed batch"
+                )
+            if controller.is_active:
+                actual = controller.snapshot_records(controller.last_stable_offset)
+            else:
+                latest = controller.offset_control.registry.latest_offset()
+                if latest != controller.last_stable_offset:
+                    raise InvariantViolation(
+                        f"standby controller {node_id} holds state beyond its stable offset "
+                        f"{controller.last_stable_offset} (newest snapshot {latest})"
+                    )
+                actual = controller.snapshot_records()
+            self.controller_views += 1
+            if tuple(actual) != tuple(image_to_records(expected)):
+                role = "active" if controller.is_active else "standby"
+                raise InvariantViolation(
+                    f"{role} controller {node_id}'s committed view at offset {end - 1} differs "
+                    "from a replay of the committed metadata log"
+                )
 
     def _replay_batch(
         self,

@@ -12,7 +12,7 @@ A run, all of it decided by its seed:
    and all, idempotent) and consumes. `SafetyChecker` runs after every iteration of the loop
    (the log rule every `LOG_CHECK_S`), `DataChecker` and `MetadataChecker` (the committed
    metadata log's partition records) every `DATA_CHECK_S`, `DataChecker` also before every
-   power loss (its images every `IMAGE_CHECK_S`).
+   power loss (its images, and each controller's committed view, every `IMAGE_CHECK_S`).
 3. Liveness: faults stop, the network heals, every disk is healthy, every node starts, the
    producers stop. Within `LIVENESS_BOUND_S` a controller must lead, every broker be
    registered and unfenced, a new topic be created, and every data partition have a leader
@@ -34,6 +34,7 @@ import random
 from dataclasses import dataclass, field
 
 from replog.pb import controller_pb2 as pb
+from replog.quorum.controller.controller import QuorumController
 from replog.server.controller.controller_service import ControllerService
 from replog.sim.cluster import SimCluster
 from replog.sim.data_invariants import DataChecker
@@ -166,11 +167,14 @@ def simulate(seed: int) -> SimReport:
                 with node_faults.suspended():
                     checker.check_logs()
                     data_checker.check_images(checker.committed)
+                    metadata_checker.follow(checker.committed)
+                    metadata_checker.check_controllers(_controllers(cluster))
                 next_image_check = now + IMAGE_CHECK_S
         main.result()
         with node_faults.suspended():
             checker.check_logs(whole=True)
             metadata_checker.follow(checker.committed)
+            metadata_checker.check_controllers(_controllers(cluster))
             data_checker.check_replicas()
             data_checker.check_images(checker.committed)
     except (InvariantViolation, AssertionError) as exc:
@@ -186,6 +190,7 @@ def simulate(seed: int) -> SimReport:
         **workload.counts,
         "replica checks": data_checker.checks,
         "partition records checked": metadata_checker.partition_records,
+        "controller views checked": metadata_checker.controller_views,
         "images checked": data_checker.images_checked,
         "excused losses": data_checker.excused,
     }
@@ -197,6 +202,10 @@ def simulate(seed: int) -> SimReport:
     report.disk_fail_stops, report.slow_disks = node_faults.fail_stops, node_faults.slow_disks
     report.clock_jumps = node_faults.clock_jumps
     return report
+
+
+def _controllers(cluster: SimCluster) -> list[tuple[int, QuorumController]]:
+    return [(i, service.driver.controller) for i, service in cluster.services.items()]
 
 
 def _unhandled(context: dict[str, object]) -> str:

@@ -12,6 +12,7 @@ import pytest
 from replog.errors import KafkaStorageError
 from replog.quorum.controller.cluster_control import ClusterControl
 from replog.quorum.controller.controller import QuorumController
+from replog.quorum.controller.controller_result import ControllerResult
 from replog.quorum.controller.deferred_queue import DeferredQueue
 from replog.quorum.controller.replication_control import ReplicationControl
 from replog.quorum.raft import node as raft_node_module
@@ -188,6 +189,19 @@ def _fencing_keeps_isrs(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
+def _leaderless_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No path elects a leader for a leaderless partition: neither a broker's unfencing, nor
+    the periodic sweep, nor preferred-leader balancing (which would elect the preferred
+    replica once it is back)."""
+    monkeypatch.setattr(
+        ReplicationControl,
+        "handle_broker_unfenced",
+        lambda self, broker_id, **kwargs: ControllerResult.of((), None),
+    )
+    monkeypatch.setattr(QuorumController, "_elect_leaderless", lambda self, now_ms: None)
+    monkeypatch.setattr(ReplicationControl, "has_imbalanced_partitions", lambda self: False)
+
+
 LOST_COMMITS = "committed batch was lost or replaced|acknowledged topic creations lost"
 LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record replaced"
 
@@ -213,6 +227,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         (_renounce_without_revert, "MetadataReplayError|does not replay|differs from a replay"),
         (_fenced_brokers_elected, "was elected leader|joined the ISR"),
         (_fencing_keeps_isrs, f"{LOST_ACKED}|unregistered broker|not led and fully replicated"),
+        (_leaderless_left, "not led and fully replicated in time"),
     ],
     ids=[
         "fsync dropped",
@@ -229,6 +244,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         "renounce without revert",
         "fenced broker elected",
         "fencing leaves ISRs as they were",
+        "leaderless partitions left so",
     ],
 )
 def test_a_planted_bug_is_caught(

@@ -12,6 +12,8 @@ Rules (the metadata quorum's, KRaft's):
   within one of its incarnations: its quorum epoch never decreases, its vote and its known
   leader never change within an epoch. (The core asserts this too; the checker must not rely
   on the code it checks.)
+- Durability (`check_durable`): a majority of the voters' disks hold the committed log
+  synced (what a power loss of every node would keep, torn tails aside), byte for byte.
 - No task of a node ends with an error: a shell stops its node on one (fail-stop) and a core
   asserts its own rules (a truncation below the high watermark, say), so such an end is a
   broken guarantee seen from inside, reported as one. The one exception is a storage error
@@ -30,11 +32,14 @@ from __future__ import annotations
 
 from replog.quorum.raft.election_state import ElectionState
 from replog.record import iter_frames, read_header
+from replog.server.raft.raft_storage import METADATA_PARTITION_DIR
 from replog.sim.cluster import SimCluster
+from replog.sim.raft_node import METADATA_DIR
 
 __all__ = ["InvariantViolation", "SafetyChecker"]
 
 READ_ALL = 1 << 40
+METADATA_LOG_DIR = f"{METADATA_DIR}/{METADATA_PARTITION_DIR}"
 
 
 class InvariantViolation(AssertionError):
@@ -126,3 +131,18 @@ class SafetyChecker:
             committed += memoryview(data)[common:]
             last = max(iter_frames(data))[0]  # batches are whole: read below the HW
             self._read_to[key] = (read_header(data, last).next_offset, position + len(data))
+
+    def check_durable(self) -> None:
+        """The durability rule (module docstring), on the longest committed log seen."""
+        committed = self.committed
+        holders = []
+        for node in self._cluster.nodes.values():
+            files = node.disk.durable_files(METADATA_LOG_DIR)
+            synced = b"".join(files[name] for name in sorted(files) if name.endswith(".log"))
+            if synced[: len(committed)] == committed:
+                holders.append(node.node_id)
+        if len(holders) <= len(self._cluster.nodes) // 2:
+            raise InvariantViolation(
+                f"at {self._cluster.loop.now_ms()} ms only nodes {holders} hold the committed "
+                f"metadata log ({len(committed)} bytes) synced; a majority of the voters must"
+            )

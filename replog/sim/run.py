@@ -12,7 +12,8 @@ A run, all of it decided by its seed:
    and all, idempotent) and consumes. `SafetyChecker` runs after every iteration of the loop
    (the log rule every `LOG_CHECK_S`), `DataChecker` and `MetadataChecker` (the committed
    metadata log's partition records) every `DATA_CHECK_S`, `DataChecker` also before every
-   power loss (its images, and each controller's committed view, every `IMAGE_CHECK_S`).
+   power loss (its images, each controller's committed view and the durability of the
+   committed metadata log, every `IMAGE_CHECK_S`).
 3. Liveness: faults stop, the network heals, every disk is healthy, every node starts, the
    producers stop. Within `LIVENESS_BOUND_S` a controller must lead, every broker be
    registered and unfenced, a new topic be created, and every data partition have a leader
@@ -169,12 +170,14 @@ def simulate(seed: int) -> SimReport:
                     data_checker.check_images(checker.committed)
                     metadata_checker.follow(checker.committed)
                     metadata_checker.check_controllers(_controllers(cluster))
+                    checker.check_durable()
                 next_image_check = now + IMAGE_CHECK_S
         main.result()
         with node_faults.suspended():
             checker.check_logs(whole=True)
             metadata_checker.follow(checker.committed)
             metadata_checker.check_controllers(_controllers(cluster))
+            checker.check_durable()
             data_checker.check_replicas()
             data_checker.check_images(checker.committed)
     except (InvariantViolation, AssertionError) as exc:

@@ -209,7 +209,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
 @pytest.mark.parametrize(
     ("plant", "expected"),
     [
-        (_no_fsync, f"{LOST_COMMITS}|below the high watermark"),
+        (_no_fsync, "hold the committed metadata log"),
         (_any_log_wins, LOST_COMMITS),
         (_votes_twice, f"two leaders in quorum epoch|below the high watermark|{LOST_COMMITS}"),
         (_no_truncation, "no progress|not led and fully replicated in time"),
@@ -217,7 +217,10 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         (_acks_all_early, LOST_ACKED),
         (_duplicates_accepted, "an idempotent duplicate"),
         (_stale_epoch_accepted, "a stale leader epoch accepted"),
-        (_failed_fsync_ignored, f"{LOST_COMMITS}|{LOST_ACKED}|below the high watermark"),
+        (
+            _failed_fsync_ignored,
+            f"{LOST_COMMITS}|{LOST_ACKED}|below the high watermark|hold the committed metadata",
+        ),
         (
             _votes_twice_unasserted,
             f"election state changed illegally|two leaders in quorum epoch|"

@@ -86,6 +86,11 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         self._request_timeout_ms = request_timeout_ms
         self._controllers = voter_endpoints(voters)
 
+    @property
+    def driver(self) -> ControllerDriver:
+        """The controller driver every request goes to."""
+        return self._driver
+
     def _refuse(self, make: Callable[..., M], error: KafkaError) -> M:
         return make(controller_id=self._driver.controller_id, error=codec.error_status(error))
 

@@ -19,8 +19,11 @@ Rules:
 - `partition.assignment.strategy` takes Kafka's assignor names (range, roundrobin,
   cooperative-sticky; default ``range,cooperative-sticky`` as Kafka's) as a comma-separated
   string or a list; Java's class names of those three are read as their names. Kafka keys
-  replog cannot honour (TLS/SASL, custom partitioner classes, other assignors) are errors
-  that say why.
+  replog cannot honour (TLS, SASL keys beyond librdkafka's `sasl.mechanism`, `sasl.username`
+  and `sasl.password`, custom partitioner classes, other assignors) are errors that say why.
+- `security.protocol` PLAINTEXT (the default) or SASL_PLAINTEXT with `sasl.mechanism` PLAIN,
+  SCRAM-SHA-256 or SCRAM-SHA-512 and `sasl.username` and `sasl.password`: every connection
+  authenticates (`replog.wire.sasl_authentication`); the password is in no repr.
 - Every rejected input is a `ConfigError` whose message names the key, the value and what is
   accepted (a range, a list of values); an unknown key also names the closest known one, and a
   key that belongs to another client kind says so.
@@ -54,6 +57,7 @@ from replog.admin.bootstrap import parse_bootstrap
 from replog.errors import ConfigError
 from replog.net_address import format_host_port, parse_host_port
 from replog.record.compression import CODEC_NAMES, available_codecs, is_codec_available
+from replog.wire.sasl_authentication import SaslCredentials, sasl_settings
 
 __all__ = [
     "AdminConfig",
@@ -79,14 +83,13 @@ T = TypeVar("T")
 
 # Keys users bring from Kafka that replog knows but does not support: why, instead of "unknown".
 _UNSUPPORTED = {
-    "security.protocol": "replog clients speak plaintext gRPC only",
     "partitioner.class": "replog has one built-in partitioner (murmur2, sticky for null keys)",
     "interceptor.classes": "interceptors are not supported",
 }
 # Whole families of them (Java's `ssl.truststore.location`, librdkafka's `ssl.ca.location`,
 # `sasl.username`, ...): every key under these prefixes.
 _UNSUPPORTED_FAMILIES = {
-    "sasl.": "replog clients do not authenticate (no SASL)",
+    "sasl.": "replog clients take sasl.mechanism, sasl.username and sasl.password only",
     "ssl.": "replog clients speak plaintext gRPC only (no TLS)",
 }
 
@@ -305,8 +308,20 @@ class _CommonConfig:
     # How long one connection may take to open and answer ApiVersions (Kafka's name and
     # default): a dead address fails after it, naming the address.
     socket_connection_setup_timeout_ms: int = _setting(10_000, _integer(1, INT64_MAX))
+    # SASL on every connection (`replog.wire.sasl_authentication`, checked by `sasl`).
+    security_protocol: str = _setting("PLAINTEXT", _text)
+    sasl_mechanism: str = _setting("GSSAPI", _text)
+    sasl_username: str | None = _setting(None, _optional_text)
+    sasl_password: str | None = field(default=None, repr=False, metadata={"parse": _optional_text})
     # dotted names of the settings the user gave (not a setting itself)
     user_keys: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @property
+    def sasl(self) -> SaslCredentials | None:
+        """Who every connection authenticates as (None: no SASL)."""
+        return sasl_settings(
+            self.security_protocol, self.sasl_mechanism, self.sasl_username, self.sasl_password
+        )
 
 
 @dataclass(frozen=True)
@@ -463,6 +478,7 @@ def _construct(
     """The config of kind `cls` from the user's settings, before the kind's cross-checks."""
     values, user_keys = _collect(cls, config, kwargs)
     built = cls(**values, user_keys=user_keys)  # type: ignore[arg-type]
+    _ = built.sasl  # the SASL settings, checked once here
     _warn_static_backoff(built)
     return built
 

@@ -19,6 +19,7 @@ from replog.errors import (
 )
 from replog.wire.kafka_broker_client import KafkaBrokerClient, ProduceStream
 from replog.wire.kafka_connection import KafkaConnections
+from replog.wire.sasl_authentication import SaslCredentials
 
 if TYPE_CHECKING:
     from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
@@ -35,10 +36,13 @@ class Connections:
         request_timeout_ms: int,
         client_id: str,
         setup_timeout_ms: int = SETUP_TIMEOUT_MS_DEFAULT,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
-        self.kafka = KafkaConnections(client_id=client_id, setup_timeout_ms=setup_timeout_ms)
+        self.kafka = KafkaConnections(
+            client_id=client_id, setup_timeout_ms=setup_timeout_ms, sasl=sasl
+        )
         self._brokers: dict[str, KafkaBrokerClient] = {}
         self._produce_streams: dict[str, ProduceStream] = {}
         self._coordinators: dict[str, KafkaCoordinatorClient] = {}

@@ -304,17 +304,39 @@ def test_a_key_of_another_client_kind_says_so() -> None:
 
 
 def test_unsupported_kafka_keys_say_why() -> None:
-    assert "plaintext" in error_of(consumer_config, security_protocol="SSL")
-    # Every SASL and TLS key, whichever client's spelling, says why (not "did you mean").
-    for key in ("sasl.mechanism", "sasl.username", "sasl.mechanisms", "ssl.truststore.location"):
+    assert "does not speak TLS yet" in error_of(consumer_config, security_protocol="SSL")
+    assert "does not speak TLS yet" in error_of(consumer_config, security_protocol="SASL_SSL")
+    # Every other SASL and TLS key, whichever client's spelling, says why (not "did you mean").
+    for key in ("sasl.mechanisms", "sasl.jaas.config", "ssl.truststore.location"):
         assert error_of(producer_config, {key: "x"}) == (
-            f"{key}: not supported by replog: replog clients do not authenticate (no SASL)"
+            f"{key}: not supported by replog: replog clients take sasl.mechanism, "
+            "sasl.username and sasl.password only"
             if key.startswith("sasl.")
             else f"{key}: not supported by replog: replog clients speak plaintext gRPC only "
             "(no TLS)"
         )
     assert "no TLS" in error_of(consumer_config, ssl_ca_location="/ca.pem")
-    assert "no SASL" in error_of(admin_config, {"sasl.jaas.config": "x"})
+
+
+def test_sasl_settings_are_checked_and_the_password_kept_out_of_the_repr() -> None:
+    settings = {
+        "security.protocol": "sasl_plaintext",
+        "sasl.mechanism": "scram-sha-512",
+        "sasl.username": "alice",
+        "sasl.password": "hunter2",
+    }
+    built = producer_config(settings)
+    assert built.sasl is not None and built.sasl.mechanism == "SCRAM-SHA-512"
+    assert "hunter2" not in repr(built) and "hunter2" not in repr(built.sasl)
+    assert producer_config().sasl is None  # PLAINTEXT
+    assert "sasl.username: required" in error_of(consumer_config, {**settings, "sasl.username": ""})
+    assert "sasl.password: required" in error_of(
+        admin_config, {k: v for k, v in settings.items() if k != "sasl.password"}
+    )
+    assert "sasl.mechanism='GSSAPI': accepted values: PLAIN" in error_of(
+        producer_config, {**settings, "sasl.mechanism": "GSSAPI"}
+    )
+    assert "security.protocol='TLS'" in error_of(producer_config, security_protocol="TLS")
 
 
 # --- Kafka's cross-checks --------------------------------------------------------------------

@@ -5,7 +5,9 @@ manages them.
   'SCRAM-SHA-512=[iterations=8192,password=alice-secret]'` sets alice's credential for that
   mechanism (iterations default to 4096); `--delete-config SCRAM-SHA-512` removes it. One
   AlterUserScramCredentials request; the password is salted on this side and never sent.
-  Prints `Completed updating config for user alice.`
+  Prints `Completed updating config for user alice.` As from kafka-configs.sh against a KRaft
+  cluster, two changes of one user in one command (two mechanisms) are refused by the
+  controller (DUPLICATE_RESOURCE): one command per mechanism.
 - `describe --entity-type users [--entity-name alice]` prints, per user (every user with a
   credential when none is named), `SCRAM credential configs for user-principal 'alice' are
   SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096`, or for a user without any,

@@ -29,6 +29,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.eventually import wait_until
+from tests.kafka.client_tools import kcat
 from tests.local_ports import free_ports_in
 from tests.tls_certificates import Pki
 
@@ -423,6 +424,26 @@ def test_an_unknown_mechanism_is_refused(node: SaslNode) -> None:
             )
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kcat_lists_the_cluster_over_sasl_ssl(node: SaslNode, mechanism: str) -> None:
+    listed = kcat().run(
+        "-b",
+        node.address("SASL_SSL"),
+        "-X",
+        "security.protocol=SASL_SSL",
+        "-X",
+        f"ssl.ca.location={node.pki.truststore}",
+        "-X",
+        f"sasl.mechanisms={mechanism}",
+        "-X",
+        "sasl.username=alice",
+        "-X",
+        f"sasl.password={PASSWORDS[mechanism]}",
+        "-L",
+    )
+    assert "1 brokers:" in listed and node.address("SASL_SSL") in listed
 
 
 def frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:

@@ -20,7 +20,16 @@ from replog.kafka.protocol.codec import Message
 from replog.kafka.sasl_authenticator import SaslAuthenticator, SaslState, SaslStep
 from replog.security.principal import KafkaPrincipal
 from replog.security.scram_client import ScramClient
-from replog.security.scram_credential import ScramCredential, derive_credential
+from replog.security.scram_credential import (
+    CLIENT_KEY,
+    ScramCredential,
+    derive_credential,
+    digest,
+    keyed_hash,
+    salted_password,
+    xor,
+)
+from replog.security.scram_messages import auth_message, b64
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
@@ -245,3 +254,39 @@ def test_plain_refuses_malformed_messages_and_another_authorization_id() -> None
         result = step(sasl, SaslAuthenticateRequest(auth_bytes=token))
         assert result is not None and result.close
         assert cause in (answered(result).error_message or "")
+
+
+def test_a_final_nonce_with_the_client_nonce_again_in_front_is_taken_as_kafka_takes_it() -> None:
+    # librdkafka before 2.1 (Debian 12's kcat) sends its nonce again before the combined one;
+    # Kafka's broker checks only that the final nonce ends with the combined one.
+    sasl = authenticator()
+    step(sasl, SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
+    first = b"n,,n=bob,r=cnonce"
+    server_first = answered(step(sasl, SaslAuthenticateRequest(auth_bytes=first))).auth_bytes
+    combined = server_first.split(b",")[0].removeprefix(b"r=")
+    client = ScramClient(SCRAM_SHA_256, "bob", "bob-secret", "cnonce")
+    client.respond(b"")
+    final = client.respond(server_first)
+    assert final is not None
+    doubled = final.replace(b"r=" + combined, b"r=cnonce" + combined)
+    # The proof covers the message as sent: recompute it over the doubled nonce.
+    without_proof = doubled.rsplit(b",p=", 1)[0]
+    salted = salted_password(SCRAM_SHA_256, "bob-secret", SALT, 4096)
+    client_key = keyed_hash(SCRAM_SHA_256, salted, CLIENT_KEY)
+    signed = auth_message("n=bob,r=cnonce", server_first.decode(), without_proof.decode())
+    proof = xor(client_key, keyed_hash(SCRAM_SHA_256, digest(SCRAM_SHA_256, client_key), signed))
+    result = step(
+        sasl, SaslAuthenticateRequest(auth_bytes=without_proof + b",p=" + b64(proof).encode())
+    )
+    assert answered(result).error_code == 0 and sasl.complete
+    # A final nonce that does not end with the combined one is still refused.
+    sasl = authenticator()
+    step(sasl, SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
+    step(sasl, SaslAuthenticateRequest(auth_bytes=first))
+    result = step(
+        sasl,
+        SaslAuthenticateRequest(
+            auth_bytes=without_proof.replace(combined, b"x" + combined[1:]) + b",p=AAAA"
+        ),
+    )
+    assert result is not None and result.close and "Invalid client nonce" in (result.failure or "")

@@ -90,6 +90,7 @@ from replog.errors import (
     RequestTimedOutError,
     UnknownServerError,
 )
+from replog.quorum.controller.acl_state import AclState
 from replog.quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
 from replog.quorum.controller.cluster_control import (
     BrokerRegistrationReply,
@@ -132,6 +133,7 @@ from replog.quorum.metadata.fence_notices import FenceNotice
 from replog.quorum.metadata.image import ConfigResource
 from replog.quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from replog.quorum.metadata.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -141,6 +143,7 @@ from replog.quorum.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
     TopicRecord,
@@ -150,6 +153,7 @@ from replog.quorum.metadata.records import (
 from replog.quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps, run_to_end
 
 R = TypeVar("R")
+AclRecord = AccessControlEntryRecord | RemoveAccessControlEntryRecord
 MOVE_OFF_FENCED = "move fenced brokers out of ISRs and leaderships"
 # Partitions (in whole topics) one step of `snapshot_records_in_steps` takes: 5-10 ms of CPU.
 SNAPSHOT_STEP_PARTITIONS = 5_000
@@ -200,6 +204,7 @@ class QuorumController:
         self.configs = ConfigControl(registry, config.static_broker_configs)
         self.producer_ids = ProducerIdControl(registry, self.cluster)
         self.scram = ScramCredentials(registry)
+        self.acls = AclState(registry)
         self.replication = ReplicationControl(
             registry,
             self.cluster,
@@ -417,6 +422,22 @@ class QuorumController:
             "alter partition reassignments",
         )
 
+    def write_acls(
+        self,
+        decide: Callable[[list[AccessControlEntryRecord]], tuple[Sequence[AclRecord], R]],
+        now_ms: int,
+        description: str,
+    ) -> PendingResponse[R]:
+        """CreateAcls or DeleteAcls: `decide` (`replog.security.acl_control`, composed by the
+        shell) is given the latest ACLs and gives the records to write, in one atomic batch,
+        and the answer."""
+
+        def op(ctx: WriteContext) -> ControllerResult[R]:
+            records, response = decide(self.acls.acls())
+            return ControllerResult.of(records, response, is_atomic=True)
+
+        return self.write(op, now_ms, description)
+
     # -- reads -----------------------------------------------------------------------------------
 
     def read(self, query: ReadOperation[R]) -> R:
@@ -436,7 +457,7 @@ class QuorumController:
     def snapshot_records(self, offset: int | None = None) -> list[MetadataRecord]:
         """Records recreating the managers' state at `offset` (None: latest): features first
         (a log begins with `metadata.version`), then brokers, topics with their partitions,
-        configs (a topic's after the topic), producer ids and SCRAM credentials."""
+        configs (a topic's after the topic), producer ids, SCRAM credentials and ACLs."""
         return list(self.deferred_snapshot_records(offset))
 
     def deferred_snapshot_records(self, offset: int | None = None) -> DeferredRecords:
@@ -472,6 +493,7 @@ class QuorumController:
             self.configs.snapshot_records(offset),
             self.producer_ids.snapshot_records(offset),
             self.scram.snapshot_records(offset),
+            self.acls.snapshot_records(offset),
         )
 
     # -- Raft events -----------------------------------------------------------------------------
@@ -968,6 +990,8 @@ class QuorumController:
             ProducerIdsRecord: self.producer_ids.replay,  # type: ignore[dict-item]
             UserScramCredentialRecord: self.scram.replay,  # type: ignore[dict-item]
             RemoveUserScramCredentialRecord: self.scram.replay,  # type: ignore[dict-item]
+            AccessControlEntryRecord: self.acls.replay,  # type: ignore[dict-item]
+            RemoveAccessControlEntryRecord: self.acls.replay,  # type: ignore[dict-item]
             NoOpRecord: _replay_no_op,
         }
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -77,10 +78,16 @@ from replog.errors import (
 from replog.kafka.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse,
 )
+from replog.kafka.messages.create_acls_request import AclCreation, CreateAclsRequest
+from replog.kafka.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 from replog.kafka.messages.create_partitions_response import CreatePartitionsResponse
 from replog.kafka.messages.create_topics_response import CreateTopicsResponse
+from replog.kafka.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
+from replog.kafka.messages.delete_acls_response import DeleteAclsFilterResult, DeleteAclsResponse
 from replog.kafka.messages.delete_records_response import DeleteRecordsResponse
 from replog.kafka.messages.delete_topics_response import DeleteTopicsResponse
+from replog.kafka.messages.describe_acls_request import DescribeAclsRequest
+from replog.kafka.messages.describe_acls_response import DescribeAclsResponse
 from replog.kafka.messages.describe_cluster_request import DescribeClusterRequest
 from replog.kafka.messages.describe_cluster_response import DescribeClusterResponse
 from replog.kafka.messages.describe_configs_response import DescribeConfigsResponse
@@ -181,9 +188,11 @@ class AsyncKafkaAdminClient:
         setup_timeout_ms: int = SETUP_TIMEOUT_MS,
         controllers: bool = False,
         sasl: SaslCredentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """`controllers`: the bootstrap addresses are controllers' Kafka listeners
-        (`bootstrap.controllers`), whose DescribeCluster lists controllers."""
+        (`bootstrap.controllers`), whose DescribeCluster lists controllers. `tls`: the TLS
+        context of every connection (None: plaintext)."""
         self.controllers = controllers
         self.bootstrap: tuple[str, ...] = parse_bootstrap(bootstrap).addresses
         self.default_timeout_s = default_timeout_s
@@ -192,7 +201,10 @@ class AsyncKafkaAdminClient:
         self.max_retry_backoff_s = max_retry_backoff_s
         self.refused_timeout_s = refused_timeout_s
         self._connections = KafkaConnections(
-            client_id=client_id, setup_timeout_ms=setup_timeout_ms, sasl=sasl
+            client_id=client_id,
+            setup_timeout_ms=setup_timeout_ms,
+            tls=tls,
+            sasl=sasl,
         )
         self._answered: str | None = None  # the address that answered last
         self._brokers: tuple[str, ...] = ()  # the brokers the last Metadata answer listed
@@ -567,6 +579,39 @@ class AsyncKafkaAdminClient:
                     raise
             await asyncio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, self.max_retry_backoff_s)
+
+    # --- ACLs (Kafka's DescribeAcls, CreateAcls, DeleteAcls; messages as on the wire) ---------
+
+    async def describe_acls(
+        self, request: DescribeAclsRequest, *, timeout_s: float | None = None
+    ) -> DescribeAclsResponse:
+        """The ACLs the request's filter matches; its error (SECURITY_DISABLED,
+        CLUSTER_AUTHORIZATION_FAILED, ...) raised."""
+        answer = await self._call(DescribeAclsResponse, lambda wait_ms: request, timeout_s)
+        found = cluster_answers.error(answer.error_code, answer.error_message)
+        if found is not None:
+            raise found
+        return answer
+
+    async def create_acls(
+        self, creations: Sequence[AclCreation], *, timeout_s: float | None = None
+    ) -> list[AclCreationResult]:
+        """One result per creation, in order (its error code and message)."""
+        answer = await self._call(
+            CreateAclsResponse,
+            lambda wait_ms: CreateAclsRequest(creations=list(creations)),
+            timeout_s,
+        )
+        return list(answer.results)
+
+    async def delete_acls(
+        self, filters: Sequence[DeleteAclsFilter], *, timeout_s: float | None = None
+    ) -> list[DeleteAclsFilterResult]:
+        """One result per filter, in order: its error, or the ACLs it removed."""
+        answer = await self._call(
+            DeleteAclsResponse, lambda wait_ms: DeleteAclsRequest(filters=list(filters)), timeout_s
+        )
+        return list(answer.filter_results)
 
     async def list_transactions(
         self,
@@ -947,6 +992,15 @@ class KafkaAdminClient:
         self, **kwargs: Any
     ) -> tuple[list[TransactionListing], dict[int, ReplogError]]:
         return self._run(self._async.list_transactions(**kwargs))
+
+    def describe_acls(self, *args: Any, **kwargs: Any) -> DescribeAclsResponse:
+        return self._run(self._async.describe_acls(*args, **kwargs))
+
+    def create_acls(self, *args: Any, **kwargs: Any) -> list[AclCreationResult]:
+        return self._run(self._async.create_acls(*args, **kwargs))
+
+    def delete_acls(self, *args: Any, **kwargs: Any) -> list[DeleteAclsFilterResult]:
+        return self._run(self._async.delete_acls(*args, **kwargs))
 
     def describe_producers(
         self, *args: Any, **kwargs: Any

@@ -26,9 +26,11 @@ Rules (Kafka's):
   holds a bounded amount of memory. `requests_read` and `requests_released` say where a
   connection that is to close stands: it closes once every request before the one that closes
   it is released (`unanswered` names those still waiting).
-- `principal` is who the connection authenticated as (`User:ANONYMOUS` until a SASL exchange
-  completes, `sasl_authenticator`): the one place a connection's identity is kept. Every
-  request read carries the principal of the moment it was read (`KafkaRequest.principal`).
+- `principal` is who the connection authenticated as (`User:ANONYMOUS` until the shell sets
+  it: a TLS client certificate's subject, or a SASL login once its exchange completes,
+  `sasl_authenticator`, which wins over the certificate's as in Kafka) and `client_host` the
+  client's IP address: the one place a connection's identity is kept. Every request read
+  carries both as of the moment it was read (`KafkaRequest.principal`), for the authorizer.
 - After a SaslHandshake v0 (`raw_sasl_tokens` set by the shell) each frame is a bare SASL
   token, not a request: it is read as a SaslAuthenticate v0 request and its answer is written
   as a bare size-prefixed token, until the shell clears the flag.
@@ -86,6 +88,7 @@ class KafkaRequest:
     peer: str = ""  # the client's host:port, as the connection names it ("": not known)
     # Who the connection had authenticated as when the request was read.
     principal: KafkaPrincipal = ANONYMOUS
+    client_host: str = ""  # the client's IP address, as ACL hosts name it ("": not known)
 
     @property
     def api_key(self) -> int:
@@ -120,6 +123,9 @@ class KafkaConnection:
         if API_VERSIONS_KEY not in served:
             raise ValueError("a Kafka listener serves ApiVersions")
         self.peer = peer
+        # The connection's identity (module Rules); the shell sets both once known.
+        self.principal = ANONYMOUS
+        self.client_host = ""
         self._served = dict(served)
         self._request_bytes_max = request_bytes_max
         # Bytes fed and not yet framed, in order: whole chunks as the socket gave them (never
@@ -264,7 +270,9 @@ class KafkaConnection:
                 f"{request_label(key, version, correlation_id)} does not decode: {error}",
             ) from None
         sequence = self._take_slot(key, version, correlation_id)
-        return KafkaRequest(sequence, header, body, len(frame), self.peer, self.principal)
+        return KafkaRequest(
+            sequence, header, body, len(frame), self.peer, self.principal, self.client_host
+        )
 
     def _raw_token(self, frame: bytes | memoryview) -> KafkaRequest:
         """A bare SASL token, read as the SaslAuthenticate v0 request it stands for."""
@@ -272,7 +280,9 @@ class KafkaConnection:
         sequence = self._take_slot(key, RAW_TOKEN_VERSION, -1)
         header = RequestHeader(request_api_key=key, request_api_version=0, correlation_id=-1)
         body = SaslAuthenticateRequest(auth_bytes=bytes(frame))
-        return KafkaRequest(sequence, header, body, len(frame), self.peer, self.principal)
+        return KafkaRequest(
+            sequence, header, body, len(frame), self.peer, self.principal, self.client_host
+        )
 
     def _answer_unsupported_api_versions(self, correlation_id: int) -> None:
         """Answered at v0 whatever version was asked (KIP-511)."""

@@ -3,9 +3,9 @@ after ApiVersions, a SaslHandshake v1 naming the mechanism, then the mechanism's
 SaslAuthenticate requests until the exchange completes (docs/security.md, "Clients").
 
 Rules:
-- `security.protocol` SASL_PLAINTEXT authenticates every connection of the client;
-  PLAINTEXT none. SASL_SSL and SSL need TLS in replog's client (`sasl_settings` refuses them
-  here). `sasl.mechanism` is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI
+- `security.protocol` SASL_PLAINTEXT or SASL_SSL authenticates every connection of the
+  client, under SASL_SSL inside its TLS session (`KafkaConnection.open`); PLAINTEXT and SSL
+  none. `sasl.mechanism` is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI
   is refused, naming the ones served), and `sasl.username` and `sasl.password` are required.
 - A mechanism the broker does not enable is UNSUPPORTED_SASL_MECHANISM naming the ones it
   does; a refused exchange is SASL_AUTHENTICATION_FAILED with the broker's message (a wrong
@@ -41,6 +41,7 @@ from replog.security.scram_client import ScramClient
 PLAIN = "PLAIN"
 CLIENT_MECHANISMS = (PLAIN, *MECHANISM_BY_NAME)
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 # A session is renewed once this much of its lifetime has passed (Kafka's client picks a
 # random point between 85% and 95%).
 REAUTH_FRACTION = 0.85
@@ -76,13 +77,8 @@ def sasl_settings(
         raise ConfigError(
             f"security.protocol={security_protocol!r}: accepted values: {', '.join(PROTOCOLS)}"
         )
-    if protocol in ("SSL", "SASL_SSL"):
-        raise ConfigError(
-            f"security.protocol={protocol}: replog's client does not speak TLS yet; use "
-            "SASL_PLAINTEXT or PLAINTEXT"
-        )
-    if protocol == "PLAINTEXT":
-        return None
+    if protocol not in SASL_PROTOCOLS:
+        return None  # PLAINTEXT or SSL: no SASL (SSL's TLS is `client.tls_settings`')
     name = mechanism.strip().upper()
     if name not in CLIENT_MECHANISMS:
         raise ConfigError(

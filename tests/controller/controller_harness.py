@@ -306,6 +306,7 @@ def controller_view(controller: QuorumController, offset: int | None) -> dict[st
         },
         "next_producer_id": controller.producer_ids.next_producer_id(offset),
         "topics": controller.replication.snapshot_records(offset),
+        "acls": controller.acls.acls(offset),
     }
 
 
@@ -329,4 +330,5 @@ def image_view(image: MetadataImage) -> dict[str, object]:
         # The image starts at -1 ("no block yet"), the controller at 0 (the first block's start).
         "next_producer_id": max(image.next_producer_id, 0),
         "topics": topics,
+        "acls": [image.acls.acls[acl_id] for acl_id in sorted(image.acls.acls)],
     }

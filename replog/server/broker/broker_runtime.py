@@ -107,6 +107,7 @@ from replog.replication.producer_state import ProducerEntry
 from replog.server.broker.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker.metadata_publisher import BrokerMetadataListener
 from replog.server.broker.producer_id_manager import ProducerIdManager, allocate_from_controller
+from replog.server.config.authorizer_config import AuthorizerConfig
 from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.config.node_config import NodeConfig, static_broker_configs
 from replog.server.config.transaction_coordinator_config import TransactionCoordinatorConfig
@@ -121,6 +122,8 @@ from replog.server.data_plane.replica_fetcher import ReplicaFetcherManager
 from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.server.groups.group_coordinator import GroupCoordinator
 from replog.server.groups.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
+from replog.server.kafka.broker_authorizer import BrokerAuthorizer
+from replog.server.kafka.kafka_acl_apis import KafkaAclApis
 from replog.server.kafka.kafka_admin_apis import KafkaAdminApis
 from replog.server.kafka.kafka_apis import KafkaApis, MetadataStalenessOf, fetch_session_cache
 from replog.server.kafka.kafka_group_apis import KafkaGroupApis
@@ -213,10 +216,12 @@ class BrokerRuntime:
         metadata_staleness: MetadataStalenessOf | None = None,
         controller_links: PeerLinksFactory = PeerChannels,
         host: DataPlaneHost | None = None,
+        authorizer: AuthorizerConfig | None = None,
     ) -> None:
         """`controller_links`: makes each of its parts' links to the controllers (gRPC channels
         unless given: the simulator's network); `host`: what the data plane runs on (a node
-        process's unless given: `data_plane_host`)."""
+        process's unless given: `data_plane_host`); `authorizer`: the Kafka listeners'
+        authorization settings (None: off)."""
         self._host = host or DataPlaneHost()
         self._spawner = tasks  # its background tasks' owner (node_tasks)
         self._controller_links = controller_links
@@ -294,6 +299,25 @@ class BrokerRuntime:
             return None if rng is None else random.Random(rng.getrandbits(64))
 
         self._log_rng, self._group_rng = child_rng(), child_rng()
+        authorizing = authorizer is not None and authorizer.enabled
+        admin_apis = KafkaAdminApis(
+            config.broker_id,
+            cluster_id=config.cluster_id,
+            image=lambda: self.metadata.image,
+            forward=self.controller_calls.call,
+            broker_service=self.service,
+            describe_producers=self._describe_producers,
+            quorum_leader=lambda: self._raft_leader,
+            static_configs=(
+                {}
+                if data_plane is None
+                else static_broker_configs(
+                    data_plane.properties,
+                    LogManagerConfig.from_properties(data_plane.properties).log,
+                )
+            ),
+            rng=child_rng(),
+        )
         # The handlers of the Kafka listeners (if any `listeners` entry is one).
         self.kafka_apis = KafkaApis(
             config.broker_id,
@@ -315,24 +339,18 @@ class BrokerRuntime:
                 )
             ),
             rng=child_rng(),
+            authorizer=(
+                BrokerAuthorizer(authorizer, lambda: self.metadata.image)
+                if authorizer is not None and authorizing
+                else None
+            ),
             extensions=[
-                admin_apis := KafkaAdminApis(
+                admin_apis,
+                KafkaAclApis(
                     config.broker_id,
-                    cluster_id=config.cluster_id,
+                    enabled=authorizing,
                     image=lambda: self.metadata.image,
-                    forward=self.controller_calls.call,
-                    broker_service=self.service,
-                    describe_producers=self._describe_producers,
-                    quorum_leader=lambda: self._raft_leader,
-                    static_configs=(
-                        {}
-                        if data_plane is None
-                        else static_broker_configs(
-                            data_plane.properties,
-                            LogManagerConfig.from_properties(data_plane.properties).log,
-                        )
-                    ),
-                    rng=child_rng(),
+                    forward=admin_apis.forward_request,
                 ),
                 KafkaGroupApis(
                     config.broker_id,
@@ -346,7 +364,7 @@ class BrokerRuntime:
                     lambda: self.metadata.image,
                 ),
                 KafkaTxnMarkerApis(config.broker_id, self.service),
-                KafkaSaslApis(lambda: self.metadata.image, admin_apis.forward),
+                KafkaSaslApis(lambda: self.metadata.image, admin_apis.forward_request),
                 *([] if quorum_apis is None else [quorum_apis]),
             ],
         )
@@ -404,6 +422,7 @@ class BrokerRuntime:
             data_plane=data_plane_config_from_node(node),
             quorum_apis=quorum_apis,
             metadata_staleness=metadata_staleness,
+            authorizer=node.authorizer,
         )
         raft_driver.add_stepped_listener(runtime.listener_steps)
         return runtime

@@ -83,6 +83,7 @@ from replog.quorum.metadata.snapshot_schedule import (
     METADATA_MAX_RETENTION_MS,
 )
 from replog.quorum.raft.config import RaftConfig
+from replog.server.config.authorizer_config import NO_AUTHORIZATION, AuthorizerConfig
 from replog.server.config.replica_manager_config import ReplicaManagerConfig
 from replog.server.config.sasl_config import (
     SASL_PROTOCOLS,
@@ -189,6 +190,8 @@ class NodeConfig:
     tls: TlsConfig | None = None
     # Each SASL_PLAINTEXT or SASL_SSL Kafka listener's SASL settings, by listener name.
     sasl: Mapping[str, SaslListenerConfig] = dataclasses.field(default_factory=dict)
+    # The Kafka listeners' authorization and TLS principal settings.
+    authorizer: AuthorizerConfig = NO_AUTHORIZATION
     # The one a controller serves with Kafka's protocol: a `listeners` entry after the first
     # named in `controller.listener.names` (None: none).
     kafka_controller_listener: Endpoint | None = None
@@ -372,6 +375,7 @@ class NodeConfig:
             kafka_listeners=kafka_listeners,
             tls=tls,
             sasl=sasl,
+            authorizer=AuthorizerConfig.from_properties(properties),
             kafka_controller_listener=kafka_controller_listener,
             advertised_kafka_controller_listener=advertised_controller_listener,
         )

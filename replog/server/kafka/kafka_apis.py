@@ -65,6 +65,10 @@ Rules:
   with epoch 0, answered at once. With one it goes to the broker's transaction coordinator
   (`TransactionCoordinator.init_producer_id`; COORDINATOR_NOT_AVAILABLE until it runs), its
   producer id and epoch given when both are set (KIP-360), INVALID_REQUEST when only one is.
+- With an authorizer (`authorizer.class.name`, `broker_authorizer`), every request passes the
+  per-API rules of `replog.kafka.api_authorization` first, on behalf of its connection's
+  principal: refused entries are answered there with Kafka's errors, the handler sees the
+  rest. Fetch asks in its handler, over the fetch session's whole partition list.
 - The admin APIs and the transaction APIs' refusals are `kafka_admin_apis.KafkaAdminApis`'s,
   passed in as an extension by the broker runtime; so are the consumer group APIs,
   `kafka_group_apis.KafkaGroupApis`'s.
@@ -75,7 +79,16 @@ from __future__ import annotations
 import contextlib
 import random
 import re
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+    Sized,
+)
 from dataclasses import replace
 from functools import partial
 from typing import Protocol, TypeVar
@@ -89,9 +102,11 @@ from replog.errors import (
     LeaderNotAvailableError,
     RecordsRejectedError,
     RequestRefusedError,
+    TopicAuthorizationFailedError,
     UnknownTopicIdError,
 )
 from replog.kafka import staleness_tag
+from replog.kafka.api_authorization import Caller, fetch_refused
 from replog.kafka.connection import Answer, KafkaRequest, Served
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
@@ -141,6 +156,7 @@ from replog.replication.fetch_session_cache import (
     new_context,
 )
 from replog.server.data_plane.broker_cores import BrokerCores, ProducerIds, init_producer_id
+from replog.server.kafka.broker_authorizer import BrokerAuthorizer, authorized
 from replog.server.kafka.broker_metadata import (
     controller_for_clients,
     listener_endpoint,
@@ -215,12 +231,14 @@ class KafkaApis:
         extensions: Sequence[ApiHandlers] = (),
         transactions: Callable[[], TransactionCoordinator | None] | None = None,
         rng: random.Random | None = None,
+        authorizer: BrokerAuthorizer | None = None,
     ) -> None:
         """`transactions`: the broker's transaction coordinator (None while it has none);
         not given, a transactional InitProducerId is refused (`broker_cores`). `rng`: the
         random choice of the controller named to clients (None: a fresh source; a simulation
         passes its seeded one)."""
         self.broker_id = broker_id
+        self._authorizer = authorizer  # None: authorization off (`authorizer.class.name`)
         self._transactions = transactions
         self._choose = (rng or random.Random()).choice
         self._served = dict(SERVED)
@@ -255,6 +273,16 @@ class KafkaApis:
         return self._served
 
     def handle(self, request: KafkaRequest, listener_name: str) -> Answer:
+        """`_handle` under the broker's authorizer, when it has one: the request's entries the
+        principal may not touch are answered with Kafka's errors, the rest handled
+        (`api_authorization`)."""
+        return authorized(
+            self._authorizer,
+            request,
+            lambda asked, caller: self._handle(asked, listener_name, caller),
+        )
+
+    def _handle(self, request: KafkaRequest, listener_name: str, caller: Caller | None) -> Answer:
         """The response to `request` (its key and version are in `SERVED`: the connection core
         refuses the others), None when the request gets none; an awaitable of it for the
         requests that wait (produce, a fetch in the purgatory, the extensions'), the response
@@ -268,7 +296,7 @@ class KafkaApis:
         if isinstance(body, ListOffsetsRequest):
             return self.list_offsets(body, request.api_version)
         if isinstance(body, FetchRequest):
-            return self.fetch(body, request.api_version)
+            return self.fetch(body, request.api_version, caller)
         if isinstance(body, MetadataRequest):
             return self.metadata(body, request.api_version, listener_name)
         if isinstance(body, ProduceRequest):
@@ -402,7 +430,7 @@ class KafkaApis:
     # --- Fetch ---------------------------------------------------------------------------------
 
     def fetch(
-        self, request: FetchRequest, version: int
+        self, request: FetchRequest, version: int, caller: Caller | None = None
     ) -> kf.FetchResponse | Awaitable[kf.FetchResponse]:
         """Through the broker's Fetch core (`BrokerCores.fetch`: its refusals and
         answer, the `ReplicaManager.fetch_or_wait` call, the records as the
@@ -448,24 +476,35 @@ class KafkaApis:
             return kf.FetchResponse(error_code=context.error.code)
         read = context.request
         known = tuple(p for p in read.partitions if not _unknown_id(p.topic))
+        # The session's whole partition list is asked about, on every fetch: a READ revoked
+        # since the last one refuses its topic now (Kafka's rule).
+        refused: Collection[str] = (
+            () if caller is None else fetch_refused((p.topic for p in known), caller)
+        )
+        if refused:
+            known = tuple(p for p in known if p.topic not in refused)
         if not known:  # (with none, the Broker service too answers at once, reading nothing)
-            return _fetch_response(context, (), version, self._clock())
+            return _fetch_response(context, (), version, self._clock(), refused)
         if len(known) < len(read.partitions):
             # Kafka answers at once when a partition has an error: an unknown topic id is one.
             read = replace(read, partitions=known, max_wait_ms=0)
         with self._refusals():
             fetched = service.fetch(read)
         if isinstance(fetched, m.FetchResponse):
-            return _fetch_response(context, fetched.partitions, version, self._clock())
-        return self._fetched_later(context, fetched, version)
+            return _fetch_response(context, fetched.partitions, version, self._clock(), refused)
+        return self._fetched_later(context, fetched, version, refused)
 
     async def _fetched_later(
-        self, context: FetchContext, fetched: Awaitable[m.FetchResponse], version: int
+        self,
+        context: FetchContext,
+        fetched: Awaitable[m.FetchResponse],
+        version: int,
+        refused: Collection[str],
     ) -> kf.FetchResponse:
         """The answer of a fetch that waited in the purgatory."""
         with self._refusals():
             response = await fetched
-        return _fetch_response(context, response.partitions, version, self._clock())
+        return _fetch_response(context, response.partitions, version, self._clock(), refused)
 
     def _topic_names(self, uses_ids: bool) -> Callable[[str, UUID], str]:
         """How a Fetch names a topic: its name up to v12, its id from v13 (looked up in the
@@ -697,10 +736,12 @@ def _fetch_response(
     fetched: Sequence[m.FetchPartitionResult],
     version: int,
     now_ms: int,
+    refused: Collection[str] = (),
 ) -> kf.FetchResponse:
     """The Kafka answer to the read of `context.request` whose known partitions' results are
-    `fetched` (each partition with an unknown topic id is UNKNOWN_TOPIC_ID): what the session
-    keeps of it, grouped by topic, each partition's records the bytes the log read."""
+    `fetched` (each partition with an unknown topic id is UNKNOWN_TOPIC_ID, each of a topic in
+    `refused` TOPIC_AUTHORIZATION_FAILED): what the session keeps of it, grouped by topic, each
+    partition's records the bytes the log read."""
     read = context.request
     results = {(r.topic, r.partition): r for r in fetched}
     session_id, answered = context.answer(
@@ -710,7 +751,9 @@ def _fetch_response(
                 or m.FetchPartitionResult(
                     p.topic,
                     p.partition,
-                    UnknownTopicIdError(f"Fetch: no topic has id {p.topic_id}"),
+                    TopicAuthorizationFailedError(f"Fetch: may not READ topic {p.topic}")
+                    if p.topic in refused
+                    else UnknownTopicIdError(f"Fetch: no topic has id {p.topic_id}"),
                 )
                 for p in read.partitions
             )

@@ -18,9 +18,14 @@ Rules (docs/kafka-protocol.md, "Listener"):
   each connection's authentication through its `SaslAuthenticator` (`replog.kafka`): every
   request is shown to it first, in arrival order, and it answers the SASL requests, closes the
   connection on what it refuses (the answer written first), or lets the request through to the
-  handlers. What it authenticated as is the core's `principal` (`KafkaConnection.principal`),
-  which each request read afterwards carries. A failed attempt is one WARNING line naming the
-  listener, the peer and the cause (never a password) and counted (`on_failed_authentication`).
+  handlers. A failed attempt is one WARNING line naming the listener, the peer and the cause
+  (never a password) and counted (`on_failed_authentication`).
+- A connection's principal (`KafkaConnection.principal`, which every request carries to the
+  authorizer) is `User:ANONYMOUS` until set: on a SASL listener, SASL_SSL included, what the
+  SASL exchange authenticated (a client certificate there names nobody, as in Kafka); on an
+  SSL listener its client certificate's subject mapped by `ssl.principal.mapping.rules`
+  (`principal_mapping`), a certificate no rule maps closing the connection with one WARNING
+  line. Its `client_host` is the peer's IP address.
 - `bind` binds and listens synchronously, so that the broker can register the port the OS
   chose for port 0; `start` accepts from then on (the node calls it once the broker serves
   clients: like Kafka's broker, it serves none before), `stop` closes the socket and every
@@ -84,7 +89,13 @@ from typing import Protocol
 
 from replog.clock import monotonic_s
 from replog.config import positive_setting
-from replog.errors import KafkaConnectionError, KafkaError, RequestRefusedError
+from replog.errors import (
+    InvalidCertificateError,
+    KafkaConnectionError,
+    KafkaError,
+    NoMatchingPrincipalRuleError,
+    RequestRefusedError,
+)
 from replog.kafka.connection import (
     REQUEST_BYTES_MAX_DEFAULT,
     Answer,
@@ -97,6 +108,7 @@ from replog.kafka.protocol.codec import Message
 from replog.kafka.sasl_authenticator import CredentialLookup, SaslAuthenticator, SaslStep
 from replog.net_address import format_host_port, format_peer
 from replog.security.principal import ANONYMOUS
+from replog.security.principal_mapping import PrincipalMapper, tls_principal
 from replog.server.config.sasl_config import SaslListenerConfig
 
 log = logging.getLogger("replog.server.kafka")
@@ -165,13 +177,17 @@ class KafkaListener:
         ssl_context: ssl.SSLContext | None = None,
         sasl: SaslListenerConfig | None = None,
         on_failed_authentication: FailedAuthenticationObserver | None = None,
+        principal_mapper: PrincipalMapper | None = None,
     ) -> None:
+        """`principal_mapper`: `ssl.principal.mapping.rules` (an SSL listener's; DEFAULT if
+        not given)."""
         self.name = name
         self.ssl_context = ssl_context
         self.sasl = sasl
         self.on_failed_authentication = on_failed_authentication
         # The SCRAM credentials SASL connections are checked against (`start`).
         self.credentials: CredentialLookup | None = None
+        self.principal_mapper = principal_mapper or PrincipalMapper.from_rules()
         self.on_request = on_request
         self.host = host
         self.port = port
@@ -302,6 +318,26 @@ class _Connection(asyncio.Protocol):
             self._handlers.served,
             request_bytes_max=self._listener.config.request_bytes_max,
         )
+        peername = transport.get_extra_info("peername")
+        if isinstance(peername, tuple):
+            self._core.client_host = str(peername[0])
+        if self._listener.ssl_context is not None and self._listener.sasl is None:
+            # SSL: the certificate names the principal (SASL_SSL: the SASL exchange does).
+            ssl_object = transport.get_extra_info("ssl_object")
+            certificate = None if ssl_object is None else ssl_object.getpeercert(binary_form=True)
+            try:
+                self._core.principal = tls_principal(certificate, self._listener.principal_mapper)
+            except (NoMatchingPrincipalRuleError, InvalidCertificateError) as exc:
+                # Kafka fails such a client's authentication: no principal, no requests.
+                log.warning(
+                    "Kafka listener %s: closing connection from %s: no principal for its "
+                    "certificate: %s",
+                    self._name,
+                    self.peer,
+                    exc,
+                )
+                transport.abort()
+                return
         self._listener._connections.add(self)
         self._idle_timer = self._loop.call_later(self._idle_s(), self._idle_check)
         sasl = self._listener.sasl

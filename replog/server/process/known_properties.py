@@ -28,6 +28,7 @@ from replog.server.config import (
     replica_manager_config,
     transaction_coordinator_config,
 )
+from replog.server.config.authorizer_config import AUTHORIZER_PROPERTIES
 from replog.server.config.node_config import CONTROLLER_PROPERTIES, NODE_PROPERTIES
 from replog.server.config.sasl_config import SASL_PROPERTIES, is_listener_sasl_key
 from replog.server.config.tls_config import TLS_PROPERTIES
@@ -44,6 +45,7 @@ KNOWN_NODE_PROPERTIES = frozenset(
     | KAFKA_LISTENER_PROPERTIES
     | TLS_PROPERTIES
     | SASL_PROPERTIES
+    | AUTHORIZER_PROPERTIES
     | BROKER_CONFIGS.keys()
     | replica_manager_config.PROPERTY_NAMES.keys()
     | group_coordinator_config.PROPERTY_NAMES.keys()

@@ -75,6 +75,7 @@ from replog.server.controller.controller_service import (
 )
 from replog.server.data_plane.broker_service import add_broker_service
 from replog.server.data_plane.replica_fetch_service import add_replica_fetch_service
+from replog.server.kafka.broker_authorizer import BrokerAuthorizer, committed_acls
 from replog.server.kafka.broker_metadata import image_credentials
 from replog.server.kafka.kafka_controller_apis import KafkaControllerApis
 from replog.server.kafka.kafka_listener import KafkaListener, KafkaListenerConfig
@@ -176,6 +177,7 @@ class Node:
                     on_request=self.metrics.kafka_request,
                     ssl_context=tls if endpoint.security_protocol in TLS_PROTOCOLS else None,
                     sasl=config.sasl.get(endpoint.name),
+                    principal_mapper=config.authorizer.principal_mapper,
                     on_failed_authentication=self.metrics.failed_authentication,
                 )
                 self.kafka_listeners.append(listener)
@@ -240,6 +242,11 @@ class Node:
                 controller_listeners=self.controller_endpoints.lookup,
                 quorum=quorum_apis,
                 request_timeout_ms=REQUEST_TIMEOUT_MS_DEFAULT,
+                authorizer=(
+                    BrokerAuthorizer(config.authorizer, committed_acls(self.controller.controller))
+                    if config.authorizer.enabled
+                    else None
+                ),
             )
         metadata_log = MetadataLogService(
             self.driver,

@@ -7,13 +7,9 @@ failure each, the node serving on; re-authentication (KIP-368); credentials afte
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -31,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.eventually import wait_until
 from tests.kafka.client_tools import kcat
 from tests.local_ports import free_ports_in
+from tests.node_process import run_replog, start_node, stop_node
 from tests.tls_certificates import Pki
 
 PORTS = range(41000, 42000)  # this test's range: never the defaults other runs use
@@ -88,21 +85,7 @@ class SaslNode:
         return config
 
     def start(self) -> None:
-        with (self.directory / "node.log").open("ab") as out:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "replog.cli.main",
-                    "node",
-                    "--config",
-                    str(self.directory / "server.properties"),
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                start_new_session=True,
-            )
+        self.process = start_node(self.directory / "server.properties", self.directory / "node.log")
 
         def serving() -> bool:
             assert self.process is not None and self.process.poll() is None, self.log()[-3000:]
@@ -117,31 +100,12 @@ class SaslNode:
         wait_until(serving, "the node serving", timeout_s=60)
 
     def stop(self) -> None:
-        if self.process is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-        self.process = None
+        if self.process is not None:
+            stop_node(self.process)
+            self.process = None
 
     def replog(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "replog.cli.main",
-                *args,
-                "--bootstrap-server",
-                self.address("PLAINTEXT"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        return run_replog(*args, "--bootstrap-server", self.address("PLAINTEXT"))
 
     def failed_authentications(self) -> float:
         text = (
@@ -329,13 +293,14 @@ def test_aiokafka_produces_and_consumes(node: SaslNode, listener: str, mechanism
     asyncio.run(run())
 
 
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_replog_client_produces_and_consumes(node: SaslNode, mechanism: str) -> None:
+def test_replog_client_produces_and_consumes(node: SaslNode, listener: str, mechanism: str) -> None:
     from replog import Consumer, Producer
 
-    settings = node.config("SASL_PLAINTEXT", mechanism)
+    settings = node.config(listener, mechanism)
     del settings["socket.timeout.ms"]
-    tag = f"replog-{mechanism}".encode()
+    tag = f"replog-{listener}-{mechanism}".encode()
     with Producer(settings) as producer:
         offset = producer.send("sasl", tag).get(timeout=30).offset
     with Consumer(config=settings) as consumer:
@@ -353,17 +318,31 @@ def test_replog_client_produces_and_consumes(node: SaslNode, mechanism: str) -> 
     assert values[0] == tag
 
 
-def test_replog_async_client_authenticates(node: SaslNode) -> None:
-    from replog.aio import Admin
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_replog_async_client_authenticates(node: SaslNode, listener: str) -> None:
+    from replog.aio import Admin, Consumer, Producer
+    from replog.common import TopicPartition
 
-    settings = node.config("SASL_PLAINTEXT", "SCRAM-SHA-256")
+    settings = node.config(listener, "SCRAM-SHA-256")
     del settings["socket.timeout.ms"]  # librdkafka's name; replog's is request.timeout.ms
+    tag = f"replog-aio-{listener}".encode()
 
-    async def run() -> list[str]:
+    async def run() -> tuple[list[str], bytes]:
         async with Admin(settings) as admin:
-            return sorted(await admin.list_topics())
+            topics = sorted(await admin.list_topics())
+        async with Producer(settings) as producer:
+            offset = (await producer.send("sasl", tag)).offset
+        async with Consumer(config=settings) as consumer:
+            partition = TopicPartition("sasl", 0)
+            consumer.assign([partition])
+            consumer.seek(partition, offset)
+            async with asyncio.timeout(30):
+                while True:
+                    for records in (await consumer.poll(timeout_ms=500)).values():
+                        return topics, records[0].value
 
-    assert "sasl" in asyncio.run(run())
+    topics, value = asyncio.run(run())
+    assert "sasl" in topics and value == tag
 
 
 @pytest.mark.parametrize(("user", "password"), [("alice", "wrong"), ("mallory", SCRAM_PASSWORD)])

@@ -307,7 +307,7 @@ def test_a_key_of_another_client_kind_says_so() -> None:
 def test_unsupported_kafka_keys_say_why() -> None:
     # Every other SASL key, and every TLS key replog's client does not read, says why (not
     # "did you mean"); a TLS key it reads is a setting.
-    for key in ("sasl.mechanisms", "sasl.jaas.config", "ssl.cipher.suites"):
+    for key in ("sasl.kerberos.service.name", "sasl.jaas.config", "ssl.cipher.suites"):
         assert error_of(producer_config, {key: "x"}) == (
             f"{key}: not supported by replog: replog clients take sasl.mechanism, "
             "sasl.username and sasl.password only"
@@ -316,6 +316,8 @@ def test_unsupported_kafka_keys_say_why() -> None:
         )
     assert "ssl.key.password decrypts" in error_of(consumer_config, ssl_keystore_password="x")
     assert consumer_config(ssl_ca_location="/ca.pem").ssl_ca_location == "/ca.pem"
+    # A near miss of a SASL setting is a typo of it, not the unsupported family.
+    assert "did you mean 'sasl.mechanism'?" in error_of(producer_config, {"sasl.mechanisms": "x"})
 
 
 def test_sasl_settings_are_checked_and_the_password_kept_out_of_the_repr() -> None:
@@ -336,7 +338,7 @@ def test_sasl_settings_are_checked_and_the_password_kept_out_of_the_repr() -> No
     assert "sasl.mechanism='GSSAPI': accepted values: PLAIN" in error_of(
         producer_config, {**settings, "sasl.mechanism": "GSSAPI"}
     )
-    assert "security.protocol='TLS'" in error_of(producer_config, security_protocol="TLS")
+    assert "security.protocol='TLS'" in error_of(producer_config, {"security.protocol": "TLS"})
 
 
 def test_one_security_protocol_setting_gives_tls_sasl_or_both() -> None:

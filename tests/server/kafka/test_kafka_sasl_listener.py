@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -22,11 +24,15 @@ from replog.kafka.messages.metadata_request import MetadataRequest
 from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.kafka.protocol.codec import Message
 from replog.security.principal import ANONYMOUS, KafkaPrincipal
+from replog.security.principal_mapping import PrincipalMapper
 from replog.security.scram_credential import ScramCredential, derive_credential
 from replog.server.config.sasl_config import SaslListenerConfig
+from replog.server.config.tls_config import TlsConfig
 from replog.server.kafka.kafka_listener import KafkaListener
+from replog.server.kafka.tls_context import server_ssl_context
 from replog.wire.kafka_connection import KafkaConnection, KafkaConnections
 from replog.wire.sasl_authentication import SaslCredentials
+from tests.tls_certificates import Pki
 
 PLAIN_USERS = {"alice": "alice-plain"}
 SCRAM = {"bob": derive_credential(SCRAM_SHA_256, "bob-scram", b"salt", 4096)}
@@ -186,3 +192,56 @@ async def test_the_client_renews_its_session_and_an_expired_one_is_closed(listen
     with pytest.raises(NetworkError):
         await stale.call(MetadataRequest(topics=[]), timeout_ms=5000)
     assert all(p != ANONYMOUS for p in handlers.principals)
+
+
+@pytest.mark.asyncio
+async def test_on_sasl_ssl_the_sasl_login_is_the_principal_not_the_certificate(
+    tmp_path: Path,
+) -> None:
+    """replog's client: TLS (with a client certificate), ApiVersions, then SASL inside the TLS
+    session. The certificate names nobody: no mapping rule matches it, which on an SSL
+    listener closes the connection (`test_kafka_listener_principal`); here alice's login
+    decides, as in Kafka."""
+    pki = Pki.create(tmp_path)
+    pki.keystore("dave")
+    served = KafkaListener(
+        "SASL_SSL",
+        "127.0.0.1",
+        0,
+        ssl_context=server_ssl_context(
+            TlsConfig(
+                keystore_location=str(pki.keystore("broker")),
+                truststore_location=str(pki.truststore),
+                client_auth="required",
+            )
+        ),
+        sasl=SaslListenerConfig(("PLAIN",), PLAIN_USERS),
+        principal_mapper=PrincipalMapper.from_rules("RULE:^CN=admin,.*$/admin/"),
+    )
+    handlers = Handlers()
+    await served.start(handlers, credentials)
+    client = ssl.create_default_context(cafile=str(pki.truststore))
+    client.load_cert_chain(str(pki.directory / "dave.crt"), str(pki.directory / "dave.key"))
+    try:
+        connection = await KafkaConnection.open(
+            served.address,
+            client_id="test",
+            setup_timeout_ms=5000,
+            tls=client,
+            sasl=SaslCredentials("PLAIN", "alice", "alice-plain"),
+        )
+        answer, _ = await connection.call(MetadataRequest(topics=[]), timeout_ms=5000)
+        connection.close()
+        # The certificate lets no one in by itself: a wrong password is refused.
+        with pytest.raises(SaslAuthenticationFailedError):
+            await KafkaConnection.open(
+                served.address,
+                client_id="test",
+                setup_timeout_ms=5000,
+                tls=client,
+                sasl=SaslCredentials("PLAIN", "alice", "wrong"),
+            )
+    finally:
+        await served.stop()
+    assert answer.cluster_id == "SASL_SSL"
+    assert handlers.principals == [KafkaPrincipal("User", "alice")]

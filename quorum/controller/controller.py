@@ -127,6 +127,7 @@ from replog.quorum.controller.replication_control import (
     ReassignmentResult,
     ReplicationControl,
 )
+from replog.quorum.controller.scram_credentials import ScramCredentials
 from replog.quorum.metadata.deferred_records import DeferredItem, DeferredRecords
 from replog.quorum.metadata.fence_notices import FenceNotice
 from replog.quorum.metadata.image import ConfigResource
@@ -144,8 +145,10 @@ from replog.quorum.metadata.records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from replog.quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps, run_to_end
 
@@ -200,6 +203,7 @@ class QuorumController:
         )
         self.configs = ConfigControl(registry, config.static_broker_configs)
         self.producer_ids = ProducerIdControl(registry, self.cluster)
+        self.scram = ScramCredentials(registry)
         self.acls = AclState(registry)
         self.replication = ReplicationControl(
             registry,
@@ -445,6 +449,7 @@ class QuorumController:
                 features=self.features,
                 producer_ids=self.producer_ids,
                 replication=self.replication,
+                scram=self.scram,
                 offset=self.offset_control.last_stable_offset,
             )
         )
@@ -452,7 +457,7 @@ class QuorumController:
     def snapshot_records(self, offset: int | None = None) -> list[MetadataRecord]:
         """Records recreating the managers' state at `offset` (None: latest): features first
         (a log begins with `metadata.version`), then brokers, topics with their partitions,
-        configs (a topic's after the topic), producer ids and ACLs."""
+        configs (a topic's after the topic), producer ids, SCRAM credentials and ACLs."""
         return list(self.deferred_snapshot_records(offset))
 
     def deferred_snapshot_records(self, offset: int | None = None) -> DeferredRecords:
@@ -487,6 +492,7 @@ class QuorumController:
             items,
             self.configs.snapshot_records(offset),
             self.producer_ids.snapshot_records(offset),
+            self.scram.snapshot_records(offset),
             self.acls.snapshot_records(offset),
         )
 
@@ -713,6 +719,7 @@ class QuorumController:
             features=self.features,
             producer_ids=self.producer_ids,
             replication=self.replication,
+            scram=self.scram,
             now_ms=now_ms,
             next_write_offset=next_write_offset,
         )
@@ -984,6 +991,8 @@ class QuorumController:
             ConfigRecord: self.configs.replay,  # type: ignore[dict-item]
             FeatureLevelRecord: self.features.replay,  # type: ignore[dict-item]
             ProducerIdsRecord: self.producer_ids.replay,  # type: ignore[dict-item]
+            UserScramCredentialRecord: self.scram.replay,  # type: ignore[dict-item]
+            RemoveUserScramCredentialRecord: self.scram.replay,  # type: ignore[dict-item]
             AccessControlEntryRecord: self.acls.replay,  # type: ignore[dict-item]
             RemoveAccessControlEntryRecord: self.acls.replay,  # type: ignore[dict-item]
             NoOpRecord: _replay_no_op,

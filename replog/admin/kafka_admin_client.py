@@ -117,6 +117,7 @@ from replog.kafka.messages.write_txn_markers_response import WriteTxnMarkersResp
 from replog.kafka.protocol.codec import Message
 from replog.net_address import format_host_port
 from replog.wire.kafka_connection import KafkaConnections
+from replog.wire.sasl_authentication import SaslCredentials
 
 SETUP_TIMEOUT_MS = 10_000  # Kafka: socket.connection.setup.timeout.ms
 
@@ -143,6 +144,11 @@ if TYPE_CHECKING:
         ProducerState,
         TransactionDescription,
         TransactionListing,
+    )
+    from replog.admin.user_scram_credentials import (
+        ScramUserDeletion,
+        ScramUserUpsertion,
+        UserScramCredentials,
     )
     from replog.replication import messages as m
 
@@ -181,6 +187,7 @@ class AsyncKafkaAdminClient:
         refused_timeout_s: float = REFUSED_TIMEOUT_S,
         setup_timeout_ms: int = SETUP_TIMEOUT_MS,
         controllers: bool = False,
+        sasl: SaslCredentials | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
         """`controllers`: the bootstrap addresses are controllers' Kafka listeners
@@ -194,7 +201,10 @@ class AsyncKafkaAdminClient:
         self.max_retry_backoff_s = max_retry_backoff_s
         self.refused_timeout_s = refused_timeout_s
         self._connections = KafkaConnections(
-            client_id=client_id, setup_timeout_ms=setup_timeout_ms, tls=tls
+            client_id=client_id,
+            setup_timeout_ms=setup_timeout_ms,
+            tls=tls,
+            sasl=sasl,
         )
         self._answered: str | None = None  # the address that answered last
         self._brokers: tuple[str, ...] = ()  # the brokers the last Metadata answer listed
@@ -347,6 +357,41 @@ class AsyncKafkaAdminClient:
             timeout_s,
         )
         return answers.configs_altered(answer)
+
+    # --- SCRAM credentials --------------------------------------------------------------------
+
+    async def alter_user_scram_credentials(
+        self,
+        deletions: Sequence[ScramUserDeletion] = (),
+        upsertions: Sequence[ScramUserUpsertion] = (),
+        *,
+        timeout_s: float | None = None,
+    ) -> dict[str, KafkaError | None]:
+        """Each user's answer (None: done); passwords are salted here (`user_scram_credentials`)."""
+        from replog.admin import user_scram_credentials as scram
+        from replog.kafka.messages.alter_user_scram_credentials_response import (
+            AlterUserScramCredentialsResponse,
+        )
+
+        request = scram.alter_request(list(deletions), list(upsertions))
+        answer = await self._call(AlterUserScramCredentialsResponse, lambda _: request, timeout_s)
+        return scram.altered(answer)
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None, *, timeout_s: float | None = None
+    ) -> list[UserScramCredentials]:
+        """The mechanisms and iterations of `users` (None or empty: every user with any)."""
+        from replog.admin import user_scram_credentials as scram
+        from replog.kafka.messages.describe_user_scram_credentials_response import (
+            DescribeUserScramCredentialsResponse,
+        )
+
+        answer = await self._call(
+            DescribeUserScramCredentialsResponse,
+            lambda _: scram.describe_request(None if users is None else list(users)),
+            timeout_s,
+        )
+        return scram.described(answer)
 
     # --- elections and reassignments ----------------------------------------------------------
 
@@ -914,6 +959,16 @@ class KafkaAdminClient:
 
     def incremental_alter_configs(self, *args: Any, **kwargs: Any) -> list[ConfigsAltered]:
         return self._run(self._async.incremental_alter_configs(*args, **kwargs))
+
+    def alter_user_scram_credentials(
+        self, *args: Any, **kwargs: Any
+    ) -> dict[str, KafkaError | None]:
+        return self._run(self._async.alter_user_scram_credentials(*args, **kwargs))
+
+    def describe_user_scram_credentials(
+        self, *args: Any, **kwargs: Any
+    ) -> list[UserScramCredentials]:
+        return self._run(self._async.describe_user_scram_credentials(*args, **kwargs))
 
     def elect_leaders(self, *args: Any, **kwargs: Any) -> list[ElectionResult]:
         return self._run(self._async.elect_leaders(*args, **kwargs))

@@ -25,7 +25,7 @@
   ssl.certificate.location, ssl.key.location), which every `replog` command takes as
   `--command-config`, and confluent-kafka and `kcat -F` read as it is; it ends naming that
   file. The controllers' Kafka listeners stay PLAINTEXT. `--security sasl_ssl` is refused:
-  SASL is not built yet.
+  a local cluster with SASL listeners is not built yet.
 - `status [--json]`: first the clients' `bootstrap.servers` line (the Kafka listeners; `--json`
   key "bootstrap_servers", null when no broker serves one), for an ssl cluster the
   client.properties to pass as `--command-config` (`--json` keys "security" and
@@ -146,8 +146,8 @@ def register(commands: Any) -> None:
         choices=SECURITY_CHOICES,
         help="how the brokers' Kafka listeners are secured: plaintext (the default for a new "
         "cluster), or ssl: mutual TLS with certificates made for the cluster in DIR/tls and "
-        "DIR/client.properties for clients (sasl_ssl is not built yet); a stopped cluster "
-        "keeps its own",
+        "DIR/client.properties for clients (sasl_ssl, a cluster with SASL listeners, is not "
+        "built yet); a stopped cluster keeps its own",
     )
     start.add_argument(
         "--roles",

@@ -1,10 +1,11 @@
 """`--command-config FILE`: a properties file of client configs for every client a command
-builds, as Kafka's tools take it (`security.protocol`, the ssl settings, `client.id`, ...).
+builds, as Kafka's tools take it (`security.protocol`, the ssl and sasl settings, `client.id`,
+...).
 
 Rules:
 - Read and checked once, when the arguments are parsed: a missing or unreadable file, a line
   that is no `key=value`, a key that is no client config of any kind (producer, consumer,
-  admin), a value its setting refuses, or TLS settings that contradict each other is a usage
+  admin), a value its setting refuses, or TLS or SASL settings that do not fit is a usage
   error naming the file and the key. The TLS files it names are read when the command builds
   its clients (a `ConfigError` naming the key and the file).
 - One file may serve every command, confluent-kafka and `kcat -F` alike (the
@@ -19,9 +20,13 @@ import argparse
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from replog.config import parse_properties
 from replog.errors import ConfigError, ReplogError
+
+if TYPE_CHECKING:
+    from replog.wire.sasl_authentication import SaslCredentials
 
 OPTION = "--command-config"
 
@@ -40,6 +45,12 @@ class CommandConfig:
 
         names = config_names(kind)
         return {k: v for k, v in self.properties.items() if k.strip() in names}
+
+    def sasl(self) -> SaslCredentials | None:
+        """Who its clients authenticate as (None: no SASL)."""
+        from replog.client.config import security_sasl
+
+        return security_sasl(self.properties)
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context its security settings make (None: plaintext)."""
@@ -78,7 +89,8 @@ def add_command_config_argument(parser: argparse.ArgumentParser) -> None:
         dest="command_config",
         type=command_config_file,
         metavar="FILE",
-        help="a properties file of client configs (security.protocol, ssl settings, client.id, "
+        help="a properties file of client configs (security.protocol, ssl and sasl settings, "
+        "client.id, "
         "...) for every client the command builds; a local cluster started with --security "
         "ssl writes one: DIR/client.properties",
     )
@@ -88,3 +100,9 @@ def command_ssl_context(args: argparse.Namespace) -> ssl.SSLContext | None:
     """The TLS context of the command's `--command-config` (None: none given, or plaintext)."""
     config: CommandConfig | None = getattr(args, "command_config", None)
     return None if config is None else config.ssl_context()
+
+
+def command_sasl(args: argparse.Namespace) -> SaslCredentials | None:
+    """Who the command's clients authenticate as, by its `--command-config` (None: no SASL)."""
+    config: CommandConfig | None = getattr(args, "command_config", None)
+    return None if config is None else config.sasl()

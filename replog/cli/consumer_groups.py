@@ -223,6 +223,7 @@ async def waited_out(what: str, timeout_ms: int, call: Callable[[], Awaitable[T]
 def _client(config: Mapping[str, object], address: str) -> KafkaCoordinatorClient:
     """A coordinator client on the Kafka listener at `address`, named by the command's
     `client.id`."""
+    from replog.client.config import security_sasl
     from replog.client.tls_connection import security_ssl_context
     from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
@@ -231,6 +232,7 @@ def _client(config: Mapping[str, object], address: str) -> KafkaCoordinatorClien
         request_timeout_ms=REQUEST_TIMEOUT_MS,
         client_id=str(config.get("client.id", "replog-consumer-groups")),
         tls=security_ssl_context(config),
+        sasl=security_sasl(config),
     )
 
 

@@ -26,6 +26,7 @@ from replog.cli.arguments import positive_seconds
 from replog.cli.command_config import (
     CommandConfig,
     add_command_config_argument,
+    command_sasl,
     command_ssl_context,
 )
 from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
@@ -164,4 +165,5 @@ def connect(args: argparse.Namespace) -> KafkaAdminClient:
         request_timeout_s=args.timeout,
         controllers=controllers,
         tls=command_ssl_context(args),
+        sasl=command_sasl(args),
     )

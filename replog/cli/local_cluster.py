@@ -93,7 +93,10 @@ KAFKA_LISTENERS = (KAFKA_LISTENER, SSL_LISTENER)
 # What `cluster start --security` takes; what is not built yet is refused naming it.
 SECURITY_PLAINTEXT, SECURITY_SSL = "plaintext", "ssl"
 SECURITY_CHOICES = (SECURITY_PLAINTEXT, SECURITY_SSL, "sasl_ssl")
-SECURITY_NOT_BUILT = {"sasl_ssl": "SASL is not built yet: use --security ssl (mutual TLS)"}
+SECURITY_NOT_BUILT = {
+    "sasl_ssl": "a local cluster with SASL listeners is not built yet: use --security ssl "
+    "(mutual TLS), or a node's own properties (docs/security.md)"
+}
 CLIENT_PROPERTIES = "client.properties"
 # A controller's Kafka-protocol listener (`--bootstrap-controller`), named in
 # `controller.listener.names` after the gRPC one.

@@ -183,6 +183,7 @@ def run_describe(args: argparse.Namespace) -> int:
     # The admin client and the generated messages are loaded when the command runs, not by
     # `--help`.
     from replog.admin.kafka_admin_client import KafkaAdminClient
+    from replog.client.config import security_sasl
     from replog.client.tls_connection import security_ssl_context
 
     config = client_config(
@@ -199,6 +200,7 @@ def run_describe(args: argparse.Namespace) -> int:
         client_id=str(config["client.id"]),
         request_timeout_s=REQUEST_TIMEOUT_S,
         tls=security_ssl_context(config),
+        sasl=security_sasl(config),
     ) as admin:
         brokers = chosen_brokers(*cluster_brokers(admin), args.broker_list)
         answers: dict[int, DescribeLogDirsResponse] = {}

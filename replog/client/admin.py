@@ -456,6 +456,7 @@ class Admin:
                 max_retry_backoff_s=max(c.retry_backoff_max_ms, c.retry_backoff_ms) / 1000,
                 refused_timeout_s=c.socket_connection_setup_timeout_max_ms / 1000,
                 controllers=bool(c.bootstrap_controllers),
+                sasl=c.sasl,
                 tls=client_ssl_context(c),
             )
         return self._kafka

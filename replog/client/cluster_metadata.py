@@ -100,8 +100,10 @@ from replog.errors import (
     NotAKafkaListenerError,
     ReplogError,
     RequestTimedOutError,
+    SaslAuthenticationFailedError,
     SslAuthenticationError,
     UnknownTopicOrPartitionError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     error_for_code,
 )
@@ -215,6 +217,7 @@ class ClusterMetadata:
             request_timeout_ms=config.request_timeout_ms,
             client_id=config.client_id,
             setup_timeout_ms=config.socket_connection_setup_timeout_ms,
+            sasl=config.sasl,
             tls=client_ssl_context(config),
         )
         metadata = cls(
@@ -549,8 +552,12 @@ class ClusterMetadata:
                 self._connections.redial(address)
                 self._address_failed(address, str(exc))
                 continue
-            except ClientClosedError:
-                raise
+            except (
+                ClientClosedError,
+                SaslAuthenticationFailedError,
+                UnsupportedSaslMechanismError,
+            ):
+                raise  # a refused sign-in is not retried, as Kafka's client does not retry it
             except ReplogError as exc:
                 self._address_failed(address, _short_cause(exc))
                 continue

@@ -19,10 +19,14 @@ Rules:
 - `partition.assignment.strategy` takes Kafka's assignor names (range, roundrobin,
   cooperative-sticky; default ``range,cooperative-sticky`` as Kafka's) as a comma-separated
   string or a list; Java's class names of those three are read as their names. Kafka keys
-  replog cannot honour (SASL, JKS stores, custom partitioner classes, other assignors) are
-  errors that say why.
-- `security.protocol` and the TLS settings, by Kafka's and librdkafka's names, are every
-  kind's (`tls_settings`).
+  replog cannot honour (SASL keys beyond librdkafka's `sasl.mechanism`, `sasl.username` and
+  `sasl.password`, JKS stores, custom partitioner classes, other assignors) are errors that
+  say why.
+- `security.protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL) and the TLS settings, by
+  Kafka's and librdkafka's names, are every kind's (`tls_settings`). Under SASL_PLAINTEXT and
+  SASL_SSL, `sasl.mechanism` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with `sasl.username` and
+  `sasl.password`: every connection authenticates, after TLS under SASL_SSL
+  (`replog.wire.sasl_authentication`); the password is in no repr.
 - Every rejected input is a `ConfigError` whose message names the key, the value and what is
   accepted (a range, a list of values); an unknown key also names the closest known one, and a
   key that belongs to another client kind says so.
@@ -63,6 +67,7 @@ from replog.client.tls_settings import (
 from replog.errors import ConfigError
 from replog.net_address import format_host_port, parse_host_port
 from replog.record.compression import CODEC_NAMES, available_codecs, is_codec_available
+from replog.wire.sasl_authentication import SaslCredentials, sasl_settings
 
 __all__ = [
     "CONFIG_KINDS",
@@ -97,7 +102,7 @@ _UNSUPPORTED = {
 # Whole families of them (`sasl.username`, Java's `ssl.keystore.password`, ...): every key
 # under these prefixes that is no setting.
 _UNSUPPORTED_FAMILIES = {
-    "sasl.": "replog clients do not authenticate (no SASL)",
+    "sasl.": "replog clients take sasl.mechanism, sasl.username and sasl.password only",
     "ssl.": SSL_FAMILY_REASON,
 }
 
@@ -316,8 +321,20 @@ class _CommonConfig(TlsSettings):
     # How long one connection may take to open and answer ApiVersions (Kafka's name and
     # default): a dead address fails after it, naming the address.
     socket_connection_setup_timeout_ms: int = _setting(10_000, _integer(1, INT64_MAX))
+    # SASL on every connection under SASL_PLAINTEXT and SASL_SSL (`security_protocol`, a TLS
+    # setting; `replog.wire.sasl_authentication`, checked by `sasl`).
+    sasl_mechanism: str = _setting("GSSAPI", _text)
+    sasl_username: str | None = _setting(None, _optional_text)
+    sasl_password: str | None = field(default=None, repr=False, metadata={"parse": _optional_text})
     # dotted names of the settings the user gave (not a setting itself)
     user_keys: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @property
+    def sasl(self) -> SaslCredentials | None:
+        """Who every connection authenticates as (None: no SASL)."""
+        return sasl_settings(
+            self.security_protocol, self.sasl_mechanism, self.sasl_username, self.sasl_password
+        )
 
 
 @dataclass(frozen=True)
@@ -481,6 +498,7 @@ def _construct(
     """The config of kind `cls` from the user's settings, before the kind's cross-checks."""
     values, user_keys = _collect(cls, config, kwargs)
     built = cls(**values, user_keys=user_keys)  # type: ignore[arg-type]
+    _ = built.sasl  # the SASL settings, checked once here
     _warn_static_backoff(built)
     client_tls(built)  # two forms of one TLS setting, or half a pair, fail here
     return built
@@ -598,6 +616,12 @@ CONFIG_KINDS: dict[str, type[_CommonConfig]] = {kind: cls for cls, kind in _KIND
 def config_names(kind: str) -> frozenset[str]:
     """The dotted names of the settings of client `kind` ("producer", "consumer", "admin")."""
     return frozenset(_dotted(name) for name in _parsers(CONFIG_KINDS[kind]))
+
+
+def security_sasl(properties: Mapping[str, object]) -> SaslCredentials | None:
+    """Who a command's clients authenticate as, from the security settings among
+    `properties` (any kind's keys; the others are left out). None: no SASL."""
+    return admin_config({k: v for k, v in properties.items() if k.strip() in SECURITY_KEYS}).sasl
 
 
 def check_client_properties(properties: Mapping[str, object], source: str) -> None:

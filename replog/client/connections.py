@@ -6,7 +6,8 @@ address over the client's `KafkaConnections` (a connection per broker and lane, 
 first use, each within `socket.connection.setup.timeout.ms`), and for a producer one
 `ProduceStream` per broker address, the one connection its requests to that broker are
 pipelined on (in order, as a Kafka producer's). Every connection is TLS when the client's
-`security.protocol` is SSL (its context: `tls_connection`). Group coordinator calls go through a
+`security.protocol` is SSL or SASL_SSL (its context: `tls_connection`), and authenticates when it
+is SASL_PLAINTEXT or SASL_SSL (`sasl_authentication`). Group coordinator calls go through a
 `KafkaCoordinatorClient` per address, on the same connections.
 """
 
@@ -21,6 +22,7 @@ from replog.errors import (
 )
 from replog.wire.kafka_broker_client import KafkaBrokerClient, ProduceStream
 from replog.wire.kafka_connection import KafkaConnections
+from replog.wire.sasl_authentication import SaslCredentials
 
 if TYPE_CHECKING:
     from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
@@ -38,11 +40,12 @@ class Connections:
         client_id: str,
         setup_timeout_ms: int = SETUP_TIMEOUT_MS_DEFAULT,
         tls: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
         self.kafka = KafkaConnections(
-            client_id=client_id, setup_timeout_ms=setup_timeout_ms, tls=tls
+            client_id=client_id, setup_timeout_ms=setup_timeout_ms, tls=tls, sasl=sasl
         )
         self._brokers: dict[str, KafkaBrokerClient] = {}
         self._produce_streams: dict[str, ProduceStream] = {}

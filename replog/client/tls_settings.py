@@ -7,9 +7,10 @@ whether to check the broker's. Pure: files are named here and read where the TLS
 built (`tls_connection`).
 
 Rules:
-- `security.protocol` is PLAINTEXT (the default) or SSL; the SASL ones are refused as not
-  built. Under PLAINTEXT the ssl settings are ignored, as Kafka's and librdkafka's clients
-  ignore them.
+- `security.protocol` is PLAINTEXT (the default), SSL, SASL_PLAINTEXT or SASL_SSL; the
+  connections of SSL and SASL_SSL are TLS (SASL_SSL: the SASL exchange inside it, its settings
+  checked by `wire.sasl_authentication`). Under the plaintext ones the ssl settings are
+  ignored, as Kafka's and librdkafka's clients ignore them.
 - Trust: one of `ssl.truststore.location` (a PEM file), `ssl.truststore.certificates` (inline
   PEM), `ssl.ca.location` (a PEM file or a directory of them, librdkafka's; `probe`: the
   system's) and `ssl.ca.pem` (inline); none: the system's trusted CAs, as Kafka's client uses
@@ -37,13 +38,13 @@ from replog.errors import ConfigError
 T = TypeVar("T")
 PLAINTEXT = "PLAINTEXT"
 SSL = "SSL"
+SASL_PLAINTEXT = "SASL_PLAINTEXT"
+SASL_SSL = "SASL_SSL"
+PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
 # The security protocols whose connections are TLS (SASL_SSL: SASL inside TLS).
-TLS_PROTOCOLS = frozenset({SSL, "SASL_SSL"})
-# Kafka's security protocols replog's client does not speak yet: where SASL is built.
-NOT_BUILT_PROTOCOLS = {
-    "SASL_PLAINTEXT": "SASL is not built in replog's client yet",
-    "SASL_SSL": "SASL is not built in replog's client yet",
-}
+TLS_PROTOCOLS = frozenset({SSL, SASL_SSL})
+# The SASL settings (config._CommonConfig's; checked by `wire.sasl_authentication`).
+SASL_KEYS = frozenset({"sasl.mechanism", "sasl.username", "sasl.password"})
 PEM = "PEM"
 HOSTNAME_CHECK = "https"
 CA_PROBE = "probe"  # librdkafka's ssl.ca.location value for the system's trusted CAs
@@ -62,10 +63,8 @@ SSL_FAMILY_REASON = (
 
 def _protocol(key: str, raw: object) -> str:
     text = raw.strip().upper() if isinstance(raw, str) else None
-    if text in NOT_BUILT_PROTOCOLS:
-        raise ConfigError(f"{key}={raw!r}: {NOT_BUILT_PROTOCOLS[text]} (PLAINTEXT or SSL)")
-    if text not in (PLAINTEXT, SSL):
-        raise ConfigError(f"{key}={raw!r}: accepted values: PLAINTEXT, SSL")
+    if text not in PROTOCOLS:
+        raise ConfigError(f"{key}={raw!r}: accepted values: {', '.join(PROTOCOLS)}")
     return text
 
 
@@ -137,8 +136,9 @@ class TlsSettings:
     enable_ssl_certificate_verification: bool = _setting(True, _boolean)
 
 
-# The dotted names of the security settings (the CLI and the Spark source pass them through).
-SECURITY_KEYS = frozenset(f.name.replace("_", ".") for f in fields(TlsSettings))
+# The dotted names of the security settings, TLS and SASL (the CLI and the Spark source pass
+# them through).
+SECURITY_KEYS = frozenset(f.name.replace("_", ".") for f in fields(TlsSettings)) | SASL_KEYS
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,6 +109,11 @@ class ControllerStub:
                 request_serializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerResponse.FromString,
                 _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/replog.pb.Controller/AlterUserScramCredentials',
+                request_serializer=replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
         self.CreateAcls = channel.unary_unary(
                 '/replog.pb.Controller/CreateAcls',
                 request_serializer=replog_dot_pb_dot_controller__pb2.CreateAclsRequest.SerializeToString,
@@ -214,6 +219,12 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateAcls(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -303,6 +314,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.UnregisterBroker,
                     request_deserializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerRequest.FromString,
                     response_serializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsResponse.SerializeToString,
             ),
             'CreateAcls': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateAcls,
@@ -720,6 +736,33 @@ class Controller:
             '/replog.pb.Controller/UnregisterBroker',
             replog_dot_pb_dot_controller__pb2.UnregisterBrokerRequest.SerializeToString,
             replog_dot_pb_dot_controller__pb2.UnregisterBrokerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.Controller/AlterUserScramCredentials',
+            replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

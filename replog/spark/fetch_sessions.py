@@ -84,6 +84,7 @@ class FetchSession:
             client_id=config.client_id,
             setup_timeout_ms=SETUP_TIMEOUT_MS,
             tls=client_ssl_context(config),
+            sasl=config.sasl,
         )
         return ClusterMetadata.for_client(config), fetches
 

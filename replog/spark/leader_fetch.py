@@ -35,6 +35,7 @@ from replog.errors import error_for_code
 from replog.kafka.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from replog.kafka.messages.fetch_response import FetchResponse
 from replog.wire.kafka_connection import KafkaConnections
+from replog.wire.sasl_authentication import SaslCredentials
 
 MIN_VERSION = 4
 MAX_VERSION = 12  # topics by name: v13 and later name them by topic id
@@ -67,13 +68,19 @@ class LeaderFetches:
     """One session's fetches (module rules). Lives on one event loop, as its connections do."""
 
     def __init__(
-        self, *, client_id: str, setup_timeout_ms: int, tls: ssl.SSLContext | None = None
+        self,
+        *,
+        client_id: str,
+        setup_timeout_ms: int,
+        tls: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.connections = KafkaConnections(
             client_id=client_id,
             setup_timeout_ms=setup_timeout_ms,
             allocate=answer_buffer,
             tls=tls,
+            sasl=sasl,
         )
 
     async def fetch(self, address: str, ask: PartitionFetch, *, timeout_ms: int) -> FetchResponse:

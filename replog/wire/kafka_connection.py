@@ -57,6 +57,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from replog.clock import monotonic_ms
 from replog.errors import (
     ClientClosedError,
     MalformedResponseError,
@@ -77,6 +78,7 @@ from replog.kafka.protocol.framing import (
     request_header_version,
 )
 from replog.net_address import format_host_port, parse_host_port
+from replog.wire.sasl_authentication import REAUTH_FRACTION, SaslCredentials, authenticate
 from replog.wire.tls_handshake import certificate_failure, connect_failure, first_bytes_failure
 
 SOFTWARE_NAME = "replog"
@@ -135,6 +137,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # the mark set on it (module rules).
         self._socket_for_mark: socket.socket | None = None
         self._low_water = 1
+        # When its SASL session is to be renewed (KIP-368; None: never): from then on the
+        # connection is replaced before its next use (`KafkaConnections.get`).
+        self.renew_at_ms: int | None = None
 
     # --- opening -------------------------------------------------------------------------
 
@@ -147,9 +152,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         setup_timeout_ms: int,
         allocate: Callable[[int], Any] = bytearray,
         tls: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> KafkaConnection:
-        """A connection whose ApiVersions handshake is done (module docstring); over TLS with
-        the context `tls`."""
+        """A connection whose ApiVersions handshake is done (module docstring): over TLS with
+        the context `tls`, then with `sasl` its SASL authentication (`sasl_authentication`)."""
         host, port = parse_host_port(address, "broker address")
         loop = asyncio.get_running_loop()
         connection = cls(address, client_id, allocate)
@@ -187,6 +193,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except BaseException:
             connection.close()
             raise
+        if sasl is None:
+            return connection
+        # SASL after TLS and ApiVersions, as Kafka's clients: on SASL_SSL the exchange (and
+        # the password PLAIN sends) travels inside the TLS session.
+        try:
+            lifetime_ms = await authenticate(connection, sasl, setup_timeout_ms)
+        except BaseException:
+            connection.close()
+            raise
+        if lifetime_ms:
+            connection.renew_at_ms = monotonic_ms() + int(lifetime_ms * REAUTH_FRACTION)
         return connection
 
     async def _handshake(self, timeout_ms: int) -> None:
@@ -380,6 +397,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             cause or NetworkError(f"the connection to {self.address} was closed by this client")
         )
 
+    def renewal_due(self) -> bool:
+        """Its SASL session is to be renewed (`renew_at_ms` passed) and no request waits on
+        it: a new connection takes over. One kept busy past it goes on until the broker closes
+        it at its session's end (requests sent in order on one connection stay in order)."""
+        renew_at = self.renew_at_ms
+        return renew_at is not None and not self._pending and monotonic_ms() >= renew_at
+
     async def wait_closed(self) -> None:
         await asyncio.shield(self._closed)
 
@@ -538,10 +562,12 @@ class KafkaConnections:
         client_id: str,
         setup_timeout_ms: int,
         allocate: Callable[[int], Any] = bytearray,
+        sasl: SaslCredentials | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
         self.client_id = client_id
         self.setup_timeout_ms = setup_timeout_ms
+        self.sasl = sasl  # every connection authenticates with it (None: no SASL)
         self._allocate = allocate  # each connection's large frames' buffers (module docstring)
         self.tls = tls  # every connection's TLS context (None: plaintext)
         self._open: dict[tuple[str, str], KafkaConnection] = {}
@@ -550,7 +576,9 @@ class KafkaConnections:
 
     def cached(self, address: str, lane: str = "") -> KafkaConnection | None:
         connection = self._open.get((address, lane))
-        return None if connection is None or connection.is_closed else connection
+        if connection is None or connection.is_closed or connection.renewal_due():
+            return None  # one due for renewal is replaced by `get`
+        return connection
 
     async def get(self, address: str, lane: str = "") -> KafkaConnection:
         """The open connection to `address` on `lane`, dialled if there is none."""
@@ -559,7 +587,12 @@ class KafkaConnections:
         key = (address, lane)
         connection = self._open.get(key)
         if connection is not None and not connection.is_closed:
-            return connection
+            if not connection.renewal_due():
+                return connection
+            # Its SASL session nears its end: a fresh one authenticates anew, and this one
+            # closes (nothing waits on it).
+            del self._open[key]
+            connection.close()
         dialing = self._dialing.get(key)
         if dialing is None:
             dialing = self._dialing[key] = asyncio.ensure_future(
@@ -568,6 +601,7 @@ class KafkaConnections:
                     client_id=self.client_id,
                     setup_timeout_ms=self.setup_timeout_ms,
                     allocate=self._allocate,
+                    sasl=self.sasl,
                     tls=self.tls,
                 )
             )

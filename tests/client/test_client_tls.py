@@ -94,8 +94,11 @@ def test_contradicting_or_unsupported_tls_settings_name_the_keys(pki: Pki) -> No
     mixed = {**ssl_on, "ssl.keystore.location": "s.pem", "ssl.key.location": "k.pem"}
     assert "holds the key already" in error_of(admin_config, mixed)
     assert "convert the store to PEM" in error_of(admin_config, {"ssl.keystore.type": "JKS"})
-    assert "SASL is not built" in error_of(admin_config, {"security.protocol": "SASL_SSL"})
-    assert "accepted values: PLAINTEXT, SSL" in error_of(admin_config, {"security.protocol": "x"})
+    sasl_ssl = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}
+    assert "sasl.username: required" in error_of(admin_config, sasl_ssl)
+    assert "accepted values: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL" in error_of(
+        admin_config, {"security.protocol": "x"}
+    )
     https = {"ssl.endpoint.identification.algorithm": "http"}
     assert "https, or empty" in error_of(admin_config, https)
 

@@ -8,9 +8,6 @@ an already connected producer's next request; the ACLs survive a restart of the 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.eventually import wait_until
 from tests.local_ports import free_base_port
+from tests.node_process import start_node, stop_node
 from tests.tls_certificates import Pki
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -57,14 +55,7 @@ class AclNode:
         }
 
     def start(self) -> None:
-        with (self.directory / "node.log").open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "replog.cli.main", "node", "--config", str(self.config)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                start_new_session=True,
-            )
+        self.process = start_node(self.config, self.directory / "node.log")
         process = self.process
 
         def serving() -> bool:
@@ -79,13 +70,7 @@ class AclNode:
 
     def stop(self) -> None:
         if self.process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+            stop_node(self.process)
             self.process = None
 
 

@@ -174,6 +174,7 @@ class ReadsLatestState(QuorumController):
                 features=self.features,
                 producer_ids=self.producer_ids,
                 replication=self.replication,
+                scram=self.scram,
                 offset=None,  # type: ignore[arg-type]
             )
         )

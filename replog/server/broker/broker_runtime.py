@@ -129,6 +129,7 @@ from replog.server.kafka.kafka_admin_apis import KafkaAdminApis
 from replog.server.kafka.kafka_apis import KafkaApis, MetadataStalenessOf, fetch_session_cache
 from replog.server.kafka.kafka_group_apis import KafkaGroupApis
 from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis
+from replog.server.kafka.kafka_sasl_apis import KafkaSaslApis
 from replog.server.kafka.kafka_txn_apis import KafkaTxnApis
 from replog.server.kafka.kafka_txn_marker_apis import KafkaTxnMarkerApis
 from replog.server.metrics.instruments import BrokerCounters
@@ -371,6 +372,7 @@ class BrokerRuntime:
                     lambda: self.metadata.image,
                 ),
                 KafkaTxnMarkerApis(config.broker_id, self.service),
+                KafkaSaslApis(lambda: self.metadata.image, admin_apis.forward_request),
                 *([] if quorum_apis is None else [quorum_apis]),
             ],
         )

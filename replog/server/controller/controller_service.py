@@ -20,6 +20,9 @@ Rules:
 - A write waits at most the request's `timeout_ms` (0 or absent: `request_timeout_ms`), and
   ends a little before the caller's gRPC deadline; then it answers REQUEST_TIMED_OUT (the
   write may still commit).
+- AlterUserScramCredentials is a write whose decisions are `replog.security.scram_control`'s
+  over the controller's SCRAM credentials (`ScramCredentials`, its timeline state): the
+  quorum layer lies below security, so the decision comes in with the write.
 - CreateAcls and DeleteAcls are the controller's `write_acls` with Kafka's AclControlManager
   decisions (`replog.security.acl_control`): one atomic batch per request, an answer per
   creation or filter; new ACL ids are random UUIDs.
@@ -41,6 +44,7 @@ from replog.quorum.controller import reads
 from replog.quorum.raft.config import VoterAddress
 from replog.security.acl_control import create_acls, delete_acls
 from replog.security.acl_index import AclIndex
+from replog.security.scram_control import ScramDeletion, ScramUpsertion, alter_credentials_write
 from replog.server.controller.controller_driver import ControllerAnswer, ControllerDriver
 from replog.server.raft.voter_endpoints import voter_endpoints
 from replog.server.runtime.tolerant_service import add_guarded_service
@@ -326,6 +330,30 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         )
         return _respond(
             pb.UnregisterBrokerResponse, answer, lambda _: pb.UnregisterBrokerResponse()
+        )
+
+    async def AlterUserScramCredentials(
+        self, request: pb.AlterUserScramCredentialsRequest, context: Context
+    ) -> pb.AlterUserScramCredentialsResponse:
+        deletions = [ScramDeletion(d.name, d.mechanism) for d in request.deletions]
+        upsertions = [
+            ScramUpsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+            for u in request.upsertions
+        ]
+        alter = alter_credentials_write(deletions, upsertions)
+        answer = await self._driver.write(
+            lambda c, now: c.write(alter, now, "alter SCRAM credentials"),
+            self._timeout_ms(request.timeout_ms, context),
+        )
+        return _respond(
+            pb.AlterUserScramCredentialsResponse,
+            answer,
+            lambda answers: pb.AlterUserScramCredentialsResponse(
+                results=[
+                    pb.AlterUserScramCredentialsResult(user=user, error=codec.error_status(error))
+                    for user, error in answers.items()
+                ]
+            ),
         )
 
     # --- ACLs ------------------------------------------------------------------------------------

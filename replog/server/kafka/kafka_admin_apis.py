@@ -308,7 +308,8 @@ class KafkaAdminApis:
         return answer, error_from_proto(answer)
 
     async def forward_request(self, method: str, request: Any) -> tuple[Any, KafkaError | None]:
-        """`_forward` with the default timeout, for the other handler modules (the ACL APIs)."""
+        """`_forward` with the default timeout, for the other handler modules that share this
+        broker's forwarding (the ACL APIs, `kafka_sasl_apis`)."""
         return await self._forward(method, request)
 
     # --- topics --------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 - none by default: the first entry is always the gRPC listener, so existing configs change
   nothing; each later entry whose security protocol is PLAINTEXT (its name, or
-  `listener.security.protocol.map`) is one, and so is each SSL entry (served with TLS:
-  test_tls_settings.py); SASL entries are not served;
+  `listener.security.protocol.map`) is one, and so is each SSL, SASL_PLAINTEXT and SASL_SSL
+  entry (test_tls_settings.py, test_sasl_settings.py);
 - a later entry named in `controller.listener.names` is the controller's Kafka listener (one
   at most, PLAINTEXT, on a controller only), never registered as a broker endpoint;
 - a Kafka listener may not share a port with the gRPC listener or another Kafka listener;
@@ -53,7 +53,6 @@ def node(listeners: str, **extra: str) -> NodeConfig:
 def test_no_kafka_listener_by_default() -> None:
     assert node("PLAINTEXT://127.0.0.1:9092").kafka_listeners == ()
     assert node("CONTROLLER://127.0.0.1:9093").kafka_listeners == ()
-    assert node("PLAINTEXT://h:9092,SASL_SSL://h:9093").kafka_listeners == ()
 
 
 def test_a_later_plaintext_entry_is_a_kafka_listener() -> None:
@@ -65,9 +64,15 @@ def test_a_later_plaintext_entry_is_a_kafka_listener() -> None:
 def test_the_security_protocol_map_names_kafka_listeners() -> None:
     config = node(
         "CONTROLLER://h:19092,CLIENT://h:9092,PLAINTEXT://h:9093",
-        **{"listener.security.protocol.map": "CLIENT:PLAINTEXT, PLAINTEXT:SASL_SSL"},
+        **{
+            "listener.security.protocol.map": "CLIENT:PLAINTEXT, PLAINTEXT:SASL_PLAINTEXT",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        },
     )
-    assert [e.name for e in config.kafka_listeners] == ["CLIENT"]
+    assert [(e.name, e.security_protocol) for e in config.kafka_listeners] == [
+        ("CLIENT", "PLAINTEXT"),
+        ("PLAINTEXT", "SASL_PLAINTEXT"),
+    ]
     with pytest.raises(ConfigError, match=r"listener.security.protocol.map entry 'CLIENT'"):
         node("CONTROLLER://h:1,CLIENT://h:2", **{"listener.security.protocol.map": "CLIENT"})
     with pytest.raises(ConfigError, match=r"entry 'CLIENT:TLS': expected NAME:PROTOCOL"):
@@ -214,7 +219,7 @@ class _Listener:
     def __init__(self) -> None:
         self.served: object | None = None
 
-    async def start(self, apis: object) -> None:
+    async def start(self, apis: object, credentials: object = None) -> None:
         self.served = apis
 
 

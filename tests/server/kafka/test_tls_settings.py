@@ -90,17 +90,23 @@ def test_missing_or_mismatched_files_are_named(pki: Pki, tmp_path: Path) -> None
         server_ssl_context(TlsConfig(str(keystore), None, str(tmp_path / "nothing.pem")))
 
 
-def test_ssl_listeners_are_served_with_tls_and_sasl_ones_not_yet() -> None:
+def test_ssl_and_sasl_ssl_listeners_are_served_with_tls() -> None:
     config = NodeConfig.from_properties(
         node_properties(
             "PLAINTEXT://127.0.0.1:34002,SSL://127.0.0.1:34003,CLIENT://127.0.0.1:34004,"
             "SASL_SSL://127.0.0.1:34005",
             listener_security_protocol_map="CLIENT:SSL,CONTROLLER:PLAINTEXT",
             ssl_keystore_location="k.pem",
+            sasl_enabled_mechanisms="SCRAM-SHA-512",
         )
     )
     served = {e.name: e.security_protocol for e in config.kafka_listeners}
-    assert served == {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "CLIENT": "SSL"}
+    assert served == {
+        "PLAINTEXT": "PLAINTEXT",
+        "SSL": "SSL",
+        "CLIENT": "SSL",
+        "SASL_SSL": "SASL_SSL",
+    }
     assert config.tls == TlsConfig("k.pem")
 
 

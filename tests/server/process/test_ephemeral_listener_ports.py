@@ -82,11 +82,12 @@ def test_port_0_in_advertised_listeners_is_the_bound_port_and_other_ports_are_ke
 
 def test_every_port_0_entry_gets_the_one_bound_port() -> None:
     # A node binds one socket (its first listener's) and serves every listener name on it
-    # that is not a Kafka listener of its own (SASL_SSL is not served yet).
-    config = node(listeners="PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0")
+    # that is not a Kafka listener of its own (a name that is no security protocol and that
+    # `listener.security.protocol.map` does not map).
+    config = node(listeners="PLAINTEXT://127.0.0.1:0,REPLICATION://127.0.0.1:0")
     assert registered(config, 41234) == [
         ("PLAINTEXT", "127.0.0.1", 41234),
-        ("SASL_SSL", "127.0.0.1", 41234),
+        ("REPLICATION", "127.0.0.1", 41234),
     ]
 
 

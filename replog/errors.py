@@ -767,6 +767,12 @@ class SslAuthenticationError(ReplogError):
     that decides it; not retriable."""
 
 
+class InternalPeerRefusedError(SslAuthenticationError):
+    """A peer refused on a link inside the cluster (internal gRPC, Raft Fetch, metadata
+    append): its trusted certificate's principal is none of the nodes' (`super.users`), or it
+    presented no certificate. The message names the peer and the principal."""
+
+
 class RequestRefusedError(ReplogError):
     """A request a Kafka listener's handler refuses as a whole, where the gRPC service would
     abort the call with a status (acks=0 produce that failed, a partition named twice, a

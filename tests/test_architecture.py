@@ -7,7 +7,8 @@
    deferred and type-only ones included. Every package sits in a layer.
 2. Inside the engine, only `replog/storage/fs.py` touches files (and the file maker child,
    `replog/storage/file_maker_process.py`, used only over the plain `OsFileSystem`, and the
-   cleaning process's pipes) and only `replog/clock.py` reads the clock.
+   cleaning process's pipes, and the internal links' PEM files, `replog/wire/link_security.py`)
+   and only `replog/clock.py` reads the clock.
 3. Generated protobuf code and Kafka codecs are current (`proto/generate.py --check`,
    `proto/generate_kafka.py --check`).
 4. A client process loads no server module at run time (lazy exports included).
@@ -100,10 +101,13 @@ def dotted_calls(tree: ast.AST) -> set[str]:
 # library only: it cannot import fs.py), used only over the plain `OsFileSystem`
 # (`LogManager.plain_file_system`), so a test that swaps the seam still sees every file call.
 # The cleaning process writes only its pipes there (its child's files go through fs.py).
+# The internal links' TLS material is PEM files read whole (gRPC takes the bytes), not the
+# logs' data, as the Kafka listeners' is read by the `ssl` module.
 FILE_SEAMS = {
     "replog/storage/fs.py",
     "replog/storage/file_maker_process.py",
     "replog/storage/cleaner/cleaning_process.py",
+    "replog/wire/link_security.py",
 }
 
 

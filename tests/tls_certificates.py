@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import socket
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,3 +115,23 @@ class Pki:
             issued.key_pem(password) + issued.certificate_pem() + self.ca.certificate_pem()
         )
         return path
+
+
+def presented_certificate_to(
+    address: str, ca: Path, certificate: Path, alpn: str | None, key: Path | None = None
+) -> bytes:
+    """The certificate (DER) the TLS listener at `address` presents to a client trusting `ca`
+    and presenting `certificate` (its key in `key`, or in the same file), with `alpn` offered
+    (gRPC's listeners speak h2)."""
+    context = ssl.create_default_context(cafile=str(ca))
+    context.load_cert_chain(str(certificate), None if key is None else str(key))
+    if alpn is not None:
+        context.set_alpn_protocols([alpn])
+    host, port = address.rsplit(":", 1)
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as sock,
+        context.wrap_socket(sock, server_hostname=host) as tls,
+    ):
+        presented = tls.getpeercert(binary_form=True)
+    assert presented is not None
+    return presented

@@ -91,6 +91,7 @@ from replog.errors import (
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
 from replog.wire.grpc_reconnect import RECONNECT_OPTIONS
+from replog.wire.link_security import blocking_grpc_channel, grpc_channel
 
 if TYPE_CHECKING:
     from replog.admin.controller_results import (
@@ -763,7 +764,7 @@ class ControllerClient(_ControllerRouting):
 
     def _attempt(self, ask: _Ask) -> Any:
         """One RPC to one address; a failure to get an answer is `_Unreachable`."""
-        call = self._callable(ask, grpc.insecure_channel).future(
+        call = self._callable(ask, blocking_grpc_channel).future(
             ask.request, timeout=ask.timeout_ms / 1000
         )
         try:
@@ -832,7 +833,7 @@ class AsyncControllerClient(_ControllerRouting):
         """One RPC to one address; a failure to get an answer is `_Unreachable`. A cancelled
         call cancels the RPC, so the server stops waiting on our behalf."""
         try:
-            response = await self._callable(ask, grpc.aio.insecure_channel)(
+            response = await self._callable(ask, grpc_channel)(
                 ask.request, timeout=ask.timeout_ms / 1000
             )
         except grpc.aio.AioRpcError as exc:

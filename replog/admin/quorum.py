@@ -30,6 +30,7 @@ from replog.admin.quorum_description import NONE, QuorumDescription
 from replog.errors import NotLeaderOrFollowerError, ReplogError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
+from replog.wire.link_security import blocking_grpc_channel, grpc_channel
 
 REQUEST_TIMEOUT_S = 2.0
 _PRIVATE_SUBCHANNEL = [("grpc.use_local_subchannel_pool", 1)]
@@ -54,7 +55,7 @@ def ask_describe_quorum(
     # A private subchannel: gRPC otherwise shares connections between channels to the same
     # address, and one that failed while the node was down keeps failing fast, without trying,
     # for up to its reconnect backoff (1 s and growing), after the node is back.
-    with grpc.insecure_channel(address, options=_PRIVATE_SUBCHANNEL) as channel:
+    with blocking_grpc_channel(address, _PRIVATE_SUBCHANNEL) as channel:
         stub = raft_pb2_grpc.RaftQuorumStub(channel)  # type: ignore[no-untyped-call]
         try:
             answer: pb.DescribeQuorumResponse = stub.DescribeQuorum(
@@ -69,7 +70,7 @@ async def ask_describe_quorum_async(
     address: str, timeout_s: float = REQUEST_TIMEOUT_S
 ) -> pb.DescribeQuorumResponse:
     """`ask_describe_quorum` on `grpc.aio` (the same private subchannel and failures)."""
-    async with grpc.aio.insecure_channel(address, options=_PRIVATE_SUBCHANNEL) as channel:
+    async with grpc_channel(address, _PRIVATE_SUBCHANNEL) as channel:
         stub = raft_pb2_grpc.RaftQuorumStub(channel)  # type: ignore[no-untyped-call]
         try:
             answer: pb.DescribeQuorumResponse = await stub.DescribeQuorum(

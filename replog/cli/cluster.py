@@ -273,6 +273,11 @@ def broker_node_ids(cluster: LocalCluster) -> list[int]:
 
 def run_start(args: argparse.Namespace) -> int:
     cluster = _cluster_to_start(args)
+    with cluster.internal_tls():
+        return _start(cluster, args)
+
+
+def _start(cluster: LocalCluster, args: argparse.Namespace) -> int:
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -382,20 +387,20 @@ def _write_security_files(cluster: LocalCluster) -> None:
     # Imported here: only an ssl cluster's start loads `cryptography`.
     from replog.cli.local_certificates import ensure_certificates
 
-    hosts = {
-        node.node_id: _certificate_hosts(node.kafka_address)
-        for node in cluster.nodes
-        if node.kafka_address is not None
-    }
+    hosts = {node.node_id: _certificate_hosts(node.listeners.values()) for node in cluster.nodes}
     ensure_certificates(cluster.tls_files, hosts.items())
     cluster.write_client_properties()
 
 
-def _certificate_hosts(address: str) -> tuple[str, ...]:
-    """The names a node's certificate lists: the host its Kafka listener advertises, and
-    localhost for a loopback one (Kafka's quick start dials localhost:9092)."""
-    host, _ = parse_host_port(address, "a Kafka listener", error=ReplogError)
-    return (host, "localhost") if host in ("127.0.0.1", "::1") else (host,)
+def _certificate_hosts(addresses: Iterable[str]) -> tuple[str, ...]:
+    """The names a node's certificate lists: the hosts its listeners advertise (its Kafka
+    listeners' and its internal one's), and localhost for a loopback one (Kafka's quick start
+    dials localhost:9092)."""
+    hosts: list[str] = []
+    for address in addresses:
+        host, _ = parse_host_port(address, "a listener", error=ReplogError)
+        hosts += [host, "localhost"] if host in ("127.0.0.1", "::1") else [host]
+    return tuple(dict.fromkeys(hosts))
 
 
 def _delete(cluster: LocalCluster) -> None:
@@ -487,6 +492,11 @@ def _parse_overrides(items: Sequence[str]) -> dict[str, str]:
 
 def run_restart(args: argparse.Namespace) -> int:
     cluster = LocalCluster.load(args.data_dir)
+    with cluster.internal_tls():
+        return _restart(cluster, args)
+
+
+def _restart(cluster: LocalCluster, args: argparse.Namespace) -> int:
     node = cluster.node(args.node_id)
     pid = running_pid(node)
     if pid is not None:

@@ -17,14 +17,17 @@
   `num.partitons`) is a warning on stderr naming the closest known key, and the cluster starts
   anyway, as Kafka warns about unknown keys without refusing them. It ends with the clients'
   `bootstrap.servers` (the Kafka listeners), the tools' `bootstrap.controllers`, and the
-  internal gRPC listeners, which only the nodes use. With `--security ssl` the brokers' Kafka
-  listeners are `SSL://` with client certificates required (`ssl.client.auth=required`): the
-  start makes a CA, a certificate per node (naming 127.0.0.1 and localhost) and one for
-  clients in `DIR/tls` (a later start reuses them), and writes `DIR/client.properties`
+  internal gRPC listeners, which only the nodes use. With `--security ssl` every listener is
+  TLS: the brokers' Kafka listeners are `SSL://` with client certificates required
+  (`ssl.client.auth=required`), so are the controllers' Kafka listeners, and the links between
+  the nodes are mutual TLS open to the nodes' certificates only (`super.users`); the start
+  makes a CA, a certificate per node (naming 127.0.0.1 and localhost; its server and client
+  certificate) and one for clients in `DIR/tls` (a later start reuses them), and writes
+  `DIR/client.properties`
   (bootstrap.servers, security.protocol=SSL and librdkafka's ssl.ca.location,
   ssl.certificate.location, ssl.key.location), which every `replog` command takes as
   `--command-config`, and confluent-kafka and `kcat -F` read as it is; it ends naming that
-  file. The controllers' Kafka listeners stay PLAINTEXT. `--security sasl_ssl` is refused:
+  file. `--security sasl_ssl` is refused:
   a local cluster with SASL listeners is not built yet.
 - `status [--json]`: first the clients' `bootstrap.servers` line (the Kafka listeners; `--json`
   key "bootstrap_servers", null when no broker serves one), for an ssl cluster the
@@ -144,10 +147,11 @@ def register(commands: Any) -> None:
     start.add_argument(
         "--security",
         choices=SECURITY_CHOICES,
-        help="how the brokers' Kafka listeners are secured: plaintext (the default for a new "
-        "cluster), or ssl: mutual TLS with certificates made for the cluster in DIR/tls and "
-        "DIR/client.properties for clients (sasl_ssl, a cluster with SASL listeners, is not "
-        "built yet); a stopped cluster keeps its own",
+        help="how the listeners are secured: plaintext (the default for a new cluster), or "
+        "ssl: mutual TLS on every listener, the links between the nodes included, with "
+        "certificates made for the cluster in DIR/tls and DIR/client.properties for clients "
+        "(sasl_ssl, a cluster with SASL listeners, is not built yet); a stopped cluster keeps "
+        "its own",
     )
     start.add_argument(
         "--roles",

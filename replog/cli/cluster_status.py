@@ -159,6 +159,11 @@ def quorum_views(nodes: list[LocalNode]) -> dict[int, QuorumView | None]:
 
 def run_status(args: argparse.Namespace) -> int:
     cluster = LocalCluster.load(args.data_dir)
+    with cluster.internal_tls():
+        return _status(cluster, args)
+
+
+def _status(cluster: LocalCluster, args: argparse.Namespace) -> int:
     pids = {node.node_id: read_pid(node) for node in cluster.nodes}
     alive = {node.node_id: is_running(node, pids[node.node_id]) for node in cluster.nodes}
     views = quorum_views([node for node in cluster.nodes if alive[node.node_id]])

@@ -6,6 +6,11 @@ the nodes' settings and in client.properties.
     ca.key                 the CA's key (signs the others; kept to sign a new node's)
     node-<id>.pem          a node's keystore: its key, its certificate, the CA's certificate
     client.crt client.key  the certificate clients present (mutual TLS) and its key
+
+A node's certificate is its server certificate on every listener and its client certificate on
+the links to the other nodes; its subject is `CN=replog-node-<id>,O=replog local cluster`, whose
+principal (Kafka's DEFAULT mapping) is one of the cluster's `super.users`: that is how the
+nodes recognise each other (`internal_tls_config`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,18 @@ import os
 from dataclasses import dataclass
 
 TLS_DIR = "tls"
+ORGANIZATION = "replog local cluster"
+NODE_NAME_PREFIX = "replog-node-"
+
+
+def node_common_name(node_id: int) -> str:
+    return f"{NODE_NAME_PREFIX}{node_id}"
+
+
+def node_principal(node_id: int) -> str:
+    """The principal of node `node_id`'s certificate by Kafka's DEFAULT mapping (its subject
+    as RFC 2253 prints it)."""
+    return f"User:CN={node_common_name(node_id)},O={ORGANIZATION}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,8 +99,8 @@ def cluster_topics(
     """The cluster's topics (internal ones only with `include_internal`) and their partition
     counts, through the admin client; an unreachable cluster is its one-line error, within
     `timeout_ms` when given (the admin's default, 60 s, otherwise)."""
+    from replog.client.security_settings import SECURITY_KEYS
     from replog.client.sync_admin import Admin
-    from replog.client.tls_settings import SECURITY_KEYS
 
     # The config may spell the key either way (`client_config` keeps the user's spelling).
     servers = config[keys_named(config, "bootstrap.servers")[-1]]

@@ -27,13 +27,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from replog.cli.cluster_tls_files import ClusterTlsFiles
+from replog.cli.cluster_tls_files import ORGANIZATION, ClusterTlsFiles, node_common_name
 from replog.errors import ReplogError
 
 CA_DAYS = 3650
 LEAF_DAYS = 825  # what browsers and most verifiers accept for a leaf
 RENEW_WITHIN = datetime.timedelta(days=7)
-ORGANIZATION = "replog local cluster"
 CLIENT_NAME = "replog-client"
 
 
@@ -61,19 +60,11 @@ def _ensure(files: ClusterTlsFiles, nodes: list[tuple[int, Sequence[str]]]) -> l
         _write(files.ca_key, _key_pem(ca), private=True)
         _write(files.ca_certificate, _certificate_pem(ca))
         written += [files.ca_key, files.ca_certificate]
-    with open(files.ca_key, "rb") as f:
-        ca_key = serialization.load_pem_private_key(f.read(), password=None)
-    with open(files.ca_certificate, "rb") as f:
-        ca_certificate = x509.load_pem_x509_certificate(f.read())
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise ReplogError(f"{files.ca_key}: not the CA key this cluster made (an EC key)")
-    signer = _Issued(ca_key, ca_certificate)
+    signer = _signer(files)
     for node_id, hosts in nodes:
         path = files.node_keystore(node_id)
         if renew_all or not _valid(path, hosts):
-            node = _issue(f"replog-node-{node_id}", signer, hosts=hosts, days=LEAF_DAYS)
-            chain = _key_pem(node) + _certificate_pem(node) + _certificate_pem(signer)
-            _write(path, chain, private=True)
+            write_node_keystore(files, node_id, hosts, signer)
             written.append(path)
     if renew_all or not (_valid(files.client_certificate) and os.path.exists(files.client_key)):
         client = _issue(CLIENT_NAME, signer, days=LEAF_DAYS)
@@ -81,6 +72,33 @@ def _ensure(files: ClusterTlsFiles, nodes: list[tuple[int, Sequence[str]]]) -> l
         _write(files.client_certificate, _certificate_pem(client))
         written += [files.client_key, files.client_certificate]
     return written
+
+
+def write_node_keystore(
+    files: ClusterTlsFiles,
+    node_id: int,
+    hosts: Sequence[str],
+    signer: _Issued | None = None,
+) -> bytes:
+    """Write node `node_id`'s keystore anew: a new key, its certificate naming `hosts` signed
+    by the cluster's CA (`signer`, else read from `files`), and the CA's certificate; the file
+    is replaced whole, so a running node reloads it (a certificate rotation). Returns the new
+    certificate (DER)."""
+    signer = signer if signer is not None else _signer(files)
+    node = _issue(node_common_name(node_id), signer, hosts=hosts, days=LEAF_DAYS)
+    chain = _key_pem(node) + _certificate_pem(node) + _certificate_pem(signer)
+    _write(files.node_keystore(node_id), chain, private=True)
+    return node.certificate.public_bytes(serialization.Encoding.DER)
+
+
+def _signer(files: ClusterTlsFiles) -> _Issued:
+    with open(files.ca_key, "rb") as f:
+        ca_key = serialization.load_pem_private_key(f.read(), password=None)
+    with open(files.ca_certificate, "rb") as f:
+        ca_certificate = x509.load_pem_x509_certificate(f.read())
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ReplogError(f"{files.ca_key}: not the CA key this cluster made (an EC key)")
+    return _Issued(ca_key, ca_certificate)
 
 
 @dataclass(frozen=True, slots=True)

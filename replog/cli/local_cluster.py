@@ -70,11 +70,11 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from replog.cli.cluster_tls_files import ClusterTlsFiles
+from replog.cli.cluster_tls_files import ClusterTlsFiles, node_principal
 from replog.config import render_properties
 from replog.errors import ReplogError
 from replog.net_address import format_host_port, parse_host_port
@@ -341,10 +341,14 @@ class LocalCluster:
             "log.dirs": node.data_path,
             **self.address_properties(node),
         }
-        if node.kafka_address is not None or node.kafka_controller_address is not None:
+        if self.security == SECURITY_SSL:
+            # Every listener TLS: the Kafka ones, the controller's and the internal one.
             properties["listener.security.protocol.map"] = ",".join(
-                f"{name}:{SSL_LISTENER if name == SSL_LISTENER else KAFKA_LISTENER}"
-                for name in node.listeners
+                f"{name}:{SSL_LISTENER}" for name in node.listeners
+            )
+        elif node.kafka_address is not None or node.kafka_controller_address is not None:
+            properties["listener.security.protocol.map"] = ",".join(
+                f"{name}:{KAFKA_LISTENER}" for name in node.listeners
             )
         if self.security == SECURITY_SSL:
             properties.update(self._tls_properties(node))
@@ -368,13 +372,44 @@ class LocalCluster:
 
     def _tls_properties(self, node: LocalNode) -> dict[str, str]:
         """A node's TLS settings in an ssl cluster: its keystore, the cluster's CA as the
-        truststore, client certificates required (`local_certificates` makes the files)."""
+        truststore, client certificates required (`local_certificates` makes the files), and
+        the nodes' principals as `super.users`, which the internal links let in
+        (`cluster_tls_files`)."""
         files = self.tls_files
         return {
             "ssl.keystore.location": files.node_keystore(node.node_id),
             "ssl.truststore.location": files.ca_certificate,
             "ssl.client.auth": "required",
+            "super.users": ";".join(node_principal(n.node_id) for n in self.nodes),
         }
+
+    @contextlib.contextmanager
+    def internal_tls(self) -> Iterator[None]:
+        """Within it, this process dials the cluster's internal gRPC listeners as its nodes
+        do (an ssl cluster's are mutual TLS, open to the nodes' certificates only): `cluster
+        start`, `status` and `restart` present the first node's certificate, whose files they
+        hold. What was installed before is put back after (a test runs these commands in its
+        own process)."""
+        if self.security != SECURITY_SSL:
+            yield
+            return
+        # Imported here: only an ssl cluster's commands load the TLS of the internal links.
+        from replog.security.principal_mapping import PrincipalMapper
+        from replog.wire import link_security
+
+        files = self.tls_files
+        settings = link_security.LinkSettings(
+            keystore_location=files.node_keystore(self.nodes[0].node_id),
+            truststore_location=files.ca_certificate,
+            node_principals=frozenset(node_principal(n.node_id) for n in self.nodes),
+            principal_mapper=PrincipalMapper.from_rules(),
+        )
+        try:
+            security = link_security.LinkSecurity(settings)
+        except ReplogError as exc:
+            raise ReplogError(f"the cluster's certificates in {files.directory}: {exc}") from None
+        with link_security.installed_while(security):
+            yield
 
     def client_properties(self) -> dict[str, str]:
         """What an ssl cluster's client.properties holds: librdkafka's keys, which

@@ -23,7 +23,7 @@ Rules:
   `sasl.password`, JKS stores, custom partitioner classes, other assignors) are errors that
   say why.
 - `security.protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL) and the TLS settings, by
-  Kafka's and librdkafka's names, are every kind's (`tls_settings`). Under SASL_PLAINTEXT and
+  Kafka's and librdkafka's names, are every kind's (`security_settings`). Under SASL_PLAINTEXT and
   SASL_SSL, `sasl.mechanism` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with `sasl.username` and
   `sasl.password`: every connection authenticates, after TLS under SASL_SSL
   (`replog.wire.sasl_authentication`); the password is in no repr.
@@ -57,11 +57,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from replog.admin.bootstrap import parse_bootstrap
-from replog.client.tls_settings import (
+from replog.client.security_settings import (
     SECURITY_KEYS,
     SSL_FAMILY_REASON,
     UNSUPPORTED_TLS_KEYS,
-    TlsSettings,
+    SecuritySettings,
     client_tls,
 )
 from replog.errors import ConfigError
@@ -308,7 +308,7 @@ def _setting(default: T, parse: Parser) -> T:
 
 
 @dataclass(frozen=True)
-class _CommonConfig(TlsSettings):
+class _CommonConfig(SecuritySettings):
     bootstrap_servers: tuple[str, ...] = _setting((f"localhost:{DEFAULT_PORT}",), _servers)
     client_id: str = _setting("replog", _text)
     request_timeout_ms: int = _setting(30_000, _integer(0))

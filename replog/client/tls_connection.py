@@ -1,4 +1,4 @@
-"""The TLS context of a client's connections, from its security settings (`tls_settings`).
+"""The TLS context of a client's connections, from its security settings (`security_settings`).
 
 `client_ssl_context(config)` is None under PLAINTEXT; under SSL it is the context every
 connection of the client dials with (`wire.kafka_connection`, which names a failed handshake
@@ -23,11 +23,17 @@ import ssl
 import tempfile
 from collections.abc import Mapping
 
-from replog.client.tls_settings import SECURITY_KEYS, ClientTls, Material, TlsSettings, client_tls
+from replog.client.security_settings import (
+    SECURITY_KEYS,
+    ClientTls,
+    Material,
+    SecuritySettings,
+    client_tls,
+)
 from replog.errors import ConfigError
 
 
-def client_ssl_context(config: TlsSettings) -> ssl.SSLContext | None:
+def client_ssl_context(config: SecuritySettings) -> ssl.SSLContext | None:
     """The TLS context of a client built from `config` (module docstring); None: plaintext."""
     tls = client_tls(config)
     return None if tls is None else ssl_context(tls)

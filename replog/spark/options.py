@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from replog.client.config import consumer_config
-from replog.client.tls_settings import SECURITY_KEYS
+from replog.client.security_settings import SECURITY_KEYS
 from replog.common import TopicPartitionKey
 from replog.errors import ConfigError
 from replog.spark.errors import SourceOptionError

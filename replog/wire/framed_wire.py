@@ -34,15 +34,19 @@ import abc
 import asyncio
 import contextlib
 import socket
+import ssl
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from replog.errors import InvalidRequestError
 from replog.net_address import is_wildcard
 from replog.record.batch import Buffer
+from replog.wire.link_peer_check import PeerCheck
+from replog.wire.link_security import framed_client_context, framed_server_context
 
+ProtocolT = TypeVar("ProtocolT", bound=asyncio.Protocol)
 _GREETING = struct.Struct(">4sBi")
 _HEADER = struct.Struct(">II")  # length of the rest, sequence number
 GREETING_BYTES = _GREETING.size
@@ -258,12 +262,27 @@ class FramedListener(abc.ABC):
         self._server: asyncio.Server | None = None
         self.connections: set[Connection] = set()
         self.port: int | None = None  # once listening
+        # Who is let in when the process's internal links are TLS (`link_security`); the
+        # node sets it with the TLS it installs.
+        self.peer_check: PeerCheck | None = None
 
     async def start(self, host: str, port: int) -> int:
-        """Listen on `host:port` (0: any free port); return the port."""
-        self._server = await listen(host, port, self._connection)
+        """Listen on `host:port` (0: any free port); return the port. TLS when the process's
+        internal links are (`link_security.framed_server_context`)."""
+        self._server = await listen(host, port, self._connection, framed_server_context())
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
+
+    def refuses(self, transport: asyncio.BaseTransport, peer: str) -> bool:
+        """Whether a new connection's peer is no node (`link_peer_check`): it is then closed,
+        its refusal logged."""
+        if self.peer_check is None or self.peer_check.framed_refusal(transport, peer) is None:
+            return False
+        if isinstance(transport, asyncio.Transport):
+            transport.abort()
+        else:
+            transport.close()
+        return True
 
     @abc.abstractmethod
     def _connection(self) -> asyncio.Protocol:
@@ -276,18 +295,35 @@ class FramedListener(abc.ABC):
             connection.close()
 
 
-async def listen(host: str, port: int, protocol: Callable[[], asyncio.Protocol]) -> asyncio.Server:
-    """A server on `host:port` (0: any free port) for framed connections. A wildcard host
-    (`0.0.0.0`, `::`, empty) listens on every interface of both families on one socket, as
-    the node's gRPC listener does; where the machine has no dual-stack socket, on IPv4's."""
+async def listen(
+    host: str,
+    port: int,
+    protocol: Callable[[], asyncio.Protocol],
+    tls: ssl.SSLContext | None = None,
+) -> asyncio.Server:
+    """A server on `host:port` (0: any free port) for framed connections, TLS with `tls`. A
+    wildcard host (`0.0.0.0`, `::`, empty) listens on every interface of both families on one
+    socket, as the node's gRPC listener does; where the machine has no dual-stack socket, on
+    IPv4's."""
     loop = asyncio.get_running_loop()
     wildcard = is_wildcard(host)
     if wildcard and socket.has_dualstack_ipv6():
         # Every interface, both families, on one socket: asyncio would bind "::" IPv6 only,
         # and "" as two sockets (two different ports when the port is 0).
         sock = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
-        return await loop.create_server(protocol, sock=sock)
+        return await loop.create_server(protocol, sock=sock, ssl=tls)
     # A machine without IPv6 has only IPv4's interfaces to offer a wildcard (gRPC binds "[::]"
     # there the same way); "::" would not bind, "" would bind twice.
     bind_host = "0.0.0.0" if wildcard else host
-    return await loop.create_server(protocol, bind_host, port, reuse_address=True)
+    return await loop.create_server(protocol, bind_host, port, reuse_address=True, ssl=tls)
+
+
+async def connect(
+    protocol: Callable[[], ProtocolT], host: str, port: int
+) -> tuple[asyncio.BaseTransport, ProtocolT]:
+    """A framed connection to `host:port`: TLS when the process's internal links are
+    (`link_security.framed_client_context`), the certificate checked for `host`."""
+    tls = framed_client_context()
+    return await asyncio.get_running_loop().create_connection(
+        protocol, host, port, ssl=tls, server_hostname=host if tls is not None else None
+    )

@@ -39,6 +39,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
 
 from replog.errors import MalformedResponseError
+from replog.wire.link_security import grpc_channel
 
 StubT = TypeVar("StubT")
 
@@ -82,7 +83,7 @@ class RedialingChannel(Generic[StubT]):
 
     def stub(self) -> StubT:
         if self._stub is None:
-            self._channel = grpc.aio.insecure_channel(self.address, options=self._options)
+            self._channel = grpc_channel(self.address, self._options)
             self._stub = self._make_stub(cast(grpc.aio.Channel, _QuietDecoding(self._channel)))
         return self._stub
 

@@ -78,7 +78,7 @@ def sasl_settings(
             f"security.protocol={security_protocol!r}: accepted values: {', '.join(PROTOCOLS)}"
         )
     if protocol not in SASL_PROTOCOLS:
-        return None  # PLAINTEXT or SSL: no SASL (SSL's TLS is `client.tls_settings`')
+        return None  # PLAINTEXT or SSL: no SASL (SSL's TLS is `client.security_settings`')
     name = mechanism.strip().upper()
     if name not in CLIENT_MECHANISMS:
         raise ConfigError(

@@ -20,7 +20,7 @@ from replog.client.config import (
     consumer_config,
     producer_config,
 )
-from replog.client.tls_settings import SSL_FAMILY_REASON, client_tls
+from replog.client.security_settings import SSL_FAMILY_REASON, client_tls
 from replog.errors import ConfigError
 from replog.record.compression import COMPRESSION_GZIP, COMPRESSION_LZ4, COMPRESSION_NONE
 

@@ -18,8 +18,8 @@ import pytest
 
 from replog.cli.command_config import read_command_config
 from replog.client.config import admin_config, check_client_properties, producer_config
+from replog.client.security_settings import client_tls
 from replog.client.tls_connection import client_ssl_context, pem_lines
-from replog.client.tls_settings import client_tls
 from replog.errors import (
     ConfigError,
     NotAKafkaListenerError,

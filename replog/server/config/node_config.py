@@ -5,7 +5,9 @@ in meta.properties; `replog cluster start` writes it here), `controller.quorum.v
 (`id@host:port,...`), `listeners` (`NAME://host:port,...`; the node serves gRPC on the first; an
 IPv6 host in brackets, `[::1]:9093`, kept bare in `listener_host`; a broker serves Kafka's protocol
 on each later entry, `kafka_listener_endpoints`, an SSL or SASL_SSL one with the TLS settings of
-`tls_config` (`ssl.keystore.location`, ...), a SASL_PLAINTEXT or SASL_SSL one with the SASL settings
+`tls_config` (`ssl.keystore.location`, ...; per listener `listener.name.<listener>.ssl.*`; the
+first entry mapped to SSL makes the links between nodes mutual TLS, `internal_tls_config`),
+a SASL_PLAINTEXT or SASL_SSL one with the SASL settings
 of `sasl_config` (`sasl.enabled.mechanisms`, ...); a controller serves it on the later entry named
 in `controller.listener.names`, the controller listener Kafka's `--bootstrap-controller` tools
 reach), `log.dirs` (comma list). Optional: `metadata.log.dir` (default: the first log dir; empty is
@@ -84,15 +86,22 @@ from replog.quorum.metadata.snapshot_schedule import (
 )
 from replog.quorum.raft.config import RaftConfig
 from replog.server.config.authorizer_config import NO_AUTHORIZATION, AuthorizerConfig
+from replog.server.config.internal_tls_config import (
+    PROTOCOL_MAP,
+    SECURITY_PROTOCOLS,
+    internal_link_settings,
+    parse_protocol_map,
+)
 from replog.server.config.replica_manager_config import ReplicaManagerConfig
 from replog.server.config.sasl_config import (
     SASL_PROTOCOLS,
     SaslListenerConfig,
     sasl_listener_config,
 )
-from replog.server.config.tls_config import KEYSTORE_LOCATION, TlsConfig
+from replog.server.config.tls_config import KEYSTORE_LOCATION, LISTENER_PREFIX, TlsConfig
 from replog.storage.log_config import BY_DOTTED_NAME, LogConfig
 from replog.storage.log_manager import LogManagerConfig
+from replog.wire.link_security import LinkSettings
 
 ROLES = frozenset({"controller", "broker"})
 RAW_APPEND_PROPERTY = "metadata.log.raw.append.enable"
@@ -100,9 +109,10 @@ BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT = 2000
 METRICS_PORT_DEFAULT = 0  # no endpoint
 METRICS_HOST_DEFAULT = "127.0.0.1"
 WILDCARD_BIND_HOST = "0.0.0.0"  # gRPC binds it dual-stack: every interface, both families
-SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
-SERVED_PROTOCOLS = SECURITY_PROTOCOLS
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+# What a controller's Kafka listener may be: its clients are tools, authenticated by
+# certificate when it is SSL.
+CONTROLLER_LISTENER_PROTOCOLS = ("PLAINTEXT", "SSL")
 # The keys read here, besides the Raft and controller settings (`known_properties` joins them
 # with every other reader's). `controller.listener.names` names the controller's Kafka-protocol
 # listener (module docstring); replog serves every gRPC service on the first listener.
@@ -189,8 +199,13 @@ class NodeConfig:
     # The `listeners` entries a broker serves with Kafka's protocol (`kafka_listener_endpoints`),
     # each with its security protocol.
     kafka_listeners: tuple[Endpoint, ...] = ()
-    # What an SSL or SASL_SSL Kafka listener runs with (None: no keystore named, so none).
+    # The unprefixed `ssl.*` settings (None: no keystore named).
     tls: TlsConfig | None = None
+    # What each SSL or SASL_SSL Kafka listener (a controller's too) runs with, by name: its
+    # `listener.name.<listener>.ssl.*` settings over the unprefixed ones (`tls_config`).
+    listener_tls: Mapping[str, TlsConfig] = dataclasses.field(default_factory=dict)
+    # The internal links' mutual TLS (`internal_tls_config`; None: plaintext).
+    internal_links: LinkSettings | None = None
     # Each SASL_PLAINTEXT or SASL_SSL Kafka listener's SASL settings, by listener name.
     sasl: Mapping[str, SaslListenerConfig] = dataclasses.field(default_factory=dict)
     # The Kafka listeners' authorization and TLS principal settings.
@@ -260,16 +275,23 @@ class NodeConfig:
         if "broker" in roles:
             _refuse_unspecified(advertised, advertised_key)
         tls = TlsConfig.from_properties(properties)
-        ssl_listener = next(
-            (e for e in kafka_listeners if e.security_protocol in TLS_PROTOCOLS), None
-        )
-        if ssl_listener is not None and tls is None:
-            raise ConfigError(
-                f"listeners entry '{ssl_listener.name}://"
-                f"{format_host_port(ssl_listener.host, ssl_listener.port)}' is "
-                f"{ssl_listener.security_protocol}: set {KEYSTORE_LOCATION} to the PEM file of "
-                "its key and certificate chain"
-            )
+        listener_tls: dict[str, TlsConfig] = {}
+        tls_served = [*kafka_listeners, *filter(None, [kafka_controller_listener])]
+        for endpoint in tls_served:
+            if endpoint.security_protocol not in TLS_PROTOCOLS:
+                continue
+            found = TlsConfig.from_properties(properties, endpoint.name)
+            if found is None:
+                raise ConfigError(
+                    f"listeners entry '{endpoint.name}://"
+                    f"{format_host_port(endpoint.host, endpoint.port)}' is "
+                    f"{endpoint.security_protocol}: set {KEYSTORE_LOCATION} (or "
+                    f"{LISTENER_PREFIX}{endpoint.name.lower()}.{KEYSTORE_LOCATION}) to the PEM "
+                    "file of its key and certificate chain"
+                )
+            listener_tls[endpoint.name] = found
+        authorizer = AuthorizerConfig.from_properties(properties)
+        internal_links = internal_link_settings(properties, listeners[0], authorizer)
         sasl = {
             e.name: sasl_listener_config(e.name, properties)
             for e in kafka_listeners
@@ -377,8 +399,10 @@ class NodeConfig:
             advertised_listeners_key=advertised_key,
             kafka_listeners=kafka_listeners,
             tls=tls,
+            listener_tls=listener_tls,
+            internal_links=internal_links,
             sasl=sasl,
-            authorizer=AuthorizerConfig.from_properties(properties),
+            authorizer=authorizer,
             kafka_controller_listener=kafka_controller_listener,
             advertised_kafka_controller_listener=advertised_controller_listener,
         )
@@ -462,33 +486,23 @@ def kafka_listener_endpoints(
     """The `listeners` entries served with Kafka's protocol, each with its security protocol:
     every entry after the first (the first is the node's gRPC listener), with its security
     protocol by `listener.security.protocol.map` (`NAME:PROTOCOL,...`) or, for a
-    name it does not map, by its name; and every entry after the first named in
-    `controller_names` (`controller.listener.names`), which must be PLAINTEXT. Two such entries
-    may not share a port, nor use the gRPC port."""
-    key = "listener.security.protocol.map"
-    mapped: dict[str, str] = {}
-    for entry in (e.strip() for e in protocol_map.split(",")):
-        if not entry:
-            continue
-        name, sep, protocol = (part.strip() for part in entry.partition(":"))
-        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
-            raise ConfigError(
-                f"{key} entry {entry!r}: expected NAME:PROTOCOL with PROTOCOL one of "
-                f"{', '.join(sorted(SECURITY_PROTOCOLS))}"
-            )
-        mapped[name] = protocol
+    name it does not map, by its name (a name that is no protocol: not served); every entry
+    after the first named in `controller_names` (`controller.listener.names`), PLAINTEXT
+    unless mapped to SSL. Two such entries may not share a port, nor use the gRPC port."""
+    mapped = parse_protocol_map(protocol_map)
     served = []
     for endpoint in listeners[1:]:
         protocol = mapped.get(endpoint.name, endpoint.name)
-        if endpoint.name in controller_names and protocol not in ("PLAINTEXT", endpoint.name):
-            raise ConfigError(
-                f"listeners entry '{endpoint.name}://"
-                f"{format_host_port(endpoint.host, endpoint.port)}': a controller listener is "
-                f"served in PLAINTEXT only ({key} maps it to {protocol})"
-            )
         if endpoint.name in controller_names:
-            served.append(replace(endpoint, security_protocol="PLAINTEXT"))
-        elif protocol in SERVED_PROTOCOLS:
+            protocol = protocol if protocol in SECURITY_PROTOCOLS else "PLAINTEXT"
+            if protocol not in CONTROLLER_LISTENER_PROTOCOLS:
+                raise ConfigError(
+                    f"listeners entry '{endpoint.name}://"
+                    f"{format_host_port(endpoint.host, endpoint.port)}': a controller listener "
+                    f"is served in PLAINTEXT or SSL ({PROTOCOL_MAP} maps it to {protocol})"
+                )
+            served.append(replace(endpoint, security_protocol=protocol))
+        elif protocol in SECURITY_PROTOCOLS:
             served.append(replace(endpoint, security_protocol=protocol))
     taken = {listeners[0].port} if listeners and listeners[0].port else set()
     for endpoint in served:

@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeAlias
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 
 from replog.clock import monotonic_s
 from replog.server.metrics.instruments import NodeMetrics
-
-Handler: TypeAlias = Any  # grpc.RpcMethodHandler (grpc ships no type hints)
+from replog.wire.wrapping_interceptor import Handler, WrappingInterceptor
 
 
 def split_method(full_method: str) -> tuple[str, str]:
@@ -53,33 +52,12 @@ def status_name(code: object) -> str:
     return "UNKNOWN"
 
 
-class RequestMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class RequestMetricsInterceptor(WrappingInterceptor):
     """Counts and times every unary call and stream answer (module docstring)."""
 
     def __init__(self, metrics: NodeMetrics) -> None:
+        super().__init__()
         self._metrics = metrics
-        self._wrapped: dict[str, Handler] = {}
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler:
-        method: str = handler_call_details.method
-        wrapped = self._wrapped.get(method)
-        if wrapped is not None:
-            return wrapped
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        if handler.unary_unary is not None:
-            wrapped = self._wrap(method, handler)
-        elif handler.stream_stream is not None:
-            wrapped = self._wrap_stream(method, handler)
-        else:
-            return handler
-        self._wrapped[method] = wrapped
-        return wrapped
 
     def _instruments(self, full_method: str) -> tuple[Any, Callable[[str], None]]:
         """The method's duration histogram and a `count(code)` for it."""
@@ -133,7 +111,7 @@ class RequestMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[mis
             response_serializer=handler.response_serializer,
         )
 
-    def _wrap(self, full_method: str, handler: Handler) -> Handler:
+    def _wrap_unary(self, full_method: str, handler: Handler) -> Handler:
         duration, count = self._instruments(full_method)
         behavior = handler.unary_unary
 

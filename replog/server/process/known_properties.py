@@ -31,7 +31,7 @@ from replog.server.config import (
 from replog.server.config.authorizer_config import AUTHORIZER_PROPERTIES
 from replog.server.config.node_config import CONTROLLER_PROPERTIES, NODE_PROPERTIES
 from replog.server.config.sasl_config import SASL_PROPERTIES, is_listener_sasl_key
-from replog.server.config.tls_config import TLS_PROPERTIES
+from replog.server.config.tls_config import TLS_PROPERTIES, is_listener_tls_key
 from replog.server.kafka.kafka_listener import KAFKA_LISTENER_PROPERTIES
 from replog.storage import log_config, log_manager
 from replog.storage.cleaner import cleaner_config
@@ -64,8 +64,8 @@ def unknown_properties(properties: Mapping[str, str]) -> list[str]:
     """One message per key no part of the node reads, naming the closest known key."""
     messages = []
     for key in sorted(properties.keys() - KNOWN_NODE_PROPERTIES):
-        if is_listener_sasl_key(key):
-            continue  # a listener's own SASL settings (`sasl_config`)
+        if is_listener_sasl_key(key) or is_listener_tls_key(key):
+            continue  # a listener's own SASL or TLS settings (`sasl_config`, `tls_config`)
         close = difflib.get_close_matches(key, KNOWN_NODE_PROPERTIES, n=1, cutoff=0.8)
         hint = f" (did you mean {close[0]}?)" if close else ""
         messages.append(f"{key} is not a setting replog knows; it is ignored{hint}")

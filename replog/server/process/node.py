@@ -30,6 +30,13 @@ Kafka's protocol on the `listeners` entry `controller.listener.names` names afte
 server runs. Every Kafka
 listener answers DescribeQuorum (`kafka_quorum_apis`).
 
+TLS inside the cluster (`internal_tls_config`): with the internal listener mapped to SSL the
+node installs its link security for the process (`wire.link_security`) before anything dials:
+the gRPC server serves with rotating credentials and lets in the nodes only
+(`link_peer_check`), the framed listeners likewise, and every channel and connection it dials
+presents its certificate. SSL Kafka listeners, the controller's among them, serve contexts that
+follow their files (`RotatingServerContext`).
+
 Metadata snapshots: every node snapshots its own committed metadata and keeps its metadata log
 within `metadata.max.retention.bytes` (`metadata_snapshots`). A controller snapshots its state
 (`ControllerDriver`); a node without one (process.roles=broker) snapshots the image its broker
@@ -59,6 +66,7 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 
 import grpc
 
@@ -66,7 +74,7 @@ from replog.errors import BrokerLifecycleError, KafkaStorageError
 from replog.net_address import format_host_port
 from replog.quorum.metadata.records import Endpoint
 from replog.server.broker.broker_runtime import BrokerRuntime, data_plane_config_from_node
-from replog.server.config.node_config import TLS_PROTOCOLS, WILDCARD_BIND_HOST, NodeConfig
+from replog.server.config.node_config import WILDCARD_BIND_HOST, NodeConfig
 from replog.server.controller.controller_driver import ControllerDriver
 from replog.server.controller.controller_service import (
     REQUEST_TIMEOUT_MS_DEFAULT,
@@ -80,7 +88,7 @@ from replog.server.kafka.broker_metadata import image_credentials
 from replog.server.kafka.kafka_controller_apis import KafkaControllerApis
 from replog.server.kafka.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis, describe_from_leader
-from replog.server.kafka.tls_context import server_ssl_context
+from replog.server.kafka.tls_context import RotatingServerContext
 from replog.server.metrics.http_endpoint import MetricsEndpoint
 from replog.server.metrics.instruments import NodeMetrics
 from replog.server.metrics.request_interceptor import RequestMetricsInterceptor
@@ -99,6 +107,9 @@ from replog.server.raft.raft_transport import RaftTransport
 from replog.server.runtime import collector
 from replog.server.runtime.loop_stall_monitor import LoopStallMonitor, warn_stall_s
 from replog.server.runtime.node_tasks import NodeTasks
+from replog.wire import link_security
+from replog.wire.link_peer_check import PeerCheck, PeerCheckInterceptor
+from replog.wire.link_security import LinkSecurity
 
 log = logging.getLogger("replog.server")
 
@@ -133,6 +144,8 @@ class Node:
             # failure after the gRPC port is bound leaves that port bound: `_wire`.)
             for listener in (*getattr(self, "kafka_listeners", ()), *self._controller_listeners()):
                 listener.close_unstarted()
+            if getattr(self, "link_security", None) is not None:
+                self._uninstall_link_security()
             self.storage.close()
             raise
 
@@ -161,13 +174,12 @@ class Node:
         # gives back a bound port only when a started server stops (`_close_unstarted`), so a
         # Kafka port in use must fail the node before that one is taken.
         self.kafka_listeners: list[KafkaListener] = []
+        # Each SSL listener's context follows its files (`RotatingServerContext`).
+        self.tls_contexts: dict[str, RotatingServerContext] = {
+            name: RotatingServerContext(tls, name) for name, tls in config.listener_tls.items()
+        }
         if config.runs_broker:
             kafka_config = KafkaListenerConfig.from_properties(config.properties)
-            tls = None
-            if config.tls is not None and any(
-                e.security_protocol in TLS_PROTOCOLS for e in config.kafka_listeners
-            ):
-                tls = server_ssl_context(config.tls)
             for endpoint in config.kafka_listeners:
                 listener = KafkaListener(
                     endpoint.name,
@@ -175,7 +187,7 @@ class Node:
                     endpoint.port,
                     kafka_config,
                     on_request=self.metrics.kafka_request,
-                    ssl_context=tls if endpoint.security_protocol in TLS_PROTOCOLS else None,
+                    ssl_context=self._ssl_context(endpoint.name),
                     sasl=config.sasl.get(endpoint.name),
                     principal_mapper=config.authorizer.principal_mapper,
                     on_failed_authentication=self.metrics.failed_authentication,
@@ -193,16 +205,31 @@ class Node:
                 controller_endpoint.port,
                 KafkaListenerConfig.from_properties(config.properties),
                 on_request=self.metrics.kafka_request,
+                ssl_context=self._ssl_context(controller_endpoint.name),
+                principal_mapper=config.authorizer.principal_mapper,
             )
             self.controller_listener.bind()
-        self.server = grpc.aio.server(
-            options=options, interceptors=[RequestMetricsInterceptor(self.metrics)]
-        )
+        # The internal links' mutual TLS (`wire.link_security`): this process's channels dial
+        # with it, its listeners serve with it and let in the nodes only (`link_peer_check`).
+        self.link_security: LinkSecurity | None = None
+        interceptors: list[grpc.aio.ServerInterceptor] = []
+        if config.internal_links is not None:
+            self.link_security = LinkSecurity(config.internal_links)
+            self.peer_check = PeerCheck(config.internal_links)
+            interceptors.append(PeerCheckInterceptor(self.peer_check))
+            link_security.install(self.link_security)
+        interceptors.append(RequestMetricsInterceptor(self.metrics))
+        self.server = grpc.aio.server(options=options, interceptors=interceptors)
         self._grpc_started = False
         # Bound first, as Kafka's broker binds before it builds its listener info: the broker
         # role registers this port in place of an ephemeral port 0.
         try:
-            self.listener_port = self.server.add_insecure_port(config.listener)
+            if self.link_security is None:
+                self.listener_port = self.server.add_insecure_port(config.listener)
+            else:
+                self.listener_port = self.server.add_secure_port(
+                    config.listener, self.link_security.server_credentials()
+                )
         except RuntimeError as exc:  # gRPC's only word for a failed bind (a port in use)
             raise OSError(f"listeners: cannot listen on {config.listener}: {exc}") from None
         transport = self.driver.transport
@@ -255,6 +282,9 @@ class Node:
         )
         # Appends from other processes without gRPC's per-call cost; the same rules.
         self.append_listener = MetadataAppendListener(metadata_log.appends.append)
+        if config.internal_links is not None:
+            self.append_listener.peer_check = self.peer_check
+            self.raft_transport.fetch_listener.peer_check = self.peer_check
         add_raft_services(raft_quorum, metadata_log, self.server, node_id=config.node_id)
         # The broker role replays the committed metadata log (the same Raft driver) into
         # images, registers with the active controller and serves the data plane (issue #6).
@@ -293,6 +323,11 @@ class Node:
             self.metrics_endpoint = MetricsEndpoint(
                 self.metrics.registry, config.metrics_host, config.metrics_port
             )
+
+    def _ssl_context(self, listener: str) -> ssl.SSLContext | None:
+        """The SSL context an SSL or SASL_SSL Kafka listener serves with (None: plaintext)."""
+        rotating = self.tls_contexts.get(listener)
+        return None if rotating is None else rotating.listening
 
     def _controller_listeners(self) -> tuple[KafkaListener, ...]:
         listener = getattr(self, "controller_listener", None)
@@ -402,7 +437,14 @@ class Node:
             with contextlib.suppress(Exception):  # best effort: the start failure is raised
                 await self.server.start()
         await self.server.stop(None)
+        self._uninstall_link_security()
         self.storage.close()
+
+    def _uninstall_link_security(self) -> None:
+        """This node's internal TLS leaves the process with it (an embedding application may
+        build another node)."""
+        if self.link_security is not None and link_security.installed() is self.link_security:
+            link_security.install(None)
 
     async def _run_until_stopped(self, stop: asyncio.Event) -> int:
         """Run the node's tasks, all in its group (`node_tasks`), until a stop signal, a
@@ -480,6 +522,7 @@ class Node:
         await self.server.stop(grace=0.5)
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()
+        self._uninstall_link_security()
         try:
             self.storage.close()
         except KafkaStorageError as error:

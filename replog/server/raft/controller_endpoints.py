@@ -31,6 +31,7 @@ from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
 from replog.quorum.metadata.records import Endpoint
 from replog.quorum.raft.config import VoterAddress
+from replog.wire.link_security import grpc_channel
 
 ASK_TIMEOUT_S = 1.0
 # How long an answer is believed: a restarted voter's new listener shows after at most this.
@@ -52,7 +53,7 @@ def endpoint_answer(listener: Endpoint | None) -> pb.KafkaControllerEndpointResp
 async def ask_voter(voter: VoterAddress, timeout_s: float) -> pb.KafkaControllerEndpointResponse:
     """`RaftQuorum.KafkaControllerEndpoint` of `voter`, on a channel of its own."""
     address = format_host_port(voter.host, voter.port)
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with grpc_channel(address) as channel:
         stub = raft_pb2_grpc.RaftQuorumStub(channel)  # type: ignore[no-untyped-call]
         answer: pb.KafkaControllerEndpointResponse = await stub.KafkaControllerEndpoint(
             pb.KafkaControllerEndpointRequest(), timeout=timeout_s

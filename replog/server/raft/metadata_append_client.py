@@ -45,6 +45,7 @@ from replog.pb import raft_pb2_grpc
 from replog.server.raft import metadata_append_wire as wire
 from replog.server.raft.metadata_append_wire import AppendResult
 from replog.wire import framed_wire
+from replog.wire.link_security import grpc_channel
 
 __all__ = ["AppendResult", "MetadataAppendClient"]
 
@@ -71,7 +72,7 @@ class MetadataAppendClient(asyncio.Protocol):
     ) -> MetadataAppendClient:
         """A connection to the node whose gRPC listener is at `address` (host:port)."""
         host, _ = parse_host_port(address, "a node address", error=NetworkError)
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with grpc_channel(address) as channel:
             stub = raft_pb2_grpc.MetadataLogStub(channel)  # type: ignore[no-untyped-call]
             try:
                 answer = await stub.AppendEndpoint(pb.AppendEndpointRequest(), timeout=timeout_s)
@@ -89,14 +90,13 @@ class MetadataAppendClient(asyncio.Protocol):
         where = f"the metadata append listener at {format_host_port(host, port)}"
         if of:
             where = f"{of}'s {where[4:]}"
-        loop = asyncio.get_running_loop()
         try:
-            _, client = await loop.create_connection(lambda: cls(where), host, port)
+            _, connected = await framed_wire.connect(lambda: cls(where), host, port)
         except OSError as exc:
             raise NetworkError(
                 f"cannot connect to {where} (controller.quorum.append.port): {exc}"
             ) from None
-        return client
+        return connected
 
     async def append(
         self, values: Sequence[bytes], *, timeout_s: float = APPEND_TIMEOUT_S

@@ -69,11 +69,13 @@ class _InboundConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
+        self._peer = format_peer(transport.get_extra_info("peername"))
+        if self._listener.refuses(transport, self._peer):
+            return
         self._socket = transport
         self._out = framed_wire.CoalescedWrites(transport)
         self._listener.connections.add(self)
         framed_wire.keep_alive(transport)
-        self._peer = format_peer(transport.get_extra_info("peername"))
 
     def data_received(self, data: bytes) -> None:
         try:

@@ -30,6 +30,7 @@ from replog.quorum.raft.messages import FetchRequest, RaftResponse
 from replog.server.raft import raft_fetch_wire as wire
 from replog.server.raft.raft_codec import request_to_proto, response_from_proto
 from replog.server.runtime.node_tasks import Spawner
+from replog.wire.framed_wire import connect as framed_connect
 
 log = logging.getLogger("replog.server.raft")
 
@@ -72,8 +73,7 @@ class FetchConnection(asyncio.Protocol):
         self._socket: asyncio.Transport | None = None
         self._reader = wire.FORMAT.reader()
         self.finished = False
-        loop = asyncio.get_running_loop()
-        self._opening = tasks.spawn(self._open(loop, lookup), name="a Raft Fetch connection")
+        self._opening = tasks.spawn(self._open(lookup), name="a Raft Fetch connection")
 
     # --- outbound -----------------------------------------------------------------------------
 
@@ -92,10 +92,10 @@ class FetchConnection(asyncio.Protocol):
         else:
             self._socket.write(data)
 
-    async def _open(self, loop: asyncio.AbstractEventLoop, lookup: EndpointLookup) -> None:
+    async def _open(self, lookup: EndpointLookup) -> None:
         try:
             host, port = await lookup()
-            await loop.create_connection(lambda: self, host, port)
+            await framed_connect(lambda: self, host, port)
         except EndpointUnknown as exc:
             self._finish(exc.unreachable, exc)
         except OSError as exc:

@@ -67,6 +67,7 @@ from replog.server.raft.raft_fetch_client import EndpointUnknown, FetchConnectio
 from replog.server.raft.raft_fetch_server import FetchListener, Reply
 from replog.server.runtime.node_tasks import Spawner
 from replog.wire.grpc_reconnect import RECONNECT_OPTIONS
+from replog.wire.link_security import grpc_channel
 
 log = logging.getLogger("replog.server.raft")
 
@@ -258,7 +259,7 @@ class RaftTransport:
             if address is None:
                 log.warning("no address for node %d", node_id)
                 return None
-            channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+            channel = grpc_channel(address, _CHANNEL_OPTIONS)
             self._channels[node_id] = channel
             stub = self._stubs[node_id] = raft_pb2_grpc.RaftQuorumStub(channel)  # type: ignore[no-untyped-call]
         return stub

@@ -114,12 +114,20 @@ def test_the_later_entry_named_in_controller_listener_names_is_the_controllers()
             **{"controller.listener.names": "CONTROLLER,A,B", "process.roles": "controller"},
             **{"node.id": "1", "controller.quorum.voters": "1@h:1"},
         )
-    with pytest.raises(ConfigError, match=r"PLAINTEXT only"):
+    # A controller's Kafka listener is PLAINTEXT or SSL (its tools authenticate by certificate).
+    controller = {"controller.listener.names": "CONTROLLER,A", "process.roles": "controller"}
+    controller |= {"node.id": "1", "controller.quorum.voters": "1@h:1"}
+    ssl = node(
+        "CONTROLLER://h:1,A://h:2",
+        **controller,
+        **{"listener.security.protocol.map": "A:SSL", "ssl.keystore.location": "k.pem"},
+    )
+    assert ssl.kafka_controller_listener == Endpoint("A", "h", 2, "SSL")
+    with pytest.raises(ConfigError, match=r"a controller listener is served in PLAINTEXT or SSL"):
         node(
             "CONTROLLER://h:1,A://h:2",
-            **{"controller.listener.names": "CONTROLLER,A", "process.roles": "controller"},
-            **{"node.id": "1", "controller.quorum.voters": "1@h:1"},
-            **{"listener.security.protocol.map": "A:SSL"},
+            **controller,
+            **{"listener.security.protocol.map": "A:SASL_SSL"},
         )
 
 

@@ -1,10 +1,10 @@
 """The security settings of replog's clients: `security.protocol` and TLS by Kafka's names and
 librdkafka's, so one client.properties serves confluent-kafka, `kcat -F` and replog.
 
-`TlsSettings` holds them as config fields (every client kind has them, `config._CommonConfig`);
-`client_tls` resolves them into one `ClientTls`: what to trust, what certificate to present,
-whether to check the broker's. Pure: files are named here and read where the TLS context is
-built (`tls_connection`).
+`SecuritySettings` holds them as config fields (every client kind has them,
+`config._CommonConfig`), SASL's among them; `client_tls` resolves the TLS ones into one
+`ClientTls`: what to trust, what certificate to present, whether to check the broker's. Pure:
+files are named here and read where the TLS context is built (`tls_connection`).
 
 Rules:
 - `security.protocol` is PLAINTEXT (the default), SSL, SASL_PLAINTEXT or SASL_SSL; the
@@ -112,7 +112,7 @@ def _setting(default: T, parse: Callable[[str, object], object]) -> T:
 
 
 @dataclass(frozen=True)
-class TlsSettings:
+class SecuritySettings:
     """The security fields every client config has (module docstring); attribute names are
     the dotted keys with `_` for `.`."""
 
@@ -138,7 +138,7 @@ class TlsSettings:
 
 # The dotted names of the security settings, TLS and SASL (the CLI and the Spark source pass
 # them through).
-SECURITY_KEYS = frozenset(f.name.replace("_", ".") for f in fields(TlsSettings)) | SASL_KEYS
+SECURITY_KEYS = frozenset(f.name.replace("_", ".") for f in fields(SecuritySettings)) | SASL_KEYS
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +165,7 @@ class ClientTls:
     verify: bool
 
 
-def client_tls(settings: TlsSettings) -> ClientTls | None:
+def client_tls(settings: SecuritySettings) -> ClientTls | None:
     """The TLS of `settings` (None under PLAINTEXT). Raises `ConfigError` naming the keys of
     two forms of one thing or half a pair."""
     if settings.security_protocol not in TLS_PROTOCOLS:
@@ -227,7 +227,7 @@ def _check_pairs(chain: Material | None, key: Material | None) -> None:
 
 
 def _one(
-    settings: TlsSettings,
+    settings: SecuritySettings,
     what: str,
     *,
     files: tuple[str, ...],

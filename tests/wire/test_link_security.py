@@ -1,0 +1,248 @@
+"""Mutual TLS on the internal links (`link_security`, `link_peer_check`, `watched_files`), in
+one process: a gRPC server and a framed listener serving with a node's material, dialled by a
+node, a trusted client that is no node, a stranger and a plaintext peer; material rotated in
+place and a bad replacement kept out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from replog.errors import ConfigError
+from replog.security.principal_mapping import PrincipalMapper
+from replog.wire import framed_wire, link_security
+from replog.wire.link_peer_check import PeerCheck, PeerCheckInterceptor
+from replog.wire.link_security import LinkSecurity, LinkSettings, installed_while
+from tests.tls_certificates import Pki, presented_certificate_to
+
+NODE = "User:CN=node-1,O=replog tests"
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    pki = Pki.create(tmp_path / "pki")
+    pki.keystore("node-1")
+    pki.keystore("client")
+    return pki
+
+
+def settings(pki: Pki, name: str = "node-1") -> LinkSettings:
+    return LinkSettings(
+        keystore_location=str(pki.directory / f"{name}.pem"),
+        truststore_location=str(pki.truststore),
+        node_principals=frozenset({NODE}),
+        principal_mapper=PrincipalMapper.from_rules(),
+    )
+
+
+def _echo_service() -> grpc.GenericRpcHandler:
+    async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return request
+
+    async def echoes(
+        requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
+        async for request in requests:
+            yield request
+
+    return grpc.method_handlers_generic_handler(
+        "test.pkg.Probe",
+        {
+            "Echo": grpc.unary_unary_rpc_method_handler(echo),
+            "Echoes": grpc.stream_stream_rpc_method_handler(echoes),
+        },
+    )
+
+
+@contextlib.asynccontextmanager
+async def node_server(security: LinkSecurity) -> AsyncIterator[str]:
+    """A gRPC server as a node's: the security's credentials, nodes only."""
+    server = grpc.aio.server(interceptors=[PeerCheckInterceptor(PeerCheck(security.settings))])
+    server.add_generic_rpc_handlers((_echo_service(),))
+    port = server.add_secure_port("127.0.0.1:0", security.server_credentials())
+    await server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await server.stop(None)
+
+
+async def echo(address: str, security: LinkSecurity | None, stream: bool = False) -> bytes:
+    with installed_while(security):
+        channel = link_security.grpc_channel(address)
+    async with channel:
+        if stream:
+            call = channel.stream_stream("/test.pkg.Probe/Echoes")()
+            await call.write(b"hi")
+            answer: bytes = await call.read()
+            await call.done_writing()
+            return answer
+        answered: bytes = await channel.unary_unary("/test.pkg.Probe/Echo")(b"hi", timeout=10)
+        return answered
+
+
+async def presented_certificate(address: str, pki: Pki) -> bytes:
+    """The certificate the server at `address` presents to a TLS client with `client`'s (a
+    blocking handshake, on a thread: the server shares this event loop)."""
+    return await asyncio.to_thread(_presented_certificate, address, pki)
+
+
+def _presented_certificate(address: str, pki: Pki) -> bytes:
+    client = pki.directory / "client"
+    return presented_certificate_to(address, pki.truststore, client.with_suffix(".pem"), "h2")
+
+
+def der(path: Path) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(path.read_text())
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Replace `path` whole, its modification time moved on (as a rotation writes it)."""
+    temporary = path.with_suffix(".tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+
+
+@pytest.mark.asyncio
+async def test_only_nodes_get_in_and_each_refusal_is_said_once(
+    pki: Pki, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    node = LinkSecurity(settings(pki))
+    stranger_pki = Pki.create(tmp_path / "stranger")
+    stranger_pki.keystore("node-1")  # the same subject, another CA; it trusts the server's
+    stranger = LinkSecurity(
+        dataclasses.replace(settings(stranger_pki), truststore_location=str(pki.truststore))
+    )
+    caplog.set_level(logging.WARNING, "replog.server.tls")
+    async with node_server(node) as address:
+        assert await echo(address, node) == b"hi"
+        assert await echo(address, node, stream=True) == b"hi"
+        client = LinkSecurity(settings(pki, "client"))
+        for stream in (False, True, False):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await echo(address, client, stream=stream)
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert "User:CN=client,O=replog tests is not a node" in (refused.value.details() or "")
+        said = [r.getMessage() for r in caplog.records if "is not a node" in r.getMessage()]
+        assert len(said) == 1 and "internal link from 127.0.0.1:" in said[0], said
+        for peer in (stranger, None):  # an untrusted certificate, then plaintext
+            with pytest.raises(grpc.aio.AioRpcError) as failed:
+                await echo(address, peer)
+            assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert await echo(address, node) == b"hi"  # the server goes on
+
+
+@pytest.mark.asyncio
+async def test_a_rotated_keystore_serves_new_connections_and_a_bad_one_is_kept_out(
+    pki: Pki, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    keystore = pki.directory / "node-1.pem"
+    rotated = Pki(tmp_path / "rotated", pki.ca)  # node-1 again: a new key, the same CA
+    rotated.directory.mkdir()
+    node = LinkSecurity(settings(pki))
+    async with node_server(node) as address:
+        first = await presented_certificate(address, pki)
+        assert first == der(pki.directory / "node-1.crt")
+        with installed_while(node):
+            channel = link_security.grpc_channel(address)
+        async with channel:
+            call = channel.unary_unary("/test.pkg.Probe/Echo")
+            assert await call(b"before", timeout=10) == b"before"
+            replace_file(keystore, rotated.keystore("node-1").read_bytes())
+            # A new connection gets the new certificate; the open channel goes on.
+            assert await presented_certificate(address, pki) == der(
+                rotated.directory / "node-1.crt"
+            )
+            assert await call(b"after", timeout=10) == b"after"
+        assert await echo(address, node) == b"hi"  # dialled with the new client certificate
+        assert node.loads == 2
+        # A half-written file: refused once, logged, the rotated material stays in use.
+        caplog.set_level(logging.WARNING, "replog.server.tls")
+        replace_file(keystore, (rotated.directory / "node-1.key").read_bytes())
+        assert await presented_certificate(address, pki) == der(rotated.directory / "node-1.crt")
+        assert await echo(address, node) == b"hi"
+        warned = [r.getMessage() for r in caplog.records if "keeping" in r.getMessage()]
+        assert len(warned) == 1 and "node-1.pem" in warned[0], warned
+        assert node.loads == 2
+
+
+def test_material_that_does_not_load_is_refused_at_install(pki: Pki) -> None:
+    pki.keystore("locked", password=b"secret")
+    with pytest.raises(ConfigError, match=r"locked\.pem: the key is encrypted"):
+        LinkSecurity(settings(pki, "locked"))
+    with pytest.raises(ConfigError, match=r"client\.key: expected one private key and its"):
+        LinkSecurity(
+            LinkSettings(
+                keystore_location=str(pki.directory / "client.key"),
+                truststore_location=str(pki.truststore),
+                node_principals=frozenset({NODE}),
+                principal_mapper=PrincipalMapper.from_rules(),
+            )
+        )
+
+
+class _Closed(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost.set_result(None)
+
+
+class _Listener(framed_wire.FramedListener):
+    """Says, for each connection, whether it was let in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decisions: list[str] = []
+
+    def _connection(self) -> asyncio.Protocol:
+        listener = self
+
+        class Inbound(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                refused = listener.refuses(transport, "127.0.0.1:1")
+                listener.decisions.append("refused" if refused else "admitted")
+                transport.close()
+
+        return Inbound()
+
+
+@pytest.mark.asyncio
+async def test_framed_connections_are_tls_and_let_in_nodes_only(pki: Pki) -> None:
+    node = LinkSecurity(settings(pki))
+    client = LinkSecurity(settings(pki, "client"))
+    listener = _Listener()
+    listener.peer_check = PeerCheck(node.settings)
+    with installed_while(node):
+        port = await listener.start("127.0.0.1", 0)
+    try:
+        for count, security in enumerate((node, client), start=1):
+            with installed_while(security):
+                transport, _ = await framed_wire.connect(asyncio.Protocol, "127.0.0.1", port)
+            async with asyncio.timeout(10):
+                while len(listener.decisions) < count:
+                    await asyncio.sleep(0.01)
+            transport.close()
+        assert listener.decisions == ["admitted", "refused"]  # the node's, then the client's
+        # Plaintext bytes to the TLS listener: the listener closes the connection unserved.
+        closed = _Closed()
+        with installed_while(None):
+            transport, _ = await framed_wire.connect(lambda: closed, "127.0.0.1", port)
+        transport.write(b"RFCH" + bytes(64))
+        async with asyncio.timeout(10):
+            await closed.lost
+        assert listener.decisions == ["admitted", "refused"]
+    finally:
+        listener.close()

@@ -584,29 +584,6 @@ def test_an_abort_at_the_bumped_epoch_waits_for_the_previous_markers(
     assert read(cluster, "fenced-abort", "read_committed", 0) == []
 
 
-def test_a_new_coordinator_completes_a_prepared_commit(cluster: ClientCluster) -> None:
-    producer = transactional(cluster, "payments-tx")
-    coordinator = wait_state(cluster, "payments-tx", "Empty")
-    # killing the holder leaves the partition without a leader: the commit stays prepared
-    holder = held_elsewhere(cluster, "payments", coordinator)
-    producer.begin_transaction()
-    producer.produce("payments", value=b"p1", key=b"k", partition=0)
-    assert producer.flush(TIMEOUT_S) == 0
-    cluster.loopback.kill(holder)
-    producer.commit_transaction(TIMEOUT_S)  # answered once PrepareCommit is written
-    assert wait_state(cluster, "payments-tx", "PrepareCommit") == coordinator
-    time.sleep(1)  # the markers wait for a leader meanwhile
-    assert describe(cluster, "payments-tx") == (coordinator, "PrepareCommit")
-    # The coordinator dies with its transaction prepared; the holder comes back (the quorum
-    # needs two of the three nodes) and another broker takes the `__transaction_state`
-    # partition, loads the transaction and writes its markers.
-    cluster.loopback.kill(coordinator)
-    cluster.loopback.restart(holder)
-    successor = wait_state(cluster, "payments-tx", "CompleteCommit")
-    assert successor != coordinator
-    assert read(cluster, "payments", "read_committed", 1) == [b"p1"]
-
-
 def transactions_cli(cluster: ClientCluster, *args: str) -> list[dict[str, str]]:
     """`replog transactions ARGS --json` against the cluster: its rows (exit 0 asserted)."""
     outcome = replog_in_process(
@@ -618,6 +595,8 @@ def transactions_cli(cluster: ClientCluster, *args: str) -> list[dict[str, str]]
 
 
 def test_the_transactions_command_across_brokers(cluster: ClientCluster) -> None:
+    # Before the test below, which leaves a broker down: three brokers lead its partitions.
+    cluster.wait_healthy([], TIMEOUT_S)
     topic = "cli-spread"
     cluster.create_topic(topic, 3, 3)
     producer = transactional(cluster, "cli-tx")
@@ -692,3 +671,26 @@ def test_the_transactions_command_across_brokers(cluster: ClientCluster) -> None
         TIMEOUT_S,
         f"the commit marker on broker {coordinator}'s replica",
     )
+
+
+def test_a_new_coordinator_completes_a_prepared_commit(cluster: ClientCluster) -> None:
+    producer = transactional(cluster, "payments-tx")
+    coordinator = wait_state(cluster, "payments-tx", "Empty")
+    # killing the holder leaves the partition without a leader: the commit stays prepared
+    holder = held_elsewhere(cluster, "payments", coordinator)
+    producer.begin_transaction()
+    producer.produce("payments", value=b"p1", key=b"k", partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+    cluster.loopback.kill(holder)
+    producer.commit_transaction(TIMEOUT_S)  # answered once PrepareCommit is written
+    assert wait_state(cluster, "payments-tx", "PrepareCommit") == coordinator
+    time.sleep(1)  # the markers wait for a leader meanwhile
+    assert describe(cluster, "payments-tx") == (coordinator, "PrepareCommit")
+    # The coordinator dies with its transaction prepared; the holder comes back (the quorum
+    # needs two of the three nodes) and another broker takes the `__transaction_state`
+    # partition, loads the transaction and writes its markers.
+    cluster.loopback.kill(coordinator)
+    cluster.loopback.restart(holder)
+    successor = wait_state(cluster, "payments-tx", "CompleteCommit")
+    assert successor != coordinator
+    assert read(cluster, "payments", "read_committed", 1) == [b"p1"]

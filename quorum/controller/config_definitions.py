@@ -286,6 +286,9 @@ BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
     ConfigDefinition("follower.replication.throttled.rate", _L, str(INT64_MAX), minimum=0),
     ConfigDefinition("replication.quota.window.num", _I, "11", minimum=1, dynamic=False),
     ConfigDefinition("replication.quota.window.size.seconds", _I, "1", minimum=1, dynamic=False),
+    # KIP-890's verification of a transaction's first append by its partition leader
+    # (replog/replication/txn_verification.py), dynamic as Kafka's.
+    ConfigDefinition("transaction.partition.verification.enable", _B, "true"),
     # Read-only in Kafka: the consumer-protocol groups' defaults and the bounds of their
     # per-group overrides.
     *(

@@ -9,13 +9,23 @@ Rules (Kafka 4.x's `AddPartitionsToTxnManager` and `ReplicaManager.appendRecords
 - What the leader asks depends on the request's version (`operation_for_produce`,
   `operation_for_txn_offset_commit`): Produce v12+ and TxnOffsetCommit v5+ (transaction
   version 2) add the partition; older versions only verify that the client added it.
-- A verification holds unless a marker of a later producer epoch reached the partition
-  between the question and the append (`still_verified`): the coordinator fenced and aborted
-  the verified transaction, and appending then would open one it does not know (a hanging
-  transaction): such an append is INVALID_TXN_STATE. A marker at the batch's epoch ends an
-  earlier transaction (transaction version 2 bumps the epoch at EndTxn, so the previous
-  transaction's markers carry the next one's epoch and may still be landing while its first
-  produce is verified) and leaves the verification standing.
+- A verification holds until the producer's entry on the partition changes (Kafka's
+  `VerificationGuard`, which any transactional batch of the producer clears:
+  `still_verified`): a batch of the same transaction that landed meanwhile leaves it open at
+  the epoch, so the append needs no verification; a marker ended the verified transaction
+  (the client's abort at the same epoch, the coordinator's fencing abort at a later one), and
+  appending then would open a transaction the coordinator does not know (a hanging
+  transaction): such an append is INVALID_TXN_STATE. One marker leaves it standing, as
+  Kafka's does: with transaction version 2 (an add) a marker at the batch's own epoch, which
+  ends the previous transaction (EndTxn bumps the epoch, so its markers carry the next
+  transaction's and may still be landing while its first append is verified). The produce
+  path and the group coordinator's TxnOffsetCommit (its `__consumer_offsets` partition) both
+  check it right before their append, with no await in between.
+- `transaction.partition.verification.enable` (Kafka's broker setting, default true, dynamic:
+  this broker's level, else the cluster default, else server.properties:
+  `verification_enabled`) false skips the verification of clients that only verify (Produce
+  v11-, TxnOffsetCommit v4-); an add (transaction version 2) is still asked, as Kafka's
+  `ReplicaManager` does (`skips_verification`).
 - The coordinator's answer per partition (`client_error`): PRODUCER_FENCED is
   INVALID_PRODUCER_EPOCH (what producers expect here); CLUSTER_AUTHORIZATION_FAILED
   INVALID_TXN_STATE; TRANSACTION_ABORTABLE INVALID_TXN_STATE for clients older than the
@@ -34,10 +44,11 @@ Pure: no I/O, clock or asyncio.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from replog.errors import (
     ConcurrentTransactionsError,
+    ConfigError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     InvalidProducerEpochError,
@@ -52,12 +63,16 @@ from replog.errors import (
 from replog.replication.producer_state import ProducerEntry
 
 __all__ = [
+    "VERIFICATION_ENABLE",
     "TxnOperation",
+    "check_static_verification",
     "client_error",
     "needs_verification",
     "operation_for_produce",
     "operation_for_txn_offset_commit",
+    "skips_verification",
     "still_verified",
+    "verification_enabled",
 ]
 
 
@@ -99,12 +114,52 @@ def needs_verification(entry: ProducerEntry | None, producer_epoch: int) -> bool
 
 
 def still_verified(
-    before: ProducerEntry | None, now: ProducerEntry | None, producer_epoch: int
+    before: ProducerEntry | None,
+    now: ProducerEntry | None,
+    producer_epoch: int,
+    operation: TxnOperation,
 ) -> bool:
     """Whether a verification of a batch at `producer_epoch`, asked when the producer's entry
-    was `before`, still holds with the entry `now` (module Rules): unchanged, or not at a
-    later epoch."""
-    return now is before or now is None or now.producer_epoch <= producer_epoch
+    was `before`, still holds with the entry `now` (module Rules): unchanged; its transaction
+    open at the epoch; or, for an add (transaction version 2), a marker at the batch's epoch
+    (the previous transaction's)."""
+    if now is before:
+        return True
+    if now is None:  # the producer expired meanwhile: nothing ended the transaction
+        return True
+    if now.producer_epoch == producer_epoch:
+        return now.in_transaction or operation.adds
+    return False
+
+
+VERIFICATION_ENABLE = "transaction.partition.verification.enable"
+
+
+def verification_enabled(levels: Iterable[Mapping[str, str]]) -> bool:
+    """`transaction.partition.verification.enable` from `levels`, strongest first (this
+    broker's dynamic config, the cluster default, server.properties): the first that sets it
+    to true or false (any case, as Kafka reads a boolean); true, Kafka's default, when none
+    does. The controller refuses any other value of a dynamic level; server.properties is
+    checked at start-up (`check_static_verification`)."""
+    for level in levels:
+        value = level.get(VERIFICATION_ENABLE)
+        if value is not None and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+    return True
+
+
+def check_static_verification(properties: Mapping[str, str]) -> None:
+    """ConfigError unless server.properties' `transaction.partition.verification.enable`, if
+    given, is true or false."""
+    value = properties.get(VERIFICATION_ENABLE)
+    if value is not None and value.strip().lower() not in ("true", "false"):
+        raise ConfigError(f"{VERIFICATION_ENABLE}={value!r}: expected true or false")
+
+
+def skips_verification(enabled: bool, operation: TxnOperation) -> bool:
+    """Whether an append goes on without asking the coordinator (module Rules): verification
+    turned off, for a client that only verifies; an add is asked whatever the setting."""
+    return not enabled and not operation.adds
 
 
 _UNANSWERED: tuple[type[KafkaError], ...] = (

@@ -3,7 +3,9 @@ cluster through replog's own client, with its partition 0's leader SIGKILLed mid
 record sent is acknowledged and received, the JSON result (with the failover) and the report
 are written, and the cluster is stopped after. Servers and driver processes are pinned to
 the CPUs this test may use (all of them: pinning is recorded, not a speed-up here). An idle
-run's second phase starts once the nodes' metrics show every replica of its idle topic."""
+run's second phase starts once the nodes' metrics show every replica of its idle topic. The
+transactional smoke workload commits every record it sends, and its read_committed consumer
+receives them all."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from cli_runner import Outcome, replog
 
 from replog.cli.local_cluster import accepts_connections
 from tests.local_ports import free_base_port
+
+WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 
 WORKLOAD = """\
 name: tiny
@@ -120,4 +124,22 @@ def test_an_idle_runs_second_phase_waits_for_every_replica_of_the_idle_topic(
         "idle topic created, then until every replica was led"
         in (run_dir / "report.html").read_text()
     )
+    assert not accepts_connections(f"127.0.0.1:{base_port}")
+
+
+def test_a_transactional_smoke_run_commits_and_reads_every_record(tmp_path: Path) -> None:
+    outcome, base_port, _ = bench(tmp_path, (WORKLOADS / "txn-produce-smoke.yaml").read_text())
+    assert outcome.returncode == 0, outcome.stderr
+    (run_dir,) = (tmp_path / "out").iterdir()
+    result = json.loads((run_dir / "replog-run1.json").read_text())
+    produce, end_to_end, txn = result["produce"], result["end_to_end"], result["transactions"]
+    assert produce["errors"] == end_to_end["errors"] == 0, result
+    # Every record of the transactional phase was committed: read_committed receives them all.
+    assert txn["records_received"] == txn["records_acknowledged"] > 0
+    assert txn["records_per_transaction"] == 100 and txn["commits"] > 0
+    assert 0 < txn["commit_latency_ms"]["p50"] <= txn["commit_latency_ms"]["p99"]
+    assert txn["committed_mb_per_s"] > 0 and txn["plain_mb_per_s"] > 0
+    assert txn["mb_per_s_ratio"] > 0
+    assert f"{txn['commits']:,} commits of 100 records" in outcome.stdout
+    assert "transaction commit latency p99" in (run_dir / "report.html").read_text()
     assert not accepts_connections(f"127.0.0.1:{base_port}")

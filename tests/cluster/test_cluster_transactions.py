@@ -11,11 +11,15 @@ replog's own producer uses it (Produce v12 and TxnOffsetCommit v5 add what they 
 v5 bumps the epoch), librdkafka stays on version 1 (AddPartitionsToTxn first, verified by
 each partition's leader with the coordinator, KIP-890); a TxnOffsetCommit v4 whose group was
 never added is refused, a v5 adds it. With version 2, an EndTxn at the epoch the previous
-EndTxn bumped to waits (CONCURRENT_TRANSACTIONS) while that one's markers are being written."""
+EndTxn bumped to waits (CONCURRENT_TRANSACTIONS) while that one's markers are being written.
+`replog transactions list`, `describe` and `describe-producers` (the leader's replica, and
+with `--broker-id` the coordinator's follower replica) show an open transaction whose
+coordinator leads none of the partitions asked about, and then its commit."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,7 +28,7 @@ import confluent_kafka
 import confluent_kafka.admin as admin_module
 import pytest
 from client_cluster import NO_GROUP_DELAY, ClientCluster, client_cluster
-from cluster_helpers import wait_for
+from cluster_helpers import replog_in_process, wait_for
 
 from replog import Consumer, OffsetAndMetadata, TopicPartition
 from replog.errors import ProducerFencedError, ReplogError
@@ -578,6 +582,95 @@ def test_an_abort_at_the_bumped_epoch_waits_for_the_previous_markers(
     ended = asyncio.run(_end_v5(at, tid, pid, epoch + 1, retry=True))
     assert (ended.error_code, ended.producer_epoch) == (0, epoch + 2)
     assert read(cluster, "fenced-abort", "read_committed", 0) == []
+
+
+def transactions_cli(cluster: ClientCluster, *args: str) -> list[dict[str, str]]:
+    """`replog transactions ARGS --json` against the cluster: its rows (exit 0 asserted)."""
+    outcome = replog_in_process(
+        "transactions", *args, "--json", "--bootstrap-server", cluster.bootstrap
+    )
+    assert outcome.returncode == 0, outcome.stderr
+    rows: list[dict[str, str]] = json.loads(outcome.stdout)
+    return rows
+
+
+def test_the_transactions_command_across_brokers(cluster: ClientCluster) -> None:
+    # Before the test below, which leaves a broker down: three brokers lead its partitions.
+    cluster.wait_healthy([], TIMEOUT_S)
+    topic = "cli-spread"
+    cluster.create_topic(topic, 3, 3)
+    producer = transactional(cluster, "cli-tx")
+    producer.begin_transaction()
+    for partition in range(3):
+        producer.produce(topic, value=b"v%d" % partition, key=b"k", partition=partition)
+    assert producer.flush(TIMEOUT_S) == 0
+    coordinator = wait_state(cluster, "cli-tx", "Ongoing")
+    with cluster.admin() as admin:
+        (info,) = admin.metadata([topic]).topics
+    leaders = {p.partition: p.leader for p in info.partitions}
+    # Three partitions led by three brokers: some are led away from the coordinator.
+    elsewhere = sorted(p for p, leader in leaders.items() if leader != coordinator)
+    assert elsewhere, f"every partition of {topic} is led by the coordinator {coordinator}"
+    partition = elsewhere[0]
+
+    (described,) = transactions_cli(cluster, "describe", "--transactional-id", "cli-tx")
+    assert described["CoordinatorId"] == str(coordinator)
+    assert described["TransactionState"] == "Ongoing"
+    assert set(described["TopicPartitions"].split(",")) == {f"{topic}-{p}" for p in range(3)}
+    producer_id = described["ProducerId"]
+    listed = transactions_cli(cluster, "list", "--state", "Ongoing")
+    assert {
+        "TransactionalId": "cli-tx",
+        "Coordinator": str(coordinator),
+        "ProducerId": producer_id,
+        "TransactionState": "Ongoing",
+    } in listed
+
+    def open_on(*broker_id: str) -> dict[str, str] | None:
+        rows = transactions_cli(
+            cluster,
+            "describe-producers",
+            "--topic",
+            topic,
+            "--partition",
+            str(partition),
+            *broker_id,
+        )
+        return next((r for r in rows if r["ProducerId"] == producer_id), None)
+
+    at_leader = open_on()  # the partition's leader, not the coordinator
+    assert at_leader is not None and at_leader["CurrentTransactionStartOffset"] == "0"
+    # The coordinator's broker holds a follower replica: it knows the producer once it has
+    # replicated the batch.
+    found: list[dict[str, str] | None] = [None]
+
+    def replicated() -> bool:
+        found[0] = open_on("--broker-id", str(coordinator))
+        return found[0] is not None and found[0]["CurrentTransactionStartOffset"] == "0"
+
+    wait_for(replicated, TIMEOUT_S, f"producer {producer_id} on broker {coordinator}: {found}")
+
+    producer.commit_transaction(TIMEOUT_S)
+    wait_state(cluster, "cli-tx", "CompleteCommit")
+    (described,) = transactions_cli(cluster, "describe", "--transactional-id", "cli-tx")
+    assert described["TransactionState"] == "CompleteCommit"
+    committed = transactions_cli(cluster, "list", "--state", "CompleteCommit")
+    assert any(r["TransactionalId"] == "cli-tx" for r in committed)
+    assert not any(
+        r["TransactionalId"] == "cli-tx"
+        for r in transactions_cli(cluster, "list", "--state", "Ongoing")
+    )
+
+    def closed_on(*broker_id: str) -> bool:
+        row = open_on(*broker_id)
+        return row is not None and row["CurrentTransactionStartOffset"] == "None"
+
+    wait_for(closed_on, TIMEOUT_S, f"the commit marker on {topic}-{partition}'s leader")
+    wait_for(
+        lambda: closed_on("--broker-id", str(coordinator)),
+        TIMEOUT_S,
+        f"the commit marker on broker {coordinator}'s replica",
+    )
 
 
 def test_a_new_coordinator_completes_a_prepared_commit(cluster: ClientCluster) -> None:

@@ -362,13 +362,19 @@ def test_dynamic_broker_configs_stay_alterable(configs: ConfigControl) -> None:
         AlterConfigOp("message.max.bytes", SET, "100"),
         AlterConfigOp("log.retention.ms", SET, "-1"),
         AlterConfigOp("min.insync.replicas", SET, "2"),
+        AlterConfigOp("transaction.partition.verification.enable", SET, "false"),
     ]
     assert alter(configs, {resource: changes}) == {resource: None}
     assert configs.describe(resource) == {
         "log.retention.ms": "-1",
         "message.max.bytes": "100",
         "min.insync.replicas": "2",
+        "transaction.partition.verification.enable": "false",
     }
+    bad = [AlterConfigOp("transaction.partition.verification.enable", SET, "off")]
+    refused = alter(configs, {resource: bad})[resource]
+    assert isinstance(refused, InvalidConfigError)
+    assert "transaction.partition.verification.enable" in str(refused)
 
 
 # --- group configs (KIP-848's GroupConfig) ------------------------------------------------------

@@ -1,7 +1,8 @@
 """The leader's transaction verification rules (KIP-890): which batches ask the coordinator,
-what they ask by request version, when a verification goes stale, what each coordinator
-answer becomes for the client, and when an add is asked again (Kafka's
-AddPartitionsToTxnManager and ReplicaManager)."""
+what they ask by request version, when a verification goes stale (the race Kafka's
+VerificationGuard closes, as a scenario on a partition's producer state), what each
+coordinator answer becomes for the client, when an add is asked again (Kafka's
+AddPartitionsToTxnManager and ReplicaManager), and transaction.partition.verification.enable."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from replog.common.offsets import NO_OFFSET
 from replog.errors import (
     ConcurrentTransactionsError,
+    ConfigError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     InvalidProducerEpochError,
@@ -24,18 +26,24 @@ from replog.errors import (
     TransactionAbortableError,
     error_for_code,
 )
-from replog.replication.producer_state import ProducerEntry
+from replog.record.control_record import EndTxnMarker
+from replog.replication.producer_state import ProducerEntry, ProducerStateTable
 from replog.replication.txn_verification import (
     ADD_RETRY_BACKOFF_MS,
     ADD_RETRY_MAX_MS,
+    VERIFICATION_ENABLE,
     TxnOperation,
     add_retry_delay_ms,
+    check_static_verification,
     client_error,
     needs_verification,
     operation_for_produce,
     operation_for_txn_offset_commit,
+    skips_verification,
     still_verified,
+    verification_enabled,
 )
+from tests.replication.test_producer_state_transactions import marker_batch, txn_batch
 
 DEFAULT, GENERIC, ADD = (
     TxnOperation.DEFAULT_ERROR,
@@ -67,19 +75,75 @@ def test_only_a_batch_outside_an_open_transaction_at_its_epoch_asks() -> None:
     assert needs_verification(entry(0, txn_first=5), 1)
 
 
-def test_a_verification_goes_stale_only_when_a_later_epoch_ended_the_transaction() -> None:
+def test_a_verification_holds_until_a_marker_ends_the_transaction() -> None:
     before = entry(0)
-    assert still_verified(before, before, 0)  # nothing happened
-    assert still_verified(None, None, 0)
-    assert still_verified(before, entry(0, txn_first=9), 0)  # opened at the epoch: fine
+    for op in (DEFAULT, GENERIC, ADD):
+        assert still_verified(before, before, 0, op)  # nothing happened
+        assert still_verified(None, None, 0, op)
+        assert still_verified(before, entry(0, txn_first=9), 0, op)  # opened at the epoch: fine
+        # The coordinator fenced and aborted the verified transaction: its marker's epoch is
+        # above the batch's.
+        assert not still_verified(entry(1), entry(2), 1, op)
+        assert not still_verified(None, entry(1), 0, op)
     # Transaction version 2: the previous transaction's marker carries the bumped epoch, the
     # one the next transaction's first batch has; landing during the verification it ends
     # the previous transaction, not the verified one.
-    assert still_verified(entry(0, txn_first=3), entry(1), 1)
-    # The coordinator fenced and aborted the verified transaction: its marker's epoch is
-    # above the batch's.
-    assert not still_verified(entry(1), entry(2), 1)
-    assert not still_verified(None, entry(1), 0)
+    assert still_verified(entry(0, txn_first=3), entry(1), 1, ADD)
+    # Before version 2 a marker at the batch's epoch is the client's own abort (or commit) of
+    # the verified transaction: appending would open one the coordinator does not know.
+    assert not still_verified(entry(0, txn_first=3), entry(0), 0, DEFAULT)
+    assert not still_verified(entry(0), entry(0), 0, GENERIC)
+
+
+def test_the_race_a_guard_closes_scenario_on_a_partitions_producer_state() -> None:
+    """Kafka's VerificationGuard scenario on `__consumer_offsets`: a TxnOffsetCommit of a
+    transaction already open there is verified; before the coordinator's answer arrives, the
+    client aborts (a same-epoch ABORT marker); the verified append would now open a
+    transaction the coordinator does not know, and is refused. The next transaction's own
+    first TxnOffsetCommit is verified afresh and holds."""
+    table = ProducerStateTable("__consumer_offsets-0")
+    table.update(txn_batch(7, 0, -1, base_offset=10))  # an earlier commit of the transaction
+    before = table.entry(7)
+    assert not needs_verification(before, 0)  # open at the epoch (Kafka would not even ask)
+    table.update(
+        marker_batch(7, 0, base_offset=11), EndTxnMarker(aborted=True, coordinator_epoch=0)
+    )
+    assert not still_verified(before, table.entry(7), 0, GENERIC)
+    # The next transaction asks afresh; nothing lands meanwhile: it holds.
+    before = table.entry(7)
+    assert needs_verification(before, 0)
+    assert still_verified(before, table.entry(7), 0, GENERIC)
+    # Transaction version 2 (v5, an add): the epoch-0 transaction's COMMIT marker at the
+    # bumped epoch 1 lands while epoch 1's first commit is added: it still holds.
+    table.update(txn_batch(7, 0, -1, base_offset=20))
+    before = table.entry(7)
+    table.update(
+        marker_batch(7, 1, base_offset=21), EndTxnMarker(aborted=False, coordinator_epoch=0)
+    )
+    assert still_verified(before, table.entry(7), 1, ADD)
+    # ... and a marker ending epoch 1's own transaction (epoch 2) does not.
+    assert not still_verified(before, entry(2), 1, ADD)
+
+
+def test_verification_is_on_unless_the_strongest_level_turns_it_off() -> None:
+    assert VERIFICATION_ENABLE == "transaction.partition.verification.enable"
+    assert verification_enabled([]) is True  # Kafka's default
+    assert verification_enabled([{}, {VERIFICATION_ENABLE: "FALSE"}, {}]) is False
+    # This broker's level over the cluster default over server.properties.
+    broker, cluster, static = {VERIFICATION_ENABLE: "true"}, {VERIFICATION_ENABLE: "false"}, {}
+    assert verification_enabled([broker, cluster, static]) is True
+    assert verification_enabled([{}, cluster, {VERIFICATION_ENABLE: "true"}]) is False
+    # Off, only the clients that merely verify skip it; an add is asked regardless.
+    assert [skips_verification(False, op) for op in (DEFAULT, GENERIC, ADD)] == [
+        True,
+        True,
+        False,
+    ]
+    assert not any(skips_verification(True, op) for op in (DEFAULT, GENERIC, ADD))
+    check_static_verification({VERIFICATION_ENABLE: " True "})
+    check_static_verification({})
+    with pytest.raises(ConfigError, match=r"transaction\.partition\.verification\.enable='yes'"):
+        check_static_verification({VERIFICATION_ENABLE: "yes"})
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ JSON files in DIR.
 Systems: `replog` (replog's own Python client) and `replog-kafka` (confluent-kafka), both
 through replog's Kafka listeners, `kafka` (confluent-kafka against Apache Kafka 4.x),
 `jetstream` (NATS JetStream, through a compiled Go driver built by bench/jetstream/build.sh),
-`etcd` (3 etcd members, for metadata runs only). A workload with `clients` (a clients run)
+`etcd` (3 etcd members, for metadata runs only); a transactional run (`recordsPerTransaction`)
+runs on the first three. A workload with `clients` (a clients run)
 drives the `replog` system's cluster through each of those clients in turn, run by run.
 Every producer and consumer runs in a driver process of its own. `--server-cpus` and
 `--driver-cpus` (taskset lists) pin the servers and the driver processes to those CPUs.
@@ -88,6 +89,7 @@ CONTROLLER_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka")
 METADATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "etcd", "jetstream")
 CLIENTS_SYSTEMS: tuple[str, ...] = ("replog",)
 DATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "jetstream")
+TRANSACTIONAL_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka")
 
 
 def check_systems(workload: Any, systems: list[str], source: str) -> None:
@@ -102,6 +104,8 @@ def check_systems(workload: Any, systems: list[str], source: str) -> None:
         kind, allowed = "a metadata run (metadataClients)", METADATA_SYSTEMS
     elif workload.clients:
         kind, allowed = "a clients run (clients)", CLIENTS_SYSTEMS
+    elif workload.records_per_transaction:
+        kind, allowed = "a transactional run (recordsPerTransaction)", TRANSACTIONAL_SYSTEMS
     else:
         kind, allowed = "a produce and consume run", DATA_SYSTEMS
     refused = [s for s in systems if s not in allowed]
@@ -154,13 +158,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_goals(results: list[dict[str, Any]]) -> None:
-    """The goals the runs measured (`goals`), one line each."""
+    """The goals the runs measured (`goals`), one line each: each side's figure (min, median,
+    max of its runs, or the one run's) and the ratio of the medians."""
     from replog.cli.bench.goals import check_goals
     from replog.cli.bench.report import by_system
 
     for check in check_goals(by_system(results)):
-        goal, sides, medians, ratio, verdict = check.row()
-        print(f"goal: {goal}: {sides} = {medians} = {ratio}: {verdict}")
+        goal, sides, figures, ratio, verdict = check.row()
+        print(f"goal: {goal}: {sides} = {figures} = {ratio}: {verdict}")
 
 
 def check_disk(workload: Any, work_dir: str) -> None:
@@ -289,6 +294,7 @@ def run_text(result: dict[str, Any]) -> str:
         f"{result['server_cpu_cores']:.2f} cores"
         + _failover_text(result.get("failover"))
         + _idle_text(result.get("idle"))
+        + _transactions_text(result.get("transactions"))
         + (" [client-bound]" if result["client_bound"] else "")
     )
 
@@ -322,6 +328,19 @@ def _idle_text(idle: dict[str, Any] | None) -> str:
         f" -> {idle['server_cpu_cores_with']:.2f} cores ({idle['cores_per_1000']:+.3f} per "
         f"1,000), end-to-end p99 {idle['end_to_end_p99_ms_without']:.1f} -> "
         f"{idle['end_to_end_p99_ms_with']:.1f} ms"
+    )
+
+
+def _transactions_text(transactions: dict[str, Any] | None) -> str:
+    if transactions is None:
+        return ""
+    latency = transactions["commit_latency_ms"]
+    return (
+        f"; {transactions['commits']:,} commits of {transactions['records_per_transaction']} "
+        f"records: {transactions['committed_mb_per_s']:.1f} MB/s committed, commit p50 "
+        f"{latency['p50']:.1f} ms, p99 {latency['p99']:.1f} ms; plain produce "
+        f"{transactions['plain_mb_per_s']:.1f} MB/s "
+        f"(transactional / plain {transactions['mb_per_s_ratio']:.2f}x)"
     )
 
 

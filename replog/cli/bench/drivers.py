@@ -21,6 +21,10 @@ at the start of the run). Consumers are assigned their partitions (no group prot
 benchmark measures the data path) and read from the earliest offset of the run's fresh topics.
 A delivery callback reports `None` or the error's text; `send` may block while the client's
 buffer is full (that time counts in the record's latency, as in Kafka's perf tools).
+A transactional run's producers (`Driver.transactional_producer`: replog's and
+confluent-kafka's, the two the systems drive) get a `transactional.id`, call
+init_transactions when built, and begin and commit through their client's own calls; its
+consumers read with isolation.level read_committed.
 """
 
 from __future__ import annotations
@@ -39,6 +43,12 @@ CONSUME_BATCH = 1000  # records a consumer's poll returns at most
 STATS_INTERVAL_MS = 500  # librdkafka's statistics, read for the produce request count
 REPLICATION_FACTOR = 3  # every topic of every system (systems.py), a metadata run's too
 TOPIC_CONFIGS = {"min.insync.replicas": "2"}
+TRANSACTION_INIT_S = 60.0  # init_transactions: finding the coordinator, a fresh cluster's too
+
+
+def _isolation(read_committed: bool) -> dict[str, str]:
+    """A transactional run's consumer setting; other runs keep each client's default."""
+    return {"isolation.level": "read_committed"} if read_committed else {}
 
 
 class BenchProducer(Protocol):
@@ -51,6 +61,12 @@ class BenchProducer(Protocol):
         """Produce requests sent so far (each client's own count)."""
 
     def close(self) -> None: ...
+
+
+class TransactionalProducer(BenchProducer, Protocol):
+    def begin_transaction(self) -> None: ...
+    def commit_transaction(self, timeout_s: float) -> None:
+        """Commit the open transaction: every record sent in it delivered, then EndTxn."""
 
 
 class BenchAdmin(Protocol):
@@ -89,14 +105,36 @@ class Driver:
             return _AioKafkaProducer(settings)
         return _ConfluentProducer(settings)
 
-    def consumer(self, partitions: Sequence[tuple[str, int]]) -> BenchConsumer:
+    def transactional_producer(
+        self, config: Mapping[str, str], transactional_id: str
+    ) -> TransactionalProducer:
+        """A producer with `transactional_id`, its transactions initialized."""
+        settings = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "acks": "all",
+            **config,
+            "transactional.id": transactional_id,
+        }
         if self.name == "replog":
-            return _ReplogConsumer(self.bootstrap_servers, partitions)
+            return _ReplogProducer(settings, transactional=True)
+        if self.name == "confluent-kafka":
+            return _ConfluentProducer(settings, transactional=True)
+        raise ValueError(
+            f"driver {self.name!r}: no transactional producer (replog, confluent-kafka)"
+        )
+
+    def consumer(
+        self, partitions: Sequence[tuple[str, int]], *, read_committed: bool = False
+    ) -> BenchConsumer:
+        if self.name == "replog":
+            return _ReplogConsumer(self.bootstrap_servers, partitions, read_committed)
+        if read_committed and self.name != "confluent-kafka":
+            raise ValueError(f"driver {self.name!r}: no read_committed consumer in the harness")
         if self.name == "kafka-python":
             return _KafkaPythonConsumer(self.bootstrap_servers, partitions)
         if self.name == "aiokafka":
             return _AioKafkaConsumer(self.bootstrap_servers, partitions)
-        return _ConfluentConsumer(self.bootstrap_servers, partitions)
+        return _ConfluentConsumer(self.bootstrap_servers, partitions, read_committed)
 
     def admin(self) -> BenchAdmin:
         if self.name == "replog":
@@ -116,10 +154,18 @@ def make_driver(name: str, bootstrap_servers: str) -> Driver:
 
 
 class _ReplogProducer:
-    def __init__(self, config: dict[str, str]) -> None:
+    def __init__(self, config: dict[str, str], transactional: bool = False) -> None:
         from replog.client.sync_producer import Producer
 
         self._producer = Producer(config)
+        if transactional:
+            self._producer.init_transactions()
+
+    def begin_transaction(self) -> None:
+        self._producer.begin_transaction()
+
+    def commit_transaction(self, timeout_s: float) -> None:
+        self._producer.commit_transaction()  # bounded by the client's max.block.ms
 
     def send(self, topic: str, key: bytes | None, value: bytes, done: DeliveryCallback) -> None:
         self._producer.send(topic, value=value, key=key).add_both(_Delivered(done))
@@ -155,7 +201,12 @@ class _Delivered:
 
 
 class _ReplogConsumer:
-    def __init__(self, bootstrap_servers: str, partitions: Sequence[tuple[str, int]]) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        partitions: Sequence[tuple[str, int]],
+        read_committed: bool = False,
+    ) -> None:
         from replog.client.records import TopicPartition
         from replog.client.sync_consumer import Consumer
 
@@ -164,6 +215,7 @@ class _ReplogConsumer:
                 "bootstrap.servers": bootstrap_servers,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
+                **_isolation(read_committed),
             }
         )
         self._consumer.assign([TopicPartition(topic, p) for topic, p in partitions])
@@ -202,13 +254,21 @@ class _ReplogAdmin:
 
 
 class _ConfluentProducer:
-    def __init__(self, config: dict[str, str]) -> None:
+    def __init__(self, config: dict[str, str], transactional: bool = False) -> None:
         import confluent_kafka
 
         self._stats: dict[str, Any] = {}
         self._producer = confluent_kafka.Producer(
             {"statistics.interval.ms": STATS_INTERVAL_MS, **config, "stats_cb": self._on_stats}
         )
+        if transactional:
+            self._producer.init_transactions(TRANSACTION_INIT_S)
+
+    def begin_transaction(self) -> None:
+        self._producer.begin_transaction()
+
+    def commit_transaction(self, timeout_s: float) -> None:
+        self._producer.commit_transaction(timeout_s)  # flushes, serving delivery callbacks
 
     def _on_stats(self, text: str) -> None:
         import json
@@ -268,7 +328,12 @@ class _ConfluentAdmin:
 
 
 class _ConfluentConsumer:
-    def __init__(self, bootstrap_servers: str, partitions: Sequence[tuple[str, int]]) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        partitions: Sequence[tuple[str, int]],
+        read_committed: bool = False,
+    ) -> None:
         import uuid
 
         import confluent_kafka
@@ -280,6 +345,7 @@ class _ConfluentConsumer:
                 "group.id": f"replog-bench-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
+                **_isolation(read_committed),
             }
         )
         self._consumer.assign(

@@ -8,7 +8,8 @@ order of preference, and checks each one present (replog's own client and its Ka
 answer different questions). A data-path goal holds for one shape of workload only (peak
 MB/s for an unthrottled run with each client's defaults, p99 for a paced one, ...): its
 `applies` reads the workload each run records, and a run of another shape has no figure for
-it. Rules: pure (results in, rows out); a ratio whose baseline median is 0 or less (an idle
+it. A row gives each side's min / median / max over its runs and the ratio of the medians.
+Rules: pure (results in, rows out); a ratio whose baseline median is 0 or less (an idle
 cost that the machine's noise hid) is reported as undecided, not as met or missed.
 """
 
@@ -58,6 +59,7 @@ def _plain(w: dict[str, Any]) -> bool:
         and not w.get("clients")
         and not w.get("metadataClients")
         and not w.get("createPartitions")
+        and not w.get("recordsPerTransaction")
     )
 
 
@@ -85,6 +87,11 @@ def _kafka_batching_run(w: dict[str, Any]) -> bool:
         and str(config.get("batch.size")) == "16384"
         and str(config.get("linger.ms")) == "5"
     )
+
+
+def _transactional(w: dict[str, Any]) -> bool:
+    """A transactional run (txn-produce-1kb.yaml): its transactional phase's figures."""
+    return bool(w.get("recordsPerTransaction"))
 
 
 def _workload(goal: Goal, r: dict[str, Any]) -> bool:
@@ -161,6 +168,22 @@ GOALS = (
         "kafka",
     ),
     Goal(
+        "transactional produce MB/s (committed) >= 1.0x Kafka's",
+        _at("transactions", "committed_mb_per_s"),
+        True,
+        1.0,
+        "kafka",
+        applies=_transactional,
+    ),
+    Goal(
+        "transaction commit p99 <= Kafka's",
+        _at("transactions", "commit_latency_ms", "p99"),
+        False,
+        1.0,
+        "kafka",
+        applies=_transactional,
+    ),
+    Goal(
         "servers' CPU per 1,000 idle partitions <= Kafka's",
         _at("idle", "cores_per_1000"),
         False,
@@ -215,8 +238,16 @@ GOALS = (
 class GoalCheck:
     goal: Goal
     subject: str
-    subject_median: float
-    against_median: float
+    subject_values: tuple[float, ...]  # the figure of each run, either side
+    against_values: tuple[float, ...]
+
+    @property
+    def subject_median(self) -> float:
+        return statistics.median(self.subject_values)
+
+    @property
+    def against_median(self) -> float:
+        return statistics.median(self.against_values)
 
     @property
     def ratio(self) -> float | None:
@@ -238,7 +269,7 @@ class GoalCheck:
         return [
             self.goal.text,
             f"{self.subject} / {self.goal.against}",
-            f"{_short(self.subject_median)} / {_short(self.against_median)}",
+            f"{_spread(self.subject_values)} / {_spread(self.against_values)}",
             "-" if ratio is None else f"{ratio:.2f}x",
             self.verdict,
         ]
@@ -246,6 +277,14 @@ class GoalCheck:
 
 def _short(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _spread(values: Sequence[float]) -> str:
+    """min / median / max, or the one value of a single run."""
+    if len(values) == 1:
+        return _short(values[0])
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"({_short(low)}, {_short(mid)}, {_short(high)})"
 
 
 def _every(goal: Goal, runs: Sequence[dict[str, Any]]) -> list[float] | None:
@@ -266,7 +305,5 @@ def check_goals(grouped: dict[str, list[dict[str, Any]]]) -> list[GoalCheck]:
         for subject in goal.subjects:
             mine = _every(goal, grouped.get(subject, []))
             if mine:
-                checks.append(
-                    GoalCheck(goal, subject, statistics.median(mine), statistics.median(base))
-                )
+                checks.append(GoalCheck(goal, subject, tuple(mine), tuple(base)))
     return checks

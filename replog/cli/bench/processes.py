@@ -13,7 +13,8 @@ Python clients, bench/jetstream/main.go's `jsbench` for NATS JetStream):
    "stop"; a producer stops by itself;
 5. the process writes its samples to the task's `samples_path` (`stats.write_samples`), prints
    "result {JSON}" (records, errors, first_error, cpu_s: its CPU seconds since "go", requests,
-   last_receive_ns) and exits 0.
+   last_receive_ns; a transactional producer's "commits", its commit samples written beside
+   the others, `stats.COMMITS_SUFFIX`) and exits 0.
 
 Rules: a process that exits before its result, or does not answer in time, is a
 `BenchSystemError` naming the process and the end of its stderr (kept in a file beside the
@@ -31,10 +32,10 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
-from replog.cli.bench.stats import Samples, read_samples
+from replog.cli.bench.stats import COMMITS_SUFFIX, Samples, read_samples
 from replog.errors import BenchSystemError
 
 READY_TIMEOUT_S = 60.0
@@ -52,6 +53,7 @@ class DriverResult:
     requests: int
     last_receive_ns: int
     wall_s: float  # from "go" to its result
+    commits: Samples = field(default_factory=Samples)  # a transactional producer's commits
 
     @property
     def cores(self) -> float:
@@ -161,6 +163,11 @@ class DriverProcess:
         )
         with contextlib.suppress(OSError):
             os.remove(self.samples_path)
+        commits = Samples()
+        if "commits" in doc:
+            commits = read_samples(self.samples_path + COMMITS_SUFFIX)
+            with contextlib.suppress(OSError):
+                os.remove(self.samples_path + COMMITS_SUFFIX)
         return DriverResult(
             name=self.name,
             samples=samples,
@@ -168,6 +175,7 @@ class DriverProcess:
             requests=int(doc.get("requests", 0)),
             last_receive_ns=int(doc.get("last_receive_ns", 0)),
             wall_s=max(self._result_mono - self._go_mono, 0.0),
+            commits=commits,
         )
 
     def kill(self) -> None:

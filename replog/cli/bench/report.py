@@ -116,6 +116,38 @@ TABLE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float], bool], .
         lambda r: r["idle"]["idle_led_wait_s"],
         False,
     ),
+    # A transactional run's: its transactional phase against its plain one.
+    (
+        "transactional produce, committed",
+        "MB/s",
+        lambda r: r["transactions"]["committed_mb_per_s"],
+        True,
+    ),
+    (
+        "plain produce, same run",
+        "MB/s",
+        lambda r: r["transactions"]["plain_mb_per_s"],
+        True,
+    ),
+    (
+        "transactional / plain produce",
+        "MB/s ratio",
+        lambda r: r["transactions"]["mb_per_s_ratio"],
+        True,
+    ),
+    (
+        "transaction commit latency p50",
+        "ms",
+        lambda r: r["transactions"]["commit_latency_ms"]["p50"],
+        False,
+    ),
+    (
+        "transaction commit latency p99",
+        "ms",
+        lambda r: r["transactions"]["commit_latency_ms"]["p99"],
+        False,
+    ),
+    ("transactions committed", "per s", lambda r: r["transactions"]["commits_per_s"], True),
     ("produce requests", "per s", lambda r: r["requests"]["produce_per_s"], True),
     ("produce requests", "per s per broker", lambda r: r["requests"]["per_broker_per_s"], True),
 )
@@ -375,7 +407,7 @@ def render_html(grouped: dict[str, list[dict[str, Any]]]) -> str:
     checks = check_goals(grouped)
     if checks:
         parts.append(
-            "<h2>Goals</h2><table><tr><th>goal</th><th>sides</th><th>medians</th>"
+            "<h2>Goals</h2><table><tr><th>goal</th><th>sides</th><th>min, median, max</th>"
             "<th>ratio</th><th>verdict</th></tr>"
         )
         for check in checks:

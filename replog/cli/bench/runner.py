@@ -33,6 +33,14 @@ has one phase, the idle topic beside it, made the same way.) Every result gives 
 processes' CPU (`server_cpu_cores`) over the measured window, from the warm-up's end until
 the producers finished (and, for a catch-up, while the consumers read).
 
+A transactional run (`recordsPerTransaction`) has two phases on the same cluster, each on
+fresh topics: the workload as plain produce (the baseline), then with each producer
+committing a transaction every that many records and the consumers reading read_committed.
+The result is the transactional phase's, and its "transactions" gives the commits' latency
+(each `commit_transaction` call, as the client sees it, of those begun in the measured
+window), the MB/s of records whose transaction committed in the window, the baseline's MB/s
+and the ratio of the two (`transaction_figures`).
+
 A controller run (`createPartitions`) starts no driver processes: the harness creates the
 partitions through the system (`Target.create_led`: CreateTopics requests one after another,
 then until every replica is created and led) and, with `failoverPartitions`, grows the image
@@ -171,10 +179,20 @@ class _Run:
         self.started.append(process)
         return process
 
-    def producers(self, backlog: Sequence[int] | None) -> list[DriverProcess]:
+    def producers(
+        self, backlog: Sequence[int] | None, transactional: bool = False
+    ) -> list[DriverProcess]:
         w = self.workload
         started = []
         for index, topic in enumerate(t for t in self.topics for _ in range(w.producers_per_topic)):
+            txn = (
+                {
+                    "records_per_transaction": w.records_per_transaction,
+                    "transactional_id": f"bench-{self.run_id}-{index}",
+                }
+                if transactional
+                else {}
+            )
             task = self._task(
                 "produce",
                 index,
@@ -187,11 +205,12 @@ class _Run:
                 key_distributor=w.key_distributor,
                 producer_config=dict(w.producer_config),
                 window=PUBLISH_WINDOW,
+                **txn,
             )
             started.append(self._start(f"producer-{index}", task))
         return started
 
-    def consumers(self) -> list[DriverProcess]:
+    def consumers(self, read_committed: bool = False) -> list[DriverProcess]:
         started = []
         for index, share in enumerate(assignments(self.topics, self.workload)):
             task = self._task(
@@ -199,6 +218,7 @@ class _Run:
                 index,
                 assigned=share,
                 streams=[stream_name(t, p) for t, p in share],
+                read_committed=read_committed,
             )
             started.append(self._start(f"consumer-{index}", task))
         return started
@@ -289,6 +309,8 @@ def run_once(
                 result["idle"] = {"partitions": workload.idle_partitions, **idle}
         elif run.idle_topics:
             result = _run_idle(run)
+        elif workload.records_per_transaction:
+            result = _run_transactional(run)
         else:
             result = _run_together(run)
     finally:
@@ -303,10 +325,10 @@ def run_once(
     return result
 
 
-def _run_together(run: _Run) -> dict[str, Any]:
+def _run_together(run: _Run, transactional: bool = False) -> dict[str, Any]:
     workload, target = run.workload, run.target
-    consumers = run.consumers()
-    producers = run.producers(None)
+    consumers = run.consumers(read_committed=transactional)
+    producers = run.producers(None, transactional)
     load_before = os.getloadavg()
     _start_ns, start_mono = _go([*consumers, *producers])
     server_at_go = run.server_cpu()
@@ -360,11 +382,69 @@ def _run_together(run: _Run) -> dict[str, Any]:
                 unavailability(_merged(consumed_results), from_s=killed["at_s"], to_s=run_s), 3
             ),
         }
+    if transactional:
+        commits = Samples()
+        for produced_result in produced_results:
+            commits.extend(produced_result.commits)
+        result["transactions"] = {
+            **commit_figures(commits, workload),
+            # Over the whole phase: read_committed receives every committed record.
+            "records_acknowledged": len(produced.sent_s),
+            "records_received": sum(len(c.samples.sent_s) for c in consumed_results),
+        }
     span_s = time.monotonic() - start_mono
     result.update(
         _driver_fields(produced_results, consumed_results, produced_s, span_s, run, load_before)
     )
     return {**result, "server_cpu_cores": server_cores}
+
+
+def _run_transactional(run: _Run) -> dict[str, Any]:
+    """The workload as plain produce, then transactional on fresh topics (the module
+    docstring)."""
+    without = _run_together(run)
+    run.topics = [f"bench-{run.run_id}-{i}-txn" for i in range(run.workload.topics)]
+    run.create(run.topics, run.workload.partitions_per_topic)
+    result = _run_together(run, transactional=True)
+    result["transactions"].update(transaction_figures(without, result))
+    return result
+
+
+def commit_figures(commits: Samples, workload: Workload) -> dict[str, Any]:
+    """A transactional phase's commits (one sample each: begun at, took ms): the latency of
+    those begun in the measured window, and the MB/s of the records of those that ended in
+    it (each commits `recordsPerTransaction` records; the last, shorter one of each producer
+    ends after the window). A failed commit ends its producer's sending and is counted with
+    the produce errors."""
+    per_txn = workload.records_per_transaction
+    summary = summarize(
+        commits,
+        warmup_s=workload.warmup_s,
+        duration_s=workload.duration_s,
+        message_size=per_txn * workload.message_size,
+    )
+    return {
+        "records_per_transaction": per_txn,
+        "commits": summary["records"],
+        "commits_per_s": summary["records_per_s"],
+        "committed_mb_per_s": summary["mb_per_s"],
+        "commit_latency_ms": summary["latency_ms"],
+    }
+
+
+def transaction_figures(without: dict[str, Any], beside: dict[str, Any]) -> dict[str, Any]:
+    """The transactional phase against its plain baseline (results of both phases): the
+    baseline's MB/s and produce p99, and the transactional MB/s (committed) over the
+    baseline's, the overhead as a ratio (0.0 when the baseline measured nothing)."""
+    plain = float(without["produce"]["mb_per_s"])
+    committed = float(beside["transactions"]["committed_mb_per_s"])
+    return {
+        "plain_mb_per_s": plain,
+        "plain_produce_p99_ms": without["produce"]["latency_ms"]["p99"],
+        "plain_end_to_end_p99_ms": without["end_to_end"]["latency_ms"]["p99"],
+        "mb_per_s_ratio": round(committed / plain, 4) if plain > 0 else 0.0,
+        "plain_load_average": without["load_average"],
+    }
 
 
 def _run_idle(run: _Run) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MB = 1024 * 1024
+COMMITS_SUFFIX = ".commits"  # a transactional producer's commit samples, beside its records'
 PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999))
 CDF_QUANTILES = (
     *(i / 100 for i in range(100)),

@@ -14,6 +14,10 @@ since the start when it was sent, latency in ms) go to the task's
 
 Rules: a producer sends for `run_s` seconds, or `records` records when the task gives them
 (a backlog; `run_s` still bounds it), at `rate` records/s (0: unthrottled), then flushes.
+With `records_per_transaction` (a transactional run) it begins a transaction, sends that
+many records, commits, and so on, the last transaction with what is left; each commit's
+time (from the call to its return, as the client sees it) is a sample of its own, written to
+`samples_path` + COMMITS_SUFFIX, and the result counts them ("commits").
 Every record's value starts with its send time (ns since the epoch, 8 bytes, big-endian):
 consumers measure end-to-end latency from it. A failure to build the client is a message on
 stderr and exit 1; failed sends are counted in the result, not raised.
@@ -29,10 +33,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
-from replog.cli.bench.drivers import BenchAdmin, BenchConsumer, BenchProducer, Driver
-from replog.cli.bench.stats import Samples, write_samples
+from replog.cli.bench.drivers import (
+    BenchAdmin,
+    BenchConsumer,
+    BenchProducer,
+    Driver,
+    TransactionalProducer,
+)
+from replog.cli.bench.stats import COMMITS_SUFFIX, Samples, write_samples
 
 FLUSH_S = 60.0
 POLL_S = 0.1
@@ -79,6 +89,10 @@ def produce(
 ) -> tuple[Samples, dict[str, Any]]:
     """Send as the task says; the acknowledged records' samples and the result's fields."""
     produced = Samples()
+    per_txn = int(task.get("records_per_transaction") or 0)
+    # A transactional task's producer is built by `Driver.transactional_producer` (`main`).
+    txn = cast(TransactionalProducer, producer)
+    commits = Samples()
     body = bytearray(payload(task["message_size"], seed=task["index"]))
     keys = key_source(task["key_distributor"], task["index"])
     rate = float(task["rate"])
@@ -90,6 +104,8 @@ def produce(
     sent = 0
     try:
         while (not limit or sent < limit) and time.monotonic() < end:
+            if per_txn and sent % per_txn == 0:
+                txn.begin_transaction()
             if rate:
                 due = start + sent / rate
                 now = time.monotonic()
@@ -108,12 +124,29 @@ def produce(
             producer.send(topic, keys(sent), bytes(body), done)
             producer.service()
             sent += 1
+            if per_txn and sent % per_txn == 0:
+                commit(txn, commits, start)
+        if per_txn and sent % per_txn:
+            commit(txn, commits, start)
         producer.flush(FLUSH_S)
     except Exception as exc:
         produced.error(f"{type(exc).__name__}: {exc}")
     requests = producer.requests()
     producer.close()
-    return produced, {"requests": requests, "last_receive_ns": 0}
+    fields: dict[str, Any] = {"requests": requests, "last_receive_ns": 0}
+    if per_txn:
+        write_samples(task["samples_path"] + COMMITS_SUFFIX, commits)
+        fields["commits"] = len(commits.sent_s)
+    return produced, fields
+
+
+def commit(producer: TransactionalProducer, commits: Samples, start: float) -> None:
+    """Commit the open transaction; its sample: when the call began (s since `start`, the
+    monotonic run start) and how long it took (ms). A failed commit is raised."""
+    began_s = time.monotonic() - start
+    began = time.perf_counter()
+    producer.commit_transaction(FLUSH_S)
+    commits.add(began_s, (time.perf_counter() - began) * 1000)
 
 
 def create_topics(
@@ -181,12 +214,19 @@ def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
     out = _Output(stdout)
     driver = Driver(task["driver"], task["servers"])
     try:
-        if task["role"] == "produce":
-            client: Any = driver.producer(task["producer_config"])
+        if task["role"] == "produce" and task.get("records_per_transaction"):
+            client: Any = driver.transactional_producer(
+                task["producer_config"], task["transactional_id"]
+            )
+        elif task["role"] == "produce":
+            client = driver.producer(task["producer_config"])
         elif task["role"] == "admin":
             client = driver.admin()
         else:
-            client = driver.consumer([(t, p) for t, p in task["assigned"]])
+            client = driver.consumer(
+                [(t, p) for t, p in task["assigned"]],
+                read_committed=bool(task.get("read_committed")),
+            )
     except Exception as exc:
         print(f"worker: building the {task['role']} client failed: {exc}", file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@ A workload names what runs, not where (the systems are `replog bench --systems`)
     killLeaderAtSeconds: 15                 # optional: SIGKILL partition 0's leader then
     consumerBacklogSizeGB: 2                # optional: a catch-up run (below)
     idlePartitions: 1000                    # optional: an idle topic of this many beside
+    recordsPerTransaction: 100              # optional: a transactional run (below)
 
 A metadata run (`metadataClients`, the harness's own) has no producers or consumers: that many
 admin processes each send CreateTopics requests one after another for warm-up + duration,
@@ -46,8 +47,14 @@ producers write that backlog (then flush) before any consumer starts, and the co
 read it from the start; the test duration, if given, bounds the writing and the reading each
 (else `CATCH_UP_LIMIT_S`), and a warm-up or a leader kill is refused. `idlePartitions` (the
 harness's own, default 0) adds a topic of that many partitions (RF 3) that nobody writes, for
-the CPU idle partitions cost the servers and the busy topic's latency beside them. Every
-problem is a
+the CPU idle partitions cost the servers and the busy topic's latency beside them.
+`recordsPerTransaction` (the harness's own: the OMB has no transactions) makes a
+transactional run of two phases on fresh topics each: the workload as plain (idempotent)
+produce, the baseline, then each producer with a transactional id of its own, committing
+every that many records (`commit_transaction` timed as the client sees it); its consumers
+read with isolation.level read_committed. It is a whole number (0, the default: a plain run),
+refused beside a leader kill, a backlog, idle partitions or `clients`, and a
+`transactional.id` in `producerConfig` is refused (each producer gets its own). Every problem is a
 `WorkloadError` naming the file and the field: a missing or unknown key, a value of the wrong
 type or out of range. Pure: the YAML text is parsed by `load_workload`, everything else works
 on the parsed mapping.
@@ -96,7 +103,16 @@ KNOWN_KEYS = frozenset(
         "clients",
         "createPartitions",
         "failoverPartitions",
+        "recordsPerTransaction",
     }
+)
+# What a transactional run (recordsPerTransaction) cannot be beside: each makes phases or
+# clients of its own.
+NOT_WITH_TRANSACTIONS = (
+    "killLeaderAtSeconds",
+    "consumerBacklogSizeGB",
+    "idlePartitions",
+    "clients",
 )
 CONTROLLER_KEYS = frozenset(
     {"name", "createPartitions", "partitionsPerTopic", "topicsPerRequest", "failoverPartitions"}
@@ -144,6 +160,7 @@ class Workload:
     create_partitions: int = 0  # a controller run's partitions to create; 0: not one
     failover_partitions: int = 0  # the image a controller run's failover happens at; 0: none
     clients: tuple[str, ...] = ()  # a clients run's drivers; (): the system's own
+    records_per_transaction: int = 0  # a transactional run's; 0: not one
 
     @property
     def controller(self) -> bool:
@@ -221,6 +238,7 @@ class Workload:
             "consumerBacklogSizeGB": self.backlog_gib,
             "idlePartitions": self.idle_partitions,
             "clients": list(self.clients),
+            "recordsPerTransaction": self.records_per_transaction,
         }
 
 
@@ -292,6 +310,7 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
         backlog_gib=backlog_gib,
         idle_partitions=_idle_partitions(document, source),
         clients=_clients(document, source),
+        records_per_transaction=_records_per_transaction(document, source),
     )
 
 
@@ -497,6 +516,29 @@ def _idle_partitions(document: Mapping[Any, Any], source: str) -> int:
         raise WorkloadError(
             f"{source}: killLeaderAtSeconds: not in a run with idle partitions ({key})",
             field="killLeaderAtSeconds",
+        )
+    return value
+
+
+def _records_per_transaction(document: Mapping[Any, Any], source: str) -> int:
+    key = "recordsPerTransaction"
+    value = document.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise WorkloadError(
+            f"{source}: {key}: expected a whole number >= 0 (records each transaction commits; "
+            f"0: none), got {value!r}",
+            field=key,
+        )
+    if not value:
+        return 0
+    beside = next((k for k in NOT_WITH_TRANSACTIONS if document.get(k)), None)
+    if beside is not None:
+        raise WorkloadError(f"{source}: {beside}: not in a transactional run ({key})", field=beside)
+    if "transactional.id" in (document.get("producerConfig") or {}):
+        raise WorkloadError(
+            f"{source}: producerConfig: 'transactional.id': a transactional run gives each "
+            f"producer its own",
+            field="producerConfig.transactional.id",
         )
     return value
 

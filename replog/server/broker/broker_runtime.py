@@ -69,8 +69,10 @@ Rules:
   `socket.request.max.bytes` (104857600), `max.incremental.fetch.session.cache.slots` (1000)
   and `min.incremental.fetch.session.eviction.ms` (120000) for the Kafka listeners' fetch
   sessions, the `LogManagerConfig`, `ReplicaManagerConfig`, `GroupCoordinatorConfig` and
-  `TransactionCoordinatorConfig` keys; the controllers are `controller.quorum.voters`, the request
-  timeout `controller.quorum.request.timeout.ms`.
+  `TransactionCoordinatorConfig` keys, `transaction.partition.verification.enable` (true;
+  dynamic: this broker's level, else the cluster default, else the property, read at each
+  transactional append that would verify); the controllers are `controller.quorum.voters`,
+  the request timeout `controller.quorum.request.timeout.ms`.
 """
 
 from __future__ import annotations
@@ -97,14 +99,15 @@ from replog.net_address import format_host_port, local_canonical_host_name
 from replog.quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
 from replog.quorum.metadata.delta import MetadataDelta
 from replog.quorum.metadata.fence_notices import own_fence_notice
-from replog.quorum.metadata.image import MetadataImage
+from replog.quorum.metadata.image import ConfigResource, MetadataImage
 from replog.quorum.metadata.loader import LoaderManifest, MetadataPublisher, Publication
-from replog.quorum.metadata.records import Endpoint
+from replog.quorum.metadata.records import ConfigResourceType, Endpoint
 from replog.quorum.metadata.steps import Steps, run_to_end
 from replog.quorum.raft.ready import ApplyItem
 from replog.quorum.raft.snapshot_id import SnapshotId
 from replog.replication.fetch_session_cache import CACHE_SLOTS_DEFAULT, EVICTION_MS_DEFAULT
 from replog.replication.producer_state import ProducerEntry
+from replog.replication.txn_verification import check_static_verification, verification_enabled
 from replog.server.broker.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker.metadata_publisher import BrokerMetadataListener
 from replog.server.broker.producer_id_manager import ProducerIdManager, allocate_from_controller
@@ -745,12 +748,28 @@ class BrokerRuntime:
             wall_clock=self._host.wall_clock,
             rng=self._group_rng,
             txn_verifier=lambda: self.txn_verifier,
+            txn_verification_enabled=functools.partial(
+                self._txn_verification_enabled, data_plane.properties
+            ),
+            metadata_image=lambda: self.metadata.image,
         )
         self.group_coordinator = coordinator
         # It follows the images whose replicas exist: an offsets partition it is to load must
         # be led here already.
         replica_manager.follow_applied_images(coordinator.apply_image)
         coordinator.start()  # offsets retention; `_stop_data_plane` stops it
+
+    def _txn_verification_enabled(self, properties: Mapping[str, str]) -> bool:
+        """`transaction.partition.verification.enable` now: this broker's dynamic config, else
+        the cluster default's, else server.properties' `properties` (dynamic, as Kafka's)."""
+        configs = self.metadata.image.configs
+        return verification_enabled(
+            (
+                configs.get(ConfigResource(ConfigResourceType.BROKER, str(self.config.broker_id))),
+                configs.get(ConfigResource(ConfigResourceType.BROKER, "")),
+                properties,
+            )
+        )
 
     def _start_transaction_coordinator(
         self, data_plane: DataPlaneConfig, replica_manager: ReplicaManager
@@ -797,7 +816,9 @@ class BrokerRuntime:
             broker_id, lambda: self.transaction_coordinator, lambda: self.metadata.image, channel
         )
         self.produce_verifier = ProduceVerifier(
-            self.txn_verifier, functools.partial(producer_entry, replica_manager)
+            self.txn_verifier,
+            functools.partial(producer_entry, replica_manager),
+            functools.partial(self._txn_verification_enabled, data_plane.properties),
         )
         replica_manager.follow_applied_images(
             lambda image, _removed: coordinator.apply_image(image)
@@ -993,6 +1014,7 @@ def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
 def data_plane_config(log_dirs: Sequence[str], properties: Mapping[str, str]) -> DataPlaneConfig:
     """A data plane keeping its partition logs in `log_dirs`, set by the Kafka-named
     `properties` (module docstring)."""
+    check_static_verification(properties)
     return DataPlaneConfig(
         log_dirs=tuple(log_dirs),
         properties=dict(properties),

@@ -35,7 +35,9 @@ Rules:
   The partition count is the existing topic's, as in Kafka.
 - OffsetCommit and OffsetFetch, request level: INVALID_GROUP_ID; NOT_COORDINATOR when this
   broker does not lead the group's partition (or its load failed);
-  COORDINATOR_LOAD_IN_PROGRESS while it loads. Per partition: `commit_rules`. A failed append
+  COORDINATOR_LOAD_IN_PROGRESS while it loads. Per partition: `commit_rules`, a partition
+  looked up in the broker's newest metadata image (as Kafka's metadata cache: the image this
+  coordinator follows comes only once the broker's replicas of it exist). A failed append
   is a request-level error as `commit_rules.append_error` maps it (nothing was committed).
 - Two consumers of one group committing from outside it (generation -1, no member, so neither
   has partitions assigned): a commit from a consumer instance for
@@ -67,7 +69,12 @@ Rules:
   outside any generation only (`commit_rules`).
 - TxnOffsetCommit (Kafka's transactional offset commit): the same checks as a commit; then
   the transaction coordinator verifies that the group's partition is in the transaction (v5+
-  adds it, transaction version 2; KIP-890, `txn_verification.client_error` for the answer); the
+  adds it, transaction version 2; KIP-890, `txn_verification.client_error` for the answer;
+  `transaction.partition.verification.enable` false skips it for v4-), and the verification
+  must still hold when the answer comes (`txn_verification.still_verified`, Kafka's
+  VerificationGuard: a marker that ended the transaction meanwhile makes the commit
+  INVALID_TXN_STATE, not a transaction the coordinator does not know); the check and the
+  append have no await between them. The
   offsets are appended as one transactional batch in the client producer's id and epoch with
   no sequence (the replica manager checks a coordinator's batch for its epoch only) and, once
   acknowledged, staged (`transactional_offsets`) rather than applied. The transaction's marker
@@ -142,6 +149,7 @@ from replog.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
+    InvalidTxnStateError,
     KafkaError,
     NotCoordinatorError,
     NotEnoughReplicasAfterAppendError,
@@ -161,7 +169,13 @@ from replog.replication.messages import (
     ProduceRequest,
     TxnPartitionsRequest,
 )
-from replog.replication.txn_verification import client_error, operation_for_txn_offset_commit
+from replog.replication.producer_state import ProducerEntry
+from replog.replication.txn_verification import (
+    client_error,
+    operation_for_txn_offset_commit,
+    skips_verification,
+    still_verified,
+)
 from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.coordination.internal_partitions import (
     CoordinatorReplicas,
@@ -295,12 +309,19 @@ class GroupCoordinator:
         wall_clock: Clock = wall_clock_ms,
         rng: random.Random | None = None,
         txn_verifier: Callable[[], TxnVerifier | None] = lambda: None,
+        txn_verification_enabled: Callable[[], bool] = lambda: True,
+        metadata_image: Callable[[], MetadataImage] | None = None,
     ) -> None:
         """`rng`: where new member ids come from (None: random UUIDs; a simulation passes
         its seeded one). `txn_verifier`: asks transaction coordinators about a TxnOffsetCommit
-        (None: no verification, while the broker has no transaction coordinator)."""
+        (None: no verification, while the broker has no transaction coordinator);
+        `txn_verification_enabled`: `transaction.partition.verification.enable` as it is
+        now; `metadata_image`: the broker's newest metadata image, which a commit's partitions
+        are looked up in (None: the applied image, `apply_image`'s)."""
         self._spawner = tasks  # its background tasks' owner (node_tasks)
+        self._metadata_image = metadata_image
         self._txn_verifier = txn_verifier
+        self._txn_verification_enabled = txn_verification_enabled
         self._new_uuid = None if rng is None else functools.partial(_uuid_from, rng)
         self.broker_id = broker_id
         self.config = config if config is not None else GroupCoordinatorConfig()
@@ -1166,7 +1187,8 @@ class GroupCoordinator:
             now_ms = self._wall_clock()
             records = _offset_records(group_id, accepted, now_ms)
             # The topic ids the commit was accepted for (each topic exists: commit_errors).
-            topic_ids = {e.topic: self.image.topics.by_name[e.topic].topic_id for e in accepted}
+            newest = self._newest_image().topics.by_name
+            topic_ids = {e.topic: newest[e.topic].topic_id for e in accepted}
             commit_timeout_ms = self.config.offsets_commit_timeout_ms
             if timeout_ms is not None:
                 commit_timeout_ms = max(0, min(commit_timeout_ms, timeout_ms))
@@ -1186,7 +1208,7 @@ class GroupCoordinator:
                     append_error(failure, f"group {group_id!r} in {shard.name}")
                 )
             if self._shards.get(shard.partition) is shard and shard.state is ShardState.ACTIVE:
-                topics = self.image.topics.by_name
+                topics = self._newest_image().topics.by_name
                 for delta, (key, value) in enumerate(records):
                     topic = topics.get(key.topic)
                     if topic is not None and topic.topic_id == topic_ids[key.topic]:
@@ -1251,6 +1273,8 @@ class GroupCoordinator:
         shard, refused, accepted = found
         if accepted:
             unverified = await self._verify_txn(request, shard)
+            # From here to the append, no await: a marker landing in between would end the
+            # transaction the verification vouched for (`_verify_txn`).
             if unverified is not None:
                 return cm.OffsetCommitResponse(unverified)
             if self._shards.get(shard.partition) is not shard:
@@ -1292,7 +1316,10 @@ class GroupCoordinator:
         if verifier is None:
             return None
         operation = operation_for_txn_offset_commit(request.api_version or 0)
+        if skips_verification(self._txn_verification_enabled(), operation):
+            return None
         tp = (CONSUMER_OFFSETS_TOPIC, shard.partition)
+        before = self._offsets_producer(shard, request.producer_id)
         answers = await verifier.ask(
             TxnPartitionsRequest(
                 request.transactional_id,
@@ -1303,14 +1330,23 @@ class GroupCoordinator:
             )
         )
         error = answers.get(tp)
-        if error is None:
-            return None
-        return client_error(
-            error,
-            operation,
-            produce=False,
-            where=f"group {request.group_id!r} (transactional id {request.transactional_id!r})",
-        )
+        where = f"group {request.group_id!r} (transactional id {request.transactional_id!r})"
+        if error is not None:
+            return client_error(error, operation, produce=False, where=where)
+        now = self._offsets_producer(shard, request.producer_id)
+        if not still_verified(before, now, request.producer_epoch, operation):
+            return InvalidTxnStateError(
+                f"{where}: producer {request.producer_id}'s transaction ended in {shard.name} "
+                "while the coordinator verified it; the offsets are not part of an ongoing "
+                "transaction"
+            )
+        return None
+
+    def _offsets_producer(self, shard: _Shard, producer_id: int) -> ProducerEntry | None:
+        """The producer's entry in the producer state of `shard`'s partition (None when the
+        partition or the producer is not known here)."""
+        partition = self._replicas.partition(CONSUMER_OFFSETS_TOPIC, shard.partition)
+        return None if partition is None else partition.producer_state.entry(producer_id)
 
     def on_markers_written(
         self, producer_id: int, committed: bool, partitions: Iterable[TopicPartitionKey]
@@ -1506,8 +1542,15 @@ class GroupCoordinator:
             "the offsets",
         )
 
+    def _newest_image(self) -> MetadataImage:
+        """The broker's newest image, where a commit's topics are looked up, as Kafka's
+        KafkaApis looks them up in its metadata cache: the image applied here comes only once
+        every replica it describes exists, later than a client may commit a new topic's
+        offsets."""
+        return self.image if self._metadata_image is None else self._metadata_image()
+
     def _partition_exists(self, topic: str, partition: int) -> bool:
-        found = self.image.topics.by_name.get(topic)
+        found = self._newest_image().topics.by_name.get(topic)
         return found is not None and partition in found.partitions
 
 

@@ -17,10 +17,12 @@ Rules:
 - An add the coordinator answers CONCURRENT_TRANSACTIONS is asked again while
   `txn_verification.add_retry_delay_ms` says so (the loop's clock), the request keeping its
   place in its producer's queue.
-- A verified partition whose producer reached a later epoch meanwhile (a marker of the
-  coordinator's abort of the verified transaction) is INVALID_TXN_STATE (`still_verified`);
-  a partition the coordinator did not confirm gets `txn_verification.client_error`'s answer
-  for the request's version.
+- A verified partition whose producer's entry changed meanwhile so that the verification no
+  longer holds (a marker ended the verified transaction: `still_verified`) is
+  INVALID_TXN_STATE; a partition the coordinator did not confirm gets
+  `txn_verification.client_error`'s answer for the request's version.
+- With `transaction.partition.verification.enable` false (`enabled`, read at each request:
+  the setting is dynamic) a Produce v11- goes on unverified (`skips_verification`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from replog.replication.txn_verification import (
     client_error,
     needs_verification,
     operation_for_produce,
+    skips_verification,
     still_verified,
 )
 from replog.server.data_plane.replica_manager import ReplicaManager
@@ -78,9 +81,16 @@ def first_transactional_header(records: bytes | memoryview) -> BatchHeader | Non
 class ProduceVerifier:
     """Verifies transactional produces before their append (module Rules)."""
 
-    def __init__(self, verifier: Coordinators, producers: ProducerLookup) -> None:
+    def __init__(
+        self,
+        verifier: Coordinators,
+        producers: ProducerLookup,
+        enabled: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """`enabled`: `transaction.partition.verification.enable` as it is now."""
         self._verifier = verifier
         self._producers = producers
+        self._enabled = enabled
         self._queues: dict[int, asyncio.Future[None]] = {}  # producer id -> the last in line
 
     async def verify(
@@ -89,6 +99,9 @@ class ProduceVerifier:
         """The refusals of a Produce's partitions, by index; the caller appends the rest before
         its next await (module Rules)."""
         if not transactional_id:
+            return {}
+        operation = operation_for_produce(version)
+        if skips_verification(self._enabled(), operation):
             return {}
         headers = {
             i: header
@@ -106,9 +119,7 @@ class ProduceVerifier:
         try:
             if ahead is not None:
                 await asyncio.wait((ahead,))  # never cancels the request ahead
-            return await self._verified(
-                transactional_id, partitions, headers, operation_for_produce(version)
-            )
+            return await self._verified(transactional_id, partitions, headers, operation)
         finally:
             if self._queues.get(producer_id) is mine:
                 del self._queues[producer_id]
@@ -164,10 +175,9 @@ class ProduceVerifier:
                 refusals[i] = client_error(error, operation, produce=True, where=where)
                 continue
             _, now = self._producers(p.topic, p.partition, header.producer_id)
-            if not still_verified(before, now, header.producer_epoch):
+            if not still_verified(before, now, header.producer_epoch, operation):
                 refusals[i] = InvalidTxnStateError(
-                    f"{where}: producer {header.producer_id}'s transaction was aborted at a later "
-                    "epoch while the partition was verified; the record is not part of an "
-                    "ongoing transaction"
+                    f"{where}: producer {header.producer_id}'s transaction ended while the "
+                    "partition was verified; the record is not part of an ongoing transaction"
                 )
         return refusals

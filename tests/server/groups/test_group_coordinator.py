@@ -106,13 +106,22 @@ class Broker:
         root: Path,
         config: GroupCoordinatorConfig | None = None,
         log_config: LogConfig | None = None,
+        **options: Any,
     ) -> None:
+        """`options`: the GroupCoordinator's further keyword arguments (its transaction
+        verification's)."""
         self.log_manager = LogManager(str(root), log_config or LogConfig())
         self.rm = ReplicaManager(ReplicaManagerConfig(1), self.log_manager, tasks=LoopTasks())
         self.creator = FakeCreator()
         self.now = NOW  # the coordinator's wall clock
         self.coordinator = GroupCoordinator(
-            1, self.rm, self.creator, config, wall_clock=lambda: self.now, tasks=LoopTasks()
+            1,
+            self.rm,
+            self.creator,
+            config,
+            wall_clock=lambda: self.now,
+            tasks=LoopTasks(),
+            **options,
         )
 
     def publish(self, image: MetadataImage) -> None:
@@ -1107,3 +1116,32 @@ async def test_topic_changes_walk_the_image_only_for_led_offsets_partitions(
     assert walks == [3, 3]  # the image's (a shard is loading) and the load's
     broker.publish(replayed(image, PartitionChangeRecord(DATA_TID, 1, isr=(1,))))
     assert walks == [3, 3, 3]
+
+
+@pytest.mark.asyncio
+async def test_a_commit_finds_its_topic_in_the_newest_image_before_its_replicas_exist(
+    tmp_path: Path,
+) -> None:
+    """A topic just created is in the broker's newest metadata image before the image the
+    coordinator follows (which waits for every replica to exist): a commit of its offsets is
+    taken then, as Kafka's metadata cache takes it; without the newest image it is
+    UNKNOWN_TOPIC_OR_PARTITION."""
+    fresh = create_topic("fresh", topic_id(53), (1,))
+    newest = image_with(*offsets_topic(1, 1, 1), *DATA, *USERS, *fresh)
+    for given, expected in ((lambda: newest, None), (None, "UNKNOWN_TOPIC_OR_PARTITION")):
+        node = Broker(tmp_path / f"broker-{expected}", metadata_image=given)
+        try:
+            await loaded(node, image_with(*offsets_topic(1, 1, 1), *DATA, *USERS))
+            answer = await node.coordinator.offset_commit(
+                commit(GROUP_IN[0], cm.CommitEntry("fresh", 0, 4))
+            )
+            assert answer.error is None
+            ((_, _, error),) = [(p.topic, p.partition, p.error) for p in answer.partitions]
+            assert (error and error.error_name) == expected
+            if expected is None:  # taken, and read back while the followed image lacks it
+                assert committed(
+                    node.coordinator.offset_fetch(fetch(GROUP_IN[0], ("fresh", 0)))
+                ) == {("fresh", 0): 4}
+        finally:
+            await node.coordinator.stop()
+            node.close()

@@ -2,7 +2,8 @@
 only a transactional produce whose batch begins its producer's transaction on the partition
 asks; v11- verifies, v12 adds; a refusal is the client's error for the version; one producer's
 requests keep their order while one waits; a verification a marker overtook is refused; an add
-answered CONCURRENT_TRANSACTIONS is asked again for a while."""
+answered CONCURRENT_TRANSACTIONS is asked again for a while; with
+transaction.partition.verification.enable false only v12's add is asked."""
 
 from __future__ import annotations
 
@@ -155,6 +156,43 @@ async def test_a_fencing_marker_during_the_verification_refuses_the_append() -> 
     ((index, error),) = (await task).items()
     assert index == 0 and isinstance(error, InvalidTxnStateError)
     assert "not part of an ongoing transaction" in str(error)
+
+
+@pytest.mark.asyncio
+async def test_the_clients_own_abort_during_a_verification_refuses_the_append() -> None:
+    """Before transaction version 2 the abort's marker keeps the epoch: the entry changed and
+    its transaction is closed, so the verification no longer holds (Kafka's guard)."""
+    coordinator, partitions, verifier = setup()
+    partitions.entries[("t", 0)] = entry(0)
+    task = asyncio.ensure_future(verifier.verify("tx", produced(("t", 0, batch())), 11))
+    await asyncio.sleep(0)
+    partitions.entries[("t", 0)] = entry(0)  # a marker at epoch 0: a new entry, none open
+    coordinator.answer()
+    ((index, error),) = (await task).items()
+    assert index == 0 and isinstance(error, InvalidTxnStateError)
+
+
+@pytest.mark.asyncio
+async def test_verification_turned_off_skips_the_verifying_versions_only() -> None:
+    coordinator, partitions, _ = setup()
+    enabled = [False]
+    verifier = ProduceVerifier(coordinator, partitions.lookup, lambda: enabled[0])
+    for version in (3, 11):
+        assert await verifier.verify("tx", produced(("t", 0, batch())), version) == {}
+    assert coordinator.asked == []
+    # Transaction version 2 still adds the partition, as Kafka's leader does.
+    task = asyncio.ensure_future(verifier.verify("tx", produced(("t", 0, batch())), 12))
+    await asyncio.sleep(0)
+    assert [a.verify_only for a in coordinator.asked] == [False]
+    coordinator.answer()
+    assert await task == {}
+    # The setting is dynamic: read at each request.
+    enabled[0] = True
+    task = asyncio.ensure_future(verifier.verify("tx", produced(("t", 0, batch())), 11))
+    await asyncio.sleep(0)
+    assert [a.verify_only for a in coordinator.asked] == [False, True]
+    coordinator.answer()
+    assert await task == {}
 
 
 @pytest.mark.asyncio

@@ -4,17 +4,26 @@ of the transaction is neither a duplicate nor out of order), stay invisible to O
 (UNSTABLE_OFFSET_COMMIT with require_stable) until the transaction's COMMIT marker, written
 through the broker's WriteTxnMarkers core, applies them; an ABORT drops them, and a broker
 loading the partition replays both the same way, a transaction still open staying pending
-until its marker."""
+until its marker. A marker landing between the transaction coordinator's verification and the
+append (the client's abort) refuses the commit rather than opening a transaction nobody
+knows (Kafka's VerificationGuard); transaction.partition.verification.enable false asks
+nothing of a v4- commit."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from replog.coordinator import messages as cm
-from replog.errors import InvalidProducerEpochError, UnstableOffsetCommitError
+from replog.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    KafkaError,
+    UnstableOffsetCommitError,
+)
 from replog.replication import messages as m
 from replog.server.data_plane.broker_cores import BrokerCores
 from replog.storage.log_config import LogConfig
@@ -144,3 +153,101 @@ async def test_an_abort_drops_the_offsets_and_a_load_drops_them_too(
     finally:
         await again.coordinator.stop()
         again.close()
+
+
+class HeldVerifier:
+    """A transaction coordinator's verification that answers only when told (`answer`):
+    the partition is in the transaction."""
+
+    def __init__(self) -> None:
+        self.asked: list[m.TxnPartitionsRequest] = []
+        self.pending: list[asyncio.Future[dict[tuple[str, int], KafkaError | None]]] = []
+
+    def ask(
+        self, request: m.TxnPartitionsRequest
+    ) -> asyncio.Future[dict[tuple[str, int], KafkaError | None]]:
+        self.asked.append(request)
+        future: asyncio.Future[dict[tuple[str, int], KafkaError | None]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.pending.append(future)
+        return future
+
+    async def asked_for(self, count: int) -> None:
+        for _ in range(1000):
+            if len(self.asked) >= count:
+                return
+            await asyncio.sleep(0)
+        raise AssertionError(f"asked {len(self.asked)} times, not {count}")
+
+    def answer(self) -> None:
+        request = self.asked[len(self.asked) - len(self.pending)]
+        self.pending.pop(0).set_result(dict.fromkeys(request.partitions, None))
+
+
+@pytest.mark.asyncio
+async def test_a_marker_between_the_verification_and_the_append_refuses_the_commit(
+    tmp_path: Path,
+) -> None:
+    verifier = HeldVerifier()
+    broker = Broker(tmp_path / "broker1", txn_verifier=lambda: verifier)
+    try:
+        await loaded(broker, IMAGE)
+        first = asyncio.ensure_future(
+            broker.coordinator.txn_offset_commit(txn_commit(cm.CommitEntry("orders", 0, 5)))
+        )
+        await verifier.asked_for(1)
+        assert verifier.asked[0].partitions == ((CONSUMER_OFFSETS_TOPIC, 0),)
+        verifier.answer()
+        assert (await first).error is None
+        # The same transaction's second commit is verified; before the answer comes back the
+        # client aborts, and the ABORT marker lands on the offsets partition.
+        second = asyncio.ensure_future(
+            broker.coordinator.txn_offset_commit(txn_commit(cm.CommitEntry("orders", 0, 7)))
+        )
+        await verifier.asked_for(2)
+        await end_transaction(broker, committed=False)
+        verifier.answer()
+        refused = await second
+        assert isinstance(refused.error, InvalidTxnStateError), refused
+        assert "not part of an ongoing transaction" in str(refused.error)
+        # Nothing was appended: no transaction the coordinator does not know is open there.
+        (producer,) = broker.rm.describe_producers(CONSUMER_OFFSETS_TOPIC, 0)
+        assert not producer.in_transaction
+        assert stable(broker, ("orders", 0)) == {("orders", 0): None}
+        assert committed(broker.coordinator.offset_fetch(fetch(GROUP, ("orders", 0)))) == {
+            ("orders", 0): -1
+        }
+        # The client's next transaction commits afresh: verified, nothing in between.
+        third = asyncio.ensure_future(
+            broker.coordinator.txn_offset_commit(txn_commit(cm.CommitEntry("orders", 0, 9)))
+        )
+        await verifier.asked_for(3)
+        verifier.answer()
+        assert (await third).error is None
+        await end_transaction(broker, committed=True)
+        assert committed(broker.coordinator.offset_fetch(fetch(GROUP, ("orders", 0)))) == {
+            ("orders", 0): 9
+        }
+    finally:
+        await broker.coordinator.stop()
+        broker.close()
+
+
+@pytest.mark.asyncio
+async def test_verification_turned_off_asks_nothing_of_a_verifying_commit(
+    tmp_path: Path,
+) -> None:
+    verifier = HeldVerifier()
+    broker = Broker(
+        tmp_path / "broker1",
+        txn_verifier=lambda: verifier,
+        txn_verification_enabled=lambda: False,
+    )
+    try:
+        await loaded(broker, IMAGE)
+        await committed_in_txn(broker, cm.CommitEntry("orders", 0, 5))  # v0: verifies only
+        assert verifier.asked == []
+    finally:
+        await broker.coordinator.stop()
+        broker.close()

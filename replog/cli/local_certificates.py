@@ -27,14 +27,17 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from replog.cli.cluster_tls_files import ClusterTlsFiles
+from replog.cli.cluster_tls_files import (
+    CLIENT_NAME,
+    ORGANIZATION,
+    ClusterTlsFiles,
+    node_common_name,
+)
 from replog.errors import ReplogError
 
 CA_DAYS = 3650
 LEAF_DAYS = 825  # what browsers and most verifiers accept for a leaf
 RENEW_WITHIN = datetime.timedelta(days=7)
-ORGANIZATION = "replog local cluster"
-CLIENT_NAME = "replog-client"
 
 
 def ensure_certificates(
@@ -71,7 +74,7 @@ def _ensure(files: ClusterTlsFiles, nodes: list[tuple[int, Sequence[str]]]) -> l
     for node_id, hosts in nodes:
         path = files.node_keystore(node_id)
         if renew_all or not _valid(path, hosts):
-            node = _issue(f"replog-node-{node_id}", signer, hosts=hosts, days=LEAF_DAYS)
+            node = _issue(node_common_name(node_id), signer, hosts=hosts, days=LEAF_DAYS)
             chain = _key_pem(node) + _certificate_pem(node) + _certificate_pem(signer)
             _write(path, chain, private=True)
             written.append(path)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from cluster_helpers import LoopbackCluster, replog, wait_for
+from confluent_kafka.admin import AdminClient
 from secured_cluster import (
     cli,
     confluent_kafka_and_kcat_round_trip,
@@ -130,6 +131,45 @@ def test_a_user_without_acls_is_refused_then_allowed_after_replog_acls_add(
 
     wait_for(allowed, 20, "bob allowed to write")
     assert offsets == [0]  # the refused send wrote nothing
+
+
+def test_confluent_kafka_reads_the_authorized_operations(
+    sasl_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """librdkafka's DescribeTopics (Metadata with include_topic_authorized_operations) and
+    DescribeCluster: the administrator, a super user, may do every supported operation; bob,
+    granted WRITE on his topic only, WRITE and the DESCRIBE it implies, nothing on the cluster."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as Op
+
+    cli(sasl_cluster, "topics", "create", "--topic", "ops", "--partitions", "1")
+    cli(
+        sasl_cluster, "acls", "--add", "--allow-principal", "User:carl", "--operation", "Write",
+        "--topic", "ops",
+    )  # fmt: skip
+    cli(
+        sasl_cluster, "configs", "alter", "--entity-type", "users", "--entity-name", "carl",
+        "--add-config", f"SCRAM-SHA-512=[iterations=8192,password={BOB_PASSWORD}]",
+    )  # fmt: skip
+    admin = AdminClient(settings(sasl_cluster))
+    asked = TopicCollection(["ops"])
+    everything = admin.describe_topics(asked, include_authorized_operations=True)["ops"].result(30)
+    assert set(everything.authorized_operations) == {
+        Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+    }  # fmt: skip
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
+    assert Op.ALTER in cluster.authorized_operations
+    carl = AdminClient(
+        {**settings(sasl_cluster), "sasl.username": "carl"} | {"sasl.password": BOB_PASSWORD}
+    )
+    described = carl.describe_topics(asked, include_authorized_operations=True)["ops"].result(30)
+    assert set(described.authorized_operations) == {Op.WRITE, Op.DESCRIBE}
+    assert (
+        not carl.describe_cluster(include_authorized_operations=True)
+        .result(30)
+        .authorized_operations
+    )
 
 
 def test_a_second_start_keeps_the_administrator(sasl_cluster: LoopbackCluster) -> None:

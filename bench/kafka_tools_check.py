@@ -16,6 +16,14 @@ checks what each says:
   checks as the classic group.
 
     .venv/bin/python bench/kafka_tools_check.py [--records 20000] [--base-port 23100]
+    .venv/bin/python bench/kafka_tools_check.py --security ssl|sasl_ssl [--base-port 23100]
+
+With `--security ssl` or `sasl_ssl` the cluster is started so (`replog cluster start
+--security`) and Kafka's admin and console tools use the client-java.properties it writes, as
+it is (each tool's `--command-config`): kafka-topics creates and lists a topic,
+kafka-console-producer and -consumer write and read it back; under sasl_ssl also kafka-configs
+makes a SCRAM user, which kafka-console-producer is refused as until kafka-acls (`--producer`)
+grants it, and kafka-acls `--list` shows the ACLs.
 
 Bench only: it needs Maven (CI never runs it). Exit status 1 when any check fails. The figures
 it prints (records/s) are the Java tools' own and move with the machine's load; the check is
@@ -250,17 +258,148 @@ def checks_on(libs: Path, cluster_bootstrap: str, bootstrap: str, records: int) 
     return checks
 
 
+SECURE_TOPIC = "secure"
+USER = "carol"  # the SCRAM user the sasl_ssl checks make and grant
+USER_PASSWORD = "carol-scram-512"
+
+
+def security_checks(libs: Path, base_port: int, security: str, work: Path) -> list[Check]:
+    """Kafka's tools with the client-java.properties of a `--security` cluster (module doc)."""
+    data_dir = work / "cluster"
+    with running_cluster(str(data_dir), base_port, "--security", security) as bootstrap:
+        java = str(data_dir / "client-java.properties")
+        checks = [
+            _tool_check(
+                libs, "kafka-topics --create", "Created topic", "TopicCommand",
+                "--bootstrap-server", bootstrap, "--command-config", java, "--create",
+                "--topic", SECURE_TOPIC, "--partitions", str(PARTITIONS),
+                "--replication-factor", "3",
+            ),
+            _tool_check(
+                libs, "kafka-topics --list", SECURE_TOPIC, "TopicCommand",
+                "--bootstrap-server", bootstrap, "--command-config", java, "--list",
+            ),
+            _console_round_trip(libs, bootstrap, java, "admin" if security == "sasl_ssl" else ""),
+        ]  # fmt: skip
+        if security == "sasl_ssl":
+            checks += _acl_checks(libs, bootstrap, java, work)
+    return checks
+
+
+def _tool_check(libs: Path, name: str, expected: str, main_class: str, *args: str) -> Check:
+    status, out, err = tool(libs, main_class, *args)
+    ok = status == 0 and expected in out
+    return Check(name, ok, (out.strip().splitlines() or [""])[-1] if ok else (out + err)[-500:])
+
+
+def _produce(libs: Path, bootstrap: str, config: str, lines: list[str]) -> tuple[int, str]:
+    status, out, err = tool(
+        libs, "ConsoleProducer", "--bootstrap-server", bootstrap, "--topic", SECURE_TOPIC,
+        "--command-config", config, "--command-property", "max.block.ms=15000",
+        stdin="".join(f"{line}\n" for line in lines), timeout_s=60,
+    )  # fmt: skip
+    return status, out + err
+
+
+def _console_round_trip(libs: Path, bootstrap: str, java: str, who: str) -> Check:
+    lines = [f"record-{i}" for i in range(100)]
+    status, said = _produce(libs, bootstrap, java, lines)
+    if status != 0:
+        return Check("kafka-console-producer, kafka-console-consumer", False, said[-500:])
+    status, out, err = tool(
+        libs, "consumer.ConsoleConsumer", "--bootstrap-server", bootstrap, "--topic",
+        SECURE_TOPIC, "--command-config", java, "--from-beginning", "--max-messages",
+        str(len(lines)), "--group", "secure-readers", "--timeout-ms", "30000",
+    )  # fmt: skip
+    read = sorted(line for line in out.splitlines() if line.startswith("record-"))
+    ok = status == 0 and read == sorted(lines)
+    as_whom = f" as {who}" if who else ""
+    said = f"{len(read)} of {len(lines)} records written and read back{as_whom}"
+    return Check("kafka-console-producer, kafka-console-consumer", ok, said if ok else err[-500:])
+
+
+def _acl_checks(libs: Path, bootstrap: str, java: str, work: Path) -> list[Check]:
+    """A SCRAM user made with kafka-configs, refused, granted with kafka-acls --producer, then
+    allowed; kafka-acls --list shows the grant."""
+    checks = [
+        _tool_check(
+            libs, "kafka-configs --alter --entity-type users", "Completed updating config",
+            "ConfigCommand", "--bootstrap-server", bootstrap, "--command-config", java,
+            "--alter", "--entity-type", "users", "--entity-name", USER, "--add-config",
+            f"SCRAM-SHA-512=[iterations=8192,password={USER_PASSWORD}]",
+        )
+    ]  # fmt: skip
+    admin = Path(java).read_text(encoding="utf-8")
+    carol = work / "carol-java.properties"
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{USER}" password="{USER_PASSWORD}";'
+    )
+    carol.write_text(
+        "".join(
+            f"sasl.jaas.config={jaas}\n" if line.startswith("sasl.jaas.config=") else line + "\n"
+            for line in admin.splitlines()
+        ),
+        encoding="utf-8",
+    )
+    status, said = _produce(libs, bootstrap, str(carol), ["refused"])
+    refused = "TopicAuthorizationException" in said or "Not authorized to access" in said
+    checks.append(
+        Check(
+            f"kafka-console-producer as {USER} without ACLs (refused)",
+            refused,
+            "refused: " + _authorization_line(said) if refused else said[-300:],
+        )
+    )
+    checks.append(
+        _tool_check(
+            libs, "kafka-acls --add --producer", f"User:{USER}", "AclCommand",
+            "--bootstrap-server", bootstrap, "--command-config", java, "--add",
+            "--allow-principal", f"User:{USER}", "--producer", "--topic", SECURE_TOPIC,
+        )
+    )  # fmt: skip
+    checks.append(
+        _tool_check(
+            libs, "kafka-acls --list", "operation=WRITE", "AclCommand", "--bootstrap-server",
+            bootstrap, "--command-config", java, "--list", "--topic", SECURE_TOPIC,
+        )
+    )  # fmt: skip
+    status, said = _produce(libs, bootstrap, str(carol), ["allowed"])
+    checks.append(
+        Check(
+            f"kafka-console-producer as {USER} after kafka-acls --add",
+            status == 0 and "Exception" not in said and "authorization failed" not in said.lower(),
+            "1 record written" if status == 0 else said[-500:],
+        )
+    )
+    return checks
+
+
+def _authorization_line(said: str) -> str:
+    return next((line for line in said.splitlines() if "uthoriz" in line), said[-200:])[-200:]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--base-port", type=int, default=23100)
+    parser.add_argument(
+        "--security",
+        choices=("plaintext", "ssl", "sasl_ssl"),
+        default="plaintext",
+        help="start the cluster so and check Kafka's admin and console tools with its "
+        "client-java.properties (plaintext: the perf and verifiable tools)",
+    )
     args = parser.parse_args(argv)
     if shutil.which("java") is None:
         print("kafka_tools_check: needs java on PATH (Kafka's tools are Java)", file=sys.stderr)
         return 1
     libs = kafka_libs()
     with tempfile.TemporaryDirectory(prefix="replog-kafka-tools-") as work:
-        checks = run(libs, args.base_port, args.records, Path(work))
+        if args.security == "plaintext":
+            checks = run(libs, args.base_port, args.records, Path(work))
+        else:
+            checks = security_checks(libs, args.base_port, args.security, Path(work))
     width = max(len(c.tool) for c in checks)
     for check in checks:
         print(f"{'ok  ' if check.ok else 'FAIL'} {check.tool:<{width}}  {check.said}")

@@ -30,7 +30,8 @@ Rules:
   NOT_CONTROLLER instead is the service's decision.
 - Claiming leadership: activate the offsets (writes start after the last committed offset),
   start a fresh heartbeat session for every registered broker, write the bootstrap records if
-  the log holds no metadata yet (`metadata.version` first), move fenced brokers still named
+  the log holds no metadata yet (`metadata.version` first, then the configured SCRAM
+  credentials), move fenced brokers still named
   in ISRs out of them and of their leaderships (a session-expiry fencing writes its fencing
   record first, and a predecessor may have failed over before the rest of its moves), elect
   leaders for leaderless partitions an active ISR member can lead (a predecessor may have
@@ -660,8 +661,11 @@ class QuorumController:
                 self.config.bootstrap_metadata_version,
                 self.config.bootstrap_transaction_version,
             )
+            credentials = self.config.bootstrap_scram_credentials
             self.write(
-                lambda ctx: ControllerResult.of(FeatureControl.bootstrap_records(*levels), None),
+                lambda ctx: ControllerResult.of(
+                    [*FeatureControl.bootstrap_records(*levels), *credentials], None
+                ),
                 now_ms,
                 "write the bootstrap records",
             )

@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 
 from replog.quorum.controller.config_definitions import check_static_broker_configs
 from replog.quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER_STEP
-from replog.quorum.metadata.records import METADATA_VERSION_LATEST, TRANSACTION_VERSION_LATEST
+from replog.quorum.metadata.records import (
+    METADATA_VERSION_LATEST,
+    TRANSACTION_VERSION_LATEST,
+    UserScramCredentialRecord,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,10 @@ class ControllerConfig:
     # The transaction.version a new metadata log begins with (Kafka 4.x's for a new cluster;
     # Kafka's `kafka-storage format --feature transaction.version=N`). 0 writes no record.
     bootstrap_transaction_version: int = TRANSACTION_VERSION_LATEST
+    # SCRAM credentials a new metadata log begins with, written with the feature levels (Kafka's
+    # `kafka-storage format --add-scram`): a cluster whose every listener needs SASL has its
+    # first user before any client could create one.
+    bootstrap_scram_credentials: tuple[UserScramCredentialRecord, ...] = ()
     # num.partitions and default.replication.factor: what CreateTopics uses when a topic
     # names neither its partition count nor its replication factor.
     default_num_partitions: int = 1

@@ -8,6 +8,12 @@
     replog acls --list [--topic T | --group G | --cluster | --transactional-id I] \\
         [--principal User:alice] [--resource-pattern-type any|match|literal|prefixed]
 
+Kafka's convenience flags for `--add` and `--remove` (the operations inferred, so without
+`--operation` or a denied principal or host): `--producer --topic T` is Write, Describe and
+Create on each topic, Write and Describe on each `--transactional-id`, and with `--idempotent`
+IdempotentWrite on the cluster; `--consumer --topic T --group G` is Read and Describe on each
+topic and Read on each group; both in one command join their entries per resource.
+
 Resources: `--topic`, `--group`, `--transactional-id` (each repeatable) and `--cluster`;
 `--resource-pattern-type` is literal (the default), prefixed, or for --list and --remove also
 any or match. `--operation` (repeatable, default All) takes Kafka's names in any case (Read,
@@ -45,6 +51,7 @@ from replog.common.acl_codes import (
     ResourceType,
 )
 from replog.errors import ReplogError, answer_error
+from replog.security.authorized_operations import SUPPORTED_OPERATIONS
 from replog.security.principal import parse_principal
 
 if TYPE_CHECKING:
@@ -55,19 +62,11 @@ if TYPE_CHECKING:
 
 CLUSTER_NAME = "kafka-cluster"
 PATTERN_TYPES = ("any", "match", "literal", "prefixed")
-# Kafka's AclEntry.supportedOperations (ALL is allowed on every type).
+# Kafka's AclEntry.supportedOperations by name (ALL is allowed on every type).
 SUPPORTED = {
-    ResourceType.TOPIC: {
-        "READ", "WRITE", "CREATE", "DESCRIBE", "DELETE", "ALTER", "DESCRIBE_CONFIGS",
-        "ALTER_CONFIGS",
-    },
-    ResourceType.GROUP: {"READ", "DESCRIBE", "DELETE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"},
-    ResourceType.CLUSTER: {
-        "CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE",
-        "ALTER", "DESCRIBE",
-    },
-    ResourceType.TRANSACTIONAL_ID: {"DESCRIBE", "WRITE"},
-}  # fmt: skip
+    resource_type: {operation.name for operation in operations}
+    for resource_type, operations in SUPPORTED_OPERATIONS.items()
+}
 OPERATIONS = [op for op in AclOperation if op.name not in ("UNKNOWN", "ANY")]
 
 
@@ -147,9 +146,13 @@ def patterns(args: argparse.Namespace, *, required: bool) -> list[Pattern]:
     return found
 
 
-def entries(args: argparse.Namespace) -> list[Entry]:
-    """The entries of --allow/--deny principals and hosts times --operation."""
-    operations = list(dict.fromkeys(parse_operation(o) for o in args.operation or ["All"]))
+def entries(
+    args: argparse.Namespace, operations: Sequence[AclOperation] | None = None
+) -> list[Entry]:
+    """The entries of --allow/--deny principals and hosts times `operations` (default: those
+    of --operation)."""
+    if operations is None:
+        operations = list(dict.fromkeys(parse_operation(o) for o in args.operation or ["All"]))
     found: list[Entry] = []
     for principals, hosts, permission in (
         (args.allow_principal, args.allow_host, AclPermissionType.ALLOW),
@@ -163,6 +166,63 @@ def entries(args: argparse.Namespace) -> list[Entry]:
                 for host in dict.fromkeys(h.strip() for h in hosts or [WILDCARD]):
                     found.append(Entry(principal, host, op, permission))
     return found
+
+
+# Kafka's AclCommand conveniences: the operations each role gets per resource type.
+PRODUCER_OPERATIONS = {
+    ResourceType.TOPIC: (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.WRITE, AclOperation.DESCRIBE),
+}
+CONSUMER_OPERATIONS = {
+    ResourceType.TOPIC: (AclOperation.READ, AclOperation.DESCRIBE),
+    ResourceType.GROUP: (AclOperation.READ,),
+}
+
+
+def check_roles(args: argparse.Namespace) -> None:
+    """Kafka's checks of --producer, --consumer and --idempotent."""
+    roles = [f"--{r}" for r in ("producer", "consumer") if getattr(args, r)]
+    if roles and (args.list or args.operation or args.deny_principal or args.deny_host):
+        raise ReplogError(
+            f"{' and '.join(roles)} cannot be used with --list, --operation, --deny-principal or "
+            "--deny-host (the operations are inferred)"
+        )
+    if args.producer and not args.topic:
+        raise ReplogError("With --producer you must specify a --topic")
+    if args.idempotent and not args.producer:
+        raise ReplogError("The --idempotent option is only available if --producer is set")
+    if args.consumer and (
+        not args.topic
+        or not args.group
+        or (not args.producer and (args.cluster or args.transactional_id))
+    ):
+        raise ReplogError(
+            "With --consumer you must specify a --topic and a --group and no --cluster or "
+            "--transactional-id option should be specified."
+        )
+
+
+def resource_entries(args: argparse.Namespace) -> list[tuple[Pattern, list[Entry]]]:
+    """Each resource the arguments name with its entries: those of --operation, or what
+    --producer and --consumer infer (module docstring), joined per resource."""
+    if not (args.producer or args.consumer):
+        named = entries(args)
+        return [(pattern, named) for pattern in patterns(args, required=True)]
+    resources = patterns(args, required=True)
+    if args.idempotent and not args.cluster and args.resource_pattern_type == "literal":
+        resources.append(Pattern(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL))
+    found: dict[Pattern, list[Entry]] = {}
+    for role, table in (("producer", PRODUCER_OPERATIONS), ("consumer", CONSUMER_OPERATIONS)):
+        if not getattr(args, role):
+            continue
+        for pattern in resources:
+            operations = table.get(pattern.resource_type, ())
+            if pattern.resource_type == ResourceType.CLUSTER and role == "producer":
+                operations = (AclOperation.IDEMPOTENT_WRITE,) if args.idempotent else ()
+            if operations:
+                named = found.setdefault(pattern, [])
+                named += [e for e in entries(args, operations) if e not in named]
+    return list(found.items())
 
 
 def check_operations(pattern: Pattern, named: Iterable[Entry]) -> None:
@@ -261,16 +321,15 @@ def run_add(args: argparse.Namespace) -> int:
             f"A '--resource-pattern-type' value of '{args.resource_pattern_type.upper()}' is "
             "not valid when adding acls."
         )
-    named = entries(args)
-    if not named:
+    if not (args.allow_principal or args.deny_principal):
         raise ReplogError(
             "You must specify one of: --allow-principal, --deny-principal when trying to add ACLs."
         )
-    resources = patterns(args, required=True)
-    for pattern in resources:
+    resources = resource_entries(args)
+    for pattern, named in resources:
         check_operations(pattern, named)
     with connect(args) as client:
-        for pattern in resources:
+        for pattern, named in resources:
             print(block("Adding ACLs for resource", pattern, named))
             results = client.create_acls(
                 [
@@ -293,12 +352,11 @@ def run_add(args: argparse.Namespace) -> int:
 def run_remove(args: argparse.Namespace) -> int:
     from replog.kafka.messages.delete_acls_request import DeleteAclsFilter
 
-    named = entries(args)
-    resources = patterns(args, required=True)
-    for pattern in resources:
+    resources = resource_entries(args)
+    for pattern, named in resources:
         check_operations(pattern, named)
     with connect(args) as client:
-        for pattern in resources:
+        for pattern, named in resources:
             filter_text = pattern.text("ResourcePatternFilter")
             if named:
                 question = (
@@ -373,6 +431,7 @@ def run(args: argparse.Namespace) -> int:
         raise ReplogError("Command must include exactly one action: --list, --add, --remove.")
     if args.principal and not args.list:
         raise ReplogError("The --principal option is only available if --list is set")
+    check_roles(args)
     if args.list and (
         args.allow_principal or args.deny_principal or args.allow_host or args.deny_host
     ):
@@ -427,6 +486,22 @@ def register(commands: Any) -> None:
         )
     parser.add_argument(
         "--principal", action="append", metavar="TYPE:NAME", help="with --list: only its ACLs"
+    )
+    parser.add_argument(
+        "--producer",
+        action="store_true",
+        help="the producer role: Write, Describe and Create on each --topic (Write and Describe "
+        "on each --transactional-id)",
+    )
+    parser.add_argument(
+        "--idempotent",
+        action="store_true",
+        help="with --producer: IdempotentWrite on the cluster too",
+    )
+    parser.add_argument(
+        "--consumer",
+        action="store_true",
+        help="the consumer role: Read and Describe on each --topic, Read on each --group",
     )
     parser.add_argument("--force", action="store_true", help="remove without asking")
     add_connection_arguments(parser)

@@ -35,9 +35,8 @@ from replog.cli.local_cluster import (
     DEFAULT_NODE_COUNT,
     KAFKA_CONTROLLER_LISTENER,
     KAFKA_LISTENERS,
-    SECURITY_NOT_BUILT,
     SECURITY_PLAINTEXT,
-    SECURITY_SSL,
+    SECURITY_SASL_SSL,
     LocalCluster,
     LocalNode,
     accepts_connections,
@@ -321,8 +320,6 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
     `start --fresh` leaves the old cluster as it was."""
     directory = os.path.realpath(args.data_dir)
     security = getattr(args, "security", None)
-    if security in SECURITY_NOT_BUILT:
-        raise ReplogError(f"--security {security}: {SECURITY_NOT_BUILT[security]}")
     overrides = _parse_overrides(args.override)
     kafka_base_port: int | None = getattr(args, "kafka_base_port", None)
     existing = LocalCluster.load(directory) if LocalCluster.exists(directory) else None
@@ -355,6 +352,7 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
                 "--kafka-base-port)"
             ) from None
         raise
+    admin_password, node_overrides = _sasl_admin(cluster, overrides)
     replaced = set() if existing is None else {node.directory for node in existing.nodes}
     for node in cluster.nodes:
         if os.path.exists(node.directory) and node.directory not in replaced:
@@ -364,7 +362,7 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
             )
         # A bad override fails here, before anything is written or started: the node's
         # settings, and a broker's data plane settings, which the node reads at start-up too.
-        config = NodeConfig.from_properties(cluster.node_properties(node, overrides))
+        config = NodeConfig.from_properties(cluster.node_properties(node, node_overrides))
         if config.runs_broker:
             data_plane_config_from_node(config)
     check_ports_free(cluster.nodes)
@@ -374,17 +372,35 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
         print(f"replog cluster: warning: --override {message}", file=sys.stderr, flush=True)
     if existing is not None:  # --fresh, and every check passed: only now is the old one deleted
         _delete(existing)
-    cluster.write(overrides)
-    _write_security_files(cluster)
+    cluster.write(node_overrides)
+    _write_security_files(cluster, admin_password)
     return cluster
 
 
-def _write_security_files(cluster: LocalCluster) -> None:
-    """An ssl cluster's certificates (made once, then reused: `local_certificates`) and its
-    client.properties (written at every start: it names the cluster's current ports)."""
-    if cluster.security != SECURITY_SSL:
+def _sasl_admin(
+    cluster: LocalCluster, overrides: Mapping[str, str]
+) -> tuple[str | None, dict[str, str]]:
+    """A new sasl_ssl cluster's administrator password (None for another cluster) and the
+    nodes' settings: `overrides` after the bootstrap credential it needs (`cluster_sasl`)."""
+    if cluster.security != SECURITY_SASL_SSL:
+        return None, dict(overrides)
+    from replog.cli.cluster_sasl import bootstrap_credential_properties, new_admin_password
+
+    password = new_admin_password()
+    return password, {**bootstrap_credential_properties(password), **overrides}
+
+
+def _write_security_files(cluster: LocalCluster, admin_password: str | None = None) -> None:
+    """An ssl or sasl_ssl cluster's certificates (made once, then reused:
+    `local_certificates`), a new sasl_ssl cluster's administrator password, and its
+    client.properties (written at every start: they name the cluster's current ports)."""
+    if cluster.security == SECURITY_PLAINTEXT:
         return
-    # Imported here: only an ssl cluster's start loads `cryptography`.
+    if admin_password is not None:
+        from replog.cli.cluster_sasl import write_admin_password
+
+        write_admin_password(cluster.directory, admin_password)
+    # Imported here: only a TLS cluster's start loads `cryptography`.
     from replog.cli.local_certificates import ensure_certificates
 
     hosts = {node.node_id: _certificate_hosts(node.listeners.values()) for node in cluster.nodes}

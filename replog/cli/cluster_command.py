@@ -1,7 +1,7 @@
 """`replog cluster start|status|stop|kill|restart`: a local multi-process cluster in one directory.
 
 - `start [--nodes N] [--data-dir DIR] [--base-port P] [--kafka-base-port K] [--fresh]
-  [--override KEY=VALUE] [--security plaintext|ssl]`:
+  [--override KEY=VALUE] [--security plaintext|ssl|sasl_ssl]`:
   writes each node's `server.properties` and `DIR/cluster.json` (the nodes, their roles and
   listeners; docs/operations.md describes these files), starts
   one `replog node` process per node in the background (its own process group in this
@@ -27,13 +27,19 @@
   (bootstrap.servers, security.protocol=SSL and librdkafka's ssl.ca.location,
   ssl.certificate.location, ssl.key.location), which every `replog` command takes as
   `--command-config`, and confluent-kafka and `kcat -F` read as it is; it ends naming that
-  file. `--security sasl_ssl` is refused:
-  a local cluster with SASL listeners is not built yet.
+  file; beside it `DIR/client-java.properties`, the same in the names of Kafka's Java tools
+  (PEM truststore and keystore). With `--security sasl_ssl` the listeners are `SASL_SSL://`
+  (TLS without client certificates, then SCRAM-SHA-512), the authorizer is on with
+  `allow.everyone.if.no.acl.found=false`, and the administrator `admin`, a super user, signs
+  in with a password made by the start of a new cluster, kept in `DIR/admin.password` and in
+  the two client files (each readable by its owner only), printed nowhere
+  (docs/security.md, "TLS and the local cluster"); the links between the nodes are mutual TLS
+  as under ssl, the controllers' Kafka listeners stay PLAINTEXT.
 - `status [--json]`: first the clients' `bootstrap.servers` line (the Kafka listeners; `--json`
-  key "bootstrap_servers", null when no broker serves one), for an ssl cluster the
-  client.properties to pass as `--command-config` (`--json` keys "security" and
-  "client_config", null for a plaintext cluster); then per node: id, roles, pid, its
-  Kafka listener's address (KAFKA, key `kafka`; `-`/null when it serves none), its
+  key "bootstrap_servers", null when no broker serves one), for an ssl or sasl_ssl cluster the
+  client.properties to pass as `--command-config` (`--json` keys "security",
+  "client_config" and "java_client_config", null for a plaintext cluster); then per node: id,
+  roles, pid, its Kafka listener's address (KAFKA, key `kafka`; `-`/null when it serves none), its
   controller's Kafka listener, for `--bootstrap-controller` (KAFKA CONTROLLER, key
   "kafka_controller"), its internal gRPC listener (INTERNAL (gRPC), key `listener`), alive (the
   process exists and is not a zombie), whether it answers (its metrics endpoint gives its Raft
@@ -147,11 +153,13 @@ def register(commands: Any) -> None:
     start.add_argument(
         "--security",
         choices=SECURITY_CHOICES,
-        help="how the listeners are secured: plaintext (the default for a new cluster), or "
-        "ssl: mutual TLS on every listener, the links between the nodes included, with "
-        "certificates made for the cluster in DIR/tls and DIR/client.properties for clients "
-        "(sasl_ssl, a cluster with SASL listeners, is not built yet); a stopped cluster keeps "
-        "its own",
+        help="how the listeners are secured: plaintext (the default for a new cluster); ssl: "
+        "mutual TLS on every listener, the links between the nodes included, with certificates "
+        "made for the cluster in DIR/tls and DIR/client.properties for clients; sasl_ssl: the "
+        "brokers' listeners TLS, then SCRAM-SHA-512 with ACLs, an administrator (admin, a super "
+        "user) whose password is in DIR/admin.password and DIR/client.properties, the links "
+        "between the nodes mutual TLS; both write DIR/client-java.properties for Kafka's Java "
+        "tools; a stopped cluster keeps its own",
     )
     start.add_argument(
         "--roles",

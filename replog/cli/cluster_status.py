@@ -18,8 +18,9 @@ Nodes are asked in parallel, each bounded by `PROBE_TIMEOUT_S`.
 
 What it shows clients first: one `bootstrap.servers` line, the brokers' Kafka listeners
 (`--json`: `bootstrap_servers`, null when none serves one); for a cluster started with
-`--security ssl`, the client.properties its clients pass as `--command-config` (`--json`:
-`security`, and `client_config`, null for a plaintext cluster). The gRPC listener is the nodes'
+`--security ssl` or `sasl_ssl`, the client.properties its clients pass as `--command-config`
+(`--json`: `security`, and `client_config` and `java_client_config`, the file for Kafka's Java
+tools, null for a plaintext cluster). The gRPC listener is the nodes'
 own, shown as INTERNAL (gRPC) (`--json`: `listener`, as it always was).
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 import threading
@@ -34,7 +36,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from replog.cli.local_cluster import LocalCluster, LocalNode, accepts_connections
+from replog.cli.local_cluster import (
+    JAVA_CLIENT_PROPERTIES,
+    LocalCluster,
+    LocalNode,
+    accepts_connections,
+)
 from replog.cli.node_processes import is_running, read_pid
 from replog.cli.table import print_table
 from replog.errors import ReplogError
@@ -193,6 +200,7 @@ def _status(cluster: LocalCluster, args: argparse.Namespace) -> int:
             "bootstrap_servers": bootstrap,
             "security": cluster.security,
             "client_config": cluster.client_config_path,
+            "java_client_config": cluster.java_client_config_path,
             "nodes": rows,
         }
         print(json.dumps(document, indent=2))
@@ -237,10 +245,11 @@ def _status(cluster: LocalCluster, args: argparse.Namespace) -> int:
 
 
 def client_config_line(path: str) -> str:
-    """What `start` and `status` say of an ssl cluster's client.properties."""
+    """What `start` and `status` say of an ssl or sasl_ssl cluster's client.properties."""
+    java = os.path.join(os.path.dirname(path), JAVA_CLIENT_PROPERTIES)
     return (
-        f"client config (TLS): {path}; pass --command-config {path} to replog commands "
-        "(confluent-kafka and kcat -F read it as it is)"
+        f"client config: {path}; pass --command-config {path} to replog commands "
+        f"(confluent-kafka and kcat -F read it as it is; Kafka's Java tools: {java})"
     )
 
 

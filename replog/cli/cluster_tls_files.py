@@ -6,6 +6,8 @@ the nodes' settings and in client.properties.
     ca.key                 the CA's key (signs the others; kept to sign a new node's)
     node-<id>.pem          a node's keystore: its key, its certificate, the CA's certificate
     client.crt client.key  the certificate clients present (mutual TLS) and its key
+    client-keystore.pem    the same key and certificate with the CA's, one PEM keystore for
+                           Kafka's Java clients (`java_client_properties`)
 
 A node's certificate is its server certificate on every listener and its client certificate on
 the links to the other nodes; its subject is `CN=replog-node-<id>,O=replog local cluster`, whose
@@ -19,17 +21,18 @@ import os
 from dataclasses import dataclass
 
 TLS_DIR = "tls"
-ORGANIZATION = "replog local cluster"
-NODE_NAME_PREFIX = "replog-node-"
+ORGANIZATION = "replog local cluster"  # every certificate's O
+CLIENT_NAME = "replog-client"  # the client certificate's CN
 
 
 def node_common_name(node_id: int) -> str:
-    return f"{NODE_NAME_PREFIX}{node_id}"
+    """The CN of node `node_id`'s certificate."""
+    return f"replog-node-{node_id}"
 
 
 def node_principal(node_id: int) -> str:
-    """The principal of node `node_id`'s certificate by Kafka's DEFAULT mapping (its subject
-    as RFC 2253 prints it)."""
+    """Node `node_id`'s principal by its certificate under Kafka's DEFAULT mapping rule: its
+    subject as Java prints it (RFC 2253: the last attribute first)."""
     return f"User:CN={node_common_name(node_id)},O={ORGANIZATION}"
 
 
@@ -61,3 +64,7 @@ class ClusterTlsFiles:
     @property
     def client_key(self) -> str:
         return os.path.join(self.directory, "client.key")
+
+    @property
+    def client_keystore(self) -> str:
+        return os.path.join(self.directory, "client-keystore.pem")

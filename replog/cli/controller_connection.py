@@ -131,7 +131,7 @@ def _local_bootstrap(
     if not secured and cluster.client_config_path is not None:
         raise ReplogError(
             f"the local cluster in {cluster.directory} takes TLS clients only (started with "
-            f"--security ssl): pass --command-config {cluster.client_config_path}"
+            f"--security {cluster.security}): pass --command-config {cluster.client_config_path}"
         )
     addresses = [n.kafka_address for n in cluster.nodes if n.kafka_address]
     of_controllers = not addresses and controllers

@@ -27,13 +27,17 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from replog.cli.cluster_tls_files import ORGANIZATION, ClusterTlsFiles, node_common_name
+from replog.cli.cluster_tls_files import (
+    CLIENT_NAME,
+    ORGANIZATION,
+    ClusterTlsFiles,
+    node_common_name,
+)
 from replog.errors import ReplogError
 
 CA_DAYS = 3650
 LEAF_DAYS = 825  # what browsers and most verifiers accept for a leaf
 RENEW_WITHIN = datetime.timedelta(days=7)
-CLIENT_NAME = "replog-client"
 
 
 def ensure_certificates(

@@ -44,6 +44,11 @@ Rules:
   (`rewrite_pending`), never left with some nodes on the old ports and some on the new.
   Rewriting sets the same keys to the same values, so doing it again is harmless; a start
   without a pending move leaves the files as they are (hand edits included).
+- A cluster started with `--security ssl` or `sasl_ssl` says so in `cluster.json`
+  (`"security"`, absent for plaintext): its brokers' Kafka listener is named `SSL` or
+  `SASL_SSL` instead of `PLAINTEXT` (and mapped to that protocol), its nodes take the TLS
+  settings of `cluster_tls_files` (and under sasl_ssl those of `cluster_sasl`), and every start
+  writes `client.properties` and `client-java.properties` beside `cluster.json`.
 - A new cluster gets a fresh cluster id (Kafka's form: a random UUID in unpadded url-safe
   base64, 22 characters), written to `cluster.json` and as `cluster.id` to every node's
   server.properties. A `cluster.json` written before cluster ids existed has none.
@@ -89,15 +94,19 @@ CLUSTER_FILE = "cluster.json"
 CONTROLLER_LISTENER = "CONTROLLER"
 KAFKA_LISTENER = "PLAINTEXT"  # the listener name Kafka's clients and docs expect
 SSL_LISTENER = "SSL"  # a broker's Kafka listener in a cluster started with --security ssl
-KAFKA_LISTENERS = (KAFKA_LISTENER, SSL_LISTENER)
-# What `cluster start --security` takes; what is not built yet is refused naming it.
-SECURITY_PLAINTEXT, SECURITY_SSL = "plaintext", "ssl"
-SECURITY_CHOICES = (SECURITY_PLAINTEXT, SECURITY_SSL, "sasl_ssl")
-SECURITY_NOT_BUILT = {
-    "sasl_ssl": "a local cluster with SASL listeners is not built yet: use --security ssl "
-    "(mutual TLS), or a node's own properties (docs/security.md)"
+SASL_SSL_LISTENER = "SASL_SSL"  # ... with --security sasl_ssl
+KAFKA_LISTENERS = (KAFKA_LISTENER, SSL_LISTENER, SASL_SSL_LISTENER)
+# What `cluster start --security` takes, and the brokers' Kafka listener of each.
+SECURITY_PLAINTEXT, SECURITY_SSL, SECURITY_SASL_SSL = "plaintext", "ssl", "sasl_ssl"
+BROKER_LISTENERS = {
+    SECURITY_PLAINTEXT: KAFKA_LISTENER,
+    SECURITY_SSL: SSL_LISTENER,
+    SECURITY_SASL_SSL: SASL_SSL_LISTENER,
 }
+SECURITY_CHOICES = tuple(BROKER_LISTENERS)
 CLIENT_PROPERTIES = "client.properties"
+# The same for Kafka's Java clients and tools (`java_client_properties`).
+JAVA_CLIENT_PROPERTIES = "client-java.properties"
 # A controller's Kafka-protocol listener (`--bootstrap-controller`), named in
 # `controller.listener.names` after the gRPC one.
 KAFKA_CONTROLLER_LISTENER = "CONTROLLER_KAFKA"
@@ -197,14 +206,15 @@ class LocalCluster:
         security: str = SECURITY_PLAINTEXT,
     ) -> LocalCluster:
         """The layout of a new cluster (nothing is written); with `kafka_base_port`, a Kafka
-        listener on every broker (module docstring), SSL with `security` ssl."""
+        listener on every broker (module docstring), SSL with `security` ssl, SASL_SSL with
+        sasl_ssl."""
         directory = os.path.realpath(directory)
-        if security == SECURITY_SSL and (kafka_base_port is None or "broker" not in roles):
+        if security != SECURITY_PLAINTEXT and (kafka_base_port is None or "broker" not in roles):
             raise ReplogError(
-                "--security ssl secures the brokers' Kafka listeners: a cluster without "
+                f"--security {security} secures the brokers' Kafka listeners: a cluster without "
                 "brokers serving Kafka's protocol has none"
             )
-        broker_listener = SSL_LISTENER if security == SECURITY_SSL else KAFKA_LISTENER
+        broker_listener = BROKER_LISTENERS[security]
         if node_count < 1:
             raise ReplogError(f"--nodes {node_count}: a cluster needs at least one node")
         if not 1 <= base_port <= 65536 - node_count - METRICS_PORT_OFFSET:
@@ -276,7 +286,7 @@ class LocalCluster:
             raise ReplogError(f"{path}: lists no nodes")
         cluster_id = document.get("cluster_id")
         security = document.get("security", SECURITY_PLAINTEXT)
-        if security not in (SECURITY_PLAINTEXT, SECURITY_SSL):
+        if security not in BROKER_LISTENERS:
             raise ReplogError(f"{path}: unknown security {security!r}")
         return cls(
             directory,
@@ -305,9 +315,16 @@ class LocalCluster:
     def client_config_path(self) -> str | None:
         """The client.properties clients of this cluster need (None: a plaintext cluster's
         need none)."""
-        if self.security != SECURITY_SSL:
+        if self.security == SECURITY_PLAINTEXT:
             return None
         return os.path.join(self.directory, CLIENT_PROPERTIES)
+
+    @property
+    def java_client_config_path(self) -> str | None:
+        """The properties file Kafka's Java clients and tools take (None: plaintext)."""
+        if self.security == SECURITY_PLAINTEXT:
+            return None
+        return os.path.join(self.directory, JAVA_CLIENT_PROPERTIES)
 
     def controller_addresses(self) -> dict[int, str]:
         """host:port of every controller, by node id."""
@@ -346,12 +363,21 @@ class LocalCluster:
             properties["listener.security.protocol.map"] = ",".join(
                 f"{name}:{SSL_LISTENER}" for name in node.listeners
             )
+        elif self.security == SECURITY_SASL_SSL:
+            # The brokers' Kafka listeners SASL_SSL, the internal one mutual TLS between the
+            # nodes; the controllers' Kafka listener stays plaintext (SASL is not served there).
+            protocols = {CONTROLLER_LISTENER: SSL_LISTENER, SASL_SSL_LISTENER: SASL_SSL_LISTENER}
+            properties["listener.security.protocol.map"] = ",".join(
+                f"{name}:{protocols.get(name, KAFKA_LISTENER)}" for name in node.listeners
+            )
         elif node.kafka_address is not None or node.kafka_controller_address is not None:
             properties["listener.security.protocol.map"] = ",".join(
                 f"{name}:{KAFKA_LISTENER}" for name in node.listeners
             )
         if self.security == SECURITY_SSL:
             properties.update(self._tls_properties(node))
+        elif self.security == SECURITY_SASL_SSL:
+            properties.update(self._sasl_ssl_properties(node))
         if self.cluster_id is not None:
             properties["cluster.id"] = self.cluster_id
         # Imported here: the client tools read cluster.json without the server's settings.
@@ -386,11 +412,11 @@ class LocalCluster:
     @contextlib.contextmanager
     def internal_tls(self) -> Iterator[None]:
         """Within it, this process dials the cluster's internal gRPC listeners as its nodes
-        do (an ssl cluster's are mutual TLS, open to the nodes' certificates only): `cluster
+        do (an ssl or sasl_ssl cluster's are mutual TLS, open to the nodes' certificates only): `cluster
         start`, `status` and `restart` present the first node's certificate, whose files they
         hold. What was installed before is put back after (a test runs these commands in its
         own process)."""
-        if self.security != SECURITY_SSL:
+        if self.security not in (SECURITY_SSL, SECURITY_SASL_SSL):
             yield
             return
         # Imported here: only an ssl cluster's commands load the TLS of the internal links.
@@ -411,10 +437,22 @@ class LocalCluster:
         with link_security.installed_while(security):
             yield
 
+    def _sasl_ssl_properties(self, node: LocalNode) -> dict[str, str]:
+        """A node's TLS, SASL and authorizer settings in a sasl_ssl cluster (`cluster_sasl`)."""
+        from replog.cli.cluster_sasl import sasl_ssl_node_properties
+
+        node_ids = [n.node_id for n in self.nodes]
+        return sasl_ssl_node_properties(self.tls_files, node.node_id, node_ids)
+
     def client_properties(self) -> dict[str, str]:
-        """What an ssl cluster's client.properties holds: librdkafka's keys, which
+        """What an ssl or sasl_ssl cluster's client.properties holds: librdkafka's keys, which
         confluent-kafka, `kcat -F` and replog's `--command-config` read as they are."""
         files = self.tls_files
+        if self.security == SECURITY_SASL_SSL:
+            from replog.cli.cluster_sasl import sasl_ssl_client_properties
+
+            bootstrap = {"bootstrap.servers": self.bootstrap_servers() or ""}
+            return bootstrap | sasl_ssl_client_properties(files, self.directory)
         return {
             "bootstrap.servers": self.bootstrap_servers() or "",
             "security.protocol": "SSL",
@@ -424,19 +462,40 @@ class LocalCluster:
         }
 
     def write_client_properties(self) -> None:
-        """Write `client_properties` to `client_config_path` (an ssl cluster only); done at
-        every start, so a cluster moved to other ports names its new ones."""
-        path = self.client_config_path
-        if path is not None:
-            text = render_properties(
-                self.client_properties(),
-                header=(
-                    f"Clients of the replog cluster in {self.directory}, written by `replog "
-                    "cluster start`:\n`replog ... --command-config` with this file; "
-                    "confluent-kafka and `kcat -F` read it as it is."
-                ),
-            )
+        """Write `client_properties` to `client_config_path` and `java_client_properties` to
+        `java_client_config_path` (not for a plaintext cluster); done at every start, so a
+        cluster moved to other ports names its new ones. A sasl_ssl cluster's hold the
+        administrator's password: their owner's only."""
+        path, java_path = self.client_config_path, self.java_client_config_path
+        if path is None or java_path is None:
+            return
+        from replog.cli.cluster_sasl import write_private
+        from replog.cli.java_client_properties import client_keystore_pem, java_client_properties
+
+        properties = self.client_properties()
+        text = render_properties(
+            properties,
+            header=(
+                f"Clients of the replog cluster in {self.directory}, written by `replog "
+                "cluster start`:\n`replog ... --command-config` with this file; "
+                "confluent-kafka and `kcat -F` read it as it is."
+            ),
+        )
+        java_text = render_properties(
+            java_client_properties(properties, self.tls_files),
+            header=(
+                f"Kafka's Java clients and tools for the replog cluster in {self.directory}, "
+                "written by `replog cluster start`:\nkafka-topics.sh, kafka-acls.sh, "
+                "kafka-console-producer.sh, ... --command-config with this file."
+            ),
+        )
+        if self.security == SECURITY_SASL_SSL:
+            write_private(path, text)
+            write_private(java_path, java_text)
+        else:
+            write_private(self.tls_files.client_keystore, client_keystore_pem(self.tls_files))
             _write_atomically(path, text)
+            _write_atomically(java_path, java_text)
 
     def address_properties(self, node: LocalNode) -> dict[str, str]:
         """The keys of `node`'s server.properties that name this cluster's ports: the quorum's

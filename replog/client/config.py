@@ -25,7 +25,8 @@ Rules:
 - `security.protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL) and the TLS settings, by
   Kafka's and librdkafka's names, are every kind's (`security_settings`). Under SASL_PLAINTEXT and
   SASL_SSL, `sasl.mechanism` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with `sasl.username` and
-  `sasl.password`: every connection authenticates, after TLS under SASL_SSL
+  `sasl.password` (librdkafka's `sasl.mechanisms` is the same key, `ALIASES`; giving both
+  is an error): every connection authenticates, after TLS under SASL_SSL
   (`replog.wire.sasl_authentication`); the password is in no repr.
 - Every rejected input is a `ConfigError` whose message names the key, the value and what is
   accepted (a range, a list of values); an unknown key also names the closest known one, and a
@@ -99,6 +100,9 @@ _UNSUPPORTED = {
     "interceptor.classes": "interceptors are not supported",
     **UNSUPPORTED_TLS_KEYS,
 }
+# Other clients' spellings of a setting, by attribute: one key with it (setting both is an
+# error, as for the two spellings of any key).
+ALIASES = {"sasl_mechanisms": "sasl_mechanism"}
 # Whole families of them (`sasl.username`, Java's `ssl.keystore.password`, ...): every key
 # under these prefixes that is no setting.
 _UNSUPPORTED_FAMILIES = {
@@ -480,6 +484,7 @@ def _collect(
         if not isinstance(key, str):
             raise ConfigError(f"config names must be strings, not {key!r}")
         attribute = key.strip().replace(".", "_")
+        attribute = ALIASES.get(attribute, attribute)
         if attribute not in parsers:
             raise _unknown(cls, key)
         if attribute in spelled:
@@ -614,8 +619,11 @@ CONFIG_KINDS: dict[str, type[_CommonConfig]] = {kind: cls for cls, kind in _KIND
 
 
 def config_names(kind: str) -> frozenset[str]:
-    """The dotted names of the settings of client `kind` ("producer", "consumer", "admin")."""
-    return frozenset(_dotted(name) for name in _parsers(CONFIG_KINDS[kind]))
+    """The dotted names of the settings of client `kind` ("producer", "consumer", "admin"),
+    other clients' spellings of them included (`ALIASES`)."""
+    parsers = _parsers(CONFIG_KINDS[kind])
+    aliases = [alias for alias, name in ALIASES.items() if name in parsers]
+    return frozenset(_dotted(name) for name in [*parsers, *aliases])
 
 
 def security_sasl(properties: Mapping[str, object]) -> SaslCredentials | None:
@@ -633,6 +641,7 @@ def check_client_properties(properties: Mapping[str, object], source: str) -> No
         known.update(_parsers(cls))
     for key, raw in properties.items():
         attribute = key.strip().replace(".", "_")
+        attribute = ALIASES.get(attribute, attribute)
         if attribute not in known:
             dotted = _dotted(attribute)
             names = sorted(map(_dotted, known))

@@ -44,7 +44,8 @@ PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
 # The security protocols whose connections are TLS (SASL_SSL: SASL inside TLS).
 TLS_PROTOCOLS = frozenset({SSL, SASL_SSL})
 # The SASL settings (config._CommonConfig's; checked by `wire.sasl_authentication`).
-SASL_KEYS = frozenset({"sasl.mechanism", "sasl.username", "sasl.password"})
+# `sasl.mechanisms` is librdkafka's spelling of `sasl.mechanism` (`config.ALIASES`).
+SASL_KEYS = frozenset({"sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password"})
 PEM = "PEM"
 HOSTNAME_CHECK = "https"
 CA_PROBE = "probe"  # librdkafka's ssl.ca.location value for the system's trusted CAs

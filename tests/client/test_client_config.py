@@ -17,8 +17,11 @@ from replog.client.config import (
     ConsumerConfig,
     ProducerConfig,
     admin_config,
+    check_client_properties,
+    config_names,
     consumer_config,
     producer_config,
+    security_sasl,
 )
 from replog.client.security_settings import SSL_FAMILY_REASON, client_tls
 from replog.errors import ConfigError
@@ -317,7 +320,26 @@ def test_unsupported_kafka_keys_say_why() -> None:
     assert "ssl.key.password decrypts" in error_of(consumer_config, ssl_keystore_password="x")
     assert consumer_config(ssl_ca_location="/ca.pem").ssl_ca_location == "/ca.pem"
     # A near miss of a SASL setting is a typo of it, not the unsupported family.
-    assert "did you mean 'sasl.mechanism'?" in error_of(producer_config, {"sasl.mechanisms": "x"})
+    assert "did you mean 'sasl.mechanism'?" in error_of(producer_config, {"sasl.mechansim": "x"})
+
+
+def test_librdkafkas_sasl_mechanisms_is_sasl_mechanism() -> None:
+    login = {"security.protocol": "SASL_SSL", "sasl.username": "alice", "sasl.password": "pw"}
+    for kind in (producer_config, consumer_config, admin_config):
+        built = kind({**login, "sasl.mechanisms": "SCRAM-SHA-256"})
+        assert built.sasl is not None and built.sasl.mechanism == "SCRAM-SHA-256"
+        assert "sasl.mechanism" in built.user_keys
+    both = {**login, "sasl.mechanism": "PLAIN", "sasl.mechanisms": "PLAIN"}
+    assert "sasl.mechanisms: set twice (also as 'sasl.mechanism')" in error_of(
+        producer_config, both
+    )
+    assert "sasl.mechanism='GSSAPI'" in error_of(
+        admin_config, {**login, "sasl.mechanisms": "GSSAPI"}
+    )
+    check_client_properties({**login, "sasl.mechanisms": "PLAIN"}, source="f")
+    assert security_sasl({**login, "sasl.mechanisms": "PLAIN"}) is not None
+    for kind in ("producer", "consumer", "admin"):
+        assert "sasl.mechanisms" in config_names(kind)
 
 
 def test_sasl_settings_are_checked_and_the_password_kept_out_of_the_repr() -> None:

@@ -10,16 +10,21 @@ a second start reuses the certificates. (Inside the cluster: test_cluster_intern
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import confluent_kafka
 import pyarrow as pa
 import pytest
-from cluster_helpers import LoopbackCluster, replog, replog_in_process, wait_for
-from confluent_kafka.admin import AdminClient
+from cluster_helpers import LoopbackCluster, replog, wait_for
+from secured_cluster import (
+    cli,
+    client_properties,
+    confluent_kafka_and_kcat_round_trip,
+    secured_cluster,
+    settings,
+    status_names_its_files,
+)
 
 from replog import Admin, Consumer, NewTopic, Producer, TopicPartition, aio
 from replog.config import parse_properties
@@ -27,45 +32,25 @@ from replog.errors import SecurityProtocolMismatchError, SslAuthenticationError
 from replog.spark import range_reader
 from replog.spark.options import Mode, parse_options
 from replog.spark.planning import OffsetRange
-from tests.kafka.client_tools import kcat
 from tests.local_ports import KAFKA_CONTROLLER_PORT_OFFSET, KAFKA_PORT_OFFSET, free_base_port
 from tests.tls_certificates import Pki
 
 
 @pytest.fixture(scope="module")
 def ssl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackCluster]:
-    cluster = LoopbackCluster(
-        tmp_path_factory.mktemp("ssl") / "cluster", free_base_port(1), node_count=1
-    )
-    try:
-        started = cluster.start("--security", "ssl")
-        assert "--command-config" in started.stdout, started.stdout
+    with secured_cluster(tmp_path_factory.mktemp("ssl"), "ssl") as (cluster, _):
         yield cluster
-    finally:
-        cluster.kill_everything()
-
-
-def client_properties(cluster: LoopbackCluster) -> Path:
-    return cluster.data_dir / "client.properties"
-
-
-def settings(cluster: LoopbackCluster, **more: object) -> dict[str, object]:
-    text = client_properties(cluster).read_text()
-    return {**parse_properties(text, source="client.properties"), **more}
-
-
-def cli(cluster: LoopbackCluster, *args: str, stdin: str | None = None) -> str:
-    result = replog(*args, "--command-config", str(client_properties(cluster)), stdin=stdin)
-    assert result.returncode == 0, f"replog {' '.join(args)}: {result.stderr}"
-    return result.stdout
 
 
 def test_status_names_the_client_config(ssl_cluster: LoopbackCluster) -> None:
-    status = json.loads(ssl_cluster.ask("status", "--json").stdout)
-    assert status["security"] == "ssl"
-    assert status["client_config"] == str(client_properties(ssl_cluster))
+    java = status_names_its_files(ssl_cluster, "ssl")
+    java_settings = parse_properties(java.read_text(), source=str(java))
+    keystore = ssl_cluster.data_dir / "tls" / "client-keystore.pem"
+    assert java_settings["ssl.keystore.type"] == "PEM"
+    assert java_settings["ssl.keystore.location"] == str(keystore)
+    assert keystore.read_text().count("-----BEGIN CERTIFICATE-----") == 2  # client's and CA's
+    assert os.stat(keystore).st_mode & 0o077 == 0
     kafka = f"127.0.0.1:{ssl_cluster.base_port + KAFKA_PORT_OFFSET}"
-    assert status["bootstrap_servers"] == kafka
     text = ssl_cluster.ask("status").stdout
     assert f"--command-config {client_properties(ssl_cluster)}" in text
     written = settings(ssl_cluster)
@@ -188,19 +173,7 @@ def test_the_spark_source_reads_over_tls(ssl_cluster: LoopbackCluster) -> None:
 
 
 def test_confluent_kafka_and_kcat_read_the_client_properties(ssl_cluster: LoopbackCluster) -> None:
-    config = settings(ssl_cluster)
-    admin = AdminClient(config)  # kept: a destroyed handle fails its futures
-    admin.create_topics([confluent_kafka.admin.NewTopic("audit", 1, 1)])["audit"].result(30)
-    producer = confluent_kafka.Producer(config)
-    producer.produce("audit", b"seen", key=b"k")
-    assert producer.flush(30) == 0
-    listed = kcat().run("-F", str(client_properties(ssl_cluster)), "-L")
-    assert "1 brokers:" in listed and 'topic "audit"' in listed, listed
-    read = kcat().run(
-        "-F", str(client_properties(ssl_cluster)), "-C", "-t", "audit", "-o", "beginning",
-        "-e", "-f", "%k:%s\n",
-    )  # fmt: skip
-    assert read.split() == ["k:seen"]
+    confluent_kafka_and_kcat_round_trip(ssl_cluster)
 
 
 def list_topics(config: dict[str, object]) -> list[str]:
@@ -226,14 +199,6 @@ def test_bad_certificates_and_the_wrong_protocol_are_refused_by_name(
     controller = f"127.0.0.1:{ssl_cluster.base_port + KAFKA_CONTROLLER_PORT_OFFSET}"
     with pytest.raises(SecurityProtocolMismatchError, match=r"set security\.protocol=SSL"):
         list_topics({"bootstrap.servers": controller})
-
-
-def test_sasl_ssl_is_refused_as_not_built(tmp_path: Path) -> None:
-    refused = replog_in_process(
-        "cluster", "start", "--security", "sasl_ssl", "--data-dir", str(tmp_path / "c")
-    )
-    assert refused.returncode == 1 and "not built yet" in refused.stderr, refused
-    assert not (tmp_path / "c").exists()
 
 
 def test_a_second_start_reuses_the_certificates(ssl_cluster: LoopbackCluster) -> None:

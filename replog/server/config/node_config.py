@@ -16,7 +16,8 @@ refused), every `controller.quorum.*` timer (`replog.quorum.raft.config`), the c
 the controller uses as static defaults (`min.insync.replicas`, `unclean.leader.election.enable`,
 every key of `config_definitions.BROKER_CONFIGS`), the snapshot schedule
 (`metadata.log.max.record.bytes.between.snapshots`, `metadata.log.max.snapshot.interval.ms`) and
-`broker.heartbeat.interval.ms`.
+`broker.heartbeat.interval.ms`; `bootstrap.scram.credentials`, the SCRAM credentials a new
+metadata log begins with (`scram_bootstrap_config`).
 
 Listener hosts, Kafka's rules (`SocketServer`, `KafkaConfig.effectiveAdvertisedBrokerListeners`,
 `ListenerInfo.withWildcardHostnamesResolved`):
@@ -98,6 +99,10 @@ from replog.server.config.sasl_config import (
     SaslListenerConfig,
     sasl_listener_config,
 )
+from replog.server.config.scram_bootstrap_config import (
+    BOOTSTRAP_SCRAM_CREDENTIALS,
+    parse_bootstrap_credentials,
+)
 from replog.server.config.tls_config import KEYSTORE_LOCATION, LISTENER_PREFIX, TlsConfig
 from replog.storage.log_config import BY_DOTTED_NAME, LogConfig
 from replog.storage.log_manager import LogManagerConfig
@@ -168,6 +173,9 @@ CONTROLLER_PROPERTIES: Mapping[str, tuple[str, Callable[[str, str], object]]] = 
     # replog's own: the transaction.version a new cluster finalizes (Kafka's
     # `kafka-storage format --feature transaction.version=N`).
     "bootstrap.transaction.version": ("bootstrap_transaction_version", _int),
+    # replog's own: the SCRAM credentials a new cluster begins with (Kafka's `kafka-storage
+    # format --add-scram`; `scram_bootstrap_config`).
+    BOOTSTRAP_SCRAM_CREDENTIALS: ("bootstrap_scram_credentials", parse_bootstrap_credentials),
 }
 
 

@@ -1,6 +1,7 @@
 """A Kafka listener's authorizer: Kafka's StandardAuthorizer (`replog.security.authorizer`) over
 the ACLs of a metadata image, asked on behalf of each request's principal (`authorized`: the
-per-API rules of `api_authorization` around a listener's handlers).
+per-API rules of `api_authorization` around a listener's handlers, and the authorized-operations
+fields of `authorized_operations_fields`, with authorization off too).
 
 Rules:
 - The ACLs are the image's: a broker's current one, or for a controller's Kafka listener an
@@ -21,6 +22,7 @@ from uuid import UUID
 
 from replog.common.acl_codes import AclOperation, PatternType, ResourceType
 from replog.kafka.api_authorization import Caller, gate
+from replog.kafka.authorized_operations_fields import operations_fill
 from replog.kafka.connection import Answer, KafkaRequest, api_name
 from replog.kafka.protocol.codec import Message
 from replog.quorum.controller.controller import QuorumController
@@ -109,19 +111,28 @@ def authorized(
     handle: Callable[[KafkaRequest, Caller | None], Answer],
 ) -> Answer:
     """`handle`'s answer to `request` under `authorizer` (None: authorization off): the entries
-    the principal may not touch answered with Kafka's errors, the rest handled."""
-    if authorizer is None:
-        return handle(request, None)
-    caller = authorizer.caller(request)
-    gated = gate(request.api_key, request.api_version, request.body, caller)
-    if gated is None:
+    the principal may not touch answered with Kafka's errors, the rest handled, and the
+    authorized-operations fields the request asks for filled (`authorized_operations_fields`)."""
+    caller = None if authorizer is None else authorizer.caller(request)
+    body = request.body
+    gated = None if caller is None else gate(request.api_key, request.api_version, body, caller)
+    fill = operations_fill(request.api_key, request.api_version, body, caller)
+    if gated is None and fill is None:
         return handle(request, caller)
-    if gated.body is None:
-        return gated.complete(None)
-    answer = handle(replace(request, body=gated.body), caller)
+
+    def complete(answer: Message | None) -> Message | None:
+        if gated is not None:
+            answer = gated.complete(answer)
+        return answer if answer is None or fill is None else fill(answer)
+
+    if gated is not None:
+        if gated.body is None:
+            return complete(None)
+        request = replace(request, body=gated.body)
+    answer = handle(request, caller)
     if answer is None or isinstance(answer, Message):
-        return gated.complete(answer)
-    return _completed_later(answer, gated.complete)
+        return complete(answer)
+    return _completed_later(answer, complete)
 
 
 async def _completed_later(

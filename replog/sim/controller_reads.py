@@ -43,9 +43,7 @@ class ReadChecker:
                 continue  # not replayed yet, or not a batch end (`check_controllers` says so)
             topics, brokers = controller.read(_describe_everything)
             self.reads_checked += 1
-            if topics != _image_topics(expected) or dict(brokers) != dict(
-                expected.cluster.brokers
-            ):
+            if topics != _image_topics(expected) or dict(brokers) != dict(expected.cluster.brokers):
                 raise InvariantViolation(
                     f"controller {node_id} answered a read at its committed offset {end - 1} "
                     "with state the committed metadata log does not hold there"

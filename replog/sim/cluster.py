@@ -14,6 +14,8 @@ Rules:
   listener), as a combined node's does; its ReplicaFetch servicer is in `fetch_services`
   while the node runs. A broker that cannot go on (a storage error, `wait_failed`) ends a
   task of its node with that error, as its process would exit.
+- Each node snapshots its metadata log and moves its log start as the run's `SnapshotShape`
+  says (`snapshot_shape`: drawn from the seed).
 - Each node reads two clocks, as a node process does: the loop's for timeouts and intervals
   (monotonic: it never goes back) and a wall clock of its own (`wall_clock`: record and file
   timestamps), which starts at `WALL_EPOCH_MS` and jumps when `wall_offset_ms` changes. The
@@ -45,6 +47,7 @@ from replog.sim.network import SimNetwork
 from replog.sim.raft_link import SimRaftLink
 from replog.sim.raft_node import simulated_raft_driver
 from replog.sim.sim_tasks import SimTasks
+from replog.sim.snapshot_shape import NO_SNAPSHOTS, SnapshotShape
 from replog.sim.virtual_loop import VirtualLoop
 from replog.storage.memory_fs import MemoryFileSystem
 
@@ -70,7 +73,7 @@ BROKER_PROPERTIES = {
 WALL_EPOCH_MS = 1_800_000_000_000
 
 
-def raft_config(node_ids: tuple[int, ...]) -> RaftConfig:
+def raft_config(node_ids: tuple[int, ...], fetch_bytes_max: int = 8 << 20) -> RaftConfig:
     return RaftConfig(
         voters=tuple(VoterAddress(i, "sim", 9000 + i) for i in node_ids),
         election_timeout_ms=300,
@@ -78,6 +81,7 @@ def raft_config(node_ids: tuple[int, ...]) -> RaftConfig:
         request_timeout_ms=200,
         retry_backoff_ms=20,
         fetch_wait_ms_max=100,
+        fetch_bytes_max=fetch_bytes_max,
     )
 
 
@@ -128,13 +132,19 @@ class SimCluster:
     """The nodes of one run (module docstring)."""
 
     def __init__(
-        self, node_ids: tuple[int, ...], loop: VirtualLoop, network: SimNetwork, rng: random.Random
+        self,
+        node_ids: tuple[int, ...],
+        loop: VirtualLoop,
+        network: SimNetwork,
+        rng: random.Random,
+        snapshots: SnapshotShape = NO_SNAPSHOTS,
     ) -> None:
         self.node_ids = node_ids
         self.loop = loop
         self.network = network
         self.rng = rng
-        self.raft_config = raft_config(node_ids)
+        self.snapshots = snapshots
+        self.raft_config = raft_config(node_ids, snapshots.fetch_bytes_max)
         self.services: dict[int, ControllerService] = {}
         self.fetch_services: dict[int, ReplicaFetchService] = {}
         self.power_losses: list[tuple[int, int]] = []  # (virtual ms, node), oldest first
@@ -195,6 +205,7 @@ class SimCluster:
             loop=loop,
             rng=random.Random(rng.getrandbits(64)),
             wall_clock=self.wall_clock(node_id),
+            snapshots=self.snapshots,
         )
         broker = simulated_broker(
             lifecycle_config(node_id, self.node_ids),

@@ -1,6 +1,7 @@
 """`simulated_controller`: a node's real `ControllerDriver` and `ControllerService` over its
 simulated Raft driver (`raft_node`): its wall clock the virtual loop's, its randomness a seeded
-`random.Random`; snapshots never taken on a timer (a simulation's metadata log stays small)."""
+`random.Random`; snapshots taken and the log start moved by size as the run's `SnapshotShape`
+says, never on a timer."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from replog.quorum.controller.controller_config import ControllerConfig
 from replog.server.controller.controller_driver import ControllerDriver
 from replog.server.controller.controller_service import ControllerService
 from replog.server.raft.raft_driver import RaftDriver
+from replog.sim.snapshot_shape import NO_SNAPSHOTS, SnapshotShape
 from replog.sim.virtual_loop import VirtualLoop
 
 __all__ = ["simulated_controller"]
@@ -23,6 +25,7 @@ def simulated_controller(
     loop: VirtualLoop,
     rng: random.Random,
     wall_clock: Clock | None = None,
+    snapshots: SnapshotShape = NO_SNAPSHOTS,
 ) -> ControllerService:
     """Node `config.node_id`'s controller over `raft` (module docstring); build it before the
     node's broker role, whose Raft listener follows the controller's (as a node does);
@@ -31,8 +34,10 @@ def simulated_controller(
         raft,
         config,
         read_snapshot=raft.storage.read_whole_snapshot,
-        snapshot_bytes_max=1 << 30,
+        snapshot_bytes_max=snapshots.snapshot_bytes_max,
         snapshot_interval_ms=0,
+        retention_bytes=snapshots.retention_bytes,
+        retention_ms=-1,
         rng=rng,
         wall_clock=wall_clock or loop.now_ms,
     )

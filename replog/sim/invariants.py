@@ -5,15 +5,18 @@ Rules (the metadata quorum's, KRaft's):
 - Election safety: at most one leader per quorum epoch, ever.
 - Committed history: every node's committed metadata log (below its high watermark) agrees
   byte for byte with the longest committed log seen so far in the run, whichever node showed
-  it, across crashes and power losses: a committed batch is never lost or replaced. (No node
-  snapshots or compacts its log in these runs: every node's log starts at offset 0.)
+  it, across crashes and power losses: a committed batch is never lost or replaced. A node
+  whose log start moved up to a snapshot (`snapshot_invariants` checks the snapshots) is
+  compared from its log start on; a log start beyond the history seen so far cannot be placed
+  and waits until another node shows the batches before it.
 - A node's high watermark never moves back within one of its incarnations.
 - A node's election state changes only as Raft allows (`ElectionState.successor_problem`)
   within one of its incarnations: its quorum epoch never decreases, its vote and its known
   leader never change within an epoch. (The core asserts this too; the checker must not rely
   on the code it checks.)
 - Durability (`check_durable`): a majority of the voters' disks hold the committed log
-  synced (what a power loss of every node would keep, torn tails aside), byte for byte.
+  synced (what a power loss of every node would keep, torn tails aside), byte for byte: from
+  its first segment on, and what lies below that segment in a synced snapshot.
 - No task of a node ends with an error: a shell stops its node on one (fail-stop) and a core
   asserts its own rules (a truncation below the high watermark, say), so such an end is a
   broken guarantee seen from inside, reported as one. The one exception is a storage error
@@ -31,6 +34,7 @@ the end of a run, reads every log from its start again.
 from __future__ import annotations
 
 from replog.quorum.raft.election_state import ElectionState
+from replog.quorum.raft.snapshot_id import parse_snapshot_file_name
 from replog.record import iter_frames, read_header
 from replog.server.raft.raft_storage import METADATA_PARTITION_DIR
 from replog.sim.cluster import SimCluster
@@ -58,6 +62,8 @@ class SafetyChecker:
         self._log_looked_at: dict[int, int] = {}  # node -> its `steps` when its log was
         # (node, incarnation) -> (offset, byte of `committed`) its log was checked up to
         self._read_to: dict[tuple[int, int], tuple[int, int]] = {}
+        # Where each committed batch begins in `committed`, and where it ends: offset -> byte.
+        self._positions: dict[int, int] = {0: 0}
 
     def check_states(self) -> None:
         """The cheap rules, after every iteration of the loop."""
@@ -117,6 +123,12 @@ class SafetyChecker:
                 continue  # not caught up since its start: its HW is a lower bound only
             key = (node.node_id, node.incarnation)
             offset, position = (0, 0) if whole else self._read_to.get(key, (0, 0))
+            log_start = node.raft.storage.log_start_offset
+            if offset < log_start:  # moved up to a snapshot (module docstring)
+                placed = self._positions.get(log_start)
+                if placed is None:
+                    continue
+                offset, position = log_start, placed
             data = node.raft.read_committed(offset, READ_ALL)[0]
             if not data:
                 continue
@@ -128,21 +140,45 @@ class SafetyChecker:
                     f"the committed history at byte {position + at} of "
                     f"{position + common}: a committed batch was lost or replaced"
                 )
-            committed += memoryview(data)[common:]
+            if len(data) > common:
+                self._extend(memoryview(data)[common:])
             last = max(iter_frames(data))[0]  # batches are whole: read below the HW
             self._read_to[key] = (read_header(data, last).next_offset, position + len(data))
 
+    def _extend(self, batches: memoryview) -> None:
+        """`batches`, whole ones, follow the committed history."""
+        committed, positions = self.committed, self._positions
+        start = len(committed)
+        committed += batches
+        for position, size in iter_frames(committed, start):
+            positions[read_header(committed, position).next_offset] = position + size
+
     def check_durable(self) -> None:
         """The durability rule (module docstring), on the longest committed log seen."""
-        committed = self.committed
-        holders = []
-        for node in self._cluster.nodes.values():
-            files = node.disk.durable_files(METADATA_LOG_DIR)
-            synced = b"".join(files[name] for name in sorted(files) if name.endswith(".log"))
-            if synced[: len(committed)] == committed:
-                holders.append(node.node_id)
+        holders = [
+            node.node_id
+            for node in self._cluster.nodes.values()
+            if self._holds_durably(node.disk.durable_files(METADATA_LOG_DIR))
+        ]
         if len(holders) <= len(self._cluster.nodes) // 2:
             raise InvariantViolation(
                 f"at {self._cluster.loop.now_ms()} ms only nodes {holders} hold the committed "
-                f"metadata log ({len(committed)} bytes) synced; a majority of the voters must"
+                f"metadata log ({len(self.committed)} bytes) synced; a majority of the voters "
+                "must"
             )
+
+    def _holds_durably(self, files: dict[str, bytes]) -> bool:
+        """Whether synced `files` (a node's metadata log directory) hold the committed log:
+        its segments from the first on, the part below the first in a synced snapshot."""
+        committed = self.committed
+        segments = sorted(name for name in files if name.endswith(".log"))
+        first = int(segments[0].removesuffix(".log")) if segments else 0
+        if first > 0:
+            snapshots = [parse_snapshot_file_name(name) for name in files]
+            if not any(s is not None and s.end_offset >= first for s in snapshots):
+                return False
+        position = self._positions.get(first)
+        if position is None:
+            return False  # a segment beginning at no batch of the history seen
+        synced = b"".join(files[name] for name in segments)
+        return synced[: len(committed) - position] == committed[position:]

@@ -59,6 +59,11 @@ class MetadataChecker:
         self.partition_records = 0
         self.controller_views = 0
 
+    @property
+    def images(self) -> CommittedImages:
+        """The images `follow` replayed, by batch end."""
+        return self._images
+
     def follow(self, committed: bytes | bytearray) -> None:
         """Replay and check what is new in `committed`, the longest committed log seen."""
         self._images.follow(committed, self._replay_batch)

@@ -13,7 +13,10 @@ A run, all of it decided by its seed:
    (the log rule every `LOG_CHECK_S`), `DataChecker` and `MetadataChecker` (the committed
    metadata log's partition records) every `DATA_CHECK_S`, `DataChecker` also before every
    power loss (its images, each controller's committed view and the durability of the
-   committed metadata log, every `IMAGE_CHECK_S`).
+   committed metadata log, every `IMAGE_CHECK_S`, as are `ReadChecker`, each controller's
+   reads, and `SnapshotChecker`, the nodes' metadata snapshots and log starts, in the seeds
+   whose `SnapshotShape` takes snapshots). The leader of the newest quorum epoch resigns at
+   some fault ticks with every node up.
 3. Liveness: faults stop, the network heals, every disk is healthy, every node starts, the
    producers stop. Within `LIVENESS_BOUND_S` a controller must lead, every broker be
    registered and unfenced, a new topic be created, and every data partition have a leader
@@ -37,7 +40,9 @@ from dataclasses import dataclass, field
 from replog.pb import controller_pb2 as pb
 from replog.quorum.controller.controller import QuorumController
 from replog.server.controller.controller_service import ControllerService
+from replog.server.raft.raft_driver import RaftDriver
 from replog.sim.cluster import SimCluster
+from replog.sim.controller_reads import ReadChecker
 from replog.sim.data_invariants import DataChecker
 from replog.sim.data_liveness import (
     READABLE_BOUND_S,
@@ -48,6 +53,8 @@ from replog.sim.invariants import InvariantViolation, SafetyChecker
 from replog.sim.metadata_invariants import MetadataChecker
 from replog.sim.network import CallLost, NetworkFaults, SimNetwork
 from replog.sim.node_faults import NodeFaults
+from replog.sim.snapshot_invariants import SnapshotChecker
+from replog.sim.snapshot_shape import NO_SNAPSHOTS, SnapshotShape
 from replog.sim.virtual_loop import VirtualLoop
 from replog.sim.workload import DataWorkload, topic_specs
 
@@ -85,9 +92,13 @@ class SimReport:
     seed: int
     nodes: int
     faults: NetworkFaults
+    snapshots: SnapshotShape = field(default_factory=lambda: NO_SNAPSHOTS)
     virtual_s: float = 0.0
     kills: int = 0
     power_losses: int = 0
+    # Power losses of a node whose metadata log held appends not yet flushed: a crash
+    # between writing a Raft Ready's entries and flushing them.
+    unflushed_power_losses: int = 0
     whole_cluster_power_losses: int = 0
     partitions: int = 0
     disk_errors: int = 0
@@ -95,6 +106,7 @@ class SimReport:
     disk_fail_stops: int = 0  # nodes stopped by their failed disk
     slow_disks: int = 0
     clock_jumps: int = 0
+    resignations: int = 0
     topics_acknowledged: int = 0
     checks: int = 0
     data: dict[str, int] = field(default_factory=dict)
@@ -107,12 +119,14 @@ class SimReport:
 
     def summary(self) -> str:
         return (
-            f"seed {self.seed}: clean ({self.nodes} nodes, {self.virtual_s:.1f} s simulated, "
+            f"seed {self.seed}: clean ({self.nodes} nodes, {self.snapshots.describe()}, "
+            f"{self.virtual_s:.1f} s simulated, "
             f"{self.kills} kills, {self.power_losses} power losses "
-            f"({self.whole_cluster_power_losses} of every node), {self.partitions} partitions, "
+            f"({self.whole_cluster_power_losses} of every node, {self.unflushed_power_losses} "
+            f"before a metadata flush), {self.partitions} partitions, "
             f"{self.disk_errors} disk errors and {self.full_disks} full disks "
             f"({self.disk_fail_stops} nodes stopped by them), {self.slow_disks} slow disks, "
-            f"{self.clock_jumps} clock jumps, "
+            f"{self.clock_jumps} clock jumps, {self.resignations} resignations, "
             f"{self.topics_acknowledged} topics acknowledged, {self.checks} checks; "
             + ", ".join(f"{count} {what}" for what, count in self.data.items())
             + ")"
@@ -132,14 +146,20 @@ def simulate(seed: int) -> SimReport:
     report = SimReport(seed, len(node_ids), faults)
     loop = VirtualLoop()
     network = SimNetwork(loop, random.Random(rng.getrandbits(64)), faults)
-    cluster = SimCluster(node_ids, loop, network, random.Random(rng.getrandbits(64)))
+    cluster_rng = random.Random(rng.getrandbits(64))
+    streams = [random.Random(rng.getrandbits(64)) for _ in range(3)]
+    # Drawn last: the other streams do not depend on how the seed snapshots.
+    report.snapshots = SnapshotShape.from_seed(random.Random(rng.getrandbits(64)))
+    cluster = SimCluster(node_ids, loop, network, cluster_rng, report.snapshots)
     checker = SafetyChecker(cluster)
+    snapshot_checker = SnapshotChecker(cluster)
+    read_checker = ReadChecker()
     specs = topic_specs(len(node_ids))
     data_checker = DataChecker(cluster, specs)
     metadata_checker = MetadataChecker()
-    workload = DataWorkload(cluster, data_checker, specs, random.Random(rng.getrandbits(64)))
-    run = _Run(cluster, report, random.Random(rng.getrandbits(64)), workload)
-    node_faults = run.node_faults = NodeFaults(cluster, random.Random(rng.getrandbits(64)))
+    workload = DataWorkload(cluster, data_checker, specs, streams[0])
+    run = _Run(cluster, report, streams[1], workload)
+    node_faults = run.node_faults = NodeFaults(cluster, streams[2])
     main = loop.create_task(run.main())
     next_log_check = next_data_check = next_image_check = 0.0
     unhandled: list[str] = []  # errors asyncio would only log: a callback's, say
@@ -170,6 +190,8 @@ def simulate(seed: int) -> SimReport:
                     data_checker.check_images(checker.committed)
                     metadata_checker.follow(checker.committed)
                     metadata_checker.check_controllers(_controllers(cluster))
+                    read_checker.check(_controllers(cluster), metadata_checker.images)
+                    snapshot_checker.check(metadata_checker.images)
                     checker.check_durable()
                 next_image_check = now + IMAGE_CHECK_S
         main.result()
@@ -177,6 +199,8 @@ def simulate(seed: int) -> SimReport:
             checker.check_logs(whole=True)
             metadata_checker.follow(checker.committed)
             metadata_checker.check_controllers(_controllers(cluster))
+            read_checker.check(_controllers(cluster), metadata_checker.images)
+            snapshot_checker.check(metadata_checker.images)
             checker.check_durable()
             data_checker.check_replicas()
             data_checker.check_images(checker.committed)
@@ -194,7 +218,10 @@ def simulate(seed: int) -> SimReport:
         "replica checks": data_checker.checks,
         "partition records checked": metadata_checker.partition_records,
         "controller views checked": metadata_checker.controller_views,
+        "controller reads checked": read_checker.reads_checked,
         "images checked": data_checker.images_checked,
+        "snapshots checked": snapshot_checker.snapshots_checked,
+        "moved log starts seen": snapshot_checker.log_starts_moved,
         "excused losses": data_checker.excused,
     }
     report.acked = [(a.topic, a.partition, a.base_offset, a.acked_ms) for a in workload.acked]
@@ -209,6 +236,12 @@ def simulate(seed: int) -> SimReport:
 
 def _controllers(cluster: SimCluster) -> list[tuple[int, QuorumController]]:
     return [(i, service.driver.controller) for i, service in cluster.services.items()]
+
+
+def _unflushed(cluster: SimCluster, node_id: int) -> bool:
+    """Whether node `node_id`'s metadata log holds appends it has not flushed."""
+    raft = cluster.nodes[node_id].raft
+    return raft is not None and raft.storage.log.recovery_point < raft.storage.log_end_offset
 
 
 def _unhandled(context: dict[str, object]) -> str:
@@ -312,6 +345,7 @@ class _Run:
                 victim = rng.choice(up)
                 with node_faults.suspended():  # what is committed is seen before
                     self.workload.checker.check_replicas()
+                self.report.unflushed_power_losses += _unflushed(cluster, victim)
                 cluster.power_loss(victim)
                 self.report.power_losses += 1
                 self.note(f"power loss of node {victim}")
@@ -319,6 +353,7 @@ class _Run:
                 with node_faults.suspended():
                     self.workload.checker.check_replicas()
                 for victim in up:
+                    self.report.unflushed_power_losses += _unflushed(cluster, victim)
                     cluster.power_loss(victim)
                 self.report.power_losses += len(up)
                 self.report.whole_cluster_power_losses += 1
@@ -332,18 +367,24 @@ class _Run:
                 self.note(node_faults.jump_clock(rng.choice(cluster.node_ids)))
             elif down:
                 self.note(node_faults.start(rng.choice(down)))
+            elif (leader := self.quorum_leader()) is not None:
+                # Every node up: the leader of the newest epoch resigns, as a controller does
+                # on an error (EndQuorumEpoch to the voters, then an election).
+                leader.resign()
+                self.report.resignations += 1
+                self.note(f"node {leader.node_id} resigns its leadership")
 
     # --- the client ---------------------------------------------------------------------------
 
     async def create_topics_forever(self) -> None:
         """A creation every few hundred ms, each its own task: a lost call holds up no other."""
-        attempts: set[asyncio.Task[bool]] = set()
+        attempts: dict[asyncio.Task[bool], None] = {}  # in start order, as `SimTasks` keeps
         try:
             while True:
                 await asyncio.sleep(self.rng.uniform(*CREATE_EVERY_S))
                 attempt = asyncio.ensure_future(self.create_topic(f"topic-{self.created}"))
-                attempts.add(attempt)
-                attempt.add_done_callback(attempts.discard)
+                attempts[attempt] = None
+                attempt.add_done_callback(lambda done: attempts.pop(done, None))
                 self.created += 1
         finally:
             for attempt in attempts:
@@ -407,18 +448,22 @@ class _Run:
                 )
             await asyncio.sleep(0.1)
 
-    def active_controller(self) -> ControllerService | None:
-        """The service of the leader of the newest quorum epoch: a leader cut off in an older
-        epoch may still believe it leads (until its check-quorum timeout) and answers from
-        the metadata it had, which the end checks must not take for the cluster's."""
+    def quorum_leader(self) -> RaftDriver | None:
+        """The Raft driver of the leader of the newest quorum epoch: a leader cut off in an
+        older epoch may still believe it leads (until its check-quorum timeout)."""
         leaders = [
-            (status.quorum_epoch, node.node_id)
+            (status.quorum_epoch, node.node_id, node.raft)
             for node in self.cluster.up_nodes()
             if node.raft is not None and (status := node.raft.status()).role == "leader"
         ]
-        if not leaders:
-            return None
-        return self.cluster.services.get(max(leaders)[1])
+        return max(leaders, key=lambda leader: leader[:2])[2] if leaders else None
+
+    def active_controller(self) -> ControllerService | None:
+        """The service of the leader of the newest quorum epoch (`quorum_leader`): a leader
+        cut off in an older epoch answers from the metadata it had, which the end checks must
+        not take for the cluster's."""
+        leader = self.quorum_leader()
+        return None if leader is None else self.cluster.services.get(leader.node_id)
 
     async def brokers_at_active_controller(self) -> dict[int, bool] | None:
         service = self.active_controller()

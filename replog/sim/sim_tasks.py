@@ -1,7 +1,10 @@
 """`SimTasks`: what starts a simulated node's background tasks (a `node_tasks.Spawner`): plain
 tasks of the virtual loop, kept so that a crash of the node can cancel every one of them, and
 so that a task that ends with an error (a shell's fail-stop, a core's own assertion) is
-reported to the simulation (`failures`) instead of passing unseen."""
+reported to the simulation (`failures`) instead of passing unseen. The tasks are kept in the
+order they started, not in a set: a crash cancels them in that order, and a set's order (by
+object address) may differ between two processes that allocated differently, so a seed
+would not replay in another process."""
 
 from __future__ import annotations
 
@@ -16,18 +19,18 @@ class SimTasks:
     """The live background tasks of one simulated node."""
 
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], None] = {}  # in start order (module docstring)
         self.failures: list[str] = []  # "<task name>: <error>", in the order they ended
         self.errors: list[BaseException] = []  # the errors of `failures`, in the same order
 
     def spawn(self, work: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work, name=name)
-        self._tasks.add(task)
+        self._tasks[task] = None
         task.add_done_callback(self._ended)
         return task
 
     def _ended(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
+        self._tasks.pop(task, None)
         if not task.cancelled() and (error := task.exception()) is not None:
             self.failures.append(f"{task.get_name()}: {type(error).__name__}: {error}")
             self.errors.append(error)

@@ -110,7 +110,8 @@ class DataWorkload:
         self.tasks = SimTasks()
         # Calls being served at a node: kept so that a call to a node that died with it (it
         # waits for nothing that will come) is cancelled at the end, not destroyed pending.
-        self._serving: set[asyncio.Task[object]] = set()
+        # In start order, as `SimTasks` keeps a node's (its docstring: why not a set).
+        self._serving: dict[asyncio.Task[object], None] = {}
         self.producing = True
         self.created: set[str] = set()
         self._controller_hint: int | None = None
@@ -150,11 +151,11 @@ class DataWorkload:
                 raise CallLost(node_id, unreachable=True)
             serving = asyncio.current_task()
             assert serving is not None
-            self._serving.add(serving)
+            self._serving[serving] = None
             try:
                 answer = await work(broker)
             finally:
-                self._serving.discard(serving)
+                self._serving.pop(serving, None)
             if node.broker is not broker:
                 raise CallLost(node_id, unreachable=True)
             return answer

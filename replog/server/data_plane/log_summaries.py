@@ -41,7 +41,9 @@ class TurnSummary:
     `add(level, kind, name, single)`: `single` is the partition's own line, written as it is
     when the turn brings only that one; otherwise one line gives the kind, the count and the
     first names. Without a running event loop (synchronous callers) each line is written at
-    once.
+    once. The turn's flush is scheduled whether the lines are logged or not: what runs on the
+    loop never depends on how logging is configured (a seeded simulation replays the same
+    run whether its nodes' lines are shown or not).
     """
 
     def __init__(self, logger: logging.Logger) -> None:
@@ -50,14 +52,15 @@ class TurnSummary:
         self._scheduled = False
 
     def add(self, level: int, kind: str, name: str, single: str) -> None:
-        if not self._logger.isEnabledFor(level):
-            return
+        enabled = self._logger.isEnabledFor(level)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self._logger.log(level, "%s", single)
+            if enabled:
+                self._logger.log(level, "%s", single)
             return
-        self._pending.setdefault((level, kind), []).append((name, single))
+        if enabled:
+            self._pending.setdefault((level, kind), []).append((name, single))
         if not self._scheduled:
             self._scheduled = True
             loop.call_soon(self.flush)

@@ -121,11 +121,15 @@ class RaftStorage:
         return self._fs.file_size(self._snapshot_path(snapshot_id))
 
     def read_snapshot(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> bytes:
-        snapshot = self._fs.open_segment_file(self._snapshot_path(snapshot_id), create=False)
+        path = self._snapshot_path(snapshot_id)
         try:
-            return snapshot.read(position, max_bytes)
-        finally:
-            snapshot.close()
+            snapshot = self._fs.open_segment_file(path, create=False)
+            try:
+                return snapshot.read(position, max_bytes)
+            finally:
+                snapshot.close()
+        except OSError as exc:  # the disk's failure, named as one (the node stops on it)
+            raise KafkaStorageError(f"{path}: read failed: {exc}") from exc
 
     def snapshot_timestamp_ms(self, snapshot_id: SnapshotId) -> int | None:
         """When `snapshot_id` was taken: its first batch's timestamp (every record of a
@@ -141,7 +145,11 @@ class RaftStorage:
             return None
 
     def read_whole_snapshot(self, snapshot_id: SnapshotId) -> bytes:
-        data = self._fs.read_bytes(self._snapshot_path(snapshot_id))
+        path = self._snapshot_path(snapshot_id)
+        try:
+            data = self._fs.read_bytes(path)
+        except OSError as exc:  # the disk's failure, named as one (the node stops on it)
+            raise KafkaStorageError(f"{path}: read failed: {exc}") from exc
         if data is None:
             raise KafkaStorageError(f"{self._snapshot_path(snapshot_id)}: snapshot file is gone")
         return data

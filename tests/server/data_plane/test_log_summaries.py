@@ -69,3 +69,22 @@ def test_without_an_event_loop_each_line_is_written_at_once(
     summary.add(logging.INFO, "kind", "t-0", "t-0: line")
     summary.add(logging.DEBUG, "kind", "t-1", "t-1: below the level, dropped")
     assert [r.getMessage() for r in caplog.records] == ["t-0: line"]
+
+
+@pytest.mark.asyncio
+async def test_the_loop_runs_the_same_whether_the_lines_are_logged_or_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A seeded simulation's run must not depend on its logging: the flush is scheduled either
+    way (a line below the level is dropped, its turn's callback is not)."""
+    loop = asyncio.get_running_loop()
+    scheduled: list[int] = []
+    for level in (logging.INFO, logging.WARNING):
+        caplog.set_level(level, LOGGER)
+        summary = TurnSummary(logging.getLogger(LOGGER))
+        before = len(loop._ready)  # type: ignore[attr-defined]
+        summary.add(logging.INFO, "kind", "t-0", "t-0: line")
+        scheduled.append(len(loop._ready) - before)  # type: ignore[attr-defined]
+        await asyncio.sleep(0)
+    assert scheduled == [1, 1]
+    assert [r.getMessage() for r in caplog.records if r.name == LOGGER] == ["t-0: line"]

@@ -78,3 +78,22 @@ def test_an_election_state_written_but_not_yet_synced_is_the_old_one_after_a_cra
     again = RaftStorage(METADATA_DIR, [1, 2, 3], fs=fs, clock=clock)
     assert again.read_election_state() == ElectionState(2, voted_id=3)
     again.close()
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_a_snapshot_read_the_disk_fails_is_a_storage_error_naming_the_file(whole: bool) -> None:
+    """The node stops on it as on any failed disk, not on an unknown error."""
+    clock = ManualClock(T0)
+    fs = MemoryFileSystem(clock=clock)
+    storage = RaftStorage(METADATA_DIR, [1, 2, 3], fs=fs, clock=clock)
+    append(storage, 3, quorum_epoch=1)
+    snapshot = SnapshotId(end_offset=3, quorum_epoch=1)
+    storage.apply(ready(WriteSnapshot(snapshot, b"snapshot bytes")))
+    fs.fail_next("read", f"*{snapshot.file_name()}")
+    with pytest.raises(KafkaStorageError, match=f"{snapshot.file_name()}: read failed"):
+        if whole:
+            storage.read_whole_snapshot(snapshot)
+        else:
+            storage.read_snapshot(snapshot, 0, 100)
+    assert storage.read_whole_snapshot(snapshot) == b"snapshot bytes"
+    storage.close()

@@ -1,0 +1,20 @@
+"""`caught_within(seeds, expected)`: the first of `seeds` whose `replog sim` run fails, its
+failure required to match `expected` (a regular expression), for the tests that plant a bug."""
+
+from __future__ import annotations
+
+import re
+
+from replog.sim.run import SimulationFailure, simulate
+
+
+def caught_within(seeds: range, expected: str) -> str:
+    """The failure of the first failing seed of `seeds`; AssertionError if none fails or the
+    failure is not `expected`."""
+    for seed in seeds:
+        try:
+            simulate(seed)
+        except SimulationFailure as failure:
+            assert re.search(expected, str(failure)), failure
+            return str(failure)
+    raise AssertionError(f"the planted bug survived seeds {seeds.start}-{seeds.stop - 1}")

@@ -412,10 +412,10 @@ class LocalCluster:
     @contextlib.contextmanager
     def internal_tls(self) -> Iterator[None]:
         """Within it, this process dials the cluster's internal gRPC listeners as its nodes
-        do (an ssl or sasl_ssl cluster's are mutual TLS, open to the nodes' certificates only): `cluster
-        start`, `status` and `restart` present the first node's certificate, whose files they
-        hold. What was installed before is put back after (a test runs these commands in its
-        own process)."""
+        do (an ssl or sasl_ssl cluster's are mutual TLS, open to the nodes' certificates
+        only): `cluster start`, `status` and `restart` present the first node's certificate,
+        whose files they hold. What was installed before is put back after (a test runs
+        these commands in its own process)."""
         if self.security not in (SECURITY_SSL, SECURITY_SASL_SSL):
             yield
             return

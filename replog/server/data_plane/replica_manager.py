@@ -188,6 +188,8 @@ from replog.replication.partition_effects import (
     AnswerDuplicate,
     AnswerProduce,
     CompleteDeleteRecords,
+    FetchNews,
+    HandOverAlterPartition,
     MoveLogStart,
     ParkProduce,
     Refuse,
@@ -197,6 +199,7 @@ from replog.replication.partition_effects import (
 )
 from replog.replication.partition_events import (
     AlterPartitionAnswered,
+    AlterPartitionCollected,
     DeleteRecordsArrived,
     FollowerFetchArrived,
     ImageRefreshed,
@@ -274,6 +277,8 @@ from replog.storage.log_loader import cannot_create_log
 from replog.storage.log_manager import LogManager, NewLog, NewLogPlace
 
 __all__ = ["ReplicaManager", "ReplicaManagerConfig"]
+
+ALTER_PARTITION_COLLECTED = AlterPartitionCollected()
 
 log = logging.getLogger("replog.server.data_plane.replica_manager")
 
@@ -394,7 +399,6 @@ class ReplicaManager:
         # The ReplicaFetch sessions served here, told of every partition's news (dirty-only
         # rounds, `fetch_session`); a session leaves with its call (no reference is left).
         self._fetch_sessions: WeakMembers[LeaderFetchSession] = WeakMembers()
-        self._isr_sent: dict[TopicPartitionKey, IsrChange] = {}
         # `_replication_config`'s answers per topic, for the configs they were read from.
         self._replication_configs_of: ConfigsImage | None = None
         self._replication_configs: dict[str, PartitionReplicationConfig] = {}
@@ -646,10 +650,6 @@ class ReplicaManager:
             leader_state = None if partition is None else partition.leader_state
             if partition is None or leader_state is None:
                 continue
-            if leader_state.eligibility is not self._eligibility:
-                # Eligibility is read by every follower fetch's ISR expansion check: a
-                # follower parked while this leader held the previous one is read again.
-                self._fetch_news(key)
             config = configs.get(partition.topic)
             if config is None:
                 config = configs[partition.topic] = self._replication_config(image, partition.topic)
@@ -957,7 +957,9 @@ class ReplicaManager:
             for creation, log_, replaced in opened
         ]
 
-    def _install(self, opened: list[_Opened], first: int = 0, budget_ms: int | None = None) -> int:
+    def _install(
+        self, opened: list[_Opened], first: int = 0, budget_ms: int | None = None
+    ) -> int:
         """Make replicas of the logs `_open_logs` opened, from `opened[first]` on, and give
         each its role; with `budget_ms`, no more once that long has passed, and none while
         another thread holds the log manager's lock (`LogManager.add_new_log`). Where it
@@ -1375,8 +1377,6 @@ class ReplicaManager:
         if isr_size_before is not None and partition.leader_state is not None:
             self.counters.isr_changed(isr_size_before, len(partition.leader_state.isr))
         self._count_leader(partition)
-        # A new leadership: whatever was handed to the sender before is sent anew.
-        self._isr_sent.pop(partition.key, None)
         self._execute(partition, effects)
 
     def _count_replicas(self) -> None:
@@ -1392,7 +1392,6 @@ class ReplicaManager:
         partition.make_follower(local.registration, now_ms)
         key = partition.key
         self.replica_counts.set_figures(key, None)
-        self._isr_sent.pop(key, None)
         self._execute(partition, effects)
 
     def _delete_partition(self, local: LocalPartition) -> None:
@@ -1409,7 +1408,6 @@ class ReplicaManager:
         self.replica_counts.set_figures(key, None)
         self._count_replicas()
         self._follower.touch(key)
-        self._isr_sent.pop(key, None)
         self._isr_dirty.discard(key)
         effects = partition.lose_leadership(self._clock())
         if delete_log:
@@ -1449,6 +1447,8 @@ class ReplicaManager:
                 self._wake(key, produce=effect.produce, fetch=effect.fetch, delete=effect.delete)
             elif kind is SendAlterPartition:
                 self._mark_isr_dirty(key)
+            elif kind is FetchNews:
+                self._fetch_news(key)
             elif kind is ScheduleWakeup:
                 assert isinstance(effect, ScheduleWakeup)
                 self._isr_retry_at_ms[key] = effect.at_ms
@@ -2071,18 +2071,17 @@ class ReplicaManager:
         return result, False
 
     def _leader_throttles(self, partition: Partition, replica_id: int, now_ms: int) -> bool:
-        """Whether a fetch by follower `replica_id` gets no records of `partition` now
-        (Kafka's `shouldLeaderThrottle`): a replica outside the ISR, of a partition the leader
-        throttle names, while that throttle is over its bound. A fetch that gets none of
-        them waits as one with nothing to read (Kafka's `DelayedFetch` counts no bytes of
-        such a partition)."""
+        """Whether a fetch by follower `replica_id` gets no records of `partition` now (the
+        leader throttle's `throttles_leader_read`). A fetch that gets none of them waits as
+        one with nothing to read (Kafka's `DelayedFetch` counts no bytes of such a
+        partition)."""
         leader_state = partition.leader_state
         assert leader_state is not None
-        quota = self.leader_quota
-        return (
-            replica_id not in leader_state.isr
-            and quota.is_throttled(partition.topic, partition.partition)
-            and quota.is_exceeded(now_ms)
+        return self.leader_quota.throttles_leader_read(
+            partition.topic,
+            partition.partition,
+            in_sync=replica_id in leader_state.isr,
+            now_ms=now_ms,
         )
 
     def _unpark(self, session: LeaderFetchSession, replica_id: int, key: TopicPartitionKey) -> None:
@@ -2293,18 +2292,17 @@ class ReplicaManager:
         self._fetch_news(key)
 
     def pending_isr_changes(self) -> list[IsrChange]:
-        """ISR changes to send to the controller; each is handed out once until answered."""
+        """ISR changes to send to the controller, as each partition's core hands them over
+        (once until answered)."""
         changes = []
+        now_ms = self._clock()
         for key in sorted(self._isr_dirty):
             partition = self._partitions.get(key)
-            leader_state = partition.leader_state if partition is not None else None
-            change = leader_state.isr_change_to_send if leader_state is not None else None
-            if change is None:
-                self._isr_sent.pop(key, None)
+            if partition is None:
                 continue
-            if self._isr_sent.get(key) != change:
-                self._isr_sent[key] = change
-                changes.append(change)
+            for effect in partition.core.step(ALTER_PARTITION_COLLECTED, now_ms):
+                assert isinstance(effect, HandOverAlterPartition)
+                changes.append(effect.change)
         self._isr_dirty.clear()
         return changes
 
@@ -2318,8 +2316,6 @@ class ReplicaManager:
     ) -> None:
         """The controller's answer to `change` (or the sender's error for it)."""
         key = (change.topic, change.partition)
-        if self._isr_sent.get(key) == change:
-            del self._isr_sent[key]
         partition = self._partitions.get(key)
         leader_state = partition.leader_state if partition is not None else None
         if partition is None or leader_state is None or partition.topic_id != change.topic_id:

@@ -119,19 +119,16 @@ from uuid import UUID
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.common import TopicPartitionKey
 from replog.errors import (
-    FencedLeaderEpochError,
     KafkaError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PurgatoryFullError,
-    UnknownLeaderEpochError,
     UnknownServerError,
-    UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
 from replog.quorum.metadata.delta import MetadataDelta
-from replog.quorum.metadata.image import ConfigResource, ConfigsImage, MetadataImage
+from replog.quorum.metadata.image import ConfigResource, MetadataImage
 from replog.quorum.metadata.loader import LoaderManifest, Publication
 from replog.quorum.metadata.local_changes import LocalChanges, LocalPartition, local_changes_between
 from replog.quorum.metadata.records import ConfigResourceType
@@ -164,7 +161,6 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
     IsolationLevel,
-    LeaderIdAndEpoch,
     ListOffsetsPartitionResult,
     ListOffsetsRequest,
     ListOffsetsResponse,
@@ -182,20 +178,15 @@ from replog.replication.messages import (
     WriteTxnMarkersResponse,
 )
 from replog.replication.min_insync_replicas import min_insync_replicas
-from replog.replication.partition_core import Effects
 from replog.replication.partition_effects import (
-    AdvanceHighWatermark,
     AnswerDuplicate,
     AnswerProduce,
     CompleteDeleteRecords,
-    FetchNews,
     HandOverAlterPartition,
     MoveLogStart,
     ParkProduce,
     Refuse,
-    ScheduleWakeup,
     SendAlterPartition,
-    WakeWaiters,
 )
 from replog.replication.partition_events import (
     AlterPartitionAnswered,
@@ -214,7 +205,6 @@ from replog.replication.replication_quota import (
     FOLLOWER_REPLICAS,
     LEADER_RATE,
     LEADER_REPLICAS,
-    ReplicationQuota,
     effective_rate,
     throttled_partitions,
 )
@@ -224,7 +214,6 @@ from replog.replication.request_admission import (
     invalid_acks_error,
 )
 from replog.server.config.replica_manager_config import ReplicaManagerConfig
-from replog.server.data_plane.deferred_syncs import DeferredSyncs
 from replog.server.data_plane.delayed_operations import (
     DelayedDeleteRecords,
     DelayedFetch,
@@ -233,31 +222,23 @@ from replog.server.data_plane.delayed_operations import (
     FetchRead,
     Reread,
 )
-from replog.server.data_plane.follower_fetch import FollowerFetchSteps
 from replog.server.data_plane.leader_offsets import (
     delete_records_on_leader,
     list_offset,
     offset_for_leader_epoch,
 )
-from replog.server.data_plane.log_summaries import TurnSummary, few_names, partition_names
+from replog.server.data_plane.log_summaries import few_names, partition_names
 from replog.server.data_plane.partition import Partition
-from replog.server.data_plane.producer_state_loader import (
-    PreloadedTable,
-    ProducerExpiry,
-    preload_producer_tables,
-)
+from replog.server.data_plane.producer_state_loader import PreloadedTable, preload_producer_tables
 from replog.server.data_plane.repeat_reads import RepeatReads, asker_of
 from replog.server.data_plane.replica_change_queue import (
     DELETE,
-    FOLLOWER,
     LEADER,
     ReplicaChange,
-    ReplicaChangeQueue,
     StagedChanges,
     stage_in_steps,
 )
-from replog.server.data_plane.replica_counts import LiveReplicaCounts, led_figures
-from replog.server.data_plane.weak_members import WeakMembers
+from replog.server.data_plane.replica_shell import SYNC_EACH_MAX, ReplicaShell
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.runtime import collector
 from replog.server.runtime.bulk_threads import run_bulk
@@ -265,11 +246,7 @@ from replog.server.runtime.loop_turns import yield_turn
 from replog.server.runtime.node_tasks import Spawner
 from replog.storage.cleaner.batch_filter import ProducerLastBatch
 from replog.storage.cleaner.cleaner_config import reconfigured
-from replog.storage.file_maker_process import (
-    FileMakerGone,
-    FileMakerProcess,
-    left_to_the_caller,
-)
+from replog.storage.file_maker_process import FileMakerGone, FileMakerProcess, left_to_the_caller
 from replog.storage.file_region import Region
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
@@ -287,34 +264,38 @@ log = logging.getLogger("replog.server.data_plane.replica_manager")
 # worker-thread batch (one file-system sync) carries. A round of leader changes costs ~25 ms
 # here; a batch's sync is one `syncfs`, whatever its size.
 APPLY_ROUND_CHANGES = 250
+
 # A round stops taking changes once it has run this long: each deletion renames its log's
 # directory on the loop (4-20 ms each on a busy file system: 250 of them held a loop for 4.8 s
 # and cost the active controller the quorum's leadership), so a count alone does not bound it.
 APPLY_ROUND_BUDGET_MS = 50
+
 # The loop time one turn of the applier's other work may take (the event loop's clock, ms): a
 # round's role changes of existing replicas, a turn installing a round's new replicas, a round
 # of the leaders' refresh, each stopping after the change that used it up. 250 of them a turn
 # held the loop 20-55 ms of CPU on a loaded machine (creating 30,000-100,000 partitions, three
 # nodes on 2 cores), which the run-queue wait makes 1.5-3x that of wall time.
 APPLY_TURN_BUDGET_MS = 8
+
 # How long the applier waits before it tries again to install new logs while the log manager's
 # lock is held by another thread (`LogManager.add_new_log`'s `wait`).
 LOG_MANAGER_BUSY_WAIT_S = 0.002
+
 # Partitions one step of a fetch session round's initial reads covers before the loop's other
 # tasks run (`_read_entries`): 10-25 us each on a loaded machine, so a step is a few ms; a round
 # reads at most `fetch_session.ROUND_PARTITIONS` (250), whose reads held the loop up to 6 ms of
 # CPU in one step (creating 10,000-30,000 partitions, three nodes on 2 cores).
 FETCH_READ_STEP_PARTITIONS = 100
-# Up to this many writes a round or a batch makes are each synced on their own (a few fsyncs of
-# small files, ~1-5 ms each here); above it one `syncfs` syncs them all.
-SYNC_EACH_MAX = 8
+
 # A delta of at most this many local changes, arriving with none queued, is applied at once.
 APPLY_AT_ONCE_MAX = 4
+
 # Replicas one tick visits in a periodic walk over all of them (the ISR shrink check every
 # replica.lag.time.max.ms / 2, producer-id expiry): 100,000 replicas in one tick held the loop
 # 50-65 ms for the ISR check alone; a slice of 2,000 is 1-2 ms, and a walk of 100,000 ends
 # within a second of loop turns, against a lag bound of 30 s.
 SWEEP_SLICE = 2_000
+
 # Producer snapshots (a small file each) a stop writes in one loop turn.
 STOP_SNAPSHOT_WRITES_PER_TURN = 20
 
@@ -332,7 +313,7 @@ class _Creation(NamedTuple):
 _Opened = tuple[_Creation, Log | NewLog, bool, PreloadedTable | None]
 
 
-class ReplicaManager:
+class ReplicaManager(ReplicaShell):
     """Every partition replica of this broker (module docstring). A MetadataPublisher."""
 
     name = "replica-manager"
@@ -349,26 +330,17 @@ class ReplicaManager:
         counters: BrokerCounters | None = None,
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
     ) -> None:
-        self._spawner = tasks  # its background tasks' owner (node_tasks)
-        self.config = config
-        # Metrics (issue #9): per request and per batch, never per record.
-        self.counters = counters if counters is not None else BrokerCounters()
-        # The metrics summary's replica counts, reported at every change of what they count
-        # (`_count_replicas`, `_count_leader`): a scrape reads them without a walk.
-        self.replica_counts = LiveReplicaCounts()
-        self.broker_id = config.broker_id
-        self.log_manager = log_manager
-        # The cleaner keeps each producer's last batch (`batch_filter`): it asks the replicas.
-        log_manager.cleaner.producer_last_batches = self._producer_last_batches
-        log_manager.cleaner.first_unstable_offset = self._first_unstable_offset
-        self._clock = clock
-        # Producer-id expiry compares record timestamps (CreateTime, wall-clock ms), which the
-        # monotonic `clock` used for lags and timeouts cannot be compared with.
-        self._wall_clock = wall_clock
-        self.image: MetadataImage = MetadataImage.EMPTY
-        self._partitions: dict[TopicPartitionKey, Partition] = {}
-        self._replicas_deleted = 0  # in the applier's current round
-        self._eligibility = ReplicaEligibility.from_cluster(self.image.cluster)
+        super().__init__(
+            config,
+            log_manager,
+            tasks=tasks,
+            clock=clock,
+            wall_clock=wall_clock,
+            broker_epoch=broker_epoch,
+            counters=counters,
+            on_storage_error=on_storage_error,
+        )
+        # The roles' hooks: the purgatories re-read fetches, the cleaner asks the replicas.
         self._delayed = DelayedOperations(
             broker_id=self.broker_id,
             pending_max=config.purgatory_pending_max,
@@ -380,156 +352,8 @@ class ReplicaManager:
             clock=clock,
             on_new_deadline=self._on_new_deadline,
         )
-        # The replication throttles (`replication_quota`), set from the configs of each image.
-        window_ms = config.replication_quota_window_size_seconds * 1000
-        self.leader_quota = ReplicationQuota(config.replication_quota_window_num, window_ms)
-        self.follower_quota = ReplicationQuota(config.replication_quota_window_num, window_ms)
-        self._follower = FollowerFetchSteps(
-            config,
-            self._partitions,
-            broker_epoch=broker_epoch,
-            on_new_deadline=self._on_new_deadline,
-            counters=self.counters,
-            quota=self.follower_quota,
-        )
-        # Producer tables a starting broker loaded before its replicas existed, until the
-        # first metadata image's replicas take them (`preload_producer_states`).
-        self._preloaded: dict[TopicPartitionKey, PreloadedTable] = {}
-        self._isr_dirty: set[TopicPartitionKey] = set()
-        # The ReplicaFetch sessions served here, told of every partition's news (dirty-only
-        # rounds, `fetch_session`); a session leaves with its call (no reference is left).
-        self._fetch_sessions: WeakMembers[LeaderFetchSession] = WeakMembers()
-        # `_replication_config`'s answers per topic, for the configs they were read from.
-        self._replication_configs_of: ConfigsImage | None = None
-        self._replication_configs: dict[str, PartitionReplicationConfig] = {}
-        self._broker_resources = (
-            ConfigResource(ConfigResourceType.BROKER, ""),
-            ConfigResource(ConfigResourceType.BROKER, str(self.broker_id)),
-        )
-        # Answers about many partitions arrive one partition at a time: one line per turn.
-        self._isr_log = TurnSummary(log)
-        self._isr_retry_at_ms: dict[TopicPartitionKey, int] = {}
-        self._next_isr_check_ms = clock() + self._isr_check_interval_ms
-        self._next_producer_expiry_ms = clock() + config.producer_id_expiration_check_interval_ms
-        # The periodic walks over every replica, a slice per tick (`SWEEP_SLICE`): the
-        # partitions a walk has yet to visit (None: none under way), and the ISR walk's shrinks.
-        self._isr_sweep: list[TopicPartitionKey] | None = None
-        self._isr_shrunk: list[str] = []
-        self._expiry_sweep: list[TopicPartitionKey] | None = None
-        self._fetch_sources: list[int] = []
-        # One wake per consumer: with a single event shared by the fetcher and the
-        # AlterPartition sender, one could clear the other's wake, and an ISR change or a
-        # new fetch source could wait for the 1 s idle poll. `isr_wakeup`: IsrChanges are
-        # pending (the sender); `fetch_wakeup`: fetch sources changed or a back-off ended
-        # (the fetchers).
-        self.isr_wakeup = asyncio.Event()
-        self.fetch_wakeup = asyncio.Event()
-        self._timers_changed = asyncio.Event()
-        # When the timer loop wakes next by itself; no time while it is not waiting.
-        self._timer_due_ms: int | None = None
-        self._timer_task: asyncio.Task[None] | None = None
-        self._stopped = False
-        # Local changes not applied yet; once `start` ran, a task applies them a round at a
-        # time (docs/storage.md, "Creating many replicas"), before that `_apply` does at once.
-        self._changes = ReplicaChangeQueue()
-        self._applier_task: asyncio.Task[None] | None = None
-        # The epoch checkpoints rounds wrote without a sync, synced off the loop while the
-        # rounds go on.
-        self._syncs = DeferredSyncs(
-            lambda unsynced: log_manager.sync_unsynced(unsynced, each_up_to=SYNC_EACH_MAX),
-            tasks=tasks,
-            on_storage_error=on_storage_error,
-        )
-        self._applier_wake = asyncio.Event()
-        self._applied = asyncio.Event()
-        self._on_applied: list[Callable[[MetadataImage, Collection[UUID] | None], None]] = []
-        # The topic ids the images since the followers' last call removed (from each delta),
-        # or None when an image came without a delta over the previous one (`apply_image`, a
-        # snapshot): then only a comparison of the whole images tells.
-        self._removed_topic_ids: set[UUID] | None = set()
-        self._on_storage_error = on_storage_error
-        self._strays_unchecked = False
-        self._roles_taken: dict[str, list[str]] = {LEADER: [], FOLLOWER: []}
-        # The partitions whose leader state the applier still gives the current image's
-        # eligibility and replication config (`_refresh_leaders`), taken from the end.
-        self._leaders_to_refresh: list[TopicPartitionKey] = []
-        self._refresh_next = True  # whether the applier's next round refreshes leaders
-        # The child process that makes a large round's new logs' files (`use_file_maker`),
-        # or None: the bulk threads make them.
-        self._file_maker: FileMakerProcess | None = None
-
-    def _on_new_deadline(self, deadline_ms: int) -> None:
-        # Only a deadline before the timer's next wake needs it sooner. Fetches park hundreds
-        # of times a second with deadlines max_wait_ms away, and each wake ran a tick that
-        # walks every partition (back-offs) for nothing.
-        if self._timer_due_ms is None or deadline_ms < self._timer_due_ms:
-            self._timers_changed.set()
-
-    @property
-    def _isr_check_interval_ms(self) -> int:
-        return max(1, self.config.replica_lag_time_ms_max // 2)
-
-    # --- lookups ------------------------------------------------------------------------------
-
-    def partition(self, topic: str, partition: int) -> Partition | None:
-        """The local replica of topic-partition, if this broker hosts one."""
-        return self._partitions.get((topic, partition))
-
-    def partitions(self) -> dict[TopicPartitionKey, Partition]:
-        return dict(self._partitions)
-
-    def purgatory_sizes(self) -> dict[str, int]:
-        """How many requests wait in the produce and fetch purgatories (for metrics)."""
-        return {"produce": len(self._delayed.produce), "fetch": len(self._delayed.fetch)}
-
-    def _current_leader(self, topic: str, partition_id: int) -> LeaderIdAndEpoch | None:
-        topic_image = self.image.topics.by_name.get(topic)
-        registration = topic_image.partitions.get(partition_id) if topic_image else None
-        if registration is None:
-            return None
-        return LeaderIdAndEpoch(registration.leader, registration.leader_epoch)
-
-    def _leader_partition(
-        self, topic: str, partition_id: int, topic_id: UUID | None = None
-    ) -> Partition:
-        """The partition if this broker leads it; otherwise the error Kafka answers."""
-        found = self._partitions.get((topic, partition_id))
-        if (
-            found is not None
-            and found.leader_state is not None
-            and (topic_id is None or found.topic_id == topic_id)
-        ):
-            return found  # each round, for every partition of every session: kept lean
-        where = f"{topic}-{partition_id}"
-        if found is not None and topic_id is not None and found.topic_id != topic_id:
-            raise UnknownTopicIdError(
-                f"{where}: topic id {topic_id} is not this broker's {found.topic_id}"
-            )
-        topic_image = self.image.topics.by_name.get(topic)
-        if topic_image is None or partition_id not in topic_image.partitions:
-            raise UnknownTopicOrPartitionError(f"{where}: unknown topic-partition")
-        if topic_id is not None and topic_image.topic_id != topic_id:
-            raise UnknownTopicIdError(f"{where}: topic id {topic_id} is not {topic_image.topic_id}")
-        registration = topic_image.partitions[partition_id]
-        if registration.leader == self.broker_id and self._changes.hurry((topic, partition_id)):
-            # Asked for before its log exists: create it next (replica_change_queue.py).
-            self._applier_wake.set()
-        raise NotLeaderOrFollowerError(
-            f"{where}: broker {self.broker_id} is not the leader (leader is broker "
-            f"{registration.leader} at leader epoch {registration.leader_epoch})"
-        )
-
-    def _error_leader(
-        self, error: KafkaError, topic: str, partition_id: int
-    ) -> LeaderIdAndEpoch | None:
-        """The current leader to put in an answer with `error` (KIP-951), else None."""
-        if isinstance(
-            error, NotLeaderOrFollowerError | FencedLeaderEpochError | UnknownLeaderEpochError
-        ):
-            return self._current_leader(topic, partition_id)
-        return None
-
-    # --- metadata -----------------------------------------------------------------------------
+        log_manager.cleaner.producer_last_batches = self._producer_last_batches
+        log_manager.cleaner.first_unstable_offset = self._first_unstable_offset
 
     def on_metadata_update(
         self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
@@ -629,8 +453,6 @@ class ReplicaManager:
             self._apply_changes_now()
             if self._leaders_to_refresh:
                 self._applier_wake.set()  # the leaders' refresh, in rounds
-
-    # --- applying local changes (docs/storage.md, "Creating many replicas") ----------------------
 
     def _refresh_leaders(self, limit: int, budget_ms: int | None = None) -> None:
         """Give up to `limit` of the partitions `_apply` listed the current image's
@@ -1360,9 +1182,6 @@ class ReplicaManager:
             self.log_manager.all_logs(), self._producer_expiry()
         )
 
-    def _producer_expiry(self) -> ProducerExpiry:
-        return ProducerExpiry(self._wall_clock(), self.config.producer_id_expiration_ms)
-
     def _make_leader(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
         # Metrics: an ISR change of a partition this broker goes on leading may arrive here
         # (metadata) before the AlterPartition answer does (which then changes nothing).
@@ -1378,14 +1197,6 @@ class ReplicaManager:
             self.counters.isr_changed(isr_size_before, len(partition.leader_state.isr))
         self._count_leader(partition)
         self._execute(partition, effects)
-
-    def _count_replicas(self) -> None:
-        self.replica_counts.set_partitions(len(self._partitions))
-
-    def _count_leader(self, partition: Partition) -> None:
-        """After a change of what `led_figures` reads of `partition` (metadata, an ISR or
-        config change): the metrics summary's counts follow."""
-        self.replica_counts.set_figures(partition.key, led_figures(partition))
 
     def _make_follower(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
         effects = partition.lose_leadership(now_ms)
@@ -1425,60 +1236,6 @@ class ReplicaManager:
         if sources != self._fetch_sources:
             self._fetch_sources = sources
             self.fetch_wakeup.set()
-
-    # --- waking delayed operations ------------------------------------------------------------
-
-    def _on_high_watermark_moved(self, partition: Partition) -> None:
-        partition.mirror_high_watermark()
-        self._wake(partition.key)
-
-    def _execute(self, partition: Partition, effects: Effects) -> bool:
-        """Do what `partition`'s core decided (`partition_effects`), in order: the effects
-        every event may have (a produce's own answer is its caller's). Whether the HW moved."""
-        key = partition.key
-        moved = False
-        for effect in effects:
-            kind = type(effect)
-            if kind is AdvanceHighWatermark:
-                self._on_high_watermark_moved(partition)
-                moved = True
-            elif kind is WakeWaiters:
-                assert isinstance(effect, WakeWaiters)
-                self._wake(key, produce=effect.produce, fetch=effect.fetch, delete=effect.delete)
-            elif kind is SendAlterPartition:
-                self._mark_isr_dirty(key)
-            elif kind is FetchNews:
-                self._fetch_news(key)
-            elif kind is ScheduleWakeup:
-                assert isinstance(effect, ScheduleWakeup)
-                self._isr_retry_at_ms[key] = effect.at_ms
-                self._timers_changed.set()
-            elif kind is Refuse:
-                assert isinstance(effect, Refuse)
-                raise effect.error
-            else:
-                raise AssertionError(f"{partition.name}: effect {effect!r} out of place")
-        return moved
-
-    def _wake(
-        self,
-        key: TopicPartitionKey,
-        *,
-        produce: bool = True,
-        fetch: bool = True,
-        delete: bool = True,
-    ) -> None:
-        if fetch:
-            self._fetch_news(key)
-        self._delayed.wake(key, produce=produce, fetch=fetch, delete=delete)
-
-    def _fetch_news(self, key: TopicPartitionKey) -> None:
-        """`key`'s answer or its fetches' ISR decisions may differ now: every session reads it
-        at its next round (`fetch_session` Rules, dirty-only rounds)."""
-        for session in self._fetch_sessions:
-            session.mark(key)
-
-    # --- produce ------------------------------------------------------------------------------
 
     async def produce(
         self, request: ProduceRequest, *, internal_topics_allowed: bool = False
@@ -1558,8 +1315,6 @@ class ReplicaManager:
             error,
             current_leader=self._error_leader(error, entry.topic, entry.partition),
         )
-
-    # --- transaction markers ------------------------------------------------------------------
 
     async def write_txn_markers(self, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
         """Write each marker to each of its partitions as leader and answer once the ISR has
@@ -1688,8 +1443,6 @@ class ReplicaManager:
             log_start_offset=plog.log_start_offset,
         )
         return _acks_answer(result, partition, effects[-1])
-
-    # --- fetch --------------------------------------------------------------------------------
 
     async def fetch(
         self,
@@ -2135,8 +1888,6 @@ class ReplicaManager:
             log_end_offset=log_end_offset,
         )
 
-    # --- list offsets, offsets for leader epoch -----------------------------------------------
-
     def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
         is_replica = request.replica_id >= 0
         read_committed = request.isolation_level == IsolationLevel.READ_COMMITTED
@@ -2165,8 +1916,6 @@ class ReplicaManager:
                 results.append(OffsetForLeaderPartitionResult(entry.topic, entry.partition, exc))
         return OffsetsForLeaderEpochResponse(tuple(results))
 
-    # --- producers ----------------------------------------------------------------------------
-
     def describe_producers(self, topic: str, partition_id: int) -> tuple[ProducerEntry, ...]:
         """The producers a replica of the partition on this broker knows of (Kafka's
         DescribeProducers: a follower's table is the leader's as of its log end), by producer
@@ -2186,8 +1935,6 @@ class ReplicaManager:
         partition.ensure_producer_state()
         entries = partition.producer_state.entries()
         return tuple(entries[producer_id] for producer_id in sorted(entries))
-
-    # --- delete records -----------------------------------------------------------------------
 
     async def delete_records(
         self, request: DeleteRecordsRequest, *, internal_topics_allowed: bool = False
@@ -2248,8 +1995,6 @@ class ReplicaManager:
             op.fail_pending(lambda _partition, _offset: refused)
         return DeleteRecordsResponse(tuple(op.results))
 
-    # --- follower side (`follower_fetch`) -----------------------------------------------------
-
     def fetch_sources(self) -> list[int]:
         """The leader broker ids this broker fetches from."""
         return list(self._fetch_sources)
@@ -2282,14 +2027,6 @@ class ReplicaManager:
     ) -> None:
         """The fetch itself failed (peer down, timeout): back off every partition it asked."""
         self._follower.fetch_failed(source_broker_id, request, now_ms)
-
-    # --- AlterPartition -----------------------------------------------------------------------
-
-    def _mark_isr_dirty(self, key: TopicPartitionKey) -> None:
-        self._isr_dirty.add(key)
-        self.isr_wakeup.set()
-        # The ISR or its pending change moved: a follower's next fetch may expand it.
-        self._fetch_news(key)
 
     def pending_isr_changes(self) -> list[IsrChange]:
         """ISR changes to send to the controller, as each partition's core hands them over
@@ -2345,8 +2082,6 @@ class ReplicaManager:
             f"{partition.name}: AlterPartition to ISR {list(change.new_isr)} failed: {error}",
         )
         self._execute(partition, partition.core.step(answered, now_ms))
-
-    # --- timers -------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
         """ISR shrink every lag/2, producer-id expiry, AlterPartition retries, purgatory expiry,

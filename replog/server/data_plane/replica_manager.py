@@ -129,7 +129,7 @@ from replog.errors import (
 from replog.quorum.metadata.delta import MetadataDelta
 from replog.quorum.metadata.image import ConfigResource, MetadataImage
 from replog.quorum.metadata.loader import LoaderManifest, Publication
-from replog.quorum.metadata.local_changes import LocalChanges, LocalPartition, local_changes_between
+from replog.quorum.metadata.local_changes import LocalChanges, local_changes_between
 from replog.quorum.metadata.steps import Steps, run_to_end
 from replog.record.builder import build_batch
 from replog.record.control_record import EndTxnMarker, encode_marker
@@ -222,12 +222,10 @@ from replog.server.data_plane.producer_state_loader import preload_producer_tabl
 from replog.server.data_plane.repeat_reads import RepeatReads, asker_of
 from replog.server.data_plane.replica_change_queue import (
     DELETE,
-    LEADER,
     ReplicaChange,
     StagedChanges,
     stage_in_steps,
 )
-from replog.server.data_plane.replica_configs import ReplicaConfigs
 from replog.server.data_plane.replica_logs import (
     LOG_MANAGER_BUSY_WAIT_S,
     LogCreation,
@@ -235,6 +233,7 @@ from replog.server.data_plane.replica_logs import (
     ReplicaLogs,
     empty_table,
 )
+from replog.server.data_plane.replica_roles import ReplicaRoles
 from replog.server.data_plane.replica_shell import SYNC_EACH_MAX
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.runtime import collector
@@ -289,7 +288,7 @@ SWEEP_SLICE = 2_000
 STOP_SNAPSHOT_WRITES_PER_TURN = 20
 
 
-class ReplicaManager(ReplicaConfigs, ReplicaLogs):
+class ReplicaManager(ReplicaLogs, ReplicaRoles):
     """Every partition replica of this broker (module docstring). A MetadataPublisher."""
 
     name = "replica-manager"
@@ -651,30 +650,6 @@ class ReplicaManager(ReplicaConfigs, ReplicaLogs):
             self._take_role(change, created, now_ms)
         return index
 
-    def _take_role(self, change: ReplicaChange, partition: Partition, now_ms: int) -> None:
-        # Whether and where it is fetched from may change (`follower_fetch`, dirty-only).
-        self._follower.touch(partition.key)
-        if change.kind == LEADER:
-            self._make_leader(partition, change.local, now_ms)
-        else:
-            self._make_follower(partition, change.local, now_ms)
-        self._roles_taken[change.kind].append(partition.name)
-
-    def _log_roles_taken(self) -> None:
-        """One line per round for the roles it gave (a line per replica cost a broker creating
-        10,000 replicas seconds of its event loop; each replica's own line is at DEBUG)."""
-        for kind, names in self._roles_taken.items():
-            if names:
-                verb = "leads" if kind == LEADER else "follows"
-                log.info(
-                    "broker %d %s %d replicas: %s",
-                    self.broker_id,
-                    verb,
-                    len(names),
-                    few_names(names),
-                )
-                names.clear()
-
     def _on_changes_applied(self) -> None:
         """Every queued change is applied: the replicas are those `self.image` describes."""
         if self._strays_unchecked:
@@ -749,61 +724,6 @@ class ReplicaManager(ReplicaConfigs, ReplicaLogs):
         self._preloaded = preload_producer_tables(
             self.log_manager.all_logs(), self._producer_expiry()
         )
-
-    def _make_leader(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
-        # Metrics: an ISR change of a partition this broker goes on leading may arrive here
-        # (metadata) before the AlterPartition answer does (which then changes nothing).
-        led = partition.leader_state
-        isr_size_before = None if led is None else len(led.isr)
-        effects = partition.make_leader(
-            local.registration,
-            config=self._replication_config(self.image, local.topic_name),
-            eligibility=self._eligibility,
-            now_ms=now_ms,
-        )
-        if isr_size_before is not None and partition.leader_state is not None:
-            self.counters.isr_changed(isr_size_before, len(partition.leader_state.isr))
-        self._count_leader(partition)
-        self._execute(partition, effects)
-
-    def _make_follower(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
-        effects = partition.lose_leadership(now_ms)
-        partition.make_follower(local.registration, now_ms)
-        key = partition.key
-        self.replica_counts.set_figures(key, None)
-        self._execute(partition, effects)
-
-    def _delete_partition(self, local: LocalPartition) -> None:
-        key = (local.topic_name, local.partition_id)
-        existing = self._partitions.get(key)
-        if existing is None or existing.topic_id != local.topic_id:
-            return
-        self._drop(existing, delete_log=True)
-        self._replicas_deleted += 1
-
-    def _drop(self, partition: Partition, *, delete_log: bool) -> None:
-        key = partition.key
-        del self._partitions[key]
-        self.replica_counts.set_figures(key, None)
-        self._count_replicas()
-        self._follower.touch(key)
-        self._isr_dirty.discard(key)
-        effects = partition.lose_leadership(self._clock())
-        if delete_log:
-            partition.delete()
-        else:
-            partition.stop()
-        log.info("%s: replica removed from broker %d", partition.name, self.broker_id)
-        self._execute(partition, effects)
-
-    def _refresh_fetch_sources(self) -> None:
-        """After a round of replica changes: the leaders to fetch from, and the touched
-        partitions' fetch entries, each costing what the round changed."""
-        self._follower.refresh(self._clock())
-        sources = self._follower.fetch_sources(self.broker_id)
-        if sources != self._fetch_sources:
-            self._fetch_sources = sources
-            self.fetch_wakeup.set()
 
     async def produce(
         self, request: ProduceRequest, *, internal_topics_allowed: bool = False

@@ -44,7 +44,7 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
 )
-from replog.server.data_plane import replica_manager
+from replog.server.data_plane import replica_applier, replica_manager
 from replog.server.data_plane.broker_cores import BrokerCores
 from replog.server.data_plane.repeat_reads import RepeatReads
 from replog.testing import ManualClock
@@ -499,7 +499,7 @@ async def test_an_unfenced_follower_rejoins_the_isr_when_a_started_leader_refres
     # The same, with the leaders' replica managers started: an image's new eligibility
     # reaches the leader states a few partitions a round, between loop turns, and each one
     # reached must be read again in its session (its follower was parked outside the ISR).
-    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 3)
+    monkeypatch.setattr(replica_applier, "APPLY_ROUND_CHANGES", 3)
     steps = _unfencing_steps()
     walking = Cluster(tmp_path, keep_reads=True)
     dirty = Cluster(tmp_path, keep_reads=True, dirty_only=True)

@@ -74,7 +74,7 @@ from replog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from replog.server.data_plane import follower_fetch, replica_manager
+from replog.server.data_plane import follower_fetch, replica_applier, replica_manager
 from replog.server.data_plane.partition import Partition
 from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
@@ -1563,7 +1563,7 @@ async def test_a_started_manager_gives_its_leaders_a_new_registration_in_bounded
     """A broker fenced changes the eligibility of every partition this broker leads: a started
     manager walks them a round at a time, the loop's other tasks running between rounds,
     and in the end every leader has the new image's eligibility."""
-    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 4)
+    monkeypatch.setattr(replica_applier, "APPLY_ROUND_CHANGES", 4)
     (node, _) = nodes_with(tmp_path, clock, *[(1, 2)] * 11)
     await node.rm.start()
     try:
@@ -2031,7 +2031,7 @@ async def test_images_arriving_faster_than_a_refresh_never_starve_a_leader(
     reached within about one walk of them all: the leaders an earlier image did not reach yet
     go first, or a steady stream of registration (or config) changes would leave the same
     leaders on the first image's eligibility for ever."""
-    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 4)
+    monkeypatch.setattr(replica_applier, "APPLY_ROUND_CHANGES", 4)
     (node, _) = nodes_with(tmp_path, clock, *[(1, 2)] * 12)
     await node.rm.start()
     try:
@@ -2058,7 +2058,7 @@ async def test_a_leadership_a_follower_asks_for_before_its_log_exists_is_created
     """A broker far behind in creating its replicas answers NOT_LEADER_OR_FOLLOWER to a
     follower that already fetches one of them, and creates that one next, not after the
     backlog (replica_change_queue.py): a follower retries a second later, not 13 times."""
-    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 4)
+    monkeypatch.setattr(replica_applier, "APPLY_ROUND_CHANGES", 4)
     (node, _) = nodes_with(tmp_path, clock, (1, 2))
     await node.rm.start()
     try:

@@ -117,51 +117,23 @@ from replog.errors import (
     KafkaError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
-    PurgatoryFullError,
     UnknownTopicOrPartitionError,
 )
 from replog.replication.fetch_session import FetchChanges
 from replog.replication.leader_state import IsrChange
-from replog.replication.messages import (
-    DeleteRecordsPartitionResult,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
-    FetchRequest,
-    FetchResponse,
-    IsolationLevel,
-    ListOffsetsPartitionResult,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    OffsetForLeaderPartitionResult,
-    OffsetsForLeaderEpochRequest,
-    OffsetsForLeaderEpochResponse,
-)
-from replog.replication.partition_effects import (
-    CompleteDeleteRecords,
-    HandOverAlterPartition,
-    MoveLogStart,
-    Refuse,
-    SendAlterPartition,
-)
+from replog.replication.messages import FetchRequest, FetchResponse
+from replog.replication.partition_effects import HandOverAlterPartition, SendAlterPartition
 from replog.replication.partition_events import (
     AlterPartitionAnswered,
     AlterPartitionCollected,
-    DeleteRecordsArrived,
-    LogStartMoved,
     TimerFired,
 )
 from replog.replication.producer_state import ProducerEntry
-from replog.replication.request_admission import internal_topic_error
 from replog.server.config.replica_manager_config import ReplicaManagerConfig
-from replog.server.data_plane.delayed_operations import DelayedDeleteRecords, DelayedOperations
+from replog.server.data_plane.delayed_operations import DelayedOperations
 from replog.server.data_plane.fetch_serving import FetchServing
-from replog.server.data_plane.leader_offsets import (
-    delete_records_on_leader,
-    list_offset,
-    offset_for_leader_epoch,
-)
 from replog.server.data_plane.log_summaries import few_names
-from replog.server.data_plane.partition import Partition
+from replog.server.data_plane.offset_requests import OffsetRequests
 from replog.server.data_plane.produce_path import ProducePath
 from replog.server.data_plane.producer_state_loader import preload_producer_tables
 from replog.server.data_plane.replica_applier import ReplicaApplier
@@ -188,7 +160,7 @@ SWEEP_SLICE = 2_000
 STOP_SNAPSHOT_WRITES_PER_TURN = 20
 
 
-class ReplicaManager(ReplicaApplier, ProducePath, FetchServing):
+class ReplicaManager(ReplicaApplier, ProducePath, FetchServing, OffsetRequests):
     """Every partition replica of this broker (module docstring). A MetadataPublisher."""
 
     name = "replica-manager"
@@ -265,34 +237,6 @@ class ReplicaManager(ReplicaApplier, ProducePath, FetchServing):
             self.log_manager.all_logs(), self._producer_expiry()
         )
 
-    def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
-        is_replica = request.replica_id >= 0
-        read_committed = request.isolation_level == IsolationLevel.READ_COMMITTED
-        results = []
-        for entry in request.partitions:
-            try:
-                partition = self._leader_partition(entry.topic, entry.partition)
-                results.append(
-                    list_offset(
-                        partition, entry, is_replica=is_replica, read_committed=read_committed
-                    )
-                )
-            except KafkaError as exc:
-                results.append(ListOffsetsPartitionResult(entry.topic, entry.partition, exc))
-        return ListOffsetsResponse(tuple(results))
-
-    def offsets_for_leader_epoch(
-        self, request: OffsetsForLeaderEpochRequest
-    ) -> OffsetsForLeaderEpochResponse:
-        results = []
-        for entry in request.partitions:
-            try:
-                partition = self._leader_partition(entry.topic, entry.partition)
-                results.append(offset_for_leader_epoch(partition, entry))
-            except KafkaError as exc:
-                results.append(OffsetForLeaderPartitionResult(entry.topic, entry.partition, exc))
-        return OffsetsForLeaderEpochResponse(tuple(results))
-
     def describe_producers(self, topic: str, partition_id: int) -> tuple[ProducerEntry, ...]:
         """The producers a replica of the partition on this broker knows of (Kafka's
         DescribeProducers: a follower's table is the leader's as of its log end), by producer
@@ -312,65 +256,6 @@ class ReplicaManager(ReplicaApplier, ProducePath, FetchServing):
         partition.ensure_producer_state()
         entries = partition.producer_state.entries()
         return tuple(entries[producer_id] for producer_id in sorted(entries))
-
-    async def delete_records(
-        self, request: DeleteRecordsRequest, *, internal_topics_allowed: bool = False
-    ) -> DeleteRecordsResponse:
-        now_ms = self._clock()
-        results: list[DeleteRecordsPartitionResult] = []
-        pending: dict[int, tuple[Partition, int]] = {}
-        may_wait = request.timeout_ms > 0 and not self._stopped
-        for index, entry in enumerate(request.partitions):
-            try:
-                if not internal_topics_allowed:
-                    _refuse_internal(entry.topic, entry.partition, "delete records of")
-                partition = self._leader_partition(entry.topic, entry.partition)
-                plog = partition.log
-                waiting = self._delayed.delete_records
-                effects = partition.core.step(
-                    DeleteRecordsArrived(
-                        entry.offset,
-                        plog.config.cleanup_policy,
-                        plog.log_start_offset,
-                        may_wait,
-                        len(waiting),
-                        waiting.max_pending,
-                    ),
-                    now_ms,
-                )
-                move = effects[0]
-                if type(move) is Refuse:
-                    raise move.error
-                assert isinstance(move, MoveLogStart)
-                offset = move.offset
-                moved = delete_records_on_leader(partition, offset)
-                effects = partition.core.step(
-                    LogStartMoved(offset, moved, plog.log_start_offset), now_ms
-                )
-                self._execute(partition, effects[:-1])
-                result = DeleteRecordsPartitionResult(entry.topic, entry.partition)
-                done = effects[-1]
-                if type(done) is CompleteDeleteRecords:
-                    result = done.applied_to(result)
-                else:
-                    pending[index] = (partition, offset)
-                results.append(result)
-            except KafkaError as exc:
-                results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition, exc))
-        if not pending:
-            return DeleteRecordsResponse(tuple(results))
-        op = DelayedDeleteRecords(results, pending)
-        if self._delayed.check_delete_records(op):
-            return DeleteRecordsResponse(tuple(op.results))
-        if request.timeout_ms <= 0 or self._stopped:
-            self._delayed.expire_delete_records(op)
-            return DeleteRecordsResponse(tuple(op.results))
-        try:
-            await self._delayed.wait_delete_records(op, now_ms + request.timeout_ms)
-        except PurgatoryFullError as exc:
-            refused: KafkaError = exc
-            op.fail_pending(lambda _partition, _offset: refused)
-        return DeleteRecordsResponse(tuple(op.results))
 
     def fetch_sources(self) -> list[int]:
         """The leader broker ids this broker fetches from."""
@@ -631,13 +516,6 @@ class ReplicaManager(ReplicaApplier, ProducePath, FetchServing):
                         break
             if rest:
                 await yield_turn()
-
-
-def _refuse_internal(topic: str, partition: int, what: str) -> None:
-    """Raise `request_admission`'s INVALID_TOPIC_EXCEPTION for an internal topic."""
-    error = internal_topic_error(topic, partition, what)
-    if error is not None:
-        raise error
 
 
 def _slice(rest: list[TopicPartitionKey]) -> list[TopicPartitionKey]:

@@ -113,25 +113,16 @@ from collections.abc import Callable
 
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.common import TopicPartitionKey
-from replog.errors import (
-    KafkaError,
-    KafkaStorageError,
-    NotLeaderOrFollowerError,
-    UnknownTopicOrPartitionError,
-)
+from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from replog.replication.fetch_session import FetchChanges
-from replog.replication.leader_state import IsrChange
 from replog.replication.messages import FetchRequest, FetchResponse
-from replog.replication.partition_effects import HandOverAlterPartition, SendAlterPartition
-from replog.replication.partition_events import (
-    AlterPartitionAnswered,
-    AlterPartitionCollected,
-    TimerFired,
-)
+from replog.replication.partition_effects import SendAlterPartition
+from replog.replication.partition_events import TimerFired
 from replog.replication.producer_state import ProducerEntry
 from replog.server.config.replica_manager_config import ReplicaManagerConfig
 from replog.server.data_plane.delayed_operations import DelayedOperations
 from replog.server.data_plane.fetch_serving import FetchServing
+from replog.server.data_plane.isr_changes import IsrChanges
 from replog.server.data_plane.log_summaries import few_names
 from replog.server.data_plane.offset_requests import OffsetRequests
 from replog.server.data_plane.produce_path import ProducePath
@@ -144,8 +135,6 @@ from replog.storage.cleaner.batch_filter import ProducerLastBatch
 from replog.storage.log_manager import LogManager
 
 __all__ = ["ReplicaManager", "ReplicaManagerConfig"]
-
-ALTER_PARTITION_COLLECTED = AlterPartitionCollected()
 
 log = logging.getLogger("replog.server.data_plane.replica_manager")
 
@@ -160,7 +149,7 @@ SWEEP_SLICE = 2_000
 STOP_SNAPSHOT_WRITES_PER_TURN = 20
 
 
-class ReplicaManager(ReplicaApplier, ProducePath, FetchServing, OffsetRequests):
+class ReplicaManager(ReplicaApplier, ProducePath, FetchServing, OffsetRequests, IsrChanges):
     """Every partition replica of this broker (module docstring). A MetadataPublisher."""
 
     name = "replica-manager"
@@ -289,61 +278,6 @@ class ReplicaManager(ReplicaApplier, ProducePath, FetchServing, OffsetRequests):
     ) -> None:
         """The fetch itself failed (peer down, timeout): back off every partition it asked."""
         self._follower.fetch_failed(source_broker_id, request, now_ms)
-
-    def pending_isr_changes(self) -> list[IsrChange]:
-        """ISR changes to send to the controller, as each partition's core hands them over
-        (once until answered)."""
-        changes = []
-        now_ms = self._clock()
-        for key in sorted(self._isr_dirty):
-            partition = self._partitions.get(key)
-            if partition is None:
-                continue
-            for effect in partition.core.step(ALTER_PARTITION_COLLECTED, now_ms):
-                assert isinstance(effect, HandOverAlterPartition)
-                changes.append(effect.change)
-        self._isr_dirty.clear()
-        return changes
-
-    def on_isr_change_result(
-        self,
-        change: IsrChange,
-        error: KafkaError | None,
-        isr: tuple[int, ...],
-        leader_epoch: int,
-        partition_epoch: int,
-    ) -> None:
-        """The controller's answer to `change` (or the sender's error for it)."""
-        key = (change.topic, change.partition)
-        partition = self._partitions.get(key)
-        leader_state = partition.leader_state if partition is not None else None
-        if partition is None or leader_state is None or partition.topic_id != change.topic_id:
-            return  # leadership moved on meanwhile
-        now_ms = self._clock()
-        answered = AlterPartitionAnswered(
-            change, error, isr, leader_epoch, partition_epoch, partition.log.log_end_offset
-        )
-        if error is None:
-            isr_size_before = len(leader_state.isr)
-            effects = partition.core.step(answered, now_ms)
-            self.counters.isr_changed(isr_size_before, len(leader_state.isr))
-            self._count_leader(partition)
-            isr_now = f"ISR is now {list(leader_state.isr)}"
-            self._isr_log.add(
-                logging.INFO,
-                isr_now,
-                partition.name,
-                f"{partition.name}: {isr_now} (partition epoch {leader_state.partition_epoch})",
-            )
-            self._execute(partition, effects)
-            return
-        self._isr_log.add(
-            logging.WARNING,
-            f"AlterPartition failed ({type(error).__name__})",
-            partition.name,
-            f"{partition.name}: AlterPartition to ISR {list(change.new_isr)} failed: {error}",
-        )
-        self._execute(partition, partition.core.step(answered, now_ms))
 
     def tick(self, now_ms: int) -> None:
         """ISR shrink every lag/2, producer-id expiry, AlterPartition retries, purgatory expiry,

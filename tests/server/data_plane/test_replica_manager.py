@@ -74,7 +74,12 @@ from replog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from replog.server.data_plane import follower_fetch, replica_applier, replica_manager
+from replog.server.data_plane import (
+    follower_fetch,
+    replica_applier,
+    replica_manager,
+    replica_timers,
+)
 from replog.server.data_plane.partition import Partition
 from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
@@ -2105,7 +2110,7 @@ async def test_the_isr_check_walks_the_replicas_a_slice_per_tick(
     """A broker with 100,000 replicas checked every ISR in one tick (50-65 ms of a held
     loop): a tick now walks `SWEEP_SLICE` of them, asks to run again at once until the walk
     is done, and the walk's shrinks are logged in one line at its end."""
-    monkeypatch.setattr(replica_manager, "SWEEP_SLICE", 2, raising=False)
+    monkeypatch.setattr(replica_timers, "SWEEP_SLICE", 2)
     leader, *_ = nodes_with(tmp_path, clock, *[(1, 2)] * 5)
     clock.advance(30_001)  # no follower fetched: every ISR shrinks at its check
     with caplog.at_level(logging.INFO, logger="replog.server.data_plane.replica_manager"):

@@ -77,7 +77,7 @@ from replog.replication.messages import (
 from replog.server.data_plane import (
     follower_fetch,
     replica_applier,
-    replica_manager,
+    replica_producers,
     replica_timers,
 )
 from replog.server.data_plane.partition import Partition
@@ -2159,7 +2159,7 @@ async def test_a_stop_checks_the_producer_snapshots_a_slice_a_turn(
     """A stop checked every replica's producer snapshot in one loop turn (158-168 ms of CPU
     at 100,000 replicas, the node's Raft driver waiting behind it): now `SWEEP_SLICE` a
     turn, every replica once."""
-    monkeypatch.setattr(replica_manager, "SWEEP_SLICE", 2, raising=False)
+    monkeypatch.setattr(replica_producers, "SWEEP_SLICE", 2)
     (node,) = nodes_with(tmp_path, clock, *[(1,)] * 5)
     assert await _turns_of_stop_snapshots(node, monkeypatch) == [[0, 1], [2, 3], [4]]
 
@@ -2170,7 +2170,7 @@ async def test_a_stop_writes_a_bounded_number_of_producer_snapshots_a_turn(
 ) -> None:
     """Each written snapshot is a file: a turn ends after `STOP_SNAPSHOT_WRITES_PER_TURN` of
     them, and every replica with something to replay still gets its snapshot at the LEO."""
-    monkeypatch.setattr(replica_manager, "STOP_SNAPSHOT_WRITES_PER_TURN", 2, raising=False)
+    monkeypatch.setattr(replica_producers, "STOP_SNAPSHOT_WRITES_PER_TURN", 2)
     (node,) = nodes_with(tmp_path, clock, *[(1,)] * 5)
     for partition in (0, 1, 3, 4):  # partition 2 stays empty: nothing to write
         await produce(node, batch(2), partition=partition)

@@ -100,7 +100,7 @@ from replog.cli.bench.start_timeline import (
     TimelineWatch,
 )
 from replog.cli.local_cluster import LocalCluster
-from replog.server.data_plane.replica_manager import APPLY_ROUND_CHANGES
+from replog.server.data_plane.replica_applier import APPLY_ROUND_CHANGES
 from replog.storage.fs import OsFileSystem
 
 NODES = 3

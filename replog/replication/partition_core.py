@@ -24,6 +24,11 @@ Rules (docs/design/replication.md#acks-and-min-isr, #high-watermark, #isr-shrink
   `alter_partition_retry_ms` later (`ScheduleWakeup`, then `TimerFired`), never in a hot loop.
 - The periodic ISR check (`TimerFired` with `check_isr`) shrinks the ISR of followers that are
   not caught up.
+- The AlterPartition sender collects what to send (`AlterPartitionCollected`): the change to
+  send is handed over (`HandOverAlterPartition`) once, and again only once it was answered,
+  another change replaced it, or the leadership changed (a new leadership sends anew).
+- A refreshed image whose ISR eligibility differs has every fetch session read the partition
+  again (`FetchNews`): a follower parked under the previous eligibility may join now.
 - A parked produce whose request times out answers REQUEST_TIMED_OUT naming the offset.
 - DeleteRecords (docs/design/replication.md#low-watermark), on a leader only: a log whose
   cleanup.policy lacks `delete` is POLICY_VIOLATION; the offset (-1: the HW) must be within
@@ -48,7 +53,8 @@ Rules (docs/design/replication.md#acks-and-min-isr, #high-watermark, #isr-shrink
 Theory of operation: no I/O, clock or asyncio. The shell captures offsets from the log into
 events, executes effects in order, and feeds I/O results back as events. The core holds the
 leader state (`leader`, None when not leading), the replica's producer table (read here, updated
-by the shell's appends) and the time of a scheduled AlterPartition retry. Which requests wait
+by the shell's appends), the time of a scheduled AlterPartition retry and the change last
+handed to the sender. Which requests wait
 on which partitions, and their deadlines, stay with the shell's purgatory: one request spans
 many partitions, each partition's core answers only for its own part.
 """
@@ -68,13 +74,14 @@ from replog.errors import (
 )
 from replog.record.header import iter_frames, read_header, validate_batch
 from replog.replication.follower_truncation import offset_truncation_state
-from replog.replication.leader_state import PartitionLeaderState
+from replog.replication.leader_state import IsrChange, PartitionLeaderState
 from replog.replication.messages import ACKS_ALL, NO_OFFSET
 from replog.replication.partition_effects import (
     ANSWER_OK,
     APPEND,
     BACK_OFF,
     COMPLETE_OK,
+    FETCH_NEWS,
     WAKE_ALL,
     WAKE_DELETES,
     WAKE_FETCHES,
@@ -85,6 +92,7 @@ from replog.replication.partition_effects import (
     AssignLeaderEpoch,
     CompleteDeleteRecords,
     CompleteParked,
+    HandOverAlterPartition,
     MoveLogStart,
     ParkDeleteRecords,
     ParkProduce,
@@ -97,6 +105,7 @@ from replog.replication.partition_effects import (
 )
 from replog.replication.partition_events import (
     AlterPartitionAnswered,
+    AlterPartitionCollected,
     DeleteRecordsArrived,
     DivergingEpochAnswered,
     FollowerFetchArrived,
@@ -125,6 +134,7 @@ class PartitionCore:
 
     __slots__ = (
         "alter_partition_retry_ms",
+        "handed_over",
         "leader",
         "local_broker_id",
         "partition",
@@ -154,6 +164,8 @@ class PartitionCore:
         self.alter_partition_retry_ms = alter_partition_retry_ms
         self.leader: PartitionLeaderState | None = None
         self.retry_at_ms: int | None = None  # a failed AlterPartition is sent again then
+        # The change the sender collected and has not had answered: not handed over again.
+        self.handed_over: IsrChange | None = None
 
     def step(self, event: PartitionEvent, now_ms: int) -> Effects:
         """The effects of `event` at `now_ms`, to execute in order."""
@@ -379,7 +391,20 @@ class PartitionCore:
             effects += (WAKE_DELETES,)
         return effects
 
+    def _alter_partition_collected(self, event: AlterPartitionCollected, now_ms: int) -> Effects:
+        leader = self.leader
+        change = None if leader is None else leader.isr_change_to_send
+        if change is None:
+            self.handed_over = None
+            return _NONE
+        if change == self.handed_over:
+            return _NONE
+        self.handed_over = change
+        return (HandOverAlterPartition(change),)
+
     def _alter_partition_answered(self, event: AlterPartitionAnswered, now_ms: int) -> Effects:
+        if self.handed_over == event.change:
+            self.handed_over = None
         leader = self.leader
         if leader is None:
             return _NONE
@@ -457,6 +482,7 @@ class PartitionCore:
     def _leadership_changed(self, event: LeadershipChanged, now_ms: int) -> Effects:
         leader = self.leader
         registration = event.registration
+        self.handed_over = None  # whatever the sender had is sent anew
         # A follower may hold entries of an epoch this replica never saw; a new epoch's entry
         # is durable before any append of it and before any follower can ask.
         assign: Effects = (
@@ -495,6 +521,7 @@ class PartitionCore:
     def _leadership_lost(self, event: LeadershipLost, now_ms: int) -> Effects:
         self.leader = None
         self.retry_at_ms = None
+        self.handed_over = None
         # Waiting produces, fetches and deletions now answer NOT_LEADER_OR_FOLLOWER.
         return (WAKE_ALL,)
 
@@ -503,6 +530,14 @@ class PartitionCore:
         if leader is None:
             return _NONE
         leo = event.leader_log_end_offset
+        eligibility = event.eligibility
+        # Read by every follower fetch's ISR expansion check (identity first: the shell keeps
+        # one object per image's cluster).
+        news: Effects = (
+            (FETCH_NEWS,)
+            if eligibility is not leader.eligibility and eligibility != leader.eligibility
+            else _NONE
+        )
         moved = leader.update_eligibility(
             event.eligibility, leader_log_end_offset=leo, now_ms=now_ms
         )
@@ -511,7 +546,7 @@ class PartitionCore:
                 leader.update_config(event.config, leader_log_end_offset=leo, now_ms=now_ms)
                 or moved
             )
-        return (AdvanceHighWatermark(leader.high_watermark),) if moved else _NONE
+        return (*news, AdvanceHighWatermark(leader.high_watermark)) if moved else news
 
 
 # One table for every core (a replica is made per partition: no per-instance bound methods).
@@ -529,6 +564,7 @@ _HANDLERS: dict[type, Callable[[PartitionCore, PartitionEvent, int], Effects]] =
     LeadershipLost: PartitionCore._leadership_lost,  # type: ignore[dict-item]
     ImageRefreshed: PartitionCore._image_refreshed,  # type: ignore[dict-item]
     AlterPartitionAnswered: PartitionCore._alter_partition_answered,  # type: ignore[dict-item]
+    AlterPartitionCollected: PartitionCore._alter_partition_collected,  # type: ignore[dict-item]
     TimerFired: PartitionCore._timer_fired,  # type: ignore[dict-item]
     DivergingEpochAnswered: PartitionCore._diverging_epoch_answered,  # type: ignore[dict-item]
     OffsetOutOfRangeAnswered: PartitionCore._offset_out_of_range_answered,  # type: ignore[dict-item]

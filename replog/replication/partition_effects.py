@@ -166,6 +166,23 @@ class SendAlterPartition:
 
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
+class HandOverAlterPartition:
+    """Give `change` to the AlterPartition sender, which collects it (`AlterPartitionCollected`):
+    a change is handed over once, until it is answered or the leadership changes."""
+
+    change: IsrChange
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
+class FetchNews:
+    """Who may join the ISR changed: every fetch session reads this partition again at its
+    next round (a follower parked under the previous eligibility may join now); nothing
+    waiting in a purgatory is re-checked."""
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
 class ScheduleWakeup:
     """Step `TimerFired` at `at_ms` (a failed AlterPartition's retry)."""
 
@@ -189,6 +206,8 @@ PartitionEffect = (
     | AdvanceHighWatermark
     | WakeWaiters
     | SendAlterPartition
+    | HandOverAlterPartition
+    | FetchNews
     | ScheduleWakeup
 )
 
@@ -200,3 +219,4 @@ WAKE_NOT_FETCHES = WakeWaiters(produce=True, fetch=False, delete=True)
 WAKE_DELETES = WakeWaiters(produce=False, fetch=False, delete=True)
 WAKE_ALL = WakeWaiters()
 BACK_OFF = BackOff()
+FETCH_NEWS = FetchNews()

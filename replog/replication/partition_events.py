@@ -194,6 +194,13 @@ class AlterPartitionAnswered:
 
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
+class AlterPartitionCollected:
+    """The AlterPartition sender collects what to send for this partition (after a
+    `SendAlterPartition` named it)."""
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
 class TimerFired:
     """A wake-up the core asked for (`ScheduleWakeup`) or the periodic ISR check
     (`check_isr`: every replica.lag.time.max.ms / 2)."""
@@ -218,5 +225,6 @@ PartitionEvent = (
     | LeadershipLost
     | ImageRefreshed
     | AlterPartitionAnswered
+    | AlterPartitionCollected
     | TimerFired
 )

@@ -141,6 +141,14 @@ class ReplicationQuota:
             self._verdict = (now_ms, self.bound, self._records, exceeded)
         return exceeded
 
+    def throttles_leader_read(
+        self, topic: str, partition: int, *, in_sync: bool, now_ms: int
+    ) -> bool:
+        """Whether a leader leaves `topic`-`partition`'s records out of a follower's fetch now
+        (Kafka's `shouldLeaderThrottle`): a replica outside the ISR (`in_sync` False), of a
+        partition this throttle names, while the throttle is over its bound."""
+        return not in_sync and self.is_throttled(topic, partition) and self.is_exceeded(now_ms)
+
     def record(self, size: int, now_ms: int) -> None:
         """Count `size` bytes of throttled partitions sent or received at `now_ms`."""
         self._rate.record(size, now_ms)

@@ -32,3 +32,10 @@ def internal_topic_error(topic: str, partition: int, what: str) -> InvalidTopicE
     return InvalidTopicError(
         f"{topic}-{partition}: cannot {what} internal topic {topic!r} (only the broker writes it)"
     )
+
+
+def refuse_internal(topic: str, partition: int, what: str) -> None:
+    """Raise `internal_topic_error`'s INVALID_TOPIC_EXCEPTION for an internal topic."""
+    error = internal_topic_error(topic, partition, what)
+    if error is not None:
+        raise error

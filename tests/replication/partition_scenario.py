@@ -22,6 +22,7 @@ Commands (brokers are integers; the leader is broker 1):
                                             one partition's DeleteRecords entry (-1: the HW)
     expire NAME                             a parked produce's or DeleteRecords' request times out
     answer ok|ERROR_NAME                    the controller answers the AlterPartition in flight
+    collect                                 the AlterPartition sender collects what to send
     tick MS                                 the clock moves; due wake-ups fire
     isr-check                               the periodic ISR check
     fence B | unfence B | register B epoch=E
@@ -61,6 +62,8 @@ from replog.replication.partition_effects import (
     AssignLeaderEpoch,
     CompleteDeleteRecords,
     CompleteParked,
+    FetchNews,
+    HandOverAlterPartition,
     MoveLogStart,
     ParkDeleteRecords,
     ParkProduce,
@@ -72,6 +75,7 @@ from replog.replication.partition_effects import (
 )
 from replog.replication.partition_events import (
     AlterPartitionAnswered,
+    AlterPartitionCollected,
     DeleteRecordsArrived,
     FollowerFetchArrived,
     ImageRefreshed,
@@ -193,6 +197,14 @@ class PartitionScenario:
                     f"epoch={change.leader_epoch} pepoch={change.partition_epoch}"
                 )
                 self.in_flight = change
+        elif isinstance(effect, HandOverAlterPartition):
+            change = effect.change
+            self.say(
+                f"  hand over isr={_list(change.new_isr)} epoch={change.leader_epoch} "
+                f"pepoch={change.partition_epoch}"
+            )
+        elif kind is FetchNews:
+            self.say("  fetch news")
         elif isinstance(effect, ScheduleWakeup):
             self.say(f"  wake-up in {effect.at_ms - self.now_ms} ms")
             self.wakeups.append(effect.at_ms)
@@ -434,6 +446,9 @@ class PartitionScenario:
             error = error_for_code(ERROR_CODES[args[0]])
             answer = AlterPartitionAnswered(change, error, (), -1, -1, self.leo)
         self.step(answer)
+
+    def cmd_collect(self, args: list[str], options: dict[str, str]) -> None:
+        self.step(AlterPartitionCollected())
 
     def cmd_tick(self, args: list[str], options: dict[str, str]) -> None:
         self.now_ms += int(args[0])

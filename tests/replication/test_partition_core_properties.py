@@ -14,7 +14,10 @@ This module adds, per step:
 - the HW moves only while the committed ISR reaches the effective min ISR (KIP-966);
 - every produce and DeleteRecords gets exactly one answer: at once, or parked and completed
   (or expired) once;
-- a parked produce completes with NOT_LEADER_OR_FOLLOWER only once this broker stopped leading.
+- a parked produce completes with NOT_LEADER_OR_FOLLOWER only once this broker stopped leading;
+- the AlterPartition sender's collection hands over the leader's change to send once, and
+  again only once it was answered, or the leadership changed (metadata), and nothing when
+  there is nothing to send.
 
 Followers fetch at offsets that never go back and never pass the leader's LEO; the controller
 answers the change in flight (or refuses it with one of the errors the leader distinguishes),
@@ -30,7 +33,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from partition_scenario import LEADER, PartitionScenario, run_command
 
-from replog.replication.leader_state import PartitionLeaderState
+from replog.replication import partition_core
+from replog.replication.leader_state import IsrChange, PartitionLeaderState
+from replog.replication.partition_core import Effects, PartitionCore
+from replog.replication.partition_effects import HandOverAlterPartition
+from replog.replication.partition_events import AlterPartitionCollected
 
 FOLLOWERS = (2, 3)
 ANSWERS = ("ok", "ok", "ok", "INVALID_UPDATE_VERSION", "INELIGIBLE_REPLICA", "NOT_CONTROLLER")
@@ -47,8 +54,14 @@ class PartitionCoreMachine(RuleBasedStateMachine):
         self.answered: set[str] = set()
         self.delete_offsets: dict[str, int] = {}
         self.follower_log_starts: dict[int, int] = {}
+        self.handed: IsrChange | None = None  # handed to the sender and not answered since
 
     def run(self, line: str) -> list[str]:
+        command = line.split()[0]
+        if command in ("lead", "metadata"):
+            self.handed = None  # a new registration: the sender gets the change anew
+        elif command == "answer" and self.env.in_flight == self.handed:
+            self.handed = None
         leader = self.env.core.leader
         hw_before = leader.high_watermark if leader is not None else None
         committed_ok = leader is not None and len(leader.isr) >= leader.effective_min_isr
@@ -131,6 +144,20 @@ class PartitionCoreMachine(RuleBasedStateMachine):
     @rule()
     def isr_check(self) -> None:
         self.run("isr-check")
+
+    @rule()
+    def collect(self) -> None:
+        leader = self.env.core.leader
+        change = None if leader is None else leader.isr_change_to_send
+        handed = [line for line in self.run("collect") if line.startswith("  hand over")]
+        if change is None:
+            assert not handed, "handed over with nothing to send"
+            self.handed = None
+        elif change == self.handed:
+            assert not handed, f"{change} handed over twice before its answer"
+        else:
+            assert handed, f"{change} not handed over"
+            self.handed = change
 
     @precondition(lambda self: self.env.in_flight is not None)
     @rule(answer=st.sampled_from(ANSWERS))
@@ -231,3 +258,21 @@ def test_the_random_scripts_catch_a_hw_advanced_before_the_isr_has_it(
         PartitionCoreMachine.TestCase("runTest").runTest()
     failures = getattr(caught.value, "exceptions", (caught.value,))
     assert any("acknowledged up to" in str(failure) for failure in failures), failures
+
+
+def test_the_checks_catch_a_change_handed_over_at_every_collection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def every_time(self: PartitionCore, event: AlterPartitionCollected, now_ms: int) -> Effects:
+        leader = self.leader
+        change = None if leader is None else leader.isr_change_to_send
+        return () if change is None else (HandOverAlterPartition(change),)
+
+    monkeypatch.setitem(partition_core._HANDLERS, AlterPartitionCollected, every_time)
+    machine = PartitionCoreMachine()
+    machine.lead(min_isr=1)
+    machine.run("metadata isr=1")
+    machine.run("fetch 2 offset=0")  # an expansion to send
+    machine.collect()
+    with pytest.raises(AssertionError, match="handed over twice"):
+        machine.collect()

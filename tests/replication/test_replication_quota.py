@@ -59,6 +59,18 @@ def test_only_the_named_partitions_are_throttled_and_star_names_all() -> None:
     assert set(quota.throttled) == {"topic1"}
 
 
+def test_a_leader_throttles_only_out_of_sync_replicas_of_named_partitions_over_the_bound() -> None:
+    quota = ReplicationQuota()
+    quota.set_throttled("t", frozenset({0}))
+    quota.bound = 0
+    quota.record(1, 0)
+    assert quota.throttles_leader_read("t", 0, in_sync=False, now_ms=0)
+    assert not quota.throttles_leader_read("t", 0, in_sync=True, now_ms=0)  # an ISR member
+    assert not quota.throttles_leader_read("t", 1, in_sync=False, now_ms=0)  # not named
+    quota.bound = UNBOUNDED
+    assert not quota.throttles_leader_read("t", 0, in_sync=False, now_ms=0)  # within the bound
+
+
 def test_no_bound_is_never_exceeded_and_a_bound_of_zero_stops_at_the_first_byte() -> None:
     quota = ReplicationQuota()
     quota.record(10**15, 0)

@@ -19,7 +19,7 @@ from replog.quorum.raft import node as raft_node_module
 from replog.quorum.raft.node import RaftNode
 from replog.replication.leader_state import PartitionLeaderState
 from replog.replication.producer_state import ProducerStateTable
-from replog.server.data_plane import replica_manager
+from replog.server.data_plane import fetch_serving
 from replog.server.raft.raft_storage import RaftStorage
 from replog.sim.run import SimulationFailure, simulate
 from replog.storage.log import Log
@@ -115,7 +115,7 @@ def _duplicates_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
 def _stale_epoch_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     """A leader answers a fetch naming another leader epoch than its own (KIP-320's check
     skipped)."""
-    monkeypatch.setattr(replica_manager, "check_current_leader_epoch", lambda *args: None)
+    monkeypatch.setattr(fetch_serving, "check_current_leader_epoch", lambda *args: None)
 
 
 def _failed_fsync_ignored(monkeypatch: pytest.MonkeyPatch) -> None:

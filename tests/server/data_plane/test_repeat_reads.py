@@ -44,7 +44,7 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
 )
-from replog.server.data_plane import replica_manager
+from replog.server.data_plane import fetch_serving, replica_applier
 from replog.server.data_plane.broker_cores import BrokerCores
 from replog.server.data_plane.repeat_reads import RepeatReads
 from replog.testing import ManualClock
@@ -388,15 +388,15 @@ async def test_dirty_only_rounds_answer_and_record_exactly_as_walking_every_part
 def _counted_steps(monkeypatch: pytest.MonkeyPatch, step: int) -> list[int]:
     """A session round's reads in steps of `step` partitions; the list grows by one for each
     turn of the loop the reads let pass between two steps."""
-    monkeypatch.setattr(replica_manager, "FETCH_READ_STEP_PARTITIONS", step)
+    monkeypatch.setattr(fetch_serving, "FETCH_READ_STEP_PARTITIONS", step)
     turns: list[int] = []
-    real_yield = replica_manager.yield_turn
+    real_yield = fetch_serving.yield_turn
 
     async def counted_yield() -> None:
         turns.append(1)
         await real_yield()
 
-    monkeypatch.setattr(replica_manager, "yield_turn", counted_yield)
+    monkeypatch.setattr(fetch_serving, "yield_turn", counted_yield)
     return turns
 
 
@@ -499,7 +499,7 @@ async def test_an_unfenced_follower_rejoins_the_isr_when_a_started_leader_refres
     # The same, with the leaders' replica managers started: an image's new eligibility
     # reaches the leader states a few partitions a round, between loop turns, and each one
     # reached must be read again in its session (its follower was parked outside the ISR).
-    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 3)
+    monkeypatch.setattr(replica_applier, "APPLY_ROUND_CHANGES", 3)
     steps = _unfencing_steps()
     walking = Cluster(tmp_path, keep_reads=True)
     dirty = Cluster(tmp_path, keep_reads=True, dirty_only=True)

@@ -20,11 +20,8 @@ from replog.errors import KafkaStorageError
 from replog.quorum.metadata.image import MetadataImage
 from replog.quorum.metadata.records import RemoveTopicRecord
 from replog.server.data_plane import file_maker
-from replog.server.data_plane.replica_manager import (
-    SYNC_EACH_MAX,
-    ReplicaManager,
-    ReplicaManagerConfig,
-)
+from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.server.data_plane.replica_shell import SYNC_EACH_MAX
 from replog.storage.file_maker_process import FileMakerAnswer, FileMakerProcess, NewLogRequest
 from replog.storage.fs import OsFileSystem
 from replog.storage.log_config import LogConfig

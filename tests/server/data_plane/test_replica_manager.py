@@ -74,7 +74,12 @@ from replog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from replog.server.data_plane import follower_fetch, replica_manager
+from replog.server.data_plane import (
+    follower_fetch,
+    replica_applier,
+    replica_producers,
+    replica_timers,
+)
 from replog.server.data_plane.partition import Partition
 from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
@@ -1563,7 +1568,7 @@ async def test_a_started_manager_gives_its_leaders_a_new_registration_in_bounded
     """A broker fenced changes the eligibility of every partition this broker leads: a started
     manager walks them a round at a time, the loop's other tasks running between rounds,
     and in the end every leader has the new image's eligibility."""
-    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 4)
+    monkeypatch.setattr(replica_applier, "APPLY_ROUND_CHANGES", 4)
     (node, _) = nodes_with(tmp_path, clock, *[(1, 2)] * 11)
     await node.rm.start()
     try:
@@ -2031,7 +2036,7 @@ async def test_images_arriving_faster_than_a_refresh_never_starve_a_leader(
     reached within about one walk of them all: the leaders an earlier image did not reach yet
     go first, or a steady stream of registration (or config) changes would leave the same
     leaders on the first image's eligibility for ever."""
-    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 4)
+    monkeypatch.setattr(replica_applier, "APPLY_ROUND_CHANGES", 4)
     (node, _) = nodes_with(tmp_path, clock, *[(1, 2)] * 12)
     await node.rm.start()
     try:
@@ -2058,7 +2063,7 @@ async def test_a_leadership_a_follower_asks_for_before_its_log_exists_is_created
     """A broker far behind in creating its replicas answers NOT_LEADER_OR_FOLLOWER to a
     follower that already fetches one of them, and creates that one next, not after the
     backlog (replica_change_queue.py): a follower retries a second later, not 13 times."""
-    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 4)
+    monkeypatch.setattr(replica_applier, "APPLY_ROUND_CHANGES", 4)
     (node, _) = nodes_with(tmp_path, clock, (1, 2))
     await node.rm.start()
     try:
@@ -2105,7 +2110,7 @@ async def test_the_isr_check_walks_the_replicas_a_slice_per_tick(
     """A broker with 100,000 replicas checked every ISR in one tick (50-65 ms of a held
     loop): a tick now walks `SWEEP_SLICE` of them, asks to run again at once until the walk
     is done, and the walk's shrinks are logged in one line at its end."""
-    monkeypatch.setattr(replica_manager, "SWEEP_SLICE", 2, raising=False)
+    monkeypatch.setattr(replica_timers, "SWEEP_SLICE", 2)
     leader, *_ = nodes_with(tmp_path, clock, *[(1, 2)] * 5)
     clock.advance(30_001)  # no follower fetched: every ISR shrinks at its check
     with caplog.at_level(logging.INFO, logger="replog.server.data_plane.replica_manager"):
@@ -2154,7 +2159,7 @@ async def test_a_stop_checks_the_producer_snapshots_a_slice_a_turn(
     """A stop checked every replica's producer snapshot in one loop turn (158-168 ms of CPU
     at 100,000 replicas, the node's Raft driver waiting behind it): now `SWEEP_SLICE` a
     turn, every replica once."""
-    monkeypatch.setattr(replica_manager, "SWEEP_SLICE", 2, raising=False)
+    monkeypatch.setattr(replica_producers, "SWEEP_SLICE", 2)
     (node,) = nodes_with(tmp_path, clock, *[(1,)] * 5)
     assert await _turns_of_stop_snapshots(node, monkeypatch) == [[0, 1], [2, 3], [4]]
 
@@ -2165,7 +2170,7 @@ async def test_a_stop_writes_a_bounded_number_of_producer_snapshots_a_turn(
 ) -> None:
     """Each written snapshot is a file: a turn ends after `STOP_SNAPSHOT_WRITES_PER_TURN` of
     them, and every replica with something to replay still gets its snapshot at the LEO."""
-    monkeypatch.setattr(replica_manager, "STOP_SNAPSHOT_WRITES_PER_TURN", 2, raising=False)
+    monkeypatch.setattr(replica_producers, "STOP_SNAPSHOT_WRITES_PER_TURN", 2)
     (node,) = nodes_with(tmp_path, clock, *[(1,)] * 5)
     for partition in (0, 1, 3, 4):  # partition 2 stays empty: nothing to write
         await produce(node, batch(2), partition=partition)

@@ -23,7 +23,7 @@ from replog.quorum.metadata.records import (
     FenceChange,
     PartitionChangeRecord,
 )
-from replog.server.data_plane import replica_manager
+from replog.server.data_plane import replica_applier
 from replog.server.data_plane.replica_manager import ReplicaManager
 from replog.testing import ManualClock
 from tests.metadata.metadata_helpers import create_topic, replayed, topic_id
@@ -64,7 +64,7 @@ async def three_a_turn(count: Callable[[], int]) -> None:
 
 @pytest.fixture(autouse=True)
 def budget(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(replica_manager, "APPLY_TURN_BUDGET_MS", 8, raising=False)
+    monkeypatch.setattr(replica_applier, "APPLY_TURN_BUDGET_MS", 8)
 
 
 @pytest.mark.asyncio

@@ -203,6 +203,7 @@ class QuorumController:
             rng,
             default_num_partitions=config.default_num_partitions,
             default_replication_factor=config.default_replication_factor,
+            elr_enabled=self.features.eligible_leader_replicas_enabled,
         )
         self.purgatory = DeferredQueue()
         # Raft's view, as last told: the leader (None: unknown) in `quorum_epoch`.
@@ -627,8 +628,10 @@ class QuorumController:
         if self.features.metadata_version() is None:
             # An empty log: write what every metadata log begins with.
             level = self.config.bootstrap_metadata_version
+            elr = self.config.eligible_leader_replicas_enable
+            records = FeatureControl.bootstrap_records(level, eligible_leader_replicas=elr)
             self.write(
-                lambda ctx: ControllerResult.of(FeatureControl.bootstrap_records(level), None),
+                lambda ctx: ControllerResult.of(records, None),
                 now_ms,
                 "write the bootstrap records",
             )

@@ -88,6 +88,9 @@ def controller_config(
         node_id=node_id,
         cluster_id=CLUSTER_ID,
         broker_session_timeout_ms=session_timeout_ms,
+        # KIP-966: a replica that lost power is kept out of every ISR and ELR, so no
+        # acknowledged record depends on what it had not synced.
+        eligible_leader_replicas_enable=True,
         leader_imbalance_check_interval_ms=LEADER_IMBALANCE_CHECK_MS,
     )
 

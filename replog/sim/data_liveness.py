@@ -2,23 +2,27 @@
 
 Rules:
 - `partitions_replicated`: before the deadline, every data partition has a leader and its full
-  ISR in every running broker's image, and its leader's replica leads in that epoch.
+  ISR in every running broker's image, or is offline by KIP-966: no leader, and neither ISR
+  nor ELR members (every replica known to hold its commits restarted after an unclean
+  shutdown; only an operator's unclean election may lead it). It returns those.
 - `acked_batches_readable`: every acknowledged acks=all batch is given, at its offset and with
   the bytes its producer sent, by a fetch from its leader (so below the HW), unless the
-  checker excuses a loss since it was acknowledged (`DataChecker.loss_excuse`: power losses
-  of more than `replicas - min.insync.replicas` replicas since, or of the last replica
-  standing since it was sent);
-  on a topic with `flush.messages=1`, whatever the power losses.
+  checker excuses a loss since it was sent (`DataChecker.loss_excuse`: power losses of more
+  than `replicas - min.insync.replicas` replicas since); on a topic with `flush.messages=1`,
+  whatever the power losses. On a partition offline by KIP-966 the batch must be in some
+  running replica's log instead, at its offset with its bytes: kept, for an unclean election
+  of that replica to bring back.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from replog.quorum.metadata.partition_registration import PartitionRegistration
 from replog.record.header import iter_frames, read_header
 from replog.replication import messages as m
 from replog.sim.cluster import SimCluster
-from replog.sim.data_invariants import PAYLOAD_START, DataChecker, TopicSpec
+from replog.sim.data_invariants import PAYLOAD_START, READ_BYTES, DataChecker, TopicSpec
 from replog.sim.invariants import InvariantViolation
 from replog.sim.workload import AckedBatch, DataWorkload
 
@@ -28,8 +32,15 @@ POLL_S = 0.1
 READABLE_BOUND_S = 5.0
 
 
-def _unreplicated(cluster: SimCluster, specs: tuple[TopicSpec, ...]) -> list[str]:
-    """What keeps the data partitions from being led and fully replicated, in words."""
+def _offline_by_kip966(registration: PartitionRegistration) -> bool:
+    return registration.leader < 0 and not registration.isr and not registration.elr
+
+
+def _unreplicated(
+    cluster: SimCluster, specs: tuple[TopicSpec, ...], offline: set[tuple[str, int]]
+) -> list[str]:
+    """What keeps the data partitions from being led and fully replicated, in words; adds the
+    partitions offline by KIP-966 to `offline`."""
     missing: list[str] = []
     for node in cluster.up_nodes():
         broker = node.broker
@@ -43,6 +54,8 @@ def _unreplicated(cluster: SimCluster, specs: tuple[TopicSpec, ...]) -> list[str
                 where = f"{spec.name}-{index} in node {node.node_id}'s image"
                 if registration is None:
                     missing.append(f"{where}: absent")
+                elif _offline_by_kip966(registration):
+                    offline.add((spec.name, index))
                 elif registration.leader < 0:
                     missing.append(f"{where}: no leader")
                 elif sorted(registration.isr) != sorted(registration.replicas):
@@ -52,9 +65,13 @@ def _unreplicated(cluster: SimCluster, specs: tuple[TopicSpec, ...]) -> list[str
 
 async def partitions_replicated(
     cluster: SimCluster, specs: tuple[TopicSpec, ...], deadline: float
-) -> None:
-    """Module Rules; `deadline`: virtual seconds."""
-    while missing := _unreplicated(cluster, specs):
+) -> set[tuple[str, int]]:
+    """Module Rules; `deadline`: virtual seconds. The partitions offline by KIP-966."""
+    while True:
+        offline: set[tuple[str, int]] = set()
+        missing = _unreplicated(cluster, specs, offline)
+        if not missing:
+            return offline
         if cluster.loop.time() > deadline:
             raise InvariantViolation(
                 f"data partitions not led and fully replicated in time: {missing[:4]}"
@@ -63,7 +80,11 @@ async def partitions_replicated(
 
 
 async def acked_batches_readable(
-    cluster: SimCluster, workload: DataWorkload, checker: DataChecker, bound_s: float
+    cluster: SimCluster,
+    workload: DataWorkload,
+    checker: DataChecker,
+    bound_s: float,
+    offline: set[tuple[str, int]],
 ) -> None:
     """Module Rules; a new leader's HW reaches what it holds only once its followers fetch
     it, so a batch not yet readable is asked again until `bound_s` virtual seconds pass."""
@@ -71,12 +92,47 @@ async def acked_batches_readable(
     for acked in workload.acked:
         history = checker.history(acked.topic, acked.partition)
         assert history is not None
-        if checker.loss_excuse(history, acked.acked_ms, acked.sent_ms) is not None:
+        # From when it was sent: it was committed, and every replica may have lost power,
+        # before its producer heard so.
+        if checker.loss_excuse(history, acked.sent_ms) is not None:
+            continue
+        if (acked.topic, acked.partition) in offline:
+            kept = _kept_by_a_replica(cluster, acked)
+            if kept is not None:
+                raise InvariantViolation(kept)
             continue
         while (unreadable := await _unreadable(cluster, workload, acked)) is not None:
             if cluster.loop.time() > deadline:
                 raise InvariantViolation(unreadable)
             await asyncio.sleep(POLL_S)
+
+
+def _kept_by_a_replica(cluster: SimCluster, acked: AckedBatch) -> str | None:
+    """None if a running replica's log holds `acked` at its offset with its bytes; else why
+    it is lost (its partition has no leader to ask)."""
+    for node in cluster.up_nodes():
+        manager = None if node.broker is None else node.broker.replica_manager
+        replica = None if manager is None else manager.partition(acked.topic, acked.partition)
+        if replica is None or replica.stopped:
+            continue
+        log = replica.log
+        if not log.log_start_offset <= acked.base_offset < log.log_end_offset:
+            continue
+        data = log.read(acked.base_offset, READ_BYTES, log.log_end_offset)
+        header = next((read_header(data, p) for p, _ in iter_frames(data)), None)
+        if (
+            header is not None
+            and header.base_offset == acked.base_offset
+            and data[PAYLOAD_START : header.size_in_bytes] == acked.payload
+        ):
+            return None
+    lost = sorted({n for at, n in cluster.power_losses if at >= acked.sent_ms})
+    return (
+        f"{acked.producer}'s acks=all batch acknowledged at {acked.acked_ms} ms at "
+        f"{acked.topic}-{acked.partition} offset {acked.base_offset}, a partition offline by "
+        f"KIP-966, is in no running replica's log (nodes {lost} lost power since it was sent): "
+        "an acknowledged record lost"
+    )
 
 
 async def _unreadable(cluster: SimCluster, workload: DataWorkload, acked: AckedBatch) -> str | None:

@@ -28,20 +28,14 @@ from replog.quorum.controller.controller import QuorumController
 from replog.quorum.controller.controller_config import ControllerConfig
 from replog.quorum.controller.pending_response import PendingResponse
 from replog.quorum.controller.replication_control import CreatableTopic
+from replog.quorum.metadata.broker_lifecycle import SUPPORTED_FEATURES
 from replog.quorum.metadata.delta import MetadataDelta
 from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
 from replog.quorum.metadata.log_batches import CommittedRecords
-from replog.quorum.metadata.records import (
-    METADATA_VERSION_FEATURE,
-    METADATA_VERSION_LATEST,
-    Endpoint,
-    FeatureRange,
-    MetadataRecord,
-    TopicRecord,
-)
+from replog.quorum.metadata.records import Endpoint, MetadataRecord, TopicRecord
 
 CLUSTER_ID = "test-cluster"
-BROKER_FEATURES = (FeatureRange(METADATA_VERSION_FEATURE, 1, METADATA_VERSION_LATEST),)
+BROKER_FEATURES = SUPPORTED_FEATURES  # what a replog broker registers with
 
 
 @dataclass(frozen=True)
@@ -223,7 +217,12 @@ class Cluster:
             controller.tick(self.now_ms)
 
     def register(
-        self, broker_id: int, *, rack: str | None = None, commit: bool = True
+        self,
+        broker_id: int,
+        *,
+        rack: str | None = None,
+        commit: bool = True,
+        previous_broker_epoch: int = -1,
     ) -> PendingResponse[BrokerRegistrationReply]:
         incarnation = uuid.UUID(int=broker_id * 1000 + len(self.incarnations) + 1)
         self.incarnations[broker_id] = incarnation
@@ -235,6 +234,7 @@ class Cluster:
                 endpoints=(Endpoint("PLAINTEXT", "localhost", 9092 + broker_id),),
                 features=BROKER_FEATURES,
                 rack=rack,
+                previous_broker_epoch=previous_broker_epoch,
             ),
             self.now_ms,
         )

@@ -165,7 +165,10 @@ def test_the_broker_registers_first_with_its_incarnation_and_supported_features(
     assert request.rack == "r1"
     assert request.previous_broker_epoch == -1
     # The controller bootstraps metadata.version 7 (records.METADATA_VERSION_LATEST).
-    assert request.features == (FeatureRange(METADATA_VERSION_FEATURE, 1, 7),)
+    assert request.features == (
+        FeatureRange(METADATA_VERSION_FEATURE, 1, 7),
+        FeatureRange("eligible.leader.replicas.version", 0, 1),
+    )
     assert broker.core.state is S.STARTING
     assert broker.core.broker_epoch is None
     # Nothing else goes out while it is in flight; the next tick is its timeout.

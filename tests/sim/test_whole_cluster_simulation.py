@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from replog.errors import KafkaStorageError
+from replog.quorum.controller.replication_control import ReplicationControl
 from replog.quorum.raft import node as raft_node_module
 from replog.quorum.raft.node import RaftNode
 from replog.replication.leader_state import PartitionLeaderState
@@ -135,6 +136,17 @@ def _failed_fsync_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Log, "_after_append", ignoring_after_append)
 
 
+def _unclean_shutdown_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker registering after an unclean shutdown (no clean-shutdown marker) is handled as
+    after a clean one: it stays in the ELRs it was in, and may lead from there (KIP-966's
+    check skipped)."""
+    monkeypatch.setattr(
+        ReplicationControl,
+        "handle_broker_unclean_shutdown",
+        ReplicationControl.handle_broker_fenced,
+    )
+
+
 LOST_COMMITS = "committed batch was lost or replaced|acknowledged topic creations lost"
 LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record replaced"
 
@@ -151,6 +163,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         (_duplicates_accepted, "an idempotent duplicate"),
         (_stale_epoch_accepted, "a stale leader epoch accepted"),
         (_failed_fsync_ignored, f"{LOST_COMMITS}|{LOST_ACKED}|below the high watermark"),
+        (_unclean_shutdown_ignored, LOST_ACKED),
     ],
     ids=[
         "fsync dropped",
@@ -162,6 +175,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         "idempotent duplicate accepted",
         "stale leader epoch accepted",
         "failed fsync taken for a success",
+        "unclean shutdown taken for a clean one",
     ],
 )
 def test_a_planted_bug_is_caught(

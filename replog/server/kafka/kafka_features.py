@@ -3,9 +3,10 @@ the cluster has finalized, as `kafka-features describe` prints them.
 
 Rules:
 - Supported: the ranges this node's broker registers with (`broker_lifecycle.SUPPORTED_FEATURES`:
-  `metadata.version` 1..7, the levels the metadata code reads and writes). Nothing else is
-  claimed: replog has no `kraft.version` 1 (dynamic quorum), no `transaction.version`,
-  `group.version`, `share.version` or `eligible.leader.replicas.version` feature to finalize.
+  `metadata.version` 1..7, the levels the metadata code reads and writes, and
+  `eligible.leader.replicas.version` 0..1, KIP-966). Nothing else is claimed: replog has no
+  `kraft.version` 1 (dynamic quorum), no `transaction.version`, `group.version` or
+  `share.version` feature to finalize.
 - Finalized: every level the metadata image holds (a removed feature is absent), each with
   its level as both min and max (Kafka's KRaft answer); the epoch is the image's last offset,
   -1 when nothing is finalized yet (Kafka's "unknown").

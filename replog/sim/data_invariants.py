@@ -236,7 +236,8 @@ class DataChecker:
             if manager is None:
                 continue
             for (topic, index), replica in manager.partitions().items():
-                if topic not in self._topics or replica.stopped:
+                # A closed log: its broker is stopping cleanly (its logs shut down first).
+                if topic not in self._topics or replica.stopped or replica.log.closed:
                     continue
                 follower = replica.follower
                 answered = follower is not None and follower.caught_up is not None

@@ -113,7 +113,7 @@ def _kept_by_a_replica(cluster: SimCluster, acked: AckedBatch) -> str | None:
     for node in cluster.up_nodes():
         manager = None if node.broker is None else node.broker.replica_manager
         replica = None if manager is None else manager.partition(acked.topic, acked.partition)
-        if replica is None or replica.stopped:
+        if replica is None or replica.stopped or replica.log.closed:
             continue
         log = replica.log
         if not log.log_start_offset <= acked.base_offset < log.log_end_offset:

@@ -6,12 +6,15 @@ A run, all of it decided by its seed:
    controller and broker shells on in-memory disks, `cluster`); a client creates a
    topic every few hundred ms through whichever controller it believes active; the network
    delays, drops, duplicates and reorders messages at the seed's rates and partitions the
-   nodes; nodes are killed (kill -9), lose power alone or all together, and restart; a node's
+   nodes; nodes are killed (kill -9), stopped cleanly and restarted (a rolling restart's
+   stop: controlled shutdown, the clean-shutdown marker), lose power alone or all together,
+   and restart; a node's
    disk fails or fills up, turns slow, its wall clock jumps (`node_faults`: a node stops on a
    disk failure, as a node process does). The data workload (`workload`) produces (acks 0, 1
    and all, idempotent) and consumes. `SafetyChecker` runs after every iteration of the loop
    (the log rule every `LOG_CHECK_S`), `DataChecker` every `DATA_CHECK_S` and before every
-   power loss (its images every `IMAGE_CHECK_S`).
+   power loss (its images every `IMAGE_CHECK_S`); around every power loss `SyncedData` checks
+   that each replica of a `flush.messages=1` topic keeps what its log had synced.
 3. Liveness: faults stop, the network heals, every disk is healthy, every node starts, the
    producers stop. Within `LIVENESS_BOUND_S` a controller must lead, every broker be
    registered and unfenced, a new topic be created, and every data partition have a leader
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import random
 from dataclasses import dataclass, field
 
@@ -45,6 +49,7 @@ from replog.sim.data_liveness import (
 from replog.sim.invariants import InvariantViolation, SafetyChecker
 from replog.sim.network import CallLost, NetworkFaults, SimNetwork
 from replog.sim.node_faults import NodeFaults
+from replog.sim.synced_data import SyncedData
 from replog.sim.virtual_loop import VirtualLoop
 from replog.sim.workload import DataWorkload, topic_specs
 
@@ -60,6 +65,26 @@ DATA_CHECK_S = 0.05
 IMAGE_CHECK_S = 1.0
 CLIENT_ID = 999
 CREATE_EVERY_S = (0.1, 0.5)
+# Each fault's share of the faults phase's draws, in percent; the rest start a stopped node.
+# Clean restarts outnumber kills and power losses, as in a real cluster's life: KIP-966 keeps
+# a partition offline once every replica that may lead it stopped uncleanly.
+FAULT_WEIGHTS = (
+    ("partition", 15),
+    ("heal", 15),
+    ("kill", 5),
+    ("clean restart", 30),
+    ("power loss", 4),
+    ("whole power loss", 0.3),
+    ("disk", 4),
+    ("slow disk", 3),
+    ("clock", 3),
+)
+FAULTS = tuple(
+    (fault, total / 100)
+    for (fault, _), total in zip(
+        FAULT_WEIGHTS, itertools.accumulate(w for _, w in FAULT_WEIGHTS), strict=True
+    )
+)
 CALL_TIMEOUT_S = 2.0
 
 
@@ -84,6 +109,7 @@ class SimReport:
     faults: NetworkFaults
     virtual_s: float = 0.0
     kills: int = 0
+    clean_restarts: int = 0
     power_losses: int = 0
     whole_cluster_power_losses: int = 0
     partitions: int = 0
@@ -105,7 +131,8 @@ class SimReport:
     def summary(self) -> str:
         return (
             f"seed {self.seed}: clean ({self.nodes} nodes, {self.virtual_s:.1f} s simulated, "
-            f"{self.kills} kills, {self.power_losses} power losses "
+            f"{self.kills} kills, {self.clean_restarts} clean restarts, "
+            f"{self.power_losses} power losses "
             f"({self.whole_cluster_power_losses} of every node), {self.partitions} partitions, "
             f"{self.disk_errors} disk errors and {self.full_disks} full disks "
             f"({self.disk_fail_stops} nodes stopped by them), {self.slow_disks} slow disks, "
@@ -136,6 +163,7 @@ def simulate(seed: int) -> SimReport:
     workload = DataWorkload(cluster, data_checker, specs, random.Random(rng.getrandbits(64)))
     run = _Run(cluster, report, random.Random(rng.getrandbits(64)), workload)
     node_faults = run.node_faults = NodeFaults(cluster, random.Random(rng.getrandbits(64)))
+    synced = SyncedData(cluster, specs, node_faults.suspended)
     main = loop.create_task(run.main())
     next_log_check = next_data_check = next_image_check = 0.0
     unhandled: list[str] = []  # errors asyncio would only log: a callback's, say
@@ -182,6 +210,7 @@ def simulate(seed: int) -> SimReport:
         "replica checks": data_checker.checks,
         "images checked": data_checker.images_checked,
         "excused losses": data_checker.excused,
+        "synced batches kept": synced.checked,
     }
     report.acked = [(a.topic, a.partition, a.base_offset, a.acked_ms) for a in workload.acked]
     outcome = hashlib.sha256(checker.committed)
@@ -190,7 +219,16 @@ def simulate(seed: int) -> SimReport:
     report.disk_errors, report.full_disks = node_faults.disk_errors, node_faults.full_disks
     report.disk_fail_stops, report.slow_disks = node_faults.fail_stops, node_faults.slow_disks
     report.clock_jumps = node_faults.clock_jumps
+    report.clean_restarts = node_faults.clean_restarts
     return report
+
+
+def _draw(roll: float) -> str:
+    """The fault `FAULTS` names for `roll`, a uniform draw in [0, 1)."""
+    for fault, below in FAULTS:
+        if roll < below:
+            return fault
+    return "start"
 
 
 def _unhandled(context: dict[str, object]) -> str:
@@ -278,30 +316,33 @@ class _Run:
             await asyncio.sleep(rng.uniform(0.1, 1.0))
             up = [n.node_id for n in cluster.up_nodes()]
             down = [i for i in cluster.node_ids if i not in up]
-            roll = rng.random()
-            if roll < 0.2:
+            fault = _draw(rng.random())
+            if fault == "partition":
                 split = rng.randint(1, len(cluster.node_ids) - 1)
                 shuffled = rng.sample(cluster.node_ids, len(cluster.node_ids))
                 groups = [shuffled[:split], shuffled[split:]]
                 cluster.network.partition(groups)
                 self.report.partitions += 1
                 self.note(f"partition {groups}")
-            elif roll < 0.4:
+            elif fault == "heal":
                 cluster.network.heal()
                 self.note("heal")
-            elif roll < 0.55 and up:
+            elif fault == "kill" and up:
                 victim = rng.choice(up)
                 cluster.kill(victim)
                 self.report.kills += 1
                 self.note(f"kill -9 node {victim}")
-            elif roll < 0.65 and up:
+            elif fault == "clean restart" and up:
+                for what in await node_faults.clean_restart(rng.choice(up)):
+                    self.note(what)
+            elif fault == "power loss" and up:
                 victim = rng.choice(up)
                 with node_faults.suspended():  # what is committed is seen before
                     self.workload.checker.check_replicas()
                 cluster.power_loss(victim)
                 self.report.power_losses += 1
                 self.note(f"power loss of node {victim}")
-            elif roll < 0.68 and up:
+            elif fault == "whole power loss" and up:
                 with node_faults.suspended():
                     self.workload.checker.check_replicas()
                 for victim in up:
@@ -309,12 +350,12 @@ class _Run:
                 self.report.power_losses += len(up)
                 self.report.whole_cluster_power_losses += 1
                 self.note("power loss of every node")
-            elif roll < 0.72:
+            elif fault == "disk":
                 repaired = node_faults.repair_disk()
                 self.note(repaired or node_faults.fail_disk(rng.choice(cluster.node_ids)))
-            elif roll < 0.75:
+            elif fault == "slow disk":
                 self.note(node_faults.slow_disk(rng.choice(cluster.node_ids)))
-            elif roll < 0.78:
+            elif fault == "clock":
                 self.note(node_faults.jump_clock(rng.choice(cluster.node_ids)))
             elif down:
                 self.note(node_faults.start(rng.choice(down)))

@@ -155,14 +155,17 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
     ("plant", "expected"),
     [
         (_no_fsync, f"{LOST_COMMITS}|below the high watermark"),
-        (_any_log_wins, LOST_COMMITS),
+        (_any_log_wins, f"{LOST_COMMITS}|below the high watermark"),
         (_votes_twice, f"two leaders in quorum epoch|below the high watermark|{LOST_COMMITS}"),
         (_no_truncation, "no progress|not led and fully replicated in time"),
         (_hw_before_isr, LOST_ACKED),
         (_acks_all_early, LOST_ACKED),
         (_duplicates_accepted, "an idempotent duplicate"),
         (_stale_epoch_accepted, "a stale leader epoch accepted"),
-        (_failed_fsync_ignored, f"{LOST_COMMITS}|{LOST_ACKED}|below the high watermark"),
+        (
+            _failed_fsync_ignored,
+            f"a synced batch lost|{LOST_COMMITS}|{LOST_ACKED}|below the high watermark",
+        ),
         (_unclean_shutdown_ignored, LOST_ACKED),
     ],
     ids=[

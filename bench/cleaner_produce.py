@@ -12,7 +12,11 @@ bandwidth a pass uses). Each with:
   `min.cleanable.dirty.ratio` 0.01, so a segment rolls about every quarter second and, with the
   cleaner on, a pass starts as soon as the last one ended (`log.cleaner.backoff.ms` 100);
 - a probe: `--probes` records sent one at a time, each awaited (acks=all, idempotent), to
-  `probe`, compacted too, after 3 s of load; its latencies (client clock) are the figures.
+  `probe`, compacted too, after 3 s of load; its latencies (client clock) are the figures;
+- then a fetch probe, the load still on: `--probes` fetches of `load` (a consumer's Fetch
+  of up to 64 KiB to its leader, `PartitionFetcher`), one at a time, each awaited, each from
+  an offset `FETCH_STEP` past the last (from the log start to the high watermark, round and
+  round): reads of the segments the cleaner rewrites and swaps, never waiting for new data.
 
 `--compare-checkout DIR` adds a cluster per run, the cleaner on with the code of DIR
 (another version, e.g. a worktree of the main branch), in the same alternating order.
@@ -21,18 +25,18 @@ The cleaner settings are its worst case: with Kafka's defaults (a ratio of 0.5, 
 15 s) a log is cleaned far less often than here, where a cleaner thread on every node is busy
 nearly all the time.
 
-Printed per configuration: each run's probe p50, p99 and max, then min / median / max over
-the runs, and the `load` partition's bytes on node 1 at the end (cleaning on: about the live
-keys; off: everything written), which shows the cleaner ran. Over the probe's time (Linux's
-/proc), where the cores went: how long each node's event loop (its main thread) waited for a
-core, per second (`loop_wait_ms_per_s`, the median node; its schedstat's run delay), and the
-CPU of the nodes' cleaning children (`cleaning_cores`, the three summed), of the nodes' main
-threads (`loop_cores`) and of their other threads (`other_thread_cores`: the cleaner threads'
-side of a pass among them), and of the idle process (`idle_work_cores`). Over the cluster's
-life, from the nodes' logs: the passes run (`passes`, the three nodes), those that ran at the
-cleaner's nice (`urgent_passes`, promoted ones included: `pass_priority`) and those promoted
-while under way (`promoted_passes`). The machine is shared: compare the configurations within
-a run.
+Printed per configuration: each run's probe p50, p99 and max (and the fetch probe's, `fetch_`),
+then min / median / max over the runs, and the `load` partition's bytes on node 1 at the end
+(cleaning on: about the live keys; off: everything written), which shows the cleaner ran. Over
+the probe's time (Linux's /proc), where the cores went: how long each node's event loop (its
+main thread) waited for a core, per second (`loop_wait_ms_per_s`, the median node; its
+schedstat's run delay), and the CPU of the nodes' cleaning children (`cleaning_cores`, the
+three summed), of the nodes' main threads (`loop_cores`) and of their other threads
+(`other_thread_cores`: the cleaner threads' side of a pass among them), and of the idle process
+(`idle_work_cores`). Over the cluster's life, from the nodes' logs: the passes run (`passes`,
+the three nodes), those that ran at the cleaner's nice (`urgent_passes`, promoted ones
+included: `pass_priority`) and those promoted while under way (`promoted_passes`). The machine
+is shared: compare the configurations within a run.
 
     .venv/bin/python bench/cleaner_produce.py [--runs 3] [--probes 2000] [--load-rate 5000]
         [--base-port 27400] [--kafka-base-port 27410] [--data-dir DIR]
@@ -42,6 +46,7 @@ a run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -62,6 +67,9 @@ from replog_cli import create_topic, running_cluster  # noqa: E402
 
 from replog import Producer  # noqa: E402
 from replog.cli.bench.runner import machine  # noqa: E402
+from replog.client.records import TopicPartition  # noqa: E402
+from replog.clock import monotonic_ms  # noqa: E402
+from replog.spark.partition_fetcher import PartitionFetcher  # noqa: E402
 
 COMPACTED = ("cleanup.policy=compact", "segment.bytes=262144", "min.cleanable.dirty.ratio=0.01")
 # Each configuration's cleaner settings (every node's server.properties).
@@ -113,6 +121,39 @@ def probe(bootstrap: str, count: int) -> list[float]:
                 timeout=30
             )
             latencies.append((time.perf_counter() - began) * 1000)
+    return latencies
+
+
+FETCH_BYTES = 64 * 1024
+FETCH_STEP = 997  # offsets: a fetch's 64 KiB hold about 300 records, so each reads afresh
+FETCH_TIMEOUT_MS = 30_000
+
+
+def fetch_probe(bootstrap: str, count: int) -> list[float]:
+    """The latency in ms of `count` fetches of `load`, one at a time (module docstring)."""
+    latencies = []
+    settings = {"bootstrap.servers": bootstrap, "max.partition.fetch.bytes": str(FETCH_BYTES)}
+    fetcher = PartitionFetcher(TopicPartition("load", 0), settings)
+    try:
+        start = fetcher.log_start_offset(FETCH_TIMEOUT_MS)
+        end = fetcher.high_watermark(FETCH_TIMEOUT_MS)
+        position = start
+        for i in range(20 + count):  # the first 20: connections and metadata, unmeasured
+            deadline = monotonic_ms() + FETCH_TIMEOUT_MS
+            began = time.perf_counter()
+            answer = fetcher.wait(fetcher.submit(position, deadline), deadline)
+            elapsed = (time.perf_counter() - began) * 1000
+            if answer is None:
+                raise RuntimeError(f"a fetch of load from {position}: {fetcher.last_failure}")
+            if i >= 20:
+                latencies.append(elapsed)
+            start = max(start, answer.log_start_offset)
+            end = max(end, answer.high_watermark)
+            position += FETCH_STEP
+            if position >= end:  # never at the high watermark: that fetch would wait for data
+                position = start
+    finally:
+        fetcher.close()
     return latencies
 
 
@@ -221,6 +262,39 @@ def cores_used(before: Sample, after: Sample) -> dict[str, float]:
     }
 
 
+PORT_TRIES = 5
+PORT_STEP = 20  # the next try's ports: above every port of the last (its +100s included)
+
+
+def started_cluster(
+    stack: contextlib.ExitStack,
+    args: argparse.Namespace,
+    data_dir: str,
+    overrides: Sequence[str],
+    checkout: str | None,
+) -> str:
+    """A running cluster (stopped with `stack`), its bootstrap servers. On a shared machine
+    another process's connection may hold a port of ours (an ephemeral port, in TIME-WAIT):
+    the start then refuses before it does anything, and the next try moves every port up by
+    `PORT_STEP`."""
+    for attempt in range(PORT_TRIES):
+        shift = attempt * PORT_STEP
+        cluster = running_cluster(
+            data_dir,
+            args.base_port + shift,
+            *overrides,
+            kafka_base_port=args.kafka_base_port + shift,
+            checkout=checkout,
+        )
+        try:
+            return stack.enter_context(cluster)
+        except RuntimeError as exc:
+            if "is in use" not in str(exc) or attempt + 1 == PORT_TRIES:
+                raise
+            print(f"(a port in use, the ports moved up by {PORT_STEP}: {exc})", flush=True)
+    raise AssertionError("unreachable")
+
+
 def one(
     args: argparse.Namespace,
     data_dir: str,
@@ -236,13 +310,8 @@ def one(
         "metrics.port=0",
         "--fresh",
     )
-    with running_cluster(
-        data_dir,
-        args.base_port,
-        *overrides,
-        kafka_base_port=args.kafka_base_port,
-        checkout=checkout,
-    ) as bootstrap:
+    with contextlib.ExitStack() as stack:
+        bootstrap = started_cluster(stack, args, data_dir, overrides, checkout)
         create_topic(bootstrap, "load", 1, *COMPACTED)
         create_topic(bootstrap, "probe", 1, *COMPACTED)
         stop = threading.Event()
@@ -264,6 +333,7 @@ def one(
             if spinning is not None:
                 spun = _proc_cpu_s(spinning.pid) - spun_before
                 cores["idle_work_cores"] = spun / cores["seconds"]
+            fetched = fetch_probe(bootstrap, args.probes)
         finally:
             if spinning is not None:
                 spinning.kill()
@@ -273,15 +343,22 @@ def one(
         time.sleep(1)  # the last pass
         size = partition_bytes(data_dir, "load")
     passes = pass_counts(data_dir)
-    ordered = sorted(latencies)
     return {
-        "p50_ms": statistics.median(ordered),
-        "p99_ms": ordered[int(len(ordered) * 0.99) - 1],
-        "max_ms": ordered[-1],
+        **percentiles(latencies),
+        **percentiles(fetched, "fetch_"),
         "load_records": counted[0] if counted else 0,
         "load_bytes_node1": size,
         **cores,
         **passes,
+    }
+
+
+def percentiles(latencies: Sequence[float], prefix: str = "") -> dict[str, float]:
+    ordered = sorted(latencies)
+    return {
+        f"{prefix}p50_ms": statistics.median(ordered),
+        f"{prefix}p99_ms": ordered[int(len(ordered) * 0.99) - 1],
+        f"{prefix}max_ms": ordered[-1],
     }
 
 
@@ -323,12 +400,15 @@ def main() -> None:
                 result = one(args, data_dir, *configurations[name])
                 results[name].append(result)
                 print(f"run {run + 1} {name}: {json.dumps(result)}", flush=True)
-    print("\nprobe latency, ms, min / median / max over runs")
+    print("\nprobe and fetch probe latency, ms, min / median / max over runs")
     for name, runs in results.items():
         print(
             f"{name}: p50 {spread([r['p50_ms'] for r in runs])}, "
             f"p99 {spread([r['p99_ms'] for r in runs])}, "
             f"max {spread([r['max_ms'] for r in runs])}, "
+            f"fetch p50 {spread([r['fetch_p50_ms'] for r in runs])}, "
+            f"p99 {spread([r['fetch_p99_ms'] for r in runs])}, "
+            f"max {spread([r['fetch_max_ms'] for r in runs])}, "
             f"load partition on node 1 {spread([r['load_bytes_node1'] / 1e6 for r in runs])} MB, "
             f"loop wait {spread([r['loop_wait_ms_per_s'] for r in runs])} ms/s, "
             f"cleaning children {spread([r['cleaning_cores'] for r in runs])} cores, "

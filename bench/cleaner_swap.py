@@ -6,9 +6,10 @@ One compacted log as `bench/cleaner_produce.py`'s `load` topic has it (`segment.
 `index.interval.bytes` 4096, batches of 25 records of 200 bytes over 5,000 keys), on the disk
 of `--data-dir`: filled to `--segments` segments, then `--passes` times one cleaning pass
 (`clean_log`, on this thread) over everything below the active segment, followed by a
-segment's worth of new batches. Every `Log.replace_with_cleaned` call is timed twice: the
-time the log's lock is held in it (the lock is wrapped for that call only; a call that takes
-it more than once counts the sum) and the whole call.
+segment's worth of new batches. Every `Log.replace_with_cleaned` call (a swap: one or more
+cleaned groups at once) is timed twice: the time the log's lock is held in it (the lock is
+wrapped for that call only; a call that takes it more than once counts the sum) and the
+whole call.
 Nothing else runs in the process, so the figures are the swap's own work and the disk's.
 
 `--compare-checkout DIR` runs the same measurement with the code of DIR (another version, e.g.
@@ -117,7 +118,7 @@ def measure(data_dir: str, passes: int, segments: int) -> dict[str, Any]:
         append_segment()
     offset_map = OffsetMap(24 * 2 * KEYS)
     first_dirty = 0
-    swaps = 0
+    groups = 0
     for _ in range(passes):
         result = clean_log(
             log,
@@ -128,11 +129,12 @@ def measure(data_dir: str, passes: int, segments: int) -> dict[str, Any]:
             delete_retention_ms=86_400_000,
         )
         first_dirty = result.end_offset
-        swaps += result.groups_swapped
+        groups += result.groups_swapped
         append_segment()
     log.close()
     return {
-        "swaps": swaps,
+        "swaps": len(calls),
+        "groups": groups,
         "lock_held_ms": [h * 1e3 for h in holds],
         "call_ms": [c * 1e3 for c in calls],
     }
@@ -198,7 +200,8 @@ def main() -> None:
             for key in ("lock_held_ms", "call_ms"):
                 results[name][key] += one[key]
             print(
-                f"round {round_ + 1} {name}: {one['swaps']} swaps, lock held "
+                f"round {round_ + 1} {name}: {one['swaps']} swaps ({one.get('groups')} groups), "
+                f"lock held "
                 f"{summary(one['lock_held_ms'])}",
                 flush=True,
             )

@@ -58,7 +58,7 @@ from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaMana
 from replog.storage.log_manager import LogManager  # noqa: E402
 from replog.testing import LoopTasks  # noqa: E402
 from tests.metadata.metadata_helpers import topic_id  # noqa: E402
-from tests.server.test_replica_fetcher import three_broker_image  # noqa: E402
+from tests.server.data_plane.test_replica_fetcher import three_broker_image  # noqa: E402
 
 TOPIC_ID = topic_id(5)  # three_broker_image's orders
 

@@ -194,7 +194,16 @@ class RebalanceInProgressError(KafkaError, code=27):
 class InvalidCommitOffsetSizeError(KafkaError, code=28): ...
 
 
-class TopicAuthorizationFailedError(KafkaError, code=29): ...
+class TopicAuthorizationFailedError(KafkaError, code=29):
+    """The principal may not do this on the topic (the authorizer's answer)."""
+
+
+class GroupAuthorizationFailedError(KafkaError, code=30):
+    """The principal may not do this on the consumer group."""
+
+
+class ClusterAuthorizationFailedError(KafkaError, code=31):
+    """The principal may not do this on the cluster resource."""
 
 
 class UnsupportedSaslMechanismError(KafkaError, code=33):
@@ -261,6 +270,14 @@ class ConcurrentTransactionsError(KafkaError, code=51):
 
 class TransactionCoordinatorFencedError(KafkaError, code=52):
     """A transaction marker came from a coordinator older than the last one seen."""
+
+
+class TransactionalIdAuthorizationFailedError(KafkaError, code=53):
+    """The principal may not use the transactional id."""
+
+
+class SecurityDisabledError(KafkaError, code=54):
+    """An ACL API on a broker with no authorizer (`authorizer.class.name` empty)."""
 
 
 class OperationNotAttemptedError(KafkaError, code=55):
@@ -734,6 +751,20 @@ class NotAKafkaListenerError(ReplogError):
     server such as a replog node's internal listener, an HTTP server such as its metrics
     endpoint, or a peer that closed without answering ApiVersions. Retrying cannot help, so
     it is not retriable; the message names the address and what answered."""
+
+
+class SecurityProtocolMismatchError(NotAKafkaListenerError):
+    """A Kafka listener of another security protocol than the client's `security.protocol`: a
+    TLS (SSL) listener spoken to in plaintext, or a PLAINTEXT one spoken to with TLS, each
+    found by a probe once the connection closed at its first bytes. The message names the
+    address and the setting to change; not retriable."""
+
+
+class SslAuthenticationError(ReplogError):
+    """A TLS handshake that failed on a certificate (Kafka's SslAuthenticationException): the
+    broker's is not trusted, has expired or does not name the host dialled, or the broker
+    refused this client's. The message names the address, what OpenSSL said and the setting
+    that decides it; not retriable."""
 
 
 class RequestRefusedError(ReplogError):

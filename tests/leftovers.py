@@ -1,14 +1,13 @@
 """What tests open through their helpers and may leave open, closed after each test.
 
 A log holds a descriptor per non-empty segment until it is closed, and one test process runs
-thousands of tests: a CI worker reached 1,462 open descriptors this way, most of them logs
-that the tests' brokers (`tests/server/test_replica_manager.Node`) and storage helpers opened
-and nothing closed. Helpers register a close with `close_after_test`; `tests/conftest.py`
-calls them after every test, newest first. A close that fails is ignored: what it releases is
-all it is for, and the test's outcome is decided. After them, a test that still holds a
-descriptor of a file in its `tmp_path` fails: counted by where descriptors point, so what other
-tests' threads open meanwhile never counts.
-"""
+thousands of tests: a CI worker reached 1,462 open descriptors this way, most of them logs that the
+tests' brokers (`tests/server/data_plane/test_replica_manager.Node`) and storage helpers opened and
+nothing closed. Helpers register a close with `close_after_test`; `tests/conftest.py` calls them
+after every test, newest first. A close that fails is ignored: what it releases is all it is for,
+and the test's outcome is decided. After them, a test that still holds a descriptor of a file in its
+`tmp_path` fails: counted by where descriptors point, so what other tests' threads open meanwhile
+never counts."""
 
 from __future__ import annotations
 

@@ -10,7 +10,13 @@ from replog.cli.local_cluster import DERIVED_KAFKA_PORT_OFFSET
 from replog.testing import METRICS_PORT_OFFSET
 from replog.testing import free_base_port as free_ports_from
 
-__all__ = ["KAFKA_CONTROLLER_PORT_OFFSET", "KAFKA_PORT_OFFSET", "free_base_port", "free_port"]
+__all__ = [
+    "KAFKA_CONTROLLER_PORT_OFFSET",
+    "KAFKA_PORT_OFFSET",
+    "free_base_port",
+    "free_port",
+    "free_ports_in",
+]
 
 # Tests start local clusters with Kafka listeners here, never on the default 9092, which
 # concurrent test runs would share: base + 200, where `cluster start --base-port` alone puts
@@ -27,6 +33,21 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
     return port
+
+
+def free_ports_in(ports: range, count: int) -> list[int]:
+    """The first `count` ports of `ports` nobody listens on now (a test's own range)."""
+    found = []
+    for port in ports:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        found.append(port)
+        if len(found) == count:
+            return found
+    raise AssertionError(f"no {count} free ports in {ports}")
 
 
 # Where local clusters' ports lie: below the kernel's ephemeral range (`free_base_port`).

@@ -215,11 +215,11 @@ def test_codes_without_a_named_class_get_a_generic_one() -> None:
         assert issubclass(cls, errors.GenericKafkaError), cls
         assert not hasattr(errors, cls.__name__), cls.__name__
         assert cls.__doc__ == ERRORS_BY_CODE[code].message
-    err = errors.error_for_code(53, "not allowed")
+    err = errors.error_for_code(57, "no such dir")
     assert isinstance(err, errors.GenericKafkaError)
-    assert (err.code, err.error_name) == (53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+    assert (err.code, err.error_name) == (57, "LOG_DIR_NOT_FOUND")
     assert not err.retriable
-    assert type(err).__name__ == "TransactionalIdAuthorizationFailedError"
+    assert type(err).__name__ == "LogDirNotFoundError"
     assert str(errors.error_for_code(89)) == "THROTTLING_QUOTA_EXCEEDED"
     assert not errors.error_for_code(129).retriable  # REBOOTSTRAP_REQUIRED
 

@@ -90,6 +90,7 @@ from replog.errors import (
     RequestTimedOutError,
     UnknownServerError,
 )
+from replog.quorum.controller.acl_state import AclState
 from replog.quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
 from replog.quorum.controller.cluster_control import (
     BrokerRegistrationReply,
@@ -126,11 +127,13 @@ from replog.quorum.controller.replication_control import (
     ReassignmentResult,
     ReplicationControl,
 )
+from replog.quorum.controller.scram_credentials import ScramCredentials
 from replog.quorum.metadata.deferred_records import DeferredItem, DeferredRecords
 from replog.quorum.metadata.fence_notices import FenceNotice
 from replog.quorum.metadata.image import ConfigResource
 from replog.quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from replog.quorum.metadata.records import (
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,
@@ -140,13 +143,17 @@ from replog.quorum.metadata.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from replog.quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps, run_to_end
 
 R = TypeVar("R")
+AclRecord = AccessControlEntryRecord | RemoveAccessControlEntryRecord
 MOVE_OFF_FENCED = "move fenced brokers out of ISRs and leaderships"
 # Partitions (in whole topics) one step of `snapshot_records_in_steps` takes: 5-10 ms of CPU.
 SNAPSHOT_STEP_PARTITIONS = 5_000
@@ -196,6 +203,8 @@ class QuorumController:
         )
         self.configs = ConfigControl(registry, config.static_broker_configs)
         self.producer_ids = ProducerIdControl(registry, self.cluster)
+        self.scram = ScramCredentials(registry)
+        self.acls = AclState(registry)
         self.replication = ReplicationControl(
             registry,
             self.cluster,
@@ -414,6 +423,22 @@ class QuorumController:
             "alter partition reassignments",
         )
 
+    def write_acls(
+        self,
+        decide: Callable[[list[AccessControlEntryRecord]], tuple[Sequence[AclRecord], R]],
+        now_ms: int,
+        description: str,
+    ) -> PendingResponse[R]:
+        """CreateAcls or DeleteAcls: `decide` (`replog.security.acl_control`, composed by the
+        shell) is given the latest ACLs and gives the records to write, in one atomic batch,
+        and the answer."""
+
+        def op(ctx: WriteContext) -> ControllerResult[R]:
+            records, response = decide(self.acls.acls())
+            return ControllerResult.of(records, response, is_atomic=True)
+
+        return self.write(op, now_ms, description)
+
     # -- reads -----------------------------------------------------------------------------------
 
     def read(self, query: ReadOperation[R]) -> R:
@@ -425,6 +450,7 @@ class QuorumController:
                 features=self.features,
                 producer_ids=self.producer_ids,
                 replication=self.replication,
+                scram=self.scram,
                 offset=self.offset_control.last_stable_offset,
             )
         )
@@ -432,7 +458,7 @@ class QuorumController:
     def snapshot_records(self, offset: int | None = None) -> list[MetadataRecord]:
         """Records recreating the managers' state at `offset` (None: latest): features first
         (a log begins with `metadata.version`), then brokers, topics with their partitions,
-        configs (a topic's after the topic) and producer ids."""
+        configs (a topic's after the topic), producer ids, SCRAM credentials and ACLs."""
         return list(self.deferred_snapshot_records(offset))
 
     def deferred_snapshot_records(self, offset: int | None = None) -> DeferredRecords:
@@ -464,7 +490,11 @@ class QuorumController:
             if parts_of:
                 yield  # before the next part is read: reading is the cost
         return DeferredRecords(
-            items, self.configs.snapshot_records(offset), self.producer_ids.snapshot_records(offset)
+            items,
+            self.configs.snapshot_records(offset),
+            self.producer_ids.snapshot_records(offset),
+            self.scram.snapshot_records(offset),
+            self.acls.snapshot_records(offset),
         )
 
     # -- Raft events -----------------------------------------------------------------------------
@@ -627,9 +657,12 @@ class QuorumController:
         self._next_leaderless_ms = now_ms + self.config.leaderless_partition_check_interval_ms
         if self.features.metadata_version() is None:
             # An empty log: write what every metadata log begins with.
-            level = self.config.bootstrap_metadata_version
+            levels = (
+                self.config.bootstrap_metadata_version,
+                self.config.bootstrap_transaction_version,
+            )
             elr = self.config.eligible_leader_replicas_enable
-            records = FeatureControl.bootstrap_records(level, eligible_leader_replicas=elr)
+            records = FeatureControl.bootstrap_records(*levels, eligible_leader_replicas=elr)
             self.write(
                 lambda ctx: ControllerResult.of(records, None),
                 now_ms,
@@ -689,6 +722,7 @@ class QuorumController:
             features=self.features,
             producer_ids=self.producer_ids,
             replication=self.replication,
+            scram=self.scram,
             now_ms=now_ms,
             next_write_offset=next_write_offset,
         )
@@ -960,6 +994,10 @@ class QuorumController:
             ConfigRecord: self.configs.replay,  # type: ignore[dict-item]
             FeatureLevelRecord: self.features.replay,  # type: ignore[dict-item]
             ProducerIdsRecord: self.producer_ids.replay,  # type: ignore[dict-item]
+            UserScramCredentialRecord: self.scram.replay,  # type: ignore[dict-item]
+            RemoveUserScramCredentialRecord: self.scram.replay,  # type: ignore[dict-item]
+            AccessControlEntryRecord: self.acls.replay,  # type: ignore[dict-item]
+            RemoveAccessControlEntryRecord: self.acls.replay,  # type: ignore[dict-item]
             NoOpRecord: _replay_no_op,
         }
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from replog.quorum.controller.config_definitions import check_static_broker_configs
 from replog.quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER_STEP
-from replog.quorum.metadata.records import METADATA_VERSION_LATEST
+from replog.quorum.metadata.records import METADATA_VERSION_LATEST, TRANSACTION_VERSION_LATEST
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,9 @@ class ControllerConfig:
     max_pending_writes: int = 100_000
     # The metadata.version a new metadata log begins with.
     bootstrap_metadata_version: int = METADATA_VERSION_LATEST
+    # The transaction.version a new metadata log begins with (Kafka 4.x's for a new cluster;
+    # Kafka's `kafka-storage format --feature transaction.version=N`). 0 writes no record.
+    bootstrap_transaction_version: int = TRANSACTION_VERSION_LATEST
     # eligible.leader.replicas.enable: a new metadata log finalizes the
     # eligible.leader.replicas.version feature at level 1 (KIP-966: eligible leader replicas,
     # and unclean shutdowns kept out of ISRs and ELRs). Kafka 4.x finalizes it for new
@@ -80,6 +83,11 @@ class ControllerConfig:
             raise ValueError(
                 "max_partition_changes_per_step must be positive: "
                 f"{self.max_partition_changes_per_step}"
+            )
+        if not 0 <= self.bootstrap_transaction_version <= TRANSACTION_VERSION_LATEST:
+            raise ValueError(
+                "bootstrap.transaction.version must be within 0.."
+                f"{TRANSACTION_VERSION_LATEST}, not {self.bootstrap_transaction_version}"
             )
         if self.default_num_partitions < 1:
             raise ValueError(

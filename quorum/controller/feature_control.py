@@ -2,7 +2,8 @@
 
 `metadata.version` says which records, and which record fields, the metadata log may hold. A
 new log begins with its FeatureLevelRecord (the bootstrap write of the first active
-controller), and every broker must support the finalized level to register.
+controller), then `transaction.version`'s (level 2 unless configured lower; a level 0 writes
+none), and every broker must support the finalized levels to register.
 
 Rules:
 - FeatureLevelRecord sets a level; level 0 removes the feature, except `metadata.version`,
@@ -34,6 +35,8 @@ from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
     METADATA_VERSION_MINIMUM,
+    TRANSACTION_VERSION_FEATURE,
+    TRANSACTION_VERSION_LATEST,
     FeatureLevelRecord,
     FeatureRange,
 )
@@ -86,7 +89,10 @@ class FeatureControl:
 
     @staticmethod
     def bootstrap_records(
-        metadata_version: int, *, eligible_leader_replicas: bool = False
+        metadata_version: int,
+        transaction_version: int = TRANSACTION_VERSION_LATEST,
+        *,
+        eligible_leader_replicas: bool = False,
     ) -> list[FeatureLevelRecord]:
         """The records a new metadata log begins with; `eligible_leader_replicas` finalizes
         `eligible.leader.replicas.version` at its latest level too."""
@@ -95,7 +101,14 @@ class FeatureControl:
                 f"cannot bootstrap at {METADATA_VERSION_FEATURE} level {metadata_version}: "
                 f"this code knows {METADATA_VERSION_MINIMUM}..{METADATA_VERSION_LATEST}"
             )
+        if not 0 <= transaction_version <= TRANSACTION_VERSION_LATEST:
+            raise ValueError(
+                f"cannot bootstrap at {TRANSACTION_VERSION_FEATURE} level {transaction_version}: "
+                f"this code knows 0..{TRANSACTION_VERSION_LATEST}"
+            )
         records = [FeatureLevelRecord(METADATA_VERSION_FEATURE, metadata_version)]
+        if transaction_version:
+            records.append(FeatureLevelRecord(TRANSACTION_VERSION_FEATURE, transaction_version))
         if eligible_leader_replicas:
             records.append(FeatureLevelRecord(ELR_VERSION_FEATURE, ELR_VERSION_LATEST))
         return records

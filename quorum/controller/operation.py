@@ -26,6 +26,7 @@ from replog.quorum.controller.controller_result import ControllerResult
 from replog.quorum.controller.feature_control import FeatureControl
 from replog.quorum.controller.producer_id_control import ProducerIdControl
 from replog.quorum.controller.replication_control import ReplicationControl
+from replog.quorum.controller.scram_credentials import ScramCredentials
 
 R = TypeVar("R")
 
@@ -37,6 +38,7 @@ class WriteContext:
     features: FeatureControl
     producer_ids: ProducerIdControl
     replication: ReplicationControl
+    scram: ScramCredentials
     now_ms: int
     # The offset the write's first record will land at (a new broker's epoch).
     next_write_offset: int
@@ -49,6 +51,7 @@ class ReadContext:
     features: FeatureControl
     producer_ids: ProducerIdControl
     replication: ReplicationControl
+    scram: ScramCredentials
     # The last stable offset: pass it to every manager query.
     offset: int
 

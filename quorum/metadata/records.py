@@ -44,6 +44,11 @@ RECOVERY_STATE_UNCHANGED = -1
 METADATA_VERSION_FEATURE = "metadata.version"
 METADATA_VERSION_MINIMUM = 1  # the metadata.version levels this code reads and writes
 METADATA_VERSION_LATEST = 7
+# KIP-890/KIP-1022: 0 the original transaction protocol, 1 flexible `__transaction_state`
+# records, 2 an epoch bump at every EndTxn and partitions added by Produce and TxnOffsetCommit.
+# Kafka 4.x finalizes 2 on a new cluster.
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+TRANSACTION_VERSION_LATEST = 2
 # KIP-966's feature: level 1 turns on eligible leader replicas and unclean-shutdown handling.
 ELR_VERSION_FEATURE = "eligible.leader.replicas.version"
 ELR_VERSION_LATEST = 1

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -77,10 +78,16 @@ from replog.errors import (
 from replog.kafka.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse,
 )
+from replog.kafka.messages.create_acls_request import AclCreation, CreateAclsRequest
+from replog.kafka.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 from replog.kafka.messages.create_partitions_response import CreatePartitionsResponse
 from replog.kafka.messages.create_topics_response import CreateTopicsResponse
+from replog.kafka.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
+from replog.kafka.messages.delete_acls_response import DeleteAclsFilterResult, DeleteAclsResponse
 from replog.kafka.messages.delete_records_response import DeleteRecordsResponse
 from replog.kafka.messages.delete_topics_response import DeleteTopicsResponse
+from replog.kafka.messages.describe_acls_request import DescribeAclsRequest
+from replog.kafka.messages.describe_acls_response import DescribeAclsResponse
 from replog.kafka.messages.describe_cluster_request import DescribeClusterRequest
 from replog.kafka.messages.describe_cluster_response import DescribeClusterResponse
 from replog.kafka.messages.describe_configs_response import DescribeConfigsResponse
@@ -110,6 +117,7 @@ from replog.kafka.messages.write_txn_markers_response import WriteTxnMarkersResp
 from replog.kafka.protocol.codec import Message
 from replog.net_address import format_host_port
 from replog.wire.kafka_connection import KafkaConnections
+from replog.wire.sasl_authentication import SaslCredentials
 
 SETUP_TIMEOUT_MS = 10_000  # Kafka: socket.connection.setup.timeout.ms
 
@@ -136,6 +144,11 @@ if TYPE_CHECKING:
         ProducerState,
         TransactionDescription,
         TransactionListing,
+    )
+    from replog.admin.user_scram_credentials import (
+        ScramUserDeletion,
+        ScramUserUpsertion,
+        UserScramCredentials,
     )
     from replog.replication import messages as m
 
@@ -174,9 +187,12 @@ class AsyncKafkaAdminClient:
         refused_timeout_s: float = REFUSED_TIMEOUT_S,
         setup_timeout_ms: int = SETUP_TIMEOUT_MS,
         controllers: bool = False,
+        sasl: SaslCredentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """`controllers`: the bootstrap addresses are controllers' Kafka listeners
-        (`bootstrap.controllers`), whose DescribeCluster lists controllers."""
+        (`bootstrap.controllers`), whose DescribeCluster lists controllers. `tls`: the TLS
+        context of every connection (None: plaintext)."""
         self.controllers = controllers
         self.bootstrap: tuple[str, ...] = parse_bootstrap(bootstrap).addresses
         self.default_timeout_s = default_timeout_s
@@ -184,7 +200,12 @@ class AsyncKafkaAdminClient:
         self.retry_backoff_s = retry_backoff_s
         self.max_retry_backoff_s = max_retry_backoff_s
         self.refused_timeout_s = refused_timeout_s
-        self._connections = KafkaConnections(client_id=client_id, setup_timeout_ms=setup_timeout_ms)
+        self._connections = KafkaConnections(
+            client_id=client_id,
+            setup_timeout_ms=setup_timeout_ms,
+            tls=tls,
+            sasl=sasl,
+        )
         self._answered: str | None = None  # the address that answered last
         self._brokers: tuple[str, ...] = ()  # the brokers the last Metadata answer listed
         self._closed = False
@@ -336,6 +357,41 @@ class AsyncKafkaAdminClient:
             timeout_s,
         )
         return answers.configs_altered(answer)
+
+    # --- SCRAM credentials --------------------------------------------------------------------
+
+    async def alter_user_scram_credentials(
+        self,
+        deletions: Sequence[ScramUserDeletion] = (),
+        upsertions: Sequence[ScramUserUpsertion] = (),
+        *,
+        timeout_s: float | None = None,
+    ) -> dict[str, KafkaError | None]:
+        """Each user's answer (None: done); passwords are salted here (`user_scram_credentials`)."""
+        from replog.admin import user_scram_credentials as scram
+        from replog.kafka.messages.alter_user_scram_credentials_response import (
+            AlterUserScramCredentialsResponse,
+        )
+
+        request = scram.alter_request(list(deletions), list(upsertions))
+        answer = await self._call(AlterUserScramCredentialsResponse, lambda _: request, timeout_s)
+        return scram.altered(answer)
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None, *, timeout_s: float | None = None
+    ) -> list[UserScramCredentials]:
+        """The mechanisms and iterations of `users` (None or empty: every user with any)."""
+        from replog.admin import user_scram_credentials as scram
+        from replog.kafka.messages.describe_user_scram_credentials_response import (
+            DescribeUserScramCredentialsResponse,
+        )
+
+        answer = await self._call(
+            DescribeUserScramCredentialsResponse,
+            lambda _: scram.describe_request(None if users is None else list(users)),
+            timeout_s,
+        )
+        return scram.described(answer)
 
     # --- elections and reassignments ----------------------------------------------------------
 
@@ -523,6 +579,39 @@ class AsyncKafkaAdminClient:
                     raise
             await asyncio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, self.max_retry_backoff_s)
+
+    # --- ACLs (Kafka's DescribeAcls, CreateAcls, DeleteAcls; messages as on the wire) ---------
+
+    async def describe_acls(
+        self, request: DescribeAclsRequest, *, timeout_s: float | None = None
+    ) -> DescribeAclsResponse:
+        """The ACLs the request's filter matches; its error (SECURITY_DISABLED,
+        CLUSTER_AUTHORIZATION_FAILED, ...) raised."""
+        answer = await self._call(DescribeAclsResponse, lambda wait_ms: request, timeout_s)
+        found = cluster_answers.error(answer.error_code, answer.error_message)
+        if found is not None:
+            raise found
+        return answer
+
+    async def create_acls(
+        self, creations: Sequence[AclCreation], *, timeout_s: float | None = None
+    ) -> list[AclCreationResult]:
+        """One result per creation, in order (its error code and message)."""
+        answer = await self._call(
+            CreateAclsResponse,
+            lambda wait_ms: CreateAclsRequest(creations=list(creations)),
+            timeout_s,
+        )
+        return list(answer.results)
+
+    async def delete_acls(
+        self, filters: Sequence[DeleteAclsFilter], *, timeout_s: float | None = None
+    ) -> list[DeleteAclsFilterResult]:
+        """One result per filter, in order: its error, or the ACLs it removed."""
+        answer = await self._call(
+            DeleteAclsResponse, lambda wait_ms: DeleteAclsRequest(filters=list(filters)), timeout_s
+        )
+        return list(answer.filter_results)
 
     async def list_transactions(
         self,
@@ -871,6 +960,16 @@ class KafkaAdminClient:
     def incremental_alter_configs(self, *args: Any, **kwargs: Any) -> list[ConfigsAltered]:
         return self._run(self._async.incremental_alter_configs(*args, **kwargs))
 
+    def alter_user_scram_credentials(
+        self, *args: Any, **kwargs: Any
+    ) -> dict[str, KafkaError | None]:
+        return self._run(self._async.alter_user_scram_credentials(*args, **kwargs))
+
+    def describe_user_scram_credentials(
+        self, *args: Any, **kwargs: Any
+    ) -> list[UserScramCredentials]:
+        return self._run(self._async.describe_user_scram_credentials(*args, **kwargs))
+
     def elect_leaders(self, *args: Any, **kwargs: Any) -> list[ElectionResult]:
         return self._run(self._async.elect_leaders(*args, **kwargs))
 
@@ -893,6 +992,15 @@ class KafkaAdminClient:
         self, **kwargs: Any
     ) -> tuple[list[TransactionListing], dict[int, ReplogError]]:
         return self._run(self._async.list_transactions(**kwargs))
+
+    def describe_acls(self, *args: Any, **kwargs: Any) -> DescribeAclsResponse:
+        return self._run(self._async.describe_acls(*args, **kwargs))
+
+    def create_acls(self, *args: Any, **kwargs: Any) -> list[AclCreationResult]:
+        return self._run(self._async.create_acls(*args, **kwargs))
+
+    def delete_acls(self, *args: Any, **kwargs: Any) -> list[DeleteAclsFilterResult]:
+        return self._run(self._async.delete_acls(*args, **kwargs))
 
     def describe_producers(
         self, *args: Any, **kwargs: Any

@@ -3,12 +3,16 @@
 - Brokers' Kafka listeners: `--bootstrap-server host:port,...`, else `bootstrap.servers` from
   the command's props or config file, else the Kafka listeners of the local cluster in
   `--data-dir` (default `./.replog/cluster`, from its `cluster.json`), else (no local cluster)
-  `127.0.0.1:9092`, Kafka's default. `--bootstrap-server` wins over the props. Addresses the
+  `127.0.0.1:9092`, Kafka's default. `--bootstrap-server` wins over the props. A local
+  cluster started with `--security ssl` is refused, naming its client.properties, to a
+  client without a `security.protocol`. Addresses the
   user did not name are tried with a TCP connect first: when none accepts one, the command
   stops at once saying the cluster does not run, instead of retrying for `max.block.ms`
   (60 s), as it must for an address the user named.
-- Config: the command's defaults < its config file < its `KEY=VALUE` props < what the command
-  forces; a malformed or repeated key, or an unreadable file, is a one-line `ReplogError`.
+- Config: the command's defaults < `--command-config` (the keys of the client's kind:
+  `command_config`) < its own config file (`--producer.config`, `--consumer.config`) < its
+  `KEY=VALUE` props < what the command forces; a malformed or repeated key, or an unreadable
+  file, is a one-line `ReplogError`.
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ import argparse
 from collections.abc import Mapping, Sequence
 
 from replog.cli.arguments import parse_key_values
+from replog.cli.command_config import CommandConfig, add_command_config_argument
 from replog.cli.local_cluster import DEFAULT_DATA_DIR
 from replog.config import parse_properties
 from replog.errors import ReplogError
 
 
 def add_client_connection_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--bootstrap-server` and `--data-dir`, as every client command takes them."""
+    """`--bootstrap-server`, `--data-dir` and `--command-config`, as every client command
+    takes them."""
     parser.add_argument(
         "--bootstrap-server",
         metavar="HOST:PORT,...",
@@ -35,6 +41,7 @@ def add_client_connection_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help=f"the local cluster whose Kafka listeners to use (default: {DEFAULT_DATA_DIR})",
     )
+    add_command_config_argument(parser)
 
 
 def parse_props(items: Sequence[str] | None, option: str) -> dict[str, str]:
@@ -53,12 +60,13 @@ def read_config_file(path: str | None, option: str) -> dict[str, str]:
     return parse_properties(text, source=path)
 
 
-def local_bootstrap(data_dir: str | None) -> str:
+def local_bootstrap(data_dir: str | None, *, secured: bool = False) -> str:
     """The Kafka listeners of the local cluster in `data_dir` (else, with no `data_dir` and no
-    local cluster, 127.0.0.1:9092) as a bootstrap.servers value (module docstring)."""
+    local cluster, 127.0.0.1:9092) as a bootstrap.servers value (module docstring);
+    `secured`: the client has a `security.protocol`."""
     from replog.cli.controller_connection import default_bootstrap
 
-    return ",".join(default_bootstrap(data_dir))
+    return ",".join(default_bootstrap(data_dir, secured=secured))
 
 
 def keys_named(config: Mapping[str, object], dotted: str) -> list[str]:
@@ -70,15 +78,21 @@ def keys_named(config: Mapping[str, object], dotted: str) -> list[str]:
 def client_config(
     args: argparse.Namespace,
     *,
-    file_option: str,
+    kind: str,
     props_option: str,
     defaults: Mapping[str, object],
+    file_option: str | None = None,
     forced: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
-    """The config a command's client gets: `defaults` < config file < props < `forced` and
+    """The config a command's client of `kind` ("producer", "consumer", "admin") gets:
+    `defaults` < `--command-config` < its config file < props < `forced` and
     `--bootstrap-server`; the local cluster's brokers when nothing names any."""
     config: dict[str, object] = dict(defaults)
-    config.update(read_config_file(getattr(args, file_option), "--" + file_option))
+    command: CommandConfig | None = args.command_config
+    if command is not None:
+        config.update(command.for_kind(kind))
+    if file_option is not None:
+        config.update(read_config_file(getattr(args, file_option), "--" + file_option))
     config.update(parse_props(getattr(args, props_option), "--" + props_option.replace("_", "-")))
     config.update(forced or {})
     named = keys_named(config, "bootstrap.servers")
@@ -87,5 +101,6 @@ def client_config(
             del config[key]
         config["bootstrap.servers"] = args.bootstrap_server
     elif not named:
-        config["bootstrap.servers"] = local_bootstrap(args.data_dir)
+        secured = bool(keys_named(config, "security.protocol"))
+        config["bootstrap.servers"] = local_bootstrap(args.data_dir, secured=secured)
     return config

@@ -29,11 +29,15 @@ from replog.admin.quorum import (
     describe_quorum,
 )
 from replog.admin.quorum_description import QuorumDescription
+from replog.cli.cluster_status import client_config_line
 from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
     DEFAULT_NODE_COUNT,
     KAFKA_CONTROLLER_LISTENER,
-    KAFKA_LISTENER,
+    KAFKA_LISTENERS,
+    SECURITY_NOT_BUILT,
+    SECURITY_PLAINTEXT,
+    SECURITY_SSL,
     LocalCluster,
     LocalNode,
     accepts_connections,
@@ -85,7 +89,7 @@ def check_ports_free(nodes: Iterable[LocalNode], remedy: Callable[[str], str] = 
     and `remedy(kind)` for it (kind: "kafka", "grpc" or "metrics")."""
     for node in nodes:
         addresses = [
-            ("kafka" if name in (KAFKA_LISTENER, KAFKA_CONTROLLER_LISTENER) else "grpc", address)
+            ("kafka" if name in (*KAFKA_LISTENERS, KAFKA_CONTROLLER_LISTENER) else "grpc", address)
             for name, address in node.listeners.items()
         ]
         if node.metrics_address is not None:
@@ -295,6 +299,9 @@ def run_start(args: argparse.Namespace) -> int:
     bootstrap = cluster.bootstrap_servers()
     if bootstrap is not None:
         print(f"bootstrap.servers: {bootstrap}")
+    client_config = cluster.client_config_path
+    if client_config is not None:
+        print(client_config_line(client_config))
     controllers = [n.kafka_controller_address for n in cluster.nodes if n.kafka_controller_address]
     if controllers:
         print(f"bootstrap.controllers: {','.join(controllers)}")
@@ -308,6 +315,9 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
     new one (written). Everything is checked before anything is deleted or written: a refused
     `start --fresh` leaves the old cluster as it was."""
     directory = os.path.realpath(args.data_dir)
+    security = getattr(args, "security", None)
+    if security in SECURITY_NOT_BUILT:
+        raise ReplogError(f"--security {security}: {SECURITY_NOT_BUILT[security]}")
     overrides = _parse_overrides(args.override)
     kafka_base_port: int | None = getattr(args, "kafka_base_port", None)
     existing = LocalCluster.load(directory) if LocalCluster.exists(directory) else None
@@ -329,6 +339,7 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
             args.base_port or DEFAULT_BASE_PORT,
             roles=args.roles,
             kafka_base_port=kafka,
+            security=security or SECURITY_PLAINTEXT,
         )
     except ReplogError as exc:
         derived = kafka_base_port is None and args.base_port is not None
@@ -359,7 +370,32 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
     if existing is not None:  # --fresh, and every check passed: only now is the old one deleted
         _delete(existing)
     cluster.write(overrides)
+    _write_security_files(cluster)
     return cluster
+
+
+def _write_security_files(cluster: LocalCluster) -> None:
+    """An ssl cluster's certificates (made once, then reused: `local_certificates`) and its
+    client.properties (written at every start: it names the cluster's current ports)."""
+    if cluster.security != SECURITY_SSL:
+        return
+    # Imported here: only an ssl cluster's start loads `cryptography`.
+    from replog.cli.local_certificates import ensure_certificates
+
+    hosts = {
+        node.node_id: _certificate_hosts(node.kafka_address)
+        for node in cluster.nodes
+        if node.kafka_address is not None
+    }
+    ensure_certificates(cluster.tls_files, hosts.items())
+    cluster.write_client_properties()
+
+
+def _certificate_hosts(address: str) -> tuple[str, ...]:
+    """The names a node's certificate lists: the host its Kafka listener advertises, and
+    localhost for a loopback one (Kafka's quick start dials localhost:9092)."""
+    host, _ = parse_host_port(address, "a Kafka listener", error=ReplogError)
+    return (host, "localhost") if host in ("127.0.0.1", "::1") else (host,)
 
 
 def _delete(cluster: LocalCluster) -> None:
@@ -400,6 +436,13 @@ def _stopped_cluster_to_start(
     `--kafka-base-port` name (its own where not given): its nodes' configs and cluster.json
     are rewritten once every new port is known to be free, as they are when a move failed
     partway (`LocalCluster.rewrite_pending`)."""
+    security = getattr(args, "security", None)
+    if security is not None and security != existing.security:
+        raise ReplogError(
+            f"{existing.directory} holds a stopped cluster started with --security "
+            f"{existing.security}; it starts again so: leave --security out, or pass --fresh "
+            f"to delete it and start a new one with --security {security}"
+        )
     if (args.nodes and args.nodes != len(existing.nodes)) or overrides:
         raise ReplogError(
             f"{existing.directory} holds a stopped {len(existing.nodes)}-node cluster "
@@ -414,6 +457,7 @@ def _stopped_cluster_to_start(
     if moved != existing or existing.rewrite_pending:
         _check_writable(existing.directory)
         moved.rewrite_addresses()
+    _write_security_files(moved)
     return moved
 
 

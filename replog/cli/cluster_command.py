@@ -1,7 +1,7 @@
 """`replog cluster start|status|stop|kill|restart`: a local multi-process cluster in one directory.
 
 - `start [--nodes N] [--data-dir DIR] [--base-port P] [--kafka-base-port K] [--fresh]
-  [--override KEY=VALUE]`:
+  [--override KEY=VALUE] [--security plaintext|ssl]`:
   writes each node's `server.properties` and `DIR/cluster.json` (the nodes, their roles and
   listeners; docs/operations.md describes these files), starts
   one `replog node` process per node in the background (its own process group in this
@@ -17,9 +17,19 @@
   `num.partitons`) is a warning on stderr naming the closest known key, and the cluster starts
   anyway, as Kafka warns about unknown keys without refusing them. It ends with the clients'
   `bootstrap.servers` (the Kafka listeners), the tools' `bootstrap.controllers`, and the
-  internal gRPC listeners, which only the nodes use.
+  internal gRPC listeners, which only the nodes use. With `--security ssl` the brokers' Kafka
+  listeners are `SSL://` with client certificates required (`ssl.client.auth=required`): the
+  start makes a CA, a certificate per node (naming 127.0.0.1 and localhost) and one for
+  clients in `DIR/tls` (a later start reuses them), and writes `DIR/client.properties`
+  (bootstrap.servers, security.protocol=SSL and librdkafka's ssl.ca.location,
+  ssl.certificate.location, ssl.key.location), which every `replog` command takes as
+  `--command-config`, and confluent-kafka and `kcat -F` read as it is; it ends naming that
+  file. The controllers' Kafka listeners stay PLAINTEXT. `--security sasl_ssl` is refused:
+  a local cluster with SASL listeners is not built yet.
 - `status [--json]`: first the clients' `bootstrap.servers` line (the Kafka listeners; `--json`
-  key "bootstrap_servers", null when no broker serves one); then per node: id, roles, pid, its
+  key "bootstrap_servers", null when no broker serves one), for an ssl cluster the
+  client.properties to pass as `--command-config` (`--json` keys "security" and
+  "client_config", null for a plaintext cluster); then per node: id, roles, pid, its
   Kafka listener's address (KAFKA, key `kafka`; `-`/null when it serves none), its
   controller's Kafka listener, for `--bootstrap-controller` (KAFKA CONTROLLER, key
   "kafka_controller"), its internal gRPC listener (INTERNAL (gRPC), key `listener`), alive (the
@@ -52,6 +62,7 @@ from replog.cli.local_cluster import (
     DEFAULT_NODE_COUNT,
     DEFAULT_ROLES,
     DERIVED_KAFKA_PORT_OFFSET,
+    SECURITY_CHOICES,
 )
 
 STOP_TIMEOUT_S = 90.0
@@ -129,6 +140,14 @@ def register(commands: Any) -> None:
     )
     start.add_argument(
         "--fresh", action="store_true", help="delete a stopped cluster's data and start anew"
+    )
+    start.add_argument(
+        "--security",
+        choices=SECURITY_CHOICES,
+        help="how the brokers' Kafka listeners are secured: plaintext (the default for a new "
+        "cluster), or ssl: mutual TLS with certificates made for the cluster in DIR/tls and "
+        "DIR/client.properties for clients (sasl_ssl, a cluster with SASL listeners, is not "
+        "built yet); a stopped cluster keeps its own",
     )
     start.add_argument(
         "--roles",

@@ -17,7 +17,9 @@ may) or the node's runtime:
 Nodes are asked in parallel, each bounded by `PROBE_TIMEOUT_S`.
 
 What it shows clients first: one `bootstrap.servers` line, the brokers' Kafka listeners
-(`--json`: `bootstrap_servers`, null when none serves one). The gRPC listener is the nodes'
+(`--json`: `bootstrap_servers`, null when none serves one); for a cluster started with
+`--security ssl`, the client.properties its clients pass as `--command-config` (`--json`:
+`security`, and `client_config`, null for a plaintext cluster). The gRPC listener is the nodes'
 own, shown as INTERNAL (gRPC) (`--json`: `listener`, as it always was).
 """
 
@@ -181,11 +183,19 @@ def run_status(args: argparse.Namespace) -> int:
         )
     bootstrap = cluster.bootstrap_servers()
     if args.json:
-        document = {"data_dir": cluster.directory, "bootstrap_servers": bootstrap, "nodes": rows}
+        document = {
+            "data_dir": cluster.directory,
+            "bootstrap_servers": bootstrap,
+            "security": cluster.security,
+            "client_config": cluster.client_config_path,
+            "nodes": rows,
+        }
         print(json.dumps(document, indent=2))
         return 0
     print(f"cluster in {cluster.directory}")
     print(f"bootstrap.servers: {bootstrap or NO_BOOTSTRAP}")
+    if cluster.client_config_path is not None:
+        print(client_config_line(cluster.client_config_path))
     table = [
         [
             "NODE",
@@ -219,6 +229,14 @@ def run_status(args: argparse.Namespace) -> int:
         )
     print_table(table)
     return 0
+
+
+def client_config_line(path: str) -> str:
+    """What `start` and `status` say of an ssl cluster's client.properties."""
+    return (
+        f"client config (TLS): {path}; pass --command-config {path} to replog commands "
+        "(confluent-kafka and kcat -F read it as it is)"
+    )
 
 
 def _or_dash(value: object) -> str:

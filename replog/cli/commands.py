@@ -52,6 +52,7 @@ COMMANDS: tuple[Command, ...] = (
         "elect-leaders", "run preferred or unclean leader elections (like kafka-leader-election.sh)"
     ),
     Command("delete-records", "delete records before an offset (like kafka-delete-records.sh)"),
+    Command("acls", "add, remove and list ACLs (like kafka-acls.sh)"),
     Command(
         "perf", "measure producer and consumer throughput and latency (like kafka-*-perf-test.sh)"
     ),

@@ -1,4 +1,5 @@
-"""`replog configs describe|alter`: topic, broker and group configs, like `kafka-configs.sh`.
+"""`replog configs describe|alter`: topic, broker and group configs, and users' SCRAM
+credentials, like `kafka-configs.sh`.
 
 - `describe --entity-type topics|brokers|groups [--entity-name N | --entity-default] [--all]
   [--json]`: per resource, kafka-configs.sh's lines
@@ -28,6 +29,12 @@
   list) is written in square brackets. A topic's `min.insync.replicas` set above its
   replication factor is accepted with a warning on stderr, as `topics create` warns.
 
+- `--entity-type users`: `alter --entity-name alice --add-config
+  'SCRAM-SHA-512=[iterations=8192,password=...]'` (iterations default to 4096; the password is
+  salted on this side, never sent) or `--delete-config SCRAM-SHA-512`, printing `Completed
+  updating config for user alice.`; `describe [--entity-name alice]` prints `SCRAM credential
+  configs for user-principal 'alice' are SCRAM-SHA-512=iterations=8192`, per user.
+
 Refusals, each one line on stderr with exit code 1: an unknown topic, an unknown or invalid
 config key or value (the controller's INVALID_CONFIG message, naming the bound a group's
 value crosses), a broker name that is not a
@@ -46,6 +53,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from replog.cli.arguments import add_command
 from replog.cli.controller_connection import add_connection_arguments, connect
 from replog.cli.topics import MIN_ISR, min_isr_warning
+from replog.cli.user_configs import run_alter_users, run_describe_users
 from replog.errors import ReplogError, UnknownTopicOrPartitionError
 
 if TYPE_CHECKING:
@@ -61,6 +69,7 @@ if TYPE_CHECKING:
 # generated messages behind them and the controller's config definitions are imported by the
 # functions that run (`replog configs --help` loads none of them).
 ENTITY_TYPES = {"topics": "TOPIC", "brokers": "BROKER", "groups": "GROUP"}
+USERS = "users"  # SCRAM credentials, not configs (`user_configs`)
 
 # Where a value set on the resource itself comes from, per kind of resource: what the
 # describe without --all shows (Kafka's ConfigCommand filter).
@@ -255,6 +264,11 @@ def _named_resource(args: argparse.Namespace) -> ConfigResource | None:
     return ConfigResource.broker(broker_id)
 
 
+def _refuse_users_default(args: argparse.Namespace) -> None:
+    if args.entity_default:
+        _usage_error(args, "--entity-default is only for --entity-type brokers")
+
+
 def _usage_error(args: argparse.Namespace, message: str) -> NoReturn:
     parser: argparse.ArgumentParser = args.usage
     parser.error(message)  # exits with code 2
@@ -271,6 +285,9 @@ def _every_resource(client: KafkaAdminClient, entity_type: str) -> list[ConfigRe
 
 
 def run_describe(args: argparse.Namespace) -> int:
+    if args.entity_type == USERS:
+        _refuse_users_default(args)
+        return run_describe_users(args)
     named = _named_resource(args)
     with connect(args) as client:
         resources = [named] if named is not None else _every_resource(client, args.entity_type)
@@ -302,13 +319,16 @@ def run_describe(args: argparse.Namespace) -> int:
 def run_alter(args: argparse.Namespace) -> int:
     from replog.admin.controller_errors import raise_first_error
 
-    resource = _named_resource(args)
-    if resource is None:
-        _usage_error(args, "alter needs --entity-name (or --entity-default for brokers)")
     if args.add_config is None and args.delete_config is None:
         _usage_error(args, "nothing to alter: give --add-config and/or --delete-config")
     added = parse_add_config(args.add_config) if args.add_config is not None else {}
     deleted = parse_delete_config(args.delete_config) if args.delete_config is not None else []
+    if args.entity_type == USERS:
+        _refuse_users_default(args)
+        return run_alter_users(args, added, deleted)
+    resource = _named_resource(args)
+    if resource is None:
+        _usage_error(args, "alter needs --entity-name (or --entity-default for brokers)")
     ops = alter_ops(added, deleted)
     with connect(args) as client:
         results = client.incremental_alter_configs({resource: ops})
@@ -357,12 +377,14 @@ def _add_entity_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--entity-type",
         required=True,
-        choices=sorted(ENTITY_TYPES),
+        choices=sorted([*ENTITY_TYPES, USERS]),
         help="what the configs belong to",
     )
     which = parser.add_mutually_exclusive_group()
     which.add_argument(
-        "--entity-name", metavar="NAME", help="the topic's name, the broker's id or the group's id"
+        "--entity-name",
+        metavar="NAME",
+        help="the topic's name, the broker's id, the group's id or the user's name",
     )
     which.add_argument(
         "--entity-default",
@@ -378,7 +400,11 @@ def register(commands: Any) -> None:
         __doc__,
         headed=True,
     )
-    describe = action("describe", "describe the configs of topics or brokers", run_describe)
+    describe = action(
+        "describe",
+        "describe the configs of topics, brokers or groups, or users' SCRAM credentials",
+        run_describe,
+    )
     _add_entity_arguments(describe)
     describe.add_argument(
         "--all",
@@ -388,7 +414,11 @@ def register(commands: Any) -> None:
     describe.add_argument("--json", action="store_true", help="print JSON")
     add_connection_arguments(describe)
 
-    alter = action("alter", "set or delete configs of a topic or broker", run_alter)
+    alter = action(
+        "alter",
+        "set or delete configs of a topic, broker or group, or a user's SCRAM credentials",
+        run_alter,
+    )
     _add_entity_arguments(alter)
     alter.add_argument(
         "--add-config",

@@ -100,6 +100,7 @@ def cluster_topics(
     counts, through the admin client; an unreachable cluster is its one-line error, within
     `timeout_ms` when given (the admin's default, 60 s, otherwise)."""
     from replog.client.sync_admin import Admin
+    from replog.client.tls_settings import SECURITY_KEYS
 
     # The config may spell the key either way (`client_config` keeps the user's spelling).
     servers = config[keys_named(config, "bootstrap.servers")[-1]]
@@ -108,6 +109,8 @@ def cluster_topics(
     refused = keys_named(config, "socket.connection.setup.timeout.max.ms")
     if refused:
         admin_config["socket.connection.setup.timeout.max.ms"] = config[refused[-1]]
+    # It connects as the command's client does: its security settings go along too.
+    admin_config.update({k: v for k, v in config.items() if k.strip() in SECURITY_KEYS})
     with Admin(admin_config) as admin:
         described = admin.describe_topics(include_internal=include_internal, timeout_ms=timeout_ms)
     return {name: len(topic.partitions) for name, topic in described.items()}
@@ -178,6 +181,7 @@ def consumer_config(args: argparse.Namespace) -> dict[str, object]:
         forced["group.id"] = args.group
     config = client_config(
         args,
+        kind="consumer",
         file_option="consumer.config",
         props_option="consumer_property",
         defaults={"client.id": "console-consumer"},

@@ -109,6 +109,7 @@ def producer_config(args: argparse.Namespace) -> dict[str, object]:
         forced["compression.type"] = args.compression_codec
     return client_config(
         args,
+        kind="producer",
         file_option="producer.config",
         props_option="producer_property",
         defaults={"client.id": "console-producer"},

@@ -223,12 +223,16 @@ async def waited_out(what: str, timeout_ms: int, call: Callable[[], Awaitable[T]
 def _client(config: Mapping[str, object], address: str) -> KafkaCoordinatorClient:
     """A coordinator client on the Kafka listener at `address`, named by the command's
     `client.id`."""
+    from replog.client.config import security_sasl
+    from replog.client.tls_connection import security_ssl_context
     from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
     return KafkaCoordinatorClient(
         address,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
         client_id=str(config.get("client.id", "replog-consumer-groups")),
+        tls=security_ssl_context(config),
+        sasl=security_sasl(config),
     )
 
 
@@ -459,7 +463,7 @@ def state_row(described: Described, *, verbose: bool = False) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     config = client_config(
         args,
-        file_option="command_config",
+        kind="admin",
         props_option="command_property",
         defaults={"client.id": "replog-consumer-groups"},
     )
@@ -665,12 +669,6 @@ def register(commands: Any) -> None:
         help="--describe --members/--state: Kafka's epoch and assignment columns",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument(
-        "--command-config",
-        dest="command_config",
-        metavar="FILE",
-        help="a properties file of admin client configs",
-    )
     parser.add_argument(
         "--timeout",
         type=positive_ms,

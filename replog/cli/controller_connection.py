@@ -4,12 +4,17 @@ describe`) reaches the cluster, and its admin client: Kafka's admin APIs on Kafk
 As Kafka's tools: `--bootstrap-server host:port,...` names brokers' Kafka listeners, tried in
 turn (any of them answers every admin request: a broker forwards a change to the active
 controller); a command that also takes `--bootstrap-controller` may name controllers' Kafka
-listeners instead. Without either, the local cluster in `--data-dir` (default
+listeners instead. Without either, `bootstrap.servers` of `--command-config`'s file, else the
+local cluster in `--data-dir` (default
 `./.replog/cluster`, its `cluster.json`) gives its brokers' (or controllers') Kafka listeners;
 (a quorum of controllers only: its controllers'); without a local cluster,
 `127.0.0.1:9092`, Kafka's default. Addresses the user did not name are
 tried with a TCP connect first: none accepting one is a one-line error at once ("is it
-running?"), not a wait of `--timeout`.
+running?"), not a wait of `--timeout`; a local cluster started with `--security ssl` without
+`--command-config` is a one-line error naming its client.properties. `--command-config FILE`
+gives the admin client its
+`security.protocol`, TLS settings and `client.id` (`command_config`); its timeouts are
+`--timeout`.
 """
 
 from __future__ import annotations
@@ -18,6 +23,12 @@ import argparse
 from typing import TYPE_CHECKING
 
 from replog.cli.arguments import positive_seconds
+from replog.cli.command_config import (
+    CommandConfig,
+    add_command_config_argument,
+    command_sasl,
+    command_ssl_context,
+)
 from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
 from replog.errors import ReplogError
 
@@ -31,8 +42,8 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"  # Kafka's default listener
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser, *, controllers: bool = False) -> None:
-    """`--bootstrap-server` (and with `controllers`, `--bootstrap-controller`), `--data-dir`
-    and `--timeout`."""
+    """`--bootstrap-server` (and with `controllers`, `--bootstrap-controller`), `--data-dir`,
+    `--command-config` and `--timeout`."""
     where = parser.add_mutually_exclusive_group() if controllers else parser
     where.add_argument(
         "--bootstrap-server",
@@ -51,6 +62,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, controllers: bo
         metavar="DIR",
         help=f"the local cluster whose Kafka listeners to ask (default: {DEFAULT_DATA_DIR})",
     )
+    add_command_config_argument(parser)
     parser.add_argument(
         "--timeout",
         type=positive_seconds,
@@ -77,18 +89,32 @@ def _bootstrap(args: argparse.Namespace) -> tuple[list[str], bool]:
             flag = "--" + option.replace("_", "-")
             addresses = list(parse_bootstrap(named, what=flag).addresses)
             return addresses, option == "bootstrap_controller"
-    return _local_bootstrap(args.data_dir, controllers=hasattr(args, "bootstrap_controller"))
+    command: CommandConfig | None = getattr(args, "command_config", None)
+    servers = None if command is None else command.properties.get("bootstrap.servers")
+    if command is not None and servers:  # as a client command takes it from its config
+        where = f"{command.path}: bootstrap.servers"
+        return list(parse_bootstrap(servers, what=where).addresses), False
+    return _local_bootstrap(
+        args.data_dir,
+        controllers=hasattr(args, "bootstrap_controller"),
+        secured=command is not None and "security.protocol" in command.properties,
+    )
 
 
-def default_bootstrap(data_dir: str | None, *, controllers: bool = False) -> list[str]:
+def default_bootstrap(
+    data_dir: str | None, *, controllers: bool = False, secured: bool = False
+) -> list[str]:
     """The brokers' Kafka listeners of the local cluster in `data_dir` (default
     `./.replog/cluster`; with `controllers`, its controllers' when it has no broker), or with
     no `data_dir` and no local cluster 127.0.0.1:9092, checked to accept a TCP connection
-    (module docstring)."""
-    return _local_bootstrap(data_dir, controllers=controllers)[0]
+    (module docstring). `secured`: the client has security settings (a cluster started with
+    `--security ssl` is refused without, naming its client.properties)."""
+    return _local_bootstrap(data_dir, controllers=controllers, secured=secured)[0]
 
 
-def _local_bootstrap(data_dir: str | None, *, controllers: bool) -> tuple[list[str], bool]:
+def _local_bootstrap(
+    data_dir: str | None, *, controllers: bool, secured: bool
+) -> tuple[list[str], bool]:
     """`default_bootstrap`, and whether the addresses are controllers'."""
     from replog.cli.local_cluster import accepts_connections
 
@@ -102,6 +128,11 @@ def _local_bootstrap(data_dir: str | None, *, controllers: bool) -> tuple[list[s
             )
         return [DEFAULT_BOOTSTRAP], False
     cluster = LocalCluster.load(directory)
+    if not secured and cluster.client_config_path is not None:
+        raise ReplogError(
+            f"the local cluster in {cluster.directory} takes TLS clients only (started with "
+            f"--security ssl): pass --command-config {cluster.client_config_path}"
+        )
     addresses = [n.kafka_address for n in cluster.nodes if n.kafka_address]
     of_controllers = not addresses and controllers
     if of_controllers:
@@ -123,9 +154,16 @@ def connect(args: argparse.Namespace) -> KafkaAdminClient:
     from replog.admin.kafka_admin_client import KafkaAdminClient
 
     addresses, controllers = _bootstrap(args)
+    from replog.admin.kafka_admin_client import CLIENT_ID
+
+    command = args.command_config
+    given = {} if command is None else command.for_kind("admin")
     return KafkaAdminClient(
         addresses,
+        client_id=given.get("client.id", CLIENT_ID),
         default_timeout_s=args.timeout,
         request_timeout_s=args.timeout,
         controllers=controllers,
+        tls=command_ssl_context(args),
+        sasl=command_sasl(args),
     )

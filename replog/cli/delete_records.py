@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     entries = load(args.offset_json_file, "--offset-json-file", parse_offsets)
     config = client_config(
         args,
-        file_option="command_config",
+        kind="admin",
         props_option="command_property",
         defaults={"client.id": "replog-delete-records"},
     )
@@ -122,9 +122,6 @@ def register(commands: Any) -> None:
         metavar="FILE",
         help='the partitions: {"partitions":[{"topic":"t","partition":0,"offset":5}],'
         '"version":1} (offset -1: the high watermark)',
-    )
-    parser.add_argument(
-        "--command-config", metavar="FILE", help="Admin client properties (a properties file)"
     )
     parser.add_argument(
         "--timeout",

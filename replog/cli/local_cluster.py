@@ -74,6 +74,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from replog.cli.cluster_tls_files import ClusterTlsFiles
 from replog.config import render_properties
 from replog.errors import ReplogError
 from replog.net_address import format_host_port, parse_host_port
@@ -87,6 +88,16 @@ LOOPBACK = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
 CONTROLLER_LISTENER = "CONTROLLER"
 KAFKA_LISTENER = "PLAINTEXT"  # the listener name Kafka's clients and docs expect
+SSL_LISTENER = "SSL"  # a broker's Kafka listener in a cluster started with --security ssl
+KAFKA_LISTENERS = (KAFKA_LISTENER, SSL_LISTENER)
+# What `cluster start --security` takes; what is not built yet is refused naming it.
+SECURITY_PLAINTEXT, SECURITY_SSL = "plaintext", "ssl"
+SECURITY_CHOICES = (SECURITY_PLAINTEXT, SECURITY_SSL, "sasl_ssl")
+SECURITY_NOT_BUILT = {
+    "sasl_ssl": "a local cluster with SASL listeners is not built yet: use --security ssl "
+    "(mutual TLS), or a node's own properties (docs/security.md)"
+}
+CLIENT_PROPERTIES = "client.properties"
 # A controller's Kafka-protocol listener (`--bootstrap-controller`), named in
 # `controller.listener.names` after the gRPC one.
 KAFKA_CONTROLLER_LISTENER = "CONTROLLER_KAFKA"
@@ -123,8 +134,8 @@ class LocalNode:
 
     @property
     def kafka_address(self) -> str | None:
-        """host:port of its Kafka listener (None: it serves none)."""
-        return self.listeners.get(KAFKA_LISTENER)
+        """host:port of its Kafka listener, PLAINTEXT or SSL (None: it serves none)."""
+        return next((self.listeners[n] for n in KAFKA_LISTENERS if n in self.listeners), None)
 
     @property
     def kafka_controller_address(self) -> str | None:
@@ -172,6 +183,8 @@ class LocalCluster:
     # A move to other ports began and did not finish (module docstring): not part of where
     # the cluster is, so not of equality either.
     rewrite_pending: bool = field(default=False, compare=False)
+    # How its brokers' Kafka listeners are secured: plaintext, or ssl (mutual TLS).
+    security: str = SECURITY_PLAINTEXT
 
     @classmethod
     def plan(
@@ -181,10 +194,17 @@ class LocalCluster:
         base_port: int = DEFAULT_BASE_PORT,
         roles: tuple[str, ...] = DEFAULT_ROLES,
         kafka_base_port: int | None = None,
+        security: str = SECURITY_PLAINTEXT,
     ) -> LocalCluster:
         """The layout of a new cluster (nothing is written); with `kafka_base_port`, a Kafka
-        listener on every broker (module docstring)."""
+        listener on every broker (module docstring), SSL with `security` ssl."""
         directory = os.path.realpath(directory)
+        if security == SECURITY_SSL and (kafka_base_port is None or "broker" not in roles):
+            raise ReplogError(
+                "--security ssl secures the brokers' Kafka listeners: a cluster without "
+                "brokers serving Kafka's protocol has none"
+            )
+        broker_listener = SSL_LISTENER if security == SECURITY_SSL else KAFKA_LISTENER
         if node_count < 1:
             raise ReplogError(f"--nodes {node_count}: a cluster needs at least one node")
         if not 1 <= base_port <= 65536 - node_count - METRICS_PORT_OFFSET:
@@ -204,7 +224,7 @@ class LocalCluster:
         def listeners(i: int) -> dict[str, str]:
             found = {CONTROLLER_LISTENER: format_host_port(LOOPBACK, base_port + i - 1)}
             if kafka_base_port is not None:
-                found[KAFKA_LISTENER] = format_host_port(LOOPBACK, kafka_base_port + i - 1)
+                found[broker_listener] = format_host_port(LOOPBACK, kafka_base_port + i - 1)
             if controller_base_port is not None:
                 found[KAFKA_CONTROLLER_LISTENER] = format_host_port(
                     LOOPBACK, controller_base_port + i - 1
@@ -221,7 +241,7 @@ class LocalCluster:
             )
             for i in range(1, node_count + 1)
         )
-        return cls(directory, nodes, new_cluster_id())
+        return cls(directory, nodes, new_cluster_id(), security=security)
 
     @staticmethod
     def file_path(directory: str) -> str:
@@ -255,11 +275,15 @@ class LocalCluster:
         if not nodes:
             raise ReplogError(f"{path}: lists no nodes")
         cluster_id = document.get("cluster_id")
+        security = document.get("security", SECURITY_PLAINTEXT)
+        if security not in (SECURITY_PLAINTEXT, SECURITY_SSL):
+            raise ReplogError(f"{path}: unknown security {security!r}")
         return cls(
             directory,
             nodes,
             None if cluster_id is None else str(cluster_id),
             rewrite_pending=document.get("rewrite_pending") is True,
+            security=security,
         )
 
     # --- queries ------------------------------------------------------------------------------
@@ -276,6 +300,14 @@ class LocalCluster:
         one)."""
         kafka = [node.kafka_address for node in self.nodes if node.kafka_address is not None]
         return ",".join(kafka) if kafka else None
+
+    @property
+    def client_config_path(self) -> str | None:
+        """The client.properties clients of this cluster need (None: a plaintext cluster's
+        need none)."""
+        if self.security != SECURITY_SSL:
+            return None
+        return os.path.join(self.directory, CLIENT_PROPERTIES)
 
     def controller_addresses(self) -> dict[int, str]:
         """host:port of every controller, by node id."""
@@ -311,8 +343,11 @@ class LocalCluster:
         }
         if node.kafka_address is not None or node.kafka_controller_address is not None:
             properties["listener.security.protocol.map"] = ",".join(
-                f"{name}:PLAINTEXT" for name in node.listeners
+                f"{name}:{SSL_LISTENER if name == SSL_LISTENER else KAFKA_LISTENER}"
+                for name in node.listeners
             )
+        if self.security == SECURITY_SSL:
+            properties.update(self._tls_properties(node))
         if self.cluster_id is not None:
             properties["cluster.id"] = self.cluster_id
         # Imported here: the client tools read cluster.json without the server's settings.
@@ -325,6 +360,48 @@ class LocalCluster:
             properties["offsets.topic.replication.factor"] = str(brokers)
         properties.update(overrides or {})
         return properties
+
+    @property
+    def tls_files(self) -> ClusterTlsFiles:
+        """Where an ssl cluster's certificates are (`cluster_tls_files`)."""
+        return ClusterTlsFiles(self.directory)
+
+    def _tls_properties(self, node: LocalNode) -> dict[str, str]:
+        """A node's TLS settings in an ssl cluster: its keystore, the cluster's CA as the
+        truststore, client certificates required (`local_certificates` makes the files)."""
+        files = self.tls_files
+        return {
+            "ssl.keystore.location": files.node_keystore(node.node_id),
+            "ssl.truststore.location": files.ca_certificate,
+            "ssl.client.auth": "required",
+        }
+
+    def client_properties(self) -> dict[str, str]:
+        """What an ssl cluster's client.properties holds: librdkafka's keys, which
+        confluent-kafka, `kcat -F` and replog's `--command-config` read as they are."""
+        files = self.tls_files
+        return {
+            "bootstrap.servers": self.bootstrap_servers() or "",
+            "security.protocol": "SSL",
+            "ssl.ca.location": files.ca_certificate,
+            "ssl.certificate.location": files.client_certificate,
+            "ssl.key.location": files.client_key,
+        }
+
+    def write_client_properties(self) -> None:
+        """Write `client_properties` to `client_config_path` (an ssl cluster only); done at
+        every start, so a cluster moved to other ports names its new ones."""
+        path = self.client_config_path
+        if path is not None:
+            text = render_properties(
+                self.client_properties(),
+                header=(
+                    f"Clients of the replog cluster in {self.directory}, written by `replog "
+                    "cluster start`:\n`replog ... --command-config` with this file; "
+                    "confluent-kafka and `kcat -F` read it as it is."
+                ),
+            )
+            _write_atomically(path, text)
 
     def address_properties(self, node: LocalNode) -> dict[str, str]:
         """The keys of `node`'s server.properties that name this cluster's ports: the quorum's
@@ -359,7 +436,12 @@ class LocalCluster:
             kafka = parse_host_port(address, "kafka", error=ReplogError)[1]
             kafka -= KAFKA_CONTROLLER_PORT_OFFSET
         planned = LocalCluster.plan(
-            self.directory, len(self.nodes), base, first.roles, kafka_base_port=kafka
+            self.directory,
+            len(self.nodes),
+            base,
+            first.roles,
+            kafka_base_port=kafka,
+            security=self.security,
         )
         nodes = tuple(
             LocalNode(
@@ -379,7 +461,7 @@ class LocalCluster:
             )
             for node in self.nodes
         )
-        return LocalCluster(self.directory, nodes, self.cluster_id)
+        return LocalCluster(self.directory, nodes, self.cluster_id, security=self.security)
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -436,6 +518,8 @@ class LocalCluster:
             "cluster_id": self.cluster_id,
             "nodes": [self._node_to_json(node) for node in self.nodes],
         }
+        if self.security != SECURITY_PLAINTEXT:
+            document["security"] = self.security
         if rewrite_pending:
             document["rewrite_pending"] = True
         _write_atomically(self.file_path(self.directory), json.dumps(document, indent=2) + "\n")

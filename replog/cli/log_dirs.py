@@ -183,10 +183,12 @@ def run_describe(args: argparse.Namespace) -> int:
     # The admin client and the generated messages are loaded when the command runs, not by
     # `--help`.
     from replog.admin.kafka_admin_client import KafkaAdminClient
+    from replog.client.config import security_sasl
+    from replog.client.tls_connection import security_ssl_context
 
     config = client_config(
         args,
-        file_option="command_config",
+        kind="admin",
         props_option="command_property",
         defaults={"client.id": "replog-log-dirs"},
     )
@@ -194,7 +196,11 @@ def run_describe(args: argparse.Namespace) -> int:
         print(QUERYING, flush=True)
     bootstrap = str(config["bootstrap.servers"])
     with KafkaAdminClient(
-        bootstrap, client_id=str(config["client.id"]), request_timeout_s=REQUEST_TIMEOUT_S
+        bootstrap,
+        client_id=str(config["client.id"]),
+        request_timeout_s=REQUEST_TIMEOUT_S,
+        tls=security_ssl_context(config),
+        sasl=security_sasl(config),
     ) as admin:
         brokers = chosen_brokers(*cluster_brokers(admin), args.broker_list)
         answers: dict[int, DescribeLogDirsResponse] = {}
@@ -246,11 +252,5 @@ def register(commands: Any) -> None:
     )
     describe.add_argument(
         "--json", action="store_true", help="print Kafka's JSON document only, instead of a table"
-    )
-    describe.add_argument(
-        "--command-config",
-        dest="command_config",
-        metavar="FILE",
-        help="a properties file of admin client configs",
     )
     add_client_connection_arguments(describe)

@@ -580,6 +580,7 @@ def payloads(args: argparse.Namespace) -> list[bytes]:
 def run_produce(args: argparse.Namespace) -> int:
     config = client_config(
         args,
+        kind="producer",
         file_option="producer.config",
         props_option="producer_props",
         defaults={"client.id": "replog-perf-producer"},
@@ -658,6 +659,7 @@ def run_consume(args: argparse.Namespace) -> int:
     group = args.group or f"perf-consumer-{random.randrange(100_000)}"
     config = client_config(
         args,
+        kind="consumer",
         file_option="consumer.config",
         props_option="consumer_props",
         defaults={"client.id": "replog-perf-consumer"},

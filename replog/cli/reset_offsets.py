@@ -146,6 +146,8 @@ async def reset_offsets(
     (node id, Kafka listener)."""
     from replog.client.admin import Admin
     from replog.client.admin_results import OffsetSpec
+    from replog.client.config import security_sasl
+    from replog.client.tls_connection import security_ssl_context
     from replog.common import OffsetAndMetadata, TopicPartition
     from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
 
@@ -153,6 +155,8 @@ async def reset_offsets(
         coordinator[1],
         request_timeout_ms=request_timeout_ms,
         client_id=str(config.get("client.id", "replog-consumer-groups")),
+        tls=security_ssl_context(config),
+        sasl=security_sasl(config),
     ) as client:
         group = await client.describe_group(group_id)
         state, members = group.state, len(group.members)

@@ -71,6 +71,7 @@ from replog.client.config import AdminConfig, admin_config
 from replog.client.event_loop_binding import EventLoopBinding
 from replog.client.offset_lookup import ISOLATION_LEVELS, OffsetLookup
 from replog.client.records import OffsetAndTimestamp, TopicPartition
+from replog.client.tls_connection import client_ssl_context
 from replog.clock import Clock, monotonic_ms
 from replog.errors import (
     ClientClosedError,
@@ -455,6 +456,8 @@ class Admin:
                 max_retry_backoff_s=max(c.retry_backoff_max_ms, c.retry_backoff_ms) / 1000,
                 refused_timeout_s=c.socket_connection_setup_timeout_max_ms / 1000,
                 controllers=bool(c.bootstrap_controllers),
+                sasl=c.sasl,
+                tls=client_ssl_context(c),
             )
         return self._kafka
 

@@ -68,9 +68,10 @@ unreachable and back), not once per attempt, in a few words ("connection refused
 (connection timed out)", "host name not found").
 
 Not a Kafka listener: an address that answers as something else (a gRPC listener, an HTTP
-server: `NotAKafkaListenerError`) is no broker to retry. While no broker has answered, a pass
-in which every address asked was one raises that error itself, naming what answered, instead
-of retrying until the caller's deadline. A
+server: `NotAKafkaListenerError`, a listener of the other security protocol among them), or
+whose TLS handshake fails on a certificate (`SslAuthenticationError`), is no broker to retry.
+While no broker has answered, a pass in which every address asked was one raises that error
+itself, naming what answered, instead of retrying until the caller's deadline. A
 `partitions_for` still waiting after 5 s says so (`wait_notice`), then every 10 s: the topic,
 the last cause (naming the addresses tried) and the time it retries until.
 """
@@ -85,6 +86,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from replog.client.connections import Connections
+from replog.client.tls_connection import client_ssl_context
 from replog.client.wait_notice import WaitNotice, waited_text, wall_time_of
 from replog.clock import Clock, monotonic_ms
 from replog.common import TopicPartition
@@ -98,7 +100,10 @@ from replog.errors import (
     NotAKafkaListenerError,
     ReplogError,
     RequestTimedOutError,
+    SaslAuthenticationFailedError,
+    SslAuthenticationError,
     UnknownTopicOrPartitionError,
+    UnsupportedSaslMechanismError,
     UnsupportedVersionError,
     error_for_code,
 )
@@ -212,6 +217,8 @@ class ClusterMetadata:
             request_timeout_ms=config.request_timeout_ms,
             client_id=config.client_id,
             setup_timeout_ms=config.socket_connection_setup_timeout_ms,
+            sasl=config.sasl,
+            tls=client_ssl_context(config),
         )
         metadata = cls(
             config.bootstrap_servers,
@@ -524,7 +531,7 @@ class ClusterMetadata:
         version = self._version
         started_ms = self._clock()
         tried: list[str] = []
-        not_kafka: list[NotAKafkaListenerError] = []
+        not_kafka: list[NotAKafkaListenerError | SslAuthenticationError] = []
         for address in self._addresses_to_try():
             remaining_ms = deadline_ms - self._clock()
             if remaining_ms <= 0:
@@ -535,7 +542,7 @@ class ClusterMetadata:
                     sorted(topics) if topics is not None else None,
                     timeout_ms=min(self.request_timeout_ms, remaining_ms),
                 )
-            except NotAKafkaListenerError as exc:
+            except (NotAKafkaListenerError, SslAuthenticationError) as exc:
                 not_kafka.append(exc)
                 self._address_failed(address, str(exc))
                 continue
@@ -545,8 +552,12 @@ class ClusterMetadata:
                 self._connections.redial(address)
                 self._address_failed(address, str(exc))
                 continue
-            except ClientClosedError:
-                raise
+            except (
+                ClientClosedError,
+                SaslAuthenticationFailedError,
+                UnsupportedSaslMechanismError,
+            ):
+                raise  # a refused sign-in is not retried, as Kafka's client does not retry it
             except ReplogError as exc:
                 self._address_failed(address, _short_cause(exc))
                 continue
@@ -564,7 +575,11 @@ class ClusterMetadata:
         self._next_pass_ms = self._clock() + backoff_ms
         self._note_refusals(tried, started_ms)
         if not_kafka and len(not_kafka) == len(tried) and self._updated_ms is None:
-            raise NotAKafkaListenerError("; ".join(str(exc) for exc in not_kafka))
+            # One type for all (a TLS refusal everywhere stays one): else the general one.
+            kind = type(not_kafka[0])
+            if not all(type(exc) is kind for exc in not_kafka):
+                kind = NotAKafkaListenerError
+            raise kind("; ".join(str(exc) for exc in not_kafka))
         failure = NoBrokersAvailableError(self._failure_text(tried))
         self._last_failure = failure
         raise failure

@@ -19,8 +19,14 @@ Rules:
 - `partition.assignment.strategy` takes Kafka's assignor names (range, roundrobin,
   cooperative-sticky; default ``range,cooperative-sticky`` as Kafka's) as a comma-separated
   string or a list; Java's class names of those three are read as their names. Kafka keys
-  replog cannot honour (TLS/SASL, custom partitioner classes, other assignors) are errors
-  that say why.
+  replog cannot honour (SASL keys beyond librdkafka's `sasl.mechanism`, `sasl.username` and
+  `sasl.password`, JKS stores, custom partitioner classes, other assignors) are errors that
+  say why.
+- `security.protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL) and the TLS settings, by
+  Kafka's and librdkafka's names, are every kind's (`tls_settings`). Under SASL_PLAINTEXT and
+  SASL_SSL, `sasl.mechanism` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with `sasl.username` and
+  `sasl.password`: every connection authenticates, after TLS under SASL_SSL
+  (`replog.wire.sasl_authentication`); the password is in no repr.
 - Every rejected input is a `ConfigError` whose message names the key, the value and what is
   accepted (a range, a list of values); an unknown key also names the closest known one, and a
   key that belongs to another client kind says so.
@@ -46,20 +52,30 @@ import dataclasses
 import difflib
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from replog.admin.bootstrap import parse_bootstrap
+from replog.client.tls_settings import (
+    SECURITY_KEYS,
+    SSL_FAMILY_REASON,
+    UNSUPPORTED_TLS_KEYS,
+    TlsSettings,
+    client_tls,
+)
 from replog.errors import ConfigError
 from replog.net_address import format_host_port, parse_host_port
 from replog.record.compression import CODEC_NAMES, available_codecs, is_codec_available
+from replog.wire.sasl_authentication import SaslCredentials, sasl_settings
 
 __all__ = [
+    "CONFIG_KINDS",
     "AdminConfig",
     "ConsumerConfig",
     "ProducerConfig",
     "admin_config",
+    "check_client_properties",
     "consumer_config",
     "producer_config",
 ]
@@ -79,15 +95,15 @@ T = TypeVar("T")
 
 # Keys users bring from Kafka that replog knows but does not support: why, instead of "unknown".
 _UNSUPPORTED = {
-    "security.protocol": "replog clients speak plaintext gRPC only",
     "partitioner.class": "replog has one built-in partitioner (murmur2, sticky for null keys)",
     "interceptor.classes": "interceptors are not supported",
+    **UNSUPPORTED_TLS_KEYS,
 }
-# Whole families of them (Java's `ssl.truststore.location`, librdkafka's `ssl.ca.location`,
-# `sasl.username`, ...): every key under these prefixes.
+# Whole families of them (`sasl.username`, Java's `ssl.keystore.password`, ...): every key
+# under these prefixes that is no setting.
 _UNSUPPORTED_FAMILIES = {
-    "sasl.": "replog clients do not authenticate (no SASL)",
-    "ssl.": "replog clients speak plaintext gRPC only (no TLS)",
+    "sasl.": "replog clients take sasl.mechanism, sasl.username and sasl.password only",
+    "ssl.": SSL_FAMILY_REASON,
 }
 
 
@@ -292,7 +308,7 @@ def _setting(default: T, parse: Parser) -> T:
 
 
 @dataclass(frozen=True)
-class _CommonConfig:
+class _CommonConfig(TlsSettings):
     bootstrap_servers: tuple[str, ...] = _setting((f"localhost:{DEFAULT_PORT}",), _servers)
     client_id: str = _setting("replog", _text)
     request_timeout_ms: int = _setting(30_000, _integer(0))
@@ -305,8 +321,20 @@ class _CommonConfig:
     # How long one connection may take to open and answer ApiVersions (Kafka's name and
     # default): a dead address fails after it, naming the address.
     socket_connection_setup_timeout_ms: int = _setting(10_000, _integer(1, INT64_MAX))
+    # SASL on every connection under SASL_PLAINTEXT and SASL_SSL (`security_protocol`, a TLS
+    # setting; `replog.wire.sasl_authentication`, checked by `sasl`).
+    sasl_mechanism: str = _setting("GSSAPI", _text)
+    sasl_username: str | None = _setting(None, _optional_text)
+    sasl_password: str | None = field(default=None, repr=False, metadata={"parse": _optional_text})
     # dotted names of the settings the user gave (not a setting itself)
     user_keys: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @property
+    def sasl(self) -> SaslCredentials | None:
+        """Who every connection authenticates as (None: no SASL)."""
+        return sasl_settings(
+            self.security_protocol, self.sasl_mechanism, self.sasl_username, self.sasl_password
+        )
 
 
 @dataclass(frozen=True)
@@ -398,18 +426,25 @@ def _parsers(cls: type[_CommonConfig]) -> dict[str, Parser]:
     return {f.name: f.metadata["parse"] for f in dataclasses.fields(cls) if "parse" in f.metadata}
 
 
+def _unsupported(dotted: str, known: Iterable[str]) -> str | None:
+    """Why replog does not take the Kafka key `dotted` (None: it is not one it knows). A key
+    of an unsupported family this close to a `known` name is a typo of it, not the family's."""
+    why = _UNSUPPORTED.get(dotted)
+    if why is None and not difflib.get_close_matches(dotted, known, n=1, cutoff=0.9):
+        why = next((w for p, w in _UNSUPPORTED_FAMILIES.items() if dotted.startswith(p)), None)
+    return why
+
+
 def _unknown(cls: type[_CommonConfig], key: str) -> ConfigError:
     kind = _KINDS[cls]
     dotted = _dotted(key.replace(".", "_"))
-    why = _UNSUPPORTED.get(dotted)
-    if why is None:
-        why = next((w for p, w in _UNSUPPORTED_FAMILIES.items() if dotted.startswith(p)), None)
+    known = sorted(_dotted(name) for name in _parsers(cls))
+    why = _unsupported(dotted, known)
     if why is not None:
         return ConfigError(f"{key}: not supported by replog: {why}")
     for other, other_kind in _KINDS.items():
         if other is not cls and key.replace(".", "_") in _parsers(other):
             return ConfigError(f"{key}: a {other_kind} config, not a {kind} config")
-    known = sorted(_dotted(name) for name in _parsers(cls))
     close = difflib.get_close_matches(dotted, known, n=1, cutoff=0.5)
     snake = "_" in key and "." not in key  # answer in the spelling the user chose
     names = [name.replace(".", "_") for name in close] if snake else close
@@ -463,7 +498,9 @@ def _construct(
     """The config of kind `cls` from the user's settings, before the kind's cross-checks."""
     values, user_keys = _collect(cls, config, kwargs)
     built = cls(**values, user_keys=user_keys)  # type: ignore[arg-type]
+    _ = built.sasl  # the SASL settings, checked once here
     _warn_static_backoff(built)
+    client_tls(built)  # two forms of one TLS setting, or half a pair, fail here
     return built
 
 
@@ -571,3 +608,46 @@ def admin_config(
 ) -> AdminConfig:
     """A checked `AdminConfig` from Kafka's dotted names and/or snake_case keywords."""
     return _construct(AdminConfig, config, kwargs)
+
+
+CONFIG_KINDS: dict[str, type[_CommonConfig]] = {kind: cls for cls, kind in _KINDS.items()}
+
+
+def config_names(kind: str) -> frozenset[str]:
+    """The dotted names of the settings of client `kind` ("producer", "consumer", "admin")."""
+    return frozenset(_dotted(name) for name in _parsers(CONFIG_KINDS[kind]))
+
+
+def security_sasl(properties: Mapping[str, object]) -> SaslCredentials | None:
+    """Who a command's clients authenticate as, from the security settings among
+    `properties` (any kind's keys; the others are left out). None: no SASL."""
+    return admin_config({k: v for k, v in properties.items() if k.strip() in SECURITY_KEYS}).sasl
+
+
+def check_client_properties(properties: Mapping[str, object], source: str) -> None:
+    """Check a properties file meant for any client kind (`--command-config`): every key a
+    setting of some kind, every value one it accepts, the TLS settings consistent. A
+    `ConfigError` names `source` and the key (an unknown one with the closest known name)."""
+    known: dict[str, Parser] = {}
+    for cls in _KINDS:
+        known.update(_parsers(cls))
+    for key, raw in properties.items():
+        attribute = key.strip().replace(".", "_")
+        if attribute not in known:
+            dotted = _dotted(attribute)
+            names = sorted(map(_dotted, known))
+            why = _unsupported(dotted, names)
+            if why is not None:
+                raise ConfigError(f"{source}: {key}: not supported by replog: {why}")
+            close = difflib.get_close_matches(dotted, names, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{source}: unknown client config {key!r}{hint}")
+        try:
+            known[attribute](key, raw)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+    security = {k: v for k, v in properties.items() if _dotted(k.strip()) in SECURITY_KEYS}
+    try:
+        admin_config(security)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None

@@ -5,12 +5,15 @@ path speaks Kafka's protocol to the brokers' Kafka listeners: one `KafkaBrokerCl
 address over the client's `KafkaConnections` (a connection per broker and lane, dialled on
 first use, each within `socket.connection.setup.timeout.ms`), and for a producer one
 `ProduceStream` per broker address, the one connection its requests to that broker are
-pipelined on (in order, as a Kafka producer's). Group coordinator calls go through a
+pipelined on (in order, as a Kafka producer's). Every connection is TLS when the client's
+`security.protocol` is SSL or SASL_SSL (its context: `tls_connection`), and authenticates when it
+is SASL_PLAINTEXT or SASL_SSL (`sasl_authentication`). Group coordinator calls go through a
 `KafkaCoordinatorClient` per address, on the same connections.
 """
 
 from __future__ import annotations
 
+import ssl
 from typing import TYPE_CHECKING
 
 from replog.errors import (
@@ -19,6 +22,7 @@ from replog.errors import (
 )
 from replog.wire.kafka_broker_client import KafkaBrokerClient, ProduceStream
 from replog.wire.kafka_connection import KafkaConnections
+from replog.wire.sasl_authentication import SaslCredentials
 
 if TYPE_CHECKING:
     from replog.wire.kafka_coordinator_client import KafkaCoordinatorClient
@@ -35,10 +39,14 @@ class Connections:
         request_timeout_ms: int,
         client_id: str,
         setup_timeout_ms: int = SETUP_TIMEOUT_MS_DEFAULT,
+        tls: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
-        self.kafka = KafkaConnections(client_id=client_id, setup_timeout_ms=setup_timeout_ms)
+        self.kafka = KafkaConnections(
+            client_id=client_id, setup_timeout_ms=setup_timeout_ms, tls=tls, sasl=sasl
+        )
         self._brokers: dict[str, KafkaBrokerClient] = {}
         self._produce_streams: dict[str, ProduceStream] = {}
         self._coordinators: dict[str, KafkaCoordinatorClient] = {}

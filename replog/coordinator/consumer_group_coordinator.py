@@ -1276,14 +1276,24 @@ class ConsumerGroupCoordinator:
     # --- offsets fencing -------------------------------------------------------------------------
 
     def commit_error(
-        self, group_id: str, member_id: str, member_epoch: int, api_version: int | None
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        api_version: int | None,
+        *,
+        transactional: bool = False,
     ) -> KafkaError | None:
         """Whether an OffsetCommit may commit for the group (Kafka's `validateOffsetCommit`):
         without a member epoch only while the group is Empty; else the member's current epoch,
         through OffsetCommit v9+ (`api_version` None: not the Kafka wire); a classic member
-        commits with its member epoch as the generation (ILLEGAL_GENERATION otherwise)."""
+        commits with its member epoch as the generation (ILLEGAL_GENERATION otherwise). A
+        TxnOffsetCommit (`transactional`) names no member at all, or any version's member
+        epoch: its API has no version with the new protocol's fields to require."""
         group = self.groups[group_id]
         if member_epoch < 0 and not group.members:
+            return None
+        if transactional and member_epoch < 0 and not member_id:
             return None
         member = group.members.get(member_id)
         if member is None:
@@ -1296,7 +1306,11 @@ class ConsumerGroupCoordinator:
                 f"group {group_id!r}: member {member_id!r} is at generation "
                 f"{member.member_epoch}, not {member_epoch}"
             )
-        if api_version is not None and api_version < COMMIT_MEMBER_EPOCH_VERSION:
+        if (
+            not transactional
+            and api_version is not None
+            and api_version < COMMIT_MEMBER_EPOCH_VERSION
+        ):
             return UnsupportedVersionError(
                 f"group {group_id!r}: members of a consumer group commit with OffsetCommit "
                 f"v{COMMIT_MEMBER_EPOCH_VERSION}+ (got v{api_version})"

@@ -26,6 +26,14 @@ Rules (Kafka's):
   holds a bounded amount of memory. `requests_read` and `requests_released` say where a
   connection that is to close stands: it closes once every request before the one that closes
   it is released (`unanswered` names those still waiting).
+- `principal` is who the connection authenticated as (`User:ANONYMOUS` until the shell sets
+  it: a TLS client certificate's subject, or a SASL login once its exchange completes,
+  `sasl_authenticator`, which wins over the certificate's as in Kafka) and `client_host` the
+  client's IP address: the one place a connection's identity is kept. Every request read
+  carries both as of the moment it was read (`KafkaRequest.principal`), for the authorizer.
+- After a SaslHandshake v0 (`raw_sasl_tokens` set by the shell) each frame is a bare SASL
+  token, not a request: it is read as a SaslAuthenticate v0 request and its answer is written
+  as a bare size-prefixed token, until the shell clears the flag.
 """
 
 from __future__ import annotations
@@ -45,6 +53,8 @@ from replog.errors import (
 from replog.kafka.messages import REQUESTS
 from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from replog.kafka.messages.request_header import RequestHeader
+from replog.kafka.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from replog.kafka.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from replog.kafka.protocol.codec import Buffer, Message
 from replog.kafka.protocol.framing import (
     API_VERSIONS_KEY,
@@ -52,10 +62,13 @@ from replog.kafka.protocol.framing import (
     encode_response,
     peek_request,
 )
+from replog.security.principal import ANONYMOUS, KafkaPrincipal
 
 SIZE_PREFIX_BYTES = 4
 REQUEST_BYTES_MAX_DEFAULT = 104_857_600  # socket.request.max.bytes
 _SIZE = struct.Struct(">i")
+# The version a bare SASL token (after a SaslHandshake v0) is read and answered at.
+RAW_TOKEN_VERSION = -1
 
 # Served versions by API key: (min, max).
 Served = Mapping[int, tuple[int, int]]
@@ -73,6 +86,9 @@ class KafkaRequest:
     body: Message
     size: int  # frame bytes, without the size prefix
     peer: str = ""  # the client's host:port, as the connection names it ("": not known)
+    # Who the connection had authenticated as when the request was read.
+    principal: KafkaPrincipal = ANONYMOUS
+    client_host: str = ""  # the client's IP address, as ACL hosts name it ("": not known)
 
     @property
     def api_key(self) -> int:
@@ -107,6 +123,9 @@ class KafkaConnection:
         if API_VERSIONS_KEY not in served:
             raise ValueError("a Kafka listener serves ApiVersions")
         self.peer = peer
+        # The connection's identity (module Rules); the shell sets both once known.
+        self.principal = ANONYMOUS
+        self.client_host = ""
         self._served = dict(served)
         self._request_bytes_max = request_bytes_max
         # Bytes fed and not yet framed, in order: whole chunks as the socket gave them (never
@@ -120,6 +139,8 @@ class KafkaConnection:
         self._waiting: dict[int, tuple[int, int, int]] = {}
         # Slot -> the encoded response frame (None: answered without a response).
         self._answered: dict[int, bytes | None] = {}
+        self.principal = ANONYMOUS
+        self.raw_sasl_tokens = False
 
     # --- bytes in ------------------------------------------------------------------------------
 
@@ -214,6 +235,8 @@ class KafkaConnection:
         return b"".join(parts)
 
     def _admit(self, frame: bytes | memoryview) -> KafkaRequest | None:
+        if self.raw_sasl_tokens:
+            return self._raw_token(frame)
         try:
             key, version, correlation_id = peek_request(frame)
         except KafkaError as error:
@@ -247,7 +270,19 @@ class KafkaConnection:
                 f"{request_label(key, version, correlation_id)} does not decode: {error}",
             ) from None
         sequence = self._take_slot(key, version, correlation_id)
-        return KafkaRequest(sequence, header, body, len(frame), self.peer)
+        return KafkaRequest(
+            sequence, header, body, len(frame), self.peer, self.principal, self.client_host
+        )
+
+    def _raw_token(self, frame: bytes | memoryview) -> KafkaRequest:
+        """A bare SASL token, read as the SaslAuthenticate v0 request it stands for."""
+        key = SaslAuthenticateRequest.API_KEY
+        sequence = self._take_slot(key, RAW_TOKEN_VERSION, -1)
+        header = RequestHeader(request_api_key=key, request_api_version=0, correlation_id=-1)
+        body = SaslAuthenticateRequest(auth_bytes=bytes(frame))
+        return KafkaRequest(
+            sequence, header, body, len(frame), self.peer, self.principal, self.client_host
+        )
 
     def _answer_unsupported_api_versions(self, correlation_id: int) -> None:
         """Answered at v0 whatever version was asked (KIP-511)."""
@@ -278,8 +313,16 @@ class KafkaConnection:
                 f"{request.correlation_id}) is answered twice or was never read"
             )
         key, version, correlation_id = waiting
+        frame: bytes | None
         try:
-            frame = None if body is None else encode_response(key, version, correlation_id, body)
+            if version == RAW_TOKEN_VERSION and body is not None:
+                if not isinstance(body, SaslAuthenticateResponse):
+                    raise IllegalStateError(f"a bare SASL token answered with {body.NAME}")
+                frame = _SIZE.pack(len(body.auth_bytes)) + body.auth_bytes
+            else:
+                frame = (
+                    None if body is None else encode_response(key, version, correlation_id, body)
+                )
         except BaseException:
             self._waiting[request.sequence] = waiting
             raise

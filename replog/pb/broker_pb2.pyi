@@ -170,3 +170,23 @@ class WriteTxnMarkersResponse(_message.Message):
     MARKERS_FIELD_NUMBER: _ClassVar[int]
     markers: _containers.RepeatedCompositeFieldContainer[TxnMarkerResult]
     def __init__(self, markers: _Optional[_Iterable[_Union[TxnMarkerResult, _Mapping]]] = ...) -> None: ...
+
+class AddPartitionsToTxnRequest(_message.Message):
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "verify_only", "topics")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool
+    topics: _containers.RepeatedCompositeFieldContainer[TxnMarkerTopic]
+    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., verify_only: _Optional[bool] = ..., topics: _Optional[_Iterable[_Union[TxnMarkerTopic, _Mapping]]] = ...) -> None: ...
+
+class AddPartitionsToTxnResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TxnMarkerTopicResult]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TxnMarkerTopicResult, _Mapping]]] = ...) -> None: ...

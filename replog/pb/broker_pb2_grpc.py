@@ -26,8 +26,7 @@ if _version_not_supported:
 
 
 class BrokerStub:
-    """The broker's own RPCs between nodes (the followers' fetch streams are ReplicaFetch's).
-    """
+    """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
         """Constructor.
@@ -40,13 +39,23 @@ class BrokerStub:
                 request_serializer=replog_dot_pb_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
                 _registered_method=True)
+        self.AddPartitionsToTxn = channel.unary_unary(
+                '/replog.pb.broker.Broker/AddPartitionsToTxn',
+                request_serializer=replog_dot_pb_dot_broker__pb2.AddPartitionsToTxnRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_broker__pb2.AddPartitionsToTxnResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
-    """The broker's own RPCs between nodes (the followers' fetch streams are ReplicaFetch's).
-    """
+    """Missing associated documentation comment in .proto file."""
 
     def WriteTxnMarkers(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddPartitionsToTxn(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -60,6 +69,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     request_deserializer=replog_dot_pb_dot_broker__pb2.WriteTxnMarkersRequest.FromString,
                     response_serializer=replog_dot_pb_dot_broker__pb2.WriteTxnMarkersResponse.SerializeToString,
             ),
+            'AddPartitionsToTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddPartitionsToTxn,
+                    request_deserializer=replog_dot_pb_dot_broker__pb2.AddPartitionsToTxnRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_broker__pb2.AddPartitionsToTxnResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'replog.pb.broker.Broker', rpc_method_handlers)
@@ -69,8 +83,7 @@ def add_BrokerServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Broker:
-    """The broker's own RPCs between nodes (the followers' fetch streams are ReplicaFetch's).
-    """
+    """Missing associated documentation comment in .proto file."""
 
     @staticmethod
     def WriteTxnMarkers(request,
@@ -89,6 +102,33 @@ class Broker:
             '/replog.pb.broker.Broker/WriteTxnMarkers',
             replog_dot_pb_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
             replog_dot_pb_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddPartitionsToTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.broker.Broker/AddPartitionsToTxn',
+            replog_dot_pb_dot_broker__pb2.AddPartitionsToTxnRequest.SerializeToString,
+            replog_dot_pb_dot_broker__pb2.AddPartitionsToTxnResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -26,10 +26,7 @@ if _version_not_supported:
 
 
 class ControllerStub:
-    """Served by every controller node; only the active one writes (others answer NOT_CONTROLLER
-    with controller_id). Reads (DescribeCluster, Metadata, ListPartitionReassignments,
-    DescribeConfigs) are answered by any controller at its committed offset.
-    """
+    """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
         """Constructor.
@@ -112,13 +109,25 @@ class ControllerStub:
                 request_serializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerResponse.FromString,
                 _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/replog.pb.Controller/AlterUserScramCredentials',
+                request_serializer=replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/replog.pb.Controller/CreateAcls',
+                request_serializer=replog_dot_pb_dot_controller__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_controller__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/replog.pb.Controller/DeleteAcls',
+                request_serializer=replog_dot_pb_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_controller__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
-    """Served by every controller node; only the active one writes (others answer NOT_CONTROLLER
-    with controller_id). Reads (DescribeCluster, Metadata, ListPartitionReassignments,
-    DescribeConfigs) are answered by any controller at its committed offset.
-    """
+    """Missing associated documentation comment in .proto file."""
 
     def CreateTopics(self, request, context):
         """Missing associated documentation comment in .proto file."""
@@ -210,6 +219,24 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -288,6 +315,21 @@ def add_ControllerServicer_to_server(servicer, server):
                     request_deserializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerRequest.FromString,
                     response_serializer=replog_dot_pb_dot_controller__pb2.UnregisterBrokerResponse.SerializeToString,
             ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=replog_dot_pb_dot_controller__pb2.CreateAclsRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_controller__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=replog_dot_pb_dot_controller__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_controller__pb2.DeleteAclsResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'replog.pb.Controller', rpc_method_handlers)
@@ -297,10 +339,7 @@ def add_ControllerServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Controller:
-    """Served by every controller node; only the active one writes (others answer NOT_CONTROLLER
-    with controller_id). Reads (DescribeCluster, Metadata, ListPartitionReassignments,
-    DescribeConfigs) are answered by any controller at its committed offset.
-    """
+    """Missing associated documentation comment in .proto file."""
 
     @staticmethod
     def CreateTopics(request,
@@ -697,6 +736,87 @@ class Controller:
             '/replog.pb.Controller/UnregisterBroker',
             replog_dot_pb_dot_controller__pb2.UnregisterBrokerRequest.SerializeToString,
             replog_dot_pb_dot_controller__pb2.UnregisterBrokerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.Controller/AlterUserScramCredentials',
+            replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            replog_dot_pb_dot_controller__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.Controller/CreateAcls',
+            replog_dot_pb_dot_controller__pb2.CreateAclsRequest.SerializeToString,
+            replog_dot_pb_dot_controller__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.Controller/DeleteAcls',
+            replog_dot_pb_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
+            replog_dot_pb_dot_controller__pb2.DeleteAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,

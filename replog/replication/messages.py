@@ -337,6 +337,29 @@ class WriteTxnMarkersResponse:
     markers: tuple[TxnMarkerResult, ...]
 
 
+# --- AddPartitionsToTxn between brokers ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TxnPartitionsRequest:
+    """A partition leader's or group coordinator's question to a transaction coordinator
+    (KIP-890): add `partitions` to the producer's transaction (transaction version 2), or,
+    `verify_only`, say whether they are in it (Kafka's AddPartitionsToTxn v4+ from a broker)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+    verify_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TxnPartitionsResponse:
+    """One result per partition asked, in the request's order."""
+
+    partitions: tuple[TxnMarkerPartitionResult, ...]
+
+
 # --- DescribeLogDirs ----------------------------------------------------------------------------
 
 

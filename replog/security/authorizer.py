@@ -55,10 +55,17 @@ class Action:
 @dataclass(frozen=True, slots=True)
 class Decision:
     allowed: bool
-    rule: str  # why, for the audit log line
+    named: str  # the rule, when no ACL decided
+    acl: AccessControlEntryRecord | None = None  # the ACL that decided
 
     def __bool__(self) -> bool:
         return self.allowed
+
+    @property
+    def rule(self) -> str:
+        """Why, for the audit log line. Made when asked: most decisions are never logged, and
+        an ACL's text costs more than the decision."""
+        return self.named if self.acl is None else f"MatchingAcl({self.acl!r})"
 
 
 SUPER_USER = Decision(True, "SuperUser")
@@ -122,10 +129,10 @@ class Authorizer:
                 if not acl_applies(acl, text, host, action.operation):
                     continue
                 if acl.permission_type == AclPermissionType.DENY:
-                    return Decision(False, f"MatchingAcl({acl!r})")
+                    return Decision(False, "MatchingAcl", acl)
                 allow = acl
         if allow is not None:
-            return Decision(True, f"MatchingAcl({allow!r})")
+            return Decision(True, "MatchingAcl", allow)
         if own or wildcard:
             return DEFAULT_DENY
         return DEFAULT_ALLOW if self.allow_everyone_if_no_acl_found else DEFAULT_DENY

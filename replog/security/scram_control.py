@@ -14,13 +14,17 @@ Rules (Kafka 4.4.0):
   `RemoveUserScramCredentialRecord`. All are written together.
 - Answers come one per user, in the order users first appear (deletions before upsertions);
   Kafka's order is its hash maps'.
+- `alter_credentials_write` is the controller write running these decisions over the
+  controller's own credentials (its timeline state), its records atomic.
 - Stricter than Kafka: a salted password that is not the mechanism's digest size, or an empty
   salt, is UNACCEPTABLE_CREDENTIAL (no client computes either).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from replog.common.scram_mechanism import (
     MAX_ITERATIONS,
@@ -35,12 +39,14 @@ from replog.errors import (
     UnacceptableCredentialError,
     UnsupportedSaslMechanismError,
 )
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.controller.operation import WriteContext
 from replog.quorum.metadata.records import (
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
 from replog.security.scram_credential import credential_from_salted_password
-from replog.security.scram_store import ScramStore, record_of
+from replog.security.scram_store import record_of
 
 TWICE = "A user credential cannot be altered twice in the same request"
 
@@ -66,6 +72,12 @@ class ScramUpsertion:
 ScramRecord = UserScramCredentialRecord | RemoveUserScramCredentialRecord
 
 
+class CredentialHolder(Protocol):
+    """The credentials replayed so far (`ScramStore`, the controller's `ScramCredentials`)."""
+
+    def mechanisms_of(self, name: str) -> list[int]: ...
+
+
 def _mechanism(name: str, code: int) -> ScramMechanism:
     if not name:
         raise UnacceptableCredentialError("Username must not be empty")
@@ -75,7 +87,7 @@ def _mechanism(name: str, code: int) -> ScramMechanism:
     return mechanism
 
 
-def _deletion_record(store: ScramStore, deletion: ScramDeletion) -> ScramRecord:
+def _deletion_record(store: CredentialHolder, deletion: ScramDeletion) -> ScramRecord:
     _mechanism(deletion.name, deletion.mechanism)
     if deletion.mechanism not in store.mechanisms_of(deletion.name):
         raise ResourceNotFoundError("Attempt to delete a user credential that does not exist")
@@ -95,7 +107,7 @@ def _upsertion_record(upsertion: ScramUpsertion) -> ScramRecord:
 
 
 def alter_credentials(
-    store: ScramStore, deletions: list[ScramDeletion], upsertions: list[ScramUpsertion]
+    store: CredentialHolder, deletions: list[ScramDeletion], upsertions: list[ScramUpsertion]
 ) -> tuple[list[ScramRecord], dict[str, KafkaError | None]]:
     """The records to write, and each user's answer (None: done)."""
     planned: dict[str, ScramRecord] = {}
@@ -119,3 +131,16 @@ def alter_credentials(
             continue
         answers[user] = None
     return list(planned.values()), answers
+
+
+def alter_credentials_write(
+    deletions: list[ScramDeletion], upsertions: list[ScramUpsertion]
+) -> Callable[[WriteContext], ControllerResult[dict[str, KafkaError | None]]]:
+    """The controller write of an AlterUserScramCredentials request: its decisions over the
+    controller's credentials (`WriteContext.scram`), its records written together."""
+
+    def alter(ctx: WriteContext) -> ControllerResult[dict[str, KafkaError | None]]:
+        records, answers = alter_credentials(ctx.scram, deletions, upsertions)
+        return ControllerResult.of(records, answers, is_atomic=True)
+
+    return alter

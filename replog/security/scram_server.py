@@ -5,8 +5,9 @@ Rules:
 - `respond` takes each client message in turn. The first names a user: an unknown user, an
   authorization id other than the user name, the delegation-token extension
   ("tokenauth=true": not offered here), or a credential below 4096 iterations fail. The final
-  must repeat the combined nonce and the gs2 header in its channel binding, and its proof must
-  give the stored key. Then the exchange is complete and `authorization_id` is the user name.
+  must end with the combined nonce (Kafka's `endsWith`), repeat the gs2 header in its channel
+  binding, and its proof must give the stored key. Then the exchange is complete and
+  `authorization_id` is the user name.
 - Every failure raises `SaslAuthenticationFailedError` (Kafka's SASL_AUTHENTICATION_FAILED)
   and ends the exchange; a message after the end raises `IllegalSaslStateError`. A failure's
   text names the cause, never a key or proof.
@@ -117,7 +118,9 @@ class ScramServer:
         first, server_first, credential = self._first, self._server_first, self._credential
         assert first is not None and server_first is not None and credential is not None
         final = parse_client_final(message)
-        if final.nonce != server_first.nonce:
+        # Kafka's check: librdkafka before 2.1 sends its own nonce again in front of the
+        # combined one (Debian 12's kcat does), and Kafka's brokers take it.
+        if not final.nonce.endswith(server_first.nonce):
             raise SaslAuthenticationFailedError("Invalid client nonce in the final client message.")
         if final.channel_binding != first.gs2_header.encode():
             raise SaslAuthenticationFailedError(

@@ -8,6 +8,12 @@ Rules (the metadata quorum's, KRaft's):
   it, across crashes and power losses: a committed batch is never lost or replaced. (No node
   snapshots or compacts its log in these runs: every node's log starts at offset 0.)
 - A node's high watermark never moves back within one of its incarnations.
+- A node's election state changes only as Raft allows (`ElectionState.successor_problem`)
+  within one of its incarnations: its quorum epoch never decreases, its vote and its known
+  leader never change within an epoch. (The core asserts this too; the checker must not rely
+  on the code it checks.)
+- Durability (`check_durable`): a majority of the voters' disks hold the committed log
+  synced (what a power loss of every node would keep, torn tails aside), byte for byte.
 - No task of a node ends with an error: a shell stops its node on one (fail-stop) and a core
   asserts its own rules (a truncation below the high watermark, say), so such an end is a
   broken guarantee seen from inside, reported as one. The one exception is a storage error
@@ -24,12 +30,16 @@ the end of a run, reads every log from its start again.
 
 from __future__ import annotations
 
+from replog.quorum.raft.election_state import ElectionState
 from replog.record import iter_frames, read_header
+from replog.server.raft.raft_storage import METADATA_PARTITION_DIR
 from replog.sim.cluster import SimCluster
+from replog.sim.raft_node import METADATA_DIR
 
 __all__ = ["InvariantViolation", "SafetyChecker"]
 
 READ_ALL = 1 << 40
+METADATA_LOG_DIR = f"{METADATA_DIR}/{METADATA_PARTITION_DIR}"
 
 
 class InvariantViolation(AssertionError):
@@ -41,6 +51,7 @@ class SafetyChecker:
         self._cluster = cluster
         self.leaders: dict[int, int] = {}  # quorum epoch -> its leader
         self._high_watermarks: dict[tuple[int, int], int] = {}  # (node, incarnation) -> HW
+        self._elections: dict[tuple[int, int], ElectionState] = {}  # (node, incarnation) -> last
         self.committed = bytearray()  # the longest committed log seen
         self.checks = 0
         self._looked_at: dict[int, int] = {}  # node -> its `steps` when its state was checked
@@ -71,8 +82,18 @@ class SafetyChecker:
                         f"at {now} ms two leaders in quorum epoch {status.quorum_epoch}: "
                         f"nodes {known} and {status.node_id}"
                     )
+            key = (node.node_id, node.incarnation)
+            election = raft.node.election_state
+            last_election = self._elections.get(key)
+            if last_election is not None and last_election != election:
+                problem = last_election.successor_problem(election)
+                if problem is not None:
+                    raise InvariantViolation(
+                        f"at {now} ms node {node.node_id}'s election state changed illegally: "
+                        f"{problem}"
+                    )
+            self._elections[key] = election
             if status.high_watermark_known:
-                key = (node.node_id, node.incarnation)
                 last = self._high_watermarks.get(key, -1)
                 if status.high_watermark < last:
                     raise InvariantViolation(
@@ -110,3 +131,18 @@ class SafetyChecker:
             committed += memoryview(data)[common:]
             last = max(iter_frames(data))[0]  # batches are whole: read below the HW
             self._read_to[key] = (read_header(data, last).next_offset, position + len(data))
+
+    def check_durable(self) -> None:
+        """The durability rule (module docstring), on the longest committed log seen."""
+        committed = self.committed
+        holders = []
+        for node in self._cluster.nodes.values():
+            files = node.disk.durable_files(METADATA_LOG_DIR)
+            synced = b"".join(files[name] for name in sorted(files) if name.endswith(".log"))
+            if synced[: len(committed)] == committed:
+                holders.append(node.node_id)
+        if len(holders) <= len(self._cluster.nodes) // 2:
+            raise InvariantViolation(
+                f"at {self._cluster.loop.now_ms()} ms only nodes {holders} hold the committed "
+                f"metadata log ({len(committed)} bytes) synced; a majority of the voters must"
+            )

@@ -12,9 +12,11 @@ A run, all of it decided by its seed:
    disk fails or fills up, turns slow, its wall clock jumps (`node_faults`: a node stops on a
    disk failure, as a node process does). The data workload (`workload`) produces (acks 0, 1
    and all, idempotent) and consumes. `SafetyChecker` runs after every iteration of the loop
-   (the log rule every `LOG_CHECK_S`), `DataChecker` every `DATA_CHECK_S` and before every
-   power loss (its images every `IMAGE_CHECK_S`); around every power loss `SyncedData` checks
-   that each replica of a `flush.messages=1` topic keeps what its log had synced.
+   (the log rule every `LOG_CHECK_S`), `DataChecker` and `MetadataChecker` (the committed
+   metadata log's partition records) every `DATA_CHECK_S`, `DataChecker` also before every
+   power loss (its images, each controller's committed view and the durability of the
+   committed metadata log, every `IMAGE_CHECK_S`); around every power loss `SyncedData`
+   checks that each replica of a `flush.messages=1` topic keeps what its log had synced.
 3. Liveness: faults stop, the network heals, every disk is healthy, every node starts, the
    producers stop. Within `LIVENESS_BOUND_S` a controller must lead, every broker be
    registered and unfenced, a new topic be created, and every data partition have a leader
@@ -38,6 +40,7 @@ import random
 from dataclasses import dataclass, field
 
 from replog.pb import controller_pb2 as pb
+from replog.quorum.controller.controller import QuorumController
 from replog.server.controller.controller_service import ControllerService
 from replog.sim.cluster import SimCluster
 from replog.sim.data_invariants import DataChecker
@@ -47,6 +50,7 @@ from replog.sim.data_liveness import (
     partitions_replicated,
 )
 from replog.sim.invariants import InvariantViolation, SafetyChecker
+from replog.sim.metadata_invariants import MetadataChecker
 from replog.sim.network import CallLost, NetworkFaults, SimNetwork
 from replog.sim.node_faults import NodeFaults
 from replog.sim.synced_data import SyncedData
@@ -160,6 +164,7 @@ def simulate(seed: int) -> SimReport:
     checker = SafetyChecker(cluster)
     specs = topic_specs(len(node_ids))
     data_checker = DataChecker(cluster, specs)
+    metadata_checker = MetadataChecker()
     workload = DataWorkload(cluster, data_checker, specs, random.Random(rng.getrandbits(64)))
     run = _Run(cluster, report, random.Random(rng.getrandbits(64)), workload)
     node_faults = run.node_faults = NodeFaults(cluster, random.Random(rng.getrandbits(64)))
@@ -184,16 +189,23 @@ def simulate(seed: int) -> SimReport:
                 next_log_check = now + LOG_CHECK_S
             if now >= next_data_check:
                 with node_faults.suspended():
+                    metadata_checker.follow(checker.committed)
                     data_checker.check_replicas()
                 next_data_check = now + DATA_CHECK_S
             if now >= next_image_check:
                 with node_faults.suspended():
                     checker.check_logs()
                     data_checker.check_images(checker.committed)
+                    metadata_checker.follow(checker.committed)
+                    metadata_checker.check_controllers(_controllers(cluster))
+                    checker.check_durable()
                 next_image_check = now + IMAGE_CHECK_S
         main.result()
         with node_faults.suspended():
             checker.check_logs(whole=True)
+            metadata_checker.follow(checker.committed)
+            metadata_checker.check_controllers(_controllers(cluster))
+            checker.check_durable()
             data_checker.check_replicas()
             data_checker.check_images(checker.committed)
     except (InvariantViolation, AssertionError) as exc:
@@ -208,6 +220,8 @@ def simulate(seed: int) -> SimReport:
     report.data = {
         **workload.counts,
         "replica checks": data_checker.checks,
+        "partition records checked": metadata_checker.partition_records,
+        "controller views checked": metadata_checker.controller_views,
         "images checked": data_checker.images_checked,
         "excused losses": data_checker.excused,
         "synced batches kept": synced.checked,
@@ -229,6 +243,10 @@ def _draw(roll: float) -> str:
         if roll < below:
             return fault
     return "start"
+
+
+def _controllers(cluster: SimCluster) -> list[tuple[int, QuorumController]]:
+    return [(i, service.driver.controller) for i, service in cluster.services.items()]
 
 
 def _unhandled(context: dict[str, object]) -> str:

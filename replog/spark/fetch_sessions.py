@@ -42,6 +42,7 @@ from typing import Protocol, TypeVar, cast
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig
 from replog.client.loop_thread import LoopThread
+from replog.client.tls_connection import client_ssl_context
 from replog.errors import ReplogError
 from replog.spark.leader_fetch import LeaderFetches
 
@@ -79,7 +80,12 @@ class FetchSession:
     async def _open(self) -> tuple[ClusterMetadata, LeaderFetches]:
         # Built on the loop: their connections belong to that loop.
         config = self.config
-        fetches = LeaderFetches(client_id=config.client_id, setup_timeout_ms=SETUP_TIMEOUT_MS)
+        fetches = LeaderFetches(
+            client_id=config.client_id,
+            setup_timeout_ms=SETUP_TIMEOUT_MS,
+            tls=client_ssl_context(config),
+            sasl=config.sasl,
+        )
         return ClusterMetadata.for_client(config), fetches
 
     @property

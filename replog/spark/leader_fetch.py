@@ -26,6 +26,7 @@ Rules:
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,7 @@ from replog.errors import error_for_code
 from replog.kafka.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from replog.kafka.messages.fetch_response import FetchResponse
 from replog.wire.kafka_connection import KafkaConnections
+from replog.wire.sasl_authentication import SaslCredentials
 
 MIN_VERSION = 4
 MAX_VERSION = 12  # topics by name: v13 and later name them by topic id
@@ -65,9 +67,20 @@ def answer_buffer(size: int) -> np.ndarray:
 class LeaderFetches:
     """One session's fetches (module rules). Lives on one event loop, as its connections do."""
 
-    def __init__(self, *, client_id: str, setup_timeout_ms: int) -> None:
+    def __init__(
+        self,
+        *,
+        client_id: str,
+        setup_timeout_ms: int,
+        tls: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
+    ) -> None:
         self.connections = KafkaConnections(
-            client_id=client_id, setup_timeout_ms=setup_timeout_ms, allocate=answer_buffer
+            client_id=client_id,
+            setup_timeout_ms=setup_timeout_ms,
+            allocate=answer_buffer,
+            tls=tls,
+            sasl=sasl,
         )
 
     async def fetch(self, address: str, ask: PartitionFetch, *, timeout_ms: int) -> FetchResponse:

@@ -25,7 +25,8 @@ The names and meanings are those of Spark's Kafka source, so code written agains
 - `pollTimeoutMs` (Kafka's `kafkaConsumer.pollTimeoutMs`, also accepted): how long a task may
   wait without progress, as Kafka's bounds one poll (default 120000; `range_reader`).
 - `kafka.<setting>`: passed to the executors' fetchers (checked as consumer settings) and, for
-  the `ADMIN_PASSTHROUGH` settings, the driver's admin client; settings that would change what
+  the `ADMIN_PASSTHROUGH` settings (`security.protocol` and the TLS ones among them), the
+  driver's admin client; settings that would change what
   is read (`group.id`, `auto.offset.reset`, `enable.auto.commit`, deserializers, ...) are
   refused, as Kafka refuses them. `kafka.isolation.level` is read_committed unless given
   (Spark's Kafka source reads read_uncommitted unless told; replog's reads what a
@@ -49,6 +50,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from replog.client.config import consumer_config
+from replog.client.tls_settings import SECURITY_KEYS
 from replog.common import TopicPartitionKey
 from replog.errors import ConfigError
 from replog.spark.errors import SourceOptionError
@@ -108,6 +110,7 @@ ADMIN_PASSTHROUGH = {
     "retry.backoff.max.ms",
     "metadata.max.age.ms",
     "default.api.timeout.ms",
+    *SECURITY_KEYS,  # security.protocol and TLS: the driver connects as the executors do
 }
 
 

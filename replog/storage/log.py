@@ -49,7 +49,7 @@ import random
 import struct
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sized
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import pairwise
@@ -101,7 +101,7 @@ from replog.storage.offset_moves import OffsetMoves
 from replog.storage.segment import INT32_MAX, LogSegment
 from replog.storage.segment_map import SegmentMap
 from replog.storage.segment_swap import (
-    cancel_swap,
+    cancel_swaps,
     complete_swap,
     discard_cleaned,
     finish_swap,
@@ -242,8 +242,8 @@ class Log:
         # Counts truncations, so an unlocked roll flush can tell that one happened meanwhile.
         self._truncations = 0
         # A cleaner's swap between its two locked steps (`replace_with_cleaned`): its cleaned
-        # log file and its first replaced segment's base offset.
-        self._pending_swap: tuple[str, int] | None = None
+        # log files and its first replaced segment's base offset.
+        self._pending_swap: tuple[tuple[str, ...], int] | None = None
         # segment.jitter.ms: drawn again for every new active segment, as Kafka does.
         self._roll_jitter_ms = _random_roll_jitter(config, rng)
         # (bound offset, segment base, byte position) of the last upper bound a read resolved.
@@ -1515,39 +1515,46 @@ class Log:
         return self._truncations
 
     def replace_with_cleaned(
-        self, replaced: list[LogSegment], cleaned: str, *, truncation_count: int
-    ) -> LogSegment | None:
-        """Swap the synced cleaned segment whose log file is `cleaned`, its synced indexes
-        beside it (`segment_swap.cleaned_paths` of the first replaced base), in for
-        `replaced`, consecutive non-active segments of this log, in `segment_swap`'s steps;
-        returns the new segment. Under the log's lock only renames and the segment map
-        change; the directory's syncs and the removal of the replaced files run without it.
-        When the log changed since the cleaner read them (`truncation_count` is no longer the
-        log's, they are no longer consecutive non-active segments, or a truncation or a
-        deletion cancelled the swap while the directory synced), nothing is swapped, the
-        cleaned files are removed and the answer is None: a pass is never applied to
-        segments other than those it read."""
-        directory = os.path.dirname(cleaned)
+        self, groups: Sequence[tuple[list[LogSegment], str]], *, truncation_count: int
+    ) -> list[LogSegment] | None:
+        """Swap each group's synced cleaned segment, whose log file is its `str`
+        (`segment_swap.cleaned_paths` of its first replaced base) with its synced indexes
+        beside it, in for its replaced segments, consecutive non-active segments of this log
+        (the groups disjoint, in offset order), all in `segment_swap`'s steps at once; returns
+        the new segments. Under the log's lock only renames and the segment map change; the
+        directory's two syncs (one each for all the groups) and the removal of the replaced
+        files run without it. When the log changed since the cleaner read them
+        (`truncation_count` is no longer the log's, a group's segments are no longer
+        consecutive non-active segments, or a truncation or a deletion cancelled the swap
+        while the directory synced), no group is swapped, every group's cleaned files are
+        removed and the answer is None: a pass is never applied to segments other than those
+        it read."""
+        if not groups:
+            return []
+        cleaned = tuple(path for _, path in groups)
+        directory = os.path.dirname(cleaned[0])
         with self._lock:
             if (
                 self._closed
                 or truncation_count != self._truncations
-                or not self._still_consecutive(replaced)
+                or not all(self._still_consecutive(replaced) for replaced, _ in groups)
             ):
-                discard_cleaned(self._fs, cleaned)
+                for path in cleaned:
+                    discard_cleaned(self._fs, path)
                 return None
             try:
-                mark_swap(self._fs, cleaned)
+                for path in cleaned:
+                    mark_swap(self._fs, path)
             except OSError as exc:
                 raise KafkaStorageError(
-                    f"{self.name}: swapping in the cleaned segment {cleaned} failed: {exc}"
+                    f"{self.name}: swapping in the cleaned segments {list(cleaned)} failed: {exc}"
                 ) from exc
-            self._pending_swap = (cleaned, replaced[0].base_offset)
+            self._pending_swap = (cleaned, groups[0][0][0].base_offset)
         try:
-            self._fs.fsync_dir(directory)  # the decision durable (segment_swap's Rules)
+            self._fs.fsync_dir(directory)  # the decisions durable (segment_swap's Rules)
         except OSError as exc:
             raise KafkaStorageError(
-                f"{self.name}: syncing {directory} to swap in {cleaned} failed: {exc}"
+                f"{self.name}: syncing {directory} to swap in {list(cleaned)} failed: {exc}"
             ) from exc
         with self._lock:
             if self._pending_swap is None or self._pending_swap[0] != cleaned:
@@ -1555,39 +1562,47 @@ class Log:
             if self._closed:
                 self._pending_swap = None
                 return None  # its `.swap` files stay: opening completes it (nothing changed)
-            if truncation_count != self._truncations or not self._still_consecutive(replaced):
+            if truncation_count != self._truncations or not all(
+                self._still_consecutive(replaced) for replaced, _ in groups
+            ):
                 self._cancel_pending_swap()  # every change cancels it first; never complete it
                 return None
             self._pending_swap = None
-            base = replaced[0].base_offset
-            carried = self._aborted_transactions_of(replaced)
+            self._active = None
+            self._bound_cache = None
+            swapped: list[LogSegment] = []
+            retired: list[str] = []
             try:
-                retired = complete_swap(self._fs, cleaned, replaced)
-                self._active = None
-                self._bound_cache = None
-                for segment in replaced:
-                    del self._segments[segment.base_offset]
-                segment = LogSegment(
-                    self.directory, base, self.config, self._fs, self._clock(), create=False
-                )
-                self._segments[base] = segment
-                # Kafka's cleaner keeps the entry of every ABORT marker it keeps.
-                for entry in carried:
-                    found = segment.translate_offset(entry.last_offset)
-                    if found is not None and found[1].base_offset == entry.last_offset:
-                        segment.txn_index.append(entry)
+                for replaced, path in groups:
+                    base = replaced[0].base_offset
+                    carried = self._aborted_transactions_of(replaced)
+                    retired += complete_swap(self._fs, path, replaced)
+                    for segment in replaced:
+                        del self._segments[segment.base_offset]
+                    segment = LogSegment(
+                        self.directory, base, self.config, self._fs, self._clock(), create=False
+                    )
+                    self._segments[base] = segment
+                    # Kafka's cleaner keeps the entry of every ABORT marker it keeps.
+                    for entry in carried:
+                        found = segment.translate_offset(entry.last_offset)
+                        if found is not None and found[1].base_offset == entry.last_offset:
+                            segment.txn_index.append(entry)
+                    swapped.append(segment)
             except OSError as exc:
                 raise KafkaStorageError(
-                    f"{self.name}: swapping in the cleaned segment {cleaned} failed: {exc}"
+                    f"{self.name}: swapping in the cleaned segment {path} failed: {exc}"
                 ) from exc
         try:
             finish_swap(self._fs, directory, retired)
-            segment.flush_txn_index()  # not under the lock: a sealed segment's, written once
+            for segment in swapped:  # not under the lock: a sealed segment's, written once
+                segment.flush_txn_index()
         except OSError as exc:
             raise KafkaStorageError(
-                f"{self.name}: removing the segments the cleaned {cleaned} replaced failed: {exc}"
+                f"{self.name}: removing the segments the cleaned {list(cleaned)} replaced "
+                f"failed: {exc}"
             ) from exc
-        return segment
+        return swapped
 
     def _aborted_transactions_of(self, segments: list[LogSegment]) -> list[AbortedTransaction]:
         """The `.txnindex` entries of `segments`; an unreadable index gives none (its
@@ -1613,11 +1628,11 @@ class Log:
         pending = self._pending_swap
         if pending is None or (highest_changed is not None and highest_changed < pending[1]):
             return
-        cleaned = pending[0]
+        cleaned = list(pending[0])
         self._pending_swap = None
         log.info("%s: cancelling the swap of the cleaned %s", self.name, cleaned)
         try:
-            cancel_swap(self._fs, cleaned)
+            cancel_swaps(self._fs, cleaned)
         except OSError as exc:
             raise KafkaStorageError(
                 f"{self.name}: cancelling the swap of the cleaned {cleaned} failed: {exc}"

@@ -14,6 +14,8 @@ Rules:
   EBADF): a dead process's leftover objects cannot touch the disk its successor uses. Given
   a seeded `random.Random`, a file whose unsynced change was appends only keeps a random
   prefix of them (a torn tail) instead of none.
+- `durable_files(directory)` reads what a crash now would keep of a directory's files, torn
+  tails aside, without crashing (a simulator's durability check).
 - `kill()` is a process crash without a power loss: the successor it returns finds every
   write, synced or not, and the crashed instance is dead as after `crash()`.
 - Each directory reverts on its own: a file renamed from one directory to another where only
@@ -243,6 +245,22 @@ class MemoryFileSystem(SyncDeferral):
 
             restore(self._root)
             return self._successor(sum(len(f.data) for f in files.values()))
+
+    def durable_files(self, path: str) -> dict[str, bytes]:
+        """The files directly in directory `path` that a crash now would keep, by name, each
+        with what it would keep of them, torn tails aside: reached through synced directory
+        entries only, with their synced bytes. Empty if the directory would not be kept."""
+        with self._locked():
+            node: _File | _Dir | None = self._root
+            for name in self._names(path):
+                node = node.durable.get(name) if isinstance(node, _Dir) else None
+            if not isinstance(node, _Dir):
+                return {}
+            return {
+                name: bytes(entry.durable)
+                for name, entry in node.durable.items()
+                if isinstance(entry, _File)
+            }
 
     def kill(self) -> MemoryFileSystem:
         """The process dies (kill -9) but the machine does not: its successor finds every

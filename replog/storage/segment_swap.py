@@ -8,18 +8,20 @@ Rules:
   `<base>.index.cleaned` and `<base>.timeindex.cleaned` (`cleaned_paths`), and syncs all
   three. A crash now leaves `.cleaned` files, which opening the log removes: the old
   segments are untouched.
-- The swap (`Log.replace_with_cleaned`), in four steps. `mark_swap`, under the log's lock:
-  rename each `.cleaned` file to `.swap`, the `.log` last: its `.log.swap` decides the swap.
-  Then, without the lock, the directory is synced: the decision is durable before any
-  replaced file loses its name. `complete_swap`, under the lock again: the replaced
-  segments' files are renamed to `.deleted` (`LogSegment.retire`) and each `.swap` file to
-  its final name, the `.log` last. `finish_swap`, without the lock: sync the directory and
-  remove the `.deleted` files. Under the lock that is renames only: the indexes are the
-  cleaner's, synced with the data, and nothing is built, synced or removed there.
-- Between the two locked steps, a truncation or a deletion of a replaced segment would make
-  a crash's completion of the swap (below) bring back what it removed: it first cancels the
-  swap (`cancel_swap`: the `.log.swap` removed first, then the index `.swap` files, the
-  directory synced), and the swap is then refused.
+- The swap (`Log.replace_with_cleaned`), in four steps, for one or several cleaned segments
+  at once (each replacing its own run of segments: the runs are disjoint). `mark_swap`, under
+  the log's lock: rename each `.cleaned` file to `.swap`, the `.log` last: its `.log.swap`
+  decides that segment's swap. Then, without the lock, the directory is synced once: the
+  decisions are durable before any replaced file loses its name. `complete_swap`, under the
+  lock again, each segment in turn: the replaced segments' files are renamed to `.deleted`
+  (`LogSegment.retire`) and each `.swap` file to its final name, the `.log` last.
+  `finish_swap`, without the lock: sync the directory once and remove the `.deleted` files.
+  Under the lock that is renames only: the indexes are the cleaner's, synced with the data,
+  and nothing is built, synced or removed there.
+- Between the two locked steps, a truncation or a deletion reaching a replaced segment would
+  make a crash's completion of a swap (below) bring back what it removed: it first cancels
+  them all (`cancel_swaps`: every `.log.swap` removed first, then the index `.swap` files,
+  the directory synced), and the swap is then refused.
 - `complete_interrupted_swaps` (opening a log): for each `<base>.log.swap`, the segments
   whose base offset lies in [base, the swap's next offset) are the ones it replaces (any
   record of theirs past that range is in none of them, so nothing else is touched); their
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from replog.record.header import LOG_OVERHEAD, MIN_BATCH_LENGTH, RECORD_BATCH_OVERHEAD, read_header
@@ -101,13 +103,16 @@ def complete_swap(fs: FileSystem, cleaned: str, replaced: Iterable[LogSegment]) 
     return retired
 
 
-def cancel_swap(fs: FileSystem, cleaned: str) -> None:
-    """Undo `mark_swap` durably: the `.log.swap` first, so that no crash completes the swap
+def cancel_swaps(fs: FileSystem, cleaned: Sequence[str]) -> None:
+    """Undo `mark_swap` of every segment whose cleaned log file `cleaned` names, in one
+    directory, durably: the `.log.swap` files first, so that no crash completes a swap
     (module Rules)."""
-    stem = _stem(cleaned)
+    stems = [_stem(path) for path in cleaned]
     for suffix in reversed(_SWAPPED):
-        fs.remove(stem + suffix + SWAP_SUFFIX)
-    fs.fsync_dir(os.path.dirname(cleaned))
+        for stem in stems:
+            fs.remove(stem + suffix + SWAP_SUFFIX)
+    if stems:
+        fs.fsync_dir(os.path.dirname(cleaned[0]))
 
 
 def finish_swap(fs: FileSystem, directory: str, retired: Iterable[str]) -> None:

@@ -17,6 +17,11 @@ Rules (Kafka's NetworkClient where it has one):
   ApiVersions response is not one either. A peer that closes having sent nothing is a
   NetworkError (retriable): a broker starting or stopping, or a proxy in front of one that is
   down, does that too.
+- With a TLS context (`security.protocol=SSL`, `client.tls_connection`) the connection is TLS
+  from its first byte, the broker's certificate checked for the host dialled when the context
+  says so. A refused certificate, either side's, is an `SslAuthenticationError`; a peer
+  that closes at the first bytes is probed for the other security protocol
+  (`tls_handshake`), found: a `SecurityProtocolMismatchError` (neither is retriable).
 - Each request goes out at the highest version both sides serve within the caller's bounds;
   none is an UnsupportedVersionError naming the API, the broker's range and ours.
 - Responses come in request order (Kafka's guarantee); one whose correlation id is not the
@@ -35,7 +40,7 @@ Rules (Kafka's NetworkClient where it has one):
   once per MiB of a large answer instead of for every few hundred KiB the kernel has, and
   never waits for bytes the frame does not have (the kernel also wakes a reader whose buffer
   is full, or whose connection closed or failed). A failed `setsockopt` turns it off for the
-  connection.
+  connection, and a TLS connection has none (its socket's bytes are not the frame's).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import asyncio
 import contextlib
 import itertools
 import socket
+import ssl
 import struct
 import sys
 from collections import deque
@@ -51,6 +57,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from replog.clock import monotonic_ms
 from replog.errors import (
     ClientClosedError,
     MalformedResponseError,
@@ -71,6 +78,8 @@ from replog.kafka.protocol.framing import (
     request_header_version,
 )
 from replog.net_address import format_host_port, parse_host_port
+from replog.wire.sasl_authentication import REAUTH_FRACTION, SaslCredentials, authenticate
+from replog.wire.tls_handshake import certificate_failure, connect_failure, first_bytes_failure
 
 SOFTWARE_NAME = "replog"
 SOFTWARE_VERSION = "0.1.0"
@@ -109,6 +118,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.finalized_features: dict[str, int] = {}
         self._transport: asyncio.Transport | None = None
+        self._ssl_object: ssl.SSLObject | None = None
         self._pending: deque[_Pending] = deque()
         self._correlation = itertools.count(1)
         self._closed_cause: ReplogError | None = None
@@ -127,6 +137,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # the mark set on it (module rules).
         self._socket_for_mark: socket.socket | None = None
         self._low_water = 1
+        # When its SASL session is to be renewed (KIP-368; None: never): from then on the
+        # connection is replaced before its next use (`KafkaConnections.get`).
+        self.renew_at_ms: int | None = None
 
     # --- opening -------------------------------------------------------------------------
 
@@ -138,14 +151,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
         client_id: str,
         setup_timeout_ms: int,
         allocate: Callable[[int], Any] = bytearray,
+        tls: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> KafkaConnection:
-        """A connection whose ApiVersions handshake is done (module docstring)."""
+        """A connection whose ApiVersions handshake is done (module docstring): over TLS with
+        the context `tls`, then with `sasl` its SASL authentication (`sasl_authentication`)."""
         host, port = parse_host_port(address, "broker address")
         loop = asyncio.get_running_loop()
         connection = cls(address, client_id, allocate)
         try:
             async with asyncio.timeout(setup_timeout_ms / 1000):
-                await loop.create_connection(lambda: connection, host, port)
+                await loop.create_connection(
+                    lambda: connection,
+                    host,
+                    port,
+                    ssl=tls,
+                    server_hostname=None if tls is None else host,
+                )
         except TimeoutError:
             connection.close()
             raise NetworkError(
@@ -153,12 +175,35 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 "(socket.connection.setup.timeout.ms): is the address right and the broker up?"
             ) from None
         except OSError as exc:
-            raise NetworkError(f"cannot connect to {address}: {_os_cause(exc)}") from None
+            lost = NetworkError(f"cannot connect to {address}: {_os_cause(exc)}")
+            raise await connect_failure(lost, exc, address, tls=tls is not None) from None
         try:
             await connection._handshake(setup_timeout_ms)
+        except (NetworkError, NotAKafkaListenerError) as exc:
+            closed_by_peer = connection._closed.done()
+            connection.close()
+            raise await first_bytes_failure(
+                exc,
+                address,
+                ssl_object=connection._ssl_object,
+                tls=tls is not None,
+                first=connection._first_bytes,
+                closed_by_peer=closed_by_peer,
+            ) from None
         except BaseException:
             connection.close()
             raise
+        if sasl is None:
+            return connection
+        # SASL after TLS and ApiVersions, as Kafka's clients: on SASL_SSL the exchange (and
+        # the password PLAIN sends) travels inside the TLS session.
+        try:
+            lifetime_ms = await authenticate(connection, sasl, setup_timeout_ms)
+        except BaseException:
+            connection.close()
+            raise
+        if lifetime_ms:
+            connection.renew_at_ms = monotonic_ms() + int(lifetime_ms * REAUTH_FRACTION)
         return connection
 
     async def _handshake(self, timeout_ms: int) -> None:
@@ -352,6 +397,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             cause or NetworkError(f"the connection to {self.address} was closed by this client")
         )
 
+    def renewal_due(self) -> bool:
+        """Its SASL session is to be renewed (`renew_at_ms` passed) and no request waits on
+        it: a new connection takes over. One kept busy past it goes on until the broker closes
+        it at its session's end (requests sent in order on one connection stay in order)."""
+        renew_at = self.renew_at_ms
+        return renew_at is not None and not self._pending and monotonic_ms() >= renew_at
+
     async def wait_closed(self) -> None:
         await asyncio.shield(self._closed)
 
@@ -374,12 +426,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
-        if _LOW_WATER_OPTION is not None:
+        self._ssl_object = transport.get_extra_info("ssl_object")  # None: plaintext
+        # Over TLS the socket holds ciphertext, and the TLS layer may hold part of a record
+        # already: a mark in plaintext bytes could wait for bytes that never come.
+        if _LOW_WATER_OPTION is not None and self._ssl_object is None:
             self._socket_for_mark = transport.get_extra_info("socket")
 
     def connection_lost(self, exc: Exception | None) -> None:
         cause = f": {_os_cause(exc)}" if isinstance(exc, OSError) else ""
-        self._fail(NetworkError(f"the connection to {self.address} was lost{cause}"))
+        refused = certificate_failure(self.address, exc)
+        self._fail(refused or NetworkError(f"the connection to {self.address} was lost{cause}"))
         if not self._closed.done():
             self._closed.set_result(None)
 
@@ -506,17 +562,23 @@ class KafkaConnections:
         client_id: str,
         setup_timeout_ms: int,
         allocate: Callable[[int], Any] = bytearray,
+        sasl: SaslCredentials | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.client_id = client_id
         self.setup_timeout_ms = setup_timeout_ms
+        self.sasl = sasl  # every connection authenticates with it (None: no SASL)
         self._allocate = allocate  # each connection's large frames' buffers (module docstring)
+        self.tls = tls  # every connection's TLS context (None: plaintext)
         self._open: dict[tuple[str, str], KafkaConnection] = {}
         self._dialing: dict[tuple[str, str], asyncio.Future[KafkaConnection]] = {}
         self._closed = False
 
     def cached(self, address: str, lane: str = "") -> KafkaConnection | None:
         connection = self._open.get((address, lane))
-        return None if connection is None or connection.is_closed else connection
+        if connection is None or connection.is_closed or connection.renewal_due():
+            return None  # one due for renewal is replaced by `get`
+        return connection
 
     async def get(self, address: str, lane: str = "") -> KafkaConnection:
         """The open connection to `address` on `lane`, dialled if there is none."""
@@ -525,7 +587,12 @@ class KafkaConnections:
         key = (address, lane)
         connection = self._open.get(key)
         if connection is not None and not connection.is_closed:
-            return connection
+            if not connection.renewal_due():
+                return connection
+            # Its SASL session nears its end: a fresh one authenticates anew, and this one
+            # closes (nothing waits on it).
+            del self._open[key]
+            connection.close()
         dialing = self._dialing.get(key)
         if dialing is None:
             dialing = self._dialing[key] = asyncio.ensure_future(
@@ -534,6 +601,8 @@ class KafkaConnections:
                     client_id=self.client_id,
                     setup_timeout_ms=self.setup_timeout_ms,
                     allocate=self._allocate,
+                    sasl=self.sasl,
+                    tls=self.tls,
                 )
             )
             dialing.add_done_callback(lambda done: self._dialled(key, done))

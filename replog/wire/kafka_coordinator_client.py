@@ -30,6 +30,7 @@ Rules:
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -95,6 +96,7 @@ from replog.kafka.protocol.codec import Message
 from replog.net_address import format_host_port
 from replog.wire import shared_commit_tags
 from replog.wire.kafka_connection import KafkaConnections
+from replog.wire.sasl_authentication import SaslCredentials
 
 M = TypeVar("M", bound=Message)
 
@@ -139,14 +141,17 @@ class KafkaCoordinatorClient:
         connections: KafkaConnections | None = None,
         client_id: str = "replog",
         setup_timeout_ms: int = SETUP_TIMEOUT_MS_DEFAULT,
+        tls: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         """`connections`: the client's pool (closed by its owner); without, the client opens
-        its own, closed by `close`."""
+        its own, closed by `close`, over TLS with the context `tls` (None: plaintext),
+        authenticated with `sasl` (None: no SASL)."""
         self.address = address
         self.request_timeout_ms = request_timeout_ms
         self._owns_connections = connections is None
         self._connections = connections or KafkaConnections(
-            client_id=client_id, setup_timeout_ms=setup_timeout_ms
+            client_id=client_id, setup_timeout_ms=setup_timeout_ms, tls=tls, sasl=sasl
         )
 
     def reconnect(self) -> None:

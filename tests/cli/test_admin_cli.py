@@ -282,7 +282,7 @@ def test_configs_describe_refusals(controller: FakeKafkaListener) -> None:
     one_line_refusal(bad_broker, "configs", "'one': a broker's name is its id")
     usage = at(controller, "configs", "describe", "--entity-type", "topics", "--entity-default")
     assert usage.returncode == 2 and "--entity-default is only for" in usage.stderr
-    assert at(controller, "configs", "describe", "--entity-type", "users").returncode == 2
+    assert at(controller, "configs", "describe", "--entity-type", "clients").returncode == 2
 
 
 def altered(request: IncrementalAlterConfigsRequest) -> iacr.IncrementalAlterConfigsResponse:

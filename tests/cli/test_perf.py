@@ -150,7 +150,11 @@ def produce_args(*extra: str) -> Any:
 
 def producer_config(args: Any) -> dict[str, object]:
     return client_connection.client_config(
-        args, file_option="producer.config", props_option="producer_props", defaults={}
+        args,
+        kind="producer",
+        file_option="producer.config",
+        props_option="producer_props",
+        defaults={},
     )
 
 
@@ -206,6 +210,7 @@ def test_props_override_the_config_file_and_defaults(tmp_path: Path) -> None:
     )  # fmt: skip
     config = client_connection.client_config(
         args,
+        kind="producer",
         file_option="producer.config",
         props_option="producer_props",
         defaults={"client.id": "default", "batch.size": "1"},

@@ -20,6 +20,7 @@ from replog.client.config import (
     consumer_config,
     producer_config,
 )
+from replog.client.tls_settings import SSL_FAMILY_REASON, client_tls
 from replog.errors import ConfigError
 from replog.record.compression import COMPRESSION_GZIP, COMPRESSION_LZ4, COMPRESSION_NONE
 
@@ -304,17 +305,54 @@ def test_a_key_of_another_client_kind_says_so() -> None:
 
 
 def test_unsupported_kafka_keys_say_why() -> None:
-    assert "plaintext" in error_of(consumer_config, security_protocol="SSL")
-    # Every SASL and TLS key, whichever client's spelling, says why (not "did you mean").
-    for key in ("sasl.mechanism", "sasl.username", "sasl.mechanisms", "ssl.truststore.location"):
+    # Every other SASL key, and every TLS key replog's client does not read, says why (not
+    # "did you mean"); a TLS key it reads is a setting.
+    for key in ("sasl.kerberos.service.name", "sasl.jaas.config", "ssl.cipher.suites"):
         assert error_of(producer_config, {key: "x"}) == (
-            f"{key}: not supported by replog: replog clients do not authenticate (no SASL)"
+            f"{key}: not supported by replog: replog clients take sasl.mechanism, "
+            "sasl.username and sasl.password only"
             if key.startswith("sasl.")
-            else f"{key}: not supported by replog: replog clients speak plaintext gRPC only "
-            "(no TLS)"
+            else f"{key}: not supported by replog: {SSL_FAMILY_REASON}"
         )
-    assert "no TLS" in error_of(consumer_config, ssl_ca_location="/ca.pem")
-    assert "no SASL" in error_of(admin_config, {"sasl.jaas.config": "x"})
+    assert "ssl.key.password decrypts" in error_of(consumer_config, ssl_keystore_password="x")
+    assert consumer_config(ssl_ca_location="/ca.pem").ssl_ca_location == "/ca.pem"
+    # A near miss of a SASL setting is a typo of it, not the unsupported family.
+    assert "did you mean 'sasl.mechanism'?" in error_of(producer_config, {"sasl.mechanisms": "x"})
+
+
+def test_sasl_settings_are_checked_and_the_password_kept_out_of_the_repr() -> None:
+    settings = {
+        "security.protocol": "sasl_plaintext",
+        "sasl.mechanism": "scram-sha-512",
+        "sasl.username": "alice",
+        "sasl.password": "hunter2",
+    }
+    built = producer_config(settings)
+    assert built.sasl is not None and built.sasl.mechanism == "SCRAM-SHA-512"
+    assert "hunter2" not in repr(built) and "hunter2" not in repr(built.sasl)
+    assert producer_config().sasl is None  # PLAINTEXT
+    assert "sasl.username: required" in error_of(consumer_config, {**settings, "sasl.username": ""})
+    assert "sasl.password: required" in error_of(
+        admin_config, {k: v for k, v in settings.items() if k != "sasl.password"}
+    )
+    assert "sasl.mechanism='GSSAPI': accepted values: PLAIN" in error_of(
+        producer_config, {**settings, "sasl.mechanism": "GSSAPI"}
+    )
+    assert "security.protocol='TLS'" in error_of(producer_config, {"security.protocol": "TLS"})
+
+
+def test_one_security_protocol_setting_gives_tls_sasl_or_both() -> None:
+    login = {"sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "pw"}
+    both = consumer_config({**login, "security.protocol": "sasl_ssl"})
+    assert both.security_protocol == "SASL_SSL"
+    assert client_tls(both) is not None and both.sasl is not None
+    only_tls = consumer_config({**login, "security.protocol": "SSL"})
+    assert client_tls(only_tls) is not None and only_tls.sasl is None
+    only_sasl = consumer_config({**login, "security.protocol": "SASL_PLAINTEXT"})
+    assert client_tls(only_sasl) is None and only_sasl.sasl is not None
+    assert "accepted values: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL" in error_of(
+        admin_config, security_protocol="SASL"
+    )
 
 
 # --- Kafka's cross-checks --------------------------------------------------------------------

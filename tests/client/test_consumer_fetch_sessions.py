@@ -1,14 +1,13 @@
-"""The consumer's fetch sessions (KIP-227, `replication.fetch_session`) against the fake
-cluster, whose FetchStream runs the real session pair (tests/client/consumer_fakes.py).
+"""The consumer's fetch sessions (KIP-227, `replication.fetch_session`) against the fake cluster,
+whose FetchStream runs the real session pair (tests/client/consumer_fakes.py).
 
-Covered: after a stream's first (full) fetch, requests carry only the partitions whose entry
-changed and name the ones left out; a paused partition is forgotten (no longer served) and
-added back on resume; a failed fetch starts the next one afresh (as the fake emulates the
-client's stream; tests/server/test_broker_cores.py covers the real one); the high watermark
-stays known: one that arrives with records the consumer discards (a seek in between) is kept,
-one the session reported with an error comes again after an out-of-range reset, and a
-re-assigned partition whose entry the session already holds is asked for it again.
-"""
+Covered: after a stream's first (full) fetch, requests carry only the partitions whose entry changed
+and name the ones left out; a paused partition is forgotten (no longer served) and added back on
+resume; a failed fetch starts the next one afresh (as the fake emulates the client's stream;
+tests/server/data_plane/test_broker_cores.py covers the real one); the high watermark stays known:
+one that arrives with records the consumer discards (a seek in between) is kept, one the session
+reported with an error comes again after an out-of-range reset, and a re-assigned partition whose
+entry the session already holds is asked for it again."""
 
 from __future__ import annotations
 

@@ -25,6 +25,9 @@ CALL_TIMEOUT_S = 2.0
 METADATA_VERSION = pb.SupportedFeature(
     name="metadata.version", min_supported_version=1, max_supported_version=7
 )
+TRANSACTION_VERSION = pb.SupportedFeature(
+    name="transaction.version", min_supported_version=0, max_supported_version=2
+)
 NOT_CONTROLLER = "NOT_CONTROLLER"
 M = TypeVar("M")
 
@@ -120,7 +123,7 @@ class FakeBrokers(Background):
                     listeners=[
                         pb.Listener(name="PLAINTEXT", host="127.0.0.1", port=40000 + broker_id)
                     ],
-                    features=[METADATA_VERSION],
+                    features=[METADATA_VERSION, TRANSACTION_VERSION],
                 ),
             )
             assert not answer.HasField("error"), answer

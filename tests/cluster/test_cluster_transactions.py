@@ -6,7 +6,11 @@ CompleteAbort. A consumer's offsets sent to a transaction (TxnOffsetCommit) are 
 it and dropped with an aborted one. A coordinator killed with -9 while its transaction is in
 PrepareCommit (its partition's one replica down, so no leader takes the markers) leaves it to
 the broker that takes its `__transaction_state` partition, which loads it and completes it
-once the partition is back."""
+once the partition is back. The cluster finalizes transaction version 2 (Kafka 4.x's default):
+replog's own producer uses it (Produce v12 and TxnOffsetCommit v5 add what they write, EndTxn
+v5 bumps the epoch), librdkafka stays on version 1 (AddPartitionsToTxn first, verified by
+each partition's leader with the coordinator, KIP-890); a TxnOffsetCommit v4 whose group was
+never added is refused, a v5 adds it."""
 
 from __future__ import annotations
 
@@ -28,6 +32,15 @@ from replog.kafka.messages.describe_transactions_response import (
     DescribeTransactionsResponse,
     TransactionState,
 )
+from replog.kafka.messages.end_txn_request import EndTxnRequest
+from replog.kafka.messages.find_coordinator_request import FindCoordinatorRequest
+from replog.kafka.messages.init_producer_id_request import InitProducerIdRequest
+from replog.kafka.messages.txn_offset_commit_request import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
+from replog.topic_names import CONSUMER_OFFSETS_TOPIC
 from replog.wire.kafka_connection import KafkaConnection
 from tests.local_ports import free_base_port
 
@@ -220,9 +233,11 @@ def test_offsets_sent_to_a_transaction_commit_with_it(cluster: ClientCluster) ->
     assert read(cluster, "outputs", "read_committed", 3) == [b"in-0", b"in-1", b"in-2"]
 
 
-def replog_read(cluster: ClientCluster, topic: str, isolation: str, count: int) -> list[bytes]:
-    """As `read`, through replog's own Consumer."""
-    partition = TopicPartition(topic, 0)
+def replog_read(
+    cluster: ClientCluster, topic: str, isolation: str, count: int, partition_id: int = 0
+) -> list[bytes]:
+    """As `read` (of partition `partition_id`), through replog's own Consumer."""
+    partition = TopicPartition(topic, partition_id)
     with cluster.consumer(isolation_level=isolation, enable_auto_commit=False) as consumer:
         consumer.assign([partition])
         consumer.seek_to_beginning(partition)
@@ -276,33 +291,72 @@ def test_replogs_own_producer_commits_aborts_and_is_fenced(cluster: ClientCluste
         producer.close()
 
 
+def test_back_to_back_version_2_transactions_race_their_markers(cluster: ClientCluster) -> None:
+    """Transaction version 2: EndTxn is answered once PrepareCommit is written, so the next
+    transaction's first produce to each partition (at the bumped epoch) may be verified while
+    the previous transaction's markers, at that same epoch, are still landing (the coordinator
+    answers CONCURRENT_TRANSACTIONS until they all have): every record is appended once, in
+    order, and each transaction bumps the epoch once. The race itself is pinned down in
+    tests/server/transactions/test_produce_verifier.py."""
+    cluster.create_topic("racing", 3, 3)
+    rounds = 15
+    with cluster.producer(transactional_id="racing-tx") as producer:
+        producer.init_transactions()
+        for n in range(rounds):
+            producer.begin_transaction()
+            for partition in range(3):
+                producer.send("racing", b"%d-%d" % (n, partition), partition=partition)
+            producer.commit_transaction()
+    coordinator = wait_state(cluster, "racing-tx", "CompleteCommit")
+    state = asyncio.run(_describe(cluster.kafka_addresses[coordinator], "racing-tx"))
+    assert state.producer_epoch == rounds  # one bump a transaction: version 2
+    for partition in range(3):
+        values = replog_read(cluster, "racing", "read_committed", rounds, partition)
+        assert values == [b"%d-%d" % (n, partition) for n in range(rounds)]
+
+
+def copier_consumer(
+    cluster: ClientCluster, source: str, target: str, values: list[bytes]
+) -> Consumer:
+    """A read_committed member of group `target`-copier subscribed to `source`, a new topic
+    holding `values` in partition 0 (`target` is created too)."""
+    replicas = len(cluster.kafka_addresses)
+    cluster.create_topic(source, 1, replicas)
+    cluster.create_topic(target, 1, replicas)
+    with cluster.producer() as feeder:
+        for value in values:
+            feeder.send(source, value, key=b"k", partition=0)
+        feeder.flush()
+    return Consumer(
+        source,
+        bootstrap_servers=cluster.bootstrap,
+        group_id=f"{target}-copier",
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+
+
+def polled(consumer: Consumer, count: int) -> list[bytes]:
+    """The values `consumer` polls until it has `count` (or the time-out passed)."""
+    values: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(values) < count and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            values.extend(r.value for r in records)
+    return values
+
+
 def test_replogs_own_consumer_offsets_commit_with_the_transaction(cluster: ClientCluster) -> None:
     """A consume-transform-produce loop of replog's own clients: the offsets sent to an
     aborted transaction are dropped, those of a committed one are the group's."""
-    cluster.create_topic("sources", 1, 3)
-    cluster.create_topic("copies", 1, 3)
-    with cluster.producer() as feeder:
-        for n in range(4):
-            feeder.send("sources", b"s-%d" % n, key=b"k", partition=0)
-        feeder.flush()
     source = TopicPartition("sources", 0)
     with (
-        Consumer(
-            "sources",
-            bootstrap_servers=cluster.bootstrap,
-            group_id="replog-copier",
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-        ) as consumer,
+        copier_consumer(cluster, "sources", "copies", [b"s-%d" % n for n in range(4)]) as consumer,
         cluster.producer(transactional_id="replog-copier-tx") as producer,
     ):
         producer.init_transactions()
-        copied: list[bytes] = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(copied) < 4 and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                copied.extend(r.value for r in records)
+        copied = polled(consumer, 4)
         assert copied == [b"s-0", b"s-1", b"s-2", b"s-3"]
         for commit, upto in ((False, 2), (True, 4)):
             producer.begin_transaction()
@@ -320,9 +374,102 @@ def test_replogs_own_consumer_offsets_commit_with_the_transaction(cluster: Clien
         wait_for(
             lambda: consumer.committed(source) == 4,
             TIMEOUT_S,
-            "the committed transaction's offset 4 of sources-0 for replog-copier",
+            "the committed transaction's offset 4 of sources-0 for copies-copier",
         )
     assert replog_read(cluster, "copies", "read_committed", 4) == copied
+
+
+# COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
+RETRIABLE = {14, 15, 16, 51}
+
+
+async def _coordinator(cluster: ClientCluster, key: str, key_type: int) -> KafkaConnection:
+    """A connection to the coordinator of `key` (0 a group, 1 a transactional id)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    address = next(iter(cluster.kafka_addresses.values()))
+    while True:
+        connection = await KafkaConnection.open(address, client_id="tests", setup_timeout_ms=2000)
+        try:
+            request = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+            answer, _ = await connection.call(request, timeout_ms=5000, min_version=4)
+        finally:
+            connection.close()
+        (found,) = answer.coordinators  # type: ignore[attr-defined]
+        if found.error_code == 0:
+            return await KafkaConnection.open(
+                f"{found.host}:{found.port}", client_id="tests", setup_timeout_ms=2000
+            )
+        assert found.error_code in RETRIABLE and time.monotonic() < deadline, found
+        await asyncio.sleep(0.1)
+
+
+async def _answered(connection: KafkaConnection, request: Any, version: int) -> Any:
+    """`request` at `version`, asked again while the answer is retriable."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        answer, _ = await connection.call(
+            request, timeout_ms=5000, min_version=version, max_version=version
+        )
+        codes = {getattr(answer, "error_code", 0)} | {
+            p.error_code for t in getattr(answer, "topics", []) for p in t.partitions
+        }
+        if not codes & RETRIABLE or time.monotonic() > deadline:
+            return answer
+        await asyncio.sleep(0.1)
+
+
+async def _txn_offset_commits(cluster: ClientCluster) -> tuple[list[int], TransactionState]:
+    transactions = await _coordinator(cluster, "raw-tx", 1)
+    group = await _coordinator(cluster, "raw-group", 0)
+    try:
+        request = InitProducerIdRequest(transactional_id="raw-tx", transaction_timeout_ms=60_000)
+        init = await _answered(transactions, request, 4)
+        assert init.error_code == 0
+
+        def commit(offset: int) -> TxnOffsetCommitRequest:
+            partition = TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset)
+            return TxnOffsetCommitRequest(
+                transactional_id="raw-tx",
+                group_id="raw-group",
+                producer_id=init.producer_id,
+                producer_epoch=init.producer_epoch,
+                topics=[TxnOffsetCommitRequestTopic(name="raw-in", partitions=[partition])],
+            )
+
+        codes = []
+        for version in (3, 4, 5):
+            answer = await _answered(group, commit(version), version)
+            codes.append(answer.topics[0].partitions[0].error_code)
+        described = await _answered(
+            transactions, DescribeTransactionsRequest(transactional_ids=["raw-tx"]), 0
+        )
+        ended = await _answered(
+            transactions,
+            EndTxnRequest(
+                transactional_id="raw-tx",
+                producer_id=init.producer_id,
+                producer_epoch=init.producer_epoch,
+                committed=False,
+            ),
+            5,
+        )
+        assert (ended.error_code, ended.producer_epoch) == (0, init.producer_epoch + 1)
+        return codes, described.transaction_states[0]
+    finally:
+        transactions.close()
+        group.close()
+
+
+def test_txn_offset_commit_v5_adds_the_group_and_older_versions_are_verified(
+    cluster: ClientCluster,
+) -> None:
+    cluster.create_topic("raw-in", 1, 3)
+    codes, state = asyncio.run(_txn_offset_commits(cluster))
+    # v3 and v4 without AddOffsetsToTxn: not in the transaction (INVALID_TXN_STATE for v3,
+    # which predates TRANSACTION_ABORTABLE); v5 (transaction version 2) adds the group.
+    assert codes == [48, 120, 0]
+    assert state.transaction_state == "Ongoing"
+    assert [t.topic for t in state.topics] == [CONSUMER_OFFSETS_TOPIC]
 
 
 def test_a_new_coordinator_completes_a_prepared_commit(cluster: ClientCluster) -> None:

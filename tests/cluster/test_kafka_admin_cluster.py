@@ -171,12 +171,14 @@ def test_a_controller_lists_the_controllers_and_its_features(cluster: LoopbackCl
         versions = kafka_call(address, request, 3)
         assert {k.api_key for k in versions.api_keys} == {18, 55, 60, 64}
         assert [(f.name, f.max_version_level) for f in versions.finalized_features] == [
-            ("metadata.version", 7)
+            ("metadata.version", 7),
+            ("transaction.version", 2),
         ]
         assert versions.finalized_features_epoch > 0
     broker = kafka_call(kafka_addresses(cluster)[0], request, 3)
     assert [(f.name, f.max_version_level) for f in broker.finalized_features] == [
-        ("metadata.version", 7)
+        ("metadata.version", 7),
+        ("transaction.version", 2),
     ]
 
 

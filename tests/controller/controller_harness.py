@@ -32,10 +32,14 @@ from replog.quorum.metadata.broker_lifecycle import SUPPORTED_FEATURES
 from replog.quorum.metadata.delta import MetadataDelta
 from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
 from replog.quorum.metadata.log_batches import CommittedRecords
-from replog.quorum.metadata.records import Endpoint, MetadataRecord, TopicRecord
+from replog.quorum.metadata.records import (
+    Endpoint,
+    MetadataRecord,
+    TopicRecord,
+)
 
 CLUSTER_ID = "test-cluster"
-BROKER_FEATURES = SUPPORTED_FEATURES  # what a replog broker registers with
+BROKER_FEATURES = SUPPORTED_FEATURES
 
 
 @dataclass(frozen=True)
@@ -306,6 +310,7 @@ def controller_view(controller: QuorumController, offset: int | None) -> dict[st
         },
         "next_producer_id": controller.producer_ids.next_producer_id(offset),
         "topics": controller.replication.snapshot_records(offset),
+        "acls": controller.acls.acls(offset),
     }
 
 
@@ -329,4 +334,5 @@ def image_view(image: MetadataImage) -> dict[str, object]:
         # The image starts at -1 ("no block yet"), the controller at 0 (the first block's start).
         "next_producer_id": max(image.next_producer_id, 0),
         "topics": topics,
+        "acls": [image.acls.acls[acl_id] for acl_id in sorted(image.acls.acls)],
     }

@@ -33,10 +33,10 @@ from replog.quorum.controller.cluster_control import (
 )
 from replog.quorum.controller.controller_result import ControllerResult
 from replog.quorum.controller.feature_control import FeatureControl
+from replog.quorum.metadata.broker_lifecycle import SUPPORTED_FEATURES
 from replog.quorum.metadata.fence_notices import FenceNotice
 from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
-    METADATA_VERSION_LATEST,
     BrokerRegistrationChangeRecord,
     FeatureLevelRecord,
     FeatureRange,
@@ -49,7 +49,7 @@ from replog.quorum.metadata.records import (
 from replog.timeline import SnapshotRegistry
 
 CLUSTER = "c1"
-FEATURES = (FeatureRange(METADATA_VERSION_FEATURE, 1, METADATA_VERSION_LATEST),)
+FEATURES = SUPPORTED_FEATURES
 TIMEOUT = 9000
 
 

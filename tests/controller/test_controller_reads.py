@@ -63,7 +63,7 @@ def test_metadata_is_committed_state_only(cluster: Cluster) -> None:
 
 def test_the_finalized_features_are_read_at_the_committed_offset(cluster: Cluster) -> None:
     features = cluster.active.read(reads.finalized_features())
-    assert features.levels == {"metadata.version": 7}
+    assert features.levels == {"metadata.version": 7, "transaction.version": 2}
     assert features.offset == cluster.log.committed_offset
     assert cluster.controller(2).read(reads.finalized_features()) == features
 

@@ -28,6 +28,8 @@ from replog.quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
+    TRANSACTION_VERSION_FEATURE,
+    TRANSACTION_VERSION_LATEST,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -72,6 +74,7 @@ def test_the_first_leader_of_an_empty_log_writes_metadata_version() -> None:
     (bootstrap,) = cluster.log.uncommitted_batches()
     assert bootstrap.records == (
         FeatureLevelRecord(METADATA_VERSION_FEATURE, METADATA_VERSION_LATEST),
+        FeatureLevelRecord(TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION_LATEST),
     )
     # Replayed at once, but not visible to reads until committed.
     assert active.features.metadata_version() == METADATA_VERSION_LATEST

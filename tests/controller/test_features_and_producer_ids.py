@@ -20,6 +20,7 @@ from replog.quorum.controller.producer_id_control import (
 )
 from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
+    TRANSACTION_VERSION_FEATURE,
     FeatureLevelRecord,
     FeatureRange,
     ProducerIdsRecord,
@@ -30,10 +31,24 @@ from replog.timeline import SnapshotRegistry
 
 def test_the_bootstrap_record_sets_metadata_version_first() -> None:
     assert FeatureControl.bootstrap_records(METADATA_VERSION_LATEST) == [
-        FeatureLevelRecord(METADATA_VERSION_FEATURE, METADATA_VERSION_LATEST)
+        FeatureLevelRecord(METADATA_VERSION_FEATURE, METADATA_VERSION_LATEST),
+        FeatureLevelRecord(TRANSACTION_VERSION_FEATURE, 2),
     ]
     with pytest.raises(ValueError, match="cannot bootstrap"):
         FeatureControl.bootstrap_records(METADATA_VERSION_LATEST + 1)
+
+
+def test_a_new_cluster_can_finalize_an_older_transaction_version() -> None:
+    assert FeatureControl.bootstrap_records(METADATA_VERSION_LATEST, 1) == [
+        FeatureLevelRecord(METADATA_VERSION_FEATURE, METADATA_VERSION_LATEST),
+        FeatureLevelRecord(TRANSACTION_VERSION_FEATURE, 1),
+    ]
+    # Level 0 is the feature's absence: no record.
+    assert FeatureControl.bootstrap_records(METADATA_VERSION_LATEST, 0) == [
+        FeatureLevelRecord(METADATA_VERSION_FEATURE, METADATA_VERSION_LATEST)
+    ]
+    with pytest.raises(ValueError, match=r"transaction\.version level 3"):
+        FeatureControl.bootstrap_records(METADATA_VERSION_LATEST, 3)
 
 
 def test_feature_replay_and_reads_at_offsets() -> None:

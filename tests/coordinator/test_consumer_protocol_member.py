@@ -24,8 +24,10 @@ from replog.errors import (
     NotCoordinatorError,
     RebalanceInProgressError,
     StaleMemberEpochError,
+    UnknownMemberIdError,
     UnreleasedInstanceIdError,
     UnsupportedAssignorError,
+    UnsupportedVersionError,
 )
 
 SETTLE = 1_000  # simulated time for a rebalance at a 100 ms heartbeat interval
@@ -332,3 +334,21 @@ def test_client_rack_goes_out_with_every_field_and_a_pattern_as_the_regex() -> N
     request = join.request
     assert (request.rack_id, request.subscribed_topic_regex) == ("r1", "t.*")
     assert request.subscribed_topic_names == ()
+
+
+def test_a_txn_offset_commit_of_a_member_is_not_held_to_offset_commit_v9() -> None:
+    """Kafka's `validateOffsetCommit`: OffsetCommit below v9 is refused to a member of the new
+    protocol, a TxnOffsetCommit (whose versions carry no such fields) is not; naming no member
+    at all it commits as a producer outside the group."""
+    sim = ConsumerGroupSim({"t": 2})
+    a = sim.add("a")
+    sim.run(SETTLE)
+    epoch, member_id, _ = a.core.commit_identity()
+    commit = sim.coordinator.commit_error
+    assert isinstance(commit(GROUP, member_id, epoch, 8), UnsupportedVersionError)
+    assert commit(GROUP, member_id, epoch, 3, transactional=True) is None
+    assert commit(GROUP, "", -1, 3, transactional=True) is None
+    assert isinstance(commit(GROUP, "", -1, 3), UnknownMemberIdError)
+    assert isinstance(
+        commit(GROUP, member_id, epoch - 1, 3, transactional=True), StaleMemberEpochError
+    )

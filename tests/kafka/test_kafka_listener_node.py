@@ -73,10 +73,12 @@ from replog.kafka.messages.produce_response import ProduceResponse as KafkaProdu
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.framing import decode_response, encode_request
 from replog.record import build_batch
+from replog.server.kafka.kafka_acl_apis import ACL_SERVED
 from replog.server.kafka.kafka_admin_apis import ADMIN_SERVED
 from replog.server.kafka.kafka_apis import SERVED
 from replog.server.kafka.kafka_group_apis import GROUP_SERVED
 from replog.server.kafka.kafka_quorum_apis import QUORUM_SERVED
+from replog.server.kafka.kafka_sasl_apis import SASL_SERVED
 from replog.server.kafka.kafka_txn_apis import TXN_SERVED
 from replog.server.kafka.kafka_txn_marker_apis import KafkaTxnMarkerApis
 from tests.eventually import wait_until
@@ -317,15 +319,17 @@ def test_api_versions_above_the_served_range_is_answered_unsupported(node: Runni
     wait_serving(node)
     served = api_versions(node, version=4, correlation_id=2)
     assert served.error_code == 0
-    # Every handler table the broker wires: the core's, the admin, group, transaction,
-    # transaction marker and quorum ones.
+    # Every handler table the broker wires: the core's, the admin, ACL, group, transaction,
+    # transaction marker, quorum and SASL ones.
     tables = {
         **SERVED,
         **ADMIN_SERVED,
+        **ACL_SERVED,
         **GROUP_SERVED,
         **TXN_SERVED,
         **KafkaTxnMarkerApis.served,
         **QUORUM_SERVED,
+        **SASL_SERVED,
     }
     assert {(k.api_key, k.min_version, k.max_version) for k in served.api_keys} == {
         (key, low, high) for key, (low, high) in tables.items()

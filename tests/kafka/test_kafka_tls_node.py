@@ -24,23 +24,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.eventually import wait_until
 from tests.kafka.client_tools import kcat
+from tests.local_ports import free_ports_in
 from tests.tls_certificates import Pki
 
 PORTS = range(34000, 35000)  # this test's range: never the defaults other runs use
 
 
 def free_ports(count: int) -> list[int]:
-    found = []
-    for port in PORTS:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        found.append(port)
-        if len(found) == count:
-            return found
-    raise AssertionError(f"no {count} free ports in {PORTS}")
+    return free_ports_in(PORTS, count)
 
 
 @dataclass

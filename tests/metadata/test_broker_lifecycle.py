@@ -35,7 +35,12 @@ from replog.quorum.metadata.broker_lifecycle import (
     RegistrationResponse,
     StateChange,
 )
-from replog.quorum.metadata.records import METADATA_VERSION_FEATURE, Endpoint, FeatureRange
+from replog.quorum.metadata.records import (
+    METADATA_VERSION_FEATURE,
+    TRANSACTION_VERSION_FEATURE,
+    Endpoint,
+    FeatureRange,
+)
 
 INCARNATION = UUID(int=0xB0B)
 S = LifecycleState
@@ -164,9 +169,11 @@ def test_the_broker_registers_first_with_its_incarnation_and_supported_features(
     assert request.listeners == CONFIG.listeners
     assert request.rack == "r1"
     assert request.previous_broker_epoch == -1
-    # The controller bootstraps metadata.version 7 (records.METADATA_VERSION_LATEST).
+    # The controller bootstraps metadata.version 7 (records.METADATA_VERSION_LATEST) and
+    # transaction.version 2.
     assert request.features == (
         FeatureRange(METADATA_VERSION_FEATURE, 1, 7),
+        FeatureRange(TRANSACTION_VERSION_FEATURE, 0, 2),
         FeatureRange("eligible.leader.replicas.version", 0, 1),
     )
     assert broker.core.state is S.STARTING

@@ -65,10 +65,8 @@ from replog.quorum.metadata.partition_registration import PartitionRegistration
 from replog.quorum.metadata.record_codec import decode_record
 from replog.quorum.metadata.records import (
     LEADER_UNCHANGED,
-    NO_LEADER,
     BrokerRegistrationChangeRecord,
     FenceChange,
-    LeaderRecoveryState,
     MetadataRecord,
     NoOpRecord,
     PartitionChangeRecord,
@@ -76,6 +74,7 @@ from replog.quorum.metadata.records import (
 )
 from replog.quorum.metadata.snapshot import image_to_records
 from replog.record import RecordBatch
+from replog.sim.metadata_invariants import check_choices, check_shapes, partition_before
 
 Canonical = tuple[MetadataRecord, ...]
 TopicsView = dict[str, tuple[UUID, tuple[PartitionRegistration, ...]]]
@@ -185,7 +184,7 @@ class ControllerChecker(InvariantChecker):
                 assert record.value is not None
                 metadata = decode_record(record.value)
                 self.records.append(metadata)
-                before = _partition_before(delta, metadata)
+                before = partition_before(delta, metadata)
                 delta.replay(metadata, record.offset)
                 changes_state = changes_state or not isinstance(metadata, NoOpRecord)
                 if isinstance(metadata, PartitionRecord | PartitionChangeRecord):
@@ -196,7 +195,7 @@ class ControllerChecker(InvariantChecker):
                     self._note_partition(
                         metadata.topic_id, metadata.partition_id, partition, record.offset
                     )
-                    self._check_choices(delta, metadata, before, partition, record.offset)
+                    check_choices(delta, metadata, before, partition, record.offset)
                     if (
                         isinstance(metadata, PartitionChangeRecord)
                         and metadata.leader != LEADER_UNCHANGED
@@ -242,79 +241,24 @@ class ControllerChecker(InvariantChecker):
                 f"{partition.leader_epoch}: {leader} and, at offset {offset}, {partition.leader}"
             )
 
-    def _check_choices(
-        self,
-        delta: MetadataDelta,
-        record: PartitionRecord | PartitionChangeRecord,
-        before: PartitionRegistration | None,
-        after: PartitionRegistration,
-        offset: int,
-    ) -> None:
-        """Property (e) for one committed partition record at `offset`: no fenced or
-        unregistered broker elected or added to the ISR; a clean election from the ISR."""
-        where = f"partition {record.topic_id}-{record.partition_id} at offset {offset}"
-        old_isr = () if before is None else before.isr
-        for broker_id in after.isr:
-            if broker_id not in old_isr and _fenced_or_gone(delta, broker_id):
-                self.fail(
-                    f"{where}: fenced or unregistered broker {broker_id} joined the ISR "
-                    f"({before} -> {after})"
-                )
-        leader = after.leader
-        if leader == NO_LEADER or (before is not None and leader == before.leader):
-            return
-        if _fenced_or_gone(delta, leader):
-            self.fail(
-                f"{where}: fenced or unregistered broker {leader} was elected leader "
-                f"({before} -> {after})"
-            )
-        # Completing a reassignment may elect a replica the same AlterPartition added to the
-        # ISR (its leader vouched for it): the ISR between the two is in no record.
-        unclean = after.leader_recovery_state == LeaderRecoveryState.RECOVERING
-        reassigned = before is not None and after.replicas != before.replicas
-        if before is not None and leader not in before.isr and not (unclean or reassigned):
-            self.fail(
-                f"{where}: broker {leader} was elected leader cleanly from outside the ISR "
-                f"{before.isr} ({before} -> {after})"
-            )
-
     def _check_fenced_brokers(self, image: MetadataImage, end: int) -> None:
-        """Property (e), on the committed image ending at `end`; also notes whether it names
-        a fenced broker beside other ISR members or as leader (`fenced_named`)."""
+        """Property (e), on the committed image ending at `end` (`check_shapes`); also notes
+        whether it names a fenced broker beside other ISR members or as leader
+        (`fenced_named`)."""
         brokers = image.cluster.brokers
-
-        def out(broker_id: int) -> bool:
-            return brokers.get(broker_id) is None
 
         def fenced(broker_id: int) -> bool:
             registration = brokers.get(broker_id)
             return registration is not None and registration.fenced
 
-        self.fenced_named = False
-        for topic in image.topics.by_id.values():
-            for partition_id, partition in topic.partitions.items():
-                if not self.fenced_named and (
-                    fenced(partition.leader)
-                    or (len(partition.isr) > 1 and any(map(fenced, partition.isr)))
-                ):
-                    self.fenced_named = True
-                    self.stats["committed states naming a fenced broker"] += 1
-                where = f"{topic.name}-{partition_id} in the committed state below {end}"
-                problem = _malformed(partition)
-                if problem is not None:
-                    self.fail(f"{where}: {problem} ({partition})")
-                if partition.leader != NO_LEADER and out(partition.leader):
-                    self.fail(
-                        f"{where}: unregistered broker {partition.leader} leads it ({partition})"
-                    )
-                for broker_id in partition.isr:
-                    if out(broker_id) and not (
-                        partition.isr == (broker_id,) and partition.leader == NO_LEADER
-                    ):
-                        self.fail(
-                            f"{where}: unregistered broker {broker_id} is in the ISR and is not "
-                            f"its last member with leader -1 ({partition})"
-                        )
+        self.fenced_named = any(
+            fenced(partition.leader) or (len(partition.isr) > 1 and any(map(fenced, partition.isr)))
+            for topic in image.topics.by_id.values()
+            for partition in topic.partitions.values()
+        )
+        if self.fenced_named:
+            self.stats["committed states naming a fenced broker"] += 1
+        check_shapes(image, end - 1)
 
     # --- what the workload reports ---------------------------------------------------------------
 
@@ -497,42 +441,6 @@ class ControllerChecker(InvariantChecker):
                 f"node {host.node_id}'s snapshot ending at {end_offset} holds other metadata "
                 f"than the committed log: {_first_difference(records, expected or ())}"
             )
-
-
-def _partition_before(delta: MetadataDelta, record: MetadataRecord) -> PartitionRegistration | None:
-    """The partition a partition record is about to change, as the records replayed so far
-    left it (None: another record, or a new partition)."""
-    if not isinstance(record, PartitionRecord | PartitionChangeRecord):
-        return None
-    topic = delta.topic_deltas.get(record.topic_id)
-    if topic is not None:
-        return topic.partition(record.partition_id)
-    base = delta.base.topics.by_id.get(record.topic_id)
-    return None if base is None else base.partitions.get(record.partition_id)
-
-
-def _fenced_or_gone(delta: MetadataDelta, broker_id: int) -> bool:
-    """Whether `broker_id` is fenced or unregistered as the records replayed so far left it."""
-    changes = delta.broker_changes
-    registration = (
-        changes[broker_id] if broker_id in changes else delta.base.cluster.brokers.get(broker_id)
-    )
-    return registration is None or registration.fenced
-
-
-def _malformed(partition: PartitionRegistration) -> str | None:
-    """What breaks the shape every partition registration keeps, if anything."""
-    replicas, isr = partition.replicas, partition.isr
-    if not replicas or len(set(replicas)) != len(replicas):
-        return "its replicas are empty or repeat a broker"
-    if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(replicas):
-        return "its ISR is empty, repeats a broker or names one outside the replicas"
-    if partition.leader != NO_LEADER and partition.leader not in isr:
-        return "its leader is not in its ISR"
-    adding, removing = set(partition.adding_replicas), set(partition.removing_replicas)
-    if not (adding | removing) <= set(replicas) or adding & removing:
-        return "its adding and removing replicas overlap or lie outside the replicas"
-    return None
 
 
 def _signature(host: ControllerNodeHost) -> tuple[int, int, int | None, int]:

@@ -51,12 +51,10 @@ from replog.quorum.controller.replication_control import (
     IsrMember,
     ReassignablePartition,
 )
+from replog.quorum.metadata.broker_lifecycle import SUPPORTED_FEATURES
 from replog.quorum.metadata.image import MetadataImage
 from replog.quorum.metadata.records import (
-    METADATA_VERSION_FEATURE,
-    METADATA_VERSION_LATEST,
     Endpoint,
-    FeatureRange,
 )
 
 if TYPE_CHECKING:
@@ -64,7 +62,7 @@ if TYPE_CHECKING:
     from sim_controller_runner import ControllerSimulation
 
 CLUSTER_ID = "sim-cluster"
-BROKER_FEATURES = (FeatureRange(METADATA_VERSION_FEATURE, 1, METADATA_VERSION_LATEST),)
+BROKER_FEATURES = SUPPORTED_FEATURES
 TOPIC_NAMES = ("alpha", "beta", "gamma", "delta", "eps.x", "eps_y")
 
 # What a request does at the controller: a write (a PendingResponse) or a read (its answer).

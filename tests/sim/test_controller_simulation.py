@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 import pytest
@@ -128,7 +128,7 @@ def test_the_runs_exercise_what_they_claim_to() -> None:
 
 
 def _first_failure(
-    controller_factory: Callable[..., QuorumController], seeds: range, **options: object
+    controller_factory: Callable[..., QuorumController], seeds: Iterable[int], **options: object
 ) -> str:
     for seed in seeds:
         try:
@@ -174,6 +174,7 @@ class ReadsLatestState(QuorumController):
                 features=self.features,
                 producer_ids=self.producer_ids,
                 replication=self.replication,
+                scram=self.scram,
                 offset=None,  # type: ignore[arg-type]
             )
         )
@@ -217,10 +218,13 @@ def test_the_checker_catches_reads_of_uncommitted_state() -> None:
 
 
 def test_the_checker_catches_unregistered_brokers_left_in_isrs() -> None:
-    message = _first_failure(
-        FencingKeepsIsrs, range(20), controller_overrides={"broker_stall_rate": 0.3}
-    )
-    assert "unregistered broker" in message, message
+    # The planted bug also leaves fenced brokers named for good, which some seeds catch first.
+    seeds = iter(range(20))
+    messages = []
+    while not any("unregistered broker" in m for m in messages):
+        messages.append(
+            _first_failure(FencingKeepsIsrs, seeds, controller_overrides={"broker_stall_rate": 0.3})
+        )
 
 
 _EVACUATING = {

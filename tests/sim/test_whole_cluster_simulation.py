@@ -10,6 +10,10 @@ from collections.abc import Callable
 import pytest
 
 from replog.errors import KafkaStorageError
+from replog.quorum.controller.cluster_control import ClusterControl
+from replog.quorum.controller.controller import QuorumController
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.controller.deferred_queue import DeferredQueue
 from replog.quorum.controller.replication_control import ReplicationControl
 from replog.quorum.raft import node as raft_node_module
 from replog.quorum.raft.node import RaftNode
@@ -147,6 +151,68 @@ def _unclean_shutdown_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
+def _votes_twice_unasserted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A voter grants every candidate of an epoch, and the core's own assertion on its
+    election state is skipped, so that the checks must notice."""
+    _votes_twice(monkeypatch)
+
+    def unasserted(self: RaftNode, successor: object) -> None:
+        if successor != self._election:
+            self._election = successor  # type: ignore[assignment]
+            self._election_dirty = True
+
+    monkeypatch.setattr(RaftNode, "_set_election", unasserted)
+
+
+def _answers_before_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller answers a write once its records are appended, not once they commit."""
+    monkeypatch.setattr(DeferredQueue, "add", lambda self, offset, item: item.complete(None))
+
+
+def _renounce_without_revert(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A controller losing its leadership keeps its uncommitted writes: its stable state is
+    taken again over them."""
+    renounce = QuorumController._renounce
+
+    def keeping(self: QuorumController, new_leader_id: int | None) -> None:
+        registry = self.offset_control.registry
+        for offset in registry.snapshot_offsets():
+            registry.delete_snapshot(offset)
+        registry.get_or_create_snapshot(self.offset_control.last_stable_offset)
+        renounce(self, new_leader_id)
+
+    monkeypatch.setattr(QuorumController, "_renounce", keeping)
+
+
+def _fenced_brokers_elected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller counts fenced brokers as active: elections and ISR changes choose them."""
+    monkeypatch.setattr(
+        ClusterControl,
+        "is_active",
+        lambda self, broker_id: self.is_registered(broker_id) and broker_id not in self._evacuating,
+    )
+
+
+def _fencing_keeps_isrs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fencing a broker leaves it in every ISR and leadership it had (KIP-841 broken)."""
+    monkeypatch.setattr(
+        ReplicationControl, "handle_broker_fenced", lambda self, broker_id, **kwargs: ()
+    )
+
+
+def _leaderless_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No path elects a leader for a leaderless partition: neither a broker's unfencing, nor
+    the periodic sweep, nor preferred-leader balancing (which would elect the preferred
+    replica once it is back)."""
+    monkeypatch.setattr(
+        ReplicationControl,
+        "handle_broker_unfenced",
+        lambda self, broker_id, **kwargs: ControllerResult.of((), None),
+    )
+    monkeypatch.setattr(QuorumController, "_elect_leaderless", lambda self, now_ms: None)
+    monkeypatch.setattr(ReplicationControl, "has_imbalanced_partitions", lambda self: False)
+
+
 LOST_COMMITS = "committed batch was lost or replaced|acknowledged topic creations lost"
 LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record replaced"
 
@@ -154,7 +220,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
 @pytest.mark.parametrize(
     ("plant", "expected"),
     [
-        (_no_fsync, f"{LOST_COMMITS}|below the high watermark"),
+        (_no_fsync, "hold the committed metadata log"),
         (_any_log_wins, f"{LOST_COMMITS}|below the high watermark"),
         (_votes_twice, f"two leaders in quorum epoch|below the high watermark|{LOST_COMMITS}"),
         (_no_truncation, "no progress|not led and fully replicated in time"),
@@ -164,9 +230,20 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         (_stale_epoch_accepted, "a stale leader epoch accepted"),
         (
             _failed_fsync_ignored,
-            f"a synced batch lost|{LOST_COMMITS}|{LOST_ACKED}|below the high watermark",
+            f"a synced batch lost|{LOST_COMMITS}|{LOST_ACKED}|below the high watermark|"
+            "hold the committed metadata",
         ),
         (_unclean_shutdown_ignored, LOST_ACKED),
+        (
+            _votes_twice_unasserted,
+            f"election state changed illegally|two leaders in quorum epoch|"
+            f"below the high watermark|{LOST_COMMITS}",
+        ),
+        (_answers_before_commit, "acknowledged topic creations lost"),
+        (_renounce_without_revert, "MetadataReplayError|does not replay|differs from a replay"),
+        (_fenced_brokers_elected, "was elected leader|joined the ISR"),
+        (_fencing_keeps_isrs, f"{LOST_ACKED}|unregistered broker|not led and fully replicated"),
+        (_leaderless_left, "not led and fully replicated in time"),
     ],
     ids=[
         "fsync dropped",
@@ -179,6 +256,12 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         "stale leader epoch accepted",
         "failed fsync taken for a success",
         "unclean shutdown taken for a clean one",
+        "two votes in an epoch, unasserted",
+        "controller write answered before commit",
+        "renounce without revert",
+        "fenced broker elected",
+        "fencing leaves ISRs as they were",
+        "leaderless partitions left so",
     ],
 )
 def test_a_planted_bug_is_caught(

@@ -43,8 +43,8 @@ from replog.storage.cleaner.log_cleaning import clean_log
 from replog.storage.cleaner.offset_map import OffsetMap
 from replog.testing import ManualClock
 from tests.compacted_log import T0, CleanedLog, Entry, cleaned_log, sparse_batch
-from tests.server.compacted_listener import compacted_listener
-from tests.server.test_replica_manager import produce
+from tests.server.data_plane.test_replica_manager import produce
+from tests.server.kafka.compacted_listener import compacted_listener
 
 SCHEMA = to_arrow_schema(
     StructType(

@@ -59,8 +59,8 @@ from replog.spark.options import Mode, parse_options
 from replog.spark.partition_fetcher import FetchAnswer, PartitionFetcher, answer_for
 from replog.spark.planning import OffsetRange
 from replog.testing import ManualClock
-from tests.server.test_kafka_fetch import handlers, served
-from tests.server.test_replica_manager import batch, batch_offsets, produce, replicate
+from tests.server.data_plane.test_replica_manager import batch, batch_offsets, produce, replicate
+from tests.server.kafka.test_kafka_fetch import handlers, served
 
 SCHEMA = to_arrow_schema(StructType([StructField("offset", LongType())]), timezone="UTC")
 TP = TopicPartition("t", 0)

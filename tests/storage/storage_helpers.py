@@ -121,6 +121,20 @@ def assert_indexes_as_rebuilt(log: Log) -> None:
         assert loaded == rebuilt, segment.log_path
 
 
+def counting_swaps(log: Log) -> list[int]:
+    """The number of groups of each cleaner's swap of `log` (`Log.replace_with_cleaned`), as
+    they come."""
+    swaps: list[int] = []
+    replace = log.replace_with_cleaned
+
+    def counted(groups: Any, **kwargs: Any) -> Any:
+        swaps.append(len(groups))
+        return replace(groups, **kwargs)
+
+    log.replace_with_cleaned = counted  # type: ignore[method-assign]
+    return swaps
+
+
 def read_all(log: Log, start: int | None = None, bound: int | None = None) -> list[bytes]:
     """Every batch from `start` (default: the log start) to `bound` (default: the log end)."""
     first = log.log_start_offset if start is None else start

@@ -12,12 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storage_helpers import NO_SYNC_FS, T0, SimulatedCrash, assert_indexes_as_rebuilt, open_log
+from storage_helpers import (
+    NO_SYNC_FS,
+    T0,
+    SimulatedCrash,
+    assert_indexes_as_rebuilt,
+    counting_swaps,
+    open_log,
+)
 
 from replog.errors import InvalidRecordError, OffsetsOutOfOrderError, UnexpectedAppendOffsetError
 from replog.record import RecordBatch, build_batch
 from replog.record.builder import BatchOptions
 from replog.storage import Log, LogConfig
+from replog.storage.cleaner import log_cleaning
 from replog.storage.cleaner.batch_filter import ProducerLastBatch
 from replog.storage.cleaner.cleanable import CompactedLogSummary, filthiest, log_to_clean
 from replog.storage.cleaner.cleaner_checkpoint import CleanerCheckpoint
@@ -99,12 +107,16 @@ def test_a_pass_keeps_the_latest_record_of_every_key_at_its_offset(tmp_path: Pat
     assert_indexes_as_rebuilt(log)
 
 
+@pytest.mark.parametrize("batch_bytes", [log_cleaning.SWAP_BATCH_BYTES, 1], ids=["one", "each"])
 def test_a_cleaned_segment_comes_with_its_indexes_and_the_swap_only_renames(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_bytes: int
 ) -> None:
     """The pass writes and syncs each cleaned segment's `.index` and `.timeindex` beside its
     `.log`; under the log's lock the swap renames files, and removes, rebuilds and syncs
-    nothing (segment_swap's Rules): its two directory syncs run without the lock."""
+    nothing (segment_swap's Rules): its two directory syncs run without the lock. The
+    groups go in one swap while they hold less than `SWAP_BATCH_BYTES`; past it (here at
+    every group that holds a byte), a swap each."""
+    monkeypatch.setattr(log_cleaning, "SWAP_BATCH_BYTES", batch_bytes)
     fs = RecordingFileSystem()
     config = LogConfig(segment_bytes=2000, index_interval_bytes=100, cleanup_policy="compact")
     log = open_log(tmp_path / "t-0", config, fs=fs)
@@ -115,14 +127,18 @@ def test_a_cleaned_segment_comes_with_its_indexes_and_the_swap_only_renames(
         raise AssertionError(f"{self.log_path}: indexes rebuilt during a pass")
 
     monkeypatch.setattr(LogSegment, "rebuild_indexes", no_rebuild)
+    swaps = counting_swaps(log)
     fs.recording = True
     result = clean(log)
     fs.recording = False
-    assert result.groups_swapped >= 2
+    assert result.groups_swapped >= 2 and sum(swaps) == result.groups_swapped
+    # Every group in one swap; or a swap each time the groups hold a byte (an emptied group
+    # goes with the next).
+    assert len(swaps) == 1 if batch_bytes > log.size_in_bytes else len(swaps) >= 2, swaps
     under_lock = [(op, path) for op, path, locked in fs.ops if locked]
     assert under_lock, "the swap held the lock for nothing"
     assert {op for op, _ in under_lock} == {"rename"}, under_lock
-    assert sum(op == "fsync dir" for op, _, _ in fs.ops) == 2 * result.groups_swapped
+    assert sum(op == "fsync dir" for op, _, _ in fs.ops) == 2 * len(swaps)
     for suffix in (".index", ".timeindex", ".log"):
         cleaned = [
             (i, op, locked)
@@ -236,13 +252,15 @@ def test_a_truncation_during_a_pass_abandons_it(tmp_path: Path) -> None:
     assert not [n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap"))]
 
 
-def test_a_pass_asked_to_stop_stops_between_batches(tmp_path: Path) -> None:
+@pytest.mark.parametrize("checks", [110, 130, 200])
+def test_a_pass_asked_to_stop_stops_between_batches(tmp_path: Path, checks: int) -> None:
+    """The map takes ~100 batches' checks; the first group's rewrite stops part-way, or a
+    later group's: the groups written before it, not swapped yet, are removed."""
     log = open_log(tmp_path / "t-0", CONFIG)
     fill(log, 120)
     before = read_entries(log)
     asked = iter(range(1000))
-    # The map takes ~100 batches' checks; the first group's rewrite stops part-way.
-    result = clean(log, should_stop=lambda: next(asked) >= 110)
+    result = clean(log, should_stop=lambda: next(asked) >= checks)
     assert result.abandoned and result.groups_swapped == 0
     assert read_entries(log) == before
     assert not [n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap"))]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from storage_helpers import T0, assert_indexes_as_rebuilt, open_log
+from storage_helpers import T0, assert_indexes_as_rebuilt, counting_swaps, open_log
 
 from replog.clock import monotonic_s, wall_clock_ms
 from replog.errors import CleaningProcessError, CleaningProcessGoneError
@@ -218,6 +218,66 @@ def test_an_idle_childs_pass_that_must_stop_ends_at_once_its_child_killed(
     assert not [name for name in os.listdir(log.directory) if name.endswith(".cleaned")]
 
 
+def test_an_unthrottled_pass_turns_to_the_parent_for_its_one_swap_only(
+    tmp_path: Path, child: CleaningProcess
+) -> None:
+    """Unthrottled, the child reports no reads and swaps every group at once: the parent
+    hears from it for that swap and the pass's end, those messages carrying the bytes read;
+    the same pass throttled reports every `REPORT_BYTES`."""
+    turns = {}
+    for throttled in (False, True):
+        log = open_log(tmp_path / f"{throttled}-0", CONFIG)
+        fill(log, 300)
+        before = latest(log)
+        swaps = counting_swaps(log)
+        reported: list[int] = []
+        result = child.run(
+            planned(log),
+            MAP_BYTES,
+            should_stop=never,
+            on_read=reported.append,
+            throttled=lambda: throttled,  # noqa: B023 (called within the iteration)
+        )
+        assert not result.abandoned and result.groups_swapped > 1
+        assert swaps == [result.groups_swapped]
+        assert latest(log) == before
+        assert sum(reported) >= result.stats.bytes_read
+        assert not [n for n in os.listdir(log.directory) if n.endswith(".deleted")]
+        turns[throttled] = len(reported)
+    assert turns[False] <= 2 < turns[True]
+
+
+def test_a_throttle_set_during_a_pass_makes_the_child_report_from_then_on(
+    tmp_path: Path, child: CleaningProcess
+) -> None:
+    log = open_log(tmp_path / "t-0", CONFIG)
+    fill(log, 1200)
+    before = latest(log)
+    asked: list[int] = []
+    reported: list[int] = []
+    ended = threading.Event()
+
+    def throttled() -> bool:
+        asked.append(1)
+        return len(asked) > 1  # unthrottled as the pass starts, throttled from its next look
+
+    def wake() -> None:
+        while not ended.wait(0.01):
+            child.interrupt()
+
+    waker = threading.Thread(target=wake)
+    waker.start()
+    try:
+        result = child.run(
+            planned(log), MAP_BYTES, should_stop=never, on_read=reported.append, throttled=throttled
+        )
+    finally:
+        ended.set()
+        waker.join()
+    assert not result.abandoned and latest(log) == before
+    assert len(reported) > 2 and reported[0] >= REPORT_BYTES
+
+
 def test_a_child_that_dies_mid_pass_is_a_typed_error_naming_the_log(
     tmp_path: Path, child: CleaningProcess
 ) -> None:
@@ -255,13 +315,15 @@ def test_a_failure_in_the_child_is_a_typed_error_and_the_child_serves_on(
 def test_the_cleaner_abandons_a_pass_whose_child_died_and_cleans_with_another(
     tmp_path: Path,
 ) -> None:
-    lm, log = manager_in_processes(tmp_path, CONFIG)
+    # A throttle that never sleeps: the child reports its reads, the first one kills it.
+    throttle = CleanerConfig(dedupe_buffer_size=MAP_BYTES, io_max_bytes_per_second=1e12)
+    lm, log = manager_in_processes(tmp_path, CONFIG, throttle)
     fill(log, 600)
     cleaner = lm.cleaner
     throttled = cleaner._throttled
     killed: list[int] = []
 
-    def kill_the_child(tp: tuple[str, int], size: int) -> None:
+    def kill_the_child(tp: tuple[str, int], size: int, *, hand_over: bool) -> None:
         process = cleaner._processes.get(0)
         assert process is not None
         killed.append(process.pid)

@@ -311,3 +311,19 @@ def test_errors_are_the_operating_systems(fs: MemoryFileSystem) -> None:
     fs.remove("/logs/missing")  # nothing to remove: nothing happens
     assert fs.list_subdirs("/logs") == ["d"]
     assert fs.mtime_ms("/logs/a") == 7
+
+
+def test_durable_files_are_what_a_crash_now_would_keep(fs: MemoryFileSystem) -> None:
+    fs.make_dirs("/logs/a")
+    fs.write_bytes("/logs/a/synced", b"kept", fsync=True)
+    fs.write_bytes("/logs/a/unsynced", b"lost", fsync=False)
+    assert fs.durable_files("/logs/a") == {}  # the directory's entry in /logs is not synced
+    fs.fsync_dir("/logs")
+    fs.fsync_dir("/logs/a")
+    segment = fs.open_segment_file("/logs/a/synced")
+    segment.append(b" and more")  # not synced: a crash would not keep it
+    durable = fs.durable_files("/logs/a")
+    assert durable == {"synced": b"kept", "unsynced": b""}
+    assert fs.durable_files("/logs/missing") == {}
+    after = fs.crash()
+    assert {name: after.read_bytes(f"/logs/a/{name}") for name in durable} == durable

@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import threading
@@ -107,6 +108,7 @@ from replog.replication.producer_state import ProducerEntry
 from replog.server.broker.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker.metadata_publisher import BrokerMetadataListener
 from replog.server.broker.producer_id_manager import ProducerIdManager, allocate_from_controller
+from replog.server.config.authorizer_config import AuthorizerConfig
 from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.config.node_config import NodeConfig, static_broker_configs
 from replog.server.config.transaction_coordinator_config import TransactionCoordinatorConfig
@@ -121,10 +123,13 @@ from replog.server.data_plane.replica_fetcher import ReplicaFetcherManager
 from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.server.groups.group_coordinator import GroupCoordinator
 from replog.server.groups.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
+from replog.server.kafka.broker_authorizer import BrokerAuthorizer
+from replog.server.kafka.kafka_acl_apis import KafkaAclApis
 from replog.server.kafka.kafka_admin_apis import KafkaAdminApis
 from replog.server.kafka.kafka_apis import KafkaApis, MetadataStalenessOf, fetch_session_cache
 from replog.server.kafka.kafka_group_apis import KafkaGroupApis
 from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis
+from replog.server.kafka.kafka_sasl_apis import KafkaSaslApis
 from replog.server.kafka.kafka_txn_apis import KafkaTxnApis
 from replog.server.kafka.kafka_txn_marker_apis import KafkaTxnMarkerApis
 from replog.server.metrics.instruments import BrokerCounters
@@ -135,7 +140,9 @@ from replog.server.runtime.node_tasks import Spawner
 from replog.server.runtime.peer_channels import PeerChannels, PeerLinksFactory
 from replog.server.transactions.marker_channel import GrpcMarkerChannel
 from replog.server.transactions.marker_sender import TxnMarkerSender
+from replog.server.transactions.produce_verifier import ProduceVerifier, producer_entry
 from replog.server.transactions.transaction_coordinator import TransactionCoordinator
+from replog.server.transactions.txn_verifier import TxnVerifier, answer_to_wire
 from replog.storage.log_manager import (
     LogLoadingAborted,
     LogManager,
@@ -212,10 +219,12 @@ class BrokerRuntime:
         metadata_staleness: MetadataStalenessOf | None = None,
         controller_links: PeerLinksFactory = PeerChannels,
         host: DataPlaneHost | None = None,
+        authorizer: AuthorizerConfig | None = None,
     ) -> None:
         """`controller_links`: makes each of its parts' links to the controllers (gRPC channels
         unless given: the simulator's network); `host`: what the data plane runs on (a node
-        process's unless given: `data_plane_host`)."""
+        process's unless given: `data_plane_host`); `authorizer`: the Kafka listeners'
+        authorization settings (None: off)."""
         self._host = host or DataPlaneHost()
         self._spawner = tasks  # its background tasks' owner (node_tasks)
         self._controller_links = controller_links
@@ -285,7 +294,11 @@ class BrokerRuntime:
         )
         # Other nodes' calls to this broker (`broker_service`: WriteTxnMarkers); the node
         # registers it.
-        self.broker_service = BrokerService(config.broker_id, self.service)
+        self.broker_service = BrokerService(
+            config.broker_id,
+            self.service,
+            lambda request: answer_to_wire(self.transaction_coordinator, request, config.broker_id),
+        )
 
         # Each part's random choices from a generator of its own, drawn from `rng` when given
         # (a simulation's seeded one), so that a seed replays them.
@@ -293,6 +306,25 @@ class BrokerRuntime:
             return None if rng is None else random.Random(rng.getrandbits(64))
 
         self._log_rng, self._group_rng = child_rng(), child_rng()
+        authorizing = authorizer is not None and authorizer.enabled
+        admin_apis = KafkaAdminApis(
+            config.broker_id,
+            cluster_id=config.cluster_id,
+            image=lambda: self.metadata.image,
+            forward=self.controller_calls.call,
+            broker_service=self.service,
+            describe_producers=self._describe_producers,
+            quorum_leader=lambda: self._raft_leader,
+            static_configs=(
+                {}
+                if data_plane is None
+                else static_broker_configs(
+                    data_plane.properties,
+                    LogManagerConfig.from_properties(data_plane.properties).log,
+                )
+            ),
+            rng=child_rng(),
+        )
         # The handlers of the Kafka listeners (if any `listeners` entry is one).
         self.kafka_apis = KafkaApis(
             config.broker_id,
@@ -304,6 +336,7 @@ class BrokerRuntime:
             producer_ids=self.producer_ids,
             clock=clock,
             transactions=lambda: self.transaction_coordinator,
+            produce_verifier=lambda: self.produce_verifier,
             fetch_sessions=(
                 None
                 if data_plane is None
@@ -314,24 +347,18 @@ class BrokerRuntime:
                 )
             ),
             rng=child_rng(),
+            authorizer=(
+                BrokerAuthorizer(authorizer, lambda: self.metadata.image)
+                if authorizer is not None and authorizing
+                else None
+            ),
             extensions=[
-                KafkaAdminApis(
+                admin_apis,
+                KafkaAclApis(
                     config.broker_id,
-                    cluster_id=config.cluster_id,
+                    enabled=authorizing,
                     image=lambda: self.metadata.image,
-                    forward=self.controller_calls.call,
-                    broker_service=self.service,
-                    describe_producers=self._describe_producers,
-                    quorum_leader=lambda: self._raft_leader,
-                    static_configs=(
-                        {}
-                        if data_plane is None
-                        else static_broker_configs(
-                            data_plane.properties,
-                            LogManagerConfig.from_properties(data_plane.properties).log,
-                        )
-                    ),
-                    rng=child_rng(),
+                    forward=admin_apis.forward_request,
                 ),
                 KafkaGroupApis(
                     config.broker_id,
@@ -345,6 +372,7 @@ class BrokerRuntime:
                     lambda: self.metadata.image,
                 ),
                 KafkaTxnMarkerApis(config.broker_id, self.service),
+                KafkaSaslApis(lambda: self.metadata.image, admin_apis.forward_request),
                 *([] if quorum_apis is None else [quorum_apis]),
             ],
         )
@@ -352,6 +380,9 @@ class BrokerRuntime:
         self.group_coordinator: GroupCoordinator | None = None
         self.transaction_coordinator: TransactionCoordinator | None = None
         self._marker_channel: GrpcMarkerChannel | None = None
+        # The leader's and group coordinator's questions to transaction coordinators (KIP-890).
+        self.txn_verifier: TxnVerifier | None = None
+        self.produce_verifier: ProduceVerifier | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
@@ -402,6 +433,7 @@ class BrokerRuntime:
             data_plane=data_plane_config_from_node(node),
             quorum_apis=quorum_apis,
             metadata_staleness=metadata_staleness,
+            authorizer=node.authorizer,
         )
         raft_driver.add_stepped_listener(runtime.listener_steps)
         return runtime
@@ -712,6 +744,7 @@ class BrokerRuntime:
             clock=self._clock,
             wall_clock=self._host.wall_clock,
             rng=self._group_rng,
+            txn_verifier=lambda: self.txn_verifier,
         )
         self.group_coordinator = coordinator
         # It follows the images whose replicas exist: an offsets partition it is to load must
@@ -760,6 +793,12 @@ class BrokerRuntime:
             wall_clock=self._host.wall_clock,
         )
         self.transaction_coordinator = coordinator
+        self.txn_verifier = TxnVerifier(
+            broker_id, lambda: self.transaction_coordinator, lambda: self.metadata.image, channel
+        )
+        self.produce_verifier = ProduceVerifier(
+            self.txn_verifier, functools.partial(producer_entry, replica_manager)
+        )
         replica_manager.follow_applied_images(
             lambda image, _removed: coordinator.apply_image(image)
         )
@@ -768,6 +807,7 @@ class BrokerRuntime:
     async def _stop_data_plane(self) -> None:
         self.service.attach(None)
         self.replica_fetch_service.stop()
+        self.produce_verifier = self.txn_verifier = None
         transactions, self.transaction_coordinator = self.transaction_coordinator, None
         if transactions is not None:
             await transactions.stop()

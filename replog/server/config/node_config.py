@@ -4,9 +4,10 @@ Required: `process.roles` (`controller`, `broker` or both), `node.id`, `cluster.
 in meta.properties; `replog cluster start` writes it here), `controller.quorum.voters`
 (`id@host:port,...`), `listeners` (`NAME://host:port,...`; the node serves gRPC on the first; an
 IPv6 host in brackets, `[::1]:9093`, kept bare in `listener_host`; a broker serves Kafka's protocol
-on each later PLAINTEXT or SSL entry, `kafka_listener_endpoints`, an SSL one with the TLS settings
-of `tls_config` (`ssl.keystore.location`, ...); a controller serves it on the later entry
-named in `controller.listener.names`, the controller listener Kafka's `--bootstrap-controller` tools
+on each later entry, `kafka_listener_endpoints`, an SSL or SASL_SSL one with the TLS settings of
+`tls_config` (`ssl.keystore.location`, ...), a SASL_PLAINTEXT or SASL_SSL one with the SASL settings
+of `sasl_config` (`sasl.enabled.mechanisms`, ...); a controller serves it on the later entry named
+in `controller.listener.names`, the controller listener Kafka's `--bootstrap-controller` tools
 reach), `log.dirs` (comma list). Optional: `metadata.log.dir` (default: the first log dir; empty is
 refused), every `controller.quorum.*` timer (`replog.quorum.raft.config`), the controller's settings
 (`CONTROLLER_PROPERTIES`: `broker.session.timeout.ms`, `num.partitions`, ...), the broker configs
@@ -65,6 +66,7 @@ two synonyms wins as it does for the logs, and an unset `log.flush.interval.ms` 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -81,7 +83,13 @@ from replog.quorum.metadata.snapshot_schedule import (
     METADATA_MAX_RETENTION_MS,
 )
 from replog.quorum.raft.config import RaftConfig
+from replog.server.config.authorizer_config import NO_AUTHORIZATION, AuthorizerConfig
 from replog.server.config.replica_manager_config import ReplicaManagerConfig
+from replog.server.config.sasl_config import (
+    SASL_PROTOCOLS,
+    SaslListenerConfig,
+    sasl_listener_config,
+)
 from replog.server.config.tls_config import KEYSTORE_LOCATION, TlsConfig
 from replog.storage.log_config import BY_DOTTED_NAME, LogConfig
 from replog.storage.log_manager import LogManagerConfig
@@ -93,7 +101,8 @@ METRICS_PORT_DEFAULT = 0  # no endpoint
 METRICS_HOST_DEFAULT = "127.0.0.1"
 WILDCARD_BIND_HOST = "0.0.0.0"  # gRPC binds it dual-stack: every interface, both families
 SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
-SERVED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})  # the SASL ones are not served yet
+SERVED_PROTOCOLS = SECURITY_PROTOCOLS
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 # The keys read here, besides the Raft and controller settings (`known_properties` joins them
 # with every other reader's). `controller.listener.names` names the controller's Kafka-protocol
 # listener (module docstring); replog serves every gRPC service on the first listener.
@@ -147,6 +156,9 @@ CONTROLLER_PROPERTIES: Mapping[str, tuple[str, Callable[[str, str], object]]] = 
         "leader_imbalance_check_interval_ms",
         _seconds_as_ms,
     ),
+    # replog's own: the transaction.version a new cluster finalizes (Kafka's
+    # `kafka-storage format --feature transaction.version=N`).
+    "bootstrap.transaction.version": ("bootstrap_transaction_version", _int),
 }
 
 
@@ -176,10 +188,14 @@ class NodeConfig:
     advertised_listeners: tuple[Endpoint, ...] = ()
     advertised_listeners_key: str = "listeners"
     # The `listeners` entries a broker serves with Kafka's protocol (`kafka_listener_endpoints`),
-    # each with its security protocol (PLAINTEXT or SSL).
+    # each with its security protocol.
     kafka_listeners: tuple[Endpoint, ...] = ()
-    # What an SSL Kafka listener runs with (None: no keystore named, so no SSL listener).
+    # What an SSL or SASL_SSL Kafka listener runs with (None: no keystore named, so none).
     tls: TlsConfig | None = None
+    # Each SASL_PLAINTEXT or SASL_SSL Kafka listener's SASL settings, by listener name.
+    sasl: Mapping[str, SaslListenerConfig] = dataclasses.field(default_factory=dict)
+    # The Kafka listeners' authorization and TLS principal settings.
+    authorizer: AuthorizerConfig = NO_AUTHORIZATION
     # The one a controller serves with Kafka's protocol: a `listeners` entry after the first
     # named in `controller.listener.names` (None: none).
     kafka_controller_listener: Endpoint | None = None
@@ -245,13 +261,21 @@ class NodeConfig:
         if "broker" in roles:
             _refuse_unspecified(advertised, advertised_key)
         tls = TlsConfig.from_properties(properties)
-        ssl_listener = next((e for e in kafka_listeners if e.security_protocol == "SSL"), None)
+        ssl_listener = next(
+            (e for e in kafka_listeners if e.security_protocol in TLS_PROTOCOLS), None
+        )
         if ssl_listener is not None and tls is None:
             raise ConfigError(
                 f"listeners entry '{ssl_listener.name}://"
-                f"{format_host_port(ssl_listener.host, ssl_listener.port)}' is SSL: set "
-                f"{KEYSTORE_LOCATION} to the PEM file of its key and certificate chain"
+                f"{format_host_port(ssl_listener.host, ssl_listener.port)}' is "
+                f"{ssl_listener.security_protocol}: set {KEYSTORE_LOCATION} to the PEM file of "
+                "its key and certificate chain"
             )
+        sasl = {
+            e.name: sasl_listener_config(e.name, properties)
+            for e in kafka_listeners
+            if e.security_protocol in SASL_PROTOCOLS
+        }
         log_dirs = tuple(d.strip() for d in required("log.dirs").split(",") if d.strip())
         if not log_dirs:
             raise ConfigError("log.dirs: names no directory")
@@ -354,6 +378,8 @@ class NodeConfig:
             advertised_listeners_key=advertised_key,
             kafka_listeners=kafka_listeners,
             tls=tls,
+            sasl=sasl,
+            authorizer=AuthorizerConfig.from_properties(properties),
             kafka_controller_listener=kafka_controller_listener,
             advertised_kafka_controller_listener=advertised_controller_listener,
         )
@@ -435,8 +461,8 @@ def kafka_listener_endpoints(
     controller_names: frozenset[str] = frozenset(),
 ) -> tuple[Endpoint, ...]:
     """The `listeners` entries served with Kafka's protocol, each with its security protocol:
-    every entry after the first (the first is the node's gRPC listener) whose security protocol
-    is PLAINTEXT or SSL, by `listener.security.protocol.map` (`NAME:PROTOCOL,...`) or, for a
+    every entry after the first (the first is the node's gRPC listener), with its security
+    protocol by `listener.security.protocol.map` (`NAME:PROTOCOL,...`) or, for a
     name it does not map, by its name; and every entry after the first named in
     `controller_names` (`controller.listener.names`), which must be PLAINTEXT. Two such entries
     may not share a port, nor use the gRPC port."""

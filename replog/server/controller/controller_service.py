@@ -20,6 +20,12 @@ Rules:
 - A write waits at most the request's `timeout_ms` (0 or absent: `request_timeout_ms`), and
   ends a little before the caller's gRPC deadline; then it answers REQUEST_TIMED_OUT (the
   write may still commit).
+- AlterUserScramCredentials is a write whose decisions are `replog.security.scram_control`'s
+  over the controller's SCRAM credentials (`ScramCredentials`, its timeline state): the
+  quorum layer lies below security, so the decision comes in with the write.
+- CreateAcls and DeleteAcls are the controller's `write_acls` with Kafka's AclControlManager
+  decisions (`replog.security.acl_control`): one atomic batch per request, an answer per
+  creation or filter; new ACL ids are random UUIDs.
 - Registered with `add_controller_service`: bytes that are not a request of the method's type
   fail with INVALID_ARGUMENT naming them (`tolerant_service`), not gRPC's UNKNOWN.
 """
@@ -27,6 +33,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeAlias, TypeVar
 
@@ -35,9 +42,13 @@ from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.quorum.controller import reads
 from replog.quorum.raft.config import VoterAddress
+from replog.security.acl_control import create_acls, delete_acls
+from replog.security.acl_index import AclIndex
+from replog.security.scram_control import ScramDeletion, ScramUpsertion, alter_credentials_write
 from replog.server.controller.controller_driver import ControllerAnswer, ControllerDriver
 from replog.server.raft.voter_endpoints import voter_endpoints
 from replog.server.runtime.tolerant_service import add_guarded_service
+from replog.wire import acl_codec
 from replog.wire import controller_codec as codec
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
@@ -78,6 +89,11 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         self._driver = driver
         self._request_timeout_ms = request_timeout_ms
         self._controllers = voter_endpoints(voters)
+
+    @property
+    def driver(self) -> ControllerDriver:
+        """The controller driver every request goes to."""
+        return self._driver
 
     def _refuse(self, make: Callable[..., M], error: KafkaError) -> M:
         return make(controller_id=self._driver.controller_id, error=codec.error_status(error))
@@ -315,6 +331,60 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         return _respond(
             pb.UnregisterBrokerResponse, answer, lambda _: pb.UnregisterBrokerResponse()
         )
+
+    async def AlterUserScramCredentials(
+        self, request: pb.AlterUserScramCredentialsRequest, context: Context
+    ) -> pb.AlterUserScramCredentialsResponse:
+        deletions = [ScramDeletion(d.name, d.mechanism) for d in request.deletions]
+        upsertions = [
+            ScramUpsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+            for u in request.upsertions
+        ]
+        alter = alter_credentials_write(deletions, upsertions)
+        answer = await self._driver.write(
+            lambda c, now: c.write(alter, now, "alter SCRAM credentials"),
+            self._timeout_ms(request.timeout_ms, context),
+        )
+        return _respond(
+            pb.AlterUserScramCredentialsResponse,
+            answer,
+            lambda answers: pb.AlterUserScramCredentialsResponse(
+                results=[
+                    pb.AlterUserScramCredentialsResult(user=user, error=codec.error_status(error))
+                    for user, error in answers.items()
+                ]
+            ),
+        )
+
+    # --- ACLs ------------------------------------------------------------------------------------
+
+    async def CreateAcls(
+        self, request: pb.CreateAclsRequest, context: Context
+    ) -> pb.CreateAclsResponse:
+        bindings = [acl_codec.binding_from_proto(b) for b in request.creations]
+        answer = await self._driver.write(
+            lambda c, now: c.write_acls(
+                lambda acls: create_acls(AclIndex(acls), bindings, uuid.uuid4),
+                now,
+                f"create {len(bindings)} ACLs",
+            ),
+            self._timeout_ms(request.timeout_ms, context),
+        )
+        return _respond(pb.CreateAclsResponse, answer, acl_codec.create_results_to_proto)
+
+    async def DeleteAcls(
+        self, request: pb.DeleteAclsRequest, context: Context
+    ) -> pb.DeleteAclsResponse:
+        filters = [acl_codec.filter_from_proto(f) for f in request.filters]
+        answer = await self._driver.write(
+            lambda c, now: c.write_acls(
+                lambda acls: delete_acls(AclIndex(acls), filters),
+                now,
+                f"delete the ACLs of {len(filters)} filters",
+            ),
+            self._timeout_ms(request.timeout_ms, context),
+        )
+        return _respond(pb.DeleteAclsResponse, answer, acl_codec.delete_results_to_proto)
 
 
 def add_controller_service(service: ControllerService, server: Any, *, node_id: int) -> None:

@@ -65,7 +65,9 @@ Rules:
 - Commits are fenced by the group's generation, member and instance id
   (`ClassicGroupCoordinator.commit_error`); a group the core does not know takes commits from
   outside any generation only (`commit_rules`).
-- TxnOffsetCommit (Kafka's transactional offset commit): the same checks as a commit; the
+- TxnOffsetCommit (Kafka's transactional offset commit): the same checks as a commit; then
+  the transaction coordinator verifies that the group's partition is in the transaction (v5+
+  adds it, transaction version 2; KIP-890, `txn_verification.client_error` for the answer); the
   offsets are appended as one transactional batch in the client producer's id and epoch with
   no sequence (the replica manager checks a coordinator's batch for its epoch only) and, once
   acknowledged, staged (`transactional_offsets`) rather than applied. The transaction's marker
@@ -157,7 +159,9 @@ from replog.replication.messages import (
     ACKS_ALL,
     ProducePartition,
     ProduceRequest,
+    TxnPartitionsRequest,
 )
+from replog.replication.txn_verification import client_error, operation_for_txn_offset_commit
 from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.coordination.internal_partitions import (
     CoordinatorReplicas,
@@ -168,6 +172,7 @@ from replog.server.coordination.internal_partitions import (
     leadership_changes,
 )
 from replog.server.runtime.node_tasks import Spawner
+from replog.server.transactions.txn_verifier import TxnVerifier
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
@@ -289,10 +294,13 @@ class GroupCoordinator:
         clock: Clock = monotonic_ms,
         wall_clock: Clock = wall_clock_ms,
         rng: random.Random | None = None,
+        txn_verifier: Callable[[], TxnVerifier | None] = lambda: None,
     ) -> None:
         """`rng`: where new member ids come from (None: random UUIDs; a simulation passes
-        its seeded one)."""
+        its seeded one). `txn_verifier`: asks transaction coordinators about a TxnOffsetCommit
+        (None: no verification, while the broker has no transaction coordinator)."""
         self._spawner = tasks  # its background tasks' owner (node_tasks)
+        self._txn_verifier = txn_verifier
         self._new_uuid = None if rng is None else functools.partial(_uuid_from, rng)
         self.broker_id = broker_id
         self.config = config if config is not None else GroupCoordinatorConfig()
@@ -1216,7 +1224,11 @@ class GroupCoordinator:
             metadata_max_bytes=self.config.offset_metadata_max_bytes,
             membership=lambda: (
                 shard.consumer.commit_error(
-                    group_id, request.member_id, request.generation_id, request.api_version
+                    group_id,
+                    request.member_id,
+                    request.generation_id,
+                    request.api_version,
+                    transactional=isinstance(request, cm.TxnOffsetCommitRequest),
                 )
                 if group_id in shard.consumer.groups
                 else shard.groups.commit_error(
@@ -1238,6 +1250,16 @@ class GroupCoordinator:
             return cm.OffsetCommitResponse(found)
         shard, refused, accepted = found
         if accepted:
+            unverified = await self._verify_txn(request, shard)
+            if unverified is not None:
+                return cm.OffsetCommitResponse(unverified)
+            if self._shards.get(shard.partition) is not shard:
+                return cm.OffsetCommitResponse(
+                    NotCoordinatorError(
+                        f"group {group_id!r}: broker {self.broker_id} is no longer the "
+                        f"coordinator of {shard.name}"
+                    )
+                )
             now_ms = self._wall_clock()
             records = _offset_records(group_id, accepted, now_ms)
             # No sequence: the partition checks a coordinator's batch for its epoch only.
@@ -1259,6 +1281,36 @@ class GroupCoordinator:
                 for delta, (key, value) in enumerate(records):
                     shard.pending.stage(request.producer_id, key, value, base_offset + delta)
         return cm.OffsetCommitResponse(None, _answers(request.entries, refused))
+
+    async def _verify_txn(
+        self, request: cm.TxnOffsetCommitRequest, shard: _Shard
+    ) -> KafkaError | None:
+        """KIP-890: the group's offsets partition must be in the producer's transaction before
+        its offsets are staged; TxnOffsetCommit v5 adds it (transaction version 2), older
+        versions only verify that AddOffsetsToTxn did. The error to answer, None when it is."""
+        verifier = self._txn_verifier()
+        if verifier is None:
+            return None
+        operation = operation_for_txn_offset_commit(request.api_version or 0)
+        tp = (CONSUMER_OFFSETS_TOPIC, shard.partition)
+        answers = await verifier.ask(
+            TxnPartitionsRequest(
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                (tp,),
+                verify_only=not operation.adds,
+            )
+        )
+        error = answers.get(tp)
+        if error is None:
+            return None
+        return client_error(
+            error,
+            operation,
+            produce=False,
+            where=f"group {request.group_id!r} (transactional id {request.transactional_id!r})",
+        )
 
     def on_markers_written(
         self, producer_id: int, committed: bool, partitions: Iterable[TopicPartitionKey]

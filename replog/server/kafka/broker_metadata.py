@@ -8,6 +8,9 @@ name asked for and absent, the image's offset; and where each broker's listener 
 A broker's Kafka answers (Metadata, DescribeCluster of brokers) name as `controller_id` a live
 broker, never the Raft leader (`controller_for_clients`): Kafka's KRaft rule (KIP-590), since a
 broker forwards every controller-bound request to the active controller itself.
+
+A SASL listener checks SCRAM users against the credentials of the broker's latest image
+(`image_credentials`), as Kafka's brokers check them against their CredentialCache.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
+from replog.common.scram_mechanism import ScramMechanism
 from replog.errors import UnknownTopicOrPartitionError
 from replog.quorum.controller.reads import BrokerView, MetadataView, PartitionView, TopicView
 from replog.quorum.controller.replication_control import ApiError
 from replog.quorum.metadata.image import MetadataImage
 from replog.quorum.metadata.records import Endpoint
+from replog.security.scram_credential import ScramCredential
 
 
 def metadata_view_from_image(
@@ -76,3 +81,22 @@ def listener_endpoint(image: MetadataImage, broker_id: int, listener_name: str) 
     if registration is None:
         return None
     return next((e for e in registration.endpoints if e.name == listener_name), None)
+
+
+def image_credentials(
+    image_of: Callable[[], MetadataImage],
+) -> Callable[[ScramMechanism], Callable[[str], ScramCredential | None]]:
+    """A SCRAM server's lookup over the latest image `image_of` gives, read at each lookup."""
+
+    def for_mechanism(mechanism: ScramMechanism) -> Callable[[str], ScramCredential | None]:
+        def credential(name: str) -> ScramCredential | None:
+            record = image_of().scram.credentials.get((name, mechanism.code))
+            if record is None:
+                return None
+            return ScramCredential(
+                record.salt, record.stored_key, record.server_key, record.iterations
+            )
+
+        return credential
+
+    return for_mechanism

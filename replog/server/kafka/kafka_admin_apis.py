@@ -307,6 +307,11 @@ class KafkaAdminApis:
             return None, error
         return answer, error_from_proto(answer)
 
+    async def forward_request(self, method: str, request: Any) -> tuple[Any, KafkaError | None]:
+        """`_forward` with the default timeout, for the other handler modules that share this
+        broker's forwarding (the ACL APIs, `kafka_sasl_apis`)."""
+        return await self._forward(method, request)
+
     # --- topics --------------------------------------------------------------------------------
 
     async def create_topics(

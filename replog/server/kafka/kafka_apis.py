@@ -26,6 +26,10 @@ Rules:
 - Metadata v0: an empty topic list means every topic; v1+: null means every topic, empty none.
 - DescribeTopicPartitions (KIP-966's, with the eligible leader replicas) is the broker's image
   in pages (`describe_topic_partitions`).
+- A Produce with a transactional id first passes the leader's transaction verification
+  (`produce_verifier`, KIP-890: a batch that begins its producer's transaction on a partition
+  waits for the coordinator to verify the partition, or with v12 to add it); a refused
+  partition is answered with the refusal and not appended.
 - Produce (v3-12, topics by name) goes through the broker's Produce core
   (`BrokerCores.produce`) with no protobuf in between:
   the records are the request's bytes as they arrived (never decoded here; the core checks
@@ -67,6 +71,10 @@ Rules:
   with epoch 0, answered at once. With one it goes to the broker's transaction coordinator
   (`TransactionCoordinator.init_producer_id`; COORDINATOR_NOT_AVAILABLE until it runs), its
   producer id and epoch given when both are set (KIP-360), INVALID_REQUEST when only one is.
+- With an authorizer (`authorizer.class.name`, `broker_authorizer`), every request passes the
+  per-API rules of `replog.kafka.api_authorization` first, on behalf of its connection's
+  principal: refused entries are answered there with Kafka's errors, the handler sees the
+  rest. Fetch asks in its handler, over the fetch session's whole partition list.
 - The admin APIs and the transaction APIs' refusals are `kafka_admin_apis.KafkaAdminApis`'s,
   passed in as an extension by the broker runtime; so are the consumer group APIs,
   `kafka_group_apis.KafkaGroupApis`'s.
@@ -77,7 +85,16 @@ from __future__ import annotations
 import contextlib
 import random
 import re
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+    Sized,
+)
 from dataclasses import replace
 from functools import partial
 from typing import Protocol, TypeVar
@@ -91,9 +108,11 @@ from replog.errors import (
     LeaderNotAvailableError,
     RecordsRejectedError,
     RequestRefusedError,
+    TopicAuthorizationFailedError,
     UnknownTopicIdError,
 )
 from replog.kafka import staleness_tag
+from replog.kafka.api_authorization import Caller, fetch_refused
 from replog.kafka.connection import Answer, KafkaRequest, Served
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
@@ -144,6 +163,7 @@ from replog.replication.fetch_session_cache import (
     new_context,
 )
 from replog.server.data_plane.broker_cores import BrokerCores, ProducerIds, init_producer_id
+from replog.server.kafka.broker_authorizer import BrokerAuthorizer, authorized
 from replog.server.kafka.broker_metadata import (
     controller_for_clients,
     listener_endpoint,
@@ -156,6 +176,7 @@ from replog.server.kafka.describe_topic_partitions import (
 from replog.server.kafka.kafka_features import FEATURES_VERSION, with_features
 from replog.server.raft.metadata_staleness import Staleness
 from replog.server.runtime.tolerant_service import Refused
+from replog.server.transactions.produce_verifier import ProduceVerifier
 from replog.server.transactions.transaction_coordinator import TransactionCoordinator
 from replog.topic_names import is_internal_topic
 from replog.wire import broker_codec
@@ -222,14 +243,20 @@ class KafkaApis:
         clock: Clock = monotonic_ms,
         extensions: Sequence[ApiHandlers] = (),
         transactions: Callable[[], TransactionCoordinator | None] | None = None,
+        produce_verifier: Callable[[], ProduceVerifier | None] = lambda: None,
         rng: random.Random | None = None,
+        authorizer: BrokerAuthorizer | None = None,
     ) -> None:
         """`transactions`: the broker's transaction coordinator (None while it has none);
-        not given, a transactional InitProducerId is refused (`broker_cores`). `rng`: the
+        not given, a transactional InitProducerId is refused (`broker_cores`).
+        `produce_verifier`: the transaction verification of a transactional Produce (None
+        while the data plane is not running: nothing is appended then). `rng`: the
         random choice of the controller named to clients (None: a fresh source; a simulation
         passes its seeded one)."""
         self.broker_id = broker_id
+        self._authorizer = authorizer  # None: authorization off (`authorizer.class.name`)
         self._transactions = transactions
+        self._produce_verifier = produce_verifier
         self._choose = (rng or random.Random()).choice
         self._served = dict(SERVED)
         self._extensions: dict[int, ApiHandlers] = {}
@@ -263,6 +290,16 @@ class KafkaApis:
         return self._served
 
     def handle(self, request: KafkaRequest, listener_name: str) -> Answer:
+        """`_handle` under the broker's authorizer, when it has one: the request's entries the
+        principal may not touch are answered with Kafka's errors, the rest handled
+        (`api_authorization`)."""
+        return authorized(
+            self._authorizer,
+            request,
+            lambda asked, caller: self._handle(asked, listener_name, caller),
+        )
+
+    def _handle(self, request: KafkaRequest, listener_name: str, caller: Caller | None) -> Answer:
         """The response to `request` (its key and version are in `SERVED`: the connection core
         refuses the others), None when the request gets none; an awaitable of it for the
         requests that wait (produce, a fetch in the purgatory, the extensions'), the response
@@ -276,7 +313,7 @@ class KafkaApis:
         if isinstance(body, ListOffsetsRequest):
             return self.list_offsets(body, request.api_version)
         if isinstance(body, FetchRequest):
-            return self.fetch(body, request.api_version)
+            return self.fetch(body, request.api_version, caller)
         if isinstance(body, MetadataRequest):
             return self.metadata(body, request.api_version, listener_name)
         if isinstance(body, DescribeTopicPartitionsRequest):
@@ -391,12 +428,27 @@ class KafkaApis:
             for topic in request.topic_data
             for data in topic.partition_data
         )
+        verifier = self._produce_verifier() if request.transactional_id else None
+        refused = (
+            {}
+            if verifier is None
+            else await verifier.verify(request.transactional_id, partitions, version)
+        )
+        # No await between the verification and the appends (`produce_verifier`).
         with self._refusals():
             answer = await service.produce(
-                m.ProduceRequest(request.acks, request.timeout_ms, partitions)
+                m.ProduceRequest(
+                    request.acks,
+                    request.timeout_ms,
+                    tuple(p for i, p in enumerate(partitions) if i not in refused)
+                    if refused
+                    else partitions,
+                )
             )
         if answer is None:
             return None
+        if refused:
+            answer = m.ProduceResponse(_with_refusals(partitions, refused, answer.partitions))
         return ProduceResponse(
             responses=[
                 TopicProduceResponse(
@@ -412,7 +464,7 @@ class KafkaApis:
     # --- Fetch ---------------------------------------------------------------------------------
 
     def fetch(
-        self, request: FetchRequest, version: int
+        self, request: FetchRequest, version: int, caller: Caller | None = None
     ) -> kf.FetchResponse | Awaitable[kf.FetchResponse]:
         """Through the broker's Fetch core (`BrokerCores.fetch`: its refusals and
         answer, the `ReplicaManager.fetch_or_wait` call, the records as the
@@ -458,24 +510,35 @@ class KafkaApis:
             return kf.FetchResponse(error_code=context.error.code)
         read = context.request
         known = tuple(p for p in read.partitions if not _unknown_id(p.topic))
+        # The session's whole partition list is asked about, on every fetch: a READ revoked
+        # since the last one refuses its topic now (Kafka's rule).
+        refused: Collection[str] = (
+            () if caller is None else fetch_refused((p.topic for p in known), caller)
+        )
+        if refused:
+            known = tuple(p for p in known if p.topic not in refused)
         if not known:  # (with none, the Broker service too answers at once, reading nothing)
-            return _fetch_response(context, (), version, self._clock())
+            return _fetch_response(context, (), version, self._clock(), refused)
         if len(known) < len(read.partitions):
             # Kafka answers at once when a partition has an error: an unknown topic id is one.
             read = replace(read, partitions=known, max_wait_ms=0)
         with self._refusals():
             fetched = service.fetch(read)
         if isinstance(fetched, m.FetchResponse):
-            return _fetch_response(context, fetched.partitions, version, self._clock())
-        return self._fetched_later(context, fetched, version)
+            return _fetch_response(context, fetched.partitions, version, self._clock(), refused)
+        return self._fetched_later(context, fetched, version, refused)
 
     async def _fetched_later(
-        self, context: FetchContext, fetched: Awaitable[m.FetchResponse], version: int
+        self,
+        context: FetchContext,
+        fetched: Awaitable[m.FetchResponse],
+        version: int,
+        refused: Collection[str],
     ) -> kf.FetchResponse:
         """The answer of a fetch that waited in the purgatory."""
         with self._refusals():
             response = await fetched
-        return _fetch_response(context, response.partitions, version, self._clock())
+        return _fetch_response(context, response.partitions, version, self._clock(), refused)
 
     def _topic_names(self, uses_ids: bool) -> Callable[[str, UUID], str]:
         """How a Fetch names a topic: its name up to v12, its id from v13 (looked up in the
@@ -707,10 +770,12 @@ def _fetch_response(
     fetched: Sequence[m.FetchPartitionResult],
     version: int,
     now_ms: int,
+    refused: Collection[str] = (),
 ) -> kf.FetchResponse:
     """The Kafka answer to the read of `context.request` whose known partitions' results are
-    `fetched` (each partition with an unknown topic id is UNKNOWN_TOPIC_ID): what the session
-    keeps of it, grouped by topic, each partition's records the bytes the log read."""
+    `fetched` (each partition with an unknown topic id is UNKNOWN_TOPIC_ID, each of a topic in
+    `refused` TOPIC_AUTHORIZATION_FAILED): what the session keeps of it, grouped by topic, each
+    partition's records the bytes the log read."""
     read = context.request
     results = {(r.topic, r.partition): r for r in fetched}
     session_id, answered = context.answer(
@@ -720,7 +785,9 @@ def _fetch_response(
                 or m.FetchPartitionResult(
                     p.topic,
                     p.partition,
-                    UnknownTopicIdError(f"Fetch: no topic has id {p.topic_id}"),
+                    TopicAuthorizationFailedError(f"Fetch: may not READ topic {p.topic}")
+                    if p.topic in refused
+                    else UnknownTopicIdError(f"Fetch: no topic has id {p.topic_id}"),
                 )
                 for p in read.partitions
             )
@@ -761,6 +828,20 @@ def _runs_by_topic(
         else:
             runs.append((result.topic, [result]))
     return runs
+
+
+def _with_refusals(
+    partitions: Sequence[m.ProducePartition],
+    refused: Mapping[int, KafkaError],
+    answered: Sequence[m.ProducePartitionResult],
+) -> tuple[m.ProducePartitionResult, ...]:
+    """One result per partition in request order: the refusals where given, else the
+    answers of the partitions produced, in their order."""
+    rest = iter(answered)
+    return tuple(
+        m.ProducePartitionResult(p.topic, p.partition, refused[i]) if i in refused else next(rest)
+        for i, p in enumerate(partitions)
+    )
 
 
 def _per_topic(

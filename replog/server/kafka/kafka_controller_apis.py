@@ -11,6 +11,10 @@ Rules:
   v0, which has no type) are UNSUPPORTED_ENDPOINT_TYPE: a controller describes controllers.
 - UnregisterBroker is a controller write (`QuorumController.unregister_broker`), answered once
   committed; a standby answers NOT_CONTROLLER (the admin client then asks the active one).
+- With an authorizer (`authorizer.class.name`), the ACLs of the controller's committed state
+  decide, by the rules of `api_authorization` (Kafka's ControllerApis asks the same):
+  UnregisterBroker needs ALTER on the cluster, DescribeQuorum DESCRIBE; ApiVersions and
+  DescribeCluster nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequ
 from replog.quorum.controller import reads
 from replog.quorum.controller.reads import FinalizedFeatures
 from replog.quorum.metadata.records import Endpoint
+from replog.server.kafka.broker_authorizer import BrokerAuthorizer, authorized
 from replog.server.kafka.kafka_admin_apis import (
     DESCRIBE_CLUSTER,
     ENDPOINT_TYPE_CONTROLLERS,
@@ -69,7 +74,10 @@ class KafkaControllerApis:
         controller_listeners: Callable[[], Awaitable[Mapping[int, Endpoint]]],
         quorum: KafkaQuorumApis,
         request_timeout_ms: int,
+        authorizer: BrokerAuthorizer | None = None,
     ) -> None:
+        """`authorizer`: over the controller's committed ACLs (None: authorization off)."""
+        self._authorizer = authorizer
         self._cluster_id = cluster_id
         self._controller = controller
         self._controller_listeners = controller_listeners
@@ -87,6 +95,11 @@ class KafkaControllerApis:
         return CONTROLLER_SERVED
 
     def handle(self, request: KafkaRequest, listener_name: str) -> Answer:
+        return authorized(
+            self._authorizer, request, lambda asked, _: self._handle(asked, listener_name)
+        )
+
+    def _handle(self, request: KafkaRequest, listener_name: str) -> Answer:
         body, version = request.body, request.api_version
         if isinstance(body, ApiVersionsRequest):
             return self.api_versions(body, version)

@@ -14,6 +14,18 @@ Rules (docs/kafka-protocol.md, "Listener"):
 - An SSL listener (`ssl_context` given) runs TLS on every connection before any Kafka byte
   (`tls_context.py`); a connection whose handshake fails (plaintext bytes, an untrusted or
   missing client certificate where one is required) is closed by asyncio, the listener goes on.
+- A SASL listener (`sasl` given: SASL_PLAINTEXT, or SASL_SSL with `ssl_context` too) runs
+  each connection's authentication through its `SaslAuthenticator` (`replog.kafka`): every
+  request is shown to it first, in arrival order, and it answers the SASL requests, closes the
+  connection on what it refuses (the answer written first), or lets the request through to the
+  handlers. A failed attempt is one WARNING line naming the listener, the peer and the cause
+  (never a password) and counted (`on_failed_authentication`).
+- A connection's principal (`KafkaConnection.principal`, which every request carries to the
+  authorizer) is `User:ANONYMOUS` until set: on a SASL listener, SASL_SSL included, what the
+  SASL exchange authenticated (a client certificate there names nobody, as in Kafka); on an
+  SSL listener its client certificate's subject mapped by `ssl.principal.mapping.rules`
+  (`principal_mapping`), a certificate no rule maps closing the connection with one WARNING
+  line. Its `client_host` is the peer's IP address.
 - `bind` binds and listens synchronously, so that the broker can register the port the OS
   chose for port 0; `start` accepts from then on (the node calls it once the broker serves
   clients: like Kafka's broker, it serves none before), `stop` closes the socket and every
@@ -65,6 +77,7 @@ import asyncio
 import contextlib
 import fcntl
 import logging
+import secrets
 import socket
 import ssl
 import struct
@@ -76,7 +89,13 @@ from typing import Protocol
 
 from replog.clock import monotonic_s
 from replog.config import positive_setting
-from replog.errors import KafkaConnectionError, KafkaError, RequestRefusedError
+from replog.errors import (
+    InvalidCertificateError,
+    KafkaConnectionError,
+    KafkaError,
+    NoMatchingPrincipalRuleError,
+    RequestRefusedError,
+)
 from replog.kafka.connection import (
     REQUEST_BYTES_MAX_DEFAULT,
     Answer,
@@ -86,7 +105,11 @@ from replog.kafka.connection import (
     request_label,
 )
 from replog.kafka.protocol.codec import Message
+from replog.kafka.sasl_authenticator import CredentialLookup, SaslAuthenticator, SaslStep
 from replog.net_address import format_host_port, format_peer
+from replog.security.principal import ANONYMOUS
+from replog.security.principal_mapping import PrincipalMapper, tls_principal
+from replog.server.config.sasl_config import SaslListenerConfig
 
 log = logging.getLogger("replog.server.kafka")
 
@@ -102,6 +125,10 @@ CLOSE_WAIT_MS_DEFAULT = 30_000
 SENDING_LOOKS_PER_IDLE = 8
 # Told of each answered request: its API key, seconds from its read to its answer.
 RequestObserver = Callable[[int, float], None]
+# Told of each failed SASL attempt: the listener's name and the mechanism ("" before one).
+FailedAuthenticationObserver = Callable[[str, str], None]
+# Random bytes in a SCRAM server nonce (RFC 5802 asks for an unpredictable one).
+SCRAM_NONCE_BYTES = 18
 # The listener settings read here (`socket.request.max.bytes` is the broker runtime's key too).
 KAFKA_LISTENER_PROPERTIES = frozenset({"queued.max.requests", "connections.max.idle.ms"})
 
@@ -148,9 +175,19 @@ class KafkaListener:
         config: KafkaListenerConfig | None = None,
         on_request: RequestObserver | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslListenerConfig | None = None,
+        on_failed_authentication: FailedAuthenticationObserver | None = None,
+        principal_mapper: PrincipalMapper | None = None,
     ) -> None:
+        """`principal_mapper`: `ssl.principal.mapping.rules` (an SSL listener's; DEFAULT if
+        not given)."""
         self.name = name
         self.ssl_context = ssl_context
+        self.sasl = sasl
+        self.on_failed_authentication = on_failed_authentication
+        # The SCRAM credentials SASL connections are checked against (`start`).
+        self.credentials: CredentialLookup | None = None
+        self.principal_mapper = principal_mapper or PrincipalMapper.from_rules()
         self.on_request = on_request
         self.host = host
         self.port = port
@@ -193,10 +230,13 @@ class KafkaListener:
             self._socket.close()
             self._socket = None
 
-    async def start(self, handlers: KafkaHandlers) -> None:
+    async def start(
+        self, handlers: KafkaHandlers, credentials: CredentialLookup | None = None
+    ) -> None:
         """Accept connections, served by `handlers` (binding first if `bind` was not
-        called)."""
+        called); a SASL listener checks SCRAM users against `credentials`."""
         self.handlers = handlers
+        self.credentials = credentials
         if self._socket is None:
             self.bind()
         assert self._socket is not None
@@ -205,10 +245,11 @@ class KafkaListener:
             lambda: _Connection(self), sock=self._socket, ssl=self.ssl_context
         )
         log.info(
-            "Kafka listener %s serving on %s%s",
+            "Kafka listener %s serving on %s%s%s",
             self.name,
             self.address,
             " with TLS" if self.ssl_context is not None else "",
+            "" if self.sasl is None else f" with SASL ({', '.join(self.sasl.mechanisms)})",
         )
 
     async def stop(self) -> None:
@@ -259,6 +300,7 @@ class _Connection(asyncio.Protocol):
         self._looked_at = self._loop.time()  # when the idle check last looked
         self._fd = -1  # the socket's
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._sasl: SaslAuthenticator | None = None  # on a SASL listener
         self.closed: asyncio.Future[None] = self._loop.create_future()
 
     # --- the transport's calls -----------------------------------------------------------------
@@ -276,8 +318,37 @@ class _Connection(asyncio.Protocol):
             self._handlers.served,
             request_bytes_max=self._listener.config.request_bytes_max,
         )
+        peername = transport.get_extra_info("peername")
+        if isinstance(peername, tuple):
+            self._core.client_host = str(peername[0])
+        if self._listener.ssl_context is not None and self._listener.sasl is None:
+            # SSL: the certificate names the principal (SASL_SSL: the SASL exchange does).
+            ssl_object = transport.get_extra_info("ssl_object")
+            certificate = None if ssl_object is None else ssl_object.getpeercert(binary_form=True)
+            try:
+                self._core.principal = tls_principal(certificate, self._listener.principal_mapper)
+            except (NoMatchingPrincipalRuleError, InvalidCertificateError) as exc:
+                # Kafka fails such a client's authentication: no principal, no requests.
+                log.warning(
+                    "Kafka listener %s: closing connection from %s: no principal for its "
+                    "certificate: %s",
+                    self._name,
+                    self.peer,
+                    exc,
+                )
+                transport.abort()
+                return
         self._listener._connections.add(self)
         self._idle_timer = self._loop.call_later(self._idle_s(), self._idle_check)
+        sasl = self._listener.sasl
+        if sasl is not None:
+            self._sasl = SaslAuthenticator(
+                sasl.mechanisms,
+                plain_users=sasl.plain_users,
+                credentials=self._listener.credentials or _no_credentials,
+                new_nonce=lambda: secrets.token_urlsafe(SCRAM_NONCE_BYTES),
+                reauth_ms=sasl.reauth_ms,
+            )
 
     def data_received(self, data: bytes) -> None:
         if self._closing_from is not None:
@@ -386,6 +457,13 @@ class _Connection(asyncio.Protocol):
         done, in a task. While an earlier request of the connection is still being handled,
         the handler is asked in a task too: handlers are asked in arrival order."""
         started = monotonic_s()
+        if self._sasl is not None:
+            step = self._sasl.step(
+                request.api_key, request.api_version, request.body, int(started * 1000)
+            )
+            if step is not None:
+                self._sasl_step(request, step, started)
+                return
         if self._handling:
             self._spawn(request, started, lambda: self._handlers.handle(request, self._name))
             return
@@ -398,6 +476,22 @@ class _Connection(asyncio.Protocol):
             self._answered(request, answer, started)
         else:
             self._spawn(request, started, lambda: answer)
+
+    def _sasl_step(self, request: KafkaRequest, step: SaslStep, started: float) -> None:
+        """Apply what the authenticator decided for `request`: the connection's principal and
+        framing, its answer, and a close after it."""
+        sasl, core = self._sasl, self._core
+        assert sasl is not None and core is not None
+        core.principal = sasl.principal or ANONYMOUS
+        core.raw_sasl_tokens = sasl.raw_tokens
+        if step.failed_attempt:
+            observe = self._listener.on_failed_authentication
+            if observe is not None:
+                observe(self._name, sasl.mechanism)
+        if step.close:
+            # Closed after its answer: the request after it is where reading stops.
+            self._fail(_Refused(step.failure or "SASL refused", request.sequence + 1))
+        self._answered(request, step.response, started)
 
     def _spawn(self, request: KafkaRequest, started: float, ask: Callable[[], Answer]) -> None:
         task = self._loop.create_task(self._handle(request, started, ask))
@@ -583,6 +677,11 @@ def send_at_once(sock: socket.socket | TransportSocket) -> None:
     later. Never raises: a socket that refuses the option still carries the answers."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _no_credentials(mechanism: object) -> Callable[[str], None]:
+    """The SCRAM lookup of a listener started without credentials: no user has one."""
+    return lambda name: None
 
 
 def _failure(request: KafkaRequest, exc: BaseException) -> Exception:

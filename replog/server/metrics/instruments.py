@@ -169,6 +169,14 @@ class NodeMetrics:
             registry=self.registry,
         )
         self._kafka_request_children: dict[int, Histogram] = {}
+        # Kafka's failed-authentication-total, per listener and mechanism.
+        self.failed_authentications = Counter(
+            "replog_failed_authentication",
+            "SASL authentications that failed on a Kafka listener (wrong password, unknown "
+            "user or mechanism, a request out of order), by listener and mechanism",
+            ["listener", "mechanism"],
+            registry=self.registry,
+        )
         self.event_loop_stall = Histogram(
             "replog_event_loop_stall_seconds",
             "How much later than asked the node's event loop ran a 10 ms timer: the stall "
@@ -190,3 +198,7 @@ class NodeMetrics:
             child = self.kafka_request_duration.labels(api_name(api_key))
             self._kafka_request_children[api_key] = child
         child.observe(seconds)
+
+    def failed_authentication(self, listener: str, mechanism: str) -> None:
+        """One failed SASL attempt on Kafka listener `listener` ("" before a mechanism)."""
+        self.failed_authentications.labels(listener=listener, mechanism=mechanism or "none").inc()

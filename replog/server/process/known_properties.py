@@ -28,7 +28,9 @@ from replog.server.config import (
     replica_manager_config,
     transaction_coordinator_config,
 )
+from replog.server.config.authorizer_config import AUTHORIZER_PROPERTIES
 from replog.server.config.node_config import CONTROLLER_PROPERTIES, NODE_PROPERTIES
+from replog.server.config.sasl_config import SASL_PROPERTIES, is_listener_sasl_key
 from replog.server.config.tls_config import TLS_PROPERTIES
 from replog.server.kafka.kafka_listener import KAFKA_LISTENER_PROPERTIES
 from replog.storage import log_config, log_manager
@@ -42,6 +44,8 @@ KNOWN_NODE_PROPERTIES = frozenset(
     | BROKER_PROPERTIES
     | KAFKA_LISTENER_PROPERTIES
     | TLS_PROPERTIES
+    | SASL_PROPERTIES
+    | AUTHORIZER_PROPERTIES
     | BROKER_CONFIGS.keys()
     | replica_manager_config.PROPERTY_NAMES.keys()
     | group_coordinator_config.PROPERTY_NAMES.keys()
@@ -60,6 +64,8 @@ def unknown_properties(properties: Mapping[str, str]) -> list[str]:
     """One message per key no part of the node reads, naming the closest known key."""
     messages = []
     for key in sorted(properties.keys() - KNOWN_NODE_PROPERTIES):
+        if is_listener_sasl_key(key):
+            continue  # a listener's own SASL settings (`sasl_config`)
         close = difflib.get_close_matches(key, KNOWN_NODE_PROPERTIES, n=1, cutoff=0.8)
         hint = f" (did you mean {close[0]}?)" if close else ""
         messages.append(f"{key} is not a setting replog knows; it is ignored{hint}")

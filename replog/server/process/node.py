@@ -66,7 +66,7 @@ from replog.errors import BrokerLifecycleError, KafkaStorageError
 from replog.net_address import format_host_port
 from replog.quorum.metadata.records import Endpoint
 from replog.server.broker.broker_runtime import BrokerRuntime, data_plane_config_from_node
-from replog.server.config.node_config import WILDCARD_BIND_HOST, NodeConfig
+from replog.server.config.node_config import TLS_PROTOCOLS, WILDCARD_BIND_HOST, NodeConfig
 from replog.server.controller.controller_driver import ControllerDriver
 from replog.server.controller.controller_service import (
     REQUEST_TIMEOUT_MS_DEFAULT,
@@ -75,6 +75,8 @@ from replog.server.controller.controller_service import (
 )
 from replog.server.data_plane.broker_service import add_broker_service
 from replog.server.data_plane.replica_fetch_service import add_replica_fetch_service
+from replog.server.kafka.broker_authorizer import BrokerAuthorizer, committed_acls
+from replog.server.kafka.broker_metadata import image_credentials
 from replog.server.kafka.kafka_controller_apis import KafkaControllerApis
 from replog.server.kafka.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis, describe_from_leader
@@ -152,8 +154,8 @@ class Node:
         self.stall_monitor = LoopStallMonitor(
             self.metrics.event_loop_stall.observe, warn_s=warn_stall_s(os.environ)
         )
-        # Kafka listeners (`listeners` entries after the first with protocol PLAINTEXT or SSL,
-        # the SSL ones with the TLS context of the `ssl.*` settings): bound
+        # Kafka listeners (`listeners` entries after the first; the SSL and SASL_SSL ones with
+        # the TLS context of the `ssl.*` settings, the SASL ones with their SASL settings): bound
         # now, so the broker registers their ports; they accept once its metadata caught up.
         # Bound before the gRPC port: a failed construction releases their ports, but gRPC
         # gives back a bound port only when a started server stops (`_close_unstarted`), so a
@@ -163,7 +165,7 @@ class Node:
             kafka_config = KafkaListenerConfig.from_properties(config.properties)
             tls = None
             if config.tls is not None and any(
-                e.security_protocol == "SSL" for e in config.kafka_listeners
+                e.security_protocol in TLS_PROTOCOLS for e in config.kafka_listeners
             ):
                 tls = server_ssl_context(config.tls)
             for endpoint in config.kafka_listeners:
@@ -173,7 +175,10 @@ class Node:
                     endpoint.port,
                     kafka_config,
                     on_request=self.metrics.kafka_request,
-                    ssl_context=tls if endpoint.security_protocol == "SSL" else None,
+                    ssl_context=tls if endpoint.security_protocol in TLS_PROTOCOLS else None,
+                    sasl=config.sasl.get(endpoint.name),
+                    principal_mapper=config.authorizer.principal_mapper,
+                    on_failed_authentication=self.metrics.failed_authentication,
                 )
                 self.kafka_listeners.append(listener)
                 listener.bind()
@@ -237,6 +242,11 @@ class Node:
                 controller_listeners=self.controller_endpoints.lookup,
                 quorum=quorum_apis,
                 request_timeout_ms=REQUEST_TIMEOUT_MS_DEFAULT,
+                authorizer=(
+                    BrokerAuthorizer(config.authorizer, committed_acls(self.controller.controller))
+                    if config.authorizer.enabled
+                    else None
+                ),
             )
         metadata_log = MetadataLogService(
             self.driver,
@@ -370,8 +380,9 @@ class Node:
             await broker.wait_until_running()
         except BrokerLifecycleError:
             return  # it shut down first: the broker role says why (`_until_broker_failed`)
+        credentials = image_credentials(lambda: broker.image)
         for listener in self.kafka_listeners:
-            await listener.start(broker.kafka_apis)
+            await listener.start(broker.kafka_apis, credentials)
 
     async def _close_unstarted(self) -> None:
         """After a failed start (nothing runs yet): release the ports and the metadata log.

@@ -43,7 +43,7 @@ reachable, cost no later full collection; one slow collection per growth spurt, 
 every few seconds while the heap stays that size. Nothing thaws after these two: they rely on
 what a metadata change drops (a deleted topic's entries, a replaced image) holding no
 reference cycle, so that reference counting frees it though it was frozen
-(tests/server/test_collector.py keeps to that).
+(tests/server/runtime/test_collector.py keeps to that).
 
 Rules:
 - `gc.freeze` is process-wide, so only process entry points (`replog node`) turn this on

@@ -1,5 +1,6 @@
-"""GrpcMarkerChannel: a transaction coordinator's WriteTxnMarkers to the partition leaders, over
-the Broker gRPC service (`broker.proto`, `data_plane.broker_service`) of each leader.
+"""GrpcMarkerChannel: a transaction coordinator's WriteTxnMarkers to the partition leaders, and
+a leader's AddPartitionsToTxn to the transaction coordinator (KIP-890), over the Broker gRPC
+service (`broker.proto`, `data_plane.broker_service`) of the other broker.
 
 Rules:
 - A leader is reached at its first registered endpoint in this broker's metadata image, the
@@ -8,18 +9,20 @@ Rules:
 - The request carries `request_timeout_ms` (Kafka writes its markers with
   `request.timeout.ms`); the call's deadline adds a margin, so a slow ISR comes back as a
   partition's REQUEST_TIMED_OUT in the answer, not as a failed call.
-- Each partition's error crosses as its Kafka error (`txn_marker_codec`); the answer is one
-  mapping per marker sent, in order (`MarkerChannel`).
+- Each partition's error crosses as its Kafka error (`txn_marker_codec`,
+  `txn_partitions_codec`); the markers' answer is one mapping per marker sent, in order
+  (`MarkerChannel`), AddPartitionsToTxn's one mapping of the partitions asked.
 - A call that fails as a whole raises a typed error naming the broker: no address
   (NetworkError), the call's gRPC status (UNAVAILABLE and CANCELLED NetworkError,
   DEADLINE_EXCEEDED RequestTimedOutError, other statuses UnknownServerError), or an answer
-  without one result per marker (MalformedResponseError); `TxnMarkerSender` retries every
-  partition the call carried.
+  without one result per marker or partition (MalformedResponseError); `TxnMarkerSender`
+  retries every partition the call carried, a leader's produce answers it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import grpc
 
@@ -36,9 +39,11 @@ from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.replication import messages as m
 from replog.wire import txn_marker_codec as codec
+from replog.wire import txn_partitions_codec
 from replog.wire.redialing_channel import RedialingChannel
 
 RPC = "WriteTxnMarkers"
+ADD_PARTITIONS_RPC = "AddPartitionsToTxn"
 DEADLINE_MARGIN_MS = 5_000  # beyond the request's own timeout, so the leader answers it first
 
 _STATUS_ERRORS: dict[grpc.StatusCode, type[KafkaError]] = {
@@ -85,14 +90,7 @@ class GrpcMarkerChannel:
                 timeout_ms=self._request_timeout_ms,
             )
         )
-        try:
-            answer: pb.WriteTxnMarkersResponse = await channel.call_rpc(
-                RPC, request, (self._request_timeout_ms + DEADLINE_MARGIN_MS) / 1000
-            )
-        except grpc.aio.AioRpcError as exc:
-            code = exc.code()
-            error_type = _STATUS_ERRORS.get(code, UnknownServerError)
-            raise error_type(f"{where}: {RPC} failed: {code.name}: {exc.details()}") from None
+        answer: pb.WriteTxnMarkersResponse = await self._call(channel, where, RPC, request)
         results = codec.response_from_proto(answer, f"{RPC} from {where}").markers
         if len(results) != len(markers):
             raise MalformedResponseError(
@@ -100,6 +98,44 @@ class GrpcMarkerChannel:
                 f"{len(markers)} markers"
             )
         return [{(p.topic, p.partition): p.error for p in result.partitions} for result in results]
+
+    async def add_partitions(
+        self, broker_id: int, request: m.TxnPartitionsRequest
+    ) -> dict[TopicPartitionKey, KafkaError | None]:
+        """Ask the transaction coordinator at `broker_id` to add (or verify) `request`'s
+        partitions: each partition's error, None where it is in the transaction."""
+        channel = self._channel(broker_id)
+        where = f"broker {broker_id} at {channel.address}"
+        answer: pb.AddPartitionsToTxnResponse = await self._call(
+            channel, where, ADD_PARTITIONS_RPC, txn_partitions_codec.request_to_proto(request)
+        )
+        results = txn_partitions_codec.response_from_proto(
+            answer, f"{ADD_PARTITIONS_RPC} from {where}"
+        ).partitions
+        found = {(r.topic, r.partition): r.error for r in results}
+        if set(found) != set(request.partitions):
+            raise MalformedResponseError(
+                f"{where} answered {ADD_PARTITIONS_RPC} for {sorted(found)}, asked for "
+                f"{sorted(request.partitions)}"
+            )
+        return found
+
+    async def _call(
+        self,
+        channel: RedialingChannel[broker_pb2_grpc.BrokerStub],
+        where: str,
+        rpc: str,
+        request: Any,
+    ) -> Any:
+        """`rpc`'s answer; a failed call raises its typed error (module Rules)."""
+        try:
+            return await channel.call_rpc(
+                rpc, request, (self._request_timeout_ms + DEADLINE_MARGIN_MS) / 1000
+            )
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            error_type = _STATUS_ERRORS.get(code, UnknownServerError)
+            raise error_type(f"{where}: {rpc} failed: {code.name}: {exc.details()}") from None
 
     def _channel(self, broker_id: int) -> RedialingChannel[broker_pb2_grpc.BrokerStub]:
         address = self._addresses(broker_id)

@@ -31,14 +31,20 @@ Rules:
   (`set_priority`): lowering is always allowed, raising as a promotion; where that is refused,
   the owner `discard`s the child (killed, not waited for: an idle child may wait seconds for
   a core even to exit) and starts another.
-- Messages: a 4-byte length, then a pickle. The parent sends `pass` (a `PassPlan`, the key
-  map's size) and `stop`. The child keeps its key map between passes, runs the pass over the
-  plan's segment files through `LOCAL_FS` and asks the parent: `read` every `REPORT_BYTES`
-  read (the parent's throttle may sleep, then `go`), `swap` for a group's synced `.cleaned`
-  segment, its indexes written and synced with it (the parent swaps it in and answers
-  `swapped`, whether it did). A pass ends with `done`
-  (its `CleaningPass`) or `failed` (the exception's name and message). Every message of the
-  child ends with the bytes read since its last one.
+- Messages: a 4-byte length, then a pickle. The parent sends `pass` (a `PassPlan`, the key map's
+  size, the read report's size), `report` and `stop`. The child keeps its key map between
+  passes, runs the pass over the plan's segment files through `LOCAL_FS` and asks the parent:
+  `read` every report's size read, only while the cleaner's I/O is throttled (the parent's
+  throttle may sleep, then `go`; unthrottled, the size is None and the child asks nothing until
+  its swap), `swap` for the synced `.cleaned` segments of one or more groups, their indexes
+  written and synced with them (the parent swaps them in, the directory's syncs and the replaced
+  files' removal included, and answers `swapped`, whether it did). A pass ends with `done` (its
+  `CleaningPass`) or `failed` (the exception's name and message). Every message of the child
+  ends with the bytes read since its last one. A throttle set or lifted during a pass reaches
+  the child as `report` (the new size), which it takes wherever it reads its stdin. So an
+  unthrottled pass of a log whose cleaned groups fit in one swap
+  (`log_cleaning.SWAP_BATCH_BYTES`) is three turns of the parent's thread: `pass`, `swap`,
+  `done`.
 - Stopping: once the caller's `should_stop` answers True (asked at each message, when
   `interrupt` wakes the parent, and every `POLL_S`) the parent sends `stop` and answers nothing
   more; the child sees it as the answer it waits for or between two batches (it looks at its
@@ -74,6 +80,7 @@ from typing import Any
 from replog.clock import monotonic_s
 from replog.errors import CleaningProcessError, CleaningProcessGoneError
 from replog.storage.cleaner.log_cleaning import (
+    CleanedGroup,
     CleaningPass,
     LogPass,
     SealedSegment,
@@ -256,18 +263,20 @@ class CleaningProcess:
         should_stop: Callable[[], bool],
         on_read: Callable[[int], None],
         should_promote: Callable[[], bool] = lambda: False,
+        throttled: Callable[[], bool] = lambda: True,
     ) -> CleaningPass:
         """Run the pass `prepared` plans in the child with a key map of `map_bytes`, its swaps
-        here, promoted once `should_promote` says so (module Rules). CleaningProcessGoneError,
-        CleaningProcessError."""
+        here, promoted once `should_promote` says so, its reads reported while `throttled`
+        says so (module Rules). CleaningProcessGoneError, CleaningProcessError."""
         if self._gone is not None:
             raise self._gone
         plan = prepared.plan
         by_base = {s.base_offset: s for s in plan.segments}
         stop_sent: float | None = None
+        report_bytes = REPORT_BYTES if throttled() else None
 
         def stop_if_asked() -> None:
-            nonlocal stop_sent
+            nonlocal stop_sent, report_bytes
             if self.priority == IDLE and should_promote() and not self.promote():
                 raise _KilledIdle
             if stop_sent is None:
@@ -276,12 +285,15 @@ class CleaningProcess:
                         raise _KilledIdle
                     self._send(plan.name, ("stop",))
                     stop_sent = monotonic_s()
+                elif (wanted := REPORT_BYTES if throttled() else None) != report_bytes:
+                    report_bytes = wanted
+                    self._send(plan.name, ("report", wanted))
             elif monotonic_s() - stop_sent > STOP_WAIT_S:
                 raise self._gone_error(plan.name, f"it did not stop within {STOP_WAIT_S:g} s")
 
         try:
             self._drain_wakes()
-            self._send(plan.name, ("pass", plan, map_bytes))
+            self._send(plan.name, ("pass", plan, map_bytes, report_bytes))
             while True:
                 message = self._receive(plan.name, stop_if_asked)
                 kind = message[0]
@@ -301,8 +313,10 @@ class CleaningProcess:
                 if kind == "read":
                     self._send(plan.name, ("go",))
                 elif kind == "swap":
-                    replaced = [by_base[base] for base in message[1]]
-                    self._send(plan.name, ("swapped", prepared.swap(replaced, message[2])))
+                    groups = [
+                        ([by_base[b] for b in bases], cleaned) for bases, cleaned in message[1]
+                    ]
+                    self._send(plan.name, ("swapped", prepared.swap(groups)))
                 else:
                     raise self._gone_error(plan.name, f"it sent {kind!r}")
         except CleaningProcessError:
@@ -397,8 +411,9 @@ class CleaningProcess:
 class _ChildPass:
     """The child's side of one pass: its callbacks for `run_pass`."""
 
-    def __init__(self, pipe: _Pipe) -> None:
+    def __init__(self, pipe: _Pipe, report_bytes: int | None) -> None:
         self._pipe = pipe
+        self._report_bytes = report_bytes
         self._read = 0
         self._next_poll = 0.0
         self.stopped = False
@@ -408,22 +423,33 @@ class _ChildPass:
         read, self._read = self._read, 0
         return read
 
+    def _take(self, message: Message | None) -> bool:
+        """Apply a message the parent sent unasked (a stop, EOF, a report's size); whether
+        it was one."""
+        if message is None:
+            self.eof = self.stopped = True
+        elif message[0] == "stop":
+            self.stopped = True
+        elif message[0] == "report":
+            self._report_bytes = message[1]
+        else:
+            return False
+        return True
+
     def _ask(self, message: Message) -> Message | None:
         """Send `message`, then its answer; None once stopped (a stop, EOF)."""
         try:
             self._pipe.send(message)
-            answer = self._pipe.receive()
+            while self._take(answer := self._pipe.receive()) and not self.stopped:
+                pass
         except (BrokenPipeError, ConnectionResetError):
-            answer = None
-        if answer is None:
-            self.eof = self.stopped = True
-        elif answer[0] == "stop":
-            self.stopped = True
+            self._take(None)
         return None if self.stopped else answer
 
     def on_read(self, size: int) -> None:
         self._read += size
-        if self._read >= REPORT_BYTES and not self.stopped:
+        report = self._report_bytes
+        if report is not None and self._read >= report and not self.stopped:
             self._ask(("read", self.take_read()))
 
     def should_stop(self) -> bool:
@@ -431,19 +457,18 @@ class _ChildPass:
             now = monotonic_s()
             if now >= self._next_poll:
                 self._next_poll = now + CHILD_POLL_S
-                if self._pipe.readable():
-                    message = self._pipe.receive()
-                    self.eof = message is None
-                    self.stopped = message is None or message[0] == "stop"
+                while not self.stopped and self._pipe.readable():
+                    self._take(self._pipe.receive())  # anything else: a stale answer
         return self.stopped
 
-    def swap(self, replaced: Sequence[SealedSegment], cleaned: str) -> bool:
+    def swap(self, groups: Sequence[CleanedGroup]) -> bool:
         answer = None
         if not self.stopped:
-            bases = [s.base_offset for s in replaced]
-            answer = self._ask(("swap", bases, cleaned, self.take_read()))
+            asked = [([s.base_offset for s in replaced], cleaned) for replaced, cleaned in groups]
+            answer = self._ask(("swap", asked, self.take_read()))
         if answer is None:
-            discard_cleaned(LOCAL_FS, cleaned)  # not swapped in: the pass ends here
+            for _, cleaned in groups:  # not swapped in: the pass ends here
+                discard_cleaned(LOCAL_FS, cleaned)
             return False
         return bool(answer[1])
 
@@ -466,11 +491,11 @@ def main() -> None:
     map_bytes = 0
     while (message := pipe.receive()) is not None:
         if message[0] != "pass":
-            continue  # a stop for a pass that had ended
-        _, plan, wanted_bytes = message
+            continue  # a stop or a report's size for a pass that had ended
+        _, plan, wanted_bytes, report_bytes = message
         if offset_map is None or wanted_bytes != map_bytes:
             offset_map, map_bytes = OffsetMap(wanted_bytes), wanted_bytes
-        child = _ChildPass(pipe)
+        child = _ChildPass(pipe, report_bytes)
         answer: Message
         try:
             result = run_pass(

@@ -12,13 +12,14 @@ Rules:
   one is started (`CleaningStates.start`) under the lock, so no two threads clean one log.
   An entry out of the log's range is reset to the log start (Kafka's forced update).
 - A pass runs for a cleaner thread with that thread's key map (the dedupe buffer split among
-  `log.cleaner.threads`), reading through the shared I/O throttle: with `use_processes`, in
-  the thread's child process (`cleaning_process`, started at its first pass: one that cannot
-  start is a WARNING and the threads clean from then on), else on the thread itself
-  (`log_cleaning.clean_log`). It stops at its next batch once its cleaning is aborted, its log
-  stops compacting (a policy change) or the cleaner shuts down; a throttle's wait ends at once
-  for the first and last, and an abort or the shutdown wakes a thread waiting on its child.
-  A child that dies abandons its pass (the log stays cleanable, the entry does not move);
+  `log.cleaner.threads`), reading through the shared I/O throttle (a child reports its reads
+  only while the throttle `limits`: unthrottled, they cost the thread no turn): with
+  `use_processes`, in the thread's child process (`cleaning_process`, started at its first pass:
+  one that cannot start is a WARNING and the threads clean from then on), else on the thread
+  itself (`log_cleaning.clean_log`). It stops at its next batch once its cleaning is aborted,
+  its log stops compacting (a policy change) or the cleaner shuts down; a throttle's wait ends
+  at once for the first and last, and an abort or the shutdown wakes a thread waiting on its
+  child. A child that dies abandons its pass (the log stays cleanable, the entry does not move);
   the thread's next pass starts another.
 - The pass's end (Kafka's `doneCleaning`), under the lock: when it was neither abandoned nor
   aborted, the log's entry moves to the offset it reached; the state ends (an aborted one
@@ -55,11 +56,11 @@ Rules:
   while it waited for a core kept appends waiting). `shutdown` closes the
   children.
 - `reconfigure` (a dynamic broker config, `cleaner_config.reconfigured`) changes a running
-  cleaner without a restart: the throttle's rate at once (a thread waiting on the throttle
-  stops waiting), the backoff at each thread's next sleep (sleeping threads wake), more
-  threads start at once, fewer end at their next round (a running pass ends first, and a
-  thread's child goes with it), and a thread's key map is made again at its next pass when
-  its share of the buffer changed.
+  cleaner without a restart: the throttle's rate at once (a thread waiting on the throttle stops
+  waiting, a child's pass starts or stops reporting its reads), the backoff at each thread's
+  next sleep (sleeping threads wake), more threads start at once, fewer end at their next round
+  (a running pass ends first, and a thread's child goes with it), and a thread's key map is made
+  again at its next pass when its share of the buffer changed.
 """
 
 from __future__ import annotations
@@ -290,9 +291,6 @@ class LogCleaner:
         def should_stop() -> bool:
             return self._states.is_aborted(tp) or self._stop.is_set() or not target.config.compacts
 
-        def on_read(size: int) -> None:
-            self._throttled(tp, size)
-
         def should_promote() -> bool:
             grown = pass_run.promote_at_bytes
             pass_run.promoted = self._clock() >= pass_run.promote_at_ms or (
@@ -310,15 +308,16 @@ class LogCleaner:
                 open_segment=prepared.open_segment,
                 swap=prepared.swap,
                 should_stop=should_stop,
-                on_read=on_read,
+                on_read=lambda size: self._throttled(tp, size, hand_over=True),
             )
         try:
             return process.run(
                 prepared,
                 self.config.buffer_per_thread,
                 should_stop=should_stop,
-                on_read=on_read,
+                on_read=lambda size: self._throttled(tp, size, hand_over=False),
                 should_promote=should_promote,
+                throttled=self._throttle_limits,
             )
         except CleaningProcessGoneError as exc:  # the next pass starts another (`_process`)
             log.error("%s", exc)
@@ -449,7 +448,13 @@ class LogCleaner:
             offset_map = self._maps[thread] = OffsetMap(memory)
         return offset_map
 
-    def _throttled(self, tp: TopicPartitionKey, size: int) -> None:
+    def _throttle_limits(self) -> bool:
+        with self._throttle_lock:
+            return self._throttle.limits
+
+    def _throttled(self, tp: TopicPartitionKey, size: int, *, hand_over: bool) -> None:
+        """Note `size` bytes read by `tp`'s pass, and sleep as the throttle says; `hand_over`:
+        the pass runs on this thread (below)."""
         with self._throttle_lock:
             sleep_ms = self._throttle.observe(size, self._timer())
             rate = self._throttle.rate
@@ -466,7 +471,7 @@ class LogCleaner:
                     ),
                     sleep_ms / 1000,
                 )
-        else:
+        elif hand_over:
             # Hand the interpreter's lock over between two batches: a thread waiting for it
             # (the event loop) would otherwise wait out the 5 ms switch interval each time.
             time.sleep(0)
@@ -624,9 +629,12 @@ class LogCleaner:
                 self._maps.extend([None] * missing)
                 self._last.extend([None] * missing)
             with self._throttle_lock:
-                if config.io_max_bytes_per_second != self._throttle.rate:
+                rate_changed = config.io_max_bytes_per_second != self._throttle.rate
+                if rate_changed:
                     self._throttle.set_rate(config.io_max_bytes_per_second, self._timer())
             self._lock.notify_all()  # a thread waiting on the throttle
+            if rate_changed:
+                self._interrupt_processes()  # a child's reports start or stop
         if self._started:
             self._start_threads()
         self._wake.set()  # sleeping threads: the new backoff, or their end

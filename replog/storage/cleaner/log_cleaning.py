@@ -14,15 +14,22 @@ Rules:
   group's batches go through one `BatchFilter` (one transaction state for the whole pass,
   one `now_ms`) into `<base>.log.cleaned`, indexed as it is written (Kafka's sparse rule,
   `index.interval.bytes`: `<base>.index.cleaned`, `<base>.timeindex.cleaned`); the three files
-  are synced and swapped in (`Log.replace_with_cleaned`, `segment_swap`), so the swap under
-  the log's lock builds and syncs nothing. A batch past the map's reach is copied as it is.
+  are synced, so the swap under the log's lock builds and syncs nothing. A batch past the
+  map's reach is copied as it is.
+- The cleaned groups are swapped in together (`Log.replace_with_cleaned`, `segment_swap`):
+  once those written and not yet swapped hold `SWAP_BATCH_BYTES` or more, and at the pass's
+  end. One swap, with its two directory syncs and two turns of the log's lock, serves many
+  small groups (a log of small segments); a group of segments of Kafka's default size is a
+  swap of its own, as Kafka swaps each group. So at most `SWAP_BATCH_BYTES` and a group of
+  cleaned bytes wait on the disk beside the segments they replace.
 - The segments are read without the log's lock (sealed segments do not change); if the log
-  changed meanwhile (a truncation, a deletion, a close: a read fails or the swap is refused),
-  or the caller asks it to stop (`should_stop`, Kafka's `checkDone`), the pass stops there,
-  abandoned: what was swapped in stays, nothing else changes, and the
-  checkpoint must not move (`CleaningPass.abandoned`). A record that does not parse also
-  abandons the pass, and `CleaningPass.corrupt` says where: the caller tells damage from a
-  concurrent change (a truncation rewrote the bytes it read) by the log's truncation count.
+  changed meanwhile (a truncation, a deletion, a close: a read fails or the swap is refused), or
+  the caller asks it to stop (`should_stop`, Kafka's `checkDone`), the pass stops there,
+  abandoned: what was swapped in stays, the cleaned groups not swapped yet are removed, nothing
+  else changes, and the checkpoint must not move (`CleaningPass.abandoned`). A record that does
+  not parse also abandons the pass, and `CleaningPass.corrupt` says where: the caller tells
+  damage from a concurrent change (a truncation rewrote the bytes it read) by the log's
+  truncation count.
 - `on_read(bytes)` hears of every batch read, before it is used: the caller's I/O throttle
   (`log.cleaner.io.max.bytes.per.second`) sleeps there.
 - A pass is planned from its log (`prepare_pass`: the sealed segments' paths and sizes, the
@@ -62,6 +69,7 @@ from replog.storage.segment_swap import cleaned_paths, discard_cleaned
 log = logging.getLogger("replog.storage.cleaner")
 
 _READ_BYTES = 1 << 20
+SWAP_BATCH_BYTES = 64 << 20
 _OFFSET_INDEX_ENTRY_BYTES = 8
 _TIME_INDEX_ENTRY_BYTES = 12
 
@@ -111,7 +119,9 @@ class PassPlan:
 
 
 OpenSegment = Callable[[SealedSegment], AbstractContextManager[SegmentFile]]
-Swap = Callable[[Sequence[SealedSegment], str], bool]
+# A cleaned group: the segments it replaces and its `.cleaned` log file.
+CleanedGroup = tuple[Sequence[SealedSegment], str]
+Swap = Callable[[Sequence[CleanedGroup]], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +138,16 @@ class LogPass:
         """The log's own open file of `segment` (not closed here)."""
         yield self.segments[segment.base_offset].log_file
 
-    def swap(self, replaced: Sequence[SealedSegment], cleaned: str) -> bool:
-        """Swap `cleaned` in for `replaced` (`Log.replace_with_cleaned`); False when the log
-        changed since the plan was taken, and the `.cleaned` files are removed."""
-        segments = [self.segments[s.base_offset] for s in replaced]
+    def swap(self, groups: Sequence[CleanedGroup]) -> bool:
+        """Swap each group's cleaned segment in for the segments it replaces, all at once
+        (`Log.replace_with_cleaned`); False when the log changed since the plan was taken,
+        and the `.cleaned` files are removed."""
         swapped = self.target.replace_with_cleaned(
-            segments, cleaned, truncation_count=self.truncations
+            [
+                ([self.segments[s.base_offset] for s in replaced], cleaned)
+                for replaced, cleaned in groups
+            ],
+            truncation_count=self.truncations,
         )
         return swapped is not None
 
@@ -278,22 +292,33 @@ def run_pass(
         )
         for s in to_clean
     ]
-    for group in group_segments_by_size(
+    groups = group_segments_by_size(
         summaries, plan.segment_bytes, plan.segment_index_bytes, first_uncleanable
-    ):
-        replaced = [to_clean[i] for i in group]
-        try:
-            cleaned = _write_cleaned(fs, plan, replaced, batch_filter, read)
-        except _LogChanged as exc:
-            log.info("%s: cleaning abandoned: %s", plan.name, exc)
-            result.abandoned = True
-            result.corrupt = str(exc) if isinstance(exc, _Corrupt) else None
-            return result
-        if not swap(replaced, cleaned):
-            log.info("%s: cleaning abandoned: the log changed during the pass", plan.name)
-            result.abandoned = True
-            return result
-        result.groups_swapped += 1
+    )
+    unswapped: list[CleanedGroup] = []  # written, synced, not swapped in yet
+    unswapped_bytes = 0
+    try:
+        for number, group in enumerate(groups, 1):
+            replaced = [to_clean[i] for i in group]
+            cleaned, size = _write_cleaned(fs, plan, replaced, batch_filter, read)
+            unswapped.append((replaced, cleaned))
+            unswapped_bytes += size
+            if unswapped_bytes < SWAP_BATCH_BYTES and number < len(groups):
+                continue
+            batch, unswapped, unswapped_bytes = unswapped, [], 0
+            if not swap(batch):
+                log.info("%s: cleaning abandoned: the log changed during the pass", plan.name)
+                result.abandoned = True
+                return result
+            result.groups_swapped += len(batch)
+    except _LogChanged as exc:
+        log.info("%s: cleaning abandoned: %s", plan.name, exc)
+        result.abandoned = True
+        result.corrupt = str(exc) if isinstance(exc, _Corrupt) else None
+        return result
+    finally:
+        for _, cleaned in unswapped:  # abandoned, or failed: never swapped in
+            discard_cleaned(fs, cleaned)
     return result
 
 
@@ -358,9 +383,9 @@ def _write_cleaned(
     replaced: list[SealedSegment],
     batch_filter: BatchFilter,
     read: _Reader,
-) -> str:
+) -> tuple[str, int]:
     """Filter `replaced`'s batches into their `.cleaned` segment, indexed as it is written
-    (`SparseIndexBuilder`), and sync its three files; returns the log file's path."""
+    (`SparseIndexBuilder`), and sync its three files; returns the log file's path and size."""
     base = replaced[0].base_offset
     path, index_path, time_index_path = cleaned_paths(plan.directory, base)
     discard_cleaned(fs, path)  # stale ones of an earlier, interrupted pass
@@ -388,8 +413,9 @@ def _write_cleaned(
         out.close()
         discard_cleaned(fs, path)
         raise
+    size = out.size
     out.close()
-    return path
+    return path, size
 
 
 class _Reader:

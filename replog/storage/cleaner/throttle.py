@@ -8,12 +8,17 @@ Rules:
   they took as long as the rate allows; the next period starts after that sleep.
 - A new rate (`set_rate`, a dynamic broker config) starts a new period: what was observed
   before, and a sleep the old rate asked for, are not held against it.
+- A rate of `UNLIMITED` or more (the config's default, Java's Double.MAX_VALUE) never asks
+  for a sleep (`limits`): a caller may skip reporting to it.
 - Pure: times in, a sleep in milliseconds out; the caller sleeps, outside any lock.
 """
 
 from __future__ import annotations
 
+import sys
+
 CHECK_INTERVAL_MS = 300
+UNLIMITED = sys.float_info.max
 
 
 class Throttle:
@@ -31,6 +36,11 @@ class Throttle:
         self.rate = bytes_per_second
         self._period_start_ms = now_ms
         self._observed = 0
+
+    @property
+    def limits(self) -> bool:
+        """Whether the rate can ever ask for a sleep (module Rules)."""
+        return self.rate < UNLIMITED
 
     def observe(self, size: int, now_ms: float) -> float:
         """Note `size` bytes read at `now_ms`; how many milliseconds to sleep now (0: none)."""

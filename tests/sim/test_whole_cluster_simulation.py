@@ -195,9 +195,8 @@ def _fenced_brokers_elected(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _fencing_keeps_isrs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fencing a broker leaves it in every ISR and leadership it had (KIP-841 broken)."""
-    monkeypatch.setattr(
-        ReplicationControl, "handle_broker_fenced", lambda self, broker_id, **kwargs: ()
-    )
+    for handler in ("handle_broker_fenced", "handle_broker_unclean_shutdown"):
+        monkeypatch.setattr(ReplicationControl, handler, lambda self, broker_id, **kwargs: ())
 
 
 def _leaderless_left(monkeypatch: pytest.MonkeyPatch) -> None:

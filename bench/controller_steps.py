@@ -46,16 +46,12 @@ from replog.quorum.controller.controller import QuorumController
 from replog.quorum.controller.controller_config import ControllerConfig
 from replog.quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER_STEP
 from replog.quorum.controller.replication_control import CreatableTopic
+from replog.quorum.metadata.broker_lifecycle import SUPPORTED_FEATURES
 from replog.quorum.metadata.log_batches import CommittedRecords
-from replog.quorum.metadata.records import (
-    METADATA_VERSION_FEATURE,
-    METADATA_VERSION_LATEST,
-    FeatureRange,
-    MetadataRecord,
-)
+from replog.quorum.metadata.records import MetadataRecord
 
 CLUSTER_ID = "bench-steps"
-FEATURES = (FeatureRange(METADATA_VERSION_FEATURE, 1, METADATA_VERSION_LATEST),)
+FEATURES = SUPPORTED_FEATURES  # what a real broker registers with
 TOPIC_PARTITIONS = 10
 EVENTS = ("register 1", "fence 2", "shut down 3", "register 3", "unfence 3")
 

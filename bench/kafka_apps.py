@@ -29,9 +29,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from replog_cli import replog_cli
 
@@ -212,10 +213,36 @@ class Compaction:
         return self.left <= 2 * len(self.latest)
 
 
+def read_to_end(
+    consumer: Any, topic: str, partitions: Iterable[int], timeout_s: float
+) -> Iterator[Any]:
+    """The records of `topic`'s `partitions`, each read from its start until it reports its end
+    (a confluent-kafka consumer made with `enable.partition.eof`: the high watermark, or the
+    last stable offset read_committed)."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    pending = set(partitions)
+    consumer.assign([TopicPartition(topic, p, 0) for p in pending])
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: partitions {sorted(pending)} not read to their end")
+        message = consumer.poll(1.0)
+        if message is None:
+            continue
+        error = message.error()
+        if error is None:
+            yield message
+        elif error.code() == KafkaError._PARTITION_EOF:
+            pending.discard(message.partition())
+        else:
+            raise RuntimeError(f"{topic}-{message.partition()}: {error}")
+
+
 def compaction(bootstrap: str, topic: str, timeout_s: float = 60) -> Compaction:
     """Read `topic` from each partition's start to its high watermark now (confluent-kafka,
     which reads cleaned batches as Kafka serves them)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
@@ -231,27 +258,11 @@ def compaction(bootstrap: str, topic: str, timeout_s: float = 60) -> Compaction:
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
             for p in partitions
         }
-        pending = {p for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(topic, p, 0) for p in pending])
         left, latest = 0, {}
-        deadline = time.monotonic() + timeout_s
-        while pending:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}: partitions {sorted(pending)} not read to their end")
-            message = consumer.poll(1.0)
-            if message is None:
-                continue
-            partition, error = message.partition(), message.error()
-            if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    raise RuntimeError(f"{topic}-{partition}: {error}")
-                pending.discard(partition)
-                continue
-            if message.offset() < ends[partition]:
+        for message in read_to_end(consumer, topic, [p for p, e in ends.items() if e], timeout_s):
+            if message.offset() < ends[message.partition()]:
                 left += 1
                 latest[message.key()] = message.value()
-            if message.offset() + 1 >= ends[partition]:
-                pending.discard(partition)
         return Compaction(sum(ends.values()), left, latest)
     finally:
         consumer.close()

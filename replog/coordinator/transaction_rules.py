@@ -16,12 +16,17 @@ Rules (Kafka 4.x's, transaction versions 0-1 and 2):
 - AddPartitionsToTxn / AddOffsetsToTxn: unknown id or another producer id
   INVALID_PRODUCER_ID_MAPPING, another epoch PRODUCER_FENCED, pending or Prepare*
   CONCURRENT_TRANSACTIONS, partitions already in the Ongoing transaction answered at once.
+- EndTxn, either version: another producer id is INVALID_PRODUCER_ID_MAPPING; then, before
+  the epoch is looked at, a pending transition (other than an epoch fence) or a Prepare*
+  state (its markers being written) is CONCURRENT_TRANSACTIONS, as in Kafka since
+  KAFKA-18464: with version 2 the next transaction's first EndTxn carries the epoch the
+  previous EndTxn bumped to, and must wait for its Complete* rather than be fenced.
 - EndTxn, version 1: the epoch must equal the current one (a coordinator's own abort may be
   higher); Ongoing goes to Prepare*; a commit or abort repeated after its Complete* is
-  answered at once; the same while Prepare* is CONCURRENT_TRANSACTIONS; anything else
-  INVALID_TXN_STATE. Version 2 (every EndTxn bumps the epoch): a retry is recognised by the
-  caller's epoch being the bumped one minus one; Empty and Complete* accept an abort at the
-  current epoch (an abort with no partition); the table in `_end_txn_v2`.
+  answered at once; anything else INVALID_TXN_STATE. Version 2 (every EndTxn bumps the
+  epoch): a retry is recognised by the caller's epoch being the bumped one minus one; Empty
+  and Complete* accept an abort at the current epoch (an abort with no partition); the table
+  in `_end_txn_v2`.
 - The answer of an EndTxn is sent once Prepare* is committed; the markers follow, then
   Complete* (`complete_after_markers`).
 - Timeouts: an Ongoing transaction older than its timeout is fenced and aborted by the
@@ -290,11 +295,11 @@ def end_txn(
     who = _tid(transactional_id, meta)
     if meta.producer_id != producer_id:
         return Refuse(InvalidProducerIdMappingError, f"{who}: producer id {producer_id} is not its")
+    fencing = meta.pending is TxnState.PREPARE_EPOCH_FENCE
+    if _in_transition(meta, fencing):
+        return _concurrent(who, meta)
     if (from_client and epoch != meta.producer_epoch) or epoch < meta.producer_epoch:
         return Refuse(ProducerFencedError, f"{who}: epoch {epoch} is fenced")
-    fencing = meta.pending is TxnState.PREPARE_EPOCH_FENCE
-    if meta.pending_transition and not fencing:
-        return Refuse(ConcurrentTransactionsError, f"{who}: a transition is in progress")
     state = meta.state
     if state is TxnState.ONGOING:
         target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
@@ -304,7 +309,23 @@ def end_txn(
         return Append(pending, record, fence=fences)
     if state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
         return Answer()
-    return _completing_or_invalid(who, state, commit)
+    return _no_end(who, state, commit)
+
+
+def _in_transition(meta: TxnMetadata, fencing: bool) -> bool:
+    """Whether an EndTxn must wait (module Rules): a change other than an epoch fence is being
+    appended, or a Prepare* transaction's markers are being written (Kafka's pending Complete*).
+    Asked before the epoch: the first EndTxn of the next transaction carries the epoch the
+    previous one's EndTxn bumped to, which only its Complete* makes current for a Prepare*."""
+    return (meta.pending_transition and not fencing) or meta.state in (
+        TxnState.PREPARE_COMMIT,
+        TxnState.PREPARE_ABORT,
+    )
+
+
+def _concurrent(who: str, meta: TxnMetadata) -> Refuse:
+    doing = "a change is pending" if meta.pending_transition else "its markers are being written"
+    return Refuse(ConcurrentTransactionsError, f"{who} is {meta.state.display_name}: {doing}")
 
 
 def _invalid_state(who: str, state: TxnState, commit: bool) -> Refuse:
@@ -320,12 +341,10 @@ def _check_resting(who: str, state: TxnState) -> None:
         raise AssertionError(f"{who} is in state {state.display_name}, never a resting one")
 
 
-def _completing_or_invalid(who: str, state: TxnState, commit: bool) -> Refuse:
-    """The answer in a state that takes no EndTxn: the same outcome while it completes is
-    CONCURRENT_TRANSACTIONS (retriable), anything else INVALID_TXN_STATE."""
+def _no_end(who: str, state: TxnState, commit: bool) -> Refuse:
+    """The answer in a resting state that takes no EndTxn of this outcome (Prepare* answered
+    CONCURRENT_TRANSACTIONS before)."""
     _check_resting(who, state)
-    if state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
-        return Refuse(ConcurrentTransactionsError, f"{who}: the transaction is completing")
     return _invalid_state(who, state, commit)
 
 
@@ -368,8 +387,6 @@ def _end_txn_v2(
         valid_epoch = (not from_client or epoch == meta.producer_epoch) and (
             epoch >= meta.producer_epoch
         )
-    elif state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-        valid_epoch = retry_on_bump
     elif state.completed:
         valid_epoch = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
     else:
@@ -377,10 +394,10 @@ def _end_txn_v2(
     is_retry = retry_on_bump or retry_on_overflow
     if meta.producer_id != producer_id and not retry_on_overflow:
         return Refuse(InvalidProducerIdMappingError, f"{who}: producer id {producer_id} is not its")
+    if _in_transition(meta, fencing):
+        return _concurrent(who, meta)
     if not valid_epoch:
         return Refuse(ProducerFencedError, f"{who}: epoch {epoch} is fenced")
-    if meta.pending_transition and not fencing:
-        return Refuse(ConcurrentTransactionsError, f"{who}: a transition is in progress")
 
     def completion(target: TxnState, no_partition_added: bool) -> Decision:
         next_id = NO_PRODUCER_ID
@@ -413,7 +430,7 @@ def _end_txn_v2(
         return _invalid_state(who, state, commit)
     if state is TxnState.EMPTY and not commit:
         return completion(TxnState.PREPARE_ABORT, True)
-    return _completing_or_invalid(who, state, commit)
+    return _no_end(who, state, commit)
 
 
 def complete_after_markers(meta: TxnMetadata, now_ms: int) -> Append:

@@ -23,12 +23,18 @@ Rules (Kafka 4.x's `AddPartitionsToTxnManager` and `ReplicaManager.appendRecords
   (NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
   NOT_COORDINATOR, and CONCURRENT_TRANSACTIONS for clients before transaction version 2) is
   NOT_ENOUGH_REPLICAS, which every producer retries without a metadata refresh.
+- An add (transaction version 2) answered CONCURRENT_TRANSACTIONS, the producer's previous
+  transaction's markers still being written, is asked again ADD_RETRY_BACKOFF_MS later while
+  less than ADD_RETRY_MAX_MS have passed since the first ask (`add_retry_delay_ms`), as Kafka's
+  leader does before it answers the client (KAFKA-18654): a producer that starts its next
+  transaction at once waits for the markers inside its Produce, not in retries of its own.
 Pure: no I/O, clock or asyncio.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 
 from replog.errors import (
     ConcurrentTransactionsError,
@@ -134,3 +140,23 @@ def client_error(
             f"underlying error: {error.error_name}: {error}"
         )
     return error
+
+
+# Kafka's broker defaults `add.partitions.to.txn.retry.backoff.ms` and
+# `add.partitions.to.txn.retry.backoff.max.ms`.
+ADD_RETRY_BACKOFF_MS = 20
+ADD_RETRY_MAX_MS = 100
+
+
+def add_retry_delay_ms(
+    errors: Iterable[KafkaError | None], operation: TxnOperation, elapsed_ms: float
+) -> int | None:
+    """How long to wait before asking the coordinator again, `elapsed_ms` after the first ask
+    that got `errors`; None: answer the client (module Rules)."""
+    if (
+        operation.adds
+        and elapsed_ms < ADD_RETRY_MAX_MS
+        and any(isinstance(error, ConcurrentTransactionsError) for error in errors)
+    ):
+        return ADD_RETRY_BACKOFF_MS
+    return None

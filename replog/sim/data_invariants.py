@@ -30,7 +30,7 @@ offset where the last check stopped; the metadata log is replayed once, batch by
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from replog.quorum.metadata.delta import MetadataDelta
 from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
@@ -41,12 +41,12 @@ from replog.record.header import iter_frames, read_header
 from replog.replication.messages import FetchRequest, FetchResponse
 from replog.server.broker.broker_runtime import BrokerRuntime
 from replog.sim.cluster import SimCluster
+from replog.sim.committed_images import CommittedImages
 from replog.sim.invariants import InvariantViolation
 
 __all__ = ["DataChecker", "ParkedFetch", "PartitionHistory", "TopicSpec"]
 
 READ_BYTES = 1 << 20
-CONTROL_ATTRIBUTE = 0x20
 PAYLOAD_START = 21  # a batch's bytes from its attributes on: what its producer sent
 
 
@@ -117,9 +117,7 @@ class DataChecker:
         self.histories: dict[tuple[str, int], PartitionHistory] = {}
         self._checked_to: dict[tuple[int, int, str, int], int] = {}  # replica -> offset
         self._leader_hws: dict[tuple[int, int, str, int, int], int] = {}
-        self._images: dict[int, MetadataImage] = {0: MetadataImage.EMPTY}  # end offset -> image
-        self._replayed = 0  # bytes of the committed metadata log replayed
-        self._image = MetadataImage.EMPTY
+        self._images = CommittedImages()
         self.checks = 0
         self.images_checked = 0
         self._found: list[str] = []  # breaks seen inside a call, raised at the next check
@@ -208,7 +206,7 @@ class DataChecker:
         source: str,
     ) -> None:
         header = read_header(batch)
-        if producer_id >= 0 and not header.attributes & CONTROL_ATTRIBUTE:
+        if producer_id >= 0 and not header.is_control:
             key = (producer_id, header.producer_epoch, header.base_sequence)
             twice = history.sequences.get(key)
             if twice is not None:
@@ -354,9 +352,9 @@ class DataChecker:
                 continue
             image = broker.image
             end = image.provenance.last_offset + 1
-            if end <= 0 or end > self._image.provenance.last_offset + 1:
+            if end <= 0 or end > self._images.end:
                 continue  # not published yet, or beyond what the run has seen committed
-            expected = self._images.get(end)
+            expected = self._images.by_end.get(end)
             if expected is None:
                 raise InvariantViolation(
                     f"node {node.node_id}'s metadata image ends at offset {end - 1}, which is "
@@ -370,18 +368,17 @@ class DataChecker:
                 )
 
     def _replay(self, committed: bytes | bytearray) -> None:
-        image = self._image
-        for position, size in iter_frames(committed, self._replayed):
-            header = read_header(committed, position)
-            provenance = MetadataProvenance(header.last_offset, header.partition_leader_epoch)
-            if header.attributes & CONTROL_ATTRIBUTE:
-                image = replace(image, provenance=provenance)
-            else:
-                delta = MetadataDelta(image)
-                for record in RecordBatch.parse(committed, position):
-                    assert record.value is not None
-                    delta.replay(decode_record(record.value), record.offset)
-                image = delta.apply(provenance)
-            self._images[header.next_offset] = image
-            self._replayed = position + size
-        self._image = image
+        self._images.follow(committed, self._replay_batch)
+
+    def _replay_batch(
+        self,
+        image: MetadataImage,
+        committed: bytes | bytearray,
+        position: int,
+        provenance: MetadataProvenance,
+    ) -> MetadataImage:
+        delta = MetadataDelta(image)
+        for record in RecordBatch.parse(committed, position):
+            assert record.value is not None
+            delta.replay(decode_record(record.value), record.offset)
+        return delta.apply(provenance)

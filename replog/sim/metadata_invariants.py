@@ -30,7 +30,6 @@ The log is replayed once, batch by batch, from where the last call stopped.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from uuid import UUID
 
 from replog.quorum.controller.controller import QuorumController
@@ -48,21 +47,17 @@ from replog.quorum.metadata.records import (
 )
 from replog.quorum.metadata.snapshot import image_to_records
 from replog.record import RecordBatch
-from replog.record.header import iter_frames, read_header
+from replog.sim.committed_images import CommittedImages
 from replog.sim.invariants import InvariantViolation
 
 __all__ = ["MetadataChecker", "check_choices", "check_shapes", "partition_before"]
-
-CONTROL_ATTRIBUTE = 0x20
 
 
 class MetadataChecker:
     """Replays the committed metadata log and checks its partition records (module docstring)."""
 
     def __init__(self) -> None:
-        self._image = MetadataImage.EMPTY
-        self._images: dict[int, MetadataImage] = {0: self._image}  # by batch end (exclusive)
-        self._replayed = 0  # bytes of the committed log replayed
+        self._images = CommittedImages()
         self._leaders_at_epoch: dict[tuple[UUID, int, int], int] = {}
         self._epochs: dict[tuple[UUID, int], tuple[int, int]] = {}
         self.partition_records = 0
@@ -70,23 +65,13 @@ class MetadataChecker:
 
     def follow(self, committed: bytes | bytearray) -> None:
         """Replay and check what is new in `committed`, the longest committed log seen."""
-        image = self._image
-        for position, size in iter_frames(committed, self._replayed):
-            header = read_header(committed, position)
-            provenance = MetadataProvenance(header.last_offset, header.partition_leader_epoch)
-            if header.attributes & CONTROL_ATTRIBUTE:
-                image = replace(image, provenance=provenance)
-            else:
-                image = self._replay_batch(image, committed, position, provenance)
-            self._images[header.next_offset] = image
-            self._replayed = position + size
-        self._image = image
+        self._images.follow(committed, self._replay_batch)
 
     def check_controllers(self, controllers: Iterable[tuple[int, QuorumController]]) -> None:
         """The controllers rule (module docstring) for `controllers`, (node id, controller)
         of each running node, against the log `follow` replayed."""
         active_in: dict[int, int] = {}
-        replayed_end = self._image.provenance.last_offset + 1
+        replayed_end = self._images.end
         for node_id, controller in controllers:
             claim_epoch = controller.claim_epoch
             if claim_epoch is not None:
@@ -99,7 +84,7 @@ class MetadataChecker:
             end = controller.last_committed_offset + 1
             if end > replayed_end:
                 continue  # beyond what the run has seen committed
-            expected = self._images.get(end)
+            expected = self._images.by_end.get(end)
             if expected is None:
                 raise InvariantViolation(
                     f"controller {node_id}'s committed offset {end - 1} is not the end of a "

@@ -10,7 +10,8 @@ once the partition is back. The cluster finalizes transaction version 2 (Kafka 4
 replog's own producer uses it (Produce v12 and TxnOffsetCommit v5 add what they write, EndTxn
 v5 bumps the epoch), librdkafka stays on version 1 (AddPartitionsToTxn first, verified by
 each partition's leader with the coordinator, KIP-890); a TxnOffsetCommit v4 whose group was
-never added is refused, a v5 adds it."""
+never added is refused, a v5 adds it. With version 2, an EndTxn at the epoch the previous
+EndTxn bumped to waits (CONCURRENT_TRANSACTIONS) while that one's markers are being written."""
 
 from __future__ import annotations
 
@@ -35,11 +36,17 @@ from replog.kafka.messages.describe_transactions_response import (
 from replog.kafka.messages.end_txn_request import EndTxnRequest
 from replog.kafka.messages.find_coordinator_request import FindCoordinatorRequest
 from replog.kafka.messages.init_producer_id_request import InitProducerIdRequest
+from replog.kafka.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 from replog.kafka.messages.txn_offset_commit_request import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
 )
+from replog.record.builder import BatchBuilder
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
 from replog.wire.kafka_connection import KafkaConnection
 from tests.local_ports import free_base_port
@@ -472,17 +479,112 @@ def test_txn_offset_commit_v5_adds_the_group_and_older_versions_are_verified(
     assert [t.topic for t in state.topics] == [CONSUMER_OFFSETS_TOPIC]
 
 
+def held_elsewhere(cluster: ClientCluster, topic: str, coordinator: int) -> int:
+    """Creates `topic` with one partition whose one replica is on a broker other than
+    `coordinator`, and returns that broker: killed, it holds the markers back."""
+    (holder, *_) = sorted(set(cluster.kafka_addresses) - {coordinator})
+    admin = admin_module.AdminClient({"bootstrap.servers": cluster.bootstrap})
+    created = admin_module.NewTopic(topic, 1, replica_assignment=[[holder]])
+    for future in admin.create_topics([created]).values():
+        future.result(TIMEOUT_S)
+    cluster.wait_for_leaders(topic, 1, TIMEOUT_S)
+    return holder
+
+
+async def _open(address: str) -> KafkaConnection:
+    return await KafkaConnection.open(address, client_id="tests", setup_timeout_ms=2000)
+
+
+async def _produce_v12(address: str, tid: str, pid: int, epoch: int, topic: str) -> int:
+    """One transactional record to `topic`-0 (led at `address`) with Produce v12: its code."""
+    builder = BatchBuilder(
+        producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True
+    )
+    builder.append(int(time.time() * 1000), b"k", b"v")
+    data = PartitionProduceData(index=0, records=builder.build())
+    request = ProduceRequest(
+        transactional_id=tid,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[TopicProduceData(name=topic, partition_data=[data])],
+    )
+    connection = await _open(address)
+    try:
+        answer = await _answered(connection, request, 12)
+    finally:
+        connection.close()
+    ((partition,),) = [t.partition_responses for t in answer.responses]
+    return int(partition.error_code)
+
+
+async def _init_v5(cluster: ClientCluster, tid: str) -> Any:
+    connection = await _coordinator(cluster, tid, 1)
+    request = InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60_000)
+    try:
+        return await _answered(connection, request, 5)
+    finally:
+        connection.close()
+
+
+async def _end_v5(address: str, tid: str, pid: int, epoch: int, *, retry: bool) -> Any:
+    """EndTxn v5 (transaction version 2) to the coordinator at `address`, aborting `tid`'s
+    transaction at `epoch`; asked again while retriable when `retry`."""
+    connection = await _open(address)
+    request = EndTxnRequest(
+        transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=False
+    )
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while True:
+            # long: the append waits for the ISR to drop a killed replica
+            answer, _ = await connection.call(
+                request, timeout_ms=TIMEOUT_S * 1000, min_version=5, max_version=5
+            )
+            if not retry or answer.error_code not in RETRIABLE or time.monotonic() > deadline:
+                return answer
+            await asyncio.sleep(0.1)
+    finally:
+        connection.close()
+
+
+def test_an_abort_at_the_bumped_epoch_waits_for_the_previous_markers(
+    cluster: ClientCluster,
+) -> None:
+    """Transaction version 2: EndTxn is answered with the bumped epoch once PrepareAbort is
+    written; the next transaction's EndTxn at that epoch while the markers are still being
+    written is CONCURRENT_TRANSACTIONS (retriable, as Kafka answers since KAFKA-18464), not
+    PRODUCER_FENCED (fatal: franz-go's TestTxnEtl died on it), and it ends the transaction
+    once they land. The markers are held by killing the one replica of the partition."""
+    tid = "fence-tx"
+    init = asyncio.run(_init_v5(cluster, tid))
+    assert init.error_code == 0
+    pid, epoch = init.producer_id, init.producer_epoch
+    coordinator = wait_state(cluster, tid, "Empty")
+    holder = held_elsewhere(cluster, "fenced-abort", coordinator)
+    leader, at = cluster.kafka_addresses[holder], cluster.kafka_addresses[coordinator]
+    assert asyncio.run(_produce_v12(leader, tid, pid, epoch, "fenced-abort")) == 0
+    cluster.loopback.kill(holder)
+    try:
+        first = asyncio.run(_end_v5(at, tid, pid, epoch, retry=True))
+        assert (first.error_code, first.producer_epoch) == (0, epoch + 1)
+        assert describe(cluster, tid) == (coordinator, "PrepareAbort")
+        time.sleep(1)  # the markers wait for a leader meanwhile
+        waiting = asyncio.run(_end_v5(at, tid, pid, epoch + 1, retry=False))
+        assert waiting.error_code == 51, waiting  # CONCURRENT_TRANSACTIONS
+        assert describe(cluster, tid) == (coordinator, "PrepareAbort")
+    finally:
+        cluster.loopback.restart(holder)
+    wait_state(cluster, tid, "CompleteAbort")
+    ended = asyncio.run(_end_v5(at, tid, pid, epoch + 1, retry=True))
+    assert (ended.error_code, ended.producer_epoch) == (0, epoch + 2)
+    assert read(cluster, "fenced-abort", "read_committed", 0) == []
+
+
 def test_a_new_coordinator_completes_a_prepared_commit(cluster: ClientCluster) -> None:
     producer = transactional(cluster, "payments-tx")
     coordinator = wait_state(cluster, "payments-tx", "Empty")
-    # The partition's one replica on another broker than the coordinator: killed, it leaves
-    # the partition without a leader, so the markers wait and the commit stays prepared.
-    (holder, *_) = sorted(set(cluster.kafka_addresses) - {coordinator})
-    admin = admin_module.AdminClient({"bootstrap.servers": cluster.bootstrap})
-    topic = admin_module.NewTopic("payments", 1, replica_assignment=[[holder]])
-    for future in admin.create_topics([topic]).values():
-        future.result(TIMEOUT_S)
-    cluster.wait_for_leaders("payments", 1, TIMEOUT_S)
+    # killing the holder leaves the partition without a leader: the commit stays prepared
+    holder = held_elsewhere(cluster, "payments", coordinator)
     producer.begin_transaction()
     producer.produce("payments", value=b"p1", key=b"k", partition=0)
     assert producer.flush(TIMEOUT_S) == 0

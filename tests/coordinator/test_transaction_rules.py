@@ -136,6 +136,36 @@ def test_init_while_the_previous_transaction_completes_is_concurrent_transaction
     assert ConcurrentTransactionsError.retriable
 
 
+@pytest.mark.parametrize("version", [0, 2])
+@pytest.mark.parametrize("first_commit", [True, False])
+@pytest.mark.parametrize("then_commit", [True, False])
+def test_end_txn_while_the_previous_ones_markers_are_written_waits(
+    version, first_commit, then_commit
+):
+    # Kafka (KAFKA-18464): a pending transition is CONCURRENT_TRANSACTIONS before the epoch is
+    # looked at; with version 2 the next EndTxn carries the epoch the previous one bumped to
+    d = Driver()
+    pid = init(d, version=version).producer_id
+    add(d, pid, 0, version=version)
+    first = end(d, pid, 0, first_commit, version=version, write_markers=False)
+    assert first.error is None
+    bumped = first.producer_epoch
+    assert bumped == (1 if version >= 2 else 0)
+    for epoch in (bumped, 0):  # the next transaction's EndTxn, and a retry of the first
+        waits = end(d, pid, epoch, then_commit, version=version)
+        assert waits.error is ConcurrentTransactionsError, (epoch, waits)
+    assert d.meta.producer_epoch == bumped and len(d.markers) == 0
+    d.finish_markers()
+    after = end(d, pid, bumped, False, version=version)  # the abort the client retries
+    if version >= 2:  # an abort with no partition: one more bump
+        assert after.error is None and after.producer_epoch == bumped + 1
+    elif first_commit:  # version 1: nothing to abort after a commit
+        assert after.error is InvalidTxnStateError
+    else:  # version 1: the repeated abort is answered
+        assert after.error is None
+    assert end(d, pid + 1, bumped, False, version=version).error is (InvalidProducerIdMappingError)
+
+
 def test_a_producer_id_the_coordinator_does_not_hold_is_a_mapping_error():
     d = Driver()
     assert add(d, 5, 0).error is InvalidProducerIdMappingError  # no state at all

@@ -1,6 +1,7 @@
 """The leader's transaction verification rules (KIP-890): which batches ask the coordinator,
-what they ask by request version, when a verification goes stale, and what each coordinator
-answer becomes for the client (Kafka's AddPartitionsToTxnManager and ReplicaManager)."""
+what they ask by request version, when a verification goes stale, what each coordinator
+answer becomes for the client, and when an add is asked again (Kafka's
+AddPartitionsToTxnManager and ReplicaManager)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,10 @@ from replog.errors import (
 )
 from replog.replication.producer_state import ProducerEntry
 from replog.replication.txn_verification import (
+    ADD_RETRY_BACKOFF_MS,
+    ADD_RETRY_MAX_MS,
     TxnOperation,
+    add_retry_delay_ms,
     client_error,
     needs_verification,
     operation_for_produce,
@@ -107,3 +111,15 @@ def test_the_coordinators_answer_as_the_client_is_told_it(
     told = client_error(error, operation, produce=produce, where="t-0 (transactional id 'x')")
     assert type(told) is expected
     assert "t-0 (transactional id 'x')" in str(told) or told is error
+
+
+def test_an_add_answered_concurrent_transactions_is_retried_for_a_while() -> None:
+    concurrent = ConcurrentTransactionsError("markers being written")
+    assert add_retry_delay_ms([None, concurrent], ADD, 0) == ADD_RETRY_BACKOFF_MS == 20
+    assert add_retry_delay_ms([concurrent], ADD, ADD_RETRY_MAX_MS - 1) == ADD_RETRY_BACKOFF_MS
+    assert add_retry_delay_ms([concurrent], ADD, ADD_RETRY_MAX_MS) is None
+    # Verification (v11-) is answered at once; other errors and none are not retried.
+    assert add_retry_delay_ms([concurrent], GENERIC, 0) is None
+    assert add_retry_delay_ms([concurrent], DEFAULT, 0) is None
+    assert add_retry_delay_ms([ProducerFencedError("x"), None], ADD, 0) is None
+    assert add_retry_delay_ms([], ADD, 0) is None

@@ -14,6 +14,9 @@ Rules:
 - `verify` returns the refusals (by partition index); the caller appends the others before
   it awaits anything else, so that a verification cannot go stale in between. The requests
   queued behind resume only after that append (the queue's next entry is woken, not run).
+- An add the coordinator answers CONCURRENT_TRANSACTIONS is asked again while
+  `txn_verification.add_retry_delay_ms` says so (the loop's clock), the request keeping its
+  place in its producer's queue.
 - A verified partition whose producer reached a later epoch meanwhile (a marker of the
   coordinator's abort of the verified transaction) is INVALID_TXN_STATE (`still_verified`);
   a partition the coordinator did not confirm gets `txn_verification.client_error`'s answer
@@ -32,6 +35,7 @@ from replog.replication import messages as m
 from replog.replication.producer_state import ProducerEntry
 from replog.replication.txn_verification import (
     TxnOperation,
+    add_retry_delay_ms,
     client_error,
     needs_verification,
     operation_for_produce,
@@ -129,20 +133,28 @@ class ProduceVerifier:
         headers: dict[int, BatchHeader],
         operation: TxnOperation,
     ) -> dict[int, KafkaError]:
-        needing = self._needing(partitions, headers)
-        if not needing:
-            return {}
-        first = headers[next(iter(needing))]
-        asked = tuple((partitions[i].topic, partitions[i].partition) for i in needing)
-        answers = await self._verifier.ask(
-            m.TxnPartitionsRequest(
-                transactional_id,
-                first.producer_id,
-                first.producer_epoch,
-                asked,
-                verify_only=not operation.adds,
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        while True:
+            needing = self._needing(partitions, headers)
+            if not needing:
+                return {}
+            first = headers[next(iter(needing))]
+            asked = tuple((partitions[i].topic, partitions[i].partition) for i in needing)
+            answers = await self._verifier.ask(
+                m.TxnPartitionsRequest(
+                    transactional_id,
+                    first.producer_id,
+                    first.producer_epoch,
+                    asked,
+                    verify_only=not operation.adds,
+                )
             )
-        )
+            elapsed_ms = (loop.time() - began) * 1000
+            delay_ms = add_retry_delay_ms(answers.values(), operation, elapsed_ms)
+            if delay_ms is None:
+                break
+            await asyncio.sleep(delay_ms / 1000)
         refusals: dict[int, KafkaError] = {}
         for i, before in needing.items():
             p, header = partitions[i], headers[i]

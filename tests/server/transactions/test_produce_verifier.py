@@ -1,7 +1,8 @@
 """The leader's verification of transactional produces (KIP-890), against a fake coordinator:
 only a transactional produce whose batch begins its producer's transaction on the partition
 asks; v11- verifies, v12 adds; a refusal is the client's error for the version; one producer's
-requests keep their order while one waits; a verification a marker overtook is refused."""
+requests keep their order while one waits; a verification a marker overtook is refused; an add
+answered CONCURRENT_TRANSACTIONS is asked again for a while."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from replog.common.offsets import NO_OFFSET
 from replog.errors import (
+    ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     InvalidTxnStateError,
     KafkaError,
@@ -20,6 +22,7 @@ from replog.errors import (
 from replog.record.builder import BatchBuilder
 from replog.replication import messages as m
 from replog.replication.producer_state import ProducerEntry
+from replog.replication.txn_verification import ADD_RETRY_BACKOFF_MS, ADD_RETRY_MAX_MS
 from replog.server.transactions.produce_verifier import ProduceVerifier
 from replog.server.transactions.txn_verifier import Answers
 
@@ -165,3 +168,42 @@ async def test_the_previous_transactions_marker_during_the_verification_is_no_re
     partitions.entries[("t", 0)] = entry(1)  # the marker closing epoch 0's transaction
     coordinator.answer()
     assert await task == {}
+
+
+async def answer_concurrent_until(coordinator: Coordinator, task: asyncio.Future[object]) -> None:
+    """Answer every question CONCURRENT_TRANSACTIONS until `task` is done."""
+    while not task.done():
+        if coordinator.pending:
+            coordinator.answer({("t", 0): ConcurrentTransactionsError("markers being written")})
+        await asyncio.sleep(0.001)
+
+
+@pytest.mark.asyncio
+async def test_an_add_answered_concurrent_transactions_is_asked_again_for_a_while() -> None:
+    coordinator, _, verifier = setup()
+    records = produced(("t", 0, batch(epoch=2)))
+    task = asyncio.ensure_future(verifier.verify("tx", records, 12))
+    await asyncio.sleep(0)
+    coordinator.answer({("t", 0): ConcurrentTransactionsError("markers being written")})
+    for _ in range(1000):  # a second ask within ADD_RETRY_BACKOFF_MS and a scheduler's delay
+        if len(coordinator.asked) == 2 or task.done():
+            break
+        await asyncio.sleep(0.001)
+    assert not task.done(), await task
+    assert coordinator.asked[0] == coordinator.asked[1]
+    coordinator.answer()  # the markers are written: the partition is added
+    assert await task == {}
+    # Still completing after ADD_RETRY_MAX_MS: the client is told CONCURRENT_TRANSACTIONS.
+    asked_before = len(coordinator.asked)
+    task = asyncio.ensure_future(verifier.verify("tx", records, 12))
+    await answer_concurrent_until(coordinator, task)
+    (refused,) = (await task).values()
+    assert type(refused) is ConcurrentTransactionsError
+    asks = len(coordinator.asked) - asked_before
+    assert 2 <= asks <= ADD_RETRY_MAX_MS // ADD_RETRY_BACKOFF_MS + 1, asks
+    # A verification (v11) is not retried: NOT_ENOUGH_REPLICAS at once, the producer retries.
+    asked_before = len(coordinator.asked)
+    task = asyncio.ensure_future(verifier.verify("tx", records, 11))
+    await answer_concurrent_until(coordinator, task)
+    assert [type(e) for e in (await task).values()] == [NotEnoughReplicasError]
+    assert len(coordinator.asked) - asked_before == 1

@@ -15,7 +15,8 @@ Rules:
   the Raft driver resigning; the process then exits (`kill`: every write is on the disk).
   `start(node)` brings a stopped node back from its disk as a restart would; its broker
   registers with the epoch of its disk's clean-shutdown marker (KIP-966's previous broker
-  epoch), read before its logs load, as a node process's config reads it.
+  epoch), read before its logs load, as a node process's config reads it; an incarnation
+  whose disk holds no marker naming an epoch is in `unclean_starts`.
 - A node's broker replays the metadata its node's Raft driver has committed (its stepped
   listener), as a combined node's does; its ReplicaFetch servicer is in `fetch_services`
   while the node runs. A broker that cannot go on (a storage error, `wait_failed`) ends a
@@ -157,6 +158,9 @@ class SimCluster:
         self.services: dict[int, ControllerService] = {}
         self.fetch_services: dict[int, ReplicaFetchService] = {}
         self.power_losses: list[tuple[int, int]] = []  # (virtual ms, node), oldest first
+        # The brokers' incarnation ids that started without a clean-shutdown marker naming a
+        # broker epoch: to the controller, their predecessors stopped uncleanly (KIP-966).
+        self.unclean_starts: set[uuid.UUID] = set()
         self.around_power_loss: Callable[[SimNode], AbstractContextManager[None]] = lambda _node: (
             contextlib.nullcontext()
         )
@@ -220,14 +224,18 @@ class SimCluster:
         )
         # Read before its logs load (which removes the marker), as a node process's config is.
         previous_epoch = clean_shutdown_broker_epoch((LOG_DIR,), node.disk)
+        broker_rng = random.Random(rng.getrandbits(64))
+        incarnation_id = uuid.UUID(int=rng.getrandbits(128))
+        if previous_epoch <= 0:
+            self.unclean_starts.add(incarnation_id)
         broker = simulated_broker(
             lifecycle_config(node_id, self.node_ids, previous_broker_epoch=previous_epoch),
             raft,
             loop=loop,
             network=self.network,
             disk=node.disk,
-            rng=random.Random(rng.getrandbits(64)),
-            incarnation_id=uuid.UUID(int=rng.getrandbits(128)),
+            rng=broker_rng,
+            incarnation_id=incarnation_id,
             tasks=tasks,
             controller_services=self.services,
             fetch_services=self.fetch_services,

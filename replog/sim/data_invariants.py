@@ -10,8 +10,10 @@ Rules (Kafka's replication guarantees, docs/design/replication.md):
   lost power since that batch entered the history (every replica holding it may have lost it
   unsynced). A replica that lost power is never excused as a leader otherwise: KIP-966 keeps
   it out of every ISR and ELR once it registers again (the cluster runs with
-  `eligible.leader.replicas.version` 1). A topic with `flush.messages=1` is never excused:
-  its replicas sync every append.
+  `eligible.leader.replicas.version` 1). A topic with `flush.messages=1` is never excused
+  that way: its replicas sync every append. Any loss since an operator's unclean election of
+  the partition (`note_unclean_election`) is excused, on every topic: the replica it elects
+  may lack committed data, as Kafka's does.
 - A leader's HW never moves back within one leader epoch of one incarnation of its node.
 - Idempotence: a (producer id, producer epoch, base sequence) is in the committed history once.
 - A consumer is never given a record at or above the HW its answer states.
@@ -79,6 +81,7 @@ class PartitionHistory:
     sequences: dict[tuple[int, int, int], int] = field(default_factory=dict)  # -> base offset
     end: int = 0  # the offset after the last batch of the history
     resets: int = 0
+    unclean_elections: list[int] = field(default_factory=list)  # virtual ms each was asked
 
     def truncate(self, offset: int) -> None:
         for base in [b for b in self.batches if b >= offset]:
@@ -149,6 +152,9 @@ class DataChecker:
     def loss_excuse(self, history: PartitionHistory, since_ms: int) -> str | None:
         """Why committed data of the partition seen (or acknowledged) at `since_ms` may be
         lost since (module Rules), None when nothing excuses it."""
+        elected = [at_ms for at_ms in history.unclean_elections if at_ms >= since_ms]
+        if elected:
+            return f"an operator's unclean election at {elected[0]} ms"
         if history.flushed:
             return None
         losses = self._cluster.power_losses
@@ -156,6 +162,13 @@ class DataChecker:
         if len(lost) > len(history.replicas) - history.min_isr:
             return f"{len(lost)} of its replicas {list(history.replicas)} lost power since"
         return None
+
+    def note_unclean_election(self, topic: str, partition: int) -> None:
+        """An operator asks for an unclean election of the partition now: what it held may be
+        lost from here on (module Rules)."""
+        history = self.history(topic, partition)
+        assert history is not None, f"{topic}-{partition} is named in no image"
+        history.unclean_elections.append(self._cluster.loop.now_ms())
 
     def observe(self, topic: str, partition: int, data: bytes, source: str) -> int:
         """Compare the batches `data` (committed ones, from `source`) with the history (module

@@ -2,9 +2,11 @@
 
 Rules:
 - `partitions_replicated`: before the deadline, every data partition has a leader and its full
-  ISR in every running broker's image, or is offline by KIP-966: no leader, and neither ISR
-  nor ELR members (every replica known to hold its commits restarted after an unclean
-  shutdown; only an operator's unclean election may lead it). It returns those.
+  ISR in every running broker's image, or (when `committed` is given) is offline by KIP-966 as
+  the committed metadata log shows it (`offline_reason`: no leader, neither ISR nor ELR
+  members, every replica of its last-known ELR back from an unclean shutdown; only an
+  operator's unclean election may lead it). It returns those. A partition offline for any
+  other reason is a failure at the deadline, its reason named.
 - `acked_batches_readable`: every acknowledged acks=all batch is given, at its offset and with
   the bytes its producer sent, by a fetch from its leader (so below the HW), unless the
   checker excuses a loss since it was sent (`DataChecker.loss_excuse`: power losses of more
@@ -17,6 +19,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from replog.quorum.metadata.partition_registration import PartitionRegistration
 from replog.record.header import iter_frames, read_header
@@ -24,6 +27,7 @@ from replog.replication import messages as m
 from replog.sim.cluster import SimCluster
 from replog.sim.data_invariants import PAYLOAD_START, READ_BYTES, DataChecker, TopicSpec
 from replog.sim.invariants import InvariantViolation
+from replog.sim.offline_reason import KIP966, offline_reasons
 from replog.sim.workload import AckedBatch, DataWorkload
 
 __all__ = ["READABLE_BOUND_S", "acked_batches_readable", "partitions_replicated"]
@@ -32,15 +36,15 @@ POLL_S = 0.1
 READABLE_BOUND_S = 5.0
 
 
-def _offline_by_kip966(registration: PartitionRegistration) -> bool:
+def _without_eligible_leader(registration: PartitionRegistration) -> bool:
     return registration.leader < 0 and not registration.isr and not registration.elr
 
 
 def _unreplicated(
-    cluster: SimCluster, specs: tuple[TopicSpec, ...], offline: set[tuple[str, int]]
+    cluster: SimCluster, specs: tuple[TopicSpec, ...], leaderless: set[tuple[str, int]]
 ) -> list[str]:
-    """What keeps the data partitions from being led and fully replicated, in words; adds the
-    partitions offline by KIP-966 to `offline`."""
+    """What keeps the data partitions from being led and fully replicated, in words, but for
+    the partitions without a leader, ISR or ELR, which it adds to `leaderless`."""
     missing: list[str] = []
     for node in cluster.up_nodes():
         broker = node.broker
@@ -54,8 +58,8 @@ def _unreplicated(
                 where = f"{spec.name}-{index} in node {node.node_id}'s image"
                 if registration is None:
                     missing.append(f"{where}: absent")
-                elif _offline_by_kip966(registration):
-                    offline.add((spec.name, index))
+                elif _without_eligible_leader(registration):
+                    leaderless.add((spec.name, index))
                 elif registration.leader < 0:
                     missing.append(f"{where}: no leader")
                 elif sorted(registration.isr) != sorted(registration.replicas):
@@ -64,12 +68,27 @@ def _unreplicated(
 
 
 async def partitions_replicated(
-    cluster: SimCluster, specs: tuple[TopicSpec, ...], deadline: float
+    cluster: SimCluster,
+    specs: tuple[TopicSpec, ...],
+    deadline: float,
+    committed: Callable[[], bytes | bytearray] | None = None,
 ) -> set[tuple[str, int]]:
-    """Module Rules; `deadline`: virtual seconds. The partitions offline by KIP-966."""
+    """Module Rules; `deadline`: virtual seconds; `committed`: the longest committed metadata
+    log seen (None: no partition may be offline). The partitions offline by KIP-966."""
     while True:
+        leaderless: set[tuple[str, int]] = set()
+        missing = _unreplicated(cluster, specs, leaderless)
         offline: set[tuple[str, int]] = set()
-        missing = _unreplicated(cluster, specs, offline)
+        if not missing and leaderless and committed is not None:
+            reasons = offline_reasons(committed(), sorted(leaderless), cluster.unclean_starts)
+            offline = {key for key, reason in reasons.items() if reason == KIP966}
+            missing = [
+                f"{topic}-{index} has no leader, ISR or ELR, not for KIP-966's reason: {reason}"
+                for (topic, index), reason in sorted(reasons.items())
+                if reason != KIP966
+            ]
+        elif leaderless:
+            missing += [f"{topic}-{index}: no leader, ISR or ELR" for topic, index in leaderless]
         if not missing:
             return offline
         if cluster.loop.time() > deadline:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from replog.errors import KafkaStorageError
+from replog.quorum.controller import cluster_control
 from replog.quorum.controller.cluster_control import ClusterControl
 from replog.quorum.controller.controller import QuorumController
 from replog.quorum.controller.controller_result import ControllerResult
@@ -151,6 +152,13 @@ def _unclean_shutdown_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
+def _clean_shutdown_taken_for_unclean(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker registering after a clean shutdown is handled as after an unclean one (the
+    previous broker epoch it names ignored): it leaves its ELRs, so partitions go offline that
+    a clean election could lead, which the liveness check must tell from KIP-966's reason."""
+    monkeypatch.setattr(cluster_control, "succeeds_cleanly", lambda live, previous: False)
+
+
 def _votes_twice_unasserted(monkeypatch: pytest.MonkeyPatch) -> None:
     """A voter grants every candidate of an epoch, and the core's own assertion on its
     election state is skipped, so that the checks must notice."""
@@ -233,6 +241,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
             "hold the committed metadata",
         ),
         (_unclean_shutdown_ignored, LOST_ACKED),
+        (_clean_shutdown_taken_for_unclean, "not for KIP-966's reason"),
         (
             _votes_twice_unasserted,
             f"election state changed illegally|two leaders in quorum epoch|"
@@ -255,6 +264,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         "stale leader epoch accepted",
         "failed fsync taken for a success",
         "unclean shutdown taken for a clean one",
+        "clean shutdown taken for an unclean one",
         "two votes in an epoch, unasserted",
         "controller write answered before commit",
         "renounce without revert",

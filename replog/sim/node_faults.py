@@ -228,6 +228,9 @@ class NodeFaults:
             errors = node.tasks.errors
             if not errors or node.raft is None:
                 continue
+            # Its other tasks that ended on the disk in the same turn stop it too, rather
+            # than being reported once it is stopped.
+            node.tasks.settle()
             how = self._disk_failed(node.node_id)
             if how is None or not all(isinstance(e, KafkaStorageError) for e in errors):
                 continue  # the checker's to report

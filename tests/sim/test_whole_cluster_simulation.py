@@ -42,6 +42,10 @@ def test_a_seed_replays_byte_for_byte() -> None:
     assert first.summary() == again.summary()
     assert first.data == again.data and first.acked == again.acked
     assert first.acked and first.data["consumed"] > 0 and first.data["images checked"] > 0
+    # The run reaches KIP-966's offline partitions, and the operator's unclean election heals
+    # each of them within the liveness bound (else `simulate` raises).
+    offline = first.data["offline partitions"]
+    assert offline > 0 and first.data["offline partitions healed by unclean election"] == offline
     assert simulate(4).events != first.events
 
 

@@ -12,7 +12,9 @@ Rules (Kafka's ClusterControlManager and heartbeat handling, KIP-631):
   (UNSUPPORTED_VERSION).
 - A new incarnation's broker epoch is the offset its RegisterBrokerRecord lands at, and it
   starts fenced. If an earlier incarnation was still in ISRs or leading (it died without
-  telling us), the records moving it out come first in the same write.
+  telling us), the records moving it out come first in the same write. Unless the new one
+  names the live epoch as its previous one (a clean shutdown), the earlier one shut down
+  uncleanly and leaves every ELR too (KIP-966, `handle_broker_unclean_shutdown`).
 - Lifecycle writes are not atomic (as in Kafka): a broker in more ISRs than one batch holds
   must still be fenceable. The registration change that matters comes where a partial
   commit is harmless: a fence after the partition changes, an unfence before the elections;
@@ -375,28 +377,38 @@ class ClusterControl:
             in_controlled_shutdown = existing.in_controlled_shutdown
             tracker.touch(broker_id, now_ms)
         else:
-            if existing is not None:
-                # The previous incarnation went away without a controlled shutdown: move it out
-                # of ISRs and leaderships before the new one's (fenced) registration replaces it.
-                changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
-                if len(changes) >= self._max_changes:
-                    # More may remain: the registration goes on at the next turn, validated
-                    # again against the state these changes leave.
-                    chain = self._begin_evacuation(broker_id, chain)
+            # A new incarnation. Unless it names the live registration's epoch as the one its
+            # predecessor's clean-shutdown marker holds, that predecessor stopped uncleanly and
+            # its log may have lost what it had not synced: it leaves every ISR and ELR
+            # (KIP-966). After a clean shutdown it only leaves ISRs and leaderships it still
+            # held, as a fenced broker does. Either way before the new (fenced) registration.
+            clean = existing is not None and succeeds_cleanly(
+                existing.broker_epoch, request.previous_broker_epoch
+            )
+            evacuate = (
+                replication.handle_broker_fenced
+                if clean
+                else replication.handle_broker_unclean_shutdown
+            )
+            changes = evacuate(broker_id, max_records=self._max_changes)
+            if len(changes) >= self._max_changes:
+                # More may remain: the registration goes on at the next turn, validated
+                # again against the state these changes leave.
+                chain = self._begin_evacuation(broker_id, chain)
 
-                    def next_step(ctx: StepContext) -> ControllerResult[BrokerRegistrationReply]:
-                        return self._register(
-                            request,
-                            next_write_offset=ctx.next_write_offset,
-                            now_ms=ctx.now_ms,
-                            replication=replication,
-                            chain=chain,
-                        )
-
-                    return ControllerResult.partial(
-                        changes, next_step, on_drop=self._dropper(broker_id, chain)
+                def next_step(ctx: StepContext) -> ControllerResult[BrokerRegistrationReply]:
+                    return self._register(
+                        request,
+                        next_write_offset=ctx.next_write_offset,
+                        now_ms=ctx.now_ms,
+                        replication=replication,
+                        chain=chain,
                     )
-                records.extend(changes)
+
+                return ControllerResult.partial(
+                    changes, next_step, on_drop=self._dropper(broker_id, chain)
+                )
+            records.extend(changes)
             broker_epoch = next_write_offset + len(records)
             fenced = True
             in_controlled_shutdown = False

@@ -213,6 +213,7 @@ class QuorumController:
             rng,
             default_num_partitions=config.default_num_partitions,
             default_replication_factor=config.default_replication_factor,
+            elr_enabled=self.features.eligible_leader_replicas_enabled,
         )
         self.purgatory = DeferredQueue()
         # Raft's view, as last told: the leader (None: unknown) in `quorum_epoch`.
@@ -661,11 +662,13 @@ class QuorumController:
                 self.config.bootstrap_metadata_version,
                 self.config.bootstrap_transaction_version,
             )
-            credentials = self.config.bootstrap_scram_credentials
+            elr = self.config.eligible_leader_replicas_enable
+            records = [
+                *FeatureControl.bootstrap_records(*levels, eligible_leader_replicas=elr),
+                *self.config.bootstrap_scram_credentials,
+            ]
             self.write(
-                lambda ctx: ControllerResult.of(
-                    [*FeatureControl.bootstrap_records(*levels), *credentials], None
-                ),
+                lambda ctx: ControllerResult.of(records, None),
                 now_ms,
                 "write the bootstrap records",
             )

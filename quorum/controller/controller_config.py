@@ -49,6 +49,11 @@ class ControllerConfig:
     # `kafka-storage format --add-scram`): a cluster whose every listener needs SASL has its
     # first user before any client could create one.
     bootstrap_scram_credentials: tuple[UserScramCredentialRecord, ...] = ()
+    # eligible.leader.replicas.enable: a new metadata log finalizes the
+    # eligible.leader.replicas.version feature at level 1 (KIP-966: eligible leader replicas,
+    # and unclean shutdowns kept out of ISRs and ELRs). Kafka 4.x finalizes it for new
+    # clusters by default; replog keeps it off unless asked.
+    eligible_leader_replicas_enable: bool = False
     # num.partitions and default.replication.factor: what CreateTopics uses when a topic
     # names neither its partition count nor its replication factor.
     default_num_partitions: int = 1

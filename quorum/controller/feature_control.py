@@ -18,7 +18,10 @@ Rules:
 
 Levels: replog writes the record set of Kafka's `metadata.version` 3.3-IV3 (feature level 7):
 BrokerRegistrationChangeRecord with InControlledShutdown, and no PartitionRecord directories
-or ELR fields (added at later levels). Level 1 (3.0-IV1) is the first KRaft level.
+(added at later levels). Level 1 (3.0-IV1) is the first KRaft level. The ELR fields of the
+partition records (KIP-966) are gated by their own feature instead,
+`eligible.leader.replicas.version` (level 1: on; absent or 0: off), as in Kafka 4.x; a new log
+finalizes it when the controller's `eligible.leader.replicas.enable` is true.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from collections.abc import Iterable
 
 from replog.errors import MetadataReplayError, UnsupportedVersionError
 from replog.quorum.metadata.records import (
+    ELR_VERSION_FEATURE,
+    ELR_VERSION_LATEST,
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
     METADATA_VERSION_MINIMUM,
@@ -52,6 +57,11 @@ class FeatureControl:
         """The finalized `metadata.version` level at `offset` (None: latest); None before the
         bootstrap record."""
         return self._levels.get(METADATA_VERSION_FEATURE, offset=offset)
+
+    def eligible_leader_replicas_enabled(self) -> bool:
+        """Whether KIP-966 is on: `eligible.leader.replicas.version` at level 1 or above
+        (latest state, the write path's)."""
+        return self._levels.live.get(ELR_VERSION_FEATURE, 0) >= 1
 
     def finalized_levels(self, offset: int | None = None) -> dict[str, int]:
         """Every finalized feature and its level at `offset` (None: latest)."""
@@ -79,9 +89,13 @@ class FeatureControl:
 
     @staticmethod
     def bootstrap_records(
-        metadata_version: int, transaction_version: int = TRANSACTION_VERSION_LATEST
+        metadata_version: int,
+        transaction_version: int = TRANSACTION_VERSION_LATEST,
+        *,
+        eligible_leader_replicas: bool = False,
     ) -> list[FeatureLevelRecord]:
-        """The records a new metadata log begins with."""
+        """The records a new metadata log begins with; `eligible_leader_replicas` finalizes
+        `eligible.leader.replicas.version` at its latest level too."""
         if not _known_metadata_version(metadata_version):
             raise ValueError(
                 f"cannot bootstrap at {METADATA_VERSION_FEATURE} level {metadata_version}: "
@@ -95,6 +109,8 @@ class FeatureControl:
         records = [FeatureLevelRecord(METADATA_VERSION_FEATURE, metadata_version)]
         if transaction_version:
             records.append(FeatureLevelRecord(TRANSACTION_VERSION_FEATURE, transaction_version))
+        if eligible_leader_replicas:
+            records.append(FeatureLevelRecord(ELR_VERSION_FEATURE, ELR_VERSION_LATEST))
         return records
 
     # -- replay and snapshots ------------------------------------------------------------------

@@ -24,8 +24,12 @@ Rules:
   for one (ElectLeaders UNCLEAN).
 - A broker that is fenced, enters controlled shutdown or is unregistered leaves every ISR
   (KIP-841), except as the last member, which stays with leader -1; where it led, a new leader
-  is elected. ISR members in controlled shutdown leave in the same change (the last of them
-  stays if nobody else does): a whole cluster's stop writes one change a partition. When a
+  is elected. With `eligible.leader.replicas.version` on (KIP-966, `elr_enabled`) the last
+  member leaves too, and the members that left below min ISR are the ELR (the builder's rules);
+  a broker registering after an unclean shutdown leaves every ISR and ELR
+  (`handle_broker_unclean_shutdown`). ISR members in controlled shutdown leave in the same
+  change (without ELR the last of them stays if nobody else does): a whole cluster's stop
+  writes one change a partition. When a
   broker is unfenced, every leaderless partition gets an election.
 - Broker events are bounded: each call makes at most `max_records` changes (the caller steps
   the rest), and passes over partitions where nothing can change without building a change.
@@ -46,10 +50,11 @@ every revert covers all of it):
 - topics by id (`_Topic`: name, id, and a timeline map of partition id -> registration);
 - topic ids by name; names that collide once '.' is read as '_' (Kafka's metric-name rule);
 - broker -> partitions whose ISR holds it, except leaderless partitions whose only ISR member
-  it is; broker -> those (key -1: leaderless partitions whose ISR has several members), which
-  together are every leaderless partition; and broker -> partitions it leads, for fencing,
-  unfencing, controlled shutdown and the leaderless sweep, so that each of their steps visits
-  only partitions it changes;
+  it is; broker -> those (key -1: leaderless partitions whose ISR has several members or none
+  but an ELR; key -2: neither), which together are every
+  leaderless partition; broker -> partitions whose ELR holds it; and broker -> partitions it
+  leads, for fencing, unfencing, controlled shutdown and the leaderless sweep, so that each of
+  their steps visits only partitions it changes;
 - partitions being reassigned, and partitions whose leader is not their preferred replica.
 The partition sets hold one key object per partition for its topic's life (`_Topic.key`),
 hashed by identity: a `TopicIdPartition` hashes its UUID with a Python call, and a replay
@@ -69,7 +74,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import partial
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypedDict
 from uuid import UUID
 
 from replog.errors import (
@@ -141,6 +146,10 @@ class TopicConfigs(Protocol):
 
     def unclean_leader_election_enabled(self, topic_name: str, /) -> bool:
         """`unclean.leader.election.enable` of the topic, latest state (default false)."""
+        ...
+
+    def min_insync_replicas(self, topic_name: str, /) -> int:
+        """`min.insync.replicas` of the topic, latest state (read only with ELR on)."""
         ...
 
     def delete_topic_configs(self, topic_name: str, /) -> None:
@@ -347,7 +356,8 @@ def _isr_index_entry(
     and the key of `_leaderless_by_member` holding it (None: it has a leader). A leaderless
     partition whose ISR is one broker is that broker's only, under its id: fencing it again
     changes nothing there, so no step visits it; NO_LEADER keys the leaderless partitions
-    whose ISR has several members (each of them can still leave it)."""
+    whose ISR has several members (each of them can still leave it), or none but an ELR (an
+    ELR member may lead it, KIP-966); _NONE_ELIGIBLE those with neither."""
     if registration is None:
         return (), None
     isr = registration.isr
@@ -355,7 +365,14 @@ def _isr_index_entry(
         return isr, None
     if len(isr) == 1:
         return (), isr[0]
+    if not isr and not registration.elr:
+        return (), _NONE_ELIGIBLE
     return isr, NO_LEADER
+
+
+# The `_leaderless_by_member` key of leaderless partitions with neither ISR nor ELR members
+# (KIP-966: each left through an unclean shutdown): only an unclean election can lead them.
+_NONE_ELIGIBLE = -2
 
 
 def _imbalanced_entry(registration: PartitionRegistration | None) -> int | None:
@@ -377,6 +394,14 @@ def _collision_key(name: str) -> str | None:
     return None
 
 
+class _ElrSettings(TypedDict, total=False):
+    elr_enabled: bool
+    min_isr: int
+
+
+_ELR_OFF: _ElrSettings = {}
+
+
 class ReplicationControl:
     """Topics and partitions: records from requests, state from records, reads at offsets."""
 
@@ -389,6 +414,7 @@ class ReplicationControl:
         *,
         default_num_partitions: int = 1,
         default_replication_factor: int = 1,
+        elr_enabled: Callable[[], bool] = lambda: False,
     ) -> None:
         if default_num_partitions < 1:
             raise ValueError(f"num.partitions must be at least 1, not {default_num_partitions}")
@@ -402,6 +428,8 @@ class ReplicationControl:
         self._rng = rng
         self._default_num_partitions = default_num_partitions
         self._default_replication_factor = default_replication_factor
+        # Whether the `eligible.leader.replicas.version` feature is on (latest state).
+        self._elr_enabled = elr_enabled
         self._topics: TimelineHashMap[UUID, _Topic] = TimelineHashMap(snapshot_registry)
         self._topic_ids: TimelineHashMap[str, UUID] = TimelineHashMap(snapshot_registry)
         self._colliding: TimelineHashMap[str, frozenset[str]] = TimelineHashMap(snapshot_registry)
@@ -412,6 +440,9 @@ class ReplicationControl:
             TimelineHashMap(snapshot_registry)
         )
         self._leaders: TimelineHashMap[int, TimelineHashSet[_PartitionKey]] = TimelineHashMap(
+            snapshot_registry
+        )
+        self._elr_members: TimelineHashMap[int, TimelineHashSet[_PartitionKey]] = TimelineHashMap(
             snapshot_registry
         )
         self._reassigning: TimelineHashSet[_PartitionKey] = TimelineHashSet(snapshot_registry)
@@ -689,6 +720,7 @@ class ReplicationControl:
                 election=self._election_for(topic.name),
                 target_isr=tuple(member.broker_id for member in item.new_isr),
                 target_leader_recovery_state=item.leader_recovery_state,
+                **self._elr_settings(topic.name),
             ).build()
             if record is not None:
                 records.append(record)
@@ -756,6 +788,29 @@ class ReplicationControl:
         """The partition changes when `broker_id` is unregistered: as for fencing, before the
         caller's UnregisterBrokerRecord."""
         return self.handle_broker_fenced(broker_id, max_records=max_records)
+
+    def handle_broker_unclean_shutdown(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> tuple[PartitionChangeRecord, ...]:
+        """The partition changes when `broker_id` registers after an unclean shutdown (KIP-966,
+        Kafka's `handleBrokerUncleanShutdown`): its log may have lost what it had not synced,
+        so it leaves every ISR, as for fencing, and every ELR. With ELR on, a partition whose
+        last ISR member it was is left without a leader rather than led by a replica that may
+        miss acknowledged records. The caller appends the new incarnation's registration after
+        these. Bounded as `handle_broker_fenced`."""
+        partitions: list[_PartitionKey] = []
+        indexes = [self._isr_members, self._elr_members]
+        if self._elr_enabled():
+            # Without ELR a leaderless partition keeps its last ISR member whatever happens
+            # to it, so those are visited with ELR only.
+            indexes.append(self._leaderless_by_member)
+        for index in indexes:
+            members = index.live.get(broker_id)
+            if members is not None:
+                partitions.extend(members.live)
+        return self._update_isrs_and_leaders(
+            partitions, broker_to_remove=broker_id, max_records=max_records, unclean_shutdown=True
+        )
 
     def fenced_brokers_named(self) -> list[int]:
         """The fenced or unregistered brokers still in some ISR beside other members, or still
@@ -1374,7 +1429,12 @@ class ReplicationControl:
                 )
             election = Election.UNCLEAN
         record = PartitionChangeBuilder(
-            partition, topic_id, partition_id, self._cluster.is_active, election=election
+            partition,
+            topic_id,
+            partition_id,
+            self._cluster.is_active,
+            election=election,
+            **self._elr_settings(name),
         ).build()
         if record is None:
             if election_type == ElectionType.PREFERRED:
@@ -1426,6 +1486,7 @@ class ReplicationControl:
                 target_replicas=replicas,
                 target_adding_replicas=(),
                 target_removing_replicas=(),
+                **self._elr_settings(target.topic),
             ).build()
         wanted = tuple(target.replicas)
         self._check_assignment(target.partition_id, wanted, None)
@@ -1455,6 +1516,7 @@ class ReplicationControl:
             target_replicas=wanted + removing,
             target_adding_replicas=adding,
             target_removing_replicas=removing,
+            **self._elr_settings(target.topic),
         ).build()
 
     def _update_isrs_and_leaders(
@@ -1463,9 +1525,11 @@ class ReplicationControl:
         *,
         broker_to_remove: int,
         max_records: int | None = None,
+        unclean_shutdown: bool = False,
     ) -> tuple[PartitionChangeRecord, ...]:
         """Take `broker_to_remove` out of these partitions' ISRs and re-elect where needed.
-        Stops after `max_records` changes, if given.
+        Stops after `max_records` changes, if given. With `unclean_shutdown` it leaves their
+        ELRs too (KIP-966: its log may have lost what it had not synced).
 
         Members in controlled shutdown leave with it, in the same change (they leave every
         ISR anyway, their own moves would do it a record later), except that the last of them
@@ -1477,28 +1541,36 @@ class ReplicationControl:
         def acceptable(broker_id: int) -> bool:
             return broker_id != broker_to_remove and cluster.is_active(broker_id)
 
-        def target_isr(isr: tuple[int, ...]) -> tuple[int, ...]:
+        def target_isr(isr: tuple[int, ...], elr_enabled: bool) -> tuple[int, ...]:
             rest = tuple(b for b in isr if b != broker_to_remove)
             staying = tuple(b for b in rest if not cluster.in_controlled_shutdown(b))
-            return staying if staying or not rest else rest[-1:]
+            # With ELR the members that leave become the ELR, so the ISR may empty.
+            return staying if staying or not rest or elr_enabled else rest[-1:]
 
+        unclean = (broker_to_remove,) if unclean_shutdown else ()
         records: list[PartitionChangeRecord] = []
-        # The election mode is a topic config: looked up once per topic, not per partition (a
-        # broker's fencing can touch 100k partitions of a few topics).
-        elections: dict[UUID, Election] = {}
+        # The election mode and ELR settings are topic configs: looked up once per topic, not
+        # per partition (a broker's fencing can touch 100k partitions of a few topics).
+        settings: dict[UUID, tuple[Election, _ElrSettings]] = {}
         for tp in partitions:
             topic = self._topics.live[tp.topic_id]
             partition = topic.partitions.live[tp.partition_id]
-            election = elections.get(tp.topic_id)
-            if election is None:
-                election = elections[tp.topic_id] = self._election_for(topic.name)
+            found = settings.get(tp.topic_id)
+            if found is None:
+                found = settings[tp.topic_id] = (
+                    self._election_for(topic.name),
+                    self._elr_settings(topic.name),
+                )
+            election, elr = found
             record = PartitionChangeBuilder(
                 partition,
                 tp.topic_id,
                 tp.partition_id,
                 acceptable,
                 election=election,
-                target_isr=target_isr(partition.isr),
+                target_isr=target_isr(partition.isr, bool(elr)),
+                unclean_shutdown_replicas=unclean,
+                **elr,
             ).build()
             if record is not None:
                 records.append(record)
@@ -1518,18 +1590,21 @@ class ReplicationControl:
             return broker_id == broker_to_add or cluster.is_active(broker_id)
 
         records: list[PartitionChangeRecord] = []
-        elections: dict[UUID, Election] = {}
+        settings: dict[UUID, tuple[Election, _ElrSettings]] = {}
         for tp in self._cleanly_electable() if clean_only else self._leaderless():
             topic = self._topics.live[tp.topic_id]
             partition = topic.partitions.live[tp.partition_id]
-            election = elections.get(tp.topic_id)
-            if election is None:
+            found = settings.get(tp.topic_id)
+            if found is None:
                 election = Election.ONLINE if clean_only else self._election_for(topic.name)
-                elections[tp.topic_id] = election
-            if election is not Election.UNCLEAN and not any(map(acceptable, partition.isr)):
+                found = settings[tp.topic_id] = (election, self._elr_settings(topic.name))
+            election, elr = found
+            # With an empty ISR, an ELR member may lead cleanly (KIP-966).
+            electable = partition.isr or (partition.elr if elr else ())
+            if election is not Election.UNCLEAN and not any(map(acceptable, electable)):
                 continue
             record = PartitionChangeBuilder(
-                partition, tp.topic_id, tp.partition_id, acceptable, election=election
+                partition, tp.topic_id, tp.partition_id, acceptable, election=election, **elr
             ).build()
             if record is not None:
                 records.append(record)
@@ -1555,15 +1630,27 @@ class ReplicationControl:
         self, tp: TopicIdPartition, election: Election
     ) -> PartitionChangeRecord | None:
         """The change a periodic run's `election` makes to `tp`, electing among active brokers."""
-        partition = self._topics.live[tp.topic_id].partitions.live[tp.partition_id]
+        topic = self._topics.live[tp.topic_id]
+        partition = topic.partitions.live[tp.partition_id]
         return PartitionChangeBuilder(
-            partition, tp.topic_id, tp.partition_id, self._cluster.is_active, election=election
+            partition,
+            tp.topic_id,
+            tp.partition_id,
+            self._cluster.is_active,
+            election=election,
+            **self._elr_settings(topic.name),
         ).build()
 
     def _election_for(self, topic: str) -> Election:
         if self._configs.unclean_leader_election_enabled(topic):
             return Election.UNCLEAN
         return Election.ONLINE
+
+    def _elr_settings(self, topic: str) -> _ElrSettings:
+        """The builder's KIP-966 arguments for a partition of `topic` (latest state)."""
+        if not self._elr_enabled():
+            return _ELR_OFF
+        return {"elr_enabled": True, "min_isr": self._configs.min_insync_replicas(topic)}
 
     def _live_partition(self, name: str, partition_id: int) -> tuple[UUID, PartitionRegistration]:
         topic_id = self._topic_ids.live.get(name)
@@ -1622,18 +1709,18 @@ class ReplicationControl:
         """Keep the broker and partition-set indexes in step with one partition's change."""
         old_members, old_stranded = _isr_index_entry(previous)
         new_members, new_stranded = _isr_index_entry(current)
-        if old_members != new_members:
-            for broker_id in old_members:
-                if broker_id not in new_members:
-                    self._isr_members.live[broker_id].discard(tp)
-            for broker_id in new_members:
-                if broker_id not in old_members:
-                    self._member_set(self._isr_members, broker_id).add(tp)
+        self._move_members(self._isr_members, tp, old_members, new_members)
         if old_stranded != new_stranded:
             if old_stranded is not None:
                 self._leaderless_by_member.live[old_stranded].discard(tp)
             if new_stranded is not None:
                 self._member_set(self._leaderless_by_member, new_stranded).add(tp)
+        self._move_members(
+            self._elr_members,
+            tp,
+            () if previous is None else previous.elr,
+            () if current is None else current.elr,
+        )
         old_leader = None if previous is None else previous.leader
         new_leader = None if current is None else current.leader
         if old_leader != new_leader:
@@ -1654,6 +1741,23 @@ class ReplicationControl:
             self._reassigning.add(tp)
         elif previous is not None and previous.is_reassigning:
             self._reassigning.discard(tp)
+
+    def _move_members(
+        self,
+        index: TimelineHashMap[int, TimelineHashSet[_PartitionKey]],
+        tp: _PartitionKey,
+        old: tuple[int, ...],
+        new: tuple[int, ...],
+    ) -> None:
+        """`tp` leaves the sets of the brokers of `old` not in `new` and joins those of `new`."""
+        if old == new:
+            return
+        for broker_id in old:
+            if broker_id not in new:
+                index.live[broker_id].discard(tp)
+        for broker_id in new:
+            if broker_id not in old:
+                self._member_set(index, broker_id).add(tp)
 
     def _member_set(
         self, index: TimelineHashMap[int, TimelineHashSet[_PartitionKey]], broker_id: int

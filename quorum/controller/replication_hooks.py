@@ -13,9 +13,9 @@ Rules:
   writes the rest in later steps of the same write, one per loop turn. `handle_broker_unfenced`
   returns a `ControllerResult` whose `then` elects the leaders left over.
 - They are asked while the broker's registration still shows its old state (the records are
-  replayed afterwards), so `handle_broker_fenced(b)` and `handle_controlled_shutdown(b)` must
-  treat `b` as unable to lead or join an ISR, and `handle_broker_unfenced(b)` must treat it as
-  able to.
+  replayed afterwards), so `handle_broker_fenced(b)`, `handle_broker_unclean_shutdown(b)` and
+  `handle_controlled_shutdown(b)` must treat `b` as unable to lead or join an ISR, and
+  `handle_broker_unfenced(b)` must treat it as able to.
 - `has_leaderships(b)` and `topic_exists(name)` describe the latest state.
 """
 
@@ -58,6 +58,14 @@ class ReplicationHooks(Protocol):
     ) -> Sequence[MetadataRecord]:
         """Records removing `broker_id` from every ISR and moving its leaderships away, before
         its registration is removed (at most `max_records`; fewer means all)."""
+        ...
+
+    def handle_broker_unclean_shutdown(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> Sequence[MetadataRecord]:
+        """Records removing `broker_id`, registering again after an unclean shutdown, from
+        every ISR and ELR and moving its leaderships away (at most `max_records`; fewer means
+        all)."""
         ...
 
     def handle_controlled_shutdown(

@@ -90,6 +90,8 @@ from uuid import UUID
 
 from replog.errors import BrokerIdNotRegisteredError, NotControllerError, StaleBrokerEpochError
 from replog.quorum.metadata.records import (
+    ELR_VERSION_FEATURE,
+    ELR_VERSION_LATEST,
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
     METADATA_VERSION_MINIMUM,
@@ -116,6 +118,7 @@ BECOMING_ACTIVE_RETRIES_MAX = 100
 SUPPORTED_FEATURES: tuple[FeatureRange, ...] = (
     FeatureRange(METADATA_VERSION_FEATURE, METADATA_VERSION_MINIMUM, METADATA_VERSION_LATEST),
     FeatureRange(TRANSACTION_VERSION_FEATURE, 0, TRANSACTION_VERSION_LATEST),
+    FeatureRange(ELR_VERSION_FEATURE, 0, ELR_VERSION_LATEST),
 )
 
 

@@ -95,6 +95,8 @@ def partition_record_bytes(record: PartitionRecord) -> bytes:
             _packed(b"\x42", record.removing_replicas),
             _packed(b"\x4a", record.adding_replicas),
             _int32(b"\x50", record.leader_recovery_state),
+            _packed(b"\x5a", record.elr),
+            _packed(b"\x62", record.last_known_elr),
         )
     )
     return _PARTITION + _varint(len(body)) + body
@@ -114,6 +116,8 @@ def partition_change_record_bytes(record: PartitionChangeRecord) -> bytes:
             _id_list(b"\x32", record.removing_replicas),
             _id_list(b"\x3a", record.adding_replicas),
             b"" if recovery == RECOVERY_STATE_UNCHANGED else b"\x40" + _varint(recovery),
+            _id_list(b"\x4a", record.elr),
+            _id_list(b"\x52", record.last_known_elr),
         )
     )
     return _PARTITION_CHANGE + _varint(len(body)) + body
@@ -124,10 +128,11 @@ def partition_change_record_bytes(record: PartitionChangeRecord) -> bytes:
 # What a field holds, by field number (`_read_fields`).
 _NONE, _INT32, _IDS, _ID_LIST, _ID = range(5)
 _PARTITION_FIELDS = (
-    _NONE, _ID, _INT32, _IDS, _IDS, _INT32, _INT32, _INT32, _IDS, _IDS, _INT32,
+    _NONE, _ID, _INT32, _IDS, _IDS, _INT32, _INT32, _INT32, _IDS, _IDS, _INT32, _IDS, _IDS,
 )  # fmt: skip
 _PARTITION_CHANGE_FIELDS = (
-    _NONE, _ID, _INT32, _ID_LIST, _INT32, _ID_LIST, _ID_LIST, _ID_LIST, _INT32,
+    _NONE, _ID, _INT32, _ID_LIST, _INT32, _ID_LIST, _ID_LIST, _ID_LIST, _INT32, _ID_LIST,
+    _ID_LIST,
 )  # fmt: skip
 _INT32_MAX = (1 << 31) - 1
 _NEGATIVE_INT32_LOW = (1 << 64) - (1 << 31)  # the 64-bit pattern of int32's lowest value
@@ -162,6 +167,8 @@ def read_partition_record(data: bytes, topic_id: Callable[[bytes], UUID]) -> Par
         values[8] or (),
         values[9] or (),
         recovery,
+        values[11] or (),
+        values[12] or (),
     )
 
 
@@ -174,7 +181,7 @@ def read_partition_change_record(
     values = _read_fields(data, _PARTITION_CHANGE_FIELDS)
     if values is None or values[1] is None:
         return None
-    _, raw_id, partition_id, isr, leader, replicas, removing, adding, recovery = values
+    _, raw_id, partition_id, isr, leader, replicas, removing, adding, recovery = values[:9]
     if (
         (leader is not None and leader < NO_LEADER)
         or (partition_id is not None and partition_id < 0)
@@ -190,6 +197,8 @@ def read_partition_change_record(
         removing,
         adding,
         RECOVERY_STATE_UNCHANGED if recovery is None else recovery,
+        values[9],
+        values[10],
     )
 
 

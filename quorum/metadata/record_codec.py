@@ -196,6 +196,8 @@ def _partition(r: Any) -> pb.PartitionRecord:
         removing_replicas=r.removing_replicas,
         adding_replicas=r.adding_replicas,
         leader_recovery_state=int(r.leader_recovery_state),
+        elr=r.elr,
+        last_known_elr=r.last_known_elr,
     )
 
 
@@ -212,6 +214,8 @@ def _partition_change(r: Any) -> pb.PartitionChangeRecord:
         leader_recovery_state=(
             None if r.leader_recovery_state == RECOVERY_STATE_UNCHANGED else r.leader_recovery_state
         ),
+        elr=_ids(r.elr),
+        last_known_elr=_ids(r.last_known_elr),
     )
 
 
@@ -444,6 +448,8 @@ def _dec_partition(m: pb.PartitionRecord) -> PartitionRecord:
         tuple(m.removing_replicas),
         tuple(m.adding_replicas),
         recovery,
+        tuple(m.elr),
+        tuple(m.last_known_elr),
     )
 
 
@@ -463,6 +469,8 @@ def _dec_partition_change(m: pb.PartitionChangeRecord) -> PartitionChangeRecord:
         tuple(m.removing_replicas.broker_ids) if has("removing_replicas") else None,
         tuple(m.adding_replicas.broker_ids) if has("adding_replicas") else None,
         recovery,
+        tuple(m.elr.broker_ids) if has("elr") else None,
+        tuple(m.last_known_elr.broker_ids) if has("last_known_elr") else None,
     )
 
 
@@ -585,19 +593,27 @@ def _check_broker_registration_change(record: BrokerRegistrationChangeRecord) ->
     _enum(FenceChange, "fenced", int(record.fenced))
 
 
+_PARTITION_ID_LISTS = (
+    "replicas", "isr", "removing_replicas", "adding_replicas", "elr", "last_known_elr",
+)  # fmt: skip
+
+
 # Written out for the two records of every partition (a third of their decoding was checks):
 # each list's lowest id against 0, the fields named only when one breaks a rule.
 def _check_partition(record: PartitionRecord) -> None:
     _partition_fields(record.partition_id, record.leader, NO_LEADER)
     replicas, isr = record.replicas, record.isr
     removing, adding = record.removing_replicas, record.adding_replicas
+    elr, last_known_elr = record.elr, record.last_known_elr
     if (
         (replicas and min(replicas) < 0)
         or (isr and min(isr) < 0)
         or (removing and min(removing) < 0)
         or (adding and min(adding) < 0)
+        or (elr and min(elr) < 0)
+        or (last_known_elr and min(last_known_elr) < 0)
     ):
-        for field in ("replicas", "isr", "removing_replicas", "adding_replicas"):
+        for field in _PARTITION_ID_LISTS:
             _broker_ids(field, getattr(record, field))
     if record.leader_recovery_state not in RECOVERY_STATE_OF:
         _enum(LeaderRecoveryState, "leader_recovery_state", int(record.leader_recovery_state))
@@ -610,7 +626,7 @@ def _check_partition(record: PartitionRecord) -> None:
 
 def _check_partition_change(record: PartitionChangeRecord) -> None:
     _partition_fields(record.partition_id, record.leader, LEADER_UNCHANGED)
-    for field in ("replicas", "isr", "removing_replicas", "adding_replicas"):
+    for field in _PARTITION_ID_LISTS:
         values = getattr(record, field)
         if values and min(values) < 0:
             _broker_ids(field, values)

@@ -11,6 +11,10 @@ Rules:
   builds one per partition a creation or broker event writes, and a frozen dataclass's
   `__init__` sets its fields one call at a time (1.7-2.0 us against 0.3-0.4 us). Being tuples,
   they also equal a plain tuple of the same values, which nothing compares them with.
+- KIP-966's fields (`elr`, `last_known_elr`: Kafka's EligibleLeaderReplicas and LastKnownElr)
+  are written only while the `eligible.leader.replicas.version` feature is on; `elr` holds
+  replicas that left the ISR while it was below min.insync.replicas (each holds every
+  committed record), `last_known_elr` those taken out of it by an unclean shutdown.
 - `PartitionChangeRecord` says "absent means unchanged": `None` for lists,
   `LEADER_UNCHANGED` (-2) for the leader, `RECOVERY_STATE_UNCHANGED` (-1) for the recovery state.
   Replaying one with a leader other than -2 bumps the leader epoch (even to the same broker: that
@@ -45,6 +49,9 @@ METADATA_VERSION_LATEST = 7
 # Kafka 4.x finalizes 2 on a new cluster.
 TRANSACTION_VERSION_FEATURE = "transaction.version"
 TRANSACTION_VERSION_LATEST = 2
+# KIP-966's feature: level 1 turns on eligible leader replicas and unclean-shutdown handling.
+ELR_VERSION_FEATURE = "eligible.leader.replicas.version"
+ELR_VERSION_LATEST = 1
 
 
 class LeaderRecoveryState(IntEnum):
@@ -130,6 +137,8 @@ class PartitionRecord(NamedTuple):
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+    elr: tuple[int, ...] = ()  # KIP-966 eligible leader replicas
+    last_known_elr: tuple[int, ...] = ()
 
 
 class PartitionChangeRecord(NamedTuple):
@@ -141,6 +150,8 @@ class PartitionChangeRecord(NamedTuple):
     removing_replicas: tuple[int, ...] | None = None
     adding_replicas: tuple[int, ...] | None = None
     leader_recovery_state: int = RECOVERY_STATE_UNCHANGED
+    elr: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

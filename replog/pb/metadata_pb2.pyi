@@ -77,7 +77,7 @@ class TopicRecord(_message.Message):
     def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ...) -> None: ...
 
 class PartitionRecord(_message.Message):
-    __slots__ = ("topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "removing_replicas", "adding_replicas", "leader_recovery_state")
+    __slots__ = ("topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "removing_replicas", "adding_replicas", "leader_recovery_state", "elr", "last_known_elr")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,8 @@ class PartitionRecord(_message.Message):
     REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     LEADER_RECOVERY_STATE_FIELD_NUMBER: _ClassVar[int]
+    ELR_FIELD_NUMBER: _ClassVar[int]
+    LAST_KNOWN_ELR_FIELD_NUMBER: _ClassVar[int]
     topic_id: bytes
     partition_id: int
     replicas: _containers.RepeatedScalarFieldContainer[int]
@@ -98,7 +100,9 @@ class PartitionRecord(_message.Message):
     removing_replicas: _containers.RepeatedScalarFieldContainer[int]
     adding_replicas: _containers.RepeatedScalarFieldContainer[int]
     leader_recovery_state: int
-    def __init__(self, topic_id: _Optional[bytes] = ..., partition_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., leader_recovery_state: _Optional[int] = ...) -> None: ...
+    elr: _containers.RepeatedScalarFieldContainer[int]
+    last_known_elr: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic_id: _Optional[bytes] = ..., partition_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., removing_replicas: _Optional[_Iterable[int]] = ..., adding_replicas: _Optional[_Iterable[int]] = ..., leader_recovery_state: _Optional[int] = ..., elr: _Optional[_Iterable[int]] = ..., last_known_elr: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class BrokerIdList(_message.Message):
     __slots__ = ("broker_ids",)
@@ -107,7 +111,7 @@ class BrokerIdList(_message.Message):
     def __init__(self, broker_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PartitionChangeRecord(_message.Message):
-    __slots__ = ("topic_id", "partition_id", "isr", "leader", "replicas", "removing_replicas", "adding_replicas", "leader_recovery_state")
+    __slots__ = ("topic_id", "partition_id", "isr", "leader", "replicas", "removing_replicas", "adding_replicas", "leader_recovery_state", "elr", "last_known_elr")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
@@ -116,6 +120,8 @@ class PartitionChangeRecord(_message.Message):
     REMOVING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ADDING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     LEADER_RECOVERY_STATE_FIELD_NUMBER: _ClassVar[int]
+    ELR_FIELD_NUMBER: _ClassVar[int]
+    LAST_KNOWN_ELR_FIELD_NUMBER: _ClassVar[int]
     topic_id: bytes
     partition_id: int
     isr: BrokerIdList
@@ -124,7 +130,9 @@ class PartitionChangeRecord(_message.Message):
     removing_replicas: BrokerIdList
     adding_replicas: BrokerIdList
     leader_recovery_state: int
-    def __init__(self, topic_id: _Optional[bytes] = ..., partition_id: _Optional[int] = ..., isr: _Optional[_Union[BrokerIdList, _Mapping]] = ..., leader: _Optional[int] = ..., replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., removing_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., adding_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., leader_recovery_state: _Optional[int] = ...) -> None: ...
+    elr: BrokerIdList
+    last_known_elr: BrokerIdList
+    def __init__(self, topic_id: _Optional[bytes] = ..., partition_id: _Optional[int] = ..., isr: _Optional[_Union[BrokerIdList, _Mapping]] = ..., leader: _Optional[int] = ..., replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., removing_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., adding_replicas: _Optional[_Union[BrokerIdList, _Mapping]] = ..., leader_recovery_state: _Optional[int] = ..., elr: _Optional[_Union[BrokerIdList, _Mapping]] = ..., last_known_elr: _Optional[_Union[BrokerIdList, _Mapping]] = ...) -> None: ...
 
 class RemoveTopicRecord(_message.Message):
     __slots__ = ("topic_id",)

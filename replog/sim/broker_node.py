@@ -13,6 +13,7 @@ Rules:
 - The broker's timeouts read the loop's clock (`now_ms`), its record and file timestamps the
   node's wall clock when given; its randomness is a seeded `random.Random`: a seed replays
   the same run.
+- A clean stop's controlled shutdown waits `CONTROLLED_SHUTDOWN_TIMEOUT_MS` at most.
 - The broker's ReplicaFetch servicer is entered in `fetch_services` under its node id once
   built, where followers' fetches find it; the simulation removes it when the node goes down.
 """
@@ -44,6 +45,9 @@ __all__ = ["LOG_DIR", "LOG_TASKS_POLL_MS", "simulated_broker"]
 
 LOG_DIR = "/data"  # each node's partition logs on its own disk
 LOG_TASKS_POLL_MS = 100
+# A clean stop's controlled shutdown on the run's time scale (Kafka's 30 s would outlast the
+# faults phase): the controller answers within a few heartbeats or the stop goes on without it.
+CONTROLLED_SHUTDOWN_TIMEOUT_MS = 2_000
 
 
 def _log_tasks_on_the_loop(
@@ -118,6 +122,7 @@ def simulated_broker(
         rng=rng,
         incarnation_id=incarnation_id,
         data_plane=data_plane_config((LOG_DIR,), properties),
+        controlled_shutdown_timeout_ms=CONTROLLED_SHUTDOWN_TIMEOUT_MS,
         controller_links=sim_controller_links(network, node_id, controller_services),
         host=simulated_host(
             node_id,

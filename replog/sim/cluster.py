@@ -8,8 +8,15 @@ Rules:
   drawn from it when the node starts), so a seed replays a run.
 - `kill(node)` is kill -9: the node's tasks are cancelled at once, nothing it would do on a
   clean stop runs, its disk keeps every write (`MemoryFileSystem.kill`). `power_loss(node)`
-  is the same with only the synced data kept (`crash`, a torn tail possible). `start(node)`
-  brings a stopped node back from its disk as a restart would.
+  is the same with only the synced data kept (`crash`, a torn tail possible), with
+  `around_power_loss` (a checker's) around it. `shut_down(node)` is the clean part of a
+  node process's stop on SIGTERM (`replog.server.process.node`): the broker's controlled
+  shutdown and clean log shutdown (the clean-shutdown marker with its broker epoch), then
+  the Raft driver resigning; the process then exits (`kill`: every write is on the disk).
+  `start(node)` brings a stopped node back from its disk as a restart would; its broker
+  registers with the epoch of its disk's clean-shutdown marker (KIP-966's previous broker
+  epoch), read before its logs load, as a node process's config reads it; an incarnation
+  whose disk holds no marker naming an epoch is in `unclean_starts`.
 - A node's broker replays the metadata its node's Raft driver has committed (its stepped
   listener), as a combined node's does; its ReplicaFetch servicer is in `fetch_services`
   while the node runs. A broker that cannot go on (a storage error, `wait_failed`) ends a
@@ -27,8 +34,12 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from replog.clock import Clock
@@ -40,7 +51,7 @@ from replog.server.broker.broker_runtime import BrokerRuntime
 from replog.server.controller.controller_service import ControllerService
 from replog.server.data_plane.replica_fetch_service import ReplicaFetchService
 from replog.server.raft.raft_driver import RaftDriver
-from replog.sim.broker_node import simulated_broker
+from replog.sim.broker_node import LOG_DIR, simulated_broker
 from replog.sim.controller_node import simulated_controller
 from replog.sim.counted_steps import counted
 from replog.sim.network import SimNetwork
@@ -49,6 +60,7 @@ from replog.sim.raft_node import simulated_raft_driver
 from replog.sim.sim_tasks import SimTasks
 from replog.sim.snapshot_shape import NO_SNAPSHOTS, SnapshotShape
 from replog.sim.virtual_loop import VirtualLoop
+from replog.storage.log_manager import clean_shutdown_broker_epoch
 from replog.storage.memory_fs import MemoryFileSystem
 
 __all__ = ["CLUSTER_ID", "SimCluster", "SimNode"]
@@ -92,12 +104,18 @@ def controller_config(
         node_id=node_id,
         cluster_id=CLUSTER_ID,
         broker_session_timeout_ms=session_timeout_ms,
+        # KIP-966: a replica that lost power is kept out of every ISR and ELR, so no
+        # acknowledged record depends on what it had not synced.
+        eligible_leader_replicas_enable=True,
         leader_imbalance_check_interval_ms=LEADER_IMBALANCE_CHECK_MS,
     )
 
 
 def lifecycle_config(
-    node_id: int, node_ids: tuple[int, ...], session_timeout_ms: int = SESSION_TIMEOUT_MS
+    node_id: int,
+    node_ids: tuple[int, ...],
+    session_timeout_ms: int = SESSION_TIMEOUT_MS,
+    previous_broker_epoch: int = -1,
 ) -> BrokerLifecycleConfig:
     return BrokerLifecycleConfig(
         broker_id=node_id,
@@ -107,6 +125,7 @@ def lifecycle_config(
         heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
         session_timeout_ms=session_timeout_ms,
         request_timeout_ms=500,
+        previous_broker_epoch=previous_broker_epoch,
     )
 
 
@@ -120,6 +139,7 @@ class SimNode:
     wall_offset_ms: int = 0  # how far its wall clock has jumped, in all (module Rules)
     steps: int = 0  # how often its Raft driver's task ran, in all (`counted_steps`)
     tasks: SimTasks = field(default_factory=SimTasks)
+    failure_watch: asyncio.Task[None] | None = None  # `_broker_failure`'s task
     raft: RaftDriver | None = None
     broker: BrokerRuntime | None = None
 
@@ -148,6 +168,12 @@ class SimCluster:
         self.services: dict[int, ControllerService] = {}
         self.fetch_services: dict[int, ReplicaFetchService] = {}
         self.power_losses: list[tuple[int, int]] = []  # (virtual ms, node), oldest first
+        # The brokers' incarnation ids that started without a clean-shutdown marker naming a
+        # broker epoch: to the controller, their predecessors stopped uncleanly (KIP-966).
+        self.unclean_starts: set[uuid.UUID] = set()
+        self.around_power_loss: Callable[[SimNode], AbstractContextManager[None]] = lambda _node: (
+            contextlib.nullcontext()
+        )
         self.nodes: dict[int, SimNode] = {}
         for i in node_ids:  # each disk's file times read its node's wall clock
             self.nodes[i] = SimNode(i, MemoryFileSystem(clock=self.wall_clock(i)))
@@ -207,14 +233,20 @@ class SimCluster:
             wall_clock=self.wall_clock(node_id),
             snapshots=self.snapshots,
         )
+        # Read before its logs load (which removes the marker), as a node process's config is.
+        previous_epoch = clean_shutdown_broker_epoch((LOG_DIR,), node.disk)
+        broker_rng = random.Random(rng.getrandbits(64))
+        incarnation_id = uuid.UUID(int=rng.getrandbits(128))
+        if previous_epoch <= 0:
+            self.unclean_starts.add(incarnation_id)
         broker = simulated_broker(
-            lifecycle_config(node_id, self.node_ids),
+            lifecycle_config(node_id, self.node_ids, previous_broker_epoch=previous_epoch),
             raft,
             loop=loop,
             network=self.network,
             disk=node.disk,
-            rng=random.Random(rng.getrandbits(64)),
-            incarnation_id=uuid.UUID(int=rng.getrandbits(128)),
+            rng=broker_rng,
+            incarnation_id=incarnation_id,
             tasks=tasks,
             controller_services=self.services,
             fetch_services=self.fetch_services,
@@ -224,7 +256,34 @@ class SimCluster:
         node.raft, node.broker = raft, broker
         tasks.spawn(counted(raft.run(), node), name=f"node {node_id}'s Raft driver")
         tasks.spawn(broker.start(), name=f"node {node_id}'s broker start")
-        tasks.spawn(_broker_failure(broker), name=f"node {node_id}'s broker failure")
+        node.failure_watch = tasks.spawn(
+            _broker_failure(broker), name=f"node {node_id}'s broker failure"
+        )
+
+    async def shut_down(self, node_id: int, timeout_s: float) -> bool:
+        """The clean part of node `node_id`'s stop (module Rules), bounded by `timeout_s` (a
+        supervisor's grace period); False if it did not end in time or the node stopped
+        otherwise meanwhile (a fault). The caller ends the process (`kill`, `power_loss`)."""
+        node = self.nodes[node_id]
+        raft, broker = node.raft, node.broker
+        assert raft is not None and broker is not None, f"node {node_id} is not running"
+        if node.failure_watch is not None:  # the process stops its roles: no failure exit
+            node.failure_watch.cancel()
+        try:
+            async with asyncio.timeout(timeout_s):
+                await broker.stop(graceful=True)
+                if node.raft is raft:
+                    await raft.stop(graceful=True)
+        except TimeoutError:
+            return False
+        except asyncio.CancelledError:
+            # A task the stop waits for was cancelled by the node's fail-stop (`_stop`), not
+            # this one: the stop ends there.
+            current = asyncio.current_task()
+            if node.raft is raft or (current is not None and current.cancelling()):
+                raise
+            return False
+        return node.raft is raft
 
     def kill(self, node_id: int) -> None:
         """kill -9 (module Rules)."""
@@ -234,10 +293,11 @@ class SimCluster:
 
     def power_loss(self, node_id: int) -> None:
         """The node's power goes: only what it synced is left (module Rules)."""
-        self._stop(node_id)
-        self.power_losses.append((self.loop.now_ms(), node_id))
         node = self.nodes[node_id]
-        node.disk = node.disk.crash(random.Random(self.rng.getrandbits(64)))
+        with self.around_power_loss(node):
+            self._stop(node_id)
+            self.power_losses.append((self.loop.now_ms(), node_id))
+            node.disk = node.disk.crash(random.Random(self.rng.getrandbits(64)))
 
     def _stop(self, node_id: int) -> None:
         node = self.nodes[node_id]

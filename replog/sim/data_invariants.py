@@ -7,11 +7,13 @@ Rules (Kafka's replication guarantees, docs/design/replication.md):
   batch a consumer is given, equal byte for byte the partition's committed history (the first
   batch seen at each offset), unless committed data may be lost (`loss_excuse`; the history
   then restarts there): more than `replicas - min.insync.replicas` replicas of the partition
-  lost power since that batch entered the history, or one that lost power after the batch was
-  sent was then elected leader with fewer than min.insync.replicas in its ISR (the last
-  replica standing, whose HW may have counted what it had fetched but not synced; Kafka's KIP-966
-  keeps a replica that shut down uncleanly out of the ISR for this, which replog does not
-  yet do). A topic with `flush.messages=1` is never excused: its replicas sync every append.
+  lost power since that batch entered the history (every replica holding it may have lost it
+  unsynced). A replica that lost power is never excused as a leader otherwise: KIP-966 keeps
+  it out of every ISR and ELR once it registers again (the cluster runs with
+  `eligible.leader.replicas.version` 1). A topic with `flush.messages=1` is never excused
+  that way: its replicas sync every append. Any loss since an operator's unclean election of
+  the partition (`note_unclean_election`) is excused, on every topic: the replica it elects
+  may lack committed data, as Kafka's does.
 - A leader's HW never moves back within one leader epoch of one incarnation of its node.
 - Idempotence: a (producer id, producer epoch, base sequence) is in the committed history once.
 - A consumer is never given a record at or above the HW its answer states.
@@ -79,8 +81,7 @@ class PartitionHistory:
     sequences: dict[tuple[int, int, int], int] = field(default_factory=dict)  # -> base offset
     end: int = 0  # the offset after the last batch of the history
     resets: int = 0
-    # (leader, virtual ms the replay saw it) of each election with an ISR below min ISR.
-    short_isr_leaders: list[tuple[int, int]] = field(default_factory=list)
+    unclean_elections: list[int] = field(default_factory=list)  # virtual ms each was asked
 
     def truncate(self, offset: int) -> None:
         for base in [b for b in self.batches if b >= offset]:
@@ -148,24 +149,26 @@ class DataChecker:
             return made
         return None
 
-    def loss_excuse(self, history: PartitionHistory, since_ms: int, written_ms: int) -> str | None:
-        """Why committed data of the partition seen (or acknowledged) at `since_ms`, first
-        sent at `written_ms`, may be lost since (module Rules), None when nothing excuses it.
-        The last replica standing may have lost it before `since_ms`: a replica counts in the
-        HW with what it fetched, and a power loss takes what it had not synced."""
+    def loss_excuse(self, history: PartitionHistory, since_ms: int) -> str | None:
+        """Why committed data of the partition seen (or acknowledged) at `since_ms` may be
+        lost since (module Rules), None when nothing excuses it."""
+        elected = [at_ms for at_ms in history.unclean_elections if at_ms >= since_ms]
+        if elected:
+            return f"an operator's unclean election at {elected[0]} ms"
         if history.flushed:
             return None
         losses = self._cluster.power_losses
         lost = {node for at_ms, node in losses if at_ms >= since_ms and node in history.replicas}
         if len(lost) > len(history.replicas) - history.min_isr:
             return f"{len(lost)} of its replicas {list(history.replicas)} lost power since"
-        for leader, seen_ms in history.short_isr_leaders:
-            if any(node == leader and written_ms <= at <= seen_ms for at, node in losses):
-                return (
-                    f"node {leader} lost power after it was written and was then elected with "
-                    "an ISR below min.insync.replicas (no KIP-966 in replog)"
-                )
         return None
+
+    def note_unclean_election(self, topic: str, partition: int) -> None:
+        """An operator asks for an unclean election of the partition now: what it held may be
+        lost from here on (module Rules)."""
+        history = self.history(topic, partition)
+        assert history is not None, f"{topic}-{partition} is named in no image"
+        history.unclean_elections.append(self._cluster.loop.now_ms())
 
     def observe(self, topic: str, partition: int, data: bytes, source: str) -> int:
         """Compare the batches `data` (committed ones, from `source`) with the history (module
@@ -189,14 +192,7 @@ class DataChecker:
                 if cut in history.batches and read_header(history.batches[cut]).next_offset <= base:
                     cut = base
                 since = history.seen_at_ms.get(cut, now)
-                written = (
-                    self._cluster.client_time_to_virtual_ms(
-                        read_header(history.batches[cut]).base_timestamp
-                    )
-                    if cut in history.batches
-                    else since
-                )
-                if self.loss_excuse(history, since, written) is None:
+                if self.loss_excuse(history, since) is None:
                     lost = {n for at, n in self._cluster.power_losses if at >= since}
                     raise InvariantViolation(
                         f"at {now} ms {source}: {topic}-{partition}'s committed batch at offset "
@@ -251,7 +247,8 @@ class DataChecker:
             if manager is None:
                 continue
             for (topic, index), replica in manager.partitions().items():
-                if topic not in self._topics or replica.stopped:
+                # A closed log: its broker is stopping cleanly (its logs shut down first).
+                if topic not in self._topics or replica.stopped or replica.log.closed:
                     continue
                 follower = replica.follower
                 answered = follower is not None and follower.caught_up is not None
@@ -358,14 +355,9 @@ class DataChecker:
 
     # --- metadata images --------------------------------------------------------------------
 
-    def follow_metadata(self, committed: bytes | bytearray) -> None:
-        """Replay what is new in `committed`, the longest committed metadata log seen (the
-        elections `loss_excuse` reads are found here)."""
-        self._replay(committed)
-
     def check_images(self, committed: bytes | bytearray) -> None:
-        """`follow_metadata`, then compare each broker's published image with the replay at
-        its offset."""
+        """Replay what is new in `committed` (the longest committed metadata log seen), then
+        compare each broker's published image with the replay at its offset."""
         self._replay(committed)
         for node in self._cluster.up_nodes():
             broker = node.broker
@@ -388,20 +380,6 @@ class DataChecker:
                     "replay of the committed metadata log"
                 )
 
-    def _note_short_isr_leaders(self, image: MetadataImage) -> None:
-        now = self._cluster.loop.now_ms()
-        for name, spec in self._topics.items():
-            topic = image.topics.by_name.get(name)
-            for index, registration in ({} if topic is None else topic.partitions).items():
-                history = self.history(name, index)
-                if (
-                    history is not None
-                    and registration.leader >= 0
-                    and len(registration.isr) < spec.min_isr
-                    and (registration.leader, now) not in history.short_isr_leaders
-                ):
-                    history.short_isr_leaders.append((registration.leader, now))
-
     def _replay(self, committed: bytes | bytearray) -> None:
         self._images.follow(committed, self._replay_batch)
 
@@ -416,6 +394,4 @@ class DataChecker:
         for record in RecordBatch.parse(committed, position):
             assert record.value is not None
             delta.replay(decode_record(record.value), record.offset)
-        image = delta.apply(provenance)
-        self._note_short_isr_leaders(image)
-        return image
+        return delta.apply(provenance)

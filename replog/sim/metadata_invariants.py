@@ -9,9 +9,13 @@ is replayed:
   becomes leader or joins an ISR, a new partition's included; a leader change that is neither
   an unclean election (leader recovery state RECOVERING) nor the completion of a reassignment
   (whose AlterPartition may add the new leader to the ISR first) picks a member of the ISR
-  the partition had just before.
-- Shape, after every batch that changes state: every partition has a non-empty ISR within its
-  replicas, its leader in the ISR or -1, no repeats, adding and removing replicas disjoint and
+  the partition had just before, or of its ELR (KIP-966: once the ISR empties, which the
+  same record may do).
+- Shape, after every batch that changes state: every partition has an ISR within its
+  replicas, empty only with leader -1 (KIP-966: the runs finalize
+  `eligible.leader.replicas.version`), an ELR within the replicas and outside the ISR, a
+  last-known ELR within the replicas, its leader in the ISR or -1, no repeats, adding and
+  removing replicas disjoint and
   among the replicas; no unregistered broker leads a partition or is in an ISR, except as the
   last ISR member of a partition whose leader is -1.
 - Every committed batch replays onto the state before it.
@@ -215,10 +219,13 @@ def check_choices(
     # (its leader vouched for it): the ISR between the two is in no record.
     unclean = after.leader_recovery_state == LeaderRecoveryState.RECOVERING
     reassigned = before is not None and after.replicas != before.replicas
-    if before is not None and leader not in before.isr and not (unclean or reassigned):
+    # KIP-966: a member of the ELR is elected cleanly once the ISR empties, which may happen
+    # in the same record (its last member leaves as it is fenced).
+    from_elr = before is not None and leader in before.elr
+    if before is not None and leader not in before.isr and not (unclean or reassigned or from_elr):
         raise InvariantViolation(
             f"{where}: broker {leader} was elected leader cleanly from outside the ISR "
-            f"{before.isr} ({before} -> {after})"
+            f"{before.isr} and the ELR {before.elr} ({before} -> {after})"
         )
 
 
@@ -250,8 +257,17 @@ def _malformed(partition: PartitionRegistration) -> str | None:
     replicas, isr = partition.replicas, partition.isr
     if not replicas or len(set(replicas)) != len(replicas):
         return "its replicas are empty or repeat a broker"
-    if not isr or len(set(isr)) != len(isr) or not set(isr) <= set(replicas):
-        return "its ISR is empty, repeats a broker or names one outside the replicas"
+    if len(set(isr)) != len(isr) or not set(isr) <= set(replicas):
+        return "its ISR repeats a broker or names one outside the replicas"
+    if not isr and partition.leader != NO_LEADER:
+        # KIP-966: the ISR empties only when no replica may lead (its last members shut
+        # down uncleanly, or the ELR waits for one to come back).
+        return "its ISR is empty while it has a leader"
+    elr = partition.elr
+    if len(set(elr)) != len(elr) or not set(elr) <= set(replicas) or set(elr) & set(isr):
+        return "its ELR repeats a broker, names one outside the replicas or one in the ISR"
+    if not set(partition.last_known_elr) <= set(replicas):
+        return "its last-known ELR names a broker outside the replicas"
     if partition.leader != NO_LEADER and partition.leader not in isr:
         return "its leader is not in its ISR"
     adding, removing = set(partition.adding_replicas), set(partition.removing_replicas)

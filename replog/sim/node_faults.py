@@ -15,6 +15,10 @@ Rules:
   could not write back, so nothing unsynced can be counted on). A failure of a node whose disk
   is healthy, or one that is not a storage error, is left to the checker: it is a bug.
 - A node whose disk has failed may fail to start (`start`): it stays down, counted.
+- A clean restart (`clean_restart`, an operator's rolling restart) stops the node as SIGTERM
+  does (`SimCluster.shut_down`: controlled shutdown, logs closed with the clean-shutdown
+  marker), within `CLEAN_STOP_GRACE_S` or it is killed (a supervisor's grace period), then
+  starts it (`start`). A failed fsync during the stop leaves only what was synced, as above.
 - A slow disk (`slow_disk`) takes virtual time for each write and fsync (`VirtualLoop.block`):
   a worker thread's work finishes later, work on the loop holds the whole loop.
 - A clock jump (`jump_clock`) moves the node's wall clock forward or back; its monotonic clock
@@ -46,6 +50,7 @@ FREE_BYTES = (0, 2_000, 20_000)  # what a full disk has left when its fault star
 SLOW_WRITE_MS = (1, 5, 20)
 SLOW_SYNC_MS = (10, 50, 200)
 CLOCK_JUMPS_MS = (1_000, 30_000, 600_000, 3_600_000)
+CLEAN_STOP_GRACE_S = 5.0
 
 
 @dataclass
@@ -81,6 +86,7 @@ class NodeFaults:
         self.clock_jumps = 0
         self.fail_stops = 0  # nodes stopped by a failed disk
         self.failed_starts = 0
+        self.clean_restarts = 0  # begun
         for node in cluster.nodes.values():
             node.disk.on_operation = self._hook(node.node_id)  # kept across crashes
 
@@ -199,6 +205,22 @@ class NodeFaults:
             self._failed_it.pop(node_id, None)  # a new process: what failed the old is past
         return f"start node {node_id}"
 
+    async def clean_restart(self, node_id: int) -> list[str]:
+        """Stop node `node_id` cleanly, then start it (module Rules); what happened."""
+        cluster = self._cluster
+        node = cluster.nodes[node_id]
+        incarnation = node.incarnation
+        self.clean_restarts += 1
+        clean = await cluster.shut_down(node_id, CLEAN_STOP_GRACE_S)
+        if node.incarnation != incarnation or not node.up:
+            return [f"node {node_id}'s clean stop cut short by its fail-stop"]
+        done = [f"clean stop of node {node_id}" + ("" if clean else " killed after its grace")]
+        if self._disk_failed(node_id) == "sync":
+            cluster.power_loss(node_id)
+        else:
+            cluster.kill(node_id)
+        return [*done, self.start(node_id)]
+
     def stop_failed_nodes(self) -> list[str]:
         """Stop each node whose task ended on its failed disk (module Rules); what happened."""
         stopped: list[str] = []
@@ -206,6 +228,9 @@ class NodeFaults:
             errors = node.tasks.errors
             if not errors or node.raft is None:
                 continue
+            # Its other tasks that ended on the disk in the same turn stop it too, rather
+            # than being reported once it is stopped.
+            node.tasks.settle()
             how = self._disk_failed(node.node_id)
             if how is None or not all(isinstance(e, KafkaStorageError) for e in errors):
                 continue  # the checker's to report

@@ -30,10 +30,19 @@ class SimTasks:
         return task
 
     def _ended(self, task: asyncio.Task[None]) -> None:
+        if task not in self._tasks:
+            return  # reported already, by `settle`
         self._tasks.pop(task, None)
         if not task.cancelled() and (error := task.exception()) is not None:
             self.failures.append(f"{task.get_name()}: {type(error).__name__}: {error}")
             self.errors.append(error)
+
+    def settle(self) -> None:
+        """Report now every task that has ended but whose done callback has not run yet (it
+        runs at the loop's next turn): a caller deciding how the node stops sees every error
+        its tasks ended with so far."""
+        for task in [t for t in self._tasks if t.done()]:
+            self._ended(task)
 
     def cancel_all(self) -> None:
         """The node died: none of its tasks runs again."""

@@ -221,7 +221,12 @@ class Cluster:
             controller.tick(self.now_ms)
 
     def register(
-        self, broker_id: int, *, rack: str | None = None, commit: bool = True
+        self,
+        broker_id: int,
+        *,
+        rack: str | None = None,
+        commit: bool = True,
+        previous_broker_epoch: int = -1,
     ) -> PendingResponse[BrokerRegistrationReply]:
         incarnation = uuid.UUID(int=broker_id * 1000 + len(self.incarnations) + 1)
         self.incarnations[broker_id] = incarnation
@@ -233,6 +238,7 @@ class Cluster:
                 endpoints=(Endpoint("PLAINTEXT", "localhost", 9092 + broker_id),),
                 features=BROKER_FEATURES,
                 rack=rack,
+                previous_broker_epoch=previous_broker_epoch,
             ),
             self.now_ms,
         )

@@ -79,6 +79,12 @@ class ScriptedReplication:
         self.calls.append(("unregistered", broker_id))
         return self.on_fenced.get(broker_id, ())[:max_records]
 
+    def handle_broker_unclean_shutdown(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> Sequence[MetadataRecord]:
+        self.calls.append(("unclean", broker_id))
+        return self.on_fenced.get(broker_id, ())[:max_records]
+
     def handle_broker_unfenced(self, broker_id: int, *, max_records: int) -> ControllerResult[None]:
         self.calls.append(("unfenced", broker_id))
         return ControllerResult.of(self.on_unfenced.get(broker_id, ())[:max_records], None)
@@ -270,6 +276,28 @@ def test_a_new_incarnation_first_moves_the_old_one_out_of_isrs(h: Harness) -> No
     assert result.response.broker_epoch == h.next_offset + 2
     assert h.apply(result) == result.response.broker_epoch
     assert h.cluster.broker_epoch(1) == result.response.broker_epoch
+
+
+@pytest.mark.parametrize("named", [-1, "another"])
+def test_a_new_incarnation_naming_no_or_another_epoch_shut_down_uncleanly(
+    h: Harness, named: int | str
+) -> None:
+    """KIP-966: its predecessor left no clean-shutdown marker for the live epoch, so its log
+    may have lost its unsynced tail: it leaves every ISR and ELR, not just the ISRs."""
+    epoch = h.started(1)
+    h.replication.calls.clear()
+    h.now_ms += TIMEOUT
+    h.register(1, uuid.UUID(int=9), previous_broker_epoch=-1 if named == -1 else epoch + 1)
+    assert ("unclean", 1) in h.replication.calls
+    assert ("fenced", 1) not in h.replication.calls
+
+
+def test_the_successor_of_a_clean_shutdown_only_leaves_isrs_and_leaderships(h: Harness) -> None:
+    epoch = h.started(1)
+    h.replication.calls.clear()
+    h.register(1, uuid.UUID(int=9), previous_broker_epoch=epoch)
+    assert ("fenced", 1) in h.replication.calls
+    assert ("unclean", 1) not in h.replication.calls
 
 
 def test_a_retried_registration_keeps_its_epoch_and_flags(h: Harness) -> None:

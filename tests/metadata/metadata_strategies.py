@@ -98,6 +98,8 @@ def partition_records(
         removing_replicas=ids,
         adding_replicas=ids,
         leader_recovery_state=st.sampled_from(LeaderRecoveryState),
+        elr=ids,
+        last_known_elr=ids,
     )
 
 
@@ -116,6 +118,8 @@ def partition_change_records(
         removing_replicas=st.none() | ids,
         adding_replicas=st.none() | ids,
         leader_recovery_state=st.sampled_from([RECOVERY_STATE_UNCHANGED, 0, 1]),
+        elr=st.none() | ids,
+        last_known_elr=st.none() | ids,
     )
 
 
@@ -285,6 +289,8 @@ def _write_partition_change(draw: st.DrawFn, log: LogModel) -> None:
             removing_replicas=maybe_ids(0),
             adding_replicas=maybe_ids(0),
             leader_recovery_state=draw(st.sampled_from([RECOVERY_STATE_UNCHANGED, 0, 1])),
+            elr=maybe_ids(0),
+            last_known_elr=maybe_ids(0),
         )
     )
 

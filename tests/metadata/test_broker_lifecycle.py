@@ -174,6 +174,7 @@ def test_the_broker_registers_first_with_its_incarnation_and_supported_features(
     assert request.features == (
         FeatureRange(METADATA_VERSION_FEATURE, 1, 7),
         FeatureRange(TRANSACTION_VERSION_FEATURE, 0, 2),
+        FeatureRange("eligible.leader.replicas.version", 0, 1),
     )
     assert broker.core.state is S.STARTING
     assert broker.core.broker_epoch is None

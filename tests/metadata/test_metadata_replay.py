@@ -285,6 +285,10 @@ def test_a_merge_overwrites_what_the_change_carries_and_bumps_the_epochs(
             if recovery_named
             else before.leader_recovery_state
         ),
+        elr=before.elr if change.elr is None else change.elr,
+        last_known_elr=(
+            before.last_known_elr if change.last_known_elr is None else change.last_known_elr
+        ),
     )
 
 

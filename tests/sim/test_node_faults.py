@@ -153,3 +153,36 @@ def test_a_node_failed_by_its_disk_before_the_repair_stops_after_it_and_starts_a
     assert f"node {victim} starts again on its repaired disk" in events, events
     assert cluster.nodes[victim].up and faults.fail_stops == 1
     assert all(not n.tasks.failures for n in cluster.nodes.values())
+
+
+def test_a_clean_restart_leaves_the_marker_with_the_broker_epoch_and_a_kill_none(
+    cluster: SimCluster,
+) -> None:
+    """A clean stop writes the clean-shutdown marker with the epoch the broker registered
+    with, which its next start reads (KIP-966's proof of a clean shutdown); a kill -9 none."""
+    faults = NodeFaults(cluster, random.Random(3))
+    start_all(cluster, faults)
+    victim = next(i for i in NODES if i != leader(cluster))
+    broker = cluster.nodes[victim].broker
+    assert broker is not None
+    epoch = broker.lifecycle.broker_epoch
+    assert epoch is not None and epoch >= 0
+    incarnation = cluster.nodes[victim].incarnation
+    events = cluster.loop.run_until_complete(faults.clean_restart(victim))
+    assert events == [f"clean stop of node {victim}", f"start node {victim}"]
+    assert cluster.nodes[victim].incarnation == incarnation + 1 and faults.clean_restarts == 1
+    run_for(cluster, faults, 3.0)
+    restarted = cluster.nodes[victim].broker
+    assert restarted is not None and restarted.log_manager is not None
+    assert restarted.log_manager.previous_broker_epoch() == epoch
+    assert all(not n.tasks.failures for n in cluster.nodes.values())
+    cluster.kill(victim)
+
+    async def restart() -> str:
+        return faults.start(victim)
+
+    cluster.loop.run_until_complete(restart())
+    run_for(cluster, faults, 3.0)
+    killed = cluster.nodes[victim].broker
+    assert killed is not None and killed.log_manager is not None
+    assert killed.log_manager.previous_broker_epoch() == -1

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from replog.errors import KafkaStorageError
+from replog.quorum.controller import cluster_control
 from replog.quorum.controller.cluster_control import ClusterControl
 from replog.quorum.controller.controller import QuorumController
 from replog.quorum.controller.controller_result import ControllerResult
@@ -41,6 +42,10 @@ def test_a_seed_replays_byte_for_byte() -> None:
     assert first.summary() == again.summary()
     assert first.data == again.data and first.acked == again.acked
     assert first.acked and first.data["consumed"] > 0 and first.data["images checked"] > 0
+    # The run reaches KIP-966's offline partitions, and the operator's unclean election heals
+    # each of them within the liveness bound (else `simulate` raises).
+    offline = first.data["offline partitions"]
+    assert offline > 0 and first.data["offline partitions healed by unclean election"] == offline
     assert simulate(4).events != first.events
 
 
@@ -140,6 +145,24 @@ def _failed_fsync_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Log, "_after_append", ignoring_after_append)
 
 
+def _unclean_shutdown_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker registering after an unclean shutdown (no clean-shutdown marker) is handled as
+    after a clean one: it stays in the ELRs it was in, and may lead from there (KIP-966's
+    check skipped)."""
+    monkeypatch.setattr(
+        ReplicationControl,
+        "handle_broker_unclean_shutdown",
+        ReplicationControl.handle_broker_fenced,
+    )
+
+
+def _clean_shutdown_taken_for_unclean(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker registering after a clean shutdown is handled as after an unclean one (the
+    previous broker epoch it names ignored): it leaves its ELRs, so partitions go offline that
+    a clean election could lead, which the liveness check must tell from KIP-966's reason."""
+    monkeypatch.setattr(cluster_control, "succeeds_cleanly", lambda live, previous: False)
+
+
 def _votes_twice_unasserted(monkeypatch: pytest.MonkeyPatch) -> None:
     """A voter grants every candidate of an epoch, and the core's own assertion on its
     election state is skipped, so that the checks must notice."""
@@ -184,9 +207,8 @@ def _fenced_brokers_elected(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _fencing_keeps_isrs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fencing a broker leaves it in every ISR and leadership it had (KIP-841 broken)."""
-    monkeypatch.setattr(
-        ReplicationControl, "handle_broker_fenced", lambda self, broker_id, **kwargs: ()
-    )
+    for handler in ("handle_broker_fenced", "handle_broker_unclean_shutdown"):
+        monkeypatch.setattr(ReplicationControl, handler, lambda self, broker_id, **kwargs: ())
 
 
 def _leaderless_left(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -210,7 +232,7 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
     ("plant", "expected"),
     [
         (_no_fsync, "hold the committed metadata log"),
-        (_any_log_wins, LOST_COMMITS),
+        (_any_log_wins, f"{LOST_COMMITS}|below the high watermark"),
         (_votes_twice, f"two leaders in quorum epoch|below the high watermark|{LOST_COMMITS}"),
         (_no_truncation, "no progress|not led and fully replicated in time"),
         (_hw_before_isr, LOST_ACKED),
@@ -219,8 +241,11 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         (_stale_epoch_accepted, "a stale leader epoch accepted"),
         (
             _failed_fsync_ignored,
-            f"{LOST_COMMITS}|{LOST_ACKED}|below the high watermark|hold the committed metadata",
+            f"a synced batch lost|{LOST_COMMITS}|{LOST_ACKED}|below the high watermark|"
+            "hold the committed metadata",
         ),
+        (_unclean_shutdown_ignored, LOST_ACKED),
+        (_clean_shutdown_taken_for_unclean, "not for KIP-966's reason"),
         (
             _votes_twice_unasserted,
             f"election state changed illegally|two leaders in quorum epoch|"
@@ -242,6 +267,8 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         "idempotent duplicate accepted",
         "stale leader epoch accepted",
         "failed fsync taken for a success",
+        "unclean shutdown taken for a clean one",
+        "clean shutdown taken for an unclean one",
         "two votes in an epoch, unasserted",
         "controller write answered before commit",
         "renounce without revert",

@@ -166,6 +166,7 @@ CONTROLLER_PROPERTIES: Mapping[str, tuple[str, Callable[[str, str], object]]] = 
     "num.partitions": ("default_num_partitions", _int),
     "default.replication.factor": ("default_replication_factor", _int),
     "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool),
+    "eligible.leader.replicas.enable": ("eligible_leader_replicas_enable", _bool),
     "leader.imbalance.check.interval.seconds": (
         "leader_imbalance_check_interval_ms",
         _seconds_as_ms,

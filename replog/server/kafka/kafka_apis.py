@@ -24,6 +24,8 @@ Rules:
   replog's tagged field saying how current the metadata is (`replog.kafka.staleness_tag`):
   whether the quorum is lost, since when, and which brokers the node has not heard from.
 - Metadata v0: an empty topic list means every topic; v1+: null means every topic, empty none.
+- DescribeTopicPartitions (KIP-966's, with the eligible leader replicas) is the broker's image
+  in pages (`describe_topic_partitions`).
 - A Produce with a transactional id first passes the leader's transaction verification
   (`produce_verifier`, KIP-890: a batch that begins its producer's transaction on a partition
   waits for the coordinator to verify the partition, or with v12 to add it); a refused
@@ -115,6 +117,7 @@ from replog.kafka.connection import Answer, KafkaRequest, Served
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from replog.kafka.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from replog.kafka.messages.fetch_request import FetchRequest
 from replog.kafka.messages.init_producer_id_request import InitProducerIdRequest
 from replog.kafka.messages.init_producer_id_response import InitProducerIdResponse
@@ -166,6 +169,10 @@ from replog.server.kafka.broker_metadata import (
     listener_endpoint,
     metadata_view_from_image,
 )
+from replog.server.kafka.describe_topic_partitions import (
+    DESCRIBE_TOPIC_PARTITIONS,
+    describe_topic_partitions,
+)
 from replog.server.kafka.kafka_features import FEATURES_VERSION, with_features
 from replog.server.raft.metadata_staleness import Staleness
 from replog.server.runtime.tolerant_service import Refused
@@ -190,6 +197,7 @@ SERVED: Mapping[int, tuple[int, int]] = {
     API_VERSIONS: (0, 4),
     INIT_PRODUCER_ID: (0, 5),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 LISTENER_NOT_FOUND = 72
 FLEXIBLE_METADATA = 9  # Metadata's first version with tagged fields
@@ -295,9 +303,9 @@ class KafkaApis:
         """The response to `request` (its key and version are in `SERVED`: the connection core
         refuses the others), None when the request gets none; an awaitable of it for the
         requests that wait (produce, a fetch in the purgatory, the extensions'), the response
-        itself for the ones answered at once (ApiVersions, Metadata, ListOffsets,
-        InitProducerId, OffsetForLeaderEpoch, a fetch answered at once), which the listener
-        then answers with no task."""
+        itself for the ones answered at once (ApiVersions, Metadata, DescribeTopicPartitions,
+        ListOffsets, InitProducerId, OffsetForLeaderEpoch, a fetch answered at once), which the
+        listener then answers with no task."""
         extension = self._extensions.get(request.api_key)
         if extension is not None:
             return extension.handle(request, listener_name)
@@ -308,6 +316,8 @@ class KafkaApis:
             return self.fetch(body, request.api_version, caller)
         if isinstance(body, MetadataRequest):
             return self.metadata(body, request.api_version, listener_name)
+        if isinstance(body, DescribeTopicPartitionsRequest):
+            return describe_topic_partitions(self._image(), body, listener_name)
         if isinstance(body, ProduceRequest):
             return self.produce(body, request.api_version)
         if isinstance(body, ApiVersionsRequest):

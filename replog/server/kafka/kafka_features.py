@@ -4,9 +4,9 @@ the cluster has finalized, as `kafka-features describe` prints them.
 Rules:
 - Supported: the ranges this node's broker registers with (`broker_lifecycle.SUPPORTED_FEATURES`:
   `metadata.version` 1..7, the levels the metadata code reads and writes, and
-  `transaction.version` 0..2, KIP-890). Nothing else is claimed: replog has no `kraft.version`
-  1 (dynamic quorum), no `group.version`, `share.version` or
-  `eligible.leader.replicas.version` feature to finalize.
+  `transaction.version` 0..2, KIP-890; `eligible.leader.replicas.version` 0..1, KIP-966).
+  Nothing else is claimed: replog has no `kraft.version` 1 (dynamic quorum), no
+  `group.version` or `share.version` feature to finalize.
 - A client reads `transaction.version` from the finalized levels (2: Produce v12 and
   TxnOffsetCommit v5 add partitions, EndTxn v5 bumps the epoch); the broker serves both
   protocols whatever is finalized, each by the request versions the client sends.

@@ -214,7 +214,11 @@ async def test_register_catch_up_unfence_and_run(controllers: Controllers) -> No
     assert uuid.UUID(bytes=registration.incarnation_id) == INCARNATION
     assert [
         (f.name, f.min_supported_version, f.max_supported_version) for f in registration.features
-    ] == [(METADATA_VERSION_FEATURE, 1, 7), (TRANSACTION_VERSION_FEATURE, 0, 2)]
+    ] == [
+        (METADATA_VERSION_FEATURE, 1, 7),
+        (TRANSACTION_VERSION_FEATURE, 0, 2),
+        ("eligible.leader.replicas.version", 0, 1),
+    ]
     assert [(lst.name, lst.host, lst.port) for lst in registration.listeners] == [
         ("PLAINTEXT", "127.0.0.1", 9192)
     ]

@@ -129,6 +129,7 @@ def test_api_versions_advertises_exactly_the_handler_table() -> None:
         18: (0, 4),
         22: (0, 5),
         23: (2, 4),
+        75: (0, 0),
     }
 
 
@@ -159,6 +160,7 @@ def test_api_versions_v3_carries_the_supported_and_finalized_features() -> None:
     assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features] == [
         ("metadata.version", 1, 7),
         ("transaction.version", 0, 2),
+        ("eligible.leader.replicas.version", 0, 1),
     ]
     assert [
         (f.name, f.min_version_level, f.max_version_level) for f in answer.finalized_features

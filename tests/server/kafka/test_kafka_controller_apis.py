@@ -116,6 +116,7 @@ async def test_api_versions_lists_the_controller_apis_with_the_finalized_feature
     assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
         ("metadata.version", 1, 7),
         ("transaction.version", 0, 2),
+        ("eligible.leader.replicas.version", 0, 1),
     ]
     assert (await handled(controller_apis(), ApiVersionsRequest(), 3)).error_code == 42
 

@@ -61,6 +61,7 @@ class LinkSettings:
     principal_mapper: PrincipalMapper
     keystore_key: str = "ssl.keystore.location"
     truststore_key: str = "ssl.truststore.location"
+    listener_name: str = "INTERNAL"  # the internal listener's, for metrics
 
 
 class LinkSecurity:

@@ -111,4 +111,5 @@ def internal_link_settings(
         principal_mapper=authorizer.principal_mapper,
         keystore_key=name(KEYSTORE_LOCATION),
         truststore_key=name(TRUSTSTORE_LOCATION),
+        listener_name=internal.name,
     )

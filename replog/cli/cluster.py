@@ -375,11 +375,11 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
     if existing is not None:  # --fresh, and every check passed: only now is the old one deleted
         _delete(existing)
     cluster.write(overrides)
-    _write_security_files(cluster)
+    write_security_files(cluster)
     return cluster
 
 
-def _write_security_files(cluster: LocalCluster) -> None:
+def write_security_files(cluster: LocalCluster) -> None:
     """An ssl cluster's certificates (made once, then reused: `local_certificates`) and its
     client.properties (written at every start: it names the cluster's current ports)."""
     if cluster.security != SECURITY_SSL:
@@ -462,7 +462,7 @@ def _stopped_cluster_to_start(
     if moved != existing or existing.rewrite_pending:
         _check_writable(existing.directory)
         moved.rewrite_addresses()
-    _write_security_files(moved)
+    write_security_files(moved)
     return moved
 
 

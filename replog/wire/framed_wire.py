@@ -47,7 +47,7 @@ from replog.record.batch import Buffer
 from replog.wire.link_peer_check import PeerCheck
 from replog.wire.link_security import framed_client_context, framed_server_context
 from replog.wire.tls_accept import TlsAccept
-from replog.wire.tls_handshake_failure import handshake_failure_cause
+from replog.wire.tls_handshake_failure import handshake_failure_cause, is_authentication_failure
 
 log = logging.getLogger("replog.server.tls")
 ProtocolT = TypeVar("ProtocolT", bound=asyncio.Protocol)
@@ -300,7 +300,7 @@ class FramedListener(abc.ABC):
     def _handshake_failed(self, peer: str, error: BaseException) -> None:
         if self.peer_check is not None:
             self.peer_check.handshake_failed(peer, error)
-        else:
+        elif is_authentication_failure(error):
             cause = handshake_failure_cause(error)
             log.warning("internal link from %s: TLS handshake failed: %s", peer, cause)
 

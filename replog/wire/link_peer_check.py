@@ -36,7 +36,7 @@ from replog.errors import (
 )
 from replog.security.principal_mapping import tls_principal
 from replog.wire.link_security import LinkSettings
-from replog.wire.tls_handshake_failure import handshake_failure_cause
+from replog.wire.tls_handshake_failure import handshake_failure_cause, is_authentication_failure
 from replog.wire.wrapping_interceptor import Handler, WrappingInterceptor
 
 log = logging.getLogger("replog.server.tls")
@@ -62,12 +62,17 @@ class PeerCheck:
             return None
         return self._refused(peer, cause)
 
-    def handshake_failed(self, peer: str, error: BaseException) -> InternalPeerRefusedError:
-        """A framed connection whose TLS handshake failed with `error`: counted, logged once
-        per peer host and cause."""
+    def handshake_failed(self, peer: str, error: BaseException) -> None:
+        """A framed connection whose TLS handshake failed with `error`: a TLS error is
+        counted and logged once per peer host and cause; a connection the peer ended before
+        the handshake is said at DEBUG only (`tls_handshake_failure`)."""
+        cause = handshake_failure_cause(error)
+        if not is_authentication_failure(error):
+            log.debug("internal link from %s: %s", peer, cause)
+            return
         if self.on_failed_handshake is not None:
             self.on_failed_handshake()
-        return self._refused(peer, f"TLS handshake failed: {handshake_failure_cause(error)}")
+        self._refused(peer, f"TLS handshake failed: {cause}")
 
     def _refused(self, peer: str, cause: str) -> InternalPeerRefusedError:
         error = InternalPeerRefusedError(f"internal link from {peer}: {cause}")

@@ -4,7 +4,12 @@ Rules:
 - Plaintext bytes (a peer not configured for TLS), an untrusted issuer, an expired
   certificate and a missing client certificate are named as such; any other certificate
   check names OpenSSL's verify message, any other TLS error OpenSSL's reason.
-- A connection that ends or times out before the handshake finished says so with the error.
+- Only a TLS error is an authentication failure (`is_authentication_failure`), as Kafka counts
+  only its SslAuthenticationException: a peer that closes or resets the connection before the
+  handshake finished (a port probe, a peer going away) or one that stays silent past asyncio's
+  handshake timeout is not; its cause says how the connection ended.
+- An alert from the peer says the peer refused the handshake (commonly this node's
+  certificate, which its truststore does not trust).
 - Pure: it reads the exception only (the listener logs and counts, `link_peer_check`).
 """
 
@@ -51,5 +56,12 @@ def handshake_failure_cause(error: BaseException) -> str:
             return f"plaintext (no TLS record: {reason})"
         if reason in _NO_CERTIFICATE_REASONS:
             return "no client certificate"
+        if "_ALERT_" in reason:
+            return f"the peer refused the handshake ({reason})"
         return f"TLS error {reason or error}"
     return f"connection ended during the TLS handshake ({type(error).__name__}: {error})"
+
+
+def is_authentication_failure(error: BaseException) -> bool:
+    """Whether a failed handshake is counted and warned of (module rules)."""
+    return isinstance(error, ssl.SSLError)

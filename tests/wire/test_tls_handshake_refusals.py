@@ -16,7 +16,7 @@ from replog.security.principal_mapping import PrincipalMapper
 from replog.wire import framed_wire
 from replog.wire.link_peer_check import PeerCheck
 from replog.wire.link_security import LinkSecurity, LinkSettings, installed_while
-from replog.wire.tls_handshake_failure import handshake_failure_cause
+from replog.wire.tls_handshake_failure import handshake_failure_cause, is_authentication_failure
 from tests.tls_certificates import Pki
 
 
@@ -60,6 +60,10 @@ def _dial(port: int, context: ssl.SSLContext | None, plaintext: bytes = b"") -> 
             pass
 
 
+def _probe(port: int) -> None:
+    socket.create_connection(("127.0.0.1", port), timeout=10).close()
+
+
 def _client(pki: Pki, keystore: Path | None) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=str(pki.truststore))
     if keystore is not None:
@@ -89,7 +93,7 @@ async def test_each_failed_handshake_is_one_line_naming_peer_and_cause_and_count
         (_client(pki, None), b"", "no client certificate"),
     ]
     try:
-        with caplog.at_level(logging.WARNING, logger="replog.server.tls"):
+        with caplog.at_level(logging.DEBUG, logger="replog.server.tls"):
             for count, (context, plaintext, _) in enumerate(attempts, start=1):
                 await asyncio.to_thread(_dial, port, context, plaintext)
                 async with asyncio.timeout(10):
@@ -99,6 +103,11 @@ async def test_each_failed_handshake_is_one_line_naming_peer_and_cause_and_count
             await asyncio.to_thread(_dial, port, None, b"GET / HTTP/1.1\r\n\r\n")
             async with asyncio.timeout(10):
                 while len(failed) < 5:
+                    await asyncio.sleep(0.01)
+            # A port probe (connect, close) is no authentication failure.
+            await asyncio.to_thread(_probe, port)
+            async with asyncio.timeout(10):  # said at DEBUG only
+                while "connection ended during the TLS handshake" not in caplog.text:
                     await asyncio.sleep(0.01)
             await asyncio.to_thread(_dial, port, _client(pki, pki.directory / "node-1.pem"))
             async with asyncio.timeout(10):
@@ -113,6 +122,7 @@ async def test_each_failed_handshake_is_one_line_naming_peer_and_cause_and_count
     assert len(lines) == 5  # the HTTP request's cause is worded apart from the Kafka bytes'
     assert "HTTP_REQUEST" in lines[4]
     assert not listener.connections
+    assert len(failed) == 5  # the probe was not counted
 
 
 def test_causes_are_named_from_the_error_alone() -> None:
@@ -122,7 +132,14 @@ def test_causes_are_named_from_the_error_alone() -> None:
     other = ssl.SSLError(1, "[SSL: NO_SHARED_CIPHER] no shared cipher")
     other.reason = "NO_SHARED_CIPHER"
     assert handshake_failure_cause(other) == "TLS error NO_SHARED_CIPHER"
+    alert = ssl.SSLError(1, "[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca")
+    alert.reason = "TLSV1_ALERT_UNKNOWN_CA"
+    assert (
+        handshake_failure_cause(alert) == "the peer refused the handshake (TLSV1_ALERT_UNKNOWN_CA)"
+    )
     reset = ConnectionResetError("reset by peer")
     assert handshake_failure_cause(reset) == (
         "connection ended during the TLS handshake (ConnectionResetError: reset by peer)"
     )
+    assert is_authentication_failure(plain) and is_authentication_failure(alert)
+    assert not is_authentication_failure(reset)

@@ -373,7 +373,7 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
     if existing is not None:  # --fresh, and every check passed: only now is the old one deleted
         _delete(existing)
     cluster.write(node_overrides)
-    _write_security_files(cluster, admin_password)
+    write_security_files(cluster, admin_password)
     return cluster
 
 
@@ -390,7 +390,7 @@ def _sasl_admin(
     return password, {**bootstrap_credential_properties(password), **overrides}
 
 
-def _write_security_files(cluster: LocalCluster, admin_password: str | None = None) -> None:
+def write_security_files(cluster: LocalCluster, admin_password: str | None = None) -> None:
     """An ssl or sasl_ssl cluster's certificates (made once, then reused:
     `local_certificates`), a new sasl_ssl cluster's administrator password, and its
     client.properties (written at every start: they name the cluster's current ports)."""
@@ -478,7 +478,7 @@ def _stopped_cluster_to_start(
     if moved != existing or existing.rewrite_pending:
         _check_writable(existing.directory)
         moved.rewrite_addresses()
-    _write_security_files(moved)
+    write_security_files(moved)
     return moved
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import logging
 import socket
 import ssl
 import struct
@@ -45,7 +46,10 @@ from replog.net_address import is_wildcard
 from replog.record.batch import Buffer
 from replog.wire.link_peer_check import PeerCheck
 from replog.wire.link_security import framed_client_context, framed_server_context
+from replog.wire.tls_accept import TlsAccept
+from replog.wire.tls_handshake_failure import handshake_failure_cause, is_authentication_failure
 
+log = logging.getLogger("replog.server.tls")
 ProtocolT = TypeVar("ProtocolT", bound=asyncio.Protocol)
 _GREETING = struct.Struct(">4sBi")
 _HEADER = struct.Struct(">II")  # length of the rest, sequence number
@@ -269,7 +273,11 @@ class FramedListener(abc.ABC):
     async def start(self, host: str, port: int) -> int:
         """Listen on `host:port` (0: any free port); return the port. TLS when the process's
         internal links are (`link_security.framed_server_context`)."""
-        self._server = await listen(host, port, self._connection, framed_server_context())
+        tls = framed_server_context()
+        if tls is None:
+            self._server = await listen(host, port, self._connection)
+        else:
+            self._server = await listen(host, port, lambda: self._tls_connection(tls))
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -283,6 +291,18 @@ class FramedListener(abc.ABC):
         else:
             transport.close()
         return True
+
+    def _tls_connection(self, tls: ssl.SSLContext) -> asyncio.Protocol:
+        """A new connection whose handshake is seen (`tls_accept`): a failed one is refused
+        by the peer check (logged, counted), or logged when there is none."""
+        return TlsAccept(tls, self._connection(), self._handshake_failed, self.connections)
+
+    def _handshake_failed(self, peer: str, error: BaseException) -> None:
+        if self.peer_check is not None:
+            self.peer_check.handshake_failed(peer, error)
+        elif is_authentication_failure(error):
+            cause = handshake_failure_cause(error)
+            log.warning("internal link from %s: TLS handshake failed: %s", peer, cause)
 
     @abc.abstractmethod
     def _connection(self) -> asyncio.Protocol:

@@ -11,6 +11,10 @@ Rules:
   read. Each refusal is one WARNING naming the peer and the cause
   (`InternalPeerRefusedError`), once per peer address and principal: a refused node retries,
   and its log would drown the rest. The node keeps serving the others.
+- A TLS handshake that fails on a framed listener (plaintext bytes, an untrusted issuer, an
+  expired certificate, no client certificate: `tls_handshake_failure`) is refused the same
+  way, one WARNING per peer host and cause, and every one is counted (`on_failed_handshake`,
+  Kafka's failed-authentication-total).
 - A gRPC call costs a set probe once its certificate was let in (the nodes' certificates are
   remembered by their bytes); a framed connection is checked when made.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 import inspect
 import logging
 import ssl
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -31,6 +36,7 @@ from replog.errors import (
 )
 from replog.security.principal_mapping import tls_principal
 from replog.wire.link_security import LinkSettings
+from replog.wire.tls_handshake_failure import handshake_failure_cause, is_authentication_failure
 from replog.wire.wrapping_interceptor import Handler, WrappingInterceptor
 
 log = logging.getLogger("replog.server.tls")
@@ -41,9 +47,12 @@ _ADMITTED_KEPT = 64  # node certificates remembered; a cluster has a few nodes
 class PeerCheck:
     """The admission decision of one node's internal listeners (module rules)."""
 
-    def __init__(self, settings: LinkSettings) -> None:
+    def __init__(
+        self, settings: LinkSettings, on_failed_handshake: Callable[[], None] | None = None
+    ) -> None:
         self._settings = settings
         self._logged: set[tuple[str, str]] = set()
+        self.on_failed_handshake = on_failed_handshake
 
     def refusal(self, certificate: bytes | None, peer: str) -> InternalPeerRefusedError | None:
         """None when the peer whose certificate (DER, None: none) is `certificate` is a node;
@@ -51,6 +60,21 @@ class PeerCheck:
         cause = self._cause(certificate)
         if cause is None:
             return None
+        return self._refused(peer, cause)
+
+    def handshake_failed(self, peer: str, error: BaseException) -> None:
+        """A framed connection whose TLS handshake failed with `error`: a TLS error is
+        counted and logged once per peer host and cause; a connection the peer ended before
+        the handshake is said at DEBUG only (`tls_handshake_failure`)."""
+        cause = handshake_failure_cause(error)
+        if not is_authentication_failure(error):
+            log.debug("internal link from %s: %s", peer, cause)
+            return
+        if self.on_failed_handshake is not None:
+            self.on_failed_handshake()
+        self._refused(peer, f"TLS handshake failed: {cause}")
+
+    def _refused(self, peer: str, cause: str) -> InternalPeerRefusedError:
         error = InternalPeerRefusedError(f"internal link from {peer}: {cause}")
         key = (peer.rpartition(":")[0] or peer, cause)
         if key not in self._logged:

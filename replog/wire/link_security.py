@@ -14,9 +14,12 @@ Rules:
   install and again when either file changes (`watched_files`), looked at when a connection is
   made: new connections use the new material, open ones keep theirs (Kafka reloads its
   keystore on a config alter; a file replaced in place is replog's alter).
+- An encrypted key (`ssl.key.password`, Kafka's) is decrypted in the process, since gRPC takes
+  no password: gRPC is handed the decrypted key's bytes, which are never logged or written.
 - New material that does not load (a key that does not match its certificate, a file half
-  written, an encrypted key) is refused with one WARNING naming the file and the cause; the
-  previous material stays until the files change again. At install it is a `ConfigError`.
+  written, an encrypted key without its password or with a wrong one) is refused with one
+  WARNING naming the file and the cause; the previous material stays until the files change
+  again. At install it is a `ConfigError`.
 - Both ends present their certificate and check the other's against the truststore; the
   dialling end checks that the certificate names the host it dialled (the nodes' certificates
   name their hosts, as Kafka's `ssl.endpoint.identification.algorithm=https` asks).
@@ -29,10 +32,11 @@ import contextlib
 import re
 import ssl
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from cryptography.hazmat.primitives import serialization
 
 from replog.errors import ConfigError
 from replog.security.principal_mapping import PrincipalMapper
@@ -45,7 +49,7 @@ _PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----\s*", 
 class LinkMaterial:
     """One reading of the files: the key and chain (PEM) and the trusted certificates (PEM)."""
 
-    key: bytes
+    key: bytes = field(repr=False)  # unencrypted PEM: never logged
     chain: bytes
     trust: bytes
 
@@ -61,6 +65,9 @@ class LinkSettings:
     principal_mapper: PrincipalMapper
     keystore_key: str = "ssl.keystore.location"
     truststore_key: str = "ssl.truststore.location"
+    key_password: str | None = field(default=None, repr=False)
+    key_password_key: str = "ssl.key.password"
+    listener_name: str = "INTERNAL"  # the internal listener's, for metrics
 
 
 class LinkSecurity:
@@ -113,16 +120,12 @@ class LinkSecurity:
                 f"{where}: expected one private key and its certificate chain (PEM), found "
                 f"{len(keys)} key(s) and {len(certificates)} certificate(s)"
             )
-        if b"ENCRYPTED" in keys[0]:
-            raise ValueError(
-                f"{where}: the key is encrypted; the internal links read an unencrypted PEM key "
-                "(keep the file readable by the node's user only)"
-            )
         if _PEM_BLOCK.search(trust) is None:
             raise ValueError(
                 f"{settings.truststore_key}={settings.truststore_location}: no PEM certificate"
             )
-        material = LinkMaterial(keys[0], b"".join(certificates), trust)
+        key = _decrypted(keys[0], settings, where)
+        material = LinkMaterial(key, b"".join(certificates), trust)
         _load_into(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), settings, material)  # the check
         return material
 
@@ -194,7 +197,7 @@ def _load_into(context: ssl.SSLContext, settings: LinkSettings, material: LinkMa
     try:
         # OpenSSL loads a chain from a file only: the keystore file, which `material` was
         # read from (a change since is seen at the next look and loaded then).
-        context.load_cert_chain(settings.keystore_location)
+        context.load_cert_chain(settings.keystore_location, password=settings.key_password)
     except (OSError, ssl.SSLError) as exc:
         raise ValueError(
             f"{settings.keystore_key}={settings.keystore_location}: cannot load the key and "
@@ -207,6 +210,28 @@ def _load_into(context: ssl.SSLContext, settings: LinkSettings, material: LinkMa
             f"{settings.truststore_key}={settings.truststore_location}: cannot load the "
             f"trusted certificates: {exc}"
         ) from None
+
+
+def _decrypted(key: bytes, settings: LinkSettings, where: str) -> bytes:
+    """`key` (PEM) unencrypted, with the password when it is encrypted; ValueError naming the
+    file and the password's key otherwise."""
+    if b"ENCRYPTED" not in key:
+        return key
+    if settings.key_password is None:
+        raise ValueError(
+            f"{where}: the key is encrypted; set {settings.key_password_key} to its password"
+        )
+    try:
+        loaded = serialization.load_pem_private_key(key, settings.key_password.encode())
+    except (ValueError, TypeError) as exc:  # a wrong password, or a key it cannot read
+        raise ValueError(
+            f"{where}: cannot decrypt the key with {settings.key_password_key}: {exc}"
+        ) from None
+    return loaded.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
 
 
 _installed: LinkSecurity | None = None

@@ -3,18 +3,22 @@
 Kafka listeners are mutual TLS with the node certificates the start makes. Produce with
 acks=all over in-sync followers, a failover of the active controller, the controllers' Kafka
 listener answering over TLS, peers refused by name (plaintext, an untrusted CA, the clients'
-certificate) while the nodes go on, and a node certificate rotated in place: a client sees
-the new one and replication goes on."""
+certificate) while the nodes go on, plaintext at the Raft listeners logged once and counted,
+and a node certificate rotated in place: a client sees the new one and replication goes on."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 from cluster_helpers import LoopbackCluster, replog, wait_for
+from metrics_scrape import get, scrape
 
 from replog import Admin, NewTopic, Producer
 from replog.cli.cluster_tls_files import ClusterTlsFiles, node_principal
@@ -180,3 +184,51 @@ def test_a_node_certificate_rotated_in_place(cluster: LoopbackCluster) -> None:
     wait_for(lambda: fully_in_sync(cluster), 60, "every replica in sync after the rotation")
     log = (cluster.data_dir / "node-1" / "node.log").read_text()
     assert "loaded again" in log, log[-2000:]
+
+
+def _listening_ports(pid: int) -> set[int]:
+    """The TCP ports process `pid` listens on (its sockets' inodes in /proc/net's tables)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def test_plaintext_at_the_raft_listeners_is_one_line_and_counted(
+    cluster: LoopbackCluster,
+) -> None:
+    node = cluster.layout.node(2)
+    known = {int(a.rsplit(":", 1)[1]) for a in node.listeners.values()}
+    assert node.metrics_address is not None
+    known.add(int(node.metrics_address.rsplit(":", 1)[1]))
+    raft_ports = _listening_ports(cluster.pid(2)) - known  # Raft Fetch, metadata append
+    assert len(raft_ports) == 2, raft_ports
+    assert node.metrics_url is not None
+    counted = ("replog_failed_authentication_total",)
+    labels = {"listener": "CONTROLLER", "mechanism": "SSL"}
+    before = get(scrape(node.metrics_url), *counted, **labels)
+    for port in sorted(raft_ports):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"RFCH" + bytes(64))
+            try:
+                answer = sock.recv(1024)
+            except ConnectionResetError:  # aborted
+                answer = b""
+            assert answer == b""  # closed unserved
+    wait_for(
+        lambda: get(scrape(node.metrics_url or ""), *counted, **labels) >= before + 2,
+        timeout_s=30,
+        what="two failed handshakes counted",
+    )
+    log = (cluster.data_dir / "node-2" / "node.log").read_text()
+    said = [line for line in log.splitlines() if "TLS handshake failed: plaintext" in line]
+    assert len(said) == 1 and "internal link from 127.0.0.1:" in said[0], said  # once per host

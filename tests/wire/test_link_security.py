@@ -179,8 +179,11 @@ async def test_a_rotated_keystore_serves_new_connections_and_a_bad_one_is_kept_o
 
 def test_material_that_does_not_load_is_refused_at_install(pki: Pki) -> None:
     pki.keystore("locked", password=b"secret")
-    with pytest.raises(ConfigError, match=r"locked\.pem: the key is encrypted"):
+    with pytest.raises(ConfigError, match=r"locked\.pem: the key is encrypted; set ssl\.key\."):
         LinkSecurity(settings(pki, "locked"))
+    wrong = dataclasses.replace(settings(pki, "locked"), key_password="guess")
+    with pytest.raises(ConfigError, match=r"locked\.pem: cannot decrypt the key with ssl\.key"):
+        LinkSecurity(wrong)
     with pytest.raises(ConfigError, match=r"client\.key: expected one private key and its"):
         LinkSecurity(
             LinkSettings(
@@ -246,3 +249,17 @@ async def test_framed_connections_are_tls_and_let_in_nodes_only(pki: Pki) -> Non
         assert listener.decisions == ["admitted", "refused"]
     finally:
         listener.close()
+
+
+@pytest.mark.asyncio
+async def test_an_encrypted_key_serves_with_its_password_and_is_never_shown(pki: Pki) -> None:
+    """gRPC takes no password: the key is decrypted in the process and handed over as bytes,
+    and neither the password nor the decrypted key appear in what may be logged."""
+    pki.keystore("node-1", password=b"secret")
+    locked = dataclasses.replace(settings(pki), key_password="secret")
+    node = LinkSecurity(locked)
+    assert b"ENCRYPTED" not in node.material().key
+    assert "secret" not in repr(locked) and "PRIVATE" not in repr(node.material())
+    async with node_server(node) as address:
+        assert await echo(address, node) == b"hi"
+    assert node.context("server") is not None  # the framed listeners load it too

@@ -50,10 +50,12 @@ def over_grpc(
 
     from replog.pb import controller_pb2 as cpb
     from replog.pb import controller_pb2_grpc
+    from replog.wire.link_security import blocking_grpc_channel
 
     survivors = {i: a for i, a in addresses.items() if i != killed}
+    # Mutual TLS when the caller installed the cluster's (`LocalCluster.internal_tls`).
     channels = {
-        i: grpc.insecure_channel(a, options=[("grpc.use_local_subchannel_pool", 1)])
+        i: blocking_grpc_channel(a, options=[("grpc.use_local_subchannel_pool", 1)])
         for i, a in survivors.items()
     }
     stubs = {i: controller_pb2_grpc.ControllerStub(c) for i, c in channels.items()}  # type: ignore[no-untyped-call]

@@ -134,11 +134,19 @@ class ReplogSystem:
     program: Sequence[str] = PYTHON_WORKER
 
     def __init__(
-        self, name: str, directory: str, base_port: int, server_cpus: str | None = None
+        self,
+        name: str,
+        directory: str,
+        base_port: int,
+        server_cpus: str | None = None,
+        security: str = "plaintext",
     ) -> None:
         self.name = name
         self.driver = "replog" if name == "replog" else "confluent-kafka"
         self.server_cpus = server_cpus
+        # "ssl": TLS on every listener, mutual TLS inside the cluster (`cluster start
+        # --security ssl`); the bench dials the internal gRPC with the cluster's certificates.
+        self.security = security
         self.directory = directory
         self.base_port = base_port
         self.bootstrap_servers = ""  # the brokers' Kafka listeners, every client's way in
@@ -149,33 +157,48 @@ class ReplogSystem:
     def start(self) -> None:
         import shutil
 
-        from replog.cli.cluster import wait_until_up
-        from replog.cli.local_cluster import KAFKA_LISTENER, LocalCluster
+        from replog.cli.cluster import wait_until_up, write_security_files
+        from replog.cli.local_cluster import LocalCluster
         from replog.cli.node_processes import spawn
 
         shutil.rmtree(self.directory, ignore_errors=True)
         # Every node gets its Kafka listener (as `cluster start --kafka-base-port`): the clients'
         # way in.
         cluster = self._cluster = LocalCluster.plan(
-            self.directory, NODES, self.base_port, kafka_base_port=self.base_port + 200
+            self.directory,
+            NODES,
+            self.base_port,
+            kafka_base_port=self.base_port + 200,
+            security=self.security,
         )
         cluster.write()
+        write_security_files(cluster)
         with pinned(self.server_cpus):
             pids = {node.node_id: spawn(node) for node in cluster.nodes}
         self._started = [(node, pids[node.node_id]) for node in cluster.nodes]
         try:
-            wait_until_up(cluster, pids, START_TIMEOUT_S)
+            with cluster.internal_tls():
+                wait_until_up(cluster, pids, START_TIMEOUT_S)
         except Exception as exc:
             self.stop()
             raise BenchSystemError(
                 f"{self.name}: the replog cluster in {self.directory} did not start: {exc}"
             ) from None
-        self.bootstrap_servers = ",".join(n.listeners[KAFKA_LISTENER] for n in cluster.nodes)
+        self.bootstrap_servers = ",".join(n.kafka_address or "" for n in cluster.nodes)
+
+    def client_config(self) -> dict[str, str]:
+        """What a Kafka client reaches the cluster with: the bootstrap servers, and an ssl
+        cluster's TLS settings (librdkafka's keys, which replog's client reads too)."""
+        config = {"bootstrap.servers": self.bootstrap_servers}
+        if self._cluster is not None and self.security == "ssl":
+            config.update(self._cluster.client_properties())
+            config["bootstrap.servers"] = self.bootstrap_servers
+        return config
 
     def create_topics(self, names: Sequence[str], partitions: int) -> None:
         from replog.client.sync_admin import Admin, NewTopic
 
-        with Admin({"bootstrap.servers": self.bootstrap_servers}) as admin:
+        with Admin(self.client_config()) as admin:
             admin.create_topics(
                 [NewTopic(n, partitions, REPLICATION_FACTOR, TOPIC_CONFIGS) for n in names]
             )
@@ -191,7 +214,7 @@ class ReplogSystem:
         from replog.client.sync_admin import Admin
 
         try:
-            with Admin({"bootstrap.servers": self.bootstrap_servers}) as admin:
+            with Admin(self.client_config()) as admin:
                 admin.delete_topics(list(names))
         except Exception as exc:
             print(f"{self.name}: deleting the run's topics failed: {exc}", flush=True)
@@ -200,7 +223,7 @@ class ReplogSystem:
         from replog.cli.node_processes import kill_and_wait
         from replog.client.sync_admin import Admin
 
-        with Admin({"bootstrap.servers": self.bootstrap_servers}) as admin:
+        with Admin(self.client_config()) as admin:
             leader = admin.describe_topics([topic])[topic].partitions[0].leader
         for node, pid in self._started:
             if node.node_id == leader:
@@ -221,18 +244,22 @@ class ReplogSystem:
         # session expires: the node is back only once registered again, at a later epoch (asked
         # of the controllers as `replog cluster start` asks them).
         controller_addresses = list(self._cluster.controller_addresses().values())
-        with contextlib.closing(ControllerClient(controller_addresses)) as controllers:
+        with (
+            self._cluster.internal_tls(),
+            contextlib.closing(ControllerClient(controller_addresses)) as controllers,
+        ):
             epoch_before = broker_epoch(controllers, node.node_id)
         with pinned(self.server_cpus):
             pid = spawn(node)
         self._started = [(n, pid if n.node_id == node.node_id else p) for n, p in self._started]
         try:
-            wait_until_up(
-                self._cluster,
-                {n.node_id: p for n, p in self._started},
-                START_TIMEOUT_S,
-                registered_after={node.node_id: epoch_before},
-            )
+            with self._cluster.internal_tls():
+                wait_until_up(
+                    self._cluster,
+                    {n.node_id: p for n, p in self._started},
+                    START_TIMEOUT_S,
+                    registered_after={node.node_id: epoch_before},
+                )
         except Exception as exc:
             raise BenchSystemError(
                 f"{self.name}: node {node.node_id} did not come back after its kill: {exc} "
@@ -244,7 +271,7 @@ class ReplogSystem:
         broker (a broker's DescribeCluster names a live broker, not the active controller)."""
         from replog.client.sync_admin import Admin
 
-        with Admin({"bootstrap.servers": self.bootstrap_servers}) as admin:
+        with Admin(self.client_config()) as admin:
             return admin.describe_quorum(timeout_ms=30_000).leader_id
 
     def servers_for(self, driver: str) -> str:
@@ -314,11 +341,7 @@ class ReplogSystem:
 
         self._killed = node
         assert self._cluster is not None
-        from replog.cli.local_cluster import KAFKA_LISTENER
-
-        survivors = [
-            n.listeners[KAFKA_LISTENER] for n in self._cluster.nodes if n.node_id != active
-        ]
+        survivors = [n.kafka_address or "" for n in self._cluster.nodes if n.node_id != active]
         return active, over_kafka(",".join(survivors), kill, probe_topic)
 
     def server_pids(self) -> list[int]:

@@ -11,7 +11,7 @@ Rules:
 - Its TLS settings are the listener's (`tls_config`: `listener.name.<internal>.ssl.*` over
   `ssl.*`), with both stores required; `ssl.client.auth` is `required` whatever the
   unprefixed key says (the Kafka listeners' setting), and the listener-prefixed key may only
-  say so. An encrypted key (`ssl.key.password`) is refused: gRPC reads unencrypted PEM keys.
+  say so. An encrypted key's `ssl.key.password` is handed on (`link_security` decrypts it).
 - Only the nodes are let in (`wire.link_peer_check`): a node is a certificate whose principal
   (`ssl.principal.mapping.rules`) is one of `super.users`, as Kafka's inter-broker principal
   is a super user; SSL with no `super.users` is refused naming the key, since no node could
@@ -93,11 +93,6 @@ def internal_link_settings(
             f"{where} is SSL: set {TRUSTSTORE_LOCATION} (or {prefix}{TRUSTSTORE_LOCATION}) to "
             "the PEM file of the certificates that sign the nodes'"
         )
-    if tls.key_password is not None:
-        raise ConfigError(
-            f"{name('ssl.key.password')}: {where} reads an unencrypted PEM key (gRPC takes no "
-            "password); keep the key file readable by the node's user only"
-        )
     if not authorizer.super_users:
         raise ConfigError(
             f"{SUPER_USERS}: {where} is SSL and lets in only the nodes, the principals of "
@@ -111,4 +106,7 @@ def internal_link_settings(
         principal_mapper=authorizer.principal_mapper,
         keystore_key=name(KEYSTORE_LOCATION),
         truststore_key=name(TRUSTSTORE_LOCATION),
+        listener_name=internal.name,
+        key_password=tls.key_password,
+        key_password_key=name("ssl.key.password"),
     )

@@ -173,7 +173,8 @@ class NodeMetrics:
         self.failed_authentications = Counter(
             "replog_failed_authentication",
             "SASL authentications that failed on a Kafka listener (wrong password, unknown "
-            "user or mechanism, a request out of order), by listener and mechanism",
+            "user or mechanism, a request out of order) and TLS handshakes that failed on the "
+            "internal listener (mechanism SSL), by listener and mechanism",
             ["listener", "mechanism"],
             registry=self.registry,
         )
@@ -200,5 +201,6 @@ class NodeMetrics:
         child.observe(seconds)
 
     def failed_authentication(self, listener: str, mechanism: str) -> None:
-        """One failed SASL attempt on Kafka listener `listener` ("" before a mechanism)."""
+        """One failed SASL attempt on Kafka listener `listener` ("" before a mechanism), or
+        one failed TLS handshake on the internal listener (mechanism "SSL")."""
         self.failed_authentications.labels(listener=listener, mechanism=mechanism or "none").inc()

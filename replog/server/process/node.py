@@ -213,9 +213,16 @@ class Node:
         # with it, its listeners serve with it and let in the nodes only (`link_peer_check`).
         self.link_security: LinkSecurity | None = None
         interceptors: list[grpc.aio.ServerInterceptor] = []
-        if config.internal_links is not None:
-            self.link_security = LinkSecurity(config.internal_links)
-            self.peer_check = PeerCheck(config.internal_links)
+        links = config.internal_links
+        if links is not None:
+            self.link_security = LinkSecurity(links)
+            # A failed handshake counts as Kafka's failed-authentication-total does.
+            self.peer_check = PeerCheck(
+                links,
+                on_failed_handshake=lambda: self.metrics.failed_authentication(
+                    links.listener_name, "SSL"
+                ),
+            )
             interceptors.append(PeerCheckInterceptor(self.peer_check))
             link_security.install(self.link_security)
         interceptors.append(RequestMetricsInterceptor(self.metrics))

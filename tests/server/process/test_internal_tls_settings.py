@@ -99,7 +99,6 @@ def test_listener_prefixed_settings_override_the_unprefixed_ones_key_by_key() ->
             r"set ssl\.truststore\.location \(or listener\.name\.controller\.ssl\.truststore"
             r"\.location\) to the PEM file of the certificates that sign the nodes'",
         ),
-        ({"ssl.key.password": "secret"}, r"ssl\.key\.password: the internal listener"),
         ({"super.users": ""}, r"super\.users: the internal listener .* lets in only the nodes"),
         (
             {"listener.name.controller.ssl.client.auth": "requested"},

@@ -145,6 +145,8 @@ CALL_OWNED_TASKS = {
     # handshake; a dial shared by the callers that wait for it, cancelled by the pool's close.
     ("kafka_connection.py", "KafkaConnection._handshake"),
     ("kafka_connection.py", "KafkaConnections.get"),
+    # A framed connection's TLS handshake, held by its listener and cancelled by its close.
+    ("tls_accept.py", "TlsAccept.connection_made"),
 }
 
 

@@ -42,10 +42,10 @@ from replog.record.header import (
 )
 from replog.record.record import (
     Record,
-    decode_record_keys,
     decode_record_values,
     decode_records,
 )
+from replog.record.record_spans import Span, scan_records
 
 Buffer = bytes | bytearray | memoryview
 _Value = TypeVar("_Value")
@@ -170,9 +170,22 @@ class RecordBatch:
         self, decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX_DEFAULT
     ) -> Iterator[tuple[int, bytes | None]]:
         """Each record's offset and key, in order, checked as `records` checks them."""
+        base_offset = self.header.base_offset
+        return iter(
+            [(base_offset + span[0], span[2]) for span in self.spans(decompressed_bytes_max)[1]]
+        )
+
+    def spans(
+        self, decompressed_bytes_max: int = DECOMPRESSED_BYTES_MAX_DEFAULT
+    ) -> tuple[bytes, list[Span]]:
+        """The bytes holding the records (decompressed) and each record's span in them
+        (`record_spans`), checked as `records` checks them."""
         header = self.header
-        return decode_record_keys(
-            *self._records_region(decompressed_bytes_max),
+        data, start, end = self._records_region(decompressed_bytes_max)
+        return data, scan_records(
+            data,
+            start,
+            end,
             records_count=header.records_count,
             base_offset=header.base_offset,
             where=self.where,

@@ -410,8 +410,8 @@ def _decode_one(
     offset_delta, position = decode_varint(data, position, record_end)
     if offset_delta != index and index >= 0:
         raise InvalidRecordError(f"offset delta {offset_delta}, expected {index}")
-    key, position = _decode_bytes(data, position, record_end, "key")
-    value, position = _decode_bytes(data, position, record_end, "value")
+    key, position = decode_bytes_field(data, position, record_end, "key")
+    value, position = decode_bytes_field(data, position, record_end, "value")
     header_count, position = decode_varint(data, position, record_end)
     if header_count < 0:
         raise InvalidRecordError(f"headers count {header_count} is negative")
@@ -419,10 +419,10 @@ def _decode_one(
     if header_count:
         header_list: list[Header] = []
         for _ in range(header_count):
-            header_key, position = _decode_bytes(data, position, record_end, "header key")
+            header_key, position = decode_bytes_field(data, position, record_end, "header key")
             if header_key is None:
                 raise InvalidRecordError(f"header {len(header_list)} has a null key")
-            header_value, position = _decode_bytes(data, position, record_end, "header value")
+            header_value, position = decode_bytes_field(data, position, record_end, "header value")
             header_list.append((header_key.decode("utf-8", "surrogateescape"), header_value))
         headers = tuple(header_list)
     if position != record_end:
@@ -432,7 +432,7 @@ def _decode_one(
     return make(base_offset + offset_delta, timestamp, key, value, headers), position, offset_delta
 
 
-def _decode_bytes(
+def decode_bytes_field(
     data: bytes, position: int, record_end: int, field: str
 ) -> tuple[bytes | None, int]:
     """A length-prefixed byte field; length -1 is null."""

@@ -32,6 +32,7 @@ offset, removed records leave gaps):
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -48,9 +49,11 @@ from replog.record.header import (
     TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
 )
-from replog.record.record import Record, append_record
+from replog.record.record_spans import Span, respan
 from replog.storage.cleaner.offset_map import OffsetMap
 from replog.storage.cleaner.transactions import CleanedTransactions
+
+_null_value = operator.itemgetter(3)  # a span's: whether its record is a tombstone
 
 
 class BatchRetention(enum.Enum):
@@ -120,16 +123,17 @@ class BatchFilter:
     def filter(self, batch: bytes) -> bytes | None:
         """The bytes that replace `batch` (one whole, valid batch) in the cleaned segment:
         the batch itself, a rewritten one, or None when it goes."""
-        header = RecordBatch.parse(batch, where="cleaned batch", sparse=True).header
+        parsed = RecordBatch.parse(batch, where="cleaned batch", sparse=True)
+        header = parsed.header
         stats = self.stats
         stats.batches_read += 1
         stats.bytes_read += len(batch)
-        records = list(RecordBatch(header, batch, 0, "cleaned batch").records())
-        stats.records_read += len(records)
+        data, spans = parsed.spans()
+        stats.records_read += len(spans)
         now = self._now_ms
         horizon = delete_horizon(header)
         if header.is_control:
-            kind = marker_type(records[0].key) if records else None
+            kind = marker_type(spans[0][2]) if spans else None
             can_discard = self._transactions.on_control_batch_read(header, kind)
             discard_records = can_discard and horizon is not None and horizon <= now
             empty_txn_marker = can_discard
@@ -141,26 +145,27 @@ class BatchFilter:
             # Past the map's reach: not reached by this pass (module Rules).
             stats.batches_written += 1
             stats.bytes_written += len(batch)
-            stats.records_kept += len(records)
+            stats.records_kept += len(spans)
             return batch
         retention = self._batch_retention(header, discard_records)
         if retention is BatchRetention.DELETE:
             return None
         if discard_records:
-            kept: list[Record] = []
+            kept: list[Span] = []
         elif header.is_control:
-            kept = records
+            kept = spans
         else:
-            retain_deletes = horizon is None or now < horizon
-            kept = [r for r in records if self._retain(r, retain_deletes)]
+            kept = self._kept(header.base_offset, spans, horizon is None or now < horizon)
         if kept:
-            has_tombstone = any(r.value is None for r in kept)
-            needs_horizon = (has_tombstone or empty_txn_marker) and horizon is None
-            if len(kept) == len(records) and not needs_horizon:
+            needs_horizon = horizon is None and (empty_txn_marker or any(map(_null_value, kept)))
+            if len(kept) == len(spans) and not needs_horizon:
                 out = batch
             else:
                 out = _rewritten(
-                    header, kept, now + self._delete_retention_ms if needs_horizon else horizon
+                    header,
+                    data,
+                    kept,
+                    now + self._delete_retention_ms if needs_horizon else horizon,
                 )
                 stats.batches_rewritten += 1
         elif retention is BatchRetention.RETAIN_EMPTY:
@@ -189,35 +194,62 @@ class BatchFilter:
                     return BatchRetention.RETAIN_EMPTY
         return BatchRetention.DELETE if discard_records else BatchRetention.DELETE_EMPTY
 
-    def _retain(self, record: Record, retain_deletes: bool) -> bool:
+    def _kept(self, base_offset: int, spans: list[Span], retain_deletes: bool) -> list[Span]:
+        """The records of a data batch that stay (module Rules, record retention): one loop,
+        the map's lookup its only call, as this runs for every record of the log."""
         offset_map = self._map
-        if record.offset > offset_map.latest_offset:
-            return True
-        if record.key is None:
-            self.stats.keyless_records_removed += 1
-            return False
-        latest = record.offset >= offset_map.get(record.key)
-        return latest and (record.value is not None or retain_deletes)
+        reach = offset_map.latest_offset
+        latest_of = offset_map.get
+        kept: list[Span] = []
+        keyless = 0
+        for span in spans:
+            offset = base_offset + span[0]
+            if offset > reach:
+                kept.append(span)
+            elif (key := span[2]) is None:
+                keyless += 1
+            elif offset >= latest_of(key) and (retain_deletes or not span[3]):
+                kept.append(span)
+        self.stats.keyless_records_removed += keyless
+        return kept
 
 
-def _rewritten(header: BatchHeader, kept: list[Record], horizon: int | None) -> bytes:
-    """`header`'s batch holding only `kept` (module Rules)."""
+def _rewritten(header: BatchHeader, data: bytes, kept: list[Span], horizon: int | None) -> bytes:
+    """`header`'s batch holding only `kept`, spans of `data` (module Rules): each record's
+    bytes as they are when its timestamp delta stays (runs of adjacent records in one
+    slice), else with the new delta (`respan`); the body in one join."""
     base_offset = header.base_offset
-    base_timestamp = kept[0].timestamp if horizon is None else horizon
+    log_append_time = header.max_timestamp if header.is_log_append_time else None
+    old_base = header.base_timestamp
+    if horizon is not None:
+        base_timestamp = horizon
+    elif log_append_time is not None:
+        base_timestamp = log_append_time
+    else:
+        base_timestamp = old_base + kept[0][1]
     parts: list[bytes] = []
+    run_start = run_end = -1  # the bytes of adjacent kept records not in `parts` yet
     max_timestamp = NO_TIMESTAMP
-    for record in kept:
-        append_record(
-            parts,
-            record.offset - base_offset,
-            record.timestamp - base_timestamp,
-            record.key,
-            record.value,
-            record.headers,
-        )
-        max_timestamp = max(max_timestamp, record.timestamp)
-    if header.is_log_append_time:
-        max_timestamp = header.max_timestamp
+    for span in kept:
+        timestamp = old_base + span[1] if log_append_time is None else log_append_time
+        if timestamp > max_timestamp:
+            max_timestamp = timestamp
+        delta = timestamp - base_timestamp
+        if delta == span[1]:
+            if span[4] != run_end:
+                if run_end >= 0:
+                    parts.append(data[run_start:run_end])
+                run_start = span[4]
+            run_end = span[6]
+        else:
+            if run_end >= 0:
+                parts.append(data[run_start:run_end])
+                run_end = -1
+            parts.append(respan(data, span, delta))
+    if run_end >= 0:
+        parts.append(data[run_start:run_end])
+    if log_append_time is not None:
+        max_timestamp = log_append_time
     codec = header.compression_codec
     body = b"".join(parts)
     if codec != COMPRESSION_NONE:

@@ -1,11 +1,11 @@
 """A child process that runs the log cleaner's passes (`log_cleaning.run_pass`): the parent's
 end and the child.
 
-Why a process: a pass is Python (about 16 us a record). On a thread of the broker's process it
-holds the interpreter's lock while it runs, and the event loop waits for the lock each time it
-wants it back: a thread's nice value lowers its share of the cores, not of the lock. A child
-shares no lock with the loop, so it can run at `SCHED_IDLE`: the kernel gives it only the CPU
-no one else wants.
+Why a process: a pass is Python (2.2-3.9 us of CPU a record, its files and swap included, in
+bench/cleaner_pass.py). On a thread of the broker's process it holds the interpreter's lock
+while it runs, and the event loop waits for the lock each time it wants it back: a thread's
+nice value lowers its share of the cores, not of the lock. A child shares no lock with the
+loop, so it can run at `SCHED_IDLE`: the kernel gives it only the CPU no one else wants.
 The broker keeps the decisions and the log: the choice, the states, the checkpoint, the abort,
 and the swaps under the log's lock (`LogPass.swap`), which are renames: the child writes and
 syncs each cleaned segment's indexes with it. Measured (docs/benchmarks-history.md, "Log

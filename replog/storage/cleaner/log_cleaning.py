@@ -53,7 +53,7 @@ from replog.errors import CorruptRecordError, InvalidRecordError, LogClosedError
 from replog.record.batch import RecordBatch
 from replog.record.control_record import marker_type
 from replog.record.header import LOG_OVERHEAD, iter_frames, read_frame, read_header
-from replog.record.record import Record
+from replog.record.record_spans import Span
 from replog.storage.aborted_transactions import AbortedTransaction
 from replog.storage.cleaner.batch_filter import BatchFilter, FilterStats, ProducerLastBatch
 from replog.storage.cleaner.grouping import GroupedSegment, group_segments_by_size
@@ -348,31 +348,28 @@ def _build_offset_map(
             if header.last_offset >= end:
                 return
             if header.is_control:
-                records = list(_records(batch))
+                spans = _spans(batch)
                 transactions.on_control_batch_read(
-                    header, marker_type(records[0].key) if records else None
+                    header, marker_type(spans[0][2]) if spans else None
                 )
             elif not transactions.on_batch_read(header):
-                for offset, key in _keys(batch):
-                    if key is not None and offset >= start:
+                base_offset = header.base_offset
+                put = offset_map.put
+                for span in _spans(batch):
+                    key = span[2]
+                    if key is not None and base_offset + span[0] >= start:
                         if offset_map.is_full:
                             return
-                        offset_map.put(key, offset)
+                        put(key, base_offset + span[0])
             if header.last_offset >= start:
                 offset_map.update_latest_offset(header.last_offset)
 
 
-def _records(batch: bytes) -> Iterator[Record]:
+def _spans(batch: bytes) -> list[Span]:
+    """Each record's span (`record_spans`: its offset delta and key; no `Record` built, no
+    value copied: the map needs no more)."""
     try:
-        return RecordBatch.parse(batch, where="cleaner", sparse=True).records()
-    except (CorruptRecordError, InvalidRecordError) as exc:
-        raise _Corrupt(str(exc)) from exc
-
-
-def _keys(batch: bytes) -> Iterator[tuple[int, bytes | None]]:
-    """Each record's offset and key (no `Record` built: the map needs no more)."""
-    try:
-        yield from RecordBatch.parse(batch, where="cleaner", sparse=True).keys()
+        return RecordBatch.parse(batch, where="cleaner", sparse=True).spans()[1]
     except (CorruptRecordError, InvalidRecordError) as exc:
         raise _Corrupt(str(exc)) from exc
 

@@ -1,0 +1,51 @@
+"""The cleaner's key map (replog/storage/cleaner/offset_map.py) answers alike while its keys are
+in a dict, after they move into the buffer part-way through a pass, and after a clear."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replog.storage.cleaner.offset_map import KEY_ENTRY_BYTES, OffsetMap, OffsetMapFullError
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    slots=st.integers(40, 400),
+    passes=st.lists(
+        st.lists(st.tuples(st.binary(max_size=3), st.integers(0, 1000)), max_size=60),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_the_map_answers_as_a_dict_in_both_of_its_forms(
+    slots: int, passes: list[list[tuple[bytes, int]]]
+) -> None:
+    offset_map = OffsetMap(24 * slots)
+    for puts in passes:
+        offset_map.clear()
+        model: dict[bytes, int] = {}
+        for key, offset in puts:
+            try:
+                offset_map.put(key, offset)
+            except OffsetMapFullError:
+                assert key not in model and len(model) == offset_map.max_entries
+                continue
+            model[key] = max(offset, model.get(key, -1))
+            assert len(offset_map) == len(model) <= offset_map.max_entries
+        assert {key: offset_map.get(key) for key in model} == model
+        assert offset_map.get(b"absent-key") == -1
+        assert offset_map.latest_offset == max(model.values(), default=-1)
+
+
+def test_keys_move_into_the_buffer_past_a_quarter_of_it() -> None:
+    offset_map = OffsetMap(24 * 1_000)  # a quarter: 6,000 bytes
+    fit = 6_000 // (KEY_ENTRY_BYTES + 2)
+    for i in range(fit):
+        offset_map.put(b"%02d" % i, i)
+    assert offset_map._keys is not None and not any(offset_map._buffer[: 24 * 1_000])
+    offset_map.put(b"xx", 99)
+    assert offset_map._keys is None and any(offset_map._buffer[: 24 * 1_000])
+    assert [offset_map.get(b"%02d" % i) for i in range(fit)] == list(range(fit))
+    offset_map.clear()
+    assert offset_map._keys == {} and not any(offset_map._buffer[: 24 * 1_000])

@@ -663,7 +663,7 @@ class QuorumController:
                 self.config.bootstrap_transaction_version,
             )
             elr = self.config.eligible_leader_replicas_enable
-            records = [
+            records: list[MetadataRecord] = [
                 *FeatureControl.bootstrap_records(*levels, eligible_leader_replicas=elr),
                 *self.config.bootstrap_scram_credentials,
             ]

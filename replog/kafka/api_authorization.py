@@ -39,7 +39,9 @@ Rules (Kafka 4.x; the CLUSTER resource is named "kafka-cluster"):
 - Cluster: ElectLeaders, AlterPartitionReassignments, UnregisterBroker, CreateAcls, DeleteAcls
   ALTER; ListPartitionReassignments, DescribeLogDirs, DescribeQuorum, DescribeAcls DESCRIBE;
   WriteTxnMarkers and AddPartitionsToTxn v4+ (brokers' calls) CLUSTER_ACTION.
-- Not asked: ApiVersions, DescribeCluster (as Kafka).
+- Not asked: ApiVersions, and DescribeCluster on a broker (as Kafka). A controller's Kafka
+  listener (`controller_gate`) asks ALTER on the cluster for DescribeCluster, as Kafka's
+  ControllerApis does (it tells the controllers only to an admin).
 - Pure: messages in, messages out; the caller answers the questions.
 """
 
@@ -75,6 +77,7 @@ from replog.kafka.messages import delete_groups_response as dgr
 from replog.kafka.messages import delete_records_response as drr
 from replog.kafka.messages import delete_topics_response as dtr
 from replog.kafka.messages import describe_acls_response as dsar
+from replog.kafka.messages import describe_cluster_response as dclr
 from replog.kafka.messages import describe_configs_response as dcr
 from replog.kafka.messages import describe_groups_response as dgsr
 from replog.kafka.messages import describe_log_dirs_response as dldr
@@ -164,6 +167,12 @@ Rule = Callable[[Any, int, Caller], Gated | None]
 def gate(api_key: int, version: int, body: Message, caller: Caller) -> Gated | None:
     """What `body` becomes under the caller's rights (module docstring); None: untouched."""
     rule = RULES.get(api_key)
+    return None if rule is None else rule(body, version, caller)
+
+
+def controller_gate(api_key: int, version: int, body: Message, caller: Caller) -> Gated | None:
+    """`gate` for a controller's Kafka listener (module docstring)."""
+    rule = CONTROLLER_RULES.get(api_key)
     return None if rule is None else rule(body, version, caller)
 
 
@@ -1070,4 +1079,14 @@ RULES: dict[int, Rule] = {
         ),
     ),
     69: _consumer_group_describe,
+}
+
+CONTROLLER_RULES: dict[int, Rule] = {
+    **RULES,
+    60: _cluster(
+        ALTER,
+        _refused(
+            dclr.DescribeClusterResponse, CLUSTER_DENIED, error_message="Authorization failed."
+        ),
+    ),
 }

@@ -11,8 +11,9 @@
 Kafka's convenience flags for `--add` and `--remove` (the operations inferred, so without
 `--operation` or a denied principal or host): `--producer --topic T` is Write, Describe and
 Create on each topic, Write and Describe on each `--transactional-id`, and with `--idempotent`
-IdempotentWrite on the cluster (literal, whatever `--resource-pattern-type`); `--consumer --topic T --group G` is Read and Describe on each
-topic and Read on each group; both in one command join their entries per resource.
+IdempotentWrite on the cluster (literal, whatever `--resource-pattern-type`);
+`--consumer --topic T --group G` is Read and Describe on each topic and Read on each group;
+both in one command join their entries per resource.
 
 Resources: `--topic`, `--group`, `--transactional-id` (each repeatable) and `--cluster`;
 `--resource-pattern-type` is literal (the default), prefixed, or for --list and --remove also

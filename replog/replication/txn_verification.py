@@ -13,8 +13,9 @@ Rules (Kafka 4.x's `AddPartitionsToTxnManager` and `ReplicaManager.appendRecords
   `VerificationGuard`, which any transactional batch of the producer clears:
   `still_verified`; an entry rebuilt equal by a reload of the producer state is no change,
   while a marker changes its timestamp and coordinator epoch, one of which differs unless
-  the marker came in the same millisecond from the same coordinator epoch): a batch of the same transaction that landed meanwhile leaves it open at
-  the epoch, so the append needs no verification; a marker ended the verified transaction
+  the marker came in the same millisecond from the same coordinator epoch): a batch of the
+  same transaction that landed meanwhile leaves it open at the epoch, so the append needs no
+  verification; a marker ended the verified transaction
   (the client's abort at the same epoch, the coordinator's fencing abort at a later one), and
   appending then would open a transaction the coordinator does not know (a hanging
   transaction): such an append is INVALID_TXN_STATE. One marker leaves it standing, as

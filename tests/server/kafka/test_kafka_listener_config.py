@@ -65,7 +65,8 @@ def test_the_security_protocol_map_names_kafka_listeners() -> None:
     config = node(
         "CONTROLLER://h:19092,CLIENT://h:9092,PLAINTEXT://h:9093",
         **{
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,CLIENT:PLAINTEXT, PLAINTEXT:SASL_PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,CLIENT:PLAINTEXT, "
+            "PLAINTEXT:SASL_PLAINTEXT",
             "sasl.enabled.mechanisms": "SCRAM-SHA-256",
         },
     )

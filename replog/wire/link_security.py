@@ -29,6 +29,7 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import ssl
 from collections.abc import Iterator, Sequence
@@ -195,9 +196,8 @@ def _load_into(context: ssl.SSLContext, settings: LinkSettings, material: LinkMa
     """Load `material` into `context` (TLS 1.2 at least); ValueError naming the file."""
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        # OpenSSL loads a chain from a file only: the keystore file, which `material` was
-        # read from (a change since is seen at the next look and loaded then).
-        context.load_cert_chain(settings.keystore_location, password=settings.key_password)
+        with _in_memory_file(material.chain + material.key) as path:
+            context.load_cert_chain(path)
     except (OSError, ssl.SSLError) as exc:
         raise ValueError(
             f"{settings.keystore_key}={settings.keystore_location}: cannot load the key and "
@@ -210,6 +210,21 @@ def _load_into(context: ssl.SSLContext, settings: LinkSettings, material: LinkMa
             f"{settings.truststore_key}={settings.truststore_location}: cannot load the "
             f"trusted certificates: {exc}"
         ) from None
+
+
+@contextlib.contextmanager
+def _in_memory_file(data: bytes) -> Iterator[str]:
+    """A path to `data` for OpenSSL, which loads a chain from a file only: an anonymous
+    in-memory file (memfd), so the bytes checked and served are those read, and the decrypted
+    key is never written to a disk."""
+    fd = os.memfd_create("replog-link-keystore", os.MFD_CLOEXEC)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        yield f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
 
 
 def _decrypted(key: bytes, settings: LinkSettings, where: str) -> bytes:

@@ -20,7 +20,8 @@ Rules (Kafka 4.x; the CLUSTER resource is named "kafka-cluster"):
   partitions are known only there.
 - Metadata: a topic asked for without DESCRIBE is TOPIC_AUTHORIZATION_FAILED with no id; a
   request for every topic lists only the topics the caller may DESCRIBE (Kafka hides the others;
-  topics are never created automatically here, so CREATE is never asked).
+  topics are never created automatically here, so CREATE is never asked). DescribeTopicPartitions
+  the same, asked by its handler (`describable`): its pages are cut after the refusals.
 - Groups: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat READ;
   OffsetCommit READ group then READ per topic; OffsetFetch DESCRIBE group then DESCRIBE per topic
   (topics the caller may not DESCRIBE are left out of an all-topics answer); DescribeGroups and
@@ -174,6 +175,12 @@ def controller_gate(api_key: int, version: int, body: Message, caller: Caller) -
     """`gate` for a controller's Kafka listener (module docstring)."""
     rule = CONTROLLER_RULES.get(api_key)
     return None if rule is None else rule(body, version, caller)
+
+
+def describable(caller: Caller, *, log: bool) -> Callable[[str], bool]:
+    """May the caller DESCRIBE a topic: DescribeTopicPartitions asks it of each topic in its
+    handler, before the page is cut (`describe_topic_partitions`)."""
+    return lambda topic: caller.may(DESCRIBE, TOPIC, topic, log=log)
 
 
 def fetch_refused(topics: Iterable[str], caller: Caller) -> set[str]:

@@ -32,6 +32,7 @@ import contextlib
 import os
 import re
 import ssl
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,17 +215,24 @@ def _load_into(context: ssl.SSLContext, settings: LinkSettings, material: LinkMa
 
 @contextlib.contextmanager
 def _in_memory_file(data: bytes) -> Iterator[str]:
-    """A path to `data` for OpenSSL, which loads a chain from a file only: an anonymous
-    in-memory file (memfd), so the bytes checked and served are those read, and the decrypted
-    key is never written to a disk."""
-    fd = os.memfd_create("replog-link-keystore", os.MFD_CLOEXEC)
+    """A path to `data` for OpenSSL, which loads a chain from a file only, so the bytes checked
+    and served are those read: an anonymous in-memory file (memfd, Linux), so the decrypted
+    key is never written to a disk; elsewhere a temporary file of the owner's only, removed
+    once loaded."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("replog-link-keystore", os.MFD_CLOEXEC)
+        path = f"/proc/self/fd/{fd}"
+    else:
+        fd, path = tempfile.mkstemp(prefix="replog-link-keystore-")
     try:
         written = 0
         while written < len(data):
             written += os.write(fd, data[written:])
-        yield f"/proc/self/fd/{fd}"
+        yield path
     finally:
         os.close(fd)
+        if not path.startswith("/proc/"):
+            os.unlink(path)
 
 
 def _decrypted(key: bytes, settings: LinkSettings, where: str) -> bytes:

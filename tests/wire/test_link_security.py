@@ -290,3 +290,17 @@ def test_the_check_and_the_contexts_load_the_bytes_read_not_the_file_again(pki: 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     link_security._load_into(context, security.settings, material)
     assert context.cert_store_stats()["x509"] >= 1
+
+
+def test_without_memfd_the_bytes_go_through_a_private_file_removed_at_once(
+    pki: Pki, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    security = LinkSecurity(settings(pki))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.delattr(os, "memfd_create")
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    link_security._load_into(context, security.settings, security.material())
+    assert context.cert_store_stats()["x509"] >= 1
+    assert list(scratch.iterdir()) == []

@@ -15,7 +15,10 @@ Rules:
   made: new connections use the new material, open ones keep theirs (Kafka reloads its
   keystore on a config alter; a file replaced in place is replog's alter).
 - An encrypted key (`ssl.key.password`, Kafka's) is decrypted in the process, since gRPC takes
-  no password: gRPC is handed the decrypted key's bytes, which are never logged or written.
+  no password: gRPC is handed the decrypted key's bytes, which are never logged or written
+  to a disk on Linux. The TLS contexts of the framed links load the same bytes read (OpenSSL
+  loads a chain from a file only: an in-memory file; without memfd a temporary file of the
+  owner's only, removed once loaded), so what is checked is what is served.
 - New material that does not load (a key that does not match its certificate, a file half
   written, an encrypted key without its password or with a wrong one) is refused with one
   WARNING naming the file and the cause; the previous material stays until the files change

@@ -11,8 +11,9 @@
 Kafka's convenience flags for `--add` and `--remove` (the operations inferred, so without
 `--operation` or a denied principal or host): `--producer --topic T` is Write, Describe and
 Create on each topic, Write and Describe on each `--transactional-id`, and with `--idempotent`
-IdempotentWrite on the cluster; `--consumer --topic T --group G` is Read and Describe on each
-topic and Read on each group; both in one command join their entries per resource.
+IdempotentWrite on the cluster (literal, whatever `--resource-pattern-type`);
+`--consumer --topic T --group G` is Read and Describe on each topic and Read on each group;
+both in one command join their entries per resource.
 
 Resources: `--topic`, `--group`, `--transactional-id` (each repeatable) and `--cluster`;
 `--resource-pattern-type` is literal (the default), prefixed, or for --list and --remove also
@@ -209,8 +210,11 @@ def resource_entries(args: argparse.Namespace) -> list[tuple[Pattern, list[Entry
         named = entries(args)
         return [(pattern, named) for pattern in patterns(args, required=True)]
     resources = patterns(args, required=True)
-    if args.idempotent and not args.cluster and args.resource_pattern_type == "literal":
-        resources.append(Pattern(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL))
+    cluster = Pattern(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL)
+    if args.idempotent and cluster not in resources:
+        # Kafka's AclCommand adds the literal cluster with --idempotent whatever the pattern
+        # type of the other resources.
+        resources.append(cluster)
     found: dict[Pattern, list[Entry]] = {}
     for role, table in (("producer", PRODUCER_OPERATIONS), ("consumer", CONSUMER_OPERATIONS)):
         if not getattr(args, role):

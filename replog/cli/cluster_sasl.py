@@ -23,6 +23,7 @@ import secrets
 from collections.abc import Iterable
 
 from replog.cli.cluster_tls_files import ClusterTlsFiles, node_principal
+from replog.cli.whole_file import replace_whole
 from replog.errors import ReplogError
 
 ADMIN_USER = "admin"
@@ -110,11 +111,7 @@ def sasl_ssl_client_properties(files: ClusterTlsFiles, directory: str) -> dict[s
 def write_private(path: str, text: str) -> None:
     """Replace `path` by `text` whole, readable by its owner only from its creation; an
     `OSError` is a `ReplogError` naming `path`."""
-    temporary = path + ".tmp"
     try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, path)
+        replace_whole(path, text.encode(), private=True)
     except OSError as exc:
         raise ReplogError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -33,6 +33,7 @@ from replog.cli.cluster_tls_files import (
     ClusterTlsFiles,
     node_common_name,
 )
+from replog.cli.whole_file import replace_whole
 from replog.errors import ReplogError
 
 CA_DAYS = 3650
@@ -61,8 +62,8 @@ def _ensure(files: ClusterTlsFiles, nodes: list[tuple[int, Sequence[str]]]) -> l
     renew_all = not (_valid(files.ca_certificate) and os.path.exists(files.ca_key))
     if renew_all:
         ca = _issue(f"{ORGANIZATION} CA", None, ca=True, days=CA_DAYS)
-        _write(files.ca_key, _key_pem(ca), private=True)
-        _write(files.ca_certificate, _certificate_pem(ca))
+        replace_whole(files.ca_key, _key_pem(ca), private=True)
+        replace_whole(files.ca_certificate, _certificate_pem(ca))
         written += [files.ca_key, files.ca_certificate]
     signer = _signer(files)
     for node_id, hosts in nodes:
@@ -72,8 +73,8 @@ def _ensure(files: ClusterTlsFiles, nodes: list[tuple[int, Sequence[str]]]) -> l
             written.append(path)
     if renew_all or not (_valid(files.client_certificate) and os.path.exists(files.client_key)):
         client = _issue(CLIENT_NAME, signer, days=LEAF_DAYS)
-        _write(files.client_key, _key_pem(client), private=True)
-        _write(files.client_certificate, _certificate_pem(client))
+        replace_whole(files.client_key, _key_pem(client), private=True)
+        replace_whole(files.client_certificate, _certificate_pem(client))
         written += [files.client_key, files.client_certificate]
     return written
 
@@ -91,7 +92,7 @@ def write_node_keystore(
     signer = signer if signer is not None else _signer(files)
     node = _issue(node_common_name(node_id), signer, hosts=hosts, days=LEAF_DAYS)
     chain = _key_pem(node) + _certificate_pem(node) + _certificate_pem(signer)
-    _write(files.node_keystore(node_id), chain, private=True)
+    replace_whole(files.node_keystore(node_id), chain, private=True)
     return node.certificate.public_bytes(serialization.Encoding.DER)
 
 
@@ -211,13 +212,3 @@ def _key_pem(issued: _Issued) -> bytes:
 
 def _certificate_pem(issued: _Issued) -> bytes:
     return issued.certificate.public_bytes(serialization.Encoding.PEM)
-
-
-def _write(path: str, data: bytes, *, private: bool = False) -> None:
-    """Replace `path` by `data` whole; a private file is its owner's only from its creation."""
-    temporary = path + ".tmp"
-    mode = 0o600 if private else 0o644
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(descriptor, "wb") as out:
-        out.write(data)
-    os.replace(temporary, path)

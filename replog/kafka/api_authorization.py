@@ -20,7 +20,8 @@ Rules (Kafka 4.x; the CLUSTER resource is named "kafka-cluster"):
   partitions are known only there.
 - Metadata: a topic asked for without DESCRIBE is TOPIC_AUTHORIZATION_FAILED with no id; a
   request for every topic lists only the topics the caller may DESCRIBE (Kafka hides the others;
-  topics are never created automatically here, so CREATE is never asked).
+  topics are never created automatically here, so CREATE is never asked). DescribeTopicPartitions
+  the same, asked by its handler (`describable`): its pages are cut after the refusals.
 - Groups: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat READ;
   OffsetCommit READ group then READ per topic; OffsetFetch DESCRIBE group then DESCRIBE per topic
   (topics the caller may not DESCRIBE are left out of an all-topics answer); DescribeGroups and
@@ -39,7 +40,9 @@ Rules (Kafka 4.x; the CLUSTER resource is named "kafka-cluster"):
 - Cluster: ElectLeaders, AlterPartitionReassignments, UnregisterBroker, CreateAcls, DeleteAcls
   ALTER; ListPartitionReassignments, DescribeLogDirs, DescribeQuorum, DescribeAcls DESCRIBE;
   WriteTxnMarkers and AddPartitionsToTxn v4+ (brokers' calls) CLUSTER_ACTION.
-- Not asked: ApiVersions, DescribeCluster (as Kafka).
+- Not asked: ApiVersions, and DescribeCluster on a broker (as Kafka). A controller's Kafka
+  listener (`controller_gate`) asks ALTER on the cluster for DescribeCluster, as Kafka's
+  ControllerApis does (it tells the controllers only to an admin).
 - Pure: messages in, messages out; the caller answers the questions.
 """
 
@@ -75,6 +78,7 @@ from replog.kafka.messages import delete_groups_response as dgr
 from replog.kafka.messages import delete_records_response as drr
 from replog.kafka.messages import delete_topics_response as dtr
 from replog.kafka.messages import describe_acls_response as dsar
+from replog.kafka.messages import describe_cluster_response as dclr
 from replog.kafka.messages import describe_configs_response as dcr
 from replog.kafka.messages import describe_groups_response as dgsr
 from replog.kafka.messages import describe_log_dirs_response as dldr
@@ -165,6 +169,18 @@ def gate(api_key: int, version: int, body: Message, caller: Caller) -> Gated | N
     """What `body` becomes under the caller's rights (module docstring); None: untouched."""
     rule = RULES.get(api_key)
     return None if rule is None else rule(body, version, caller)
+
+
+def controller_gate(api_key: int, version: int, body: Message, caller: Caller) -> Gated | None:
+    """`gate` for a controller's Kafka listener (module docstring)."""
+    rule = CONTROLLER_RULES.get(api_key)
+    return None if rule is None else rule(body, version, caller)
+
+
+def describable(caller: Caller, *, log: bool) -> Callable[[str], bool]:
+    """May the caller DESCRIBE a topic: DescribeTopicPartitions asks it of each topic in its
+    handler, before the page is cut (`describe_topic_partitions`)."""
+    return lambda topic: caller.may(DESCRIBE, TOPIC, topic, log=log)
 
 
 def fetch_refused(topics: Iterable[str], caller: Caller) -> set[str]:
@@ -1070,4 +1086,14 @@ RULES: dict[int, Rule] = {
         ),
     ),
     69: _consumer_group_describe,
+}
+
+CONTROLLER_RULES: dict[int, Rule] = {
+    **RULES,
+    60: _cluster(
+        ALTER,
+        _refused(
+            dclr.DescribeClusterResponse, CLUSTER_DENIED, error_message="Authorization failed."
+        ),
+    ),
 }

@@ -6,10 +6,11 @@ Rules:
 - Metadata (v8+): with `include_topic_authorized_operations`, every topic entry with a name
   that was not refused (TOPIC_AUTHORIZATION_FAILED keeps the "not requested" value, as in
   Kafka) gets its topic's operations; with `include_cluster_authorized_operations` (v8-10) the
-  answer gets the cluster's.
+  answer gets the cluster's (`_cluster_operations`: 0 without DESCRIBE on the cluster).
 - DescribeGroups (v3+) and ConsumerGroupDescribe: with `include_authorized_operations`, each
   group answered without an error gets its group's operations.
-- DescribeCluster: with `include_cluster_authorized_operations`, the cluster's.
+- DescribeCluster: with `include_cluster_authorized_operations`, the cluster's, 0 without
+  DESCRIBE on the cluster (Kafka's KafkaApis: whatever else the caller may do there).
 - Each field is `authorized_operations`' bit field, asked of the caller without logging; a
   caller of None (authorization off) gets every supported operation, as Kafka answers without
   an authorizer.
@@ -68,9 +69,7 @@ def _metadata(answer: Message, caller: Caller | None, *, topics: bool, cluster: 
                     caller, ResourceType.TOPIC, topic.name
                 )
     if cluster:
-        metadata.cluster_authorized_operations = _operations(
-            caller, ResourceType.CLUSTER, CLUSTER_NAME
-        )
+        metadata.cluster_authorized_operations = _cluster_operations(caller, log=False)
     return answer
 
 
@@ -85,7 +84,15 @@ def _groups(answer: Message, caller: Caller | None) -> Message:
 def _cluster(answer: Message, caller: Caller | None) -> Message:
     cluster: Any = answer
     if cluster.error_code == 0:
-        cluster.cluster_authorized_operations = _operations(
-            caller, ResourceType.CLUSTER, CLUSTER_NAME
-        )
+        cluster.cluster_authorized_operations = _cluster_operations(caller, log=True)
     return answer
+
+
+def _cluster_operations(caller: Caller | None, *, log: bool) -> int:
+    """The cluster's field: 0 unless the caller may DESCRIBE the cluster (`log`: a refusal
+    logged, as Kafka's DescribeCluster logs it and its Metadata does not)."""
+    if caller is not None and not caller.may(
+        AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, log=log
+    ):
+        return 0
+    return _operations(caller, ResourceType.CLUSTER, CLUSTER_NAME)

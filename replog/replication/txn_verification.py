@@ -9,10 +9,13 @@ Rules (Kafka 4.x's `AddPartitionsToTxnManager` and `ReplicaManager.appendRecords
 - What the leader asks depends on the request's version (`operation_for_produce`,
   `operation_for_txn_offset_commit`): Produce v12+ and TxnOffsetCommit v5+ (transaction
   version 2) add the partition; older versions only verify that the client added it.
-- A verification holds until the producer's entry on the partition changes (Kafka's
+- A verification holds until the producer's entry on the partition changes in value (Kafka's
   `VerificationGuard`, which any transactional batch of the producer clears:
-  `still_verified`): a batch of the same transaction that landed meanwhile leaves it open at
-  the epoch, so the append needs no verification; a marker ended the verified transaction
+  `still_verified`; an entry rebuilt equal by a reload of the producer state is no change,
+  while a marker changes its timestamp and coordinator epoch, one of which differs unless
+  the marker came in the same millisecond from the same coordinator epoch): a batch of the
+  same transaction that landed meanwhile leaves it open at the epoch, so the append needs no
+  verification; a marker ended the verified transaction
   (the client's abort at the same epoch, the coordinator's fencing abort at a later one), and
   appending then would open a transaction the coordinator does not know (a hanging
   transaction): such an append is INVALID_TXN_STATE. One marker leaves it standing, as
@@ -123,7 +126,7 @@ def still_verified(
     was `before`, still holds with the entry `now` (module Rules): unchanged; its transaction
     open at the epoch; or, for an add (transaction version 2), a marker at the batch's epoch
     (the previous transaction's)."""
-    if now is before:
+    if now == before:  # by value: a reload of the producer state builds equal entries
         return True
     if now is None:  # the producer expired meanwhile: nothing ended the transaction
         return True

@@ -15,7 +15,10 @@ Rules:
   made: new connections use the new material, open ones keep theirs (Kafka reloads its
   keystore on a config alter; a file replaced in place is replog's alter).
 - An encrypted key (`ssl.key.password`, Kafka's) is decrypted in the process, since gRPC takes
-  no password: gRPC is handed the decrypted key's bytes, which are never logged or written.
+  no password: gRPC is handed the decrypted key's bytes, which are never logged or written
+  to a disk on Linux. The TLS contexts of the framed links load the same bytes read (OpenSSL
+  loads a chain from a file only: an in-memory file; without memfd a temporary file of the
+  owner's only, removed once loaded), so what is checked is what is served.
 - New material that does not load (a key that does not match its certificate, a file half
   written, an encrypted key without its password or with a wrong one) is refused with one
   WARNING naming the file and the cause; the previous material stays until the files change
@@ -29,8 +32,10 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import ssl
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,9 +200,8 @@ def _load_into(context: ssl.SSLContext, settings: LinkSettings, material: LinkMa
     """Load `material` into `context` (TLS 1.2 at least); ValueError naming the file."""
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        # OpenSSL loads a chain from a file only: the keystore file, which `material` was
-        # read from (a change since is seen at the next look and loaded then).
-        context.load_cert_chain(settings.keystore_location, password=settings.key_password)
+        with _in_memory_file(material.chain + material.key) as path:
+            context.load_cert_chain(path)
     except (OSError, ssl.SSLError) as exc:
         raise ValueError(
             f"{settings.keystore_key}={settings.keystore_location}: cannot load the key and "
@@ -210,6 +214,28 @@ def _load_into(context: ssl.SSLContext, settings: LinkSettings, material: LinkMa
             f"{settings.truststore_key}={settings.truststore_location}: cannot load the "
             f"trusted certificates: {exc}"
         ) from None
+
+
+@contextlib.contextmanager
+def _in_memory_file(data: bytes) -> Iterator[str]:
+    """A path to `data` for OpenSSL, which loads a chain from a file only, so the bytes checked
+    and served are those read: an anonymous in-memory file (memfd, Linux), so the decrypted
+    key is never written to a disk; elsewhere a temporary file of the owner's only, removed
+    once loaded."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("replog-link-keystore", os.MFD_CLOEXEC)
+        path = f"/proc/self/fd/{fd}"
+    else:
+        fd, path = tempfile.mkstemp(prefix="replog-link-keystore-")
+    try:
+        written = 0
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        yield path
+    finally:
+        os.close(fd)
+        if not path.startswith("/proc/"):
+            os.unlink(path)
 
 
 def _decrypted(key: bytes, settings: LinkSettings, where: str) -> bytes:

@@ -2,8 +2,10 @@
 node's listeners and links, rotated without a restart.
 
 Rules:
-- A file has changed when its modification time or size has; `current()` looks (two `stat`
-  calls per file set), so the caller decides when: at each new connection, never on a timer.
+- A file has changed when its modification time, size, inode, device or change time has (a
+  replacement of the same size with its modification time kept is another inode, or at least
+  another change time); `current()` looks (one `stat` per file), so the caller decides when:
+  at each new connection, never on a timer.
 - A load that fails (a file missing or half written, a key that does not match its
   certificate) keeps what was loaded before and logs one WARNING naming the cause; the same
   files are not tried again until they change again. The first load's failure is the
@@ -20,17 +22,17 @@ from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
-Stamp = tuple[tuple[int, int], ...]
+Stamp = tuple[tuple[int, ...], ...]
 
 log = logging.getLogger("replog.server.tls")
 
 
 def stamp(paths: Sequence[str]) -> Stamp:
-    """The files' modification times and sizes (OSError: one is missing)."""
+    """What tells each file's change (module rules; OSError: one is missing)."""
     stamps = []
     for path in paths:
         stat = os.stat(path)
-        stamps.append((stat.st_mtime_ns, stat.st_size))
+        stamps.append((stat.st_mtime_ns, stat.st_size, stat.st_ino, stat.st_dev, stat.st_ctime_ns))
     return tuple(stamps)
 
 
@@ -72,4 +74,4 @@ class WatchedFiles(Generic[T]):
             return self._value
 
 
-_MISSING: Stamp = ((-1, -1),)  # the stamp of files one of which is missing
+_MISSING: Stamp = ((-1,),)  # the stamp of files one of which is missing

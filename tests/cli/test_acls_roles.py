@@ -41,6 +41,18 @@ def test_the_producer_role() -> None:
         ("TOPIC", "t"): {"WRITE", "DESCRIBE", "CREATE"},
         ("CLUSTER", "kafka-cluster"): {"IDEMPOTENT_WRITE"},
     }
+    # With prefixed topics too: the cluster's IdempotentWrite is always the literal one.
+    prefixed = parsed(
+        *ALICE, "--producer", "--idempotent", "--topic", "t", "--resource-pattern-type", "prefixed"
+    )
+    check_roles(prefixed)
+    assert {
+        (p.resource_type.name, p.name, p.pattern_type.name): {e.operation.name for e in named}
+        for p, named in resource_entries(prefixed)
+    } == {
+        ("TOPIC", "t", "PREFIXED"): {"WRITE", "DESCRIBE", "CREATE"},
+        ("CLUSTER", "kafka-cluster", "LITERAL"): {"IDEMPOTENT_WRITE"},
+    }
     # --cluster without --idempotent gives the producer nothing there, as in Kafka.
     assert ("CLUSTER", "kafka-cluster") not in inferred(
         *ALICE, "--producer", "--topic", "t", "--cluster"

@@ -92,7 +92,8 @@ def test_a_verification_holds_until_a_marker_ends_the_transaction() -> None:
     # Before version 2 a marker at the batch's epoch is the client's own abort (or commit) of
     # the verified transaction: appending would open one the coordinator does not know.
     assert not still_verified(entry(0, txn_first=3), entry(0), 0, DEFAULT)
-    assert not still_verified(entry(0), entry(0), 0, GENERIC)
+    # A same-epoch marker where no transaction was open: its timestamp and coordinator epoch.
+    assert not still_verified(entry(0), ProducerEntry(7, 0, (), 5, NO_OFFSET, 3), 0, GENERIC)
 
 
 def test_the_race_a_guard_closes_scenario_on_a_partitions_producer_state() -> None:
@@ -123,6 +124,27 @@ def test_the_race_a_guard_closes_scenario_on_a_partitions_producer_state() -> No
     assert still_verified(before, table.entry(7), 1, ADD)
     # ... and a marker ending epoch 1's own transaction (epoch 2) does not.
     assert not still_verified(before, entry(2), 1, ADD)
+
+
+def test_a_reload_of_the_producer_state_between_verify_and_append_keeps_it() -> None:
+    """The partition's producer state rebuilt from its log (a replay: new, equal entries)
+    while the coordinator answers the first batch of the producer's next transaction:
+    nothing ended it, so the verification holds; a marker replayed with it does end it."""
+    table = ProducerStateTable("t-0")
+    done = [
+        (txn_batch(7, 0, -1, base_offset=10), None),
+        (marker_batch(7, 0, base_offset=11), EndTxnMarker(aborted=False, coordinator_epoch=0)),
+    ]
+    table.replay(done)
+    before = table.entry(7)
+    assert needs_verification(before, 0)
+    table.replay(done)
+    assert table.entry(7) is not before
+    for op in (DEFAULT, GENERIC, ADD):
+        assert still_verified(before, table.entry(7), 0, op)
+    abort = (marker_batch(7, 0, base_offset=12), EndTxnMarker(aborted=True, coordinator_epoch=1))
+    table.replay([*done, abort])
+    assert not still_verified(before, table.entry(7), 0, GENERIC)
 
 
 def test_verification_is_on_unless_the_strongest_level_turns_it_off() -> None:

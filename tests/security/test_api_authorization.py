@@ -47,7 +47,8 @@ ALICE = KafkaPrincipal("User", "alice")
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = 29, 30, 31, 53
 # Kafka asks nothing for these (ApiVersions, DescribeCluster); Fetch asks in its handler, where
 # a fetch session's partitions are known (`fetch_refused`).
-NOT_IN_TABLE = {18: "ApiVersions", 60: "DescribeCluster", 1: "Fetch"}
+# Fetch and DescribeTopicPartitions ask in their handlers (`fetch_refused`, `describable`).
+NOT_IN_TABLE = {18: "ApiVersions", 60: "DescribeCluster", 1: "Fetch", 75: "DescribeTopicPartitions"}
 
 
 class Caller:

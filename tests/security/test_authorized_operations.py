@@ -89,7 +89,16 @@ def test_metadata_fills_what_it_asks_for_only() -> None:
     assert paid.topic_authorized_operations == bit_field([Op.WRITE, Op.DESCRIBE])
     assert secret.topic_authorized_operations == NOT_REQUESTED  # refused: left as Kafka leaves it
     assert unnamed.topic_authorized_operations == NOT_REQUESTED
-    assert answer.cluster_authorized_operations == bit_field([Op.IDEMPOTENT_WRITE])
+    # Without DESCRIBE on the cluster its field is 0, whatever else is allowed (Kafka's
+    # KafkaApis); ALTER implies DESCRIBE.
+    assert answer.cluster_authorized_operations == 0
+    admin = Caller(
+        acl(CLUSTER, "kafka-cluster", Op.ALTER), acl(CLUSTER, "kafka-cluster", Op.IDEMPOTENT_WRITE)
+    )
+    filled: Any = operations_fill(3, 10, asked, admin)(metadata_answer())  # type: ignore[misc]
+    assert filled.cluster_authorized_operations == bit_field(
+        [Op.ALTER, Op.DESCRIBE, Op.IDEMPOTENT_WRITE]
+    )
     assert operations_fill(3, 12, mq.MetadataRequest(topics=None), caller) is None
     assert operations_fill(3, 7, asked, caller) is None  # before v8 there are no such fields
 
@@ -124,6 +133,15 @@ def test_groups_and_the_cluster() -> None:
     )
     assert cluster_fill is not None
     assert cluster_fill(dcr.DescribeClusterResponse()).cluster_authorized_operations == 0  # type: ignore[attr-defined]
+    only_cluster_action = Caller(acl(CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION))
+    no_describe = operations_fill(
+        60,
+        1,
+        dcq.DescribeClusterRequest(include_cluster_authorized_operations=True),
+        only_cluster_action,
+    )
+    assert no_describe is not None
+    assert no_describe(dcr.DescribeClusterResponse()).cluster_authorized_operations == 0  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("answered_later", [False, True])

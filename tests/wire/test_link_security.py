@@ -19,7 +19,7 @@ import pytest
 
 from replog.errors import ConfigError
 from replog.security.principal_mapping import PrincipalMapper
-from replog.wire import framed_wire, link_security
+from replog.wire import framed_wire, link_security, watched_files
 from replog.wire.link_peer_check import PeerCheck, PeerCheckInterceptor
 from replog.wire.link_security import LinkSecurity, LinkSettings, installed_while
 from tests.tls_certificates import Pki, presented_certificate_to
@@ -263,3 +263,44 @@ async def test_an_encrypted_key_serves_with_its_password_and_is_never_shown(pki:
     async with node_server(node) as address:
         assert await echo(address, node) == b"hi"
     assert node.context("server") is not None  # the framed listeners load it too
+
+
+def test_a_same_size_replacement_with_the_old_mtime_is_seen(tmp_path: Path) -> None:
+    """A file replaced by a rename, same size, its modification time set back: another inode
+    (and change time), so another stamp."""
+    path = tmp_path / "store.pem"
+    path.write_bytes(b"A" * 64)
+    before = os.stat(path)
+    seen = watched_files.stamp([str(path)])
+    replacement = tmp_path / "store.pem.new"
+    replacement.write_bytes(b"B" * 64)
+    os.utime(replacement, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(replacement, path)
+    assert os.stat(path).st_mtime_ns == before.st_mtime_ns
+    assert watched_files.stamp([str(path)]) != seen
+
+
+def test_the_check_and_the_contexts_load_the_bytes_read_not_the_file_again(pki: Pki) -> None:
+    """The material read is what is checked and served: the keystore file replaced after the
+    read (here by garbage) changes nothing until it is read again."""
+    security = LinkSecurity(settings(pki))
+    material = security.material()
+    keystore = Path(security.settings.keystore_location)
+    keystore.write_bytes(b"not a keystore")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    link_security._load_into(context, security.settings, material)
+    assert context.cert_store_stats()["x509"] >= 1
+
+
+def test_without_memfd_the_bytes_go_through_a_private_file_removed_at_once(
+    pki: Pki, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    security = LinkSecurity(settings(pki))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.delattr(os, "memfd_create")
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    link_security._load_into(context, security.settings, security.material())
+    assert context.cert_store_stats()["x509"] >= 1
+    assert list(scratch.iterdir()) == []

@@ -4,8 +4,9 @@ dials to another node's. Kafka's names, checked once at start-up.
 
 Rules:
 - The internal listener is the first `listeners` entry (replog serves every gRPC service
-  there). Its security protocol is its name's in `listener.security.protocol.map`, else its
-  name (a name that is no protocol, such as CONTROLLER, is PLAINTEXT), as for every listener.
+  there). Its security protocol is its name's in `listener.security.protocol.map`; a map set
+  explicitly must name it (Kafka refuses to start otherwise); with no map, its name (a name
+  that is no protocol, such as CONTROLLER, is PLAINTEXT), as for every listener.
   PLAINTEXT: the internal links are plaintext. SSL: mutual TLS on all of them. SASL_PLAINTEXT
   and SASL_SSL are refused naming the key: the internal links authenticate by certificate.
 - Its TLS settings are the listener's (`tls_config`: `listener.name.<internal>.ssl.*` over
@@ -62,10 +63,15 @@ def internal_link_settings(
 ) -> LinkSettings | None:
     """The internal links' TLS (module rules); None: plaintext."""
     mapped = parse_protocol_map(properties.get(PROTOCOL_MAP, ""))
-    protocol = mapped.get(internal.name, internal.name)
-    protocol = protocol if protocol in SECURITY_PROTOCOLS else "PLAINTEXT"
     address = format_host_port(internal.host, internal.port)
     where = f"the internal listener '{internal.name}://{address}'"
+    if PROTOCOL_MAP in properties and internal.name not in mapped:
+        raise ConfigError(
+            f"{PROTOCOL_MAP}: no security protocol for {where}; a map set explicitly names "
+            f"every listener (add {internal.name}:PLAINTEXT or {internal.name}:SSL)"
+        )
+    protocol = mapped.get(internal.name, internal.name)
+    protocol = protocol if protocol in SECURITY_PROTOCOLS else "PLAINTEXT"
     if protocol == "PLAINTEXT":
         return None
     if protocol != "SSL":

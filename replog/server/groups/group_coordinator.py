@@ -55,6 +55,9 @@ Rules:
   absent from the image then (a commit is only accepted for an existing partition, so such an
   offset belongs to a deleted topic). A commit acknowledged after its topic was deleted or
   re-created (its topic id changed while it waited) is not put back into the cache.
+  A commit accepted for a topic re-created in the broker's newest image (its new id not yet
+  in the applied image) is kept, with its tombstone left out, when the applied image then
+  drops the name's old id: only the old topic's offsets go (TxnOffsetCommit is not covered).
 - OffsetDelete: `offset_deletion` decides (the group must exist, a classic group with members
   be of the consumer protocol type, subscribed topics keep their offsets); the tombstones of
   the others are appended with acks=all before the answer and then replayed into the cache at
@@ -231,6 +234,9 @@ class _Shard:
     deleted_topics: set[str] = field(default_factory=set)
     # Keys of the commits appended and waiting for acks=all.
     in_flight: Counter[OffsetCommitKey] = field(default_factory=Counter)
+    # Keys committed for a topic id the applied image does not hold yet (the topic re-created
+    # in the newest image), with that id: kept when the applied image drops the name's old id.
+    ahead: dict[OffsetCommitKey, UUID] = field(default_factory=dict)
     # TxnOffsetCommit offsets waiting for their transaction's marker.
     pending: PendingTransactionalOffsets = field(default_factory=PendingTransactionalOffsets)
     # Set once the latest tombstones scheduled here are appended; commits wait for it.
@@ -377,6 +383,7 @@ class GroupCoordinator:
         deleted = _topics_deleted(previous, image, removed_topic_ids)
         if deleted:
             self._remove_deleted_topics(deleted)
+        self._forget_caught_up(image)
 
     def _follow(self, image: MetadataImage) -> None:
         dropped, loaded = leadership_changes(
@@ -586,20 +593,48 @@ class GroupCoordinator:
 
     # --- removing offsets: deleted topics, retention -----------------------------------------
 
-    def _remove_deleted_topics(self, topics: set[str]) -> None:
+    def _remove_deleted_topics(self, deleted: Mapping[str, UUID]) -> None:
+        """Remove the offsets of the names whose topic ids `deleted` removed, but not those
+        committed for a newer id of the name (`_Shard.ahead`)."""
         for shard in list(self._shards.values()):
             if shard.state is ShardState.LOADING:
-                shard.deleted_topics |= topics
+                shard.deleted_topics |= deleted.keys()
             elif shard.state is ShardState.ACTIVE:
-                # Tombstoned too: the keys of commits of those topics still waiting for
-                # acks=all, whose records may already be in the log.
-                removed = shard.cache.remove_topics(topics)
-                gone = set(removed)
-                waiting = sorted(
-                    (k for k in shard.in_flight if k.topic in topics and k not in gone),
-                    key=lambda k: (k.group, k.topic, k.partition),
-                )
-                self._tombstone(shard, removed + waiting, "of deleted topics")
+                self._remove_from(shard, deleted)
+
+    def _remove_from(self, shard: _Shard, deleted: Mapping[str, UUID]) -> None:
+        def newer(key: OffsetCommitKey) -> bool:
+            ahead = shard.ahead.get(key)
+            return ahead is not None and ahead != deleted[key.topic]
+
+        topics = set(deleted)
+        mixed = {k.topic for k in shard.ahead if k.topic in topics}
+        removed = shard.cache.remove_topics(topics - mixed)
+        if mixed:
+            removed += shard.cache.remove(lambda key, _: key.topic in mixed and not newer(key))
+        # Tombstoned too: the keys of commits of those topics still waiting for acks=all,
+        # whose records may already be in the log.
+        gone = set(removed)
+        waiting = sorted(
+            (k for k in shard.in_flight if k.topic in topics and k not in gone and not newer(k)),
+            key=lambda k: (k.group, k.topic, k.partition),
+        )
+        self._tombstone(shard, removed + waiting, "of deleted topics")
+
+    def _forget_caught_up(self, image: MetadataImage) -> None:
+        """Drop the `_Shard.ahead` keys whose topic id the applied `image` holds, or the newest
+        image no longer holds under their name: nothing lags for them any more."""
+        applied = image.topics.by_id
+        newest = self._newest_image().topics.by_name
+        for shard in self._shards.values():
+            if shard.ahead:
+                shard.ahead = {
+                    key: topic_id
+                    for key, topic_id in shard.ahead.items()
+                    if topic_id not in applied
+                    and (topic := newest.get(key.topic)) is not None
+                    and topic.topic_id == topic_id
+                }
 
     def expire_offsets(self) -> int:
         """Remove, with tombstones, every loaded partition's expired offsets (module docstring);
@@ -1196,6 +1231,11 @@ class GroupCoordinator:
             for key, value in records:
                 batch.append(now_ms, encode_key(key), encode_value(value))
             keys = [key for key, _ in records]
+            applied = self.image.topics.by_name
+            for key in keys:
+                topic = applied.get(key.topic)
+                if topic is None or topic.topic_id != topic_ids[key.topic]:
+                    shard.ahead[key] = topic_ids[key.topic]
             shard.in_flight.update(keys)
             try:
                 ((base_offset, failure),) = await self._produce(
@@ -1204,6 +1244,9 @@ class GroupCoordinator:
             finally:
                 shard.in_flight -= Counter(keys)  # drops the keys whose count reaches 0
             if failure is not None:
+                for key in keys:  # nothing committed: nothing to keep from a removal
+                    if shard.ahead.get(key) == topic_ids[key.topic]:
+                        del shard.ahead[key]
                 return cm.OffsetCommitResponse(
                     append_error(failure, f"group {group_id!r} in {shard.name}")
                 )
@@ -1579,16 +1622,17 @@ def _answers(
 
 def _topics_deleted(
     previous: MetadataImage, image: MetadataImage, candidates: Collection[UUID] | None
-) -> set[str]:
+) -> dict[str, UUID]:
     """The topic names of `previous` that `image` lacks or holds with another topic id: those
-    whose topic id is gone. Only `candidates` are looked at, when given (the ids the deltas
-    removed): this runs on every image whose topics changed, ISR changes included, and a set
-    difference of 10,000 topic ids hashes each `UUID` in Python (3 ms each time here)."""
+    whose topic id is gone, with that id. Only `candidates` are looked at, when given (the ids
+    the deltas removed): this runs on every image whose topics changed, ISR changes included,
+    and a set difference of 10,000 topic ids hashes each `UUID` in Python (3 ms each time
+    here)."""
     before, after = previous.topics.by_id, image.topics.by_id
     if candidates is None:
         candidates = before.keys()
     return {
-        topic.name
+        topic.name: topic_id
         for topic_id in candidates
         if topic_id not in after and (topic := before.get(topic_id)) is not None
     }

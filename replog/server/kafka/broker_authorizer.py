@@ -21,7 +21,7 @@ from dataclasses import replace
 from uuid import UUID
 
 from replog.common.acl_codes import AclOperation, PatternType, ResourceType
-from replog.kafka.api_authorization import Caller, gate
+from replog.kafka.api_authorization import Caller, Gated, gate
 from replog.kafka.authorized_operations_fields import operations_fill
 from replog.kafka.connection import Answer, KafkaRequest, api_name
 from replog.kafka.protocol.codec import Message
@@ -109,13 +109,15 @@ def authorized(
     authorizer: BrokerAuthorizer | None,
     request: KafkaRequest,
     handle: Callable[[KafkaRequest, Caller | None], Answer],
+    rules: Callable[[int, int, Message, Caller], Gated | None] = gate,
 ) -> Answer:
     """`handle`'s answer to `request` under `authorizer` (None: authorization off): the entries
     the principal may not touch answered with Kafka's errors, the rest handled, and the
-    authorized-operations fields the request asks for filled (`authorized_operations_fields`)."""
+    authorized-operations fields the request asks for filled (`authorized_operations_fields`);
+    `rules`: a broker's (`gate`) or a controller's (`controller_gate`)."""
     caller = None if authorizer is None else authorizer.caller(request)
     body = request.body
-    gated = None if caller is None else gate(request.api_key, request.api_version, body, caller)
+    gated = None if caller is None else rules(request.api_key, request.api_version, body, caller)
     fill = operations_fill(request.api_key, request.api_version, body, caller)
     if gated is None and fill is None:
         return handle(request, caller)

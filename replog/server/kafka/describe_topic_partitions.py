@@ -10,6 +10,10 @@ Rules:
   `max.request.partition.size.limit`), from the cursor's partition of its topic, 0 of the
   others; where the limit cuts a topic or falls before the next one, `next_cursor` names the
   first partition left out.
+- With an authorizer (`visible`: may the caller DESCRIBE the topic), as Kafka's handler: the
+  topics the caller may not DESCRIBE are left out before the page is cut (so no cursor names
+  one); when topics were named, each such one is TOPIC_AUTHORIZATION_FAILED with a zero
+  topic id after the others, whether or not it exists.
 - A named topic that is not there: UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for a
   name no topic may have), zero topic id; left out when every topic was asked for.
 - Per partition, as Kafka's: the leader only if it is registered with this listener (else -1),
@@ -19,9 +23,14 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
-from replog.errors import InvalidRequestError, InvalidTopicError, UnknownTopicOrPartitionError
+from replog.errors import (
+    InvalidRequestError,
+    InvalidTopicError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
 from replog.kafka.messages import describe_topic_partitions_response as dtp
 from replog.kafka.messages.describe_topic_partitions_request import DescribeTopicPartitionsRequest
 from replog.kafka.protocol.codec import ZERO_UUID
@@ -35,11 +44,14 @@ MAX_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit default
 
 
 def describe_topic_partitions(
-    image: MetadataImage, request: DescribeTopicPartitionsRequest, listener_name: str
+    image: MetadataImage,
+    request: DescribeTopicPartitionsRequest,
+    listener_name: str,
+    visible: Callable[[str], bool] | None = None,
 ) -> dtp.DescribeTopicPartitionsResponse:
-    """The answer (module Rules)."""
+    """The answer (module Rules); `visible` None: authorization off."""
     try:
-        return _described(image, request, listener_name)
+        return _described(image, request, listener_name, visible)
     except InvalidRequestError:
         return dtp.DescribeTopicPartitionsResponse(
             topics=[
@@ -52,7 +64,10 @@ def describe_topic_partitions(
 
 
 def _described(
-    image: MetadataImage, request: DescribeTopicPartitionsRequest, listener_name: str
+    image: MetadataImage,
+    request: DescribeTopicPartitionsRequest,
+    listener_name: str,
+    visible: Callable[[str], bool] | None,
 ) -> dtp.DescribeTopicPartitionsResponse:
     cursor = request.cursor
     after = "" if cursor is None else cursor.topic_name
@@ -68,6 +83,10 @@ def _described(
             raise InvalidRequestError(
                 f"the cursor's partition {cursor.partition_index} is negative"
             )
+    refused: list[str] = []
+    if visible is not None:
+        refused = [name for name in names if not visible(name)]
+        names = [name for name in names if name not in refused]
     remaining = max(min(MAX_PARTITIONS, request.response_partition_limit), 1)
     answer = dtp.DescribeTopicPartitionsResponse()
     for name in names:
@@ -93,6 +112,16 @@ def _described(
             answer.next_cursor = dtp.Cursor(topic_name=name, partition_index=end)
             break
         remaining -= max(end - first, 0)
+    if not every:
+        answer.topics.extend(
+            dtp.DescribeTopicPartitionsResponseTopic(
+                error_code=TopicAuthorizationFailedError.code,
+                name=name,
+                topic_id=ZERO_UUID,
+                is_internal=False,
+            )
+            for name in refused
+        )
     return answer
 
 

@@ -112,7 +112,7 @@ from replog.errors import (
     UnknownTopicIdError,
 )
 from replog.kafka import staleness_tag
-from replog.kafka.api_authorization import Caller, fetch_refused
+from replog.kafka.api_authorization import Caller, describable, fetch_refused
 from replog.kafka.connection import Answer, KafkaRequest, Served
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
@@ -317,7 +317,8 @@ class KafkaApis:
         if isinstance(body, MetadataRequest):
             return self.metadata(body, request.api_version, listener_name)
         if isinstance(body, DescribeTopicPartitionsRequest):
-            return describe_topic_partitions(self._image(), body, listener_name)
+            visible = None if caller is None else describable(caller, log=bool(body.topics))
+            return describe_topic_partitions(self._image(), body, listener_name, visible)
         if isinstance(body, ProduceRequest):
             return self.produce(body, request.api_version)
         if isinstance(body, ApiVersionsRequest):

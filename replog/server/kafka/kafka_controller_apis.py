@@ -13,8 +13,9 @@ Rules:
   committed; a standby answers NOT_CONTROLLER (the admin client then asks the active one).
 - With an authorizer (`authorizer.class.name`), the ACLs of the controller's committed state
   decide, by the rules of `api_authorization` (Kafka's ControllerApis asks the same):
-  UnregisterBroker needs ALTER on the cluster, DescribeQuorum DESCRIBE; ApiVersions and
-  DescribeCluster nothing.
+  UnregisterBroker and DescribeCluster need ALTER on the cluster (unlike a broker's
+  DescribeCluster: the controllers are told only to an admin), DescribeQuorum DESCRIBE;
+  ApiVersions nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from replog.errors import InvalidRequestError
+from replog.kafka.api_authorization import controller_gate
 from replog.kafka.connection import Answer, KafkaRequest, Served
 from replog.kafka.messages import describe_cluster_response as dcr
 from replog.kafka.messages import unregister_broker_response as ubr
@@ -96,7 +98,10 @@ class KafkaControllerApis:
 
     def handle(self, request: KafkaRequest, listener_name: str) -> Answer:
         return authorized(
-            self._authorizer, request, lambda asked, _: self._handle(asked, listener_name)
+            self._authorizer,
+            request,
+            lambda asked, _: self._handle(asked, listener_name),
+            controller_gate,
         )
 
     def _handle(self, request: KafkaRequest, listener_name: str) -> Answer:

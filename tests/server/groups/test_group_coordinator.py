@@ -1145,3 +1145,32 @@ async def test_a_commit_finds_its_topic_in_the_newest_image_before_its_replicas_
         finally:
             await node.coordinator.stop()
             node.close()
+
+
+@pytest.mark.asyncio
+async def test_a_commit_of_a_re_created_topic_outlives_the_lagging_removal_of_the_old_id(
+    tmp_path: Path,
+) -> None:
+    """The broker's newest image holds "orders" re-created (a new id) while the image the
+    coordinator follows still holds the old one: a commit of the new topic is taken, and when
+    the followed image drops the old id, only the old topic's offsets go (orders-1 here)."""
+    group = GROUP_IN[0]
+    old = image_with(*offsets_topic(1, 1, 1), *DATA)
+    newest = replayed(old, RemoveTopicRecord(DATA_TID), *ORDERS_AGAIN)
+    current = [old]
+    node = Broker(tmp_path / "b", metadata_image=lambda: current[0])
+    try:
+        await loaded(node, old)
+        entries = (cm.CommitEntry("orders", 0, 1000), cm.CommitEntry("orders", 1, 5))
+        assert (await node.coordinator.offset_commit(commit(group, *entries))).error is None
+        current[0] = newest
+        answer = await node.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 3)))
+        assert [p.error for p in answer.partitions] == [None]
+        node.publish(newest)
+        await asyncio.wait_for(node.coordinator.wait_tombstones(), 5)
+        assert committed(node.coordinator.offset_fetch(fetch(group))) == {("orders", 0): 3}
+        assert log_records(node, 0)[-1] == tombstone(group, "orders", 1)
+        await node.coordinator.stop()
+    finally:
+        node.close()
+    assert await committed_after_restart(tmp_path / "b", newest, group) == [{("orders", 0): 3}]

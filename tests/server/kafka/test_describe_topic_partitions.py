@@ -4,6 +4,9 @@ cursors, and errors, through the broker's handler table."""
 
 from __future__ import annotations
 
+from uuid import UUID
+
+from replog.common.acl_codes import AclOperation, AclPermissionType, PatternType, ResourceType
 from replog.errors import InvalidRequestError, InvalidTopicError, UnknownTopicOrPartitionError
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages import describe_topic_partitions_request as dtpq
@@ -11,7 +14,13 @@ from replog.kafka.messages import describe_topic_partitions_response as dtp
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import ZERO_UUID
 from replog.quorum.metadata.image import MetadataImage
-from replog.quorum.metadata.records import NO_LEADER, PartitionChangeRecord
+from replog.quorum.metadata.records import (
+    NO_LEADER,
+    AccessControlEntryRecord,
+    PartitionChangeRecord,
+)
+from replog.server.config.authorizer_config import AuthorizerConfig
+from replog.server.kafka.broker_authorizer import BrokerAuthorizer
 from replog.server.kafka.describe_topic_partitions import DESCRIBE_TOPIC_PARTITIONS
 from replog.server.kafka.kafka_apis import KafkaApis
 from tests.metadata.metadata_helpers import create_topic, replayed, topic_id
@@ -111,3 +120,41 @@ def test_a_cursor_outside_the_named_topics_or_negative_is_an_invalid_request() -
         assert [(t.name, t.error_code) for t in answer.topics] == [
             ("payments", InvalidRequestError.code)
         ]
+
+
+def test_with_an_authorizer_topics_not_describable_are_hidden_or_refused() -> None:
+    """Only payments may be described: every topic lists it alone (no cursor names another);
+    named, audit and a missing topic are TOPIC_AUTHORIZATION_FAILED with no id, after it."""
+    allow = AccessControlEntryRecord(
+        UUID(int=9),
+        ResourceType.TOPIC,
+        "payments",
+        PatternType.LITERAL,
+        "User:ANONYMOUS",
+        "*",
+        AclOperation.DESCRIBE,
+        AclPermissionType.ALLOW,
+    )
+    current = replayed(image(), allow)
+    authorizer = BrokerAuthorizer(AuthorizerConfig(enabled=True), lambda: current)
+    apis = KafkaApis(2, cluster_id="c1", image=lambda: current, authorizer=authorizer)
+
+    def asked(*names: str, limit: int = 2000) -> dtp.DescribeTopicPartitionsResponse:
+        body = dtpq.DescribeTopicPartitionsRequest(
+            topics=[dtpq.TopicRequest(name=n) for n in names], response_partition_limit=limit
+        )
+        header = RequestHeader(
+            request_api_key=DESCRIBE_TOPIC_PARTITIONS, request_api_version=0, correlation_id=1
+        )
+        answer = apis.handle(KafkaRequest(0, header, body, 0), "PLAINTEXT")
+        assert isinstance(answer, dtp.DescribeTopicPartitionsResponse)
+        return answer
+
+    every = asked(limit=3)
+    assert [t.name for t in every.topics] == ["payments"] and every.next_cursor is None
+    named = asked("audit", "payments", "nowhere")
+    assert [(t.name, t.error_code, t.topic_id) for t in named.topics] == [
+        ("payments", 0, topic_id(3)),
+        ("audit", 29, ZERO_UUID),
+        ("nowhere", 29, ZERO_UUID),
+    ]

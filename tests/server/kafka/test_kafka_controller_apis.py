@@ -6,6 +6,7 @@
   active controller; brokers (type 1, v0) are UNSUPPORTED_ENDPOINT_TYPE;
 - UnregisterBroker is a controller write; its error (BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER)
   is the answer's; with an authorizer it needs ALTER on the cluster (refused: nothing written);
+  DescribeCluster too needs ALTER on the cluster there (Kafka's ControllerApis);
 - the controller endpoints are asked of each voter once per answer age, a failed or
   listener-less voter again next time; a voter that does not answer keeps its last known
   listener, one serving none is left out (`controller_endpoints`).
@@ -243,3 +244,20 @@ async def test_with_an_authorizer_unregister_broker_needs_alter_on_the_cluster()
         controller_apis(controller, admin), UnregisterBrokerRequest(broker_id=3), 0
     )
     assert response.error_code == 0 and controller.unregistered == [3]
+
+
+@pytest.mark.asyncio
+async def test_with_an_authorizer_describe_cluster_needs_alter_on_the_cluster() -> None:
+    anyone = BrokerAuthorizer(AuthorizerConfig(enabled=True), lambda: MetadataImage())
+    header = RequestHeader(request_api_key=60, request_api_version=1, correlation_id=1)
+    request = KafkaRequest(0, header, DescribeClusterRequest(endpoint_type=2), 0)
+    refused = controller_apis(authorizer=anyone).handle(request, "C")
+    assert refused.error_code == 31 and refused.brokers == []  # type: ignore[union-attr]
+    admin = BrokerAuthorizer(
+        AuthorizerConfig(enabled=True, super_users=frozenset({"User:ANONYMOUS"})),
+        lambda: MetadataImage(),
+    )
+    response = await handled(
+        controller_apis(authorizer=admin), DescribeClusterRequest(endpoint_type=2), 1
+    )
+    assert response.error_code == 0 and [b.broker_id for b in response.brokers] == [1, 2]

@@ -65,7 +65,8 @@ def test_the_security_protocol_map_names_kafka_listeners() -> None:
     config = node(
         "CONTROLLER://h:19092,CLIENT://h:9092,PLAINTEXT://h:9093",
         **{
-            "listener.security.protocol.map": "CLIENT:PLAINTEXT, PLAINTEXT:SASL_PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,CLIENT:PLAINTEXT, "
+            "PLAINTEXT:SASL_PLAINTEXT",
             "sasl.enabled.mechanisms": "SCRAM-SHA-256",
         },
     )
@@ -85,7 +86,7 @@ def test_the_security_protocol_map_names_kafka_listeners() -> None:
     ["CONTROLLER://h:9092,PLAINTEXT://h:9092", "CONTROLLER://h:1,PLAINTEXT://h:2,X://h:2"],
 )
 def test_a_kafka_listener_needs_its_own_port(listeners: str) -> None:
-    extra = {"listener.security.protocol.map": "X:PLAINTEXT"}
+    extra = {"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,X:PLAINTEXT"}
     with pytest.raises(ConfigError, match=r"each Kafka listener needs its own port"):
         node(listeners, **extra)
 
@@ -120,14 +121,15 @@ def test_the_later_entry_named_in_controller_listener_names_is_the_controllers()
     ssl = node(
         "CONTROLLER://h:1,A://h:2",
         **controller,
-        **{"listener.security.protocol.map": "A:SSL", "ssl.keystore.location": "k.pem"},
+        **{"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,A:SSL"},
+        **{"ssl.keystore.location": "k.pem"},
     )
     assert ssl.kafka_controller_listener == Endpoint("A", "h", 2, "SSL")
     with pytest.raises(ConfigError, match=r"a controller listener is served in PLAINTEXT or SSL"):
         node(
             "CONTROLLER://h:1,A://h:2",
             **controller,
-            **{"listener.security.protocol.map": "A:SASL_SSL"},
+            **{"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,A:SASL_SSL"},
         )
 
 
@@ -167,7 +169,8 @@ async def test_a_kafka_listener_port_in_use_is_an_os_error_naming_it(tmp_path: P
             f"PLAINTEXT3://127.0.0.1:{port}",
             **{
                 "log.dirs": str(tmp_path / "logs"),
-                "listener.security.protocol.map": "PLAINTEXT2:PLAINTEXT,PLAINTEXT3:PLAINTEXT",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,PLAINTEXT2:PLAINTEXT,"
+                "PLAINTEXT3:PLAINTEXT",
             },
         )
         with pytest.raises(
@@ -180,7 +183,7 @@ async def test_a_kafka_listener_port_in_use_is_an_os_error_naming_it(tmp_path: P
         f"PLAINTEXT://127.0.0.1:{grpc_port},PLAINTEXT2://127.0.0.1:{first}",
         **{
             "log.dirs": str(tmp_path / "logs"),
-            "listener.security.protocol.map": "PLAINTEXT2:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,PLAINTEXT2:PLAINTEXT",
         },
     )
     built = Node(again)

@@ -101,6 +101,11 @@ def test_listener_prefixed_settings_override_the_unprefixed_ones_key_by_key() ->
         ),
         ({"super.users": ""}, r"super\.users: the internal listener .* lets in only the nodes"),
         (
+            {"listener.security.protocol.map": "SSL:SSL,CONTROLLER_KAFKA:SSL"},
+            r"listener\.security\.protocol\.map: no security protocol for the internal "
+            r"listener 'CONTROLLER://127\.0\.0\.1:34101'",
+        ),
+        (
             {"listener.name.controller.ssl.client.auth": "requested"},
             r"listener\.name\.controller\.ssl\.client\.auth=requested: the internal links are "
             "mutual TLS",

@@ -166,7 +166,8 @@ async def test_the_clients_own_abort_during_a_verification_refuses_the_append() 
     partitions.entries[("t", 0)] = entry(0)
     task = asyncio.ensure_future(verifier.verify("tx", produced(("t", 0, batch())), 11))
     await asyncio.sleep(0)
-    partitions.entries[("t", 0)] = entry(0)  # a marker at epoch 0: a new entry, none open
+    # A marker at epoch 0: none open, its timestamp and coordinator epoch.
+    partitions.entries[("t", 0)] = ProducerEntry(PID, 0, (), 5, NO_OFFSET, 1)
     coordinator.answer()
     ((index, error),) = (await task).items()
     assert index == 0 and isinstance(error, InvalidTxnStateError)

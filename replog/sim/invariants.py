@@ -8,7 +8,12 @@ Rules (the metadata quorum's, KRaft's):
   it, across crashes and power losses: a committed batch is never lost or replaced. A node
   whose log start moved up to a snapshot (`snapshot_invariants` checks the snapshots) is
   compared from its log start on; a log start beyond the history seen so far cannot be placed
-  and waits until another node shows the batches before it.
+  and waits until another node shows the batches before it. The runner looks at the logs
+  after every iteration, so some node shows every committed batch before the last copy below
+  a log start goes (the start moves to a snapshot loop turns after the high watermark passed
+  it). A log start no node can place any more is a violation: every running node's, or at the
+  end of a run (`whole`) any node's. The history, which the other checks replay, would miss
+  committed batches.
 - A node's high watermark never moves back within one of its incarnations.
 - A node's election state changes only as Raft allows (`ElectionState.successor_problem`)
   within one of its incarnations: its quorum epoch never decreases, its vote and its known
@@ -64,6 +69,8 @@ class SafetyChecker:
         self._read_to: dict[tuple[int, int], tuple[int, int]] = {}
         # Where each committed batch begins in `committed`, and where it ends: offset -> byte.
         self._positions: dict[int, int] = {0: 0}
+        # node -> (incarnation, log start) of a log that starts beyond the history seen
+        self._unplaced: dict[int, tuple[int, int]] = {}
 
     def check_states(self) -> None:
         """The cheap rules, after every iteration of the loop."""
@@ -113,7 +120,7 @@ class SafetyChecker:
         (module docstring), or with `whole` every node's whole committed log."""
         now = self._cluster.loop.now_ms()
         committed = self.committed
-        looked_at = self._log_looked_at
+        looked_at, unplaced = self._log_looked_at, self._unplaced
         for node in self._cluster.up_nodes():
             assert node.raft is not None
             if not whole and looked_at.get(node.node_id) == node.steps:
@@ -122,11 +129,13 @@ class SafetyChecker:
             if node.raft.learned_high_watermark() is None:
                 continue  # not caught up since its start: its HW is a lower bound only
             key = (node.node_id, node.incarnation)
+            unplaced.pop(node.node_id, None)
             offset, position = (0, 0) if whole else self._read_to.get(key, (0, 0))
             log_start = node.raft.storage.log_start_offset
             if offset < log_start:  # moved up to a snapshot (module docstring)
                 placed = self._positions.get(log_start)
                 if placed is None:
+                    unplaced[node.node_id] = (node.incarnation, log_start)
                     continue
                 offset, position = log_start, placed
             data = node.raft.read_committed(offset, READ_ALL)[0]
@@ -144,6 +153,24 @@ class SafetyChecker:
                 self._extend(memoryview(data)[common:])
             last = max(iter_frames(data))[0]  # batches are whole: read below the HW
             self._read_to[key] = (read_header(data, last).next_offset, position + len(data))
+        if unplaced:
+            self._check_placed(now, whole=whole)
+
+    def _check_placed(self, now: int, *, whole: bool) -> None:
+        """A log start no node can place any more (module docstring): at the end of a run any
+        node's, else every node's, each running the incarnation that showed it."""
+        nodes = self._cluster.nodes
+        unplaced = {
+            node_id: start
+            for node_id, (incarnation, start) in self._unplaced.items()
+            if nodes[node_id].up and nodes[node_id].incarnation == incarnation
+        }
+        if unplaced and (whole or len(unplaced) == len(nodes)):
+            raise InvariantViolation(
+                f"at {now} ms the committed history seen ends at offset {max(self._positions)}, "
+                f"before the metadata log start of nodes {unplaced} (node: offset): the "
+                "committed batches between left every log unseen"
+            )
 
     def _extend(self, batches: memoryview) -> None:
         """`batches`, whole ones, follow the committed history."""

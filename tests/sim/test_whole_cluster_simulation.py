@@ -49,15 +49,19 @@ def test_a_seed_replays_byte_for_byte() -> None:
     assert simulate(4).events != first.events
 
 
-def _caught(plant: Callable[[pytest.MonkeyPatch], None], monkeypatch: pytest.MonkeyPatch) -> str:
+def _caught(
+    plant: Callable[[pytest.MonkeyPatch], None],
+    monkeypatch: pytest.MonkeyPatch,
+    seeds: int = PLANTED_BUG_SEEDS,
+) -> str:
     plant(monkeypatch)
-    for seed in range(PLANTED_BUG_SEEDS):
+    for seed in range(seeds):
         try:
             simulate(seed)
         except SimulationFailure as failure:
             assert f"replay: replog sim --seed {seed}" in str(failure)
             return str(failure)
-    raise AssertionError(f"the planted bug survived {PLANTED_BUG_SEEDS} seeds")
+    raise AssertionError(f"the planted bug survived {seeds} seeds")
 
 
 def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -224,6 +228,12 @@ def _leaderless_left(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ReplicationControl, "has_imbalanced_partitions", lambda self: False)
 
 
+# Most seeds end with every data partition offline for KIP-966's reason, which the simulated
+# operator's unclean election heals (docs/reliability.md): a run ends through the automatic
+# elections in few seeds, so a bug on that path alone needs more of them (first caught at
+# seed 129 at `c0b95bb0`). Drawing the fault kinds per seed would spread the endings instead.
+WIDER_WINDOWS = {_leaderless_left: 200}
+
 LOST_COMMITS = "committed batch was lost or replaced|acknowledged topic creations lost"
 LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record replaced"
 
@@ -282,5 +292,5 @@ def test_a_planted_bug_is_caught(
 ) -> None:
     import re
 
-    failure = _caught(plant, monkeypatch)
+    failure = _caught(plant, monkeypatch, WIDER_WINDOWS.get(plant, PLANTED_BUG_SEEDS))
     assert re.search(expected, failure), failure

@@ -8,6 +8,7 @@ call after that); unary-unary and stream-stream handlers are wrapped by the subc
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
@@ -41,8 +42,10 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self._wrapped[method] = wrapped
         return wrapped
 
+    @abstractmethod
     def _wrap_unary(self, full_method: str, handler: Handler) -> Handler:
-        raise NotImplementedError
+        """The handler that runs `handler` (a unary-unary one) for `full_method`."""
 
+    @abstractmethod
     def _wrap_stream(self, full_method: str, handler: Handler) -> Handler:
-        raise NotImplementedError
+        """The handler that runs `handler` (a stream-stream one) for `full_method`."""

@@ -35,10 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 
-from replog.clock import Clock, monotonic_ms, wall_clock_ms
-from replog.errors import KafkaStorageError
 from replog.replication.fetch_session import FetchChanges
 from replog.replication.messages import FetchRequest, FetchResponse
 from replog.server.config.replica_manager_config import ReplicaManagerConfig
@@ -50,9 +47,6 @@ from replog.server.data_plane.produce_path import ProducePath
 from replog.server.data_plane.replica_applier import ReplicaApplier
 from replog.server.data_plane.replica_producers import ReplicaProducers
 from replog.server.data_plane.replica_timers import ReplicaTimers
-from replog.server.metrics.instruments import BrokerCounters
-from replog.server.runtime.node_tasks import Spawner
-from replog.storage.log_manager import LogManager
 
 __all__ = ["ReplicaManager", "ReplicaManagerConfig"]
 
@@ -70,42 +64,21 @@ class ReplicaManager(
 
     name = "replica-manager"
 
-    def __init__(
-        self,
-        config: ReplicaManagerConfig,
-        log_manager: LogManager,
-        *,
-        tasks: Spawner,
-        clock: Clock = monotonic_ms,
-        wall_clock: Clock = wall_clock_ms,
-        broker_epoch: Callable[[], int] = lambda: -1,
-        counters: BrokerCounters | None = None,
-        on_storage_error: Callable[[KafkaStorageError], None] | None = None,
-    ) -> None:
-        super().__init__(
-            config,
-            log_manager,
-            tasks=tasks,
-            clock=clock,
-            wall_clock=wall_clock,
-            broker_epoch=broker_epoch,
-            counters=counters,
-            on_storage_error=on_storage_error,
-        )
-        # The roles' hooks: the purgatories re-read fetches, the cleaner asks the replicas.
+    def _wire_roles(self) -> None:
+        """The roles' hooks: the purgatories re-read fetches, the cleaner asks the replicas."""
         self._delayed = DelayedOperations(
             broker_id=self.broker_id,
-            pending_max=config.purgatory_pending_max,
+            pending_max=self.config.purgatory_pending_max,
             partitions=self._partitions,
             current_leader=self._current_leader,
             read_fetch=lambda request, now_ms, reread: self._read_fetch(
                 request, now_ms, initial=False, reread=reread
             ),
-            clock=clock,
+            clock=self._clock,
             on_new_deadline=self._on_new_deadline,
         )
-        log_manager.cleaner.producer_last_batches = self._producer_last_batches
-        log_manager.cleaner.first_unstable_offset = self._first_unstable_offset
+        self.log_manager.cleaner.producer_last_batches = self._producer_last_batches
+        self.log_manager.cleaner.first_unstable_offset = self._first_unstable_offset
 
     def fetch_sources(self) -> list[int]:
         """The leader broker ids this broker fetches from."""

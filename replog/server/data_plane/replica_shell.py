@@ -96,7 +96,7 @@ class ReplicaShell:
     ) -> None:
         self._spawner = tasks  # its background tasks' owner (node_tasks)
         self.config = config
-        # Metrics (issue #9): per request and per batch, never per record.
+        # Metrics per request and per batch, never per record: a hot path counts nothing more.
         self.counters = counters if counters is not None else BrokerCounters()
         # The metrics summary's replica counts, reported at every change of what they count
         # (`_count_replicas`, `_count_leader`): a scrape reads them without a walk.
@@ -188,6 +188,11 @@ class ReplicaShell:
         # The child process that makes a large round's new logs' files (`use_file_maker`),
         # or None: the bulk threads make them.
         self._file_maker: FileMakerProcess | None = None
+        self._wire_roles()
+
+    def _wire_roles(self) -> None:
+        """The hooks between the roles, which only the assembly (`ReplicaManager`) has: it
+        makes `_delayed` here."""
 
     def _on_new_deadline(self, deadline_ms: int) -> None:
         # Only a deadline before the timer's next wake needs it sooner. Fetches park hundreds

@@ -93,6 +93,8 @@ logger.server.level = INFO
 # Each cleaning pass's statistics: bench/cleaner_produce.py counts the passes.
 logger.cleaner.name = org.apache.kafka.storage.internals.log.LogCleaner
 logger.cleaner.level = INFO
+logger.cleanerthread.name = org.apache.kafka.storage.internals.log.LogCleaner$CleanerThread
+logger.cleanerthread.level = INFO
 EOF
   local i
   for i in $(seq 1 $NODES); do

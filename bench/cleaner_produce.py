@@ -289,7 +289,7 @@ def _cleaning_children(pids: Sequence[int]) -> dict[int, float]:
     return found
 
 
-# Now; each node's main thread's run delay (ns); the CPU seconds of the cleaning children by
+# The time; each node's main thread's run delay (ns); the CPU seconds of the cleaning children by
 # pid; of the nodes' main threads, their cleaner threads (Kafka's) and their other threads.
 Sample = tuple[float, list[int], dict[int, float], float, float, float]
 # Kafka's cleaner threads (`kafka-log-cleaner-thread-N`) as Linux names them: 15 characters.

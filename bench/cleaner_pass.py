@@ -18,12 +18,22 @@ reading the same bytes as the pass does (the dirty segments, then every sealed o
 decoding each batch's header, no more.
 
 Prints per shape: us per record read by the pass's filter, ms per MB, and the floor's us per
-record, min / median / max over the runs; with `--base COMMIT` the same from that commit's code
-(fresh processes taking turns, `base_commit.py`) and the working tree / base ratio per run.
-Every pass's cleaned log is checked identical to the first's (same bytes: both versions must
-clean alike).
+record, min / median / max over the runs; the segment groups the pass swapped in and those it
+left as they were (`CleaningPass.groups_kept`); with `--base COMMIT` the same from that
+commit's code (fresh processes taking turns, `base_commit.py`) and the working tree / base
+ratio per run. Every pass's cleaned log is checked identical to the first's (same bytes: both
+versions must clean alike).
 
-    .venv/bin/python bench/cleaner_pass.py [--runs 5] [--repeat 3] [--base main]
+`--phases`: where each pass's time goes, wall and CPU ms a pass per phase, each phase's own
+time (its inner phases' taken out), timed by wrapping the functions and file operations a
+pass calls (`PHASES`; the wrapping costs a few us a call, so the totals are above the plain
+run's): the key map, the filter, the rest of writing a cleaned segment (reading, indexing,
+the loop), opening and creating files, appending to them, syncing files, the swap's own work
+(`Log.replace_with_cleaned`: the log's lock, the segment map, opening the new segment),
+renames, syncing the directory, removing files, and the rest of the pass (`other`: planning,
+grouping).
+
+    .venv/bin/python bench/cleaner_pass.py [--runs 5] [--repeat 3] [--base main] [--phases]
 """
 
 from __future__ import annotations
@@ -37,14 +47,19 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 from base_commit import add_arguments, against_lines, runs_against
 
 from replog.record import build_batch
 from replog.record.header import iter_frames, read_header
 from replog.storage import Log, LogConfig
+from replog.storage.cleaner import log_cleaning
+from replog.storage.cleaner.batch_filter import BatchFilter
 from replog.storage.cleaner.log_cleaning import clean_log
 from replog.storage.cleaner.offset_map import OffsetMap
+from replog.storage.fs import OsFileSystem, OsSegmentFile
 
 KEYS = 5_000
 VALUE_BYTES = 200
@@ -110,6 +125,58 @@ def floor_cpu(directory: str, first_dirty: int, first_uncleanable: int) -> float
     return time.process_time() - began
 
 
+# What `--phases` wraps: (owner, attribute, phase). The owner's attribute is looked up at each
+# call (a module's function, a class's method), so the wrapper is what the pass calls.
+PHASES: tuple[tuple[Any, str, str], ...] = (
+    (log_cleaning, "_build_offset_map", "key map"),
+    (BatchFilter, "filter", "filter"),
+    (log_cleaning, "_write_cleaned", "read, index, loop"),
+    (OsFileSystem, "open_segment_file", "open and create"),
+    (OsSegmentFile, "append", "append"),
+    (OsSegmentFile, "fsync", "sync files"),
+    (OsSegmentFile, "fdatasync", "sync files"),
+    (Log, "replace_with_cleaned", "swap's own work"),
+    (OsFileSystem, "rename", "rename"),
+    (OsFileSystem, "fsync_dir", "sync directory"),
+    (OsFileSystem, "remove_all", "remove"),
+)
+
+
+class Phases:
+    """Each phase's own wall and CPU seconds (its inner phases' taken out) while wrapped."""
+
+    def __init__(self) -> None:
+        self.wall: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        # Per phase entered and not left: its start (wall, CPU) and its inner phases' total.
+        self._open: list[list[float]] = []
+
+    def wrap(self, function: Callable[..., Any], phase: str) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self._open.append([time.perf_counter(), time.process_time(), 0.0, 0.0])
+            try:
+                return function(*args, **kwargs)
+            finally:
+                began_wall, began_cpu, inner_wall, inner_cpu = self._open.pop()
+                wall = time.perf_counter() - began_wall
+                cpu = time.process_time() - began_cpu
+                self.wall[phase] = self.wall.get(phase, 0.0) + wall - inner_wall
+                self.cpu[phase] = self.cpu.get(phase, 0.0) + cpu - inner_cpu
+                if self._open:
+                    self._open[-1][2] += wall
+                    self._open[-1][3] += cpu
+
+        return timed
+
+    def install(self) -> None:
+        for owner, name, phase in PHASES:
+            setattr(owner, name, self.wrap(getattr(owner, name), phase))
+
+    def reset(self) -> None:
+        self.wall.clear()
+        self.cpu.clear()
+
+
 def log_digest(directory: str) -> str:
     digest = hashlib.sha256()
     for name in sorted(os.listdir(directory)):
@@ -119,10 +186,13 @@ def log_digest(directory: str) -> str:
     return digest.hexdigest()
 
 
-def one_child(template_root: str, repeat: int) -> dict[str, list[float]]:
+def one_child(template_root: str, repeat: int, phases: bool) -> dict[str, list[float]]:
     """Each shape's figures over `repeat` passes, in this process (module docstring)."""
     figures: dict[str, list[float]] = {}
     offset_map = OffsetMap(MAP_BYTES)  # one for every pass, as a cleaning process keeps it
+    timed = Phases()
+    if phases:
+        timed.install()
     for shape in SHAPES:
         template = os.path.join(template_root, shape)
         with open(os.path.join(template_root, f"{shape}.json")) as file:
@@ -132,6 +202,8 @@ def one_child(template_root: str, repeat: int) -> dict[str, list[float]]:
                 directory = os.path.join(scratch, "load-0")
                 shutil.copytree(template, directory)
                 log = Log.open(directory, CONFIG)
+                timed.reset()
+                began_wall = time.perf_counter()
                 began = time.process_time()
                 result = clean_log(
                     log,
@@ -142,6 +214,8 @@ def one_child(template_root: str, repeat: int) -> dict[str, list[float]]:
                     delete_retention_ms=HOUR,
                 )
                 cpu = time.process_time() - began
+                wall = time.perf_counter() - began_wall
+                spent = phase_figures(timed, wall, cpu)  # before the close's own file work
                 log.close()
                 if result.abandoned or result.end_offset != offsets["first_uncleanable"]:
                     raise SystemExit(f"{shape}: the pass did not run to its end: {result}")
@@ -162,7 +236,26 @@ def one_child(template_root: str, repeat: int) -> dict[str, list[float]]:
             figures.setdefault(f"{shape}: cleaned log", []).append(int(digest[:12], 16))
             figures.setdefault(f"{shape}: records read", []).append(stats.records_read)
             figures.setdefault(f"{shape}: batches rewritten", []).append(stats.batches_rewritten)
+            figures.setdefault(f"{shape}: groups swapped", []).append(result.groups_swapped)
+            kept = getattr(result, "groups_kept", 0)  # a base without it keeps none
+            figures.setdefault(f"{shape}: groups kept", []).append(kept)
+            if phases:
+                for phase, seconds in spent.items():
+                    figures.setdefault(f"{shape}: {phase}", []).append(seconds * 1e3)
     return figures
+
+
+def phase_figures(timed: Phases, wall: float, cpu: float) -> dict[str, float]:
+    """Per phase (`PHASES`' order, then `other`: the pass's time no phase took), its wall and
+    CPU seconds in the pass."""
+    names = list(dict.fromkeys(phase for _, _, phase in PHASES))
+    shown: dict[str, float] = {}
+    for kind, total, spent in (("wall", wall, timed.wall), ("cpu", cpu, timed.cpu)):
+        for name in names:
+            shown[f"{name} ms {kind}"] = spent.get(name, 0.0)
+        shown[f"other ms {kind}"] = total - sum(spent.values())
+        shown[f"pass ms {kind}"] = total
+    return shown
 
 
 def main() -> None:
@@ -171,11 +264,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="passes per process and shape")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the keys, cleaned")
     parser.add_argument("--dirty-segments", type=int, default=2)
+    parser.add_argument(
+        "--phases", action="store_true", help="each pass's time per phase, wall and CPU"
+    )
     parser.add_argument("--template-root", help=argparse.SUPPRESS)
     add_arguments(parser)
     args = parser.parse_args()
     if args.emit_json:
-        print(json.dumps(one_child(args.template_root, args.repeat)))
+        print(json.dumps(one_child(args.template_root, args.repeat, args.phases)))
         return
     with tempfile.TemporaryDirectory(prefix="cleaner-pass-templates-") as root:
         for shape, (batch_records, random_keys) in SHAPES.items():
@@ -189,6 +285,8 @@ def main() -> None:
             with open(os.path.join(root, f"{shape}.json"), "w") as file:
                 json.dump(offsets, file)
         child_args = ["--repeat", str(args.repeat), "--template-root", root]
+        if args.phases:
+            child_args.append("--phases")
         work, base = runs_against(__file__, child_args, args.runs, args.base)
     for case, values in work.items():
         if case.endswith("cleaned log"):

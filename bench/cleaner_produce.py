@@ -20,6 +20,12 @@ bandwidth a pass uses). Each with:
 
 `--compare-checkout DIR` adds a cluster per run, the cleaner on with the code of DIR
 (another version, e.g. a worktree of the main branch), in the same alternating order.
+`--kafka` adds Apache Kafka's pair, the field's baseline: a 3-node Kafka cluster
+(`bench/kafka/kafka.sh`, as `replog bench`'s kafka system starts it) with its cleaner on and
+off, the same broker settings (`log.cleaner.backoff.ms` 100), topics, load, probe and fetch
+probe, through the same client (replog's, which speaks Kafka's protocol). Kafka 4 refuses a
+`segment.bytes` under 1 MiB, so its topics take the 256 KiB as `internal.segment.bytes` (its
+setting for tests, the same rolls). `--only NAME` runs only the configurations named.
 
 The cleaner settings are its worst case: with Kafka's defaults (a ratio of 0.5, a backoff of
 15 s) a log is cleaned far less often than here, where a cleaner thread on every node is busy
@@ -35,12 +41,17 @@ three summed), of the nodes' main threads (`loop_cores`) and of their other thre
 (`other_thread_cores`: the cleaner threads' side of a pass among them), and of the idle process
 (`idle_work_cores`). Over the cluster's life, from the nodes' logs: the passes run (`passes`,
 the three nodes), those that ran at the cleaner's nice (`urgent_passes`, promoted ones
-included: `pass_priority`) and those promoted while under way (`promoted_passes`). The machine
-is shared: compare the configurations within a run.
+included: `pass_priority`) and those promoted while under way (`promoted_passes`). For Kafka:
+its cleaner threads' CPU (`cleaning_cores`), its other threads' (`other_thread_cores`) and its
+passes (each a statistics line in the node's log); a JVM has no event loop to wait. Last, per
+system, each latency figure of the cleaner on over the cleaner off in the same run (min /
+median / max over the runs): Kafka's ratios beside replog's. The machine is shared: compare
+the configurations within a run.
 
     .venv/bin/python bench/cleaner_produce.py [--runs 3] [--probes 2000] [--load-rate 5000]
         [--base-port 27400] [--kafka-base-port 27410] [--data-dir DIR]
-        [--compare-checkout DIR] [--json FILE]
+        [--compare-checkout DIR] [--kafka [--apache-kafka-base-port 27700]] [--only NAME]
+        [--json FILE]
 """
 
 from __future__ import annotations
@@ -49,13 +60,15 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 _BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -67,19 +80,40 @@ from replog_cli import create_topic, running_cluster  # noqa: E402
 
 from replog import Producer  # noqa: E402
 from replog.cli.bench.runner import machine  # noqa: E402
+from replog.cli.bench.systems import KafkaSystem  # noqa: E402
 from replog.client.records import TopicPartition  # noqa: E402
 from replog.clock import monotonic_ms  # noqa: E402
+from replog.errors import BenchSystemError  # noqa: E402
 from replog.spark.partition_fetcher import PartitionFetcher  # noqa: E402
 
-COMPACTED = ("cleanup.policy=compact", "segment.bytes=262144", "min.cleanable.dirty.ratio=0.01")
-# Each configuration's cleaner settings (every node's server.properties).
-CONFIGURATIONS = {
-    "cleaner on": ("log.cleaner.enable=true",),
-    "cleaner on, 1 MB/s": ("log.cleaner.enable=true", "log.cleaner.io.max.bytes.per.second=1e6"),
-    "cleaner off": ("log.cleaner.enable=false",),
-    "cleaner off, idle spinner": ("log.cleaner.enable=false",),
-    "cleaner off, idle copier": ("log.cleaner.enable=false",),
-}
+SEGMENT_BYTES = 262144
+COMPACTED = (
+    "cleanup.policy=compact",
+    f"segment.bytes={SEGMENT_BYTES}",
+    "min.cleanable.dirty.ratio=0.01",
+)
+# Kafka 4 refuses a segment.bytes under 1 MiB (KIP-1030); its setting for tests takes ours.
+KAFKA_COMPACTED = (
+    "cleanup.policy=compact",
+    f"internal.segment.bytes={SEGMENT_BYTES}",
+    "min.cleanable.dirty.ratio=0.01",
+)
+CLEANER_BACKOFF = "log.cleaner.backoff.ms=100"  # every node of both systems
+ON = "log.cleaner.enable=true"
+OFF = "log.cleaner.enable=false"
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """A cluster of a run: its system, every node's cleaner settings (server.properties), the
+    checkout whose code runs (replog; None: this one) and the work beside it at SCHED_IDLE."""
+
+    settings: tuple[str, ...]
+    system: str = "replog"  # or "kafka"
+    checkout: str | None = None
+    idle_work: str | None = None
+
+
 # Configurations with a process beside the cluster at SCHED_IDLE, as the cleaning children run:
 # what CPU work at idle priority costs produce on this machine, spinning in the interpreter
 # (a few cache lines) or copying 64 MiB over and over (the caches and memory bandwidth the
@@ -91,6 +125,22 @@ IDLE_WORK = {
         _AT_IDLE + "buffer = bytearray(64 << 20)\nwhile True:\n    bytes(buffer)\n"
     ),
 }
+CONFIGURATIONS = {
+    "cleaner on": Configuration((ON,)),
+    "cleaner on, 1 MB/s": Configuration((ON, "log.cleaner.io.max.bytes.per.second=1e6")),
+    "cleaner off": Configuration((OFF,)),
+    **{name: Configuration((OFF,), idle_work=work) for name, work in IDLE_WORK.items()},
+}
+KAFKA_CONFIGURATIONS = {
+    "kafka, cleaner on": Configuration((ON,), "kafka"),
+    "kafka, cleaner off": Configuration((OFF,), "kafka"),
+}
+# Per system, the configurations whose ratio (on over off, per run) is printed.
+ON_OFF = {
+    "replog": ("cleaner on", "cleaner off"),
+    "kafka": ("kafka, cleaner on", "kafka, cleaner off"),
+}
+RATIO_FIGURES = ("p50_ms", "p99_ms", "max_ms", "fetch_p50_ms", "fetch_p99_ms", "fetch_max_ms")
 
 
 def load(bootstrap: str, rate: int, stop: threading.Event) -> int:
@@ -166,17 +216,39 @@ def partition_bytes(data_dir: str, topic: str) -> int:
     )
 
 
-def pass_counts(data_dir: str) -> dict[str, int]:
-    """The cleaning passes the nodes' logs report: all, urgent, promoted."""
-    counts = {"passes": 0, "urgent_passes": 0, "promoted_passes": 0}
+# A pass's line in a node's log: replog's, and Kafka's statistics (`LogCleaner`, at INFO in
+# kafka.sh's logging).
+PASS_LINE = {"replog": "cleaned offsets", "kafka": "Log cleaner thread "}
+# replog's: how many of a pass's segment groups it swapped in and left as they were.
+GROUPS = re.compile(r"(\d+) segment groups swapped, (\d+) unchanged")
+PASS_COUNTS = ("passes", "urgent_passes", "promoted_passes", "groups_swapped", "groups_kept")
+
+
+def count_passes(lines: Iterator[str], system: str) -> dict[str, int]:
+    """The cleaning passes a node's log reports: all, urgent and promoted, and their segment
+    groups swapped in and left as they were (replog's)."""
+    counts = dict.fromkeys(PASS_COUNTS, 0)
+    marker = PASS_LINE[system]
+    for line in lines:
+        if marker not in line:
+            continue
+        counts["passes"] += 1
+        counts["urgent_passes"] += "), urgent" in line
+        counts["promoted_passes"] += ", promoted" in line
+        groups = GROUPS.search(line)
+        if groups:
+            counts["groups_swapped"] += int(groups[1])
+            counts["groups_kept"] += int(groups[2])
+    return counts
+
+
+def pass_counts(data_dir: str, system: str) -> dict[str, int]:
+    """The cleaning passes the nodes' logs report, the three nodes summed (`count_passes`)."""
+    counts = dict.fromkeys(PASS_COUNTS, 0)
     for node in range(1, 4):
         with open(os.path.join(data_dir, f"node-{node}", "node.log"), encoding="utf-8") as f:
-            for line in f:
-                if "cleaned offsets" not in line:
-                    continue
-                counts["passes"] += 1
-                counts["urgent_passes"] += "), urgent" in line
-                counts["promoted_passes"] += ", promoted" in line
+            for key, value in count_passes(iter(f), system).items():
+                counts[key] += value
     return counts
 
 
@@ -217,103 +289,143 @@ def _cleaning_children(pids: Sequence[int]) -> dict[int, float]:
     return found
 
 
-Sample = tuple[float, list[int], dict[int, float], float, float]
+# The time; each node's main thread's run delay (ns); the CPU seconds of the cleaning children by
+# pid; of the nodes' main threads, their cleaner threads (Kafka's) and their other threads.
+Sample = tuple[float, list[int], dict[int, float], float, float, float]
+# Kafka's cleaner threads (`kafka-log-cleaner-thread-N`) as Linux names them: 15 characters.
+KAFKA_CLEANER_THREAD = "kafka-log-cleaner-thread-"[:15]
 
 
-def _threads_cpu_s(pid: int) -> tuple[float, float]:
-    """The CPU seconds of a process's main thread and of its other threads, summed."""
-    main = others = 0.0
+def _threads_cpu_s(pid: int, cleaner_thread: str | None) -> tuple[float, float, float]:
+    """The CPU seconds of a process's main thread, of its threads named `cleaner_thread`...
+    (none when None) and of its other threads, summed."""
+    main = cleaners = others = 0.0
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
             cpu = _proc_cpu_s_of(f"/proc/{pid}/task/{task}/stat")
+            with open(f"/proc/{pid}/task/{task}/comm", encoding="utf-8") as f:
+                name = f.read().strip()
         except OSError:  # a thread that ended meanwhile
             continue
         if int(task) == pid:
             main = cpu
+        elif cleaner_thread is not None and name.startswith(cleaner_thread):
+            cleaners += cpu
         else:
             others += cpu
-    return main, others
+    return main, cleaners, others
 
 
-def cores_sample(pids: Sequence[int]) -> Sample:
+def cores_sample(pids: Sequence[int], system: str) -> Sample:
     """Now, each node's main thread's run delay (ns), its cleaning children's CPU, and the
-    CPU of the nodes' main threads and of their other threads (all nodes summed)."""
+    CPU of the nodes' main threads, cleaner threads and other threads (all nodes summed)."""
     delays = []
-    mains = others = 0.0
+    mains = cleaners = others = 0.0
     for pid in pids:
         with open(f"/proc/{pid}/task/{pid}/schedstat", encoding="ascii") as f:
             delays.append(int(f.read().split()[1]))
-        main, other = _threads_cpu_s(pid)
+        main, cleaner, other = _threads_cpu_s(
+            pid, KAFKA_CLEANER_THREAD if system == "kafka" else None
+        )
         mains += main
+        cleaners += cleaner
         others += other
-    return time.monotonic(), delays, _cleaning_children(pids), mains, others
+    return time.monotonic(), delays, _cleaning_children(pids), mains, cleaners, others
 
 
-def cores_used(before: Sample, after: Sample) -> dict[str, float]:
+def cores_used(before: Sample, after: Sample, system: str) -> dict[str, float]:
+    """Per second between the samples (module docstring); for Kafka no loop figures (its main
+    thread only waits) and its main thread among the other threads."""
     elapsed = after[0] - before[0]
-    waits = [(b - a) / 1e6 / elapsed for a, b in zip(before[1], after[1], strict=True)]
     children = sum(cpu - before[2].get(pid, 0.0) for pid, cpu in after[2].items())
+    mains, cleaners, others = (after[i] - before[i] for i in (3, 4, 5))
+    if system == "kafka":
+        return {
+            "cleaning_cores": cleaners / elapsed,
+            "other_thread_cores": (mains + others) / elapsed,
+            "seconds": elapsed,
+        }
+    waits = [(b - a) / 1e6 / elapsed for a, b in zip(before[1], after[1], strict=True)]
     return {
         "loop_wait_ms_per_s": statistics.median(waits),
-        "cleaning_cores": children / elapsed,
-        "loop_cores": (after[3] - before[3]) / elapsed,
-        "other_thread_cores": (after[4] - before[4]) / elapsed,
+        "cleaning_cores": (children + cleaners) / elapsed,
+        "loop_cores": mains / elapsed,
+        "other_thread_cores": others / elapsed,
         "seconds": elapsed,
     }
 
 
 PORT_TRIES = 5
 PORT_STEP = 20  # the next try's ports: above every port of the last (its +100s included)
+# What a start that found a port of ours taken says: replog's, kafka.sh's.
+PORT_TAKEN = ("is in use", "is taken")
+
+
+@contextlib.contextmanager
+def running_kafka(directory: str, base_port: int, settings: Sequence[str]) -> Iterator[str]:
+    """Apache Kafka's 3-node cluster (`KafkaSystem`: kafka.sh) in `directory`, its brokers from
+    `base_port`, with `settings` in every node's server.properties, stopped on exit; yields its
+    bootstrap servers."""
+    kafka = KafkaSystem(directory, base_port, None, properties=(*settings, CLEANER_BACKOFF))
+    kafka.start()
+    try:
+        yield kafka.bootstrap_servers
+    finally:
+        kafka.stop()
 
 
 def started_cluster(
     stack: contextlib.ExitStack,
     args: argparse.Namespace,
     data_dir: str,
-    overrides: Sequence[str],
-    checkout: str | None,
+    configuration: Configuration,
 ) -> str:
-    """A running cluster (stopped with `stack`), its bootstrap servers. On a shared machine
-    another process's connection may hold a port of ours (an ephemeral port, in TIME-WAIT):
-    the start then refuses before it does anything, and the next try moves every port up by
-    `PORT_STEP`."""
+    """A running cluster of `configuration` (stopped with `stack`), its bootstrap servers. On a
+    shared machine another process's connection may hold a port of ours (an ephemeral port, in
+    TIME-WAIT): the start then refuses before it does anything, and the next try moves every
+    port up by `PORT_STEP`."""
+    overrides = (
+        *(item for setting in configuration.settings for item in ("--override", setting)),
+        "--override",
+        CLEANER_BACKOFF,
+        "--override",
+        "metrics.port=0",
+        "--fresh",
+    )
     for attempt in range(PORT_TRIES):
         shift = attempt * PORT_STEP
-        cluster = running_cluster(
-            data_dir,
-            args.base_port + shift,
-            *overrides,
-            kafka_base_port=args.kafka_base_port + shift,
-            checkout=checkout,
-        )
+        cluster: contextlib.AbstractContextManager[str]
+        if configuration.system == "kafka":
+            cluster = running_kafka(
+                data_dir, args.apache_kafka_base_port + shift, configuration.settings
+            )
+        else:
+            cluster = running_cluster(
+                data_dir,
+                args.base_port + shift,
+                *overrides,
+                kafka_base_port=args.kafka_base_port + shift,
+                checkout=configuration.checkout,
+            )
         try:
             return stack.enter_context(cluster)
-        except RuntimeError as exc:
-            if "is in use" not in str(exc) or attempt + 1 == PORT_TRIES:
+        except (RuntimeError, BenchSystemError) as exc:
+            if not any(taken in str(exc) for taken in PORT_TAKEN) or attempt + 1 == PORT_TRIES:
                 raise
             print(f"(a port in use, the ports moved up by {PORT_STEP}: {exc})", flush=True)
     raise AssertionError("unreachable")
 
 
-def one(
-    args: argparse.Namespace,
-    data_dir: str,
-    settings: Sequence[str],
-    checkout: str | None,
-    idle_work: str | None,
-) -> dict[str, Any]:
-    overrides = (
-        *(item for setting in settings for item in ("--override", setting)),
-        "--override",
-        "log.cleaner.backoff.ms=100",
-        "--override",
-        "metrics.port=0",
-        "--fresh",
-    )
+def one(args: argparse.Namespace, data_dir: str, configuration: Configuration) -> dict[str, Any]:
+    system = configuration.system
+    idle_work = configuration.idle_work
+    if system == "kafka":  # kafka.sh wipes its directory as it starts: one of its own
+        data_dir += "-kafka"
     with contextlib.ExitStack() as stack:
-        bootstrap = started_cluster(stack, args, data_dir, overrides, checkout)
-        create_topic(bootstrap, "load", 1, *COMPACTED)
-        create_topic(bootstrap, "probe", 1, *COMPACTED)
+        bootstrap = started_cluster(stack, args, data_dir, configuration)
+        compacted = KAFKA_COMPACTED if system == "kafka" else COMPACTED
+        create_topic(bootstrap, "load", 1, *compacted)
+        create_topic(bootstrap, "probe", 1, *compacted)
         stop = threading.Event()
         counted: list[int] = []
         writer = threading.Thread(
@@ -326,10 +438,10 @@ def one(
         try:
             time.sleep(3)
             pids = node_pids(data_dir)
-            before = cores_sample(pids)
+            before = cores_sample(pids, system)
             spun_before = 0.0 if spinning is None else _proc_cpu_s(spinning.pid)
             latencies = probe(bootstrap, args.probes)
-            cores = cores_used(before, cores_sample(pids))
+            cores = cores_used(before, cores_sample(pids, system), system)
             if spinning is not None:
                 spun = _proc_cpu_s(spinning.pid) - spun_before
                 cores["idle_work_cores"] = spun / cores["seconds"]
@@ -342,7 +454,7 @@ def one(
         writer.join(120)
         time.sleep(1)  # the last pass
         size = partition_bytes(data_dir, "load")
-    passes = pass_counts(data_dir)
+    passes = pass_counts(data_dir, system)
     return {
         **percentiles(latencies),
         **percentiles(fetched, "fetch_"),
@@ -367,28 +479,103 @@ def spread(values: Sequence[float]) -> str:
     return f"{ordered[0]:.2f} / {statistics.median(ordered):.2f} / {ordered[-1]:.2f}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--probes", type=int, default=2000)
-    parser.add_argument("--load-rate", type=int, default=5000)
-    parser.add_argument("--base-port", type=int, default=27400)
-    parser.add_argument("--kafka-base-port", type=int, default=27410)
-    parser.add_argument("--data-dir")
-    parser.add_argument("--compare-checkout", metavar="DIR")
-    parser.add_argument("--json")
-    args = parser.parse_args()
-    # Each configuration: its cleaner settings, and the checkout whose code runs (None: this).
-    configurations: dict[str, tuple[Sequence[str], str | None, str | None]] = {
-        name: (settings, None, IDLE_WORK.get(name)) for name, settings in CONFIGURATIONS.items()
-    }
+# What the summary prints of a configuration's runs, where its runs have it: (key, label,
+# scale, unit).
+SUMMARY = (
+    ("p50_ms", "p50", 1, ""),
+    ("p99_ms", "p99", 1, ""),
+    ("max_ms", "max", 1, ""),
+    ("fetch_p50_ms", "fetch p50", 1, ""),
+    ("fetch_p99_ms", "p99", 1, ""),
+    ("fetch_max_ms", "max", 1, ""),
+    ("load_bytes_node1", "load partition on node 1", 1e-6, " MB"),
+    ("loop_wait_ms_per_s", "loop wait", 1, " ms/s"),
+    ("cleaning_cores", "cleaning", 1, " cores"),
+    ("loop_cores", "nodes' loops", 1, " cores"),
+    ("other_thread_cores", "nodes' other threads", 1, " cores"),
+    ("idle_work_cores", "idle work", 1, " cores"),
+    ("passes", "passes", 1, ""),
+    ("groups_kept", "groups left as they were", 1, ""),
+)
+
+
+def summary_line(name: str, runs: Sequence[Mapping[str, float]]) -> str:
+    """`name`'s figures, min / median / max over `runs`, each figure every run has."""
+    parts = [
+        f"{label} {spread([r[key] * scale for r in runs])}{unit}"
+        for key, label, scale, unit in SUMMARY
+        if runs and all(key in r for r in runs)
+    ]
+    return f"{name}: " + ", ".join(parts)
+
+
+def on_off_ratios(
+    results: Mapping[str, Sequence[Mapping[str, float]]],
+) -> dict[str, dict[str, list[float]]]:
+    """Per system whose pair ran (`ON_OFF`): each latency figure of its cleaner on over its
+    cleaner off in the same run, one ratio a run."""
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for system, (on, off) in ON_OFF.items():
+        if results.get(on) and results.get(off):
+            ratios[system] = {
+                figure: [
+                    a[figure] / b[figure] for a, b in zip(results[on], results[off], strict=True)
+                ]
+                for figure in RATIO_FIGURES
+            }
+    return ratios
+
+
+def chosen_configurations(args: argparse.Namespace) -> dict[str, Configuration]:
+    """The configurations a run takes, in order (module docstring: `--compare-checkout`,
+    `--kafka`, `--only`)."""
+    configurations = dict(CONFIGURATIONS)
     if args.compare_checkout:
         other = os.path.abspath(args.compare_checkout)
-        configurations[f"cleaner on, {os.path.basename(other)}"] = (
-            CONFIGURATIONS["cleaner on"],
-            other,
-            None,
+        configurations[f"cleaner on, {os.path.basename(other)}"] = Configuration(
+            (ON,), checkout=other
         )
+    if args.kafka:
+        configurations.update(KAFKA_CONFIGURATIONS)
+    if args.only:
+        unknown = sorted(set(args.only) - set(configurations))
+        if unknown:
+            raise SystemExit(
+                f"--only: no configuration {', '.join(map(repr, unknown))} "
+                f"(known: {', '.join(map(repr, configurations))})"
+            )
+        configurations = {n: c for n, c in configurations.items() if n in args.only}
+    return configurations
+
+
+def parser() -> argparse.ArgumentParser:
+    made = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    made.add_argument("--runs", type=int, default=3)
+    made.add_argument("--probes", type=int, default=2000)
+    made.add_argument("--load-rate", type=int, default=5000)
+    made.add_argument("--base-port", type=int, default=27400)
+    made.add_argument("--kafka-base-port", type=int, default=27410)
+    made.add_argument("--data-dir")
+    made.add_argument("--compare-checkout", metavar="DIR")
+    made.add_argument(
+        "--kafka", action="store_true", help="Apache Kafka's cleaner on and off too (kafka.sh)"
+    )
+    made.add_argument(
+        "--apache-kafka-base-port",
+        type=int,
+        default=27700,
+        help="Kafka's brokers listen from here, its controllers 100 above",
+    )
+    made.add_argument(
+        "--only", action="append", metavar="NAME", help="run this configuration (repeatable)"
+    )
+    made.add_argument("--json")
+    return made
+
+
+def main() -> None:
+    args = parser().parse_args()
+    configurations = chosen_configurations(args)
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in configurations}
     with tempfile.TemporaryDirectory(prefix="cleaner-bench-") as scratch:
         data_dir = args.data_dir or os.path.join(scratch, "cluster")
@@ -397,32 +584,25 @@ def main() -> None:
             if run % 2:  # which goes first alternates
                 names.reverse()
             for name in names:
-                result = one(args, data_dir, *configurations[name])
+                result = one(args, data_dir, configurations[name])
                 results[name].append(result)
                 print(f"run {run + 1} {name}: {json.dumps(result)}", flush=True)
     print("\nprobe and fetch probe latency, ms, min / median / max over runs")
     for name, runs in results.items():
+        print(summary_line(name, runs))
+    ratios = on_off_ratios(results)
+    if ratios:
+        print("\ncleaner on / cleaner off, the same run's, min / median / max over runs")
+    for system, figures in ratios.items():
         print(
-            f"{name}: p50 {spread([r['p50_ms'] for r in runs])}, "
-            f"p99 {spread([r['p99_ms'] for r in runs])}, "
-            f"max {spread([r['max_ms'] for r in runs])}, "
-            f"fetch p50 {spread([r['fetch_p50_ms'] for r in runs])}, "
-            f"p99 {spread([r['fetch_p99_ms'] for r in runs])}, "
-            f"max {spread([r['fetch_max_ms'] for r in runs])}, "
-            f"load partition on node 1 {spread([r['load_bytes_node1'] / 1e6 for r in runs])} MB, "
-            f"loop wait {spread([r['loop_wait_ms_per_s'] for r in runs])} ms/s, "
-            f"cleaning children {spread([r['cleaning_cores'] for r in runs])} cores, "
-            f"nodes' loops {spread([r['loop_cores'] for r in runs])} cores, "
-            f"nodes' other threads {spread([r['other_thread_cores'] for r in runs])} cores"
-            + (
-                f", idle work {spread([r['idle_work_cores'] for r in runs])} cores"
-                if name in IDLE_WORK
-                else ""
-            )
+            f"{system}: "
+            + ", ".join(f"{figure[:-3]} {spread(values)}x" for figure, values in figures.items())
         )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"machine": machine(), "results": results}, f, indent=2)
+            json.dump(
+                {"machine": machine(), "results": results, "on_off_ratios": ratios}, f, indent=2
+            )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@
 #   KAFKA_SEGMENT_BYTES 1073741824, replog's (and Kafka's) default segment.bytes
 #   KAFKA_START_TIMEOUT_S 90: how long `start` and `restart` wait for a node's listener (a node
 #                      restarted with 10,000 partitions on a loaded machine takes minutes)
+#   KAFKA_PROPERTIES   more lines of every node's server.properties, one KEY=VALUE a line, after
+#                      the ones below (a later line wins: log.cleaner.enable=false, ...)
 #
 # Settings matched to replog's cluster (`replog cluster start`): 3 combined nodes (broker and
 # controller), replication factor 3, min.insync.replicas=2, no fsync per message (Kafka's and
@@ -88,6 +90,11 @@ logger.kafka.name = kafka
 logger.kafka.level = INFO
 logger.server.name = org.apache.kafka.server
 logger.server.level = INFO
+# Each cleaning pass's statistics: bench/cleaner_produce.py counts the passes.
+logger.cleaner.name = org.apache.kafka.storage.internals.log.LogCleaner
+logger.cleaner.level = INFO
+logger.cleanerthread.name = org.apache.kafka.storage.internals.log.LogCleaner$CleanerThread
+logger.cleanerthread.level = INFO
 EOF
   local i
   for i in $(seq 1 $NODES); do
@@ -113,6 +120,9 @@ log.segment.bytes=$KAFKA_SEGMENT_BYTES
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 EOF
+    if [[ -n "${KAFKA_PROPERTIES:-}" ]]; then
+      printf '%s\n' "$KAFKA_PROPERTIES" >>"$KAFKA_CLUSTER_DIR/node-$i/server.properties"
+    fi
   done
 }
 

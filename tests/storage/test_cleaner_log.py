@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +171,58 @@ def test_a_cleaned_log_reopens_with_its_records_and_offsets(
     # From offset 0: recovery validates every cleaned segment, gaps and emptied batches too.
     reopened = open_log(tmp_path / "t-0", CONFIG, recovery_point=0)
     assert (read_entries(reopened), reopened.log_end_offset) == (kept, end)
+
+
+def build_kept_log(directory: Path, fs: FileSystem) -> tuple[Log, list[Entry]]:
+    """Segments of keys written once, which a pass leaves as they are; the first of them loses
+    its fifth batch (its key written again), so it is rewritten past four unchanged batches;
+    then segments of keys written over and over, tombstones among them."""
+    log = open_log(directory, CONFIG, fs=fs)
+    appended = []
+    for i in range(30):
+        key, value = f"u{i}".encode(), f"v{i}".encode()
+        appended.append((append(log, key, value), key, value))
+    appended.append((append(log, b"u4", b"again"), b"u4", b"again"))
+    appended += fill(log, 14)
+    return log, appended
+
+
+def test_a_segment_the_pass_leaves_as_it_is_is_not_rewritten(tmp_path: Path) -> None:
+    """A group of one segment whose every batch stays as it is keeps its files (no
+    `.cleaned` segment, no swap); one that changes past its first batches is rewritten,
+    those batches copied as they were, its indexes as a rebuild makes them."""
+    log, appended = build_kept_log(tmp_path / "t-0", OsFileSystem())
+    active_base = log.active_segment.base_offset
+    latest = latest_by_key([e for e in appended if e[0] < active_base])
+    sealed = log.segments()[:-1]
+    bounds = [s.base_offset for s in sealed] + [active_base]
+    unchanged = {
+        segment.base_offset
+        for segment, end in zip(sealed, bounds[1:], strict=True)
+        if all(
+            latest[key] == (offset, key, value) and value is not None
+            for offset, key, value in appended
+            if segment.base_offset <= offset < end
+        )
+    }
+    files_before = {s.base_offset: os.stat(s.log_path).st_ino for s in sealed}
+    swaps = counting_swaps(log)
+
+    result = clean(log)
+
+    assert len(unchanged) >= 2 and 0 not in unchanged  # the first segment changes
+    assert result.groups_kept == len(unchanged)
+    assert result.groups_swapped == len(sealed) - len(unchanged) == sum(swaps)
+    files_after = {s.base_offset: os.stat(s.log_path).st_ino for s in log.segments()[:-1]}
+    for base in files_before:
+        assert (files_after[base] == files_before[base]) == (base in unchanged), base
+    kept = read_entries(log)
+    assert [e for e in kept if e[0] < active_base] == sorted(latest.values())
+    assert [e for e in kept if e[0] >= active_base] == [e for e in appended if e[0] >= active_base]
+    assert not [
+        n for n in os.listdir(log.directory) if n.endswith((".cleaned", ".swap", ".deleted"))
+    ]
+    assert_indexes_as_rebuilt(log)
 
 
 def test_recovery_of_a_log_not_compacted_still_cuts_at_a_gap(tmp_path: Path) -> None:
@@ -447,12 +499,17 @@ def build_crash_log(directory: Path, fs: FileSystem) -> tuple[Log, list[Entry]]:
     return log, appended
 
 
-def test_a_crash_at_every_step_of_a_pass_loses_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("build", [build_crash_log, build_kept_log], ids=["every", "kept"])
+def test_a_crash_at_every_step_of_a_pass_loses_nothing(
+    tmp_path: Path, build: Callable[[Path, FileSystem], tuple[Log, list[Entry]]]
+) -> None:
     """A crash at each change of a pass, the index files' writes and renames included, then an
     open that recovers every segment and one that trusts the sealed segments' indexes (the
     recovery point at the log end, as a flushed log has it): both keep what must survive, and
-    the trusted indexes are those of their segments."""
-    reference, appended = build_crash_log(tmp_path / "ref-0", OsFileSystem())
+    the trusted indexes are those of their segments. Over a log whose every segment the pass
+    rewrites, and one where it leaves some as they are and copies the unchanged start of
+    another."""
+    reference, appended = build(tmp_path / "ref-0", OsFileSystem())
     first_uncleanable = reference.active_segment.base_offset
     clean(reference)
     cleaned = read_entries(reference)
@@ -462,7 +519,7 @@ def test_a_crash_at_every_step_of_a_pass_loses_nothing(tmp_path: Path) -> None:
     while not completed:
         directory = tmp_path / f"c{crash_at}-0"
         fs = CrashingFileSystem(crash_at)
-        log, _ = build_crash_log(directory, fs)
+        log, _ = build(directory, fs)
         end = log.log_end_offset
         fs.armed = True
         try:

@@ -379,9 +379,18 @@ class KafkaSystem:
     program: Sequence[str] = PYTHON_WORKER
 
     def __init__(
-        self, directory: str, base_port: int, script: str | None, server_cpus: str | None = None
+        self,
+        directory: str,
+        base_port: int,
+        script: str | None,
+        server_cpus: str | None = None,
+        *,
+        properties: Sequence[str] = (),
     ) -> None:
+        """`properties`: `KEY=VALUE` lines every node's server.properties gets after kafka.sh's
+        own (a later line wins)."""
         self.server_cpus = server_cpus
+        self.properties = tuple(properties)
         self.script = script or default_kafka_script()
         self.directory = directory
         self.base_port = base_port
@@ -396,6 +405,7 @@ class KafkaSystem:
             "KAFKA_CLUSTER_DIR": self.directory,
             "KAFKA_BASE_PORT": str(self.base_port),
             "KAFKA_VERSION": self.version,
+            "KAFKA_PROPERTIES": "\n".join(self.properties),
             # kafka.sh's own wait for a node's listener, inside the harness's for the script.
             "KAFKA_START_TIMEOUT_S": str(int(KAFKA_START_TIMEOUT_S * 0.9)),
         }

@@ -248,7 +248,8 @@ class LogCleaner:
         self._last[thread] = report
         self._last_run_ms = self._clock()
         log.info(
-            "%s: cleaned offsets %d to %d in %d ms: %d of %d bytes kept (%.1f%%), %s%s%s",
+            "%s: cleaned offsets %d to %d in %d ms: %d of %d bytes kept (%.1f%%), %s%s%s; "
+            "%d segment groups swapped, %d unchanged",
             target.name,
             candidate.first_dirty,
             result.end_offset,
@@ -259,6 +260,8 @@ class LogCleaner:
             pass_run.priority,
             ", promoted" if pass_run.promoted else "",
             ", abandoned" if result.abandoned else "",
+            result.groups_swapped,
+            result.groups_kept,
         )
         return report
 

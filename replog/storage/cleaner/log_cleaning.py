@@ -16,6 +16,13 @@ Rules:
   `index.interval.bytes`: `<base>.index.cleaned`, `<base>.timeindex.cleaned`); the three files
   are synced, so the swap under the log's lock builds and syncs nothing. A batch past the
   map's reach is copied as it is.
+- A group of one segment whose every batch the filter keeps as it is (nothing removed,
+  nothing rewritten) is left in place: its cleaned segment would hold the same bytes, so no
+  `.cleaned` file is written and nothing is swapped (`CleaningPass.groups_kept`). Its
+  `.cleaned` log file is made at the first batch that differs, the unchanged batches before it
+  copied from the segment as they are; its indexes are built as the batches go by, in memory,
+  and written only with a `.cleaned` log file. A group of several segments is always written:
+  merging them is the point of the group.
 - The cleaned groups are swapped in together (`Log.replace_with_cleaned`, `segment_swap`):
   once those written and not yet swapped hold `SWAP_BATCH_BYTES` or more, and at the pass's
   end. One swap, with its two directory syncs and two turns of the log's lock, serves many
@@ -83,6 +90,7 @@ class CleaningPass:
     map_entries: int = 0
     map_utilization: float = 0.0
     groups_swapped: int = 0
+    groups_kept: int = 0  # single segments nothing changed in: neither written nor swapped
     abandoned: bool = False
     corrupt: str | None = None  # what did not parse, when that abandoned the pass
     stats: FilterStats = field(default_factory=FilterStats)
@@ -300,10 +308,13 @@ def run_pass(
     try:
         for number, group in enumerate(groups, 1):
             replaced = [to_clean[i] for i in group]
-            cleaned, size = _write_cleaned(fs, plan, replaced, batch_filter, read)
-            unswapped.append((replaced, cleaned))
-            unswapped_bytes += size
-            if unswapped_bytes < SWAP_BATCH_BYTES and number < len(groups):
+            written = _write_cleaned(fs, plan, replaced, batch_filter, read)
+            if written is None:
+                result.groups_kept += 1
+            else:
+                unswapped.append((replaced, written[0]))
+                unswapped_bytes += written[1]
+            if not unswapped or (unswapped_bytes < SWAP_BATCH_BYTES and number < len(groups)):
                 continue
             batch, unswapped, unswapped_bytes = unswapped, [], 0
             if not swap(batch):
@@ -380,9 +391,10 @@ def _write_cleaned(
     replaced: list[SealedSegment],
     batch_filter: BatchFilter,
     read: _Reader,
-) -> tuple[str, int]:
+) -> tuple[str, int] | None:
     """Filter `replaced`'s batches into their `.cleaned` segment, indexed as it is written
-    (`SparseIndexBuilder`), and sync its three files; returns the log file's path and size."""
+    (`SparseIndexBuilder`), and sync its three files; returns the log file's path and size,
+    or None when `replaced` is one segment the filter left as it is (module Rules)."""
     base = replaced[0].base_offset
     path, index_path, time_index_path = cleaned_paths(plan.directory, base)
     discard_cleaned(fs, path)  # stale ones of an earlier, interrupted pass
@@ -391,7 +403,12 @@ def _write_cleaned(
     offset_index.start_empty()
     time_index.start_empty()
     indexes = SparseIndexBuilder(offset_index, time_index, plan.index_interval_bytes)
-    out = fs.open_segment_file(path, create=True)
+    # None while every batch so far is kept as it is in a group of one segment: those
+    # batches are the segment's first `unchanged` bytes, at the same positions.
+    out: SegmentFile | None = (
+        None if len(replaced) == 1 else fs.open_segment_file(path, create=True)
+    )
+    unchanged = 0
     try:
         for segment in replaced:
             for batch in read.batches(segment):
@@ -399,16 +416,26 @@ def _write_cleaned(
                     kept = batch_filter.filter(batch)
                 except (CorruptRecordError, InvalidRecordError) as exc:
                     raise _Corrupt(f"{segment.log_path}: {exc}") from exc
+                if out is None:
+                    if kept is batch:
+                        indexes.add(unchanged, read_header(kept))
+                        unchanged += len(kept)
+                        continue
+                    out = fs.open_segment_file(path, create=True)
+                    read.copy(segment, unchanged, out)
                 if kept is not None:
                     indexes.add(out.size, read_header(kept))
                     out.append(kept)
+        if out is None:
+            return None
         indexes.finish()
         out.fsync()
         offset_index.flush(fsync=True)
         time_index.flush(fsync=True)
     except BaseException:
-        out.close()
-        discard_cleaned(fs, path)
+        if out is not None:
+            out.close()
+            discard_cleaned(fs, path)
         raise
     size = out.size
     out.close()
@@ -457,5 +484,21 @@ class _Reader:
                     if consumed == 0:
                         raise _LogChanged(f"{segment.log_path}: no whole batch at byte {position}")
                     position += consumed
+        except (OSError, LogClosedError) as exc:
+            raise _LogChanged(f"{segment.log_path}: {exc}") from exc
+
+    def copy(self, segment: SealedSegment, size: int, out: SegmentFile) -> None:
+        """Append the first `size` bytes of the sealed `segment` to `out` (batches the pass
+        read already: not reported to `on_read` again)."""
+        try:
+            with self._open(segment) as file:
+                for position in range(0, size, _READ_BYTES):
+                    length = min(_READ_BYTES, size - position)
+                    data = file.read_fully(position, length)
+                    if len(data) < length:
+                        raise _LogChanged(
+                            f"{segment.log_path}: {len(data)} bytes at byte {position}"
+                        )
+                    out.append(data)
         except (OSError, LogClosedError) as exc:
             raise _LogChanged(f"{segment.log_path}: {exc}") from exc

@@ -125,7 +125,7 @@ from replog.record.header import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD  # noqa: E4
 from replog.record.varint import decode_varint  # noqa: E402
 from replog.replication import messages as msg  # noqa: E402
 from replog.server.runtime.allocator import keep_large_buffers  # noqa: E402
-from replog.storage.log import (  # noqa: E402
+from replog.storage.log_dir_names import (  # noqa: E402
     DELETE_DIR_SUFFIX,
     parse_topic_partition,
     renamed_topic_partition,

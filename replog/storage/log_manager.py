@@ -104,13 +104,13 @@ from replog.storage.cleaner.cleaner_config import CleanerConfig
 from replog.storage.cleaner.cleaning_process import cleaning_in_processes
 from replog.storage.cleaner.log_cleaner import LogCleaner
 from replog.storage.fs import LOCAL_FS, FileSystem, OsFileSystem, Unsynced, make_dirs_durably
-from replog.storage.log import (
+from replog.storage.log import Log
+from replog.storage.log_config import LONG_MAX, LogConfig
+from replog.storage.log_dir_names import (
     DELETE_DIR_SUFFIX,
     STRAY_DIR_SUFFIX,
-    Log,
     parse_topic_partition,
 )
-from replog.storage.log_config import LONG_MAX, LogConfig
 from replog.storage.log_loader import NewLogFiles, make_new_log_files, new_log_file_contents
 from replog.storage.offset_moves import OffsetMoves
 from replog.topic_names import CLUSTER_METADATA_TOPIC, check_topic_name

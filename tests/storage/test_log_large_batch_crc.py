@@ -13,9 +13,8 @@ from storage_helpers import dir_contents, epoch_pairs, open_log
 
 from replog.errors import CorruptRecordError, InvalidRecordError
 from replog.record import RecordBatch, build_batch
-from replog.storage import LogConfig
-from replog.storage import log as log_module
-from replog.storage.log import OVERLAPPED_CRC_BYTES_MIN
+from replog.storage import LogConfig, large_batch_crc
+from replog.storage.large_batch_crc import OVERLAPPED_CRC_BYTES_MIN
 from replog.storage.memory_fs import MemoryFileSystem
 
 RECORD = b"v" * 1000
@@ -109,8 +108,8 @@ def test_on_an_in_memory_disk_the_crc_is_checked_inline(
     def no_threads(*args: object, **kwargs: object) -> None:
         raise AssertionError("a log on an in-memory disk started a CRC thread")
 
-    monkeypatch.setattr(log_module, "ThreadPoolExecutor", no_threads)
-    monkeypatch.setattr(log_module, "_crc_pool", None)
+    monkeypatch.setattr(large_batch_crc, "ThreadPoolExecutor", no_threads)
+    monkeypatch.setattr(large_batch_crc, "_crc_pool", None)
     log = open_log("/t-0", LogConfig(), fs=MemoryFileSystem())
     assert log.append_as_leader(large_batch(), leader_epoch=4).last_offset == 399
     bad = bytearray(large_batch())

@@ -39,8 +39,8 @@ from replog.errors import (
 )
 from replog.storage import LogManager, LogManagerConfig
 from replog.storage.fs import OsFileSystem
-from replog.storage.log import (
-    Log,
+from replog.storage.log import Log
+from replog.storage.log_dir_names import (
     parse_topic_partition,
     renamed_dir_name,
     renamed_topic_partition,

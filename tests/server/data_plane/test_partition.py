@@ -13,7 +13,7 @@ from replog.record import build_batch
 from replog.replication.leader_state import PartitionReplicationConfig, ReplicaEligibility
 from replog.server.data_plane.partition import Partition
 from replog.server.data_plane.producer_state_loader import ProducerExpiry
-from replog.storage import log as log_module
+from replog.storage import log_reads
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from tests.leftovers import close_after_test
@@ -191,7 +191,7 @@ def test_batch_headers_walks_in_bounded_chunks(
     partition, _ = make(tmp_path)
     for tag in range(5):
         partition.log.append_as_leader(batch(tag + 1, tag=tag), 0)
-    monkeypatch.setattr(log_module, "HEADER_WALK_CHUNK_BYTES", 1)
+    monkeypatch.setattr(log_reads, "HEADER_WALK_CHUNK_BYTES", 1)
     headers = list(partition.log.batch_headers(0))
     assert [(h.base_offset, h.last_offset) for h in headers] == [
         (0, 0),

@@ -15,8 +15,9 @@ machine's load falls on all three alike:
 
 It prints, per mode, each run's records/s and their min, median and max, then each secured
 mode's median over plaintext's (the ratio; 0.85 is the goal's bound); `--json FILE` writes
-the same figures. The nodes' internal links are whatever `cluster start` makes them (plaintext
-gRPC here), so the ratio is the Kafka listeners' TLS and SASL cost.
+the same figures. The nodes' internal links are whatever `cluster start` makes them (mutual
+TLS under ssl and sasl_ssl), so the ratio is the TLS and SASL cost of the Kafka listeners and
+of the links inside the cluster together.
 
     .venv/bin/python bench/tls_produce.py [--runs 5] [--records 100000] [--base-port 24100]
 

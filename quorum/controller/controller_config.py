@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from replog.quorum.controller.config_definitions import check_static_broker_configs
 from replog.quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER_STEP
 from replog.quorum.metadata.records import (
+    METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
+    METADATA_VERSION_SCRAM,
     TRANSACTION_VERSION_LATEST,
     UserScramCredentialRecord,
 )
@@ -96,6 +98,15 @@ class ControllerConfig:
             raise ValueError(
                 "bootstrap.transaction.version must be within 0.."
                 f"{TRANSACTION_VERSION_LATEST}, not {self.bootstrap_transaction_version}"
+            )
+        if self.bootstrap_scram_credentials and (
+            self.bootstrap_metadata_version < METADATA_VERSION_SCRAM
+        ):
+            # Kafka's `kafka-storage format --add-scram` refuses the same.
+            raise ValueError(
+                f"bootstrap.scram.credentials: SCRAM is only supported in "
+                f"{METADATA_VERSION_FEATURE} 3.5-IV2 (level {METADATA_VERSION_SCRAM}) or later, "
+                f"not at level {self.bootstrap_metadata_version}"
             )
         if self.default_num_partitions < 1:
             raise ValueError(

@@ -16,12 +16,29 @@ Rules:
   (`UNSUPPORTED_VERSION`, naming the feature and both levels).
 - Reads take an `offset` (the last stable offset) or None for the latest state.
 
-Levels: replog writes the record set of Kafka's `metadata.version` 3.3-IV3 (feature level 7):
-BrokerRegistrationChangeRecord with InControlledShutdown, and no PartitionRecord directories
-(added at later levels). Level 1 (3.0-IV1) is the first KRaft level. The ELR fields of the
-partition records (KIP-966) are gated by their own feature instead,
-`eligible.leader.replicas.version` (level 1: on; absent or 0: off), as in Kafka 4.x; a new log
-finalizes it when the controller's `eligible.leader.replicas.enable` is true.
+Levels: replog writes the record set of Kafka's `metadata.version` 3.6-IV0 (feature level 12),
+its newest, and a new log begins with it. Level 1 (3.0-IV1) is the first KRaft level; 7
+(3.3-IV3) adds InControlledShutdown to the broker registration records. What Kafka's levels 8
+to 12 gate, and why replog holds each:
+- 8 (3.4-IV0, KIP-866): ZooKeeper migration, a RegisterBrokerRecord flag saying a broker is a
+  migrating ZooKeeper broker, and forwarding of admin requests to the controller. replog has no
+  ZooKeeper (the flag is false for every broker, so its records carry none) and its brokers
+  always forward.
+- 9 (3.5-IV0, KIP-405) and 10 (3.5-IV1, KIP-903): no metadata record changes (Kafka marks
+  both so); they gate the versions of the brokers' own Fetch and ListOffsets (tiered-storage
+  offsets; the replica's broker epoch in every follower fetch, which replog's follower fetch
+  carries and its leaders check before an ISR expansion).
+- 11 (3.5-IV2): SCRAM credentials in the log. AlterUserScramCredentials below it is refused
+  per user with UNSUPPORTED_VERSION, as Kafka's ScramControlManager refuses it, and bootstrap
+  credentials need it (`ControllerConfig`). Replay reads them at any level, as Kafka's does.
+- 12 (3.6-IV0, KAFKA-15021): from it on, an ISR shrink does not bump the leader epoch.
+  replog's partition changes never bump it on a shrink (`partition_change_builder`), which
+  below 12 differs from Kafka.
+Not held: 13 (3.6-IV1), metadata transactions (Begin/End/AbortTransactionRecord), and the
+levels after it. The ELR fields of the partition records (KIP-966) are gated by their own
+feature instead, `eligible.leader.replicas.version` (level 1: on; absent or 0: off), as in
+Kafka 4.x; a new log finalizes it when the controller's `eligible.leader.replicas.enable` is
+true.
 """
 
 from __future__ import annotations
@@ -35,6 +52,7 @@ from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
     METADATA_VERSION_MINIMUM,
+    METADATA_VERSION_SCRAM,
     TRANSACTION_VERSION_FEATURE,
     TRANSACTION_VERSION_LATEST,
     FeatureLevelRecord,
@@ -57,6 +75,11 @@ class FeatureControl:
         """The finalized `metadata.version` level at `offset` (None: latest); None before the
         bootstrap record."""
         return self._levels.get(METADATA_VERSION_FEATURE, offset=offset)
+
+    def scram_supported(self) -> bool:
+        """Whether the log may take SCRAM credentials: `metadata.version` at 3.5-IV2 or above
+        (latest state, the write path's)."""
+        return (self.metadata_version() or 0) >= METADATA_VERSION_SCRAM
 
     def eligible_leader_replicas_enabled(self) -> bool:
         """Whether KIP-966 is on: `eligible.leader.replicas.version` at level 1 or above

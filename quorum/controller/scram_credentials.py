@@ -45,6 +45,12 @@ class ScramCredentials:
                 f"{record!r} removes a credential user {record.name!r} does not have"
             )
 
+    def credential(
+        self, name: str, mechanism: int, offset: int | None = None
+    ) -> UserScramCredentialRecord | None:
+        """`name`'s credential for mechanism code `mechanism`, None when it has none."""
+        return self._credentials.get((name, mechanism), offset=offset)
+
     def mechanisms_of(self, name: str, offset: int | None = None) -> list[int]:
         """The mechanism codes `name` has a credential for."""
         return sorted(code for user, code in self._credentials.keys(offset) if user == name)

@@ -43,7 +43,10 @@ LEADER_UNCHANGED = -2
 RECOVERY_STATE_UNCHANGED = -1
 METADATA_VERSION_FEATURE = "metadata.version"
 METADATA_VERSION_MINIMUM = 1  # the metadata.version levels this code reads and writes
-METADATA_VERSION_LATEST = 7
+METADATA_VERSION_LATEST = 12
+# Kafka's 3.5-IV2: the first level whose logs may hold SCRAM credentials
+# (`UserScramCredentialRecord`, `RemoveUserScramCredentialRecord`; Kafka's isScramSupported).
+METADATA_VERSION_SCRAM = 11
 # KIP-890/KIP-1022: 0 the original transaction protocol, 1 flexible `__transaction_state`
 # records, 2 an epoch bump at every EndTxn and partitions added by Produce and TxnOffsetCommit.
 # Kafka 4.x finalizes 2 on a new cluster.

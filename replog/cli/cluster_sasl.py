@@ -1,6 +1,7 @@
-"""What a local cluster started with `--security sasl_ssl` adds to an ssl one: its brokers'
-Kafka listeners are `SASL_SSL://` (TLS with the cluster's certificates, then SCRAM-SHA-512),
-the authorizer is on, and an administrator signs in as a super user.
+"""What a local cluster started with `--security sasl_ssl` adds to an ssl one: its Kafka
+listeners, the brokers' and the controllers', are SASL_SSL (TLS with the cluster's
+certificates, then SCRAM-SHA-512), the authorizer is on, and an administrator signs in as a
+super user.
 
 Rules:
 - The administrator is `User:admin` with SCRAM-SHA-512. Its password is made by the start of a

@@ -46,7 +46,8 @@ Rules:
   without a pending move leaves the files as they are (hand edits included).
 - A cluster started with `--security ssl` or `sasl_ssl` says so in `cluster.json`
   (`"security"`, absent for plaintext): its brokers' Kafka listener is named `SSL` or
-  `SASL_SSL` instead of `PLAINTEXT` (and mapped to that protocol), its nodes take the TLS
+  `SASL_SSL` instead of `PLAINTEXT` (and mapped to that protocol; the controllers' Kafka
+  listener keeps its name, mapped to the same protocol), its nodes take the TLS
   settings of `cluster_tls_files` (and under sasl_ssl those of `cluster_sasl`), and every start
   writes `client.properties` and `client-java.properties` beside `cluster.json`.
 - A new cluster gets a fresh cluster id (Kafka's form: a random UUID in unpadded url-safe
@@ -364,9 +365,13 @@ class LocalCluster:
                 f"{name}:{SSL_LISTENER}" for name in node.listeners
             )
         elif self.security == SECURITY_SASL_SSL:
-            # The brokers' Kafka listeners SASL_SSL, the internal one mutual TLS between the
-            # nodes; the controllers' Kafka listener stays plaintext (SASL is not served there).
-            protocols = {CONTROLLER_LISTENER: SSL_LISTENER, SASL_SSL_LISTENER: SASL_SSL_LISTENER}
+            # The Kafka listeners, the brokers' and the controllers', SASL_SSL; the internal
+            # one mutual TLS between the nodes.
+            protocols = {
+                CONTROLLER_LISTENER: SSL_LISTENER,
+                SASL_SSL_LISTENER: SASL_SSL_LISTENER,
+                KAFKA_CONTROLLER_LISTENER: SASL_SSL_LISTENER,
+            }
             properties["listener.security.protocol.map"] = ",".join(
                 f"{name}:{protocols.get(name, KAFKA_LISTENER)}" for name in node.listeners
             )

@@ -11,6 +11,10 @@ Rules:
   group answered without an error gets its group's operations.
 - DescribeCluster: with `include_cluster_authorized_operations`, the cluster's, 0 without
   DESCRIBE on the cluster (Kafka's KafkaApis: whatever else the caller may do there).
+- DescribeTopicPartitions: always (its request has no flag; Kafka's handler fills them for
+  every answer), each topic entry but those refused TOPIC_AUTHORIZATION_FAILED and the
+  INVALID_REQUEST answer of a bad cursor (Kafka's error response) gets its topic's operations,
+  an absent topic's name included, as Kafka's handler asks for every entry its cache gave.
 - Each field is `authorized_operations`' bit field, asked of the caller without logging; a
   caller of None (authorization off) gets every supported operation, as Kafka answers without
   an authorizer.
@@ -23,13 +27,16 @@ from collections.abc import Callable
 from typing import Any
 
 from replog.common.acl_codes import AclOperation, ResourceType
-from replog.errors import TopicAuthorizationFailedError
+from replog.errors import InvalidRequestError, TopicAuthorizationFailedError
 from replog.kafka.api_authorization import CLUSTER_NAME, Caller
 from replog.kafka.protocol.codec import Message
 from replog.security.authorized_operations import authorized_operations
 
 Fill = Callable[[Message], Message]
 METADATA, DESCRIBE_GROUPS, DESCRIBE_CLUSTER, CONSUMER_GROUP_DESCRIBE = 3, 15, 60, 69
+DESCRIBE_TOPIC_PARTITIONS = 75
+# Topic entries whose operations stay "not filled": refused, or a request refused as a whole.
+_UNFILLED_TOPIC_ERRORS = frozenset({TopicAuthorizationFailedError.code, InvalidRequestError.code})
 METADATA_FIRST_VERSION = 8
 DESCRIBE_GROUPS_FIRST_VERSION = 3
 
@@ -47,6 +54,8 @@ def operations_fill(api_key: int, version: int, body: Any, caller: Caller | None
             return lambda answer: _groups(answer, caller)
     elif api_key == DESCRIBE_CLUSTER and body.include_cluster_authorized_operations:
         return lambda answer: _cluster(answer, caller)
+    elif api_key == DESCRIBE_TOPIC_PARTITIONS:
+        return lambda answer: _topic_partitions(answer, caller)
     return None
 
 
@@ -70,6 +79,14 @@ def _metadata(answer: Message, caller: Caller | None, *, topics: bool, cluster: 
                 )
     if cluster:
         metadata.cluster_authorized_operations = _cluster_operations(caller, log=False)
+    return answer
+
+
+def _topic_partitions(answer: Message, caller: Caller | None) -> Message:
+    described: Any = answer
+    for topic in described.topics:
+        if topic.error_code not in _UNFILLED_TOPIC_ERRORS:
+            topic.topic_authorized_operations = _operations(caller, ResourceType.TOPIC, topic.name)
     return answer
 
 

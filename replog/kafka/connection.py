@@ -157,6 +157,29 @@ class KafkaConnection:
     def buffered_bytes(self) -> int:
         return self._buffered
 
+    @property
+    def bytes_missing(self) -> int:
+        """How many more bytes the next frame needs before it is whole: 0 with none begun or
+        one whole (a size prefix over `request_bytes_max` counts as whole: reading it fails)."""
+        buffered = self._buffered
+        if buffered == 0:
+            return 0
+        if buffered < SIZE_PREFIX_BYTES:
+            return SIZE_PREFIX_BYTES - buffered
+        size = self._next_size()
+        if size < 0 or size > self._request_bytes_max:
+            return 0
+        return max(SIZE_PREFIX_BYTES + size - buffered, 0)
+
+    def _next_size(self) -> int:
+        """The size prefix of the next frame (at least its 4 bytes are buffered)."""
+        first = self._chunks[0]
+        if len(first) - self._offset >= SIZE_PREFIX_BYTES:
+            (size,) = _SIZE.unpack_from(first, self._offset)
+        else:
+            (size,) = _SIZE.unpack(self._peek(SIZE_PREFIX_BYTES))
+        return int(size)
+
     def next_request(self) -> KafkaRequest | None:
         """The next complete request, None until more bytes arrive. Requests the core answers
         itself (ApiVersions at an unserved version) are not returned: their answers wait in
@@ -172,11 +195,7 @@ class KafkaConnection:
     def _next_frame(self) -> bytes | memoryview | None:
         if self._buffered < SIZE_PREFIX_BYTES:
             return None
-        first = self._chunks[0]
-        if len(first) - self._offset >= SIZE_PREFIX_BYTES:
-            (size,) = _SIZE.unpack_from(first, self._offset)
-        else:
-            (size,) = _SIZE.unpack(self._peek(SIZE_PREFIX_BYTES))
+        size = self._next_size()
         if size < 0:
             raise InvalidFrameSizeError(self.peer, f"invalid frame size {size} (negative)")
         if size > self._request_bytes_max:

@@ -5,6 +5,9 @@ Rules (Kafka 4.4.0):
 - A request alters each user at most once: a second deletion or upsertion of a user (whatever
   the mechanism) fails that user with DUPLICATE_RESOURCE, and drops what the first one would
   have done. A user that already failed is not looked at again.
+- Below `metadata.version` 3.5-IV2 (`scram_supported` false) the log takes no SCRAM record:
+  every user is UNSUPPORTED_VERSION ("The current metadata.version does not support SCRAM"),
+  before any other check.
 - A deletion or upsertion needs a user name (UNACCEPTABLE_CREDENTIAL) and a known mechanism
   (UNSUPPORTED_SASL_MECHANISM); a deletion, a credential the user has for that mechanism
   (RESOURCE_NOT_FOUND); an upsertion, iterations in 4096..16384 ("Too few iterations", "Too
@@ -38,6 +41,7 @@ from replog.errors import (
     ResourceNotFoundError,
     UnacceptableCredentialError,
     UnsupportedSaslMechanismError,
+    UnsupportedVersionError,
 )
 from replog.quorum.controller.controller_result import ControllerResult
 from replog.quorum.controller.operation import WriteContext
@@ -49,6 +53,7 @@ from replog.security.scram_credential import credential_from_salted_password
 from replog.security.scram_store import record_of
 
 TWICE = "A user credential cannot be altered twice in the same request"
+NO_SCRAM = "The current metadata.version does not support SCRAM"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +112,14 @@ def _upsertion_record(upsertion: ScramUpsertion) -> ScramRecord:
 
 
 def alter_credentials(
-    store: CredentialHolder, deletions: list[ScramDeletion], upsertions: list[ScramUpsertion]
+    store: CredentialHolder,
+    deletions: list[ScramDeletion],
+    upsertions: list[ScramUpsertion],
+    *,
+    scram_supported: bool = True,
 ) -> tuple[list[ScramRecord], dict[str, KafkaError | None]]:
-    """The records to write, and each user's answer (None: done)."""
+    """The records to write, and each user's answer (None: done); `scram_supported`: the
+    finalized `metadata.version` takes SCRAM records."""
     planned: dict[str, ScramRecord] = {}
     answers: dict[str, KafkaError | None] = {}
     changes: list[ScramDeletion | ScramUpsertion] = [*deletions, *upsertions]
@@ -122,6 +132,8 @@ def alter_credentials(
             answers[user] = DuplicateResourceError(TWICE)
             continue
         try:
+            if not scram_supported:
+                raise UnsupportedVersionError(NO_SCRAM)
             if isinstance(change, ScramDeletion):
                 planned[user] = _deletion_record(store, change)
             else:
@@ -140,7 +152,9 @@ def alter_credentials_write(
     controller's credentials (`WriteContext.scram`), its records written together."""
 
     def alter(ctx: WriteContext) -> ControllerResult[dict[str, KafkaError | None]]:
-        records, answers = alter_credentials(ctx.scram, deletions, upsertions)
+        records, answers = alter_credentials(
+            ctx.scram, deletions, upsertions, scram_supported=ctx.features.scram_supported()
+        )
         return ControllerResult.of(records, answers, is_atomic=True)
 
     return alter

@@ -23,7 +23,7 @@ from replog.pb import controller_pb2_grpc
 
 CALL_TIMEOUT_S = 2.0
 METADATA_VERSION = pb.SupportedFeature(
-    name="metadata.version", min_supported_version=1, max_supported_version=7
+    name="metadata.version", min_supported_version=1, max_supported_version=12
 )
 TRANSACTION_VERSION = pb.SupportedFeature(
     name="transaction.version", min_supported_version=0, max_supported_version=2

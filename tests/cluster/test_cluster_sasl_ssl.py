@@ -4,7 +4,8 @@ protocol only over TLS with SCRAM-SHA-512, the authorizer on with
 client.properties it writes is used as it is by `replog` commands (`--command-config`),
 confluent-kafka and `kcat -F`; the password is in no output and in no file but the owner-only
 password file and the two client files; a second SCRAM user without ACLs is refused, then
-allowed once `replog acls --add` grants it; a second start keeps the administrator."""
+allowed once `replog acls --add` grants it; the controllers' Kafka listener signs the
+administrator in too (`--bootstrap-controller`); a second start keeps the administrator."""
 
 from __future__ import annotations
 
@@ -170,6 +171,27 @@ def test_confluent_kafka_reads_the_authorized_operations(
         .result(30)
         .authorized_operations
     )
+
+
+def test_bootstrap_controller_tools_sign_in_at_the_controllers_listener(
+    sasl_cluster: LoopbackCluster, tmp_path: Path
+) -> None:
+    """The controller's Kafka listener is SASL_SSL as the broker's is: `replog quorum describe
+    --bootstrap-controller` signs in there as the administrator with the same file; a wrong
+    password is refused, and so is a client without the file."""
+    controller = f"127.0.0.1:{sasl_cluster.base_port + KAFKA_PORT_OFFSET + 100}"
+    described = cli(sasl_cluster, "quorum", "describe", "--bootstrap-controller", controller)
+    assert "LeaderId:" in described and "CurrentVoters:" in described, described
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(
+        "".join(f"{k}={v}\n" for k, v in settings(sasl_cluster, **{"sasl.password": "x"}).items())
+    )
+    refused = replog(
+        "quorum", "describe", "--bootstrap-controller", controller, "--command-config", str(wrong)
+    )
+    assert refused.returncode != 0 and "invalid credentials" in refused.stderr, refused.stderr
+    bare = replog("quorum", "describe", "--bootstrap-controller", controller, "--timeout", "3")
+    assert bare.returncode != 0 and "LeaderId" not in bare.stdout, bare
 
 
 def test_a_second_start_keeps_the_administrator(sasl_cluster: LoopbackCluster) -> None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 
 from replog.common.scram_mechanism import SCRAM_SHA_256, SCRAM_SHA_512
-from replog.errors import MetadataReplayError, ResourceNotFoundError
+from replog.errors import MetadataReplayError, ResourceNotFoundError, UnsupportedVersionError
 from replog.quorum.controller.scram_credentials import ScramCredentials
 from replog.quorum.metadata.log_batches import SnapshotRecords
 from replog.quorum.metadata.records import (
+    METADATA_VERSION_SCRAM,
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
@@ -39,6 +40,25 @@ def alter(cluster: Cluster, deletions=(), upsertions=()):  # type: ignore[no-unt
     )
     cluster.log.commit()
     return pending.result()
+
+
+def test_a_log_below_the_scram_metadata_version_takes_no_credential() -> None:
+    """A log begun at 3.5-IV1 (level 10): every user UNSUPPORTED_VERSION, nothing written;
+    at 3.5-IV2 the same request is done."""
+    below = Cluster.create((1,), bootstrap_metadata_version=METADATA_VERSION_SCRAM - 1)
+    below.elect(1)
+    below.log.commit()
+    assert not below.active.features.scram_supported()
+    answers = alter(below, upsertions=[upsertion("alice", "a")])
+    assert isinstance(answers["alice"], UnsupportedVersionError)
+    assert not any(
+        isinstance(r, UserScramCredentialRecord) for _, r in below.log.committed_records()
+    )
+    at = Cluster.create((1,), bootstrap_metadata_version=METADATA_VERSION_SCRAM)
+    at.elect(1)
+    at.log.commit()
+    assert at.active.features.scram_supported()
+    assert alter(at, upsertions=[upsertion("alice", "a")]) == {"alice": None}
 
 
 def test_credentials_are_written_replayed_by_standbys_and_kept_through_a_failover() -> None:

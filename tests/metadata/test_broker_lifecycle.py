@@ -169,10 +169,10 @@ def test_the_broker_registers_first_with_its_incarnation_and_supported_features(
     assert request.listeners == CONFIG.listeners
     assert request.rack == "r1"
     assert request.previous_broker_epoch == -1
-    # The controller bootstraps metadata.version 7 (records.METADATA_VERSION_LATEST) and
+    # The controller bootstraps metadata.version 12 (records.METADATA_VERSION_LATEST) and
     # transaction.version 2.
     assert request.features == (
-        FeatureRange(METADATA_VERSION_FEATURE, 1, 7),
+        FeatureRange(METADATA_VERSION_FEATURE, 1, 12),
         FeatureRange(TRANSACTION_VERSION_FEATURE, 0, 2),
         FeatureRange("eligible.leader.replicas.version", 0, 1),
     )

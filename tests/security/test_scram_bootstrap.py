@@ -11,7 +11,12 @@ import pytest
 from replog.cli.cluster_sasl import ADMIN_USER, bootstrap_credential_properties
 from replog.common.scram_mechanism import SCRAM_SHA_256, SCRAM_SHA_512
 from replog.errors import ConfigError, SaslAuthenticationFailedError
-from replog.quorum.metadata.records import FeatureLevelRecord, UserScramCredentialRecord
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.metadata.records import (
+    METADATA_VERSION_SCRAM,
+    FeatureLevelRecord,
+    UserScramCredentialRecord,
+)
 from replog.security.scram_client import ScramClient
 from replog.security.scram_credential import derive_credential
 from replog.security.scram_server import ScramServer
@@ -116,6 +121,20 @@ def test_the_first_active_controller_writes_them_once_and_the_user_signs_in() ->
         store.replay(written)
     assert signs_in(store, "admin", "secret")
     assert not signs_in(store, "admin", "wrong")
+
+
+def test_bootstrap_credentials_need_the_scram_metadata_version() -> None:
+    """As Kafka's `kafka-storage format --add-scram` refuses a release version below 3.5-IV2."""
+    with pytest.raises(ValueError, match=r"SCRAM is only supported in metadata.version 3.5-IV2"):
+        ControllerConfig(
+            node_id=1,
+            cluster_id="c",
+            bootstrap_metadata_version=METADATA_VERSION_SCRAM - 1,
+            bootstrap_scram_credentials=(record("admin", "pw"),),
+        )
+    ControllerConfig(
+        node_id=1, cluster_id="c", bootstrap_metadata_version=METADATA_VERSION_SCRAM - 1
+    )
 
 
 def test_the_local_administrator_setting_signs_in_with_its_password_only() -> None:

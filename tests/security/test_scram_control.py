@@ -11,6 +11,7 @@ from replog.errors import (
     ResourceNotFoundError,
     UnacceptableCredentialError,
     UnsupportedSaslMechanismError,
+    UnsupportedVersionError,
 )
 from replog.quorum.metadata.records import RemoveUserScramCredentialRecord
 from replog.security.scram_client import ScramClient
@@ -66,6 +67,27 @@ def test_a_user_altered_twice_fails_and_nothing_is_written_for_it() -> None:
     # A user whose first change failed is not looked at again.
     _, answers = alter_credentials(store, [ScramDeletion("carol", 2)], [upsertion("carol")])
     assert isinstance(answers["carol"], ResourceNotFoundError)
+
+
+def test_below_the_scram_metadata_version_every_user_is_unsupported_version() -> None:
+    """Kafka's ScramControlManager below 3.5-IV2: every user is UNSUPPORTED_VERSION, before
+    any other check (a bad mechanism, a missing credential), and nothing is written."""
+    records, answers = alter_credentials(
+        ScramStore(),
+        [ScramDeletion("carol", 2), ScramDeletion("dave", 3)],
+        [upsertion("alice"), upsertion("bob"), upsertion("bob", mechanism=1)],
+        scram_supported=False,
+    )
+    assert records == []
+    assert {user: type(answer) for user, answer in answers.items()} == {
+        "carol": UnsupportedVersionError,
+        "dave": UnsupportedVersionError,
+        "alice": UnsupportedVersionError,
+        "bob": UnsupportedVersionError,
+    }
+    assert str(answers["alice"]) == "The current metadata.version does not support SCRAM"
+    assert UnsupportedVersionError.code == 35  # Kafka's UNSUPPORTED_VERSION
+    # bob's second change is no duplicate: his first failed, so it is not looked at.
 
 
 @pytest.mark.parametrize(

@@ -88,7 +88,6 @@ from replog.quorum.metadata.snapshot_schedule import (
 from replog.quorum.raft.config import RaftConfig
 from replog.server.config.authorizer_config import NO_AUTHORIZATION, AuthorizerConfig
 from replog.server.config.internal_tls_config import (
-    PROTOCOL_MAP,
     SECURITY_PROTOCOLS,
     internal_link_settings,
     parse_protocol_map,
@@ -115,9 +114,6 @@ METRICS_PORT_DEFAULT = 0  # no endpoint
 METRICS_HOST_DEFAULT = "127.0.0.1"
 WILDCARD_BIND_HOST = "0.0.0.0"  # gRPC binds it dual-stack: every interface, both families
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
-# What a controller's Kafka listener may be: its clients are tools, authenticated by
-# certificate when it is SSL.
-CONTROLLER_LISTENER_PROTOCOLS = ("PLAINTEXT", "SSL")
 # The keys read here, besides the Raft and controller settings (`known_properties` joins them
 # with every other reader's). `controller.listener.names` names the controller's Kafka-protocol
 # listener (module docstring); replog serves every gRPC service on the first listener.
@@ -285,8 +281,8 @@ class NodeConfig:
             _refuse_unspecified(advertised, advertised_key)
         tls = TlsConfig.from_properties(properties)
         listener_tls: dict[str, TlsConfig] = {}
-        tls_served = [*kafka_listeners, *filter(None, [kafka_controller_listener])]
-        for endpoint in tls_served:
+        kafka_served = [*kafka_listeners, *filter(None, [kafka_controller_listener])]
+        for endpoint in kafka_served:
             if endpoint.security_protocol not in TLS_PROTOCOLS:
                 continue
             found = TlsConfig.from_properties(properties, endpoint.name)
@@ -301,9 +297,11 @@ class NodeConfig:
             listener_tls[endpoint.name] = found
         authorizer = AuthorizerConfig.from_properties(properties)
         internal_links = internal_link_settings(properties, listeners[0], authorizer)
+        # A controller's Kafka listener takes SASL as a broker's does (Kafka serves SASL on
+        # controller listeners: `--bootstrap-controller` tools sign in there).
         sasl = {
             e.name: sasl_listener_config(e.name, properties)
-            for e in kafka_listeners
+            for e in kafka_served
             if e.security_protocol in SASL_PROTOCOLS
         }
         log_dirs = tuple(d.strip() for d in required("log.dirs").split(",") if d.strip())
@@ -497,19 +495,15 @@ def kafka_listener_endpoints(
     protocol by `listener.security.protocol.map` (`NAME:PROTOCOL,...`) or, for a
     name it does not map, by its name (a name that is no protocol: not served); every entry
     after the first named in `controller_names` (`controller.listener.names`), PLAINTEXT
-    unless mapped to SSL. Two such entries may not share a port, nor use the gRPC port."""
+    unless mapped to another protocol. Two such entries may not share a port, nor use the gRPC
+    port."""
     mapped = parse_protocol_map(protocol_map)
     served = []
     for endpoint in listeners[1:]:
         protocol = mapped.get(endpoint.name, endpoint.name)
         if endpoint.name in controller_names:
+            # Any of the four, as on a broker's (Kafka serves SASL on controller listeners).
             protocol = protocol if protocol in SECURITY_PROTOCOLS else "PLAINTEXT"
-            if protocol not in CONTROLLER_LISTENER_PROTOCOLS:
-                raise ConfigError(
-                    f"listeners entry '{endpoint.name}://"
-                    f"{format_host_port(endpoint.host, endpoint.port)}': a controller listener "
-                    f"is served in PLAINTEXT or SSL ({PROTOCOL_MAP} maps it to {protocol})"
-                )
             served.append(replace(endpoint, security_protocol=protocol))
         elif protocol in SECURITY_PROTOCOLS:
             served.append(replace(endpoint, security_protocol=protocol))

@@ -10,7 +10,8 @@ broker, never the Raft leader (`controller_for_clients`): Kafka's KRaft rule (KI
 broker forwards every controller-bound request to the active controller itself.
 
 A SASL listener checks SCRAM users against the credentials of the broker's latest image
-(`image_credentials`), as Kafka's brokers check them against their CredentialCache.
+(`image_credentials`), as Kafka's brokers check them against their CredentialCache; a
+controller's Kafka listener against the controller's committed ones (`committed_credentials`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from collections.abc import Callable, Sequence
 
 from replog.common.scram_mechanism import ScramMechanism
 from replog.errors import UnknownTopicOrPartitionError
+from replog.kafka.sasl_authenticator import CredentialLookup
+from replog.quorum.controller.controller import QuorumController
 from replog.quorum.controller.reads import BrokerView, MetadataView, PartitionView, TopicView
 from replog.quorum.controller.replication_control import ApiError
 from replog.quorum.metadata.image import MetadataImage
-from replog.quorum.metadata.records import Endpoint
+from replog.quorum.metadata.records import Endpoint, UserScramCredentialRecord
 from replog.security.scram_credential import ScramCredential
 
 
@@ -83,14 +86,27 @@ def listener_endpoint(image: MetadataImage, broker_id: int, listener_name: str) 
     return next((e for e in registration.endpoints if e.name == listener_name), None)
 
 
-def image_credentials(
-    image_of: Callable[[], MetadataImage],
-) -> Callable[[ScramMechanism], Callable[[str], ScramCredential | None]]:
-    """A SCRAM server's lookup over the latest image `image_of` gives, read at each lookup."""
+# A user's stored credential record for a mechanism code, None when it has none.
+RecordLookup = Callable[[str, int], UserScramCredentialRecord | None]
 
+
+def image_credentials(image_of: Callable[[], MetadataImage]) -> CredentialLookup:
+    """A SCRAM server's lookup over the latest image `image_of` gives, read at each lookup."""
+    return _lookup(lambda name, code: image_of().scram.credentials.get((name, code)))
+
+
+def committed_credentials(controller: QuorumController) -> CredentialLookup:
+    """A SCRAM server's lookup over `controller`'s committed credentials (its last stable
+    offset at each lookup), for its Kafka listener."""
+    return _lookup(
+        lambda name, code: controller.scram.credential(name, code, controller.last_stable_offset)
+    )
+
+
+def _lookup(record_of: RecordLookup) -> CredentialLookup:
     def for_mechanism(mechanism: ScramMechanism) -> Callable[[str], ScramCredential | None]:
         def credential(name: str) -> ScramCredential | None:
-            record = image_of().scram.credentials.get((name, mechanism.code))
+            record = record_of(name, mechanism.code)
             if record is None:
                 return None
             return ScramCredential(

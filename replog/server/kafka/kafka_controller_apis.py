@@ -3,8 +3,10 @@
 
 Rules:
 - Served: ApiVersions (with the features, `kafka_features`: finalized as the controller's
-  committed state holds them), DescribeCluster, DescribeQuorum (`kafka_quorum_apis`) and
-  UnregisterBroker. Any other API is refused by the connection core (not in the table).
+  committed state holds them), DescribeCluster, DescribeQuorum (`kafka_quorum_apis`),
+  UnregisterBroker, and SaslHandshake and SaslAuthenticate (a SASL listener's exchange answers
+  them; elsewhere ILLEGAL_SASL_STATE, `kafka_sasl_apis`). Any other API is refused by the
+  connection core (not in the table).
 - DescribeCluster answers controller endpoints (type 2, Kafka's KIP-919 answer of a
   controller): every voter serving a Kafka controller listener (`controller_endpoints`), with
   the active controller as `controller_id` (-1: none known). Broker endpoints (type 1, and
@@ -45,12 +47,14 @@ from replog.server.kafka.kafka_admin_apis import (
 from replog.server.kafka.kafka_apis import API_VERSIONS, bad_client_software, error_code
 from replog.server.kafka.kafka_features import FEATURES_VERSION, with_features
 from replog.server.kafka.kafka_quorum_apis import QUORUM_SERVED, KafkaQuorumApis
+from replog.server.kafka.kafka_sasl_apis import SASL_EXCHANGE_SERVED, outside_an_exchange
 
 CONTROLLER_SERVED: Mapping[int, tuple[int, int]] = {
     API_VERSIONS: (0, 4),
     DESCRIBE_CLUSTER: (0, 2),
     UNREGISTER_BROKER: (0, 0),
     **QUORUM_SERVED,
+    **SASL_EXCHANGE_SERVED,
 }
 
 
@@ -112,6 +116,9 @@ class KafkaControllerApis:
             return self.describe_cluster(body)
         if isinstance(body, UnregisterBrokerRequest):
             return self.unregister_broker(body)
+        outside = outside_an_exchange(body, listener_name)
+        if outside is not None:
+            return outside
         return self._quorum.handle(request, listener_name)
 
     async def api_versions(self, request: ApiVersionsRequest, version: int) -> ApiVersionsResponse:

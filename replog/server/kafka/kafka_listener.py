@@ -12,8 +12,18 @@ Kafka source asks offsets after every poll; docs/benchmarks.md, "Kafka listener 
 
 Rules (docs/kafka-protocol.md, "Listener"):
 - An SSL listener (`ssl_context` given) runs TLS on every connection before any Kafka byte
-  (`tls_context.py`); a connection whose handshake fails (plaintext bytes, an untrusted or
-  missing client certificate where one is required) is closed by asyncio, the listener goes on.
+  (`tls_context.py`), the connection itself over its TCP transport (`tls_session`: no layer of
+  asyncio's between the socket and the framing). A connection whose handshake fails (plaintext
+  bytes, an untrusted or missing client certificate where one is required) is closed with one
+  INFO line naming the peer and the cause, and counted as a failed authentication with
+  mechanism SSL when TLS refused it (a peer closing first is not), as Kafka's selector logs and
+  counts it; the listener goes on.
+- While a request is partly read, the socket is told not to wake the connection before the
+  rest of it can have arrived (SO_RCVLOWAT: the bytes missing, over TLS the least ciphertext
+  that can carry them, `TlsSession.ciphertext_needed`; at most `LOWAT_MAX_BYTES`): a request
+  that arrives in pieces (Kafka's Java client writes each buffer of a request as a TLS record
+  of its own) costs one wake-up of the event loop, not one per piece. The peer's EOF or an
+  error wakes it whatever the mark.
 - A SASL listener (`sasl` given: SASL_PLAINTEXT, or SASL_SSL with `ssl_context` too) runs
   each connection's authentication through its `SaslAuthenticator` (`replog.kafka`): every
   request is shown to it first, in arrival order, and it answers the SASL requests, closes the
@@ -110,6 +120,8 @@ from replog.net_address import format_host_port, format_peer
 from replog.security.principal import ANONYMOUS
 from replog.security.principal_mapping import PrincipalMapper, tls_principal
 from replog.server.config.sasl_config import SaslListenerConfig
+from replog.server.kafka.tls_session import TlsSession
+from replog.wire.tls_handshake_failure import handshake_failure_cause, is_authentication_failure
 
 log = logging.getLogger("replog.server.kafka")
 
@@ -129,6 +141,10 @@ RequestObserver = Callable[[int, float], None]
 FailedAuthenticationObserver = Callable[[str, str], None]
 # Random bytes in a SCRAM server nonce (RFC 5802 asks for an unpredictable one).
 SCRAM_NONCE_BYTES = 18
+# The most SO_RCVLOWAT asks for: a large request still wakes its connection at least every
+# this many bytes while it arrives (the idle check sees them read). Linux clamps the receive
+# window to a mark whose room exceeds the receive buffer; this one fits the default buffer.
+LOWAT_MAX_BYTES = 65_536
 # The listener settings read here (`socket.request.max.bytes` is the broker runtime's key too).
 KAFKA_LISTENER_PROPERTIES = frozenset({"queued.max.requests", "connections.max.idle.ms"})
 
@@ -241,9 +257,8 @@ class KafkaListener:
             self.bind()
         assert self._socket is not None
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _Connection(self), sock=self._socket, ssl=self.ssl_context
-        )
+        # TLS is the connection's own (`tls_session`), over a plain transport.
+        self._server = await loop.create_server(lambda: _Connection(self), sock=self._socket)
         log.info(
             "Kafka listener %s serving on %s%s%s",
             self.name,
@@ -301,6 +316,9 @@ class _Connection(asyncio.Protocol):
         self._fd = -1  # the socket's
         self._idle_timer: asyncio.TimerHandle | None = None
         self._sasl: SaslAuthenticator | None = None  # on a SASL listener
+        self._tls: TlsSession | None = None  # on an SSL listener
+        self._socket: TransportSocket | None = None
+        self._lowat = 1  # the socket's SO_RCVLOWAT
         self.closed: asyncio.Future[None] = self._loop.create_future()
 
     # --- the transport's calls -----------------------------------------------------------------
@@ -310,6 +328,7 @@ class _Connection(asyncio.Protocol):
         self._transport = transport
         self.peer = format_peer(transport.get_extra_info("peername"))
         sock = transport.get_extra_info("socket")
+        self._socket = sock
         self._fd = -1 if sock is None else sock.fileno()
         if sock is not None:
             send_at_once(sock)
@@ -321,23 +340,8 @@ class _Connection(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         if isinstance(peername, tuple):
             self._core.client_host = str(peername[0])
-        if self._listener.ssl_context is not None and self._listener.sasl is None:
-            # SSL: the certificate names the principal (SASL_SSL: the SASL exchange does).
-            ssl_object = transport.get_extra_info("ssl_object")
-            certificate = None if ssl_object is None else ssl_object.getpeercert(binary_form=True)
-            try:
-                self._core.principal = tls_principal(certificate, self._listener.principal_mapper)
-            except (NoMatchingPrincipalRuleError, InvalidCertificateError) as exc:
-                # Kafka fails such a client's authentication: no principal, no requests.
-                log.warning(
-                    "Kafka listener %s: closing connection from %s: no principal for its "
-                    "certificate: %s",
-                    self._name,
-                    self.peer,
-                    exc,
-                )
-                transport.abort()
-                return
+        if self._listener.ssl_context is not None:
+            self._tls = TlsSession(self._listener.ssl_context)
         self._listener._connections.add(self)
         self._idle_timer = self._loop.call_later(self._idle_s(), self._idle_check)
         sasl = self._listener.sasl
@@ -354,9 +358,86 @@ class _Connection(asyncio.Protocol):
         if self._closing_from is not None:
             return  # reading stopped at the request that closes the connection
         self._last_active = self._loop.time()
-        assert self._core is not None
-        self._core.feed(data)
+        core, tls = self._core, self._tls
+        assert core is not None
+        if tls is None:
+            core.feed(data)
+        else:
+            handshaken = tls.handshake_done
+            try:
+                plaintext = tls.receive(data)
+            except ssl.SSLError as exc:
+                self._tls_failed(exc, handshaken)
+                return
+            self._send_tls_output()
+            if not handshaken and tls.handshake_done and not self._secured(tls):
+                return
+            for chunk in plaintext:
+                core.feed(chunk)
+            if tls.peer_closed:
+                self._pump()
+                self._fail(None)  # its close_notify: no more requests come
+                return
         self._pump()
+        self._await_rest()
+
+    def _secured(self, tls: TlsSession) -> bool:
+        """The handshake passed: on SSL, the certificate names the principal (SASL_SSL: the
+        SASL exchange does). False when no principal maps it: the connection is dropped."""
+        if self._listener.sasl is not None:
+            return True
+        assert self._core is not None and self._transport is not None
+        certificate = tls.ssl_object.getpeercert(binary_form=True)
+        try:
+            self._core.principal = tls_principal(certificate, self._listener.principal_mapper)
+        except (NoMatchingPrincipalRuleError, InvalidCertificateError) as exc:
+            # Kafka fails such a client's authentication: no principal, no requests.
+            log.warning(
+                "Kafka listener %s: closing connection from %s: no principal for its "
+                "certificate: %s",
+                self._name,
+                self.peer,
+                exc,
+            )
+            self._transport.abort()
+            return False
+        return True
+
+    def _tls_failed(self, error: ssl.SSLError, handshaken: bool) -> None:
+        """TLS refused the peer's bytes: its alert is sent, the connection closed (module
+        rules)."""
+        assert self._transport is not None
+        if handshaken:
+            what = f"TLS error {error.reason or error}"
+        else:
+            what = f"TLS handshake failed: {handshake_failure_cause(error)}"
+            observe = self._listener.on_failed_authentication
+            if observe is not None and is_authentication_failure(error):
+                observe(self._name, "SSL")
+        log.info("Kafka listener %s: closing connection from %s: %s", self._name, self.peer, what)
+        self._failure = _Stopping(what)  # said here: closing is no further fault
+        self._send_tls_output()
+        self._transport.close()
+
+    def _send_tls_output(self) -> None:
+        assert self._tls is not None and self._transport is not None
+        output = self._tls.take_output()
+        if output:
+            self._transport.write(output)
+
+    def _await_rest(self) -> None:
+        """Set SO_RCVLOWAT to what the partly read request still needs (module rules)."""
+        core, sock = self._core, self._socket
+        if sock is None or core is None:
+            return
+        missing = core.bytes_missing
+        if self._tls is not None:
+            missing = self._tls.ciphertext_needed(missing)
+        lowat = min(max(missing, 1), LOWAT_MAX_BYTES)
+        if lowat != self._lowat:
+            self._lowat = lowat
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, lowat)
 
     def eof_received(self) -> bool:
         """The client sends no more: the requests it sent are still answered (one that only
@@ -370,9 +451,8 @@ class _Connection(asyncio.Protocol):
             )
         self._fail(failure)
         # Open for the answers: `_fail` closes it once they are written. TLS has no half-close
-        # (asyncio closes a TLS transport at its peer's EOF whatever this returns, and warns if
-        # told otherwise), so a TLS client that stops sending gets no more answers.
-        return self._listener.ssl_context is None
+        # (a TLS client ends with close_notify, `data_received`): its EOF closes at once.
+        return self._tls is None
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -532,6 +612,10 @@ class _Connection(asyncio.Protocol):
 
     def _write(self, data: bytes) -> None:
         assert self._transport is not None
+        tls = self._tls
+        if tls is not None:
+            tls.seal(data)
+            data = tls.take_output()
         self._transport.write(data)
         self._written += len(data)
         self._last_active = self._loop.time()

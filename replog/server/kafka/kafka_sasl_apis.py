@@ -38,9 +38,14 @@ from replog.quorum.metadata.image import MetadataImage
 from replog.security.scram_describe import describe_credentials
 from replog.wire.broker_codec import error_from_proto
 
-SASL_SERVED: Served = {
+# The SASL exchange's own APIs, served (and so advertised) on every Kafka listener, a
+# controller's too, as Kafka's ApiKeys lists them for both kinds of listener.
+SASL_EXCHANGE_SERVED: Served = {
     SaslHandshakeRequest.API_KEY: (0, 1),
     SaslAuthenticateRequest.API_KEY: (0, 2),
+}
+SASL_SERVED: Served = {
+    **SASL_EXCHANGE_SERVED,
     DescribeUserScramCredentialsRequest.API_KEY: (0, 0),
     AlterUserScramCredentialsRequest.API_KEY: (0, 0),
 }
@@ -60,14 +65,9 @@ class KafkaSaslApis:
 
     def handle(self, request: KafkaRequest, listener_name: str) -> Message | Awaitable[Message]:
         body = request.body
-        if isinstance(body, SaslHandshakeRequest):
-            return SaslHandshakeResponse(error_code=IllegalSaslStateError.code, mechanisms=[])
-        if isinstance(body, SaslAuthenticateRequest):
-            return SaslAuthenticateResponse(
-                error_code=IllegalSaslStateError.code,
-                error_message=f"SaslAuthenticate request received on listener {listener_name}, "
-                "which does not authenticate with SASL, or after successful authentication",
-            )
+        outside = outside_an_exchange(body, listener_name)
+        if outside is not None:
+            return outside
         if isinstance(body, DescribeUserScramCredentialsRequest):
             return self.describe(body)
         if isinstance(body, AlterUserScramCredentialsRequest):
@@ -137,3 +137,17 @@ def _alter_result(user: str, error: KafkaError | None) -> ausr.AlterUserScramCre
         error_code=0 if error is None else error.code,
         error_message=None if error is None else str(error),
     )
+
+
+def outside_an_exchange(body: Message, listener_name: str) -> Message | None:
+    """The answer to a SaslHandshake or SaslAuthenticate no SASL exchange took (module rules):
+    ILLEGAL_SASL_STATE; None for any other request."""
+    if isinstance(body, SaslHandshakeRequest):
+        return SaslHandshakeResponse(error_code=IllegalSaslStateError.code, mechanisms=[])
+    if isinstance(body, SaslAuthenticateRequest):
+        return SaslAuthenticateResponse(
+            error_code=IllegalSaslStateError.code,
+            error_message=f"SaslAuthenticate request received on listener {listener_name}, "
+            "which does not authenticate with SASL, or after successful authentication",
+        )
+    return None

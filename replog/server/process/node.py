@@ -35,7 +35,8 @@ node installs its link security for the process (`wire.link_security`) before an
 the gRPC server serves with rotating credentials and lets in the nodes only
 (`link_peer_check`), the framed listeners likewise, and every channel and connection it dials
 presents its certificate. SSL Kafka listeners, the controller's among them, serve contexts that
-follow their files (`RotatingServerContext`).
+follow their files (`RotatingServerContext`). SASL ones check SCRAM users against the broker's
+image, the controller's listener against the controller's committed credentials.
 
 Metadata snapshots: every node snapshots its own committed metadata and keeps its metadata log
 within `metadata.max.retention.bytes` (`metadata_snapshots`). A controller snapshots its state
@@ -84,7 +85,7 @@ from replog.server.controller.controller_service import (
 from replog.server.data_plane.broker_service import add_broker_service
 from replog.server.data_plane.replica_fetch_service import add_replica_fetch_service
 from replog.server.kafka.broker_authorizer import BrokerAuthorizer, committed_acls
-from replog.server.kafka.broker_metadata import image_credentials
+from replog.server.kafka.broker_metadata import committed_credentials, image_credentials
 from replog.server.kafka.kafka_controller_apis import KafkaControllerApis
 from replog.server.kafka.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis, describe_from_leader
@@ -206,7 +207,9 @@ class Node:
                 KafkaListenerConfig.from_properties(config.properties),
                 on_request=self.metrics.kafka_request,
                 ssl_context=self._ssl_context(controller_endpoint.name),
+                sasl=config.sasl.get(controller_endpoint.name),
                 principal_mapper=config.authorizer.principal_mapper,
+                on_failed_authentication=self.metrics.failed_authentication,
             )
             self.controller_listener.bind()
         # The internal links' mutual TLS (`wire.link_security`): this process's channels dial
@@ -402,7 +405,10 @@ class Node:
         await self.server.start()
         self._grpc_started = True
         if self.controller_listener is not None:
-            await self.controller_listener.start(self.controller_apis)
+            assert self.controller is not None  # a controller listener needs the role
+            await self.controller_listener.start(
+                self.controller_apis, committed_credentials(self.controller.controller)
+            )
         roles = ",".join(sorted(self.config.roles))
         log.info(
             "replog node %d (%s) serving on %s",

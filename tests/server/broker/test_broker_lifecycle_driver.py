@@ -215,7 +215,7 @@ async def test_register_catch_up_unfence_and_run(controllers: Controllers) -> No
     assert [
         (f.name, f.min_supported_version, f.max_supported_version) for f in registration.features
     ] == [
-        (METADATA_VERSION_FEATURE, 1, 7),
+        (METADATA_VERSION_FEATURE, 1, 12),
         (TRANSACTION_VERSION_FEATURE, 0, 2),
         ("eligible.leader.replicas.version", 0, 1),
     ]

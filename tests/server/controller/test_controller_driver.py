@@ -115,7 +115,7 @@ async def start_brokers(node: LoneController, broker_ids: tuple[int, ...]) -> di
                 listeners=[pb.Listener(name="PLAINTEXT", host="localhost", port=9000 + broker_id)],
                 features=[
                     pb.SupportedFeature(
-                        name="metadata.version", min_supported_version=1, max_supported_version=7
+                        name="metadata.version", min_supported_version=1, max_supported_version=12
                     ),
                     pb.SupportedFeature(
                         name="transaction.version", min_supported_version=0, max_supported_version=2

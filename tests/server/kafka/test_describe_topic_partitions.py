@@ -26,6 +26,11 @@ from replog.server.kafka.kafka_apis import KafkaApis
 from tests.metadata.metadata_helpers import create_topic, replayed, topic_id
 from tests.server.kafka.test_kafka_admin_apis import image as admin_image
 
+# Kafka's "not filled" value of an authorized-operations field, and a topic's every supported
+# operation (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS).
+NOT_FILLED = -(2**31)
+ALL_TOPIC_OPERATIONS = 3576
+
 
 def image() -> MetadataImage:
     """Brokers 1 and 2, 3 without a Kafka listener, 4 fenced, and topic orders-0 on (1, 2)
@@ -112,6 +117,13 @@ def test_absent_topics_are_named_with_their_error_only_when_asked_for() -> None:
     assert errors["nope"] == (UnknownTopicOrPartitionError.code, ZERO_UUID)
     assert errors["bad/name"] == (InvalidTopicError.code, ZERO_UUID)
     assert errors["audit"][0] == 0
+    # Without an authorizer every entry, an absent topic's too, carries every operation a topic
+    # supports, as Kafka's handler fills them with none configured.
+    assert {t.name: t.topic_authorized_operations for t in answer.topics} == {
+        "nope": ALL_TOPIC_OPERATIONS,
+        "bad/name": ALL_TOPIC_OPERATIONS,
+        "audit": ALL_TOPIC_OPERATIONS,
+    }
 
 
 def test_a_cursor_outside_the_named_topics_or_negative_is_an_invalid_request() -> None:
@@ -120,6 +132,8 @@ def test_a_cursor_outside_the_named_topics_or_negative_is_an_invalid_request() -
         assert [(t.name, t.error_code) for t in answer.topics] == [
             ("payments", InvalidRequestError.code)
         ]
+        # Kafka's error response: no operations filled.
+        assert answer.topics[0].topic_authorized_operations == NOT_FILLED
 
 
 def test_with_an_authorizer_topics_not_describable_are_hidden_or_refused() -> None:
@@ -158,3 +172,11 @@ def test_with_an_authorizer_topics_not_describable_are_hidden_or_refused() -> No
         ("audit", 29, ZERO_UUID),
         ("nowhere", 29, ZERO_UUID),
     ]
+    # The caller's operations on each topic described (DESCRIBE only); the refused ones keep
+    # the field unfilled, as Kafka adds them after filling.
+    assert [t.topic_authorized_operations for t in named.topics] == [
+        1 << AclOperation.DESCRIBE,
+        NOT_FILLED,
+        NOT_FILLED,
+    ]
+    assert every.topics[0].topic_authorized_operations == 1 << AclOperation.DESCRIBE

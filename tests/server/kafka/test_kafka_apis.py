@@ -158,7 +158,7 @@ def test_api_versions_v3_carries_the_supported_and_finalized_features() -> None:
     request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
     answer = apis().api_versions(request, 3)
     assert [(f.name, f.min_version, f.max_version) for f in answer.supported_features] == [
-        ("metadata.version", 1, 7),
+        ("metadata.version", 1, 12),
         ("transaction.version", 0, 2),
         ("eligible.leader.replicas.version", 0, 1),
     ]

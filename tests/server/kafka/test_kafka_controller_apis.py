@@ -1,7 +1,8 @@
 """A controller's Kafka listener (`kafka_controller_apis`), on a fake controller driver:
 
-- ApiVersions lists exactly ApiVersions, DescribeCluster, DescribeQuorum and UnregisterBroker;
-  v3+ carries the features the controller's committed state finalized, at its offset;
+- ApiVersions lists exactly ApiVersions, DescribeCluster, DescribeQuorum, UnregisterBroker,
+  SaslHandshake and SaslAuthenticate; v3+ carries the features the controller's committed
+  state finalized, at its offset; a SASL request no exchange took is ILLEGAL_SASL_STATE;
 - DescribeCluster of controllers (type 2) lists each voter's controller listener and the
   active controller; brokers (type 1, v0) are UNSUPPORTED_ENDPOINT_TYPE;
 - UnregisterBroker is a controller write; its error (BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER)
@@ -21,11 +22,18 @@ from typing import Any
 import grpc
 import pytest
 
-from replog.errors import BrokerIdNotRegisteredError, KafkaError, NotControllerError
+from replog.errors import (
+    BrokerIdNotRegisteredError,
+    IllegalSaslStateError,
+    KafkaError,
+    NotControllerError,
+)
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.describe_cluster_request import DescribeClusterRequest
 from replog.kafka.messages.request_header import RequestHeader
+from replog.kafka.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from replog.kafka.messages.sasl_handshake_request import SaslHandshakeRequest
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
 from replog.kafka.protocol.codec import Message
 from replog.pb import raft_pb2 as pb
@@ -109,17 +117,32 @@ async def handled(apis: KafkaControllerApis, body: Message, version: int) -> Any
 async def test_api_versions_lists_the_controller_apis_with_the_finalized_features() -> None:
     request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
     response = await handled(controller_apis(), request, 3)
-    assert [k.api_key for k in response.api_keys] == [18, 55, 60, 64]
+    assert [k.api_key for k in response.api_keys] == [17, 18, 36, 55, 60, 64]
     assert [(f.name, f.max_version_level) for f in response.finalized_features] == [
         ("metadata.version", 7)
     ]
     assert response.finalized_features_epoch == 41
     assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
-        ("metadata.version", 1, 7),
+        ("metadata.version", 1, 12),
         ("transaction.version", 0, 2),
         ("eligible.leader.replicas.version", 0, 1),
     ]
     assert (await handled(controller_apis(), ApiVersionsRequest(), 3)).error_code == 42
+
+
+def test_a_sasl_request_outside_an_exchange_is_an_illegal_sasl_state() -> None:
+    """On a controller listener without SASL (or after the exchange), as Kafka's ControllerApis
+    answers SaslHandshake and SaslAuthenticate."""
+    for body, version in (
+        (SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1),
+        (SaslAuthenticateRequest(auth_bytes=b"n,,n=a,r=b"), 2),
+    ):
+        header = RequestHeader(
+            request_api_key=body.API_KEY, request_api_version=version, correlation_id=1
+        )
+        answer: Any = controller_apis().handle(KafkaRequest(0, header, body, 0), "CONTROLLER_KAFKA")
+        assert answer.error_code == IllegalSaslStateError.code == 34
+        answer.encode(version)
 
 
 @pytest.mark.asyncio

@@ -115,7 +115,8 @@ def test_the_later_entry_named_in_controller_listener_names_is_the_controllers()
             **{"controller.listener.names": "CONTROLLER,A,B", "process.roles": "controller"},
             **{"node.id": "1", "controller.quorum.voters": "1@h:1"},
         )
-    # A controller's Kafka listener is PLAINTEXT or SSL (its tools authenticate by certificate).
+    # A controller's Kafka listener takes any of the four protocols, SASL ones with their
+    # settings, as Kafka serves SASL on controller listeners.
     controller = {"controller.listener.names": "CONTROLLER,A", "process.roles": "controller"}
     controller |= {"node.id": "1", "controller.quorum.voters": "1@h:1"}
     ssl = node(
@@ -125,12 +126,14 @@ def test_the_later_entry_named_in_controller_listener_names_is_the_controllers()
         **{"ssl.keystore.location": "k.pem"},
     )
     assert ssl.kafka_controller_listener == Endpoint("A", "h", 2, "SSL")
-    with pytest.raises(ConfigError, match=r"a controller listener is served in PLAINTEXT or SSL"):
-        node(
-            "CONTROLLER://h:1,A://h:2",
-            **controller,
-            **{"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,A:SASL_SSL"},
-        )
+    sasl = node(
+        "CONTROLLER://h:1,A://h:2",
+        **controller,
+        **{"listener.security.protocol.map": "CONTROLLER:PLAINTEXT,A:SASL_SSL"},
+        **{"ssl.keystore.location": "k.pem", "sasl.enabled.mechanisms": "SCRAM-SHA-512"},
+    )
+    assert sasl.kafka_controller_listener == Endpoint("A", "h", 2, "SASL_SSL")
+    assert sasl.sasl["A"].mechanisms == ("SCRAM-SHA-512",)
 
 
 def test_port_0_is_registered_as_the_port_the_kafka_listener_bound() -> None:

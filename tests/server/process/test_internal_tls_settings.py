@@ -114,11 +114,6 @@ def test_listener_prefixed_settings_override_the_unprefixed_ones_key_by_key() ->
             {"listener.name.controller.ssl.keystore.type": "JKS"},
             r"ssl\.keystore\.type=JKS: replog reads PEM files only",
         ),
-        (
-            {"listener.security.protocol.map": "CONTROLLER:SSL,CONTROLLER_KAFKA:SASL_SSL"},
-            r"'CONTROLLER_KAFKA://127\.0\.0\.1:34103': a controller listener is served in "
-            "PLAINTEXT or SSL",
-        ),
     ],
 )
 def test_bad_internal_settings_are_refused_naming_the_key(

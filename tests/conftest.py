@@ -9,16 +9,16 @@ The suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup` in pyproject
 every test that starts processes (nodes, clusters, CLI commands, Spark, real Kafka clients)
 runs on one of them, one after the other, as the whole suite once did: those tests measure
 failovers and timeouts in seconds, and two clusters sharing the machine's two cores would make
-them slower and their timing looser. The other worker takes the in-process tests meanwhile.
-A test is a process test when it lives in PROCESS_TEST_DIRS or its module names one of
-PROCESS_TEST_SIGNS (`process_test_module`, `pytest_xdist_make_scheduler`); `-n 0` runs
-everything in this process, as before.
+them slower and their timing looser. The other worker takes the in-process tests meanwhile,
+and the modules those rules would group that start no node and time nothing
+(short-lived tools at most), so they need not wait for the first worker.
+Which tests are process tests: tests/process_tests.py (`pytest_xdist_make_scheduler` groups
+them); `-n 0` runs everything in this process, as before.
 """
 
 from __future__ import annotations
 
 import compileall
-import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from replog.wire.grpc_engine import choose_grpc_engine
 from tests.grouped_scheduling import grouped_scheduler
 from tests.leftovers import close_leftovers
 from tests.open_descriptors import files_left_under, files_open_under
+from tests.process_tests import process_test_module
 
 choose_grpc_engine()
 
@@ -61,32 +62,6 @@ def _close_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
         left = files_open_under(tmp_path, collect=False) and files_left_under(tmp_path)
         if left:
             pytest.fail(f"{len(left)} descriptors left open under tmp_path: {sorted(left)[:5]}")
-
-
-PROCESS_TEST_DIRS = ("cluster", "spark", "cli")
-# What a module that starts processes or listens on fixed ports says somewhere in its source.
-PROCESS_TEST_SIGNS = (
-    "free_port",  # and free_base_port: nodes on real ports, in this process or not
-    "subprocess",
-    "Popen",
-    "LoopbackCluster",
-    "local_cluster",
-    "kafka_cluster",
-    "kafka_node",
-    "cli_runner",
-    "SparkSession",
-)
-
-
-@functools.cache
-def process_test_module(path: Path) -> bool:
-    """Whether the tests of the module at `path` start processes (module docstring)."""
-    tests = Path(__file__).resolve().parent
-    relative = path.resolve().relative_to(tests)
-    if relative.parts[0] in PROCESS_TEST_DIRS:
-        return True
-    source = path.read_text(encoding="utf-8")
-    return any(sign in source for sign in PROCESS_TEST_SIGNS)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:

@@ -6,14 +6,14 @@ gRPC reads both switches when grpc is first imported, which for this process is 
 collects the first test module; this conftest is loaded before any of them.
 
 The suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup` in pyproject.toml), and
-every test that starts processes (nodes, clusters, CLI commands, Spark, real Kafka clients)
-runs on one of them, one after the other, as the whole suite once did: those tests measure
-failovers and timeouts in seconds, and two clusters sharing the machine's two cores would make
-them slower and their timing looser. The other worker takes the in-process tests meanwhile,
-and the modules those rules would group that start no node and time nothing
-(short-lived tools at most), so they need not wait for the first worker.
-Which tests are process tests: tests/process_tests.py (`pytest_xdist_make_scheduler` groups
-them); `-n 0` runs everything in this process, as before.
+every test that starts clusters or Spark runs on one of them, one after the other: those tests
+measure failovers and timeouts in seconds, and two clusters sharing the machine's two cores
+would make them slower and their timing looser. The other worker takes the tests that start a
+single node, also one after the other, so that no more than one cluster and one node share the
+cores, and the in-process tests; also the modules the process-test rules would group that
+start no node and time nothing (short-lived tools at most). Which tests go where:
+tests/process_tests.py (`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in
+this process, as before.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from replog.wire.grpc_engine import choose_grpc_engine
 from tests.grouped_scheduling import grouped_scheduler
 from tests.leftovers import close_leftovers
 from tests.open_descriptors import files_left_under, files_open_under
-from tests.process_tests import process_test_module
+from tests.process_tests import worker_group
 
 choose_grpc_engine()
 
@@ -65,7 +65,7 @@ def _close_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """`--dist loadgroup` (pyproject.toml) with one group, the process tests: xdist's own
+    """`--dist loadgroup` (pyproject.toml) with the process tests' two groups: xdist's own
     loadgroup reads `xdist_group` marks through item node ids, which pytest 9 no longer lets a
     plugin rename, so the grouping is done here, where xdist schedules by node id (and a dead
     worker no longer hangs the run: tests/grouped_scheduling.py)."""
@@ -73,5 +73,5 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
         return None
     root = config.rootpath
     return grouped_scheduler(
-        config, log, lambda nodeid: process_test_module(root / nodeid.split("::", 1)[0])
+        config, log, lambda nodeid: worker_group(root / nodeid.split("::", 1)[0])
     )

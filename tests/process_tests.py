@@ -1,9 +1,10 @@
-"""Which tests run on the process tests' worker (tests/conftest.py says why they share one).
+"""Which tests run one after the other on a worker of their own (tests/conftest.py says why).
 
 A module's tests are process tests when it lives in PROCESS_TEST_DIRS or its source names one
 of PROCESS_TEST_SIGNS (`starts_processes`), unless it is one of ANY_WORKER_MODULES: modules
 those rules would group that start no node and whose assertions do not depend on the
-machine's speed, which either worker takes.
+machine's speed, which either worker takes. Process tests form two groups (`worker_group`):
+SINGLE_NODE_MODULES, whose tests start one node at most, and all the others (clusters, Spark).
 """
 
 from __future__ import annotations
@@ -59,3 +60,35 @@ def process_test_module(path: Path) -> bool:
     docstring)."""
     relative = path.resolve().relative_to(TESTS)
     return relative.as_posix() not in ANY_WORKER_MODULES and starts_processes(path)
+
+
+CLUSTER_GROUP = "clusters"
+SINGLE_NODE_GROUP = "single nodes"
+# Process modules whose tests start one node process at most, never a cluster or Spark, and
+# assert outcomes, not durations: their group runs beside the clusters' (paths under tests/;
+# tests/test_process_tests.py checks the entries).
+SINGLE_NODE_MODULES = frozenset(
+    {
+        "kafka/test_kafka_listener_node.py",
+        "kafka/test_kafka_txn_node.py",
+        "kafka/test_kafka_coordinator_client_node.py",
+        "kafka/test_read_committed_node.py",
+        "kafka/test_kafka_tls_node.py",
+        "kafka/test_kafka_acls_node.py",
+        "kafka/test_kafka_sasl_acls_node.py",
+        "kafka/test_kafka_sasl_node.py",
+        "kafka/test_kafka_groups_node.py",
+        "kafka/test_kafka_consumer_protocol_node.py",
+        "cli/test_transactions_node.py",
+    }
+)
+
+
+@functools.cache
+def worker_group(path: Path) -> str | None:
+    """The group the tests of the module at `path` run in, one after the other on one worker;
+    None for a module whose tests either worker takes, one by one."""
+    if not process_test_module(path):
+        return None
+    relative = path.resolve().relative_to(TESTS).as_posix()
+    return SINGLE_NODE_GROUP if relative in SINGLE_NODE_MODULES else CLUSTER_GROUP

@@ -1,12 +1,22 @@
-"""Which worker a test module goes to (tests/process_tests.py): the modules that start nodes stay
-on the process tests' worker, and each of ANY_WORKER_MODULES is a module the rules would
-otherwise group that starts no node, cluster, Spark or Kafka client."""
+"""Which worker a test module goes to (tests/process_tests.py): the modules that start clusters
+or Spark form one group, those that start a single node another; each of ANY_WORKER_MODULES is
+a module the rules would otherwise group that starts no node, cluster, Spark or Kafka client,
+and each of SINGLE_NODE_MODULES a process module that starts no cluster."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.process_tests import ANY_WORKER_MODULES, TESTS, process_test_module, starts_processes
+from tests.process_tests import (
+    ANY_WORKER_MODULES,
+    CLUSTER_GROUP,
+    SINGLE_NODE_GROUP,
+    SINGLE_NODE_MODULES,
+    TESTS,
+    process_test_module,
+    starts_processes,
+    worker_group,
+)
 
 # What a module that runs a server or a Kafka client for its tests says in its source.
 SERVER_SIGNS = (
@@ -20,6 +30,15 @@ SERVER_SIGNS = (
     "SparkSession.builder",
     "confluent_kafka",
     "KafkaProducer",
+)
+# What a module that starts a cluster or Spark says in its source.
+CLUSTER_SIGNS = (
+    "LoopbackCluster",
+    "client_cluster",
+    "kafka_cluster",
+    "local_cluster(",
+    "SparkSession",
+    '"cluster", "start"',
 )
 
 
@@ -37,15 +56,28 @@ def test_each_any_worker_module_exists_would_be_grouped_and_starts_no_server(mod
     "module",
     [
         "cluster/test_cluster_soak.py",
-        "kafka/test_kafka_listener_node.py",
+        "kafka/test_kafka_clients.py",
         "spark/test_source_batch.py",
         "test_main_job.py",
         "cli/test_cli_console.py",
     ],
 )
-def test_modules_that_start_nodes_run_on_the_process_tests_worker(module: str) -> None:
-    assert process_test_module(TESTS / module)
+def test_modules_that_start_clusters_or_spark_form_one_group(module: str) -> None:
+    assert worker_group(TESTS / module) == CLUSTER_GROUP
+
+
+@pytest.mark.parametrize("module", sorted(SINGLE_NODE_MODULES))
+def test_each_single_node_module_exists_is_a_process_module_and_starts_no_cluster(
+    module: str,
+) -> None:
+    path = TESTS / module
+    assert path.is_file(), f"{module} is listed but does not exist"
+    assert process_test_module(path)
+    assert worker_group(path) == SINGLE_NODE_GROUP
+    source = path.read_text(encoding="utf-8")
+    assert [sign for sign in CLUSTER_SIGNS if sign in source] == []
 
 
 def test_an_in_process_module_is_not_grouped() -> None:
-    assert not process_test_module(TESTS / "record" / "test_record_keyless.py")
+    assert worker_group(TESTS / "record" / "test_record_keyless.py") is None
+    assert worker_group(TESTS / "test_lint.py") is None

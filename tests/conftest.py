@@ -6,19 +6,19 @@ gRPC reads both switches when grpc is first imported, which for this process is 
 collects the first test module; this conftest is loaded before any of them.
 
 The suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup` in pyproject.toml), and
-every test that starts processes (nodes, clusters, CLI commands, Spark, real Kafka clients)
-runs on one of them, one after the other, as the whole suite once did: those tests measure
-failovers and timeouts in seconds, and two clusters sharing the machine's two cores would make
-them slower and their timing looser. The other worker takes the in-process tests meanwhile.
-A test is a process test when it lives in PROCESS_TEST_DIRS or its module names one of
-PROCESS_TEST_SIGNS (`process_test_module`, `pytest_xdist_make_scheduler`); `-n 0` runs
-everything in this process, as before.
+every test that starts clusters or Spark runs on one of them, one after the other: those tests
+measure failovers and timeouts in seconds, and two clusters sharing the machine's two cores
+would make them slower and their timing looser. The other worker takes the tests that start a
+single node, also one after the other, so that no more than one cluster and one node share the
+cores, and the in-process tests; also the modules the process-test rules would group that
+start no node and time nothing (short-lived tools at most). Which tests go where:
+tests/process_tests.py (`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in
+this process, as before.
 """
 
 from __future__ import annotations
 
 import compileall
-import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from replog.wire.grpc_engine import choose_grpc_engine
 from tests.grouped_scheduling import grouped_scheduler
 from tests.leftovers import close_leftovers
 from tests.open_descriptors import files_left_under, files_open_under
+from tests.process_tests import worker_group
 
 choose_grpc_engine()
 
@@ -63,34 +64,8 @@ def _close_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
             pytest.fail(f"{len(left)} descriptors left open under tmp_path: {sorted(left)[:5]}")
 
 
-PROCESS_TEST_DIRS = ("cluster", "spark", "cli")
-# What a module that starts processes or listens on fixed ports says somewhere in its source.
-PROCESS_TEST_SIGNS = (
-    "free_port",  # and free_base_port: nodes on real ports, in this process or not
-    "subprocess",
-    "Popen",
-    "LoopbackCluster",
-    "local_cluster",
-    "kafka_cluster",
-    "kafka_node",
-    "cli_runner",
-    "SparkSession",
-)
-
-
-@functools.cache
-def process_test_module(path: Path) -> bool:
-    """Whether the tests of the module at `path` start processes (module docstring)."""
-    tests = Path(__file__).resolve().parent
-    relative = path.resolve().relative_to(tests)
-    if relative.parts[0] in PROCESS_TEST_DIRS:
-        return True
-    source = path.read_text(encoding="utf-8")
-    return any(sign in source for sign in PROCESS_TEST_SIGNS)
-
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """`--dist loadgroup` (pyproject.toml) with one group, the process tests: xdist's own
+    """`--dist loadgroup` (pyproject.toml) with the process tests' two groups: xdist's own
     loadgroup reads `xdist_group` marks through item node ids, which pytest 9 no longer lets a
     plugin rename, so the grouping is done here, where xdist schedules by node id (and a dead
     worker no longer hangs the run: tests/grouped_scheduling.py)."""
@@ -98,5 +73,5 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
         return None
     root = config.rootpath
     return grouped_scheduler(
-        config, log, lambda nodeid: process_test_module(root / nodeid.split("::", 1)[0])
+        config, log, lambda nodeid: worker_group(root / nodeid.split("::", 1)[0])
     )

@@ -1,6 +1,6 @@
-"""The suite's xdist scheduler: one group of tests kept on one worker, in order, every other test
-its own unit (tests/conftest.py says which tests form the group and why), and a run that goes
-on after a worker dies.
+"""The suite's xdist scheduler: groups of tests, each kept on one worker, in order, every other
+test its own unit (tests/conftest.py says which tests form the groups and why), and a run that
+goes on after a worker dies.
 
 xdist 3.8.0's LoadScopeScheduling (which `--dist loadgroup` uses) hangs the whole run when a
 worker dies: it puts every unit the dead worker ever held back on the queue, completed ones
@@ -18,17 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-GROUP = "grouped"
 
-
-def grouped_scheduler(config: Any, log: Any, in_group: Callable[[str], bool]) -> Any:
-    """A LoadScopeScheduling whose only multi-test unit is the tests `in_group` picks by node
-    id, and which survives a worker's death (module docstring)."""
+def grouped_scheduler(config: Any, log: Any, group_of: Callable[[str], str | None]) -> Any:
+    """A LoadScopeScheduling whose only multi-test units are the groups `group_of` names by node
+    id (None: a unit of its own), and which survives a worker's death (module docstring)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class GroupedScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return GROUP if in_group(nodeid) else nodeid
+            # A group's name has no "::", so it is never a test's node id.
+            return group_of(nodeid) or nodeid
 
         def remove_node(self, node: Any) -> str | None:
             workload = self.assigned_work.pop(node)

@@ -23,7 +23,16 @@ from tests.grouped_scheduling import grouped_scheduler
 pytest_plugins = ("tests.worker_watch",)
 
 def pytest_xdist_make_scheduler(config, log):
-    return grouped_scheduler(config, log, lambda nodeid: nodeid.startswith("test_group.py"))
+    return grouped_scheduler(config, log, group_of)
+
+def group_of(nodeid):
+    if nodeid.startswith("test_group.py"):
+        return "group"
+    if nodeid in SECOND:
+        return "second"
+    return None
+
+SECOND = {f"test_free.py::test_free_{n}" for n in range(20, 24)}
 """
 
 # Every test notes that it ran (one line per run), so a test run twice shows.
@@ -50,8 +59,9 @@ LIMIT_MB = 400
 
 
 def session(tmp_path: Path, group: tuple[int, str] | None, free: tuple[int, str] | None) -> str:
-    """Run 4 grouped and 24 free tests on two workers, test number n of a module ending with the
-    line given for it (an exit, a hang); the session's output."""
+    """Run 4 grouped and 24 free tests (the last 4 of them a second group) on two workers, test
+    number n of a module ending with the line given for it (an exit, a hang); the session's
+    output."""
     # The suite's own timeout settings (pyproject.toml), with a shorter timeout.
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
@@ -134,12 +144,16 @@ def test_a_dead_workers_report_names_its_test_its_size_and_how_it_ended(
         assert int(seen[0]) > LIMIT_MB
 
 
-def test_the_group_runs_in_order_on_one_worker(tmp_path: Path) -> None:
+def test_each_group_runs_in_order_on_one_worker(tmp_path: Path) -> None:
     out = session(tmp_path, None, None)
     assert "28 passed" in out, out
     ran = runs(tmp_path)
     grouped = [(test, worker) for test, worker in ran if test.startswith("group")]
     assert [test for test, _ in grouped] == [f"group_{n}" for n in range(4)], ran
     assert len({worker for _, worker in grouped}) == 1, ran
+    second = [f"free_{n}" for n in range(20, 24)]
+    in_second = [(test, worker) for test, worker in ran if test in second]
+    assert [test for test, _ in in_second] == second, ran
+    assert len({worker for _, worker in in_second}) == 1, ran
     assert len({worker for _, worker in ran}) == 2, ran
     assert len(ran) == 28

@@ -146,6 +146,9 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslNode]:
         "ssl.keystore.location": str(pki.keystore("broker")),
         "ssl.truststore.location": str(pki.truststore),
         "offsets.topic.replication.factor": "1",
+        # Each consumer here joins its group alone: its first join need not wait 3 s for
+        # members that never come.
+        "group.initial.rebalance.delay.ms": "0",
         "metrics.port": str(ports["METRICS"]),
     }
     (directory / "server.properties").write_text(

@@ -77,6 +77,9 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsNode]:
         "ssl.truststore.location": str(pki.truststore),
         "ssl.client.auth": "required",
         "offsets.topic.replication.factor": "1",
+        # The consumer here joins its group alone: its first join need not wait 3 s for
+        # members that never come.
+        "group.initial.rebalance.delay.ms": "0",
     }
     config = directory / "server.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))

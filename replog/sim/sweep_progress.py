@@ -29,7 +29,7 @@ __all__ = ["STALL_BATCHES", "STEP_CHOICES", "SweepProgress"]
 
 # Between two steps of the sweep the active controller commits at most a step of each other
 # chain in its queue and the direct writes that arrived meanwhile: in the seeds that reach
-# the state, at most 1 batch went by without a pair leaving (`longest_stall`).
+# the state, at most 2 batches went by without a pair leaving (`longest_stall`, 100 seeds).
 STALL_BATCHES = 6
 # The controller's default (250 changes a step: every run's fencing in one step) and 2.
 STEP_CHOICES = (250, 250, 2)

@@ -1,7 +1,10 @@
 """`SimCluster`: the nodes of one simulation run, each the real shells of a combined node (Raft
 driver and storage, controller driver and service, the broker role: `simulated_broker`, its
 lifecycle, replica manager and request cores) on its own in-memory disk, all on one virtual
-loop and one simulated network.
+loop and one simulated network. The combined nodes are the metadata quorum's voters; a run may
+add broker-only nodes (`observer_ids`: a Raft observer of the metadata log, a broker, no
+controller, its metadata snapshots taken of its broker's image: `observer_node`), as a node
+process with process.roles=broker runs.
 
 Rules:
 - Everything random comes from the cluster's `random.Random` (each node's own generators are
@@ -44,6 +47,7 @@ from dataclasses import dataclass, field
 
 from replog.clock import Clock
 from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER_STEP
 from replog.quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
 from replog.quorum.metadata.records import Endpoint
 from replog.quorum.raft import RaftConfig, VoterAddress
@@ -55,6 +59,7 @@ from replog.sim.broker_node import LOG_DIR, simulated_broker
 from replog.sim.controller_node import simulated_controller
 from replog.sim.counted_steps import counted
 from replog.sim.network import SimNetwork
+from replog.sim.observer_node import observer_snapshots
 from replog.sim.raft_link import SimRaftLink
 from replog.sim.raft_node import simulated_raft_driver
 from replog.sim.sim_tasks import SimTasks
@@ -98,12 +103,15 @@ def raft_config(node_ids: tuple[int, ...], fetch_bytes_max: int = 8 << 20) -> Ra
 
 
 def controller_config(
-    node_id: int, session_timeout_ms: int = SESSION_TIMEOUT_MS
+    node_id: int,
+    session_timeout_ms: int = SESSION_TIMEOUT_MS,
+    partition_changes_per_step: int = MAX_PARTITION_CHANGES_PER_STEP,
 ) -> ControllerConfig:
     return ControllerConfig(
         node_id=node_id,
         cluster_id=CLUSTER_ID,
         broker_session_timeout_ms=session_timeout_ms,
+        max_partition_changes_per_step=partition_changes_per_step,
         # KIP-966: a replica that lost power is kept out of every ISR and ELR, so no
         # acknowledged record depends on what it had not synced.
         eligible_leader_replicas_enable=True,
@@ -158,13 +166,18 @@ class SimCluster:
         network: SimNetwork,
         rng: random.Random,
         snapshots: SnapshotShape = NO_SNAPSHOTS,
+        partition_changes_per_step: int = MAX_PARTITION_CHANGES_PER_STEP,
+        observer_ids: tuple[int, ...] = (),
     ) -> None:
-        self.node_ids = node_ids
+        self.voter_ids = node_ids  # the combined nodes: the metadata quorum's voters
+        self.observer_ids = observer_ids  # the broker-only nodes
+        self.node_ids = node_ids + observer_ids
+        self.partition_changes_per_step = partition_changes_per_step
         self.loop = loop
         self.network = network
         self.rng = rng
         self.snapshots = snapshots
-        self.raft_config = raft_config(node_ids, snapshots.fetch_bytes_max)
+        self.raft_config = raft_config(self.voter_ids, snapshots.fetch_bytes_max)
         self.services: dict[int, ControllerService] = {}
         self.fetch_services: dict[int, ReplicaFetchService] = {}
         self.power_losses: list[tuple[int, int]] = []  # (virtual ms, node), oldest first
@@ -174,8 +187,10 @@ class SimCluster:
         self.around_power_loss: Callable[[SimNode], AbstractContextManager[None]] = lambda _node: (
             contextlib.nullcontext()
         )
+        # Called with each Raft driver a start makes, before it runs (a checker's listener).
+        self.on_raft_driver: list[Callable[[int, RaftDriver], None]] = []
         self.nodes: dict[int, SimNode] = {}
-        for i in node_ids:  # each disk's file times read its node's wall clock
+        for i in self.node_ids:  # each disk's file times read its node's wall clock
             self.nodes[i] = SimNode(i, MemoryFileSystem(clock=self.wall_clock(i)))
 
     def wall_clock(self, node_id: int) -> Clock:
@@ -211,7 +226,7 @@ class SimCluster:
         try:
             raft = simulated_raft_driver(
                 node_id,
-                self.node_ids,
+                self.voter_ids,
                 self.raft_config,
                 loop=loop,
                 network=self.network,
@@ -225,14 +240,17 @@ class SimCluster:
             # driver read its disk, listens no more.
             self.network.down(node_id)
             raise
-        self.services[node_id] = simulated_controller(
-            raft,
-            controller_config(node_id),
-            loop=loop,
-            rng=random.Random(rng.getrandbits(64)),
-            wall_clock=self.wall_clock(node_id),
-            snapshots=self.snapshots,
-        )
+        if node_id in self.voter_ids:
+            self.services[node_id] = simulated_controller(
+                raft,
+                controller_config(
+                    node_id, partition_changes_per_step=self.partition_changes_per_step
+                ),
+                loop=loop,
+                rng=random.Random(rng.getrandbits(64)),
+                wall_clock=self.wall_clock(node_id),
+                snapshots=self.snapshots,
+            )
         # Read before its logs load (which removes the marker), as a node process's config is.
         previous_epoch = clean_shutdown_broker_epoch((LOG_DIR,), node.disk)
         broker_rng = random.Random(rng.getrandbits(64))
@@ -240,7 +258,7 @@ class SimCluster:
         if previous_epoch <= 0:
             self.unclean_starts.add(incarnation_id)
         broker = simulated_broker(
-            lifecycle_config(node_id, self.node_ids, previous_broker_epoch=previous_epoch),
+            lifecycle_config(node_id, self.voter_ids, previous_broker_epoch=previous_epoch),
             raft,
             loop=loop,
             network=self.network,
@@ -253,7 +271,11 @@ class SimCluster:
             properties=BROKER_PROPERTIES,
             wall_clock=self.wall_clock(node_id),
         )
+        if node_id in self.observer_ids:
+            observer_snapshots(raft, broker, self.snapshots, self.wall_clock(node_id))
         node.raft, node.broker = raft, broker
+        for hook in self.on_raft_driver:
+            hook(node_id, raft)
         tasks.spawn(counted(raft.run(), node), name=f"node {node_id}'s Raft driver")
         tasks.spawn(broker.start(), name=f"node {node_id}'s broker start")
         node.failure_watch = tasks.spawn(

@@ -182,12 +182,13 @@ class SafetyChecker:
 
     def check_durable(self) -> None:
         """The durability rule (module docstring), on the longest committed log seen."""
+        cluster = self._cluster
         holders = [
-            node.node_id
-            for node in self._cluster.nodes.values()
-            if self._holds_durably(node.disk.durable_files(METADATA_LOG_DIR))
+            node_id
+            for node_id in cluster.voter_ids
+            if self._holds_durably(cluster.nodes[node_id].disk.durable_files(METADATA_LOG_DIR))
         ]
-        if len(holders) <= len(self._cluster.nodes) // 2:
+        if len(holders) <= len(cluster.voter_ids) // 2:
             raise InvariantViolation(
                 f"at {self._cluster.loop.now_ms()} ms only nodes {holders} hold the committed "
                 f"metadata log ({len(self.committed)} bytes) synced; a majority of the voters "

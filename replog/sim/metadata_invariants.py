@@ -18,7 +18,8 @@ is replayed:
   removing replicas disjoint and
   among the replicas; no unregistered broker leads a partition or is in an ISR, except as the
   last ISR member of a partition whose leader is -1.
-- Every committed batch replays onto the state before it.
+- Every committed batch replays onto the state before it; the image after each data batch goes
+  to the `after_batch` hooks too (`sweep_progress`).
 - Controllers (`check_controllers`): each controller's committed view equals the replay of
   the committed log at its last committed offset, which ends a committed batch: the active
   controller's state at its stable offset, a standby's latest state (so a controller that
@@ -29,7 +30,7 @@ The log is replayed once, batch by batch, from where the last call stopped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from uuid import UUID
 
 from replog.quorum.controller.controller import QuorumController
@@ -62,6 +63,8 @@ class MetadataChecker:
         self._epochs: dict[tuple[UUID, int], tuple[int, int]] = {}
         self.partition_records = 0
         self.controller_views = 0
+        # Called with the image after each committed data batch (a checker of its own).
+        self.after_batch: list[Callable[[MetadataImage], None]] = []
 
     @property
     def images(self) -> CommittedImages:
@@ -145,6 +148,8 @@ class MetadataChecker:
         image = delta.apply(provenance)
         if changes_state:
             check_shapes(image, provenance.last_offset)
+        for hook in self.after_batch:
+            hook(image)
         return image
 
     def _check_epochs(

@@ -3,7 +3,8 @@
 A run, all of it decided by its seed:
 1. Setup: the nodes start and the data topics are created (within `SETUP_BOUND_S`).
 2. Safety (`SAFETY_S` of virtual time): three or five nodes (combined, the real Raft,
-   controller and broker shells on in-memory disks, `cluster`); a client creates a
+   controller and broker shells on in-memory disks, `cluster`) and zero to two broker-only
+   nodes (observers of the metadata quorum); a client creates a
    topic every few hundred ms through whichever controller it believes active; the network
    delays, drops, duplicates and reorders messages at the seed's rates and partitions the
    nodes; nodes are killed (kill -9), stopped cleanly and restarted (a rolling restart's
@@ -11,12 +12,16 @@ A run, all of it decided by its seed:
    and restart; a node's
    disk fails or fills up, turns slow, its wall clock jumps (`node_faults`: a node stops on a
    disk failure, as a node process does). The data workload (`workload`) produces (acks 0, 1
-   and all, idempotent) and consumes. `SafetyChecker` runs after every iteration of the loop
-   (the log rule too: a node's log start moves up to a snapshot only loop turns after its
-   high watermark passed it, so the committed history sees every batch before the last copy
-   below a log start goes), `DataChecker` and `MetadataChecker` (the committed
-   metadata log's partition records) every `DATA_CHECK_S`, `DataChecker` also before every
-   power loss (its images, each controller's committed view and the durability of the
+   and all, idempotent) and consumes; the operator's admin client (`admin`) adds partitions,
+   changes a config, reassigns partitions and asks for preferred elections on a topic of its
+   own. `SafetyChecker` runs after every iteration of the loop (the log rule too: a node's
+   log start moves up to a snapshot only loop turns after its high watermark passed it, so
+   the committed history sees every batch before the last copy below a log start goes), as
+   does `LeaderAnnouncements` (a node's state machine hears of its own leadership only after
+   its epoch start), `DataChecker` and `MetadataChecker` (the committed metadata log's
+   partition records, and `SweepProgress`, the sweep of fenced brokers, with the controllers'
+   step of partition changes drawn per seed) every `DATA_CHECK_S`, `DataChecker` also before
+   every power loss (its images, each controller's committed view and the durability of the
    committed metadata log, every `IMAGE_CHECK_S`, as are `ReadChecker`, each controller's
    reads, and `SnapshotChecker`, the nodes' metadata snapshots and log starts, in the seeds
    whose `SnapshotShape` takes snapshots); around every power loss `SyncedData` checks that
@@ -24,10 +29,11 @@ A run, all of it decided by its seed:
    newest quorum epoch resigns at some fault ticks with every node up.
 3. Liveness: faults stop, the network heals, every disk is healthy, every node starts, the
    producers stop. Within `LIVENESS_BOUND_S` a controller must lead, every broker be
-   registered and unfenced, a new topic be created, and every data partition have a leader
-   and its full ISR, or be offline by KIP-966 as the committed metadata log shows it (no
-   leader, neither ISR nor ELR members, every replica of its last-known ELR registered after
-   an unclean shutdown: `offline_reason`); a partition offline for any other reason fails.
+   registered and unfenced, a new topic be created, and every data partition (the admin
+   topic's too) have a leader and its full ISR, or be offline by KIP-966 as the committed
+   metadata log shows it (no leader, neither ISR nor ELR members, every replica of its
+   last-known ELR registered after an unclean shutdown: `offline_reason`); a partition
+   offline for any other reason fails.
 4. At the end every topic whose creation was acknowledged exists: a controller answers only
    once the creation is committed, so no crash or power loss may lose it. Every acknowledged
    acks=all batch is readable at its offset from its leader (on a partition offline by KIP-966:
@@ -37,6 +43,9 @@ A run, all of it decided by its seed:
    (`replog elect-leaders --election-type unclean`: ElectLeaders UNCLEAN at the active
    controller), and within `LIVENESS_BOUND_S` of asking, every data partition has a leader
    and its full ISR; what the elected replica lacked is lost, by the operator's choice.
+   Within `LIVENESS_BOUND_S` more every reassignment of the admin topic completes, and what
+   the controllers acknowledged to the admin client holds in the committed metadata
+   (`AdminClient.check`).
 A break raises `SimulationFailure`, whose message names the seed and the command that replays
 it; the same seed on the same code replays the run byte for byte.
 """
@@ -54,8 +63,10 @@ from replog.errors import ElectionNotNeededError
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
 from replog.quorum.controller.controller import QuorumController
+from replog.quorum.metadata.image import MetadataImage
 from replog.server.controller.controller_service import ControllerService
 from replog.server.raft.raft_driver import RaftDriver
+from replog.sim.admin import AdminClient
 from replog.sim.cluster import SimCluster
 from replog.sim.controller_reads import ReadChecker
 from replog.sim.data_invariants import DataChecker
@@ -65,11 +76,13 @@ from replog.sim.data_liveness import (
     partitions_replicated,
 )
 from replog.sim.invariants import InvariantViolation, SafetyChecker
+from replog.sim.leader_announcements import LeaderAnnouncements
 from replog.sim.metadata_invariants import MetadataChecker
 from replog.sim.network import CallLost, NetworkFaults, SimNetwork
 from replog.sim.node_faults import NodeFaults
 from replog.sim.snapshot_invariants import SnapshotChecker
 from replog.sim.snapshot_shape import NO_SNAPSHOTS, SnapshotShape
+from replog.sim.sweep_progress import STEP_CHOICES, SweepProgress
 from replog.sim.synced_data import SyncedData
 from replog.sim.virtual_loop import VirtualLoop
 from replog.sim.workload import DataWorkload, topic_specs
@@ -106,6 +119,9 @@ FAULTS = tuple(
     )
 )
 CALL_TIMEOUT_S = 2.0
+# Broker-only nodes (Raft observers of the metadata log) beside the voters, drawn per seed.
+OBSERVERS = (0, 1, 2)
+OBSERVER_BASE_ID = 101
 
 
 def replay_command(seed: int) -> str:
@@ -128,6 +144,8 @@ class SimReport:
     nodes: int
     faults: NetworkFaults
     snapshots: SnapshotShape = field(default_factory=lambda: NO_SNAPSHOTS)
+    partition_changes_per_step: int = STEP_CHOICES[0]  # the controllers' step of moves
+    observer_ids: tuple[int, ...] = ()  # the broker-only nodes
     virtual_s: float = 0.0
     kills: int = 0
     clean_restarts: int = 0
@@ -155,7 +173,9 @@ class SimReport:
 
     def summary(self) -> str:
         return (
-            f"seed {self.seed}: clean ({self.nodes} nodes, {self.snapshots.describe()}, "
+            f"seed {self.seed}: clean ({self.nodes} combined nodes and {len(self.observer_ids)} "
+            f"broker-only, {self.snapshots.describe()}, "
+            f"steps of {self.partition_changes_per_step} partition changes, "
             f"{self.virtual_s:.1f} s simulated, "
             f"{self.kills} kills, {self.clean_restarts} clean restarts, "
             f"{self.power_losses} power losses "
@@ -187,15 +207,33 @@ def simulate(seed: int) -> SimReport:
     streams = [random.Random(rng.getrandbits(64)) for _ in range(3)]
     # Drawn last: the other streams do not depend on how the seed snapshots.
     report.snapshots = SnapshotShape.from_seed(random.Random(rng.getrandbits(64)))
-    cluster = SimCluster(node_ids, loop, network, cluster_rng, report.snapshots)
+    admin_rng = random.Random(rng.getrandbits(64))
+    report.partition_changes_per_step = random.Random(rng.getrandbits(64)).choice(STEP_CHOICES)
+    observers = random.Random(rng.getrandbits(64)).choice(OBSERVERS)
+    report.observer_ids = tuple(range(OBSERVER_BASE_ID, OBSERVER_BASE_ID + observers))
+    cluster = SimCluster(
+        node_ids,
+        loop,
+        network,
+        cluster_rng,
+        report.snapshots,
+        report.partition_changes_per_step,
+        report.observer_ids,
+    )
     checker = SafetyChecker(cluster)
+    announcements = LeaderAnnouncements()
+    cluster.on_raft_driver.append(announcements.watch)
     snapshot_checker = SnapshotChecker(cluster)
     read_checker = ReadChecker()
     specs = topic_specs(len(node_ids))
     data_checker = DataChecker(cluster, specs)
     metadata_checker = MetadataChecker()
+    sweep = SweepProgress()
+    metadata_checker.after_batch.append(sweep.after_batch)
     workload = DataWorkload(cluster, data_checker, specs, streams[0])
     run = _Run(cluster, report, streams[1], workload, lambda: checker.committed)
+    admin = run.admin = AdminClient(cluster, admin_rng)
+    run.image = lambda: metadata_checker.images.image
     node_faults = run.node_faults = NodeFaults(cluster, streams[2])
     synced = SyncedData(cluster, specs, node_faults.suspended)
     main = loop.create_task(run.main())
@@ -211,6 +249,7 @@ def simulate(seed: int) -> SimReport:
                 run.note(stopped)
             data_checker.note_iteration()
             checker.check_states()
+            announcements.check()
             with node_faults.suspended():
                 checker.check_logs()
             now = loop.time()
@@ -238,6 +277,7 @@ def simulate(seed: int) -> SimReport:
             checker.check_durable()
             data_checker.check_replicas()
             data_checker.check_images(checker.committed)
+            admin.check(metadata_checker.images.image)
     except (InvariantViolation, AssertionError) as exc:
         raise SimulationFailure(seed, str(exc)) from exc
     finally:
@@ -249,6 +289,7 @@ def simulate(seed: int) -> SimReport:
     report.checks = checker.checks
     report.data = {
         **workload.counts,
+        **admin.counts,
         "replica checks": data_checker.checks,
         "partition records checked": metadata_checker.partition_records,
         "controller views checked": metadata_checker.controller_views,
@@ -258,6 +299,9 @@ def simulate(seed: int) -> SimReport:
         "moved log starts seen": snapshot_checker.log_starts_moved,
         "excused losses": data_checker.excused,
         "synced batches kept": synced.checked,
+        "own leaderships announced": announcements.announcements,
+        "batches naming a fenced broker": sweep.batches_naming,
+        "longest sweep stall (batches)": sweep.longest_stall,
     }
     report.acked = [(a.topic, a.partition, a.base_offset, a.acked_ms) for a in workload.acked]
     outcome = hashlib.sha256(checker.committed)
@@ -322,6 +366,8 @@ class _Run:
         self.created = 0
         self.controller_hint: int | None = None
         self.node_faults: NodeFaults | None = None
+        self.admin: AdminClient | None = None
+        self.image: Callable[[], MetadataImage] = lambda: MetadataImage.EMPTY
 
     def note(self, what: str) -> None:
         self.report.events.append((self.cluster.loop.now_ms(), what))
@@ -333,15 +379,23 @@ class _Run:
         client = asyncio.ensure_future(self.create_topics_forever())
         workload = self.workload
         workload.start()
+        admin = self.admin
+        assert admin is not None
         try:
             async with asyncio.timeout(SETUP_BOUND_S):
                 await workload.create_topics()
+                await admin.create_topic()
         except TimeoutError:
             raise InvariantViolation(
                 f"the data topics were not created within {SETUP_BOUND_S:.0f} s of a healthy start"
             ) from None
         self.note("data topics created")
+        operator = asyncio.ensure_future(admin.run())
         await self.faults(SAFETY_S)
+        operator.cancel()
+        (ended,) = await asyncio.gather(operator, return_exceptions=True)
+        if not isinstance(ended, asyncio.CancelledError):
+            raise InvariantViolation(f"the admin client failed: {ended!r}")
         cluster.network.heal()
         assert self.node_faults is not None
         self.node_faults.heal()
@@ -354,7 +408,8 @@ class _Run:
         await self.until_live()
         client.cancel()
         await asyncio.gather(client, return_exceptions=True)
-        offline = await partitions_replicated(cluster, workload.specs, deadline, self.committed)
+        specs = (*workload.specs, admin.spec(self.image()))
+        offline = await partitions_replicated(cluster, specs, deadline, self.committed)
         workload.counts["offline partitions"] = len(offline)
         self.note(
             "data partitions replicated"
@@ -366,9 +421,10 @@ class _Run:
         if offline:
             deadline = cluster.loop.time() + LIVENESS_BOUND_S
             await self.elect_uncleanly(offline, deadline)
-            await partitions_replicated(cluster, workload.specs, deadline)
+            await partitions_replicated(cluster, specs, deadline)
             self.note("data partitions replicated after the operator's unclean elections")
         workload.counts["offline partitions healed by unclean election"] = len(offline)
+        await admin.settled(self.image, cluster.loop.time() + LIVENESS_BOUND_S)
         workload.stop()
         if workload.tasks.failures:
             raise InvariantViolation(f"a client task failed: {workload.tasks.failures[0]}")
@@ -458,7 +514,7 @@ class _Run:
         creation was acknowledged (a topic that already exists was, by an earlier attempt
         whose answer was lost)."""
         cluster = self.cluster
-        target = self.controller_hint or self.rng.choice(cluster.node_ids)
+        target = self.controller_hint or self.rng.choice(cluster.voter_ids)
         request = pb.CreateTopicsRequest(
             topics=[pb.CreatableTopic(name=name, num_partitions=1, replication_factor=1)],
             timeout_ms=int(CALL_TIMEOUT_S * 1000),
@@ -498,7 +554,7 @@ class _Run:
             fenced = await self.brokers_at_active_controller()
             all_unfenced = (
                 fenced is not None
-                and sorted(fenced) == list(self.cluster.node_ids)
+                and sorted(fenced) == sorted(self.cluster.node_ids)
                 and not any(fenced.values())
             )
             if all_unfenced and await self.create_topic(f"live-{self.created}"):
@@ -542,8 +598,10 @@ class _Run:
         the active controller again until each is elected or needs none; raises once
         `deadline` (virtual seconds) passes first."""
         loop, checker = self.cluster.loop, self.workload.checker
+        data_topics = {spec.name for spec in self.workload.specs}
         for topic, index in sorted(partitions):
-            checker.note_unclean_election(topic, index)  # it may commit before the answer
+            if topic in data_topics:  # it may commit before the answer
+                checker.note_unclean_election(topic, index)
         left = set(partitions)
         answered: object = "no active controller"
         while left:

@@ -188,7 +188,7 @@ class DataWorkload:
             await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def _create(self, spec: TopicSpec) -> bool:
-        target = self._controller_hint or self.rng.choice(self.cluster.node_ids)
+        target = self._controller_hint or self.rng.choice(self.cluster.voter_ids)
         service = self.cluster.services.get(target)
         request = pb.CreateTopicsRequest(
             topics=[

@@ -1,23 +1,28 @@
-"""Small builders for unit tests of the Raft core: logs with given epochs, nodes in given roles."""
+"""Small builders for unit tests of the Raft core: logs with given epochs, nodes in given roles.
+
+A node's log is the production one (`RaftStorage`: a replog `Log`, snapshot files, quorum-state)
+on an in-memory disk (`MemoryFileSystem`), so a test sees what a node's disk would hold.
+"""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
 
-from sim_memory_log import MemoryLog
-
 from replog.quorum.raft import (
-    AppendBatches,
     ElectionState,
     Message,
     RaftConfig,
     RaftNode,
     Ready,
     VoterAddress,
+    WriteSnapshot,
 )
 from replog.quorum.raft.messages import RaftBody, VoteRequest
-from replog.record import build_batch
+from replog.quorum.raft.snapshot_id import SnapshotId
+from replog.record import build_batch, iter_frames, read_header
+from replog.server.raft.raft_storage import RaftStorage
+from replog.storage.memory_fs import MemoryFileSystem
 
 VOTERS = (1, 2, 3)
 
@@ -29,9 +34,14 @@ def config(voters: Sequence[int] = VOTERS, **overrides: int) -> RaftConfig:
     )
 
 
-def log_with(epochs: Sequence[tuple[int, int]]) -> MemoryLog:
+def memory_log(voters: Sequence[int] = VOTERS) -> RaftStorage:
+    """An empty metadata log of a node among `voters`, on a disk of its own in memory."""
+    return RaftStorage("/metadata", voters, fs=MemoryFileSystem())
+
+
+def log_with(epochs: Sequence[tuple[int, int]]) -> RaftStorage:
     """A flushed log holding, in order, `count` one-record batches of each (epoch, count)."""
-    log = MemoryLog()
+    log = memory_log()
     for quorum_epoch, count in epochs:
         for _ in range(count):
             offset = log.log_end_offset
@@ -40,22 +50,39 @@ def log_with(epochs: Sequence[tuple[int, int]]) -> MemoryLog:
                 base_offset=offset,
                 partition_leader_epoch=quorum_epoch,
             )
-            log.apply(AppendBatches(offset, offset + 1, batch, as_leader=False))
+            log.log.append_as_follower(batch)
     log.flush()
     return log
+
+
+def write_snapshot(log: RaftStorage, snapshot_id: SnapshotId, data: bytes) -> None:
+    """Freeze `data` as snapshot `snapshot_id` of `log`, as a node's shell writes one."""
+    log.apply(Ready(None, (WriteSnapshot(snapshot_id, data),), False, (), (), 0, None))
+
+
+def stored_batches(log: RaftStorage) -> list[bytes]:
+    """Every batch `log` holds, in offset order (a read ends at its segment's end)."""
+    batches: list[bytes] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 30)
+        for position, size in iter_frames(data):
+            batches.append(bytes(data[position : position + size]))
+        offset = read_header(batches[-1]).next_offset
+    return batches
 
 
 def node(
     node_id: int = 1,
     election: ElectionState | None = None,
-    log: MemoryLog | None = None,
+    log: RaftStorage | None = None,
     *,
     voters: Sequence[int] = VOTERS,
     now_ms: int = 0,
     **overrides: int,
-) -> tuple[RaftNode, MemoryLog, Ready]:
+) -> tuple[RaftNode, RaftStorage, Ready]:
     """A node restarted from `election` and `log`, and what its first Readies held."""
-    log = log if log is not None else MemoryLog()
+    log = log if log is not None else memory_log(voters)
     raft = RaftNode(
         node_id=node_id,
         config=config(voters, **overrides),
@@ -67,22 +94,18 @@ def node(
     return raft, log, merge(drain(raft, log))
 
 
-def drain(raft: RaftNode, log: MemoryLog) -> list[Ready]:
+def drain(raft: RaftNode, log: RaftStorage) -> list[Ready]:
     """Process every pending Ready (write, flush, advance) and return them."""
     readies = []
     while raft.has_ready():
         ready = raft.ready()
-        for op in ready.log_ops:
-            log.apply(op)
-        if ready.flush_log:
-            log.flush()
-        raft.advance(ready, flushed_end_offset=log.flushed_end_offset)
+        raft.advance(ready, flushed_end_offset=log.apply(ready))
         readies.append(ready)
     return readies
 
 
 def step(
-    raft: RaftNode, log: MemoryLog, source: int, body: RaftBody, now_ms: int | None = None
+    raft: RaftNode, log: RaftStorage, source: int, body: RaftBody, now_ms: int | None = None
 ) -> Ready:
     """Deliver one message (at the node's current time by default) and return the merged
     output of the Readies it caused."""

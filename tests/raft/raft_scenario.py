@@ -1,7 +1,8 @@
 """An interactive Raft cluster driven by text commands, for the scenario scripts in testdata/.
 
-Each node is a `NodeHost` (the simulator's shell) with its own clock; messages wait in one FIFO
-queue until a command delivers them, so a script controls exactly which message arrives when.
+Each node is a `ScenarioHost` (the production metadata log on a disk in memory) with its own
+clock; messages wait in one FIFO queue until a command delivers them, so a script controls
+exactly which message arrives when.
 Every command prints what happened: messages sent and delivered, role changes, and what the
 command itself reports. `tests/scenario_scripts.py` runs a whole file and compares it.
 
@@ -19,7 +20,7 @@ Commands (node ids are integers; voters are 1..n, observers 101..):
     resign NODE
     partition IDS | IDS [| IDS...]           drop messages between the groups; heal undoes it
     heal
-    crash NODE / restart NODE                crash loses unflushed data; restart recovers
+    crash NODE / restart NODE                crash loses unsynced data; restart recovers
     snapshot NODE / compact NODE             snapshot the applied state / delete the log before
                                              the latest snapshot
     describe NODE                            DescribeQuorum sent to NODE, answered at once
@@ -28,10 +29,10 @@ Commands (node ids are integers; voters are 1..n, observers 101..):
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 
-from sim_host import NodeHost
+from raft_helpers import stored_batches
+from scenario_host import ScenarioHost
 
 from replog.errors import ReplogError
 from replog.quorum.raft import Message, RaftConfig, VoterAddress
@@ -50,7 +51,7 @@ from replog.quorum.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from replog.record import RecordBatch
+from replog.record import RecordBatch, read_header
 from tests.scenario_scripts import dispatch
 
 OBSERVER_BASE_ID = 101
@@ -146,7 +147,7 @@ def format_message(message: Message) -> str:
 class ScenarioEnv:
     """The cluster of one scenario script (module docstring)."""
 
-    hosts: dict[int, NodeHost] = field(default_factory=dict)
+    hosts: dict[int, ScenarioHost] = field(default_factory=dict)
     clocks: dict[int, int] = field(default_factory=dict)
     queue: list[Message] = field(default_factory=list)
     groups: list[frozenset[int]] = field(default_factory=list)
@@ -158,13 +159,13 @@ class ScenarioEnv:
     def say(self, line: str) -> None:
         self.out.append(line)
 
-    def host(self, text: str) -> NodeHost:
+    def host(self, text: str) -> ScenarioHost:
         node_id = int(text)
         if node_id not in self.hosts:
             raise ValueError(f"no node {node_id}")
         return self.hosts[node_id]
 
-    def targets(self, args: list[str]) -> list[NodeHost]:
+    def targets(self, args: list[str]) -> list[ScenarioHost]:
         if not args or args == ["all"]:
             return [host for _, host in sorted(self.hosts.items())]
         return [self.host(arg) for arg in args]
@@ -177,7 +178,7 @@ class ScenarioEnv:
                 self.queue.append(message)
             self.show_role(node_id, host)
 
-    def show_role(self, node_id: int, host: NodeHost) -> None:
+    def show_role(self, node_id: int, host: ScenarioHost) -> None:
         if host.node is None:
             state = "down"
         else:
@@ -222,7 +223,7 @@ class ScenarioEnv:
         )
         ids = [*range(1, voters + 1), *range(OBSERVER_BASE_ID, OBSERVER_BASE_ID + observers)]
         for node_id in ids:
-            host = NodeHost(node_id, config, seed=0, keep_values=True)
+            host = ScenarioHost(node_id, config)
             self.hosts[node_id] = host
             self.clocks[node_id] = 0
             host.start(0)
@@ -311,8 +312,8 @@ class ScenarioEnv:
 
     def cmd_crash(self, args: list[str], options: dict[str, str]) -> None:
         host = self.host(args[0])
-        kept = host.log.flushed_end_offset
-        host.crash(random.Random(0))
+        kept = host.flushed_end_offset
+        host.crash()
         self.say(f"crashed node {host.node_id}; log keeps offsets < {kept}")
         self.show_role(host.node_id, host)
 
@@ -371,18 +372,17 @@ class ScenarioEnv:
         snapshots = " ".join(s.file_name() for s in log.snapshot_ids())
         self.say(
             f"start={log.log_start_offset} end={log.log_end_offset} "
-            f"flushed={log.flushed_end_offset} snapshots=[{snapshots}]"
+            f"flushed={host.flushed_end_offset} snapshots=[{snapshots}]"
         )
-        for stored in log.batches:
-            if stored.is_control:
+        for data in stored_batches(log):
+            header = read_header(data)
+            if header.is_control:
                 content = "LeaderChange"
             else:
-                content = ",".join(
-                    (r.value or b"").decode() for r in RecordBatch.parse(stored.data)
-                )
+                content = ",".join((r.value or b"").decode() for r in RecordBatch.parse(data))
             self.say(
-                f"  [{stored.base_offset},{stored.end_offset}) "
-                f"epoch={stored.quorum_epoch} {content}"
+                f"  [{header.base_offset},{header.next_offset}) "
+                f"epoch={header.partition_leader_epoch} {content}"
             )
 
     def cmd_committed(self, args: list[str], options: dict[str, str]) -> None:

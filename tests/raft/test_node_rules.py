@@ -10,8 +10,18 @@ import random
 from dataclasses import replace
 
 import pytest
-from raft_helpers import bodies, config, drain, log_with, merge, node, step, vote_request
-from sim_memory_log import MemoryLog
+from raft_helpers import (
+    bodies,
+    config,
+    drain,
+    log_with,
+    merge,
+    node,
+    step,
+    stored_batches,
+    vote_request,
+    write_snapshot,
+)
 
 from replog.errors import NotLeaderOrFollowerError
 from replog.quorum.raft import (
@@ -38,13 +48,14 @@ from replog.quorum.raft.messages import (
     VoteResponse,
 )
 from replog.record import build_batch, read_header
+from replog.server.raft.raft_storage import RaftStorage
 
 EPOCH = 5
 
 
 def make_leader(
     epochs: list[tuple[int, int]] | None = None, **overrides: int
-) -> tuple[RaftNode, MemoryLog]:
+) -> tuple[RaftNode, RaftStorage]:
     """Node 1, leader of epoch 5 (voted for by node 3) over a log of `epochs`."""
     raft, log, _ = node(1, ElectionState(EPOCH, None, 1), log_with(epochs or [(1, 2)]), **overrides)
     step(raft, log, 3, VoteResponse(1, ErrorCode.NONE, EPOCH, None, True, False))
@@ -65,7 +76,7 @@ def fetch(
 
 
 def fetch_response(
-    raft: RaftNode, log: MemoryLog, source: int, request: FetchRequest
+    raft: RaftNode, log: RaftStorage, source: int, request: FetchRequest
 ) -> FetchResponse:
     (response,) = bodies(step(raft, log, source, request), FetchResponse, source)
     assert isinstance(response, FetchResponse)
@@ -93,8 +104,7 @@ def test_the_leader_counts_its_own_entries_only_once_flushed(
     raft, log = make_leader([(1, 2)])
     raft.propose([b"x"], raft.now_ms)
     ready = raft.ready()
-    for op in ready.log_ops:
-        log.apply(op)
+    log.apply(ready, flush=False)
     # The shell wrote the batch [3, 4) but reports only offsets below 3 flushed.
     raft.advance(ready, flushed_end_offset=3)
     for follower in followers_at_4:
@@ -116,7 +126,7 @@ def test_after_a_restart_the_high_watermark_is_known_only_once_the_leader_answer
     # Not the latest snapshot's end: with that as its high watermark, the broker's metadata
     # loader would count itself caught up on the snapshot alone.
     log = log_with([(1, 4)])
-    log.snapshots[SnapshotId(2, 1)] = b"state"
+    write_snapshot(log, SnapshotId(2, 1), b"state")
     raft, log, first = node(101, ElectionState(1, 2), log)  # an observer following node 2
     assert isinstance(first.to_apply[0], LoadSnapshot)
     status = raft.status()
@@ -142,7 +152,7 @@ def test_a_leader_knows_its_high_watermark_once_its_epoch_start_commits() -> Non
     assert raft.status().high_watermark_known
     # A lone voter restarted from a snapshot comes up at once: it leads, and commits alone.
     log = log_with([(1, 4)])
-    log.snapshots[SnapshotId(2, 1)] = b"state"
+    write_snapshot(log, SnapshotId(2, 1), b"state")
     alone, _, _ = node(1, ElectionState(1, 1, 1), log, voters=(1,))
     status = alone.status()
     assert (status.role, status.high_watermark, status.high_watermark_known) == ("leader", 5, True)
@@ -331,9 +341,7 @@ def test_a_parked_fetch_is_answered_in_the_ready_of_the_append_before_the_fsync(
     assert isinstance(response, FetchResponse)
     assert response.records == append.batches  # type: ignore[union-attr]
     assert ready.flush_log and not ready.flush_before_send  # it may leave before the fsync
-    for op in ready.log_ops:
-        log.apply(op)
-    raft.advance(ready, flushed_end_offset=log.flushed_end_offset)
+    raft.advance(ready, flushed_end_offset=log.apply(ready, flush=False))
     # Not flushed yet: the leader's own entry does not count; the follower's does not either.
     assert raft.status().high_watermark == 3
 
@@ -357,7 +365,7 @@ def test_fetch_snapshot_errors() -> None:
     (response,) = bodies(step(raft, log, 2, missing), FetchSnapshotResponse)
     assert isinstance(response, FetchSnapshotResponse)
     assert response.error == ErrorCode.SNAPSHOT_NOT_FOUND
-    log.snapshots[SnapshotId(2, 1)] = b"0123456789"
+    write_snapshot(log, SnapshotId(2, 1), b"0123456789")
     beyond = FetchSnapshotRequest(6, 2, EPOCH, SnapshotId(2, 1), 10, 100)
     (response,) = bodies(step(raft, log, 2, beyond), FetchSnapshotResponse)
     assert isinstance(response, FetchSnapshotResponse)
@@ -371,7 +379,7 @@ def test_fetch_snapshot_errors() -> None:
 # --- the follower side --------------------------------------------------------------------------
 
 
-def follower(epochs: list[tuple[int, int]]) -> tuple[RaftNode, MemoryLog, FetchRequest]:
+def follower(epochs: list[tuple[int, int]]) -> tuple[RaftNode, RaftStorage, FetchRequest]:
     """Node 1 following node 3 in epoch 5, and the Fetch it sent."""
     raft, log, startup = node(1, ElectionState(EPOCH, 3), log_with(epochs))
     (request,) = bodies(startup, FetchRequest, 3)
@@ -443,7 +451,7 @@ def test_end_quorum_epoch_moves_the_fetch_deadline_by_position() -> None:
         assert raft.status().role == "prospective", successors
 
 
-def refuse(raft: RaftNode, log: MemoryLog, request: FetchRequest) -> FetchRequest | None:
+def refuse(raft: RaftNode, log: RaftStorage, request: FetchRequest) -> FetchRequest | None:
     """The transport could not deliver `request` to the leader; the retry it causes, if any."""
     raft.request_failed(3, request.correlation_id, unreachable=True, now_ms=raft.now_ms)
     drain(raft, log)
@@ -551,7 +559,7 @@ def test_proposals_on_a_follower_name_the_leader() -> None:
         raft.propose([b"x"], raft.now_ms)
 
 
-def idle_leader(**overrides: int) -> tuple[RaftNode, MemoryLog]:
+def idle_leader(**overrides: int) -> tuple[RaftNode, RaftStorage]:
     """A leader whose epoch-start batch (offset 2) a follower has fetched: nothing in flight."""
     raft, log = make_leader(**overrides)
     drain(raft, log)
@@ -602,8 +610,7 @@ def test_no_input_between_ready_and_advance() -> None:
         raft.step(Message(2, 1, fetch(2, 1)), raft.now_ms)
     with pytest.raises(AssertionError, match="twice"):
         raft.ready()
-    for op in ready.log_ops:
-        log.apply(op)
+    log.apply(ready)
     raft.advance(ready, flushed_end_offset=log.log_end_offset)
     with pytest.raises(AssertionError, match="not in flight"):
         raft.advance(ready, flushed_end_offset=log.log_end_offset)
@@ -639,7 +646,7 @@ def test_a_leader_stamps_its_batches_with_now_plus_the_record_time_offset() -> N
     step(raft, log, 3, VoteResponse(1, ErrorCode.NONE, EPOCH, None, True, False))
     raft.propose([b"x"], raft.now_ms)
     drain(raft, log)
-    leader_change, proposed = log.batches[-2:]
+    leader_change, proposed = (read_header(batch) for batch in stored_batches(log)[-2:])
     assert leader_change.is_control and not proposed.is_control
-    for stored in (leader_change, proposed):
-        assert read_header(stored.data).max_timestamp == raft.now_ms + wall_minus_monotonic
+    for header in (leader_change, proposed):
+        assert header.max_timestamp == raft.now_ms + wall_minus_monotonic

@@ -11,41 +11,41 @@ from collections.abc import Callable
 
 import pytest
 from raft_helpers import bodies, log_with, node, step, vote_request
-from sim_memory_log import MemoryLog
 
 from replog.quorum.raft import ElectionState, RaftNode
 from replog.quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse, VoteResponse
+from replog.server.raft.raft_storage import RaftStorage
 
 EPOCH = 5
 LAST_EPOCH, END = 3, 4
-Setup = Callable[[], tuple[RaftNode, MemoryLog]]
+Setup = Callable[[], tuple[RaftNode, RaftStorage]]
 
 
-def _log() -> MemoryLog:
+def _log() -> RaftStorage:
     return log_with([(1, 2), (LAST_EPOCH, 2)])
 
 
-def unattached() -> tuple[RaftNode, MemoryLog]:
+def unattached() -> tuple[RaftNode, RaftStorage]:
     raft, log, _ = node(1, ElectionState(EPOCH), _log())
     return raft, log
 
 
-def voted_for_2() -> tuple[RaftNode, MemoryLog]:
+def voted_for_2() -> tuple[RaftNode, RaftStorage]:
     raft, log, _ = node(1, ElectionState(EPOCH, None, 2), _log())
     return raft, log
 
 
-def voted_for_3() -> tuple[RaftNode, MemoryLog]:
+def voted_for_3() -> tuple[RaftNode, RaftStorage]:
     raft, log, _ = node(1, ElectionState(EPOCH, None, 3), _log())
     return raft, log
 
 
-def follower_not_fetched() -> tuple[RaftNode, MemoryLog]:
+def follower_not_fetched() -> tuple[RaftNode, RaftStorage]:
     raft, log, _ = node(1, ElectionState(EPOCH, 3), _log())
     return raft, log
 
 
-def follower_fetched() -> tuple[RaftNode, MemoryLog]:
+def follower_fetched() -> tuple[RaftNode, RaftStorage]:
     raft, log, startup = node(1, ElectionState(EPOCH, 3), _log())
     (fetch,) = bodies(startup, FetchRequest, 3)
     assert isinstance(fetch, FetchRequest)
@@ -56,27 +56,27 @@ def follower_fetched() -> tuple[RaftNode, MemoryLog]:
     return raft, log
 
 
-def candidate() -> tuple[RaftNode, MemoryLog]:
+def candidate() -> tuple[RaftNode, RaftStorage]:
     raft, log, _ = node(1, ElectionState(EPOCH, None, 1), _log())
     assert raft.status().role == "candidate"
     return raft, log
 
 
-def prospective() -> tuple[RaftNode, MemoryLog]:
+def prospective() -> tuple[RaftNode, RaftStorage]:
     raft, log = unattached()
     raft.tick(2000)  # past any election timeout in [1000, 2000)
     assert raft.status().role == "prospective"
     return raft, log
 
 
-def leader() -> tuple[RaftNode, MemoryLog]:
+def leader() -> tuple[RaftNode, RaftStorage]:
     raft, log = candidate()
     step(raft, log, 3, VoteResponse(1, ErrorCode.NONE, EPOCH, None, True, False))
     assert raft.status().role == "leader"
     return raft, log
 
 
-def resigned() -> tuple[RaftNode, MemoryLog]:
+def resigned() -> tuple[RaftNode, RaftStorage]:
     raft, log, _ = node(1, ElectionState(EPOCH, 1, 1), _log())
     assert raft.status().role == "resigned"
     return raft, log
@@ -110,7 +110,7 @@ CASES = [
 
 def ask(
     raft: RaftNode,
-    log: MemoryLog,
+    log: RaftStorage,
     quorum_epoch: int,
     *,
     pre_vote: bool,

@@ -103,11 +103,14 @@ class RaftStorage:
         return self.log.log_end_offset
 
     def epoch_starts(self) -> Sequence[EpochStart]:
-        start = self.log.log_start_offset
-        return [
+        start, end = self.log.log_start_offset, self.log.log_end_offset
+        # The epochs of the batches the log holds: a log emptied up to its snapshot (its start
+        # moved to its end) holds none, though its epoch cache keeps the last epoch's entry.
+        starts = (
             EpochStart(entry.leader_epoch, max(entry.start_offset, start))
             for entry in self.log.leader_epoch_cache.entries()
-        ]
+        )
+        return [epoch_start for epoch_start in starts if epoch_start.start_offset < end]
 
     def read(self, start_offset: int, max_bytes: int) -> bytes:
         return self.log.read(start_offset, max_bytes, min_one_message=True)

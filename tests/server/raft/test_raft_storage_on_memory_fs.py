@@ -9,7 +9,15 @@ import pytest
 
 from replog.errors import KafkaStorageError
 from replog.quorum.raft.election_state import ElectionState
-from replog.quorum.raft.ready import AppendBatches, LogOp, Ready, WriteSnapshot, WriteSnapshotChunk
+from replog.quorum.raft.log_view import EpochStart
+from replog.quorum.raft.ready import (
+    AppendBatches,
+    DeleteLogPrefix,
+    LogOp,
+    Ready,
+    WriteSnapshot,
+    WriteSnapshotChunk,
+)
 from replog.quorum.raft.snapshot_id import SnapshotId
 from replog.record import build_batch, stamp_batch
 from replog.server.raft.raft_storage import RaftStorage
@@ -97,3 +105,20 @@ def test_a_snapshot_read_the_disk_fails_is_a_storage_error_naming_the_file(whole
             storage.read_snapshot(snapshot, 0, 100)
     assert storage.read_whole_snapshot(snapshot) == b"snapshot bytes"
     storage.close()
+
+
+def test_a_log_emptied_up_to_its_snapshot_names_no_epoch_start() -> None:
+    # The core's log summary holds only epochs that start a batch the log holds: a leader
+    # whose snapshot ends at its log end, the prefix deleted, would fail its own assertion.
+    clock = ManualClock(T0)
+    storage = RaftStorage(METADATA_DIR, [1], fs=MemoryFileSystem(clock=clock), clock=clock)
+    append(storage, 2, quorum_epoch=1)
+    append(storage, 2, quorum_epoch=3)
+    storage.flush()
+    snapshot = SnapshotId(end_offset=4, quorum_epoch=3)
+    storage.apply(ready(WriteSnapshot(snapshot, b"state")))
+    storage.apply(Ready(None, (DeleteLogPrefix(4),), True, (), (), 4, None))
+    assert (storage.log_start_offset, storage.log_end_offset) == (4, 4)
+    assert list(storage.epoch_starts()) == []
+    append(storage, 1, quorum_epoch=5)
+    assert list(storage.epoch_starts()) == [EpochStart(5, 4)]

@@ -62,6 +62,8 @@ class MetadataChecker:
         self._epochs: dict[tuple[UUID, int], tuple[int, int]] = {}
         self.partition_records = 0
         self.controller_views = 0
+        # (topic, partition) of each partition a committed record left without a leader
+        self.left_leaderless: set[tuple[str, int]] = set()
 
     @property
     def images(self) -> CommittedImages:
@@ -133,6 +135,9 @@ class MetadataChecker:
                     after = delta.topic_deltas[metadata.topic_id].partition(metadata.partition_id)
                     assert after is not None
                     self.partition_records += 1
+                    if after.leader == NO_LEADER and (before is None or before.leader != NO_LEADER):
+                        topic = delta.topic_deltas[metadata.topic_id].name
+                        self.left_leaderless.add((topic, metadata.partition_id))
                     self._check_epochs(metadata, after, record.offset)
                     check_choices(delta, metadata, before, after, record.offset)
         except InvariantViolation:

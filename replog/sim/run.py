@@ -8,10 +8,11 @@ A run, all of it decided by its seed:
    delays, drops, duplicates and reorders messages at the seed's rates and partitions the
    nodes; nodes are killed (kill -9), stopped cleanly and restarted (a rolling restart's
    stop: controlled shutdown, the clean-shutdown marker), lose power alone or all together,
-   and restart; a node's
-   disk fails or fills up, turns slow, its wall clock jumps (`node_faults`: a node stops on a
-   disk failure, as a node process does). The data workload (`workload`) produces (acks 0, 1
-   and all, idempotent) and consumes. `SafetyChecker` runs after every iteration of the loop
+   and restart; a node's disk fails or fills up, turns slow, its wall clock jumps
+   (`node_faults`: a node stops on a disk failure, as a node process does); which of these
+   kinds strike is the seed's (`fault_mix`: swarm testing, so runs end in varied states).
+   The data workload (`workload`) produces (acks 0, 1 and all, idempotent) and consumes.
+   `SafetyChecker` runs after every iteration of the loop
    (the log rule too: a node's log start moves up to a snapshot only loop turns after its
    high watermark passed it, so the committed history sees every batch before the last copy
    below a log start goes), `DataChecker` and `MetadataChecker` (the committed
@@ -45,7 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,6 +64,7 @@ from replog.sim.data_liveness import (
     acked_batches_readable,
     partitions_replicated,
 )
+from replog.sim.fault_mix import ALL_FAULTS, FaultMix
 from replog.sim.invariants import InvariantViolation, SafetyChecker
 from replog.sim.metadata_invariants import MetadataChecker
 from replog.sim.network import CallLost, NetworkFaults, SimNetwork
@@ -85,26 +86,6 @@ DATA_CHECK_S = 0.05
 IMAGE_CHECK_S = 1.0
 CLIENT_ID = 999
 CREATE_EVERY_S = (0.1, 0.5)
-# Each fault's share of the faults phase's draws, in percent; the rest start a stopped node
-# (or restart one cleanly, which starts it too). The crash kinds keep their shares of the
-# issue's fault list: KIP-966 leaving partitions offline after them is checked, not avoided.
-FAULT_WEIGHTS = (
-    ("partition", 20),
-    ("heal", 20),
-    ("kill", 15),
-    ("clean restart", 10),
-    ("power loss", 10),
-    ("whole power loss", 3),
-    ("disk", 4),
-    ("slow disk", 3),
-    ("clock", 3),
-)
-FAULTS = tuple(
-    (fault, total / 100)
-    for (fault, _), total in zip(
-        FAULT_WEIGHTS, itertools.accumulate(w for _, w in FAULT_WEIGHTS), strict=True
-    )
-)
 CALL_TIMEOUT_S = 2.0
 
 
@@ -128,6 +109,7 @@ class SimReport:
     nodes: int
     faults: NetworkFaults
     snapshots: SnapshotShape = field(default_factory=lambda: NO_SNAPSHOTS)
+    fault_mix: FaultMix = ALL_FAULTS  # the fault kinds the seed enables (swarm testing)
     virtual_s: float = 0.0
     kills: int = 0
     clean_restarts: int = 0
@@ -156,6 +138,7 @@ class SimReport:
     def summary(self) -> str:
         return (
             f"seed {self.seed}: clean ({self.nodes} nodes, {self.snapshots.describe()}, "
+            f"{self.fault_mix.describe()}, "
             f"{self.virtual_s:.1f} s simulated, "
             f"{self.kills} kills, {self.clean_restarts} clean restarts, "
             f"{self.power_losses} power losses "
@@ -187,11 +170,14 @@ def simulate(seed: int) -> SimReport:
     streams = [random.Random(rng.getrandbits(64)) for _ in range(3)]
     # Drawn last: the other streams do not depend on how the seed snapshots.
     report.snapshots = SnapshotShape.from_seed(random.Random(rng.getrandbits(64)))
+    # Drawn after it: a seed that enables every fault kind runs as the full mix would.
+    report.fault_mix = FaultMix.from_seed(random.Random(rng.getrandbits(64)))
     cluster = SimCluster(node_ids, loop, network, cluster_rng, report.snapshots)
     checker = SafetyChecker(cluster)
     snapshot_checker = SnapshotChecker(cluster)
     read_checker = ReadChecker()
     specs = topic_specs(len(node_ids))
+    names = {spec.name for spec in specs}
     data_checker = DataChecker(cluster, specs)
     metadata_checker = MetadataChecker()
     workload = DataWorkload(cluster, data_checker, specs, streams[0])
@@ -258,6 +244,9 @@ def simulate(seed: int) -> SimReport:
         "moved log starts seen": snapshot_checker.log_starts_moved,
         "excused losses": data_checker.excused,
         "synced batches kept": synced.checked,
+        "data partitions left leaderless": len(
+            {(topic, index) for topic, index in metadata_checker.left_leaderless if topic in names}
+        ),
     }
     report.acked = [(a.topic, a.partition, a.base_offset, a.acked_ms) for a in workload.acked]
     outcome = hashlib.sha256(checker.committed)
@@ -268,14 +257,6 @@ def simulate(seed: int) -> SimReport:
     report.clock_jumps = node_faults.clock_jumps
     report.clean_restarts = node_faults.clean_restarts
     return report
-
-
-def _draw(roll: float) -> str:
-    """The fault `FAULTS` names for `roll`, a uniform draw in [0, 1)."""
-    for fault, below in FAULTS:
-        if roll < below:
-            return fault
-    return "start"
 
 
 def _controllers(cluster: SimCluster) -> list[tuple[int, QuorumController]]:
@@ -385,7 +366,7 @@ class _Run:
             await asyncio.sleep(rng.uniform(0.1, 1.0))
             up = [n.node_id for n in cluster.up_nodes()]
             down = [i for i in cluster.node_ids if i not in up]
-            fault = _draw(rng.random())
+            fault = self.report.fault_mix.draw(rng.random())
             if fault == "partition":
                 split = rng.randint(1, len(cluster.node_ids) - 1)
                 shuffled = rng.sample(cluster.node_ids, len(cluster.node_ids))

@@ -189,31 +189,32 @@ def simulate(seed: int) -> SimReport:
     unhandled: list[str] = []  # errors asyncio would only log: a callback's, say
     loop.set_exception_handler(lambda _, context: unhandled.append(_unhandled(context)))
     try:
-        while not main.done():
-            loop.run_once()
-            if unhandled:
-                raise InvariantViolation(f"at {loop.now_ms()} ms: {unhandled[0]}")
-            for stopped in node_faults.stop_failed_nodes():
-                run.note(stopped)
-            data_checker.note_iteration()
-            checker.check_states()
-            with node_faults.suspended():
-                checker.check_logs()
-            now = loop.time()
-            if now >= next_data_check:
+        with loop.running():  # this thread's running loop for every iteration
+            while not main.done():
+                loop.run_once()
+                if unhandled:
+                    raise InvariantViolation(f"at {loop.now_ms()} ms: {unhandled[0]}")
+                for stopped in node_faults.stop_failed_nodes():
+                    run.note(stopped)
+                data_checker.note_iteration()
+                checker.check_states()
                 with node_faults.suspended():
-                    metadata_checker.follow(checker.committed)
-                    data_checker.check_replicas()
-                next_data_check = now + DATA_CHECK_S
-            if now >= next_image_check:
-                with node_faults.suspended():
-                    data_checker.check_images(checker.committed)
-                    metadata_checker.follow(checker.committed)
-                    metadata_checker.check_controllers(_controllers(cluster))
-                    read_checker.check(_controllers(cluster), metadata_checker.images)
-                    snapshot_checker.check(metadata_checker.images)
-                    checker.check_durable()
-                next_image_check = now + IMAGE_CHECK_S
+                    checker.check_logs()
+                now = loop.time()
+                if now >= next_data_check:
+                    with node_faults.suspended():
+                        metadata_checker.follow(checker.committed)
+                        data_checker.check_replicas()
+                    next_data_check = now + DATA_CHECK_S
+                if now >= next_image_check:
+                    with node_faults.suspended():
+                        metadata_checker.follow(checker.committed)
+                        data_checker.check_images(metadata_checker.images)
+                        metadata_checker.check_controllers(_controllers(cluster))
+                        read_checker.check(_controllers(cluster), metadata_checker.images)
+                        snapshot_checker.check(metadata_checker.images)
+                        checker.check_durable()
+                    next_image_check = now + IMAGE_CHECK_S
         main.result()
         with node_faults.suspended():
             checker.check_logs(whole=True)
@@ -223,7 +224,7 @@ def simulate(seed: int) -> SimReport:
             snapshot_checker.check(metadata_checker.images)
             checker.check_durable()
             data_checker.check_replicas()
-            data_checker.check_images(checker.committed)
+            data_checker.check_images(metadata_checker.images)
     except (InvariantViolation, AssertionError) as exc:
         raise SimulationFailure(seed, str(exc)) from exc
     finally:

@@ -103,11 +103,15 @@ class RaftStorage:
         return self.log.log_end_offset
 
     def epoch_starts(self) -> Sequence[EpochStart]:
-        start = self.log.log_start_offset
-        return [
+        # An epoch begun below the log start begins at it; none begins at the log end (an
+        # empty log after its prefix went up to its end holds no epoch, as the core's
+        # `LogSummary` says).
+        start, end = self.log.log_start_offset, self.log.log_end_offset
+        starts = (
             EpochStart(entry.leader_epoch, max(entry.start_offset, start))
             for entry in self.log.leader_epoch_cache.entries()
-        ]
+        )
+        return [epoch for epoch in starts if epoch.start_offset < end]
 
     def read(self, start_offset: int, max_bytes: int) -> bytes:
         return self.log.read(start_offset, max_bytes, min_one_message=True)

@@ -6,6 +6,8 @@ Rules:
 - What a data batch does to the image is the caller's (`replay_batch`), so each checker checks
   its own records while replaying; if it raises, the batches replayed before stay recorded and
   `image` stays where the last complete `follow` left it.
+- `records_at(end)`: the records of the image at a batch end, which the checks compare with
+  what nodes hold, made once per end (an image never changes).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
+from replog.quorum.metadata.records import MetadataRecord
+from replog.quorum.metadata.snapshot import image_to_records
 from replog.record.header import iter_frames, read_header
 
 ReplayBatch = Callable[[MetadataImage, bytes | bytearray, int, MetadataProvenance], MetadataImage]
@@ -24,6 +28,7 @@ class CommittedImages:
         self.image = MetadataImage.EMPTY
         self.by_end: dict[int, MetadataImage] = {0: self.image}  # by batch end (exclusive)
         self._replayed = 0  # bytes of the committed log replayed
+        self._records: dict[int, tuple[MetadataRecord, ...]] = {}  # by batch end (`records_at`)
 
     @property
     def end(self) -> int:
@@ -44,3 +49,10 @@ class CommittedImages:
             self.by_end[header.next_offset] = image
             self._replayed = position + size
         self.image = image
+
+    def records_at(self, end: int) -> tuple[MetadataRecord, ...]:
+        """`image_to_records` of the image at batch end `end` (in `by_end`), made once."""
+        records = self._records.get(end)
+        if records is None:
+            records = self._records[end] = tuple(image_to_records(self.by_end[end]))
+        return records

@@ -24,9 +24,9 @@ Rules (Kafka's replication guarantees, docs/design/replication.md):
   iteration later (`ParkedFetch`): a replica that stopped leading in the iteration that
   answered, or since, may have answered while it led; one that stopped earlier may not.
 - Each broker's metadata image equals the replay of the committed metadata log up to the
-  image's offset (`check_images`, at check points).
+  image's offset (`check_images`, at check points, on the metadata checker's replay).
 The cost stays incremental: each replica (node, incarnation, partition) is read only from the
-offset where the last check stopped; the metadata log is replayed once, batch by batch.
+offset where the last check stopped; a broker's image is serialized once.
 """
 
 from __future__ import annotations
@@ -34,11 +34,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from replog.quorum.metadata.delta import MetadataDelta
-from replog.quorum.metadata.image import MetadataImage, MetadataProvenance
-from replog.quorum.metadata.record_codec import decode_record
+from replog.quorum.metadata.image import MetadataImage
 from replog.quorum.metadata.snapshot import image_to_records
-from replog.record import RecordBatch
 from replog.record.header import iter_frames, read_header
 from replog.replication.messages import FetchRequest, FetchResponse
 from replog.server.broker.broker_runtime import BrokerRuntime
@@ -120,7 +117,7 @@ class DataChecker:
         self.histories: dict[tuple[str, int], PartitionHistory] = {}
         self._checked_to: dict[tuple[int, int, str, int], int] = {}  # replica -> offset
         self._leader_hws: dict[tuple[int, int, str, int, int], int] = {}
-        self._images = CommittedImages()
+        self._equal_images: dict[int, MetadataImage] = {}  # node -> its image found equal
         self.checks = 0
         self.images_checked = 0
         self._found: list[str] = []  # breaks seen inside a call, raised at the next check
@@ -355,43 +352,29 @@ class DataChecker:
 
     # --- metadata images --------------------------------------------------------------------
 
-    def check_images(self, committed: bytes | bytearray) -> None:
-        """Replay what is new in `committed` (the longest committed metadata log seen), then
-        compare each broker's published image with the replay at its offset."""
-        self._replay(committed)
+    def check_images(self, images: CommittedImages) -> None:
+        """Compare each broker's published image with `images`' replay of the committed
+        metadata log at its offset; a broker image found equal is not serialized again while
+        the broker keeps it (an image never changes)."""
         for node in self._cluster.up_nodes():
             broker = node.broker
             if broker is None:
                 continue
             image = broker.image
             end = image.provenance.last_offset + 1
-            if end <= 0 or end > self._images.end:
+            if end <= 0 or end > images.end:
                 continue  # not published yet, or beyond what the run has seen committed
-            expected = self._images.by_end.get(end)
-            if expected is None:
+            if end not in images.by_end:
                 raise InvariantViolation(
                     f"node {node.node_id}'s metadata image ends at offset {end - 1}, which is "
                     "not the end of a committed batch"
                 )
             self.images_checked += 1
-            if image_to_records(image) != image_to_records(expected):
+            if self._equal_images.get(node.node_id) is image:
+                continue
+            if tuple(image_to_records(image)) != images.records_at(end):
                 raise InvariantViolation(
                     f"node {node.node_id}'s metadata image at offset {end - 1} differs from a "
                     "replay of the committed metadata log"
                 )
-
-    def _replay(self, committed: bytes | bytearray) -> None:
-        self._images.follow(committed, self._replay_batch)
-
-    def _replay_batch(
-        self,
-        image: MetadataImage,
-        committed: bytes | bytearray,
-        position: int,
-        provenance: MetadataProvenance,
-    ) -> MetadataImage:
-        delta = MetadataDelta(image)
-        for record in RecordBatch.parse(committed, position):
-            assert record.value is not None
-            delta.replay(decode_record(record.value), record.offset)
-        return delta.apply(provenance)
+            self._equal_images[node.node_id] = image

@@ -87,16 +87,16 @@ class SafetyChecker:
                 continue  # down, or its driver did not run: nothing of its state changed
             looked_at[node.node_id] = node.steps
             now = self._cluster.loop.now_ms()
-            status = raft.status()
-            if status.role == "leader":
-                known = self.leaders.setdefault(status.quorum_epoch, status.node_id)
-                if known != status.node_id:
+            core = raft.node  # its parts, not `status()`: this runs after most iterations
+            election = core.election_state
+            if core.role == "leader":
+                known = self.leaders.setdefault(election.quorum_epoch, core.node_id)
+                if known != core.node_id:
                     raise InvariantViolation(
-                        f"at {now} ms two leaders in quorum epoch {status.quorum_epoch}: "
-                        f"nodes {known} and {status.node_id}"
+                        f"at {now} ms two leaders in quorum epoch {election.quorum_epoch}: "
+                        f"nodes {known} and {core.node_id}"
                     )
             key = (node.node_id, node.incarnation)
-            election = raft.node.election_state
             last_election = self._elections.get(key)
             if last_election is not None and last_election != election:
                 problem = last_election.successor_problem(election)
@@ -106,14 +106,15 @@ class SafetyChecker:
                         f"{problem}"
                     )
             self._elections[key] = election
-            if status.high_watermark_known:
+            high_watermark = core.learned_high_watermark()
+            if high_watermark is not None:
                 last = self._high_watermarks.get(key, -1)
-                if status.high_watermark < last:
+                if high_watermark < last:
                     raise InvariantViolation(
                         f"at {now} ms node {node.node_id}'s high watermark moved back from "
-                        f"{last} to {status.high_watermark}"
+                        f"{last} to {high_watermark}"
                     )
-                self._high_watermarks[key] = status.high_watermark
+                self._high_watermarks[key] = high_watermark
 
     def check_logs(self, *, whole: bool = False) -> None:
         """The committed history rule: reads what each node committed since the last look
@@ -121,8 +122,9 @@ class SafetyChecker:
         now = self._cluster.loop.now_ms()
         committed = self.committed
         looked_at, unplaced = self._log_looked_at, self._unplaced
-        for node in self._cluster.up_nodes():
-            assert node.raft is not None
+        for node in self._cluster.nodes.values():  # no list made: it runs every iteration
+            if node.raft is None:
+                continue  # down
             if not whole and looked_at.get(node.node_id) == node.steps:
                 continue
             looked_at[node.node_id] = node.steps

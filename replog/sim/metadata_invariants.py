@@ -46,7 +46,6 @@ from replog.quorum.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
 )
-from replog.quorum.metadata.snapshot import image_to_records
 from replog.record import RecordBatch
 from replog.sim.committed_images import CommittedImages
 from replog.sim.invariants import InvariantViolation
@@ -65,6 +64,8 @@ class MetadataChecker:
         self.controller_views = 0
         # Called with the image after each committed data batch (a checker of its own).
         self.after_batch: list[Callable[[MetadataImage], None]] = []
+        # (topic, partition) of each partition a committed record left without a leader
+        self.left_leaderless: set[tuple[str, int]] = set()
 
     @property
     def images(self) -> CommittedImages:
@@ -92,8 +93,7 @@ class MetadataChecker:
             end = controller.last_committed_offset + 1
             if end > replayed_end:
                 continue  # beyond what the run has seen committed
-            expected = self._images.by_end.get(end)
-            if expected is None:
+            if end not in self._images.by_end:
                 raise InvariantViolation(
                     f"controller {node_id}'s committed offset {end - 1} is not the end of a "
                     "committed batch"
@@ -109,7 +109,7 @@ class MetadataChecker:
                     )
                 actual = controller.snapshot_records()
             self.controller_views += 1
-            if tuple(actual) != tuple(image_to_records(expected)):
+            if tuple(actual) != self._images.records_at(end):
                 role = "active" if controller.is_active else "standby"
                 raise InvariantViolation(
                     f"{role} controller {node_id}'s committed view at offset {end - 1} differs "
@@ -136,6 +136,9 @@ class MetadataChecker:
                     after = delta.topic_deltas[metadata.topic_id].partition(metadata.partition_id)
                     assert after is not None
                     self.partition_records += 1
+                    if after.leader == NO_LEADER and (before is None or before.leader != NO_LEADER):
+                        topic = delta.topic_deltas[metadata.topic_id].name
+                        self.left_leaderless.add((topic, metadata.partition_id))
                     self._check_epochs(metadata, after, record.offset)
                     check_choices(delta, metadata, before, after, record.offset)
         except InvariantViolation:

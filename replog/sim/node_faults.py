@@ -32,11 +32,10 @@ Rules:
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from replog.errors import KafkaStorageError
@@ -68,6 +67,19 @@ class _SlowDisk:
     sync_ms: int
 
 
+class _Suspension:
+    """`NodeFaults.suspended`'s context: the faults off within, on again after."""
+
+    def __init__(self, suspend: Callable[[bool], None]) -> None:
+        self._suspend = suspend
+
+    def __enter__(self) -> None:
+        self._suspend(True)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._suspend(False)
+
+
 class NodeFaults:
     """The faults of the nodes' machines in one run (module docstring)."""
 
@@ -77,6 +89,7 @@ class NodeFaults:
         self.failed_disk: _DiskFault | None = None
         self.slow: dict[int, _SlowDisk] = {}
         self._suspended = False
+        self._suspension = _Suspension(self._suspend)
         self._healed = False
         # node -> how its disk failed it (an EIO's operation, or "full") since it last started
         self._failed_it: dict[int, str] = {}
@@ -116,14 +129,13 @@ class NodeFaults:
 
         return on_operation
 
-    @contextlib.contextmanager
-    def suspended(self) -> Iterator[None]:
-        """No fault fires and no disk is slow meanwhile (module Rules)."""
-        self._suspended = True
-        try:
-            yield
-        finally:
-            self._suspended = False
+    def suspended(self) -> _Suspension:
+        """No fault fires and no disk is slow meanwhile (module Rules); one object, not a
+        generator, since the checks suspend the faults after every iteration of the loop."""
+        return self._suspension
+
+    def _suspend(self, suspended: bool) -> None:
+        self._suspended = suspended
 
     # --- the faults ---------------------------------------------------------------------------
 

@@ -9,19 +9,20 @@ A run, all of it decided by its seed:
    delays, drops, duplicates and reorders messages at the seed's rates and partitions the
    nodes; nodes are killed (kill -9), stopped cleanly and restarted (a rolling restart's
    stop: controlled shutdown, the clean-shutdown marker), lose power alone or all together,
-   and restart; a node's
-   disk fails or fills up, turns slow, its wall clock jumps (`node_faults`: a node stops on a
-   disk failure, as a node process does). The data workload (`workload`) produces (acks 0, 1
-   and all, idempotent) and consumes; the operator's admin client (`admin`) adds partitions,
-   changes a config, reassigns partitions and asks for preferred elections on a topic of its
-   own. `SafetyChecker` runs after every iteration of the loop (the log rule too: a node's
-   log start moves up to a snapshot only loop turns after its high watermark passed it, so
-   the committed history sees every batch before the last copy below a log start goes), as
-   does `LeaderAnnouncements` (a node's state machine hears of its own leadership only after
-   its epoch start), `DataChecker` and `MetadataChecker` (the committed metadata log's
-   partition records, and `SweepProgress`, the sweep of fenced brokers, with the controllers'
-   step of partition changes drawn per seed) every `DATA_CHECK_S`, `DataChecker` also before
-   every power loss (its images, each controller's committed view and the durability of the
+   and restart; a node's disk fails or fills up, turns slow, its wall clock jumps
+   (`node_faults`: a node stops on a disk failure, as a node process does); which of these
+   kinds strike is the seed's (`fault_mix`: swarm testing, so runs end in varied states).
+   The data workload (`workload`) produces (acks 0, 1 and all, idempotent) and consumes; the
+   operator's admin client (`admin`) adds partitions, changes a config, reassigns partitions
+   and asks for preferred elections on a topic of its own. `SafetyChecker` runs after every
+   iteration of the loop (the log rule too: a node's log start moves up to a snapshot only
+   loop turns after its high watermark passed it, so the committed history sees every batch
+   before the last copy below a log start goes), as does `LeaderAnnouncements` (a node's state
+   machine hears of its own leadership only after its epoch start), `DataChecker` and
+   `MetadataChecker` (the committed metadata log's partition records, and `SweepProgress`,
+   the sweep of fenced brokers, with the controllers' step of partition changes drawn per
+   seed) every `DATA_CHECK_S`, `DataChecker` also before every power loss (its images, each
+   controller's committed view and the durability of the
    committed metadata log, every `IMAGE_CHECK_S`, as are `ReadChecker`, each controller's
    reads, and `SnapshotChecker`, the nodes' metadata snapshots and log starts, in the seeds
    whose `SnapshotShape` takes snapshots); around every power loss `SyncedData` checks that
@@ -54,7 +55,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,6 +75,7 @@ from replog.sim.data_liveness import (
     acked_batches_readable,
     partitions_replicated,
 )
+from replog.sim.fault_mix import ALL_FAULTS, FaultMix
 from replog.sim.invariants import InvariantViolation, SafetyChecker
 from replog.sim.leader_announcements import LeaderAnnouncements
 from replog.sim.metadata_invariants import MetadataChecker
@@ -98,26 +99,6 @@ DATA_CHECK_S = 0.05
 IMAGE_CHECK_S = 1.0
 CLIENT_ID = 999
 CREATE_EVERY_S = (0.1, 0.5)
-# Each fault's share of the faults phase's draws, in percent; the rest start a stopped node
-# (or restart one cleanly, which starts it too). The crash kinds keep their shares of the
-# issue's fault list: KIP-966 leaving partitions offline after them is checked, not avoided.
-FAULT_WEIGHTS = (
-    ("partition", 20),
-    ("heal", 20),
-    ("kill", 15),
-    ("clean restart", 10),
-    ("power loss", 10),
-    ("whole power loss", 3),
-    ("disk", 4),
-    ("slow disk", 3),
-    ("clock", 3),
-)
-FAULTS = tuple(
-    (fault, total / 100)
-    for (fault, _), total in zip(
-        FAULT_WEIGHTS, itertools.accumulate(w for _, w in FAULT_WEIGHTS), strict=True
-    )
-)
 CALL_TIMEOUT_S = 2.0
 # Broker-only nodes (Raft observers of the metadata log) beside the voters, drawn per seed.
 OBSERVERS = (0, 1, 2)
@@ -146,6 +127,7 @@ class SimReport:
     snapshots: SnapshotShape = field(default_factory=lambda: NO_SNAPSHOTS)
     partition_changes_per_step: int = STEP_CHOICES[0]  # the controllers' step of moves
     observer_ids: tuple[int, ...] = ()  # the broker-only nodes
+    fault_mix: FaultMix = ALL_FAULTS  # the fault kinds the seed enables (swarm testing)
     virtual_s: float = 0.0
     kills: int = 0
     clean_restarts: int = 0
@@ -175,6 +157,7 @@ class SimReport:
         return (
             f"seed {self.seed}: clean ({self.nodes} combined nodes and {len(self.observer_ids)} "
             f"broker-only, {self.snapshots.describe()}, "
+            f"{self.fault_mix.describe()}, "
             f"steps of {self.partition_changes_per_step} partition changes, "
             f"{self.virtual_s:.1f} s simulated, "
             f"{self.kills} kills, {self.clean_restarts} clean restarts, "
@@ -211,6 +194,8 @@ def simulate(seed: int) -> SimReport:
     report.partition_changes_per_step = random.Random(rng.getrandbits(64)).choice(STEP_CHOICES)
     observers = random.Random(rng.getrandbits(64)).choice(OBSERVERS)
     report.observer_ids = tuple(range(OBSERVER_BASE_ID, OBSERVER_BASE_ID + observers))
+    # Drawn after them: a seed that enables every fault kind runs as the full mix would.
+    report.fault_mix = FaultMix.from_seed(random.Random(rng.getrandbits(64)))
     cluster = SimCluster(
         node_ids,
         loop,
@@ -226,6 +211,7 @@ def simulate(seed: int) -> SimReport:
     snapshot_checker = SnapshotChecker(cluster)
     read_checker = ReadChecker()
     specs = topic_specs(len(node_ids))
+    names = {spec.name for spec in specs}
     data_checker = DataChecker(cluster, specs)
     metadata_checker = MetadataChecker()
     sweep = SweepProgress()
@@ -241,32 +227,33 @@ def simulate(seed: int) -> SimReport:
     unhandled: list[str] = []  # errors asyncio would only log: a callback's, say
     loop.set_exception_handler(lambda _, context: unhandled.append(_unhandled(context)))
     try:
-        while not main.done():
-            loop.run_once()
-            if unhandled:
-                raise InvariantViolation(f"at {loop.now_ms()} ms: {unhandled[0]}")
-            for stopped in node_faults.stop_failed_nodes():
-                run.note(stopped)
-            data_checker.note_iteration()
-            checker.check_states()
-            announcements.check()
-            with node_faults.suspended():
-                checker.check_logs()
-            now = loop.time()
-            if now >= next_data_check:
+        with loop.running():  # this thread's running loop for every iteration
+            while not main.done():
+                loop.run_once()
+                if unhandled:
+                    raise InvariantViolation(f"at {loop.now_ms()} ms: {unhandled[0]}")
+                for stopped in node_faults.stop_failed_nodes():
+                    run.note(stopped)
+                data_checker.note_iteration()
+                checker.check_states()
+                announcements.check()
                 with node_faults.suspended():
-                    metadata_checker.follow(checker.committed)
-                    data_checker.check_replicas()
-                next_data_check = now + DATA_CHECK_S
-            if now >= next_image_check:
-                with node_faults.suspended():
-                    data_checker.check_images(checker.committed)
-                    metadata_checker.follow(checker.committed)
-                    metadata_checker.check_controllers(_controllers(cluster))
-                    read_checker.check(_controllers(cluster), metadata_checker.images)
-                    snapshot_checker.check(metadata_checker.images)
-                    checker.check_durable()
-                next_image_check = now + IMAGE_CHECK_S
+                    checker.check_logs()
+                now = loop.time()
+                if now >= next_data_check:
+                    with node_faults.suspended():
+                        metadata_checker.follow(checker.committed)
+                        data_checker.check_replicas()
+                    next_data_check = now + DATA_CHECK_S
+                if now >= next_image_check:
+                    with node_faults.suspended():
+                        metadata_checker.follow(checker.committed)
+                        data_checker.check_images(metadata_checker.images)
+                        metadata_checker.check_controllers(_controllers(cluster))
+                        read_checker.check(_controllers(cluster), metadata_checker.images)
+                        snapshot_checker.check(metadata_checker.images)
+                        checker.check_durable()
+                    next_image_check = now + IMAGE_CHECK_S
         main.result()
         with node_faults.suspended():
             checker.check_logs(whole=True)
@@ -276,7 +263,7 @@ def simulate(seed: int) -> SimReport:
             snapshot_checker.check(metadata_checker.images)
             checker.check_durable()
             data_checker.check_replicas()
-            data_checker.check_images(checker.committed)
+            data_checker.check_images(metadata_checker.images)
             admin.check(metadata_checker.images.image)
     except (InvariantViolation, AssertionError) as exc:
         raise SimulationFailure(seed, str(exc)) from exc
@@ -302,6 +289,9 @@ def simulate(seed: int) -> SimReport:
         "own leaderships announced": announcements.announcements,
         "batches naming a fenced broker": sweep.batches_naming,
         "longest sweep stall (batches)": sweep.longest_stall,
+        "data partitions left leaderless": len(
+            {(topic, index) for topic, index in metadata_checker.left_leaderless if topic in names}
+        ),
     }
     report.acked = [(a.topic, a.partition, a.base_offset, a.acked_ms) for a in workload.acked]
     outcome = hashlib.sha256(checker.committed)
@@ -312,14 +302,6 @@ def simulate(seed: int) -> SimReport:
     report.clock_jumps = node_faults.clock_jumps
     report.clean_restarts = node_faults.clean_restarts
     return report
-
-
-def _draw(roll: float) -> str:
-    """The fault `FAULTS` names for `roll`, a uniform draw in [0, 1)."""
-    for fault, below in FAULTS:
-        if roll < below:
-            return fault
-    return "start"
 
 
 def _controllers(cluster: SimCluster) -> list[tuple[int, QuorumController]]:
@@ -441,7 +423,7 @@ class _Run:
             await asyncio.sleep(rng.uniform(0.1, 1.0))
             up = [n.node_id for n in cluster.up_nodes()]
             down = [i for i in cluster.node_ids if i not in up]
-            fault = _draw(rng.random())
+            fault = self.report.fault_mix.draw(rng.random())
             if fault == "partition":
                 split = rng.randint(1, len(cluster.node_ids) - 1)
                 shuffled = rng.sample(cluster.node_ids, len(cluster.node_ids))

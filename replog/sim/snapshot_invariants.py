@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from replog.quorum.metadata.record_batches import decode_snapshot
-from replog.quorum.metadata.snapshot import image_to_records
 from replog.quorum.raft.snapshot_id import SnapshotId
 from replog.sim.cluster import SimCluster
 from replog.sim.committed_images import CommittedImages
@@ -73,7 +72,7 @@ class SnapshotChecker:
                 f"({expected.provenance.snapshot_id()})"
             )
         records = decode_snapshot(read(snapshot_id), where=f"node {node_id}: {snapshot_id}")
-        if tuple(records) != tuple(image_to_records(expected)):
+        if tuple(records) != images.records_at(snapshot_id.end_offset):
             raise InvariantViolation(
                 f"{at} differs from the replay of the committed metadata log up to its end"
             )

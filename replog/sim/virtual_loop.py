@@ -30,9 +30,10 @@ from __future__ import annotations
 import asyncio
 import asyncio.events as asyncio_events
 import concurrent.futures
+import contextlib
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 __all__ = ["SimulationIdleError", "VirtualLoop"]
@@ -70,6 +71,7 @@ class VirtualLoop(asyncio.BaseEventLoop):
     def __init__(self, start_s: float = 0.0) -> None:
         super().__init__()
         self._now = float(start_s)
+        self._now_ms = math.floor(self._now * 1000 + 1e-6)
         self._selector = _NoIo(self)
         self._clock_resolution = 1e-9
         self._thread_id_at_start = threading.get_ident()
@@ -82,11 +84,13 @@ class VirtualLoop(asyncio.BaseEventLoop):
 
     def now_ms(self) -> int:
         """The virtual time in whole milliseconds (what replog's shells take as `clock`); a
-        nanosecond of slack absorbs the float sums of the clock's advances."""
-        return math.floor(self._now * 1000 + 1e-6)
+        nanosecond of slack absorbs the float sums of the clock's advances. Computed when the
+        clock moves: the shells read it far more often."""
+        return self._now_ms
 
     def _advance(self, seconds: float) -> None:
         self._now += seconds
+        self._now_ms = math.floor(self._now * 1000 + 1e-6)
 
     def block(self, seconds: float) -> None:
         """The code running now takes `seconds` of virtual time (module Rules)."""
@@ -104,9 +108,17 @@ class VirtualLoop(asyncio.BaseEventLoop):
         if asyncio_events._get_running_loop() is self:
             self._run_once()  # type: ignore[attr-defined]  # asyncio's own iteration
             return
+        with self.running():
+            self._run_once()  # type: ignore[attr-defined]
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """This loop is this thread's running loop meanwhile, so that a sequence of `run_once`
+        calls does not set and unset it each time (`run_until_complete` is not called
+        within)."""
         asyncio_events._set_running_loop(self)
         try:
-            self._run_once()  # type: ignore[attr-defined]
+            yield
         finally:
             asyncio_events._set_running_loop(None)
 

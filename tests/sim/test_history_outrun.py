@@ -20,9 +20,10 @@ SPARSE_S = 0.05
 def test_a_burst_past_the_log_start_is_in_the_history() -> None:
     report = simulate(SEED)
     assert report.data["moved log starts seen"] > 0
-    assert report.data["offline partitions"] == report.data[
-        "offline partitions healed by unclean election"
-    ]
+    assert (
+        report.data["offline partitions"]
+        == report.data["offline partitions healed by unclean election"]
+    )
 
 
 def _looks_every_50_ms(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ import pytest
 from replog.errors import KafkaStorageError
 from replog.quorum.raft.election_state import ElectionState
 from replog.quorum.raft.log_view import EpochStart
+from replog.quorum.raft.log_view import summarize
 from replog.quorum.raft.ready import (
     AppendBatches,
     DeleteLogPrefix,
@@ -122,3 +123,25 @@ def test_a_log_emptied_up_to_its_snapshot_names_no_epoch_start() -> None:
     assert list(storage.epoch_starts()) == []
     append(storage, 1, quorum_epoch=5)
     assert list(storage.epoch_starts()) == [EpochStart(5, 4)]
+
+
+def test_a_log_whose_prefix_went_up_to_its_end_holds_no_epoch() -> None:
+    """The log's epochs as the core's `LogSummary` counts them: an epoch begun below the log
+    start begins at it, and an empty log (its prefix deleted up to its end, behind a
+    snapshot there) holds none, where the leader-epoch cache still names the last epoch."""
+    clock = ManualClock(T0)
+    storage = RaftStorage(METADATA_DIR, [1, 2, 3], fs=MemoryFileSystem(clock=clock), clock=clock)
+    append(storage, 4, quorum_epoch=3)
+    append(storage, 2, quorum_epoch=8)
+    storage.flush()
+    inside = SnapshotId(end_offset=5, quorum_epoch=8)
+    committed = Ready(None, (WriteSnapshot(inside, b"state at 5"),), True, (), (), 6, None)
+    storage.apply(committed)
+    storage.apply(ready(DeleteLogPrefix(5)))
+    assert [(e.quorum_epoch, e.start_offset) for e in storage.epoch_starts()] == [(8, 5)]
+    at_end = SnapshotId(end_offset=6, quorum_epoch=8)
+    storage.apply(ready(WriteSnapshot(at_end, b"state at 6"), DeleteLogPrefix(6)))
+    assert storage.log.leader_epoch_cache.entries()  # the cache keeps epoch 8
+    assert list(storage.epoch_starts()) == []
+    summary = summarize(storage)
+    assert (summary.log_start_offset, summary.log_end_offset, summary.epoch_starts) == (6, 6, ())

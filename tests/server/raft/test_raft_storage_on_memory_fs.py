@@ -9,8 +9,7 @@ import pytest
 
 from replog.errors import KafkaStorageError
 from replog.quorum.raft.election_state import ElectionState
-from replog.quorum.raft.log_view import EpochStart
-from replog.quorum.raft.log_view import summarize
+from replog.quorum.raft.log_view import EpochStart, summarize
 from replog.quorum.raft.ready import (
     AppendBatches,
     DeleteLogPrefix,

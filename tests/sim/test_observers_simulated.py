@@ -34,7 +34,7 @@ def test_observers_counted_as_voters_are_caught(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(RaftNode, "_record_progress", counted)
     caught_within(
-        range(40),
+        range(100),
         "hold the committed metadata log|lost or replaced|below the high watermark|"
         "acknowledged topic creations lost|acknowledged record lost",
     )

@@ -258,7 +258,10 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         (_answers_before_commit, "acknowledged topic creations lost"),
         (_renounce_without_revert, "MetadataReplayError|does not replay|differs from a replay"),
         (_fenced_brokers_elected, "was elected leader|joined the ISR"),
-        (_fencing_keeps_isrs, f"{LOST_ACKED}|unregistered broker|not led and fully replicated"),
+        (
+            _fencing_keeps_isrs,
+            f"{LOST_ACKED}|unregistered broker|not led and fully replicated|does not sweep them",
+        ),
         (_leaderless_left, "not led and fully replicated in time"),
     ],
     ids=[

@@ -11,10 +11,13 @@ A run, all of it decided by its seed:
    and restart; a node's
    disk fails or fills up, turns slow, its wall clock jumps (`node_faults`: a node stops on a
    disk failure, as a node process does). The data workload (`workload`) produces (acks 0, 1
-   and all, idempotent) and consumes. `SafetyChecker` runs after every iteration of the loop
-   (the log rule too: a node's log start moves up to a snapshot only loop turns after its
-   high watermark passed it, so the committed history sees every batch before the last copy
-   below a log start goes), `DataChecker` and `MetadataChecker` (the committed
+   and all, idempotent) and consumes; the transactional workload (`txn_workload`) runs
+   transactions across two partitions through the brokers' transaction coordinators, with
+   zombie instances, and read_committed consumers, whose every answer `TxnChecker` checks
+   (a break raised after the iteration that saw it). `SafetyChecker` runs after every
+   iteration of the loop (the log rule too: a node's log start moves up to a snapshot only
+   loop turns after its high watermark passed it, so the committed history sees every batch
+   before the last copy below a log start goes), `DataChecker` and `MetadataChecker` (the committed
    metadata log's partition records) every `DATA_CHECK_S`, `DataChecker` also before every
    power loss (its images, each controller's committed view and the durability of the
    committed metadata log, every `IMAGE_CHECK_S`, as are `ReadChecker`, each controller's
@@ -37,6 +40,7 @@ A run, all of it decided by its seed:
    (`replog elect-leaders --election-type unclean`: ElectLeaders UNCLEAN at the active
    controller), and within `LIVENESS_BOUND_S` of asking, every data partition has a leader
    and its full ISR; what the elected replica lacked is lost, by the operator's choice.
+   Then every transaction finishes within `TXN_FINISHED_BOUND_S` (`txn_liveness`).
 A break raises `SimulationFailure`, whose message names the seed and the command that replays
 it; the same seed on the same code replays the run byte for byte.
 """
@@ -56,7 +60,7 @@ from replog.pb import controller_pb2 as pb
 from replog.quorum.controller.controller import QuorumController
 from replog.server.controller.controller_service import ControllerService
 from replog.server.raft.raft_driver import RaftDriver
-from replog.sim.cluster import SimCluster
+from replog.sim.cluster import STATE_PARTITIONS, SimCluster
 from replog.sim.controller_reads import ReadChecker
 from replog.sim.data_invariants import DataChecker
 from replog.sim.data_liveness import (
@@ -71,6 +75,9 @@ from replog.sim.node_faults import NodeFaults
 from replog.sim.snapshot_invariants import SnapshotChecker
 from replog.sim.snapshot_shape import NO_SNAPSHOTS, SnapshotShape
 from replog.sim.synced_data import SyncedData
+from replog.sim.txn_invariants import TxnChecker
+from replog.sim.txn_liveness import TXN_FINISHED_BOUND_S, transactions_finished
+from replog.sim.txn_workload import TxnWorkload
 from replog.sim.virtual_loop import VirtualLoop
 from replog.sim.workload import DataWorkload, topic_specs
 
@@ -187,15 +194,20 @@ def simulate(seed: int) -> SimReport:
     streams = [random.Random(rng.getrandbits(64)) for _ in range(3)]
     # Drawn last: the other streams do not depend on how the seed snapshots.
     report.snapshots = SnapshotShape.from_seed(random.Random(rng.getrandbits(64)))
+    txn_rng = random.Random(rng.getrandbits(64))
     cluster = SimCluster(node_ids, loop, network, cluster_rng, report.snapshots)
     checker = SafetyChecker(cluster)
     snapshot_checker = SnapshotChecker(cluster)
     read_checker = ReadChecker()
-    specs = topic_specs(len(node_ids))
+    specs = topic_specs(len(node_ids), STATE_PARTITIONS)
     data_checker = DataChecker(cluster, specs)
     metadata_checker = MetadataChecker()
     workload = DataWorkload(cluster, data_checker, specs, streams[0])
+    txn_checker = TxnChecker(cluster, data_checker, STATE_PARTITIONS)
+    (txn_spec,) = [spec for spec in specs if spec.kind == "transactional"]
+    txn_workload = TxnWorkload(workload, txn_checker, txn_spec, txn_rng)
     run = _Run(cluster, report, streams[1], workload, lambda: checker.committed)
+    run.txn = txn_workload
     node_faults = run.node_faults = NodeFaults(cluster, streams[2])
     synced = SyncedData(cluster, specs, node_faults.suspended)
     main = loop.create_task(run.main())
@@ -207,6 +219,8 @@ def simulate(seed: int) -> SimReport:
             loop.run_once()
             if unhandled:
                 raise InvariantViolation(f"at {loop.now_ms()} ms: {unhandled[0]}")
+            if txn_checker.found:
+                raise InvariantViolation(txn_checker.found[0])
             for stopped in node_faults.stop_failed_nodes():
                 run.note(stopped)
             data_checker.note_iteration()
@@ -241,6 +255,7 @@ def simulate(seed: int) -> SimReport:
     except (InvariantViolation, AssertionError) as exc:
         raise SimulationFailure(seed, str(exc)) from exc
     finally:
+        txn_workload.stop()
         workload.stop()
         loop.run_until_complete(cluster.stop_all())
         _end_every_task(loop)
@@ -258,6 +273,7 @@ def simulate(seed: int) -> SimReport:
         "moved log starts seen": snapshot_checker.log_starts_moved,
         "excused losses": data_checker.excused,
         "synced batches kept": synced.checked,
+        **txn_checker.report(),
     }
     report.acked = [(a.topic, a.partition, a.base_offset, a.acked_ms) for a in workload.acked]
     outcome = hashlib.sha256(checker.committed)
@@ -322,6 +338,7 @@ class _Run:
         self.created = 0
         self.controller_hint: int | None = None
         self.node_faults: NodeFaults | None = None
+        self.txn: TxnWorkload | None = None
 
     def note(self, what: str) -> None:
         self.report.events.append((self.cluster.loop.now_ms(), what))
@@ -333,6 +350,8 @@ class _Run:
         client = asyncio.ensure_future(self.create_topics_forever())
         workload = self.workload
         workload.start()
+        if self.txn is not None:
+            self.txn.start()
         try:
             async with asyncio.timeout(SETUP_BOUND_S):
                 await workload.create_topics()
@@ -369,9 +388,14 @@ class _Run:
             await partitions_replicated(cluster, workload.specs, deadline)
             self.note("data partitions replicated after the operator's unclean elections")
         workload.counts["offline partitions healed by unclean election"] = len(offline)
+        if self.txn is not None:
+            await transactions_finished(cluster, self.txn.checker, TXN_FINISHED_BOUND_S)
+            self.note("transactions finished")
+            self.txn.stop()
         workload.stop()
-        if workload.tasks.failures:
-            raise InvariantViolation(f"a client task failed: {workload.tasks.failures[0]}")
+        failures = [*workload.tasks.failures, *(self.txn.tasks.failures if self.txn else ())]
+        if failures:
+            raise InvariantViolation(f"a client task failed: {failures[0]}")
 
     # --- faults -------------------------------------------------------------------------------
 

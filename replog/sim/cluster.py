@@ -75,7 +75,9 @@ LEADER_IMBALANCE_CHECK_MS = 2000
 # The brokers' settings: a lost message costs a follower its fetch's wait, timeout and
 # backoff (600 ms), well within the ISR's bound, so that a follower leaves the ISR for a
 # partition, a crash or a fenced session, not for one dropped fetch.
-STATE_PARTITIONS = 1  # __transaction_state's partitions
+# __transaction_state's partitions: one coordinator for both transactional ids; each more
+# partition costs the runs a replicated partition and its loads (a second one: 10% more CPU).
+STATE_PARTITIONS = 1
 BROKER_PROPERTIES = {
     "replica.lag.time.max.ms": "1000",
     "replica.fetch.wait.max.ms": "200",

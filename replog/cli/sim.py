@@ -5,12 +5,13 @@ simulator in its server binary.
     replog sim --seed S                         one seed, with what happened, in order
 
 Each seed is one run (`replog.sim.run`): the nodes' real Raft, controller and broker shells
-(the data plane included) on in-memory disks, one virtual clock, idempotent producers with
-acks 0, 1 and all and consumers, a network that delays, drops, duplicates, reorders and
-partitions, nodes killed (kill -9) and losing power alone or all at once, disks that fail,
-fill up or turn slow, wall clocks that jump; the cluster's guarantees are checked after every
-step, and its liveness once the faults stop. A run takes no wall time it does not compute,
-and a seed replays byte for byte.
+(the data plane and the transaction coordinators included) on in-memory disks, one virtual
+clock, idempotent producers with acks 0, 1 and all and consumers, transactional producers
+(their zombies too) and read_committed consumers, a network that delays, drops, duplicates,
+reorders and partitions, nodes killed (kill -9) and losing power alone or all at once, disks
+that fail, fill up or turn slow, wall clocks that jump; the cluster's guarantees are checked
+after every step, and its liveness once the faults stop. A run takes no wall time it does
+not compute, and a seed replays byte for byte.
 
 Prints one line per seed. Exit code 0 only when every seed is clean; the first failing seed
 stops the command, printing what broke and its replay command (exit code 1). The nodes' own

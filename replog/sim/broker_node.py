@@ -1,8 +1,9 @@
 """`simulated_broker`: a node's real `BrokerRuntime` (metadata listener, lifecycle, replica
-manager, fetchers, AlterPartition sender, producer ids, request cores), wired to a simulation
-through its seams: `DataPlaneHost` (the node's in-memory disk, the virtual clock, no threads or
-child processes), the controllers and leaders reached over the simulated network
-(`controller_link`, `replica_fetch_link`), its tasks the node's `SimTasks`.
+manager, fetchers, AlterPartition sender, producer ids, request cores, group and transaction
+coordinators), wired to a simulation through its seams: `DataPlaneHost` (the node's in-memory
+disk, the virtual clock, no threads or child processes), the controllers, leaders and
+transaction coordinators reached over the simulated network (`controller_link`,
+`replica_fetch_link`, `txn_link`), its tasks the node's `SimTasks`.
 
 Rules:
 - The work a node process runs off its event loop runs on the virtual loop: bulk work and
@@ -24,6 +25,7 @@ import asyncio
 import random
 import uuid
 from collections.abc import Callable, Mapping, MutableMapping
+from typing import Any
 
 from replog.clock import Clock
 from replog.errors import KafkaStorageError
@@ -37,6 +39,7 @@ from replog.sim.controller_link import sim_controller_links
 from replog.sim.network import SimNetwork
 from replog.sim.replica_fetch_link import sim_fetch_streams
 from replog.sim.sim_tasks import SimTasks
+from replog.sim.txn_link import SimBrokerCalls
 from replog.sim.virtual_loop import VirtualLoop
 from replog.storage.log_manager import LogManager
 from replog.storage.memory_fs import MemoryFileSystem
@@ -107,10 +110,14 @@ def simulated_broker(
     controller_services: Mapping[int, ControllerService],
     fetch_services: MutableMapping[int, ReplicaFetchService],
     properties: Mapping[str, str],
+    brokers: Callable[[int], BrokerRuntime | None],
+    serving: MutableMapping[asyncio.Task[Any], None] | None = None,
     wall_clock: Clock | None = None,
 ) -> BrokerRuntime:
     """Node `config.broker_id`'s broker role over its Raft driver `raft` (module docstring);
-    `properties`: its Kafka-named settings (log, replica manager). Call before `raft.run`."""
+    `properties`: its Kafka-named settings (log, replica manager, transaction coordinator);
+    `brokers`: the broker running at each node now (None: down), `serving` the run's calls
+    between brokers being served (`txn_link`). Call before `raft.run`."""
     node_id = config.broker_id
     runtime = BrokerRuntime(
         config,
@@ -133,6 +140,7 @@ def simulated_broker(
             fetch_services=fetch_services,
             wall_clock=wall_clock,
         ),
+        txn_calls=SimBrokerCalls(network, node_id, brokers, serving),
     )
     raft.add_stepped_listener(runtime.listener_steps)
     fetch_services[node_id] = runtime.replica_fetch_service

@@ -44,6 +44,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 from replog.clock import Clock
 from replog.quorum.controller.controller_config import ControllerConfig
@@ -68,7 +69,7 @@ from replog.sim.virtual_loop import VirtualLoop
 from replog.storage.log_manager import clean_shutdown_broker_epoch
 from replog.storage.memory_fs import MemoryFileSystem
 
-__all__ = ["CLUSTER_ID", "SimCluster", "SimNode"]
+__all__ = ["CLUSTER_ID", "STATE_PARTITIONS", "SimCluster", "SimNode"]
 
 CLUSTER_ID = "sim-cluster"
 SESSION_TIMEOUT_MS = 1500
@@ -79,11 +80,19 @@ LEADER_IMBALANCE_CHECK_MS = 2000
 # The brokers' settings: a lost message costs a follower its fetch's wait, timeout and
 # backoff (600 ms), well within the ISR's bound, so that a follower leaves the ISR for a
 # partition, a crash or a fenced session, not for one dropped fetch.
+# __transaction_state's partitions: one coordinator for both transactional ids; each more
+# partition costs the runs a replicated partition and its loads (a second one: 10% more CPU).
+STATE_PARTITIONS = 1
 BROKER_PROPERTIES = {
     "replica.lag.time.max.ms": "1000",
     "replica.fetch.wait.max.ms": "200",
     "replica.socket.timeout.ms": "300",
     "replica.fetch.backoff.ms": "100",
+    # The transaction coordinator on the run's time scale: few state partitions, appends and
+    # markers bounded within the call timeouts, timed-out transactions aborted within a second.
+    "transaction.state.log.num.partitions": str(STATE_PARTITIONS),
+    "request.timeout.ms": "1500",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
 # The wall clocks' time at the start of a run: a real date, so that a clock jumping back
 # gives timestamps a real clock could (never negative, never Kafka's "no timestamp", -1).
@@ -189,6 +198,9 @@ class SimCluster:
         )
         # Called with each Raft driver a start makes, before it runs (a checker's listener).
         self.on_raft_driver: list[Callable[[int, RaftDriver], None]] = []
+        # Calls between brokers being served (`txn_link`), in start order, as `SimTasks` keeps
+        # a node's: one to a node that died with it is cancelled at the end (`stop_all`).
+        self.serving: dict[asyncio.Task[Any], None] = {}
         self.nodes: dict[int, SimNode] = {}
         for i in self.node_ids:  # each disk's file times read its node's wall clock
             self.nodes[i] = SimNode(i, MemoryFileSystem(clock=self.wall_clock(i)))
@@ -269,6 +281,8 @@ class SimCluster:
             controller_services=self.services,
             fetch_services=self.fetch_services,
             properties=BROKER_PROPERTIES,
+            brokers=lambda i: self.nodes[i].broker,
+            serving=self.serving,
             wall_clock=self.wall_clock(node_id),
         )
         if node_id in self.observer_ids:
@@ -338,6 +352,10 @@ class SimCluster:
             tasks = node.tasks
             self._stop(node.node_id)
             await tasks.finished()
+        serving = list(self.serving)
+        for call in serving:
+            call.cancel()
+        await asyncio.gather(*serving, return_exceptions=True)
 
 
 async def _broker_failure(broker: BrokerRuntime) -> None:

@@ -58,6 +58,9 @@ class TopicSpec:
     replication_factor: int
     min_isr: int
     flushed: bool  # flush.messages=1
+    # "data" (the idempotent producers' and consumers'), "transactional" (`txn_workload`'s)
+    # or "internal" (created by the brokers themselves, `__transaction_state`).
+    kind: str = "data"
 
     def configs(self) -> dict[str, str]:
         configs = {"min.insync.replicas": str(self.min_isr)}

@@ -13,7 +13,10 @@ A run, all of it decided by its seed:
    (`node_faults`: a node stops on a disk failure, as a node process does); which of these
    kinds strike is the seed's (`fault_mix`: swarm testing, so runs end in varied states).
    The data workload (`workload`) produces (acks 0, 1 and all, idempotent) and consumes; the
-   operator's admin client (`admin`) adds partitions, changes a config, reassigns partitions
+   transactional workload (`txn_workload`) runs transactions across two partitions through
+   the brokers' transaction coordinators, with zombie instances, and read_committed
+   consumers, whose every answer `TxnChecker` checks (a break raised after the iteration that
+   saw it); the operator's admin client (`admin`) adds partitions, changes a config, reassigns partitions
    and asks for preferred elections on a topic of its own. `SafetyChecker` runs after every
    iteration of the loop (the log rule too: a node's log start moves up to a snapshot only
    loop turns after its high watermark passed it, so the committed history sees every batch
@@ -47,6 +50,7 @@ A run, all of it decided by its seed:
    Within `LIVENESS_BOUND_S` more every reassignment of the admin topic completes, and what
    the controllers acknowledged to the admin client holds in the committed metadata
    (`AdminClient.check`).
+   Then every transaction finishes within `TXN_FINISHED_BOUND_S` (`txn_liveness`).
 A break raises `SimulationFailure`, whose message names the seed and the command that replays
 it; the same seed on the same code replays the run byte for byte.
 """
@@ -67,7 +71,7 @@ from replog.quorum.metadata.image import MetadataImage
 from replog.server.controller.controller_service import ControllerService
 from replog.server.raft.raft_driver import RaftDriver
 from replog.sim.admin import AdminClient
-from replog.sim.cluster import SimCluster
+from replog.sim.cluster import STATE_PARTITIONS, SimCluster
 from replog.sim.controller_reads import ReadChecker
 from replog.sim.data_invariants import DataChecker
 from replog.sim.data_liveness import (
@@ -85,6 +89,9 @@ from replog.sim.snapshot_invariants import SnapshotChecker
 from replog.sim.snapshot_shape import NO_SNAPSHOTS, SnapshotShape
 from replog.sim.sweep_progress import STEP_CHOICES, SweepProgress
 from replog.sim.synced_data import SyncedData
+from replog.sim.txn_invariants import TxnChecker
+from replog.sim.txn_liveness import TXN_FINISHED_BOUND_S, transactions_finished
+from replog.sim.txn_workload import TxnWorkload
 from replog.sim.virtual_loop import VirtualLoop
 from replog.sim.workload import DataWorkload, topic_specs
 
@@ -196,6 +203,7 @@ def simulate(seed: int) -> SimReport:
     report.observer_ids = tuple(range(OBSERVER_BASE_ID, OBSERVER_BASE_ID + observers))
     # Drawn after them: a seed that enables every fault kind runs as the full mix would.
     report.fault_mix = FaultMix.from_seed(random.Random(rng.getrandbits(64)))
+    txn_rng = random.Random(rng.getrandbits(64))
     cluster = SimCluster(
         node_ids,
         loop,
@@ -210,16 +218,20 @@ def simulate(seed: int) -> SimReport:
     cluster.on_raft_driver.append(announcements.watch)
     snapshot_checker = SnapshotChecker(cluster)
     read_checker = ReadChecker()
-    specs = topic_specs(len(node_ids))
+    specs = topic_specs(len(node_ids), STATE_PARTITIONS)
     names = {spec.name for spec in specs}
     data_checker = DataChecker(cluster, specs)
     metadata_checker = MetadataChecker()
     sweep = SweepProgress()
     metadata_checker.after_batch.append(sweep.after_batch)
     workload = DataWorkload(cluster, data_checker, specs, streams[0])
+    txn_checker = TxnChecker(cluster, data_checker, STATE_PARTITIONS)
+    (txn_spec,) = [spec for spec in specs if spec.kind == "transactional"]
+    txn_workload = TxnWorkload(workload, txn_checker, txn_spec, txn_rng)
     run = _Run(cluster, report, streams[1], workload, lambda: checker.committed)
     admin = run.admin = AdminClient(cluster, admin_rng)
     run.image = lambda: metadata_checker.images.image
+    run.txn = txn_workload
     node_faults = run.node_faults = NodeFaults(cluster, streams[2])
     synced = SyncedData(cluster, specs, node_faults.suspended)
     main = loop.create_task(run.main())
@@ -232,6 +244,8 @@ def simulate(seed: int) -> SimReport:
                 loop.run_once()
                 if unhandled:
                     raise InvariantViolation(f"at {loop.now_ms()} ms: {unhandled[0]}")
+                if txn_checker.found:
+                    raise InvariantViolation(txn_checker.found[0])
                 for stopped in node_faults.stop_failed_nodes():
                     run.note(stopped)
                 data_checker.note_iteration()
@@ -268,6 +282,7 @@ def simulate(seed: int) -> SimReport:
     except (InvariantViolation, AssertionError) as exc:
         raise SimulationFailure(seed, str(exc)) from exc
     finally:
+        txn_workload.stop()
         workload.stop()
         loop.run_until_complete(cluster.stop_all())
         _end_every_task(loop)
@@ -292,6 +307,7 @@ def simulate(seed: int) -> SimReport:
         "data partitions left leaderless": len(
             {(topic, index) for topic, index in metadata_checker.left_leaderless if topic in names}
         ),
+        **txn_checker.report(),
     }
     report.acked = [(a.topic, a.partition, a.base_offset, a.acked_ms) for a in workload.acked]
     outcome = hashlib.sha256(checker.committed)
@@ -350,6 +366,7 @@ class _Run:
         self.node_faults: NodeFaults | None = None
         self.admin: AdminClient | None = None
         self.image: Callable[[], MetadataImage] = lambda: MetadataImage.EMPTY
+        self.txn: TxnWorkload | None = None
 
     def note(self, what: str) -> None:
         self.report.events.append((self.cluster.loop.now_ms(), what))
@@ -363,6 +380,8 @@ class _Run:
         workload.start()
         admin = self.admin
         assert admin is not None
+        if self.txn is not None:
+            self.txn.start()
         try:
             async with asyncio.timeout(SETUP_BOUND_S):
                 await workload.create_topics()
@@ -407,9 +426,14 @@ class _Run:
             self.note("data partitions replicated after the operator's unclean elections")
         workload.counts["offline partitions healed by unclean election"] = len(offline)
         await admin.settled(self.image, cluster.loop.time() + LIVENESS_BOUND_S)
+        if self.txn is not None:
+            await transactions_finished(cluster, self.txn.checker, TXN_FINISHED_BOUND_S)
+            self.note("transactions finished")
+            self.txn.stop()
         workload.stop()
-        if workload.tasks.failures:
-            raise InvariantViolation(f"a client task failed: {workload.tasks.failures[0]}")
+        failures = [*workload.tasks.failures, *(self.txn.tasks.failures if self.txn else ())]
+        if failures:
+            raise InvariantViolation(f"a client task failed: {failures[0]}")
 
     # --- faults -------------------------------------------------------------------------------
 

@@ -4,8 +4,10 @@ simulated network, as the Kafka listener's handlers do.
 
 Rules:
 - The topics (`topic_specs`) have replication factor 3 and min.insync.replicas 2; one has
-  `flush.messages=1`. They are created through the controllers (`create_topics`, retried
-  until acknowledged, at the controller the last answer named).
+  `flush.messages=1`, one is the transactional clients' (`txn_workload`), and the brokers'
+  `__transaction_state` is checked with them. They are created through the controllers
+  (`create_topics`, retried until acknowledged, at the controller the last answer named),
+  but for the internal one, which a broker creates on the first FindCoordinator.
 - A producer behaves as an idempotent client with one request in flight: its producer id
   comes from a broker (InitProducerId's `generate_producer_id`), each batch carries its epoch
   and base sequence, and a batch is retried with the same sequence after a lost call, a
@@ -17,7 +19,9 @@ Rules:
 - A consumer per partition fetches from the leader from offset 0 with the leader epoch of the
   image that named the leader (KIP-320), both kept until an error or a lost call; it hands
   every answer to the checker (`DataChecker.check_fenced` at the broker, `check_consumed` at
-  the consumer) and moves on; an offset out of range restarts it at 0.
+  the consumer) and moves on; an offset out of range restarts it at 0. A consumer of the
+  transactional topic reads read_committed and hands each answer to its
+  `ReadCommittedView` too (`start_consumer`).
 - A call that reaches a node finds whichever broker runs there on arrival; an answer from a
   broker that stopped meanwhile never leaves it (the node died with it).
 - Every random choice comes from the workload's own `random.Random`.
@@ -48,6 +52,8 @@ from replog.sim.cluster import SimCluster
 from replog.sim.data_invariants import PAYLOAD_START, DataChecker, TopicSpec
 from replog.sim.network import CallLost
 from replog.sim.sim_tasks import SimTasks
+from replog.sim.txn_invariants import ReadCommittedView
+from replog.topic_names import TRANSACTION_STATE_TOPIC
 
 __all__ = ["AckedBatch", "DataWorkload", "topic_specs"]
 
@@ -71,12 +77,14 @@ REFUSED_SEQUENCE = (
 )
 
 
-def topic_specs(nodes: int) -> tuple[TopicSpec, ...]:
-    """The run's data topics (module Rules)."""
+def topic_specs(nodes: int, state_partitions: int) -> tuple[TopicSpec, ...]:
+    """The run's topics (module Rules); `state_partitions`: `__transaction_state`'s."""
     rf = min(3, nodes)
     return (
         TopicSpec("data", 2, rf, 2, flushed=False),
         TopicSpec("data-flushed", 1, rf, 2, flushed=True),
+        TopicSpec("txn", 2, rf, 2, flushed=False, kind="transactional"),
+        TopicSpec(TRANSACTION_STATE_TOPIC, state_partitions, rf, 2, flushed=False, kind="internal"),
     )
 
 
@@ -120,16 +128,22 @@ class DataWorkload:
 
     def start(self) -> None:
         """The producers and consumers start; they wait for the topics (`create_topics`)."""
-        targets = [(s.name, p) for s in self.specs for p in range(s.partitions)]
+        targets = [(s.name, p) for s in self.specs if s.kind == "data" for p in range(s.partitions)]
         # acks=all on the first partition of each topic, acks=1 and 0 beside them.
-        producers = [(m.ACKS_ALL, s.name, 0) for s in self.specs]
+        producers = [(m.ACKS_ALL, s.name, 0) for s in self.specs if s.kind == "data"]
         producers += [(m.ACKS_LEADER, *targets[1]), (m.ACKS_NONE, *targets[0])]
         for index, (acks, topic, partition) in enumerate(producers):
             producer = _Producer(self, f"producer {index} (acks={acks})", topic, partition, acks)
             self.tasks.spawn(producer.run(), name=producer.name)
         for topic, partition in targets:
-            consumer = _Consumer(self, topic, partition)
-            self.tasks.spawn(consumer.run(), name=consumer.name)
+            self.start_consumer(topic, partition)
+
+    def start_consumer(
+        self, topic: str, partition: int, view: ReadCommittedView | None = None
+    ) -> None:
+        """A consumer of the partition: read_committed with a `view`, else read_uncommitted."""
+        consumer = _Consumer(self, topic, partition, view)
+        self.tasks.spawn(consumer.run(), name=consumer.name)
 
     def stop_producing(self) -> None:
         self.producing = False
@@ -164,12 +178,15 @@ class DataWorkload:
             CLIENT_ID, node_id, serve if node.up else None, timeout_s=CALL_TIMEOUT_S
         )
 
-    def leader_of(self, topic: str, partition: int) -> tuple[int, int] | None:
-        """(leader, leader epoch) as a random running broker's image names them."""
+    def leader_of(
+        self, topic: str, partition: int, rng: random.Random | None = None
+    ) -> tuple[int, int] | None:
+        """(leader, leader epoch) as a random running broker's image names them, chosen by
+        `rng` (the workload's when not given)."""
         up = [n for n in self.cluster.up_nodes() if n.broker is not None]
         if not up:
             return None
-        broker = self.rng.choice(up).broker
+        broker = (rng or self.rng).choice(up).broker
         assert broker is not None
         entry = broker.image.topics.by_name.get(topic)
         registration = None if entry is None else entry.partitions.get(partition)
@@ -180,9 +197,10 @@ class DataWorkload:
     # --- topics -------------------------------------------------------------------------------
 
     async def create_topics(self) -> None:
-        """Until every data topic's creation is acknowledged."""
-        while len(self.created) < len(self.specs):
-            for spec in self.specs:
+        """Until every topic's creation is acknowledged (but the internal ones')."""
+        specs = [spec for spec in self.specs if spec.kind != "internal"]
+        while len(self.created) < len(specs):
+            for spec in specs:
                 if spec.name not in self.created and await self._create(spec):
                     self.created.add(spec.name)
             await asyncio.sleep(RETRY_BACKOFF_S)
@@ -332,11 +350,18 @@ class _Producer:
 
 
 class _Consumer:
-    def __init__(self, workload: DataWorkload, topic: str, partition: int) -> None:
+    def __init__(
+        self,
+        workload: DataWorkload,
+        topic: str,
+        partition: int,
+        view: ReadCommittedView | None = None,
+    ) -> None:
         self.workload = workload
         self.topic = topic
         self.partition = partition
-        self.name = f"consumer of {topic}-{partition}"
+        self.view = view
+        self.name = f"{'read_committed ' if view else ''}consumer of {topic}-{partition}"
         self.position = 0
         self.leader: tuple[int, int] | None = None  # (leader, leader epoch) until an error
 
@@ -366,6 +391,11 @@ class _Consumer:
                 ),
             ),
             max_wait_ms=FETCH_WAIT_MS,
+            isolation_level=(
+                m.IsolationLevel.READ_UNCOMMITTED
+                if self.view is None
+                else m.IsolationLevel.READ_COMMITTED
+            ),
         )
 
         async def fetch(broker: BrokerRuntime) -> m.FetchResponse:
@@ -392,11 +422,17 @@ class _Consumer:
             self.leader = None
             if isinstance(result.error, OffsetOutOfRangeError):
                 self.position = 0
+                if self.view is not None:
+                    self.view.restart()
             return False
+        after = self.position
         if result.records:
             after = workload.checker.check_consumed(
                 self.topic, self.partition, result.records, result.high_watermark, self.name
             )
             workload.counts["consumed"] += 1
+        if self.view is not None and not self.view.answered(self.position, result, self.name):
+            self.position = 0  # its partition's history restarted: read it again
+        else:
             self.position = max(self.position, after)
         return True

@@ -112,6 +112,7 @@ def _run(seed: int, faults: NetworkFaults) -> list[Event]:
                 controller_services=controller_services,
                 fetch_services=fetch_services,
                 properties=BROKER_PROPERTIES,
+                brokers=brokers.get,
             )
         raft_runs = [asyncio.create_task(raft.run()) for raft in rafts.values()]
         for broker in brokers.values():

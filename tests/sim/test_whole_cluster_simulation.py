@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
+from replog.coordinator import transaction_rules
+from replog.coordinator.transaction_metadata import TxnMetadata
 from replog.errors import KafkaStorageError
 from replog.quorum.controller import cluster_control
 from replog.quorum.controller.cluster_control import ClusterControl
@@ -19,9 +21,12 @@ from replog.quorum.controller.replication_control import ReplicationControl
 from replog.quorum.raft import node as raft_node_module
 from replog.quorum.raft.node import RaftNode
 from replog.replication.leader_state import PartitionLeaderState
+from replog.replication.partition_transactions import PartitionTransactions
 from replog.replication.producer_state import ProducerStateTable
 from replog.server.data_plane import fetch_serving
+from replog.server.data_plane.partition import Partition
 from replog.server.raft.raft_storage import RaftStorage
+from replog.server.transactions import transaction_coordinator
 from replog.sim.run import SimulationFailure, simulate
 from replog.storage.log import Log
 
@@ -228,6 +233,45 @@ def _leaderless_left(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ReplicationControl, "has_imbalanced_partitions", lambda self: False)
 
 
+def _aborted_transactions_untold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read_committed fetch is told of no aborted transaction."""
+    monkeypatch.setattr(Partition, "aborted_transactions", lambda self, *args, **kwargs: [])
+
+
+def _lso_at_the_hw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LSO is the HW, open transactions or not."""
+    monkeypatch.setattr(
+        ProducerStateTable, "last_stable_offset", lambda self, high_watermark: high_watermark
+    )
+
+
+def _lso_past_unreplicated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LSO passes ended transactions whose markers the followers have not replicated."""
+
+    def open_only(self: PartitionTransactions) -> int | None:
+        return self._open.peekitem(0)[0] if self._open else None
+
+    monkeypatch.setattr(PartitionTransactions, "first_unstable_offset", open_only)
+
+
+def _fenced_epoch_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transaction coordinator takes any epoch of the producer id (a zombie's too)."""
+    checks = transaction_rules._member_checks
+
+    def epoch_unchecked(
+        meta: TxnMetadata | None, transactional_id: str, producer_id: int, epoch: int
+    ) -> transaction_rules.Refuse | None:
+        current = epoch if meta is None else meta.producer_epoch
+        return checks(meta, transactional_id, producer_id, current)
+
+    monkeypatch.setattr(transaction_rules, "_member_checks", epoch_unchecked)
+
+
+def _prepared_left_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A coordinator loading its partition leaves the Prepare* transactions it finds."""
+    monkeypatch.setattr(transaction_coordinator, "unfinished", lambda loaded: [])
+
+
 LOST_COMMITS = "committed batch was lost or replaced|acknowledged topic creations lost"
 LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record replaced"
 
@@ -263,6 +307,11 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
             f"{LOST_ACKED}|unregistered broker|not led and fully replicated|does not sweep them",
         ),
         (_leaderless_left, "not led and fully replicated in time"),
+        (_aborted_transactions_untold, "a record of an aborted or open transaction"),
+        (_lso_at_the_hw, "a record of an aborted or open transaction|the LSO passed"),
+        (_lso_past_unreplicated, "the LSO passed an open transaction"),
+        (_fenced_epoch_accepted, "a fenced zombie's write visible"),
+        (_prepared_left_open, "transactions not finished"),
     ],
     ids=[
         "fsync dropped",
@@ -282,6 +331,11 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         "fenced broker elected",
         "fencing leaves ISRs as they were",
         "leaderless partitions left so",
+        "aborted transactions untold",
+        "LSO at the HW",
+        "LSO past unreplicated markers",
+        "fenced epoch accepted",
+        "Prepare* left by a new coordinator",
     ],
 )
 def test_a_planted_bug_is_caught(

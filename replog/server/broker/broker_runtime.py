@@ -141,7 +141,7 @@ from replog.server.runtime.bulk_threads import run_bulk
 from replog.server.runtime.loop_turns import yield_turn
 from replog.server.runtime.node_tasks import Spawner
 from replog.server.runtime.peer_channels import PeerChannels, PeerLinksFactory
-from replog.server.transactions.marker_channel import GrpcMarkerChannel
+from replog.server.transactions.marker_channel import BrokerCalls, GrpcMarkerChannel
 from replog.server.transactions.marker_sender import TxnMarkerSender
 from replog.server.transactions.produce_verifier import ProduceVerifier, producer_entry
 from replog.server.transactions.transaction_coordinator import TransactionCoordinator
@@ -223,12 +223,16 @@ class BrokerRuntime:
         controller_links: PeerLinksFactory = PeerChannels,
         host: DataPlaneHost | None = None,
         authorizer: AuthorizerConfig | None = None,
+        txn_calls: BrokerCalls | None = None,
     ) -> None:
         """`controller_links`: makes each of its parts' links to the controllers (gRPC channels
         unless given: the simulator's network); `host`: what the data plane runs on (a node
         process's unless given: `data_plane_host`); `authorizer`: the Kafka listeners'
-        authorization settings (None: off)."""
+        authorization settings (None: off); `txn_calls`: how the transaction coordinator and
+        the leaders' verification reach other brokers (gRPC unless given: the simulator's
+        network)."""
         self._host = host or DataPlaneHost()
+        self._txn_calls = txn_calls
         self._spawner = tasks  # its background tasks' owner (node_tasks)
         self._controller_links = controller_links
         self.config = config
@@ -797,7 +801,10 @@ class BrokerRuntime:
         )
         # The markers go to each leader's Broker service, at the address its fetchers use.
         channel = self._marker_channel = GrpcMarkerChannel(
-            broker_id, self._broker_address, request_timeout_ms=config.request_timeout_ms
+            broker_id,
+            self._broker_address,
+            request_timeout_ms=config.request_timeout_ms,
+            calls=self._txn_calls,
         )
         coordinator = TransactionCoordinator(
             broker_id,

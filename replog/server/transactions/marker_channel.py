@@ -17,12 +17,15 @@ Rules:
   DEADLINE_EXCEEDED RequestTimedOutError, other statuses UnknownServerError), or an answer
   without one result per marker or partition (MalformedResponseError); `TxnMarkerSender`
   retries every partition the call carried, a leader's produce answers it.
+- The calls themselves go through `BrokerCalls`: gRPC channels (`GrpcBrokerCalls`) unless
+  given another transport (the simulator's network, `replog.sim.txn_link`), which raises the
+  same typed errors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import grpc
 
@@ -53,8 +56,25 @@ _STATUS_ERRORS: dict[grpc.StatusCode, type[KafkaError]] = {
 }
 
 
+def status_error(code: grpc.StatusCode) -> type[KafkaError]:
+    """The typed error of a call that failed with gRPC status `code` (module Rules)."""
+    return _STATUS_ERRORS.get(code, UnknownServerError)
+
+
+class BrokerCalls(Protocol):
+    """One unary call of the Broker service to a broker: its answer, or a typed error naming
+    the broker (module Rules)."""
+
+    def where(self, broker_id: int) -> str: ...
+
+    def call(self, broker_id: int, rpc: str, request: Any, timeout_s: float) -> Awaitable[Any]: ...
+
+    async def close(self) -> None: ...
+
+
 class GrpcMarkerChannel:
-    """Sends WriteTxnMarkers to a broker's Broker service (module Rules)."""
+    """Sends WriteTxnMarkers and AddPartitionsToTxn to a broker's Broker service (module
+    Rules); over gRPC to the registered `addresses` unless `calls` is given."""
 
     def __init__(
         self,
@@ -62,18 +82,16 @@ class GrpcMarkerChannel:
         addresses: Callable[[int], str | None],
         *,
         request_timeout_ms: int,
+        calls: BrokerCalls | None = None,
     ) -> None:
         self.broker_id = broker_id
-        self._addresses = addresses
         self._request_timeout_ms = request_timeout_ms
-        self._channels: dict[int, RedialingChannel[broker_pb2_grpc.BrokerStub]] = {}
-        self._replaced: list[RedialingChannel[broker_pb2_grpc.BrokerStub]] = []
+        self._calls = calls or GrpcBrokerCalls(broker_id, addresses)
 
     async def send(
         self, broker_id: int, markers: Sequence[TxnMarker]
     ) -> list[Mapping[TopicPartitionKey, KafkaError | None]]:
-        channel = self._channel(broker_id)
-        where = f"broker {broker_id} at {channel.address}"
+        where = self._calls.where(broker_id)
         request = codec.request_to_proto(
             m.WriteTxnMarkersRequest(
                 tuple(
@@ -90,7 +108,7 @@ class GrpcMarkerChannel:
                 timeout_ms=self._request_timeout_ms,
             )
         )
-        answer: pb.WriteTxnMarkersResponse = await self._call(channel, where, RPC, request)
+        answer: pb.WriteTxnMarkersResponse = await self._call(broker_id, RPC, request)
         results = codec.response_from_proto(answer, f"{RPC} from {where}").markers
         if len(results) != len(markers):
             raise MalformedResponseError(
@@ -104,10 +122,9 @@ class GrpcMarkerChannel:
     ) -> dict[TopicPartitionKey, KafkaError | None]:
         """Ask the transaction coordinator at `broker_id` to add (or verify) `request`'s
         partitions: each partition's error, None where it is in the transaction."""
-        channel = self._channel(broker_id)
-        where = f"broker {broker_id} at {channel.address}"
+        where = self._calls.where(broker_id)
         answer: pb.AddPartitionsToTxnResponse = await self._call(
-            channel, where, ADD_PARTITIONS_RPC, txn_partitions_codec.request_to_proto(request)
+            broker_id, ADD_PARTITIONS_RPC, txn_partitions_codec.request_to_proto(request)
         )
         results = txn_partitions_codec.response_from_proto(
             answer, f"{ADD_PARTITIONS_RPC} from {where}"
@@ -120,21 +137,35 @@ class GrpcMarkerChannel:
             )
         return found
 
-    async def _call(
-        self,
-        channel: RedialingChannel[broker_pb2_grpc.BrokerStub],
-        where: str,
-        rpc: str,
-        request: Any,
-    ) -> Any:
-        """`rpc`'s answer; a failed call raises its typed error (module Rules)."""
+    def _call(self, broker_id: int, rpc: str, request: Any) -> Awaitable[Any]:
+        timeout_s = (self._request_timeout_ms + DEADLINE_MARGIN_MS) / 1000
+        return self._calls.call(broker_id, rpc, request, timeout_s)
+
+    async def close(self) -> None:
+        """Close every channel (calls in flight end)."""
+        await self._calls.close()
+
+
+class GrpcBrokerCalls:
+    """`BrokerCalls` over gRPC: one `RedialingChannel` per broker (module Rules)."""
+
+    def __init__(self, broker_id: int, addresses: Callable[[int], str | None]) -> None:
+        self.broker_id = broker_id
+        self._addresses = addresses
+        self._channels: dict[int, RedialingChannel[broker_pb2_grpc.BrokerStub]] = {}
+        self._replaced: list[RedialingChannel[broker_pb2_grpc.BrokerStub]] = []
+
+    def where(self, broker_id: int) -> str:
+        return f"broker {broker_id} at {self._channel(broker_id).address}"
+
+    async def call(self, broker_id: int, rpc: str, request: Any, timeout_s: float) -> Any:
+        channel = self._channel(broker_id)
+        where = f"broker {broker_id} at {channel.address}"
         try:
-            return await channel.call_rpc(
-                rpc, request, (self._request_timeout_ms + DEADLINE_MARGIN_MS) / 1000
-            )
+            return await channel.call_rpc(rpc, request, timeout_s)
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
-            error_type = _STATUS_ERRORS.get(code, UnknownServerError)
+            error_type = status_error(code)
             raise error_type(f"{where}: {rpc} failed: {code.name}: {exc.details()}") from None
 
     def _channel(self, broker_id: int) -> RedialingChannel[broker_pb2_grpc.BrokerStub]:

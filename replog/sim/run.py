@@ -16,8 +16,9 @@ A run, all of it decided by its seed:
    transactional workload (`txn_workload`) runs transactions across two partitions through
    the brokers' transaction coordinators, with zombie instances, and read_committed
    consumers, whose every answer `TxnChecker` checks (a break raised after the iteration that
-   saw it); the operator's admin client (`admin`) adds partitions, changes a config, reassigns partitions
-   and asks for preferred elections on a topic of its own. `SafetyChecker` runs after every
+   saw it); the operator's admin client (`admin`) adds partitions, changes a config,
+   reassigns partitions and asks for preferred elections on a topic of its own.
+   `SafetyChecker` runs after every
    iteration of the loop (the log rule too: a node's log start moves up to a snapshot only
    loop turns after its high watermark passed it, so the committed history sees every batch
    before the last copy below a log start goes), as does `LeaderAnnouncements` (a node's state

@@ -147,14 +147,16 @@ class AdminClient:
             ],
             timeout_ms=int(CALL_TIMEOUT_S * 1000),
         )
-        answer = await self._call(lambda s: s.CreateTopics(request, None))
-        self.existence[name].requests.append((True, self._acknowledged(answer, _not_created)))
+        await self._sent(
+            self.existence[name], True, lambda s: s.CreateTopics(request, None), _not_created
+        )
 
     async def delete_passing(self) -> None:
         name = self.rng.choice(PASSING_TOPICS)
         request = pb.DeleteTopicsRequest(topic_names=[name], timeout_ms=int(CALL_TIMEOUT_S * 1000))
-        answer = await self._call(lambda s: s.DeleteTopics(request, None))
-        self.existence[name].requests.append((False, self._acknowledged(answer, _not_deleted)))
+        await self._sent(
+            self.existence[name], False, lambda s: s.DeleteTopics(request, None), _not_deleted
+        )
 
     async def add_partition(self) -> None:
         count = self.partitions_asked = self.partitions_asked + 1
@@ -177,9 +179,12 @@ class AdminClient:
                 )
             ]
         )
-        answer = await self._call(lambda s: s.IncrementalAlterConfigs(request, None))
-        ok = self._acknowledged(answer, lambda a: a.results[0].error.code)
-        self.retention.requests.append((value, ok))
+        await self._sent(
+            self.retention,
+            value,
+            lambda s: s.IncrementalAlterConfigs(request, None),
+            lambda a: a.results[0].error.code,
+        )
 
     async def reassign(self) -> None:
         index = self.rng.randrange(self.partitions_acked)
@@ -197,9 +202,12 @@ class AdminClient:
             ],
             timeout_ms=int(CALL_TIMEOUT_S * 1000),
         )
-        answer = await self._call(lambda s: s.AlterPartitionReassignments(request, None))
-        ok = self._acknowledged(answer, lambda a: a.results[0].error.code)
-        self.replicas.setdefault(index, Asked()).requests.append((frozenset(target), ok))
+        await self._sent(
+            self.replicas.setdefault(index, Asked()),
+            frozenset(target),
+            lambda s: s.AlterPartitionReassignments(request, None),
+            lambda a: a.results[0].error.code,
+        )
 
     async def elect_preferred(self) -> None:
         request = pb.ElectLeadersRequest(
@@ -218,6 +226,21 @@ class AdminClient:
                 0,
             ),
         )
+
+    async def _sent(
+        self,
+        asked: Asked,
+        what: Any,
+        method: Callable[[ControllerService], Coroutine[Any, Any, Any]],
+        result_error: Callable[[Any], int | bool],
+    ) -> None:
+        """Send a request of `asked`'s kind, kept as unanswered from before it leaves: the
+        operator is cancelled when the faults stop, perhaps with a request on its way, whose
+        write may commit all the same; then kept with its outcome."""
+        index = len(asked.requests)
+        asked.requests.append((what, False))
+        answer = await self._call(method)
+        asked.requests[index] = (what, self._acknowledged(answer, result_error))
 
     def _acknowledged(self, answer: Any, result_error: Callable[[Any], int | bool]) -> bool:
         """Whether `answer` (None: lost) acknowledges the request (`result_error` of it is

@@ -284,7 +284,9 @@ LOST_ACKED = "acknowledged record lost|committed data lost or replaced|record re
         (_votes_twice, f"two leaders in quorum epoch|below the high watermark|{LOST_COMMITS}"),
         (_no_truncation, "no progress|not led and fully replicated in time"),
         (_hw_before_isr, LOST_ACKED),
-        (_acks_all_early, LOST_ACKED),
+        # A WriteTxnMarkers answered early loses its marker in a truncation: the coordinator
+        # has finished the transaction, so it stays open in the partition for good.
+        (_acks_all_early, f"{LOST_ACKED}|transactions not finished"),
         (_duplicates_accepted, "an idempotent duplicate"),
         (_stale_epoch_accepted, "a stale leader epoch accepted"),
         (

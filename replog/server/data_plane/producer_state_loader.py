@@ -10,6 +10,11 @@ Rules:
   log's headers from `rebuild_start`; then the expired producers are forgotten. Snapshots above
   the LEO (a truncation; deleted durably) or below the log start are deleted first, and one that
   fails its checks is deleted and the next older one, or the log, is used instead.
+- A snapshot keeps each producer's open transaction only, not the closed ones whose markers the
+  high watermark has not passed (Kafka's unreplicated transactions, which still bound the LSO:
+  `partition_transactions`). So a snapshot above the log's HW is used only when no control
+  batch lies between the HW and it (a walk of those headers, usually a few); else the next
+  older one is tried, or the log replayed, and the replay sees those transactions close.
 - Headers are read with `Log.batch_headers_and_markers` (bounded chunks); of the records only a
   control batch's one marker is decoded, so the table's transactions know commits from aborts.
 - After a recovery (`Log.txn_index_rebuild_from`), the replay starts at or below the first
@@ -85,6 +90,8 @@ def load_producer_table(
     usable = [o for o in drop_snapshots_outside_log(plog, snapshots) if start <= o <= ceiling]
     aborted: list[AbortedTransaction] = []
     for offset in reversed(usable):
+        if _forgets_unreplicated_transactions(plog, offset):
+            continue
         entries = _read_snapshot(name, snapshots, offset)
         if entries is None:
             continue
@@ -140,6 +147,15 @@ def drop_snapshots_outside_log(plog: Log, snapshots: ProducerSnapshotFiles) -> l
     offsets = snapshots.offsets()
     snapshots.delete_all((o for o in offsets if o > end or o < start), durable=True)
     return [o for o in offsets if start <= o <= end]
+
+
+def _forgets_unreplicated_transactions(plog: Log, offset: int) -> bool:
+    """Whether a snapshot at `offset` misses a closed transaction the HW has not passed
+    (module Rules): a control batch lies between the HW and it."""
+    high_watermark = plog.high_watermark
+    if offset <= high_watermark:
+        return False
+    return any(header.is_control for header in plog.batch_headers(high_watermark, offset))
 
 
 def _read_snapshot(

@@ -10,7 +10,7 @@ import pytest
 
 from replog.quorum.metadata.records import PartitionChangeRecord
 from replog.record import build_batch, read_header
-from replog.record.control_record import EndTxnMarker
+from replog.record.control_record import EndTxnMarker, encode_marker
 from replog.record.header import BatchHeader
 from replog.replication.producer_snapshot import decode_producer_snapshot
 from replog.replication.producer_state import ProducerStateTable
@@ -250,6 +250,45 @@ def test_with_no_snapshot_the_whole_log_is_replayed(
     lead(again, registration(leader_epoch=4))
     assert walked_from == [0]
     assert last_batches(again.producer_state) == last_batches(rebuilt(again, 5))
+
+
+def test_a_transaction_ended_above_the_high_watermark_stays_unstable_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """A snapshot above the HW has forgotten a transaction whose marker the HW has not
+    passed: the load passes it over and replays the log, which sees the transaction close."""
+    partition, manager = make(tmp_path)
+    lead(partition, registration())
+    partition.append_as_leader(
+        build_batch(
+            [(T0, b"k", b"v", ())],
+            producer_id=7,
+            producer_epoch=0,
+            base_sequence=0,
+            is_transactional=True,
+        ),
+        3,
+    )  # 0
+    key, value = encode_marker(EndTxnMarker(False, 5))
+    partition.append_marker_as_leader(
+        build_batch(
+            [(T0, key, value, ())],
+            producer_id=7,
+            producer_epoch=0,
+            is_transactional=True,
+            is_control=True,
+        ),
+        3,
+    )  # 1: the COMMIT, not yet replicated
+    assert partition.log.high_watermark == 0 and partition.last_stable_offset(1) == 0
+    partition.write_producer_snapshot_at_stop()  # at 2: no transaction open there
+    assert partition.producer_snapshots.offsets() == [2]
+    manager.shutdown()  # clean: no recovery at the restart
+    again = reopened(tmp_path, LogConfig())
+    lead(again, registration(leader_epoch=4))
+    assert again.log.high_watermark == 0
+    assert again.last_stable_offset(1) == 0  # its marker at 1 is not below the HW
+    assert again.last_stable_offset(2) == 2
 
 
 # --- truncation and retention ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ from replog.quorum.controller.config_control import (
 )
 from replog.quorum.controller.replication_control import CreatableTopic, ReassignablePartition
 from replog.quorum.metadata.image import ConfigResource
-from replog.quorum.metadata.records import NO_LEADER, ConfigResourceType
+from replog.quorum.metadata.records import METADATA_VERSION_LATEST, NO_LEADER, ConfigResourceType
 
 SET = AlterConfigOpType.SET
 
@@ -63,7 +63,10 @@ def test_metadata_is_committed_state_only(cluster: Cluster) -> None:
 
 def test_the_finalized_features_are_read_at_the_committed_offset(cluster: Cluster) -> None:
     features = cluster.active.read(reads.finalized_features())
-    assert features.levels == {"metadata.version": 7, "transaction.version": 2}
+    assert features.levels == {
+        "metadata.version": METADATA_VERSION_LATEST,
+        "transaction.version": 2,
+    }
     assert features.offset == cluster.log.committed_offset
     assert cluster.controller(2).read(reads.finalized_features()) == features
 

@@ -80,8 +80,11 @@ def test_the_first_leader_of_an_empty_log_writes_metadata_version() -> None:
     assert active.features.metadata_version() == METADATA_VERSION_LATEST
     assert active.read(lambda ctx: ctx.features.metadata_version(ctx.offset)) is None
     cluster.log.commit()
-    assert active.read(lambda ctx: ctx.features.metadata_version(ctx.offset)) == 7
-    assert cluster.controller(2).features.metadata_version() == 7
+    assert (
+        active.read(lambda ctx: ctx.features.metadata_version(ctx.offset))
+        == METADATA_VERSION_LATEST
+    )
+    assert cluster.controller(2).features.metadata_version() == METADATA_VERSION_LATEST
 
 
 def test_a_later_leader_writes_no_bootstrap_records(cluster: Cluster) -> None:

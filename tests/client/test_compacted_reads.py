@@ -109,10 +109,11 @@ def test_the_consumer_reads_a_cleaned_log_once_in_order_to_its_end(
     finally:
         consumer.close()
     # Each answer's last batch's next offset, then the log end again and again (nothing new).
+    # Whether the consumer asked at the log end before it closed depends on its prefetch's timing.
     asked = fetch_offsets(leader)
-    expected = next_offsets(log, batches_per_answer)
-    assert asked[: len(expected)] == expected
-    assert set(asked[len(expected) :]) <= {log.end_offset}
+    inside = next_offsets(log, batches_per_answer)[:-1]
+    assert asked[: len(inside)] == inside
+    assert set(asked[len(inside) :]) <= {log.end_offset}
 
 
 def test_the_asyncio_consumer_reads_a_cleaned_log(log: CleanedLog, leader: FakeKafkaBroker) -> None:

@@ -115,6 +115,10 @@ def configs(*args: str) -> Callable[[Cluster], Said]:
     return lambda c: run_tool(c, "ConfigCommand", "--bootstrap-server", c.bootstrap, *args)
 
 
+def features(*args: str) -> Callable[[Cluster], Said]:
+    return lambda c: run_tool(c, "FeatureCommand", "--bootstrap-server", c.bootstrap, *args)
+
+
 def groups(*args: str) -> Callable[[Cluster], Said]:
     return lambda c: run_tool(
         c, "consumer.group.ConsumerGroupCommand", "--bootstrap-server", c.bootstrap, *args
@@ -547,6 +551,22 @@ def operations() -> list[Operation]:
                     c, "FeatureCommand", "--bootstrap-server", c.bootstrap, "describe"
                 ),
                 r"Feature: metadata.version\s+SupportedMinVersion",
+            ),
+        ),
+        Operation(
+            "kafka-features",
+            "upgrade --release-version 3.6-IV0 --dry-run",
+            said_ok(
+                features("upgrade", "--release-version", "3.6-IV0", "--dry-run"),
+                r"^metadata.version can be upgraded to 12\.$",
+            ),
+        ),
+        Operation(
+            "kafka-features",
+            "upgrade --feature transaction.version=2",
+            said_ok(
+                features("upgrade", "--feature", "transaction.version=2"),
+                r"^transaction.version was upgraded to 2\.$",
             ),
         ),
         Operation(

@@ -80,6 +80,7 @@ SINGLE_NODE_MODULES = frozenset(
         "kafka/test_kafka_groups_node.py",
         "kafka/test_kafka_consumer_protocol_node.py",
         "cli/test_transactions_node.py",
+        "cli/test_features_node.py",
     }
 )
 

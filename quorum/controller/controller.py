@@ -83,6 +83,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 from uuid import UUID
 
+from replog.common.feature_update import FeatureUpdate
 from replog.errors import (
     InvalidRequestError,
     KafkaError,
@@ -422,6 +423,22 @@ class QuorumController:
             lambda ctx: ctx.replication.alter_partition_reassignments(partitions),
             now_ms,
             "alter partition reassignments",
+        )
+
+    def update_features(
+        self, updates: Sequence[FeatureUpdate], now_ms: int, *, validate_only: bool = False
+    ) -> PendingResponse[None]:
+        """UpdateFeatures (`FeatureControl.update_features`): one atomic batch, answered once
+        committed; `validate_only` (or a refusal) writes nothing."""
+        return self.write(
+            lambda ctx: ctx.features.update_features(
+                updates,
+                controller_id=self.node_id,
+                brokers={i: r.features for i, r in ctx.cluster.registrations().items()},
+                validate_only=validate_only,
+            ),
+            now_ms,
+            "update features",
         )
 
     def write_acls(

@@ -17,6 +17,7 @@ from replog.quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER
 from replog.quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
+    METADATA_VERSION_MINIMUM,
     METADATA_VERSION_SCRAM,
     TRANSACTION_VERSION_LATEST,
     UserScramCredentialRecord,
@@ -42,7 +43,8 @@ class ControllerConfig:
     # How many writes may wait for their commit at once; beyond it new writes fail fast with
     # REQUEST_TIMED_OUT (retriable) instead of growing the purgatory without bound.
     max_pending_writes: int = 100_000
-    # The metadata.version a new metadata log begins with.
+    # The metadata.version a new metadata log begins with (Kafka's `kafka-storage format
+    # --release-version`); UpdateFeatures moves it later.
     bootstrap_metadata_version: int = METADATA_VERSION_LATEST
     # The transaction.version a new metadata log begins with (Kafka 4.x's for a new cluster;
     # Kafka's `kafka-storage format --feature transaction.version=N`). 0 writes no record.
@@ -93,6 +95,15 @@ class ControllerConfig:
             raise ValueError(
                 "max_partition_changes_per_step must be positive: "
                 f"{self.max_partition_changes_per_step}"
+            )
+        if (
+            not METADATA_VERSION_MINIMUM
+            <= self.bootstrap_metadata_version
+            <= (METADATA_VERSION_LATEST)
+        ):
+            raise ValueError(
+                f"bootstrap.metadata.version must be within {METADATA_VERSION_MINIMUM}.."
+                f"{METADATA_VERSION_LATEST}, not {self.bootstrap_metadata_version}"
             )
         if not 0 <= self.bootstrap_transaction_version <= TRANSACTION_VERSION_LATEST:
             raise ValueError(

@@ -15,6 +15,12 @@ Rules:
   supported only at level 0, so a broker that says nothing about `metadata.version` cannot join
   (`UNSUPPORTED_VERSION`, naming the feature and both levels).
 - Reads take an `offset` (the last stable offset) or None for the latest state.
+- UpdateFeatures (`update_features`) changes the levels of a running cluster by Kafka's rules
+  (`feature_updates`), checked against this controller's own supported ranges
+  (`broker_lifecycle.SUPPORTED_FEATURES`, the code every node runs) and every registered
+  broker's; its records are one atomic batch. Whatever is gated on a level follows the new level
+  from the record's replay on: SCRAM credentials (`scram_supported`) on the controllers, the
+  finalized features of every node's ApiVersions (`kafka_features`).
 
 Levels: replog writes the record set of Kafka's `metadata.version` 3.6-IV0 (feature level 12),
 its newest, and a new log begins with it. Level 1 (3.0-IV1) is the first KRaft level; 7
@@ -43,9 +49,13 @@ true.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
+from replog.common.feature_update import FeatureUpdate
 from replog.errors import MetadataReplayError, UnsupportedVersionError
+from replog.quorum.controller.controller_result import ControllerResult
+from replog.quorum.controller.feature_updates import plan_updates
+from replog.quorum.metadata.broker_lifecycle import SUPPORTED_FEATURES
 from replog.quorum.metadata.records import (
     ELR_VERSION_FEATURE,
     ELR_VERSION_LATEST,
@@ -109,6 +119,25 @@ class FeatureControl:
                 )
 
     # -- writes --------------------------------------------------------------------------------
+
+    def update_features(
+        self,
+        updates: Sequence[FeatureUpdate],
+        *,
+        controller_id: int,
+        brokers: Mapping[int, Iterable[FeatureRange]],
+        validate_only: bool = False,
+    ) -> ControllerResult[None]:
+        """UpdateFeatures over the latest levels: the records in one atomic batch (none when
+        `validate_only`); a refusal raises `InvalidUpdateVersionError` (`feature_updates`)."""
+        records = plan_updates(
+            updates,
+            finalized=self._levels.to_dict(),
+            controller_id=controller_id,
+            supported=SUPPORTED_FEATURES,
+            brokers=brokers,
+        )
+        return ControllerResult.of(() if validate_only else records, None, is_atomic=True)
 
     @staticmethod
     def bootstrap_records(

@@ -11,7 +11,7 @@ Where requests go:
   to the bootstrap addresses in turn, else to the brokers an earlier Metadata answer listed:
   one bootstrap address is enough, as with Kafka's `--bootstrap-server`. With
   `--bootstrap-controller` the addresses are controllers' Kafka listeners (DescribeQuorum,
-  DescribeCluster).
+  DescribeCluster, UpdateFeatures and the features of ApiVersions).
 
 Timeouts and retries:
 - Each call has a deadline (`timeout_s`, else `default_timeout_s`); each attempt is bounded by
@@ -55,8 +55,10 @@ from replog.admin.call_budget import (
     server_wait_ms,
 )
 from replog.admin.cluster_metadata import ClusterDescription, ClusterMetadata
+from replog.admin.feature_metadata import FeatureMetadata
 from replog.clock import monotonic_ms
 from replog.common import TopicPartition
+from replog.common.feature_update import FeatureUpdate
 from replog.errors import (
     BrokerNotAvailableError,
     CoordinatorLoadInProgressError,
@@ -78,6 +80,8 @@ from replog.errors import (
 from replog.kafka.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse,
 )
+from replog.kafka.messages.api_versions_request import ApiVersionsRequest
+from replog.kafka.messages.api_versions_response import ApiVersionsResponse
 from replog.kafka.messages.create_acls_request import AclCreation, CreateAclsRequest
 from replog.kafka.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 from replog.kafka.messages.create_partitions_response import CreatePartitionsResponse
@@ -113,10 +117,12 @@ from replog.kafka.messages.list_partition_reassignments_response import (
 )
 from replog.kafka.messages.list_transactions_response import ListTransactionsResponse
 from replog.kafka.messages.metadata_response import MetadataResponse
+from replog.kafka.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
+from replog.kafka.messages.update_features_response import UpdateFeaturesResponse
 from replog.kafka.messages.write_txn_markers_response import WriteTxnMarkersResponse
 from replog.kafka.protocol.codec import Message
 from replog.net_address import format_host_port
-from replog.wire.kafka_connection import KafkaConnections
+from replog.wire.kafka_connection import SOFTWARE_NAME, SOFTWARE_VERSION, KafkaConnections
 from replog.wire.sasl_authentication import SaslCredentials
 
 SETUP_TIMEOUT_MS = 10_000  # Kafka: socket.connection.setup.timeout.ms
@@ -613,6 +619,54 @@ class AsyncKafkaAdminClient:
         )
         return list(answer.filter_results)
 
+    # --- features (KIP-584) -----------------------------------------------------------------
+
+    async def describe_features(self, *, timeout_s: float | None = None) -> FeatureMetadata:
+        """The features the answering node supports and the finalized levels with their epoch
+        (its ApiVersions v3+ answer, as Kafka's `Admin.describeFeatures`)."""
+        request = ApiVersionsRequest(
+            client_software_name=SOFTWARE_NAME, client_software_version=SOFTWARE_VERSION
+        )
+        answer = await self._call(
+            ApiVersionsResponse, lambda wait_ms: request, timeout_s, min_version=3
+        )
+        return FeatureMetadata.of(answer)
+
+    async def update_features(
+        self,
+        updates: Sequence[FeatureUpdate],
+        *,
+        validate_only: bool = False,
+        timeout_s: float | None = None,
+    ) -> None:
+        """UpdateFeatures: every update done (or, with `validate_only`, found possible), or the
+        controller's refusal of the whole request raised. Sent at v1 or later, whose
+        `upgrade_type` says each update's type (every listener serving UpdateFeatures since
+        Kafka 3.3 serves v1)."""
+
+        def build(wait_ms: int) -> UpdateFeaturesRequest:
+            return UpdateFeaturesRequest(
+                timeout_ms=wait_ms,
+                feature_updates=[
+                    FeatureUpdateKey(
+                        feature=u.feature,
+                        max_version_level=u.level,
+                        upgrade_type=u.upgrade_type,
+                    )
+                    for u in updates
+                ],
+                validate_only=validate_only,
+            )
+
+        answer = await self._call(UpdateFeaturesResponse, build, timeout_s, min_version=1)
+        errors = [(answer.error_code, answer.error_message)] + [
+            (r.error_code, r.error_message) for r in answer.results
+        ]
+        for code, message in errors:
+            error = cluster_answers.error(code, message)
+            if error is not None:
+                raise error
+
     async def list_transactions(
         self,
         *,
@@ -1001,6 +1055,12 @@ class KafkaAdminClient:
 
     def delete_acls(self, *args: Any, **kwargs: Any) -> list[DeleteAclsFilterResult]:
         return self._run(self._async.delete_acls(*args, **kwargs))
+
+    def describe_features(self, **kwargs: Any) -> FeatureMetadata:
+        return self._run(self._async.describe_features(**kwargs))
+
+    def update_features(self, *args: Any, **kwargs: Any) -> None:
+        self._run(self._async.update_features(*args, **kwargs))
 
     def describe_producers(
         self, *args: Any, **kwargs: Any

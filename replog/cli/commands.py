@@ -43,6 +43,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("node", "run one replog node (controller and/or broker) in the foreground"),
     Command("cluster", "start, inspect and stop a local multi-process cluster", "cluster_command"),
     Command("quorum", "describe the metadata quorum (like kafka-metadata-quorum.sh)"),
+    Command(
+        "features", "describe and change the cluster's feature levels (like kafka-features.sh)"
+    ),
     Command("topics", "create, list, describe, alter and delete topics (like kafka-topics.sh)"),
     Command("configs", "describe and alter topic and broker configs (like kafka-configs.sh)"),
     Command(

@@ -1,7 +1,8 @@
 """Value types every layer shares: a topic-partition (`topic_partition`), offsets and a
 committed position (`offsets`), topic ids (`ids`), Kafka's ACL codes (`acl_codes`), the SCRAM
-mechanisms (`scram_mechanism`); and `frozen_init`, the cheaper `__init__`
-of the frozen dataclasses built per partition on hot paths.
+mechanisms (`scram_mechanism`), a feature update of UpdateFeatures (`feature_update`) and
+`metadata.version`'s level names (`metadata_versions`); and `frozen_init`, the cheaper
+`__init__` of the frozen dataclasses built per partition on hot paths.
 
 Rules:
 - Defined once, here; other modules import (and may re-export) them, never redefine them.

@@ -37,9 +37,10 @@ Rules (Kafka 4.x; the CLUSTER resource is named "kafka-cluster"):
 - Configs: Describe/AlterConfigs and IncrementalAlterConfigs DESCRIBE_CONFIGS / ALTER_CONFIGS on
   the topic (TOPIC_AUTHORIZATION_FAILED), the group (GROUP_AUTHORIZATION_FAILED), or the cluster
   for broker and broker-logger resources (CLUSTER_AUTHORIZATION_FAILED).
-- Cluster: ElectLeaders, AlterPartitionReassignments, UnregisterBroker, CreateAcls, DeleteAcls
-  ALTER; ListPartitionReassignments, DescribeLogDirs, DescribeQuorum, DescribeAcls DESCRIBE;
-  WriteTxnMarkers and AddPartitionsToTxn v4+ (brokers' calls) CLUSTER_ACTION.
+- Cluster: ElectLeaders, AlterPartitionReassignments, UnregisterBroker, UpdateFeatures,
+  CreateAcls, DeleteAcls ALTER; ListPartitionReassignments, DescribeLogDirs, DescribeQuorum,
+  DescribeAcls DESCRIBE; WriteTxnMarkers and AddPartitionsToTxn v4+ (brokers' calls)
+  CLUSTER_ACTION.
 - Not asked: ApiVersions, and DescribeCluster on a broker (as Kafka). A controller's Kafka
   listener (`controller_gate`) asks ALTER on the cluster for DescribeCluster, as Kafka's
   ControllerApis does (it tells the controllers only to an admin).
@@ -106,6 +107,7 @@ from replog.kafka.messages import produce_response as pr
 from replog.kafka.messages import sync_group_response as sgr
 from replog.kafka.messages import txn_offset_commit_response as tocr
 from replog.kafka.messages import unregister_broker_response as ubr
+from replog.kafka.messages import update_features_response as ufr
 from replog.kafka.messages import write_txn_markers_response as wtmr
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 
@@ -1068,6 +1070,10 @@ RULES: dict[int, Rule] = {
     ),
     47: _offset_delete,
     55: _cluster(DESCRIBE, _refused(dqr.DescribeQuorumResponse, CLUSTER_DENIED)),
+    57: _cluster(
+        ALTER,
+        _refused(ufr.UpdateFeaturesResponse, CLUSTER_DENIED, error_message="Authorization failed."),
+    ),
     61: _describe_producers,
     64: _cluster(
         ALTER,

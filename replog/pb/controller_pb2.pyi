@@ -783,3 +783,31 @@ class DeleteAclsResponse(_message.Message):
     error: _common_pb2.ErrorStatus
     results: _containers.RepeatedCompositeFieldContainer[AclFilterResult]
     def __init__(self, controller_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., results: _Optional[_Iterable[_Union[AclFilterResult, _Mapping]]] = ...) -> None: ...
+
+class FeatureUpdate(_message.Message):
+    __slots__ = ("feature", "max_version_level", "upgrade_type")
+    FEATURE_FIELD_NUMBER: _ClassVar[int]
+    MAX_VERSION_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    UPGRADE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    feature: str
+    max_version_level: int
+    upgrade_type: int
+    def __init__(self, feature: _Optional[str] = ..., max_version_level: _Optional[int] = ..., upgrade_type: _Optional[int] = ...) -> None: ...
+
+class UpdateFeaturesRequest(_message.Message):
+    __slots__ = ("updates", "validate_only", "timeout_ms")
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    updates: _containers.RepeatedCompositeFieldContainer[FeatureUpdate]
+    validate_only: bool
+    timeout_ms: int
+    def __init__(self, updates: _Optional[_Iterable[_Union[FeatureUpdate, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class UpdateFeaturesResponse(_message.Message):
+    __slots__ = ("controller_id", "error")
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    controller_id: int
+    error: _common_pb2.ErrorStatus
+    def __init__(self, controller_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ...) -> None: ...

@@ -124,6 +124,11 @@ class ControllerStub:
                 request_serializer=replog_dot_pb_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_controller__pb2.DeleteAclsResponse.FromString,
                 _registered_method=True)
+        self.UpdateFeatures = channel.unary_unary(
+                '/replog.pb.Controller/UpdateFeatures',
+                request_serializer=replog_dot_pb_dot_controller__pb2.UpdateFeaturesRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_controller__pb2.UpdateFeaturesResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -237,6 +242,12 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateFeatures(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -329,6 +340,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.DeleteAcls,
                     request_deserializer=replog_dot_pb_dot_controller__pb2.DeleteAclsRequest.FromString,
                     response_serializer=replog_dot_pb_dot_controller__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'UpdateFeatures': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateFeatures,
+                    request_deserializer=replog_dot_pb_dot_controller__pb2.UpdateFeaturesRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_controller__pb2.UpdateFeaturesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -817,6 +833,33 @@ class Controller:
             '/replog.pb.Controller/DeleteAcls',
             replog_dot_pb_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
             replog_dot_pb_dot_controller__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateFeatures(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.Controller/UpdateFeatures',
+            replog_dot_pb_dot_controller__pb2.UpdateFeaturesRequest.SerializeToString,
+            replog_dot_pb_dot_controller__pb2.UpdateFeaturesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -76,6 +76,7 @@ from replog.record import build_batch
 from replog.server.kafka.kafka_acl_apis import ACL_SERVED
 from replog.server.kafka.kafka_admin_apis import ADMIN_SERVED
 from replog.server.kafka.kafka_apis import SERVED
+from replog.server.kafka.kafka_feature_apis import FEATURE_SERVED
 from replog.server.kafka.kafka_group_apis import GROUP_SERVED
 from replog.server.kafka.kafka_quorum_apis import QUORUM_SERVED
 from replog.server.kafka.kafka_sasl_apis import SASL_SERVED
@@ -320,7 +321,7 @@ def test_api_versions_above_the_served_range_is_answered_unsupported(node: Runni
     served = api_versions(node, version=4, correlation_id=2)
     assert served.error_code == 0
     # Every handler table the broker wires: the core's, the admin, ACL, group, transaction,
-    # transaction marker, quorum and SASL ones.
+    # transaction marker, quorum, SASL and feature ones.
     tables = {
         **SERVED,
         **ADMIN_SERVED,
@@ -330,6 +331,7 @@ def test_api_versions_above_the_served_range_is_answered_unsupported(node: Runni
         **KafkaTxnMarkerApis.served,
         **QUORUM_SERVED,
         **SASL_SERVED,
+        **FEATURE_SERVED,
     }
     assert {(k.api_key, k.min_version, k.max_version) for k in served.api_keys} == {
         (key, low, high) for key, (low, high) in tables.items()

@@ -130,6 +130,7 @@ from replog.server.kafka.broker_authorizer import BrokerAuthorizer
 from replog.server.kafka.kafka_acl_apis import KafkaAclApis
 from replog.server.kafka.kafka_admin_apis import KafkaAdminApis
 from replog.server.kafka.kafka_apis import KafkaApis, MetadataStalenessOf, fetch_session_cache
+from replog.server.kafka.kafka_feature_apis import KafkaFeatureApis
 from replog.server.kafka.kafka_group_apis import KafkaGroupApis
 from replog.server.kafka.kafka_quorum_apis import KafkaQuorumApis
 from replog.server.kafka.kafka_sasl_apis import KafkaSaslApis
@@ -380,6 +381,7 @@ class BrokerRuntime:
                 ),
                 KafkaTxnMarkerApis(config.broker_id, self.service),
                 KafkaSaslApis(lambda: self.metadata.image, admin_apis.forward_request),
+                KafkaFeatureApis(admin_apis.forward_request),
                 *([] if quorum_apis is None else [quorum_apis]),
             ],
         )

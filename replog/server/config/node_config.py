@@ -73,6 +73,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from replog.common import metadata_versions
 from replog.config import integer_setting
 from replog.errors import ConfigError
 from replog.net_address import format_host_port, is_wildcard, parse_host, parse_host_port
@@ -151,6 +152,16 @@ def _bool(key: str, text: str) -> bool:
     return lowered == "true"
 
 
+def _metadata_version(key: str, text: str) -> int:
+    level = metadata_versions.level_of(text.strip())
+    if level is not None:
+        return level
+    if text.strip().isdigit():
+        return _int(key, text)
+    known = ", ".join(metadata_versions.NAMES.values())
+    raise ConfigError(f"{key}={text!r}: not a metadata.version level or one of {known}")
+
+
 def _seconds_as_ms(key: str, text: str) -> int:
     return _int(key, text) * 1000
 
@@ -167,6 +178,9 @@ CONTROLLER_PROPERTIES: Mapping[str, tuple[str, Callable[[str, str], object]]] = 
         "leader_imbalance_check_interval_ms",
         _seconds_as_ms,
     ),
+    # replog's own: the metadata.version a new cluster finalizes, a level or its name, 7 or
+    # 3.3-IV3 (Kafka's `kafka-storage format --release-version 3.3-IV3`).
+    "bootstrap.metadata.version": ("bootstrap_metadata_version", _metadata_version),
     # replog's own: the transaction.version a new cluster finalizes (Kafka's
     # `kafka-storage format --feature transaction.version=N`).
     "bootstrap.transaction.version": ("bootstrap_transaction_version", _int),

@@ -26,6 +26,8 @@ Rules:
 - CreateAcls and DeleteAcls are the controller's `write_acls` with Kafka's AclControlManager
   decisions (`replog.security.acl_control`): one atomic batch per request, an answer per
   creation or filter; new ACL ids are random UUIDs.
+- UpdateFeatures is the controller's `update_features` (`feature_updates`): one error or none
+  for the whole request, as Kafka's controller answers it.
 - Registered with `add_controller_service`: bytes that are not a request of the method's type
   fail with INVALID_ARGUMENT naming them (`tolerant_service`), not gRPC's UNKNOWN.
 """
@@ -37,6 +39,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeAlias, TypeVar
 
+from replog.common.feature_update import FeatureUpdate, UpgradeType
 from replog.errors import KafkaError
 from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
@@ -385,6 +388,21 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             self._timeout_ms(request.timeout_ms, context),
         )
         return _respond(pb.DeleteAclsResponse, answer, acl_codec.delete_results_to_proto)
+
+    # --- features --------------------------------------------------------------------------------
+
+    async def UpdateFeatures(
+        self, request: pb.UpdateFeaturesRequest, context: Context
+    ) -> pb.UpdateFeaturesResponse:
+        updates = [
+            FeatureUpdate(u.feature, u.max_version_level, UpgradeType.of(u.upgrade_type))
+            for u in request.updates
+        ]
+        answer = await self._driver.write(
+            lambda c, now: c.update_features(updates, now, validate_only=request.validate_only),
+            self._timeout_ms(request.timeout_ms, context),
+        )
+        return _respond(pb.UpdateFeaturesResponse, answer, lambda _: pb.UpdateFeaturesResponse())
 
 
 def add_controller_service(service: ControllerService, server: Any, *, node_id: int) -> None:

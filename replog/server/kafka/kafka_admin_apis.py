@@ -307,10 +307,12 @@ class KafkaAdminApis:
             return None, error
         return answer, error_from_proto(answer)
 
-    async def forward_request(self, method: str, request: Any) -> tuple[Any, KafkaError | None]:
-        """`_forward` with the default timeout, for the other handler modules that share this
-        broker's forwarding (the ACL APIs, `kafka_sasl_apis`)."""
-        return await self._forward(method, request)
+    async def forward_request(
+        self, method: str, request: Any, client_timeout_ms: int | None = None
+    ) -> tuple[Any, KafkaError | None]:
+        """`_forward`, for the other handler modules that share this broker's forwarding (the
+        ACL APIs, `kafka_sasl_apis`, `kafka_feature_apis`)."""
+        return await self._forward(method, request, client_timeout_ms)
 
     # --- topics --------------------------------------------------------------------------------
 

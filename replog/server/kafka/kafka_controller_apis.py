@@ -4,20 +4,21 @@
 Rules:
 - Served: ApiVersions (with the features, `kafka_features`: finalized as the controller's
   committed state holds them), DescribeCluster, DescribeQuorum (`kafka_quorum_apis`),
-  UnregisterBroker, and SaslHandshake and SaslAuthenticate (a SASL listener's exchange answers
-  them; elsewhere ILLEGAL_SASL_STATE, `kafka_sasl_apis`). Any other API is refused by the
-  connection core (not in the table).
+  UnregisterBroker, UpdateFeatures (`kafka_feature_apis`), and SaslHandshake and
+  SaslAuthenticate (a SASL listener's exchange answers them; elsewhere ILLEGAL_SASL_STATE,
+  `kafka_sasl_apis`). Any other API is refused by the connection core (not in the table).
 - DescribeCluster answers controller endpoints (type 2, Kafka's KIP-919 answer of a
   controller): every voter serving a Kafka controller listener (`controller_endpoints`), with
   the active controller as `controller_id` (-1: none known). Broker endpoints (type 1, and
   v0, which has no type) are UNSUPPORTED_ENDPOINT_TYPE: a controller describes controllers.
-- UnregisterBroker is a controller write (`QuorumController.unregister_broker`), answered once
-  committed; a standby answers NOT_CONTROLLER (the admin client then asks the active one).
+- UnregisterBroker and UpdateFeatures are controller writes
+  (`QuorumController.unregister_broker`, `update_features`), answered once committed; a standby
+  answers NOT_CONTROLLER (the admin client then asks the active one).
 - With an authorizer (`authorizer.class.name`), the ACLs of the controller's committed state
   decide, by the rules of `api_authorization` (Kafka's ControllerApis asks the same):
-  UnregisterBroker and DescribeCluster need ALTER on the cluster (unlike a broker's
-  DescribeCluster: the controllers are told only to an admin), DescribeQuorum DESCRIBE;
-  ApiVersions nothing.
+  UnregisterBroker, UpdateFeatures and DescribeCluster need ALTER on the cluster (unlike a
+  broker's DescribeCluster: the controllers are told only to an admin), DescribeQuorum
+  DESCRIBE; ApiVersions nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from replog.kafka.messages.describe_cluster_request import DescribeClusterRequest
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
+from replog.kafka.messages.update_features_request import UpdateFeaturesRequest
+from replog.kafka.messages.update_features_response import UpdateFeaturesResponse
 from replog.quorum.controller import reads
 from replog.quorum.controller.reads import FinalizedFeatures
 from replog.quorum.metadata.records import Endpoint
@@ -45,6 +48,7 @@ from replog.server.kafka.kafka_admin_apis import (
     other_endpoint_type,
 )
 from replog.server.kafka.kafka_apis import API_VERSIONS, bad_client_software, error_code
+from replog.server.kafka.kafka_feature_apis import FEATURE_SERVED, answer, updates_of
 from replog.server.kafka.kafka_features import FEATURES_VERSION, with_features
 from replog.server.kafka.kafka_quorum_apis import QUORUM_SERVED, KafkaQuorumApis
 from replog.server.kafka.kafka_sasl_apis import SASL_EXCHANGE_SERVED, outside_an_exchange
@@ -53,6 +57,7 @@ CONTROLLER_SERVED: Mapping[int, tuple[int, int]] = {
     API_VERSIONS: (0, 4),
     DESCRIBE_CLUSTER: (0, 2),
     UNREGISTER_BROKER: (0, 0),
+    **FEATURE_SERVED,
     **QUORUM_SERVED,
     **SASL_EXCHANGE_SERVED,
 }
@@ -116,6 +121,8 @@ class KafkaControllerApis:
             return self.describe_cluster(body)
         if isinstance(body, UnregisterBrokerRequest):
             return self.unregister_broker(body)
+        if isinstance(body, UpdateFeaturesRequest):
+            return self.update_features(body, version)
         outside = outside_an_exchange(body, listener_name)
         if outside is not None:
             return outside
@@ -159,3 +166,15 @@ class KafkaControllerApis:
         return ubr.UnregisterBrokerResponse(
             error_code=error_code(error), error_message=None if error is None else str(error)
         )
+
+    async def update_features(
+        self, request: UpdateFeaturesRequest, version: int
+    ) -> UpdateFeaturesResponse:
+        updates = updates_of(request, version)
+        validate_only = request.validate_only
+        timeout_ms = request.timeout_ms if request.timeout_ms > 0 else self._request_timeout_ms
+        written = await self._controller.write(
+            lambda c, now: c.update_features(updates, now, validate_only=validate_only),
+            timeout_ms,
+        )
+        return answer(request, version, written.error)

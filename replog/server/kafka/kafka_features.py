@@ -3,7 +3,7 @@ the cluster has finalized, as `kafka-features describe` prints them.
 
 Rules:
 - Supported: the ranges this node's broker registers with (`broker_lifecycle.SUPPORTED_FEATURES`:
-  `metadata.version` 1..7, the levels the metadata code reads and writes, and
+  `metadata.version` 1..12, the levels the metadata code reads and writes, and
   `transaction.version` 0..2, KIP-890; `eligible.leader.replicas.version` 0..1, KIP-966).
   Nothing else is claimed: replog has no `kraft.version` 1 (dynamic quorum), no
   `group.version` or `share.version` feature to finalize.
@@ -12,7 +12,8 @@ Rules:
   protocols whatever is finalized, each by the request versions the client sends.
 - Finalized: every level the metadata image holds (a removed feature is absent), each with
   its level as both min and max (Kafka's KRaft answer); the epoch is the image's last offset,
-  -1 when nothing is finalized yet (Kafka's "unknown").
+  -1 when nothing is finalized yet (Kafka's "unknown"). An UpdateFeatures shows here once the
+  node has replayed its FeatureLevelRecord (`kafka_feature_apis`).
 """
 
 from __future__ import annotations

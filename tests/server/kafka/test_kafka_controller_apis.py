@@ -1,13 +1,16 @@
 """A controller's Kafka listener (`kafka_controller_apis`), on a fake controller driver:
 
 - ApiVersions lists exactly ApiVersions, DescribeCluster, DescribeQuorum, UnregisterBroker,
-  SaslHandshake and SaslAuthenticate; v3+ carries the features the controller's committed
-  state finalized, at its offset; a SASL request no exchange took is ILLEGAL_SASL_STATE;
+  UpdateFeatures, SaslHandshake and SaslAuthenticate; v3+ carries the features the controller's
+  committed state finalized, at its offset; a SASL request no exchange took is
+  ILLEGAL_SASL_STATE;
 - DescribeCluster of controllers (type 2) lists each voter's controller listener and the
   active controller; brokers (type 1, v0) are UNSUPPORTED_ENDPOINT_TYPE;
 - UnregisterBroker is a controller write; its error (BROKER_ID_NOT_REGISTERED, NOT_CONTROLLER)
-  is the answer's; with an authorizer it needs ALTER on the cluster (refused: nothing written);
-  DescribeCluster too needs ALTER on the cluster there (Kafka's ControllerApis);
+  is the answer's; so is UpdateFeatures (`kafka-features --bootstrap-controller`), its updates
+  handed over in request order with their upgrade types; with an authorizer both need ALTER
+  on the cluster (refused: nothing written); DescribeCluster too needs ALTER on the cluster
+  there (Kafka's ControllerApis);
 - the controller endpoints are asked of each voter once per answer age, a failed or
   listener-less voter again next time; a voter that does not answer keeps its last known
   listener, one serving none is left out (`controller_endpoints`).
@@ -22,6 +25,7 @@ from typing import Any
 import grpc
 import pytest
 
+from replog.common.feature_update import FeatureUpdate, UpgradeType
 from replog.errors import (
     BrokerIdNotRegisteredError,
     IllegalSaslStateError,
@@ -35,6 +39,7 @@ from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from replog.kafka.messages.sasl_handshake_request import SaslHandshakeRequest
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
+from replog.kafka.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
 from replog.kafka.protocol.codec import Message
 from replog.pb import raft_pb2 as pb
 from replog.quorum.controller.reads import FinalizedFeatures
@@ -66,6 +71,7 @@ class FakeController:
     def __init__(self, unregister_error: KafkaError | None = None) -> None:
         self.unregister_error = unregister_error
         self.unregistered: list[int] = []
+        self.updated: list[tuple[list[FeatureUpdate], bool]] = []
 
     async def read(self, query: Any) -> Answer:
         return Answer(2, FinalizedFeatures({"metadata.version": 7}, 41))
@@ -76,6 +82,11 @@ class FakeController:
         class Core:
             def unregister_broker(self, broker_id: int, now_ms: int) -> None:
                 controller.unregistered.append(broker_id)
+
+            def update_features(
+                self, updates: list[FeatureUpdate], now_ms: int, *, validate_only: bool
+            ) -> None:
+                controller.updated.append((updates, validate_only))
 
         call(Core(), 0)
         return Answer(2, error=self.unregister_error)
@@ -117,7 +128,7 @@ async def handled(apis: KafkaControllerApis, body: Message, version: int) -> Any
 async def test_api_versions_lists_the_controller_apis_with_the_finalized_features() -> None:
     request = ApiVersionsRequest(client_software_name="t", client_software_version="1")
     response = await handled(controller_apis(), request, 3)
-    assert [k.api_key for k in response.api_keys] == [17, 18, 36, 55, 60, 64]
+    assert [k.api_key for k in response.api_keys] == [17, 18, 36, 55, 57, 60, 64]
     assert [(f.name, f.max_version_level) for f in response.finalized_features] == [
         ("metadata.version", 7)
     ]
@@ -174,6 +185,35 @@ async def test_unregister_broker_is_a_controller_write() -> None:
             controller_apis(FakeController(error)), UnregisterBrokerRequest(broker_id=9), 0
         )
         assert (refused.error_code, refused.error_message) == (error.code, str(error))
+
+
+@pytest.mark.asyncio
+async def test_update_features_is_a_controller_write() -> None:
+    controller = FakeController()
+    request = UpdateFeaturesRequest(
+        feature_updates=[
+            FeatureUpdateKey(feature="metadata.version", max_version_level=12),
+            FeatureUpdateKey(feature="transaction.version", max_version_level=1, upgrade_type=2),
+        ],
+        validate_only=True,
+    )
+    done = await handled(controller_apis(controller), request, 1)
+    assert (done.error_code, done.error_message) == (0, None)
+    assert [(r.feature, r.error_code, r.error_message) for r in done.results] == [
+        ("metadata.version", 0, "NONE"),
+        ("transaction.version", 0, "NONE"),
+    ]
+    assert controller.updated == [
+        (
+            [
+                FeatureUpdate("metadata.version", 12, UpgradeType.UPGRADE),
+                FeatureUpdate("transaction.version", 1, UpgradeType.SAFE_DOWNGRADE),
+            ],
+            True,
+        )
+    ]
+    refused = await handled(controller_apis(FakeController(NotControllerError("x"))), request, 2)
+    assert (refused.error_code, refused.error_message, refused.results) == (41, "x", [])
 
 
 class Unreachable(grpc.RpcError):  # type: ignore[misc]  # grpc ships no type hints
@@ -251,7 +291,7 @@ async def test_controller_endpoints_are_asked_again_once_old_and_kept_while_unan
 
 
 @pytest.mark.asyncio
-async def test_with_an_authorizer_unregister_broker_needs_alter_on_the_cluster() -> None:
+async def test_with_an_authorizer_unregister_and_update_features_need_cluster_alter() -> None:
     controller = FakeController()
     authorizer = BrokerAuthorizer(AuthorizerConfig(enabled=True), lambda: MetadataImage())
     apis = controller_apis(controller, authorizer)
@@ -267,6 +307,13 @@ async def test_with_an_authorizer_unregister_broker_needs_alter_on_the_cluster()
         controller_apis(controller, admin), UnregisterBrokerRequest(broker_id=3), 0
     )
     assert response.error_code == 0 and controller.unregistered == [3]
+    update = UpdateFeaturesRequest(
+        feature_updates=[FeatureUpdateKey(feature="transaction.version", max_version_level=2)]
+    )
+    header = RequestHeader(request_api_key=57, request_api_version=2, correlation_id=1)
+    refused = apis.handle(KafkaRequest(0, header, update, 0), "C")
+    assert refused.error_code == 31  # type: ignore[union-attr]  # answered at once
+    assert controller.updated == []
 
 
 @pytest.mark.asyncio

@@ -130,6 +130,8 @@ def test_raw_appends_run_no_controller() -> None:
         ({"log.flush.offset.checkpoint.interval.ms": "x"}, "checkpoint.interval.ms='x'"),
         ({"log.retention.check.interval.ms": "-1"}, "log.retention.check.interval.ms=-1"),
         ({"log.initial.task.delay.ms": "-7"}, "log.initial.task.delay.ms=-7"),
+        ({"bootstrap.metadata.version": "4.0-IV0"}, "bootstrap.metadata.version='4.0-IV0'"),
+        ({"bootstrap.metadata.version": "13"}, "bootstrap.metadata.version must be within 1..12"),
     ],
 )
 def test_problems_name_the_key(extra: dict[str, str], named: str) -> None:
@@ -137,6 +139,13 @@ def test_problems_name_the_key(extra: dict[str, str], named: str) -> None:
     props.update(extra)
     with pytest.raises(ConfigError, match=re.escape(named)):
         NodeConfig.from_properties(props)
+
+
+@pytest.mark.parametrize(("value", "level"), [("7", 7), ("3.3-IV3", 7), ("3.5", 11)])
+def test_bootstrap_metadata_version_takes_a_level_or_its_name(value: str, level: int) -> None:
+    props = properties(**{"bootstrap.metadata.version": value})
+    controller = NodeConfig.from_properties(props).controller
+    assert controller is not None and controller.bootstrap_metadata_version == level
 
 
 def test_the_metadata_log_defaults_to_the_first_log_dir() -> None:

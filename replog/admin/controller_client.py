@@ -22,6 +22,17 @@ Finding the active controller:
   asks the active one too (read-your-writes across invocations) and falls back to the standby's
   answer if the active one does not answer.
 
+Channels: one gRPC channel per address, kept between calls, each with a connection of its
+own (`_CHANNEL_OPTIONS`). An attempt that fails UNAVAILABLE (refused, reset, the node going
+away) drops its address's channel, closed once no attempt uses it, and the next attempt dials
+afresh, paced by the backoff below: the first attempt after the node listens connects. A fresh
+channel's first call waits for its own connection attempt, so its thread reads the outcome.
+A kept channel would fail each call at once while gRPC reconnects it in the background, and
+under gRPC's polling engine (`replog.wire.grpc_engine`) nothing reads that reconnection's
+outcome for a blocking channel no call waits on but gRPC's backup poller, every 5 s: its first
+answer would come 5-10 s after the node serves (docs/reliability.md, "Admin client against a
+starting node").
+
 Timeouts and retries:
 - Each call has a deadline (`timeout_s`, else the client's `default_timeout_s`); each attempt
   is bounded by `request_timeout_s` and by what is left of the deadline. The request's own
@@ -60,7 +71,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 from uuid import UUID
 
@@ -129,6 +140,16 @@ _CHANNEL_OPTIONS = [
     # (replog/wire/grpc_reconnect.py).
     *RECONNECT_OPTIONS,
 ]
+
+
+@dataclass(slots=True)
+class _Dial:
+    """A channel to one address, its RPCs' callables (by name), and the attempts on it."""
+
+    channel: Any
+    methods: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 0  # in flight
+    dropped: bool = False  # replaced after UNAVAILABLE: closed once its last attempt ends
 
 
 class _Response(Protocol):
@@ -212,8 +233,7 @@ class _ControllerRouting:
         self.max_retry_backoff_s = max_retry_backoff_s
         self.refused_timeout_s = refused_timeout_s
         self._lock = threading.Lock()
-        # address -> (channel, RPC name -> its callable on the channel)
-        self._channels: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self._channels: dict[str, _Dial] = {}  # by address: the channel its attempts use
         self._controller: str | None = None  # the active controller's address, once known
         self._closed = False
 
@@ -405,28 +425,39 @@ class _ControllerRouting:
                 self._controller = controller
             return controller
 
-    def _callable(self, ask: _Ask, open_channel: Callable[..., Any]) -> Any:
-        """`ask.rpc`'s callable on the channel to `ask.address`, opened with `open_channel` on
-        first use and kept until `close`. Built from the RPC's name and message types, as the
-        generated stub builds it, without loading the stub's module (one import less at each
-        command's start-up)."""
+    def _dialled(self, ask: _Ask, open_channel: Callable[..., Any]) -> tuple[_Dial, Any]:
+        """The channel to `ask.address` (opened with `open_channel` when there is none) and
+        `ask.rpc`'s callable on it, counted as one attempt in flight until `_ended`. The
+        callable is built from the RPC's name and message types, as the generated stub builds
+        it, without loading the stub's module (one import less at each command's start-up)."""
         with self._lock:
             if self._closed:
                 raise ReplogError("the controller client is closed")
-            entry = self._channels.get(ask.address)
-            if entry is None:
+            dial = self._channels.get(ask.address)
+            if dial is None:
                 channel = open_channel(ask.address, options=_CHANNEL_OPTIONS)
-                entry = self._channels[ask.address] = (channel, {})
-            channel, methods = entry
-            method = methods.get(ask.rpc)
+                dial = self._channels[ask.address] = _Dial(channel)
+            method = dial.methods.get(ask.rpc)
             if method is None:
-                method = methods[ask.rpc] = channel.unary_unary(
+                method = dial.methods[ask.rpc] = dial.channel.unary_unary(
                     f"/{_SERVICE}/{ask.rpc}",
                     request_serializer=type(ask.request).SerializeToString,
                     response_deserializer=ask.response_type.FromString,
                     _registered_method=True,
                 )
-            return method
+            dial.attempts += 1
+            return dial, method
+
+    def _ended(self, address: str, dial: _Dial, unavailable: bool) -> bool:
+        """An attempt on `dial` ended (`unavailable`: failed UNAVAILABLE, which drops the
+        channel: the next attempt dials afresh, module docstring). True when the caller is to
+        close the channel now: dropped, and no attempt left on it."""
+        with self._lock:
+            dial.attempts -= 1
+            if unavailable and self._channels.get(address) is dial:
+                del self._channels[address]
+                dial.dropped = True
+            return dial.dropped and dial.attempts == 0
 
     def _forget_controller(self, address: str) -> None:
         with self._lock:
@@ -710,8 +741,8 @@ class ControllerClient(_ControllerRouting):
         with self._lock:
             self._closed = True
             channels, self._channels = self._channels, {}
-        for channel, _ in channels.values():
-            channel.close()
+        for dial in channels.values():
+            dial.channel.close()
 
     def __enter__(self) -> ControllerClient:
         return self
@@ -764,16 +795,21 @@ class ControllerClient(_ControllerRouting):
 
     def _attempt(self, ask: _Ask) -> Any:
         """One RPC to one address; a failure to get an answer is `_Unreachable`."""
-        call = self._callable(ask, blocking_grpc_channel).future(
-            ask.request, timeout=ask.timeout_ms / 1000
-        )
+        dial, method = self._dialled(ask, blocking_grpc_channel)
+        unavailable = False
         try:
-            response = call.result()
-        except KeyboardInterrupt:
-            call.cancel()  # so that the server stops waiting on our behalf
-            raise
+            call = method.future(ask.request, timeout=ask.timeout_ms / 1000)
+            try:
+                response = call.result()
+            except KeyboardInterrupt:
+                call.cancel()  # so that the server stops waiting on our behalf
+                raise
         except grpc.RpcError as exc:
+            unavailable = exc.code() == grpc.StatusCode.UNAVAILABLE
             raise _classify(ask.address, ask.rpc, exc, ask.timeout_ms) from None
+        finally:
+            if self._ended(ask.address, dial, unavailable):
+                dial.channel.close()
         return _checked(ask, response)
 
 
@@ -786,8 +822,8 @@ class AsyncControllerClient(_ControllerRouting):
         with self._lock:
             self._closed = True
             channels, self._channels = self._channels, {}
-        for channel, _ in channels.values():
-            await channel.close()
+        for dial in channels.values():
+            await dial.channel.close()
 
     async def __aenter__(self) -> AsyncControllerClient:
         return self
@@ -832,12 +868,16 @@ class AsyncControllerClient(_ControllerRouting):
     async def _attempt(self, ask: _Ask) -> Any:
         """One RPC to one address; a failure to get an answer is `_Unreachable`. A cancelled
         call cancels the RPC, so the server stops waiting on our behalf."""
+        dial, method = self._dialled(ask, grpc_channel)
+        unavailable = False
         try:
-            response = await self._callable(ask, grpc_channel)(
-                ask.request, timeout=ask.timeout_ms / 1000
-            )
+            response = await method(ask.request, timeout=ask.timeout_ms / 1000)
         except grpc.aio.AioRpcError as exc:
+            unavailable = exc.code() == grpc.StatusCode.UNAVAILABLE
             raise _classify(ask.address, ask.rpc, exc, ask.timeout_ms) from None
+        finally:
+            if self._ended(ask.address, dial, unavailable):
+                await dial.channel.close()
         return _checked(ask, response)
 
 

@@ -12,6 +12,13 @@ Rules:
   second (a loaded machine) failed the call UNAVAILABLE ("connection attempt timed out before
   receiving SETTINGS frame"), which the Raft core takes for an unreachable peer. A peer that is
   down refuses at once whatever this is; a call's own timeout bounds its wait for the dial.
+- These backoffs pace gRPC's reconnection in the background, which fails every call at once
+  until it succeeds, and whose outcome someone must read: under gRPC's polling engine
+  (`grpc_engine`) a thread polling for a call does, grpc.aio's poller thread does for asyncio
+  channels, and for a blocking channel no call waits on nothing does but gRPC's backup poller,
+  every 5 s (5-10 s of refusals after the peer listens). The blocking admin client therefore
+  drops a channel after UNAVAILABLE and dials afresh (`replog.admin.controller_client`), as the
+  nodes' own clients do (`redialing_channel`).
 """
 
 from __future__ import annotations

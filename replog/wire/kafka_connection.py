@@ -35,12 +35,13 @@ Rules (Kafka's NetworkClient where it has one):
   received straight into a buffer of its own (a bytearray, or what the `allocate` given
   makes: the Spark source's fetches use numpy's, not zeroed, since every byte of it is
   received) and its records are views of it, never copied.
-  While such a frame comes in, the socket's receive low-water mark (`SO_RCVLOWAT`, Linux) is
-  what is left of it, at most `RECEIVE_LOW_WATER`, and 1 between frames: the loop wakes about
-  once per MiB of a large answer instead of for every few hundred KiB the kernel has, and
-  never waits for bytes the frame does not have (the kernel also wakes a reader whose buffer
-  is full, or whose connection closed or failed). A failed `setsockopt` turns it off for the
-  connection, and a TLS connection has none (its socket's bytes are not the frame's).
+  While such a frame comes in, the socket's receive low-water mark (`ReceiveLowWater`:
+  `SO_RCVLOWAT`, Linux) is what is left of it, at most `RECEIVE_LOW_WATER`, and 1 between
+  frames: the loop wakes about once per MiB of a large answer instead of for every few hundred
+  KiB the kernel has, and never waits for bytes the frame does not have (the kernel also wakes
+  a reader whose buffer is full, or whose connection closed or failed). A failed `setsockopt`
+  turns it off for the connection, and a TLS connection has none (its socket's bytes are not
+  the frame's).
 """
 
 from __future__ import annotations
@@ -48,10 +49,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import socket
 import ssl
 import struct
-import sys
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -78,6 +77,7 @@ from replog.kafka.protocol.framing import (
     request_header_version,
 )
 from replog.net_address import format_host_port, parse_host_port
+from replog.wire.receive_low_water import ReceiveLowWater
 from replog.wire.sasl_authentication import REAUTH_FRACTION, SaslCredentials, authenticate
 from replog.wire.tls_handshake import certificate_failure, connect_failure, first_bytes_failure
 
@@ -91,7 +91,6 @@ _OWN_BUFFER_BYTES = 64 * 1024  # a frame at least this large is received into it
 # The most a large frame's read waits for before the loop wakes (module rules). Measured on 8 MiB
 # Fetch answers (bench/spark_fetch_path.py): 1 MiB cost the loop thread least.
 RECEIVE_LOW_WATER = 1 << 20
-_LOW_WATER_OPTION = getattr(socket, "SO_RCVLOWAT", None) if sys.platform == "linux" else None
 _UNSUPPORTED_VERSION = 35
 _HANDSHAKE_FRAME_MAX = 1 << 20  # an ApiVersions answer is a few KiB
 _HTTP2_SETTINGS = 0x04
@@ -133,10 +132,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frame: Any = None  # the large frame being received (`allocate`'s), or None
         self._frame_filled = 0
         self._first_bytes = b""  # what the peer sent first (diagnosis)
-        # The socket whose receive low-water mark follows a large frame (None: left alone), and
-        # the mark set on it (module rules).
-        self._socket_for_mark: socket.socket | None = None
-        self._low_water = 1
+        # The receive low-water mark of the socket, following a large frame (module rules).
+        self._low_water = ReceiveLowWater(None)
         # When its SASL session is to be renewed (KIP-368; None: never): from then on the
         # connection is replaced before its next use (`KafkaConnections.get`).
         self.renew_at_ms: int | None = None
@@ -429,8 +426,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._ssl_object = transport.get_extra_info("ssl_object")  # None: plaintext
         # Over TLS the socket holds ciphertext, and the TLS layer may hold part of a record
         # already: a mark in plaintext bytes could wait for bytes that never come.
-        if _LOW_WATER_OPTION is not None and self._ssl_object is None:
-            self._socket_for_mark = transport.get_extra_info("socket")
+        if self._ssl_object is None:
+            self._low_water = ReceiveLowWater(transport.get_extra_info("socket"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         cause = f": {_os_cause(exc)}" if isinstance(exc, OSError) else ""
@@ -460,11 +457,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._frame_filled += nbytes
             left = len(self._frame) - self._frame_filled
             if left == 0:
-                self._mark(1)  # the next frame's size: any byte is worth waking for
+                self._low_water.set(1)  # the next frame's size: any byte is worth waking for
                 frame, self._frame = self._frame, None
                 self._deliver(memoryview(frame))
-            elif left < self._low_water:
-                self._mark(left)
+            elif left < self._low_water.mark:
+                self._low_water.set(left)
             return
         if not self._first_bytes:
             self._first_bytes = bytes(self._scratch_view[self._end : self._end + min(nbytes, 64)])
@@ -504,22 +501,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 frame[:have] = self._scratch_view[self._start + 4 : self._end]
                 self._frame, self._frame_filled = frame, have
                 self._start = self._end = 0
-                self._mark(min(size - have, RECEIVE_LOW_WATER))
+                self._low_water.set(min(size - have, RECEIVE_LOW_WATER))
             return
         if self._start == self._end:
             self._start = self._end = 0
-
-    def _mark(self, low_water: int) -> None:
-        """Set the socket's receive low-water mark (module rules)."""
-        sock, option = self._socket_for_mark, _LOW_WATER_OPTION
-        if sock is None or option is None or low_water == self._low_water:
-            return
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, option, low_water)
-        except OSError:
-            self._socket_for_mark = None  # not on this socket: the default mark from now on
-            return
-        self._low_water = low_water
 
     def _deliver(self, frame: memoryview) -> None:
         if not self._pending:

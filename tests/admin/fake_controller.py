@@ -8,12 +8,15 @@ gRPC status instead of a response) or `HANG` (no answer until the client gives u
 stops). Every request is recorded, and so is every call the client cancelled.
 
 Imported by module name (`import fake_controller`): pytest puts this folder on `sys.path` for
-the tests in it, and `tests/cli/conftest.py` adds it for the CLI tests.
+the tests in it, and `tests/cli/conftest.py` adds it for the CLI tests. Run as a script
+(`python fake_controller.py PORT`), it serves unscripted answers on PORT in a process of its
+own, says "serving" on stdout once its server has started, and stops when stdin closes.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -182,3 +185,17 @@ def interrupt_main_when(condition: Callable[[], bool], timeout_s: float = 10.0) 
     finally:
         watcher.join(timeout_s)
         signal.signal(signal.SIGINT, previous)
+
+
+def serve_until_stdin_closes(port: int) -> None:
+    """The script's body (module docstring)."""
+    node = FakeController(1, port=port, controller_id=1)
+    try:
+        print("serving", flush=True)
+        sys.stdin.read()
+    finally:
+        node.stop()
+
+
+if __name__ == "__main__":
+    serve_until_stdin_closes(int(sys.argv[1]))

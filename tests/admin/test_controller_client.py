@@ -60,6 +60,7 @@ from replog.errors import (
 )
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
+from tests.eventually import wait_until
 from tests.local_ports import free_port
 
 TOPIC_ID = uuid.UUID("5d2a6f1e-8c3b-4a7d-9e0f-112233445566")
@@ -745,6 +746,38 @@ def test_unavailable_status_from_a_live_node_is_retried(
     )
     assert make_client(node.address).create_topics([NewTopic("orders")])[0].error is None
     assert len(node.asked()) == 2
+
+
+def test_unavailable_drops_the_channel_and_its_other_calls_finish_before_it_closes(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    # One thread's call waits at the node while another's fails UNAVAILABLE: that one is
+    # retried on a fresh channel, and the first is answered on the dropped one, which closes
+    # once it is.
+    release = threading.Event()
+
+    def slow(request: pb.MetadataRequest) -> pb.MetadataResponse:
+        release.wait(10)
+        return pb.MetadataResponse(cluster_id="slow")
+
+    node.script("Metadata", slow)
+    node.script("CreateTopics", Abort(grpc.StatusCode.UNAVAILABLE, "shutting down"), create_ok(1))
+    client = make_client(node.address, default_timeout_s=20, request_timeout_s=15)
+    answers: list[str] = []
+    reader = threading.Thread(target=lambda: answers.append(client.metadata().cluster_id))
+    reader.start()
+    try:
+        wait_until(lambda: node.asked("Metadata"), "the slow call at the node")
+        first = client._channels[node.address]
+        assert client.create_topics([NewTopic("orders")])[0].error is None
+        assert len(node.asked("CreateTopics")) == 2
+        assert client._channels[node.address] is not first and first.dropped
+    finally:
+        release.set()
+        reader.join(20)
+    assert answers == ["slow"] and node.cancelled == [] and len(node.asked("Metadata")) == 1
+    with pytest.raises(ValueError, match="closed channel"):
+        first.channel.unary_unary("/any/Method")(b"")
 
 
 def test_nobody_reachable_is_a_timeout_naming_each_address(

@@ -12,7 +12,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from replog.admin.controller_client import ControllerClient
-from replog.admin.quorum import NodeUnreachable, ask_or_why
 from replog.cli.cluster import brokers_not_active
 from tests.eventually import wait_until
 from tests.local_ports import free_port
@@ -65,16 +64,6 @@ def running_node(
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     try:
-        # First an answer on a channel of its own per try, as `cluster start` asks: a client
-        # whose first attempts were refused (the node still importing) goes on failing for
-        # about 10 s after the node listens, the connection setup timeout of
-        # replog/wire/grpc_reconnect.py, where a fresh channel answers at once.
-        def answers() -> bool:
-            if process.poll() is not None:
-                raise AssertionError(f"the node exited with code {process.returncode}")
-            return not isinstance(ask_or_why(f"127.0.0.1:{grpc_port}", 1.0), NodeUnreachable)
-
-        wait_until(answers, "the node's gRPC listener answering", timeout_s=60)
         with ControllerClient(f"127.0.0.1:{grpc_port}", default_timeout_s=60) as admin:
 
             def broker_active() -> bool:

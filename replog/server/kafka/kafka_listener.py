@@ -19,11 +19,12 @@ Rules (docs/kafka-protocol.md, "Listener"):
   mechanism SSL when TLS refused it (a peer closing first is not), as Kafka's selector logs and
   counts it; the listener goes on.
 - While a request is partly read, the socket is told not to wake the connection before the
-  rest of it can have arrived (SO_RCVLOWAT: the bytes missing, over TLS the least ciphertext
-  that can carry them, `TlsSession.ciphertext_needed`; at most `LOWAT_MAX_BYTES`): a request
-  that arrives in pieces (Kafka's Java client writes each buffer of a request as a TLS record
-  of its own) costs one wake-up of the event loop, not one per piece. The peer's EOF or an
-  error wakes it whatever the mark.
+  rest of it can have arrived (`ReceiveLowWater`, SO_RCVLOWAT on Linux: the bytes missing, over
+  TLS the least ciphertext that can carry them, `TlsSession.ciphertext_needed`; at most
+  `LOWAT_MAX_BYTES`): a request that arrives in pieces (Kafka's Java client writes each buffer
+  of a request as a TLS record of its own) costs one wake-up of the event loop, not one per
+  piece. The peer's EOF or an error wakes it whatever the mark; a socket that refuses the mark
+  once is not marked again.
 - A SASL listener (`sasl` given: SASL_PLAINTEXT, or SASL_SSL with `ssl_context` too) runs
   each connection's authentication through its `SaslAuthenticator` (`replog.kafka`): every
   request is shown to it first, in arrival order, and it answers the SASL requests, closes the
@@ -121,6 +122,7 @@ from replog.security.principal import ANONYMOUS
 from replog.security.principal_mapping import PrincipalMapper, tls_principal
 from replog.server.config.sasl_config import SaslListenerConfig
 from replog.server.kafka.tls_session import TlsSession
+from replog.wire.receive_low_water import ReceiveLowWater
 from replog.wire.tls_handshake_failure import handshake_failure_cause, is_authentication_failure
 
 log = logging.getLogger("replog.server.kafka")
@@ -317,8 +319,7 @@ class _Connection(asyncio.Protocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._sasl: SaslAuthenticator | None = None  # on a SASL listener
         self._tls: TlsSession | None = None  # on an SSL listener
-        self._socket: TransportSocket | None = None
-        self._lowat = 1  # the socket's SO_RCVLOWAT
+        self._lowat = ReceiveLowWater(None)  # the socket's SO_RCVLOWAT (module rules)
         self.closed: asyncio.Future[None] = self._loop.create_future()
 
     # --- the transport's calls -----------------------------------------------------------------
@@ -328,8 +329,8 @@ class _Connection(asyncio.Protocol):
         self._transport = transport
         self.peer = format_peer(transport.get_extra_info("peername"))
         sock = transport.get_extra_info("socket")
-        self._socket = sock
         self._fd = -1 if sock is None else sock.fileno()
+        self._lowat = ReceiveLowWater(sock)
         if sock is not None:
             send_at_once(sock)
         self._core = KafkaConnection(
@@ -427,17 +428,13 @@ class _Connection(asyncio.Protocol):
 
     def _await_rest(self) -> None:
         """Set SO_RCVLOWAT to what the partly read request still needs (module rules)."""
-        core, sock = self._core, self._socket
-        if sock is None or core is None:
+        core = self._core
+        if core is None:
             return
         missing = core.bytes_missing
         if self._tls is not None:
             missing = self._tls.ciphertext_needed(missing)
-        lowat = min(max(missing, 1), LOWAT_MAX_BYTES)
-        if lowat != self._lowat:
-            self._lowat = lowat
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, lowat)
+        self._lowat.set(min(max(missing, 1), LOWAT_MAX_BYTES))
 
     def eof_received(self) -> bool:
         """The client sends no more: the requests it sent are still answered (one that only

@@ -20,10 +20,22 @@
 #                      restarted with 10,000 partitions on a loaded machine takes minutes)
 #   KAFKA_PROPERTIES   more lines of every node's server.properties, one KEY=VALUE a line, after
 #                      the ones below (a later line wins: log.cleaner.enable=false, ...)
+#   KAFKA_SECURITY     plaintext (default), ssl or sasl_ssl: the protocol of every link, the
+#                      brokers' listener (clients and replication; named as its protocol) and
+#                      the controllers'. ssl: TLS, client certificates required on both.
+#                      sasl_ssl: the brokers' listener SASL_SSL with SCRAM-SHA-512 (no client
+#                      certificate asked), the brokers signing in to each other as
+#                      KAFKA_SASL_USER; the controllers' listener mutual TLS
+#   KAFKA_TLS_DIR      ssl, sasl_ssl: PEM files, ca.pem (every node's truststore) and node-<id>.pem
+#                      (node id's keystore: its unencrypted PKCS#8 key, its certificate, the CA's)
+#   KAFKA_SASL_USER    sasl_ssl: the user the brokers sign in as (default admin)
+#   KAFKA_SASL_PASSWORD_FILE  sasl_ssl: a file holding its password ([A-Za-z0-9._~-] only),
+#                      formatted into the metadata log as a SCRAM-SHA-512 credential
 #
 # Settings matched to replog's cluster (`replog cluster start`): 3 combined nodes (broker and
 # controller), replication factor 3, min.insync.replicas=2, no fsync per message (Kafka's and
-# replog's default: flush.messages unset), the same segment size. Clients choose acks=all.
+# replog's default: flush.messages unset), the same segment size, KAFKA_SECURITY as `--security`
+# (replog/cli/bench/kafka_security.py writes the files from the same code). Clients choose acks=all.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,6 +47,10 @@ KAFKA_HEAP="${KAFKA_HEAP:-512m}"
 KAFKA_SEGMENT_BYTES="${KAFKA_SEGMENT_BYTES:-1073741824}"
 NODES=3
 START_TIMEOUT_S="${KAFKA_START_TIMEOUT_S:-90}"
+KAFKA_SECURITY="${KAFKA_SECURITY:-plaintext}"
+KAFKA_SASL_USER="${KAFKA_SASL_USER:-admin}"
+SCRAM_MECHANISM=SCRAM-SHA-512
+SCRAM_LOGIN_MODULE=org.apache.kafka.common.security.scram.ScramLoginModule
 STOP_TIMEOUT_S=30
 
 die() { echo "kafka.sh: $*" >&2; exit 1; }
@@ -104,11 +120,11 @@ EOF
 process.roles=broker,controller
 node.id=$i
 controller.quorum.voters=$(voters)
-listeners=PLAINTEXT://127.0.0.1:$(broker_port "$i"),CONTROLLER://127.0.0.1:$(controller_port "$i")
-advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$i")
+listeners=$LISTENER://127.0.0.1:$(broker_port "$i"),CONTROLLER://127.0.0.1:$(controller_port "$i")
+advertised.listeners=$LISTENER://127.0.0.1:$(broker_port "$i")
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+inter.broker.listener.name=$LISTENER
+listener.security.protocol.map=CONTROLLER:$CONTROLLER_PROTOCOL,$LISTENER:$LISTENER
 log.dirs=$KAFKA_CLUSTER_DIR/node-$i/data
 num.partitions=1
 default.replication.factor=3
@@ -120,10 +136,62 @@ log.segment.bytes=$KAFKA_SEGMENT_BYTES
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 EOF
+    security_properties "$i" >>"$KAFKA_CLUSTER_DIR/node-$i/server.properties"
     if [[ -n "${KAFKA_PROPERTIES:-}" ]]; then
       printf '%s\n' "$KAFKA_PROPERTIES" >>"$KAFKA_CLUSTER_DIR/node-$i/server.properties"
     fi
   done
+}
+
+check_security() {
+  # KAFKA_SECURITY's listener name and controller protocol, and the files it needs, checked
+  # before anything is written.
+  case "$KAFKA_SECURITY" in
+    plaintext) LISTENER=PLAINTEXT CONTROLLER_PROTOCOL=PLAINTEXT; return 0 ;;
+    ssl) LISTENER=SSL CONTROLLER_PROTOCOL=SSL ;;
+    sasl_ssl) LISTENER=SASL_SSL CONTROLLER_PROTOCOL=SSL ;;
+    *) die "KAFKA_SECURITY=$KAFKA_SECURITY: plaintext, ssl or sasl_ssl" ;;
+  esac
+  [[ -n "${KAFKA_TLS_DIR:-}" ]] || die "KAFKA_SECURITY=$KAFKA_SECURITY needs KAFKA_TLS_DIR"
+  local i file
+  for file in ca.pem $(for i in $(seq 1 $NODES); do echo "node-$i.pem"; done); do
+    [[ -r "$KAFKA_TLS_DIR/$file" ]] || die "KAFKA_TLS_DIR: $KAFKA_TLS_DIR/$file is not readable"
+  done
+  [[ "$KAFKA_SECURITY" == sasl_ssl ]] || return 0
+  local path="${KAFKA_SASL_PASSWORD_FILE:-}"
+  [[ -n "$path" && -r "$path" ]] \
+    || die "KAFKA_SECURITY=sasl_ssl needs KAFKA_SASL_PASSWORD_FILE, a readable file (got '$path')"
+  SASL_PASSWORD="$(tr -d '\n' <"$path")"
+  # Both go into a JAAS option's quotes and into --add-scram's brackets as they are.
+  [[ "$SASL_PASSWORD" =~ ^[A-Za-z0-9._~-]+$ ]] \
+    || die "KAFKA_SASL_PASSWORD_FILE: $path holds no password of [A-Za-z0-9._~-] only"
+  [[ "$KAFKA_SASL_USER" =~ ^[A-Za-z0-9._~-]+$ ]] \
+    || die "KAFKA_SASL_USER=$KAFKA_SASL_USER: characters other than [A-Za-z0-9._~-]"
+}
+
+security_properties() {
+  # Node $1's TLS and SASL lines (none under plaintext).
+  [[ "$KAFKA_SECURITY" == plaintext ]] && return 0
+  printf '%s\n' "ssl.keystore.type=PEM" "ssl.keystore.location=$KAFKA_TLS_DIR/node-$1.pem" \
+    "ssl.truststore.type=PEM" "ssl.truststore.location=$KAFKA_TLS_DIR/ca.pem"
+  if [[ "$KAFKA_SECURITY" == ssl ]]; then
+    echo "ssl.client.auth=required"
+    return 0
+  fi
+  local jaas="$SCRAM_LOGIN_MODULE required username=\"$KAFKA_SASL_USER\" password=\"$SASL_PASSWORD\";"
+  printf '%s\n' "ssl.client.auth=none" "listener.name.controller.ssl.client.auth=required" \
+    "sasl.enabled.mechanisms=$SCRAM_MECHANISM" \
+    "sasl.mechanism.inter.broker.protocol=$SCRAM_MECHANISM" \
+    "listener.name.sasl_ssl.${SCRAM_MECHANISM,,}.sasl.jaas.config=$jaas"
+}
+
+scram_arguments() {
+  # StorageTool format's arguments that put the brokers' SCRAM credential into the metadata log
+  # before any node runs (none but under sasl_ssl).
+  SCRAM=()
+  if [[ "$KAFKA_SECURITY" == sasl_ssl ]]; then
+    SCRAM=(--add-scram "$SCRAM_MECHANISM=[name=$KAFKA_SASL_USER,password=$SASL_PASSWORD]")
+  fi
 }
 
 random_cluster_id() {
@@ -152,14 +220,18 @@ start() {
       listening "$port" && die "port $port is taken (set KAFKA_BASE_PORT)"
     done
   done
+  check_security
   rm -rf "$KAFKA_CLUSTER_DIR"
-  write_configs
+  # Its owner's only: under sasl_ssl every server.properties holds the brokers' password.
+  (umask 077 && write_configs)
   java_cmd
+  scram_arguments
   local cluster_id
   cluster_id="$(random_cluster_id)"
   for i in $(seq 1 $NODES); do
     "${JAVA[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
-      -c "$KAFKA_CLUSTER_DIR/node-$i/server.properties" >"$KAFKA_CLUSTER_DIR/node-$i/format.log" \
+      -c "$KAFKA_CLUSTER_DIR/node-$i/server.properties" ${SCRAM[@]+"${SCRAM[@]}"} \
+      >"$KAFKA_CLUSTER_DIR/node-$i/format.log" \
       || die "formatting node $i failed: $(cat "$KAFKA_CLUSTER_DIR/node-$i/format.log")"
   done
   for i in $(seq 1 $NODES); do

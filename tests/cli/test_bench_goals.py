@@ -396,7 +396,7 @@ def test_kafkas_creation_ends_once_every_node_holds_every_replicas_log_directory
     from replog.cli.bench import systems
 
     led: list[tuple[str, ...]] = []
-    monkeypatch.setattr(systems, "kafka_create", lambda servers, names, partitions, each: 0.25)
+    monkeypatch.setattr(systems, "kafka_create", lambda servers, names, partitions, each, **_: 0.25)
     monkeypatch.setattr(
         systems,
         "wait_for_kafka_metadata",
@@ -553,7 +553,7 @@ def test_a_wait_on_kafkas_nodes_ends_at_once_when_one_of_them_exited(
     the wait names it and the end of its log at once, not after its 900 s."""
     from replog.cli.bench import systems
 
-    monkeypatch.setattr(systems, "kafka_create", lambda servers, names, partitions, each: 0.25)
+    monkeypatch.setattr(systems, "kafka_create", lambda servers, names, partitions, each, **_: 0.25)
     monkeypatch.setattr(systems, "wait_for_kafka_metadata", lambda *a, **kw: None)
     monkeypatch.setattr(systems, "create_timeout_s", lambda count: 3.0)
     kafka = systems.KafkaSystem(str(tmp_path), 34000, script=None)
@@ -615,7 +615,8 @@ def test_kafkas_nodes_are_stopped_when_they_listen_but_never_all_show_in_metadat
         ran.append(args[0])
         return "127.0.0.1:34000"
 
-    def brokers(servers: str, count: int) -> None:
+    def brokers(settings: dict[str, str], count: int) -> None:
+        servers = settings["bootstrap.servers"]
         raise BenchSystemError(f"waited 60 s for {count} brokers at {servers}; metadata lists 2")
 
     kafka = systems.KafkaSystem(str(tmp_path), 34000, script=None)

@@ -23,7 +23,7 @@ import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -37,6 +37,7 @@ from replog.errors import BenchSystemError
 
 if TYPE_CHECKING:
     from replog.cli.bench.controller_failover import Failover
+    from replog.cli.bench.kafka_security import KafkaSecurity
     from replog.cli.local_cluster import LocalCluster, LocalNode
 
 SYSTEMS = ("replog", "replog-kafka", "kafka", "jetstream", "etcd")
@@ -386,11 +387,16 @@ class KafkaSystem:
         server_cpus: str | None = None,
         *,
         properties: Sequence[str] = (),
+        security: str = "plaintext",
     ) -> None:
         """`properties`: `KEY=VALUE` lines every node's server.properties gets after kafka.sh's
-        own (a later line wins)."""
+        own (a later line wins). `security`: plaintext, ssl or sasl_ssl, every link as
+        `replog cluster start --security` secures a replog cluster's (`kafka_security`; its
+        files beside `directory`, in `directory`-security)."""
         self.server_cpus = server_cpus
         self.properties = tuple(properties)
+        self.security = security
+        self.secured: KafkaSecurity | None = None  # written by `start` unless plaintext
         self.script = script or default_kafka_script()
         self.directory = directory
         self.base_port = base_port
@@ -400,12 +406,16 @@ class KafkaSystem:
         self._deleted: set[str] = set()  # topics deleted since the last `wait_deleted`
 
     def _env(self) -> dict[str, str]:
+        secured = self.secured
         return {
             **os.environ,
+            **(secured.environment() if secured is not None else {}),
             "KAFKA_CLUSTER_DIR": self.directory,
             "KAFKA_BASE_PORT": str(self.base_port),
             "KAFKA_VERSION": self.version,
-            "KAFKA_PROPERTIES": "\n".join(self.properties),
+            "KAFKA_PROPERTIES": "\n".join(
+                (*(secured.node_properties() if secured is not None else ()), *self.properties)
+            ),
             # kafka.sh's own wait for a node's listener, inside the harness's for the script.
             "KAFKA_START_TIMEOUT_S": str(int(KAFKA_START_TIMEOUT_S * 0.9)),
         }
@@ -439,10 +449,15 @@ class KafkaSystem:
         return done.stdout.strip()
 
     def start(self) -> None:
+        from replog.cli.bench.kafka_security import write_kafka_security
+
+        self.secured = write_kafka_security(
+            f"{self.directory}-security", self.base_port, NODES, self.security
+        )
         self._script("start", timeout_s=KAFKA_START_TIMEOUT_S, pin=True)
         try:
             self.bootstrap_servers = self._script("bootstrap", timeout_s=10)
-            wait_for_kafka_brokers(self.bootstrap_servers, NODES)
+            wait_for_kafka_brokers(self.client_config(), NODES)
         except BaseException:
             # The JVMs run (kafka.sh stops them itself only when a listener never came): the
             # caller stops a system only once it has started.
@@ -450,11 +465,17 @@ class KafkaSystem:
                 self.stop()
             raise
 
+    def client_config(self) -> dict[str, str]:
+        """What a Kafka client reaches the cluster with: the bootstrap servers, and a secured
+        cluster's settings (librdkafka's keys, which replog's client reads too)."""
+        secured = {} if self.secured is None else self.secured.client_properties()
+        return {**secured, "bootstrap.servers": self.bootstrap_servers}
+
     def create_topics(self, names: Sequence[str], partitions: int) -> None:
         from confluent_kafka.admin import AdminClient
         from confluent_kafka.cimpl import NewTopic  # where its type stubs declare it
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        admin = AdminClient({**self.client_config()})
         futures = admin.create_topics(
             [NewTopic(n, partitions, REPLICATION_FACTOR, config=TOPIC_CONFIGS) for n in names]
         )
@@ -464,13 +485,17 @@ class KafkaSystem:
             except Exception as exc:
                 raise BenchSystemError(f"kafka: creating topic {name} failed: {exc}") from None
         wait_for_kafka_metadata(
-            self.bootstrap_servers, names, partitions, timeout_s=leaders_timeout(names, partitions)
+            self.bootstrap_servers,
+            names,
+            partitions,
+            timeout_s=leaders_timeout(names, partitions),
+            settings=self.client_config(),
         )
 
     def delete_topics(self, names: Sequence[str]) -> None:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        admin = AdminClient({**self.client_config()})
         failed: list[str] = []
         # One deadline for them all: against a cluster that is down, each would take it whole.
         deadline = time.monotonic() + METADATA_TIMEOUT_S
@@ -527,7 +552,7 @@ class KafkaSystem:
     def kill_leader(self, topic: str) -> int:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        admin = AdminClient({**self.client_config()})
         leader = admin.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics[topic].partitions[0]
         self._script("kill", str(leader.leader), timeout_s=10)
         self._killed = leader.leader
@@ -537,7 +562,7 @@ class KafkaSystem:
         node, self._killed = self._killed, None
         if node is not None:
             self._script("restart", str(node), timeout_s=KAFKA_START_TIMEOUT_S, pin=True)
-            wait_for_kafka_brokers(self.bootstrap_servers, NODES)
+            wait_for_kafka_brokers(self.client_config(), NODES)
 
     def create_led(
         self, names: Sequence[str], partitions: int, per_request: int
@@ -545,7 +570,9 @@ class KafkaSystem:
         """`kafka_create`, then until Metadata shows every partition led and every replica's
         log directory exists on its node (a broker makes it when it applies the partition)."""
         began = time.perf_counter()
-        answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
+        answered_s = kafka_create(
+            self.bootstrap_servers, names, partitions, per_request, settings=self.client_config()
+        )
         count = len(names) * partitions
         deadline = time.monotonic() + create_timeout_s(count)
         wait_for_kafka_metadata(
@@ -553,6 +580,7 @@ class KafkaSystem:
             names,
             partitions,
             timeout_s=create_timeout_s(count),
+            settings=self.client_config(),
             notice=WaitNotice(f"kafka: waiting for a leader of each of {count:,} new partitions"),
             check=self._check_running,
         )
@@ -739,10 +767,13 @@ def create_timeout_s(partitions: int) -> float:
     return max(CREATE_TIMEOUT_S, partitions / CREATED_PER_S_AT_LEAST)
 
 
-def wait_for_kafka_brokers(bootstrap_servers: str, count: int) -> None:
+def wait_for_kafka_brokers(settings: Mapping[str, str], count: int) -> None:
+    """Until Metadata asked with the client `settings` (bootstrap servers included) lists
+    `count` brokers."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    bootstrap_servers = settings["bootstrap.servers"]
+    admin = AdminClient(dict(settings))
     deadline = time.monotonic() + METADATA_TIMEOUT_S
     seen = 0
     while time.monotonic() < deadline:
@@ -766,15 +797,20 @@ def leaders_timeout(names: Sequence[str], partitions: int) -> float:
 
 
 def kafka_create(
-    bootstrap_servers: str, names: Sequence[str], partitions: int, per_request: int
+    bootstrap_servers: str,
+    names: Sequence[str],
+    partitions: int,
+    per_request: int,
+    *,
+    settings: Mapping[str, str] | None = None,
 ) -> float:
     """Create `names` through Kafka's protocol (confluent-kafka's AdminClient, answered once
     the controller committed) in requests of `per_request` topics one after another; the
-    seconds until the last answer."""
+    seconds until the last answer. `settings`: the client's (a secured cluster's)."""
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic  # where its type stubs declare it
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({**(settings or {}), "bootstrap.servers": bootstrap_servers})
     began = time.perf_counter()
     for first in range(0, len(names), per_request):
         futures = admin.create_topics(
@@ -801,15 +837,16 @@ def wait_for_kafka_metadata(
     timeout_s: float = METADATA_TIMEOUT_S,
     notice: WaitNotice | None = None,
     check: Callable[[], None] | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> None:
     """Wait until Metadata over Kafka's protocol shows a leader for every partition of `topics`;
     `notice` is told how many are led after each answer; `check()` runs before each request
     and raises to end the wait (a node that exited). Each answer lists every topic (at
     100,000 partitions, seconds of the brokers' and this process's CPU): the polls are paced by
-    the leaders' progress (`paced_polls`)."""
+    the leaders' progress (`paced_polls`). `settings`: the client's (a secured cluster's)."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient({**(settings or {}), "bootstrap.servers": bootstrap_servers})
     began = time.monotonic()
     deadline = began + timeout_s
     missing: list[str] = list(topics)

@@ -73,9 +73,18 @@ CONFIG = LogConfig(segment_bytes=SEGMENT_BYTES, cleanup_policy="compact")
 
 
 def build_template(
-    directory: str, batch_records: int, random_keys: bool, rounds: int, dirty_segments: int
+    directory: str,
+    batch_records: int,
+    random_keys: bool,
+    rounds: int,
+    dirty_segments: int,
+    *,
+    value_bytes: int = VALUE_BYTES,
+    keys: int = KEYS,
 ) -> dict[str, int]:
-    """The shape's log in `directory` (module docstring); returns the pass's offsets."""
+    """The shape's log in `directory` (module docstring; `value_bytes` and `keys` its values'
+    size and its keys' count); returns the pass's offsets. With no `rounds`, the whole log is
+    dirty."""
     rng = random.Random(78)
     log = Log.open(directory, CONFIG)
     written = 0
@@ -84,12 +93,12 @@ def build_template(
         nonlocal written
         records = []
         for n in range(written, written + count):
-            key = rng.randrange(KEYS) if random_keys else n % KEYS
-            records.append((T0 + n, f"key-{key}".encode(), rng.randbytes(VALUE_BYTES), ()))
+            key = rng.randrange(keys) if random_keys else n % keys
+            records.append((T0 + n, f"key-{key}".encode(), rng.randbytes(value_bytes), ()))
         log.append_as_leader(build_batch(records), 0)
         written += count
 
-    while written < rounds * KEYS:
+    while written < rounds * keys:
         append(batch_records)
     log.high_watermark = log.log_end_offset
     first = clean_log(

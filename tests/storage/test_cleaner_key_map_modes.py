@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replog.record.record_spans import Span
 from replog.storage.cleaner.offset_map import KEY_ENTRY_BYTES, OffsetMap, OffsetMapFullError
 
 
@@ -49,3 +50,42 @@ def test_keys_move_into_the_buffer_past_a_quarter_of_it() -> None:
     assert [offset_map.get(b"%02d" % i) for i in range(fit)] == list(range(fit))
     offset_map.clear()
     assert offset_map._keys == {} and not any(offset_map._buffer[: 24 * 1_000])
+
+
+def _put_one_by_one(offset_map: OffsetMap, base_offset: int, spans: list[Span], start: int) -> bool:
+    """`put_records` by its definition: `put` of each keyed record from `start` while the map
+    is not full before it."""
+    for span in spans:
+        key = span[2]
+        if key is not None and base_offset + span[0] >= start:
+            if offset_map.is_full:
+                return False
+            offset_map.put(key, base_offset + span[0])
+    return True
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    slots=st.integers(2, 200),
+    start=st.integers(0, 30),
+    batches=st.lists(
+        st.lists(st.one_of(st.none(), st.binary(min_size=1, max_size=40)), max_size=40),
+        max_size=8,
+    ),
+)
+def test_a_batchs_records_put_at_once_leave_the_map_as_one_by_one(
+    slots: int, start: int, batches: list[list[bytes | None]]
+) -> None:
+    at_once, one_by_one = OffsetMap(24 * slots), OffsetMap(24 * slots)
+    base_offset = 0
+    for keys in batches:
+        spans: list[Span] = [(delta, 0, key, False, 0, 0, 0) for delta, key in enumerate(keys)]
+        took = at_once.put_records(base_offset, spans, start)
+        assert took == _put_one_by_one(one_by_one, base_offset, spans, start)
+        assert (len(at_once), at_once.latest_offset) == (len(one_by_one), one_by_one.latest_offset)
+        assert (at_once._keys is None) == (one_by_one._keys is None)  # moved alike, if at all
+        if not took:
+            break
+        base_offset += len(keys)
+    every_key = {key for keys in batches for key in keys if key is not None}
+    assert {k: at_once.get(k) for k in every_key} == {k: one_by_one.get(k) for k in every_key}

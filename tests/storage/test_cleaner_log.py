@@ -24,6 +24,7 @@ from storage_helpers import (
 from replog.errors import InvalidRecordError, OffsetsOutOfOrderError, UnexpectedAppendOffsetError
 from replog.record import RecordBatch, build_batch
 from replog.record.builder import BatchOptions
+from replog.record.record_spans import Span
 from replog.storage import Log, LogConfig
 from replog.storage.cleaner import log_cleaning
 from replog.storage.cleaner.batch_filter import ProducerLastBatch
@@ -285,10 +286,14 @@ def test_a_truncation_during_a_pass_abandons_it(tmp_path: Path) -> None:
     truncate_at = log.segments()[3].base_offset
 
     class TruncatingMap(OffsetMap):
-        def put(self, key: bytes, offset: int) -> None:
-            super().put(key, offset)
-            if offset == 20:
+        truncated = False
+
+        def put_records(self, base_offset: int, spans: Sequence[Span], start: int) -> bool:
+            took = super().put_records(base_offset, spans, start)
+            if self.latest_offset >= 20 and not self.truncated:
+                self.truncated = True
                 log.truncate_to(truncate_at)
+            return took
 
     log.high_watermark = 0
     result = clean_log(

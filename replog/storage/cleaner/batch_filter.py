@@ -50,7 +50,7 @@ from replog.record.header import (
     BatchHeader,
 )
 from replog.record.record_spans import Span, respan
-from replog.storage.cleaner.offset_map import OffsetMap
+from replog.storage.cleaner.offset_map import NOT_FOUND, OffsetMap
 from replog.storage.cleaner.transactions import CleanedTransactions
 
 _null_value = operator.itemgetter(3)  # a span's: whether its record is a tombstone
@@ -199,7 +199,7 @@ class BatchFilter:
         the map's lookup its only call, as this runs for every record of the log."""
         offset_map = self._map
         reach = offset_map.latest_offset
-        latest_of = offset_map.get
+        latest_of = offset_map.lookup()
         kept: list[Span] = []
         keyless = 0
         for span in spans:
@@ -208,7 +208,7 @@ class BatchFilter:
                 kept.append(span)
             elif (key := span[2]) is None:
                 keyless += 1
-            elif offset >= latest_of(key) and (retain_deletes or not span[3]):
+            elif offset >= latest_of(key, NOT_FOUND) and (retain_deletes or not span[3]):
                 kept.append(span)
         self.stats.keyless_records_removed += keyless
         return kept

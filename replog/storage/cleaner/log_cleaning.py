@@ -363,15 +363,10 @@ def _build_offset_map(
                 transactions.on_control_batch_read(
                     header, marker_type(spans[0][2]) if spans else None
                 )
-            elif not transactions.on_batch_read(header):
-                base_offset = header.base_offset
-                put = offset_map.put
-                for span in _spans(batch):
-                    key = span[2]
-                    if key is not None and base_offset + span[0] >= start:
-                        if offset_map.is_full:
-                            return
-                        put(key, base_offset + span[0])
+            elif not transactions.on_batch_read(header) and not offset_map.put_records(
+                header.base_offset, _spans(batch), start
+            ):
+                return  # full: the pass reaches the last offset the map took
             if header.last_offset >= start:
                 offset_map.update_latest_offset(header.last_offset)
 

@@ -19,6 +19,10 @@ Rules (Kafka's `SkimpyOffsetMap`):
 - `put` keeps the larger offset of a key (a dirty section is read in offset order, so that is
   the later one); `get` answers -1 for a key not in the map. The map counts as full at
   `max_entries` keys whether the next key is new or not (Kafka's check is on the size).
+- `put_records` puts a batch's records and `lookup` gives the filter's loop the dict's own
+  `get`: the same answers as `put` and `get` a record, without a Python call a record
+  (measured: a pass over a log all dirty about a fifth less CPU, bench/cleaner_pass.py's
+  shapes about 5% less).
 - Pure: no I/O, no clock. The map is cleared and reused between passes.
 """
 
@@ -27,6 +31,9 @@ from __future__ import annotations
 import hashlib
 import mmap
 import struct
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+from replog.record.record_spans import Span
 
 HASH_BYTES = 16  # MD5, Kafka's default `hashAlgorithm`
 ENTRY_BYTES = HASH_BYTES + 8
@@ -114,6 +121,58 @@ class OffsetMap:
         if offset > self.latest_offset:  # `update_latest_offset`, inlined: once a record
             self.latest_offset = offset
 
+    def put_records(self, base_offset: int, spans: Sequence[Span], start: int) -> bool:
+        """`put` of each keyed record of the batch at `base_offset` (`spans`, its records in
+        order) whose offset is at least `start`, while the map is not full before it: False
+        at the first such record it found the map full for (that record and the rest not
+        put). One loop a batch, the dict's form inline: this runs for every record of a dirty
+        section (module Rules)."""
+        keys = self._keys
+        records: Iterator[Span] = iter(spans)
+        if keys is None:
+            return self._put_records_by_digest(base_offset, records, start)
+        count, max_entries = self._count, self.max_entries
+        keys_bytes, budget = self._keys_bytes, self._keys_budget
+        latest = self.latest_offset
+        known_offset = keys.get
+        for span in records:
+            key = span[2]
+            if key is None or (offset := base_offset + span[0]) < start:
+                continue
+            if count >= max_entries:
+                self._count, self._keys_bytes, self.latest_offset = count, keys_bytes, latest
+                return False
+            known = known_offset(key)
+            if known is None:
+                keys_bytes += len(key) + KEY_ENTRY_BYTES
+                if keys_bytes > budget:  # as `put`: from this key on, the buffer holds them
+                    self._count, self._keys_bytes = count, keys_bytes
+                    self.latest_offset = max(latest, offset)
+                    self._into_buffer(keys)
+                    self._put_digest(_md5(key, usedforsecurity=False).digest(), offset)
+                    return self._put_records_by_digest(base_offset, records, start)
+                keys[key] = offset
+                count += 1
+            elif offset > known:
+                keys[key] = offset
+            if offset > latest:
+                latest = offset
+        self._count, self._keys_bytes, self.latest_offset = count, keys_bytes, latest
+        return True
+
+    def _put_records_by_digest(self, base_offset: int, spans: Iterable[Span], start: int) -> bool:
+        """`put_records` once the buffer holds the keys."""
+        for span in spans:
+            key = span[2]
+            if key is None or (offset := base_offset + span[0]) < start:
+                continue
+            if self._count >= self.max_entries:
+                return False
+            self._put_digest(_md5(key, usedforsecurity=False).digest(), offset)
+            if offset > self.latest_offset:
+                self.latest_offset = offset
+        return True
+
     def _into_buffer(self, keys: dict[bytes, int]) -> None:
         """Move the dict's keys into the buffer, which holds every key from now on."""
         self._keys = None
@@ -164,6 +223,19 @@ class OffsetMap:
             position += ENTRY_BYTES
             if position == self._size:
                 position = 0
+
+    def lookup(self) -> Callable[[bytes, int], int]:
+        """`get` for a loop over many keys, called with the answer for an absent key
+        (`NOT_FOUND`): while the keys are in the dict, the dict's own `get`, no call of
+        Python's a key; else a probe of the buffer. Valid until the next `put` or `clear`."""
+        keys = self._keys
+        if keys is not None:
+            return keys.get
+        return self._get_or
+
+    def _get_or(self, key: bytes, absent: int) -> int:
+        offset = self.get(key)
+        return absent if offset == NOT_FOUND else offset
 
     def clear(self) -> None:
         if self._keys is None:  # else the buffer is still all zeros

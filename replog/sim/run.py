@@ -408,6 +408,8 @@ class _Run:
         self.note("faults stop")
         deadline = cluster.loop.time() + LIVENESS_BOUND_S
         await self.until_live()
+        if self.txn is not None:  # every broker registered: the topic gets a replica on each
+            self.txn.find_coordinator_after_faults()
         client.cancel()
         await asyncio.gather(client, return_exceptions=True)
         specs = (*workload.specs, admin.spec(self.image()))

@@ -88,7 +88,12 @@ async def partitions_replicated(
                 if reason != KIP966
             ]
         elif leaderless:
-            missing += [f"{topic}-{index}: no leader, ISR or ELR" for topic, index in leaderless]
+            # Sorted: a set of names iterates in another order in another process.
+            why = "" if committed is None else " (KIP-966's excuse is judged once all else holds)"
+            missing += [
+                f"{topic}-{index}: no leader, ISR or ELR{why}"
+                for topic, index in sorted(leaderless)
+            ]
         if not missing:
             return offline
         if cluster.loop.time() > deadline:

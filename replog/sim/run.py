@@ -34,11 +34,12 @@ A run, all of it decided by its seed:
    newest quorum epoch resigns at some fault ticks with every node up.
 3. Liveness: faults stop, the network heals, every disk is healthy, every node starts, the
    producers stop. Within `LIVENESS_BOUND_S` a controller must lead, every broker be
-   registered and unfenced, a new topic be created, and every data partition (the admin
-   topic's too) have a leader and its full ISR, or be offline by KIP-966 as the committed
-   metadata log shows it (no leader, neither ISR nor ELR members, every replica of its
-   last-known ELR registered after an unclean shutdown: `offline_reason`); a partition
-   offline for any other reason fails.
+   registered and unfenced, a new topic be created, and (a producer starting then looks for a
+   transaction coordinator until `__transaction_state` exists: `txn_workload`) every data
+   partition (the admin topic's and `__transaction_state`'s too) have a leader and its full
+   ISR, or be offline by KIP-966 as the committed metadata log shows it (no leader, neither
+   ISR nor ELR members, every replica of its last-known ELR registered after an unclean
+   shutdown: `offline_reason`); a partition offline for any other reason fails.
 4. At the end every topic whose creation was acknowledged exists: a controller answers only
    once the creation is committed, so no crash or power loss may lose it. Every acknowledged
    acks=all batch is readable at its offset from its leader (on a partition offline by KIP-966:
@@ -408,6 +409,8 @@ class _Run:
         self.note("faults stop")
         deadline = cluster.loop.time() + LIVENESS_BOUND_S
         await self.until_live()
+        if self.txn is not None:  # every broker registered: the topic gets a replica on each
+            self.txn.find_coordinator_after_faults()
         client.cancel()
         await asyncio.gather(client, return_exceptions=True)
         specs = (*workload.specs, admin.spec(self.image()))

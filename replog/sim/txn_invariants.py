@@ -75,7 +75,11 @@ class TxnChecker:
         self._fencings: dict[str, list[tuple[int, int]]] = {}
         self.views: dict[Partition, ReadCommittedView] = {}
         self.found: list[str] = []
-        self.counts = {"zombies fenced": 0, "read_committed answers checked": 0}
+        self.counts = {
+            "zombies fenced": 0,
+            "read_committed answers checked": 0,
+            "coordinator lookups after the faults": 0,
+        }
 
     # --- the producers' notes -------------------------------------------------------------
 

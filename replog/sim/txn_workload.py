@@ -27,12 +27,18 @@ Rules:
 - Every transaction and its batches are noted in the `TxnChecker` as they are sent, its
   EndTxn when first sent and when answered; the producers stop at `stop_producing`, leaving
   an open transaction to its timeout, as a closed producer does.
+- Once the faults stop, a producer starting up (`find_coordinator_after_faults`) asks a
+  running broker for a transaction coordinator until every running broker's image has
+  `__transaction_state`: a broker creates it only when asked (Kafka's automatic creation),
+  and the faults may have kept every earlier request from reaching a serving broker or its
+  creation from reaching the controller, so the end checks could not expect it otherwise.
 - Every random choice comes from the workload's own `random.Random`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import random
 from typing import Any
@@ -125,6 +131,27 @@ class TxnWorkload:
 
     def stop(self) -> None:
         self.tasks.cancel_all()
+
+    def find_coordinator_after_faults(self) -> None:
+        """Module Rules; the lookups are counted in the checker's report."""
+        self.tasks.spawn(self._until_state_topic(), name="a producer starting after the faults")
+
+    async def _until_state_topic(self) -> None:
+        cluster = self.data.cluster
+        find = FindCoordinatorRequest(key_type=1, coordinator_keys=[TRANSACTIONAL_IDS[0]])
+        while True:
+            brokers = [n for n in cluster.up_nodes() if n.broker is not None]
+            if brokers and all(
+                TRANSACTION_STATE_TOPIC in n.broker.image.topics.by_name
+                for n in brokers
+                if n.broker is not None
+            ):
+                return
+            if brokers:
+                self.checker.counts["coordinator lookups after the faults"] += 1
+                with contextlib.suppress(Exception):  # a lost call or a refusal: ask again
+                    await self.kafka(self.rng.choice(brokers).node_id, FIND_COORDINATOR, 4, find)
+            await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def _instances(self, transactional_id: str, version: int) -> None:
         """A new instance every `NEW_INSTANCE_EVERY_S`, each once its predecessor initialised;

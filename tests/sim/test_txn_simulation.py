@@ -19,3 +19,11 @@ def test_the_runs_run_transactions() -> None:
     assert totals["transactions aborted"] > 0
     assert totals["zombies fenced"] > 0
     assert totals["read_committed answers checked"] > 0
+
+
+def test_a_run_whose_producers_never_found_a_coordinator_ends_with_the_state_topic() -> None:
+    # Seed 2103: every FindCoordinator during the faults was lost or answered by a broker
+    # whose data plane was starting, so no broker asked for __transaction_state before the
+    # producers stopped; a producer starting after the faults asks, and the end checks find
+    # the topic led and fully replicated (else `simulate` raises).
+    assert simulate(2103).data["coordinator lookups after the faults"] > 0

@@ -28,11 +28,12 @@ Rules:
   says (`snapshot_shape`: drawn from the seed).
 - Each node reads two clocks, as a node process does: the loop's for timeouts and intervals
   (monotonic: it never goes back) and a wall clock of its own (`wall_clock`: record and file
-  timestamps), which starts at `WALL_EPOCH_MS` and jumps when `wall_offset_ms` changes. The
-  clients' wall clock (`client_wall_clock`, their record timestamps) never jumps: a broker
-  compares those timestamps with its own clock (producer-id expiry, retention). The checks
-  read when a record was sent from its timestamp on the loop's scale
-  (`client_time_to_virtual_ms`), as power losses are timed.
+  timestamps), which starts at `WALL_EPOCH_MS` and jumps when `wall_offset_ms` changes
+  (`SimNode.jump_wall_clock`, which keeps the furthest ahead it has been). The clients' wall
+  clock (`client_wall_clock`, their record timestamps) never jumps: a broker compares those
+  timestamps with its own clock (producer-id expiry, retention). The checks read when a
+  record was sent from its timestamp on the loop's scale (`client_time_to_virtual_ms`), as
+  power losses are timed.
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ class SimNode:
     disk: MemoryFileSystem
     incarnation: int = 0
     wall_offset_ms: int = 0  # how far its wall clock has jumped, in all (module Rules)
+    wall_offset_peak_ms: int = 0  # the furthest ahead its wall clock has been
     steps: int = 0  # how often its Raft driver's task ran, in all (`counted_steps`)
     tasks: SimTasks = field(default_factory=SimTasks)
     failure_watch: asyncio.Task[None] | None = None  # `_broker_failure`'s task
@@ -163,6 +165,11 @@ class SimNode:
     @property
     def up(self) -> bool:
         return self.raft is not None
+
+    def jump_wall_clock(self, jump_ms: int) -> None:
+        """Its wall clock jumps by `jump_ms`, forward or back (module Rules)."""
+        self.wall_offset_ms += jump_ms
+        self.wall_offset_peak_ms = max(self.wall_offset_peak_ms, self.wall_offset_ms)
 
 
 class SimCluster:

@@ -181,7 +181,7 @@ class NodeFaults:
     def jump_clock(self, node_id: int) -> str:
         """Node `node_id`'s wall clock jumps forward or back (module Rules)."""
         jump_ms = self._rng.choice(CLOCK_JUMPS_MS) * self._rng.choice((1, -1))
-        self._cluster.nodes[node_id].wall_offset_ms += jump_ms
+        self._cluster.nodes[node_id].jump_wall_clock(jump_ms)
         self.clock_jumps += 1
         return f"wall clock of node {node_id} jumps {jump_ms:+} ms"
 

@@ -542,6 +542,28 @@ async def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(broker
 
 
 @pytest.mark.asyncio
+async def test_a_new_coordinator_times_out_by_the_start_its_predecessors_clock_stamped(
+    tmp_path: Path,
+) -> None:
+    """As Kafka's `timedOutTransactions`: the start in the loaded record, by this clock."""
+    ahead = Broker(tmp_path / "b")
+    ahead.now = NOW + 30_000  # its wall clock 30 s ahead
+    await ahead.loaded()
+    pid, epoch = await started(ahead, timeout_ms=1000)
+    await ahead.coordinator.add_partitions("tx", pid, epoch, [T0], transaction_version=0)
+    await ahead.close()
+    again = Broker(tmp_path / "b")  # a failover to a broker whose clock is right
+    await again.loaded(replayed(IMAGE, PartitionChangeRecord(STATE_TID, 0, leader=1)))
+    again.now = NOW + 1001
+    assert again.coordinator.abort_timed_out_transactions() == 0
+    again.now = NOW + 31_001
+    assert again.coordinator.abort_timed_out_transactions() == 1
+    await again.idle()
+    assert state_of(again) is TxnState.COMPLETE_ABORT
+    await again.close()
+
+
+@pytest.mark.asyncio
 async def test_idle_transactional_ids_expire_with_a_tombstone(tmp_path: Path) -> None:
     config = TransactionCoordinatorConfig(transactional_id_expiration_ms=5000)
     broker = Broker(tmp_path / "b", config=config)

@@ -39,7 +39,7 @@ class CompletedTransaction:
 
 # The sorted maps of a partition that has no transaction: one empty map shared by all of them,
 # never written (a partition's own map is made at its first transaction). Most partitions
-# never see one, and two sorted maps made per replica were about 3% of a simulated
+# never see one, and two sorted maps made per replica cost about 3% of a simulated
 # cluster's CPU (and 100,000 replicas' worth of objects for the collector to walk).
 _NONE: SortedDict = SortedDict()
 

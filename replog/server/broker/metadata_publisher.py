@@ -76,8 +76,8 @@ class BrokerMetadataListener:
         self._high_watermark = high_watermark
         self._on_leader_change = on_leader_change
         # Each publisher with whether it works in steps, asked once at install: an isinstance
-        # check against the runtime-checkable protocol costs tens of microseconds, and every
-        # publication asked it of every publisher.
+        # check against the runtime-checkable protocol costs tens of microseconds, and each
+        # publication goes to every publisher.
         self._publishers: list[tuple[MetadataPublisher, bool]] = []
         self.publisher_faults = 0
 

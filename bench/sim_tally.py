@@ -78,13 +78,20 @@ def seeds_to_run(done: set[int], first: int, count: int | None) -> Iterator[int]
         seed += 1
 
 
+_frozen: list[bool] = []  # this worker froze its start-up objects (`run_seed`)
+
+
 def run_seed(seed: int, commit: str) -> Result:
     """One seed in this (child) process."""
     import logging
 
+    from replog.server.runtime.collector import freeze_startup_objects
     from replog.sim.run import SimulationFailure, simulate
 
     logging.disable(logging.CRITICAL)  # the nodes' own lines: expected under the faults
+    if not _frozen:  # once per worker, after its imports (`replog sim` does the same)
+        freeze_startup_objects()
+        _frozen.append(True)
     started = time.perf_counter()
     try:
         report = simulate(seed)

@@ -857,7 +857,7 @@ class QuorumController:
         tick (`ReplicationControl.move_off_fenced_brokers`)."""
         self._start_sweep(
             MOVE_OFF_FENCED,
-            lambda: bool(self.replication.fenced_brokers_named()),
+            self.replication.names_fenced_brokers,
             self.replication.move_off_fenced_brokers,
             now_ms,
         )
@@ -866,7 +866,7 @@ class QuorumController:
         """Whether the next tick starts the sweep of fenced brokers: a session-expiry fencing
         wrote its fencing record with its first moves and left the rest (no step is queued for
         them, and the other deadlines may be seconds away)."""
-        return MOVE_OFF_FENCED not in self._sweeps and bool(self.replication.fenced_brokers_named())
+        return MOVE_OFF_FENCED not in self._sweeps and self.replication.names_fenced_brokers()
 
     def _start_sweep(
         self,

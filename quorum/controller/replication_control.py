@@ -817,8 +817,16 @@ class ReplicationControl:
         leading (a leader is in its ISR): moves a session-expiry fencing left for later, which
         `move_off_fenced_brokers` makes. A leaderless partition whose one ISR member is such a
         broker does not count: KIP-841 keeps it there. Costs the number of brokers."""
+        return sorted(self._fenced_brokers_named())
+
+    def names_fenced_brokers(self) -> bool:
+        """Whether `fenced_brokers_named` names any (asked at every look at the controller's
+        deadlines: stops at the first)."""
+        return any(True for _ in self._fenced_brokers_named())
+
+    def _fenced_brokers_named(self) -> Iterator[int]:
         cluster = self._cluster
-        return sorted(
+        return (
             broker_id
             for broker_id, members in self._isr_members.live.items()
             if len(members)

@@ -1511,10 +1511,17 @@ class RaftNode:
             # Announce our own leadership only once every earlier committed entry is applied.
             if self._applied_offset <= role.epoch_start_offset:
                 return None
-            current = LeaderChange(self.node_id, epoch)
+            leader_id: int | None = self.node_id
         else:
-            current = LeaderChange(self._known_leader(), epoch)
-        return None if current == self._announced else current
+            leader_id = self._known_leader()
+        announced = self._announced
+        if (
+            announced is not None
+            and announced.leader_id == leader_id
+            and announced.quorum_epoch == epoch
+        ):
+            return None  # asked before every Ready: no object made for the usual answer
+        return LeaderChange(leader_id, epoch)
 
 
 def _fetching_deadline(fetching: Fetching) -> int:

@@ -50,7 +50,13 @@ def _positive(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from replog.server.runtime.collector import freeze_startup_objects
     from replog.sim.run import SimulationFailure, simulate
+
+    # As a node process does: what the imports built lives as long as the process, and each
+    # full collection would walk it again (seeds 1200-1205 in one process: four full
+    # collections, 6% of its CPU; 3% with the imports' objects frozen).
+    freeze_startup_objects()
 
     # The simulated nodes' warnings (a fetch timed out, a call lost) are the faults the run
     # injects, thousands a seed; a break is what the run itself reports.

@@ -37,13 +37,20 @@ class CompletedTransaction:
     aborted: bool
 
 
+# The sorted maps of a partition that has no transaction: one empty map shared by all of them,
+# never written (a partition's own map is made at its first transaction). Most partitions
+# never see one, and two sorted maps made per replica cost about 3% of a simulated
+# cluster's CPU (and 100,000 replicas' worth of objects for the collector to walk).
+_NONE: SortedDict = SortedDict()
+
+
 class PartitionTransactions:
     """Open and unreplicated transactions of one partition (module Rules)."""
 
     def __init__(self) -> None:
-        self._open: SortedDict[int, int] = SortedDict()  # first offset -> producer id
+        self._open: SortedDict[int, int] = _NONE  # first offset -> producer id
         self._open_by_producer: dict[int, int] = {}  # producer id -> first offset
-        self._unreplicated: SortedDict[int, CompletedTransaction] = SortedDict()  # by first
+        self._unreplicated: SortedDict[int, CompletedTransaction] = _NONE  # by first
 
     @property
     def idle(self) -> bool:
@@ -57,6 +64,8 @@ class PartitionTransactions:
         """A data batch is in the log (leader, follower or rebuild)."""
         if transactional and producer_id not in self._open_by_producer:
             self._open_by_producer[producer_id] = base_offset
+            if self._open is _NONE:
+                self._open = SortedDict()
             self._open[base_offset] = producer_id
 
     def on_marker(
@@ -69,6 +78,8 @@ class PartitionTransactions:
             return None, None
         del self._open[first]
         completed = CompletedTransaction(producer_id, first, offset, aborted)
+        if self._unreplicated is _NONE:
+            self._unreplicated = SortedDict()
         self._unreplicated[first] = completed
         if not aborted:
             return completed, None
@@ -91,6 +102,6 @@ class PartitionTransactions:
 
     def reset(self) -> None:
         """Forget everything (the log was truncated or replaced: the shell replays what is left)."""
-        self._open.clear()
+        self._open = _NONE
         self._open_by_producer.clear()
-        self._unreplicated.clear()
+        self._unreplicated = _NONE

@@ -23,6 +23,13 @@ Rules:
   `SimulationIdleError` instead of waiting forever.
 - `run_once()` runs one iteration (a round of ready callbacks, after moving the clock to the
   next timer if nothing was ready), so a simulator can check its invariants between any two.
+- The iteration is asyncio's own (`_run_once`, the same steps in the same order), with each
+  timer kept in the heap as `(deadline, handle)`: tuples compare in C, while asyncio's
+  `TimerHandle` compares in Python (its `__lt__` runs some 100,000 times a seed). The order
+  is asyncio's exactly: two entries compare by deadline as handles do, and on equal
+  deadlines both say "not less" (the tuple then asks the handles, which compare by deadline
+  too), so the heap takes the same shape and pops the same handle. asyncio's debug mode
+  (slow-callback warnings, which would time virtual seconds) is left out.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import asyncio
 import asyncio.events as asyncio_events
 import concurrent.futures
 import contextlib
+import heapq
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -39,6 +47,11 @@ from typing import Any, TypeVar
 __all__ = ["SimulationIdleError", "VirtualLoop"]
 
 T = TypeVar("T")
+
+# asyncio's own thresholds (`asyncio.base_events`), which `_run_once` keeps.
+_MIN_SCHEDULED_TIMER_HANDLES = 100
+_MIN_CANCELLED_TIMER_HANDLES_FRACTION = 0.5
+_MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 
 
 class SimulationIdleError(RuntimeError):
@@ -106,10 +119,10 @@ class VirtualLoop(asyncio.BaseEventLoop):
     def run_once(self) -> None:
         """One iteration of the loop (module Rules), as the running loop of this thread."""
         if asyncio_events._get_running_loop() is self:
-            self._run_once()  # type: ignore[attr-defined]  # asyncio's own iteration
+            self._run_once()
             return
         with self.running():
-            self._run_once()  # type: ignore[attr-defined]
+            self._run_once()
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -121,6 +134,66 @@ class VirtualLoop(asyncio.BaseEventLoop):
             yield
         finally:
             asyncio_events._set_running_loop(None)
+
+    # --- timers (module Rules: asyncio's iteration over (deadline, handle) entries) ------------
+
+    def call_at(  # type: ignore[override]
+        self, when: float, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
+        if when is None:
+            raise TypeError("when cannot be None")
+        self._check_closed()  # type: ignore[attr-defined]
+        if self._debug:  # type: ignore[attr-defined]
+            self._check_thread()  # type: ignore[attr-defined]
+            self._check_callback(callback, "call_at")  # type: ignore[attr-defined]
+        timer = asyncio.TimerHandle(when, callback, args, self, context)
+        if timer._source_traceback:  # type: ignore[attr-defined]
+            del timer._source_traceback[-1]  # type: ignore[attr-defined]
+        heapq.heappush(self._scheduled, (when, timer))
+        timer._scheduled = True  # type: ignore[attr-defined]
+        return timer
+
+    def _run_once(self) -> None:
+        """asyncio's `BaseEventLoop._run_once`, step for step, over `(deadline, handle)`
+        entries (module Rules)."""
+        scheduled: list[tuple[float, asyncio.TimerHandle]] = self._scheduled  # type: ignore[has-type]
+        count = len(scheduled)
+        if (
+            count > _MIN_SCHEDULED_TIMER_HANDLES
+            and self._timer_cancelled_count / count > _MIN_CANCELLED_TIMER_HANDLES_FRACTION  # type: ignore[has-type]
+        ):
+            kept = []
+            for entry in scheduled:
+                if entry[1]._cancelled:
+                    entry[1]._scheduled = False  # type: ignore[attr-defined]
+                else:
+                    kept.append(entry)
+            heapq.heapify(kept)
+            self._scheduled = scheduled = kept
+            self._timer_cancelled_count = 0
+        else:
+            while scheduled and scheduled[0][1]._cancelled:
+                self._timer_cancelled_count -= 1
+                heapq.heappop(scheduled)[1]._scheduled = False  # type: ignore[attr-defined]
+        ready = self._ready  # type: ignore[attr-defined]
+        timeout = None
+        if ready or self._stopping:  # type: ignore[attr-defined]
+            timeout = 0.0
+        elif scheduled:
+            timeout = min(max(0.0, scheduled[0][0] - self._now), _MAXIMUM_SELECT_TIMEOUT)
+        self._selector.select(timeout)
+        end_time = self._now + self._clock_resolution
+        handle: asyncio.Handle | None
+        while scheduled and scheduled[0][0] < end_time:
+            handle = heapq.heappop(scheduled)[1]
+            handle._scheduled = False  # type: ignore[attr-defined]
+            ready.append(handle)
+        # The callbacks ready at this point, none that these add (they run next time), as asyncio's.
+        for _ in range(len(ready)):
+            handle = ready.popleft()
+            if not handle._cancelled:
+                handle._run()
+        handle = None  # no cycle through an exception's frame
 
     def _process_events(self, event_list: list[Any]) -> None:
         pass  # no I/O

@@ -238,6 +238,10 @@ class RaftDriver:
             self.add_listener(listener)
         self._timers: list[LoopTimer] = []
         self._timers_ticked_ms: int | None = None
+        # What the timers said at the last look that ticked none (`_tick_due_timers`), and
+        # when: the loop's wait reads it instead of asking every timer again (the controller's
+        # deadlines walk its brokers' sessions), unless anything ran since.
+        self._timer_deadlines: tuple[int, list[int | None]] | None = None
         self._turn_clock = turn_clock
         self.transport: RaftLink = (transport or RaftTransport)(
             node_id, config, self._post_message, self._post_request_failed, tasks=tasks
@@ -562,7 +566,12 @@ class RaftDriver:
     def _wake_at_ms(self, now_ms: int) -> int | None:
         deadlines = [self.node.wake_at_ms()]
         if self._timers:
-            timers = [timer.next_wake_ms(now_ms) for timer in self._timers]
+            asked = self._timer_deadlines
+            timers = (
+                asked[1]
+                if asked is not None and asked[0] == now_ms
+                else [timer.next_wake_ms(now_ms) for timer in self._timers]
+            )
             due = [deadline for deadline in timers if deadline is not None]
             if due:
                 earliest = min(due)
@@ -575,13 +584,16 @@ class RaftDriver:
     def _tick_due_timers(self, now_ms: int) -> bool:
         """Tick every timer that is due and that no input queued before its deadline may
         move (module Rules); whether any was ticked."""
+        self._timer_deadlines = None
         if self._timers_ticked_ms is not None and now_ms < self._timers_ticked_ms + TIMER_RETICK_MS:
             return False
         ticked = False
         oldest = self._oldest_queued_ms()
         waiting = self._timers_deferred_ms
+        deadlines: list[int | None] = []
         for index, timer in enumerate(self._timers):
             deadline = timer.next_wake_ms(now_ms)
+            deadlines.append(deadline)
             if deadline is None or deadline > now_ms:
                 waiting.pop(index, None)
                 continue
@@ -594,6 +606,8 @@ class RaftDriver:
             ticked = True
         if ticked:
             self._timers_ticked_ms = now_ms
+        else:
+            self._timer_deadlines = (now_ms, deadlines)
         return ticked
 
     def _oldest_queued_ms(self) -> int | None:

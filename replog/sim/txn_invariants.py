@@ -26,7 +26,10 @@ Rules (Kafka's transactional guarantees, docs/kafka-protocol.md, "Transactions")
 - At the end (`unfinished`, after liveness): every acknowledged commit is visible in every
   partition it wrote, a committing one in all or none, and every consumer has read up to the
   high watermark with the LSO there (no transaction left open), unless `lso_held` is False
-  (wall clocks too far apart for the end's bound: `txn_liveness`).
+  (wall clocks too far apart for the end's bound: `txn_liveness`). Where an LSO is not held
+  so (that, or `_may_hang`), a commit whose batches there all lie at or above the LSO its
+  consumer has read up to is not due: an open transaction below holds it back, as Kafka's
+  read_committed consumer is held until that transaction ends (`_held_back`).
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class Txn:
     state: str = "open"  # open, committing, aborting, committed, aborted
     commit_sent_ms: int | None = None
     written: set[Partition] = field(default_factory=set)  # partitions with an acked batch
+    # Its batches as (producer id, epoch, base sequence), by partition.
+    batches: dict[Partition, list[tuple[int, int, int]]] = field(default_factory=dict)
     visible: set[Partition] = field(default_factory=set)
     skipped: set[Partition] = field(default_factory=set)  # skipped as aborted
     end_epoch: int | None = None  # the coordinator epoch that answered its EndTxn
@@ -100,6 +105,7 @@ class TxnChecker:
         self, txn: Txn, topic: str, partition: int, producer_id: int, epoch: int, sequence: int
     ) -> None:
         self._batches[(topic, partition, producer_id, epoch, sequence)] = txn
+        txn.batches.setdefault((topic, partition), []).append((producer_id, epoch, sequence))
 
     def acked(self, txn: Txn, topic: str, partition: int) -> None:
         txn.written.add((topic, partition))
@@ -196,7 +202,7 @@ class TxnChecker:
         for txn in self.txns:
             if txn.state not in ("committing", "committed"):
                 continue
-            missing = txn.written - txn.visible
+            missing = {p for p in txn.written - txn.visible if not self._held_back(txn, p)}
             if not missing or (txn.state == "committing" and not txn.visible):
                 continue
             if self.excused(txn, missing) is None:
@@ -213,6 +219,19 @@ class TxnChecker:
                     f"{view.last_stable}, high watermark {view.high_watermark}"
                 )
         return problems
+
+    def _held_back(self, txn: Txn, where: Partition) -> bool:
+        """Whether `txn`'s part in `where` is behind an LSO the end does not hold to its high
+        watermark (module Rules): every batch of it in the history at or above the LSO its
+        consumer has read up to."""
+        if self.lso_held and not self._may_hang(*where):
+            return False
+        view = self.views.get(where)
+        history = self.data.histories.get(where)
+        if view is None or history is None or view.position < view.last_stable:
+            return False
+        offsets = [history.sequences.get(batch) for batch in txn.batches.get(where, ())]
+        return bool(offsets) and all(o is not None and o >= view.last_stable for o in offsets)
 
     def _may_hang(self, topic: str, index: int) -> bool:
         """Whether committed data of the partition or of `__transaction_state` was lost (a

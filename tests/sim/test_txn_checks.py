@@ -3,7 +3,8 @@ read_committed consumer may keep a committed transaction's records and skip an a
 (as Kafka's consumer skips them); it breaks a rule when it keeps an open or aborted
 transaction's records, keeps a transaction in one partition that it skips in another, keeps a
 fenced zombie's commit, or reads a transaction below an LSO whose marker was not below that
-answer's high watermark."""
+answer's high watermark. At the end an acknowledged commit must be visible, unless it lies
+above an LSO the end does not hold to its high watermark."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from types import SimpleNamespace
 from replog.record.builder import BatchBuilder
 from replog.record.control_record import EndTxnMarker, encode_marker
 from replog.replication.messages import FetchPartitionResult
-from replog.sim.data_invariants import DataChecker, TopicSpec
+from replog.sim.data_invariants import DataChecker, PartitionHistory, TopicSpec
 from replog.sim.txn_invariants import Txn, TxnChecker
 
 TOPIC, PRODUCER, EPOCH = "txn", 7, 0
@@ -27,7 +28,7 @@ class Clock:
 
 
 def checker(clock: Clock | None = None) -> TxnChecker:
-    cluster = SimpleNamespace(loop=clock or Clock(), power_losses=[])
+    cluster = SimpleNamespace(loop=clock or Clock(), power_losses=[], up_nodes=lambda: [])
     data = DataChecker(cluster, [TopicSpec(TOPIC, 2, 3, 2, flushed=False)])  # type: ignore[arg-type]
     return TxnChecker(cluster, data, 2)  # type: ignore[arg-type]
 
@@ -156,3 +157,32 @@ def test_an_lso_past_a_transaction_whose_marker_was_not_below_the_hw_breaks_the_
     view.answered(0, answer(data(0), lso=1, hw=1), "c")  # its marker not yet below the HW
     view.answered(1, answer(marker(1, aborted=False), lso=2, hw=2), "c")
     assert "the LSO passed an open transaction" in check.found[0]
+
+
+def test_a_commit_above_an_lso_held_by_an_open_transaction_is_due_only_when_lsos_are_held() -> None:
+    # Producer 8's transaction, open at offset 0 (its start stamped by a clock far ahead, so
+    # its timeout is far off), holds the LSO at 0; the commit at 1 above it is not given to a
+    # read_committed consumer until that transaction ends, as in Kafka.
+    def the_end(lso_held: bool, lso: int = 0) -> list[str]:
+        check = checker()
+        history = check.data.histories[(TOPIC, 0)] = PartitionHistory((1, 2, 3), 2, False)
+        check.data.observe(TOPIC, 0, data(0, producer=8) + data(1), "the leader")
+        assert history.end == 2
+        committed = transaction(check)
+        check.ending(committed, commit=True)
+        check.ended(committed, 1)
+        view = check.view(TOPIC, 0)
+        view.answered(0, answer(lso=lso, hw=3), "c")  # the consumer at 0, the LSO at lso
+        check.lso_held = lso_held
+        return check.unfinished()
+
+    assert the_end(lso_held=False) == []
+    # With the LSOs held, the open transaction must have ended and the commit be visible.
+    held = the_end(lso_held=True)
+    assert held[0] == "a/0/0 (committed) visible in [], not in [('txn', 0)]"
+    assert held[1].startswith("txn-0: read up to 0")
+    # An LSO past the commit, or a consumer short of the LSO: it is due.
+    for lso in (2, 1):
+        assert the_end(lso_held=False, lso=lso) == [
+            "a/0/0 (committed) visible in [], not in [('txn', 0)]"
+        ]

@@ -169,7 +169,7 @@ def test_a_controller_lists_the_controllers_and_its_features(cluster: LoopbackCl
         assert described.controller_id in (1, 2)
         request = ApiVersionsRequest(client_software_name="test", client_software_version="1")
         versions = kafka_call(address, request, 3)
-        assert {k.api_key for k in versions.api_keys} == {17, 18, 36, 55, 60, 64}
+        assert {k.api_key for k in versions.api_keys} == {17, 18, 36, 55, 57, 60, 64}
         assert [(f.name, f.max_version_level) for f in versions.finalized_features] == [
             ("metadata.version", 12),
             ("transaction.version", 2),

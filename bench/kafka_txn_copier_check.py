@@ -139,7 +139,8 @@ def cluster_view(bootstrap: str) -> tuple[set[int], bool]:
     has a leader and its full ISR, as confluent-kafka's Metadata shows them."""
     import confluent_kafka.admin
 
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    # log_level 2: the killed broker's refused connections, expected here, are not printed
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
     try:
         metadata = admin.list_topics(timeout=10)
     except confluent_kafka.KafkaException:  # no broker answered in time: asked again

@@ -10,7 +10,10 @@ transaction, `--transaction-size` records at a time, aborting about one transact
 read by a read_committed consumer; the copier seeks back and copies them again). Midway, the
 copier of partition 0 is killed with SIGKILL and started again with the same transactional id:
 its successor fences it, the coordinator aborts what it left open, and it resumes from the
-offsets committed with the last committed transaction. Checks:
+offsets committed with the last committed transaction. Then, as Kafka's transactions system
+test bounces its brokers, `--broker-kills` times one broker after another is killed with
+SIGKILL while every copier runs: once the others have fenced it and elected new leaders, it is
+started again, and the next one is killed once every partition has its full ISR again. Checks:
 
 - copied: every copier ends with exit status 0 (it stops once it has copied what the
   partition held when it started);
@@ -18,9 +21,15 @@ offsets committed with the last committed transaction. Checks:
   values written to `input`, each once;
 - aborted data hidden: a read_uncommitted consumer reads more records than that (the aborted
   transactions' copies), so the aborts did write data that read_committed skipped;
-- offsets: the copiers' group has committed, for each input partition, its end offset.
+- offsets: the copiers' group has committed, for each input partition, its end offset;
+- brokers killed: each kill found every copier still copying (else the run proves nothing
+  about them: give it more `--messages`);
+- kafka-dump-log: Kafka's DumpLogSegments reads `output`'s segments and `.txnindex` files on
+  broker 1 (every batch valid, COMMIT and ABORT markers among them, aborted transactions
+  indexed, at most one for each ABORT marker).
 
-    .venv/bin/python bench/kafka_txn_copier_check.py [--messages 2000] [--base-port 27660]
+    .venv/bin/python bench/kafka_txn_copier_check.py [--messages 6000] [--broker-kills 3]
+        [--base-port 27660]
 
 Bench only: it needs Java 17+ and Kafka's jars (bench/kafka/kafka.sh fetches them with Maven;
 CI never runs it). Ports: the cluster's base..base+12. Exit status 1 when any check fails.
@@ -40,8 +49,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kafka_apps import JavaProcess, print_results, running_cluster, wait_for
-from kafka_tools_check import kafka_libs
-from replog_cli import create_topic
+from kafka_tools_check import kafka_libs, tool
+from replog_cli import create_topic, replog_cli
 
 from replog import Producer
 
@@ -125,6 +134,83 @@ def committed_offsets(bootstrap: str) -> dict[int, int]:
         consumer.close()
 
 
+def cluster_view(bootstrap: str) -> tuple[set[int], bool]:
+    """The brokers the metadata names (a fenced one is left out) and whether every partition
+    has a leader and its full ISR, as confluent-kafka's Metadata shows them."""
+    import confluent_kafka.admin
+
+    # log_level 2: the killed broker's refused connections, expected here, are not printed
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 2})
+    try:
+        metadata = admin.list_topics(timeout=10)
+    except confluent_kafka.KafkaException:  # no broker answered in time: asked again
+        return set(), False
+    partitions = [p for t in metadata.topics.values() for p in t.partitions.values()]
+    whole = all(p.leader >= 0 and len(p.isrs) == len(p.replicas) for p in partitions)
+    return set(metadata.brokers), whole
+
+
+def kill_brokers(
+    data_dir: Path, bootstrap: str, args: argparse.Namespace, copiers: dict[int, JavaProcess]
+) -> tuple[bool, str]:
+    """Kill (SIGKILL) and restart `--broker-kills` brokers in turn while the copiers run (module
+    docstring): whether every kill found every copier running, and what was done."""
+    done: list[str] = []
+    all_running = True
+    for n in range(args.broker_kills):
+        node = 1 + n % 3
+        running = all(c.alive() for c in copiers.values())
+        all_running = all_running and running
+        began = time.monotonic()
+        replog_cli("cluster", "kill", "--data-dir", str(data_dir), str(node))
+        # fenced: the controller moved its partitions' leadership with it
+        wait_for(
+            lambda gone=node: gone not in cluster_view(bootstrap)[0],
+            f"broker {node} fenced after its kill",
+            args.timeout,
+        )
+        restart = ("cluster", "restart", "--data-dir", str(data_dir), str(node))
+        replog_cli(*restart, "--timeout", str(args.timeout))
+        wait_for(
+            lambda: cluster_view(bootstrap) == ({1, 2, 3}, True),
+            f"broker {node} back, every partition's ISR full",
+            args.timeout,
+        )
+        state = "copiers running" if running else "a copier had ended"
+        done.append(f"{node} ({state}, {time.monotonic() - began:.0f} s)")
+    return all_running, f"killed and restarted in turn: {', '.join(done) or 'none'}"
+
+
+def dump_log(libs: Path, data_dir: Path) -> tuple[bool, str]:
+    """Kafka's DumpLogSegments over `output`'s segments and `.txnindex` files on broker 1
+    (module docstring)."""
+    partitions = [data_dir / "node-1" / "data" / f"output-{p}" for p in range(PARTITIONS)]
+    files = [str(f) for d in partitions for kind in ("*.log", "*.txnindex") for f in d.glob(kind)]
+    status, out, err = tool(
+        libs,
+        "DumpLogSegments",
+        "--files",
+        ",".join(sorted(files)),
+        "--deep-iteration",
+        "--print-data-log",
+    )
+    valid, invalid = out.count("isvalid: true"), out.count("isvalid: false")
+    markers = Counter(re.findall(r"endTxnMarker: (COMMIT|ABORT)", out))
+    indexed = len(re.findall(r"lastStableOffset[:=] ?\d+", out))
+    ok = (
+        status == 0
+        and invalid == 0
+        and valid > 0
+        and markers["COMMIT"] > 0
+        and 0 < indexed <= markers["ABORT"]  # none for an aborted transaction without data
+    )
+    said = (
+        f"exit {status}, {len(files)} files: {valid} batches valid, {invalid} not; markers "
+        f"{dict(markers)}; {indexed} aborted transactions indexed"
+    )
+    return ok, said if ok else f"{said} | {err.strip()[-300:]}"
+
+
 def run(libs: Path, args: argparse.Namespace, work: Path) -> list[tuple[str, bool, str]]:
     results: list[tuple[str, bool, str]] = []
     with running_cluster(work / "cluster", args.base_port) as bootstrap:
@@ -151,6 +237,13 @@ def run(libs: Path, args: argparse.Namespace, work: Path) -> list[tuple[str, boo
         copiers[0].process.send_signal(signal.SIGKILL)
         copiers[0].process.wait()
         copiers[0] = copier(libs, bootstrap, 0, args, work)
+        if args.broker_kills:
+            results.append(
+                (
+                    "brokers killed while copying",
+                    *kill_brokers(work / "cluster", bootstrap, args, copiers),
+                )
+            )
         for partition, process in copiers.items():
             status = process.process.wait(args.timeout)
             results.append(
@@ -191,12 +284,19 @@ def run(libs: Path, args: argparse.Namespace, work: Path) -> list[tuple[str, boo
                 f"committed {offsets} for {args.messages} a partition",
             )
         )
+        results.append(("kafka-dump-log", *dump_log(libs, work / "cluster")))
     return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--messages", type=int, default=2000, help="per input partition")
+    parser.add_argument("--messages", type=int, default=6000, help="per input partition")
+    parser.add_argument(
+        "--broker-kills",
+        type=int,
+        default=3,
+        help="brokers killed with SIGKILL and restarted, one at a time, while copying (0: none)",
+    )
     parser.add_argument("--transaction-size", type=int, default=50)
     parser.add_argument("--base-port", type=int, default=27660)
     parser.add_argument("--timeout", type=float, default=300, help="seconds, per wait")

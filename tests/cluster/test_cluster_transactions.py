@@ -12,6 +12,10 @@ v5 bumps the epoch), librdkafka stays on version 1 (AddPartitionsToTxn first, ve
 each partition's leader with the coordinator, KIP-890); a TxnOffsetCommit v4 whose group was
 never added is refused, a v5 adds it. With version 2, an EndTxn at the epoch the previous
 EndTxn bumped to waits (CONCURRENT_TRANSACTIONS) while that one's markers are being written.
+A partition's leader killed with -9 while two transactions write to it (RF 3,
+min.insync.replicas 2) neither loses nor duplicates a record: both carry on through the new
+leader, the committed one is read exactly once read_committed, the aborted one only
+read_uncommitted (librdkafka's and replog's own producers).
 `replog transactions list`, `describe` and `describe-producers` (the leader's replica, and
 with `--broker-id` the coordinator's follower replica) show an open transaction whose
 coordinator leads none of the partitions asked about, and then its commit."""
@@ -21,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import confluent_kafka
@@ -483,15 +488,22 @@ def test_txn_offset_commit_v5_adds_the_group_and_older_versions_are_verified(
     assert [t.topic for t in state.topics] == [CONSUMER_OFFSETS_TOPIC]
 
 
+def create_placed(
+    cluster: ClientCluster, topic: str, replicas: list[int], config: dict[str, str] | None = None
+) -> None:
+    """Creates `topic` with one partition on `replicas` (the first its preferred leader)."""
+    admin = admin_module.AdminClient({"bootstrap.servers": cluster.bootstrap})
+    created = admin_module.NewTopic(topic, 1, replica_assignment=[replicas], config=config or {})
+    for future in admin.create_topics([created]).values():
+        future.result(TIMEOUT_S)
+    cluster.wait_for_leaders(topic, 1, TIMEOUT_S)
+
+
 def held_elsewhere(cluster: ClientCluster, topic: str, coordinator: int) -> int:
     """Creates `topic` with one partition whose one replica is on a broker other than
     `coordinator`, and returns that broker: killed, it holds the markers back."""
     (holder, *_) = sorted(set(cluster.kafka_addresses) - {coordinator})
-    admin = admin_module.AdminClient({"bootstrap.servers": cluster.bootstrap})
-    created = admin_module.NewTopic(topic, 1, replica_assignment=[[holder]])
-    for future in admin.create_topics([created]).values():
-        future.result(TIMEOUT_S)
-    cluster.wait_for_leaders(topic, 1, TIMEOUT_S)
+    create_placed(cluster, topic, [holder])
     return holder
 
 
@@ -582,6 +594,171 @@ def test_an_abort_at_the_bumped_epoch_waits_for_the_previous_markers(
     ended = asyncio.run(_end_v5(at, tid, pid, epoch + 1, retry=True))
     assert (ended.error_code, ended.producer_epoch) == (0, epoch + 2)
     assert read(cluster, "fenced-abort", "read_committed", 0) == []
+
+
+# --- a partition leader killed with SIGKILL mid-transaction -------------------------------------
+
+# Long enough for a transaction to outlive a leader's failover (the broker session timeout, 9 s,
+# then an election) on a busy machine: the coordinator would abort it otherwise.
+SURVIVING_TIMEOUT_MS = 180_000
+PER_PHASE = 40
+# acknowledged before the kill, sent just before it (maybe still on the wire), sent after it
+PHASES = ("acked", "sent", "after")
+TAGS = ("kept", "dropped")  # the transaction committed, the one aborted
+
+
+def phase(tag: str, name: str) -> list[bytes]:
+    return [f"{tag}-{name}-{n}".encode() for n in range(PER_PHASE)]
+
+
+KEPT, DROPPED = ([v for name in PHASES for v in phase(tag, name)] for tag in TAGS)
+
+
+def leader_of(cluster: ClientCluster, topic: str) -> int | None:
+    """The leader of `topic`-0 as the active controller has it."""
+    with cluster.admin() as admin:
+        (info,) = admin.metadata([topic]).topics
+    return info.partitions[0].leader
+
+
+def led_apart(cluster: ClientCluster, topic: str, coordinators: set[int]) -> int:
+    """Creates `topic` with one partition on every broker (min.insync.replicas 2) led by a
+    broker that coordinates none of the transactions, and returns that broker."""
+    brokers = sorted(cluster.kafka_addresses)
+    leader = next(b for b in brokers if b not in coordinators)
+    replicas = [leader, *(b for b in brokers if b != leader)]
+    create_placed(cluster, topic, replicas, {"min.insync.replicas": "2"})
+    wait_for(lambda: leader_of(cluster, topic) == leader, TIMEOUT_S, f"{leader} leading {topic}")
+    return leader
+
+
+def leader_killed_mid_transactions(
+    cluster: ClientCluster,
+    topic: str,
+    producers: dict[str, Any],
+    ids: dict[str, str],
+    send: Callable[[Any, bytes], None],
+    settle: Callable[[Any], None],
+    end: Callable[[Any, bool], None],
+) -> None:
+    """Begins a transaction on each of `producers` (initialized; by tag, `ids` their
+    transactional ids), all writing to `topic`-0, led by a broker that coordinates neither;
+    kills that broker with SIGKILL between the phases' records (`send`, then `settle` waits
+    for each producer's records to be acknowledged); commits "kept" and aborts "dropped"
+    (`end`); and returns once both are complete and the broker is back in the ISR."""
+    cluster.wait_healthy([], TIMEOUT_S)
+    coordinators = {
+        wait_state(cluster, transactional_id, "Empty") for transactional_id in ids.values()
+    }
+    victim = led_apart(cluster, topic, coordinators)
+
+    def write(name: str) -> None:
+        for tag, producer in producers.items():
+            for value in phase(tag, name):
+                send(producer, value)
+
+    for producer in producers.values():
+        producer.begin_transaction()
+    write("acked")
+    for producer in producers.values():
+        settle(producer)  # acks=all: on every replica of the victim's partition
+    write("sent")
+    cluster.loopback.kill(victim)
+    try:
+        write("after")
+        for producer in producers.values():
+            settle(producer)  # the victim fenced after its session timeout, a leader elected
+        end(producers["kept"], True)
+        end(producers["dropped"], False)
+        assert leader_of(cluster, topic) not in (None, victim)
+    finally:
+        cluster.loopback.restart(victim)
+    wait_state(cluster, ids["kept"], "CompleteCommit")
+    wait_state(cluster, ids["dropped"], "CompleteAbort")
+    cluster.wait_healthy([topic], TIMEOUT_S)
+
+
+def test_transactions_outlive_their_partition_leaders_kill_confluent(
+    cluster: ClientCluster,
+) -> None:
+    """Two librdkafka transactions (version 1) write to a partition (RF 3, min.insync.replicas
+    2, acks=all) whose leader is killed with SIGKILL while both are open; they carry on
+    through the new leader, one commits and the other aborts: read_committed reads exactly the
+    committed one's records, in order, read_uncommitted every record of both once."""
+    topic = "txn-killed-leader"
+    ids = {tag: f"kill-{tag}-tx" for tag in TAGS}
+    errors: list[Any] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            errors.append(error)
+
+    producers = {
+        tag: confluent_kafka.Producer(
+            {
+                "bootstrap.servers": cluster.bootstrap,
+                "transactional.id": ids[tag],
+                "transaction.timeout.ms": SURVIVING_TIMEOUT_MS,
+                "on_delivery": delivered,
+            }
+        )
+        for tag in TAGS
+    }
+    for producer in producers.values():
+        producer.init_transactions(TIMEOUT_S)
+
+    def settle(producer: Any) -> None:
+        assert producer.flush(TIMEOUT_S * 2) == 0, "records still queued"
+        assert errors == []
+
+    leader_killed_mid_transactions(
+        cluster,
+        topic,
+        producers,
+        ids,
+        lambda producer, value: producer.produce(topic, value=value, key=b"k", partition=0),
+        settle,
+        lambda producer, commit: (
+            producer.commit_transaction(TIMEOUT_S)
+            if commit
+            else producer.abort_transaction(TIMEOUT_S)
+        ),
+    )
+    assert read(cluster, topic, "read_committed", len(KEPT)) == KEPT
+    everything = read(cluster, topic, "read_uncommitted", len(KEPT) + len(DROPPED))
+    assert Counter(everything) == Counter(KEPT + DROPPED)
+
+
+def test_transactions_outlive_their_partition_leaders_kill_replog(cluster: ClientCluster) -> None:
+    """As above with replog's own Producer (transaction version 2: each Produce v12 adds its
+    partition, verified again by the new leader) and read_committed Consumer."""
+    topic = "replog-txn-killed-leader"
+    ids = {tag: f"replog-kill-{tag}-tx" for tag in TAGS}
+    config = {"transaction_timeout_ms": SURVIVING_TIMEOUT_MS, "max_block_ms": TIMEOUT_S * 2000}
+    futures: list[Any] = []
+    with (
+        cluster.producer(transactional_id=ids["kept"], **config) as kept,
+        cluster.producer(transactional_id=ids["dropped"], **config) as dropped,
+    ):
+        for producer in (kept, dropped):
+            producer.init_transactions()
+        leader_killed_mid_transactions(
+            cluster,
+            topic,
+            {"kept": kept, "dropped": dropped},
+            ids,
+            lambda producer, value: futures.append(
+                producer.send(topic, value, key=b"k", partition=0)
+            ),
+            lambda producer: producer.flush(TIMEOUT_S * 2),
+            lambda producer, commit: (
+                producer.commit_transaction() if commit else producer.abort_transaction()
+            ),
+        )
+    assert [f.exception() for f in futures if f.failed()] == []
+    assert replog_read(cluster, topic, "read_committed", len(KEPT)) == KEPT
+    everything = replog_read(cluster, topic, "read_uncommitted", len(KEPT) + len(DROPPED))
+    assert Counter(everything) == Counter(KEPT + DROPPED)
 
 
 def transactions_cli(cluster: ClientCluster, *args: str) -> list[dict[str, str]]:

@@ -1,8 +1,10 @@
-"""The optional compiled record decoder of the Spark source (`replog/spark/_batch_decode.c`).
+"""The optional compiled modules: the Spark source's record decoder
+(`replog/spark/_batch_decode.c`) and the log cleaner's span scan (`replog/record/_record_spans.c`).
 
 Everything else about the package is in pyproject.toml. `optional=True`: without a C compiler
-the install still succeeds and `replog.spark.batch_columns` uses its numpy decoder
-(`batch_columns.DECODER` says which one runs). `pip install -e .` builds the module in place.
+the install still succeeds, `replog.spark.batch_columns` uses its numpy decoder
+(`batch_columns.DECODER` says which one runs) and `replog.record.record_spans` its Python scan
+(`record_spans.SCANNER`). `pip install -e .` builds the modules in place.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ setup(
             ["replog/spark/_batch_decode.c"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        Extension(
+            "replog.record._record_spans",
+            ["replog/record/_record_spans.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ],
 )

@@ -8,7 +8,9 @@ modulo 5,000), `segment.bytes` 256 KiB, `--rounds` rounds of the keys already cl
 active segment. Shapes: `bench`, batches of 25 records (that producer's linger of 5 ms at
 5,000 records a second); `16k`, batches of 70 records (Kafka's default `batch.size`, 16 KiB);
 `random`, batches of 25 records over keys drawn at random, so most batches of the clean section
-keep some records and lose others (rewritten) instead of going or staying whole.
+keep some records and lose others (rewritten) instead of going or staying whole; `dirty`, a log
+all dirty (never cleaned): 20,000 keys written once each round-robin in batches of 25, 40
+segments, as bench/cleaner_throughput.py's `dirty-100k` but smaller.
 
 A run copies the shape's log, opens it and times one pass (`clean_log` from the first dirty
 offset to the active segment, a 128 MiB key map as a node's single cleaner thread has, the
@@ -68,7 +70,9 @@ MAP_BYTES = 128 << 20
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
 # name: (records a batch, keys drawn at random)
-SHAPES = {"bench": (25, False), "16k": (70, False), "random": (25, True)}
+SHAPES = {"bench": (25, False), "16k": (70, False), "random": (25, True), "dirty": (25, False)}
+# The shapes of a log all dirty: name: (keys, dirty segments); no rounds cleaned first.
+ALL_DIRTY = {"dirty": (20_000, 40)}
 CONFIG = LogConfig(segment_bytes=SEGMENT_BYTES, cleanup_policy="compact")
 
 
@@ -284,12 +288,14 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="cleaner-pass-templates-") as root:
         for shape, (batch_records, random_keys) in SHAPES.items():
+            keys, dirty_segments = ALL_DIRTY.get(shape, (KEYS, args.dirty_segments))
             offsets = build_template(
                 os.path.join(root, shape),
                 batch_records,
                 random_keys,
-                args.rounds,
-                args.dirty_segments,
+                0 if shape in ALL_DIRTY else args.rounds,
+                dirty_segments,
+                keys=keys,
             )
             with open(os.path.join(root, f"{shape}.json"), "w") as file:
                 json.dump(offsets, file)

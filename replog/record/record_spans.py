@@ -11,11 +11,18 @@ Rules:
   delta's end to the record's end (offset delta, key, value, headers) stay valid whatever the
   batch's base timestamp, so a rewritten batch copies them and encodes only the length and
   the timestamp delta anew (`respan`).
-- The one-byte varints every small field has are read inline (a call per field is most of the
-  cost of a record); any other goes through `varint.py`'s decoders.
+- The scan is compiled (`_record_spans.c`, built by setup.py where a C compiler is; `SCANNER`
+  says which runs) for a `bytes` region, else Python (`_scan`): the same spans, refusing the
+  same regions (tests/record/test_record_spans_compiled.py checks both on any region). The
+  cleaner scans every record of a log once or twice a pass, and the Python loop was most of a
+  pass's CPU.
+- In the Python scan, the one-byte varints every small field has are read inline (a call per
+  field is most of the cost of a record); any other goes through `varint.py`'s decoders.
 """
 
 from __future__ import annotations
+
+from types import ModuleType
 
 from replog.errors import InvalidRecordError
 from replog.record.record import decode_bytes_field, decode_record_keys
@@ -30,6 +37,19 @@ from replog.record.varint import (
 Span = tuple[int, int, bytes | None, bool, int, int, int]
 
 
+def _load_compiled() -> ModuleType | None:
+    """The compiled scan (`_record_spans.c`), or None where it was not built."""
+    try:
+        from replog.record import _record_spans
+    except ImportError:
+        return None
+    return _record_spans
+
+
+_compiled = _load_compiled()
+SCANNER = "python" if _compiled is None else "compiled"
+
+
 def scan_records(
     data: bytes,
     position: int,
@@ -41,10 +61,17 @@ def scan_records(
     last_offset_delta: int,
 ) -> list[Span]:
     """The spans of the `records_count` records in data[position:end] (module Rules)."""
-    try:
-        return _scan(data, position, end, records_count, last_offset_delta)
-    except InvalidRecordError:
-        pass
+    if _compiled is not None and type(data) is bytes:
+        spans: list[Span] | None = _compiled.scan(
+            data, position, end, records_count, last_offset_delta
+        )
+        if spans is not None:
+            return spans
+    else:
+        try:
+            return _scan(data, position, end, records_count, last_offset_delta)
+        except InvalidRecordError:
+            pass
     # Refused: the decoder says why, in its words.
     for _ in decode_record_keys(
         data,

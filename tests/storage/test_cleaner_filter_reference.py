@@ -3,7 +3,7 @@ spans and copies the kept ones as bytes, against a reference that decodes every 
 encodes the kept ones anew: on random logs (keys, keyless records, tombstones, headers, codecs,
 LogAppendTime, idempotent and transactional producers, markers, aborted transactions, a key
 map that does not reach the end, two passes so that horizons come and pass) both write the
-same bytes."""
+same bytes, and so does the filter told which batches are plain (copied without a scan)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ CODECS = sorted(available_codecs())
 class ReferenceFilter(BatchFilter):
     """The module Rules of batch_filter.py over decoded `Record`s, each kept one encoded anew."""
 
-    def filter(self, batch: bytes) -> bytes | None:
+    def filter(self, batch: bytes, plain: bool = False) -> bytes | None:
+        # `plain` is the caller's knowledge: the reference decides from the records alone.
         header = RecordBatch.parse(batch, sparse=True).header
         records = list(RecordBatch(header, batch, 0, "reference").records())
         now = self._now_ms
@@ -211,8 +212,10 @@ def one_pass(
     now: int,
     aborted: list[AbortedTransaction],
     last: dict[int, ProducerLastBatch],
+    plain: bool = False,
 ) -> list[bytes]:
-    """A pass's filter over `batches` with a key map of the data up to offset `reach`."""
+    """A pass's filter over `batches` with a key map of the data up to offset `reach`;
+    `plain`: each batch the rule calls plain said to be (`BatchFilter.filter`)."""
     offset_map = OffsetMap(24 * 1_000)
     transactions = CleanedTransactions(list(aborted))
     for batch in batches:
@@ -236,7 +239,25 @@ def one_pass(
         last_batches=last,
         transactions=CleanedTransactions(list(aborted)),
     )
-    return [out for batch in batches if (out := batch_filter.filter(batch)) is not None]
+    return [
+        out
+        for batch in batches
+        if (out := batch_filter.filter(batch, plain and is_plain(batch, offset_map))) is not None
+    ]
+
+
+def is_plain(batch: bytes, offset_map: OffsetMap) -> bool:
+    """The batch filter's plain rule, from the records: neither control nor transactional,
+    some records, each with a key and a value and its key's latest (or past the map)."""
+    header = read_header(batch)
+    if header.is_control or header.is_transactional or header.records_count == 0:
+        return False
+    return all(
+        r.key is not None
+        and r.value is not None
+        and (r.offset > offset_map.latest_offset or offset_map.get(r.key) == r.offset)
+        for r in RecordBatch.parse(batch, sparse=True).records()
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -248,4 +269,5 @@ def test_the_filter_writes_what_the_reference_writes(
     for now in (T0, T0 + later):  # the second pass sees the first's horizons
         expected = one_pass(ReferenceFilter, batches, reach, now, aborted, last)
         assert one_pass(BatchFilter, batches, reach, now, aborted, last) == expected
+        assert one_pass(BatchFilter, batches, reach, now, aborted, last, plain=True) == expected
         batches = expected

@@ -89,3 +89,38 @@ def test_a_batchs_records_put_at_once_leave_the_map_as_one_by_one(
         base_offset += len(keys)
     every_key = {key for keys in batches for key in keys if key is not None}
     assert {k: at_once.get(k) for k in every_key} == {k: one_by_one.get(k) for k in every_key}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    slots=st.integers(4, 300),
+    keys=st.lists(st.binary(max_size=2), max_size=80),
+    bases=st.lists(st.integers(0, 90), min_size=1, max_size=8, unique=True).map(sorted),
+    by_batch=st.booleans(),
+)
+def test_a_range_is_superseded_when_an_offset_put_from_it_is_not_answered(
+    slots: int, keys: list[bytes], bases: list[int], by_batch: bool
+) -> None:
+    offset_map = OffsetMap(24 * slots)
+    offset_map.watch(bases)
+    put: list[tuple[bytes, int]] = []
+    if by_batch:
+        spans: list[Span] = [(offset, 0, key, False, 0, 0, 0) for offset, key in enumerate(keys)]
+        offset_map.put_records(0, spans, 0)
+        put = [
+            (key, offset) for offset, key in enumerate(keys) if offset <= offset_map.latest_offset
+        ]
+    else:
+        for offset, key in enumerate(keys):
+            try:
+                offset_map.put(key, offset)
+            except OffsetMapFullError:
+                continue
+            put.append((key, offset))
+    for index, base in enumerate(bases):
+        upper = bases[index + 1] if index + 1 < len(bases) else 1 << 62
+        lost = any(base <= o < upper and offset_map.get(k) != o for k, o in put)
+        assert offset_map.superseded(index) == lost
+    offset_map.clear()
+    offset_map.watch(bases)
+    assert not any(offset_map.superseded(i) for i in range(len(bases)))

@@ -9,6 +9,11 @@ Rules:
   after the last one the map covered (`CleaningPass.end_offset`, at least the first dirty
   offset): the next pass starts there, so a log whose keys do not fit is cleaned in several
   passes.
+- Plain segments: a segment wholly in the dirty section that the map read to its end, each of
+  its batches neither control nor transactional and holding records, each with a key and a
+  value, none superseded by a later put (`OffsetMap.watch`), keeps every batch as it is: the
+  filter copies its batches without scanning their records again (`BatchFilter.filter`'s
+  `plain`). In a log all dirty whose keys each appear once, that is every segment.
 - Every non-active segment holding offsets below the reached offset is rewritten, the clean
   section too (its records superseded by dirty ones go), in groups (`grouping`); each
   group's batches go through one `BatchFilter` (one transaction state for the whole pass,
@@ -52,6 +57,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -74,6 +80,8 @@ from replog.storage.segment import LogSegment
 from replog.storage.segment_swap import cleaned_paths, discard_cleaned
 
 log = logging.getLogger("replog.storage.cleaner")
+_null_value = operator.itemgetter(3)  # a span's: whether its record is a tombstone
+_key = operator.itemgetter(2)
 
 _READ_BYTES = 1 << 20
 SWAP_BATCH_BYTES = 64 << 20
@@ -268,7 +276,7 @@ def run_pass(
     result = CleaningPass(first_dirty, first_dirty)
     read = _Reader(open_segment, should_stop, on_read)
     try:
-        _build_offset_map(
+        plain = _build_offset_map(
             segments, offset_map, first_dirty, first_uncleanable, list(plan.aborted), read
         )
     except _LogChanged as exc:
@@ -308,7 +316,7 @@ def run_pass(
     try:
         for number, group in enumerate(groups, 1):
             replaced = [to_clean[i] for i in group]
-            written = _write_cleaned(fs, plan, replaced, batch_filter, read)
+            written = _write_cleaned(fs, plan, replaced, batch_filter, read, plain)
             if written is None:
                 result.groups_kept += 1
             else:
@@ -346,29 +354,63 @@ def _build_offset_map(
     end: int,
     aborted: list[AbortedTransaction],
     read: _Reader,
-) -> None:
+) -> set[int]:
+    """Fill `offset_map` from the dirty section; returns the plain segments' base offsets
+    (module Rules)."""
     transactions = CleanedTransactions(aborted)
+    bases = [segment.base_offset for segment in segments]
+    offset_map.watch(bases)
+    read_whole: list[int] = []  # the indexes of the segments read whole that may be plain
     for index, segment in enumerate(segments):
         upper = segments[index + 1].base_offset if index + 1 < len(segments) else None
         if upper is not None and upper <= start:
             continue  # wholly below the dirty section
         if segment.base_offset >= end:
-            return
-        for batch in read.batches(segment):
-            header = read_header(batch)
-            if header.last_offset >= end:
-                return
-            if header.is_control:
-                spans = _spans(batch)
-                transactions.on_control_batch_read(
-                    header, marker_type(spans[0][2]) if spans else None
-                )
-            elif not transactions.on_batch_read(header) and not offset_map.put_records(
-                header.base_offset, _spans(batch), start
+            break
+        may_be_plain = _put_segment(segment, offset_map, transactions, start, end, read)
+        if may_be_plain is None:
+            break
+        if may_be_plain and segment.base_offset >= start:
+            read_whole.append(index)
+    return {bases[i] for i in read_whole if not offset_map.superseded(i)}
+
+
+def _put_segment(
+    segment: SealedSegment,
+    offset_map: OffsetMap,
+    transactions: CleanedTransactions,
+    start: int,
+    end: int,
+    read: _Reader,
+) -> bool | None:
+    """Put the keyed records of `segment` from `start` into `offset_map`: None when the map
+    stops in it (full, or at `end`), else whether each of its batches was plain (module
+    Rules) as far as its records tell."""
+    plain = True
+    for batch in read.batches(segment):
+        header = read_header(batch)
+        if header.last_offset >= end:
+            return None
+        if header.is_control:
+            spans = _spans(batch)
+            transactions.on_control_batch_read(header, marker_type(spans[0][2]) if spans else None)
+            plain = False
+        elif transactions.on_batch_read(header):
+            plain = False
+        else:
+            spans = _spans(batch)
+            if plain and (
+                header.is_transactional
+                or not spans
+                or any(map(_null_value, spans))
+                or None in map(_key, spans)
             ):
-                return  # full: the pass reaches the last offset the map took
-            if header.last_offset >= start:
-                offset_map.update_latest_offset(header.last_offset)
+                plain = False
+            if not offset_map.put_records(header.base_offset, spans, start):
+                return None  # full: the pass reaches the last offset the map took
+        if header.last_offset >= start:
+            offset_map.update_latest_offset(header.last_offset)
+    return plain
 
 
 def _spans(batch: bytes) -> list[Span]:
@@ -386,10 +428,12 @@ def _write_cleaned(
     replaced: list[SealedSegment],
     batch_filter: BatchFilter,
     read: _Reader,
+    plain: set[int],
 ) -> tuple[str, int] | None:
     """Filter `replaced`'s batches into their `.cleaned` segment, indexed as it is written
     (`SparseIndexBuilder`), and sync its three files; returns the log file's path and size,
-    or None when `replaced` is one segment the filter left as it is (module Rules)."""
+    or None when `replaced` is one segment the filter left as it is (module Rules). The
+    segments whose base offsets are in `plain` are plain (module Rules)."""
     base = replaced[0].base_offset
     path, index_path, time_index_path = cleaned_paths(plan.directory, base)
     discard_cleaned(fs, path)  # stale ones of an earlier, interrupted pass
@@ -406,9 +450,10 @@ def _write_cleaned(
     unchanged = 0
     try:
         for segment in replaced:
+            is_plain = segment.base_offset in plain
             for batch in read.batches(segment):
                 try:
-                    kept = batch_filter.filter(batch)
+                    kept = batch_filter.filter(batch, plain=is_plain)
                 except (CorruptRecordError, InvalidRecordError) as exc:
                     raise _Corrupt(f"{segment.log_path}: {exc}") from exc
                 if out is None:

@@ -23,6 +23,12 @@ Rules (Kafka's `SkimpyOffsetMap`):
   `get`: the same answers as `put` and `get` a record, without a Python call a record
   (measured: a pass over a log all dirty about a fifth less CPU, bench/cleaner_pass.py's
   shapes about 5% less).
+- Superseded ranges: given ascending offsets (`watch`: a pass's segments' base offsets), the
+  map notes for each range [bases[i], bases[i+1]) whether it held an offset the map answers no
+  longer, a put of its key at another offset having taken its place (`superseded`). A range
+  not superseded had each key put from it still answered with the offset put: the cleaner
+  copies such a segment's batches without looking at their records again. A note costs only a
+  put that finds its key (a bisection); a digest collision counts as a key found.
 - Pure: no I/O, no clock. The map is cleared and reused between passes.
 """
 
@@ -31,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import struct
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from replog.record.record_spans import Span
@@ -67,6 +74,8 @@ class OffsetMap:
         "_keys",
         "_keys_budget",
         "_keys_bytes",
+        "_range_bases",
+        "_ranges_superseded",
         "_size",
         "latest_offset",
         "max_entries",
@@ -89,6 +98,8 @@ class OffsetMap:
         self._keys: dict[bytes, int] | None = {}  # None once the keys are in the buffer
         self._keys_bytes = 0
         self._keys_budget = memory_bytes // 4
+        self._range_bases: Sequence[int] = ()  # `watch`'s, until `clear`
+        self._ranges_superseded = bytearray()
         self.latest_offset = NOT_FOUND  # the largest offset put (or noted) since `clear`
 
     def __len__(self) -> int:
@@ -106,6 +117,8 @@ class OffsetMap:
             if known is not None:
                 if offset > known:
                     keys[key] = offset
+                if offset != known:
+                    self._superseded(known if offset > known else offset)
             else:
                 if self._count >= self.max_entries:
                     raise OffsetMapFullError(f"the offset map holds its {self.max_entries} keys")
@@ -153,8 +166,10 @@ class OffsetMap:
                     return self._put_records_by_digest(base_offset, records, start)
                 keys[key] = offset
                 count += 1
-            elif offset > known:
-                keys[key] = offset
+            elif offset != known:
+                if offset > known:
+                    keys[key] = offset
+                self._superseded(known if offset > known else offset)
             if offset > latest:
                 latest = offset
         self._count, self._keys_bytes, self.latest_offset = count, keys_bytes, latest
@@ -186,8 +201,11 @@ class OffsetMap:
         while True:  # `get`'s probe
             stored = buffer[position : position + HASH_BYTES]
             if stored == digest:
-                if offset > _OFFSET.unpack_from(buffer, position + HASH_BYTES)[0]:
+                known = _OFFSET.unpack_from(buffer, position + HASH_BYTES)[0]
+                if offset > known:
                     _OFFSET.pack_into(buffer, position + HASH_BYTES, offset)
+                if offset != known:
+                    self._superseded(known if offset > known else offset)
                 return
             if stored == _EMPTY:
                 if self._count >= self.max_entries:
@@ -199,6 +217,23 @@ class OffsetMap:
             position += ENTRY_BYTES
             if position == self._size:
                 position = 0
+
+    def watch(self, bases: Sequence[int]) -> None:
+        """Note, until `clear`, which of the ranges starting at `bases` (ascending) a put
+        superseded an offset of (module Rules)."""
+        self._range_bases = bases
+        self._ranges_superseded = bytearray(len(bases))
+
+    def superseded(self, index: int) -> bool:
+        """Whether an offset put from the range starting at `bases[index]` (`watch`) is not
+        its key's answer any more."""
+        return bool(self._ranges_superseded[index])
+
+    def _superseded(self, offset: int) -> None:
+        """The record put at `offset` is not its key's answer any more."""
+        index = bisect_right(self._range_bases, offset) - 1
+        if index >= 0:
+            self._ranges_superseded[index] = 1
 
     def update_latest_offset(self, offset: int) -> None:
         """Note that the map covers the log up to `offset` (a batch without keys to put)."""
@@ -244,6 +279,8 @@ class OffsetMap:
         self._keys = {}
         self._keys_bytes = 0
         self._count = 0
+        self._range_bases = ()
+        self._ranges_superseded = bytearray()
         self.latest_offset = NOT_FOUND
 
     @property

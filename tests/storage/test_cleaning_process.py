@@ -364,9 +364,10 @@ def test_a_child_runs_at_its_priority(priority: str, policy: str, nice: int | No
         assert nice in (None, CLEANER_NICE)
     finally:
         process.close()
-    # It exits at EOF; an idle child on a busy machine may not get a core to read it within
-    # the close's wait, and is then killed.
-    assert process._process.poll() in ((0,) if priority == URGENT else (0, -signal.SIGKILL))
+    # It exits at EOF (test_the_cleaner_abandons_a_pass_whose_child_died_and_cleans_with_another
+    # checks that); a child below the loop's priority on a busy machine, idle or at nice 10,
+    # may not get a core to read it within the close's wait, and is then killed: gone either way.
+    assert process._process.poll() in (0, -signal.SIGKILL)
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux's CPU affinity")

@@ -82,6 +82,10 @@ class SimNetwork:
         self._loop = loop
         self._rng = rng
         self.faults = faults or NetworkFaults()
+        # `delay_ms`'s draw: `randint(delay_ms_min, delay_ms_max)` is `delay_ms_min` plus the
+        # first `getrandbits(bits)` below `width`.
+        self._delay_width = self.faults.delay_ms_max - self.faults.delay_ms_min + 1
+        self._delay_bits = self._delay_width.bit_length()
         self._nodes: dict[int, Deliver] = {}
         self._group_of: dict[int, int] = {}  # node -> its partition group; empty: no partition
         self.sent = 0
@@ -141,7 +145,7 @@ class SimNetwork:
             return
         copies = 2 if faults.duplicate_rate and rng.random() < faults.duplicate_rate else 1
         for _ in range(copies):
-            delay_ms = rng.randint(faults.delay_ms_min, faults.delay_ms_max)
+            delay_ms = self.delay_ms()
             self._loop.call_later(delay_ms / 1000, self._arrive, destination, message, on_lost)
 
     def _arrive(self, destination: int, message: object, on_lost: OnLost | None) -> None:
@@ -149,11 +153,21 @@ class SimNetwork:
         if deliver is None:
             self.dropped += 1
             if on_lost is not None:  # nobody listens: the connection is refused
-                delay_ms = self._rng.randint(self.faults.delay_ms_min, self.faults.delay_ms_max)
+                delay_ms = self.delay_ms()
                 self._loop.call_later(delay_ms / 1000, on_lost, True)
             return
         self.delivered += 1
         deliver(message)
+
+    def delay_ms(self) -> int:
+        """A message's delay: `rng.randint(delay_ms_min, delay_ms_max)`, drawn as `randint`
+        draws it (the same bits of the same stream: runs stay the same) without its three
+        Python calls; every message draws one."""
+        getrandbits, width, bits = self._rng.getrandbits, self._delay_width, self._delay_bits
+        drawn = getrandbits(bits)
+        while drawn >= width:
+            drawn = getrandbits(bits)
+        return self.faults.delay_ms_min + drawn
 
     # --- calls --------------------------------------------------------------------------------
 
@@ -174,7 +188,7 @@ class SimNetwork:
 
         def arrived() -> None:
             if serve is None:
-                delay_ms = self._rng.randint(self.faults.delay_ms_min, self.faults.delay_ms_max)
+                delay_ms = self.delay_ms()
                 loop.call_later(
                     delay_ms / 1000, _settle_lost, answer, CallLost(destination, unreachable=True)
                 )
@@ -188,14 +202,14 @@ class SimNetwork:
             if self._lost(destination, source):
                 served.exception()  # retrieved: a lost answer is not an unhandled error
                 return
-            delay_ms = self._rng.randint(self.faults.delay_ms_min, self.faults.delay_ms_max)
+            delay_ms = self.delay_ms()
             loop.call_later(delay_ms / 1000, _settle, answer, served)
 
         self.sent += 1
         if self._lost(source, destination):
             self.dropped += 1
         else:
-            delay_ms = self._rng.randint(self.faults.delay_ms_min, self.faults.delay_ms_max)
+            delay_ms = self.delay_ms()
             loop.call_later(delay_ms / 1000, arrived)
         try:
             return await answer

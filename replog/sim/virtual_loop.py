@@ -29,15 +29,20 @@ Rules:
   is asyncio's exactly: two entries compare by deadline as handles do, and on equal
   deadlines both say "not less" (the tuple then asks the handles, which compare by deadline
   too), so the heap takes the same shape and pops the same handle. asyncio's debug mode
-  (slow-callback warnings, which would time virtual seconds) is left out.
+  (slow-callback warnings, which would time virtual seconds, its thread and callback checks,
+  each handle's traceback) is left out, and with it the calls that ask for it: `call_soon`,
+  `call_later` and `call_at` make their handle and queue it at once, and the iteration runs
+  each callback as `Handle._run` does, without calling it (a task's every wake-up is one).
 """
 
 from __future__ import annotations
 
 import asyncio
 import asyncio.events as asyncio_events
+import asyncio.format_helpers as format_helpers
 import concurrent.futures
 import contextlib
+import contextvars
 import heapq
 import math
 import threading
@@ -137,20 +142,34 @@ class VirtualLoop(asyncio.BaseEventLoop):
 
     # --- timers (module Rules: asyncio's iteration over (deadline, handle) entries) ------------
 
+    def call_soon(  # type: ignore[override]
+        self, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.Handle:
+        # asyncio's, without the debug mode's checks (module Rules): each task's wake-up and
+        # each future's callback comes through here, hundreds of thousands a seed.
+        if self._closed:  # type: ignore[attr-defined]
+            raise RuntimeError("Event loop is closed")
+        handle = _Handle(callback, args, self, context)
+        self._ready.append(handle)  # type: ignore[attr-defined]
+        return handle
+
+    def call_later(  # type: ignore[override]
+        self, delay: float, callback: Callable[..., object], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
+        if delay is None:
+            raise TypeError("delay must not be None")
+        return self.call_at(self._now + delay, callback, *args, context=context)
+
     def call_at(  # type: ignore[override]
         self, when: float, callback: Callable[..., object], *args: Any, context: Any = None
     ) -> asyncio.TimerHandle:
         if when is None:
             raise TypeError("when cannot be None")
-        self._check_closed()  # type: ignore[attr-defined]
-        if self._debug:  # type: ignore[attr-defined]
-            self._check_thread()  # type: ignore[attr-defined]
-            self._check_callback(callback, "call_at")  # type: ignore[attr-defined]
-        timer = asyncio.TimerHandle(when, callback, args, self, context)
-        if timer._source_traceback:  # type: ignore[attr-defined]
-            del timer._source_traceback[-1]  # type: ignore[attr-defined]
+        if self._closed:  # type: ignore[attr-defined]
+            raise RuntimeError("Event loop is closed")
+        timer = _TimerHandle(when, callback, args, self, context)
         heapq.heappush(self._scheduled, (when, timer))
-        timer._scheduled = True  # type: ignore[attr-defined]
+        timer._scheduled = True
         return timer
 
     def _run_once(self) -> None:
@@ -183,16 +202,24 @@ class VirtualLoop(asyncio.BaseEventLoop):
             timeout = min(max(0.0, scheduled[0][0] - self._now), _MAXIMUM_SELECT_TIMEOUT)
         self._selector.select(timeout)
         end_time = self._now + self._clock_resolution
-        handle: asyncio.Handle | None
+        handle: Any  # a `Handle`: its slots are read here as `Handle._run` reads them
         while scheduled and scheduled[0][0] < end_time:
             handle = heapq.heappop(scheduled)[1]
-            handle._scheduled = False  # type: ignore[attr-defined]
+            handle._scheduled = False
             ready.append(handle)
         # The callbacks ready at this point, none that these add (they run next time), as asyncio's.
+        # `Handle._run` inlined: one Python call less per callback; an error goes to the
+        # exception handler as there (`_report`).
+        popleft = ready.popleft
         for _ in range(len(ready)):
-            handle = ready.popleft()
+            handle = popleft()
             if not handle._cancelled:
-                handle._run()
+                try:
+                    handle._context.run(handle._callback, *handle._args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    _report(handle, exc)
         handle = None  # no cycle through an exception's frame
 
     def _process_events(self, event_list: list[Any]) -> None:
@@ -232,6 +259,64 @@ class VirtualLoop(asyncio.BaseEventLoop):
     def close(self) -> None:
         super().close()
         self._selector = _NoIo(self)  # BaseEventLoop.close does not close it; nothing to free
+
+
+class _Handle(asyncio.Handle):
+    """asyncio's `Handle`, made and cancelled without asking the loop for its debug mode (module
+    Rules: never on here)."""
+
+    __slots__ = ()
+
+    def __init__(
+        self, callback: Callable[..., object], args: tuple[Any, ...], loop: Any, context: Any
+    ) -> None:
+        self._context = contextvars.copy_context() if context is None else context
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+
+    def cancel(self) -> None:
+        if not self._cancelled:
+            self._cancelled = True
+            self._callback = None  # type: ignore[assignment]
+            self._args = None  # type: ignore[assignment]
+
+
+class _TimerHandle(asyncio.TimerHandle):
+    """asyncio's `TimerHandle`, made and cancelled as `_Handle` is."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        loop: Any,
+        context: Any,
+    ) -> None:
+        _Handle.__init__(self, callback, args, loop, context)  # type: ignore[arg-type]
+        self._when = when
+        self._scheduled = False
+
+    def cancel(self) -> None:
+        if not self._cancelled:
+            if self._scheduled:  # `_run_once` drops cancelled timers by this count
+                self._loop._timer_cancelled_count += 1  # type: ignore[attr-defined]
+            self._cancelled = True
+            self._callback = None
+            self._args = None  # type: ignore[assignment]
+
+
+def _report(handle: Any, exc: BaseException) -> None:
+    """What `Handle._run` hands the exception handler when a callback raises."""
+    callback = format_helpers._format_callback_source(handle._callback, handle._args)
+    handle._loop.call_exception_handler(
+        {"message": f"Exception in callback {callback}", "exception": exc, "handle": handle}
+    )
 
 
 def _settle_unless_cancelled(

@@ -188,3 +188,65 @@ def test_blocking_on_the_loop_moves_the_clock_at_once_and_timers_fire_late(
     assert fired == [pytest.approx(0.5)]
     with pytest.raises(ValueError, match="0 seconds or more"):
         loop.block(-1)
+
+
+def test_a_failing_callback_goes_to_the_exception_handler_and_the_loop_goes_on(
+    loop: VirtualLoop,
+) -> None:
+    """As asyncio's `Handle` reports it: the message names the callback, the context holds the
+    exception and the handle."""
+    seen: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _, context: seen.append(context))
+    ran: list[str] = []
+
+    def broken() -> None:
+        raise ValueError("broken callback")
+
+    handle = loop.call_soon(broken)
+    loop.call_soon(ran.append, "after")
+    timer = loop.call_later(0.2, broken)
+    loop.run_until_complete(asyncio.sleep(0.5))
+    assert ran == ["after"]
+    assert [type(context["exception"]) for context in seen] == [ValueError, ValueError]
+    assert [context["handle"] for context in seen] == [handle, timer]
+    assert "Exception in callback" in str(seen[0]["message"])
+    assert "broken" in str(seen[0]["message"])
+
+
+def test_callbacks_run_in_order_and_a_cancelled_one_never(loop: VirtualLoop) -> None:
+    ran: list[str] = []
+    loop.call_later(0.1, ran.append, "late")
+    loop.call_at(100.05, ran.append, "at")
+    loop.call_soon(ran.append, "first")
+    loop.call_soon(ran.append, "cancelled").cancel()
+    loop.call_later(0.07, ran.append, "cancelled timer").cancel()
+    loop.call_soon(ran.append, "second")
+    loop.run_until_complete(asyncio.sleep(0.2))
+    assert ran == ["first", "second", "at", "late"]
+
+
+def test_a_closed_loop_takes_no_callback() -> None:
+    closed = VirtualLoop()
+    closed.close()
+    for schedule in (
+        lambda: closed.call_soon(print),
+        lambda: closed.call_later(1, print),
+        lambda: closed.call_at(1, print),
+    ):
+        with pytest.raises(RuntimeError, match="closed"):
+            schedule()
+
+
+def test_cancelled_timers_leave_the_heap_as_asyncio_drops_them(loop: VirtualLoop) -> None:
+    """Once more than half of over 100 timers are cancelled, the next iteration drops them all
+    (asyncio's rule): the count of cancelled timers is kept by each cancel."""
+    ran: list[int] = []
+    timers = [loop.call_later(1 + i / 1000, ran.append, i) for i in range(300)]
+    for timer in timers[100:]:  # behind the first, so only the count finds them
+        timer.cancel()
+        timer.cancel()  # twice counts once
+    loop.run_once()  # drops the cancelled ones, then runs the first live one
+    assert ran == [0]
+    assert len(loop._scheduled) == 99  # type: ignore[attr-defined]
+    loop.run_until_complete(asyncio.sleep(2))
+    assert ran == list(range(100))

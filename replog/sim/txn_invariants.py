@@ -86,7 +86,7 @@ class TxnChecker:
         # Whether the end holds the LSOs to their high watermarks, and the partitions it does
         # not hold so (`txn_liveness`'s clocks).
         self.lso_held = True
-        self.lso_unheld: frozenset[Partition] = frozenset()
+        self.lso_unheld: set[Partition] = set()
         self.counts = {
             "zombies fenced": 0,
             "transactions whose abort lay past the end's cap": 0,

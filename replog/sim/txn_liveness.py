@@ -12,9 +12,11 @@ Rules:
   its first partition, as Kafka's (`TransactionStateManager.timedOutTransactions`); a new
   coordinator keeps its predecessor's stamp. A stamping clock ahead of the clock that times
   the transaction out delays the abort by that lead, so the bound grows by the largest lead of
-  a transaction still open, read at every look from the coordinators' loaded state
-  (`txn_timeouts`). A lead past `CLOCK_SKEW_MAX_S` is not waited for: the partitions that
-  transaction wrote are not held to their high watermarks (`TxnChecker.lso_unheld`).
+  a transaction open at any look, read at every look from the coordinators' loaded state
+  (`txn_timeouts`); a lead once seen stays, as the markers and the consumers' reads follow
+  the abort. A lead past `CLOCK_SKEW_MAX_S` is not waited for: the partitions that
+  transaction wrote are not held to their high watermarks (`TxnChecker.lso_unheld`), from the
+  look that saw it on.
 - While a `__transaction_state` partition is loaded by no up broker, the most any stamping
   clock may lead a timing one (`clock_skew_ms`) stands for its leads; past the cap no LSO is
   held to its high watermark until it is loaded again (`TxnChecker.lso_held`).
@@ -43,16 +45,19 @@ async def transactions_finished(cluster: SimCluster, checker: TxnChecker, bound_
     leads, pass first."""
     loop = cluster.loop
     began_s, began_ms, cap_ms = loop.time(), loop.now_ms(), int(CLOCK_SKEW_MAX_S * 1000)
+    lead_ms = 0
+    past_cap: set[str] = set()
     while True:
         leads = timeout_leads(cluster, checker.state_partitions, began_ms, cap_ms)
-        lead_ms = leads.lead_ms
+        lead_ms = max(lead_ms, leads.lead_ms)
         checker.lso_held = True
         if leads.unknown:
             skew_ms = clock_skew_ms(cluster)
             checker.lso_held = skew_ms <= cap_ms
             lead_ms = max(lead_ms, skew_ms) if checker.lso_held else lead_ms
-        checker.lso_unheld = leads.unheld
-        checker.counts["transactions whose abort lay past the end's cap"] = len(leads.past_cap)
+        checker.lso_unheld |= leads.unheld
+        past_cap.update(leads.past_cap)
+        checker.counts["transactions whose abort lay past the end's cap"] = len(past_cap)
         problems = checker.unfinished()
         if not problems:
             return

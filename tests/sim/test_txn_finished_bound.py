@@ -71,11 +71,12 @@ def cluster(loop: VirtualLoop, *jumps: tuple[int, int]) -> SimpleNamespace:
 class Open:
     """A transaction left open in partition `index` at the run's start, its start stamped by a
     wall clock `stamp_ms` ahead, which its coordinator aborts `aborted_at_s` after the end
-    check begins (None: never)."""
+    check begins (None: never), its consumer reading the marker `read_after_s` later."""
 
     index: int
     stamp_ms: int
     aborted_at_s: float | None
+    read_after_s: float = 0.0  # how long after the abort its consumer reads the marker
 
 
 def the_end(nodes: SimpleNamespace, *txns: Open, coordinator: int | None = 1) -> TxnChecker:
@@ -100,13 +101,16 @@ def the_end(nodes: SimpleNamespace, *txns: Open, coordinator: int | None = 1) ->
             start_ms=WALL_EPOCH_MS + txn.stamp_ms,
         )
 
-        def aborted(view: object = view, tid: str = tid) -> None:
+        def aborted(tid: str = tid) -> None:
+            shard[tid] = TxnMetadata(tid, 0, state=TxnState.COMPLETE_ABORT)
+
+        def read(view: object = view) -> None:
             # The ABORT marker at 13 read: the LSO at the high watermark.
             view.position = view.last_stable = view.high_watermark = 14  # type: ignore[attr-defined]
-            shard[tid] = TxnMetadata(tid, 0, state=TxnState.COMPLETE_ABORT)
 
         if txn.aborted_at_s is not None:
             nodes.loop.call_later(txn.aborted_at_s, aborted)
+            nodes.loop.call_later(txn.aborted_at_s + txn.read_after_s, read)
     nodes.loop.run_until_complete(transactions_finished(nodes, checker, BOUND_S))  # type: ignore[arg-type]
     return checker
 
@@ -130,6 +134,14 @@ def test_a_start_stamped_by_a_clock_ahead_is_aborted_that_much_later_within_the_
     # abort comes 29 s after the timeout, past the 15 s bound and within it grown by 29 s.
     checker = the_end(cluster(loop, (3, 30_000), (1, 1_000)), Open(0, 30_000, 32.5))
     assert checker.unfinished() == [] and checker.report()[HELD] == 1
+
+
+def test_the_lead_of_an_aborted_transaction_still_covers_its_markers_being_read(
+    loop: VirtualLoop,
+) -> None:
+    # Aborted 29 s late, its marker read 5 s after: the bound keeps the 29 s lead it saw.
+    nodes = cluster(loop, (3, 30_000), (1, 1_000))
+    assert the_end(nodes, Open(0, 30_000, 32.5, read_after_s=5)).unfinished() == []
 
 
 def test_a_transaction_never_aborted_or_aborted_late_fails_the_check(loop: VirtualLoop) -> None:

@@ -12,9 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from replog.common import metadata_versions
 from replog.quorum.controller.config_definitions import check_static_broker_configs
 from replog.quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER_STEP
+from replog.quorum.controller.feature_updates import ELR_METADATA_VERSION, bootstrap_refusal
 from replog.quorum.metadata.records import (
+    ELR_VERSION_FEATURE,
+    ELR_VERSION_LATEST,
     METADATA_VERSION_FEATURE,
     METADATA_VERSION_LATEST,
     METADATA_VERSION_MINIMUM,
@@ -55,8 +59,9 @@ class ControllerConfig:
     bootstrap_scram_credentials: tuple[UserScramCredentialRecord, ...] = ()
     # eligible.leader.replicas.enable: a new metadata log finalizes the
     # eligible.leader.replicas.version feature at level 1 (KIP-966: eligible leader replicas,
-    # and unclean shutdowns kept out of ISRs and ELRs). Kafka 4.x finalizes it for new
-    # clusters by default; replog keeps it off unless asked.
+    # and unclean shutdowns kept out of ISRs and ELRs), which needs bootstrap_metadata_version
+    # at ELR_METADATA_VERSION or above. Kafka 4.x finalizes it for new clusters by default;
+    # replog keeps it off unless asked.
     eligible_leader_replicas_enable: bool = False
     # num.partitions and default.replication.factor: what CreateTopics uses when a topic
     # names neither its partition count nor its replication factor.
@@ -119,6 +124,18 @@ class ControllerConfig:
                 f"{METADATA_VERSION_FEATURE} 3.5-IV2 (level {METADATA_VERSION_SCRAM}) or later, "
                 f"not at level {self.bootstrap_metadata_version}"
             )
+        if self.eligible_leader_replicas_enable:
+            refusal = bootstrap_refusal(
+                {
+                    METADATA_VERSION_FEATURE: self.bootstrap_metadata_version,
+                    ELR_VERSION_FEATURE: ELR_VERSION_LATEST,
+                }
+            )
+            if refusal is not None:
+                raise ValueError(
+                    "eligible.leader.replicas.enable=true needs bootstrap.metadata.version "
+                    f"{metadata_versions.name_of(ELR_METADATA_VERSION)} or later: {refusal}"
+                )
         if self.default_num_partitions < 1:
             raise ValueError(
                 f"num.partitions must be at least 1, not {self.default_num_partitions}"

@@ -43,8 +43,11 @@ to 12 gate, and why replog holds each:
 Not held: 13 (3.6-IV1), metadata transactions (Begin/End/AbortTransactionRecord), and the
 levels after it. The ELR fields of the partition records (KIP-966) are gated by their own
 feature instead, `eligible.leader.replicas.version` (level 1: on; absent or 0: off), as in
-Kafka 4.x; a new log finalizes it when the controller's `eligible.leader.replicas.enable` is
-true.
+Kafka 4.x, whose level 1 needs `metadata.version` 4.0-IV1; here it needs 3.6-IV0
+(`feature_updates.ELR_METADATA_VERSION`, which says why). A new log finalizes it when the
+controller's `eligible.leader.replicas.enable` is true, which a lower bootstrap level refuses,
+as Kafka's `kafka-storage format` refuses a feature whose dependency is not met; UpdateFeatures
+turns it off and on again where the dependency holds.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from replog.common.feature_update import FeatureUpdate
 from replog.errors import MetadataReplayError, UnsupportedVersionError
 from replog.quorum.controller.controller_result import ControllerResult
-from replog.quorum.controller.feature_updates import plan_updates
+from replog.quorum.controller.feature_updates import bootstrap_refusal, plan_updates
 from replog.quorum.metadata.broker_lifecycle import SUPPORTED_FEATURES
 from replog.quorum.metadata.records import (
     ELR_VERSION_FEATURE,
@@ -147,7 +150,8 @@ class FeatureControl:
         eligible_leader_replicas: bool = False,
     ) -> list[FeatureLevelRecord]:
         """The records a new metadata log begins with; `eligible_leader_replicas` finalizes
-        `eligible.leader.replicas.version` at its latest level too."""
+        `eligible.leader.replicas.version` at its latest level too, which `metadata_version`
+        must allow (`feature_updates.bootstrap_refusal`: ValueError)."""
         if not _known_metadata_version(metadata_version):
             raise ValueError(
                 f"cannot bootstrap at {METADATA_VERSION_FEATURE} level {metadata_version}: "
@@ -158,6 +162,11 @@ class FeatureControl:
                 f"cannot bootstrap at {TRANSACTION_VERSION_FEATURE} level {transaction_version}: "
                 f"this code knows 0..{TRANSACTION_VERSION_LATEST}"
             )
+        if eligible_leader_replicas:
+            levels = {METADATA_VERSION_FEATURE: metadata_version}
+            refusal = bootstrap_refusal({**levels, ELR_VERSION_FEATURE: ELR_VERSION_LATEST})
+            if refusal is not None:
+                raise ValueError(f"cannot bootstrap with eligible leader replicas: {refusal}")
         records = [FeatureLevelRecord(METADATA_VERSION_FEATURE, metadata_version)]
         if transaction_version:
             records.append(FeatureLevelRecord(TRANSACTION_VERSION_FEATURE, transaction_version))

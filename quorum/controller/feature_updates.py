@@ -21,8 +21,10 @@ Rules (Kafka's, each update checked in turn; the first refusal refuses the reque
   `kraft.version` writing no record, as in Kafka. Above level 0 a feature needs
   `metadata.version` 7 (3.3-IV3, Kafka 4's minimum) and the level's dependencies, both as the
   request would leave the levels (`DEPENDENCIES`: `eligible.leader.replicas.version` 1 needs
-  `metadata.version` 23, 4.0-IV1, above every level replog writes; `transaction.version` needs
-  nothing more).
+  `metadata.version` `ELR_METADATA_VERSION`; `transaction.version` needs nothing more). A
+  change of `metadata.version` is refused where a feature it leaves above 0 would lose a
+  level it depends on (Kafka needs no such check: its ELR level, 4.0-IV1, changed metadata,
+  so no downgrade crosses it). A new log's levels obey the same (`bootstrap_refusal`).
 - Order: Kafka's controller collects the updates in a Java HashMap and checks them in its
   iteration order (`java_hash_order`), so the refusal named, and the order of the records, are
   Kafka's; a feature named twice keeps its first place and its last level.
@@ -48,12 +50,16 @@ from replog.quorum.metadata.records import (
 )
 
 UPDATE_FAILED = "The update failed for all features since the following feature had an error: "
+# The metadata.version `eligible.leader.replicas.version` 1 needs. Kafka's is 4.0-IV1 (23), a
+# record set replog does not write (its newest is 3.6-IV0): the ELR fields ride replog's own
+# partition records, so its newest level stands in for Kafka's, and ELR is on only there.
+ELR_METADATA_VERSION = 12
 # Kafka's FeatureVersion.dependencies of each level of the other features Kafka 4 defines: the
 # levels of those replog serves, and level 0 alone of those it does not (a release version's
 # downgrade sends each of them at 0, which changes nothing here).
 DEPENDENCIES: Mapping[str, Mapping[int, Mapping[str, int]]] = {
     TRANSACTION_VERSION_FEATURE: {0: {}, 1: {}, 2: {}},
-    ELR_VERSION_FEATURE: {0: {}, 1: {METADATA_VERSION_FEATURE: 23}},
+    ELR_VERSION_FEATURE: {0: {}, 1: {METADATA_VERSION_FEATURE: ELR_METADATA_VERSION}},
     "group.version": {0: {}},
     "share.version": {0: {}},
     "streams.version": {0: {}},
@@ -90,7 +96,27 @@ def plan_updates(
             raise InvalidUpdateVersionError(UPDATE_FAILED + reason)
         if name != KRAFT_VERSION_FEATURE:
             records.append(FeatureLevelRecord(name, update.level))
+    metadata_version = by_name.get(METADATA_VERSION_FEATURE)
+    if metadata_version is not None:
+        for name in sorted(proposed):
+            if name in by_name or proposed[name] < 1 or name not in DEPENDENCIES:
+                continue
+            kept = _unmet_dependency(name, proposed[name], proposed, "kept at")
+            if kept is not None:
+                raise InvalidUpdateVersionError(UPDATE_FAILED + _invalid(metadata_version, kept))
     return records
+
+
+def bootstrap_refusal(levels: Mapping[str, int]) -> str | None:
+    """Why a new metadata log may not begin with `levels` (`metadata.version` among them): a
+    feature above 0 whose dependencies they do not meet, as Kafka's `kafka-storage format`
+    refuses it; None when they may."""
+    for name in sorted(levels):
+        if name != METADATA_VERSION_FEATURE and levels[name] >= 1 and name in DEPENDENCIES:
+            unmet = _unmet_dependency(name, levels[name], levels, "set to")
+            if unmet is not None:
+                return unmet
+    return None
 
 
 def _refusal(
@@ -162,13 +188,18 @@ def _dependency_refusal(update: FeatureUpdate, proposed: Mapping[str, int]) -> s
             f"{name} could not be set to {level} because it depends on metadata.version="
             f"{minimum} ({metadata_versions.name_of(minimum)})",
         )
-    for needed, needed_level in levels[level].items():
-        have = proposed.get(needed)
+    unmet = _unmet_dependency(name, level, proposed, "set to")
+    return None if unmet is None else _invalid(update, unmet)
+
+
+def _unmet_dependency(name: str, level: int, levels: Mapping[str, int], verb: str) -> str | None:
+    """Kafka's words for the first dependency of `name` at `level` that `levels` do not meet."""
+    for needed, needed_level in DEPENDENCIES[name].get(level, {}).items():
+        have = levels.get(needed)
         if have is None or have < needed_level:
-            return _invalid(
-                update,
-                f"{name} could not be set to {level} because it depends on {needed} level "
-                f"{needed_level}",
+            return (
+                f"{name} could not be {verb} {level} because it depends on {needed} level "
+                f"{needed_level}"
             )
     return None
 

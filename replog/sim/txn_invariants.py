@@ -25,11 +25,13 @@ Rules (Kafka's transactional guarantees, docs/kafka-protocol.md, "Transactions")
   (`_may_hang`); a consumer whose partition's history restarted reads it again from 0.
 - At the end (`unfinished`, after liveness): every acknowledged commit is visible in every
   partition it wrote, a committing one in all or none, and every consumer has read up to the
-  high watermark with the LSO there (no transaction left open), unless `lso_held` is False
-  (wall clocks too far apart for the end's bound: `txn_liveness`). Where an LSO is not held
-  so (that, or `_may_hang`), a commit whose batches there all lie at or above the LSO its
-  consumer has read up to is not due: an open transaction below holds it back, as Kafka's
-  read_committed consumer is held until that transaction ends (`_held_back`).
+  high watermark with the LSO there (no transaction left open), except where the end's bound
+  does not wait for an open transaction's timeout (`txn_liveness`): a partition in
+  `lso_unheld` (written by a transaction whose coordinator times it out past the bound's cap),
+  or every partition while `lso_held` is False. Where an LSO is not held so (that, or
+  `_may_hang`), a commit whose batches there all lie at or above the LSO its consumer has
+  read up to is not due: an open transaction below holds it back, as Kafka's read_committed
+  consumer is held until that transaction ends (`_held_back`).
 """
 
 from __future__ import annotations
@@ -81,13 +83,21 @@ class TxnChecker:
         self._fencings: dict[str, list[tuple[int, int]]] = {}
         self.views: dict[Partition, ReadCommittedView] = {}
         self.found: list[str] = []
-        # Whether the end holds the LSOs to their high watermarks (`txn_liveness`'s clocks).
+        # Whether the end holds the LSOs to their high watermarks, and the partitions it does
+        # not hold so (`txn_liveness`'s clocks).
         self.lso_held = True
+        self.lso_unheld: set[Partition] = set()
         self.counts = {
             "zombies fenced": 0,
+            "transactions whose abort lay past the end's cap": 0,
             "read_committed answers checked": 0,
             "coordinator lookups after the faults": 0,
         }
+
+    @property
+    def state_partitions(self) -> int:
+        """How many partitions `__transaction_state` has."""
+        return self._state_partitions
 
     # --- the producers' notes -------------------------------------------------------------
 
@@ -211,7 +221,7 @@ class TxnChecker:
                     f"{sorted(missing)}"
                 )
         for (topic, index), view in sorted(self.views.items()):
-            if not self.lso_held or self._may_hang(topic, index):
+            if not self._lso_held_at(topic, index):
                 continue
             if not view.read_to_the_end():
                 problems.append(
@@ -224,7 +234,7 @@ class TxnChecker:
         """Whether `txn`'s part in `where` is behind an LSO the end does not hold to its high
         watermark (module Rules): every batch of it in the history at or above the LSO its
         consumer has read up to."""
-        if self.lso_held and not self._may_hang(*where):
+        if self._lso_held_at(*where):
             return False
         view = self.views.get(where)
         history = self.data.histories.get(where)
@@ -232,6 +242,14 @@ class TxnChecker:
             return False
         offsets = [history.sequences.get(batch) for batch in txn.batches.get(where, ())]
         return bool(offsets) and all(o is not None and o >= view.last_stable for o in offsets)
+
+    def _lso_held_at(self, topic: str, index: int) -> bool:
+        """Whether the end holds the partition's LSO to its high watermark (module Rules)."""
+        return (
+            self.lso_held
+            and (topic, index) not in self.lso_unheld
+            and not self._may_hang(topic, index)
+        )
 
     def _may_hang(self, topic: str, index: int) -> bool:
         """Whether committed data of the partition or of `__transaction_state` was lost (a
@@ -274,7 +292,7 @@ class TxnChecker:
             - states.count("aborted"),
             "transactions finished by a new coordinator": renewed,
             "read_committed partitions held to their end": sum(
-                self.lso_held and not self._may_hang(topic, index) for topic, index in self.views
+                self._lso_held_at(topic, index) for topic, index in self.views
             ),
             **self.counts,
         }

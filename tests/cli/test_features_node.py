@@ -8,6 +8,8 @@ earlier replog releases hold:
   `upgrade --metadata 3.6-IV0`; a dry run first changes nothing; after the upgrade the broker's
   ApiVersions finalizes 3.6-IV0 and the same user is created;
 - transaction.version goes down to 1, is disabled, and comes back to 2;
+- eligible.leader.replicas.version is refused at 3.3-IV3, then turned on at 3.6-IV0, disabled
+  and turned on again; metadata.version may not then go below 3.6-IV0;
 - a downgrade of metadata.version to 3.3-IV3 is refused with Kafka 4's message, one line per
   feature and the failure count on stderr, exit status 1; so is a level no node supports.
 """
@@ -72,6 +74,9 @@ def test_an_old_cluster_is_upgraded_and_then_takes_scram_users(node: RunningNode
     refused = add_alice(node)
     assert refused.returncode == 1
     assert "does not support SCRAM" in refused.stdout + refused.stderr
+    elr = features(node, "upgrade", "--feature", "eligible.leader.replicas.version=1")
+    assert elr.returncode == 1
+    assert elr.stdout.endswith("depends on metadata.version level 12\n"), elr.stdout
     dry = features(node, "upgrade", "--metadata", "3.6-IV0", "--dry-run")
     assert (dry.returncode, dry.stdout) == (
         0,
@@ -100,6 +105,27 @@ def test_transaction_version_moves_down_and_back(node: RunningNode) -> None:
     up = features(node, "upgrade", "--feature", "transaction.version=2")
     assert (up.returncode, up.stdout) == (0, "transaction.version was upgraded to 2.\n")
     wait_until(lambda: described(node)["transaction.version"][2] == "2", "transaction.version 2")
+
+
+def test_eligible_leader_replicas_turn_on_off_and_on_again(node: RunningNode) -> None:
+    prefix = "The update failed for all features since the following feature had an error: "
+    feature = "eligible.leader.replicas.version"
+    for verb, words, done in (
+        ("upgrade", ["--feature", f"{feature}=1"], "upgraded to 1"),
+        ("disable", ["--feature", feature], "disabled"),
+        ("upgrade", ["--feature", f"{feature}=1"], "upgraded to 1"),
+    ):
+        outcome = features(node, verb, *words)
+        assert (outcome.returncode, outcome.stdout) == (0, f"{feature} was {done}.\n")
+        level = "0" if verb == "disable" else "1"
+        wait_until(lambda level=level: described(node)[feature][2] == level, f"ELR {level}")
+    below = features(node, "downgrade", "--metadata", "3.5-IV2", "--dry-run")
+    assert below.returncode == 1
+    assert below.stdout.splitlines()[1] == (
+        f"Can not downgrade metadata.version to 11. {prefix}Invalid update version 11 for "
+        f"feature metadata.version. {feature} could not be kept at 1 because it depends on "
+        "metadata.version level 12"
+    )
 
 
 def test_refused_changes_say_why_as_kafka_does(node: RunningNode) -> None:

@@ -2,7 +2,8 @@
 of a log begun at 3.3-IV3 commits on every controller and the brokers' image, and SCRAM
 credentials, refused before it, are taken after it; a validate-only request and a refusal write
 nothing; a standby answers NOT_CONTROLLER; a snapshot and a failover keep the new level; a
-broker registered with an older range holds the cluster back."""
+broker registered with an older range holds the cluster back; eligible leader replicas, on from
+the bootstrap only where its metadata.version allows them, turn off and on again."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 from replog.common.feature_update import FeatureUpdate, UpgradeType
 from replog.errors import InvalidUpdateVersionError, NotControllerError, UnsupportedVersionError
 from replog.quorum.controller.cluster_control import BrokerRegistrationRequest
+from replog.quorum.controller.controller_config import ControllerConfig
+from replog.quorum.controller.feature_control import FeatureControl
 from replog.quorum.controller.pending_response import PendingResponse
 from replog.quorum.metadata.records import (
     METADATA_VERSION_LATEST,
@@ -25,7 +28,7 @@ from replog.security.scram_control import alter_credentials_write
 from tests.controller.controller_harness import CLUSTER_ID, Cluster, replayed_image
 from tests.controller.test_controller_scram import upsertion
 
-MV, TV = "metadata.version", "transaction.version"
+MV, TV, ELR = "metadata.version", "transaction.version", "eligible.leader.replicas.version"
 OLD_LEVEL = 7  # 3.3-IV3: the level logs begun by earlier replog releases hold
 
 
@@ -128,3 +131,59 @@ def test_a_downgrade_that_loses_no_metadata_is_done(kind: UpgradeType) -> None:
     cluster = Cluster.with_brokers((1,))
     update(cluster, FeatureUpdate(MV, 11, kind)).result()
     assert cluster.active.features.metadata_version() == 11
+
+
+def test_a_bootstrap_level_below_eligible_leader_replicas_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"needs bootstrap\.metadata\.version 3\.6-IV0 or later"):
+        ControllerConfig(
+            node_id=1,
+            cluster_id=CLUSTER_ID,
+            bootstrap_metadata_version=11,
+            eligible_leader_replicas_enable=True,
+        )
+    with pytest.raises(ValueError, match=r"depends on metadata\.version level 12"):
+        FeatureControl.bootstrap_records(11, eligible_leader_replicas=True)
+    assert FeatureLevelRecord(ELR, 1) in FeatureControl.bootstrap_records(
+        METADATA_VERSION_LATEST, eligible_leader_replicas=True
+    )
+
+
+def elr_after_two_fencings(cluster: Cluster) -> tuple[int, ...]:
+    """A new topic's ELR once brokers 1 and 2 of its replicas (1, 2, 3) are fenced, min ISR 2."""
+    name = f"t{len(cluster.log.committed_records())}"
+    cluster.create_topic(name, 1, 3)
+    for broker_id in (1, 2):
+        cluster.heartbeat(broker_id, want_fence=True).result()
+    (description,) = cluster.active.read(
+        lambda ctx: ctx.replication.describe_topics(ctx.offset, [name])
+    )
+    for broker_id in (1, 2):
+        assert not cluster.heartbeat(broker_id).result().is_fenced
+    return description.partitions[0].elr
+
+
+def test_eligible_leader_replicas_turn_off_and_on_again() -> None:
+    cluster = Cluster.with_brokers(
+        (1, 2, 3),
+        eligible_leader_replicas_enable=True,
+        static_broker_configs={"min.insync.replicas": "2"},
+    )
+    assert cluster.active.features.eligible_leader_replicas_enabled()
+    assert elr_after_two_fencings(cluster) == (2,)
+    update(cluster, FeatureUpdate(ELR, 0, UpgradeType.SAFE_DOWNGRADE)).result()
+    assert not cluster.active.features.eligible_leader_replicas_enabled()
+    assert elr_after_two_fencings(cluster) == ()
+    update(cluster, FeatureUpdate(ELR, 1)).result()
+    for controller in cluster.controllers.values():
+        assert controller.features.eligible_leader_replicas_enabled()
+    assert replayed_image(cluster.log.committed_records()).features.levels[ELR] == 1
+    assert elr_after_two_fencings(cluster) == (2,)
+
+
+def test_eligible_leader_replicas_turn_on_once_metadata_version_allows() -> None:
+    cluster = Cluster.with_brokers((1,), bootstrap_metadata_version=OLD_LEVEL)
+    assert ELR not in cluster.active.features.finalized_levels()
+    refused = update(cluster, FeatureUpdate(ELR, 1))
+    assert str(refused.error).endswith("depends on metadata.version level 12")
+    update(cluster, FeatureUpdate(MV, METADATA_VERSION_LATEST), FeatureUpdate(ELR, 1)).result()
+    assert cluster.active.features.eligible_leader_replicas_enabled()

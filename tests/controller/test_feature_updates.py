@@ -13,7 +13,9 @@ from replog.common import metadata_versions
 from replog.common.feature_update import FeatureUpdate, UpgradeType
 from replog.errors import InvalidUpdateVersionError, UnknownServerError
 from replog.quorum.controller.feature_updates import (
+    ELR_METADATA_VERSION,
     UPDATE_FAILED,
+    bootstrap_refusal,
     java_hash_order,
     plan_updates,
 )
@@ -48,6 +50,11 @@ def plan(
         supported=SUPPORTED_FEATURES,
         brokers={2: SUPPORTED_FEATURES, 3: SUPPORTED_FEATURES} if brokers is None else brokers,
     )
+
+
+def by_name(*updates: FeatureUpdate, finalized: dict[str, int]) -> list[FeatureLevelRecord]:
+    """`plan`'s records, by feature name (their order is Kafka's HashMap's)."""
+    return sorted(plan(*updates, finalized=finalized), key=lambda r: r.name)
 
 
 def refusal(*updates: FeatureUpdate, **kwargs: object) -> str:
@@ -137,19 +144,46 @@ def test_dependencies_are_checked_against_the_levels_the_request_leaves() -> Non
         "Invalid update version 2 for feature transaction.version. transaction.version could "
         "not be set to 2 because it depends on metadata.version=7 (3.3-IV3)"
     )
-    assert sorted(
-        plan(FeatureUpdate(TV, 2), FeatureUpdate(MV, 7), finalized={MV: 6}),
-        key=lambda r: r.name,
-    ) == [FeatureLevelRecord(MV, 7), FeatureLevelRecord(TV, 2)]
+    assert by_name(FeatureUpdate(TV, 2), FeatureUpdate(MV, 7), finalized={MV: 6}) == [
+        FeatureLevelRecord(MV, 7),
+        FeatureLevelRecord(TV, 2),
+    ]
     assert plan(FeatureUpdate(TV, 0, SAFE), finalized={MV: 6, TV: 2}) == [FeatureLevelRecord(TV, 0)]
-    assert refusal(FeatureUpdate(ELR, 1)) == (
-        "Invalid update version 1 for feature eligible.leader.replicas.version. "
-        "eligible.leader.replicas.version could not be set to 1 because it depends on "
-        "metadata.version level 23"
-    )
     assert plan(FeatureUpdate(ELR, 0, SAFE), finalized={MV: 12, ELR: 1}) == [
         FeatureLevelRecord(ELR, 0)
     ]
+
+
+def test_eligible_leader_replicas_turn_on_again_where_metadata_version_allows() -> None:
+    # Level 1 needs metadata.version 3.6-IV0 (12) here (Kafka's 4.0-IV1 is past replog's).
+    assert ELR_METADATA_VERSION == 12
+    assert plan(FeatureUpdate(ELR, 1), finalized={MV: 12}) == [FeatureLevelRecord(ELR, 1)]
+    assert plan(FeatureUpdate(ELR, 1), finalized={MV: 12, ELR: 0}) == [FeatureLevelRecord(ELR, 1)]
+    assert refusal(FeatureUpdate(ELR, 1), finalized={MV: 11}) == (
+        "Invalid update version 1 for feature eligible.leader.replicas.version. "
+        "eligible.leader.replicas.version could not be set to 1 because it depends on "
+        "metadata.version level 12"
+    )
+    assert by_name(FeatureUpdate(ELR, 1), FeatureUpdate(MV, 12), finalized={MV: 11}) == [
+        FeatureLevelRecord(ELR, 1),
+        FeatureLevelRecord(MV, 12),
+    ]
+    # A metadata.version downgrade may not leave it on below its level (12 to 11 changes no
+    # metadata, so nothing else refuses it); turned off in the same request, it may.
+    assert refusal(FeatureUpdate(MV, 11, SAFE), finalized={MV: 12, ELR: 1}) == (
+        "Invalid update version 11 for feature metadata.version. "
+        "eligible.leader.replicas.version could not be kept at 1 because it depends on "
+        "metadata.version level 12"
+    )
+    assert by_name(
+        FeatureUpdate(MV, 11, SAFE), FeatureUpdate(ELR, 0, SAFE), finalized={MV: 12, ELR: 1}
+    ) == [FeatureLevelRecord(ELR, 0), FeatureLevelRecord(MV, 11)]
+    assert plan(FeatureUpdate(MV, 11, SAFE), finalized={MV: 12}) == [FeatureLevelRecord(MV, 11)]
+    assert bootstrap_refusal({MV: 12, ELR: 1}) is None
+    assert bootstrap_refusal({MV: 11, ELR: 1}) == (
+        "eligible.leader.replicas.version could not be set to 1 because it depends on "
+        "metadata.version level 12"
+    )
 
 
 def test_a_level_the_names_do_not_cover_is_refused_by_name() -> None:

@@ -557,6 +557,13 @@ class TransactionCoordinator:
                 expiring += 1
         return expiring
 
+    def loaded(self) -> dict[int, list[TxnMetadata]]:
+        """The states of the transactional ids of each `__transaction_state` partition loaded
+        here, by partition: what the abort pass times out (a reader's copy)."""
+        if self._stopped:
+            return {}
+        return {s.partition: list(s.metas.values()) for s in self._active_shards()}
+
     def _active_shards(self) -> list[_Shard]:
         return [s for s in self._shards.values() if s.state is ShardState.ACTIVE]
 

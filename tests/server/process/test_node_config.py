@@ -132,6 +132,10 @@ def test_raw_appends_run_no_controller() -> None:
         ({"log.initial.task.delay.ms": "-7"}, "log.initial.task.delay.ms=-7"),
         ({"bootstrap.metadata.version": "4.0-IV0"}, "bootstrap.metadata.version='4.0-IV0'"),
         ({"bootstrap.metadata.version": "13"}, "bootstrap.metadata.version must be within 1..12"),
+        (
+            {"bootstrap.metadata.version": "3.5", "eligible.leader.replicas.enable": "true"},
+            "eligible.leader.replicas.enable=true needs bootstrap.metadata.version 3.6-IV0",
+        ),
     ],
 )
 def test_problems_name_the_key(extra: dict[str, str], named: str) -> None:

@@ -22,6 +22,7 @@ Rules:
 
 from __future__ import annotations
 
+import operator
 from types import ModuleType
 
 from replog.errors import InvalidRecordError
@@ -35,6 +36,8 @@ from replog.record.varint import (
 
 # (offset delta, timestamp delta, key, null value, start, timestamp delta's end, end)
 Span = tuple[int, int, bytes | None, bool, int, int, int]
+span_key = operator.itemgetter(2)  # a span's key (None: a record without one)
+span_is_tombstone = operator.itemgetter(3)  # whether a span's record has a null value
 
 
 def _load_compiled() -> ModuleType | None:

@@ -36,7 +36,6 @@ offset, removed records leave gaps):
 from __future__ import annotations
 
 import enum
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -53,11 +52,10 @@ from replog.record.header import (
     TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
 )
-from replog.record.record_spans import Span, respan
+from replog.record.record_spans import Span, respan, span_is_tombstone
 from replog.storage.cleaner.offset_map import NOT_FOUND, OffsetMap
 from replog.storage.cleaner.transactions import CleanedTransactions
 
-_null_value = operator.itemgetter(3)  # a span's: whether its record is a tombstone
 _NOT_PLAIN = CONTROL_FLAG_MASK | TRANSACTIONAL_FLAG_MASK
 
 
@@ -170,7 +168,9 @@ class BatchFilter:
         else:
             kept = self._kept(header.base_offset, spans, horizon is None or now < horizon)
         if kept:
-            needs_horizon = horizon is None and (empty_txn_marker or any(map(_null_value, kept)))
+            needs_horizon = horizon is None and (
+                empty_txn_marker or any(map(span_is_tombstone, kept))
+            )
             if len(kept) == len(spans) and not needs_horizon:
                 out = batch
             else:

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -66,7 +65,7 @@ from replog.errors import CorruptRecordError, InvalidRecordError, LogClosedError
 from replog.record.batch import RecordBatch
 from replog.record.control_record import marker_type
 from replog.record.header import LOG_OVERHEAD, iter_frames, read_frame, read_header
-from replog.record.record_spans import Span
+from replog.record.record_spans import Span, span_is_tombstone, span_key
 from replog.storage.aborted_transactions import AbortedTransaction
 from replog.storage.cleaner.batch_filter import BatchFilter, FilterStats, ProducerLastBatch
 from replog.storage.cleaner.grouping import GroupedSegment, group_segments_by_size
@@ -80,8 +79,6 @@ from replog.storage.segment import LogSegment
 from replog.storage.segment_swap import cleaned_paths, discard_cleaned
 
 log = logging.getLogger("replog.storage.cleaner")
-_null_value = operator.itemgetter(3)  # a span's: whether its record is a tombstone
-_key = operator.itemgetter(2)
 
 _READ_BYTES = 1 << 20
 SWAP_BATCH_BYTES = 64 << 20
@@ -402,8 +399,8 @@ def _put_segment(
             if plain and (
                 header.is_transactional
                 or not spans
-                or any(map(_null_value, spans))
-                or None in map(_key, spans)
+                or any(map(span_is_tombstone, spans))
+                or None in map(span_key, spans)
             ):
                 plain = False
             if not offset_map.put_records(header.base_offset, spans, start):

@@ -18,43 +18,7 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* A zig-zag encoded value's signed one. */
-static inline int64_t
-unzigzag(uint64_t u)
-{
-    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
-}
-
-/* The zig-zag varint at buf[*at] (int32: at most 5 bytes; int64: 10), not reaching end;
- * 0 if it is too long, overflows or runs past end (varint.py's rules). */
-static inline int
-read_varint(const uint8_t *buf, Py_ssize_t *at, Py_ssize_t end, int max_bytes, int64_t *out)
-{
-    Py_ssize_t p = *at;
-    if (p < end && buf[p] < 0x80) {
-        *out = unzigzag(buf[p]);
-        *at = p + 1;
-        return 1;
-    }
-    uint64_t u = 0;
-    int shift = 0;
-    Py_ssize_t limit = (end - p > max_bytes) ? p + max_bytes : end;
-    while (p < limit) {
-        uint8_t b = buf[p++];
-        if (shift == 63 && b > 1)
-            return 0; /* a varlong's tenth byte: more than bit 63 overflows */
-        u |= (uint64_t)(b & 0x7F) << shift;
-        if (b < 0x80) {
-            if (max_bytes == 5 && (u >> 32))
-                return 0; /* a varint overflowing 32 bits */
-            *out = unzigzag(u);
-            *at = p;
-            return 1;
-        }
-        shift += 7;
-    }
-    return 0; /* too long, or past end */
-}
+#include "_varint.h"
 
 /* A length-prefixed byte field at buf[*at] inside a record ending at rend: its length (-1:
  * null), *at moved past it; 0 if the length is below -1 or the field runs past rend. */

@@ -22,7 +22,10 @@ Rules (Kafka's transactional guarantees, docs/kafka-protocol.md, "Transactions")
   transactional id's `__transaction_state` partition, since the commit was sent) excuses a
   committed transaction's missing or aborted part; a partition whose committed data (or
   `__transaction_state`'s) was lost may keep its LSO behind its high watermark for good
-  (`_may_hang`); a consumer whose partition's history restarted reads it again from 0.
+  (`_may_hang`), and so may one whose LSO is held by a transaction begun before such a loss
+  on it or on its own state partition, whether the history saw the loss or not, once no
+  loaded coordinator state holds that transaction with the partition in it; a consumer whose
+  partition's history restarted reads it again from 0.
 - At the end (`unfinished`, after liveness): every acknowledged commit is visible in every
   partition it wrote, a committing one in all or none, and every consumer has read up to the
   high watermark with the LSO there (no transaction left open), except where the end's bound
@@ -253,13 +256,63 @@ class TxnChecker:
 
     def _may_hang(self, topic: str, index: int) -> bool:
         """Whether committed data of the partition or of `__transaction_state` was lost (a
-        lost marker or Prepare* record leaves its transaction open for good, as in Kafka,
-        where only an operator's abort ends it): the history restarted where a loss was
-        excused, or a leader's log ends before the history (an unclean election's replica
-        that lacked its tail; the history saw it before every power loss)."""
+        lost marker, or a lost record adding the partition or preparing the end, leaves its
+        transaction open for good, as in Kafka, where only an operator's abort ends it): the
+        history restarted where a loss was excused, or a leader's log ends before the history
+        (an unclean election's replica that lacked its tail; the history saw it before every
+        power loss), or the transaction holding the LSO began before a loss the rules excuse
+        on the partition or on its own state partition and no coordinator holds it
+        (`_open_past_a_loss`: a record committed and replaced between two of the history's
+        looks)."""
         partitions = [(topic, index)]
         partitions += [(TRANSACTION_STATE_TOPIC, i) for i in range(self._state_partitions)]
-        return any(self._lost(key) for key in partitions)
+        return (
+            any(self._lost(key) for key in partitions)
+            or self._open_past_a_loss(topic, index) is not None
+        )
+
+    def _open_past_a_loss(self, topic: str, index: int) -> str | None:
+        """Why the transaction whose first batch the partition's consumer last saw as the LSO
+        may never end (module Rules), None when it must."""
+        view = self.views.get((topic, index))
+        history = self.data.histories.get((topic, index))
+        batch = None if view is None or history is None else history.batches.get(view.last_stable)
+        if batch is None:
+            return None
+        header = read_header(batch)
+        if header.is_control or not header.is_transactional:
+            return None
+        txn = self.batch_txn(
+            topic, index, header.producer_id, header.producer_epoch, header.base_sequence
+        )
+        if txn is None or self._coordinated(txn.transactional_id, header.producer_id, topic, index):
+            return None
+        return self.excused(txn, {(topic, index)}, since=txn.begun_ms)
+
+    def _coordinated(self, transactional_id: str, producer_id: int, topic: str, index: int) -> bool:
+        """Whether a coordinator will still end the producer's transaction in the partition:
+        an up broker's loaded state holds it open or prepared with the partition in it, or no
+        up broker has the id's state loaded (nothing says it was forgotten)."""
+        loaded = False
+        for node in self.cluster.up_nodes():
+            coordinator = None if node.broker is None else node.broker.transaction_coordinator
+            if coordinator is None:
+                continue
+            state = coordinator.loaded().get(
+                partition_for_transactional_id(transactional_id, self._state_partitions)
+            )
+            if state is None:
+                continue
+            loaded = True
+            for meta in state:
+                if (
+                    meta.transactional_id == transactional_id
+                    and meta.producer_id == producer_id
+                    and meta.has_pending_transaction
+                    and (topic, index) in meta.partitions
+                ):
+                    return True
+        return not loaded
 
     def _lost(self, key: Partition) -> bool:
         history = self.data.histories.get(key)

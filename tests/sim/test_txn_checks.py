@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from replog.coordinator.transaction_log_replay import partition_for_transactional_id
+from replog.coordinator.transaction_metadata import TxnMetadata, TxnState
 from replog.record.builder import BatchBuilder
 from replog.record.control_record import EndTxnMarker, encode_marker
 from replog.replication.messages import FetchPartitionResult
 from replog.sim.data_invariants import DataChecker, PartitionHistory, TopicSpec
 from replog.sim.txn_invariants import Txn, TxnChecker
+from replog.topic_names import TRANSACTION_STATE_TOPIC
 
 TOPIC, PRODUCER, EPOCH = "txn", 7, 0
+EMPTY = TxnState.EMPTY
 
 
 class Clock:
@@ -186,3 +190,50 @@ def test_a_commit_above_an_lso_held_by_an_open_transaction_is_due_only_when_lsos
         assert the_end(lso_held=False, lso=lso) == [
             "a/0/0 (committed) visible in [], not in [('txn', 0)]"
         ]
+
+
+def test_an_open_transaction_whose_state_partition_was_elected_uncleanly_since_may_hang() -> None:
+    # Producer 8's transaction (id "b", begun at 100 ms) holds the LSO at 0 at the end, below
+    # a commit of id "a" (whose state partition is the other one).
+    # An operator's unclean election of its `__transaction_state` partition after it began may
+    # have dropped the record that added this partition (the history never saw it: it was
+    # committed and replaced between two looks), so its coordinator never ends it, as in Kafka
+    # until an operator aborts it: the LSO is not held, and the commit above it is not due,
+    # once the coordinator's loaded state no longer holds that transaction.
+    # An election before it began, or of another state partition, excuses nothing.
+    def the_end(elected_partition: int | None, at_ms: int, state: TxnState = EMPTY) -> list[str]:
+        clock = Clock()
+        check = checker(clock)
+        # The coordinator's loaded state of "b": forgotten (Empty), or still open with txn-0.
+        meta = TxnMetadata("b", 8, EPOCH, state=state, partitions=frozenset({(TOPIC, 0)}))
+        coordinator = SimpleNamespace(loaded=lambda: {own: [meta]})
+        broker = SimpleNamespace(transaction_coordinator=coordinator, replica_manager=None)
+        node = SimpleNamespace(broker=broker)
+        check.cluster.up_nodes = lambda: [node]
+        for i in range(check.state_partitions):
+            history = PartitionHistory((1, 2, 3), 2, False)
+            check.data.histories[(TRANSACTION_STATE_TOPIC, i)] = history
+            if i == elected_partition:
+                history.unclean_elections.append(at_ms)
+        check.data.histories[(TOPIC, 0)] = PartitionHistory((1, 2, 3), 2, False)
+        clock.ms = 100
+        hung = check.begin("b", 0, 0)
+        check.sent(hung, TOPIC, 0, 8, EPOCH, 0)
+        check.acked(hung, TOPIC, 0)
+        check.data.observe(TOPIC, 0, data(0, producer=8) + data(1), "the leader")
+        committed = transaction(check)
+        check.ending(committed, commit=True)
+        check.ended(committed, 1)
+        check.view(TOPIC, 0).answered(0, answer(lso=0, hw=2), "c")
+        return check.unfinished()
+
+    own = partition_for_transactional_id("b", 2)
+    assert own != partition_for_transactional_id("a", 2)
+    assert the_end(own, at_ms=500) == []
+    stuck = "txn-0: read up to 0, last stable offset 0, high watermark 2"
+    unseen = "a/0/0 (committed) visible in [], not in [('txn', 0)]"
+    assert the_end(own, at_ms=50) == the_end(None, at_ms=0) == [unseen, stuck]
+    # The other state partition's election excuses the commit of "a" only.
+    assert the_end(1 - own, at_ms=500) == [stuck]
+    # A coordinator that still holds the transaction open with the partition must end it.
+    assert the_end(own, at_ms=500, state=TxnState.ONGOING) == [unseen, stuck]

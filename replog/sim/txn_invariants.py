@@ -23,9 +23,9 @@ Rules (Kafka's transactional guarantees, docs/kafka-protocol.md, "Transactions")
   committed transaction's missing or aborted part; a partition whose committed data (or
   `__transaction_state`'s) was lost may keep its LSO behind its high watermark for good
   (`_may_hang`), and so may one whose LSO is held by a transaction begun before such a loss
-  on it or on its own state partition, whether the history saw the loss or not, once no
-  loaded coordinator state holds that transaction with the partition in it; a consumer whose
-  partition's history restarted reads it again from 0.
+  on its own state partition, seen or not, that its coordinator's loaded state no longer
+  holds (absent, an older epoch, or Empty at its epoch: the record that began it lost); a
+  consumer whose partition's history restarted reads it again from 0.
 - At the end (`unfinished`, after liveness): every acknowledged commit is visible in every
   partition it wrote, a committing one in all or none, and every consumer has read up to the
   high watermark with the LSO there (no transaction left open), except where the end's bound
@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from replog.coordinator.transaction_log_replay import partition_for_transactional_id
+from replog.coordinator.transaction_metadata import TxnState
 from replog.record.control_record import batch_marker
 from replog.record.header import iter_frames, read_header
 from replog.replication.messages import FetchPartitionResult
@@ -261,8 +262,8 @@ class TxnChecker:
         history restarted where a loss was excused, or a leader's log ends before the history
         (an unclean election's replica that lacked its tail; the history saw it before every
         power loss), or the transaction holding the LSO began before a loss the rules excuse
-        on the partition or on its own state partition and no coordinator holds it
-        (`_open_past_a_loss`: a record committed and replaced between two of the history's
+        on its own state partition and its coordinator forgot it (`_open_past_a_loss`: the
+        record adding the partition committed and replaced between two of the history's
         looks)."""
         partitions = [(topic, index)]
         partitions += [(TRANSACTION_STATE_TOPIC, i) for i in range(self._state_partitions)]
@@ -273,7 +274,8 @@ class TxnChecker:
 
     def _open_past_a_loss(self, topic: str, index: int) -> str | None:
         """Why the transaction whose first batch the partition's consumer last saw as the LSO
-        may never end (module Rules), None when it must."""
+        may never end (module Rules), None when it must: its state partition lost data the
+        rules excuse since it began, and its coordinator forgot it (`_forgotten`)."""
         view = self.views.get((topic, index))
         history = self.data.histories.get((topic, index))
         batch = None if view is None or history is None else history.batches.get(view.last_stable)
@@ -282,37 +284,39 @@ class TxnChecker:
         header = read_header(batch)
         if header.is_control or not header.is_transactional:
             return None
-        txn = self.batch_txn(
-            topic, index, header.producer_id, header.producer_epoch, header.base_sequence
-        )
-        if txn is None or self._coordinated(txn.transactional_id, header.producer_id, topic, index):
+        producer, epoch = header.producer_id, header.producer_epoch
+        txn = self.batch_txn(topic, index, producer, epoch, header.base_sequence)
+        if txn is None:
             return None
-        return self.excused(txn, {(topic, index)}, since=txn.begun_ms)
+        state_index = partition_for_transactional_id(txn.transactional_id, self._state_partitions)
+        state = self.data.histories.get((TRANSACTION_STATE_TOPIC, state_index))
+        excuse = None if state is None else self.data.loss_excuse(state, txn.begun_ms)
+        if excuse is None or not self._forgotten(txn.transactional_id, producer, epoch):
+            return None
+        return f"{TRANSACTION_STATE_TOPIC}-{state_index}: {excuse}"
 
-    def _coordinated(self, transactional_id: str, producer_id: int, topic: str, index: int) -> bool:
-        """Whether a coordinator will still end the producer's transaction in the partition:
-        an up broker's loaded state holds it open or prepared with the partition in it, or no
-        up broker has the id's state loaded (nothing says it was forgotten)."""
+    def _forgotten(self, transactional_id: str, producer_id: int, epoch: int) -> bool:
+        """Whether the coordinators lost the transaction of the producer's `epoch` with the
+        record that began it: an up broker has the id's state loaded, and there it is absent,
+        or the same producer at an older epoch, or at that epoch with no transaction (Empty).
+        A coordinator that holds it open, prepared or ended (its markers are due), or has moved
+        to another producer id, forgot nothing this rule can tell."""
+        state_index = partition_for_transactional_id(transactional_id, self._state_partitions)
         loaded = False
         for node in self.cluster.up_nodes():
             coordinator = None if node.broker is None else node.broker.transaction_coordinator
-            if coordinator is None:
-                continue
-            state = coordinator.loaded().get(
-                partition_for_transactional_id(transactional_id, self._state_partitions)
-            )
+            state = None if coordinator is None else coordinator.loaded().get(state_index)
             if state is None:
                 continue
             loaded = True
             for meta in state:
-                if (
-                    meta.transactional_id == transactional_id
-                    and meta.producer_id == producer_id
-                    and meta.has_pending_transaction
-                    and (topic, index) in meta.partitions
-                ):
-                    return True
-        return not loaded
+                if meta.transactional_id != transactional_id:
+                    continue
+                if meta.producer_id != producer_id or meta.producer_epoch > epoch:
+                    return False
+                if meta.producer_epoch == epoch and meta.state is not TxnState.EMPTY:
+                    return False
+        return loaded
 
     def _lost(self, key: Partition) -> bool:
         history = self.data.histories.get(key)

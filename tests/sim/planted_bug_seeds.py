@@ -1,5 +1,9 @@
 """`caught_within(seeds, expected)`: the first of `seeds` whose `replog sim` run fails, its
-failure required to match `expected` (a regular expression), for the tests that plant a bug."""
+failure required to match `expected` (a regular expression), for the tests that plant a bug.
+
+A test whose bug no early seed catches starts its scan at the first seed that caught it when
+that was recorded, so CI runs one seed while the runs stay as they were; a change that alters
+the runs moves the catch within the scan's window, or fails the test by name."""
 
 from __future__ import annotations
 

@@ -37,4 +37,5 @@ def _reads_latest_state(self: QuorumController, query: ReadOperation[R]) -> R:
 
 def test_reads_of_uncommitted_state_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(QuorumController, "read", _reads_latest_state)
-    caught_within(range(20), "answered a read at its committed offset")
+    # First caught at seed 1 (at `d0e5ddda`): the scan starts there (planted_bug_seeds).
+    caught_within(range(1, 21), "answered a read at its committed offset")

@@ -23,6 +23,7 @@ from replog.quorum.metadata.records import (
     METADATA_VERSION_LATEST,
     METADATA_VERSION_MINIMUM,
     METADATA_VERSION_SCRAM,
+    TRANSACTION_VERSION_FEATURE,
     TRANSACTION_VERSION_LATEST,
     UserScramCredentialRecord,
 )
@@ -50,9 +51,11 @@ class ControllerConfig:
     # The metadata.version a new metadata log begins with (Kafka's `kafka-storage format
     # --release-version`); UpdateFeatures moves it later.
     bootstrap_metadata_version: int = METADATA_VERSION_LATEST
-    # The transaction.version a new metadata log begins with (Kafka 4.x's for a new cluster;
-    # Kafka's `kafka-storage format --feature transaction.version=N`). 0 writes no record.
-    bootstrap_transaction_version: int = TRANSACTION_VERSION_LATEST
+    # The transaction.version a new metadata log begins with (Kafka's `kafka-storage format
+    # --feature transaction.version=N`). 0 writes no record; None: Kafka 4.x's for a new
+    # cluster (the latest level) where bootstrap_metadata_version allows one (7, 3.3-IV3, or
+    # later), else 0.
+    bootstrap_transaction_version: int | None = None
     # SCRAM credentials a new metadata log begins with, written with the feature levels (Kafka's
     # `kafka-storage format --add-scram`): a cluster whose every listener needs SASL has its
     # first user before any client could create one.
@@ -110,11 +113,25 @@ class ControllerConfig:
                 f"bootstrap.metadata.version must be within {METADATA_VERSION_MINIMUM}.."
                 f"{METADATA_VERSION_LATEST}, not {self.bootstrap_metadata_version}"
             )
-        if not 0 <= self.bootstrap_transaction_version <= TRANSACTION_VERSION_LATEST:
-            raise ValueError(
-                "bootstrap.transaction.version must be within 0.."
-                f"{TRANSACTION_VERSION_LATEST}, not {self.bootstrap_transaction_version}"
+        transaction_version = self.bootstrap_transaction_version
+        if transaction_version is not None:
+            if not 0 <= transaction_version <= TRANSACTION_VERSION_LATEST:
+                raise ValueError(
+                    "bootstrap.transaction.version must be within 0.."
+                    f"{TRANSACTION_VERSION_LATEST}, not {transaction_version}"
+                )
+            refusal = bootstrap_refusal(
+                {
+                    METADATA_VERSION_FEATURE: self.bootstrap_metadata_version,
+                    TRANSACTION_VERSION_FEATURE: transaction_version,
+                }
             )
+            if refusal is not None:
+                minimum = metadata_versions.name_of(metadata_versions.KAFKA_MINIMUM)
+                raise ValueError(
+                    f"bootstrap.transaction.version={transaction_version} needs "
+                    f"bootstrap.metadata.version {minimum} or later: {refusal}"
+                )
         if self.bootstrap_scram_credentials and (
             self.bootstrap_metadata_version < METADATA_VERSION_SCRAM
         ):

@@ -145,25 +145,39 @@ class FeatureControl:
     @staticmethod
     def bootstrap_records(
         metadata_version: int,
-        transaction_version: int = TRANSACTION_VERSION_LATEST,
+        transaction_version: int | None = None,
         *,
         eligible_leader_replicas: bool = False,
     ) -> list[FeatureLevelRecord]:
-        """The records a new metadata log begins with; `eligible_leader_replicas` finalizes
-        `eligible.leader.replicas.version` at its latest level too, which `metadata_version`
-        must allow (`feature_updates.bootstrap_refusal`: ValueError)."""
+        """The records a new metadata log begins with: `transaction_version` (by default its
+        latest level where `metadata_version` allows one, else 0, as Kafka's format takes a
+        release's defaults); `eligible_leader_replicas` finalizes
+        `eligible.leader.replicas.version` at its latest level too. `metadata_version` must
+        allow both (`feature_updates.bootstrap_refusal`: ValueError)."""
         if not _known_metadata_version(metadata_version):
             raise ValueError(
                 f"cannot bootstrap at {METADATA_VERSION_FEATURE} level {metadata_version}: "
                 f"this code knows {METADATA_VERSION_MINIMUM}..{METADATA_VERSION_LATEST}"
             )
+        if transaction_version is None:
+            latest = {
+                METADATA_VERSION_FEATURE: metadata_version,
+                TRANSACTION_VERSION_FEATURE: TRANSACTION_VERSION_LATEST,
+            }
+            transaction_version = 0 if bootstrap_refusal(latest) else TRANSACTION_VERSION_LATEST
         if not 0 <= transaction_version <= TRANSACTION_VERSION_LATEST:
             raise ValueError(
                 f"cannot bootstrap at {TRANSACTION_VERSION_FEATURE} level {transaction_version}: "
                 f"this code knows 0..{TRANSACTION_VERSION_LATEST}"
             )
+        levels = {METADATA_VERSION_FEATURE: metadata_version}
+        refusal = bootstrap_refusal({**levels, TRANSACTION_VERSION_FEATURE: transaction_version})
+        if refusal is not None:
+            raise ValueError(
+                f"cannot bootstrap at {TRANSACTION_VERSION_FEATURE} level {transaction_version}: "
+                f"{refusal}"
+            )
         if eligible_leader_replicas:
-            levels = {METADATA_VERSION_FEATURE: metadata_version}
             refusal = bootstrap_refusal({**levels, ELR_VERSION_FEATURE: ELR_VERSION_LATEST})
             if refusal is not None:
                 raise ValueError(f"cannot bootstrap with eligible leader replicas: {refusal}")

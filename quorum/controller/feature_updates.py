@@ -109,10 +109,16 @@ def plan_updates(
 
 def bootstrap_refusal(levels: Mapping[str, int]) -> str | None:
     """Why a new metadata log may not begin with `levels` (`metadata.version` among them): a
-    feature above 0 whose dependencies they do not meet, as Kafka's `kafka-storage format`
-    refuses it; None when they may."""
+    feature above 0 below Kafka 4's minimum metadata.version, or whose dependencies they do
+    not meet, as Kafka's `kafka-storage format` refuses it; None when they may."""
+    minimum = metadata_versions.KAFKA_MINIMUM
     for name in sorted(levels):
         if name != METADATA_VERSION_FEATURE and levels[name] >= 1 and name in DEPENDENCIES:
+            if levels.get(METADATA_VERSION_FEATURE, 0) < minimum:
+                return (
+                    f"{name} could not be set to {levels[name]} because it depends on "
+                    f"metadata.version={minimum} ({metadata_versions.name_of(minimum)})"
+                )
             unmet = _unmet_dependency(name, levels[name], levels, "set to")
             if unmet is not None:
                 return unmet

@@ -8,6 +8,7 @@ import pytest
 
 from replog.errors import MetadataReplayError, StaleBrokerEpochError
 from replog.quorum.controller.cluster_control import BrokerRegistrationRequest, ClusterControl
+from replog.quorum.controller.controller_config import ControllerConfig
 from replog.quorum.controller.feature_control import (
     METADATA_VERSION_LATEST,
     METADATA_VERSION_MINIMUM,
@@ -49,6 +50,22 @@ def test_a_new_cluster_can_finalize_an_older_transaction_version() -> None:
     ]
     with pytest.raises(ValueError, match=r"transaction\.version level 3"):
         FeatureControl.bootstrap_records(METADATA_VERSION_LATEST, 3)
+
+
+def test_below_kafkas_minimum_metadata_version_no_transaction_version_is_finalized() -> None:
+    # Kafka 4 refuses any feature above level 0 below metadata.version 7 (3.3-IV3), in
+    # UpdateFeatures and in `kafka-storage format`: a new log at an older level finalizes none
+    # by default, and refuses one asked for, naming the dependency.
+    assert FeatureControl.bootstrap_records(6) == [FeatureLevelRecord(METADATA_VERSION_FEATURE, 6)]
+    assert FeatureControl.bootstrap_records(7)[1] == FeatureLevelRecord(
+        TRANSACTION_VERSION_FEATURE, 2
+    )
+    with pytest.raises(ValueError, match=r"depends on metadata\.version=7 \(3\.3-IV3\)"):
+        FeatureControl.bootstrap_records(6, 2)
+    with pytest.raises(ValueError, match=r"bootstrap\.transaction\.version.*metadata\.version"):
+        ControllerConfig(1, "c", bootstrap_metadata_version=6, bootstrap_transaction_version=1)
+    older = ControllerConfig(1, "c", bootstrap_metadata_version=6)
+    assert older.bootstrap_transaction_version is None
 
 
 def test_feature_replay_and_reads_at_offsets() -> None:

@@ -159,18 +159,15 @@ class FeatureControl:
                 f"cannot bootstrap at {METADATA_VERSION_FEATURE} level {metadata_version}: "
                 f"this code knows {METADATA_VERSION_MINIMUM}..{METADATA_VERSION_LATEST}"
             )
+        levels = {METADATA_VERSION_FEATURE: metadata_version}
         if transaction_version is None:
-            latest = {
-                METADATA_VERSION_FEATURE: metadata_version,
-                TRANSACTION_VERSION_FEATURE: TRANSACTION_VERSION_LATEST,
-            }
+            latest = {**levels, TRANSACTION_VERSION_FEATURE: TRANSACTION_VERSION_LATEST}
             transaction_version = 0 if bootstrap_refusal(latest) else TRANSACTION_VERSION_LATEST
         if not 0 <= transaction_version <= TRANSACTION_VERSION_LATEST:
             raise ValueError(
                 f"cannot bootstrap at {TRANSACTION_VERSION_FEATURE} level {transaction_version}: "
                 f"this code knows 0..{TRANSACTION_VERSION_LATEST}"
             )
-        levels = {METADATA_VERSION_FEATURE: metadata_version}
         refusal = bootstrap_refusal({**levels, TRANSACTION_VERSION_FEATURE: transaction_version})
         if refusal is not None:
             raise ValueError(

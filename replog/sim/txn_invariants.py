@@ -291,17 +291,21 @@ class TxnChecker:
         state_index = partition_for_transactional_id(txn.transactional_id, self._state_partitions)
         state = self.data.histories.get((TRANSACTION_STATE_TOPIC, state_index))
         excuse = None if state is None else self.data.loss_excuse(state, txn.begun_ms)
-        if excuse is None or not self._forgotten(txn.transactional_id, producer, epoch):
+        if excuse is None:
+            return None
+        if not self._forgotten(txn.transactional_id, state_index, producer, epoch):
             return None
         return f"{TRANSACTION_STATE_TOPIC}-{state_index}: {excuse}"
 
-    def _forgotten(self, transactional_id: str, producer_id: int, epoch: int) -> bool:
+    def _forgotten(
+        self, transactional_id: str, state_index: int, producer_id: int, epoch: int
+    ) -> bool:
         """Whether the coordinators lost the transaction of the producer's `epoch` with the
         record that began it: an up broker has the id's state loaded, and there it is absent,
         or the same producer at an older epoch, or at that epoch with no transaction (Empty).
         A coordinator that holds it open, prepared or ended (its markers are due), or has moved
-        to another producer id, forgot nothing this rule can tell."""
-        state_index = partition_for_transactional_id(transactional_id, self._state_partitions)
+        to another producer id, forgot nothing this rule can tell. `state_index`: the id's
+        `__transaction_state` partition."""
         loaded = False
         for node in self.cluster.up_nodes():
             coordinator = None if node.broker is None else node.broker.transaction_coordinator

@@ -19,6 +19,7 @@ def caught_within(seeds: range, expected: str) -> str:
         try:
             simulate(seed)
         except SimulationFailure as failure:
+            assert f"replay: replog sim --seed {seed}" in str(failure)
             assert re.search(expected, str(failure)), failure
             return str(failure)
     raise AssertionError(f"the planted bug survived seeds {seeds.start}-{seeds.stop - 1}")

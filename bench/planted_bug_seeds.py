@@ -23,7 +23,9 @@ import time
 # bench/ first on sys.path would let bench/timeline.py shadow the package replog imports.
 _BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH_DIR]
-sys.path.insert(0, os.path.dirname(_BENCH_DIR))
+_ROOT = os.path.dirname(_BENCH_DIR)
+sys.path.insert(0, _ROOT)
+sys.path.insert(0, os.path.join(_ROOT, "tests", "sim"))  # the module's own imports, as pytest's
 
 import pytest  # noqa: E402
 

@@ -22,12 +22,14 @@ Rules:
 - Requests are read at most `DEPTH` ahead of the one being answered (a follower sends its next
   fetch after the answer); gRPC's flow control holds a peer that sends more.
 - `stop` (the broker stops serving data requests) ends every open call with UNAVAILABLE once
-  its current answer is out, and any later call at once, so followers learn at once and fetch
-  from the leaders the controller names next.
+  its current answer is out, and any later call once its first request is in (ended sooner, a
+  follower's write racing the end makes gRPC's core report INTERNAL instead), so followers
+  learn at once and fetch from the leaders the controller names next.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn
@@ -79,6 +81,9 @@ class ReplicaFetchService:
         self, requests: AsyncIterator[Any], context: Context
     ) -> AsyncIterator[m.FetchResponse]:
         if self._stopped:
+            # The follower writes its first request as the call opens (module rules).
+            with contextlib.suppress(Exception):
+                await anext(aiter(requests), None)
             await self._abort_stopping(context)
         stream = StreamRequests(requests, DEPTH, lambda request: request)
         self._open.add(stream)

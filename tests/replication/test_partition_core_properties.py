@@ -28,7 +28,7 @@ show that the checks fail on a broken core.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from partition_scenario import LEADER, PartitionScenario, run_command
@@ -254,6 +254,12 @@ def test_the_random_scripts_catch_a_hw_advanced_before_the_isr_has_it(
         return True
 
     monkeypatch.setattr(PartitionLeaderState, "_maybe_increment_high_watermark", to_the_log_end)
+    # Caught is all this asks: no shrinking of the script that caught it (40 s of CI's time),
+    # and no script a previous run saved, which would catch it without a search.
+    unshrunk = settings(
+        PartitionCoreMachine.TestCase.settings, phases=[Phase.generate], database=None
+    )
+    monkeypatch.setattr(PartitionCoreMachine.TestCase, "settings", unshrunk)
     with pytest.raises(BaseException) as caught:
         PartitionCoreMachine.TestCase("runTest").runTest()
     failures = getattr(caught.value, "exceptions", (caught.value,))

@@ -661,8 +661,10 @@ async def test_random_faults_keep_acknowledged_and_committed_records(tmp_path, s
     assert counts.get("crash", 0) + counts.get("power-failure", 0) >= 1, counts
 
 
-# Leaderless moments with a live replica outside the ISR are rare: these seeds run longer.
-UNCLEAN_SEEDS = range(1_000, 1_016)
+# Leaderless moments with a live replica outside the ISR are rare: these seeds run longer, and
+# they are the seeds of 1,000-1,015 whose runs elect unclean leaders (9 elections, 2 of them
+# lossy, at `a926d79f`); the other eleven elected none.
+UNCLEAN_SEEDS = (1_000, 1_002, 1_004, 1_011, 1_015)
 UNCLEAN_STEPS = 2 * STEPS
 
 
@@ -670,8 +672,7 @@ UNCLEAN_STEPS = 2 * STEPS
 async def test_unclean_elections_lose_only_what_the_new_leader_lacks(tmp_path):
     """Seeds with unclean elections allowed on T, checked as above: the invariants hold with
     only the documented loss forgiven, and the runs together must have elected unclean
-    leaders, some of which lost acknowledged records (else this proves nothing; these seeds
-    made 9 elections, 2 of them lossy, when written)."""
+    leaders, some of which lost acknowledged records (else this proves nothing)."""
     elections = lossy = 0
     for seed in UNCLEAN_SEEDS:
         sim = await simulate(tmp_path / str(seed), seed, UNCLEAN_STEPS, unclean=True)

@@ -1,6 +1,7 @@
 """`replog sim`'s broker-only nodes (Raft observers of the metadata log): runs draw them, they
-run clean, and a leader that counts observers toward its high watermark (as if they voted) is
-caught: it commits what no majority of the voters holds."""
+run clean (each chunk of CI's seeds draws them: `runs_reach`), and a leader that counts
+observers toward its high watermark (as if they voted) is caught: it commits what no majority
+of the voters holds."""
 
 from __future__ import annotations
 
@@ -9,12 +10,6 @@ from planted_bug_seeds import caught_within
 
 from replog.quorum.raft.node import RaftNode
 from replog.quorum.raft.roles import Leader, ReplicaProgress
-from replog.sim.run import simulate
-
-
-def test_runs_draw_broker_only_nodes_and_stay_clean() -> None:
-    reports = [simulate(seed) for seed in range(3)]
-    assert any(report.observer_ids for report in reports), [r.summary() for r in reports]
 
 
 def test_observers_counted_as_voters_are_caught(monkeypatch: pytest.MonkeyPatch) -> None:

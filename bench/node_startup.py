@@ -22,12 +22,13 @@ import argparse
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from base_commit import spread
 
 ROOT = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -66,10 +67,6 @@ def start_once(checkout: Path) -> tuple[float, float]:
             [*command, "stop", *where], cwd=checkout, env=env, capture_output=True, timeout=120
         )
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def spread(values: list[float]) -> str:
-    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 that their clean runs prove something: transactions committed, aborted and their zombies fenced,
 read_committed answers checked; metadata snapshots taken, checked and log starts moved up in
 the seeds that snapshot (none in those that do not); broker-only nodes drawn. Each chunk of 50
-seeds does all of it many times over (seeds 0-199 at `764e7043`: per chunk 116-219 commits,
+seeds does all of it many times over (seeds 0-199 at `7edb14d9`: per chunk 116-219 commits,
 55-88 aborts, 74-94 zombies fenced, 31-39 snapshotting seeds, 29-34 with broker-only nodes),
 so the chunks check it on the runs CI makes anyway rather than on runs of their own."""
 

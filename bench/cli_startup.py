@@ -124,9 +124,10 @@ def run(probe: Probe, env: dict[str, str], record: bool = True) -> None:
 
 
 @contextmanager
-def one_node_cluster(env: dict[str, str]) -> Iterator[str]:
-    """A running 1-node cluster's directory, stopped and removed afterwards. Its ports are
-    drawn at random; `cluster start` refuses ports in use, and another draw is tried."""
+def one_node_cluster(env: dict[str, str], checkout: Path = ROOT) -> Iterator[str]:
+    """A running 1-node cluster's directory, stopped and removed afterwards, its commands run
+    in `checkout`. Its ports are drawn at random; `cluster start` refuses ports in use, and
+    another draw is tried."""
     directory = tempfile.mkdtemp(prefix="replog-cli-startup-")
     command = [sys.executable, "-m", "replog.cli.main", "cluster"]
     where = ["--data-dir", directory]
@@ -136,7 +137,7 @@ def one_node_cluster(env: dict[str, str]) -> Iterator[str]:
             ports = ["--base-port", str(base), "--kafka-base-port", str(kafka)]
             started = subprocess.run(
                 [*command, "start", *where, "--nodes", "1", *ports],
-                cwd=ROOT,
+                cwd=checkout,
                 env=env,
                 capture_output=True,
                 text=True,
@@ -150,7 +151,7 @@ def one_node_cluster(env: dict[str, str]) -> Iterator[str]:
             raise SystemExit("cluster start: no free ports found in 20 draws")
         yield directory
     finally:
-        subprocess.run([*command, "stop", *where], cwd=ROOT, env=env, capture_output=True)
+        subprocess.run([*command, "stop", *where], cwd=checkout, env=env, capture_output=True)
         shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -13,7 +13,8 @@ shared machine hits both alike) with `PYTHONPATH` naming the checkout, so that t
 system CPU time is read from /proc (the figure that adds up when a test suite starts hundreds
 of nodes on two cores), the wall-clock time of `cluster start` beside it, and the cluster is
 stopped. Printed: min / median / max per checkout and of the per-round ratio this / DIR.
-Ports are drawn from 23000-28999 (never a default); a draw in use is drawn again.
+The cluster is `bench/cli_startup.py`'s (`one_node_cluster`: ports drawn at random, never a
+default, a draw in use drawn again).
 """
 
 from __future__ import annotations
@@ -21,14 +22,11 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 from base_commit import spread
+from cli_startup import one_node_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -36,37 +34,17 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 def start_once(checkout: Path) -> tuple[float, float]:
     """(the node's CPU seconds at ready, `cluster start`'s wall seconds) for `checkout`."""
-    directory = Path(tempfile.mkdtemp(prefix="replog-node-startup-"))
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    command = [sys.executable, "-m", "replog.cli.main", "cluster"]
-    where = ["--data-dir", str(directory)]
-    try:
-        for _ in range(20):
-            base = random.randrange(23000, 28700, 300)
-            ports = ["--base-port", str(base), "--kafka-base-port", str(base + 200)]
-            started_at = time.perf_counter()
-            started = subprocess.run(
-                [*command, "start", *where, "--nodes", "1", *ports],
-                cwd=checkout,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            wall_s = time.perf_counter() - started_at
-            if started.returncode == 0:
-                pid = int((directory / "node-1" / "node.pid").read_text().split()[0])
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                # utime and stime: fields 14 and 15 of stat, 12 and 13 after the name.
-                return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS, wall_s
-            if "in use" not in started.stderr + started.stdout:
-                raise SystemExit(f"cluster start failed in {checkout}: {started.stderr[-500:]}")
-        raise SystemExit("no free ports found in 20 draws")
-    finally:
-        subprocess.run(
-            [*command, "stop", *where], cwd=checkout, env=env, capture_output=True, timeout=120
-        )
-        shutil.rmtree(directory, ignore_errors=True)
+    # Bytecode may be written (this machine's PYTHONDONTWRITEBYTECODE aside), as an installed or
+    # used checkout has it: the unrecorded first start of each side writes it.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(checkout)
+    started_at = time.perf_counter()
+    with one_node_cluster(env, checkout) as directory:
+        wall_s = time.perf_counter() - started_at
+        pid = int((Path(directory) / "node-1" / "node.pid").read_text().split()[0])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        # utime and stime: fields 14 and 15 of stat, 12 and 13 after the name.
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS, wall_s
 
 
 def main() -> None:

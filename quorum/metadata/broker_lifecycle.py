@@ -130,6 +130,18 @@ class LifecycleState(Enum):
     SHUTTING_DOWN = "shutting_down"
 
 
+# Each state as Kafka's BrokerState metric counts it (kafka.server:type=KafkaServer,
+# name=BrokerState), which `replog_broker_state` reports: 0 is NOT_RUNNING, a broker whose
+# lifecycle has not begun.
+BROKER_STATE_METRIC = {
+    LifecycleState.STARTING: 1,
+    LifecycleState.RECOVERY: 2,
+    LifecycleState.RUNNING: 3,
+    LifecycleState.PENDING_CONTROLLED_SHUTDOWN: 6,
+    LifecycleState.SHUTTING_DOWN: 7,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerLifecycleConfig:
     """One broker's lifecycle settings (Kafka's names in the comments, units last)."""

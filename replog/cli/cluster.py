@@ -29,6 +29,7 @@ from replog.admin.quorum import (
     describe_quorum,
 )
 from replog.admin.quorum_description import QuorumDescription
+from replog.cli.broker_states import brokers_not_running
 from replog.cli.cluster_status import client_config_line
 from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
@@ -117,8 +118,10 @@ def wait_until_up(
     say: Callable[[str], None] | None = None,
 ) -> QuorumDescription:
     """Wait until the cluster is up: a leader answers DescribeQuorum with a high watermark (its
-    epoch committed), every other node answers too, and the active controller's DescribeCluster
-    shows every broker registered and unfenced. Returns the leader's answer. With `say`, each
+    epoch committed), every other node answers too, the active controller's DescribeCluster
+    shows every broker registered and unfenced, and each broker node says its broker runs
+    (`broker_states`: after a crash, the controller's view alone is stale until the killed
+    process's session expires). Returns the leader's answer. With `say`, each
     of these phases is said as it passes, and what a phase waits for once it takes long
     (`StartProgress`).
 
@@ -135,26 +138,27 @@ def wait_until_up(
     happen in time.
     """
     addresses = cluster.controller_addresses()
-    broker_ids = broker_node_ids(cluster)
+    brokers = [cluster.node(node_id) for node_id in broker_node_ids(cluster)]
     progress = StartProgress(say or (lambda line: None), time.monotonic())
     # One client for every poll: it connects at its first DescribeCluster, once every node
     # answers, and then goes straight to the active controller it learned.
     with ControllerClient(list(addresses.values()), node_addresses=addresses) as controllers:
         return _wait_until_up(
-            pids, addresses, broker_ids, controllers, timeout_s, registered_after or {}, progress
+            pids, addresses, brokers, controllers, timeout_s, registered_after or {}, progress
         )
 
 
 def _wait_until_up(
     pids: dict[int, int],
     addresses: dict[int, str],
-    broker_ids: Sequence[int],
+    broker_nodes: Sequence[LocalNode],
     controllers: ControllerClient,
     timeout_s: float,
     registered_after: Mapping[int, int],
     progress: StartProgress,
 ) -> QuorumDescription:
     deadline = time.monotonic() + timeout_s
+    broker_ids = [node.node_id for node in broker_nodes]
     last_error = "no node asked yet"
     brokers = f"broker{'s' if len(broker_ids) > 1 else ''} {', '.join(map(str, broker_ids))}"
     while time.monotonic() < deadline:
@@ -196,7 +200,9 @@ def _wait_until_up(
                     waiting = f"every node to answer (none yet from {', '.join(silent)})"
                 else:
                     passed = 2
-                    not_active = brokers_not_active(broker_ids, controllers, registered_after)
+                    not_active = brokers_not_active(
+                        broker_ids, controllers, registered_after
+                    ) or brokers_not_running(broker_nodes)
                     waiting = f"every broker to register and be unfenced ({not_active})"
                     if not not_active:
                         passed = 3
@@ -527,21 +533,30 @@ def _restart(cluster: LocalCluster, args: argparse.Namespace) -> int:
     with contextlib.closing(controllers):
         # Only a running quorum can register the broker again: with a majority of the
         # controllers down (nodes restarted one by one after a whole-cluster stop), the node
-        # counts as back once it answers, as the others it waits for are not started yet.
+        # counts as back once it answers, as the others it waits for are not started yet. A
+        # restart that makes a majority run again (the one node of a 1-node cluster, or the
+        # second of three) waits for its broker too.
         quorum_runs = has_quorum_leader(addresses)
         epoch_before = broker_epoch(controllers, node.node_id) if is_broker and quorum_runs else -1
         pid = spawn(node, verbose=args.verbose)
         deadline = time.monotonic() + args.timeout
         wait_for_node_answer(node, pid, args.timeout)
-        if is_broker and quorum_runs:
+        waits = is_broker and (quorum_runs or _controller_majority_runs(cluster))
+        if waits:
             wait_for_registration(node, pid, controllers, epoch_before, deadline)
     print(f"restarted node {node.node_id} (pid {pid}) on {node.controller_address}")
-    if is_broker and not quorum_runs:
+    if is_broker and not waits:
         print(
             f"(no quorum leader before the restart: broker {node.node_id} registers once a "
             "majority of the controllers runs)"
         )
     return 0
+
+
+def _controller_majority_runs(cluster: LocalCluster) -> bool:
+    """Whether the processes of a majority of the cluster's controllers run (pid files)."""
+    controllers = [n for n in cluster.nodes if n.is_controller]
+    return 2 * sum(running_pid(n) is not None for n in controllers) > len(controllers)
 
 
 def has_quorum_leader(addresses: Mapping[int, str]) -> bool:
@@ -567,20 +582,27 @@ def wait_for_registration(
     node: LocalNode, pid: int, controllers: ControllerClient, epoch_before: int, deadline: float
 ) -> None:
     """Until the active controller counts the restarted broker as active at an epoch after
-    `epoch_before`: a topic created right after `restart` may then place a replica on it.
-    Until its session expires the controller still lists a killed broker's old registration
-    as active, so the epoch, not the flag, says the node is back."""
+    `epoch_before` and the node says its broker runs (`broker_states`): a topic created right
+    after `restart` may then place a replica on it, and a client's request reaches it. Until
+    its session expires the controller still lists a killed broker's old registration as
+    active, so the epoch and the node's own state, not the flag, say the node is back. Past
+    `SILENT_S` it says on stderr what it waits for."""
+    progress = StartProgress(
+        lambda line: print(line, file=sys.stderr, flush=True), time.monotonic()
+    )
     waiting = ""
     while time.monotonic() < deadline:
         raise_if_exited(node, pid)
-        waiting = brokers_not_active([node.node_id], controllers, {node.node_id: epoch_before})
+        waiting = brokers_not_active(
+            [node.node_id], controllers, {node.node_id: epoch_before}
+        ) or brokers_not_running([node])
         if not waiting:
             return
+        progress.at(0, (), f"broker {node.node_id} to run ({waiting})", time.monotonic())
         time.sleep(POLL_INTERVAL_S * 2)
     raise ReplogError(
-        f"node {node.node_id} runs and answers, but the active controller did not count it as "
-        f"an active broker before the timeout ({waiting}); it keeps running, and "
-        "`replog cluster status` shows when it is"
+        f"node {node.node_id} runs and answers, but its broker was not active before the "
+        f"timeout ({waiting}); it keeps running, and `replog cluster status` shows when it is"
     )
 
 

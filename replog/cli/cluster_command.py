@@ -46,7 +46,9 @@
   gauges and its listener accepts), the leader and quorum epoch it knows, and its Prometheus
   metrics URL (METRICS; `-` for a cluster written before metrics existed).
 - `stop`: SIGTERM to every node (each resigns and closes its log), SIGKILL after `--timeout`.
-- `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running.
+- `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running; it
+  returns once the node answers and, when a majority of the controllers runs, its broker runs
+  again (after a crash, once the killed process's session expires), as `start` waits.
 
 Defaults: 3 nodes, `./.replog/cluster`, base port 19092 (node i's internal gRPC listener is
 base + i - 1, its metrics base + 100 + i - 1), Kafka base port 9092 (node i, a broker, serves
@@ -222,5 +224,5 @@ def register(commands: Any) -> None:
         type=positive_seconds,
         metavar="SECONDS",
         default=30.0,
-        help="seconds to wait for it to answer",
+        help="seconds to wait for it to answer and its broker to run",
     )

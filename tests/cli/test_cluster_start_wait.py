@@ -6,8 +6,10 @@ Checked against scripted answers (no processes), so each case is exact."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -46,11 +48,14 @@ def _script(
     layout: LocalCluster,
     silent_rounds: int,
     brokers_waiting: list[str] | None = None,
+    brokers_starting: list[str] | None = None,
 ) -> list[int]:
     """Node 3 refuses connections for `silent_rounds` polls, then answers; once all answer,
-    `brokers_not_active` says each of `brokers_waiting` in turn, then "" (all active). Returns
-    the count of polls made so far (a one-item list, updated in place)."""
+    `brokers_not_active` says each of `brokers_waiting` in turn, then "" (all active); then
+    `brokers_not_running` each of `brokers_starting` (what the nodes say of themselves).
+    Returns the count of polls made so far (a one-item list, updated in place)."""
     waiting = list(brokers_waiting or [])
+    starting = list(brokers_starting or [])
     addresses = layout.controller_addresses()
     polls = [0]
 
@@ -71,6 +76,11 @@ def _script(
     monkeypatch.setattr(cluster_cli, "POLL_INTERVAL_S", 0.001)
     monkeypatch.setattr(
         cluster_cli, "brokers_not_active", lambda c, a, r: waiting.pop(0) if waiting else ""
+    )
+    monkeypatch.setattr(
+        cluster_cli,
+        "brokers_not_running",
+        lambda nodes: starting.pop(0) if starting else "",
     )
     return polls
 
@@ -105,6 +115,18 @@ def test_start_waits_until_every_broker_is_active(
     )
     cluster_cli.wait_until_up(layout, {1: 11, 2: 12, 3: 13}, timeout_s=10)
     assert polls[0] == 4  # node 3 silent once, then two rounds of brokers not yet active
+
+
+def test_start_waits_for_a_broker_the_controller_lists_from_before_a_crash(
+    monkeypatch: pytest.MonkeyPatch, layout: LocalCluster
+) -> None:
+    # Until the killed process's session expires the controller lists its registration as
+    # active; the restarted node says its broker is still starting.
+    polls = _script(
+        monkeypatch, layout, silent_rounds=0, brokers_starting=["broker 2 is starting"] * 3
+    )
+    cluster_cli.wait_until_up(layout, {1: 11, 2: 12, 3: 13}, timeout_s=10)
+    assert polls[0] == 4
 
 
 def test_start_names_the_brokers_that_never_become_active(
@@ -265,3 +287,82 @@ def test_cluster_timeouts_must_be_positive(action: tuple[str, ...], timeout: str
     outcome = replog("cluster", *action, "--timeout", timeout)
     assert outcome.returncode == 2
     assert "must be more than 0" in outcome.stderr
+
+
+def test_brokers_not_running_names_what_each_node_says_of_its_broker(
+    monkeypatch: pytest.MonkeyPatch, layout: LocalCluster
+) -> None:
+    from replog.cli import broker_states
+    from replog.cli.cluster_status import NoAnswer
+
+    metrics = {i: str(layout.node(i).metrics_address) for i in (1, 2, 3)}
+    said: dict[str, int | NoAnswer] = {
+        metrics[1]: 3,
+        metrics[2]: 1,
+        metrics[3]: NoAnswer("connection refused", refused=True),
+    }
+
+    def scrape(address: str, names: tuple[str, ...], timeout_s: float) -> dict[str, int]:
+        answer = said[address]
+        if isinstance(answer, NoAnswer):
+            raise answer
+        return {names[0]: answer}
+
+    monkeypatch.setattr(broker_states, "scrape_gauges", scrape)
+    nodes = [layout.node(i) for i in (1, 2, 3)]
+    assert broker_states.brokers_not_running(nodes) == (
+        "broker 2 is starting: not registered yet; one restarted after a crash registers once "
+        "the killed process's session expires, broker.session.timeout.ms; broker 3 "
+        f"({layout.node(3).metrics_url}: connection refused)"
+    )
+    said[metrics[2]] = 2
+    assert "broker 2 is registered, waiting to be unfenced" in broker_states.brokers_not_running(
+        nodes
+    )
+    # A node without a metrics endpoint is left to the controller's view.
+    bare = dataclasses.replace(layout.node(3), metrics_address=None)
+    said[metrics[2]] = 3
+    assert broker_states.brokers_not_running([*nodes[:2], bare]) == ""
+
+
+@pytest.mark.parametrize(
+    ("running_before", "waits"),
+    [
+        ((), False),  # node 2 alone of three: no quorum yet, the note says so
+        ((1,), True),  # node 2 beside node 1 makes a majority: its broker registers
+    ],
+)
+def test_a_restart_that_makes_a_majority_of_controllers_run_waits_for_its_broker(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    layout: LocalCluster,
+    running_before: tuple[int, ...],
+    waits: bool,
+) -> None:
+    # No quorum leader answers before the restart (a cluster restarted node by node after a
+    # crash); a 1-node cluster is the case of a majority of one.
+    running = set(running_before)
+    waited: list[int] = []
+
+    def spawned(node: Any, *, verbose: bool = False) -> int:
+        running.add(node.node_id)
+        return 4242
+
+    monkeypatch.setattr(cluster_cli, "running_pid", lambda n: 7 if n.node_id in running else None)
+    monkeypatch.setattr(cluster_cli, "check_ports_free", lambda nodes, remedy: None)
+    monkeypatch.setattr(cluster_cli, "has_quorum_leader", lambda addresses: False)
+    monkeypatch.setattr(cluster_cli, "spawn", spawned)
+    monkeypatch.setattr(cluster_cli, "wait_for_node_answer", lambda node, pid, timeout_s: None)
+    monkeypatch.setattr(
+        cluster_cli, "ControllerClient", lambda *a, **k: SimpleNamespace(close=lambda: None)
+    )
+    monkeypatch.setattr(
+        cluster_cli,
+        "wait_for_registration",
+        lambda node, pid, controllers, epoch_before, deadline: waited.append(node.node_id),
+    )
+    args = argparse.Namespace(data_dir=layout.directory, node_id=2, verbose=False, timeout=5.0)
+    assert cluster_cli.run_restart(args) == 0
+    assert waited == ([2] if waits else [])
+    note = "(no quorum leader before the restart: broker 2 registers once a majority"
+    assert (note in capsys.readouterr().out) is not waits

@@ -12,6 +12,7 @@ import contextlib
 import json
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 from cluster_helpers import (
@@ -26,6 +27,8 @@ from cluster_helpers import (
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.quorum import ask_each
+from replog.cli.broker_states import BROKER_STATE_GAUGE, RUNNING
+from replog.cli.cluster_status import scrape_gauges
 from replog.cli.local_cluster import LocalCluster, accepts_connections
 from replog.cli.node_processes import log_tails
 from replog.pb import raft_pb2 as pb
@@ -242,6 +245,30 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
     logs = [read_committed(addresses[i]) for i in (1, 2, 3)]
     before = [{o: v for o, v in log.values.items() if o < high_watermark} for log in logs]
     assert before[0] and before[1] == before[0] and before[2] == before[0]
+
+
+def test_a_crashed_node_serves_kafka_clients_once_restart_or_start_returns(
+    tmp_path: Path,
+) -> None:
+    """A broker restarted after a crash is refused registration until the killed process's
+    session expires, while the controller still lists that process's registration as
+    active: `restart` and `start` wait for the node's own broker to run, so the next Kafka
+    client command is answered (not left waiting 10 s for one, then failing)."""
+    cluster = LoopbackCluster(tmp_path / "one", free_base_port(1), node_count=1)
+    try:
+        cluster.start("--override", "broker.session.timeout.ms=3000")
+        for action in ("restart", "start"):
+            cluster.kill(1)
+            again = cluster.cli(*((action, "1") if action == "restart" else (action,)))
+            assert again.returncode == 0, again.stderr
+            metrics = cluster.layout.node(1).metrics_address
+            assert metrics is not None
+            state = scrape_gauges(metrics, (BROKER_STATE_GAUGE,), 5.0)[BROKER_STATE_GAUGE]
+            assert state == RUNNING, f"after {action}: broker state {state}\n{again.stderr}"
+            listed = replog_in_process("topics", "list", "--data-dir", str(cluster.data_dir))
+            assert listed.returncode == 0, f"after {action}: {listed.stderr}"
+    finally:
+        cluster.kill_everything()
 
 
 def test_start_fresh_replaces_a_stopped_cluster(cluster: LoopbackCluster) -> None:

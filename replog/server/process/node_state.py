@@ -41,6 +41,10 @@ Rules (Kafka's, docs/design/clients.md#metric-names):
   rebalances completed by this broker's coordinators since it started. Summing over brokers
   counts each group once.
 - Families of a role the node does not have (no broker, no controller) are left out.
+- `replog_broker_state`: this process's broker lifecycle as Kafka's BrokerState metric counts
+  it (3: running, unfenced by the controller). A node restarted after a crash reports its own
+  state, where the controller lists the killed process's registration until its session
+  expires: `replog cluster start` and `restart` wait on it.
 - `replog_broker_start_phase_time_seconds{phase}`: the Unix time at which this broker process
   reached each phase of its start (`broker_runtime.START_PHASES`): started, registered,
   metadata caught up, logs loaded, replicas of the first image applied, unfenced; a phase not
@@ -63,6 +67,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from replog.quorum.metadata.broker_lifecycle import BROKER_STATE_METRIC
 from replog.server.data_plane.replica_counts import ReplicaCounts, led_figures
 from replog.server.groups.group_coordinator import GroupMetrics
 from replog.storage import write_hints
@@ -114,6 +119,8 @@ class BrokerState:
     counts: ReplicaCounts | None = None
     start_phases: Mapping[str, float] = field(default_factory=dict)  # phase -> Unix time
     cleaner: CleanerStats | None = None  # None: the logs are not open yet
+    # Kafka's BrokerState metric value of its lifecycle (`BROKER_STATE_METRIC`; 0 NOT_RUNNING).
+    lifecycle_state: int = 0
 
     @property
     def replica_counts(self) -> ReplicaCounts:
@@ -192,6 +199,12 @@ def _summary_families(state: NodeState) -> Iterator[Metric]:
     if broker is None:
         return
     counts = broker.replica_counts
+    yield _gauge(
+        "replog_broker_state",
+        "This process's broker state, as Kafka's BrokerState metric: 1 starting, 2 recovery, "
+        "3 running, 6 pending controlled shutdown, 7 shutting down",
+        broker.lifecycle_state,
+    )
     yield _gauge(
         "replog_under_replicated_partitions",
         "Partitions this broker leads whose ISR is smaller than their replica set",
@@ -419,11 +432,19 @@ def _read_broker(
     replica_manager = broker.replica_manager
     dropped = getattr(write_hints.runner, "dropped", 0)  # a test's runner may keep no count
     phases = dict(broker.start_phases)
+    state = BROKER_STATE_METRIC[broker.lifecycle.state]
     log_manager = broker.log_manager
     cleaner = None if log_manager is None else log_manager.cleaner.stats()
     if replica_manager is None:  # the data plane is not up yet: no replicas to report
         return BrokerState(
-            (), {}, lag, dropped, counts=ReplicaCounts(), start_phases=phases, cleaner=cleaner
+            (),
+            {},
+            lag,
+            dropped,
+            counts=ReplicaCounts(),
+            start_phases=phases,
+            cleaner=cleaner,
+            lifecycle_state=state,
         )
     states: tuple[ReplicaState, ...] = ()
     counts: ReplicaCounts | None = None
@@ -451,6 +472,7 @@ def _read_broker(
         counts=counts,
         start_phases=phases,
         cleaner=cleaner,
+        lifecycle_state=state,
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from replog.quorum.metadata.broker_lifecycle import LifecycleState
 from replog.server.process.node_state import (
     BrokerState,
     NodeState,
@@ -149,17 +150,24 @@ def test_every_scrape_reads_the_state_afresh() -> None:
     assert value(registry, "replog_raft_high_watermark") == 9
 
 
-def test_the_dropped_write_hints_are_the_process_hint_runners_count(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(write_hints, "runner", SimpleNamespace(dropped=7))
-    broker = SimpleNamespace(
+def broker_before_its_data_plane(
+    lifecycle: LifecycleState = LifecycleState.STARTING,
+) -> Any:
+    """What `read_node_state` reads of a BrokerRuntime whose logs are not open yet."""
+    return SimpleNamespace(
         metadata=SimpleNamespace(last_applied_offset=39),
         replica_manager=None,
         log_manager=None,
         start_phases={},
+        lifecycle=SimpleNamespace(state=lifecycle),
     )
-    state = read_node_state(1, quorum_member(1), None, broker)
+
+
+def test_the_dropped_write_hints_are_the_process_hint_runners_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(write_hints, "runner", SimpleNamespace(dropped=7))
+    state = read_node_state(1, quorum_member(1), None, broker_before_its_data_plane())
     assert state.broker is not None and state.broker.write_hints_dropped == 7
     assert value(scrape(state), "replog_write_hints_dropped_total") == 7
 
@@ -294,3 +302,17 @@ def test_the_log_cleaners_gauges_are_its_stats() -> None:
     # Logs not open yet: no cleaner families.
     bare = scrape(NodeState(RAFT, BrokerState((), {}, 0)))
     assert value(bare, "replog_log_cleaner_max_dirty_percent") is None
+
+
+def test_the_broker_state_is_kafkas_broker_state_metric_of_its_lifecycle() -> None:
+    kafka_values = {
+        LifecycleState.STARTING: 1,
+        LifecycleState.RECOVERY: 2,
+        LifecycleState.RUNNING: 3,
+        LifecycleState.PENDING_CONTROLLED_SHUTDOWN: 6,
+        LifecycleState.SHUTTING_DOWN: 7,
+    }
+    assert set(kafka_values) == set(LifecycleState)
+    for lifecycle, expected in kafka_values.items():
+        state = read_node_state(1, quorum_member(1), None, broker_before_its_data_plane(lifecycle))
+        assert value(scrape(state), "replog_broker_state") == expected

@@ -1,0 +1,49 @@
+"""Whether the brokers of a local cluster run, as each node's own process says.
+
+The controller's view alone cannot say it after a crash: until the killed process's session
+expires (`broker.session.timeout.ms`), the controller still lists its registration as
+active, and the restarted process is refused registration meanwhile, so its Kafka listener
+does not serve yet. Each node reports its own broker's state in `replog_broker_state` (Kafka's
+BrokerState metric), read here over its metrics endpoint; a node without one (`metrics.port=0`)
+is left to the controller's view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from replog.cli.cluster_status import PROBE_TIMEOUT_S, NoAnswer, scrape_gauges
+from replog.cli.local_cluster import LocalNode
+from replog.quorum.metadata.broker_lifecycle import BROKER_STATE_METRIC, LifecycleState
+
+BROKER_STATE_GAUGE = "replog_broker_state"
+RUNNING = BROKER_STATE_METRIC[LifecycleState.RUNNING]
+# What a broker in each state waits for, as the wait for it says.
+_WAITS_FOR = {
+    BROKER_STATE_METRIC[LifecycleState.STARTING]: (
+        "is starting: not registered yet; one restarted after a crash registers once the "
+        "killed process's session expires, broker.session.timeout.ms"
+    ),
+    BROKER_STATE_METRIC[LifecycleState.RECOVERY]: "is registered, waiting to be unfenced",
+    BROKER_STATE_METRIC[LifecycleState.PENDING_CONTROLLED_SHUTDOWN]: "is shutting down",
+    BROKER_STATE_METRIC[LifecycleState.SHUTTING_DOWN]: "is shutting down",
+}
+
+
+def brokers_not_running(nodes: Iterable[LocalNode]) -> str:
+    """Which of the broker `nodes` do not say they run (`replog_broker_state` 3: unfenced, its
+    listeners serving), as a sentence; "" when all of them do."""
+    waiting = []
+    for node in nodes:
+        if node.metrics_address is None:
+            continue
+        try:
+            gauges = scrape_gauges(node.metrics_address, (BROKER_STATE_GAUGE,), PROBE_TIMEOUT_S)
+        except NoAnswer as exc:
+            waiting.append(f"broker {node.node_id} ({node.metrics_url}: {exc})")
+            continue
+        state = gauges[BROKER_STATE_GAUGE]
+        if state != RUNNING:
+            waits_for = _WAITS_FOR.get(state, f"reports broker state {state}")
+            waiting.append(f"broker {node.node_id} {waits_for}")
+    return "; ".join(waiting)

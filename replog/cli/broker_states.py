@@ -4,8 +4,10 @@ The controller's view alone cannot say it after a crash: until the killed proces
 expires (`broker.session.timeout.ms`), the controller still lists its registration as
 active, and the restarted process is refused registration meanwhile, so its Kafka listener
 does not serve yet. Each node reports its own broker's state in `replog_broker_state` (Kafka's
-BrokerState metric), read here over its metrics endpoint; a node without one (`metrics.port=0`)
-is left to the controller's view.
+BrokerState metric), read here over its metrics endpoint. A node without one is left to the
+controller's view: one that `cluster.json` lists none for, and one whose endpoint refuses
+connections once the node answers (a `metrics.port=0` override: a node starts its metrics
+endpoint before its gRPC listener, so a node that answers and refuses has none).
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ _WAITS_FOR = {
 
 
 def brokers_not_running(nodes: Iterable[LocalNode]) -> str:
-    """Which of the broker `nodes` do not say they run (`replog_broker_state` 3: unfenced, its
-    listeners serving), as a sentence; "" when all of them do."""
+    """Which of the broker `nodes`, each of which answers, do not say they run
+    (`replog_broker_state` 3: unfenced, its listeners serving), as a sentence; "" when all of
+    them do (module docstring: a node without a metrics endpoint is not asked)."""
     waiting = []
     for node in nodes:
         if node.metrics_address is None:
@@ -40,7 +43,8 @@ def brokers_not_running(nodes: Iterable[LocalNode]) -> str:
         try:
             gauges = scrape_gauges(node.metrics_address, (BROKER_STATE_GAUGE,), PROBE_TIMEOUT_S)
         except NoAnswer as exc:
-            waiting.append(f"broker {node.node_id} ({node.metrics_url}: {exc})")
+            if not exc.refused:
+                waiting.append(f"broker {node.node_id} ({node.metrics_url}: {exc})")
             continue
         state = gauges[BROKER_STATE_GAUGE]
         if state != RUNNING:

@@ -121,9 +121,8 @@ def wait_until_up(
     epoch committed), every other node answers too, the active controller's DescribeCluster
     shows every broker registered and unfenced, and each broker node says its broker runs
     (`broker_states`: after a crash, the controller's view alone is stale until the killed
-    process's session expires). Returns the leader's answer. With `say`, each
-    of these phases is said as it passes, and what a phase waits for once it takes long
-    (`StartProgress`).
+    process's session expires). Returns the leader's answer. With `say`, each of these phases
+    is said as it passes, and what a phase waits for once it takes long (`StartProgress`).
 
     `registered_after` (broker id -> the broker epoch it had before it was restarted): such a
     broker counts only once registered with a later epoch. Until its session expires, the

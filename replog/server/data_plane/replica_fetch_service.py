@@ -22,9 +22,12 @@ Rules:
 - Requests are read at most `DEPTH` ahead of the one being answered (a follower sends its next
   fetch after the answer); gRPC's flow control holds a peer that sends more.
 - `stop` (the broker stops serving data requests) ends every open call with UNAVAILABLE once
-  its current answer is out, and any later call once its first request is in (ended sooner, a
-  follower's write racing the end makes gRPC's core report INTERNAL instead), so followers
-  learn at once and fetch from the leaders the controller names next.
+  its current answer is out and the follower's next request is in, and any later call once its
+  first request is in (ended sooner, a follower's write racing the end makes gRPC's core report
+  INTERNAL instead), so followers learn at once and fetch from the leaders the controller
+  names next. A follower writes its next fetch as soon as an answer is in, so the wait is
+  short; one that never writes holds its call until it goes away or the server stops, as any
+  open call does.
 """
 
 from __future__ import annotations
@@ -93,6 +96,9 @@ class ReplicaFetchService:
         try:
             while (request := await stream.queue.get()) is not None:
                 if request is STOPPING:
+                    # The follower writes its next fetch once its answer is in (module rules):
+                    # its next request, or the end of its requests.
+                    await stream.queue.get()
                     await self._abort_stopping(context)
                 stream.release()
                 yield await serve_guarded(

@@ -233,6 +233,35 @@ async def test_a_stopped_leader_ends_every_new_stream_unavailable(leader: Leader
 
 
 @pytest.mark.asyncio
+async def test_a_leader_that_stops_mid_stream_ends_each_stream_unavailable(leader: Leader) -> None:
+    # Each follower sends its next fetch as soon as its answer is in, as a follower does, while
+    # the leader ends its call after that answer: ended before that write is through, the
+    # follower's status would be gRPC core's INTERNAL instead (a race).
+    followers = [stream_to(leader.address) for _ in range(100)]
+
+    async def fetch_on(follower: ReplicaFetchStream) -> str:
+        await follower.fetch(fetch({0: 0}, max_wait_ms=60_000))
+        try:
+            await follower.fetch(fetch({0: 1}))
+        except NetworkError as exc:
+            return str(exc)
+        return "answered"
+
+    try:
+        for follower in followers:
+            await follower.fetch(fetch({0: 0}))  # each opens its session
+        fetching = [asyncio.ensure_future(fetch_on(follower)) for follower in followers]
+        await asyncio.sleep(0.5)  # every fetch parked in the leader's purgatory
+        leader.service.stop()
+        await leader.produce(0)  # wakes them: each answer goes out, then the call ends
+        ended = await asyncio.wait_for(asyncio.gather(*fetching), TIMEOUT_S)
+    finally:
+        for follower in followers:
+            await follower.aclose()
+    assert [e for e in ended if not re.search("UNAVAILABLE: .*the broker is stopping", e)] == []
+
+
+@pytest.mark.asyncio
 async def test_a_restarted_leader_is_found_again_with_a_full_fetch(leader: Leader) -> None:
     follower = stream_to(leader.address)
     port = int(leader.address.rsplit(":", 1)[1])

@@ -199,9 +199,7 @@ def _wait_until_up(
                     waiting = f"every node to answer (none yet from {', '.join(silent)})"
                 else:
                     passed = 2
-                    not_active = brokers_not_active(
-                        broker_ids, controllers, registered_after
-                    ) or brokers_not_running(broker_nodes)
+                    not_active = brokers_not_up(broker_nodes, controllers, registered_after)
                     waiting = f"every broker to register and be unfenced ({not_active})"
                     if not not_active:
                         passed = 3
@@ -256,6 +254,17 @@ def brokers_not_active(
     if stale:
         sentence += f" (not registered again since the restart: {', '.join(map(str, stale))})"
     return sentence
+
+
+def brokers_not_up(
+    nodes: Sequence[LocalNode], controllers: ControllerClient, registered_after: Mapping[int, int]
+) -> str:
+    """Which of the broker `nodes` are not up yet, as a sentence ("" when all are): not active
+    in the controller's view (`brokers_not_active`), or not running by their own word
+    (`broker_states`: after a crash the controller's view alone is stale)."""
+    return brokers_not_active(
+        [node.node_id for node in nodes], controllers, registered_after
+    ) or brokers_not_running(nodes)
 
 
 def broker_node_ids(cluster: LocalCluster) -> list[int]:
@@ -592,9 +601,7 @@ def wait_for_registration(
     waiting = ""
     while time.monotonic() < deadline:
         raise_if_exited(node, pid)
-        waiting = brokers_not_active(
-            [node.node_id], controllers, {node.node_id: epoch_before}
-        ) or brokers_not_running([node])
+        waiting = brokers_not_up([node], controllers, {node.node_id: epoch_before})
         if not waiting:
             return
         progress.at(0, (), f"broker {node.node_id} to run ({waiting})", time.monotonic())

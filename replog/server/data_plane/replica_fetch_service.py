@@ -32,7 +32,6 @@ Rules:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn
@@ -83,21 +82,18 @@ class ReplicaFetchService:
     async def Fetch(
         self, requests: AsyncIterator[Any], context: Context
     ) -> AsyncIterator[m.FetchResponse]:
-        if self._stopped:
-            # The follower writes its first request as the call opens (module rules).
-            with contextlib.suppress(Exception):
-                await anext(aiter(requests), None)
-            await self._abort_stopping(context)
         stream = StreamRequests(requests, DEPTH, lambda request: request)
         self._open.add(stream)
+        if self._stopped:
+            stream.stop()  # ended as an open call is, once its first request is in
         session = LeaderFetchSession()
         repeats = RepeatReads()  # the session's reads that found nothing, reused
         follower: list[int] = []  # the replica the call's first request named
         try:
             while (request := await stream.queue.get()) is not None:
                 if request is STOPPING:
-                    # The follower writes its next fetch once its answer is in (module rules):
-                    # its next request, or the end of its requests.
+                    # The follower writes its next fetch once its answer is in, its first as the
+                    # call opens (module rules): that request, or the end of its requests.
                     await stream.queue.get()
                     await self._abort_stopping(context)
                 stream.release()

@@ -6,10 +6,9 @@ pyspark and pyarrow are imported directly: a missing install must fail these tes
 them. The source is found by Spark's discovery (`pyspark_replog`, as this venv's install of
 replog exposes it), not registered here. The environment is fixed before Spark starts: workers
 must run this venv's Python (`PYSPARK_PYTHON`, else they start `python3` from PATH without
-pyarrow), bind to loopback (`SPARK_LOCAL_IP`) and use UTC. The session carries Spark's own
-Kafka source (`replog.spark.kafka_jars`, cached after the first fetch) so `format("kafka")` can
-be compared with `format("replog")`; only an unreachable Maven Central leaves it out, and then
-`kafka_jars_missing` says why (the tests that need it skip with that reason).
+pyarrow), bind to loopback (`SPARK_LOCAL_IP`) and use UTC. Spark's own Kafka source is not on
+its class path: it brings Apache Kafka's client jar from Maven, which CI does not depend on
+(bench/spark_kafka_source_check.py compares `format("kafka")` with `format("replog")`).
 """
 
 from __future__ import annotations
@@ -56,36 +55,13 @@ import pyarrow  # noqa: E402,F401  (must be installed: fail, never skip)
 from client_cluster import ClientCluster, client_cluster  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
-from replog.spark.kafka_jars import (  # noqa: E402
-    KafkaJarsError,
-    MavenUnreachableError,
-    kafka_source_jars,
-)
 from replog.spark.local_session import local_session  # noqa: E402
-
-KAFKA_JARS_ERRORS: list[KafkaJarsError] = []
-
-
-@pytest.fixture(scope="session")
-def kafka_jars_missing(spark: SparkSession) -> str | None:
-    """Why the session has no Kafka source jars when Maven Central is unreachable, else None;
-    any other resolution error is raised here (it fails the test, never skips it)."""
-    for error in KAFKA_JARS_ERRORS:
-        if not isinstance(error, MavenUnreachableError):
-            raise error
-        return str(error)
-    return None
 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    try:
-        jars = [str(jar) for jar in kafka_source_jars()]
-    except KafkaJarsError as e:  # the tests of format("kafka") skip or fail on it
-        KAFKA_JARS_ERRORS.append(e)
-        jars = []
     scratch = str(tmp_path_factory.mktemp("spark-scratch"))
-    session = local_session("replog-spark-tests", jars=jars, scratch_dir=scratch)
+    session = local_session("replog-spark-tests", scratch_dir=scratch)
     try:
         yield session
     finally:

@@ -230,8 +230,8 @@ def test_an_available_now_run_is_held_back_as_kafkas_is(
 ) -> None:
     """Spark's Kafka source applies the minimum in an availableNow run too (its latestOffset
     gets Spark's default limit, min and max): the run ends at the first micro-batch held back,
-    and the next run's first micro-batch passes. test_kafka_source checks the same run through
-    format("kafka") and format("replog")."""
+    and the next run's first micro-batch passes. bench/spark_kafka_source_check.py checks the
+    same run through format("kafka") and format("replog")."""
     clock = Clock()
     monkeypatch.setattr(source, "monotonic_ms", clock)
     options = {"minOffsetsPerTrigger": "3", "maxOffsetsPerTrigger": "4", "maxTriggerDelay": "1h"}

@@ -86,6 +86,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from replog.errors import BrokerIdNotRegisteredError, NotControllerError, StaleBrokerEpochError
@@ -100,7 +101,9 @@ from replog.quorum.metadata.records import (
     Endpoint,
     FeatureRange,
 )
-from replog.quorum.raft.timers import RandomSource
+
+if TYPE_CHECKING:  # a type only: the Raft package's import is not a broker state's price
+    from replog.quorum.raft.timers import RandomSource
 
 ERROR_NONE = 0
 # Kafka's BrokerLifecycleManager: heartbeats this far apart while catching up, and resends after

@@ -59,7 +59,7 @@ from replog.cli.start_progress import PHASES, StartProgress
 from replog.config import parse_properties
 from replog.errors import ReplogError
 from replog.net_address import parse_host_port
-from replog.server.broker.broker_runtime import data_plane_config_from_node
+from replog.server.config.data_plane_config import data_plane_config_from_node
 from replog.server.config.node_config import NodeConfig
 from replog.server.process.known_properties import unknown_properties
 

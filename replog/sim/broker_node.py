@@ -30,7 +30,8 @@ from typing import Any
 from replog.clock import Clock
 from replog.errors import KafkaStorageError
 from replog.quorum.metadata.broker_lifecycle import BrokerLifecycleConfig
-from replog.server.broker.broker_runtime import BrokerRuntime, data_plane_config
+from replog.server.broker.broker_runtime import BrokerRuntime
+from replog.server.config.data_plane_config import data_plane_config
 from replog.server.controller.controller_service import ControllerService
 from replog.server.data_plane.data_plane_host import DataPlaneHost
 from replog.server.data_plane.replica_fetch_service import ReplicaFetchService

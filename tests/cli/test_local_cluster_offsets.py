@@ -10,7 +10,7 @@ import pytest
 
 from replog.cli.local_cluster import LocalCluster
 from replog.config import parse_properties
-from replog.server.broker.broker_runtime import data_plane_config_from_node
+from replog.server.config.data_plane_config import data_plane_config_from_node
 from replog.server.config.node_config import NodeConfig
 
 

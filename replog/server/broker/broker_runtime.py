@@ -85,10 +85,10 @@ import random
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from replog.clock import Clock, monotonic_ms
-from replog.config import non_negative_setting, positive_setting
+from replog.config import positive_setting
 from replog.errors import (
     BrokerLifecycleError,
     BrokerNotAvailableError,
@@ -105,20 +105,22 @@ from replog.quorum.metadata.records import ConfigResourceType, Endpoint
 from replog.quorum.metadata.steps import Steps, run_to_end
 from replog.quorum.raft.ready import ApplyItem
 from replog.quorum.raft.snapshot_id import SnapshotId
-from replog.replication.fetch_session_cache import CACHE_SLOTS_DEFAULT, EVICTION_MS_DEFAULT
 from replog.replication.producer_state import ProducerEntry
-from replog.replication.txn_verification import check_static_verification, verification_enabled
+from replog.replication.txn_verification import verification_enabled
 from replog.server.broker.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker.metadata_publisher import BrokerMetadataListener
 from replog.server.broker.producer_id_manager import ProducerIdManager, allocate_from_controller
 from replog.server.config.authorizer_config import AuthorizerConfig
-from replog.server.config.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.config.data_plane_config import (
+    REQUEST_BYTES_MAX_DEFAULT,
+    DataPlaneConfig,
+    data_plane_config_from_node,
+)
 from replog.server.config.node_config import NodeConfig, static_broker_configs
-from replog.server.config.transaction_coordinator_config import TransactionCoordinatorConfig
 from replog.server.controller.controller_calls import ControllerCalls
 from replog.server.coordination import internal_topic_creator
 from replog.server.data_plane.alter_partition_sender import AlterPartitionSender
-from replog.server.data_plane.broker_cores import REQUEST_BYTES_MAX_DEFAULT, BrokerCores
+from replog.server.data_plane.broker_cores import BrokerCores
 from replog.server.data_plane.broker_service import BrokerService
 from replog.server.data_plane.data_plane_host import DataPlaneHost
 from replog.server.data_plane.replica_fetch_service import ReplicaFetchService
@@ -170,37 +172,6 @@ START_PHASES = (
     "unfenced",
 )
 CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT = 30_000
-REPLICA_SOCKET_TIMEOUT_MS_DEFAULT = 30_000  # replica.socket.timeout.ms
-# The node properties read here (the log, replica manager and group coordinator settings are
-# their own configs' keys).
-BROKER_PROPERTIES = frozenset(
-    {
-        "broker.rack",
-        "broker.session.timeout.ms",
-        "initial.broker.registration.timeout.ms",
-        "replica.socket.timeout.ms",
-        "socket.request.max.bytes",
-        "max.incremental.fetch.session.cache.slots",
-        "min.incremental.fetch.session.eviction.ms",
-    }
-)
-
-
-@dataclass(frozen=True, slots=True)
-class DataPlaneConfig:
-    """Where the broker keeps partition logs and how its data plane is tuned."""
-
-    log_dirs: tuple[str, ...]
-    properties: Mapping[str, str]
-    replica_socket_timeout_ms: int = REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
-    request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT
-    group_coordinator: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
-    transaction_coordinator: TransactionCoordinatorConfig = field(
-        default_factory=TransactionCoordinatorConfig
-    )
-    # The Kafka listeners' fetch session cache (docs/kafka-protocol.md, "Fetch sessions").
-    fetch_session_cache_slots: int = CACHE_SLOTS_DEFAULT
-    fetch_session_eviction_ms: int = EVICTION_MS_DEFAULT
 
 
 class BrokerRuntime:
@@ -1013,35 +984,6 @@ def broker_config_from_node(
         voter.node_id: format_host_port(voter.host, voter.port) for voter in node.raft.voters
     }
     return config, addresses
-
-
-def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
-    """Where a node's broker keeps its partition logs, and its data plane's limits."""
-    return data_plane_config(node.log_dirs, node.properties)
-
-
-def data_plane_config(log_dirs: Sequence[str], properties: Mapping[str, str]) -> DataPlaneConfig:
-    """A data plane keeping its partition logs in `log_dirs`, set by the Kafka-named
-    `properties` (module docstring)."""
-    check_static_verification(properties)
-    return DataPlaneConfig(
-        log_dirs=tuple(log_dirs),
-        properties=dict(properties),
-        replica_socket_timeout_ms=positive_setting(
-            properties, "replica.socket.timeout.ms", REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
-        ),
-        request_bytes_max=positive_setting(
-            properties, "socket.request.max.bytes", REQUEST_BYTES_MAX_DEFAULT
-        ),
-        group_coordinator=GroupCoordinatorConfig.from_properties(properties),
-        transaction_coordinator=TransactionCoordinatorConfig.from_properties(properties),
-        fetch_session_cache_slots=non_negative_setting(
-            properties, "max.incremental.fetch.session.cache.slots", CACHE_SLOTS_DEFAULT
-        ),
-        fetch_session_eviction_ms=non_negative_setting(
-            properties, "min.incremental.fetch.session.eviction.ms", EVICTION_MS_DEFAULT
-        ),
-    )
 
 
 def _advertised_endpoints(

@@ -83,6 +83,7 @@ from replog.pb import broker_pb2 as pb
 from replog.record.header import LOG_OVERHEAD, validate_batch
 from replog.replication import messages as m
 from replog.replication.fetch_session import FULL_FETCH_EPOCH, LeaderFetchSession
+from replog.server.config.data_plane_config import REQUEST_BYTES_MAX_DEFAULT
 from replog.server.data_plane.log_dirs import LogView, describe_log_dirs
 from replog.server.data_plane.repeat_reads import RepeatReads
 from replog.server.runtime.loop_turns import yield_turn
@@ -94,8 +95,6 @@ from replog.wire import broker_codec as codec
 
 log = logging.getLogger("replog.server.broker")
 
-# Kafka's socket.request.max.bytes.
-REQUEST_BYTES_MAX_DEFAULT = 104_857_600
 _VALID_ACKS = (m.ACKS_NONE, m.ACKS_LEADER, m.ACKS_ALL)
 # Fetch entries decoded between two turns of the loop's other tasks (`_decode_fetch`): a few
 # milliseconds.

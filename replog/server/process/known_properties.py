@@ -22,13 +22,13 @@ from collections.abc import Mapping
 from replog.coordinator.group_migration import MIGRATION_POLICY_PROPERTY
 from replog.quorum.controller.config_definitions import BROKER_CONFIGS
 from replog.quorum.raft.config import PROPERTY_FIELDS, VOTERS_PROPERTY
-from replog.server.broker.broker_runtime import BROKER_PROPERTIES
 from replog.server.config import (
     group_coordinator_config,
     replica_manager_config,
     transaction_coordinator_config,
 )
 from replog.server.config.authorizer_config import AUTHORIZER_PROPERTIES
+from replog.server.config.data_plane_config import BROKER_PROPERTIES
 from replog.server.config.node_config import CONTROLLER_PROPERTIES, NODE_PROPERTIES
 from replog.server.config.sasl_config import SASL_PROPERTIES, is_listener_sasl_key
 from replog.server.config.tls_config import TLS_PROPERTIES, is_listener_tls_key

@@ -74,7 +74,8 @@ import grpc
 from replog.errors import BrokerLifecycleError, KafkaStorageError
 from replog.net_address import format_host_port
 from replog.quorum.metadata.records import Endpoint
-from replog.server.broker.broker_runtime import BrokerRuntime, data_plane_config_from_node
+from replog.server.broker.broker_runtime import BrokerRuntime
+from replog.server.config.data_plane_config import data_plane_config_from_node
 from replog.server.config.node_config import WILDCARD_BIND_HOST, NodeConfig
 from replog.server.controller.controller_driver import ControllerDriver
 from replog.server.controller.controller_service import (

@@ -42,7 +42,8 @@ from replog.quorum.metadata.records import (
 from replog.quorum.raft.ready import CommittedBatch, LeaderChange
 from replog.record import build_batch
 from replog.server.broker.broker_lifecycle_driver import BrokerLifecycleDriver
-from replog.server.broker.broker_runtime import BrokerRuntime, DataPlaneConfig
+from replog.server.broker.broker_runtime import BrokerRuntime
+from replog.server.config.data_plane_config import DataPlaneConfig
 from replog.server.data_plane.data_plane_host import DataPlaneHost
 from replog.storage.log_manager import LogManager, LogManagerConfig
 from replog.testing import LoopTasks

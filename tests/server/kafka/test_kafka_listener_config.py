@@ -28,7 +28,8 @@ import pytest
 
 from replog.errors import BrokerLifecycleError, ConfigError
 from replog.quorum.metadata.records import Endpoint
-from replog.server.broker.broker_runtime import broker_config_from_node, data_plane_config_from_node
+from replog.server.broker.broker_runtime import broker_config_from_node
+from replog.server.config.data_plane_config import data_plane_config_from_node
 from replog.server.config.node_config import NodeConfig
 from replog.server.kafka.kafka_listener import KafkaListenerConfig
 from replog.server.process.known_properties import unknown_properties

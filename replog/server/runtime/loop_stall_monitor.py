@@ -1,9 +1,14 @@
 """How long the node's event loop was kept from running, and what kept it: the stall every Raft
 fetch, heartbeat and request waiting on it saw.
 
-A task asks to wake every `interval_s` and measures how much later than asked it woke; the
-lateness is the longest callback (or run of callbacks) that held the loop meanwhile, give or
-take the interval. Each lateness goes into the `replog_event_loop_stall_seconds` histogram
+A task asks to wake every `interval_s` (a tick) and measures how much later than asked it
+woke, and the loop's selector times each run of callbacks between two waits for I/O
+(`IterationClock`): a tick's stall is the longer of its lateness and the longest such run since
+the tick before. The lateness alone reads a stall short by up to the interval (a stall that began
+just before a tick was due); the runs are exact, so ticks can be few: 20 a second
+(`TICK_S`) by default, each of which wakes an idle node's process (about 100 us of CPU on a
+small VM, so 100 a second cost an idle node 3% of a core). Each stall goes into the
+`replog_event_loop_stall_seconds` histogram
 (`NodeMetrics`), the longest seen into `longest_s`, and one of `warn_s` (`WARN_STALL_S`, or
 `REPLOG_LOOP_STALL_WARN_MS` from the environment) or more is logged at WARNING: a stall that long
 is a bug to find (docs/operations.md, "Metrics"). Lowering it (to 50 ms, say) names every turn
@@ -63,6 +68,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from types import FrameType
+from typing import Any
 
 from replog.clock import ThreadRunQueueClock, monotonic_s, thread_cpu_s
 from replog.errors import ConfigError
@@ -70,6 +76,7 @@ from replog.errors import ConfigError
 log = logging.getLogger("replog.server.loop_stall")
 
 WARN_STALL_S = 1.0
+TICK_S = 0.05  # the longest interval between ticks (module docstring)
 WARN_ENV = "REPLOG_LOOP_STALL_WARN_MS"
 SAMPLE_AFTER_S = 0.1  # the stall goal: a loop held longer is worth explaining
 SAMPLE_EVERY_S = 0.05
@@ -278,20 +285,69 @@ def warn_stall_s(environ: Mapping[str, str]) -> float:
     return ms / 1000
 
 
+class IterationClock:
+    """The longest run of an asyncio loop's callbacks between two of its waits for I/O (each
+    iteration's work, during which nothing else on the loop can run), kept by wrapping the
+    loop's selector's `select`: two clock reads an iteration. `take` returns it and starts
+    again. A loop without a selector (not asyncio's selector loop) is not timed: `take` is 0."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._selector = getattr(loop, "_selector", None)
+        self._longest_s = 0.0
+        self._returned = monotonic_s()
+        self.timing = False
+
+    def install(self) -> None:
+        selector = self._selector
+        if selector is None or "select" in vars(selector):  # none, or another clock's already
+            return
+        select = selector.select
+        clock = monotonic_s
+
+        def timed_select(timeout: float | None = None) -> Any:
+            busy = clock() - self._returned
+            if busy > self._longest_s:
+                self._longest_s = busy
+            try:
+                return select(timeout)
+            finally:
+                self._returned = clock()
+
+        selector.select = timed_select
+        self.timing = True
+
+    def uninstall(self) -> None:
+        if self.timing:
+            del self._selector.select  # type: ignore[union-attr]
+            self.timing = False
+
+    def take(self) -> float:
+        """The longest run since the last take, counting the run in progress so far."""
+        longest = max(self._longest_s, monotonic_s() - self._returned) if self.timing else 0.0
+        self._longest_s = 0.0
+        return longest
+
+
 class LoopStallMonitor:
-    """Measures the event loop's stalls (module docstring); `run` until cancelled."""
+    """Measures the event loop's stalls (module docstring); `run` until cancelled. `interval_s`
+    (None: `TICK_S`, or less when a lowered `warn_s` asks for samples sooner) sets how often it
+    ticks."""
 
     def __init__(
         self,
         observe: Callable[[float], None],
         *,
-        interval_s: float = 0.01,
+        interval_s: float | None = None,
         warn_s: float = WARN_STALL_S,
     ) -> None:
         self._observe = observe
-        self._interval_s = interval_s
         self._warn_s = warn_s
         self._sample_after_s = min(SAMPLE_AFTER_S, warn_s / 2)
+        # A tick at least every half of the sampling delay: a stall is sampled from at most
+        # one and a half times that delay past its start.
+        self._interval_s = (
+            min(TICK_S, self._sample_after_s / 2) if interval_s is None else interval_s
+        )
         self._tick = monotonic_s()
         self.longest_s = 0.0
 
@@ -314,6 +370,8 @@ class LoopStallMonitor:
         collecting = GarbageCollectionClock()
         gc.callbacks.append(collecting)
         run_queue = ThreadRunQueueClock()  # opened on the loop thread: its own delay
+        iterations = IterationClock(loop)
+        iterations.install()
         try:
             while True:
                 asked = loop.time() + self._interval_s
@@ -322,7 +380,7 @@ class LoopStallMonitor:
                 cpu_before = thread_cpu_s()
                 queued_before = run_queue()
                 await asyncio.sleep(self._interval_s)
-                stall = max(0.0, loop.time() - asked)
+                stall = max(0.0, loop.time() - asked, iterations.take())
                 cpu_s = thread_cpu_s() - cpu_before
                 queued_after = run_queue()
                 self._tick = monotonic_s()
@@ -349,6 +407,7 @@ class LoopStallMonitor:
                 elif samples:
                     log.debug("the event loop was held for %.0f ms%s", stall * 1000, held)
         finally:
+            iterations.uninstall()
             sampler.stop()
             gc.callbacks.remove(collecting)
             run_queue.close()

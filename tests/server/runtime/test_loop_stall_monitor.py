@@ -305,6 +305,44 @@ def test_the_collection_clock_tells_collections_in_other_threads_apart() -> None
     assert 0 < elsewhere <= spent and generation >= 1
 
 
+@pytest.mark.asyncio
+async def test_a_stall_that_ends_before_a_tick_is_due_is_measured_whole() -> None:
+    """Between two ticks a run of callbacks held the loop and ended before the next tick was
+    due, so the tick was not late: the selector's clock measured the run all the same, and
+    the tick reports it."""
+    stalls: list[float] = []
+    monitor = LoopStallMonitor(stalls.append, interval_s=1.0, warn_s=60)
+    task = asyncio.create_task(monitor.run())
+    await asyncio.sleep(0.05)  # the first tick is asleep, due in about 0.95 s
+    hold_the_loop(0.2)
+    async with asyncio.timeout(DEADLINE_S):
+        while not stalls:
+            await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert stalls[0] >= 0.2, stalls
+    assert monitor.longest_s >= 0.2
+
+
+@pytest.mark.asyncio
+async def test_the_selector_is_left_as_it_was_when_the_monitor_stops() -> None:
+    selector = asyncio.get_running_loop()._selector  # type: ignore[attr-defined]
+    task = asyncio.create_task(LoopStallMonitor(lambda _: None).run())
+    await asyncio.sleep(0.01)
+    assert "select" in vars(selector)  # timed
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert "select" not in vars(selector)
+
+
+def test_the_ticks_are_few_unless_a_lowered_threshold_asks_for_samples_sooner() -> None:
+    """An idle node's process wakes for each tick (module docstring)."""
+    assert LoopStallMonitor(lambda _: None)._interval_s == loop_stall_monitor.TICK_S == 0.05
+    assert LoopStallMonitor(lambda _: None, warn_s=0.05)._interval_s == 0.0125
+
+
 def test_the_warning_threshold_comes_from_the_environment() -> None:
     assert loop_stall_monitor.warn_stall_s({}) == loop_stall_monitor.WARN_STALL_S
     assert loop_stall_monitor.warn_stall_s({"REPLOG_LOOP_STALL_WARN_MS": "50"}) == 0.05

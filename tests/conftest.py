@@ -19,6 +19,8 @@ this process, as before.
 from __future__ import annotations
 
 import compileall
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,6 +51,24 @@ def pytest_sessionstart(session: object) -> None:
     root = Path(__file__).resolve().parent.parent
     for package in ("replog", "quorum", "timeline", "checkpoints"):
         compileall.compile_dir(root / package, quiet=1)
+    if not hasattr(session, "config") or hasattr(session.config, "workerinput"):
+        return  # the controller's alone: once per run
+    # For the same reason, the compiled dataclass methods (replog/cli/dataclass_methods.py),
+    # written whatever that variable says, by a process that imports every command and the
+    # node's runtime.
+    subprocess.run([sys.executable, "-c", KEEP_DATACLASS_METHODS], cwd=root, check=True)
+
+
+KEEP_DATACLASS_METHODS = """
+import importlib
+from replog.cli import dataclass_methods
+import replog.cli.main
+from replog.cli.commands import COMMANDS
+for command in COMMANDS:
+    importlib.import_module(command.module_name)
+import replog.server.process.node
+dataclass_methods.save(force=True)
+"""
 
 
 @pytest.fixture(autouse=True)

@@ -16,9 +16,14 @@ import signal
 import sys
 from collections.abc import Collection, Sequence
 
-from replog import __version__
-from replog.cli.commands import COMMANDS, find_command
-from replog.errors import ReplogError
+# Before any other of replog's modules: their dataclasses are made from kept code from here on.
+from replog.cli import dataclass_methods
+
+dataclass_methods.install()
+
+from replog import __version__  # noqa: E402
+from replog.cli.commands import COMMANDS, find_command  # noqa: E402
+from replog.errors import ReplogError  # noqa: E402
 
 
 def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser:

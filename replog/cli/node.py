@@ -8,6 +8,7 @@ import logging
 import sys
 from typing import Any
 
+from replog.cli import dataclass_methods
 from replog.cli.commands import command_help
 from replog.config import parse_properties
 
@@ -49,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     from replog.storage.cleaner.cleaning_process import clean_logs_in_processes
     from replog.wire.grpc_engine import engine_description
 
+    # Keep the imports' dataclass methods now, not only at exit: a node may end by kill -9.
+    dataclass_methods.save()
     gc.enable()
     with open(args.config, encoding="utf-8") as f:
         properties = parse_properties(f.read(), source=args.config)

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from replog.errors import (
     ConcurrentTransactionsError,
@@ -63,7 +64,9 @@ from replog.errors import (
     ProducerFencedError,
     TransactionAbortableError,
 )
-from replog.replication.producer_state import ProducerEntry
+
+if TYPE_CHECKING:  # a type only: a node's settings check need not import the producer state
+    from replog.replication.producer_state import ProducerEntry
 
 __all__ = [
     "VERIFICATION_ENABLE",

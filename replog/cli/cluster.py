@@ -340,11 +340,17 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
     if existing is not None:
         running = running_node_ids(existing)
         if running:
-            raise ReplogError(
-                f"a cluster is already running in {directory} (nodes "
-                f"{', '.join(map(str, running))} alive); stop it first with "
-                "`replog cluster stop`"
-            )
+            stopped = [node.node_id for node in existing.nodes if node.node_id not in running]
+            alive = f"nodes {', '.join(map(str, running))} alive"
+            remedy = "stop it first with `replog cluster stop`"
+            if stopped:  # a node that died: restart it alone, the others keep serving
+                alive += f", {', '.join(f'node {n}' for n in stopped)} not"
+                remedy = (
+                    " and ".join(f"`replog cluster restart {n}`" for n in stopped)
+                    + f" start{'s' if len(stopped) == 1 else ''} what is not running; to start "
+                    f"the cluster whole, {remedy}"
+                )
+            raise ReplogError(f"a cluster is already running in {directory} ({alive}); {remedy}")
         if not args.fresh:
             return _stopped_cluster_to_start(existing, args, overrides, kafka_base_port)
     kafka = kafka_base_port_for(args.base_port, kafka_base_port)

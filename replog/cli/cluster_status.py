@@ -5,8 +5,13 @@ may) or the node's runtime:
 - alive: the node's pid file names a process that runs with its config (`node_processes`).
 - leader and quorum epoch: the node's own Raft gauges (`replog_raft_current_leader`,
   `replog_raft_current_epoch`), read from its metrics endpoint over a plain HTTP/1.0 GET that
-  names the two families (the node then runs only its summary collector). They are the
+  names those families (the node then runs only its summary collector). They are the
   state its DescribeQuorum answer is made of; -1 ("unknown") is None.
+- broker: a broker node's own state, its `replog_broker_state` gauge in the same GET (Kafka's
+  BrokerState: starting, recovery, running, pending_controlled_shutdown, shutting_down):
+  after a crash a restarted node answers while its broker is still refused registration until
+  the killed process's session expires, and only this column says so. None (a dash) for a
+  node without a broker, without the gauge yet, or not answering.
 - answers: its metrics endpoint gave those gauges, each a whole number, and its gRPC listener
   accepts a connection (a node starts its metrics endpoint before its gRPC server). A node
   whose asking fails otherwise (a `ReplogError`) does not answer either; the error is said on
@@ -50,6 +55,17 @@ from replog.net_address import parse_host_port
 PROBE_TIMEOUT_S = 1.0
 LEADER_GAUGE = "replog_raft_current_leader"
 EPOCH_GAUGE = "replog_raft_current_epoch"
+BROKER_STATE_GAUGE = "replog_broker_state"
+# Kafka's BrokerState metric values (the node's `broker_lifecycle.BROKER_STATE_METRIC`), named
+# here so that the command imports no part of the metadata quorum.
+BROKER_STATES = {
+    0: "not_running",
+    1: "starting",
+    2: "recovery",
+    3: "running",
+    6: "pending_controlled_shutdown",
+    7: "shutting_down",
+}
 UNKNOWN = -1
 NO_BOOTSTRAP = "- (no broker serves Kafka's protocol)"
 
@@ -60,6 +76,7 @@ class QuorumView:
 
     leader_id: int | None
     epoch: int | None
+    broker_state: str | None = None
 
 
 class NoAnswer(Exception):
@@ -70,13 +87,15 @@ class NoAnswer(Exception):
         self.refused = refused
 
 
-def scrape_gauges(address: str, names: tuple[str, ...], timeout_s: float) -> dict[str, int]:
-    """The values of the unlabelled whole-number gauges `names` at `http://address/metrics`;
-    raises `NoAnswer` when the endpoint refuses, stays silent past `timeout_s` or answers
-    otherwise than with them, each a whole number (`NaN`, `+Inf` or `2.5` is no leader id or
-    epoch)."""
+def scrape_gauges(
+    address: str, names: tuple[str, ...], timeout_s: float, optional: tuple[str, ...] = ()
+) -> dict[str, int]:
+    """The values of the unlabelled whole-number gauges `names` at `http://address/metrics`,
+    and of those of `optional` it serves; raises `NoAnswer` when the endpoint refuses, stays
+    silent past `timeout_s` or answers otherwise than with `names`, each a whole number (`NaN`,
+    `+Inf` or `2.5` is no leader id or epoch)."""
     host, port = parse_host_port(address, "a metrics address", error=ReplogError)
-    query = "&".join(f"name%5B%5D={name}" for name in names)
+    query = "&".join(f"name%5B%5D={name}" for name in (*names, *optional))
     request = f"GET /metrics?{query} HTTP/1.0\r\nHost: {address}\r\n\r\n".encode("ascii")
     deadline = time.monotonic() + timeout_s
     chunks = []
@@ -102,7 +121,7 @@ def scrape_gauges(address: str, names: tuple[str, ...], timeout_s: float) -> dic
     values = {}
     for line in body.decode("utf-8", errors="replace").splitlines():
         name, _, value = line.partition(" ")
-        if name in names:
+        if name in names or name in optional:
             try:
                 number = float(value)
             except ValueError:
@@ -119,8 +138,11 @@ def scrape_gauges(address: str, names: tuple[str, ...], timeout_s: float) -> dic
 def quorum_view(node: LocalNode, timeout_s: float = PROBE_TIMEOUT_S) -> QuorumView | None:
     """What `node` says of the quorum (module docstring); None when it does not answer."""
     if node.metrics_address is not None:
+        broker = (BROKER_STATE_GAUGE,) if "broker" in node.roles else ()
         try:
-            gauges = scrape_gauges(node.metrics_address, (LEADER_GAUGE, EPOCH_GAUGE), timeout_s)
+            gauges = scrape_gauges(
+                node.metrics_address, (LEADER_GAUGE, EPOCH_GAUGE), timeout_s, optional=broker
+            )
         except NoAnswer as exc:
             if not exc.refused or not accepts_connections(node.controller_address):
                 return None
@@ -128,7 +150,9 @@ def quorum_view(node: LocalNode, timeout_s: float = PROBE_TIMEOUT_S) -> QuorumVi
             if not accepts_connections(node.controller_address):
                 return None
             leader, epoch = gauges[LEADER_GAUGE], gauges[EPOCH_GAUGE]
-            return QuorumView(None if leader == UNKNOWN else leader, epoch)
+            state = gauges.get(BROKER_STATE_GAUGE)
+            named = None if state is None else BROKER_STATES.get(state, f"state {state}")
+            return QuorumView(None if leader == UNKNOWN else leader, epoch, named)
     return _asked_over_grpc(node, timeout_s)
 
 
@@ -187,6 +211,7 @@ def _status(cluster: LocalCluster, args: argparse.Namespace) -> int:
                 "kafka_controller": node.kafka_controller_address,
                 "alive": alive[node.node_id],
                 "answers": view is not None,
+                "broker_state": None if view is None else view.broker_state,
                 "leader_id": None if view is None else view.leader_id,
                 "quorum_epoch": None if view is None else view.epoch,
                 "is_leader": view is not None and view.leader_id == node.node_id,
@@ -219,6 +244,7 @@ def _status(cluster: LocalCluster, args: argparse.Namespace) -> int:
             "INTERNAL (gRPC)",
             "ALIVE",
             "ANSWERS",
+            "BROKER",
             "LEADER",
             "EPOCH",
             "METRICS",
@@ -235,6 +261,7 @@ def _status(cluster: LocalCluster, args: argparse.Namespace) -> int:
                 row["listener"],
                 "yes" if row["alive"] else "no",
                 "yes" if row["answers"] else "no",
+                _or_dash(row["broker_state"]),
                 _or_dash(row["leader_id"]),
                 _or_dash(row["quorum_epoch"]),
                 _or_dash(row["metrics"]),

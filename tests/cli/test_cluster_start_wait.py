@@ -369,3 +369,24 @@ def test_a_restart_that_makes_a_majority_of_controllers_run_waits_for_its_broker
     assert waited == ([2] if waits else [])
     note = "(no quorum leader before the restart: broker 2 registers once a majority"
     assert (note in capsys.readouterr().out) is not waits
+
+
+@pytest.mark.parametrize(
+    ("running", "said"),
+    [
+        ([1, 2, 3], "(nodes 1, 2, 3 alive); stop it first with `replog cluster stop`"),
+        (
+            [1, 3],
+            "(nodes 1, 3 alive, node 2 not); `replog cluster restart 2` starts what is not "
+            "running; to start the cluster whole, stop it first with `replog cluster stop`",
+        ),
+    ],
+)
+def test_start_refuses_a_running_cluster_and_names_a_node_that_died(
+    layout: LocalCluster, monkeypatch: pytest.MonkeyPatch, running: list[int], said: str
+) -> None:
+    monkeypatch.setattr(cluster_cli, "running_node_ids", lambda cluster: running)
+    args = argparse.Namespace(data_dir=layout.directory, override=[], fresh=False, base_port=None)
+    with pytest.raises(ReplogError, match="already running") as refused:
+        cluster_cli._cluster_to_start(args)
+    assert str(refused.value).endswith(said)

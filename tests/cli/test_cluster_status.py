@@ -7,6 +7,7 @@ answering" (a gauge that is no whole number, a `ReplogError` while asking it) in
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
 import json
 import os
@@ -21,7 +22,14 @@ from pathlib import Path
 import pytest
 
 from replog.cli import cluster_status
-from replog.cli.cluster_status import EPOCH_GAUGE, LEADER_GAUGE, QuorumView, quorum_view
+from replog.cli.cluster_status import (
+    BROKER_STATE_GAUGE,
+    BROKER_STATES,
+    EPOCH_GAUGE,
+    LEADER_GAUGE,
+    QuorumView,
+    quorum_view,
+)
 from replog.cli.local_cluster import LocalCluster, LocalNode
 from replog.errors import ReplogError
 from replog.net_address import parse_host_port
@@ -160,13 +168,13 @@ def test_a_node_without_a_metrics_endpoint_is_asked_over_grpc(
 
 
 @contextmanager
-def serving_gauges(node: LocalNode, leader: str, epoch: str) -> Iterator[None]:
-    """`node`'s metrics endpoint serving the two Raft gauges as given, and its gRPC listener
-    accepting, in this process."""
+def serving_gauges(node: LocalNode, leader: str, epoch: str, more: str = "") -> Iterator[None]:
+    """`node`'s metrics endpoint serving the two Raft gauges as given (and the lines `more`),
+    and its gRPC listener accepting, in this process."""
 
     class Gauges(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = f"{LEADER_GAUGE} {leader}\n{EPOCH_GAUGE} {epoch}\n".encode()
+            body = f"{LEADER_GAUGE} {leader}\n{EPOCH_GAUGE} {epoch}\n{more}".encode()
             self.send_response(200)
             self.end_headers()
             self.wfile.write(body)
@@ -216,3 +224,27 @@ def test_a_replog_error_asking_a_node_shows_it_as_not_answering(
     err = capsys.readouterr().err
     assert "Exception in thread" not in err
     assert "replog cluster status: node 2: a metrics address '127.0.0.1:x': bad port" in err
+
+
+def test_a_broker_nodes_own_state_is_shown_and_its_absence_is_no_error(
+    layout: LocalCluster,
+) -> None:
+    """After a crash a restarted node answers while its broker still waits to register: only
+    its own `replog_broker_state` says so."""
+    node = layout.node(1)
+    with serving_gauges(node, "2.0", "5.0", f"{BROKER_STATE_GAUGE} 1.0\n"):
+        assert quorum_view(node) == QuorumView(2, 5, "starting")
+    with serving_gauges(node, "2.0", "5.0", f"{BROKER_STATE_GAUGE} 3.0\n"):
+        assert quorum_view(node) == QuorumView(2, 5, "running")
+    with serving_gauges(node, "2.0", "5.0"):  # not yet served: the node answers all the same
+        assert quorum_view(node) == QuorumView(2, 5, None)
+    controller_only = dataclasses.replace(node, roles=("controller",))
+    with serving_gauges(node, "2.0", "5.0", f"{BROKER_STATE_GAUGE} 3.0\n"):
+        assert quorum_view(controller_only) == QuorumView(2, 5, None)
+
+
+def test_the_broker_state_names_are_the_nodes_metric_values() -> None:
+    from replog.quorum.metadata.broker_lifecycle import BROKER_STATE_METRIC
+
+    named = {value: state.value for state, value in BROKER_STATE_METRIC.items()}
+    assert {0: "not_running", **named} == BROKER_STATES

@@ -69,7 +69,12 @@ def _exec(source: Any, globals: Any = None, locals: Any = None) -> None:
     if isinstance(source, str) and isinstance(module_file, str):
         kept = _kept.get(module_file)
         if kept is None:
-            kept = _kept[module_file] = _read(cache_path(module_file))
+            try:
+                path = cache_path(module_file)
+            except NotImplementedError:  # an interpreter without a bytecode cache tag
+                builtins.exec(source, globals, locals)
+                return
+            kept = _kept[module_file] = _read(path)
             _used[module_file] = set()
         code = kept.get(source)
         if code is None:

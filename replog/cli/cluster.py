@@ -166,12 +166,17 @@ def _wait_until_up(
             if code is not None:
                 raise ReplogError(f"node {node_id} (pid {pid}) exited with code {code}")
         passed, leader_line = 0, None
+        # Asked over gRPC only once a node listens: while they import their runtime, a plain
+        # connect says so for a fraction of a channel's CPU, which the starting nodes need.
+        listening = any(accepts_connections(address) for address in addresses.values())
         try:
+            if not listening:
+                raise ReplogError("no node listens yet")
             description = describe_quorum(list(addresses.values()), addresses, PROBE_TIMEOUT_S)
         except ReplogError as exc:
             last_error = str(exc)
             waiting = f"a quorum leader ({last_error})"
-            if not any(accepts_connections(address) for address in addresses.values()):
+            if not listening:
                 waiting = (
                     f"the nodes to listen at {', '.join(addresses.values())} (each imports "
                     "its runtime and opens its logs first)"

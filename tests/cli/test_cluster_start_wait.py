@@ -71,6 +71,7 @@ def _script(
         return answers
 
     monkeypatch.setattr(cluster_cli, "describe_quorum", lambda b, a, t: _committed_leader(b[0]))
+    monkeypatch.setattr(cluster_cli, "accepts_connections", lambda address: True)
     monkeypatch.setattr(cluster_cli, "ask_each", ask_each)
     monkeypatch.setattr(cluster_cli, "exit_status", lambda pid: None)
     monkeypatch.setattr(cluster_cli, "POLL_INTERVAL_S", 0.001)
@@ -92,6 +93,25 @@ def test_start_waits_for_a_node_that_is_not_listening_yet(
     description = cluster_cli.wait_until_up(layout, {1: 11, 2: 12, 3: 13}, timeout_s=10)
     assert description.leader_id == 1
     assert polls[0] == 4  # three rounds with node 3 silent, then the one where it answered
+
+
+def test_start_asks_no_node_over_grpc_until_one_listens(
+    monkeypatch: pytest.MonkeyPatch, layout: LocalCluster
+) -> None:
+    """While the nodes import their runtime a plain connect says they do not listen yet: no
+    gRPC channel is made meanwhile (its CPU is the starting nodes')."""
+    _script(monkeypatch, layout, silent_rounds=0)
+    listening = iter([False, False, False] * 3 + [True] * 1000)
+    asked: list[str] = []
+    monkeypatch.setattr(cluster_cli, "accepts_connections", lambda address: next(listening))
+    monkeypatch.setattr(
+        cluster_cli,
+        "describe_quorum",
+        lambda b, a, t: asked.append(b[0]) or _committed_leader(b[0]),  # type: ignore[func-returns-value]
+    )
+    description = cluster_cli.wait_until_up(layout, {1: 11, 2: 12, 3: 13}, timeout_s=10)
+    assert description.leader_id == 1
+    assert len(asked) == 1  # the three rounds before a node listened asked nothing
 
 
 def test_start_names_the_node_that_never_answers(
@@ -145,16 +165,8 @@ def test_start_says_each_phase_and_what_a_slow_one_waits_for(
     """Every phase once as it passes; a phase past the silent bound (0 here) says what it
     waits for: nodes that do not listen yet, a node that does not answer, a broker."""
     _script(monkeypatch, layout, silent_rounds=1, brokers_waiting=["broker 3 not active yet"])
-    asked = [0]
-
-    def describe(bootstrap: list[str], addresses: object, timeout_s: float) -> QuorumDescription:
-        asked[0] += 1
-        if asked[0] <= 2:
-            raise ReplogError("no quorum node reachable at ...: connection refused")
-        return _committed_leader(bootstrap[0])
-
-    monkeypatch.setattr(cluster_cli, "describe_quorum", describe)
-    monkeypatch.setattr(cluster_cli, "accepts_connections", lambda address: False)
+    listening = iter([False] * 6 + [True] * 1000)  # two polls before a node listens
+    monkeypatch.setattr(cluster_cli, "accepts_connections", lambda address: next(listening))
     quick = functools.partial(StartProgress, silent_s=0, repeat_s=3600)
     monkeypatch.setattr(cluster_cli, "StartProgress", quick)
     said: list[str] = []

@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from cryptography.hazmat.primitives import serialization
 
 from replog.errors import ConfigError
 from replog.security.principal_mapping import PrincipalMapper
@@ -247,6 +246,10 @@ def _decrypted(key: bytes, settings: LinkSettings, where: str) -> bytes:
         raise ValueError(
             f"{where}: the key is encrypted; set {settings.key_password_key} to its password"
         )
+    # Imported here: the library costs every node's and `cluster start`'s start-up tens of ms,
+    # and only an encrypted key needs it.
+    from cryptography.hazmat.primitives import serialization
+
     try:
         loaded = serialization.load_pem_private_key(key, settings.key_password.encode())
     except (ValueError, TypeError) as exc:  # a wrong password, or a key it cannot read

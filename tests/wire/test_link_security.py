@@ -11,6 +11,8 @@ import dataclasses
 import logging
 import os
 import ssl
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -304,3 +306,18 @@ def test_without_memfd_the_bytes_go_through_a_private_file_removed_at_once(
     link_security._load_into(context, security.settings, security.material())
     assert context.cert_store_stats()["x509"] >= 1
     assert list(scratch.iterdir()) == []
+
+
+def test_a_node_and_cluster_start_load_cryptography_only_for_an_encrypted_key() -> None:
+    """The key decryption's library (tens of ms of every node's and `cluster start`'s start-up,
+    three nodes sharing two cores at a restart) loads only when a key is encrypted: importing
+    the node's runtime and the controller client leaves it out."""
+    probe = (
+        "import sys\n"
+        "import replog.server.process.node, replog.admin.controller_client\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'cryptography'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"

@@ -13,6 +13,13 @@ from cluster_helpers import LoopbackCluster, replog, wait_for
 
 # Kafka's broker.session.timeout.ms default: how long a silent broker stays unfenced.
 SESSION_TIMEOUT_S = 9.0
+SHORT_SESSION_S = 3.0
+SHORT_SESSION = (
+    "--override",
+    f"broker.session.timeout.ms={SHORT_SESSION_S * 1000:.0f}",
+    "--override",
+    "broker.heartbeat.interval.ms=500",
+)
 
 
 def topics(cluster: LoopbackCluster, *args: str) -> Any:
@@ -117,8 +124,9 @@ def test_describe_with_the_quorum_lost_says_the_metadata_is_stale_and_counts_dea
 ) -> None:
     """2 of 3 controllers killed: the survivor still answers with its last committed metadata
     (dead leaders, full ISRs). Before: no word of how old it is, and
-    `--unavailable-partitions` printed nothing."""
-    cluster.start()
+    `--unavailable-partitions` printed nothing. A 3 s session (heartbeats every 0.5 s): the
+    test waits for it to pass."""
+    cluster.start(*SHORT_SESSION)
     create_when_registered(cluster, "orders")
     healthy = json.loads(topics(cluster, "describe", "--topic", "orders", "--json").stdout)
     assert healthy["stale"] is False and healthy["metadata_age_ms"] < 5_000
@@ -146,8 +154,8 @@ def test_describe_with_the_quorum_lost_says_the_metadata_is_stale_and_counts_dea
     # Once nodes 2 and 3 have been silent for the session timeout, their partitions count as
     # unavailable, as an active controller would have fenced them by then; node 1's do not.
     wait_for(
-        lambda: stale_for(SESSION_TIMEOUT_S) is not None,
-        SESSION_TIMEOUT_S + 15,
+        lambda: stale_for(SHORT_SESSION_S) is not None,
+        SHORT_SESSION_S + 15,
         "the metadata to be stale for the session timeout",
     )
     unavailable = topics(

@@ -14,21 +14,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from replog.cli.cluster_status import PROBE_TIMEOUT_S, NoAnswer, scrape_gauges
+from replog.cli.cluster_status import (
+    BROKER_STATE_GAUGE,
+    BROKER_STATES,
+    PROBE_TIMEOUT_S,
+    NoAnswer,
+    scrape_gauges,
+)
 from replog.cli.local_cluster import LocalNode
-from replog.quorum.metadata.broker_lifecycle import BROKER_STATE_METRIC, LifecycleState
 
-BROKER_STATE_GAUGE = "replog_broker_state"
-RUNNING = BROKER_STATE_METRIC[LifecycleState.RUNNING]
-# What a broker in each state waits for, as the wait for it says.
+# What a broker in each state (by its `BROKER_STATES` name) waits for, as the wait for it says.
 _WAITS_FOR = {
-    BROKER_STATE_METRIC[LifecycleState.STARTING]: (
+    "starting": (
         "is starting: not registered yet; one restarted after a crash registers once the "
         "killed process's session expires, broker.session.timeout.ms"
     ),
-    BROKER_STATE_METRIC[LifecycleState.RECOVERY]: "is registered, waiting to be unfenced",
-    BROKER_STATE_METRIC[LifecycleState.PENDING_CONTROLLED_SHUTDOWN]: "is shutting down",
-    BROKER_STATE_METRIC[LifecycleState.SHUTTING_DOWN]: "is shutting down",
+    "recovery": "is registered, waiting to be unfenced",
+    "pending_controlled_shutdown": "is shutting down",
+    "shutting_down": "is shutting down",
 }
 
 
@@ -47,7 +50,8 @@ def brokers_not_running(nodes: Iterable[LocalNode]) -> str:
                 waiting.append(f"broker {node.node_id} ({node.metrics_url}: {exc})")
             continue
         state = gauges[BROKER_STATE_GAUGE]
-        if state != RUNNING:
-            waits_for = _WAITS_FOR.get(state, f"reports broker state {state}")
+        named = BROKER_STATES.get(state)
+        if named != "running":
+            waits_for = _WAITS_FOR.get(named or "", f"reports broker state {state}")
             waiting.append(f"broker {node.node_id} {waits_for}")
     return "; ".join(waiting)

@@ -57,7 +57,7 @@ LEADER_GAUGE = "replog_raft_current_leader"
 EPOCH_GAUGE = "replog_raft_current_epoch"
 BROKER_STATE_GAUGE = "replog_broker_state"
 # Kafka's BrokerState metric values (the node's `broker_lifecycle.BROKER_STATE_METRIC`), named
-# here so that the command imports no part of the metadata quorum.
+# here so that status and the start command's wait import no part of the metadata quorum.
 BROKER_STATES = {
     0: "not_running",
     1: "starting",

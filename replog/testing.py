@@ -57,6 +57,7 @@ from replog.kafka.protocol.framing import (
     encode_response,
     response_header_version,
 )
+from replog.wire.server_close import close_server
 
 __all__ = [
     "GARBAGE",
@@ -132,7 +133,7 @@ class FakeKafkaBroker:
         self.connections = 0  # connections accepted
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         started = threading.Event()
         self._thread = threading.Thread(
@@ -259,10 +260,10 @@ class FakeKafkaBroker:
 
         async def close() -> None:
             assert self._server is not None
-            self._server.close()
-            # A connection's tasks (its accept, then its `_serve`) end after its transport is
-            # gone; one accepted late shows its writer only once its `_serve` has run, so the
-            # writers are looked at again until no task is left.
+            await close_server(self._server)
+            # Each connection's `_serve` task ends once its transport is gone; one made as the
+            # server closed shows its writer only once that task has run, so the writers are
+            # looked at again until no task is left.
             me = asyncio.current_task()
             while others := asyncio.all_tasks() - {me}:
                 for writer in list(self._writers):

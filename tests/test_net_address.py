@@ -392,7 +392,7 @@ async def ipv6_peer() -> AsyncIterator[tuple[int, asyncio.Queue[pb.FetchRequest]
     try:
         yield grpc_port, arrived
     finally:
-        listener.close()
+        await listener.close()
         await server.stop(None)
 
 
@@ -444,7 +444,7 @@ async def test_the_fetch_listener_names_an_ipv6_peer_bracketed(
             await asyncio.sleep(0.01)
         writer.close()
     finally:
-        listener.close()
+        await listener.close()
     assert f"Fetch connection from [::1]:{local_port}: not a Raft Fetch connection" in caplog.text
 
 

@@ -46,6 +46,7 @@ from replog.net_address import is_wildcard
 from replog.record.batch import Buffer
 from replog.wire.link_peer_check import PeerCheck
 from replog.wire.link_security import framed_client_context, framed_server_context
+from replog.wire.server_close import close_server
 from replog.wire.tls_accept import TlsAccept
 from replog.wire.tls_handshake_failure import handshake_failure_cause, is_authentication_failure
 
@@ -308,9 +309,9 @@ class FramedListener(abc.ABC):
     def _connection(self) -> asyncio.Protocol:
         """A new connection's protocol."""
 
-    def close(self) -> None:
+    async def close(self) -> None:
         if self._server is not None:
-            self._server.close()
+            await close_server(self._server)
         for connection in list(self.connections):
             connection.close()
 

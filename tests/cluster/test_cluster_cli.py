@@ -263,7 +263,8 @@ def test_a_crashed_node_serves_kafka_clients_once_restart_or_start_returns(
             metrics = cluster.layout.node(1).metrics_address
             assert metrics is not None
             state = scrape_gauges(metrics, (BROKER_STATE_GAUGE,), 5.0)[BROKER_STATE_GAUGE]
-            assert BROKER_STATES.get(state) == "running", f"after {action}: broker state {state}\n{again.stderr}"
+            named = BROKER_STATES.get(state)
+            assert named == "running", f"after {action}: broker state {state}\n{again.stderr}"
             listed = replog_in_process("topics", "list", "--data-dir", str(cluster.data_dir))
             assert listed.returncode == 0, f"after {action}: {listed.stderr}"
     finally:

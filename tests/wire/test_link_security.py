@@ -250,7 +250,7 @@ async def test_framed_connections_are_tls_and_let_in_nodes_only(pki: Pki) -> Non
             await closed.lost
         assert listener.decisions == ["admitted", "refused"]
     finally:
-        listener.close()
+        await listener.close()
 
 
 @pytest.mark.asyncio

@@ -114,7 +114,7 @@ async def test_each_failed_handshake_is_one_line_naming_peer_and_cause_and_count
                 while listener.admitted < 1:
                     await asyncio.sleep(0.01)
     finally:
-        listener.close()
+        await listener.close()
     lines = [r.getMessage() for r in caplog.records if "TLS handshake failed" in r.getMessage()]
     causes = [cause for _, _, cause in attempts]
     assert [next(c for c in causes if c in line) for line in lines[:4]] == causes

@@ -123,6 +123,7 @@ from replog.security.principal_mapping import PrincipalMapper, tls_principal
 from replog.server.config.sasl_config import SaslListenerConfig
 from replog.server.kafka.tls_session import TlsSession
 from replog.wire.receive_low_water import ReceiveLowWater
+from replog.wire.server_close import close_server
 from replog.wire.tls_handshake_failure import handshake_failure_cause, is_authentication_failure
 
 log = logging.getLogger("replog.server.kafka")
@@ -272,7 +273,7 @@ class KafkaListener:
     async def stop(self) -> None:
         server, self._server = self._server, None
         if server is not None:
-            server.close()
+            await close_server(server)
         elif self._socket is not None:
             self._socket.close()
         self._socket = None

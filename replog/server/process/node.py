@@ -442,7 +442,7 @@ class Node:
             self.metrics_endpoint.stop()
         for listener in (*self.kafka_listeners, *self._controller_listeners()):
             listener.close_unstarted()
-        self.append_listener.close()
+        await self.append_listener.close()
         await self.raft_transport.close()
         if not self._grpc_started:
             # gRPC gives a bound port back only when a started server stops (an unstarted
@@ -529,7 +529,7 @@ class Node:
             self.broker.replica_fetch_service.stop()  # a broker whose data plane never ran
         # Appends waiting on the framed listener end with their connections (as gRPC calls
         # cancelled): the core stopped, none of them commits now.
-        self.append_listener.close()
+        await self.append_listener.close()
         # The transport closes first, so that requests still waiting for the stopped core end
         # with UNAVAILABLE within the grace period instead of being cancelled.
         await self.raft_transport.close()

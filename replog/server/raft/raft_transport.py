@@ -329,7 +329,7 @@ class RaftTransport:
 
     async def close(self) -> None:
         self._closed = True
-        self.fetch_listener.close()
+        await self.fetch_listener.close()
         for connection in list(self._fetch_connections.values()):
             connection.close()
         self._fetch_connections.clear()

@@ -74,7 +74,7 @@ async def served() -> AsyncIterator[tuple[FakeLog, MetadataAppendListener]]:
     listener = MetadataAppendListener(log.append)
     await listener.start("127.0.0.1", 0)
     yield log, listener
-    listener.close()
+    await listener.close()
 
 
 async def connect(listener: MetadataAppendListener) -> MetadataAppendClient:
@@ -126,7 +126,7 @@ async def test_refusals_are_typed_and_the_connection_goes_on() -> None:
                 with pytest.raises(error):  # the connection still serves
                     await client.append([b"y"])
         finally:
-            listener.close()
+            await listener.close()
     # What the gRPC shell answers too: the rules are MetadataLogAppends'.
     answer = await following.append([b"x"])
     assert (answer.error_code, answer.leader_id, answer.quorum_epoch) == (6, 3, 5)
@@ -203,7 +203,7 @@ async def test_a_failed_append_a_deadline_and_a_closed_connection_each_fail_type
     log.commit(0)  # the late answer is dropped; the connection goes on
     waiting = asyncio.ensure_future(client.append([b"last"]))
     await log.wait_for(2)
-    listener.close()  # the node goes away: the waiting append fails, and every later one
+    await listener.close()  # the node goes away: the waiting append fails, and every later one
     with pytest.raises(NetworkError, match="closed the connection"):
         await waiting
     with pytest.raises(NetworkError, match="closed the connection"):
@@ -217,7 +217,7 @@ async def test_a_failed_append_a_deadline_and_a_closed_connection_each_fail_type
 async def test_a_refused_connection_names_the_setting() -> None:
     listener = MetadataAppendListener(FakeLog().append)
     port = await listener.start("127.0.0.1", 0)
-    listener.close()
+    await listener.close()
     await asyncio.sleep(0)
     with pytest.raises(NetworkError, match=r"controller.quorum.append.port"):
         await MetadataAppendClient.connect_to("127.0.0.1", port)

@@ -131,7 +131,7 @@ async def peer() -> AsyncIterator[Peer]:
     holder.append(Peer(listener))
     await listener.start("127.0.0.1", 0)
     yield holder[0]
-    listener.close()
+    await listener.close()
 
 
 @pytest.mark.asyncio
@@ -187,7 +187,7 @@ async def test_a_peer_going_away_fails_what_is_outstanding_as_unreachable(peer: 
     await peer.wait_for(2)
     peer.answer(0, high_watermark=5)
     await fetcher.wait(answers=1)
-    peer.listener.close()  # the node shuts down: its connections close
+    await peer.listener.close()  # the node shuts down: its connections close
     await fetcher.wait(failures=1)
     assert fetcher.failures == [(2, True)]
     assert fetcher.finished == [True] and connection.finished
@@ -198,7 +198,7 @@ async def test_a_peer_going_away_fails_what_is_outstanding_as_unreachable(peer: 
 async def test_a_refused_connection_and_an_unknown_endpoint_are_reported(peer: Peer) -> None:
     closed = FetchListener(lambda *args: 0, lambda handle: None)
     port = await closed.start("127.0.0.1", 0)
-    closed.close()  # stops listening at once: nothing to wait for
+    await closed.close()
     refused = Fetcher()
     refused.connect(port).send(fetch(1))
     await refused.wait(failures=1)
@@ -375,7 +375,7 @@ async def test_a_wildcard_listener_takes_fetches_over_ipv4_and_ipv6_on_one_port(
                 probe.settimeout(5)
                 probe.connect((host, port))  # refused before the dual-stack bind, for ::1
     finally:
-        listener.close()
+        await listener.close()
 
 
 @pytest.mark.asyncio
@@ -393,4 +393,4 @@ async def test_a_wildcard_listener_without_dual_stack_takes_ipv4_on_one_socket(
             probe.settimeout(5)
             probe.connect(("127.0.0.1", port))
     finally:
-        listener.close()
+        await listener.close()

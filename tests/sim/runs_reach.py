@@ -1,10 +1,10 @@
 """`assert_the_runs_reach(reports)`: what a chunk of CI's `replog sim` seeds must have done, so
 that their clean runs prove something: transactions committed, aborted and their zombies fenced,
 read_committed answers checked; metadata snapshots taken, checked and log starts moved up in
-the seeds that snapshot (none in those that do not); broker-only nodes drawn. Each chunk of 50
-seeds does all of it many times over (seeds 0-199 at `7edb14d9`: per chunk 116-219 commits,
-55-88 aborts, 74-94 zombies fenced, 31-39 snapshotting seeds, 29-34 with broker-only nodes),
-so the chunks check it on the runs CI makes anyway rather than on runs of their own."""
+the seeds that snapshot (none in those that do not); broker-only nodes drawn. Each chunk of 25
+seeds does all of it many times over (seeds 0-199 at `7edb14d9`, per 50 seeds: 116-219
+commits, 55-88 aborts, 74-94 zombies fenced, 31-39 snapshotting seeds, 29-34 with broker-only
+nodes), so the chunks check it on the runs CI makes anyway rather than on runs of their own."""
 
 from __future__ import annotations
 

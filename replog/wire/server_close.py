@@ -1,6 +1,6 @@
 """Closing an asyncio server without losing a connection it accepted as it closed.
 
-`asyncio.Server.close` races the loop's accept (CPython gh-109564, open in 3.11-3.14): the
+`asyncio.Server.close` races the loop's accept (CPython gh-109564, open upstream): the
 loop accepts a connection in one step and makes its transport in a task's step after it, and
 a transport made once the server is closed fails to attach to it (an assertion inside its
 constructor). That connection's socket then stays open, its protocol never told, until the

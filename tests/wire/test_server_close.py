@@ -1,6 +1,6 @@
 """`close_server`: a connection the server accepted as it closed is made and told, never left
 with an open socket and an untold protocol (CPython gh-109564: a bare `Server.close` between the
-accept and the transport's making does that; a fake Kafka broker's stop did it in CI).
+accept and the transport's making does that).
 
 A client connects and the test lets the loop take 0 to 7 steps before closing, so that one of
 them closes with an accept in flight (checked: the window is exercised)."""

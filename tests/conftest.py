@@ -5,15 +5,15 @@ then exec while gRPC calls run, at times killed the child before its exec).
 gRPC reads both switches when grpc is first imported, which for this process is while pytest
 collects the first test module; this conftest is loaded before any of them.
 
-The suite runs on three pytest-xdist workers (`-n 3 --dist loadgroup` in pyproject.toml) on
-the machine's two cores. The tests that start processes form three groups, each run one test
-after the other on one worker: those under tests/cluster/, the other ones that start clusters
-or Spark, and those that start a single node. So at most two clusters and one node share the
-cores, and a cluster test, which mostly waits (for elections, sessions, timeouts: about 0.4 of
-a core on its own here), leaves the rest to the in-process tests, which any worker takes once
-its group is done; also the modules the process-test rules would group that start no node and
-time nothing (short-lived tools at most). Which tests go where: tests/process_tests.py
-(`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in this process.
+The suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup` in pyproject.toml), and
+every test that starts clusters or Spark runs on one of them, one after the other: those tests
+measure failovers and timeouts in seconds, and two clusters sharing the machine's two cores
+would make them slower and their timing looser. The other worker takes the tests that start a
+single node, also one after the other, so that no more than one cluster and one node share the
+cores, and the in-process tests; also the modules the process-test rules would group that
+start no node and time nothing (short-lived tools at most). Which tests go where:
+tests/process_tests.py (`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in
+this process, as before.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _close_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """`--dist loadgroup` (pyproject.toml) with the process tests' three groups: xdist's own
+    """`--dist loadgroup` (pyproject.toml) with the process tests' two groups: xdist's own
     loadgroup reads `xdist_group` marks through item node ids, which pytest 9 no longer lets a
     plugin rename, so the grouping is done here, where xdist schedules by node id (and a dead
     worker no longer hangs the run: tests/grouped_scheduling.py)."""

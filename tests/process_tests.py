@@ -3,9 +3,8 @@
 A module's tests are process tests when it lives in PROCESS_TEST_DIRS or its source names one
 of PROCESS_TEST_SIGNS (`starts_processes`), unless it is one of ANY_WORKER_MODULES: modules
 those rules would group that start no node and whose assertions do not depend on the
-machine's speed, which any worker takes. Process tests form three groups (`worker_group`):
-SINGLE_NODE_MODULES, whose tests start one node at most; the modules under tests/cluster/; and
-all the others (Spark, the commands, the main job, the Kafka clients' clusters).
+machine's speed, which either worker takes. Process tests form two groups (`worker_group`):
+SINGLE_NODE_MODULES, whose tests start one node at most, and all the others (clusters, Spark).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ PROCESS_TEST_SIGNS = (
 # Modules the rules above would group that need no quiet core: the processes they start, if
 # any, are short-lived tools (ruff, mypy, lint-imports, the code generators, pip, a fresh
 # interpreter, a small pytest session of their own), never a node, cluster, Spark or Kafka
-# client, and what they assert does not depend on how fast the machine is. Any worker takes
+# client, and what they assert does not depend on how fast the machine is. Either worker takes
 # them (paths under tests/; tests/test_process_tests.py checks the entries).
 ANY_WORKER_MODULES = frozenset(
     {
@@ -64,7 +63,6 @@ def process_test_module(path: Path) -> bool:
 
 
 CLUSTER_GROUP = "clusters"
-SPARK_AND_COMMANDS_GROUP = "Spark, commands and other clusters"
 SINGLE_NODE_GROUP = "single nodes"
 # Process modules whose tests start one node process at most, never a cluster or Spark, and
 # assert outcomes, not durations: their group runs beside the clusters' (paths under tests/;
@@ -90,10 +88,8 @@ SINGLE_NODE_MODULES = frozenset(
 @functools.cache
 def worker_group(path: Path) -> str | None:
     """The group the tests of the module at `path` run in, one after the other on one worker;
-    None for a module whose tests any worker takes, one by one."""
+    None for a module whose tests either worker takes, one by one."""
     if not process_test_module(path):
         return None
     relative = path.resolve().relative_to(TESTS).as_posix()
-    if relative in SINGLE_NODE_MODULES:
-        return SINGLE_NODE_GROUP
-    return CLUSTER_GROUP if relative.startswith("cluster/") else SPARK_AND_COMMANDS_GROUP
+    return SINGLE_NODE_GROUP if relative in SINGLE_NODE_MODULES else CLUSTER_GROUP

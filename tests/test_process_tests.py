@@ -1,6 +1,5 @@
 """Which worker a test module goes to (tests/process_tests.py): the modules that start clusters
-form one group, the other modules that start clusters or Spark a second, those that start a
-single node a third; each of ANY_WORKER_MODULES is
+or Spark form one group, those that start a single node another; each of ANY_WORKER_MODULES is
 a module the rules would otherwise group that starts no node, cluster, Spark or Kafka client,
 and each of SINGLE_NODE_MODULES a process module that starts no cluster."""
 
@@ -13,7 +12,6 @@ from tests.process_tests import (
     CLUSTER_GROUP,
     SINGLE_NODE_GROUP,
     SINGLE_NODE_MODULES,
-    SPARK_AND_COMMANDS_GROUP,
     TESTS,
     process_test_module,
     starts_processes,
@@ -55,18 +53,17 @@ def test_each_any_worker_module_exists_would_be_grouped_and_starts_no_server(mod
 
 
 @pytest.mark.parametrize(
-    ("module", "group"),
+    "module",
     [
-        ("cluster/test_cluster_soak.py", CLUSTER_GROUP),
-        ("cluster/test_cluster_failover.py", CLUSTER_GROUP),
-        ("kafka/test_kafka_clients.py", SPARK_AND_COMMANDS_GROUP),
-        ("spark/test_source_batch.py", SPARK_AND_COMMANDS_GROUP),
-        ("test_main_job.py", SPARK_AND_COMMANDS_GROUP),
-        ("cli/test_cli_console.py", SPARK_AND_COMMANDS_GROUP),
+        "cluster/test_cluster_soak.py",
+        "kafka/test_kafka_clients.py",
+        "spark/test_source_batch.py",
+        "test_main_job.py",
+        "cli/test_cli_console.py",
     ],
 )
-def test_modules_that_start_clusters_or_spark_form_two_groups(module: str, group: str) -> None:
-    assert worker_group(TESTS / module) == group
+def test_modules_that_start_clusters_or_spark_form_one_group(module: str) -> None:
+    assert worker_group(TESTS / module) == CLUSTER_GROUP
 
 
 @pytest.mark.parametrize("module", sorted(SINGLE_NODE_MODULES))

@@ -7,15 +7,18 @@ a core and takes it (priority inversion), and the threads' CPU competes with the
 child process shares no GIL and no lock with the loop, so it can run at `SCHED_IDLE` (only
 when a core is otherwise idle): nothing the loop needs can wait for it, only the round's
 answer, which the loop awaits without blocking (docs/storage.md, "Creating many replicas").
+On a host whose cores are never idle that answer could wait for minutes, so a round whose
+child waits for a core too long is raised to the bulk threads' priority, or handed to them
+(aging, as the cleaner's children: `pass_priority`).
 
 Rules:
 - This file imports only the standard library: the child runs it as a script
   (`python -I -S <this file>`), without site packages or replog on its path, so it starts fast
   and whatever the parent's environment.
-- The child ignores SIGINT and SIGTERM (a node's process group gets them: the node ends it),
-  lowers its own priority (`SCHED_IDLE`, else nice 19), then answers requests
-  one at a time: a length-prefixed pickle on stdin, its answer likewise on stdout; it exits at
-  EOF, so a node killed with SIGKILL leaves it only the request in hand.
+- The child ignores SIGINT and SIGTERM (a node's process group gets them: the node ends it)
+  and answers requests one at a time: a length-prefixed pickle on stdin, its answer likewise
+  on stdout; it exits at EOF, so a node killed with SIGKILL leaves it only the request in
+  hand.
 - A request is a round's new logs, each its directory and its files with their bytes, plus the
   directories whose file systems to sync once at the end. Each directory is made, then each
   file created (O_EXCL, 0o644: an empty one O_RDWR, as `FileSystem.create_empty_file`; the
@@ -26,6 +29,13 @@ Rules:
   caller opens it the old way): the later logs are not answered, and nothing is synced, as an
   exception in a `deferred_sync` block skips its sync. A failed sync is the answer's second
   part.
+- Only the parent sets the child's priority, so a promotion never races the child's own
+  setting: `SCHED_IDLE` (else nice 19) as it starts it. A request whose child has waited
+  `STARVED_S` for a core (`/proc/<pid>/schedstat`; without it, one whose answer has not
+  come in `STARVED_WALL_S`) is starved: the parent raises the child to `URGENT_NICE` (the
+  bulk threads' priority) for good, or, where the kernel refuses (raising needs
+  `CAP_SYS_NICE` or an `RLIMIT_NICE` reaching it), kills it: `FileMakerGone`, and its
+  caller's bulk threads make the round's logs, as after any other loss of the child.
 - `FileMakerProcess.start` blocks (`Popen`): call it off the event loop. `make` runs on the
   loop, one request at a time; `FileMakerGone` (with the exit status) once the child is gone,
   after which every call raises it. `close` closes stdin, waits briefly and kills if need be.
@@ -38,6 +48,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import logging
 import os
 import pickle
 import signal
@@ -47,6 +58,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import BinaryIO
 
+log = logging.getLogger(__name__)
+
 # Each message: its length (4 bytes, big-endian), then a pickle.
 _HEADER = struct.Struct(">I")
 _READ_BYTES = 1 << 20
@@ -54,6 +67,14 @@ _READ_BYTES = 1 << 20
 # caller that read EOF waits for its exit status.
 CLOSE_WAIT_S = 2.0
 EXIT_STATUS_WAIT_S = 1.0
+# A request is starved once its child has waited this long for a core (module Rules), looked
+# at every `STARVED_CHECK_S` while the answer is awaited; on an idle core it waits not at all.
+STARVED_S = 1.0
+STARVED_WALL_S = 10.0
+STARVED_CHECK_S = 0.25
+# A starved child's nice value from then on: the bulk threads' (`bulk_threads`), which would
+# make the round's files without it.
+URGENT_NICE = 10
 
 # One log of a request: its directory, then its files (path, bytes) in the order they are
 # made; an empty file is created empty.
@@ -93,16 +114,19 @@ class FileMakerProcess:
         os.set_blocking(self._stdout.fileno(), False)
         self._busy = False
         self._gone: FileMakerGone | None = None
+        self.promoted = False  # raised to `URGENT_NICE` (module Rules)
 
     @classmethod
     def start(cls) -> FileMakerProcess:
-        """Start a child (blocks: not on an event loop); OSError if it cannot start."""
+        """Start a child at idle priority (blocks: not on an event loop); OSError if it cannot
+        start."""
         process = subprocess.Popen(
             [sys.executable, "-I", "-S", os.path.abspath(__file__)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             close_fds=True,
         )
+        run_at_idle_priority(process.pid)
         return cls(process)
 
     @property
@@ -121,11 +145,12 @@ class FileMakerProcess:
             raise RuntimeError("a file maker takes one request at a time")
         self._busy = True
         try:
+            starved = _Starvation(self.pid)
             payload = pickle.dumps((list(logs), list(sync_dirs)), pickle.HIGHEST_PROTOCOL)
-            await self._send(_HEADER.pack(len(payload)) + payload)
-            header = await self._receive(_HEADER.size)
+            await self._send(_HEADER.pack(len(payload)) + payload, starved)
+            header = await self._receive(_HEADER.size, starved)
             (size,) = _HEADER.unpack(header)
-            results, sync_error = pickle.loads(await self._receive(size))
+            results, sync_error = pickle.loads(await self._receive(size, starved))
             return FileMakerAnswer(results, sync_error)
         except FileMakerGone as gone:
             self._gone = gone
@@ -138,30 +163,65 @@ class FileMakerProcess:
         finally:
             self._busy = False
 
-    async def _send(self, data: bytes) -> None:
+    async def _send(self, data: bytes, starved: _Starvation) -> None:
         view = memoryview(data)
         fd = self._stdin.fileno()
         while view:
             try:
                 view = view[os.write(fd, view) :]
             except BlockingIOError:
-                await _ready(fd, writing=True)
+                await self._wait(fd, starved, writing=True)
             except (BrokenPipeError, ConnectionResetError):
                 raise await self._gone_error() from None
 
-    async def _receive(self, size: int) -> bytes:
+    async def _receive(self, size: int, starved: _Starvation) -> bytes:
         chunks = bytearray()
         fd = self._stdout.fileno()
         while len(chunks) < size:
             try:
                 chunk = os.read(fd, min(_READ_BYTES, size - len(chunks)))
             except BlockingIOError:
-                await _ready(fd, writing=False)
+                await self._wait(fd, starved, writing=False)
                 continue
             if not chunk:
                 raise await self._gone_error()
             chunks += chunk
         return bytes(chunks)
+
+    async def _wait(self, fd: int, starved: _Starvation, *, writing: bool) -> None:
+        """Until the child's end of `fd` is ready, raising a starved child on the way
+        (module Rules)."""
+        if self.promoted:
+            await _ready(fd, writing=writing)
+            return
+        while not await _ready(fd, writing=writing, timeout_s=STARVED_CHECK_S):
+            waited = starved.after_quiet_check()
+            if waited is not None:
+                self._promote_or_kill(waited)
+                await _ready(fd, writing=writing)
+                return
+
+    def _promote_or_kill(self, waited: str) -> None:
+        """The request is starved (module Rules): raise the child to `URGENT_NICE`, or kill it
+        where the kernel refuses (FileMakerGone)."""
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.pid, URGENT_NICE)
+            os.sched_setscheduler(self.pid, os.SCHED_OTHER, os.sched_param(0))
+        except (AttributeError, OSError) as exc:  # not Linux, or not allowed
+            with contextlib.suppress(OSError):
+                self._process.kill()
+            raise FileMakerGone(
+                f"file maker process {self.pid} {waited} at idle priority, and may not be "
+                f"raised to nice {URGENT_NICE} ({exc}): it was killed",
+                None,
+            ) from None
+        self.promoted = True
+        log.warning(
+            "file maker process %d %s at idle priority: raised to nice %d from now on",
+            self.pid,
+            waited,
+            URGENT_NICE,
+        )
 
     async def _gone_error(self) -> FileMakerGone:
         """The child closed its pipes: its exit status, once it has one (waited for on the
@@ -187,21 +247,59 @@ class FileMakerProcess:
             self._stdout.close()
 
 
-async def _ready(fd: int, *, writing: bool) -> None:
-    """Until `fd` can be written (`writing`) or read, without blocking the loop."""
+class _Starvation:
+    """How long one request's child has waited for a core (module Rules)."""
+
+    def __init__(self, pid: int) -> None:
+        self._path = f"/proc/{pid}/schedstat"
+        self._quiet_checks = 0  # the answer's waits that timed out, `STARVED_CHECK_S` each
+        self._waited_ns = self._runqueue_ns()
+
+    def _runqueue_ns(self) -> int | None:
+        """The child's time runnable but not running, in all (ns); None where unknown."""
+        try:
+            with open(self._path, "rb") as stats:
+                return int(stats.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def after_quiet_check(self) -> str | None:
+        """After a wait of `STARVED_CHECK_S` without an answer: what the request waited, if
+        it is starved; None while it is not."""
+        self._quiet_checks += 1
+        now = self._runqueue_ns()
+        if now is not None and self._waited_ns is not None:
+            waited = (now - self._waited_ns) / 1e9
+            return f"waited {waited:.1f} s for a core" if waited >= STARVED_S else None
+        took = self._quiet_checks * STARVED_CHECK_S
+        return f"took over {took:.1f} s" if took >= STARVED_WALL_S else None
+
+
+async def _ready(fd: int, *, writing: bool, timeout_s: float | None = None) -> bool:
+    """Until `fd` can be written (`writing`) or read, without blocking the loop, or until
+    `timeout_s` has passed: whether it can."""
     loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
+    ready: asyncio.Future[bool] = loop.create_future()
     if writing:
-        loop.add_writer(fd, ready.set_result, None)
+        loop.add_writer(fd, _settle, ready, True)
     else:
-        loop.add_reader(fd, ready.set_result, None)
+        loop.add_reader(fd, _settle, ready, True)
+    timer = None if timeout_s is None else loop.call_later(timeout_s, _settle, ready, False)
     try:
-        await ready
+        return await ready
     finally:
+        if timer is not None:
+            timer.cancel()
         if writing:
             loop.remove_writer(fd)
         else:
             loop.remove_reader(fd)
+
+
+def _settle(future: asyncio.Future[bool], ready: bool) -> None:
+    # The timer and the reader may both run in one iteration: the first one decides.
+    if not future.done():
+        future.set_result(ready)
 
 
 def exit_status_text(status: int | None) -> str:
@@ -329,7 +427,6 @@ def main() -> None:
     # group: the node decides when this ends (EOF), and a round under way is answered.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    run_at_idle_priority()
     syncfs = _load_syncfs()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while (header := _read_exactly(stdin, _HEADER.size)) is not None:

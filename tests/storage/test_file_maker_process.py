@@ -8,12 +8,20 @@ import errno
 import os
 import signal
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from replog.storage.file_maker_process import FileMakerGone, FileMakerProcess, make_logs
+from replog.storage import file_maker_process
+from replog.storage.file_maker_process import (
+    URGENT_NICE,
+    FileMakerGone,
+    FileMakerProcess,
+    make_logs,
+)
 
 SEGMENT = "00000000000000000000.log"
 
@@ -125,20 +133,85 @@ async def test_a_child_gone_is_a_typed_error_naming_its_exit_status(
 def test_the_child_runs_at_idle_priority_and_exits_when_its_stdin_closes() -> None:
     started = FileMakerProcess.start()
     try:
-        # Its first request answered means it lowered its priority already.
-        asyncio.run(started.make([], []))
         if hasattr(os, "sched_getscheduler"):
-            assert os.sched_getscheduler(started.pid) == os.SCHED_IDLE
+            assert os.sched_getscheduler(started.pid) == os.SCHED_IDLE  # set as it starts
+        asyncio.run(started.make([], []))
         # `replog cluster stop` signals the node's process group: the node ends the child.
         os.kill(started.pid, signal.SIGTERM)
         os.kill(started.pid, signal.SIGINT)
         asyncio.run(started.make([], []))
+        # It saw EOF and returned, not killed: waited for here as long as an idle child on a
+        # busy machine may need (`close` would kill it after a short wait).
+        started._stdin.close()
+        assert started._process.wait(timeout=120) == 0
     finally:
         started.close()
-    assert started._process.returncode == 0  # it saw EOF and returned, not killed
+
+
+@pytest.fixture
+def hog_on_core_0() -> Iterator[None]:
+    """A process that keeps core 0 busy at the default priority."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(hog.pid, {0})
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SCHED_IDLE and schedstat")
+@pytest.mark.asyncio
+async def test_a_child_starved_at_idle_priority_is_raised_and_answers(
+    maker: FileMakerProcess, tmp_path: Path, hog_on_core_0: None
+) -> None:
+    # The child shares its one core with a busy process: at SCHED_IDLE it gets almost none.
+    os.sched_setaffinity(maker.pid, {0})
+    answer = await asyncio.wait_for(
+        maker.make([log_request(tmp_path / "t-0")], [str(tmp_path)]), 120
+    )
+    assert answer.results == [None]
+    assert maker.promoted
+    assert os.sched_getscheduler(maker.pid) == os.SCHED_OTHER
+    assert os.getpriority(os.PRIO_PROCESS, maker.pid) == URGENT_NICE
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SCHED_IDLE and schedstat")
+@pytest.mark.asyncio
+async def test_a_starved_child_that_may_not_be_raised_is_killed_as_gone(
+    maker: FileMakerProcess,
+    tmp_path: Path,
+    hog_on_core_0: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refused(*_: object) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "setpriority", refused)  # as without CAP_SYS_NICE
+    os.sched_setaffinity(maker.pid, {0})
+    with pytest.raises(FileMakerGone, match=r"waited \d+\.\d s for a core at idle priority"):
+        await asyncio.wait_for(maker.make([log_request(tmp_path / "t-0")], [str(tmp_path)]), 120)
+    assert maker._process.wait(timeout=60) == -signal.SIGKILL
+    with pytest.raises(FileMakerGone):  # and every later call
+        await maker.make([log_request(tmp_path / "t-1")], [str(tmp_path)])
 
 
 def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+@pytest.mark.asyncio
+async def test_without_schedstat_a_request_unanswered_for_long_is_starved(
+    maker: FileMakerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_maker_process._Starvation, "_runqueue_ns", lambda _: None)
+    monkeypatch.setattr(file_maker_process, "STARVED_WALL_S", 0.5)
+    os.kill(maker.pid, signal.SIGSTOP)  # no answer until it goes on
+    asyncio.get_running_loop().call_later(1.5, os.kill, maker.pid, signal.SIGCONT)
+    answer = await asyncio.wait_for(
+        maker.make([log_request(tmp_path / "t-0")], [str(tmp_path)]), 60
+    )
+    assert answer.results == [None]
+    assert maker.promoted

@@ -34,8 +34,9 @@ from tests.process_tests import worker_group
 
 choose_grpc_engine()
 
-# A worker that dies says why, and a test whose memory runs away is stopped by name.
-pytest_plugins = ("tests.worker_watch",)
+# A worker that dies says why, and a test whose memory runs away is stopped by name; with
+# REPLOG_TEST_TIMES set, where the run's time went is recorded (bench/ci_lanes.py reads it).
+pytest_plugins = ("tests.worker_watch", "tests.run_times")
 
 
 def pytest_sessionstart(session: object) -> None:

@@ -41,6 +41,7 @@ ANY_WORKER_MODULES = frozenset(
         "test_docs.py",
         "test_readme.py",
         "cli/test_cli_startup.py",
+        "bench/test_ci_lanes.py",
     }
 )
 

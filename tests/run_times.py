@@ -5,8 +5,8 @@ With `REPLOG_TEST_TIMES=FILE` in the environment, every test process (each xdist
 one `-n 0` process) appends a line per test to FILE: its worker, node id, start and end (Unix
 seconds) and the CPU seconds the test process itself used (its children's are not in it); and
 the controller samples the machine's busy CPU (/proc/stat) every `SAMPLE_S` into
-`FILE.cpu`, so that what the tests' children (nodes, JVMs, tools) used can be estimated for each
-stretch of the run. Without the variable nothing is recorded. Lines are appended whole, so the
+`FILE.cpu`, so that what the tests' children (nodes, JVMs, tools) used shows beside the
+workers' own CPU. Without the variable nothing is recorded. Lines are appended whole, so the
 workers can share the file.
 """
 

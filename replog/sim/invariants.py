@@ -128,7 +128,8 @@ class SafetyChecker:
             if not whole and looked_at.get(node.node_id) == node.steps:
                 continue
             looked_at[node.node_id] = node.steps
-            if node.raft.learned_high_watermark() is None:
+            high_watermark = node.raft.learned_high_watermark()
+            if high_watermark is None:
                 continue  # not caught up since its start: its HW is a lower bound only
             key = (node.node_id, node.incarnation)
             unplaced.pop(node.node_id, None)
@@ -140,6 +141,8 @@ class SafetyChecker:
                     unplaced[node.node_id] = (node.incarnation, log_start)
                     continue
                 offset, position = log_start, placed
+            if offset >= high_watermark:
+                continue  # nothing committed since the last look: most steps commit nothing
             data = node.raft.read_committed(offset, READ_ALL)[0]
             if not data:
                 continue

@@ -13,7 +13,7 @@ single node, also one after the other, so that no more than one cluster and one 
 cores, and the in-process tests; also the modules the process-test rules would group that
 start no node and time nothing (short-lived tools at most). Which tests go where:
 tests/process_tests.py (`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in
-this process, as before.
+this process.
 """
 
 from __future__ import annotations

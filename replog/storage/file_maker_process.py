@@ -204,17 +204,15 @@ class FileMakerProcess:
     def _promote_or_kill(self, waited: str) -> None:
         """The request is starved (module Rules): raise the child to `URGENT_NICE`, or kill it
         where the kernel refuses (FileMakerGone)."""
-        try:
-            os.setpriority(os.PRIO_PROCESS, self.pid, URGENT_NICE)
-            os.sched_setscheduler(self.pid, os.SCHED_OTHER, os.sched_param(0))
-        except (AttributeError, OSError) as exc:  # not Linux, or not allowed
+        refused = leave_idle_priority(self.pid, URGENT_NICE)
+        if refused is not None:
             with contextlib.suppress(OSError):
                 self._process.kill()
             raise FileMakerGone(
                 f"file maker process {self.pid} {waited} at idle priority, and may not be "
-                f"raised to nice {URGENT_NICE} ({exc}): it was killed",
+                f"raised to nice {URGENT_NICE} ({refused}): it was killed",
                 None,
-            ) from None
+            )
         self.promoted = True
         log.warning(
             "file maker process %d %s at idle priority: raised to nice %d from now on",
@@ -314,14 +312,26 @@ def exit_status_text(status: int | None) -> str:
 # --- the child --------------------------------------------------------------------------------
 
 
-def run_at_idle_priority(pid: int = 0) -> None:
-    """Run process `pid` (0: the calling one) at `SCHED_IDLE` (only when a core is otherwise
-    idle); where that is refused or missing, at nice 19."""
+def run_at_idle_priority(pid: int) -> None:
+    """Run process `pid` at `SCHED_IDLE` (only when a core is otherwise idle); where that is
+    refused or missing, at nice 19."""
     try:
         os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):  # not Linux, or not allowed
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, pid, 19)
+
+
+def leave_idle_priority(pid: int, nice: int) -> Exception | None:
+    """Run process `pid` at the default policy and nice value `nice` (a promotion from
+    `run_at_idle_priority`); None, or why the kernel refused (raising a priority needs
+    `CAP_SYS_NICE` or an `RLIMIT_NICE` reaching it) or the platform cannot."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, nice)
+        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+    except (AttributeError, OSError) as exc:  # not Linux, or not allowed
+        return exc
+    return None
 
 
 def _load_syncfs() -> Callable[[int], int] | None:

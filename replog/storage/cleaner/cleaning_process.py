@@ -92,6 +92,7 @@ from replog.storage.file_maker_process import (
     CLOSE_WAIT_S,
     EXIT_STATUS_WAIT_S,
     exit_status_text,
+    leave_idle_priority,
     run_at_idle_priority,
 )
 from replog.storage.fs import LOCAL_FS, SegmentFile
@@ -232,11 +233,8 @@ class CleaningProcess:
         (module Rules)."""
         if self.priority != IDLE:
             return self.priority == URGENT
-        try:
-            os.setpriority(os.PRIO_PROCESS, self.pid, CLEANER_NICE)
-            os.sched_setscheduler(self.pid, os.SCHED_OTHER, os.sched_param(0))
-        except (AttributeError, OSError):  # not Linux, or not allowed (module Rules)
-            return False
+        if leave_idle_priority(self.pid, CLEANER_NICE) is not None:
+            return False  # not Linux, or not allowed (module Rules)
         self.priority = URGENT
         return True
 

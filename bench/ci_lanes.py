@@ -6,12 +6,13 @@ Record a run first (tests/run_times.py), then read it here:
     REPLOG_TEST_TIMES=/tmp/times.tsv .venv/bin/python -m pytest
     .venv/bin/python bench/ci_lanes.py /tmp/times.tsv [--top 40]
 
-Per lane (a worker): the tests' wall seconds end to end, and the CPU seconds the worker itself
-used. For the machine: the busy CPU seconds over the run (/proc/stat samples) against the two
-cores' capacity; what the workers did not use themselves was used by the tests' children
-(nodes, JVMs, tools) and the pytest controller. Per module: wall seconds and the worker's own
-CPU; a module whose wall time far exceeds its own CPU waits for its children (or sleeps), and
-what those children used is in the machine's figure only, since two lanes' children overlap.
+Per lane (a worker): the tests' wall seconds end to end, the CPU seconds the worker itself
+used, and those of the children its tests reaped (nodes, JVMs, tools). For the machine: the
+busy CPU seconds over the run (/proc/stat samples) against the two cores' capacity; what
+neither the workers nor their reaped children used went to processes that outlived their
+parent (a node a CLI command left running) and the pytest controller. Per module: wall
+seconds, the worker's own CPU and its reaped children's; a module whose wall time far exceeds
+both waits (or sleeps).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class TestTime:
     start: float
     end: float
     cpu: float
+    children_cpu: float
 
     @property
     def module(self) -> str:
@@ -44,8 +46,9 @@ def read_times(path: str) -> list[TestTime]:
     times = []
     with open(path, encoding="utf-8") as lines:
         for line in lines:
-            worker, nodeid, start, end, cpu = line.rstrip("\n").split("\t")
-            times.append(TestTime(worker, nodeid, float(start), float(end), float(cpu)))
+            worker, nodeid, *figures = line.rstrip("\n").split("\t")
+            start, end, cpu, children_cpu = (float(figure) for figure in figures)
+            times.append(TestTime(worker, nodeid, start, end, cpu, children_cpu))
     return times
 
 
@@ -86,28 +89,33 @@ def report(times: list[TestTime], busy: BusyCpu, top: int) -> list[str]:
     for worker, tests in sorted(lanes.items()):
         wall = sum(t.end - t.start for t in tests)
         own = sum(t.cpu for t in tests)
+        children = sum(t.children_cpu for t in tests)
         lines.append(
-            f"  lane {worker}: {len(tests)} tests, {wall:.0f} s of tests, {own:.0f} CPU-s its own"
+            f"  lane {worker}: {len(tests)} tests, {wall:.0f} s of tests, {own:.0f} CPU-s its own,"
+            f" {children:.0f} its children's"
         )
     machine = busy.between(start, end)
     if machine is not None:
         own_all = sum(t.cpu for t in times)
+        children_all = sum(t.children_cpu for t in times)
         lines.append(
             f"machine: {machine:.0f} busy CPU-s of {CORES * (end - start):.0f} "
             f"({machine / (CORES * (end - start)):.0%}); the workers' own {own_all:.0f}, "
-            f"children and controller {machine - own_all:.0f}"
+            f"their reaped children's {children_all:.0f}, "
+            f"the rest {machine - own_all - children_all:.0f}"
         )
-    modules: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
+    modules: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
     worker_of: dict[str, str] = {}
     for test in times:
         row = modules[test.module]
         row[0] += test.end - test.start
         row[1] += test.cpu
+        row[2] += test.children_cpu
         worker_of[test.module] = test.worker
-    lines.append(f"slowest modules (of {len(modules)}): wall s, own CPU-s, lane")
+    lines.append(f"slowest modules (of {len(modules)}): wall s, own CPU-s, children's CPU-s, lane")
     ranked = sorted(modules.items(), key=lambda item: -item[1][0])[:top]
-    for module, (wall, own) in ranked:
-        lines.append(f"  {wall:7.1f} {own:7.1f}  {worker_of[module]}  {module}")
+    for module, (wall, own, children) in ranked:
+        lines.append(f"  {wall:7.1f} {own:7.1f} {children:7.1f}  {worker_of[module]}  {module}")
     return lines
 
 

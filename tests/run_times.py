@@ -3,7 +3,9 @@
 
 With `REPLOG_TEST_TIMES=FILE` in the environment, every test process (each xdist worker, or the
 one `-n 0` process) appends a line per test to FILE: its worker, node id, start and end (Unix
-seconds) and the CPU seconds the test process itself used (its children's are not in it); and
+seconds), the CPU seconds the test process itself used, and those of its children reaped
+during the test (nodes, JVMs and tools it started and waited for; not a process that outlived
+its own parent, such as a node a CLI command left running); and
 the controller samples the machine's busy CPU (/proc/stat) every `SAMPLE_S` into
 `FILE.cpu`, so that what the tests' children (nodes, JVMs, tools) used shows beside the
 workers' own CPU. Without the variable nothing is recorded. Lines are appended whole, so the
@@ -13,6 +15,7 @@ workers can share the file.
 from __future__ import annotations
 
 import os
+import resource
 import threading
 import time
 
@@ -21,7 +24,7 @@ import pytest
 SAMPLE_S = 2.0
 TIMES_ENV = "REPLOG_TEST_TIMES"
 
-_started: dict[str, tuple[float, float]] = {}
+_started: dict[str, tuple[float, float, float]] = {}
 _records_tests = False  # this process runs the tests (a worker, or the one `-n 0` process)
 
 
@@ -37,7 +40,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_runtest_logstart(nodeid: str, location: object) -> None:
     if _records_tests:
-        _started[nodeid] = (time.time(), time.process_time())
+        _started[nodeid] = (time.time(), time.process_time(), _children_cpu())
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
@@ -48,7 +56,7 @@ def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     line = (
         f"{worker}\t{nodeid}\t{started[0]:.2f}\t{time.time():.2f}\t"
-        f"{time.process_time() - started[1]:.2f}\n"
+        f"{time.process_time() - started[1]:.2f}\t{_children_cpu() - started[2]:.2f}\n"
     )
     with open(path, "a", encoding="utf-8") as times:
         times.write(line)

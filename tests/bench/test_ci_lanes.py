@@ -19,7 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_a_session_records_one_line_per_test_with_its_worker_and_times(tmp_path: Path) -> None:
     (tmp_path / "test_two.py").write_text(
-        "def test_quick():\n    pass\n\ndef test_busy():\n    sum(range(3_000_000))\n"
+        "import subprocess, sys\n\n"
+        "def test_quick():\n    pass\n\n"
+        "def test_busy():\n    sum(range(3_000_000))\n\n"
+        "def test_child():\n"
+        "    subprocess.run([sys.executable, '-c', 'sum(range(3_000_000))'], check=True)\n"
     )
     times = tmp_path / "times.tsv"
     env = {**os.environ, TIMES_ENV: str(times), "PYTHONPATH": str(ROOT)}
@@ -48,10 +52,17 @@ def test_a_session_records_one_line_per_test_with_its_worker_and_times(tmp_path:
     )
     assert run.returncode == 0, run.stdout + run.stderr
     recorded = lanes.read_times(str(times))
-    assert [t.nodeid for t in recorded] == ["test_two.py::test_quick", "test_two.py::test_busy"]
+    assert [t.nodeid for t in recorded] == [
+        "test_two.py::test_quick",
+        "test_two.py::test_busy",
+        "test_two.py::test_child",
+    ]
     assert {t.worker for t in recorded} == {"main"}
     assert all(t.end >= t.start for t in recorded)
-    assert recorded[1].cpu > recorded[0].cpu
+    quick, busy, child = recorded
+    assert busy.cpu > quick.cpu
+    assert quick.children_cpu == busy.children_cpu == 0
+    assert child.children_cpu > 0
 
 
 def test_the_report_gives_each_lane_the_machines_cpu_and_the_slowest_modules(
@@ -59,10 +70,10 @@ def test_the_report_gives_each_lane_the_machines_cpu_and_the_slowest_modules(
 ) -> None:
     times = tmp_path / "times.tsv"
     times.write_text(
-        "gw0\ttests/a/test_sim.py::test_1\t100.00\t160.00\t55.00\n"
-        "gw1\ttests/cluster/test_c.py::test_1\t100.00\t130.00\t2.00\n"
-        "gw1\ttests/cluster/test_c.py::test_2\t130.00\t150.00\t1.00\n"
-        "gw1\ttests/test_x.py::test_1\t150.00\t151.00\t1.00\n"
+        "gw0\ttests/a/test_sim.py::test_1\t100.00\t160.00\t55.00\t0.00\n"
+        "gw1\ttests/cluster/test_c.py::test_1\t100.00\t130.00\t2.00\t20.00\n"
+        "gw1\ttests/cluster/test_c.py::test_2\t130.00\t150.00\t1.00\t15.00\n"
+        "gw1\ttests/test_x.py::test_1\t150.00\t151.00\t1.00\t0.00\n"
     )
     ticks = lanes.CLOCK_TICKS
     (tmp_path / "times.tsv.cpu").write_text(
@@ -70,13 +81,13 @@ def test_the_report_gives_each_lane_the_machines_cpu_and_the_slowest_modules(
     )
     report = lanes.report(lanes.read_times(str(times)), lanes.BusyCpu(str(times) + ".cpu"), top=2)
     assert report[0] == "run: 60 s of tests from the first start to the last end"
-    assert report[1] == "  lane gw0: 1 tests, 60 s of tests, 55 CPU-s its own"
-    assert report[2] == "  lane gw1: 3 tests, 51 s of tests, 4 CPU-s its own"
+    assert report[1] == "  lane gw0: 1 tests, 60 s of tests, 55 CPU-s its own, 0 its children's"
+    assert report[2] == "  lane gw1: 3 tests, 51 s of tests, 4 CPU-s its own, 35 its children's"
     assert report[3].startswith("machine: 110 busy CPU-s of ")
-    assert report[3].endswith("the workers' own 59, children and controller 51")
+    assert report[3].endswith("the workers' own 59, their reaped children's 35, the rest 16")
     assert report[5:] == [
-        "     60.0    55.0  gw0  tests/a/test_sim.py",
-        "     50.0     3.0  gw1  tests/cluster/test_c.py",
+        "     60.0    55.0     0.0  gw0  tests/a/test_sim.py",
+        "     50.0     3.0    35.0  gw1  tests/cluster/test_c.py",
     ]
 
 

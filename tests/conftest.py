@@ -5,15 +5,16 @@ then exec while gRPC calls run, at times killed the child before its exec).
 gRPC reads both switches when grpc is first imported, which for this process is while pytest
 collects the first test module; this conftest is loaded before any of them.
 
-The suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup` in pyproject.toml), and
+The suite runs on three pytest-xdist workers (`-n 3 --dist loadgroup` in pyproject.toml), and
 every test that starts clusters or Spark runs on one of them, one after the other: those tests
 measure failovers and timeouts in seconds, and two clusters sharing the machine's two cores
-would make them slower and their timing looser. The other worker takes the tests that start a
+would make them slower and their timing looser. Another worker takes the tests that start a
 single node, also one after the other, so that no more than one cluster and one node share the
-cores, and the in-process tests; also the modules the process-test rules would group that
-start no node and time nothing (short-lived tools at most). Which tests go where:
-tests/process_tests.py (`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in
-this process.
+cores. The in-process tests, and the modules the process-test rules would group that start no
+node and time nothing (short-lived tools at most), go to whichever worker is free, at a lower
+CPU priority (tests/background_priority.py): they fill what the two lanes leave idle while
+those wait on their nodes. Which tests go where: tests/process_tests.py
+(`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in this process.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from replog.wire.grpc_engine import choose_grpc_engine
+from tests.assert_rewrite_cache import rewrite_test_modules
 from tests.grouped_scheduling import grouped_scheduler
 from tests.leftovers import close_leftovers
 from tests.open_descriptors import files_left_under, files_open_under
@@ -35,8 +37,9 @@ from tests.process_tests import worker_group
 choose_grpc_engine()
 
 # A worker that dies says why, and a test whose memory runs away is stopped by name; with
-# REPLOG_TEST_TIMES set, where the run's time went is recorded (bench/ci_lanes.py reads it).
-pytest_plugins = ("tests.worker_watch", "tests.run_times")
+# REPLOG_TEST_TIMES set, where the run's time went is recorded (bench/ci_lanes.py reads it); the
+# in-process tests run at a lower priority than the process tests' lanes.
+pytest_plugins = ("tests.worker_watch", "tests.run_times", "tests.background_priority")
 
 
 def pytest_sessionstart(session: object) -> None:
@@ -58,6 +61,10 @@ def pytest_sessionstart(session: object) -> None:
     # written whatever that variable says, by a process that imports every command and the
     # node's runtime.
     subprocess.run([sys.executable, "-c", KEEP_DATACLASS_METHODS], cwd=root, check=True)
+    if session.config.getoption("numprocesses", None):
+        # Before the workers start (xdist starts them in a later sessionstart hook): each
+        # would otherwise rewrite every test module's asserts itself.
+        rewrite_test_modules(root)
 
 
 KEEP_DATACLASS_METHODS = """

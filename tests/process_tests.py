@@ -3,7 +3,7 @@
 A module's tests are process tests when it lives in PROCESS_TEST_DIRS or its source names one
 of PROCESS_TEST_SIGNS (`starts_processes`), unless it is one of ANY_WORKER_MODULES: modules
 those rules would group that start no node and whose assertions do not depend on the
-machine's speed, which either worker takes. Process tests form two groups (`worker_group`):
+machine's speed, which any worker takes. Process tests form two groups (`worker_group`):
 SINGLE_NODE_MODULES, whose tests start one node at most, and all the others (clusters, Spark).
 """
 
@@ -30,7 +30,7 @@ PROCESS_TEST_SIGNS = (
 # Modules the rules above would group that need no quiet core: the processes they start, if
 # any, are short-lived tools (ruff, mypy, lint-imports, the code generators, pip, a fresh
 # interpreter, a small pytest session of their own), never a node, cluster, Spark or Kafka
-# client, and what they assert does not depend on how fast the machine is. Either worker takes
+# client, and what they assert does not depend on how fast the machine is. Any worker takes
 # them (paths under tests/; tests/test_process_tests.py checks the entries).
 ANY_WORKER_MODULES = frozenset(
     {
@@ -42,6 +42,8 @@ ANY_WORKER_MODULES = frozenset(
         "test_readme.py",
         "cli/test_cli_startup.py",
         "bench/test_ci_lanes.py",
+        "test_background_priority.py",
+        "test_assert_rewrite_cache.py",
     }
 )
 
@@ -89,7 +91,7 @@ SINGLE_NODE_MODULES = frozenset(
 @functools.cache
 def worker_group(path: Path) -> str | None:
     """The group the tests of the module at `path` run in, one after the other on one worker;
-    None for a module whose tests either worker takes, one by one."""
+    None for a module whose tests any worker takes, one by one."""
     if not process_test_module(path):
         return None
     relative = path.resolve().relative_to(TESTS).as_posix()

@@ -4,10 +4,11 @@ pytest rewrites every test module's asserts as it imports it (about 0.1 s apiece
 for the whole tree) and keeps the result in `__pycache__`, unless PYTHONDONTWRITEBYTECODE is set
 (this CI machine sets it): then every xdist worker rewrites every module again, each time the
 suite runs. What pytest has cached it reads whatever that variable says, so before the workers
-start, `rewrite_test_modules` has `PARTS` processes collect a share of the tree each, without
-the variable: the workers then load the rewritten modules (a collection of about 16 CPU-s
-instead of 64). What runs is the same: pytest uses a cached module only while it matches its
-source. A part that fails costs nothing but the time: the workers rewrite what is missing.
+start, `rewrite_test_modules` has up to `PARTS` processes collect a share each of the test
+modules the session runs that pytest has not cached yet, without the variable: the workers then
+load the rewritten modules (a whole collection of about 16 CPU-s instead of 64). What runs is
+the same: pytest uses a cached module only while it matches its source. A part that fails costs
+nothing but the time: the workers rewrite what is missing.
 """
 
 from __future__ import annotations
@@ -17,52 +18,68 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PARTS = 2
 TIMEOUT_S = 300
+# The name pytest gives a rewritten module in `__pycache__` (its `PYC_TAIL`). Should pytest ever
+# name them otherwise, every module looks uncached and is rewritten here each run: slower, the
+# same tests.
+REWRITTEN_SUFFIX = f".{sys.implementation.cache_tag}-pytest-{pytest.__version__}.pyc"
 
 
-def shares(tests: Path, parts: int) -> list[list[Path]]:
-    """The test tree's folders and top-level modules in `parts` shares of about equal source
-    size (largest first, each to the lightest share)."""
-    entries = [
-        entry
-        for entry in tests.iterdir()
-        if (entry.is_dir() and entry.name != "__pycache__")
-        or (entry.name.startswith("test_") and entry.suffix == ".py")
-    ]
+def uncached_test_modules(paths: list[Path]) -> list[Path]:
+    """The test modules under `paths` (folders, or modules) whose rewritten module pytest has
+    not cached, or cached before the module last changed."""
+    modules = set()
+    for path in paths:
+        if path.is_dir():
+            modules.update(path.rglob("test_*.py"))
+        elif path.name.startswith("test_") and path.suffix == ".py" and path.exists():
+            modules.add(path)
 
-    def size(entry: Path) -> int:
-        files = entry.rglob("test_*.py") if entry.is_dir() else [entry]
-        return sum(file.stat().st_size for file in files)
+    def cached(module: Path) -> bool:
+        rewritten = module.parent / "__pycache__" / (module.stem + REWRITTEN_SUFFIX)
+        try:
+            return rewritten.stat().st_mtime >= module.stat().st_mtime
+        except FileNotFoundError:
+            return False
 
-    weighed = sorted(((size(entry), entry) for entry in entries), key=lambda pair: -pair[0])
-    loads = [[0, []] for _ in range(parts)]
-    for weight, entry in weighed:
-        if weight == 0:
-            continue
-        lightest = min(loads, key=lambda load: load[0])
-        lightest[0] += weight
-        lightest[1].append(entry)
-    return [sorted(entries) for _, entries in loads if entries]
+    return sorted(module for module in modules if not cached(module))
 
 
-def rewrite_test_modules(root: Path) -> None:
-    """Collect the tree under `root`/tests in `PARTS` processes that write pytest's rewritten
-    modules (module docstring); nothing when this process may write them itself."""
+def shares(modules: list[Path], parts: int) -> list[list[Path]]:
+    """`modules` in at most `parts` shares of about equal source size (largest first, each to
+    the lightest share), none empty."""
+    loads: list[tuple[int, list[Path]]] = [(0, []) for _ in range(parts)]
+    for module in sorted(modules, key=lambda module: -module.stat().st_size):
+        lightest = min(range(parts), key=lambda index: loads[index][0])
+        size, share = loads[lightest]
+        loads[lightest] = (size + module.stat().st_size, [*share, module])
+    return [sorted(share) for _, share in loads if share]
+
+
+def rewrite_test_modules(root: Path, paths: list[Path]) -> None:
+    """Collect the test modules under `paths` that pytest has not cached rewritten, in up to
+    `PARTS` processes started in `root` that cache them (module docstring); nothing when this
+    process may write them itself."""
     if not sys.dont_write_bytecode:
+        return
+    modules = uncached_test_modules(paths)
+    if not modules:
         return
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0"]
     command += ["--noconftest", "-p", "no:cacheprovider"]
     parts = [
         subprocess.Popen(
-            [*command, *(str(entry.relative_to(root)) for entry in share)],
+            [*command, *(str(module) for module in share)],
             cwd=root,
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        for share in shares(root / "tests", PARTS)
+        for share in shares(modules, PARTS)
     ]
     for part in parts:
         try:

@@ -64,7 +64,9 @@ def pytest_sessionstart(session: object) -> None:
     if session.config.getoption("numprocesses", None):
         # Before the workers start (xdist starts them in a later sessionstart hook): each
         # would otherwise rewrite every test module's asserts itself.
-        rewrite_test_modules(root)
+        started_in = session.config.invocation_params.dir
+        named = [started_in / arg.split("::", 1)[0] for arg in session.config.args]
+        rewrite_test_modules(root, named)
 
 
 KEEP_DATACLASS_METHODS = """

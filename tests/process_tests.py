@@ -44,6 +44,8 @@ ANY_WORKER_MODULES = frozenset(
         "bench/test_ci_lanes.py",
         "test_background_priority.py",
         "test_assert_rewrite_cache.py",
+        "sim/test_sim_replay_across_processes.py",
+        "bench/test_controller_replay_bench.py",
     }
 )
 
@@ -84,6 +86,7 @@ SINGLE_NODE_MODULES = frozenset(
         "kafka/test_kafka_consumer_protocol_node.py",
         "cli/test_transactions_node.py",
         "cli/test_features_node.py",
+        "server/process/test_node_process.py",
     }
 )
 

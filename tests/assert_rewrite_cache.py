@@ -22,6 +22,7 @@ import pytest
 
 PARTS = 2
 TIMEOUT_S = 300
+TEST_MODULE = "test_*.py"  # pytest's `python_files`
 # The name pytest gives a rewritten module in `__pycache__` (its `PYC_TAIL`). Should pytest ever
 # name them otherwise, every module looks uncached and is rewritten here each run: slower, the
 # same tests.
@@ -34,8 +35,8 @@ def uncached_test_modules(paths: list[Path]) -> list[Path]:
     modules = set()
     for path in paths:
         if path.is_dir():
-            modules.update(path.rglob("test_*.py"))
-        elif path.name.startswith("test_") and path.suffix == ".py" and path.exists():
+            modules.update(path.rglob(TEST_MODULE))
+        elif path.match(TEST_MODULE) and path.exists():
             modules.add(path)
 
     def cached(module: Path) -> bool:
@@ -51,12 +52,15 @@ def uncached_test_modules(paths: list[Path]) -> list[Path]:
 def shares(modules: list[Path], parts: int) -> list[list[Path]]:
     """`modules` in at most `parts` shares of about equal source size (largest first, each to
     the lightest share), none empty."""
-    loads: list[tuple[int, list[Path]]] = [(0, []) for _ in range(parts)]
-    for module in sorted(modules, key=lambda module: -module.stat().st_size):
-        lightest = min(range(parts), key=lambda index: loads[index][0])
-        size, share = loads[lightest]
-        loads[lightest] = (size + module.stat().st_size, [*share, module])
-    return [sorted(share) for _, share in loads if share]
+    sizes = [0] * parts
+    split: list[list[Path]] = [[] for _ in range(parts)]
+    for size, module in sorted(
+        ((module.stat().st_size, module) for module in modules), reverse=True
+    ):
+        lightest = sizes.index(min(sizes))
+        sizes[lightest] += size
+        split[lightest].append(module)
+    return [sorted(share) for share in split if share]
 
 
 def rewrite_test_modules(root: Path, paths: list[Path]) -> None:

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT_S = 90
 
 LOWER_THREADS = """
-import os, sys, threading
+import os, threading
 from tests.background_priority import lower_every_thread
 
 def nice_of_every_thread():

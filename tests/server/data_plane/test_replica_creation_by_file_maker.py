@@ -142,8 +142,13 @@ async def test_a_child_killed_mid_creation_falls_back_to_the_bulk_threads_for_go
         assert partition.log.topic_id() in (TID, topic_id(2))
         if partition.is_leader:
             assert partition.log.leader_epoch_cache.latest_epoch == 0
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1
+    # Only the replica manager's: on a busy machine the child may also log its promotion.
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and r.name == "replog.server.data_plane.replica_manager"
+    ]
+    assert len(warnings) == 1, warnings
     assert "killed by signal 9" in warnings[0]
     assert "bulk threads" in warnings[0]
     assert broker.errors == []

@@ -6,15 +6,17 @@ gRPC reads both switches when grpc is first imported, which for this process is 
 collects the first test module; this conftest is loaded before any of them.
 
 The suite runs on three pytest-xdist workers (`-n 3 --dist loadgroup` in pyproject.toml), and
-every test that starts clusters or Spark runs on one of them, one after the other: those tests
-measure failovers and timeouts in seconds, and two clusters sharing the machine's two cores
-would make them slower and their timing looser. Another worker takes the tests that start a
-single node, also one after the other, so that no more than one cluster and one node share the
-cores. The in-process tests, and the modules the process-test rules would group that start no
-node and time nothing (short-lived tools at most), go to whichever worker is free, at a lower
-CPU priority (tests/background_priority.py): they fill what the two lanes leave idle while
-those wait on their nodes. Which tests go where: tests/process_tests.py
-(`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in this process.
+every test that starts clusters runs on one of them, one after the other: those tests measure
+failovers and timeouts in seconds, and two clusters sharing the machine's two cores at the same
+priority would make them slower and their timing looser. Another worker takes the tests that
+start a single node, also one after the other, so that no more than one cluster and one node
+share the cores. The in-process tests, and the modules the process-test rules would group that
+start no node and time nothing (short-lived tools at most), go to whichever worker is free, at
+a lower CPU priority (tests/background_priority.py): they fill what the two lanes leave idle
+while those wait on their nodes. Spark's tests (a cluster and a JVM of their own) are handed
+out last, once every in-process test is, and run at that lower priority beside the clusters'
+lane's tail. Which tests go where: tests/process_tests.py (`pytest_xdist_make_scheduler`
+groups them); `-n 0` runs everything in this process.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from tests.assert_rewrite_cache import rewrite_test_modules
 from tests.grouped_scheduling import grouped_scheduler
 from tests.leftovers import close_leftovers
 from tests.open_descriptors import files_left_under, files_open_under
-from tests.process_tests import worker_group
+from tests.process_tests import LAST_GROUPS, worker_group
 
 choose_grpc_engine()
 
@@ -95,7 +97,7 @@ def _close_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """`--dist loadgroup` (pyproject.toml) with the process tests' two groups: xdist's own
+    """`--dist loadgroup` (pyproject.toml) with the process tests' groups: xdist's own
     loadgroup reads `xdist_group` marks through item node ids, which pytest 9 no longer lets a
     plugin rename, so the grouping is done here, where xdist schedules by node id (and a dead
     worker no longer hangs the run: tests/grouped_scheduling.py)."""
@@ -103,5 +105,5 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
         return None
     root = config.rootpath
     return grouped_scheduler(
-        config, log, lambda nodeid: worker_group(root / nodeid.split("::", 1)[0])
+        config, log, lambda nodeid: worker_group(root / nodeid.split("::", 1)[0]), LAST_GROUPS
     )

@@ -15,19 +15,29 @@ one or is told to stop (issue 1327).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 
-def grouped_scheduler(config: Any, log: Any, group_of: Callable[[str], str | None]) -> Any:
+def grouped_scheduler(
+    config: Any, log: Any, group_of: Callable[[str], str | None], last: Collection[str] = ()
+) -> Any:
     """A LoadScopeScheduling whose only multi-test units are the groups `group_of` names by node
-    id (None: a unit of its own), and which survives a worker's death (module docstring)."""
+    id (None: a unit of its own), the groups named in `last` handed out after every other unit,
+    and which survives a worker's death (module docstring)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class GroupedScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             # A group's name has no "::", so it is never a test's node id.
             return group_of(nodeid) or nodeid
+
+        def _assign_work_unit(self, node: Any) -> None:
+            # The queue is sorted largest unit first; a later group waits at its end.
+            for scope in last:
+                if scope in self.workqueue and len(self.workqueue) > 1:
+                    self.workqueue.move_to_end(scope)
+            super()._assign_work_unit(node)
 
         def remove_node(self, node: Any) -> str | None:
             workload = self.assigned_work.pop(node)

@@ -3,8 +3,9 @@
 A module's tests are process tests when it lives in PROCESS_TEST_DIRS or its source names one
 of PROCESS_TEST_SIGNS (`starts_processes`), unless it is one of ANY_WORKER_MODULES: modules
 those rules would group that start no node and whose assertions do not depend on the
-machine's speed, which any worker takes. Process tests form two groups (`worker_group`):
-SINGLE_NODE_MODULES, whose tests start one node at most, and all the others (clusters, Spark).
+machine's speed, which any worker takes. Process tests form three groups (`worker_group`):
+SINGLE_NODE_MODULES, whose tests start one node at most; Spark's (tests/spark), one of
+LAST_GROUPS; and all the others (clusters).
 """
 
 from __future__ import annotations
@@ -69,6 +70,13 @@ def process_test_module(path: Path) -> bool:
 
 CLUSTER_GROUP = "clusters"
 SINGLE_NODE_GROUP = "single nodes"
+SPARK_GROUP = "spark"
+SPARK_DIR = "spark"
+# Groups handed out after every other unit, and run at the in-process tests' lower priority
+# (tests/background_priority.py): Spark's session-scoped cluster and JVM then use the core the
+# clusters' lane leaves idle in its tail, once the single nodes' and in-process tests are done,
+# and yield it whenever the clusters' nodes want it.
+LAST_GROUPS = frozenset({SPARK_GROUP})
 # Process modules whose tests start one node process at most, never a cluster or Spark, and
 # assert outcomes, not durations: their group runs beside the clusters' (paths under tests/;
 # tests/test_process_tests.py checks the entries).
@@ -97,5 +105,7 @@ def worker_group(path: Path) -> str | None:
     None for a module whose tests any worker takes, one by one."""
     if not process_test_module(path):
         return None
-    relative = path.resolve().relative_to(TESTS).as_posix()
-    return SINGLE_NODE_GROUP if relative in SINGLE_NODE_MODULES else CLUSTER_GROUP
+    relative = path.resolve().relative_to(TESTS)
+    if relative.parts[0] == SPARK_DIR:
+        return SPARK_GROUP
+    return SINGLE_NODE_GROUP if relative.as_posix() in SINGLE_NODE_MODULES else CLUSTER_GROUP

@@ -1,7 +1,8 @@
 """Which worker a test module goes to (tests/process_tests.py): the modules that start clusters
-or Spark form one group, those that start a single node another; each of ANY_WORKER_MODULES is
-a module the rules would otherwise group that starts no node, cluster, Spark or Kafka client,
-and each of SINGLE_NODE_MODULES a process module that starts no cluster."""
+form one group, Spark's a group handed out last, those that start a single node another; each
+of ANY_WORKER_MODULES is a module the rules would otherwise group that starts no node, cluster,
+Spark or Kafka client, and each of SINGLE_NODE_MODULES a process module that starts no
+cluster."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import pytest
 from tests.process_tests import (
     ANY_WORKER_MODULES,
     CLUSTER_GROUP,
+    LAST_GROUPS,
     SINGLE_NODE_GROUP,
     SINGLE_NODE_MODULES,
+    SPARK_GROUP,
     TESTS,
     process_test_module,
     starts_processes,
@@ -57,13 +60,18 @@ def test_each_any_worker_module_exists_would_be_grouped_and_starts_no_server(mod
     [
         "cluster/test_cluster_soak.py",
         "kafka/test_kafka_clients.py",
-        "spark/test_source_batch.py",
         "test_main_job.py",
         "cli/test_cli_console.py",
     ],
 )
-def test_modules_that_start_clusters_or_spark_form_one_group(module: str) -> None:
+def test_modules_that_start_clusters_form_one_group(module: str) -> None:
     assert worker_group(TESTS / module) == CLUSTER_GROUP
+
+
+@pytest.mark.parametrize("module", ["spark/test_source_batch.py", "spark/test_sink.py"])
+def test_sparks_modules_form_a_group_handed_out_last(module: str) -> None:
+    assert worker_group(TESTS / module) == SPARK_GROUP
+    assert SPARK_GROUP in LAST_GROUPS
 
 
 @pytest.mark.parametrize("module", sorted(SINGLE_NODE_MODULES))

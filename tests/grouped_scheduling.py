@@ -1,6 +1,6 @@
-"""The suite's xdist scheduler: groups of tests, each kept on one worker, in order, handed out
-before every other test, each its own unit (tests/conftest.py says which tests form the groups
-and why), and a run that goes on after a worker dies.
+"""The suite's xdist scheduler: groups of tests, each kept on one worker, in order, every other
+test its own unit (tests/conftest.py says which tests form the groups and why), and a run that
+goes on after a worker dies.
 
 xdist 3.8.0's LoadScopeScheduling (which `--dist loadgroup` uses) hangs the whole run when a
 worker dies: it puts every unit the dead worker ever held back on the queue, completed ones

@@ -1,10 +1,8 @@
-"""The suite's scheduler (tests/grouped_scheduling.py): each group runs in order on one worker,
-the groups it is told to hand out first before any other unit; when a worker dies, the run
-ends, the test the worker died on is reported as failed by name and not run again, every other
-test runs once; and the worker's watch (tests/worker_watch.py) says how it died: a test whose
-memory runs away is stopped at the limit, a worker killed by a signal is named with the test it
-ran and its size. Each test runs a small pytest session of its own with two xdist workers, as
-a subprocess."""
+"""The suite's scheduler (tests/grouped_scheduling.py) when a worker dies: the run ends, the test
+the worker died on is reported as failed by name and not run again, every other test runs once;
+and the worker's watch (tests/worker_watch.py) says how it died: a test whose memory runs away is
+stopped at the limit, a worker killed by a signal is named with the test it ran and its size.
+Each test runs a small pytest session of its own with two xdist workers, as a subprocess."""
 
 from __future__ import annotations
 

@@ -4,13 +4,12 @@ The process tests (tests/process_tests.py) run in groups, each on a worker of it
 after another; they time failovers and timeouts in seconds and spend much of their time
 waiting on their nodes. The in-process tests are pure CPU and time nothing. The scheduler
 (tests/grouped_scheduling.py) hands out the groups first, the clusters', the single nodes' and
-the lowered clusters' (Spark's tests among them), one to each of the three workers
-(pyproject.toml), and each worker takes in-process tests once its group is done. A worker
-lowers its priority to nice `BACKGROUND_NICE`, every thread of it, at its first test outside
-the clusters' and single nodes' groups (the third is one of LOWERED_GROUPS) and keeps it
-(raising it back would need a privilege a CI machine may not grant): the in-process tests and
-the lowered clusters then use what the two lanes leave idle of the cores, instead of slowing
-their nodes. A lane's group handed to a lowered worker (after its own worker
+Spark's, one to each of the three workers (pyproject.toml), and each worker takes in-process
+tests once its group is done. A worker lowers its priority to nice `BACKGROUND_NICE`, every
+thread of it, at its first test outside the clusters' and single nodes' groups (Spark's is one
+of LOWERED_GROUPS) and keeps it (raising it back would need a privilege a CI machine may not
+grant): the in-process tests and Spark's then use what the two lanes leave idle of the cores,
+instead of slowing their nodes. A lane's group handed to a lowered worker (after its own worker
 died) runs lowered, slower but the same.
 """
 

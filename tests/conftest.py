@@ -13,11 +13,10 @@ start a single node, also one after the other, so that no more than one cluster 
 share the cores. The in-process tests, and the modules the process-test rules would group that
 start no node and time nothing (short-lived tools at most), go to whichever worker is free, at
 a lower CPU priority (tests/background_priority.py): they fill what the two lanes leave idle
-while those wait on their nodes. Spark's tests (a cluster and a JVM of their own) and the
-cluster tests that time no failover start at once on the third worker, at that lower
-priority, one after the other, before it takes in-process tests. Which tests go where:
-tests/process_tests.py (`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in
-this process.
+while those wait on their nodes. Spark's tests (a cluster and a JVM of their own) start at
+once on the third worker, at that lower priority, one after the other, before it takes
+in-process tests. Which tests go where: tests/process_tests.py (`pytest_xdist_make_scheduler`
+groups them); `-n 0` runs everything in this process.
 """
 
 from __future__ import annotations

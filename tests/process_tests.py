@@ -4,9 +4,8 @@ A module's tests are process tests when it lives in PROCESS_TEST_DIRS or its sou
 of PROCESS_TEST_SIGNS (`starts_processes`), unless it is one of ANY_WORKER_MODULES: modules
 those rules would group that start no node and whose assertions do not depend on the
 machine's speed, which any worker takes. Process tests form three groups (`worker_group`),
-handed out first, in GROUP_ORDER: the clusters' (all the others), SINGLE_NODE_MODULES, whose
-tests start one node at most, and the lowered clusters' (Spark's tests and
-LOWERED_CLUSTER_MODULES), which runs at a lower priority.
+handed out first, in GROUP_ORDER: the clusters' (all but these two), SINGLE_NODE_MODULES, whose
+tests start one node at most, and Spark's (tests/spark), which runs at a lower priority.
 """
 
 from __future__ import annotations
@@ -71,32 +70,18 @@ def process_test_module(path: Path) -> bool:
 
 CLUSTER_GROUP = "clusters"
 SINGLE_NODE_GROUP = "single nodes"
-LOWERED_GROUP = "lowered clusters"
+SPARK_GROUP = "spark"
 SPARK_DIR = "spark"
 # The groups go to workers of their own before any other unit, in this order: with three
-# workers, the clusters', single nodes' and lowered clusters' lanes start at once, and each
-# worker takes in-process tests once its group is done. The tests left for the run's end are
-# then in-process ones, which keep both cores busy, and not a group that waits on its nodes
-# with a core idle (a group handed out last was, with a busy machine, the run's critical path).
-GROUP_ORDER = (CLUSTER_GROUP, SINGLE_NODE_GROUP, LOWERED_GROUP)
-# Groups that run at the in-process tests' lower priority (tests/background_priority.py), and
-# so yield the cores to the clusters' nodes: Spark's tests (tests/spark: a session's cluster and
-# JVM) and LOWERED_CLUSTER_MODULES, which assert outcomes with generous deadlines, timing no
-# failover, and are slower lowered, the same otherwise.
-LOWERED_GROUPS = frozenset({LOWERED_GROUP})
-# Cluster modules whose tests each start a cluster of their own and time no failover (paths
-# under tests/; tests/test_process_tests.py checks the entries).
-LOWERED_CLUSTER_MODULES = frozenset(
-    {
-        "cluster/test_cluster_transactions.py",
-        "cluster/test_cluster_full_disk.py",
-        "cluster/test_cluster_cli.py",
-        "cluster/test_cluster_topics_cli.py",
-        "cluster/test_cluster_internal_tls.py",
-        "cli/test_bench_run.py",
-        "test_main_job.py",
-    }
-)
+# workers, the clusters' and single nodes' lanes start at once, and Spark's tests (a session's
+# cluster and JVM, about as long as the single nodes' group) on the third worker, which then
+# takes in-process tests. The tests left for the run's end are then in-process ones, which keep
+# both cores busy, and not a group that waits on its nodes with a core idle.
+GROUP_ORDER = (CLUSTER_GROUP, SINGLE_NODE_GROUP, SPARK_GROUP)
+# Groups that run at the in-process tests' lower priority (tests/background_priority.py):
+# Spark's tests assert outcomes with generous deadlines, timing no failover, and so yield the
+# cores to the clusters' nodes.
+LOWERED_GROUPS = frozenset({SPARK_GROUP})
 # Process modules whose tests start one node process at most, never a cluster or Spark, and
 # assert outcomes, not durations: their group runs beside the clusters' (paths under tests/;
 # tests/test_process_tests.py checks the entries).
@@ -126,6 +111,6 @@ def worker_group(path: Path) -> str | None:
     if not process_test_module(path):
         return None
     relative = path.resolve().relative_to(TESTS)
-    if relative.parts[0] == SPARK_DIR or relative.as_posix() in LOWERED_CLUSTER_MODULES:
-        return LOWERED_GROUP
+    if relative.parts[0] == SPARK_DIR:
+        return SPARK_GROUP
     return SINGLE_NODE_GROUP if relative.as_posix() in SINGLE_NODE_MODULES else CLUSTER_GROUP

@@ -3,14 +3,14 @@
 The process tests (tests/process_tests.py) run in groups, each on a worker of its own, one test
 after another; they time failovers and timeouts in seconds and spend much of their time
 waiting on their nodes. The in-process tests are pure CPU and time nothing. The scheduler
-(tests/grouped_scheduling.py) hands out the groups first, the clusters', the single nodes' and
-Spark's, one to each of the three workers (pyproject.toml), and each worker takes in-process
-tests once its group is done. A worker lowers its priority to nice `BACKGROUND_NICE`, every
-thread of it, at its first test outside the clusters' and single nodes' groups (Spark's is one
-of LOWERED_GROUPS) and keeps it (raising it back would need a privilege a CI machine may not
-grant): the in-process tests and Spark's then use what the two lanes leave idle of the cores,
-instead of slowing their nodes. A lane's group handed to a lowered worker (after its own worker
-died) runs lowered, slower but the same.
+(tests/grouped_scheduling.py) hands out the largest units first, the clusters' and single
+nodes' groups, so with three workers (pyproject.toml) the third starts with in-process tests,
+and the other two take them once their group is done; the groups of LAST_GROUPS (Spark's) come
+after every other unit. A worker lowers its priority to nice `BACKGROUND_NICE`, every thread of
+it, at its first test outside the two lanes' groups and keeps it (raising it back would need a
+privilege a CI machine may not grant): the in-process tests and the last groups then use what
+the two lanes leave idle of the cores, instead of slowing their nodes. A lane's group handed to
+a lowered worker (after its own worker died) runs lowered, slower but the same.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.process_tests import LOWERED_GROUPS, worker_group
+from tests.process_tests import LAST_GROUPS, worker_group
 
 BACKGROUND_NICE = 10
 # The group a test module's tests form (None: none); a session of its own may name others.
 group_of_module = worker_group
 # The groups that run lowered, as the tests of no group do.
-lowered_groups = LOWERED_GROUPS
+lowered_groups = LAST_GROUPS
 
 _lowered = False
 

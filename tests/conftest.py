@@ -13,10 +13,11 @@ start a single node, also one after the other, so that no more than one cluster 
 share the cores. The in-process tests, and the modules the process-test rules would group that
 start no node and time nothing (short-lived tools at most), go to whichever worker is free, at
 a lower CPU priority (tests/background_priority.py): they fill what the two lanes leave idle
-while those wait on their nodes. Spark's tests (a cluster and a JVM of their own) start at
-once on the third worker, at that lower priority, one after the other, before it takes
-in-process tests. Which tests go where: tests/process_tests.py (`pytest_xdist_make_scheduler`
-groups them); `-n 0` runs everything in this process.
+while those wait on their nodes. Spark's tests (a cluster and a JVM of their own), and the
+cluster modules that time no failover, form two groups handed out last, once every in-process
+test is, which run at that lower priority beside the clusters' lane. Which tests go where:
+tests/process_tests.py (`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in
+this process.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from tests.assert_rewrite_cache import rewrite_test_modules
 from tests.grouped_scheduling import grouped_scheduler
 from tests.leftovers import close_leftovers
 from tests.open_descriptors import files_left_under, files_open_under
-from tests.process_tests import GROUP_ORDER, worker_group
+from tests.process_tests import LAST_GROUPS, worker_group
 
 choose_grpc_engine()
 
@@ -105,5 +106,5 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
         return None
     root = config.rootpath
     return grouped_scheduler(
-        config, log, lambda nodeid: worker_group(root / nodeid.split("::", 1)[0]), GROUP_ORDER
+        config, log, lambda nodeid: worker_group(root / nodeid.split("::", 1)[0]), LAST_GROUPS
     )

@@ -15,16 +15,16 @@ one or is told to stop (issue 1327).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection
 from typing import Any
 
 
 def grouped_scheduler(
-    config: Any, log: Any, group_of: Callable[[str], str | None], first: Sequence[str] = ()
+    config: Any, log: Any, group_of: Callable[[str], str | None], last: Collection[str] = ()
 ) -> Any:
     """A LoadScopeScheduling whose only multi-test units are the groups `group_of` names by node
-    id (None: a unit of its own), the groups named in `first` handed out before any other unit
-    and in that order, and which survives a worker's death (module docstring)."""
+    id (None: a unit of its own), the groups named in `last` handed out after every other unit,
+    and which survives a worker's death (module docstring)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class GroupedScheduling(LoadScopeScheduling):  # type: ignore[misc]
@@ -33,11 +33,10 @@ def grouped_scheduler(
             return group_of(nodeid) or nodeid
 
         def _assign_work_unit(self, node: Any) -> None:
-            # xdist pops the queue's head (the largest unit first): the first of `first` still
-            # queued is moved there.
-            queued = next((scope for scope in first if scope in self.workqueue), None)
-            if queued is not None:
-                self.workqueue.move_to_end(queued, last=False)
+            # The queue is sorted largest unit first; a later group waits at its end.
+            for scope in last:
+                if scope in self.workqueue and len(self.workqueue) > 1:
+                    self.workqueue.move_to_end(scope)
             super()._assign_work_unit(node)
 
         def remove_node(self, node: Any) -> str | None:

@@ -3,9 +3,9 @@
 A module's tests are process tests when it lives in PROCESS_TEST_DIRS or its source names one
 of PROCESS_TEST_SIGNS (`starts_processes`), unless it is one of ANY_WORKER_MODULES: modules
 those rules would group that start no node and whose assertions do not depend on the
-machine's speed, which any worker takes. Process tests form three groups (`worker_group`),
-handed out first, in GROUP_ORDER: the clusters' (all but these two), SINGLE_NODE_MODULES, whose
-tests start one node at most, and Spark's (tests/spark), which runs at a lower priority.
+machine's speed, which any worker takes. Process tests form four groups (`worker_group`):
+SINGLE_NODE_MODULES, whose tests start one node at most; Spark's (tests/spark) and
+LATE_CLUSTER_MODULES, the LAST_GROUPS; and all the others (clusters).
 """
 
 from __future__ import annotations
@@ -72,16 +72,27 @@ CLUSTER_GROUP = "clusters"
 SINGLE_NODE_GROUP = "single nodes"
 SPARK_GROUP = "spark"
 SPARK_DIR = "spark"
-# The groups go to workers of their own before any other unit, in this order: with three
-# workers, the clusters' and single nodes' lanes start at once, and Spark's tests (a session's
-# cluster and JVM, about as long as the single nodes' group) on the third worker, which then
-# takes in-process tests. The tests left for the run's end are then in-process ones, which keep
-# both cores busy, and not a group that waits on its nodes with a core idle.
-GROUP_ORDER = (CLUSTER_GROUP, SINGLE_NODE_GROUP, SPARK_GROUP)
-# Groups that run at the in-process tests' lower priority (tests/background_priority.py):
-# Spark's tests assert outcomes with generous deadlines, timing no failover, and so yield the
-# cores to the clusters' nodes.
-LOWERED_GROUPS = frozenset({SPARK_GROUP})
+LATE_CLUSTER_GROUP = "late clusters"
+# Groups handed out after every other unit, and run at the in-process tests' lower priority
+# (tests/background_priority.py): Spark's session-scoped cluster and JVM, and the clusters of
+# LATE_CLUSTER_MODULES, then run on the workers the in-process tests leave, beside the
+# clusters' lane (CI's critical path) instead of in it, and yield the cores whenever the
+# clusters' nodes want them.
+LAST_GROUPS = frozenset({SPARK_GROUP, LATE_CLUSTER_GROUP})
+# Cluster modules whose tests each start a cluster of their own and wait for outcomes with
+# generous deadlines, timing no failover: slower at the lower priority, the same otherwise
+# (paths under tests/; tests/test_process_tests.py checks the entries).
+LATE_CLUSTER_MODULES = frozenset(
+    {
+        "cluster/test_cluster_transactions.py",
+        "cluster/test_cluster_full_disk.py",
+        "cluster/test_cluster_cli.py",
+        "cluster/test_cluster_topics_cli.py",
+        "cluster/test_cluster_internal_tls.py",
+        "cli/test_bench_run.py",
+        "test_main_job.py",
+    }
+)
 # Process modules whose tests start one node process at most, never a cluster or Spark, and
 # assert outcomes, not durations: their group runs beside the clusters' (paths under tests/;
 # tests/test_process_tests.py checks the entries).
@@ -113,4 +124,6 @@ def worker_group(path: Path) -> str | None:
     relative = path.resolve().relative_to(TESTS)
     if relative.parts[0] == SPARK_DIR:
         return SPARK_GROUP
+    if relative.as_posix() in LATE_CLUSTER_MODULES:
+        return LATE_CLUSTER_GROUP
     return SINGLE_NODE_GROUP if relative.as_posix() in SINGLE_NODE_MODULES else CLUSTER_GROUP

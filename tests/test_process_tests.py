@@ -1,8 +1,8 @@
 """Which worker a test module goes to (tests/process_tests.py): the modules that start clusters
-form one group, those that start a single node another, Spark's a third that runs lowered;
-each of ANY_WORKER_MODULES is a module the rules would otherwise group that starts no node,
-cluster, Spark or Kafka client, and each of SINGLE_NODE_MODULES a process module that starts
-no cluster."""
+form one group, Spark's and LATE_CLUSTER_MODULES groups handed out last, those that start a
+single node another; each of ANY_WORKER_MODULES is a module the rules would otherwise group
+that starts no node, cluster, Spark or Kafka client, and each of SINGLE_NODE_MODULES a process
+module that starts no cluster."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from tests.process_tests import (
     ANY_WORKER_MODULES,
     CLUSTER_GROUP,
-    GROUP_ORDER,
-    LOWERED_GROUPS,
+    LAST_GROUPS,
+    LATE_CLUSTER_GROUP,
+    LATE_CLUSTER_MODULES,
     SINGLE_NODE_GROUP,
     SINGLE_NODE_MODULES,
     SPARK_GROUP,
@@ -61,7 +62,6 @@ def test_each_any_worker_module_exists_would_be_grouped_and_starts_no_server(mod
     [
         "cluster/test_cluster_soak.py",
         "kafka/test_kafka_clients.py",
-        "test_main_job.py",
         "cli/test_cli_console.py",
     ],
 )
@@ -70,10 +70,18 @@ def test_modules_that_start_clusters_form_one_group(module: str) -> None:
 
 
 @pytest.mark.parametrize("module", ["spark/test_source_batch.py", "spark/test_sink.py"])
-def test_sparks_modules_form_a_lowered_group_handed_out_after_the_two_lanes(module: str) -> None:
+def test_sparks_modules_form_a_group_handed_out_last(module: str) -> None:
     assert worker_group(TESTS / module) == SPARK_GROUP
-    assert GROUP_ORDER == (CLUSTER_GROUP, SINGLE_NODE_GROUP, SPARK_GROUP)
-    assert SPARK_GROUP in LOWERED_GROUPS
+    assert SPARK_GROUP in LAST_GROUPS
+
+
+@pytest.mark.parametrize("module", sorted(LATE_CLUSTER_MODULES))
+def test_each_late_cluster_module_exists_and_forms_a_group_handed_out_last(module: str) -> None:
+    path = TESTS / module
+    assert path.is_file(), f"{module} is listed but does not exist"
+    assert process_test_module(path)
+    assert worker_group(path) == LATE_CLUSTER_GROUP
+    assert LATE_CLUSTER_GROUP in LAST_GROUPS
 
 
 @pytest.mark.parametrize("module", sorted(SINGLE_NODE_MODULES))

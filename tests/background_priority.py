@@ -1,16 +1,16 @@
 """The in-process tests run at a lower CPU priority than the process tests' two lanes.
 
 The process tests (tests/process_tests.py) run in groups, each on a worker of its own, one test
-after another; they time failovers and timeouts in seconds and spend much of their time
-waiting on their nodes. The in-process tests are pure CPU and time nothing. The scheduler
-(tests/grouped_scheduling.py) hands out the largest units first, the clusters' and single
-nodes' groups, so with three workers (pyproject.toml) the third starts with in-process tests,
-and the other two take them once their group is done; the groups of LAST_GROUPS (Spark's) come
-after every other unit. A worker lowers its priority to nice `BACKGROUND_NICE`, every thread of
+after another; they time failovers and timeouts in seconds and spend much of their time waiting on
+their nodes. The in-process tests are pure CPU and time nothing. The scheduler
+(tests/grouped_scheduling.py) hands out the largest units first, the clusters' and single nodes'
+groups, so with three workers (pyproject.toml) the third starts with in-process tests, and the other
+two take them once their group is done; the groups of LAST_GROUPS (Spark's and the late clusters')
+come after every other unit. A worker lowers its priority to nice `BACKGROUND_NICE`, every thread of
 it, at its first test outside the two lanes' groups and keeps it (raising it back would need a
-privilege a CI machine may not grant): the in-process tests and the last groups then use what
-the two lanes leave idle of the cores, instead of slowing their nodes. A lane's group handed to
-a lowered worker (after its own worker died) runs lowered, slower but the same.
+privilege a CI machine may not grant): the in-process tests and the last groups then use what the
+two lanes leave idle of the cores, instead of slowing their nodes. A lane's group handed to a
+lowered worker (after its own worker died) runs lowered, slower but the same.
 """
 
 from __future__ import annotations

@@ -5,19 +5,18 @@ then exec while gRPC calls run, at times killed the child before its exec).
 gRPC reads both switches when grpc is first imported, which for this process is while pytest
 collects the first test module; this conftest is loaded before any of them.
 
-The suite runs on three pytest-xdist workers (`-n 3 --dist loadgroup` in pyproject.toml), and
-the tests that start clusters run on one of them, one after the other: they measure failovers
-and timeouts in seconds, and two clusters sharing the machine's two cores at the same priority
-would make them slower and their timing looser. Another worker takes the tests that
-start a single node, also one after the other, so that no more than one cluster and one node
-share the cores. The in-process tests, and the modules the process-test rules would group that
-start no node and time nothing (short-lived tools at most), go to whichever worker is free, at
-a lower CPU priority (tests/background_priority.py): they fill what the two lanes leave idle
-while those wait on their nodes. Spark's tests (a cluster and a JVM of their own), and the
-cluster modules that time no failover, form two groups handed out last, once every in-process
-test is, which run at that lower priority beside the clusters' lane. Which tests go where:
-tests/process_tests.py (`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in
-this process.
+The suite runs on three pytest-xdist workers (`-n 3 --dist loadgroup` in pyproject.toml), and the
+tests that start clusters run on one of them, one after the other: they measure failovers and
+timeouts in seconds, and two clusters sharing the machine's two cores at the same priority would
+make them slower and their timing looser. Another worker takes the tests that start a single node,
+also one after the other, so that no more than one cluster and one node share the cores at that
+priority. The in-process tests, and the modules the process-test rules would group that start no
+node and time nothing (short-lived tools at most), go to whichever worker is free, at a lower CPU
+priority (tests/background_priority.py): they fill what the two lanes leave idle while those wait on
+their nodes. Spark's tests (a cluster and a JVM of their own), and the cluster modules that time no
+failover, form two groups handed out last, once every in-process test is, which run at that lower
+priority beside the clusters' lane. Which tests go where: tests/process_tests.py
+(`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in this process.
 """
 
 from __future__ import annotations

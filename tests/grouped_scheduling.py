@@ -35,7 +35,7 @@ def grouped_scheduler(
         def _assign_work_unit(self, node: Any) -> None:
             # The queue is sorted largest unit first; a later group waits at its end.
             for scope in last:
-                if scope in self.workqueue and len(self.workqueue) > 1:
+                if scope in self.workqueue:
                     self.workqueue.move_to_end(scope)
             super()._assign_work_unit(node)
 

@@ -63,9 +63,8 @@ LIMIT_MB = 400
 
 def session(tmp_path: Path, group: tuple[int, str] | None, free: tuple[int, str] | None) -> str:
     """Run 4 grouped and 24 free tests (the first 4 of them a group handed out last, the last 4
-    a second group) on two workers, test
-    number n of a module ending with the line given for it (an exit, a hang); the session's
-    output."""
+    a second group) on two workers, test number n of a module ending with the line given for it
+    (an exit, a hang); the session's output."""
     # The suite's own timeout settings (pyproject.toml), with a shorter timeout.
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nasyncio_default_fixture_loop_scope = function\n"

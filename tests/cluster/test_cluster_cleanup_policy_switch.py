@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from client_cluster import ClientCluster, client_cluster
 from cluster_helpers import wait_for
-from replica_files import cleaned_offset, replica_records
+from replica_files import cleaned_offset, replica_records, wait_until_cleaned
 
 from replog import Admin, ConfigResource, Producer
 from replog.errors import InvalidConfigError, InvalidRecordError
@@ -91,19 +91,13 @@ def test_switching_the_cleanup_policy_starts_and_stops_cleaning(cluster: ClientC
     # replica cleans its log down to the latest value of each key.
     set_policy(cluster, "compact")
     wait_for(lambda: keyless_accepted(cluster) is None, 30, "a keyless record refused")
-    reached: dict[int, int | None] = {}
-
-    def cleaned() -> bool:
-        reached.update({n: cleaned_offset(cluster, n, TOPIC) for n in nodes})
-        return all(r is not None and r >= UPDATES * 3 // 4 for r in reached.values())
-
-    wait_for(cleaned, 60, f"every replica to clean {TOPIC}")
+    reached = wait_until_cleaned(cluster, nodes, TOPIC)
+    assert all(r >= UPDATES * 3 // 4 for r in reached.values()), reached
     latest = {key: (offset, value) for offset, (key, value) in sorted(written.items())}
     for node in nodes:
         records = replica_records(cluster, node, TOPIC)
         assert len(records) < UPDATES // 2, f"node {node}: {len(records)} records left"
         below = reached[node]
-        assert below is not None
         # Below the cleaned offset: exactly the latest record of each key below it, and no
         # record without a key; at or past it, the records as written.
         latest_below = {k: (o, v) for o, (k, v) in sorted(written.items()) if o < below}
@@ -118,9 +112,6 @@ def test_switching_the_cleanup_policy_starts_and_stops_cleaning(cluster: ClientC
 
     # compact -> delete: keyless records are taken again, and the cleaner leaves the log
     # alone: its checkpoint stays, every new record stays.
-    settled = {n: cleaned_offset(cluster, n, TOPIC) for n in nodes}
-    time.sleep(0.6)  # a pass that was still running ends (no new data: nothing left to do)
-    assert settled == {n: cleaned_offset(cluster, n, TOPIC) for n in nodes}
     set_policy(cluster, "delete")
     taken: list[int] = []
 
@@ -136,7 +127,7 @@ def test_switching_the_cleanup_policy_starts_and_stops_cleaning(cluster: ClientC
     assert min(more) == first_new
     time.sleep(1.5)  # several cleaner rounds, with a log dirtier than its ratio
     for node in nodes:
-        assert cleaned_offset(cluster, node, TOPIC) == settled[node], node
+        assert cleaned_offset(cluster, node, TOPIC) == reached[node], node
         records = replica_records(cluster, node, TOPIC)
         new = [(o, k, v) for o, k, v in records if o >= first_new]
         assert new == [(o, *more[o]) for o in sorted(more)], f"node {node}: new records cleaned"

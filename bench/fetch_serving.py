@@ -1,22 +1,22 @@
 """The nodes' CPU per row while a Spark task's fetcher reads a topic: what serving the Spark
 source's fetches costs the cluster, outside Spark (issue #56).
 
-Two 3-node clusters (`replog cluster start`, RF 3, 3 partitions, one leader per node): one
-runs this tree's code, the other `--base COMMIT`'s (`git archive` into a temporary
-directory; without `--base` only this tree's). The same records go to both (`--records` of
-`--value-bytes`, as bench/spark_read.py writes them: 1 MB batches, 100 keys). Then
-`--passes` passes per side, the sides taking turns (which goes first swapping each round):
-a pass reads every partition from its log start to its high watermark with this tree's
-`PartitionFetcher` (the Spark task's fetcher: framed fetch connection, answers of up to
+Two 3-node clusters (`replog cluster start`, RF 3, 3 partitions, one leader per node): one runs
+this tree's code, the other `--base COMMIT`'s (`git archive` into a temporary directory;
+without `--base` only this tree's). The same records go to both (`--records` of
+`--value-bytes`, as bench/spark_read.py writes them: 1 MB batches, 100 keys). Then `--passes`
+passes per side, the sides taking turns (which goes first swapping each round): a pass reads
+every partition from its log start to its high watermark with this tree's `PartitionFetcher`
+(the Spark task's fetcher: a consumer's Fetch on the leader's Kafka listener, answers of up to
 8 MiB, one fetch in flight; the answers are walked by batch framing, not decoded), one
 partition after the other. Per pass it prints the nodes' CPU (user + system of every node
-process, from /proc) per row, less their idle CPU (measured over `--idle-s` before each
-pass, scaled to the pass's wall time), and the reader's own CPU per row. A pass reads the
-topic `--repeat` times (the /proc figures tick every 10 ms: a pass must last).
+process, from /proc) per row, less their idle CPU (measured over `--idle-s` before each pass,
+scaled to the pass's wall time), and the reader's own CPU per row. A pass reads the topic
+`--repeat` times (the /proc figures tick every 10 ms: a pass must last).
 
 Command: `python bench/fetch_serving.py --base e0bbb74 --records 2000000 --base-port 26000`
-(ports P..P+2 and P+300..P+302, with their metrics (+100) and Kafka (+200) ports; data
-under $TMPDIR).
+(ports P..P+2 and P+400..P+402, with their metrics (+100), Kafka (+200) and controllers'
+Kafka (+300) ports; data under $TMPDIR).
 `--keep` leaves the clusters running and prints their directories (for py-spy on a leader).
 """
 
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ).stdout
         subprocess.run(["tar", "-x", "-C", base_root], input=archive, check=True)
         subprocess.run([sys.executable, "-m", "compileall", "-q", *PACKAGES], cwd=base_root)
-        sides.append(Side("base", base_root, os.path.join(workdir, "base"), args.base_port + 300))
+        sides.append(Side("base", base_root, os.path.join(workdir, "base"), args.base_port + 400))
     try:
         for side in sides:
             side.start()

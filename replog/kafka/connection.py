@@ -20,7 +20,9 @@ Rules (Kafka's):
 - Bytes are framed where they were fed: a frame that lies within one chunk is decoded in place
   (its records are a view of that chunk's bytes, never copied); one spread over chunks is
   joined once. The broker decodes no records either, so a produce request's records reach
-  the log with no copy made here beyond the socket read.
+  the log with no copy made here beyond the socket read. Going out, a response keeps records
+  of `HOLD_MIN_BYTES` or more apart (`encode_response_pieces`): `take_output` gives the
+  frames in pieces, a Fetch answer's records as the log read them, never copied here.
 - `in_flight` counts the requests read whose responses were not taken yet; the shell reads no
   more while it is at its bound (`queued.max.requests`), so a client that sends and never reads
   holds a bounded amount of memory. `requests_read` and `requests_released` say where a
@@ -60,6 +62,7 @@ from replog.kafka.protocol.framing import (
     API_VERSIONS_KEY,
     decode_request_header,
     encode_response,
+    encode_response_pieces,
     peek_request,
 )
 from replog.security.principal import ANONYMOUS, KafkaPrincipal
@@ -138,7 +141,8 @@ class KafkaConnection:
         # Slot -> (api key, version, correlation id) of requests not answered yet.
         self._waiting: dict[int, tuple[int, int, int]] = {}
         # Slot -> the encoded response frame (None: answered without a response).
-        self._answered: dict[int, bytes | None] = {}
+        # sequence -> its response frame in pieces (`encode_response_pieces`), None: no response
+        self._answered: dict[int, list[Buffer] | None] = {}
         self.principal = ANONYMOUS
         self.raw_sasl_tokens = False
 
@@ -311,7 +315,7 @@ class KafkaConnection:
             error_code=UnsupportedVersionError.code,
             api_keys=[ApiVersion(api_key=API_VERSIONS_KEY, min_version=low, max_version=high)],
         )
-        self._answered[sequence] = encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
+        self._answered[sequence] = [encode_response(API_VERSIONS_KEY, 0, correlation_id, body)]
         del self._waiting[sequence]
 
     def _take_slot(self, key: int, version: int, correlation_id: int) -> int:
@@ -332,15 +336,17 @@ class KafkaConnection:
                 f"{request.correlation_id}) is answered twice or was never read"
             )
         key, version, correlation_id = waiting
-        frame: bytes | None
+        frame: list[Buffer] | None
         try:
             if version == RAW_TOKEN_VERSION and body is not None:
                 if not isinstance(body, SaslAuthenticateResponse):
                     raise IllegalStateError(f"a bare SASL token answered with {body.NAME}")
-                frame = _SIZE.pack(len(body.auth_bytes)) + body.auth_bytes
+                frame = [_SIZE.pack(len(body.auth_bytes)) + body.auth_bytes]
             else:
                 frame = (
-                    None if body is None else encode_response(key, version, correlation_id, body)
+                    None
+                    if body is None
+                    else encode_response_pieces(key, version, correlation_id, body)
                 )
         except BaseException:
             self._waiting[request.sequence] = waiting
@@ -352,15 +358,16 @@ class KafkaConnection:
         """The oldest unreleased request is answered: `take_output` has something."""
         return self._head in self._answered
 
-    def take_output(self) -> list[bytes]:
-        """The response frames (size prefix included) now releasable, in request order."""
-        frames: list[bytes] = []
+    def take_output(self) -> list[Buffer]:
+        """The response frames (size prefix included) now releasable, in request order, each
+        in its pieces (`encode_response_pieces`: large records apart, not copied)."""
+        pieces: list[Buffer] = []
         while self._head in self._answered:
             frame = self._answered.pop(self._head)
             self._head += 1
             if frame is not None:
-                frames.append(frame)
-        return frames
+                pieces += frame
+        return pieces
 
     @property
     def in_flight(self) -> int:

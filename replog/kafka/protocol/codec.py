@@ -7,7 +7,11 @@ Rules:
 - Big-endian integers, float64, 16-byte UUIDs; STRING/BYTES/ARRAY carry an int16/int32/int32
   length, their COMPACT forms an unsigned varint holding length + 1; a negative length (0 in
   the COMPACT forms) is null, as Kafka reads it; a string is at most 32767 bytes.
-- RECORDS stay raw: a `memoryview` slice of the frame, never decoded or copied here.
+- RECORDS stay raw: a `memoryview` slice of the frame, never decoded or copied here. Written
+  into a `HeldRecords` buffer, records of `HOLD_MIN_BYTES` or more are not copied either: the
+  buffer notes where they go (`held`) and the writer sends them apart (`HeldRecords.pieces`),
+  as a leader's Fetch answer carries up to 8 MiB a partition that would otherwise be copied
+  into the frame twice.
 - A helper that meets bad bytes raises `CodecFault` (or lets struct.error / IndexError out);
   `Message.decode` turns any of them into one `ProtocolDecodeError` naming the message,
   version and field (found from the generated module's line table), so callers see only
@@ -38,6 +42,8 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 
 __all__ = [
+    "HOLD_MIN_BYTES",
+    "HeldRecords",
     "read_array_length",
     "read_bytes",
     "read_carray_length",
@@ -346,10 +352,81 @@ def write_cbytes(out: bytearray, value: Buffer | None) -> None:
     write_cnbytes(out, value if value is not None else _null("non-nullable bytes"))
 
 
-write_records = write_bytes
-write_nrecords = write_nbytes
-write_crecords = write_cbytes
-write_cnrecords = write_cnbytes
+HOLD_MIN_BYTES = 65536  # smaller records are copied: a piece of their own costs more
+
+
+class HeldRecords(bytearray):
+    """An encoding buffer that holds large records apart instead of copying them in (module
+    Rules): `held` lists (position in this buffer, records) in order. Its bytes with each
+    held value inserted at its position are the encoding (`pieces`)."""
+
+    __slots__ = ("held",)
+
+    def __init__(self, initial: Buffer = b"") -> None:
+        super().__init__(initial)
+        self.held: list[tuple[int, Buffer]] = []
+
+    @property
+    def held_bytes(self) -> int:
+        return sum(len(value) for _, value in self.held)
+
+    def drop_from(self, mark: int) -> None:
+        """Forget the records written after byte `mark` (the encoding was cut back to it): a
+        record written after it is held at a later byte, past its length prefix."""
+        while self.held and self.held[-1][0] > mark:
+            self.held.pop()
+
+    def pieces(self) -> list[Buffer]:
+        """The encoding in order: views of this buffer between the held records, and them."""
+        if not self.held:
+            return [self]
+        view = memoryview(self)
+        pieces: list[Buffer] = []
+        start = 0
+        for position, value in self.held:
+            if position > start:
+                pieces.append(view[start:position])
+            pieces.append(value)
+            start = position
+        if start < len(self):
+            pieces.append(view[start:])
+        return pieces
+
+
+def _hold(out: bytearray, value: Buffer | None) -> bool:
+    """Whether `value` is held apart by `out` (its length is written by the caller first)."""
+    if type(out) is not HeldRecords or value is None:
+        return False
+    return len(_check_bytes(value)) >= HOLD_MIN_BYTES
+
+
+def write_records(out: bytearray, value: Buffer | None) -> None:
+    if _hold(out, value):
+        assert value is not None
+        out += _I32.pack(len(value))
+        out.held.append((len(out), value))  # type: ignore[attr-defined]
+        return
+    write_bytes(out, value)
+
+
+def write_nrecords(out: bytearray, value: Buffer | None) -> None:
+    if value is None:
+        out += b"\xff\xff\xff\xff"
+        return
+    write_records(out, value)
+
+
+def write_cnrecords(out: bytearray, value: Buffer | None) -> None:
+    if _hold(out, value):
+        assert value is not None
+        write_uvarint(out, len(value) + 1)
+        out.held.append((len(out), value))  # type: ignore[attr-defined]
+        return
+    write_cnbytes(out, value)
+
+
+def write_crecords(out: bytearray, value: Buffer | None) -> None:
+    write_cnrecords(out, value if value is not None else _null("non-nullable bytes"))
 
 
 # --- uuid -------------------------------------------------------------------------------------
@@ -470,13 +547,13 @@ class Message(Struct):
         try:
             self._WRITERS[version](self, out)
         except NonDefaultField as exc:
-            del out[mark:]
+            _cut(out, mark)
             raise UnsupportedVersionError(
                 f"{self.NAME} v{version} has no field "
                 f"{field_path(exc.__traceback__, None) or exc}: it must keep its default"
             ) from None
         except (CodecFault, struct.error, TypeError, AttributeError, ValueError) as exc:
-            del out[mark:]
+            _cut(out, mark)
             raise ProtocolEncodeError(
                 self.NAME, version, field_path(exc.__traceback__, None), describe(exc)
             ) from None
@@ -485,6 +562,12 @@ class Message(Struct):
         out = bytearray()
         self.write(out, version)
         return bytes(out)
+
+
+def _cut(out: bytearray, mark: int) -> None:
+    del out[mark:]
+    if type(out) is HeldRecords:
+        out.drop_from(mark)
 
 
 def describe(exc: BaseException) -> str:

@@ -115,7 +115,7 @@ from replog.kafka.connection import (
     Served,
     request_label,
 )
-from replog.kafka.protocol.codec import Message
+from replog.kafka.protocol.codec import HOLD_MIN_BYTES, Buffer, Message
 from replog.kafka.sasl_authenticator import CredentialLookup, SaslAuthenticator, SaslStep
 from replog.net_address import format_host_port, format_peer
 from replog.security.principal import ANONYMOUS
@@ -507,10 +507,13 @@ class _Connection(asyncio.Protocol):
                 # client that reads none is dropped when idle.
                 writable = not self._writing_paused or self._closing_from is not None
                 if writable and core.output_ready:
-                    frames = core.take_output()
-                    if frames:
-                        # One write: the answers released together leave in one send.
-                        self._write(frames[0] if len(frames) == 1 else b"".join(frames))
+                    pieces = core.take_output()
+                    if len(pieces) > 1 and sum(map(len, pieces)) < HOLD_MIN_BYTES:
+                        # The answers released together leave in one send; large records
+                        # are written as they are, never joined (copied) into one buffer.
+                        pieces = [b"".join(pieces)]
+                    for piece in pieces:
+                        self._write(piece)
                     moved = True
                 if not moved:
                     break
@@ -608,7 +611,7 @@ class _Connection(asyncio.Protocol):
         if self._core.output_ready and not self._pumping:
             self._pump()
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: Buffer) -> None:
         assert self._transport is not None
         tls = self._tls
         if tls is not None:

@@ -108,7 +108,7 @@ class TlsSession:
             plaintext.append(chunk)
         return plaintext
 
-    def seal(self, plaintext: bytes) -> None:
+    def seal(self, plaintext: bytes | bytearray | memoryview) -> None:
         """Encrypt `plaintext` for sending (`take_output`)."""
         self._object.write(plaintext)
 

@@ -24,6 +24,9 @@ Rules:
   listener), as a combined node's does; its ReplicaFetch servicer is in `fetch_services`
   while the node runs. A broker that cannot go on (a storage error, `wait_failed`) ends a
   task of its node with that error, as its process would exit.
+- `changes` moves whenever a node's Raft driver runs (a resumption of its task), a node starts
+  or stops, or a task of a node ends with an error (`task_errors` counts those alone): a check
+  that reads only such state skips the loop iterations in which `changes` did not move.
 - Each node snapshots its metadata log and moves its log start as the run's `SnapshotShape`
   says (`snapshot_shape`: drawn from the seed).
 - Each node reads two clocks, as a node process does: the loop's for timeouts and intervals
@@ -208,9 +211,15 @@ class SimCluster:
         # Calls between brokers being served (`txn_link`), in start order, as `SimTasks` keeps
         # a node's: one to a node that died with it is cancelled at the end (`stop_all`).
         self.serving: dict[asyncio.Task[Any], None] = {}
+        self.changes = 0  # module Rules
+        self.task_errors = 0
         self.nodes: dict[int, SimNode] = {}
         for i in self.node_ids:  # each disk's file times read its node's wall clock
             self.nodes[i] = SimNode(i, MemoryFileSystem(clock=self.wall_clock(i)))
+
+    def _task_failed(self) -> None:
+        self.task_errors += 1
+        self.changes += 1
 
     def wall_clock(self, node_id: int) -> Clock:
         """Node `node_id`'s wall clock (module Rules)."""
@@ -241,7 +250,8 @@ class SimCluster:
         assert not node.up, f"node {node_id} is running"
         loop, rng = self.loop, self.rng
         node.incarnation += 1
-        node.tasks = tasks = SimTasks()
+        self.changes += 1
+        node.tasks = tasks = SimTasks(on_error=self._task_failed)
         try:
             raft = simulated_raft_driver(
                 node_id,
@@ -297,7 +307,9 @@ class SimCluster:
         node.raft, node.broker = raft, broker
         for hook in self.on_raft_driver:
             hook(node_id, raft)
-        tasks.spawn(counted(raft.run(), node), name=f"node {node_id}'s Raft driver")
+        tasks.spawn(
+            counted(raft.run(), _DriverSteps(node, self)), name=f"node {node_id}'s Raft driver"
+        )
         tasks.spawn(broker.start(), name=f"node {node_id}'s broker start")
         node.failure_watch = tasks.spawn(
             _broker_failure(broker), name=f"node {node_id}'s broker failure"
@@ -352,6 +364,7 @@ class SimCluster:
         self.fetch_services.pop(node_id, None)
         node.tasks.cancel_all()
         node.raft = node.broker = None
+        self.changes += 1
 
     async def stop_all(self) -> None:
         """End of the run: every running node stops at once, its tasks finished."""
@@ -363,6 +376,25 @@ class SimCluster:
         for call in serving:
             call.cancel()
         await asyncio.gather(*serving, return_exceptions=True)
+
+
+class _DriverSteps:
+    """`counted`'s counter for a node's Raft driver: its node's `steps` and its cluster's
+    `changes` move together."""
+
+    __slots__ = ("_cluster", "_node")
+
+    def __init__(self, node: SimNode, cluster: SimCluster) -> None:
+        self._node, self._cluster = node, cluster
+
+    @property
+    def steps(self) -> int:
+        return self._node.steps
+
+    @steps.setter
+    def steps(self, value: int) -> None:
+        self._node.steps = value
+        self._cluster.changes += 1
 
 
 async def _broker_failure(broker: BrokerRuntime) -> None:

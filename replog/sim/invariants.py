@@ -30,7 +30,9 @@ Rules (the metadata quorum's, KRaft's):
 The end-of-run checks (acknowledged writes present, liveness) are the runner's.
 
 Cost: a node's state and log are read only when its Raft driver ran since the last look (its
-task is the only code that changes its core), and each node's committed log only from where
+task is the only code that changes its core), so an iteration in which the cluster's `changes`
+did not move (no driver ran, no node started or stopped, no task ended with an error) reads
+nothing but the log starts not yet placed; each node's committed log only from where
 the last look at the same incarnation ended (a committed batch cannot change in place without a
 truncation below the high watermark, which the core refuses); `check_logs(whole=True)`, at
 the end of a run, reads every log from its start again.
@@ -71,12 +73,18 @@ class SafetyChecker:
         self._positions: dict[int, int] = {0: 0}
         # node -> (incarnation, log start) of a log that starts beyond the history seen
         self._unplaced: dict[int, tuple[int, int]] = {}
+        # The cluster's `changes` at the last full look at the states, and at the logs: after
+        # one, every running node's `steps` is looked at and no task has failed.
+        self._states_seen = self._logs_seen = -1
 
     def check_states(self) -> None:
         """The cheap rules, after every iteration of the loop."""
         self.checks += 1
+        changes = self._cluster.changes
+        if changes == self._states_seen:
+            return  # every node as at the last look (module docstring, Cost)
         looked_at = self._looked_at
-        for node in self._cluster.nodes.values():  # one pass, no list: it runs every iteration
+        for node in self._cluster.nodes.values():  # one pass, no list: it runs often
             if node.tasks.failures:
                 raise InvariantViolation(
                     f"at {self._cluster.loop.now_ms()} ms a task of node {node.node_id} "
@@ -115,14 +123,20 @@ class SafetyChecker:
                         f"{last} to {high_watermark}"
                     )
                 self._high_watermarks[key] = high_watermark
+        self._states_seen = changes
 
     def check_logs(self, *, whole: bool = False) -> None:
         """The committed history rule: reads what each node committed since the last look
         (module docstring), or with `whole` every node's whole committed log."""
         now = self._cluster.loop.now_ms()
+        changes = self._cluster.changes
+        if not whole and changes == self._logs_seen:  # every node as at the last look
+            if self._unplaced:
+                self._check_placed(now, whole=False)
+            return
         committed = self.committed
         looked_at, unplaced = self._log_looked_at, self._unplaced
-        for node in self._cluster.nodes.values():  # no list made: it runs every iteration
+        for node in self._cluster.nodes.values():  # no list made: it runs often
             if node.raft is None:
                 continue  # down
             if not whole and looked_at.get(node.node_id) == node.steps:
@@ -158,6 +172,7 @@ class SafetyChecker:
                 self._extend(memoryview(data)[common:])
             last = max(iter_frames(data))[0]  # batches are whole: read below the HW
             self._read_to[key] = (read_header(data, last).next_offset, position + len(data))
+        self._logs_seen = changes
         if unplaced:
             self._check_placed(now, whole=whole)
 

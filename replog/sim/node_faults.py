@@ -100,6 +100,8 @@ class NodeFaults:
         self.fail_stops = 0  # nodes stopped by a failed disk
         self.failed_starts = 0
         self.clean_restarts = 0  # begun
+        # The cluster's `task_errors` at the last look that left no node with an error.
+        self._errors_seen = -1
         for node in cluster.nodes.values():
             node.disk.on_operation = self._hook(node.node_id)  # kept across crashes
 
@@ -234,9 +236,15 @@ class NodeFaults:
         return [*done, self.start(node_id)]
 
     def stop_failed_nodes(self) -> list[str]:
-        """Stop each node whose task ended on its failed disk (module Rules); what happened."""
+        """Stop each node whose task ended on its failed disk (module Rules); what happened.
+        Looks at the nodes only once a task ended with an error (the cluster's `task_errors`)
+        since a look that left every node without one."""
+        task_errors = self._cluster.task_errors
+        if task_errors == self._errors_seen:
+            return []  # no task ended with an error since a look that left none
         stopped: list[str] = []
-        for node in self._cluster.nodes.values():  # no list made: it runs every iteration
+        nodes = self._cluster.nodes
+        for node in nodes.values():
             errors = node.tasks.errors
             if not errors or node.raft is None:
                 continue
@@ -259,6 +267,8 @@ class NodeFaults:
             if self._healed:  # at the loop's next turn: a start runs on the loop
                 self._cluster.loop.call_soon(self._start_again, node.node_id)
                 stopped.append(f"node {node.node_id} starts again on its repaired disk")
+        if not any(node.tasks.errors for node in nodes.values()):
+            self._errors_seen = task_errors
         return stopped
 
     def _start_again(self, node_id: int) -> None:

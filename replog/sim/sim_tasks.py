@@ -9,7 +9,7 @@ would not replay in another process."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 __all__ = ["SimTasks"]
@@ -18,10 +18,11 @@ __all__ = ["SimTasks"]
 class SimTasks:
     """The live background tasks of one simulated node."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_error: Callable[[], None] | None = None) -> None:
         self._tasks: dict[asyncio.Task[None], None] = {}  # in start order (module docstring)
         self.failures: list[str] = []  # "<task name>: <error>", in the order they ended
         self.errors: list[BaseException] = []  # the errors of `failures`, in the same order
+        self._on_error = on_error  # called after each one is added
 
     def spawn(self, work: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work, name=name)
@@ -36,6 +37,8 @@ class SimTasks:
         if not task.cancelled() and (error := task.exception()) is not None:
             self.failures.append(f"{task.get_name()}: {type(error).__name__}: {error}")
             self.errors.append(error)
+            if self._on_error is not None:
+                self._on_error()
 
     def settle(self) -> None:
         """Report now every task that has ended but whose done callback has not run yet (it

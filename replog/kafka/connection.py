@@ -140,8 +140,8 @@ class KafkaConnection:
         self._head = 0  # the oldest slot not released
         # Slot -> (api key, version, correlation id) of requests not answered yet.
         self._waiting: dict[int, tuple[int, int, int]] = {}
-        # Slot -> the encoded response frame (None: answered without a response).
-        # sequence -> its response frame in pieces (`encode_response_pieces`), None: no response
+        # Slot -> the encoded response frame in pieces (`encode_response_pieces`; None:
+        # answered without a response).
         self._answered: dict[int, list[Buffer] | None] = {}
         self.principal = ANONYMOUS
         self.raw_sasl_tokens = False

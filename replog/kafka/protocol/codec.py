@@ -8,8 +8,8 @@ Rules:
   length, their COMPACT forms an unsigned varint holding length + 1; a negative length (0 in
   the COMPACT forms) is null, as Kafka reads it; a string is at most 32767 bytes.
 - RECORDS stay raw: a `memoryview` slice of the frame, never decoded or copied here. Written
-  into a `HeldRecords` buffer, records of `HOLD_MIN_BYTES` or more are not copied either: the
-  buffer notes where they go (`held`) and the writer sends them apart (`HeldRecords.pieces`),
+  into a `HeldRecords` buffer, BYTES and RECORDS of `HOLD_MIN_BYTES` or more are not copied
+  either: the buffer notes where they go (`held`) and the writer sends them apart (`pieces`),
   as a leader's Fetch answer carries up to 8 MiB a partition that would otherwise be copied
   into the frame twice.
 - A helper that meets bad bytes raises `CodecFault` (or lets struct.error / IndexError out);
@@ -328,37 +328,13 @@ def _check_bytes(value: object) -> Buffer:
     return value
 
 
-def write_nbytes(out: bytearray, value: Buffer | None) -> None:
-    if value is None:
-        out += b"\xff\xff\xff\xff"
-        return
-    out += _I32.pack(len(_check_bytes(value)))
-    out += value
-
-
-def write_bytes(out: bytearray, value: Buffer | None) -> None:
-    write_nbytes(out, value if value is not None else _null("non-nullable bytes"))
-
-
-def write_cnbytes(out: bytearray, value: Buffer | None) -> None:
-    if value is None:
-        out.append(0)
-        return
-    write_uvarint(out, len(_check_bytes(value)) + 1)
-    out += value
-
-
-def write_cbytes(out: bytearray, value: Buffer | None) -> None:
-    write_cnbytes(out, value if value is not None else _null("non-nullable bytes"))
-
-
-HOLD_MIN_BYTES = 65536  # smaller records are copied: a piece of their own costs more
+HOLD_MIN_BYTES = 65536  # smaller values are copied: a piece of their own costs more
 
 
 class HeldRecords(bytearray):
-    """An encoding buffer that holds large records apart instead of copying them in (module
-    Rules): `held` lists (position in this buffer, records) in order. Its bytes with each
-    held value inserted at its position are the encoding (`pieces`)."""
+    """An encoding buffer that holds large values (records, mostly) apart instead of copying
+    them in (module Rules): `held` lists (position in this buffer, value) in order. Its bytes
+    with each held value inserted at its position are the encoding (`pieces`)."""
 
     __slots__ = ("held",)
 
@@ -371,13 +347,13 @@ class HeldRecords(bytearray):
         return sum(len(value) for _, value in self.held)
 
     def drop_from(self, mark: int) -> None:
-        """Forget the records written after byte `mark` (the encoding was cut back to it): a
-        record written after it is held at a later byte, past its length prefix."""
+        """Forget the values written after byte `mark` (the encoding was cut back to it): a
+        value written after it is held at a later byte, past its length prefix."""
         while self.held and self.held[-1][0] > mark:
             self.held.pop()
 
     def pieces(self) -> list[Buffer]:
-        """The encoding in order: views of this buffer between the held records, and them."""
+        """The encoding in order: views of this buffer between the held values, and them."""
         if not self.held:
             return [self]
         view = memoryview(self)
@@ -393,40 +369,42 @@ class HeldRecords(bytearray):
         return pieces
 
 
-def _hold(out: bytearray, value: Buffer | None) -> bool:
-    """Whether `value` is held apart by `out` (its length is written by the caller first)."""
-    if type(out) is not HeldRecords or value is None:
-        return False
-    return len(_check_bytes(value)) >= HOLD_MIN_BYTES
+def _append(out: bytearray, value: Buffer) -> None:
+    """`value` at the end of `out`, or held apart when `out` holds large values (module Rules)."""
+    if type(out) is HeldRecords and len(value) >= HOLD_MIN_BYTES:
+        out.held.append((len(out), value))
+    else:
+        out += value
 
 
-def write_records(out: bytearray, value: Buffer | None) -> None:
-    if _hold(out, value):
-        assert value is not None
-        out += _I32.pack(len(value))
-        out.held.append((len(out), value))  # type: ignore[attr-defined]
-        return
-    write_bytes(out, value)
-
-
-def write_nrecords(out: bytearray, value: Buffer | None) -> None:
+def write_nbytes(out: bytearray, value: Buffer | None) -> None:
     if value is None:
         out += b"\xff\xff\xff\xff"
         return
-    write_records(out, value)
+    out += _I32.pack(len(_check_bytes(value)))
+    _append(out, value)
 
 
-def write_cnrecords(out: bytearray, value: Buffer | None) -> None:
-    if _hold(out, value):
-        assert value is not None
-        write_uvarint(out, len(value) + 1)
-        out.held.append((len(out), value))  # type: ignore[attr-defined]
+def write_bytes(out: bytearray, value: Buffer | None) -> None:
+    write_nbytes(out, value if value is not None else _null("non-nullable bytes"))
+
+
+def write_cnbytes(out: bytearray, value: Buffer | None) -> None:
+    if value is None:
+        out.append(0)
         return
-    write_cnbytes(out, value)
+    write_uvarint(out, len(_check_bytes(value)) + 1)
+    _append(out, value)
 
 
-def write_crecords(out: bytearray, value: Buffer | None) -> None:
-    write_cnrecords(out, value if value is not None else _null("non-nullable bytes"))
+def write_cbytes(out: bytearray, value: Buffer | None) -> None:
+    write_cnbytes(out, value if value is not None else _null("non-nullable bytes"))
+
+
+write_records = write_bytes
+write_nrecords = write_nbytes
+write_crecords = write_cbytes
+write_cnrecords = write_cnbytes
 
 
 # --- uuid -------------------------------------------------------------------------------------

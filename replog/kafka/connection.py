@@ -23,6 +23,9 @@ Rules (Kafka's):
   the log with no copy made here beyond the socket read. Going out, a response keeps records
   of `HOLD_MIN_BYTES` or more apart (`encode_response_pieces`): `take_output` gives the
   frames in pieces, a Fetch answer's records as the log read them, never copied here.
+  `sends_files` is set by a shell that sends records left in their files (`FileRecords`) from
+  there (`sendfile`: a plain TCP connection, not TLS); every request read carries it, for a
+  Fetch handler to answer with such records only then.
 - `in_flight` counts the requests read whose responses were not taken yet; the shell reads no
   more while it is at its bound (`queued.max.requests`), so a client that sends and never reads
   holds a bounded amount of memory. `requests_read` and `requests_released` say where a
@@ -57,7 +60,7 @@ from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsR
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from replog.kafka.messages.sasl_authenticate_response import SaslAuthenticateResponse
-from replog.kafka.protocol.codec import Buffer, Message
+from replog.kafka.protocol.codec import Buffer, FileRecords, Message
 from replog.kafka.protocol.framing import (
     API_VERSIONS_KEY,
     decode_request_header,
@@ -92,6 +95,8 @@ class KafkaRequest:
     # Who the connection had authenticated as when the request was read.
     principal: KafkaPrincipal = ANONYMOUS
     client_host: str = ""  # the client's IP address, as ACL hosts name it ("": not known)
+    # Its connection sends records left in their files from there (`KafkaConnection.sends_files`).
+    sends_files: bool = False
 
     @property
     def api_key(self) -> int:
@@ -129,6 +134,7 @@ class KafkaConnection:
         # The connection's identity (module Rules); the shell sets both once known.
         self.principal = ANONYMOUS
         self.client_host = ""
+        self.sends_files = False
         self._served = dict(served)
         self._request_bytes_max = request_bytes_max
         # Bytes fed and not yet framed, in order: whole chunks as the socket gave them (never
@@ -142,8 +148,7 @@ class KafkaConnection:
         self._waiting: dict[int, tuple[int, int, int]] = {}
         # Slot -> the encoded response frame in pieces (`encode_response_pieces`; None:
         # answered without a response).
-        self._answered: dict[int, list[Buffer] | None] = {}
-        self.principal = ANONYMOUS
+        self._answered: dict[int, list[Buffer | FileRecords] | None] = {}
         self.raw_sasl_tokens = False
 
     # --- bytes in ------------------------------------------------------------------------------
@@ -293,9 +298,7 @@ class KafkaConnection:
                 f"{request_label(key, version, correlation_id)} does not decode: {error}",
             ) from None
         sequence = self._take_slot(key, version, correlation_id)
-        return KafkaRequest(
-            sequence, header, body, len(frame), self.peer, self.principal, self.client_host
-        )
+        return self._request(sequence, header, body, len(frame))
 
     def _raw_token(self, frame: bytes | memoryview) -> KafkaRequest:
         """A bare SASL token, read as the SaslAuthenticate v0 request it stands for."""
@@ -303,8 +306,21 @@ class KafkaConnection:
         sequence = self._take_slot(key, RAW_TOKEN_VERSION, -1)
         header = RequestHeader(request_api_key=key, request_api_version=0, correlation_id=-1)
         body = SaslAuthenticateRequest(auth_bytes=bytes(frame))
+        return self._request(sequence, header, body, len(frame))
+
+    def _request(
+        self, sequence: int, header: RequestHeader, body: Message, size: int
+    ) -> KafkaRequest:
+        """A request read now: the connection's identity as of this moment goes with it."""
         return KafkaRequest(
-            sequence, header, body, len(frame), self.peer, self.principal, self.client_host
+            sequence,
+            header,
+            body,
+            size,
+            self.peer,
+            self.principal,
+            self.client_host,
+            self.sends_files,
         )
 
     def _answer_unsupported_api_versions(self, correlation_id: int) -> None:
@@ -336,7 +352,7 @@ class KafkaConnection:
                 f"{request.correlation_id}) is answered twice or was never read"
             )
         key, version, correlation_id = waiting
-        frame: list[Buffer] | None
+        frame: list[Buffer | FileRecords] | None
         try:
             if version == RAW_TOKEN_VERSION and body is not None:
                 if not isinstance(body, SaslAuthenticateResponse):
@@ -358,10 +374,11 @@ class KafkaConnection:
         """The oldest unreleased request is answered: `take_output` has something."""
         return self._head in self._answered
 
-    def take_output(self) -> list[Buffer]:
+    def take_output(self) -> list[Buffer | FileRecords]:
         """The response frames (size prefix included) now releasable, in request order, each
-        in its pieces (`encode_response_pieces`: large records apart, not copied)."""
-        pieces: list[Buffer] = []
+        in its pieces (`encode_response_pieces`: large records apart, not copied; records left
+        in their files, for a connection that `sends_files`)."""
+        pieces: list[Buffer | FileRecords] = []
         while self._head in self._answered:
             frame = self._answered.pop(self._head)
             self._head += 1

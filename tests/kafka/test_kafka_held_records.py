@@ -5,11 +5,14 @@ encoding that fails after a held record forgets it.
 
 How this can fail: a size prefix that leaves out the held bytes (a client reads a short frame),
 a piece out of place (records spliced at the wrong byte), a copy of the records (the point of
-it), or a failed encoding whose held records reappear in the next one."""
+it), or a failed encoding whose held records reappear in the next one; records left in their
+file (`FileRecords`) held as a piece of their own whatever their size, and refused by an
+encoding into one buffer, which cannot send them."""
 
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +32,7 @@ from replog.kafka.protocol.framing import (
     encode_response,
     encode_response_pieces,
 )
+from replog.storage.file_region import FileRegion
 
 FETCH_KEY = 1
 
@@ -62,6 +66,27 @@ def test_large_records_are_pieces_of_their_own_and_the_frame_reads_back(version:
 def test_a_frame_without_large_records_is_one_piece() -> None:
     pieces = encode_response_pieces(FETCH_KEY, 12, 1, fetch_response(b"x" * 100))
     assert len(pieces) == 1
+
+
+def test_records_left_in_a_file_are_held_whatever_their_size_and_one_buffer_refuses_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "segment.log"
+    path.write_bytes(b"0123456789" * 10)
+    with path.open("rb") as file:
+        region = FileRegion(file.fileno(), str(path), 10, 50)
+    response = fetch_response(region)  # type: ignore[arg-type]  # as kafka_apis puts it in
+    pieces = encode_response_pieces(FETCH_KEY, 12, 5, response)
+    assert sum(piece is region for piece in pieces) == 1
+    frame = b"".join(region.read() if piece is region else piece for piece in pieces)
+    (size,) = struct.unpack_from(">i", frame)
+    assert size == len(frame) - 4
+    _, decoded = decode_response(frame[4:], FETCH_KEY, 12)
+    assert isinstance(decoded, FetchResponse)
+    assert bytes(decoded.responses[0].partitions[0].records or b"") == path.read_bytes()[10:60]
+    with pytest.raises(ProtocolEncodeError, match="expected bytes, got FileRegion"):
+        encode_response(FETCH_KEY, 12, 5, response)
+    region.close()
 
 
 def test_a_failed_encoding_forgets_the_records_it_held() -> None:

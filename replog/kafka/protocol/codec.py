@@ -11,7 +11,8 @@ Rules:
   into a `HeldRecords` buffer, BYTES and RECORDS of `HOLD_MIN_BYTES` or more are not copied
   either: the buffer notes where they go (`held`) and the writer sends them apart (`pieces`),
   as a leader's Fetch answer carries up to 8 MiB a partition that would otherwise be copied
-  into the frame twice.
+  into the frame twice. Such a buffer also holds records left in their file (`FileRecords`),
+  which no other buffer takes: only a writer that sends from files writes them.
 - A helper that meets bad bytes raises `CodecFault` (or lets struct.error / IndexError out);
   `Message.decode` turns any of them into one `ProtocolDecodeError` naming the message,
   version and field (found from the generated module's line table), so callers see only
@@ -23,7 +24,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, NoReturn, TypeVar
+from typing import Any, ClassVar, NoReturn, Protocol, TypeVar, cast, runtime_checkable
 from uuid import UUID
 
 from replog.errors import ProtocolDecodeError, ProtocolEncodeError, UnsupportedVersionError
@@ -43,6 +44,7 @@ _U32 = struct.Struct(">I")
 
 __all__ = [
     "HOLD_MIN_BYTES",
+    "FileRecords",
     "HeldRecords",
     "read_array_length",
     "read_bytes",
@@ -322,10 +324,25 @@ def read_cbytes(b: memoryview, p: int) -> tuple[bytes, int]:
     return value.tobytes(), p
 
 
-def _check_bytes(value: object) -> Buffer:
-    if not isinstance(value, bytes | bytearray | memoryview):
-        raise CodecFault(f"expected bytes, got {type(value).__name__}")
-    return value
+@runtime_checkable
+class FileRecords(Protocol):
+    """Records left in a file, read only when sent (`replog.storage.file_region.Region`): a
+    `HeldRecords` buffer holds them apart whatever their size, for a writer that sends them
+    from the file (module Rules); any other buffer refuses them."""
+
+    def __len__(self) -> int: ...
+
+    def read(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+def _check_bytes(out: bytearray, value: object) -> Buffer | FileRecords:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return value
+    if type(out) is HeldRecords and isinstance(value, FileRecords):
+        return value
+    raise CodecFault(f"expected bytes, got {type(value).__name__}")
 
 
 HOLD_MIN_BYTES = 65536  # smaller values are copied: a piece of their own costs more
@@ -340,7 +357,7 @@ class HeldRecords(bytearray):
 
     def __init__(self, initial: Buffer = b"") -> None:
         super().__init__(initial)
-        self.held: list[tuple[int, Buffer]] = []
+        self.held: list[tuple[int, Buffer | FileRecords]] = []
 
     @property
     def held_bytes(self) -> int:
@@ -352,12 +369,12 @@ class HeldRecords(bytearray):
         while self.held and self.held[-1][0] > mark:
             self.held.pop()
 
-    def pieces(self) -> list[Buffer]:
+    def pieces(self) -> list[Buffer | FileRecords]:
         """The encoding in order: views of this buffer between the held values, and them."""
         if not self.held:
             return [self]
         view = memoryview(self)
-        pieces: list[Buffer] = []
+        pieces: list[Buffer | FileRecords] = []
         start = 0
         for position, value in self.held:
             if position > start:
@@ -369,19 +386,22 @@ class HeldRecords(bytearray):
         return pieces
 
 
-def _append(out: bytearray, value: Buffer) -> None:
-    """`value` at the end of `out`, or held apart when `out` holds large values (module Rules)."""
-    if type(out) is HeldRecords and len(value) >= HOLD_MIN_BYTES:
-        out.held.append((len(out), value))
-    else:
+def _append(out: bytearray, value: Buffer | FileRecords) -> None:
+    """`value` at the end of `out`, or held apart when `out` holds large values (module Rules);
+    `FileRecords` only ever reach a `HeldRecords` buffer (`_check_bytes`)."""
+    if isinstance(value, bytes | bytearray | memoryview) and (
+        type(out) is not HeldRecords or len(value) < HOLD_MIN_BYTES
+    ):
         out += value
+    else:
+        cast("HeldRecords", out).held.append((len(out), value))
 
 
 def write_nbytes(out: bytearray, value: Buffer | None) -> None:
     if value is None:
         out += b"\xff\xff\xff\xff"
         return
-    out += _I32.pack(len(_check_bytes(value)))
+    out += _I32.pack(len(_check_bytes(out, value)))
     _append(out, value)
 
 
@@ -393,7 +413,7 @@ def write_cnbytes(out: bytearray, value: Buffer | None) -> None:
     if value is None:
         out.append(0)
         return
-    write_uvarint(out, len(_check_bytes(value)) + 1)
+    write_uvarint(out, len(_check_bytes(out, value)) + 1)
     _append(out, value)
 
 

@@ -20,7 +20,7 @@ from replog.errors import InvalidRequestError, ProtocolDecodeError
 from replog.kafka.messages import REQUESTS, RESPONSES
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.messages.response_header import ResponseHeader
-from replog.kafka.protocol.codec import Buffer, HeldRecords, Message
+from replog.kafka.protocol.codec import Buffer, FileRecords, HeldRecords, Message
 
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
@@ -127,27 +127,43 @@ def encode_response(
     api_key: int, api_version: int, correlation_id: int, body: Message, *, framed: bool = True
 ) -> bytes:
     """A response frame: size prefix (unless `framed` is false), header, body."""
-    pieces = encode_response_pieces(api_key, api_version, correlation_id, body, framed=framed)
-    return b"".join(pieces)
+    out = _encode_response_into(bytearray(), api_key, api_version, correlation_id, body, framed)
+    return bytes(out)
 
 
 def encode_response_pieces(
     api_key: int, api_version: int, correlation_id: int, body: Message, *, framed: bool = True
-) -> list[Buffer]:
+) -> list[Buffer | FileRecords]:
     """`encode_response`'s bytes in pieces that joined are them: records of `HOLD_MIN_BYTES`
-    or more are pieces of their own, not copied (`HeldRecords`), for a writer that sends them
-    one after the other."""
+    or more are pieces of their own, not copied, and records left in their file
+    (`FileRecords`, which `encode_response` refuses) are too (`HeldRecords`), for a writer that
+    sends them one after the other."""
+    out = HeldRecords()
+    _encode_response_into(out, api_key, api_version, correlation_id, body, framed)
+    return out.pieces()
+
+
+def _encode_response_into(
+    out: bytearray,
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    body: Message,
+    framed: bool,
+) -> bytearray:
     cls = response_type(api_key, api_version)
     if not isinstance(body, cls):
         raise InvalidRequestError(f"API key {api_key} answers {cls.NAME}, not {body.NAME}")
-    out = HeldRecords(b"\0\0\0\0" if framed else b"")
+    if framed:
+        out += b"\0\0\0\0"
     ResponseHeader(correlation_id=correlation_id).write(
         out, response_header_version(api_key, api_version)
     )
     body.write(out, api_version)
     if framed:
-        _SIZE.pack_into(out, 0, len(out) + out.held_bytes - 4)
-    return out.pieces()
+        held = out.held_bytes if isinstance(out, HeldRecords) else 0
+        _SIZE.pack_into(out, 0, len(out) + held - 4)
+    return out
 
 
 def decode_response(

@@ -53,7 +53,10 @@ Rules:
   named by id from v13 (an unknown id is UNKNOWN_TOPIC_ID, answered at once), and the answer
   groups consecutive partitions of one topic, as Kafka's does. A fetch from a replica
   (replica id >= 0) is refused. Records are the bytes the log read, never decoded, put into
-  the answer as they are; aborted transactions are null for READ_UNCOMMITTED, and for
+  the answer as they are; on a connection that sends files (a plain TCP listener's), a
+  partition's records of `REGION_MIN_BYTES` or more are left in the segment file and sent from
+  there (`sendfile`, Kafka's `FileRecords.transferTo`); aborted transactions are null for
+  READ_UNCOMMITTED, and for
   READ_COMMITTED those the replica manager found for the records read (none: empty).
 - OffsetForLeaderEpoch (v2-4, consumers only) goes through the broker's core
   (`BrokerCores.offsets_for_leader_epoch`) the same way, answered at once.
@@ -97,7 +100,7 @@ from collections.abc import (
 )
 from dataclasses import replace
 from functools import partial
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 from uuid import UUID
 
 from replog.clock import Clock, monotonic_ms
@@ -148,7 +151,7 @@ from replog.kafka.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from replog.kafka.protocol.codec import ZERO_UUID
+from replog.kafka.protocol.codec import ZERO_UUID, Buffer
 from replog.quorum.controller.reads import PartitionView, TopicView
 from replog.quorum.metadata.image import MetadataImage
 from replog.quorum.metadata.records import Endpoint
@@ -210,6 +213,11 @@ R = TypeVar("R")
 FETCH_TOPIC_ID_VERSION = 13
 # What an unknown topic id is called inside a fetch session: no topic name has a '<'.
 _UNKNOWN_ID_PREFIX = "<unknown topic id> "
+# A partition's records of this many bytes or more are sent from the segment file to a
+# connection that sends files, never read into the broker's memory (a Spark task's 8 MiB
+# answers, a consumer catching up). Below it `pread` and `send` cost less than the region's
+# descriptor and the sendfile's turns of the event loop.
+REGION_MIN_BYTES = 256 * 1024
 # The first versions whose answers carry the leader (and for Fetch the diverging epoch).
 PRODUCE_CURRENT_LEADER_VERSION = 10
 FETCH_TAGGED_LEADER_VERSION = 12
@@ -313,7 +321,7 @@ class KafkaApis:
         if isinstance(body, ListOffsetsRequest):
             return self.list_offsets(body, request.api_version)
         if isinstance(body, FetchRequest):
-            return self.fetch(body, request.api_version, caller)
+            return self.fetch(body, request.api_version, caller, sends_files=request.sends_files)
         if isinstance(body, MetadataRequest):
             return self.metadata(body, request.api_version, listener_name)
         if isinstance(body, DescribeTopicPartitionsRequest):
@@ -465,13 +473,20 @@ class KafkaApis:
     # --- Fetch ---------------------------------------------------------------------------------
 
     def fetch(
-        self, request: FetchRequest, version: int, caller: Caller | None = None
+        self,
+        request: FetchRequest,
+        version: int,
+        caller: Caller | None = None,
+        *,
+        sends_files: bool = False,
     ) -> kf.FetchResponse | Awaitable[kf.FetchResponse]:
         """Through the broker's Fetch core (`BrokerCores.fetch`: its refusals and
         answer, the `ReplicaManager.fetch_or_wait` call, the records as the
         log read them), inside the broker's fetch session cache (`fetch_session_cache`:
         KIP-227 session ids and epochs). The answer itself when the fetch is answered at once,
-        else an awaitable of it (the fetch waits in the purgatory)."""
+        else an awaitable of it (the fetch waits in the purgatory). For a connection that
+        `sends_files`, a partition's records of `REGION_MIN_BYTES` or more are left in their
+        segment file, for it to send from there."""
         service = self._service("Fetch")
         replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
         _refuse_replica("Fetch", replica_id)
@@ -498,6 +513,7 @@ class KafkaApis:
             max_bytes=request.max_bytes,
             isolation_level=isolation,
             session_epoch=request.session_epoch,
+            region_min_bytes=REGION_MIN_BYTES if sends_files else None,
             forgotten=tuple(
                 (topic_name(topic.topic, topic.topic_id), p)
                 for topic in request.forgotten_topics_data
@@ -762,7 +778,9 @@ def _fetched(
                 for producer_id, first_offset in result.aborted_transactions or ()
             ]
         ),
-        records=result.records,
+        # Records left in their file are written only by a connection that sends files
+        # (`FileRecords`, which the codec holds apart in the frame's pieces).
+        records=result.records if result.region is None else cast(Buffer, result.region),
     )
 
 

@@ -47,6 +47,14 @@ Rules (docs/kafka-protocol.md, "Listener"):
   task. Tasks start in the order created and a produce handler reaches its append before its
   first suspension (`BrokerRequests.produce`'s contract), so
   one connection's Produce requests are appended in the order sent.
+- Answers leave in their pieces (`KafkaConnection.take_output`): consecutive small pieces in
+  one write, large records as they are. On plain TCP (`KafkaConnection.sends_files`; TLS
+  encrypts in user space) a Fetch answer's records left in their segment file are sent from
+  it with `loop.sendfile` (Kafka's `FileRecords.transferTo`), which starts once the
+  transport's buffer is empty and pauses reading while it sends; nothing else is written
+  meanwhile. A file cut back under them (fewer bytes than the frame promised) breaks the
+  answer: the connection is dropped with one WARNING line. A connection that closes in the
+  middle of such a send cancels it first, so the send leaves the socket before it closes.
 - Every accepted socket has Nagle's algorithm off (TCP_NODELAY, as Kafka's acceptor sets it):
   an answer leaves when it is written, not when the client acknowledges the one before
   (`send_at_once`).
@@ -104,6 +112,7 @@ from replog.errors import (
     InvalidCertificateError,
     KafkaConnectionError,
     KafkaError,
+    KafkaStorageError,
     NoMatchingPrincipalRuleError,
     RequestRefusedError,
 )
@@ -115,13 +124,14 @@ from replog.kafka.connection import (
     Served,
     request_label,
 )
-from replog.kafka.protocol.codec import HOLD_MIN_BYTES, Buffer, Message
+from replog.kafka.protocol.codec import HOLD_MIN_BYTES, Buffer, FileRecords, Message
 from replog.kafka.sasl_authenticator import CredentialLookup, SaslAuthenticator, SaslStep
 from replog.net_address import format_host_port, format_peer
 from replog.security.principal import ANONYMOUS
 from replog.security.principal_mapping import PrincipalMapper, tls_principal
 from replog.server.config.sasl_config import SaslListenerConfig
 from replog.server.kafka.tls_session import TlsSession
+from replog.storage.file_region import FileRegion
 from replog.wire.receive_low_water import ReceiveLowWater
 from replog.wire.server_close import close_server
 from replog.wire.tls_handshake_failure import handshake_failure_cause, is_authentication_failure
@@ -312,6 +322,9 @@ class _Connection(asyncio.Protocol):
         self._reading_paused = False  # by this connection: `queued.max.requests` reached
         self._writing_paused = False  # by the transport: its write buffer is full
         self._pumping = False  # inside `_pump`: what a handler answers meanwhile, it writes
+        # Writing answers whose records are sent from their files (`_send_from_files`): no
+        # other write starts until it ends.
+        self._sending: asyncio.Task[None] | None = None
         self._last_active = self._loop.time()  # when bytes were last read or written
         self._written = 0  # bytes given to the transport
         self._reached = 0  # of them, those that had reached the client when last looked
@@ -339,6 +352,8 @@ class _Connection(asyncio.Protocol):
             self._handlers.served,
             request_bytes_max=self._listener.config.request_bytes_max,
         )
+        # TLS encrypts every byte in user space: only plain TCP sends from files.
+        self._core.sends_files = sock is not None and self._listener.ssl_context is None
         peername = transport.get_extra_info("peername")
         if isinstance(peername, tuple):
             self._core.client_host = str(peername[0])
@@ -474,6 +489,7 @@ class _Connection(asyncio.Protocol):
                 timer.cancel()
         for task in self._handling.values():
             task.cancel()
+        self._stop_sending()
         self._listener._connections.discard(self)
         self._report()
         if not self.closed.done():
@@ -506,14 +522,10 @@ class _Connection(asyncio.Protocol):
                 # more, so what it writes is bounded (`queued.max.requests` answers), and a
                 # client that reads none is dropped when idle.
                 writable = not self._writing_paused or self._closing_from is not None
-                if writable and core.output_ready:
-                    pieces = core.take_output()
-                    if len(pieces) > 1 and sum(map(len, pieces)) < HOLD_MIN_BYTES:
-                        # The answers released together leave in one send; large records
-                        # are written as they are, never joined (copied) into one buffer.
-                        pieces = [b"".join(pieces)]
-                    for piece in pieces:
-                        self._write(piece)
+                if writable and self._sending is None and core.output_ready:
+                    rest = self._write_buffers(core.take_output())
+                    if rest:
+                        self._sending = self._loop.create_task(self._send_from_files(rest))
                     moved = True
                 if not moved:
                     break
@@ -522,7 +534,7 @@ class _Connection(asyncio.Protocol):
         if transport.is_closing():
             return
         if self._closing_from is not None:
-            if core.requests_released >= self._closing_from:
+            if core.requests_released >= self._closing_from and self._sending is None:
                 transport.close()  # after what was written
             return
         full = core.in_flight >= self._limit
@@ -611,6 +623,93 @@ class _Connection(asyncio.Protocol):
         if self._core.output_ready and not self._pumping:
             self._pump()
 
+    def _write_buffers(self, pieces: list[Buffer | FileRecords]) -> list[Buffer | FileRecords]:
+        """Write `pieces` up to the first records left in their file; the pieces from there
+        (none: all written). Consecutive small pieces (the answers released together, the
+        frame around large records) leave in one send; large records are written as they
+        are, never joined (copied) into one buffer."""
+        small: list[Buffer] = []
+        rest: list[Buffer | FileRecords] = []
+        for at, piece in enumerate(pieces):
+            if not isinstance(piece, bytes | bytearray | memoryview):
+                rest = pieces[at:]
+                break
+            if len(piece) < HOLD_MIN_BYTES:
+                small.append(piece)
+                continue
+            if small:
+                self._write(small[0] if len(small) == 1 else b"".join(small))
+                small = []
+            self._write(piece)
+        if small:
+            self._write(small[0] if len(small) == 1 else b"".join(small))
+        return rest
+
+    async def _send_from_files(self, pieces: list[Buffer | FileRecords]) -> None:
+        """Write `pieces`, records left in their files first among them, each such records
+        sent from its file (`_send_file_records`), then pump again. A failed send breaks the
+        answer in the middle: the connection is dropped."""
+        transport = self._transport
+        assert transport is not None
+        try:
+            while pieces:
+                records = pieces[0]
+                assert not isinstance(records, bytes | bytearray | memoryview)
+                await self._send_file_records(records)
+                records.close()
+                pieces = self._write_buffers(pieces[1:])
+        except (OSError, KafkaStorageError) as exc:
+            if self._failure is None:
+                self._failure = exc
+            transport.abort()
+            return
+        finally:
+            for piece in pieces:
+                if not isinstance(piece, bytes | bytearray | memoryview):
+                    piece.close()
+            self._sending = None
+        # The sendfile resumed the reading it paused, which this connection may have paused
+        # meanwhile (`queued.max.requests` reached, or closing).
+        if self._reading_paused or self._closing_from is not None:
+            transport.pause_reading()
+        self._pump()
+
+    async def _send_file_records(self, records: FileRecords) -> None:
+        """Send `records` from their file with `sendfile` (Kafka's `FileRecords.transferTo`:
+        no copy into user space); under TLS, or where the file or the platform cannot,
+        read and write them. `loop.sendfile` starts once the transport's buffer is empty and
+        pauses reading while it sends. Raises `KafkaStorageError` for a file cut back under
+        them (fewer bytes sent than promised), `ConnectionError` for a lost connection."""
+        transport = self._transport
+        assert transport is not None
+        if transport.is_closing():
+            raise ConnectionError("the connection closed before an answer's records were sent")
+        if self._tls is None and isinstance(records, FileRegion):
+            try:
+                # Typed for a file object; it calls only `fileno` without a fallback.
+                sent = await self._loop.sendfile(
+                    transport,
+                    records,  # type: ignore[arg-type]
+                    records.position,
+                    records.size,
+                    fallback=False,
+                )
+            except asyncio.SendfileNotAvailableError:
+                pass  # raised before any byte was sent: written below
+            else:
+                self._written += sent
+                self._last_active = self._loop.time()
+                if sent != records.size:
+                    raise records.cut_back(sent)
+                return
+        self._write(records.read())
+
+    def _stop_sending(self) -> None:
+        """Cancel a send from files before the transport closes: `loop.sendfile` then takes
+        its callback off the socket while the socket is still open."""
+        if self._sending is not None:
+            self._sending.cancel()
+
     def _write(self, data: Buffer) -> None:
         assert self._transport is not None
         tls = self._tls
@@ -669,12 +768,14 @@ class _Connection(asyncio.Protocol):
             ", ".join(core.unanswered(self._closing_from)),
             self._listener.config.close_wait_ms,
         )
+        self._stop_sending()
         transport.close()
 
     def abort(self) -> None:
         """The listener stops: drop the socket (`connection_lost` follows)."""
         if self._failure is None:
             self._failure = _Stopping("the listener stops")
+        self._stop_sending()
         if self._transport is not None:
             self._transport.abort()
 
@@ -690,26 +791,30 @@ class _Connection(asyncio.Protocol):
         assert core is not None and transport is not None
         idle_s = self._idle_s()
         now = self._loop.time()
+        sending = self._sending is not None  # from files: those bytes are not counted yet
         unsent = transport.get_write_buffer_size() + unacknowledged_bytes(self._fd)
         reached = self._written - unsent
         if reached != self._reached:
             # Bytes reached the client since the last look: they are still moving if some are
             # left to send, else the last of them left after that look.
-            self._last_active = max(self._last_active, now if unsent else self._looked_at)
+            self._last_active = max(
+                self._last_active, now if unsent or sending else self._looked_at
+            )
             self._reached = reached
         self._looked_at = now
         quiet_s = now - self._last_active
         if quiet_s >= idle_s:
-            if self._writing_paused or transport.is_closing():
+            if self._writing_paused or sending or transport.is_closing():
                 # A client that reads nothing holds no more than what was written: dropped.
                 if self._failure is None:
                     self._failure = _Idle(idle_s, "its responses not read")
+                self._stop_sending()
                 transport.abort()
                 return
             if self._closing_from is None and not core.in_flight:
                 self._fail(_Idle(idle_s, "no request"))
         delay_s = idle_s - quiet_s if quiet_s < idle_s else idle_s
-        if unsent:
+        if unsent or sending:
             delay_s = min(delay_s, idle_s / SENDING_LOOKS_PER_IDLE)
         self._idle_timer = self._loop.call_later(max(delay_s, 0.001), self._idle_check)
 
@@ -723,6 +828,8 @@ class _Connection(asyncio.Protocol):
             log.warning(closing, listener, self.peer, failure)
         elif isinstance(failure, _Idle):
             log.info(closing, listener, self.peer, failure)
+        elif isinstance(failure, KafkaStorageError):
+            log.warning(closing, listener, self.peer, f"an answer's records not sent: {failure}")
         elif isinstance(failure, ConnectionError | _Stopping):
             log.debug("Kafka listener %s: lost %s: %s", listener, self.peer, failure)
         elif failure is not None:

@@ -16,6 +16,8 @@ tmp_path, a hand-driven clock), through the Broker service's cores with no proto
   answers it empty;
 - through the listener, a fetch answered at once is written with no task, and behind an
   earlier request of its connection still waiting it is answered after that one, in order;
+  through a plain listener, records of `REGION_MIN_BYTES` or more leave the segment file
+  through `sendfile`, smaller ones do not;
 - a waiting fetch leaves the purgatory when its connection is lost (reset, or closed once
   `close_wait_ms` passed after the client's EOF);
 - OffsetForLeaderEpoch is answered at once, its epochs checked as the gRPC method checks them.
@@ -24,6 +26,7 @@ tmp_path, a hand-driven clock), through the Broker service's cores with no proto
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 import uuid
@@ -57,8 +60,9 @@ from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import ZERO_UUID
 from replog.kafka.protocol.framing import decode_response, encode_request
 from replog.quorum.metadata.records import PartitionChangeRecord
+from replog.record import build_batch
 from replog.server.data_plane.broker_cores import BrokerCores
-from replog.server.kafka.kafka_apis import KafkaApis
+from replog.server.kafka.kafka_apis import REGION_MIN_BYTES, KafkaApis
 from replog.server.kafka.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.storage.file_region import FileRegion
 from replog.testing import ManualClock
@@ -66,6 +70,7 @@ from tests.eventually import eventually
 from tests.metadata.metadata_helpers import create_topic, replayed
 from tests.server.data_plane.test_replica_manager import (
     SOLO_TID,
+    T0,
     TID,
     Node,
     batch,
@@ -356,6 +361,41 @@ async def test_through_the_listener_a_fetch_answered_at_once_keeps_its_place_in_
         writer.close()
     finally:
         await listener.stop()
+
+
+@pytest.mark.asyncio
+async def test_through_a_plain_listener_large_records_are_sent_from_the_segment_file(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (node,) = served(tmp_path, clock, (1,))
+    await produce(node, batch(2))
+    await produce(node, build_batch([(T0, b"k", bytes(REGION_MIN_BYTES), ())]))
+    sent: list[int] = []
+    real = os.sendfile
+
+    def counting(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        sent.append(count)
+        return real(out_fd, in_fd, offset, count)
+
+    monkeypatch.setattr(os, "sendfile", counting)  # asyncio's sendfile calls it by name
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0)
+    await listener.start(handlers(node))
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        # The first batch alone (a budget below it: KIP-74's one batch), then the whole log.
+        writer.write(fetch_frame(1, request(at(0, partition_max_bytes=1))))
+        _, first = await read_fetch_answer(reader)
+        assert not sent  # small records: read and written
+        writer.write(fetch_frame(2, request(at(0))))
+        _, whole = await read_fetch_answer(reader)
+        writer.close()
+    finally:
+        await listener.stop()
+    assert sent, "the large records did not leave through sendfile"
+    log = whole_log(node)
+    assert bytes(partitions(whole)[0].records or b"") == log
+    assert log.startswith(bytes(partitions(first)[0].records or b""))
+    assert partitions(whole)[0].high_watermark == 3
 
 
 @pytest.mark.asyncio

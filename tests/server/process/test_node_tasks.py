@@ -130,6 +130,7 @@ CALL_OWNED_TASKS = {
     ("broker_runtime.py", "BrokerRuntime.wait_failed"),  # the first of three events
     ("group_coordinator.py", "GroupCoordinator._group_call"),  # awaited by the request
     ("kafka_listener.py", "_Connection._spawn"),  # a request's handler, cancelled on close
+    ("kafka_listener.py", "_Connection._pump"),  # a send from files, cancelled on close
     # A metadata append connection's appends waiting to commit, cancelled when it is lost.
     ("metadata_append_server.py", "_InboundConnection.data_received"),
     ("node_tasks.py", "NodeTasks.spawn"),  # the node's group itself

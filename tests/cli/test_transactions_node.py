@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import confluent_kafka as confluent
@@ -28,6 +29,7 @@ import pytest
 
 from replog.cli.main import main
 from replog.record import build_batch
+from tests.confluent_producer import confluent_producer
 from tests.eventually import wait_until
 from tests.kafka.kafka_node import RunningNode, running_node
 from tests.kafka.test_kafka_listener_node import create_topic, wait_serving
@@ -61,43 +63,46 @@ def replog(
     return code, json.loads(out) if out.strip() else None, err
 
 
-def open_transaction(node: RunningNode, transactional_id: str, topic: str, value: bytes) -> Any:
+@contextmanager
+def open_transaction(
+    node: RunningNode, transactional_id: str, topic: str, value: bytes
+) -> Iterator[Any]:
     """A confluent-kafka transactional producer (a 15-minute transaction timeout) with a
-    transaction open on `topic`-0 holding `value`."""
-    made = confluent.Producer(
+    transaction open on `topic`-0 holding `value`; destroyed on leaving, its transaction left as
+    it is (tests/confluent_producer.py)."""
+    with confluent_producer(
         {
             "bootstrap.servers": node.kafka_address,
             "transactional.id": transactional_id,
             "transaction.timeout.ms": 900_000,
         }
-    )
-    made.init_transactions(60)
-    made.begin_transaction()
-    made.produce(topic, value=value, partition=0)
-    assert made.flush(30) == 0
-    return made
+    ) as made:
+        made.init_transactions(60)
+        made.begin_transaction()
+        made.produce(topic, value=value, partition=0)
+        assert made.flush(30) == 0
+        yield made
 
 
 def test_list_and_describe_show_a_transaction_ongoing_then_complete_commit(
     node: RunningNode, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    orders = open_transaction(node, "orders-tx", "orders", b"paid")
+    with open_transaction(node, "orders-tx", "orders", b"paid") as orders:
+        code, (described,), _ = replog(node, capsys, "describe", "--transactional-id", "orders-tx")
+        assert code == 0
+        assert described["TransactionalId"] == "orders-tx"
+        assert described["TransactionState"] == "Ongoing"
+        assert described["TopicPartitions"] == "orders-0"
+        assert described["TransactionTimeoutMs"] == "900000"
+        assert int(described["TransactionDurationMs"]) >= 0
+        code, listed, _ = replog(node, capsys, "list", "--state", "Ongoing")
+        assert code == 0
+        assert [(t["TransactionalId"], t["TransactionState"]) for t in listed] == [
+            ("orders-tx", "Ongoing")
+        ]
+        assert listed[0]["ProducerId"] == described["ProducerId"]
 
-    code, (described,), _ = replog(node, capsys, "describe", "--transactional-id", "orders-tx")
-    assert code == 0
-    assert described["TransactionalId"] == "orders-tx"
-    assert described["TransactionState"] == "Ongoing"
-    assert described["TopicPartitions"] == "orders-0"
-    assert described["TransactionTimeoutMs"] == "900000"
-    assert int(described["TransactionDurationMs"]) >= 0
-    code, listed, _ = replog(node, capsys, "list", "--state", "Ongoing")
-    assert code == 0
-    assert [(t["TransactionalId"], t["TransactionState"]) for t in listed] == [
-        ("orders-tx", "Ongoing")
-    ]
-    assert listed[0]["ProducerId"] == described["ProducerId"]
-
-    orders.commit_transaction(30)
+        orders.commit_transaction(30)
 
     def state() -> tuple[str, str]:
         _, (found,), _ = replog(node, capsys, "describe", "--transactional-id", "orders-tx")
@@ -143,10 +148,11 @@ def committed_values(
 def test_an_open_producer_is_described_and_aborted_at_its_start_offset(
     node: RunningNode, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    open_transaction(node, "left-open", "open", b"never-committed")
-    plain = confluent.Producer({"bootstrap.servers": node.kafka_address})
-    plain.produce("open", value=b"after", partition=0)
-    assert plain.flush(30) == 0
+    with open_transaction(node, "left-open", "open", b"never-committed"):
+        pass  # the transaction outlives its producer
+    with confluent_producer({"bootstrap.servers": node.kafka_address}) as plain:
+        plain.produce("open", value=b"after", partition=0)
+        assert plain.flush(30) == 0
     # The LSO stays at the open transaction.
     assert committed_values(node, "open", 1, within_s=3) == []
 
@@ -270,7 +276,8 @@ def test_the_tables_have_kafkas_columns(
         assert main(["transactions", *words, *where]) == 0
         lines = capsys.readouterr().out.splitlines()
         assert lines[0].split() == list(header)
-    open_transaction(node, "tables-tx", "orders", b"t").abort_transaction(30)
+    with open_transaction(node, "tables-tx", "orders", b"t") as tables:
+        tables.abort_transaction(30)
     assert main(["transactions", "describe", "--transactional-id", "tables-tx", *where]) == 0
     first, row = capsys.readouterr().out.splitlines()
     assert first.split() == list(transactions.DESCRIBE_HEADER)

@@ -14,6 +14,7 @@ from cluster_helpers import LoopbackCluster, replog
 from confluent_kafka.admin import AdminClient
 
 from replog.config import parse_properties
+from tests.confluent_producer import confluent_producer
 from tests.kafka.client_tools import kcat
 from tests.local_ports import KAFKA_PORT_OFFSET, free_base_port
 
@@ -49,11 +50,11 @@ def confluent_kafka_and_kcat_round_trip(cluster: LoopbackCluster) -> None:
     """confluent-kafka creates `audit` and writes to it with the settings as they are; `kcat -F`
     lists the cluster and reads the record back."""
     config = settings(cluster)
-    admin = AdminClient(config)  # kept: a destroyed handle fails its futures
-    admin.create_topics([confluent_kafka.admin.NewTopic("audit", 1, 1)])["audit"].result(30)
-    producer = confluent_kafka.Producer(config)
-    producer.produce("audit", b"seen", key=b"k")
-    assert producer.flush(30) == 0
+    with AdminClient(config) as admin:  # open until answered: a destroyed handle fails its futures
+        admin.create_topics([confluent_kafka.admin.NewTopic("audit", 1, 1)])["audit"].result(30)
+    with confluent_producer(config) as producer:
+        producer.produce("audit", b"seen", key=b"k")
+        assert producer.flush(30) == 0
     listed = kcat().run("-F", str(client_properties(cluster)), "-L")
     assert "1 brokers:" in listed and 'topic "audit"' in listed, listed
     read = kcat().run(

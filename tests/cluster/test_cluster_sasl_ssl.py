@@ -152,25 +152,25 @@ def test_confluent_kafka_reads_the_authorized_operations(
         sasl_cluster, "configs", "alter", "--entity-type", "users", "--entity-name", "carl",
         "--add-config", f"SCRAM-SHA-512=[iterations=8192,password={BOB_PASSWORD}]",
     )  # fmt: skip
-    admin = AdminClient(settings(sasl_cluster))
     asked = TopicCollection(["ops"])
-    everything = admin.describe_topics(asked, include_authorized_operations=True)["ops"].result(30)
-    assert set(everything.authorized_operations) == {
-        Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS,
-        Op.ALTER_CONFIGS,
-    }  # fmt: skip
-    cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
-    assert Op.ALTER in cluster.authorized_operations
-    carl = AdminClient(
+    with AdminClient(settings(sasl_cluster)) as admin:
+        everything = admin.describe_topics(asked, include_authorized_operations=True)["ops"]
+        assert set(everything.result(30).authorized_operations) == {
+            Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS,
+            Op.ALTER_CONFIGS,
+        }  # fmt: skip
+        cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
+        assert Op.ALTER in cluster.authorized_operations
+    with AdminClient(
         {**settings(sasl_cluster), "sasl.username": "carl"} | {"sasl.password": BOB_PASSWORD}
-    )
-    described = carl.describe_topics(asked, include_authorized_operations=True)["ops"].result(30)
-    assert set(described.authorized_operations) == {Op.WRITE, Op.DESCRIBE}
-    assert (
-        not carl.describe_cluster(include_authorized_operations=True)
-        .result(30)
-        .authorized_operations
-    )
+    ) as carl:
+        described = carl.describe_topics(asked, include_authorized_operations=True)["ops"]
+        assert set(described.result(30).authorized_operations) == {Op.WRITE, Op.DESCRIBE}
+        assert (
+            not carl.describe_cluster(include_authorized_operations=True)
+            .result(30)
+            .authorized_operations
+        )
 
 
 def test_bootstrap_controller_tools_sign_in_at_the_controllers_listener(

@@ -23,6 +23,7 @@ coordinator leads none of the partitions asked about, and then its commit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import Counter
@@ -58,6 +59,7 @@ from replog.kafka.messages.txn_offset_commit_request import (
 from replog.record.builder import BatchBuilder
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
 from replog.wire.kafka_connection import KafkaConnection
+from tests.confluent_producer import confluent_producer
 from tests.local_ports import free_base_port
 
 pytestmark = pytest.mark.slow
@@ -79,12 +81,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientCluster]
         yield running
 
 
-def transactional(cluster: ClientCluster, transactional_id: str) -> Any:
-    producer = confluent_kafka.Producer(
+@contextlib.contextmanager
+def transactional(cluster: ClientCluster, transactional_id: str) -> Iterator[Any]:
+    """An initialized transactional producer, destroyed on leaving (tests/confluent_producer.py):
+    while a broker is down, `describe` fails, and the exception its asyncio task keeps holds the
+    test's frame in a reference cycle; a producer left to be freed with that frame reconnects to
+    the stopped cluster until the garbage collector frees it."""
+    with confluent_producer(
         {"bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id}
-    )
-    producer.init_transactions(TIMEOUT_S)
-    return producer
+    ) as producer:
+        producer.init_transactions(TIMEOUT_S)
+        yield producer
 
 
 def transaction(producer: Any, topic: str, values: list[bytes], *, commit: bool) -> None:
@@ -168,13 +175,13 @@ def wait_state(cluster: ClientCluster, transactional_id: str, wanted: str) -> in
 
 def test_read_committed_sees_exactly_the_committed_records(cluster: ClientCluster) -> None:
     cluster.create_topic("orders", 1, 3)
-    producer = transactional(cluster, "orders-tx")
-    transaction(producer, "orders", [b"c1", b"c2"], commit=True)
-    wait_state(cluster, "orders-tx", "CompleteCommit")
-    transaction(producer, "orders", [b"a1", b"a2"], commit=False)
-    wait_state(cluster, "orders-tx", "CompleteAbort")
-    transaction(producer, "orders", [b"c3"], commit=True)
-    wait_state(cluster, "orders-tx", "CompleteCommit")
+    with transactional(cluster, "orders-tx") as producer:
+        transaction(producer, "orders", [b"c1", b"c2"], commit=True)
+        wait_state(cluster, "orders-tx", "CompleteCommit")
+        transaction(producer, "orders", [b"a1", b"a2"], commit=False)
+        wait_state(cluster, "orders-tx", "CompleteAbort")
+        transaction(producer, "orders", [b"c3"], commit=True)
+        wait_state(cluster, "orders-tx", "CompleteCommit")
     assert read(cluster, "orders", "read_committed", 3) == [b"c1", b"c2", b"c3"]
     assert read(cluster, "orders", "read_uncommitted", 5) == [b"c1", b"c2", b"a1", b"a2", b"c3"]
 
@@ -183,41 +190,41 @@ def group_offset(cluster: ClientCluster, group: str, topic: str) -> int:
     """The committed offset of partition 0 of `topic` for `group`, asked with require_stable:
     UNSTABLE_OFFSET_COMMIT (the commit's marker not yet written) is asked again, which the
     admin client leaves to its caller."""
-    admin = admin_module.AdminClient({"bootstrap.servers": cluster.bootstrap})
     wanted = confluent_kafka.ConsumerGroupTopicPartitions(
         group, [confluent_kafka.TopicPartition(topic, 0)]
     )
     deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        futures = admin.list_consumer_group_offsets([wanted], require_stable=True)
-        (answer,) = [future.result(TIMEOUT_S) for future in futures.values()]
-        (partition,) = answer.topic_partitions
-        error = partition.error
-        if error is None:
-            return int(partition.offset)
-        assert error.code() == confluent_kafka.KafkaError.UNSTABLE_OFFSET_COMMIT, error
-        assert time.monotonic() < deadline, f"{group}: {topic}-0 still unstable"
-        time.sleep(0.05)
+    with admin_module.AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
+        while True:
+            futures = admin.list_consumer_group_offsets([wanted], require_stable=True)
+            (answer,) = [future.result(TIMEOUT_S) for future in futures.values()]
+            (partition,) = answer.topic_partitions
+            error = partition.error
+            if error is None:
+                return int(partition.offset)
+            assert error.code() == confluent_kafka.KafkaError.UNSTABLE_OFFSET_COMMIT, error
+            assert time.monotonic() < deadline, f"{group}: {topic}-0 still unstable"
+            time.sleep(0.05)
 
 
 def test_offsets_sent_to_a_transaction_commit_with_it(cluster: ClientCluster) -> None:
     cluster.create_topic("inputs", 1, 3)
     cluster.create_topic("outputs", 1, 3)
-    feeder = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap})
-    for n in range(5):
-        feeder.produce("inputs", value=b"in-%d" % n, key=b"k", partition=0)
-    assert feeder.flush(TIMEOUT_S) == 0
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": "copier",
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    producer = transactional(cluster, "copier-tx")
-    try:
+    with confluent_producer({"bootstrap.servers": cluster.bootstrap}) as feeder:
+        for n in range(5):
+            feeder.produce("inputs", value=b"in-%d" % n, key=b"k", partition=0)
+        assert feeder.flush(TIMEOUT_S) == 0
+    reader = {
+        "bootstrap.servers": cluster.bootstrap,
+        "group.id": "copier",
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    with (
+        confluent_kafka.Consumer(reader) as consumer,
+        transactional(cluster, "copier-tx") as producer,
+    ):
         consumer.subscribe(["inputs"])
         copied: list[bytes] = []
         deadline = time.monotonic() + TIMEOUT_S
@@ -244,8 +251,6 @@ def test_offsets_sent_to_a_transaction_commit_with_it(cluster: ClientCluster) ->
         )
         producer.abort_transaction(TIMEOUT_S)
         assert group_offset(cluster, "copier", "inputs") == 3
-    finally:
-        consumer.close()
     assert read(cluster, "outputs", "read_committed", 3) == [b"in-0", b"in-1", b"in-2"]
 
 
@@ -492,10 +497,10 @@ def create_placed(
     cluster: ClientCluster, topic: str, replicas: list[int], config: dict[str, str] | None = None
 ) -> None:
     """Creates `topic` with one partition on `replicas` (the first its preferred leader)."""
-    admin = admin_module.AdminClient({"bootstrap.servers": cluster.bootstrap})
     created = admin_module.NewTopic(topic, 1, replica_assignment=[replicas], config=config or {})
-    for future in admin.create_topics([created]).values():
-        future.result(TIMEOUT_S)
+    with admin_module.AdminClient({"bootstrap.servers": cluster.bootstrap}) as admin:
+        for future in admin.create_topics([created]).values():
+            future.result(TIMEOUT_S)
     cluster.wait_for_leaders(topic, 1, TIMEOUT_S)
 
 
@@ -693,37 +698,39 @@ def test_transactions_outlive_their_partition_leaders_kill_confluent(
         if error is not None:
             errors.append(error)
 
-    producers = {
-        tag: confluent_kafka.Producer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "transactional.id": ids[tag],
-                "transaction.timeout.ms": SURVIVING_TIMEOUT_MS,
-                "on_delivery": delivered,
-            }
-        )
-        for tag in TAGS
-    }
-    for producer in producers.values():
-        producer.init_transactions(TIMEOUT_S)
-
     def settle(producer: Any) -> None:
         assert producer.flush(TIMEOUT_S * 2) == 0, "records still queued"
         assert errors == []
 
-    leader_killed_mid_transactions(
-        cluster,
-        topic,
-        producers,
-        ids,
-        lambda producer, value: producer.produce(topic, value=value, key=b"k", partition=0),
-        settle,
-        lambda producer, commit: (
-            producer.commit_transaction(TIMEOUT_S)
-            if commit
-            else producer.abort_transaction(TIMEOUT_S)
-        ),
-    )
+    with contextlib.ExitStack() as clients:
+        producers = {
+            tag: clients.enter_context(
+                confluent_producer(
+                    {
+                        "bootstrap.servers": cluster.bootstrap,
+                        "transactional.id": ids[tag],
+                        "transaction.timeout.ms": SURVIVING_TIMEOUT_MS,
+                        "on_delivery": delivered,
+                    }
+                )
+            )
+            for tag in TAGS
+        }
+        for producer in producers.values():
+            producer.init_transactions(TIMEOUT_S)
+        leader_killed_mid_transactions(
+            cluster,
+            topic,
+            producers,
+            ids,
+            lambda producer, value: producer.produce(topic, value=value, key=b"k", partition=0),
+            settle,
+            lambda producer, commit: (
+                producer.commit_transaction(TIMEOUT_S)
+                if commit
+                else producer.abort_transaction(TIMEOUT_S)
+            ),
+        )
     assert read(cluster, topic, "read_committed", len(KEPT)) == KEPT
     everything = read(cluster, topic, "read_uncommitted", len(KEPT) + len(DROPPED))
     assert Counter(everything) == Counter(KEPT + DROPPED)
@@ -776,90 +783,90 @@ def test_the_transactions_command_across_brokers(cluster: ClientCluster) -> None
     cluster.wait_healthy([], TIMEOUT_S)
     topic = "cli-spread"
     cluster.create_topic(topic, 3, 3)
-    producer = transactional(cluster, "cli-tx")
-    producer.begin_transaction()
-    for partition in range(3):
-        producer.produce(topic, value=b"v%d" % partition, key=b"k", partition=partition)
-    assert producer.flush(TIMEOUT_S) == 0
-    coordinator = wait_state(cluster, "cli-tx", "Ongoing")
-    with cluster.admin() as admin:
-        (info,) = admin.metadata([topic]).topics
-    leaders = {p.partition: p.leader for p in info.partitions}
-    # Three partitions led by three brokers: some are led away from the coordinator.
-    elsewhere = sorted(p for p, leader in leaders.items() if leader != coordinator)
-    assert elsewhere, f"every partition of {topic} is led by the coordinator {coordinator}"
-    partition = elsewhere[0]
+    with transactional(cluster, "cli-tx") as producer:
+        producer.begin_transaction()
+        for partition in range(3):
+            producer.produce(topic, value=b"v%d" % partition, key=b"k", partition=partition)
+        assert producer.flush(TIMEOUT_S) == 0
+        coordinator = wait_state(cluster, "cli-tx", "Ongoing")
+        with cluster.admin() as admin:
+            (info,) = admin.metadata([topic]).topics
+        leaders = {p.partition: p.leader for p in info.partitions}
+        # Three partitions led by three brokers: some are led away from the coordinator.
+        elsewhere = sorted(p for p, leader in leaders.items() if leader != coordinator)
+        assert elsewhere, f"every partition of {topic} is led by the coordinator {coordinator}"
+        partition = elsewhere[0]
 
-    (described,) = transactions_cli(cluster, "describe", "--transactional-id", "cli-tx")
-    assert described["CoordinatorId"] == str(coordinator)
-    assert described["TransactionState"] == "Ongoing"
-    assert set(described["TopicPartitions"].split(",")) == {f"{topic}-{p}" for p in range(3)}
-    producer_id = described["ProducerId"]
-    listed = transactions_cli(cluster, "list", "--state", "Ongoing")
-    assert {
-        "TransactionalId": "cli-tx",
-        "Coordinator": str(coordinator),
-        "ProducerId": producer_id,
-        "TransactionState": "Ongoing",
-    } in listed
+        (described,) = transactions_cli(cluster, "describe", "--transactional-id", "cli-tx")
+        assert described["CoordinatorId"] == str(coordinator)
+        assert described["TransactionState"] == "Ongoing"
+        assert set(described["TopicPartitions"].split(",")) == {f"{topic}-{p}" for p in range(3)}
+        producer_id = described["ProducerId"]
+        listed = transactions_cli(cluster, "list", "--state", "Ongoing")
+        assert {
+            "TransactionalId": "cli-tx",
+            "Coordinator": str(coordinator),
+            "ProducerId": producer_id,
+            "TransactionState": "Ongoing",
+        } in listed
 
-    def open_on(*broker_id: str) -> dict[str, str] | None:
-        rows = transactions_cli(
-            cluster,
-            "describe-producers",
-            "--topic",
-            topic,
-            "--partition",
-            str(partition),
-            *broker_id,
+        def open_on(*broker_id: str) -> dict[str, str] | None:
+            rows = transactions_cli(
+                cluster,
+                "describe-producers",
+                "--topic",
+                topic,
+                "--partition",
+                str(partition),
+                *broker_id,
+            )
+            return next((r for r in rows if r["ProducerId"] == producer_id), None)
+
+        at_leader = open_on()  # the partition's leader, not the coordinator
+        assert at_leader is not None and at_leader["CurrentTransactionStartOffset"] == "0"
+        # The coordinator's broker holds a follower replica: it knows the producer once it has
+        # replicated the batch.
+        found: list[dict[str, str] | None] = [None]
+
+        def replicated() -> bool:
+            found[0] = open_on("--broker-id", str(coordinator))
+            return found[0] is not None and found[0]["CurrentTransactionStartOffset"] == "0"
+
+        wait_for(replicated, TIMEOUT_S, f"producer {producer_id} on broker {coordinator}: {found}")
+
+        producer.commit_transaction(TIMEOUT_S)
+        wait_state(cluster, "cli-tx", "CompleteCommit")
+        (described,) = transactions_cli(cluster, "describe", "--transactional-id", "cli-tx")
+        assert described["TransactionState"] == "CompleteCommit"
+        committed = transactions_cli(cluster, "list", "--state", "CompleteCommit")
+        assert any(r["TransactionalId"] == "cli-tx" for r in committed)
+        assert not any(
+            r["TransactionalId"] == "cli-tx"
+            for r in transactions_cli(cluster, "list", "--state", "Ongoing")
         )
-        return next((r for r in rows if r["ProducerId"] == producer_id), None)
 
-    at_leader = open_on()  # the partition's leader, not the coordinator
-    assert at_leader is not None and at_leader["CurrentTransactionStartOffset"] == "0"
-    # The coordinator's broker holds a follower replica: it knows the producer once it has
-    # replicated the batch.
-    found: list[dict[str, str] | None] = [None]
+        def closed_on(*broker_id: str) -> bool:
+            row = open_on(*broker_id)
+            return row is not None and row["CurrentTransactionStartOffset"] == "None"
 
-    def replicated() -> bool:
-        found[0] = open_on("--broker-id", str(coordinator))
-        return found[0] is not None and found[0]["CurrentTransactionStartOffset"] == "0"
-
-    wait_for(replicated, TIMEOUT_S, f"producer {producer_id} on broker {coordinator}: {found}")
-
-    producer.commit_transaction(TIMEOUT_S)
-    wait_state(cluster, "cli-tx", "CompleteCommit")
-    (described,) = transactions_cli(cluster, "describe", "--transactional-id", "cli-tx")
-    assert described["TransactionState"] == "CompleteCommit"
-    committed = transactions_cli(cluster, "list", "--state", "CompleteCommit")
-    assert any(r["TransactionalId"] == "cli-tx" for r in committed)
-    assert not any(
-        r["TransactionalId"] == "cli-tx"
-        for r in transactions_cli(cluster, "list", "--state", "Ongoing")
-    )
-
-    def closed_on(*broker_id: str) -> bool:
-        row = open_on(*broker_id)
-        return row is not None and row["CurrentTransactionStartOffset"] == "None"
-
-    wait_for(closed_on, TIMEOUT_S, f"the commit marker on {topic}-{partition}'s leader")
-    wait_for(
-        lambda: closed_on("--broker-id", str(coordinator)),
-        TIMEOUT_S,
-        f"the commit marker on broker {coordinator}'s replica",
-    )
+        wait_for(closed_on, TIMEOUT_S, f"the commit marker on {topic}-{partition}'s leader")
+        wait_for(
+            lambda: closed_on("--broker-id", str(coordinator)),
+            TIMEOUT_S,
+            f"the commit marker on broker {coordinator}'s replica",
+        )
 
 
 def test_a_new_coordinator_completes_a_prepared_commit(cluster: ClientCluster) -> None:
-    producer = transactional(cluster, "payments-tx")
-    coordinator = wait_state(cluster, "payments-tx", "Empty")
-    # killing the holder leaves the partition without a leader: the commit stays prepared
-    holder = held_elsewhere(cluster, "payments", coordinator)
-    producer.begin_transaction()
-    producer.produce("payments", value=b"p1", key=b"k", partition=0)
-    assert producer.flush(TIMEOUT_S) == 0
-    cluster.loopback.kill(holder)
-    producer.commit_transaction(TIMEOUT_S)  # answered once PrepareCommit is written
+    with transactional(cluster, "payments-tx") as producer:
+        coordinator = wait_state(cluster, "payments-tx", "Empty")
+        # killing the holder leaves the partition without a leader: the commit stays prepared
+        holder = held_elsewhere(cluster, "payments", coordinator)
+        producer.begin_transaction()
+        producer.produce("payments", value=b"p1", key=b"k", partition=0)
+        assert producer.flush(TIMEOUT_S) == 0
+        cluster.loopback.kill(holder)
+        producer.commit_transaction(TIMEOUT_S)  # answered once PrepareCommit is written
     assert wait_state(cluster, "payments-tx", "PrepareCommit") == coordinator
     time.sleep(1)  # the markers wait for a leader meanwhile
     assert describe(cluster, "payments-tx") == (coordinator, "PrepareCommit")

@@ -47,6 +47,7 @@ from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.messages.unregister_broker_request import UnregisterBrokerRequest
 from replog.kafka.protocol.codec import Message
 from replog.kafka.protocol.framing import decode_response, encode_request
+from tests.confluent_producer import confluent_producer
 from tests.eventually import wait_until
 from tests.local_ports import KAFKA_CONTROLLER_PORT_OFFSET, KAFKA_PORT_OFFSET, free_base_port
 
@@ -70,10 +71,15 @@ def kafka_addresses(cluster: LoopbackCluster) -> list[str]:
     return [f"127.0.0.1:{cluster.base_port + KAFKA_PORT_OFFSET + i}" for i in range(NODES)]
 
 
-def confluent_admin(cluster: LoopbackCluster) -> AdminClient:
-    # Bootstrapped at the last node: its admin requests reach whichever controller is active,
-    # that node's or the other's.
-    return AdminClient({"bootstrap.servers": kafka_addresses(cluster)[-1]})
+@pytest.fixture
+def admin(cluster: LoopbackCluster) -> Iterator[AdminClient]:
+    """confluent-kafka's AdminClient, bootstrapped at the last node: its admin requests reach
+    whichever controller is active, that node's or the other's. Destroyed after the test: a
+    future keeps the exception `pytest.raises` checks, whose traceback holds the test's frame
+    in a reference cycle, and a client left to be freed with that frame reconnects to the
+    stopped cluster until the garbage collector frees it."""
+    with AdminClient({"bootstrap.servers": kafka_addresses(cluster)[-1]}) as client:
+        yield client
 
 
 def done(futures: dict[Any, Any]) -> dict[Any, Any]:
@@ -191,8 +197,9 @@ def test_unregistering_an_unknown_broker_is_refused(cluster: LoopbackCluster) ->
     assert "broker 9" in by_broker.error_message
 
 
-def test_confluent_admin_client_manages_topics_and_configs(cluster: LoopbackCluster) -> None:
-    admin = confluent_admin(cluster)
+def test_confluent_admin_client_manages_topics_and_configs(
+    cluster: LoopbackCluster, admin: AdminClient
+) -> None:
     created = admin.create_topics(
         [
             NewTopic("events", 2, 2, config={"retention.ms": "3600000"}),
@@ -244,10 +251,10 @@ def test_confluent_admin_client_manages_topics_and_configs(cluster: LoopbackClus
     with pytest.raises(confluent_kafka.KafkaException, match=r"INVALID_PARTITIONS|partitions"):
         done(admin.create_partitions([NewPartitions("events", 3)]))
 
-    producer = confluent_kafka.Producer({"bootstrap.servers": kafka_addresses(cluster)[0]})
-    for i in range(5):
-        producer.produce("doomed", value=b"%d" % i, partition=0)
-    assert producer.flush(TIMEOUT_S) == 0
+    with confluent_producer({"bootstrap.servers": kafka_addresses(cluster)[0]}) as producer:
+        for i in range(5):
+            producer.produce("doomed", value=b"%d" % i, partition=0)
+        assert producer.flush(TIMEOUT_S) == 0
     partition = confluent_kafka.TopicPartition("doomed", 0, 3)
     (deleted,) = done(admin.delete_records([partition])).values()
     assert deleted.low_watermark == 3
@@ -302,20 +309,21 @@ def configs_of_kp(admin: Any, resource: Any) -> dict[str, str]:
     return {key: config["value"] for key, config in by_name["kp"].items()}
 
 
-def test_a_transactional_producer_initializes_and_commits(cluster: LoopbackCluster) -> None:
+def test_a_transactional_producer_initializes_and_commits(
+    cluster: LoopbackCluster, admin: AdminClient
+) -> None:
     # The first FindCoordinator of a transactional id creates __transaction_state (50
     # partitions, its replication factor capped at the 2 brokers); librdkafka retries
     # COORDINATOR_NOT_AVAILABLE meanwhile.
-    admin = confluent_admin(cluster)
     done(admin.create_topics([NewTopic("txn-orders", 1, 2)]))
-    producer = confluent_kafka.Producer(
+    with confluent_producer(
         {"bootstrap.servers": kafka_addresses(cluster)[0], "transactional.id": "tx"}
-    )
-    producer.init_transactions(TIMEOUT_S)
-    producer.begin_transaction()
-    producer.produce("txn-orders", value=b"paid", key=b"o-1")
-    assert producer.flush(TIMEOUT_S) == 0
-    producer.commit_transaction(TIMEOUT_S)
+    ) as producer:
+        producer.init_transactions(TIMEOUT_S)
+        producer.begin_transaction()
+        producer.produce("txn-orders", value=b"paid", key=b"o-1")
+        assert producer.flush(TIMEOUT_S) == 0
+        producer.commit_transaction(TIMEOUT_S)
     state = admin.list_topics(topic="__transaction_state", timeout=TIMEOUT_S).topics
     partitions = state["__transaction_state"].partitions
     assert len(partitions) == 50

@@ -48,15 +48,15 @@ def test_with_the_raft_leader_dead_a_broker_names_a_live_controller(
     described = kafka_call(address, DescribeClusterRequest(), 1)
     assert described.controller_id == survivor
 
-    admin = AdminClient({"bootstrap.servers": address})
-    futures = admin.create_topics(
-        [NewTopic("after-failover", 1, 1)],
-        request_timeout=TIMEOUT_S,
-        operation_timeout=TIMEOUT_S,
-    )
-    cluster.restart(dead)  # the survivor and it elect a controller; the request is forwarded
-    assert futures["after-failover"].result(timeout=2 * TIMEOUT_S) is None
-    listed = admin.list_topics(timeout=TIMEOUT_S)
+    with AdminClient({"bootstrap.servers": address}) as admin:
+        futures = admin.create_topics(
+            [NewTopic("after-failover", 1, 1)],
+            request_timeout=TIMEOUT_S,
+            operation_timeout=TIMEOUT_S,
+        )
+        cluster.restart(dead)  # the survivor and it elect a controller; the request is forwarded
+        assert futures["after-failover"].result(timeout=2 * TIMEOUT_S) is None
+        listed = admin.list_topics(timeout=TIMEOUT_S)
     assert "after-failover" in listed.topics
     assert listed.controller_id in (survivor, dead)
 

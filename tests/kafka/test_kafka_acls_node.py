@@ -20,6 +20,7 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.confluent_producer import confluent_producer
 from tests.eventually import wait_until
 from tests.local_ports import free_base_port
 from tests.node_process import start_node, stop_node
@@ -60,10 +61,11 @@ class AclNode:
 
         def serving() -> bool:
             assert process.poll() is None, (self.directory / "node.log").read_text()[-3000:]
-            try:
-                brokers = AdminClient({"bootstrap.servers": self.plain}).list_topics(timeout=2)
-            except confluent_kafka.KafkaException:
-                return False
+            with AdminClient({"bootstrap.servers": self.plain}) as admin:
+                try:
+                    brokers = admin.list_topics(timeout=2)
+                except confluent_kafka.KafkaException:
+                    return False
             return len(brokers.brokers) == 1
 
         wait_until(serving, "the node serving", timeout_s=60)
@@ -117,12 +119,15 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclNode]:
     running = AclNode(directory, pki, plain_port, tls_port, config)
     try:
         running.start()
-        admin = AdminClient({"bootstrap.servers": running.plain})
-        created = admin.create_topics(
-            [NewTopic(t, 1, 1) for t in ("orders", "audit-log", "audit-secret", "revoked", "kept")]
-        )
-        for future in created.values():
-            future.result(timeout=30)
+        with AdminClient({"bootstrap.servers": running.plain}) as admin:
+            created = admin.create_topics(
+                [
+                    NewTopic(t, 1, 1)
+                    for t in ("orders", "audit-log", "audit-secret", "revoked", "kept")
+                ]
+            )
+            for future in created.values():
+                future.result(timeout=30)
         yield running
     finally:
         running.stop()
@@ -130,8 +135,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclNode]:
 
 def produce_error(config: dict[str, Any], topic: str) -> int | None:
     """Produce one record with a new producer: None when acknowledged, else the error code."""
-    producer = confluent_kafka.Producer({**config, "acks": "all", "message.timeout.ms": 8000})
-    return send(producer, topic)
+    with confluent_producer({**config, "acks": "all", "message.timeout.ms": 8000}) as producer:
+        return send(producer, topic)
 
 
 def send(producer: confluent_kafka.Producer, topic: str) -> int | None:
@@ -220,8 +225,13 @@ def test_a_consumer_reads_once_it_may_read_the_topic_and_its_group(
 
 def test_a_transactional_producer_needs_write_on_its_transactional_id(node: AclNode) -> None:
     config = {**node.client("alice"), "transactional.id": "alice-tx"}
-    refused = confluent_kafka.Producer(config)
-    with pytest.raises(confluent_kafka.KafkaException) as raised:
+    # Destroyed when the block ends, not when the test's frame is freed: `raised` holds that
+    # frame in a reference cycle (through its traceback), which only the garbage collector
+    # breaks.
+    with (
+        confluent_producer(config) as refused,
+        pytest.raises(confluent_kafka.KafkaException) as raised,
+    ):
         refused.init_transactions(15)
     assert raised.value.args[0].code() == (
         confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -239,11 +249,11 @@ def test_a_transactional_producer_needs_write_on_its_transactional_id(node: AclN
         "alice-tx",
     )
     assert added.returncode == 0, added.stderr
-    producer = confluent_kafka.Producer(config)
-    producer.init_transactions(15)
-    producer.begin_transaction()
-    producer.produce("orders", b"in a transaction")
-    producer.commit_transaction(15)
+    with confluent_producer(config) as producer:
+        producer.init_transactions(15)
+        producer.begin_transaction()
+        producer.produce("orders", b"in a transaction")
+        producer.commit_transaction(15)
 
 
 def test_deny_beats_allow_and_prefixed_patterns_match_their_prefix(node: AclNode) -> None:
@@ -284,27 +294,27 @@ def test_a_revoked_acl_stops_a_connected_producers_next_request(node: AclNode) -
         "revoked",
     )
     assert added.returncode == 0, added.stderr
-    producer = confluent_kafka.Producer(
+    with confluent_producer(
         {**node.client("alice"), "acks": "all", "message.timeout.ms": 8000}
-    )
-    wait_until(lambda: send(producer, "revoked") is None, "alice writing revoked", timeout_s=20)
-    removed = acls(
-        node,
-        "--remove",
-        "--force",
-        "--allow-principal",
-        "User:alice",
-        "--operation",
-        "Write",
-        "--topic",
-        "revoked",
-    )
-    assert removed.returncode == 0, removed.stderr
-    wait_until(
-        lambda: send(producer, "revoked") == TOPIC_AUTHORIZATION_FAILED,
-        "the same producer refused",
-        timeout_s=20,
-    )
+    ) as producer:
+        wait_until(lambda: send(producer, "revoked") is None, "alice writing revoked", timeout_s=20)
+        removed = acls(
+            node,
+            "--remove",
+            "--force",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--topic",
+            "revoked",
+        )
+        assert removed.returncode == 0, removed.stderr
+        wait_until(
+            lambda: send(producer, "revoked") == TOPIC_AUTHORIZATION_FAILED,
+            "the same producer refused",
+            timeout_s=20,
+        )
 
 
 def test_an_unknown_operation_is_refused_naming_it(node: AclNode) -> None:

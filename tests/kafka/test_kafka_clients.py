@@ -18,6 +18,7 @@ Consumption from committed offsets (the group APIs) is tested in test_kafka_grou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import threading
@@ -32,6 +33,7 @@ import kafka
 import pytest
 
 from replog import Consumer, Producer, TopicPartition
+from tests.confluent_producer import confluent_producer
 from tests.eventually import wait_until
 from tests.kafka.client_tools import kcat, run_kafkajs
 from tests.kafka.kafka_cluster import KafkaCluster
@@ -155,19 +157,19 @@ def ck_consume(
 def test_confluent_kafka(cluster: KafkaCluster) -> None:
     topic = "from-confluent-kafka"
     cluster.create_topic(topic)
-    producer = confluent_kafka.Producer(
-        {"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all"}
-    )
     delivered: list[Any] = []
-    for i in range(COUNT):
-        producer.produce(
-            topic,
-            value=f"confluent-kafka-{i}",
-            key=f"k{i % 3}",
-            headers=[("n", str(i).encode())],
-            on_delivery=lambda error, message: delivered.append((error, message.offset())),
-        )
-    assert producer.flush(30) == 0
+    with confluent_producer(
+        {"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all"}
+    ) as producer:
+        for i in range(COUNT):
+            producer.produce(
+                topic,
+                value=f"confluent-kafka-{i}",
+                key=f"k{i % 3}",
+                headers=[("n", str(i).encode())],
+                on_delivery=lambda error, message: delivered.append((error, message.offset())),
+            )
+        assert producer.flush(30) == 0
     assert delivered == [(None, i) for i in range(COUNT)]
     assert_replog_reads(cluster, topic, "confluent-kafka", headers=True)
 
@@ -361,13 +363,16 @@ class Stream:
     thread; `acked` holds the acknowledged (key, sequence)s in order of acknowledgement."""
 
     def __init__(self, cluster: KafkaCluster, topic: str, keys: int) -> None:
-        self.producer = confluent_kafka.Producer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 5,
-            }
+        self._ending = contextlib.ExitStack()
+        self.producer = self._ending.enter_context(
+            confluent_producer(
+                {
+                    "bootstrap.servers": cluster.bootstrap,
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 5,
+                }
+            )
         )
         self.topic = topic
         self.keys = keys
@@ -409,7 +414,8 @@ class Stream:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-        assert self.producer.flush(60) == 0, "records still unacknowledged after 60 s"
+        with self._ending:
+            assert self.producer.flush(60) == 0, "records still unacknowledged after 60 s"
         assert not self.errors, self.errors[:5]
 
 

@@ -97,9 +97,9 @@ def test_two_members_split_and_one_takes_all_when_the_other_leaves(
         mine = [TopicPartition("split", p, 3) for p in sorted(owned(first))]
         assert all(tp.error is None for tp in first.commit(offsets=mine, asynchronous=False))
         assert [tp.offset for tp in first.committed(mine, timeout=30)] == [3, 3]
-        admin = AdminClient({"bootstrap.servers": node.kafka_address})
-        (described,) = admin.describe_consumer_groups(["split-group"]).values()
-        group = described.result(30)
+        with AdminClient({"bootstrap.servers": node.kafka_address}) as admin:
+            (described,) = admin.describe_consumer_groups(["split-group"]).values()
+            group = described.result(30)
         assert sorted(m.client_id for m in group.members) == ["c1", "c2"]
 
         tool = ["consumer-groups", "--bootstrap-server", node.kafka_address, "--json"]
@@ -120,6 +120,9 @@ def test_two_members_split_and_one_takes_all_when_the_other_leaves(
             2,
             "uniform",
         )
+    except BaseException:
+        members["c2"].close()  # closed below otherwise, once it has taken every partition
+        raise
     finally:
         members["c1"].close()
     survivor = members["c2"]

@@ -24,12 +24,13 @@ from typing import Any
 import aiokafka
 import kafka
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
 from replog.cli.main import main
+from tests.confluent_producer import confluent_producer
 from tests.eventually import wait_until
 from tests.kafka.client_tools import run_kafkajs
 from tests.kafka.kafka_node import RunningNode, running_node
@@ -65,10 +66,10 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
 
 
 def produce(node: RunningNode, values: list[str]) -> None:
-    producer = Producer({"bootstrap.servers": node.kafka_address})
-    for i, value in enumerate(values):
-        producer.produce("events", value=value.encode(), partition=i % PARTITIONS)
-    assert producer.flush(30) == 0, node.log_text()[-3000:]
+    with confluent_producer({"bootstrap.servers": node.kafka_address}) as producer:
+        for i, value in enumerate(values):
+            producer.produce("events", value=value.encode(), partition=i % PARTITIONS)
+        assert producer.flush(30) == 0, node.log_text()[-3000:]
 
 
 def consumer(node: RunningNode, name: str) -> Any:
@@ -126,11 +127,11 @@ def test_two_confluent_consumers_split_the_partitions_and_resume_from_commits(
         values = sorted(value for records in read.values() for _, _, value in records)
         assert values == sorted(f"first-{i}" for i in range(RECORDS))
 
-        admin = AdminClient({"bootstrap.servers": node.kafka_address})
-        listed = admin.list_consumer_groups().result(30)
-        assert [g.group_id for g in listed.valid] == ["readers"]
-        (described,) = admin.describe_consumer_groups(["readers"]).values()
-        group = described.result(30)
+        with AdminClient({"bootstrap.servers": node.kafka_address}) as admin:
+            listed = admin.list_consumer_groups().result(30)
+            assert [g.group_id for g in listed.valid] == ["readers"]
+            (described,) = admin.describe_consumer_groups(["readers"]).values()
+            group = described.result(30)
         assert str(group.state).endswith("STABLE")
         assert sorted(m.client_id for m in group.members) == ["c1", "c2"]
 

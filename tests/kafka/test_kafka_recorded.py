@@ -141,7 +141,7 @@ def test_confluent_kafka_consumer_protocol_group_reads_from_kafkas_replayed_answ
     import confluent_kafka
 
     with ReplayServer(Recording.load(CONSUMER_GROUP)) as kafka:
-        consumer = confluent_kafka.Consumer(
+        with confluent_kafka.Consumer(
             {
                 "bootstrap.servers": kafka.bootstrap,
                 "group.id": f"{CONSUMER_GROUP.stem}-group",
@@ -149,16 +149,15 @@ def test_confluent_kafka_consumer_protocol_group_reads_from_kafkas_replayed_answ
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
             }
-        )
-        consumer.subscribe([CONSUMER_GROUP.stem])
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while len(got) < len(RECORDS) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            value = None if message is None or message.error() else message.value()
-            if value is not None:
-                got.append(value)
-        consumer.close()
+        ) as consumer:
+            consumer.subscribe([CONSUMER_GROUP.stem])
+            got: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(got) < len(RECORDS) and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                value = None if message is None or message.error() else message.value()
+                if value is not None:
+                    got.append(value)
         answered = {e.api for e in kafka.answered}
     assert sorted(got) == RECORDS
     assert "ConsumerGroupHeartbeat" in answered

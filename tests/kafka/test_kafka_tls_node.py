@@ -22,6 +22,7 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.confluent_producer import confluent_producer
 from tests.eventually import wait_until
 from tests.kafka.client_tools import kcat
 from tests.local_ports import free_ports_in
@@ -96,11 +97,11 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsNode]:
 
         def serving() -> bool:
             assert process.poll() is None, (directory / "node.log").read_text()[-3000:]
-            admin = AdminClient(running.client_config())
-            try:
-                return len(admin.list_topics(timeout=2).brokers) == 1
-            except confluent_kafka.KafkaException:
-                return False
+            with AdminClient(running.client_config()) as admin:
+                try:
+                    return len(admin.list_topics(timeout=2).brokers) == 1
+                except confluent_kafka.KafkaException:
+                    return False
 
         wait_until(serving, "the node serving over TLS", timeout_s=60)
         yield running
@@ -111,25 +112,22 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsNode]:
 
 
 def test_confluent_kafka_creates_produces_and_consumes_over_tls(node: TlsNode) -> None:
-    admin = AdminClient(node.client_config())
-    admin.create_topics([NewTopic("secured", 1, 1)])["secured"].result(timeout=30)
-    producer = confluent_kafka.Producer(node.client_config(acks="all"))
-    for i in range(10):
-        producer.produce("secured", f"value-{i}".encode(), key=f"k{i}".encode())
-    assert producer.flush(30) == 0
-    consumer = confluent_kafka.Consumer(
+    with AdminClient(node.client_config()) as admin:
+        admin.create_topics([NewTopic("secured", 1, 1)])["secured"].result(timeout=30)
+    with confluent_producer(node.client_config(acks="all")) as producer:
+        for i in range(10):
+            producer.produce("secured", f"value-{i}".encode(), key=f"k{i}".encode())
+        assert producer.flush(30) == 0
+    with confluent_kafka.Consumer(
         node.client_config(**{"group.id": "tls", "auto.offset.reset": "earliest"})
-    )
-    consumer.subscribe(["secured"])
-    values = []
-    deadline = time.monotonic() + 60
-    try:
+    ) as consumer:
+        consumer.subscribe(["secured"])
+        values = []
+        deadline = time.monotonic() + 60
         while len(values) < 10 and time.monotonic() < deadline:
             message = consumer.poll(1)
             if message is not None and not message.error():
                 values.append(message.value())
-    finally:
-        consumer.close()
     assert values == [f"value-{i}".encode() for i in range(10)]
 
 
@@ -143,8 +141,8 @@ def test_a_client_without_a_certificate_the_ca_signed_is_refused(
         other.keystore(certificate)
         config["ssl.certificate.location"] = str(other.directory / f"{certificate}.crt")
         config["ssl.key.location"] = str(other.directory / f"{certificate}.key")
-    with pytest.raises(confluent_kafka.KafkaException):
-        AdminClient(config).list_topics(timeout=5)
+    with AdminClient(config) as refused, pytest.raises(confluent_kafka.KafkaException):
+        refused.list_topics(timeout=5)
 
 
 def test_plaintext_bytes_to_the_tls_port_close_that_connection_only(node: TlsNode) -> None:
@@ -153,8 +151,8 @@ def test_plaintext_bytes_to_the_tls_port_close_that_connection_only(node: TlsNod
         plain.sendall(b"\x00\x00\x00\x0a\x00\x12\x00\x00\x00\x00\x00\x01\x00\x00")
         with contextlib.suppress(ConnectionResetError):
             assert plain.recv(1024)[:1] in (b"", b"\x15")  # closed, or a TLS alert
-    admin = AdminClient(node.client_config())
-    assert len(admin.list_topics(timeout=10).brokers) == 1
+    with AdminClient(node.client_config()) as admin:
+        assert len(admin.list_topics(timeout=10).brokers) == 1
     assert node.process.poll() is None
 
 

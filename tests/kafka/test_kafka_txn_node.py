@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import confluent_kafka as confluent
 import pytest
 
 from replog.admin.controller_client import ControllerClient
@@ -20,6 +19,7 @@ from replog.kafka.messages.describe_transactions_request import DescribeTransact
 from replog.kafka.messages.list_transactions_request import ListTransactionsRequest
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from replog.topic_names import TRANSACTION_STATE_TOPIC
+from tests.confluent_producer import confluent_producer
 from tests.eventually import wait_until
 from tests.kafka.kafka_node import RunningNode, running_node
 from tests.kafka.test_kafka_listener_node import ask, wait_serving
@@ -37,14 +37,14 @@ def test_a_transactional_producer_commits_through_a_real_node(node: RunningNode)
     with ControllerClient(f"127.0.0.1:{node.grpc_port}", default_timeout_s=30) as admin:
         (created,) = admin.create_topics([NewTopic("orders", 1, 1)])
         assert created.error is None, created
-    producer = confluent.Producer(
+    with confluent_producer(
         {"bootstrap.servers": node.kafka_address, "transactional.id": "orders-tx"}
-    )
-    producer.init_transactions(60)
-    producer.begin_transaction()
-    producer.produce("orders", value=b"paid", key=b"o-1", partition=0)
-    assert producer.flush(30) == 0
-    producer.commit_transaction(30)
+    ) as producer:
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        producer.produce("orders", value=b"paid", key=b"o-1", partition=0)
+        assert producer.flush(30) == 0
+        producer.commit_transaction(30)
     wanted = MetadataRequest(topics=[MetadataRequestTopic(name=TRANSACTION_STATE_TOPIC)])
     (described,) = ask(node, wanted, 9).topics
     assert described.error_code == 0 and len(described.partitions) == 3

@@ -97,27 +97,32 @@ def over_kafka(
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic  # where its type stubs declare it
 
-    AdminClient({"bootstrap.servers": bootstrap_servers}).list_topics(timeout=10)
+    # Each client is destroyed at the end of its `with`, not left to be freed: a failed
+    # attempt's exception, kept by its future, holds this frame in a reference cycle, and a
+    # client only the garbage collector frees goes on reconnecting to the cluster after it stops.
+    with AdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
+        admin.list_topics(timeout=10)
     killed_at = time.perf_counter()
     kill()
     while time.perf_counter() - killed_at < timeout_s:
         # A client of its own per attempt: librdkafka keeps sending admin requests to the
         # controller its last Metadata named until its next refresh, and Kafka's brokers may
         # name the killed node (a random broker still unfenced).
-        admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-        futures = admin.create_topics(
-            [NewTopic(topic, 1, 1)],
-            request_timeout=ATTEMPT_TIMEOUT_S,
-            operation_timeout=ATTEMPT_TIMEOUT_S,
-        )
-        try:
-            futures[topic].result(timeout=2 * ATTEMPT_TIMEOUT_S)
-        except KafkaException as exc:
-            if exc.args and getattr(exc.args[0], "code", lambda: None)() == TOPIC_ALREADY_EXISTS:
+        with AdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
+            futures = admin.create_topics(
+                [NewTopic(topic, 1, 1)],
+                request_timeout=ATTEMPT_TIMEOUT_S,
+                operation_timeout=ATTEMPT_TIMEOUT_S,
+            )
+            try:
+                futures[topic].result(timeout=2 * ATTEMPT_TIMEOUT_S)
+            except KafkaException as exc:
+                code = getattr(exc.args[0], "code", lambda: None)() if exc.args else None
+                if code == TOPIC_ALREADY_EXISTS:
+                    return Failover(time.perf_counter() - killed_at, -1)
+            except Exception:
+                pass  # a timeout, or no controller yet: try again
+            else:
                 return Failover(time.perf_counter() - killed_at, -1)
-        except Exception:
-            pass  # a timeout, or no controller yet: try again
-        else:
-            return Failover(time.perf_counter() - killed_at, -1)
         time.sleep(RETRY_S)
     raise BenchSystemError(f"no CreateTopics answered within {timeout_s:g} s of the kill")

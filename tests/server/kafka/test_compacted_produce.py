@@ -179,16 +179,18 @@ def test_replog_s_producer_fails_a_keyless_send_naming_the_topic(
 def test_confluent_kafka_gets_invalid_record(fronted: tuple[FakeKafkaBroker, Node]) -> None:
     import confluent_kafka as confluent
 
+    from tests.confluent_producer import confluent_producer
+
     fake, node = fronted
     reports: list[Any] = []
-    producer = confluent.Producer(
+    with confluent_producer(
         {"bootstrap.servers": fake.address, "acks": 1, "enable.idempotence": False}
-    )
-    # One batch each: a batch is refused whole, its keyed records with it (as Kafka does).
-    producer.produce("t", value=b"v", key=b"k", partition=0, on_delivery=_note(reports))
-    assert producer.flush(10) == 0
-    producer.produce("t", value=b"v", partition=0, on_delivery=_note(reports))
-    assert producer.flush(10) == 0
+    ) as producer:
+        # One batch each: a batch is refused whole, its keyed records with it (as Kafka does).
+        producer.produce("t", value=b"v", key=b"k", partition=0, on_delivery=_note(reports))
+        assert producer.flush(10) == 0
+        producer.produce("t", value=b"v", partition=0, on_delivery=_note(reports))
+        assert producer.flush(10) == 0
     codes = [None if error is None else error.code() for error in reports]
     assert codes == [None, confluent.KafkaError.INVALID_RECORD]
     assert node.log().log_end_offset == 1
@@ -250,11 +252,11 @@ def _kafka_python_keyless(address: str) -> str:
 
 
 def _confluent_keyless(address: str) -> int | None:
-    import confluent_kafka as confluent
+    from tests.confluent_producer import confluent_producer
 
     reports: list[Any] = []
-    producer = confluent.Producer({"bootstrap.servers": address, "acks": 1})
-    producer.produce("t", value=b"v", partition=0, on_delivery=_note(reports))
-    producer.flush(10)
+    with confluent_producer({"bootstrap.servers": address, "acks": 1}) as producer:
+        producer.produce("t", value=b"v", partition=0, on_delivery=_note(reports))
+        producer.flush(10)
     (error,) = reports
     return None if error is None else int(error.code())

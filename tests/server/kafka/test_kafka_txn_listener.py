@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,12 +113,27 @@ async def serving(tmp_path: Path) -> AsyncIterator[tuple[Broker, Current, KafkaA
         await broker.close()
 
 
-def transactional(address: str, tid: str) -> Any:
-    import confluent_kafka as confluent
+@asynccontextmanager
+async def transactional(address: str, tid: str) -> AsyncIterator[Any]:
+    """A librdkafka transactional producer of the listener at `address`, destroyed on leaving
+    (`confluent_producer`), in a thread: its handle's end must not wait on this loop, which
+    serves the listener."""
+    from tests.confluent_producer import confluent_producer
 
-    return confluent.Producer(
-        {"bootstrap.servers": address, "transactional.id": tid, "transaction.timeout.ms": 60_000}
+    ending = ExitStack()
+    producer = ending.enter_context(
+        confluent_producer(
+            {
+                "bootstrap.servers": address,
+                "transactional.id": tid,
+                "transaction.timeout.ms": 60_000,
+            }
+        )
     )
+    try:
+        yield producer
+    finally:
+        await asyncio.to_thread(ending.close)
 
 
 def run_transaction(producer: Any, commit: bool) -> None:
@@ -136,8 +151,10 @@ def run_transaction(producer: Any, commit: bool) -> None:
 async def test_confluent_kafka_commits_and_aborts_through_the_coordinator(
     tmp_path: Path,
 ) -> None:
-    async with serving(tmp_path) as (broker, _, _, address):
-        producer = transactional(address, "lk")
+    async with (
+        serving(tmp_path) as (broker, _, _, address),
+        transactional(address, "lk") as producer,
+    ):
         await asyncio.to_thread(producer.init_transactions, 10)
         meta = broker.coordinator.metadata_of("lk")
         assert meta is not None and (meta.state, meta.producer_epoch) == (TxnState.EMPTY, 0)
@@ -167,10 +184,12 @@ async def test_confluent_kafka_commits_and_aborts_through_the_coordinator(
 async def test_a_second_producer_fences_the_first(tmp_path: Path) -> None:
     import confluent_kafka as confluent
 
-    async with serving(tmp_path) as (broker, _, _, address):
-        first = transactional(address, "zombie")
+    async with (
+        serving(tmp_path) as (broker, _, _, address),
+        transactional(address, "zombie") as first,
+        transactional(address, "zombie") as second,
+    ):
         await asyncio.to_thread(first.init_transactions, 10)
-        second = transactional(address, "zombie")
         await asyncio.to_thread(second.init_transactions, 10)
         with pytest.raises(confluent.KafkaException) as raised:
             await asyncio.to_thread(run_transaction, first, True)

@@ -228,6 +228,12 @@ class LoopThread:
         except concurrent.futures.CancelledError:
             # Not cancelled by us: the loop was closed under the call.
             raise ClientClosedError(f"{what}: the client was closed during the call") from None
+        finally:
+            # The future (also in `waited` and `done`) holds the exception raised, whose
+            # traceback holds this frame: without this, the cycle keeps the caller's frames
+            # (and what they hold: a confluent-kafka client's threads, say) alive until the
+            # garbage collector's next full pass.
+            del future, waited, done
 
     def call_in_waiter(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
         """From the loop: run `fn(*args)` in the thread waiting in `run` (module docstring);

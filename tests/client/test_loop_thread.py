@@ -1,11 +1,15 @@
-"""LoopThread: results and exceptions cross unchanged, timeouts and Ctrl-C cancel the coroutine,
-a call from the loop thread is refused, and close stops everything (idempotently)."""
+"""LoopThread: results and exceptions cross unchanged (an exception keeps no reference cycle to
+the caller's frame), timeouts and Ctrl-C cancel the coroutine, a call from the loop thread is
+refused, and close stops everything (idempotently)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import signal
 import threading
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -46,6 +50,29 @@ def test_exceptions_propagate_unchanged(loop_thread: LoopThread) -> None:
 
     with pytest.raises(TimeoutError, match="the coroutine's own"):
         loop_thread.run(builtin_timeout(), timeout_s=5, what="t")
+
+
+def test_an_exception_raised_through_it_keeps_no_cycle_to_the_callers_frame(
+    loop_thread: LoopThread,
+) -> None:
+    class Held:
+        """What a caller's frame holds."""
+
+    async def fail() -> None:
+        raise UnknownTopicOrPartitionError("topic 'x' does not exist")
+
+    def caller() -> weakref.ref[Held]:
+        held = Held()
+        with contextlib.suppress(UnknownTopicOrPartitionError):
+            loop_thread.run(fail(), timeout_s=5, what="fail")
+        return weakref.ref(held)
+
+    gc.disable()  # only reference counting frees: what a cycle holds stays
+    try:
+        held = caller()
+        assert held() is None, "the caller's frame is kept alive by a reference cycle"
+    finally:
+        gc.enable()
 
 
 def test_timeout_cancels_the_coroutine_and_names_the_operation(loop_thread: LoopThread) -> None:

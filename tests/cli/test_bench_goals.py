@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -470,6 +470,20 @@ class _Metadata:
         self.topics = {name: _Topic(leaders) for name, leaders in topics.items()}
 
 
+class FakeAdminClient:
+    """confluent-kafka's AdminClient as the bench uses it: made from a config, used in a `with`
+    (whose exit destroys the real one)."""
+
+    def __init__(self, config: dict[str, str]) -> None:
+        pass
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
 def test_a_wait_for_kafkas_leaders_says_when_metadata_was_never_answered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -482,10 +496,7 @@ def test_a_wait_for_kafkas_leaders_says_when_metadata_was_never_answered(
 
     answers: list[Any] = []
 
-    class Admin:
-        def __init__(self, config: dict[str, str]) -> None:
-            pass
-
+    class Admin(FakeAdminClient):
         def list_topics(self, timeout: float) -> _Metadata:
             answer = answers.pop(0) if len(answers) > 1 else answers[0]
             if isinstance(answer, Exception):
@@ -639,10 +650,7 @@ def test_a_kafka_run_ends_once_its_deleted_topics_logs_are_gone(
 
     from replog.cli.bench import systems
 
-    class Admin:
-        def __init__(self, config: dict[str, str]) -> None:
-            pass
-
+    class Admin(FakeAdminClient):
         def delete_topics(self, names: list[str], request_timeout: float) -> dict[str, Any]:
             done: Future[None] = Future()
             done.set_result(None)

@@ -324,7 +324,9 @@ class _ConfluentAdmin:
             future.result()
 
     def close(self) -> None:
-        pass  # AdminClient has no close: its threads end with the process
+        # Its context manager's exit destroys the handle (confluent-kafka >= 2.16): its
+        # threads stop reconnecting to a cluster the bench stops next.
+        self._admin.__exit__(None, None, None)
 
 
 class _ConfluentConsumer:

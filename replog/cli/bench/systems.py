@@ -475,15 +475,15 @@ class KafkaSystem:
         from confluent_kafka.admin import AdminClient
         from confluent_kafka.cimpl import NewTopic  # where its type stubs declare it
 
-        admin = AdminClient({**self.client_config()})
-        futures = admin.create_topics(
-            [NewTopic(n, partitions, REPLICATION_FACTOR, config=TOPIC_CONFIGS) for n in names]
-        )
-        for name, future in futures.items():
-            try:
-                future.result(METADATA_TIMEOUT_S)
-            except Exception as exc:
-                raise BenchSystemError(f"kafka: creating topic {name} failed: {exc}") from None
+        with AdminClient({**self.client_config()}) as admin:
+            futures = admin.create_topics(
+                [NewTopic(n, partitions, REPLICATION_FACTOR, config=TOPIC_CONFIGS) for n in names]
+            )
+            for name, future in futures.items():
+                try:
+                    future.result(METADATA_TIMEOUT_S)
+                except Exception as exc:
+                    raise BenchSystemError(f"kafka: creating topic {name} failed: {exc}") from None
         wait_for_kafka_metadata(
             self.bootstrap_servers,
             names,
@@ -495,23 +495,23 @@ class KafkaSystem:
     def delete_topics(self, names: Sequence[str]) -> None:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({**self.client_config()})
-        failed: list[str] = []
-        # One deadline for them all: against a cluster that is down, each would take it whole.
-        deadline = time.monotonic() + METADATA_TIMEOUT_S
-        futures = admin.delete_topics(list(names), request_timeout=METADATA_TIMEOUT_S)
-        self._deleted.update(names)
-        for name, future in futures.items():
-            try:
-                future.result(max(0.0, deadline - time.monotonic()))
-            except Exception as exc:
-                failed.append(f"{name}: {exc or type(exc).__name__}")
-        if failed:
-            print(
-                f"kafka: deleting {len(failed)} of {len(names)} topics failed; the first: "
-                f"{failed[0]}",
-                flush=True,
-            )
+        with AdminClient({**self.client_config()}) as admin:
+            failed: list[str] = []
+            # One deadline for them all: against a cluster that is down, each would take it whole.
+            deadline = time.monotonic() + METADATA_TIMEOUT_S
+            futures = admin.delete_topics(list(names), request_timeout=METADATA_TIMEOUT_S)
+            self._deleted.update(names)
+            for name, future in futures.items():
+                try:
+                    future.result(max(0.0, deadline - time.monotonic()))
+                except Exception as exc:
+                    failed.append(f"{name}: {exc or type(exc).__name__}")
+            if failed:
+                print(
+                    f"kafka: deleting {len(failed)} of {len(names)} topics failed; the first: "
+                    f"{failed[0]}",
+                    flush=True,
+                )
 
     def wait_deleted(
         self, timeout_s: float = KAFKA_FILE_DELETE_DELAY_S + METADATA_TIMEOUT_S
@@ -552,8 +552,10 @@ class KafkaSystem:
     def kill_leader(self, topic: str) -> int:
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({**self.client_config()})
-        leader = admin.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics[topic].partitions[0]
+        with AdminClient({**self.client_config()}) as admin:
+            leader = (
+                admin.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics[topic].partitions[0]
+            )
         self._script("kill", str(leader.leader), timeout_s=10)
         self._killed = leader.leader
         return int(leader.leader)
@@ -773,21 +775,21 @@ def wait_for_kafka_brokers(settings: Mapping[str, str], count: int) -> None:
     from confluent_kafka.admin import AdminClient
 
     bootstrap_servers = settings["bootstrap.servers"]
-    admin = AdminClient(dict(settings))
-    deadline = time.monotonic() + METADATA_TIMEOUT_S
-    seen = 0
-    while time.monotonic() < deadline:
-        try:
-            seen = len(admin.list_topics(timeout=5).brokers)
-        except Exception:
-            seen = 0
-        if seen >= count:
-            return
-        time.sleep(0.5)
-    raise BenchSystemError(
-        f"waited {METADATA_TIMEOUT_S:g} s for {count} brokers at {bootstrap_servers}; "
-        f"metadata lists {seen}"
-    )
+    with AdminClient(dict(settings)) as admin:
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        seen = 0
+        while time.monotonic() < deadline:
+            try:
+                seen = len(admin.list_topics(timeout=5).brokers)
+            except Exception:
+                seen = 0
+            if seen >= count:
+                return
+            time.sleep(0.5)
+        raise BenchSystemError(
+            f"waited {METADATA_TIMEOUT_S:g} s for {count} brokers at {bootstrap_servers}; "
+            f"metadata lists {seen}"
+        )
 
 
 def leaders_timeout(names: Sequence[str], partitions: int) -> float:
@@ -810,23 +812,23 @@ def kafka_create(
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic  # where its type stubs declare it
 
-    admin = AdminClient({**(settings or {}), "bootstrap.servers": bootstrap_servers})
-    began = time.perf_counter()
-    for first in range(0, len(names), per_request):
-        futures = admin.create_topics(
-            [
-                NewTopic(n, partitions, REPLICATION_FACTOR, config=TOPIC_CONFIGS)
-                for n in names[first : first + per_request]
-            ],
-            request_timeout=120,
-            operation_timeout=120,
-        )
-        for name, future in futures.items():
-            try:
-                future.result(CREATE_TIMEOUT_S)
-            except Exception as exc:
-                raise BenchSystemError(f"creating topic {name} failed: {exc}") from None
-    return time.perf_counter() - began
+    with AdminClient({**(settings or {}), "bootstrap.servers": bootstrap_servers}) as admin:
+        began = time.perf_counter()
+        for first in range(0, len(names), per_request):
+            futures = admin.create_topics(
+                [
+                    NewTopic(n, partitions, REPLICATION_FACTOR, config=TOPIC_CONFIGS)
+                    for n in names[first : first + per_request]
+                ],
+                request_timeout=120,
+                operation_timeout=120,
+            )
+            for name, future in futures.items():
+                try:
+                    future.result(CREATE_TIMEOUT_S)
+                except Exception as exc:
+                    raise BenchSystemError(f"creating topic {name} failed: {exc}") from None
+        return time.perf_counter() - began
 
 
 def wait_for_kafka_metadata(
@@ -846,51 +848,55 @@ def wait_for_kafka_metadata(
     the leaders' progress (`paced_polls`). `settings`: the client's (a secured cluster's)."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({**(settings or {}), "bootstrap.servers": bootstrap_servers})
-    began = time.monotonic()
-    deadline = began + timeout_s
-    missing: list[str] = list(topics)
-    unled = first = len(topics) * partitions
-    answers, failed = 0, ""  # the last request's failure, if it failed
-    while time.monotonic() < deadline:
-        if check is not None:
-            check()
-        try:
-            # Every topic's metadata: at 100,000 partitions an answer takes seconds to make
-            # and parse on a loaded machine.
-            metadata = admin.list_topics(
-                timeout=max(1.0, min(METADATA_ANSWER_S, deadline - time.monotonic()))
-            )
-        except Exception as exc:
-            failed = f"{type(exc).__name__}: {exc}"
+    with AdminClient({**(settings or {}), "bootstrap.servers": bootstrap_servers}) as admin:
+        began = time.monotonic()
+        deadline = began + timeout_s
+        missing: list[str] = list(topics)
+        unled = first = len(topics) * partitions
+        answers, failed = 0, ""  # the last request's failure, if it failed
+        while time.monotonic() < deadline:
+            if check is not None:
+                check()
+            try:
+                # Every topic's metadata: at 100,000 partitions an answer takes seconds to make
+                # and parse on a loaded machine.
+                metadata = admin.list_topics(
+                    timeout=max(1.0, min(METADATA_ANSWER_S, deadline - time.monotonic()))
+                )
+            except Exception as exc:
+                failed = f"{type(exc).__name__}: {exc}"
+                if notice is not None:
+                    notice.update(f"Metadata not answered: {failed}")
+                time.sleep(0.5)
+                continue
+            answers, failed = answers + 1, ""
+            missing, unled = [], 0
+            for name in topics:
+                topic = metadata.topics.get(name)
+                led = (
+                    0
+                    if topic is None
+                    else sum(1 for p in topic.partitions.values() if p.leader >= 0)
+                )
+                if led < partitions:
+                    missing.append(name)
+                    unled += partitions - led
+            if not missing:
+                return
             if notice is not None:
-                notice.update(f"Metadata not answered: {failed}")
-            time.sleep(0.5)
-            continue
-        answers, failed = answers + 1, ""
-        missing, unled = [], 0
-        for name in topics:
-            topic = metadata.topics.get(name)
-            led = 0 if topic is None else sum(1 for p in topic.partitions.values() if p.leader >= 0)
-            if led < partitions:
-                missing.append(name)
-                unled += partitions - led
-        if not missing:
-            return
-        if notice is not None:
-            notice.update(f"{unled:,} of {len(topics) * partitions:,} without a leader")
-        time.sleep(next_poll_s(KAFKA_POLL_S, time.monotonic() - began, first - unled, unled))
-    if not answers:
-        state = f"no Metadata request was answered (the last: {failed or 'none sent'})"
-    else:
-        state = f"{unled:,} of {len(topics) * partitions:,} partitions without a leader"
-        if failed:
-            state += f" in the last answer; the last request failed: {failed}"
-    raise BenchSystemError(
-        f"waited {timeout_s:g} s for leaders of every partition of "
-        f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} at {bootstrap_servers}: "
-        f"{state}"
-    )
+                notice.update(f"{unled:,} of {len(topics) * partitions:,} without a leader")
+            time.sleep(next_poll_s(KAFKA_POLL_S, time.monotonic() - began, first - unled, unled))
+        if not answers:
+            state = f"no Metadata request was answered (the last: {failed or 'none sent'})"
+        else:
+            state = f"{unled:,} of {len(topics) * partitions:,} partitions without a leader"
+            if failed:
+                state += f" in the last answer; the last request failed: {failed}"
+        raise BenchSystemError(
+            f"waited {timeout_s:g} s for leaders of every partition of "
+            f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} at {bootstrap_servers}: "
+            f"{state}"
+        )
 
 
 def wait_replica_dirs(

@@ -13,7 +13,8 @@ with `replog configs alter --entity-type users`, once per mechanism.
     .venv/bin/python bench/franz_go_sasl.py [--base-port 24500]
 
 Bench only (needs Go; the test binary is `franz_go_check`'s, built once). Exit status 1 when a
-test does not pass.
+test does not pass. `bench/kafka_ecosystem.py` runs them too, one row per test in its franz-go
+table.
 """
 
 from __future__ import annotations
@@ -86,24 +87,52 @@ def run_tests(
     return franz_go_check.judge(list(TESTS), log.read_text(errors="replace"))
 
 
+def run(
+    binary: Path, source: Path, base_port: int, work: Path
+) -> list[tuple[str, franz_go_check.TestResult]]:
+    """`TESTS` with each mechanism, on a cluster of their own in `work` (module docstring):
+    (mechanism, result) pairs."""
+    results: list[tuple[str, franz_go_check.TestResult]] = []
+    data_dir = work / "cluster"
+    try:
+        plaintext, sasl = start(data_dir, base_port)
+        make_user(plaintext)
+        for bits, mechanism in MECHANISMS.items():
+            log = work / f"scram-{bits}.jsonl"
+            for result in run_tests(binary, source, plaintext, sasl, bits, log):
+                results.append((mechanism, result))
+    finally:
+        if (data_dir / "cluster.json").exists():
+            replog_cli("cluster", "stop", "--data-dir", str(data_dir))
+    return results
+
+
+def per_test(
+    results: list[tuple[str, franz_go_check.TestResult]],
+) -> list[franz_go_check.TestResult]:
+    """One result per test over every mechanism: passed when it passed with each; otherwise
+    what it did with the mechanisms it did not pass with."""
+    combined = []
+    for name in dict.fromkeys(result.name for _, result in results):
+        missed = [(m, r) for m, r in results if r.name == name and r.outcome != "PASS"]
+        if not missed:
+            combined.append(franz_go_check.TestResult(name, "PASS", "", None))
+            continue
+        outcome = "FAIL" if any(r.outcome == "FAIL" for _, r in missed) else missed[0][1].outcome
+        said = "; ".join(
+            f"with {m}: {r.outcome.lower()}" + (f" ({r.said})" if r.said else "") for m, r in missed
+        )
+        combined.append(franz_go_check.TestResult(name, outcome, said, None))
+    return combined
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-port", type=int, default=24500)
     args = parser.parse_args(argv)
     source, binary = franz_go_check.fetch_and_build()
-    results: list[tuple[str, franz_go_check.TestResult]] = []
     with tempfile.TemporaryDirectory(prefix="replog-franz-go-sasl-") as work:
-        data_dir = Path(work) / "cluster"
-        try:
-            plaintext, sasl = start(data_dir, args.base_port)
-            make_user(plaintext)
-            for bits, mechanism in MECHANISMS.items():
-                log = Path(work) / f"scram-{bits}.jsonl"
-                for result in run_tests(binary, source, plaintext, sasl, bits, log):
-                    results.append((mechanism, result))
-        finally:
-            if (data_dir / "cluster.json").exists():
-                replog_cli("cluster", "stop", "--data-dir", str(data_dir))
+        results = run(binary, source, args.base_port, Path(work))
     for mechanism, result in results:
         said = f"  ({result.said})" if result.said else ""
         print(f"{result.outcome:<7} {result.name} with {mechanism}{said}")

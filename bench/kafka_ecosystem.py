@@ -6,7 +6,9 @@ replog clusters in a temporary directory, and runs:
 
 - Kafka's command-line tools, one row per operation (`bench/kafka_tools_matrix.py`);
 - Kafka's perf and verifiable producers and consumers (`bench/kafka_tools_check.py`);
-- franz-go's integration tests, on a cluster of their own (`bench/franz_go_check.py`);
+- franz-go's integration tests, on a cluster of their own (`bench/franz_go_check.py`), its
+  SCRAM tests on a one-node cluster with a SASL listener 70 ports above it
+  (`bench/franz_go_sasl.py`);
 - Kafka Connect and Kafka Streams applications, unchanged, their compacted topics cleaned
   (`bench/kafka_connect_check.py`, `bench/kafka_streams_check.py`), each on a cluster of its
   own within 20 ports of base + 20 and base + 50 (Connect's REST listener at base + 40).
@@ -27,18 +29,25 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import franz_go_check
+import franz_go_sasl
 import kafka_apps
 import kafka_connect_check
 import kafka_streams_check
 import kafka_tools_check
 import kafka_tools_matrix
 from replog_cli import KAFKA_PORT_OFFSET, replog_cli, running_cluster
+
+# franz-go's SCRAM tests' one-node cluster, 70 ports above franz-go's own: clear of each other
+# cluster of the run (base + 0, 10, 20 and 50, each taking its first ports and those 100, 200
+# and 300 above them).
+SASL_PORT_OFFSET = 70
 
 # The application checks, in the order they run: (the check, its lines, its base port's
 # offset from --base-port).
@@ -108,6 +117,19 @@ def franz_go_rows(base_port: int, work: Path) -> tuple[list[str], bool]:
     with running_cluster(data_dir, base_port, "--override", "group.initial.rebalance.delay.ms=0"):
         results = franz_go_check.run(binary, source, seeds, log)
     shutil.copy(log, Path(tempfile.gettempdir()) / "replog-franz-go.log")
+    # The SCRAM tests skipped above (no SASL listener named) run where there is one.
+    sasl_work = work / "franz-go-sasl"
+    sasl_work.mkdir()
+    try:
+        with_sasl = franz_go_sasl.run(binary, source, base_port + SASL_PORT_OFFSET, sasl_work)
+        by_name = {result.name: result for result in franz_go_sasl.per_test(with_sasl)}
+    except (RuntimeError, OSError, subprocess.SubprocessError) as failure:
+        said = f"the SASL cluster failed: {type(failure).__name__}: {failure}"
+        by_name = {
+            name: franz_go_check.TestResult(name, "FAIL", said, None)
+            for name in franz_go_sasl.TESTS
+        }
+    results = [by_name.get(result.name, result) for result in results]
     rows = [f"| franz-go {franz_go_check.VERSION} test | result |", "| --- | --- |"]
     all_ok = True
     for result in results:

@@ -10,6 +10,7 @@ from tests.bench.bench_script import load_bench_script
 franz_go = load_bench_script("franz_go_check.py", "franz_go_check")
 # The matrix runs tools through kafka_tools_check, which starts clusters with replog_cli.
 load_bench_script("replog_cli.py", "replog_cli")
+franz_go_sasl = load_bench_script("franz_go_sasl.py", "franz_go_sasl")
 load_bench_script("kafka_tools_check.py", "kafka_tools_check")
 matrix = load_bench_script("kafka_tools_matrix.py", "kafka_tools_matrix")
 
@@ -47,9 +48,30 @@ def test_franz_go_outcomes_reasons_and_needs() -> None:
     assert results["TestTxnEtl"].said == "txn_test.go:40: unable to init: UNSUPPORTED_VERSION"
     assert results["TestTxnEtl"].needs is None  # transactions are built: a failure counts
     assert results["TestSCRAMAuth"].outcome == "SKIP"
-    assert results["TestSCRAMAuth"].needs == "SASL"
+    assert results["TestSCRAMAuth"].needs is None  # SCRAM is built: franz_go_sasl runs it
     assert results["TestPing"].outcome == "NOT RUN"
     assert results["TestPing"].needs is None
+
+
+def test_a_scram_test_passes_only_with_every_mechanism() -> None:
+    def result(name: str, outcome: str, said: str = "") -> object:
+        return franz_go.TestResult(name, outcome, said, None)
+
+    results = [
+        ("SCRAM-SHA-256", result("TestSCRAMAuth", "PASS")),
+        ("SCRAM-SHA-256", result("TestSCRAMAuthBadCredentials", "PASS")),
+        ("SCRAM-SHA-512", result("TestSCRAMAuth", "FAIL", "client_test.go:310: SASL failed")),
+        ("SCRAM-SHA-512", result("TestSCRAMAuthBadCredentials", "PASS")),
+    ]
+    combined = {r.name: r for r in franz_go_sasl.per_test(results)}
+    assert list(combined) == ["TestSCRAMAuth", "TestSCRAMAuthBadCredentials"]
+    assert combined["TestSCRAMAuthBadCredentials"].outcome == "PASS"
+    assert combined["TestSCRAMAuth"].outcome == "FAIL"
+    assert combined["TestSCRAMAuth"].said == (
+        "with SCRAM-SHA-512: fail (client_test.go:310: SASL failed)"
+    )
+    skipped = franz_go_sasl.per_test([("SCRAM-SHA-256", result("TestSCRAMAuth", "SKIP", "no"))])
+    assert skipped[0].outcome == "SKIP"
 
 
 def test_integration_tests_are_those_that_reach_a_broker(tmp_path: Path) -> None:

@@ -10,9 +10,10 @@ from tests.bench.bench_script import load_bench_script
 franz_go = load_bench_script("franz_go_check.py", "franz_go_check")
 # The matrix runs tools through kafka_tools_check, which starts clusters with replog_cli.
 load_bench_script("replog_cli.py", "replog_cli")
-franz_go_sasl = load_bench_script("franz_go_sasl.py", "franz_go_sasl")
 load_bench_script("kafka_tools_check.py", "kafka_tools_check")
 matrix = load_bench_script("kafka_tools_matrix.py", "kafka_tools_matrix")
+# franz_go_sasl imports franz_go_check and replog_cli, both loaded above.
+franz_go_sasl = load_bench_script("franz_go_sasl.py", "franz_go_sasl")
 
 
 def event(action: str, test: str, output: str = "") -> str:

@@ -13,10 +13,11 @@ also one after the other, so that no more than one cluster and one node share th
 priority. The in-process tests, and the modules the process-test rules would group that start no
 node and time nothing (short-lived tools at most), go to whichever worker is free, at a lower CPU
 priority (tests/background_priority.py): they fill what the two lanes leave idle while those wait on
-their nodes. Spark's tests (a cluster and a JVM of their own), and the cluster modules that time no
-failover, form two groups handed out last, once every in-process test is, which run at that lower
-priority beside the clusters' lane. Which tests go where: tests/process_tests.py
-(`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in this process.
+their nodes. Spark's tests (a cluster and a JVM of their own) form a group, and each cluster module
+that times no failover one of its own, handed out last, once every in-process test is, to whichever
+workers are free, at that lower priority beside the clusters' lane. Which tests go where:
+tests/process_tests.py (`pytest_xdist_make_scheduler` groups them); `-n 0` runs everything in this
+process.
 """
 
 from __future__ import annotations

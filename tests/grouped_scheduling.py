@@ -15,16 +15,16 @@ one or is told to stop (issue 1327).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
 def grouped_scheduler(
-    config: Any, log: Any, group_of: Callable[[str], str | None], last: Collection[str] = ()
+    config: Any, log: Any, group_of: Callable[[str], str | None], last: Sequence[str] = ()
 ) -> Any:
     """A LoadScopeScheduling whose only multi-test units are the groups `group_of` names by node
     id (None: a unit of its own), the groups named in `last` handed out after every other unit,
-    and which survives a worker's death (module docstring)."""
+    in that order, and which survives a worker's death (module docstring)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class GroupedScheduling(LoadScopeScheduling):  # type: ignore[misc]

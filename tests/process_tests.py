@@ -3,9 +3,9 @@
 A module's tests are process tests when it lives in PROCESS_TEST_DIRS or its source names one
 of PROCESS_TEST_SIGNS (`starts_processes`), unless it is one of ANY_WORKER_MODULES: modules
 those rules would group that start no node and whose assertions do not depend on the
-machine's speed, which any worker takes. Process tests form four groups (`worker_group`):
-SINGLE_NODE_MODULES, whose tests start one node at most; Spark's (tests/spark) and
-LATE_CLUSTER_MODULES, the LAST_GROUPS; and all the others (clusters).
+machine's speed, which any worker takes. Process tests form groups (`worker_group`):
+SINGLE_NODE_MODULES, whose tests start one node at most; Spark's (tests/spark) and one for
+each of LATE_CLUSTER_MODULES, the LAST_GROUPS; and all the others (clusters).
 """
 
 from __future__ import annotations
@@ -72,27 +72,33 @@ CLUSTER_GROUP = "clusters"
 SINGLE_NODE_GROUP = "single nodes"
 SPARK_GROUP = "spark"
 SPARK_DIR = "spark"
-LATE_CLUSTER_GROUP = "late clusters"
-# Groups handed out after every other unit, and run at the in-process tests' lower priority
-# (tests/background_priority.py): Spark's session-scoped cluster and JVM, and the clusters of
-# LATE_CLUSTER_MODULES, then run on the workers the in-process tests leave, beside the
-# clusters' lane (CI's critical path) instead of in it, and yield the cores whenever the
-# clusters' nodes want them.
-LAST_GROUPS = frozenset({SPARK_GROUP, LATE_CLUSTER_GROUP})
 # Cluster modules whose tests each start a cluster of their own and wait for outcomes with
 # generous deadlines, timing no failover: slower at the lower priority, the same otherwise
-# (paths under tests/; tests/test_process_tests.py checks the entries).
-LATE_CLUSTER_MODULES = frozenset(
-    {
-        "cluster/test_cluster_transactions.py",
-        "cluster/test_cluster_full_disk.py",
-        "cluster/test_cluster_cli.py",
-        "cluster/test_cluster_topics_cli.py",
-        "cluster/test_cluster_internal_tls.py",
-        "cli/test_bench_run.py",
-        "test_main_job.py",
-    }
+# (paths under tests/; tests/test_process_tests.py checks the entries). Each is a group of its
+# own, so that every worker free at the end of a run takes some; handed out longest first
+# (a quiet CI run's seconds), so that no long one starts last.
+LATE_CLUSTER_MODULES = (
+    "cluster/test_cluster_transactions.py",  # 79 s
+    "cli/test_bench_run.py",  # 58
+    "test_main_job.py",  # 51
+    "cluster/test_cluster_cli.py",  # 45
+    "cluster/test_cluster_full_disk.py",  # 36
+    "cluster/test_cluster_internal_tls.py",  # 33
+    "cluster/test_cluster_topics_cli.py",  # 31
 )
+
+
+def late_cluster_group(module: str) -> str:
+    """The group of the late cluster module `module` (a path under tests/)."""
+    return f"late clusters: {module}"
+
+
+# Groups handed out after every other unit, in this order (Spark's, the longest, first), and
+# run at the in-process tests' lower priority (tests/background_priority.py): Spark's
+# session-scoped cluster and JVM, and the clusters of LATE_CLUSTER_MODULES, then run on the
+# workers the in-process tests leave, beside the clusters' lane (CI's critical path) instead
+# of in it, and yield the cores whenever the clusters' nodes want them.
+LAST_GROUPS = (SPARK_GROUP, *map(late_cluster_group, LATE_CLUSTER_MODULES))
 # Process modules whose tests start one node process at most, never a cluster or Spark, and
 # assert outcomes, not durations: their group runs beside the clusters' (paths under tests/;
 # tests/test_process_tests.py checks the entries).
@@ -125,5 +131,5 @@ def worker_group(path: Path) -> str | None:
     if relative.parts[0] == SPARK_DIR:
         return SPARK_GROUP
     if relative.as_posix() in LATE_CLUSTER_MODULES:
-        return LATE_CLUSTER_GROUP
+        return late_cluster_group(relative.as_posix())
     return SINGLE_NODE_GROUP if relative.as_posix() in SINGLE_NODE_MODULES else CLUSTER_GROUP

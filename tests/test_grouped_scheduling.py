@@ -1,5 +1,6 @@
-"""The suite's scheduler (tests/grouped_scheduling.py) when a worker dies: the run ends, the test
-the worker died on is reported as failed by name and not run again, every other test runs once;
+"""The suite's scheduler (tests/grouped_scheduling.py): the last groups come after every other
+unit, in the order given; when a worker dies, the run ends, the test the worker died on is
+reported as failed by name and not run again, every other test runs once;
 and the worker's watch (tests/worker_watch.py) says how it died: a test whose memory runs away is
 stopped at the limit, a worker killed by a signal is named with the test it ran and its size.
 Each test runs a small pytest session of its own with two xdist workers, as a subprocess."""
@@ -10,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -175,3 +177,48 @@ def test_each_group_runs_in_order_on_one_worker(tmp_path: Path) -> None:
     assert len({worker for _, worker in in_late}) == 1, ran
     after_late = [test for test, _ in ran[ran.index(in_late[0]) :] if test not in late]
     assert len(after_late) <= 2, ran
+
+
+class _Worker:
+    """A worker as the scheduler sees one: it is sent test indexes and is never shutting down."""
+
+    shutting_down = False
+
+    def __init__(self) -> None:
+        self.sent: list[list[int]] = []
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.append(indexes)
+
+
+def test_the_last_groups_are_handed_out_after_every_other_unit_in_the_order_given() -> None:
+    class Config:
+        option = SimpleNamespace(loadscopereorder=True)  # xdist's default: largest unit first
+
+        def getvalue(self, name: str) -> object:
+            return ["1*popen"] if name == "tx" else None
+
+    from tests.grouped_scheduling import grouped_scheduler
+
+    def group_of(nodeid: str) -> str | None:
+        return nodeid.split("::")[0] if nodeid.startswith("last_") else None
+
+    collection = [
+        "last_b.py::test_1",
+        "free.py::test_1",
+        "last_a.py::test_1",
+        "last_a.py::test_2",
+        "last_c.py::test_1",
+        "free.py::test_2",
+    ]
+    scheduler = grouped_scheduler(
+        Config(), None, group_of, last=("last_c.py", "last_a.py", "last_b.py")
+    )
+    worker = _Worker()
+    scheduler.add_node(worker)
+    scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    while scheduler.workqueue:
+        scheduler._assign_work_unit(worker)
+    handed = [collection[index].split("::")[0] for batch in worker.sent for index in batch]
+    assert handed == ["free.py", "free.py", "last_c.py", "last_a.py", "last_a.py", "last_b.py"]

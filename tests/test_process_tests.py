@@ -1,8 +1,8 @@
 """Which worker a test module goes to (tests/process_tests.py): the modules that start clusters
-form one group, Spark's and LATE_CLUSTER_MODULES groups handed out last, those that start a
-single node another; each of ANY_WORKER_MODULES is a module the rules would otherwise group
-that starts no node, cluster, Spark or Kafka client, and each of SINGLE_NODE_MODULES a process
-module that starts no cluster."""
+form one group, Spark's a group and each of LATE_CLUSTER_MODULES one, handed out last, those
+that start a single node another; each of ANY_WORKER_MODULES is a module the rules would
+otherwise group that starts no node, cluster, Spark or Kafka client, and each of
+SINGLE_NODE_MODULES a process module that starts no cluster."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from tests.process_tests import (
     ANY_WORKER_MODULES,
     CLUSTER_GROUP,
     LAST_GROUPS,
-    LATE_CLUSTER_GROUP,
     LATE_CLUSTER_MODULES,
     SINGLE_NODE_GROUP,
     SINGLE_NODE_MODULES,
     SPARK_GROUP,
     TESTS,
+    late_cluster_group,
     process_test_module,
     starts_processes,
     worker_group,
@@ -80,8 +80,8 @@ def test_each_late_cluster_module_exists_and_forms_a_group_handed_out_last(modul
     path = TESTS / module
     assert path.is_file(), f"{module} is listed but does not exist"
     assert process_test_module(path)
-    assert worker_group(path) == LATE_CLUSTER_GROUP
-    assert LATE_CLUSTER_GROUP in LAST_GROUPS
+    assert worker_group(path) == late_cluster_group(module)
+    assert worker_group(path) in LAST_GROUPS
 
 
 @pytest.mark.parametrize("module", sorted(SINGLE_NODE_MODULES))

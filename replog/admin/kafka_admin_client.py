@@ -568,7 +568,10 @@ class AsyncKafkaAdminClient:
 
         deadline_ms = self._deadline_ms(timeout_s)
         backoff_s = self.retry_backoff_s
+        moving: Exception | None = None  # the last answer that said to ask again
         while True:
+            if moving is not None and monotonic_ms() >= deadline_ms:
+                raise moving  # the backoff's sleep ran past the deadline (a busy machine)
             try:
                 node_id, address = await self.find_transaction_coordinator(
                     transactional_id, timeout_s=self._left_s(deadline_ms)
@@ -580,9 +583,14 @@ class AsyncKafkaAdminClient:
                     self._attempt_ms(deadline_ms),
                 )
                 return results.transaction_description(answer, transactional_id, node_id)
-            except _COORDINATOR_MOVING:
+            except _COORDINATOR_MOVING as exc:
                 if monotonic_ms() + backoff_s * 1000 >= deadline_ms:
                     raise
+                moving = exc
+            except KafkaTimeoutError as exc:
+                if moving is None:
+                    raise
+                raise moving from exc  # what the cluster last said, not the deadline's leftover
             await asyncio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, self.max_retry_backoff_s)
 
@@ -797,7 +805,7 @@ class AsyncKafkaAdminClient:
         said: dict[str, str] = {}
         answered = False
         backoff_s = self.retry_backoff_s
-        name = ""
+        name = answer_type.__name__.removesuffix("Response")  # the request's, before any is built
         while True:
             for address in self._round():
                 remaining_ms = deadline_ms - monotonic_ms()
@@ -952,7 +960,7 @@ def _lists(item: Any) -> list[list[Any]]:
 
 def _summary(said: Mapping[str, str]) -> str:
     if not said:
-        return "no address left to ask"
+        return "the deadline passed before any listener was asked"
     return "; ".join(f"{address}: {what}" for address, what in said.items())
 
 

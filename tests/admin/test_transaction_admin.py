@@ -5,6 +5,7 @@ until the call's deadline, when the last error is raised naming the id."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -57,6 +58,19 @@ def client(fake: ScriptedKafka) -> AsyncKafkaAdminClient:
     return AsyncKafkaAdminClient(fake.address, retry_backoff_s=0.05, max_retry_backoff_s=0.1)
 
 
+async def describe_with_no_coordinator_available() -> ScriptedKafka:
+    """DescribeTransactions of 'tx' for 0.5 s while every FindCoordinator answers
+    COORDINATOR_NOT_AVAILABLE: that error is raised, naming the id."""
+    fake: ScriptedKafka
+    fake = scripted(
+        lambda r, v: coordinator(fake, COORDINATOR_NOT_AVAILABLE), lambda r, v: description()
+    )
+    async with fake, client(fake) as admin:
+        with pytest.raises(CoordinatorNotAvailableError, match="transactional id 'tx'"):
+            await admin.describe_transaction("tx", timeout_s=0.5)
+    return fake
+
+
 @pytest.mark.asyncio
 async def test_a_moved_coordinator_is_found_anew_and_asked_again() -> None:
     answers = iter([description(NOT_COORDINATOR), description()])
@@ -76,15 +90,25 @@ async def test_a_moved_coordinator_is_found_anew_and_asked_again() -> None:
 
 @pytest.mark.asyncio
 async def test_a_coordinator_never_available_is_its_error_at_the_deadline() -> None:
-    fake: ScriptedKafka
-    fake = scripted(
-        lambda r, v: coordinator(fake, COORDINATOR_NOT_AVAILABLE), lambda r, v: description()
-    )
-    async with fake, client(fake) as admin:
-        with pytest.raises(CoordinatorNotAvailableError, match="transactional id 'tx'"):
-            await admin.describe_transaction("tx", timeout_s=0.5)
+    fake = await describe_with_no_coordinator_available()
     assert sum(key == FIND_COORDINATOR for key, _, _ in fake.seen) > 1
     assert not any(key == DESCRIBE_TRANSACTIONS for key, _, _ in fake.seen)
+
+
+@pytest.mark.asyncio
+async def test_a_backoff_woken_past_the_deadline_raises_the_coordinators_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a busy machine a backoff's sleep ends after the deadline it was taken before: the
+    call raises what the cluster last said, not a timeout of a request left no time."""
+    sleep = asyncio.sleep
+
+    async def oversleep(delay: float, result: Any = None) -> Any:
+        return await sleep(delay * 4, result)
+
+    monkeypatch.setattr(asyncio, "sleep", oversleep)
+    fake = await describe_with_no_coordinator_available()
+    assert sum(key == FIND_COORDINATOR for key, _, _ in fake.seen) > 1
 
 
 @pytest.mark.asyncio

@@ -102,6 +102,7 @@ from replog.server.raft.raft_storage import RaftStorage
 from replog.server.raft.raft_transport import RaftTransport, RequestFailed, is_quorum_node_id
 from replog.server.runtime.loop_turns import yield_turn
 from replog.server.runtime.node_tasks import Spawner
+from replog.server.runtime.wakeup import Wakeup
 
 log = logging.getLogger("replog.server.raft")
 
@@ -260,7 +261,7 @@ class RaftDriver:
         # Inputs in arrival order; `_wakeup` is set when one arrives (the loop clears it before
         # it waits on an empty inbox).
         self._inbox: deque[_Queued] = deque()
-        self._wakeup = asyncio.Event()
+        self._wakeup = Wakeup()
         # Committed items handed out by the core and not yet given to every listener, in log
         # order; and the state machine's inputs taken from the inbox while they were applied,
         # which wait for them (module Rules).
@@ -515,11 +516,8 @@ class RaftDriver:
                 inbox = self._inbox
                 if not inbox:  # else the next input runs at once, in the same turn
                     self._wakeup.clear()
-                    try:
-                        # asyncio.timeout, not wait_for: no task per input on this hot path.
-                        async with asyncio.timeout(timeout):
-                            await self._wakeup.wait()
-                    except TimeoutError:
+                    # Not wait_for: no task per input on this hot path (`Wakeup`).
+                    if not await self._wakeup.wait(timeout):
                         self.node.tick(self._clock())
                         continue
                     if self._stopped:

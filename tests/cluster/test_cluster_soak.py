@@ -329,6 +329,11 @@ class GroupReader(Background):
     empty_commits: int = 0  # sessions with no positions yet: nothing to commit
     commit_failures: Counter[str] = field(default_factory=Counter)
     poll_errors: Counter[str] = field(default_factory=Counter)
+    # How each jump came (session, member, the session's first record of the partition or
+    # not), and each commit that covered more than its session was given: what a jump's
+    # assertion names, since a run's node logs keep only their last restart's lines.
+    jump_notes: list[str] = field(default_factory=list)
+    ahead: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()  # the members' threads share what is below
@@ -338,6 +343,8 @@ class GroupReader(Background):
         self._starts: dict[int, int] = {}
         self._ends: dict[int, int] | None = None  # set by finish: read up to these, then end
         self._crash: BaseException | None = None
+        # partition -> (session, member, offsets covered) of its last successful commits
+        self._commit_log: dict[int, list[tuple[int, int, int]]] = {}
 
     @property
     def seen(self) -> Log:
@@ -364,7 +371,10 @@ class GroupReader(Background):
         unexplained = [j for j in self.jumps if j[2] not in deleted_before.get(j[0], ())]
         assert not unexplained, (
             f"the consumer's position jumped past records (partition, next, given): "
-            f"{unexplained[:10]}; DeleteRecords asked for {deleted_before}"
+            f"{unexplained[:10]}; DeleteRecords asked for {deleted_before}; how: "
+            f"{self.jump_notes[:10]}; commits that covered more than was given: "
+            f"{self.ahead[:10]}; the last commits of those partitions (session, member, "
+            f"offset): { ({j[0]: self._commit_log.get(j[0], [])[-3:] for j in unexplained}) }"
         )
         assert not self.rewinds, (
             "the consumer was given records below its last successful commit (partition, next, "
@@ -414,6 +424,7 @@ class GroupReader(Background):
     def _session(self, member: int, length_s: float) -> None:
         with self._lock:
             self.sessions += 1
+            session = self.sessions
         # The partition -> the offset after the last one given, for this session's records.
         session_next: dict[int, int] = {}
         consumer = self.clients.consumer(
@@ -440,12 +451,17 @@ class GroupReader(Background):
                 with self._lock:
                     for tp, records in batches.items():
                         for record in records:
-                            self._take(member, tp.partition, record.offset, record.value or b"")
+                            how = f"session {session} of member {member}, " + (
+                                "mid-session" if tp.partition in session_next else "its first"
+                            )
+                            self._take(
+                                member, tp.partition, record.offset, record.value or b"", how
+                            )
                             session_next[tp.partition] = record.offset + 1
                 if time.monotonic() - committed_at > COMMIT_EVERY_S:
-                    self._commit(consumer, session_next)
+                    self._commit(consumer, session_next, session, member)
                     committed_at = time.monotonic()
-            self._commit(consumer, session_next)
+            self._commit(consumer, session_next, session, member)
         finally:
             try:
                 consumer.close(autocommit=False, timeout_ms=15_000)
@@ -453,14 +469,16 @@ class GroupReader(Background):
                 with self._lock:
                     self.poll_errors[f"close: {type(exc).__name__}"] += 1
 
-    def _take(self, member: int, partition: int, offset: int, value: bytes) -> None:
-        """Under the lock: one record given to `member`."""
+    def _take(self, member: int, partition: int, offset: int, value: bytes, how: str) -> None:
+        """Under the lock: one record given to `member` (`how`: by which session, and whether
+        it was the session's first of the partition)."""
         if self._holder.setdefault(partition, member) != member:
             self.handoffs += 1
             self._holder[partition] = member
         expected = self._next.get(partition, 0)
         if offset > expected:
             self.jumps.append((partition, expected, offset))
+            self.jump_notes.append(f"{partition}@{offset}: {how}")
         elif offset < expected:
             self.redelivered += 1
             committed = self._committed.get(partition, 0)
@@ -471,13 +489,26 @@ class GroupReader(Background):
             self.changed.append(f"{self.topic}-{partition}@{offset}: {first!r}, then {value!r}")
         self._next[partition] = offset + 1
 
-    def _commit(self, consumer: Consumer, session_next: dict[int, int]) -> None:
+    def _commit(
+        self, consumer: Consumer, session_next: dict[int, int], session: int, member: int
+    ) -> None:
         # The consumer's positions: of the partitions this session was given records of since
         # the group last gave them to it, those it still holds (a partition given up was
         # committed by the group's next owner, if at all: its position here is no longer the
         # group's).
         held = {tp.partition for tp in consumer.assignment()}
         covered = {p: offset for p, offset in session_next.items() if p in held}
+        # What commit() will send for them: its positions, which must be what poll gave.
+        for p, offset in covered.items():
+            try:
+                position = consumer.position(TopicPartition(self.topic, p), timeout_ms=5_000)
+            except ReplogError:
+                continue  # looked up anew (a reset): not what poll gave, and not committed
+            if position != offset:
+                with self._lock:
+                    self.ahead.append(
+                        f"{p}: position {position}, given up to {offset} (session {session})"
+                    )
         try:
             consumer.commit(timeout_ms=10_000)
         except ReplogError as exc:  # the coordinator may be down: the next commit covers it
@@ -490,3 +521,5 @@ class GroupReader(Background):
                 return
             self.commits += 1
             self._committed.update(covered)
+            for p, offset in covered.items():
+                self._commit_log.setdefault(p, []).append((session, member, offset))

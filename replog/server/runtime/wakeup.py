@@ -1,5 +1,6 @@
 """`Wakeup`: an `asyncio.Event` whose wait takes a timeout, for the loops that sleep until an
-input arrives or their next timer is due (the Raft driver, the replica fetchers).
+input arrives or their next timer is due (the Raft driver; the replica manager's timers,
+fetchers and AlterPartition sender).
 
 `async with asyncio.timeout(t): await event.wait()` makes a `Timeout`, asks for the current
 task, and on expiry cancels the task and turns the `CancelledError` into a `TimeoutError`; the

@@ -50,7 +50,6 @@ from replog.server.data_plane.replica_fetcher import wait_for_wakeup
 from replog.server.runtime.loop_turns import yield_turn
 from replog.server.runtime.node_tasks import Spawner
 from replog.server.runtime.peer_channels import PeerChannels, PeerLinks, PeerLinksFactory
-from replog.server.runtime.wakeup import Wakeup
 
 log = logging.getLogger("replog.server.alter_partition")
 
@@ -79,7 +78,7 @@ class IsrChangeSource(Protocol):
     """What the sender needs of the replica manager (`replica_manager.ReplicaManager`)."""
 
     @property
-    def isr_wakeup(self) -> Wakeup: ...
+    def isr_wakeup(self) -> asyncio.Event: ...
     def pending_isr_changes(self) -> list[IsrChange]: ...
     def on_isr_change_result(
         self,

@@ -61,7 +61,6 @@ from replog.replication.fetch_session import FetchChanges
 from replog.replication.messages import FetchRequest, FetchResponse
 from replog.server.data_plane.replica_fetch_stream import ReplicaFetchStream
 from replog.server.runtime.node_tasks import Spawner
-from replog.server.runtime.wakeup import Wakeup
 
 log = logging.getLogger("replog.server.fetcher")
 
@@ -75,7 +74,7 @@ class FollowerFetching(Protocol):
     """What the fetchers need of the replica manager (`replica_manager.ReplicaManager`)."""
 
     @property
-    def fetch_wakeup(self) -> Wakeup: ...
+    def fetch_wakeup(self) -> asyncio.Event: ...
     def fetch_sources(self) -> list[int]: ...
     def build_follower_fetch(self, source_broker_id: int, now_ms: int) -> FetchRequest | None: ...
     def follower_fetch_changes(self, source_broker_id: int) -> FetchChanges | None: ...
@@ -105,12 +104,14 @@ class FetchStreams(Protocol):
     def __call__(self, address: str, source_id: int, *, request_timeout_ms: int) -> FetchStream: ...
 
 
-async def wait_for_wakeup(event: Wakeup, timeout_ms: int) -> None:
+async def wait_for_wakeup(event: asyncio.Event, timeout_ms: int) -> None:
     """Until `event` is set or `timeout_ms` passed. The caller cleared it and polled its state
     with no await in between, so a wakeup is never lost."""
-    # `Wakeup`, not wait_for: Python 3.11's wait_for drops a cancellation that arrives as the
-    # event is set, and a fetcher told to stop would go on.
-    await event.wait(timeout_ms / 1000)
+    # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that arrives
+    # as the event is set, and a fetcher told to stop would go on.
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_ms / 1000):
+            await event.wait()
 
 
 class ReplicaFetcherManager:

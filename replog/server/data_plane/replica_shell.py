@@ -66,7 +66,6 @@ from replog.server.data_plane.replica_counts import LiveReplicaCounts, led_figur
 from replog.server.data_plane.weak_members import WeakMembers
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.runtime.node_tasks import Spawner
-from replog.server.runtime.wakeup import Wakeup
 from replog.storage.file_maker_process import FileMakerProcess
 from replog.storage.log_manager import LogManager
 
@@ -154,9 +153,9 @@ class ReplicaShell:
         # new fetch source could wait for the 1 s idle poll. `isr_wakeup`: IsrChanges are
         # pending (the sender); `fetch_wakeup`: fetch sources changed or a back-off ended
         # (the fetchers).
-        self.isr_wakeup = Wakeup()
-        self.fetch_wakeup = Wakeup()
-        self._timers_changed = Wakeup()
+        self.isr_wakeup = asyncio.Event()
+        self.fetch_wakeup = asyncio.Event()
+        self._timers_changed = asyncio.Event()
         # When the timer loop wakes next by itself; no time while it is not waiting.
         self._timer_due_ms: int | None = None
         self._timer_task: asyncio.Task[None] | None = None

@@ -13,6 +13,8 @@ Rules (docs/design/replication.md#isr-shrink; Kafka's `ReplicaManager.maybeShrin
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 
 from replog.common import TopicPartitionKey
@@ -142,10 +144,12 @@ class ReplicaTimers(ReplicaShell):
             delay_ms = max(0, due_ms - self._clock())
             self._timers_changed.clear()
             self._timer_due_ms = due_ms
-            # (`Wakeup`, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
-            # races with the event.)
+            # (asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+            # cancellation that races with the event.)
             try:
-                await self._timers_changed.wait(delay_ms / 1000)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay_ms / 1000):
+                        await self._timers_changed.wait()
             finally:
                 self._timer_due_ms = None
 

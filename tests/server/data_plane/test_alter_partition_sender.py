@@ -35,7 +35,6 @@ from replog.server.data_plane.alter_partition_sender import (
 )
 from replog.server.data_plane.replica_fetcher import ReplicaFetcherManager
 from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
-from replog.server.runtime.wakeup import Wakeup
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks
@@ -71,7 +70,7 @@ class FakeLeaders:
     """The replica manager's AlterPartition side."""
 
     pending: list[IsrChange] = field(default_factory=list)
-    isr_wakeup: Wakeup = field(default_factory=Wakeup)
+    isr_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     results: list[tuple[IsrChange, KafkaError | None, tuple[int, ...], int, int]] = field(
         default_factory=list
     )

@@ -38,7 +38,6 @@ from replog.server.data_plane.replica_fetch_service import (
 from replog.server.data_plane.replica_fetcher import ReplicaFetcherManager
 from replog.server.data_plane.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.server.runtime.tolerant_service import Refused
-from replog.server.runtime.wakeup import Wakeup
 from replog.storage.log_manager import LogManager
 from replog.testing import GARBAGE, LoopTasks
 from replog.wire import broker_codec as codec
@@ -57,7 +56,7 @@ class FakeFollower:
     otherwise; records every step."""
 
     sources: list[int] = field(default_factory=list)
-    fetch_wakeup: Wakeup = field(default_factory=Wakeup)
+    fetch_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     processed: list[tuple[int, m.FetchRequest, m.FetchResponse]] = field(default_factory=list)
     failed: list[tuple[int, m.FetchRequest]] = field(default_factory=list)
     paused: set[int] = field(default_factory=set)

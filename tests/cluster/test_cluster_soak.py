@@ -451,11 +451,14 @@ class GroupReader(Background):
                 with self._lock:
                     for tp, records in batches.items():
                         for record in records:
-                            how = f"session {session} of member {member}, " + (
-                                "mid-session" if tp.partition in session_next else "its first"
-                            )
+                            first = tp.partition not in session_next
                             self._take(
-                                member, tp.partition, record.offset, record.value or b"", how
+                                member,
+                                tp.partition,
+                                record.offset,
+                                record.value or b"",
+                                session,
+                                first,
                             )
                             session_next[tp.partition] = record.offset + 1
                 if time.monotonic() - committed_at > COMMIT_EVERY_S:
@@ -469,16 +472,21 @@ class GroupReader(Background):
                 with self._lock:
                     self.poll_errors[f"close: {type(exc).__name__}"] += 1
 
-    def _take(self, member: int, partition: int, offset: int, value: bytes, how: str) -> None:
-        """Under the lock: one record given to `member` (`how`: by which session, and whether
-        it was the session's first of the partition)."""
+    def _take(
+        self, member: int, partition: int, offset: int, value: bytes, session: int, opens: bool
+    ) -> None:
+        """Under the lock: one record given to `member` in `session` (`opens`: its first record
+        of the partition)."""
         if self._holder.setdefault(partition, member) != member:
             self.handoffs += 1
             self._holder[partition] = member
         expected = self._next.get(partition, 0)
         if offset > expected:
             self.jumps.append((partition, expected, offset))
-            self.jump_notes.append(f"{partition}@{offset}: {how}")
+            how = "its first" if opens else "mid-session"
+            self.jump_notes.append(
+                f"{partition}@{offset}: session {session} of member {member}, {how}"
+            )
         elif offset < expected:
             self.redelivered += 1
             committed = self._committed.get(partition, 0)

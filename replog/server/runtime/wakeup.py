@@ -1,7 +1,6 @@
 """`Wakeup`: an `asyncio.Event` whose wait takes a timeout, for the loops that sleep until an
-input arrives or its next timer is due (the Raft driver's loop). The replica manager's loops
-keep `asyncio.Event` within `asyncio.timeout`: with `Wakeup` there, `bench/produce.py`'s peak
-fell by about a tenth in every pair of runs, for a reason not found.
+input arrives or its next timer is due (the Raft driver's loop; why the replica manager's loops
+do not use it: docs/reliability.md, "Speed").
 
 `async with asyncio.timeout(t): await event.wait()` makes a `Timeout`, asks for the current
 task, and on expiry cancels the task and turns the `CancelledError` into a `TimeoutError`; the
@@ -60,8 +59,9 @@ class Wakeup:
         timer: asyncio.Handle | None = None
         expired: list[bool] = []  # the timer's mark: it came due before the waiter resumed
         if timeout_s is not None:
-            when = loop.time() + timeout_s
-            if when <= loop.time():
+            now = loop.time()
+            when = now + timeout_s
+            if when <= now:
                 timer = loop.call_soon(_time_out, waiter, expired)
             else:
                 timer = loop.call_at(when, _time_out, waiter, expired)

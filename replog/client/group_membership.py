@@ -26,8 +26,10 @@ Rules:
   timeout (`max.poll.interval.ms`) plus `request.timeout.ms`.
 - A lost or refused connection, an unanswered request or a coordinator answer
   (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS) forgets the
-  coordinator; the core retries after `retry.backoff.ms`. An error that retrying cannot mend
-  (an invalid group id, an address that is not a Kafka listener) is raised from `poll`.
+  coordinator; the core retries after `retry.backoff.ms`. A classic member's heartbeat is
+  unanswered after `session.timeout.ms` when `request.timeout.ms` is longer. An error that
+  retrying cannot mend (an invalid group id, an address that is not a Kafka listener) is
+  raised from `poll`.
 """
 
 from __future__ import annotations
@@ -273,6 +275,12 @@ class GroupMembership:
             timeout_ms = self._request_timeout_ms + (
                 core.config.rebalance_timeout_ms if waits else 0
             )
+            if kind == "heartbeat" and isinstance(core, GroupMember):
+                # Unanswered for a session, the member is out of the group wherever its
+                # coordinator now is (or the coordinator is stopped): look it up again rather
+                # than read on for the rest of a longer request timeout, as Kafka's heartbeat
+                # thread marks the coordinator unknown once a session passes unanswered.
+                timeout_ms = min(timeout_ms, core.config.session_timeout_ms)
             try:
                 answer = await self._send(outgoing, self._clock() + timeout_ms)
             except (ReplogError, TimeoutError) as exc:

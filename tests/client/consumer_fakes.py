@@ -42,6 +42,7 @@ from replog.coordinator.consumer_group_coordinator import (
 from replog.errors import (
     FencedLeaderEpochError,
     KafkaError,
+    KafkaTimeoutError,
     NetworkError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
@@ -287,6 +288,9 @@ class FakeCluster(FakeNodes):
     # what each call asked for.
     offset_fetch_gate: asyncio.Event | None = None
     offset_fetches: list[tuple[TopicPartition, ...]] = field(default_factory=list)
+    # While set, Heartbeats sent go unanswered (a coordinator stopped by SIGSTOP): each waits
+    # out the timeout it was given, then fails as an unanswered call does.
+    heartbeats_hang: bool = False
     # Calls cut off as by a channel reset: they raise CancelledError, nobody cancelled them.
     cut_off: deque[str] = field(default_factory=deque)
     # node -> (topic, partition) -> the (leader, leader epoch) its Metadata still names: a
@@ -638,6 +642,11 @@ class FakeCoordinator:
         self, request: gm.HeartbeatRequest, *, timeout_ms: int | None = None
     ) -> KafkaError | None:
         self._check(deque(), "Heartbeat")
+        if self.cluster.heartbeats_hang:
+            self.cluster.calls.append("Heartbeat unanswered")
+            wait_ms = 30_000 if timeout_ms is None else timeout_ms
+            await asyncio.sleep(wait_ms / 1000)
+            raise KafkaTimeoutError(f"Heartbeat: no answer within {wait_ms} ms")
         return self.cluster.groups.heartbeat(request)
 
     async def leave_group(

@@ -168,6 +168,31 @@ async def test_a_member_that_does_not_poll_leaves_and_its_commit_is_refused(
 
 
 @pytest.mark.asyncio
+async def test_a_heartbeat_unanswered_for_a_session_looks_the_coordinator_up_again(
+    cluster: FakeCluster,
+) -> None:
+    """Its coordinator stopped (SIGSTOP) while a request timeout far longer than the session:
+    the coordinator removes the member after its session, and the member, which would read
+    on beside the partitions' next owner until the request timeout, gives the heartbeat up
+    after its session instead, asks for the coordinator again, and learns it is out: its
+    partitions are lost, and it joins again (Kafka's heartbeat thread marks the coordinator
+    unknown the same way)."""
+    cluster.create("t", 2)
+    a = member(cluster, request_timeout_ms=60_000, retry_backoff_ms=50)
+    listener = Recorder()
+    a.subscribe(["t"], listener=listener)
+    await poll_all([a], lambda: len(a.assignment()) == 2)
+    cluster.heartbeats_hang = True
+    await poll_all([a], lambda: "Heartbeat unanswered" in cluster.calls)
+    cluster.heartbeats_hang = False  # the next heartbeats are answered: a coordinator again
+    finds = cluster.calls.count("FindCoordinator")
+    await poll_all([a], lambda: ("lost", ["t-0", "t-1"]) in listener.calls, timeout_s=5)
+    assert cluster.calls.count("FindCoordinator") > finds
+    await poll_all([a], lambda: len(a.assignment()) == 2)  # joined again
+    await a.close()
+
+
+@pytest.mark.asyncio
 async def test_a_listener_needs_a_group_and_the_listener_shape(cluster: FakeCluster) -> None:
     async with Consumer(**consumer_settings(cluster)) as plain:
         with pytest.raises(InvalidGroupIdError, match=r"group\.id"):

@@ -34,8 +34,9 @@ What must hold at the end:
   value, exactly once, in send order, and nothing else is (records below a partition's log
   start excused, and the log start must be one DeleteRecords asked for);
 - the consumer group was given exactly the log: every offset from the log start with the log's
-  value; a partition's position (whichever member held it) never moved forward past a record
-  except to a DeleteRecords offset, and never back below the group's last successful commit;
+  value; each member's session read a partition it held from where a commit or DeleteRecords
+  put its position, never below the group's last successful commit, and on without skipping
+  past a record except to a DeleteRecords offset (tests/cluster/group_positions.py);
 - after a clean stop, every replica's files hold the same batches below the high watermark
   (from the first batch all still hold), for every partition of every topic;
 - no node logged a traceback, an ERROR or CRITICAL line, or a follower append at the wrong
@@ -67,6 +68,7 @@ from pathlib import Path
 import pytest
 from client_cluster import ClientCluster
 from cluster_helpers import Background, LoopbackCluster
+from group_positions import GroupPositions
 from proxied_cluster import (
     Log,
     Stream,
@@ -77,7 +79,7 @@ from proxied_cluster import (
 from replication_helpers import assert_identical, overrides, read_replicas
 from soak_chaos import CHURN_TOPIC, PROCESS_FAULTS, Chaos
 
-from replog import Admin, Consumer, TopicPartition
+from replog import Admin, Consumer, ConsumerRecord, TopicPartition
 from replog.client.admin_results import TopicDescription
 from replog.errors import ReplogError
 
@@ -277,20 +279,42 @@ def assert_quiet_logs(cluster: LoopbackCluster) -> None:
 # --- the consumer group -------------------------------------------------------------------------
 
 
+def _clock() -> str:
+    """The wall clock as the nodes' log lines give it, to set a note beside them."""
+    now = time.time()
+    return time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+
+
 class _ForgetMoved:
-    """A rebalance listener that forgets a partition's position in one member's session (the
-    offset after the last record given) whenever the group takes the partition away or gives
-    it (again): the consumer's position then starts over from the group's committed offset,
-    and a commit covers that position, not the records this session was given before."""
+    """A rebalance listener of one member's session: whenever the group takes a partition away
+    or gives it (again), the session forgets its position there (the offset after the last
+    record given; the consumer's position starts over from the group's committed offset, and a
+    commit covers that position, not the records given before) and its holding of it ends.
+    It runs on the consumer's loop, while the member's thread waits in poll."""
 
-    def __init__(self, session_next: dict[int, int]) -> None:
+    def __init__(
+        self, reader: GroupReader, session: int, session_next: dict[int, int], events: list[str]
+    ) -> None:
+        self._reader, self._session = reader, session
         self._session_next = session_next
+        self._events = events  # what a problem's note names: this session's rebalances
 
-    def _forget(self, partitions: set[TopicPartition]) -> None:
-        for tp in partitions:
-            self._session_next.pop(tp.partition, None)
+    def _forget(self, kind: str, partitions: set[TopicPartition]) -> None:
+        moved = {tp.partition for tp in partitions}
+        self._events.append(f"{_clock()} {kind} {sorted(moved)}")
+        for partition in moved:
+            self._session_next.pop(partition, None)
+        with self._reader.lock:
+            self._reader.positions.release(self._session, moved)
 
-    on_partitions_revoked = on_partitions_assigned = on_partitions_lost = _forget
+    def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+        self._forget("revoked", partitions)
+
+    def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+        self._forget("assigned", partitions)
+
+    def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
+        self._forget("lost", partitions)
 
 
 @dataclass
@@ -298,59 +322,45 @@ class GroupReader(Background):
     """A consumer group of MEMBERS members reading `topic` as an application would: each with
     manual commits every COMMIT_EVERY_S, closed and reopened every REOPEN_EVERY_S (its first
     session shorter by a share, so that the members come and go at different times), through
-    the public Consumer, each in a thread of its own, until `finish`.
-
-    Per partition, whichever member was given it, it keeps the value first given at each
-    offset, and every time a record given was not the one after the one before: a jump forward
-    (records skipped: only DeleteRecords may explain it), or a move back (a re-delivery:
-    harmless unless it goes below the last commit that succeeded, which would mean committed
-    offsets were lost). One partition's records pass from member to member in order: a member
-    gives up a partition in a poll (its revocation) after it took the records of its earlier
-    polls, and the next owner is given the partition only after that.
+    the public Consumer, each in a thread of its own, until `finish`. What they were given is
+    checked as the group's semantics allow (`group_positions.GroupPositions`: per session and
+    partition, from where a commit or DeleteRecords put the position, without skips; a member
+    whose session expired unknown to it may go on reading beside the partition's next owner).
 
     A commit covers only the partitions this session was given records of since the group last
     gave them to it (an eager rebalance takes every partition and gives some back, their
-    positions read again from the committed offsets: `_ForgetMoved`): the consumer
-    commits its positions, and a session that has none yet (its coordinator still down) commits
-    nothing and succeeds at once, as Kafka's commitSync of no offsets does. Counting such a call
-    as a commit of everything read before once made a re-delivery look like a lost commit."""
+    positions read again from the committed offsets: `_ForgetMoved`): the consumer commits its
+    positions, and a session that has none yet (its coordinator still down) commits nothing
+    and succeeds at once, as Kafka's commitSync of no offsets does. Counting such a call as a
+    commit of everything read before once made a re-delivery look like a lost commit."""
 
     clients: ClientCluster
     topic: str
     partitions: int
-    given: dict[int, dict[int, bytes]] = field(default_factory=dict)
-    jumps: list[tuple[int, int, int]] = field(default_factory=list)  # partition, next, given
-    rewinds: list[tuple[int, int, int, int]] = field(default_factory=list)  # ..., committed
-    changed: list[str] = field(default_factory=list)  # an offset given with two values
-    redelivered: int = 0
-    handoffs: int = 0  # records given by another member than the partition's record before
+    positions: GroupPositions = field(default_factory=GroupPositions)
     sessions: int = 0
     commits: int = 0
     empty_commits: int = 0  # sessions with no positions yet: nothing to commit
     commit_failures: Counter[str] = field(default_factory=Counter)
     poll_errors: Counter[str] = field(default_factory=Counter)
-    # How each jump came (session, member, the session's first record of the partition or
-    # not), and each commit that covered more than its session was given: what a jump's
-    # assertion names, since a run's node logs keep only their last restart's lines.
-    jump_notes: list[str] = field(default_factory=list)
+    # How each record that did not follow its session's record before came (the session's
+    # rebalances and failed commits), and each commit that covered more than its session was
+    # given: what a failure names, since a run's node logs keep only their last restart's lines.
+    notes: list[str] = field(default_factory=list)
     ahead: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._lock = threading.Lock()  # the members' threads share what is below
-        self._next: dict[int, int] = {}  # partition -> the offset after the last one given
-        self._holder: dict[int, int] = {}  # partition -> the member given its last record
-        self._committed: dict[int, int] = {}  # what the last commits that succeeded covered
+        self.lock = threading.Lock()  # the members' threads (and listeners) share what is below
         self._starts: dict[int, int] = {}
         self._ends: dict[int, int] | None = None  # set by finish: read up to these, then end
         self._crash: BaseException | None = None
-        # partition -> (session, member, offsets covered) of its last successful commits
-        self._commit_log: dict[int, list[tuple[int, int, int]]] = {}
 
     @property
     def seen(self) -> Log:
         """What it was given from the log start on, each offset once, by offset."""
+        given = self.positions.given
         return {
-            p: sorted((o, v) for o, v in self.given.get(p, {}).items() if o >= self._starts[p])
+            p: sorted((o, v) for o, v in given.get(p, {}).items() if o >= self._starts[p])
             for p in range(self.partitions)
         }
 
@@ -361,37 +371,28 @@ class GroupReader(Background):
         if self._crash is not None:
             raise AssertionError("the consumer group's thread failed") from self._crash
         assert not self._thread.is_alive(), (
-            f"the consumer group did not read up to {ends} within {READ_TIMEOUT_S} s: next "
-            f"offsets {self._next}; {self.summary()}"
+            f"the consumer group did not read up to {ends} within {READ_TIMEOUT_S} s: given up "
+            f"to {[self.positions.highest_next(p) for p in range(self.partitions)]}; "
+            f"{self.summary()}"
         )
 
     def assert_moved_only_by(self, deleted_before: dict[int, list[int]]) -> None:
-        """Jumps only to offsets DeleteRecords asked for, no rewind below a commit, and every
-        offset given twice had one value."""
-        unexplained = [j for j in self.jumps if j[2] not in deleted_before.get(j[0], ())]
-        assert not unexplained, (
-            f"the consumer's position jumped past records (partition, next, given): "
-            f"{unexplained[:10]}; DeleteRecords asked for {deleted_before}; how: "
-            f"{self.jump_notes[:10]}; commits that covered more than was given: "
-            f"{self.ahead[:10]}; the last commits of those partitions (session, member, "
-            f"offset): { ({j[0]: self._commit_log.get(j[0], [])[-3:] for j in unexplained}) }"
+        """Positions moved past records only to offsets DeleteRecords asked for, none back
+        below a commit, and every offset given twice had one value."""
+        problems = self.positions.problems(deleted_before)
+        assert not problems, (
+            f"the consumer group's positions: {problems[:10]}; DeleteRecords asked for "
+            f"{deleted_before}; how: {self.notes[:10]}; commits that covered more than was "
+            f"given: {self.ahead[:10]}; {self.summary()}"
         )
-        assert not self.rewinds, (
-            "the consumer was given records below its last successful commit (partition, next, "
-            f"given, committed): {self.rewinds[:10]}"
-        )
-        assert not self.changed, f"offsets given twice with different values: {self.changed[:5]}"
         # Non-vacuity: the members' comings and goings moved partitions between them.
-        assert self.handoffs > 0, f"no partition passed between members: {self.summary()}"
+        assert self.positions.handoffs > 0, f"no partition passed between members: {self.summary()}"
 
     def summary(self) -> str:
         return (
-            f"consumer group: {sum(len(g) for g in self.given.values())} offsets given in "
-            f"{self.sessions} sessions of {MEMBERS} members, {self.handoffs} handoffs between "
-            f"them, {self.redelivered} again, {len(self.jumps)} jumps to "
-            f"deletion points; {self.commits} commits ({self.empty_commits} of nothing), "
-            f"failures {dict(self.commit_failures)}, "
-            f"poll errors {dict(self.poll_errors)}"
+            f"consumer group: {self.positions.summary()}, in {self.sessions} sessions of "
+            f"{MEMBERS} members; {self.commits} commits ({self.empty_commits} of nothing), "
+            f"failures {dict(self.commit_failures)}, poll errors {dict(self.poll_errors)}"
         )
 
     def _done(self) -> bool:
@@ -399,7 +400,8 @@ class GroupReader(Background):
             return True
         ends = self._ends
         return ends is not None and all(
-            end <= self._starts[p] or self._next.get(p, 0) >= end for p, end in ends.items()
+            end <= self._starts[p] or self.positions.highest_next(p) >= end
+            for p, end in ends.items()
         )
 
     def _run(self) -> None:
@@ -422,11 +424,12 @@ class GroupReader(Background):
             self._crash = exc
 
     def _session(self, member: int, length_s: float) -> None:
-        with self._lock:
+        with self.lock:
             self.sessions += 1
             session = self.sessions
         # The partition -> the offset after the last one given, for this session's records.
         session_next: dict[int, int] = {}
+        events: list[str] = []  # its rebalances and failed commits, for a problem's note
         consumer = self.clients.consumer(
             group_id="soak",
             enable_auto_commit=False,
@@ -437,7 +440,9 @@ class GroupReader(Background):
             heartbeat_interval_ms=1000,
         )
         try:
-            consumer.subscribe([self.topic], listener=_ForgetMoved(session_next))
+            consumer.subscribe(
+                [self.topic], listener=_ForgetMoved(self, session, session_next, events)
+            )
             opened = committed_at = time.monotonic()
             while not self._done():
                 if self._ends is None and time.monotonic() - opened > length_s:
@@ -445,60 +450,45 @@ class GroupReader(Background):
                 try:
                     batches = consumer.poll(timeout_ms=500)
                 except ReplogError as exc:  # a failed poll returns nothing: counted, not fatal
-                    with self._lock:
+                    with self.lock:
                         self.poll_errors[type(exc).__name__] += 1
                     continue
-                with self._lock:
+                with self.lock:
                     for tp, records in batches.items():
                         for record in records:
-                            first = tp.partition not in session_next
-                            self._take(
-                                member,
-                                tp.partition,
-                                record.offset,
-                                record.value or b"",
-                                session,
-                                first,
-                            )
+                            self._take(member, session, tp.partition, record, events)
                             session_next[tp.partition] = record.offset + 1
                 if time.monotonic() - committed_at > COMMIT_EVERY_S:
-                    self._commit(consumer, session_next, session, member)
+                    self._commit(consumer, session_next, session, member, events)
                     committed_at = time.monotonic()
-            self._commit(consumer, session_next, session, member)
+            self._commit(consumer, session_next, session, member, events)
         finally:
             try:
                 consumer.close(autocommit=False, timeout_ms=15_000)
             except ReplogError as exc:
-                with self._lock:
+                with self.lock:
                     self.poll_errors[f"close: {type(exc).__name__}"] += 1
+            with self.lock:
+                self.positions.release(session)
 
     def _take(
-        self, member: int, partition: int, offset: int, value: bytes, session: int, opens: bool
+        self, member: int, session: int, partition: int, record: ConsumerRecord, events: list[str]
     ) -> None:
-        """Under the lock: one record given to `member` in `session` (`opens`: its first record
-        of the partition)."""
-        if self._holder.setdefault(partition, member) != member:
-            self.handoffs += 1
-            self._holder[partition] = member
-        expected = self._next.get(partition, 0)
-        if offset > expected:
-            self.jumps.append((partition, expected, offset))
-            how = "its first" if opens else "mid-session"
-            self.jump_notes.append(
-                f"{partition}@{offset}: session {session} of member {member}, {how}"
+        """Under the lock: one record given to `member` in `session` (`events`: the session's
+        rebalances and failed commits, named if the record did not follow the one before)."""
+        if self.positions.take(session, member, partition, record.offset, record.value or b""):
+            self.notes.append(
+                f"{partition}@{record.offset} at {_clock()}: session {session} of member "
+                f"{member}; the session's last events {events[-4:]}"
             )
-        elif offset < expected:
-            self.redelivered += 1
-            committed = self._committed.get(partition, 0)
-            if offset < committed:
-                self.rewinds.append((partition, expected, offset, committed))
-        first = self.given.setdefault(partition, {}).setdefault(offset, value)
-        if first != value:
-            self.changed.append(f"{self.topic}-{partition}@{offset}: {first!r}, then {value!r}")
-        self._next[partition] = offset + 1
 
     def _commit(
-        self, consumer: Consumer, session_next: dict[int, int], session: int, member: int
+        self,
+        consumer: Consumer,
+        session_next: dict[int, int],
+        session: int,
+        member: int,
+        events: list[str],
     ) -> None:
         # The consumer's positions: of the partitions this session was given records of since
         # the group last gave them to it, those it still holds (a partition given up was
@@ -513,21 +503,22 @@ class GroupReader(Background):
             except ReplogError:
                 continue  # looked up anew (a reset): not what poll gave, and not committed
             if position != offset:
-                with self._lock:
+                with self.lock:
                     self.ahead.append(
                         f"{p}: position {position}, given up to {offset} (session {session})"
                     )
+        with self.lock:
+            self.positions.attempt(covered)
         try:
             consumer.commit(timeout_ms=10_000)
         except ReplogError as exc:  # the coordinator may be down: the next commit covers it
-            with self._lock:
+            with self.lock:
                 self.commit_failures[type(exc).__name__] += 1
+                events.append(f"{_clock()} commit failed: {type(exc).__name__}")
             return
-        with self._lock:
+        with self.lock:
             if not covered:
                 self.empty_commits += 1
                 return
             self.commits += 1
-            self._committed.update(covered)
-            for p, offset in covered.items():
-                self._commit_log.setdefault(p, []).append((session, member, offset))
+            self.positions.committed(session, member, covered)

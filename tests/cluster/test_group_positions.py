@@ -29,6 +29,7 @@ def test_a_partition_handed_over_at_its_commit_is_clean() -> None:
     assert positions.problems({}) == []
     assert positions.handoffs == 1
     assert positions.overlaps == 0
+    assert positions.highest_next(P) == 20
 
 
 def test_a_member_reading_on_beside_the_next_owner_is_an_overlap_not_a_skip() -> None:

@@ -20,6 +20,7 @@ refuses the leader's cleaned batches or its own (the replicas would stop matchin
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
@@ -124,18 +125,27 @@ async def fetch_all(address: str) -> list[tuple[int, bytes, bytes]]:
     """(offset, key, value) of every record the broker at `address` serves below UPDATES,
     through Kafka's Fetch; its batches may hold fewer records than offsets. A new leader's high
     watermark reaches its log end only once the other follower fetched from it: a read stopped
-    below UPDATES waits for it (the fetch's long poll) up to 30 s."""
+    below UPDATES waits for it (the fetch's long poll) up to 30 s. Another broker's metadata may
+    name it leader before its own does: a retriable error (NOT_LEADER_OR_FOLLOWER) is asked
+    again within that time, as a client would."""
     records: list[tuple[int, bytes, bytes]] = []
     offset = 0
     deadline = time.monotonic() + 30
+    error = None
     async with kafka_broker_client(address) as client:
         while offset < UPDATES:
-            assert time.monotonic() < deadline, f"{address} served up to offset {offset} only"
+            assert time.monotonic() < deadline, (
+                f"{address} served up to offset {offset} only (last error: {error})"
+            )
             response = await client.fetch(
                 m.FetchRequest((m.FetchPartition(TOPIC, 0, offset, 1 << 20),), max_wait_ms=500)
             )
             (result,) = response.partitions
-            assert result.error is None, result.error
+            error = result.error
+            if error is not None and error.retriable:
+                await asyncio.sleep(0.1)
+                continue
+            assert error is None, error
             for batch in iter_batches(result.records, sparse=True):
                 for record in batch.records():
                     assert record.key is not None and record.value is not None

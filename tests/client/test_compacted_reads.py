@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from replog import Consumer, TopicPartition
 from replog.aio import Consumer as AsyncConsumer
 from replog.client.fetched_records import _fast_records, decode_fetched, fetched_answer
-from replog.errors import InvalidRecordError
+from replog.errors import CoordinatorNotAvailableError, InvalidRecordError
 from replog.kafka.messages.fetch_request import FetchRequest
 from replog.kafka.messages.find_coordinator_response import Coordinator, FindCoordinatorResponse
 from replog.record import RecordBatch, build_batch
@@ -51,19 +51,17 @@ def log(tmp_path: Path) -> CleanedLog:
     return found
 
 
-COORDINATOR_NOT_AVAILABLE = 15
-
-
 def no_coordinator(request: Any, version: int) -> FindCoordinatorResponse:
     """FindCoordinator answered COORDINATOR_NOT_AVAILABLE: confluent-kafka's consumer (its
     group.id is required) looks its coordinator up every second even when it only assigns,
     and a request the fake has no answer for closes the connection, the one a fetch may be
-    waiting on too (CI once saw librdkafka read nothing in 10 s so)."""
+    waiting on too."""
+    code = CoordinatorNotAvailableError.code
     if version < 4:
-        return FindCoordinatorResponse(error_code=COORDINATOR_NOT_AVAILABLE, node_id=-1, port=-1)
+        return FindCoordinatorResponse(error_code=code, node_id=-1, port=-1)
     return FindCoordinatorResponse(
         coordinators=[
-            Coordinator(key=key, node_id=-1, port=-1, error_code=COORDINATOR_NOT_AVAILABLE)
+            Coordinator(key=key, node_id=-1, port=-1, error_code=code)
             for key in request.coordinator_keys
         ]
     )

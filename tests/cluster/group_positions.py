@@ -110,6 +110,11 @@ class GroupPositions:
         holding.next = max(holding.next, offset + 1)
         return True
 
+    def session_next(self, session: int) -> dict[int, int]:
+        """Partition -> the offset after `session`'s last record of it, for the partitions it
+        holds (what a commit of that session covers)."""
+        return {p: held[session].next for p, held in self._holdings.items() if session in held}
+
     def release(self, session: int, partitions: set[int] | None = None) -> None:
         """`session`'s holdings of `partitions` (all: None) end: revoked, lost or closed."""
         for partition, holdings in self._holdings.items():

@@ -287,23 +287,17 @@ def _clock() -> str:
 
 class _ForgetMoved:
     """A rebalance listener of one member's session: whenever the group takes a partition away
-    or gives it (again), the session forgets its position there (the offset after the last
-    record given; the consumer's position starts over from the group's committed offset, and a
-    commit covers that position, not the records given before) and its holding of it ends.
-    It runs on the consumer's loop, while the member's thread waits in poll."""
+    or gives it (again), the session's holding of it ends (the consumer's position starts over
+    from the group's committed offset, and a commit covers that position, not the records
+    given before). It runs on the consumer's loop, while the member's thread waits in poll."""
 
-    def __init__(
-        self, reader: GroupReader, session: int, session_next: dict[int, int], events: list[str]
-    ) -> None:
+    def __init__(self, reader: GroupReader, session: int, events: list[str]) -> None:
         self._reader, self._session = reader, session
-        self._session_next = session_next
         self._events = events  # what a problem's note names: this session's rebalances
 
     def _forget(self, kind: str, partitions: set[TopicPartition]) -> None:
         moved = {tp.partition for tp in partitions}
         self._events.append(f"{_clock()} {kind} {sorted(moved)}")
-        for partition in moved:
-            self._session_next.pop(partition, None)
         with self._reader.lock:
             self._reader.positions.release(self._session, moved)
 
@@ -427,8 +421,6 @@ class GroupReader(Background):
         with self.lock:
             self.sessions += 1
             session = self.sessions
-        # The partition -> the offset after the last one given, for this session's records.
-        session_next: dict[int, int] = {}
         events: list[str] = []  # its rebalances and failed commits, for a problem's note
         consumer = self.clients.consumer(
             group_id="soak",
@@ -440,9 +432,7 @@ class GroupReader(Background):
             heartbeat_interval_ms=1000,
         )
         try:
-            consumer.subscribe(
-                [self.topic], listener=_ForgetMoved(self, session, session_next, events)
-            )
+            consumer.subscribe([self.topic], listener=_ForgetMoved(self, session, events))
             opened = committed_at = time.monotonic()
             while not self._done():
                 if self._ends is None and time.monotonic() - opened > length_s:
@@ -457,11 +447,10 @@ class GroupReader(Background):
                     for tp, records in batches.items():
                         for record in records:
                             self._take(member, session, tp.partition, record, events)
-                            session_next[tp.partition] = record.offset + 1
                 if time.monotonic() - committed_at > COMMIT_EVERY_S:
-                    self._commit(consumer, session_next, session, member, events)
+                    self._commit(consumer, session, member, events)
                     committed_at = time.monotonic()
-            self._commit(consumer, session_next, session, member, events)
+            self._commit(consumer, session, member, events)
         finally:
             try:
                 consumer.close(autocommit=False, timeout_ms=15_000)
@@ -482,19 +471,14 @@ class GroupReader(Background):
                 f"{member}; the session's last events {events[-4:]}"
             )
 
-    def _commit(
-        self,
-        consumer: Consumer,
-        session_next: dict[int, int],
-        session: int,
-        member: int,
-        events: list[str],
-    ) -> None:
+    def _commit(self, consumer: Consumer, session: int, member: int, events: list[str]) -> None:
         # The consumer's positions: of the partitions this session was given records of since
         # the group last gave them to it, those it still holds (a partition given up was
         # committed by the group's next owner, if at all: its position here is no longer the
         # group's).
         held = {tp.partition for tp in consumer.assignment()}
+        with self.lock:
+            session_next = self.positions.session_next(session)
         covered = {p: offset for p, offset in session_next.items() if p in held}
         # What commit() will send for them: its positions, which must be what poll gave.
         for p, offset in covered.items():

@@ -13,14 +13,13 @@ Rules (docs/design/replication.md#isr-shrink; Kafka's `ReplicaManager.maybeShrin
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
 from replog.common import TopicPartitionKey
 from replog.replication.partition_effects import SendAlterPartition
 from replog.replication.partition_events import TimerFired
 from replog.server.data_plane.log_summaries import few_names
+from replog.server.data_plane.replica_fetcher import wait_for_wakeup
 from replog.server.data_plane.replica_shell import ReplicaShell
 
 log = logging.getLogger("replog.server.data_plane.replica_manager")  # every role's lines
@@ -144,12 +143,8 @@ class ReplicaTimers(ReplicaShell):
             delay_ms = max(0, due_ms - self._clock())
             self._timers_changed.clear()
             self._timer_due_ms = due_ms
-            # (asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
-            # cancellation that races with the event.)
             try:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay_ms / 1000):
-                        await self._timers_changed.wait()
+                await wait_for_wakeup(self._timers_changed, delay_ms)
             finally:
                 self._timer_due_ms = None
 
